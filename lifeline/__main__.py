@@ -1,0 +1,5 @@
+"""`python -m lifeline` runs the `lifeline` CLI."""
+
+from lifeline.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The `lifeline` command line."""

@@ -1,0 +1,205 @@
+"""Core `lifeline` commands: init, log, show, history, lines, verify."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from lifeline.audit import Report, verify_store
+from lifeline.cli.common import (
+    default_author,
+    entry_text,
+    global_options,
+    line_of,
+    open_line,
+    print_json,
+    root_of,
+)
+from lifeline.entry import ID_RE, KNOWN_KINDS
+from lifeline.errors import ConfigError, NotFound
+from lifeline.ledger import Draft, Ledger
+from lifeline.lines import line_names, line_path
+from lifeline.store.sqlite import SqliteStore
+
+__all__ = ["global_options", "register"]
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("init", parents=[parent], help="create the line (default: ledger)")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("log", parents=[parent], help="append an entry; prints its id")
+    p.add_argument("--kind", required=True, help=f"one of: {', '.join(sorted(KNOWN_KINDS))}")
+    p.add_argument("--summary", required=True, help="one line: what this entry records")
+    body = p.add_mutually_exclusive_group()
+    body.add_argument("--body", default="", help="the why, in full")
+    body.add_argument("--body-file", help="read the body from PATH ('-' for stdin)")
+    p.add_argument(
+        "--parents",
+        help="comma-separated ids or prefixes (default: the line's tips); "
+        "LINE:ID names a parent in another line",
+    )
+    p.add_argument("--author", default=None, help="who (default: $LIFELINE_AUTHOR or $USER)")
+    p.add_argument("--agent", default="human", help="the agent that wrote it (default: human)")
+    p.add_argument("--provider", default="none", help="model provider (default: none)")
+    p.add_argument("--model", default="human", help="model name (default: human)")
+    p.add_argument("--dedup-key", help="idempotency key: a retried write records once")
+    p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+    p.set_defaults(func=cmd_log)
+
+    p = sub.add_parser("show", parents=[parent], help="one entry by id or unique prefix")
+    p.add_argument("id", metavar="ID|PREFIX")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("history", parents=[parent], help="every entry, in the ledger's order")
+    p.add_argument("--kind", help="only entries of this kind")
+    p.add_argument("--limit", type=int, help="only the last N entries")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("lines", parents=[parent], help="the lines of this project")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_lines)
+
+    p = sub.add_parser(
+        "verify", parents=[parent], help="check ids, parents and rows; exit 1 on any problem"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.set_defaults(func=cmd_verify)
+
+
+async def cmd_init(args: argparse.Namespace) -> int:
+    name = line_of(args)
+    path = line_path(root_of(args), name)
+    existed = path.exists()
+    async with open_line(args, create=True):
+        pass
+    print(f"{'line already exists' if existed else 'created line'} {name!r} at {path}")
+    return 0
+
+
+def _read_body(args: argparse.Namespace) -> str:
+    if args.body_file is None:
+        return str(args.body)
+    if args.body_file == "-":
+        return sys.stdin.read()
+    try:
+        return Path(args.body_file).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read --body-file {args.body_file}: {exc.strerror}") from exc
+
+
+async def _resolve_parents(args: argparse.Namespace, store: SqliteStore) -> tuple[str, ...] | None:
+    if args.parents is None:
+        return None
+    out: list[str] = []
+    for item in filter(None, (p.strip() for p in args.parents.split(","))):
+        if ":" in item:
+            other, ref = item.split(":", 1)
+            async with open_line(args, line=other) as foreign:
+                entry = await foreign.resolve(ref)
+            await store.declare_external(entry.id, other)
+            out.append(entry.id)
+        elif ID_RE.match(item):
+            out.append(item)
+        else:
+            out.append((await store.resolve(item)).id)
+    return tuple(out)
+
+
+async def cmd_log(args: argparse.Namespace) -> int:
+    async with open_line(args) as store:
+        draft = Draft(
+            kind=args.kind,
+            summary=args.summary,
+            body=_read_body(args),
+            author=args.author if args.author is not None else default_author(),
+            agent=args.agent,
+            provider=args.provider,
+            model=args.model,
+            parents=await _resolve_parents(args, store),
+            dedup_key=args.dedup_key,
+        )
+        entry, _created = await Ledger(store).append(draft)
+    if args.json:
+        print_json(entry.to_dict())
+    else:
+        print(entry.id)
+    return 0
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    async with open_line(args) as store:
+        entry = await store.resolve(args.id)
+        children = await store.children(entry.id)
+    if args.json:
+        print_json(entry.to_dict() | {"children": children, "intact": entry.is_intact()})
+    else:
+        print(entry_text(entry))
+        if not entry.is_intact():
+            print("\nWARNING: this entry's id does not match its content (run `lifeline verify`)")
+    return 0
+
+
+async def cmd_history(args: argparse.Namespace) -> int:
+    async with open_line(args) as store:
+        entries = [e async for e in store.stream() if args.kind is None or e.kind == args.kind]
+    if args.limit is not None:
+        entries = entries[-args.limit :] if args.limit > 0 else []
+    if args.json:
+        print_json([e.to_dict() for e in entries])
+        return 0
+    for e in entries:
+        summary = e.summary.replace("\n", " ")
+        print(f"{e.id[:12]}  {e.ts[:19]}  {e.kind:<10}  {summary}")
+    return 0
+
+
+async def cmd_lines(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    rows = []
+    for name in line_names(root):
+        store = await SqliteStore.open(line_path(root, name))
+        try:
+            rows.append({"line": name, "entries": await store.count()})
+        finally:
+            await store.close()
+    if args.json:
+        print_json(rows)
+    elif not rows:
+        print(f"no lines under {root}; create one with `lifeline init`")
+    else:
+        for row in rows:
+            print(f"{row['line']:<20} {row['entries']:>8} entries")
+    return 0
+
+
+async def cmd_verify(args: argparse.Namespace) -> int:
+    name = line_of(args)
+
+    async def external_exists(other: str, entry_id: str) -> bool:
+        try:
+            async with open_line(args, line=other) as foreign:
+                return bool(await foreign.contains([entry_id]))
+        except NotFound:
+            return False
+
+    async with open_line(args) as store:
+        report = await verify_store(store, name, external_exists=external_exists)
+    if args.json:
+        print_json(report.to_dict())
+    else:
+        _print_report(report)
+    return 0 if report.ok else 1
+
+
+def _print_report(report: Report) -> None:
+    if report.ok:
+        print(f"line {report.line!r}: {report.entries} entries, all ids and parents verify")
+        return
+    print(f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries")
+    for f in report.findings:
+        print(f"  {f.check:<17} {f.entry_id[:12]}  {f.detail}")

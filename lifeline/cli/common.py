@@ -1,0 +1,108 @@
+"""Helpers every `lifeline` command uses: opening lines, printing, argument types."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from lifeline.entry import Entry
+from lifeline.errors import ConfigError
+from lifeline.lines import DEFAULT_LINE, line_path, validate_line_name
+from lifeline.store.sqlite import SqliteStore
+
+__all__ = [
+    "default_author",
+    "entry_text",
+    "global_options",
+    "open_line",
+    "print_json",
+    "root_of",
+]
+
+
+def global_options() -> argparse.ArgumentParser:
+    """``--root``/``--line``/``-v``, accepted before or after the command name."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--root",
+        type=Path,
+        default=argparse.SUPPRESS,
+        help="project root holding .lifeline/ (default: the current directory)",
+    )
+    parent.add_argument(
+        "--line",
+        default=argparse.SUPPRESS,
+        help=f"the line to use (default: {DEFAULT_LINE})",
+    )
+    parent.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="show tracebacks and debug logs",
+    )
+    return parent
+
+
+def root_of(args: argparse.Namespace) -> Path:
+    root: Path = getattr(args, "root", None) or Path.cwd()
+    if not root.is_dir():
+        raise ConfigError(f"--root {root} is not a directory; pass the project folder")
+    return root
+
+
+def line_of(args: argparse.Namespace) -> str:
+    return validate_line_name(getattr(args, "line", None) or DEFAULT_LINE)
+
+
+@asynccontextmanager
+async def open_line(
+    args: argparse.Namespace, *, create: bool = False, line: str | None = None
+) -> AsyncIterator[SqliteStore]:
+    """Open the selected line; a line that does not exist is an error unless ``create``."""
+    name = line or line_of(args)
+    path = line_path(root_of(args), name, must_exist=not create)
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    store = await SqliteStore.open(path)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+def default_author() -> str:
+    for var in ("LIFELINE_AUTHOR", "USER", "LOGNAME"):
+        value = os.environ.get(var)
+        if value:
+            return value
+    return "unknown"
+
+
+def print_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+
+
+def entry_text(entry: Entry) -> str:
+    """A human rendering of one entry (``lifeline show``)."""
+    lines = [
+        f"id:       {entry.id}",
+        f"ts:       {entry.ts}",
+        f"kind:     {entry.kind}",
+        f"author:   {entry.author}",
+        f"agent:    {entry.agent} ({entry.provider}/{entry.model})",
+        f"summary:  {entry.summary}",
+        f"parents:  {', '.join(entry.parents) or '-'}",
+    ]
+    if entry.dedup_key:
+        lines.append(f"dedup:    {entry.dedup_key}")
+    if entry.body:
+        lines.append("")
+        lines.append(entry.body)
+    return "\n".join(lines)

@@ -1,0 +1,69 @@
+"""Entry point of `lifeline`: builds the parser from the command modules and runs one.
+
+Errors of ours become one line on stderr and exit status 2 (tracebacks only with ``-v``);
+``verify`` exits 1 when it finds a problem; output piped into ``head`` ends quietly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from lifeline import __version__
+from lifeline.cli import cmd_core
+from lifeline.errors import LifelineError
+
+__all__ = ["build_parser", "main"]
+
+# Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
+COMMAND_MODULES = [cmd_core]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parent = cmd_core.global_options()
+    parser = argparse.ArgumentParser(
+        prog="lifeline",
+        description="The project's reasoning ledger: record why the software is what it is.",
+        parents=[parent],
+    )
+    parser.add_argument("--version", action="version", version=f"lifeline {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in COMMAND_MODULES:
+        module.register(sub, parent)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    sys.exit(run(args))
+
+
+def run(args: argparse.Namespace) -> int:
+    verbose = bool(getattr(args, "verbose", False))
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        code: int = asyncio.run(args.func(args))
+        sys.stdout.flush()
+        return code
+    except LifelineError as exc:
+        if verbose:
+            raise
+        print(f"lifeline: error: {exc}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        # The reader (e.g. `head`) went away: stop quietly, as other Unix tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except KeyboardInterrupt:
+        print("lifeline: interrupted", file=sys.stderr)
+        return 130

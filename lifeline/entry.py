@@ -1,0 +1,272 @@
+"""The entry: an immutable, content-addressed record, and its canonical form (DESIGN §3).
+
+Pure: no I/O, no clock. The id is ``sha256`` of the v2 canonical form, byte-compatible with
+the ids of lifeline-context 0.6.1::
+
+    "v2\\n" + F(kind) + F(author) + F(agent) + F(provider) + F(model) + F(summary)
+           + F(body.strip()) + F(p1) + ... + F(pk)      # parents sorted, duplicates kept
+    F(x) = str(len(utf8(x))) + ":" + x + "\\n"
+
+``ts`` and ``dedup_key`` are outside the hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from lifeline.errors import IdMismatch, InvalidEntry
+
+__all__ = [
+    "HASHED_FIELDS",
+    "ID_RE",
+    "KNOWN_KINDS",
+    "Entry",
+    "canonical_bytes",
+    "compute_id",
+    "format_ts",
+    "normalize_ts",
+]
+
+KNOWN_KINDS: frozenset[str] = frozenset(
+    {
+        "bootstrap",
+        "decision",
+        "feature",
+        "fix",
+        "incident",
+        "milestone",
+        "release",
+        "note",
+        "open",
+        "correction",
+        "service",
+        "api",
+        "test",
+        "requirement",
+        "debt",
+        "relation",
+        "checkpoint",
+    }
+)
+
+HASHED_FIELDS = ("kind", "author", "agent", "provider", "model", "summary", "body")
+ID_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _frame(value: str) -> bytes:
+    raw = value.encode("utf-8")
+    return str(len(raw)).encode("ascii") + b":" + raw + b"\n"
+
+
+def canonical_bytes(
+    kind: str,
+    author: str,
+    agent: str,
+    provider: str,
+    model: str,
+    summary: str,
+    body: str,
+    parents: tuple[str, ...] | list[str],
+) -> bytes:
+    """The v2 canonical form. Raises UnicodeEncodeError on lone surrogates."""
+    parts = [b"v2\n"]
+    parts.extend(_frame(v) for v in (kind, author, agent, provider, model, summary, body.strip()))
+    parts.extend(_frame(p) for p in sorted(parents))
+    return b"".join(parts)
+
+
+def compute_id(
+    kind: str,
+    author: str,
+    agent: str,
+    provider: str,
+    model: str,
+    summary: str,
+    body: str,
+    parents: tuple[str, ...] | list[str],
+) -> str:
+    """The entry id: lowercase hex sha256 of the canonical form."""
+    form = canonical_bytes(kind, author, agent, provider, model, summary, body, parents)
+    return hashlib.sha256(form).hexdigest()
+
+
+def format_ts(moment: datetime) -> str:
+    """Render a timestamp in the one form we store: UTC, microseconds, ``Z``."""
+    if moment.tzinfo is None:
+        raise InvalidEntry(f"timestamp {moment!r} has no time zone; pass an aware datetime")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def normalize_ts(value: str) -> str:
+    """Parse any ISO-8601 timestamp with a zone and return it in the stored form.
+
+    lifeline-context wrote both ``...Z`` and ``...+00:00``; both normalise to ``...Z``, so
+    that string order is time order.
+    """
+    text = value.strip()
+    if text.endswith(("Z", "z")):
+        text = text[:-1] + "+00:00"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise InvalidEntry(
+            f"timestamp {value!r} is not ISO-8601; use e.g. 2026-01-31T12:00:00Z"
+        ) from exc
+    if moment.tzinfo is None:
+        raise InvalidEntry(f"timestamp {value!r} has no time zone; append Z for UTC")
+    return format_ts(moment)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One immutable record. Build new ones with :meth:`create`; ``id`` is derived."""
+
+    id: str
+    ts: str
+    kind: str
+    author: str
+    agent: str
+    provider: str
+    model: str
+    summary: str
+    body: str
+    parents: tuple[str, ...] = field(default_factory=tuple)
+    dedup_key: str | None = None
+
+    @classmethod
+    def create(
+        cls,
+        *,
+        ts: str,
+        kind: str,
+        summary: str,
+        body: str = "",
+        author: str = "",
+        agent: str = "human",
+        provider: str = "none",
+        model: str = "human",
+        parents: tuple[str, ...] | list[str] = (),
+        dedup_key: str | None = None,
+    ) -> Entry:
+        """A new entry with its id computed; the body is stored stripped (as hashed)."""
+        ordered = tuple(sorted(parents))
+        body = body.strip()
+        entry_id = compute_id(kind, author, agent, provider, model, summary, body, ordered)
+        return cls(
+            id=entry_id,
+            ts=normalize_ts(ts),
+            kind=kind,
+            author=author,
+            agent=agent,
+            provider=provider,
+            model=model,
+            summary=summary,
+            body=body,
+            parents=ordered,
+            dedup_key=dedup_key,
+        )
+
+    def expected_id(self) -> str:
+        """The id this entry's content hashes to (may differ from ``id`` if tampered)."""
+        return compute_id(
+            self.kind,
+            self.author,
+            self.agent,
+            self.provider,
+            self.model,
+            self.summary,
+            self.body,
+            self.parents,
+        )
+
+    def verify(self) -> None:
+        """Raise :class:`IdMismatch` when ``id`` is not the hash of the content."""
+        try:
+            expected = self.expected_id()
+        except UnicodeEncodeError as exc:
+            raise InvalidEntry(
+                f"entry {self.id[:12]} holds text that is not valid UTF-8 ({exc.reason})"
+            ) from exc
+        if expected != self.id:
+            raise IdMismatch(
+                f"entry {self.id[:12]}: its id does not match its content "
+                f"(content hashes to {expected[:12]}); it was altered after it was written"
+            )
+
+    def is_intact(self) -> bool:
+        try:
+            self.verify()
+        except InvalidEntry:
+            return False
+        return True
+
+    def with_ts(self, ts: str) -> Entry:
+        return replace(self, ts=ts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "ts": self.ts,
+            "kind": self.kind,
+            "author": self.author,
+            "agent": self.agent,
+            "provider": self.provider,
+            "model": self.model,
+            "summary": self.summary,
+            "body": self.body,
+            "parents": list(self.parents),
+            "dedup_key": self.dedup_key,
+        }
+
+    def to_json(self) -> bytes:
+        """Compact, key-sorted JSON: the form entries travel in."""
+        return json.dumps(
+            self.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":")
+        ).encode("utf-8")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], *, check: bool = True) -> Entry:
+        """Decode an entry from elsewhere. With ``check``, its id must match its content."""
+        try:
+            parents = data.get("parents") or []
+            if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+                raise TypeError("parents must be a list of ids")
+            values = {name: data[name] for name in ("id", "ts", *HASHED_FIELDS)}
+            if not all(isinstance(v, str) for v in values.values()):
+                raise TypeError("id, ts and the hashed fields must be strings")
+            dedup = data.get("dedup_key")
+            if dedup is not None and not isinstance(dedup, str):
+                raise TypeError("dedup_key must be a string or null")
+        except (KeyError, TypeError) as exc:
+            raise InvalidEntry(f"malformed entry: {exc}") from exc
+        entry = cls(
+            id=values["id"],
+            ts=normalize_ts(values["ts"]),
+            kind=values["kind"],
+            author=values["author"],
+            agent=values["agent"],
+            provider=values["provider"],
+            model=values["model"],
+            summary=values["summary"],
+            body=values["body"].strip(),
+            parents=tuple(sorted(parents)),
+            dedup_key=dedup,
+        )
+        if check:
+            entry.verify()
+        return entry
+
+    @classmethod
+    def from_json(cls, raw: bytes | str, *, check: bool = True) -> Entry:
+        try:
+            data = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise InvalidEntry(f"entry is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise InvalidEntry("entry JSON must be an object")
+        return cls.from_dict(data, check=check)

@@ -1,0 +1,122 @@
+"""The ledger service: validated local writes on top of a store.
+
+Local writes get default parents (the line's current tips, so forks made by concurrent
+writers are joined by the next write), validation, and dedup-key idempotency. Reads go to
+the store directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from lifeline.entry import Entry, format_ts
+from lifeline.errors import InvalidEntry
+from lifeline.store.port import AppendResult, Store
+from lifeline.validate import DEFAULT_LIMITS, Limits, check_local
+
+__all__ = ["Draft", "Ledger", "utc_now"]
+
+
+def utc_now() -> str:
+    return format_ts(datetime.now(UTC))
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """What a writer says; the ledger fills in ts, parents and the id."""
+
+    kind: str
+    summary: str
+    body: str = ""
+    author: str = ""
+    agent: str = "human"
+    provider: str = "none"
+    model: str = "human"
+    parents: tuple[str, ...] | None = None  # None: the line's tips
+    dedup_key: str | None = None
+
+
+class Ledger:
+    """Local writes to one line, with the checks of :func:`lifeline.validate.check_local`."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        limits: Limits = DEFAULT_LIMITS,
+        clock: Callable[[], str] = utc_now,
+    ) -> None:
+        self.store = store
+        self.limits = limits
+        self._clock = clock
+
+    async def build(self, draft: Draft) -> Entry:
+        """Turn a draft into a validated entry (not yet stored)."""
+        parents = draft.parents if draft.parents is not None else tuple(await self.store.tips())
+        entry = Entry.create(
+            ts=self._clock(),
+            kind=draft.kind,
+            summary=draft.summary,
+            body=draft.body,
+            author=draft.author,
+            agent=draft.agent,
+            provider=draft.provider,
+            model=draft.model,
+            parents=parents,
+            dedup_key=draft.dedup_key,
+        )
+        check_local(entry, self.limits)
+        await self._check_parents(entry)
+        return entry
+
+    async def append(self, draft: Draft) -> tuple[Entry, bool]:
+        """Record a draft. Returns the stored entry and whether it is new.
+
+        A draft whose ``dedup_key`` is already recorded returns the earlier entry unchanged,
+        so a retried write never records twice.
+        """
+        if draft.dedup_key is not None:
+            earlier = await self.store.by_dedup_key(draft.dedup_key)
+            if earlier is not None:
+                return earlier, False
+        entry = await self.build(draft)
+        created = await self.store.append(entry)
+        return (entry if created else await self.store.get(entry.id)), created
+
+    async def append_many(self, drafts: Sequence[Draft]) -> AppendResult:
+        """Record a batch in one transaction; drafts without parents chain onto each other."""
+        tips = tuple(await self.store.tips())
+        entries: list[Entry] = []
+        for draft in drafts:
+            parents = draft.parents if draft.parents is not None else tips
+            entry = Entry.create(
+                ts=self._clock(),
+                kind=draft.kind,
+                summary=draft.summary,
+                body=draft.body,
+                author=draft.author,
+                agent=draft.agent,
+                provider=draft.provider,
+                model=draft.model,
+                parents=parents,
+                dedup_key=draft.dedup_key,
+            )
+            check_local(entry, self.limits)
+            entries.append(entry)
+            if draft.parents is None:
+                tips = (entry.id,)
+        return await self.store.append_many(entries)
+
+    async def _check_parents(self, entry: Entry) -> None:
+        wanted = set(entry.parents)
+        if not wanted:
+            return
+        missing = wanted - await self.store.contains(wanted) - set(await self.store.externals())
+        if missing:
+            first = sorted(missing)[0]
+            raise InvalidEntry(
+                f"parent {first[:12]} is not in this line; give an id from `lifeline history`, "
+                "or declare a cross-line parent with LINE:ID"
+            )

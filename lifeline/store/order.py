@@ -1,0 +1,64 @@
+"""Pure helpers shared by the store adapters: heights and batch ordering."""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Callable, Mapping, Sequence
+
+from lifeline.entry import Entry
+from lifeline.errors import InvalidEntry
+
+__all__ = ["order_batch"]
+
+
+def order_batch(
+    entries: Sequence[Entry],
+    stored_height: Callable[[str], int | None],
+    externals: Mapping[str, str],
+) -> list[tuple[Entry, int]]:
+    """Order a batch parents-first (linear time) and give each entry its height.
+
+    ``stored_height(id)`` returns the height of an already stored entry, or None. A parent
+    that is neither stored, in the batch, nor a declared external breaks closure: the whole
+    batch is refused, naming the missing parent.
+    """
+    batch: dict[str, Entry] = {}
+    for entry in entries:
+        batch.setdefault(entry.id, entry)
+    base: dict[str, int] = {}
+    blockers: dict[str, int] = {}
+    dependants: dict[str, list[str]] = defaultdict(list)
+    for entry in batch.values():
+        top = 0
+        waiting = 0
+        for parent in set(entry.parents):
+            if parent in batch and parent != entry.id:
+                waiting += 1
+                dependants[parent].append(entry.id)
+                continue
+            h = stored_height(parent)
+            if h is None:
+                if parent in externals:
+                    continue
+                raise InvalidEntry(
+                    f"entry {entry.id[:12]} names parent {parent[:12]}, which is not in this "
+                    "line; add the parent first or declare it as a cross-line reference"
+                )
+            top = max(top, h)
+        base[entry.id] = top
+        blockers[entry.id] = waiting
+    ready = deque(eid for eid, n in blockers.items() if n == 0)
+    out: list[tuple[Entry, int]] = []
+    while ready:
+        eid = ready.popleft()
+        height = base[eid] + 1
+        out.append((batch[eid], height))
+        for child in dependants.get(eid, ()):
+            base[child] = max(base[child], height)
+            blockers[child] -= 1
+            if blockers[child] == 0:
+                ready.append(child)
+    if len(out) != len(batch):
+        stuck = [eid[:12] for eid, n in blockers.items() if n > 0][:3]
+        raise InvalidEntry(f"entries {', '.join(stuck)} form a parent cycle; refusing the batch")
+    return out

@@ -1,0 +1,104 @@
+"""The SQLite schema as numbered migrations, per component.
+
+Each migration runs in the same transaction that records it in ``schema_migrations``, so a
+crash leaves a database either before or after a migration, never half-way. Higher layers
+(recall, the notary) register their own component's migrations; the ledger's are here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+__all__ = ["MIGRATIONS", "apply_migrations", "register_migrations"]
+
+# component -> ordered list of (version, sql script)
+MIGRATIONS: dict[str, list[tuple[int, str]]] = {
+    "ledger": [
+        (
+            1,
+            """
+            CREATE TABLE entries (
+                seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+                id        TEXT NOT NULL UNIQUE,
+                ts        TEXT NOT NULL,
+                kind      TEXT NOT NULL,
+                author    TEXT NOT NULL,
+                agent     TEXT NOT NULL,
+                provider  TEXT NOT NULL,
+                model     TEXT NOT NULL,
+                summary   TEXT NOT NULL,
+                body      TEXT NOT NULL,
+                parents   TEXT NOT NULL,
+                dedup_key TEXT,
+                height    INTEGER NOT NULL
+            );
+            CREATE UNIQUE INDEX entries_dedup ON entries(dedup_key) WHERE dedup_key IS NOT NULL;
+            CREATE INDEX entries_order ON entries(height, ts, id);
+            CREATE TABLE edges (
+                parent_id TEXT NOT NULL,
+                child_id  TEXT NOT NULL,
+                PRIMARY KEY (parent_id, child_id)
+            ) WITHOUT ROWID;
+            CREATE INDEX edges_child ON edges(child_id);
+            CREATE TABLE tips (id TEXT PRIMARY KEY) WITHOUT ROWID;
+            CREATE TABLE externals (id TEXT PRIMARY KEY, line TEXT NOT NULL) WITHOUT ROWID;
+            CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+            """,
+        )
+    ],
+}
+
+
+def register_migrations(component: str, migrations: list[tuple[int, str]]) -> None:
+    """Add a component's migrations (idempotent for the same list)."""
+    MIGRATIONS[component] = sorted(migrations)
+
+
+def apply_migrations(conn: sqlite3.Connection) -> None:
+    """Bring ``conn`` (autocommit mode) up to the newest version of every component."""
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations ("
+        " component TEXT NOT NULL, version INTEGER NOT NULL, applied_at REAL NOT NULL,"
+        " PRIMARY KEY (component, version))"
+    )
+    for component, steps in sorted(MIGRATIONS.items()):
+        for version, script in steps:
+            done = conn.execute(
+                "SELECT 1 FROM schema_migrations WHERE component = ? AND version = ?",
+                (component, version),
+            ).fetchone()
+            if done:
+                continue
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                again = conn.execute(
+                    "SELECT 1 FROM schema_migrations WHERE component = ? AND version = ?",
+                    (component, version),
+                ).fetchone()
+                if not again:
+                    for statement in _statements(script):
+                        conn.execute(statement)
+                    conn.execute(
+                        "INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                        (component, version, time.time()),
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+
+
+def _statements(script: str) -> list[str]:
+    # executescript() would commit our transaction; split on complete statements instead.
+    out: list[str] = []
+    buf = ""
+    for line in script.splitlines(keepends=True):
+        buf += line
+        if sqlite3.complete_statement(buf):
+            if buf.strip():
+                out.append(buf.strip())
+            buf = ""
+    if buf.strip():
+        out.append(buf.strip())
+    return out

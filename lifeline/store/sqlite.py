@@ -1,0 +1,389 @@
+"""SqliteStore: the store port on one SQLite file per line (WAL).
+
+Each store operation runs as one function on a dedicated worker thread that owns the
+connection, so a multi-statement write transaction costs one thread hop, not one per
+statement (see docs/decisions/0002-sqlite-worker-thread.md). Write transactions are
+``BEGIN IMMEDIATE`` so several processes appending to one line serialise on SQLite's lock
+instead of failing half-way; ``busy_timeout`` makes them wait their turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+from lifeline.entry import Entry
+from lifeline.errors import AmbiguousPrefix, NotFound, StoreError
+from lifeline.store.order import order_batch
+from lifeline.store.port import AppendResult, RowProblem
+from lifeline.store.schema import apply_migrations
+
+__all__ = ["SqliteStore"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS = 30_000
+STREAM_CHUNK = 2_000
+_COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
+
+
+def _decode(row: tuple[Any, ...]) -> Entry:
+    _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup = row
+    plist = json.loads(parents)
+    if not isinstance(plist, list) or not all(isinstance(p, str) for p in plist):
+        raise ValueError("parents column is not a JSON list of ids")
+    values = (eid, ts, kind, author, agent, provider, model, summary, body)
+    if not all(isinstance(v, str) for v in values):
+        raise ValueError("a text column holds a non-text value")
+    if dedup is not None and not isinstance(dedup, str):
+        raise ValueError("dedup_key column holds a non-text value")
+    return Entry(eid, ts, kind, author, agent, provider, model, summary, body, tuple(plist), dedup)
+
+
+class SqliteStore:
+    """One line in one SQLite file. Open with :meth:`open`; use as an async context manager."""
+
+    def __init__(self, path: Path, conn: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
+        self.path = path
+        self._conn = conn
+        self._pool = pool
+        self._closed = False
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, path: str | Path, *, create: bool = True) -> SqliteStore:
+        """Open (and with ``create``, make) the line file at ``path``, migrating it."""
+        target = Path(path)
+        if not create and not target.exists():
+            raise NotFound(f"no line file at {target}; create the line with `lifeline init`")
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sqlite:{target.name}")
+        loop = asyncio.get_running_loop()
+
+        def connect() -> sqlite3.Connection:
+            conn = sqlite3.connect(
+                target,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+            )
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute("PRAGMA foreign_keys = OFF")
+            apply_migrations(conn)
+            return conn
+
+        try:
+            conn = await loop.run_in_executor(pool, connect)
+        except sqlite3.DatabaseError as exc:
+            pool.shutdown(wait=False)
+            raise StoreError(
+                f"cannot open {target} as a SQLite ledger ({exc}); is it a lifeline line file?"
+            ) from exc
+        return cls(target, conn, pool)
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self._run(self._conn.close)
+        self._pool.shutdown(wait=True)
+
+    async def __aenter__(self) -> SqliteStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._pool, fn, *args)
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite error on {self.path}: {exc}") from exc
+
+    def write(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[], T]:
+        """Wrap ``fn(conn)`` in a ``BEGIN IMMEDIATE`` transaction (for extensions)."""
+
+        def tx() -> T:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return result
+
+        return tx
+
+    async def run_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in one write transaction on the worker thread."""
+        return await self._run(self.write(fn))
+
+    async def run_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` on the worker thread (no transaction)."""
+        return await self._run(fn, self._conn)
+
+    # -- writes --------------------------------------------------------------------
+
+    async def append(self, entry: Entry) -> bool:
+        return bool((await self.append_many([entry])).added)
+
+    async def append_many(self, entries: Sequence[Entry]) -> AppendResult:
+        if not entries:
+            return AppendResult(())
+        return await self.run_write(lambda conn: self._append_tx(conn, entries))
+
+    @staticmethod
+    def _append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResult:
+        ids = {e.id for e in entries} | {p for e in entries for p in e.parents}
+        known = _heights(conn, ids)
+        existing_ts = _existing_ts(conn, {e.id for e in entries})
+        externals = dict(conn.execute("SELECT id, line FROM externals").fetchall())
+        ordered = order_batch(entries, known.get, externals)
+        new_rows: list[tuple[Any, ...]] = []
+        edges: list[tuple[str, str]] = []
+        lowered: list[str] = []
+        for entry, height in ordered:
+            old_ts = existing_ts.get(entry.id)
+            if old_ts is not None:
+                if entry.ts < old_ts:
+                    lowered.append(entry.id)
+                    existing_ts[entry.id] = entry.ts
+                continue
+            existing_ts[entry.id] = entry.ts
+            new_rows.append(
+                (
+                    entry.id,
+                    entry.ts,
+                    entry.kind,
+                    entry.author,
+                    entry.agent,
+                    entry.provider,
+                    entry.model,
+                    entry.summary,
+                    entry.body,
+                    json.dumps(list(entry.parents)),
+                    entry.dedup_key,
+                    height,
+                )
+            )
+            edges.extend((p, entry.id) for p in set(entry.parents))
+        if lowered:
+            conn.executemany(
+                "UPDATE entries SET ts = ? WHERE id = ? AND ts > ?",
+                [(existing_ts[i], i, existing_ts[i]) for i in lowered],
+            )
+        if new_rows:
+            keys = [r[10] for r in new_rows if r[10] is not None]
+            taken = _taken_keys(conn, keys)
+            seen: set[str] = set()
+            for n, row in enumerate(new_rows):
+                key = row[10]
+                if key is not None and (key in taken or key in seen):
+                    new_rows[n] = (*row[:10], None, row[11])
+                elif key is not None:
+                    seen.add(key)
+            conn.executemany(
+                "INSERT INTO entries (id, ts, kind, author, agent, provider, model, summary,"
+                " body, parents, dedup_key, height) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                new_rows,
+            )
+            conn.executemany("INSERT OR IGNORE INTO edges VALUES (?, ?)", edges)
+            new_ids = [(r[0],) for r in new_rows]
+            conn.executemany("INSERT OR IGNORE INTO tips VALUES (?)", new_ids)
+            conn.executemany("DELETE FROM tips WHERE id = ?", [(p,) for p, _ in edges])
+        return AppendResult(tuple(r[0] for r in new_rows), tuple(lowered))
+
+    async def declare_external(self, entry_id: str, line: str) -> None:
+        await self.run_write(
+            lambda conn: conn.execute(
+                "INSERT OR REPLACE INTO externals VALUES (?, ?)", (entry_id, line)
+            )
+        )
+
+    # -- reads ---------------------------------------------------------------------
+
+    async def get(self, entry_id: str) -> Entry:
+        found = await self.get_many([entry_id])
+        if not found:
+            raise NotFound(f"no entry {entry_id[:64]!r} in {self.path.name}")
+        return found[0]
+
+    async def get_many(self, ids: Iterable[str]) -> list[Entry]:
+        wanted = list(ids)
+
+        def read(conn: sqlite3.Connection) -> list[Entry]:
+            rows: dict[str, Entry] = {}
+            for chunk in _chunks(wanted, 500):
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(
+                    f"SELECT {_COLUMNS} FROM entries WHERE id IN ({marks})", chunk
+                ):
+                    entry = self._decode_or_warn(row)
+                    if entry is not None:
+                        rows[entry.id] = entry
+            return [rows[i] for i in wanted if i in rows]
+
+        return await self.run_read(read)
+
+    async def resolve(self, prefix: str) -> Entry:
+        prefix = prefix.strip().lower()
+        if not prefix or any(c not in "0123456789abcdef" for c in prefix):
+            raise NotFound(f"{prefix!r} is not an id prefix; ids are lowercase hex")
+        rows = await self.run_read(
+            lambda conn: conn.execute(
+                "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT 2",
+                (prefix, prefix + "g"),
+            ).fetchall()
+        )
+        if not rows:
+            raise NotFound(f"no entry id starts with {prefix!r}; `lifeline history` lists them")
+        if len(rows) > 1:
+            raise AmbiguousPrefix(
+                f"prefix {prefix!r} matches more than one entry; type more characters"
+            )
+        return await self.get(rows[0][0])
+
+    async def contains(self, ids: Iterable[str]) -> set[str]:
+        wanted = list(ids)
+
+        def read(conn: sqlite3.Connection) -> set[str]:
+            found: set[str] = set()
+            for chunk in _chunks(wanted, 500):
+                marks = ",".join("?" * len(chunk))
+                found.update(
+                    r[0]
+                    for r in conn.execute(f"SELECT id FROM entries WHERE id IN ({marks})", chunk)
+                )
+            return found
+
+        return await self.run_read(read)
+
+    async def children(self, entry_id: str) -> list[str]:
+        rows = await self.run_read(
+            lambda conn: conn.execute(
+                "SELECT child_id FROM edges WHERE parent_id = ? ORDER BY child_id", (entry_id,)
+            ).fetchall()
+        )
+        return [r[0] for r in rows]
+
+    async def tips(self) -> list[str]:
+        rows = await self.run_read(
+            lambda conn: conn.execute("SELECT id FROM tips ORDER BY id").fetchall()
+        )
+        return [r[0] for r in rows]
+
+    async def count(self) -> int:
+        row = await self.run_read(
+            lambda conn: conn.execute("SELECT count(*) FROM entries").fetchone()
+        )
+        return int(row[0])
+
+    async def by_dedup_key(self, key: str) -> Entry | None:
+        row = await self.run_read(
+            lambda conn: conn.execute(
+                "SELECT id FROM entries WHERE dedup_key = ?", (key,)
+            ).fetchone()
+        )
+        return await self.get(row[0]) if row else None
+
+    async def externals(self) -> dict[str, str]:
+        rows = await self.run_read(
+            lambda conn: conn.execute("SELECT id, line FROM externals").fetchall()
+        )
+        return {r[0]: r[1] for r in rows}
+
+    async def keys(self) -> list[tuple[int, str]]:
+        rows = await self.run_read(
+            lambda conn: conn.execute(
+                "SELECT height, id FROM entries ORDER BY height, id"
+            ).fetchall()
+        )
+        return [(int(h), i) for h, i in rows]
+
+    async def stream(self, *, problems: list[RowProblem] | None = None) -> AsyncIterator[Entry]:
+        # Keyset pagination over the (height, ts, id) index: bounded memory at any size.
+        last: tuple[int, str, str] | None = None
+        while True:
+            after = last
+            rows = await self.run_read(partial(_page, after=after))
+            if not rows:
+                return
+            for row in rows:
+                try:
+                    entry = _decode(row[1:])
+                except (ValueError, TypeError) as exc:
+                    problem = RowProblem(int(row[1]), str(row[2])[:64], str(exc))
+                    log.warning("skipping undecodable row %s in %s: %s", row[1], self.path, exc)
+                    if problems is not None:
+                        problems.append(problem)
+                    continue
+                yield entry
+            tail = rows[-1]
+            last = (tail[0], tail[3], tail[2])
+
+    def _decode_or_warn(self, row: tuple[Any, ...]) -> Entry | None:
+        try:
+            return _decode(row)
+        except (ValueError, TypeError) as exc:
+            log.warning("skipping undecodable row %s in %s: %s", row[0], self.path, exc)
+            return None
+
+
+def _page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[tuple[Any, ...]]:
+    sql = f"SELECT height, {_COLUMNS} FROM entries"
+    params: tuple[Any, ...] = ()
+    if after is not None:
+        sql += " WHERE (height, ts, id) > (?, ?, ?)"
+        params = after
+    sql += f" ORDER BY height, ts, id LIMIT {STREAM_CHUNK}"
+    return conn.execute(sql, params).fetchall()
+
+
+def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _heights(conn: sqlite3.Connection, ids: set[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for chunk in _chunks(sorted(ids), 500):
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            conn.execute(f"SELECT id, height FROM entries WHERE id IN ({marks})", chunk).fetchall()
+        )
+    return found
+
+
+def _existing_ts(conn: sqlite3.Connection, ids: set[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for chunk in _chunks(sorted(ids), 500):
+        marks = ",".join("?" * len(chunk))
+        found.update(
+            conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk).fetchall()
+        )
+    return found
+
+
+def _taken_keys(conn: sqlite3.Connection, keys: list[str]) -> set[str]:
+    taken: set[str] = set()
+    for chunk in _chunks(keys, 500):
+        marks = ",".join("?" * len(chunk))
+        taken.update(
+            r[0]
+            for r in conn.execute(
+                f"SELECT dedup_key FROM entries WHERE dedup_key IN ({marks})", chunk
+            )
+        )
+    return taken

@@ -1,0 +1,79 @@
+"""Validation of entries written locally, and size caps for entries from anywhere.
+
+Local writes must name a known kind and a non-empty summary; every entry, local or from a
+peer, must fit the size caps and hold valid UTF-8 (no lone surrogates). Entries from
+elsewhere with a kind this version does not know are accepted (forward compatibility).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lifeline.entry import HASHED_FIELDS, ID_RE, KNOWN_KINDS, Entry
+from lifeline.errors import EntryTooLarge, InvalidEntry
+
+__all__ = ["DEFAULT_LIMITS", "Limits", "check_admissible", "check_local"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Size caps in bytes of UTF-8. Defaults are documented in docs/cli.md."""
+
+    summary_bytes: int = 1_000
+    body_bytes: int = 64_000
+    field_bytes: int = 200  # author, agent, provider, model, kind
+    max_parents: int = 64
+    dedup_key_bytes: int = 200
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def _utf8_len(name: str, value: str) -> int:
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidEntry(
+            f"{name} holds a lone surrogate at position {exc.start}; send valid UTF-8 text"
+        ) from exc
+
+
+def _cap(name: str, value: str, cap: int) -> None:
+    size = _utf8_len(name, value)
+    if size > cap:
+        raise EntryTooLarge(
+            f"{name} is {size} bytes, over the cap of {cap}; shorten it "
+            "(or raise the limit in the configuration)"
+        )
+
+
+def check_admissible(entry: Entry, limits: Limits = DEFAULT_LIMITS) -> None:
+    """Checks every entry must pass before it is stored: shape, size, UTF-8, id."""
+    if not ID_RE.match(entry.id):
+        raise InvalidEntry(f"id {entry.id[:80]!r} is not 64 lowercase hex characters")
+    for name in ("kind", "author", "agent", "provider", "model"):
+        _cap(name, getattr(entry, name), limits.field_bytes)
+    _cap("summary", entry.summary, limits.summary_bytes)
+    _cap("body", entry.body, limits.body_bytes)
+    if entry.dedup_key is not None:
+        _cap("dedup_key", entry.dedup_key, limits.dedup_key_bytes)
+    if len(entry.parents) > limits.max_parents:
+        raise EntryTooLarge(
+            f"entry has {len(entry.parents)} parents, over the cap of {limits.max_parents}"
+        )
+    for parent in entry.parents:
+        if not ID_RE.match(parent):
+            raise InvalidEntry(f"parent {parent[:80]!r} is not a 64-hex entry id")
+    for name in HASHED_FIELDS:
+        _utf8_len(name, getattr(entry, name))
+    entry.verify()
+
+
+def check_local(entry: Entry, limits: Limits = DEFAULT_LIMITS) -> None:
+    """The stricter checks for an entry written on this node."""
+    if entry.kind not in KNOWN_KINDS:
+        known = ", ".join(sorted(KNOWN_KINDS))
+        raise InvalidEntry(f"unknown kind {entry.kind!r}; use one of: {known}")
+    if not entry.summary.strip():
+        raise InvalidEntry("summary is empty; say in one line what this entry records")
+    check_admissible(entry, limits)

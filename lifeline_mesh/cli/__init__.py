@@ -1,0 +1,1 @@
+"""The `lifeline-mesh` command line."""

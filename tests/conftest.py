@@ -1,0 +1,47 @@
+"""Shared fixtures: paths to the lifeline-context 0.6.1 fixture and entry factories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lifeline.entry import Entry
+
+REPO = Path(__file__).resolve().parent.parent
+FIXTURE = REPO.parent / "shared" / "fixtures" / "lifeline-context-0.6.1"
+
+
+@pytest.fixture
+def lc_fixture() -> Path:
+    if not FIXTURE.is_dir():
+        pytest.skip(f"the lifeline-context fixture is not at {FIXTURE}")
+    return FIXTURE
+
+
+@pytest.fixture
+def lc_expected(lc_fixture: Path) -> dict[str, list[dict[str, Any]]]:
+    data: dict[str, list[dict[str, Any]]] = json.loads((lc_fixture / "expected.json").read_text())
+    return data
+
+
+def make_entry(
+    summary: str,
+    parents: tuple[str, ...] = (),
+    *,
+    kind: str = "note",
+    ts: str = "2026-01-01T00:00:00Z",
+    body: str = "",
+    dedup_key: str | None = None,
+) -> Entry:
+    return Entry.create(
+        ts=ts,
+        kind=kind,
+        summary=summary,
+        body=body,
+        author="t",
+        parents=parents,
+        dedup_key=dedup_key,
+    )
