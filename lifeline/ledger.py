@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import InvalidEntry
+from lifeline.plugins import AppendHook
 from lifeline.store.port import AppendResult, Store
 from lifeline.validate import DEFAULT_LIMITS, Limits, check_local
 
@@ -39,7 +40,10 @@ class Draft:
 
 
 class Ledger:
-    """Local writes to one line, with the checks of :func:`lifeline.validate.check_local`."""
+    """Local writes to one line, with the checks of :func:`lifeline.validate.check_local`.
+
+    ``hooks`` run after each write with the entries newly stored (see lifeline.plugins).
+    """
 
     def __init__(
         self,
@@ -47,10 +51,16 @@ class Ledger:
         *,
         limits: Limits = DEFAULT_LIMITS,
         clock: Callable[[], str] = utc_now,
+        hooks: Sequence[AppendHook] = (),
     ) -> None:
         self.store = store
         self.limits = limits
         self._clock = clock
+        self._hooks = tuple(hooks)
+
+    async def _after_append(self, entries: Sequence[Entry]) -> None:
+        for hook in self._hooks:
+            await hook(self.store, entries)
 
     async def build(self, draft: Draft) -> Entry:
         """Turn a draft into a validated entry (not yet stored)."""
@@ -83,6 +93,8 @@ class Ledger:
                 return earlier, False
         entry = await self.build(draft)
         created = await self.store.append(entry)
+        if created:
+            await self._after_append([entry])
         return (entry if created else await self.store.get(entry.id)), created
 
     async def append_many(self, drafts: Sequence[Draft]) -> AppendResult:
@@ -107,7 +119,10 @@ class Ledger:
             entries.append(entry)
             if draft.parents is None:
                 tips = (entry.id,)
-        return await self.store.append_many(entries)
+        result = await self.store.append_many(entries)
+        added = set(result.added)
+        await self._after_append([e for e in entries if e.id in added])
+        return result
 
     async def _check_parents(self, entry: Entry) -> None:
         wanted = set(entry.parents)

@@ -11,7 +11,6 @@ from lifeline.audit import Report, verify_store
 from lifeline.cli.common import (
     default_author,
     entry_text,
-    global_options,
     line_of,
     open_line,
     print_json,
@@ -21,9 +20,10 @@ from lifeline.entry import ID_RE, KNOWN_KINDS
 from lifeline.errors import ConfigError, NotFound
 from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_names, line_path
+from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
 
-__all__ = ["global_options", "register"]
+__all__ = ["register"]
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -123,7 +123,8 @@ async def cmd_log(args: argparse.Namespace) -> int:
             parents=await _resolve_parents(args, store),
             dedup_key=args.dedup_key,
         )
-        entry, _created = await Ledger(store).append(draft)
+        hooks = load_append_hooks(root_of(args))
+        entry, _created = await Ledger(store, hooks=hooks).append(draft)
     if args.json:
         print_json(entry.to_dict())
     else:

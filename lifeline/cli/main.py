@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from lifeline import __version__
 from lifeline.cli import cmd_core
+from lifeline.cli.common import global_options
 from lifeline.errors import LifelineError
 
 __all__ = ["build_parser", "main"]
@@ -24,7 +25,7 @@ COMMAND_MODULES = [cmd_core]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parent = cmd_core.global_options()
+    parent = global_options()
     parser = argparse.ArgumentParser(
         prog="lifeline",
         description="The project's reasoning ledger: record why the software is what it is.",
@@ -41,10 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    sys.exit(run(args))
+    sys.exit(run(args, prog="lifeline"))
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
     verbose = bool(getattr(args, "verbose", False))
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     except LifelineError as exc:
         if verbose:
             raise
-        print(f"lifeline: error: {exc}", file=sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (e.g. `head`) went away: stop quietly, as other Unix tools do.
@@ -65,5 +66,5 @@ def run(args: argparse.Namespace) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except KeyboardInterrupt:
-        print("lifeline: interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130

@@ -1,29 +1,41 @@
-"""Entry point of `lifeline-mesh`."""
+"""Entry point of `lifeline-mesh`: builds the parser from the command modules and runs one.
+
+Same conventions as `lifeline`: one line on stderr and exit 2 for our errors, exit 1 when a
+check (verify) finds a problem, tracebacks only with ``-v``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
+from lifeline.cli.common import global_options
+from lifeline.cli.main import run
 from lifeline_mesh import __version__
 
 __all__ = ["build_parser", "main"]
 
+# Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
+COMMAND_MODULES: list[ModuleType] = []
+
 
 def build_parser() -> argparse.ArgumentParser:
+    parent = global_options()
     parser = argparse.ArgumentParser(
         prog="lifeline-mesh",
         description="Run a lifeline-mesh node: sync, sign and verify ledgers across peers.",
+        parents=[parent],
     )
     parser.add_argument("--version", action="version", version=f"lifeline-mesh {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for module in COMMAND_MODULES:
+        module.register(sub, parent)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help()
-        sys.exit(2)
+    args = build_parser().parse_args(argv)
+    sys.exit(run(args, prog="lifeline-mesh"))

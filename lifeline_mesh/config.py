@@ -1,0 +1,65 @@
+"""The node's own files under ``<root>/.lifeline/mesh/`` and its config file.
+
+``config.json`` holds what the user set: which lines are shared with the mesh, static peers,
+the listen address. Key material lives beside it in files of mode 0600 and is never synced.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lifeline.errors import ConfigError
+from lifeline.lines import LEDGER_DIR, validate_line_name
+
+__all__ = ["NodeConfig", "mesh_dir"]
+
+
+def mesh_dir(root: Path) -> Path:
+    """Where the node keeps its key, certificates and config."""
+    return root / LEDGER_DIR / "mesh"
+
+
+@dataclass(slots=True)
+class NodeConfig:
+    shared_lines: list[str] = field(default_factory=list)
+    peers: list[str] = field(default_factory=list)
+    listen: str = "127.0.0.1:0"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def path(cls, root: Path) -> Path:
+        return mesh_dir(root) / "config.json"
+
+    @classmethod
+    def load(cls, root: Path) -> NodeConfig:
+        path = cls.path(root)
+        if not path.exists():
+            return cls()
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            known = {k: data.pop(k) for k in ("shared_lines", "peers", "listen") if k in data}
+            config = cls(**known, extra=data)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(
+                f"{path} is not a valid node config ({exc}); fix or remove it"
+            ) from exc
+        for line in config.shared_lines:
+            validate_line_name(line)
+        return config
+
+    def save(self, root: Path) -> None:
+        """Write atomically (temp file + rename), so a crash never leaves half a config."""
+        path = self.path(root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = asdict(self)
+        data.update(data.pop("extra"))
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=2, sort_keys=True)
+            fh.write("\n")
+        os.replace(tmp, path)
