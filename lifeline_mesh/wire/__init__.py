@@ -1,0 +1,1 @@
+"""The wire layer: generated protobuf/gRPC code and conversions. Protobuf types stay here."""
