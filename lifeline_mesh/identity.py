@@ -1,0 +1,156 @@
+"""Node identity: the ed25519 key pair and the short, typeable node id derived from it.
+
+The node id is the first 80 bits of ``sha256(public key)`` in Crockford base32, grouped in
+fours, followed by two check characters: ``k7q2-9fmx-ah3d-rt0e-5w``. The check catches a
+mistyped or swapped character. The private key file is mode 0600, never logged and never
+synced; attestations carry the public key so anyone can check a signature, and the node id
+is recomputed from that key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from lifeline.errors import BadSignature, ConfigError, NotFound
+from lifeline_mesh.config import mesh_dir
+
+__all__ = [
+    "NodeIdentity",
+    "key_path",
+    "node_id_for",
+    "parse_node_id",
+    "verify_signature",
+]
+
+_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
+_TYPO = str.maketrans({"o": "0", "i": "1", "l": "1", "u": "v"})
+KEY_FILE = "node.key"
+
+
+def _b32(data: bytes, chars: int) -> str:
+    value = int.from_bytes(data, "big")
+    bits = len(data) * 8
+    out = []
+    for n in range(chars):
+        shift = bits - 5 * (n + 1)
+        out.append(
+            _ALPHABET[(value >> shift) & 31] if shift >= 0 else _ALPHABET[(value << -shift) & 31]
+        )
+    return "".join(out)
+
+
+def _check(body: str) -> str:
+    return _b32(hashlib.sha256(body.encode("ascii")).digest()[:2], 2)
+
+
+def node_id_for(public_key: bytes) -> str:
+    """The node id of a raw 32-byte ed25519 public key."""
+    if len(public_key) != 32:
+        raise BadSignature(f"an ed25519 public key is 32 bytes, got {len(public_key)}")
+    body = _b32(hashlib.sha256(public_key).digest()[:10], 16)
+    groups = [body[i : i + 4] for i in range(0, 16, 4)]
+    return "-".join([*groups, _check(body)])
+
+
+def parse_node_id(text: str) -> str:
+    """Normalise a typed node id (case, dashes, o/0 i/l/1) and check its check characters."""
+    compact = text.strip().lower().replace("-", "").replace(" ", "").translate(_TYPO)
+    if len(compact) != 18 or any(c not in _ALPHABET for c in compact):
+        raise ConfigError(
+            f"{text!r} is not a node id; it looks like xxxx-xxxx-xxxx-xxxx-cc "
+            "(`lifeline-mesh id` prints it)"
+        )
+    body, check = compact[:16], compact[16:]
+    if _check(body) != check:
+        raise ConfigError(f"node id {text!r} has a typo (its check characters do not match)")
+    return "-".join([body[i : i + 4] for i in range(0, 16, 4)] + [check])
+
+
+def verify_signature(public_key: bytes, signature: bytes, message: bytes) -> None:
+    """Raise BadSignature unless ``signature`` is ``public_key``'s over ``message``."""
+    try:
+        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, message)
+    except (InvalidSignature, ValueError) as exc:
+        raise BadSignature(
+            f"signature by {node_id_for(public_key) if len(public_key) == 32 else '?'} "
+            "does not verify; the signed statement or the signature was altered"
+        ) from exc
+
+
+def key_path(root: Path) -> Path:
+    return mesh_dir(root) / KEY_FILE
+
+
+@dataclass(frozen=True)
+class NodeIdentity:
+    """This node's signing key. Create with :meth:`generate`/:meth:`load_or_create`."""
+
+    private_key: Ed25519PrivateKey
+
+    @classmethod
+    def generate(cls) -> NodeIdentity:
+        return cls(Ed25519PrivateKey.generate())
+
+    @property
+    def public_key(self) -> bytes:
+        return self.private_key.public_key().public_bytes(
+            serialization.Encoding.Raw, serialization.PublicFormat.Raw
+        )
+
+    @property
+    def node_id(self) -> str:
+        return node_id_for(self.public_key)
+
+    def sign(self, message: bytes) -> bytes:
+        return self.private_key.sign(message)
+
+    def __repr__(self) -> str:  # never show key material
+        return f"NodeIdentity({self.node_id})"
+
+    # -- files ---------------------------------------------------------------------
+
+    def save(self, path: Path) -> None:
+        """Write the private key (raw 32 bytes, hex) to a new 0600 file."""
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        raw = self.private_key.private_bytes(
+            serialization.Encoding.Raw,
+            serialization.PrivateFormat.Raw,
+            serialization.NoEncryption(),
+        )
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            fh.write(raw.hex() + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> NodeIdentity:
+        if not path.exists():
+            raise NotFound(f"no node identity at {path}; create one with `lifeline-mesh init`")
+        mode = path.stat().st_mode & 0o077
+        if mode:
+            raise ConfigError(
+                f"{path} is readable by other users (mode {oct(path.stat().st_mode & 0o777)}); "
+                f"run `chmod 600 {path}`"
+            )
+        try:
+            raw = bytes.fromhex(path.read_text().strip())
+            return cls(Ed25519PrivateKey.from_private_bytes(raw))
+        except ValueError as exc:
+            raise ConfigError(
+                f"{path} does not hold an ed25519 key; restore it from backup"
+            ) from exc
+
+    @classmethod
+    def load_or_create(cls, root: Path) -> tuple[NodeIdentity, bool]:
+        path = key_path(root)
+        if path.exists():
+            return cls.load(path), False
+        identity = cls.generate()
+        identity.save(path)
+        return identity, True
