@@ -1,0 +1,55 @@
+"""Member-to-member calls on the Membership service over mutual TLS.
+
+``whoami`` checks that a peer accepts us (and tells who it is); ``pull_revocations``
+fetches a peer's signed revocation statements and imports the ones that verify — the
+way a revocation reaches a member that missed it, until the sync carries them too.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from lifeline_mesh.membership.authz import peer_error_from_rpc
+from lifeline_mesh.membership.revocation import Revocation, import_revocations
+from lifeline_mesh.membership.tls import channel_credentials, channel_options
+from lifeline_mesh.wire import membership_pb2 as pb
+from lifeline_mesh.wire import membership_pb2_grpc
+
+pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
+
+__all__ = ["CALL_TIMEOUT", "pull_revocations", "whoami"]
+
+CALL_TIMEOUT = 10.0
+
+
+async def whoami(
+    root: Path, address: str, peer_node_id: str | None = None, timeout: float = CALL_TIMEOUT
+) -> pb.WhoAmIReply:
+    """Ask ``address`` who it sees calling; raises a PeerError when it refuses us."""
+    creds = channel_credentials(root)
+    async with grpc.aio.secure_channel(address, creds, options=channel_options(peer_node_id)) as ch:
+        try:
+            reply: pb.WhoAmIReply = await pb_grpc.MembershipStub(ch).WhoAmI(
+                pb.WhoAmIRequest(), timeout=timeout
+            )
+        except grpc.RpcError as exc:
+            raise peer_error_from_rpc(exc, address) from exc
+    return reply
+
+
+async def pull_revocations(
+    root: Path, address: str, timeout: float = CALL_TIMEOUT
+) -> list[Revocation]:
+    """Import the revocations ``address`` knows; returns the statements new to us."""
+    creds = channel_credentials(root)
+    async with grpc.aio.secure_channel(address, creds, options=channel_options()) as ch:
+        try:
+            reply = await pb_grpc.MembershipStub(ch).Revocations(
+                pb.RevocationsRequest(), timeout=timeout
+            )
+        except grpc.RpcError as exc:
+            raise peer_error_from_rpc(exc, address) from exc
+    return import_revocations(root, reply.revocations_json.encode())
