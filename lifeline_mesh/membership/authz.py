@@ -121,7 +121,15 @@ class Authorizer:
         return self.check(identity_from_context(context), action)
 
 
-_HANDSHAKE_HINTS = ("handshake", "ssl", "certificate", "tls", "alert", "socket closed")
+_HANDSHAKE_HINTS = (
+    "handshake",
+    "ssl",
+    "certificate",
+    "tls",
+    "alert",
+    "socket closed",
+    "verification",
+)
 
 
 def peer_error_from_rpc(exc: grpc.RpcError, target: str) -> PeerError:
@@ -139,7 +147,7 @@ def peer_error_from_rpc(exc: grpc.RpcError, target: str) -> PeerError:
         return NotAuthenticated(
             f"TLS handshake with {target} failed ({details}): it does not accept our "
             "certificate or we do not accept its — not a member, a certificate of another "
-            "mesh, or a revoked node; check `lifeline-mesh members` on both sides"
+            "mesh, or not the node we expected; check `lifeline-mesh members` on both sides"
         )
     if code == grpc.StatusCode.UNAVAILABLE:
         return PeerError(f"{target} is unreachable ({details}); is the node running?")

@@ -24,7 +24,7 @@ from cryptography import x509
 from lifeline.errors import ConfigError, PeerError
 from lifeline_mesh.identity import NodeIdentity
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import peer_error_from_rpc
+from lifeline_mesh.membership.authz import NotAuthenticated, PermissionDenied, peer_error_from_rpc
 from lifeline_mesh.membership.ca import make_csr, new_tls_key, pem_key
 from lifeline_mesh.membership.certs import fingerprint, identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.invite import Token, join_proof
@@ -67,15 +67,19 @@ async def join(
     if not addresses:
         raise ConfigError("the token names no address; pass --peer HOST:PORT of the inviter")
     identity, created = NodeIdentity.load_or_create(root)
-    errors: list[str] = []
+    errors: list[PeerError] = []
     for address in addresses:
         try:
             joined = await _join_via(root, token, identity, address, timeout)
+        except (PermissionDenied, NotAuthenticated):
+            raise  # the mesh refused this token: another address would say the same
         except PeerError as exc:
-            errors.append(str(exc))
+            errors.append(exc)  # unreachable or not the pinned mesh: try the next address
             continue
         return Joined(joined.node_id, joined.mesh_id, joined.role, address, created)
-    raise PeerError("; ".join(errors))
+    if len(errors) == 1:
+        raise errors[0]
+    raise PeerError("no address of the token worked: " + "; ".join(map(str, errors)))
 
 
 async def _join_via(
