@@ -12,6 +12,7 @@ from typing import Any
 
 import grpc
 import pytest
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from lifeline.errors import PeerError
 from lifeline_mesh.membership import files
@@ -96,7 +97,7 @@ async def test_stranger_with_own_ca_is_refused_both_ways(mesh: Mesh) -> None:
     stranger.mkdir()
     create_mesh(stranger, "evil")
     # The stranger does not trust our server: its client refuses the handshake.
-    with pytest.raises(NotAuthenticated, match="TLS handshake with .* failed"):
+    with pytest.raises(NotAuthenticated, match=r"TLS handshake with .* failed"):
         await whoami(stranger, mesh.mtls_address, timeout=5)
     # Even trusting our (public) CA certificate, our server refuses its certificate.
     files.write_atomic(
@@ -234,8 +235,6 @@ async def test_server_certificate_change_needs_no_restart(mesh: Mesh) -> None:
     key = new_tls_key()
     now = dt.datetime.now(dt.UTC)
     cert = ca.issue(make_csr(key, node_id), node_id, "member", now)
-    from cryptography.hazmat.primitives.serialization import Encoding
-
     files.write_atomic(files.path_of(mesh.ca_root, files.TLS_KEY), pem_key(key), private=True)
     files.write_atomic(files.path_of(mesh.ca_root, files.TLS_CERT), cert.public_bytes(Encoding.PEM))
     after = leaf()

@@ -16,24 +16,10 @@ class JoinRequest(_message.Message):
     csr_der: bytes
     node_public_key: bytes
     node_signature: bytes
-    def __init__(
-        self,
-        token_id: _Optional[bytes] = ...,
-        proof: _Optional[bytes] = ...,
-        csr_der: _Optional[bytes] = ...,
-        node_public_key: _Optional[bytes] = ...,
-        node_signature: _Optional[bytes] = ...,
-    ) -> None: ...
+    def __init__(self, token_id: _Optional[bytes] = ..., proof: _Optional[bytes] = ..., csr_der: _Optional[bytes] = ..., node_public_key: _Optional[bytes] = ..., node_signature: _Optional[bytes] = ...) -> None: ...
 
 class JoinReply(_message.Message):
-    __slots__ = (
-        "node_cert_pem",
-        "ca_cert_pem",
-        "members_json",
-        "revocations_json",
-        "role",
-        "mesh_id",
-    )
+    __slots__ = ("node_cert_pem", "ca_cert_pem", "members_json", "revocations_json", "role", "mesh_id")
     NODE_CERT_PEM_FIELD_NUMBER: _ClassVar[int]
     CA_CERT_PEM_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_JSON_FIELD_NUMBER: _ClassVar[int]
@@ -46,15 +32,7 @@ class JoinReply(_message.Message):
     revocations_json: str
     role: str
     mesh_id: str
-    def __init__(
-        self,
-        node_cert_pem: _Optional[bytes] = ...,
-        ca_cert_pem: _Optional[bytes] = ...,
-        members_json: _Optional[str] = ...,
-        revocations_json: _Optional[str] = ...,
-        role: _Optional[str] = ...,
-        mesh_id: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, node_cert_pem: _Optional[bytes] = ..., ca_cert_pem: _Optional[bytes] = ..., members_json: _Optional[str] = ..., revocations_json: _Optional[str] = ..., role: _Optional[str] = ..., mesh_id: _Optional[str] = ...) -> None: ...
 
 class WhoAmIRequest(_message.Message):
     __slots__ = ()
@@ -70,13 +48,7 @@ class WhoAmIReply(_message.Message):
     mesh_id: str
     role: str
     server_node_id: str
-    def __init__(
-        self,
-        node_id: _Optional[str] = ...,
-        mesh_id: _Optional[str] = ...,
-        role: _Optional[str] = ...,
-        server_node_id: _Optional[str] = ...,
-    ) -> None: ...
+    def __init__(self, node_id: _Optional[str] = ..., mesh_id: _Optional[str] = ..., role: _Optional[str] = ..., server_node_id: _Optional[str] = ...) -> None: ...
 
 class RevocationsRequest(_message.Message):
     __slots__ = ()
