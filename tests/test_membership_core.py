@@ -15,9 +15,9 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from lifeline.errors import BadSignature, ConfigError, NotFound
 from lifeline_mesh.identity import NodeIdentity
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import PermissionDenied, authorize
+from lifeline_mesh.membership.authz import Authorizer, PermissionDenied, authorize
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, load_ca_cert, make_csr, new_tls_key
-from lifeline_mesh.membership.certs import fingerprint, identity_from_cert
+from lifeline_mesh.membership.certs import CertIdentity, fingerprint, identity_from_cert
 from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite, parse_duration
 from lifeline_mesh.membership.registry import Member, Registry, signer_status
 from lifeline_mesh.membership.revocation import (
@@ -191,3 +191,26 @@ def test_insecure_allowed_on_loopback(address: str) -> None:
 def test_insecure_refused_elsewhere(address: str) -> None:
     with pytest.raises(ConfigError, match="only allowed on loopback"):
         require_loopback(address)
+
+
+def test_authorizer_roles_only_narrow_and_unknown_nodes_are_refused(tmp_path: Path) -> None:
+    info = create_mesh(tmp_path, "team", NOW)
+    node = NodeIdentity.generate()
+    registry = Registry.load(tmp_path)
+    registry.add(Member.new(node.public_key, "member", NOW))
+    registry.save(tmp_path)
+    auth = Authorizer(tmp_path, info.mesh_id)
+    # The certificate says reader: a members list saying member does not widen it.
+    with pytest.raises(PermissionDenied, match="may not write"):
+        auth.check(CertIdentity(node.node_id, info.mesh_id, "reader"), "write")
+    auth.check(CertIdentity(node.node_id, info.mesh_id, "member"), "write")
+    auth.check_node(node.node_id, "write")
+    # The registry narrows a member to reader: refused at once (file change is seen).
+    registry.add(Member.new(node.public_key, "reader", NOW))
+    registry.save(tmp_path)
+    with pytest.raises(PermissionDenied, match="may not write"):
+        auth.check(CertIdentity(node.node_id, info.mesh_id, "member"), "write")
+    with pytest.raises(PermissionDenied, match="not in this node's members list"):
+        auth.check_node(NodeIdentity.generate().node_id, "read")
+    with pytest.raises(PermissionDenied, match="of mesh 0000, not ours"):
+        auth.check(CertIdentity(node.node_id, "0000", "member"), "read")

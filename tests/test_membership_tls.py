@@ -20,7 +20,9 @@ from lifeline_mesh.membership.authz import (
     Authorizer,
     NotAuthenticated,
     PermissionDenied,
+    identity_from_context,
     peer_error_from_rpc,
+    status_for,
 )
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, make_csr, new_tls_key, pem_key
 from lifeline_mesh.membership.certs import TARGET_NAME, identity_from_cert
@@ -35,6 +37,7 @@ from lifeline_mesh.membership.tls import (
     fetch_ca_pem,
     server_credentials,
 )
+from lifeline_mesh.wire import membership_pb2, membership_pb2_grpc
 
 HOUR = parse_duration("1h")
 
@@ -120,10 +123,11 @@ async def _write_server(root: Path, mesh_id: str) -> tuple[grpc.aio.Server, int]
 
     async def put(request: bytes, context: Any) -> bytes:
         try:
-            peer = authorizer(context, "write")
+            authorizer(context, "write")
         except PeerError as exc:
-            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
-        return peer.node_id.encode()
+            await context.abort(status_for(exc), str(exc))
+        node_id, peer_mesh = identity_from_context(context)
+        return f"{node_id} {peer_mesh}".encode()
 
     handler = grpc.method_handlers_generic_handler(
         "test.Lines", {"Put": grpc.unary_unary_rpc_method_handler(put)}
@@ -154,7 +158,8 @@ async def test_reader_may_read_but_not_write(mesh: Mesh) -> None:
     mesh_id = identity_from_cert(files.path_of(reader, files.TLS_CERT).read_bytes()).mesh_id
     server, port = await _write_server(mesh.ca_root, mesh_id)
     try:
-        assert await _put(writer, port)
+        writer_id = identity_from_cert(files.path_of(writer, files.TLS_CERT).read_bytes()).node_id
+        assert (await _put(writer, port)).decode() == f"{writer_id} {mesh_id}"
         with pytest.raises(PermissionDenied, match="role 'reader', which may not write"):
             await _put(reader, port)
     finally:
@@ -241,3 +246,15 @@ async def test_server_certificate_change_needs_no_restart(mesh: Mesh) -> None:
     assert after != before and after == cert.public_bytes(Encoding.DER)
     member = await mesh.new_node("after-rotation")
     assert (await whoami(member, mesh.mtls_address)).server_node_id == node_id
+
+
+async def test_malformed_join_request_is_refused_with_the_field(mesh: Mesh) -> None:
+    ca_pem = files.path_of(mesh.ca_root, files.CA_CERT).read_bytes()
+    creds = grpc.ssl_channel_credentials(root_certificates=ca_pem)
+    async with grpc.aio.secure_channel(mesh.join_address, creds, options=channel_options()) as ch:
+        stub: Any = membership_pb2_grpc.MembershipStub(ch)
+        request = membership_pb2.JoinRequest(token_id=b"short", proof=b"", csr_der=b"x")
+        with pytest.raises(grpc.RpcError) as info:
+            await stub.Join(request, timeout=5)
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "token_id has 5 bytes" in (info.value.details() or "")

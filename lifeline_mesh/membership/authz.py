@@ -26,6 +26,7 @@ __all__ = [
     "NotAuthenticated",
     "PermissionDenied",
     "authorize",
+    "cert_identity_from_context",
     "identity_from_context",
     "peer_error_from_rpc",
     "status_for",
@@ -55,7 +56,13 @@ def status_for(exc: PeerError) -> grpc.StatusCode:
     return grpc.StatusCode.FAILED_PRECONDITION
 
 
-def identity_from_context(context: Any) -> CertIdentity:
+def identity_from_context(context: Any) -> tuple[str, str]:
+    """``(node_id, mesh_id)`` of the caller, from the certificate TLS verified."""
+    peer = cert_identity_from_context(context)
+    return peer.node_id, peer.mesh_id
+
+
+def cert_identity_from_context(context: Any) -> CertIdentity:
     """The caller's verified identity (node id, mesh id, role) from ``auth_context()``."""
     auth = context.auth_context()
     pems = auth.get("x509_pem_cert") or []
@@ -112,13 +119,23 @@ class Authorizer:
                 f"({self.mesh_id})"
             )
         self._refresh()
-        # The registry may have narrowed a role since the certificate was issued.
-        role = self._roles.get(peer.node_id, peer.role)
+        # The registry may narrow a role after the certificate was issued, never widen it:
+        # a members list copied from a peer must not turn a reader into a writer.
+        roles = {peer.role, self._roles.get(peer.node_id, peer.role)}
+        role = "reader" if "reader" in roles else peer.role
         authorize(peer.node_id, role, action, self._revoked.revoked_at(peer.node_id))
         return peer
 
+    def check_node(self, node_id: str, action: Action) -> None:
+        """For callers that hold only a node id: role from the registry, unknown → refused."""
+        self._refresh()
+        role = self._roles.get(node_id)
+        if role is None:
+            raise PermissionDenied(f"node {node_id} is not in this node's members list")
+        authorize(node_id, role, action, self._revoked.revoked_at(node_id))
+
     def __call__(self, context: Any, action: Action) -> CertIdentity:
-        return self.check(identity_from_context(context), action)
+        return self.check(cert_identity_from_context(context), action)
 
 
 _HANDSHAKE_HINTS = (

@@ -29,7 +29,11 @@ from lifeline_mesh.membership.certs import mesh_id_of
 from lifeline_mesh.membership.invite import InviteBook, join_proof
 from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import RevocationList, export_revocations
-from lifeline_mesh.membership.tls import join_server_credentials, server_credentials
+from lifeline_mesh.membership.tls import (
+    MAX_MESSAGE,
+    join_server_credentials,
+    server_credentials,
+)
 from lifeline_mesh.wire import membership_pb2 as pb
 from lifeline_mesh.wire import membership_pb2_grpc
 
@@ -45,6 +49,7 @@ __all__ = [
 ]
 
 Clock = Callable[[], dt.datetime]
+MAX_CSR = 4096  # a P-256 CSR is about 250 bytes
 
 
 def join_message(mesh_id: str, token_id: bytes, csr_der: bytes) -> bytes:
@@ -75,6 +80,7 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
 
     def _join(self, request: Any) -> Any:
         # Everything below is synchronous: no other join can interleave and reuse a token.
+        _check_sizes(request)
         node_id = node_id_for(bytes(request.node_public_key))
         verify_signature(
             request.node_public_key,
@@ -122,6 +128,21 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         return pb.RevocationsReply(revocations_json=export_revocations(self.root).decode())
 
 
+def _check_sizes(request: Any) -> None:
+    sizes = {
+        "token_id": (len(request.token_id), 8, 8),
+        "proof": (len(request.proof), 32, 32),
+        "node_public_key": (len(request.node_public_key), 32, 32),
+        "csr_der": (len(request.csr_der), 1, MAX_CSR),
+    }
+    for name, (size, low, high) in sizes.items():
+        if not low <= size <= high:
+            raise ConfigError(
+                f"join request field {name} has {size} bytes, expected {low}-{high}; "
+                "the joiner is not lifeline-mesh or the token is damaged"
+            )
+
+
 def add_membership(server: Any, root: Path, clock: Clock = _now) -> MembershipServicer:
     """Register the Membership service on a node's gRPC server."""
     servicer = MembershipServicer(root, clock)
@@ -155,7 +176,12 @@ async def serve_membership(
     root: Path, listen: str = "127.0.0.1:0", mtls_listen: str = "127.0.0.1:0", clock: Clock = _now
 ) -> MembershipServer:
     """Start a standalone Membership server: a join port and a mutual-TLS port."""
-    server = grpc.aio.server()
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+        ]
+    )
     add_membership(server, root, clock)
     join_port = server.add_secure_port(listen, join_server_credentials(root))
     mtls_port = server.add_secure_port(mtls_listen, server_credentials(root))
