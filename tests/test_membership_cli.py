@@ -77,10 +77,18 @@ def test_join_end_to_end_with_cli(tmp_path: Path, served: tuple[Path, dict[str, 
     replay = mesh(other, "join", token, "--peer", peer)
     assert replay.returncode == 2
     assert "already used" in replay.stderr and info["node_id"] in replay.stderr
-    # Revocation shows in the listing with its time.
+    # Revocation shows in the listing with its time, and reaches the member that pulls it.
+    member = tmp_path / "member"
+    member.mkdir()
+    token2 = mesh(ca, "invite").stdout.strip()
+    assert mesh(member, "join", token2, "--peer", peer).returncode == 0
     assert mesh(ca, "revoke", info["node_id"], "--reason", "job done").returncode == 0
     text = mesh(ca, "members").stdout
     assert f"{info['node_id']}  reader  revoked since" in text
+    pulled = mesh(member, "members", "--pull", f"127.0.0.1:{ports['mtls_port']}")
+    assert pulled.returncode == 0, pulled.stderr
+    assert f"learned: {info['node_id']} revoked at" in pulled.stderr
+    assert f"{info['node_id']}  reader  revoked since" in pulled.stdout
 
 
 def test_cli_errors_are_one_clear_line(tmp_path: Path) -> None:

@@ -26,9 +26,10 @@ from lifeline_mesh.membership.authz import (
 )
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, make_csr, new_tls_key, pem_key
 from lifeline_mesh.membership.certs import TARGET_NAME, identity_from_cert
-from lifeline_mesh.membership.client import pull_revocations, whoami
+from lifeline_mesh.membership.client import pull_membership, whoami
 from lifeline_mesh.membership.invite import Token, issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
+from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import RevocationList, revoke
 from lifeline_mesh.membership.service import MembershipServer, serve_membership
 from lifeline_mesh.membership.tls import (
@@ -176,9 +177,14 @@ async def test_revoked_node_is_refused_and_revocation_spreads(mesh: Mesh) -> Non
     with pytest.raises(PermissionDenied, match=f"{victim_id} was revoked at"):
         await whoami(victim, mesh.mtls_address)
     # Another member learns it from the mesh and refuses the node on its own server.
+    newcomer = await mesh.new_node("newcomer")
+    newcomer_id = identity_from_cert(files.path_of(newcomer, files.TLS_CERT).read_bytes()).node_id
     assert RevocationList.load(other).revoked_at(victim_id) is None
-    pulled = await pull_revocations(other, mesh.mtls_address)
+    assert newcomer_id not in Registry.load(other).members
+    pulled = await pull_membership(other, mesh.mtls_address)
     assert [s.node_id for s in pulled] == [victim_id]
+    assert Registry.load(other).members[victim_id].status == "revoked"
+    assert Registry.load(other).members[newcomer_id].status == "active"
     other_server = await serve_membership(other)
     try:
         with pytest.raises(PermissionDenied, match="revoked"):

@@ -14,6 +14,7 @@ from typing import Any
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline_mesh.membership.ca import create_mesh
+from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.invite import issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.registry import ROLES, Registry
@@ -57,6 +58,11 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_revoke)
 
     p = sub.add_parser("members", parents=[parent], help="list members, roles and status")
+    p.add_argument(
+        "--pull",
+        metavar="HOST:PORT",
+        help="first fetch revocations and new members from this member (mutual TLS)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_members)
 
@@ -119,6 +125,12 @@ async def cmd_revoke(args: argparse.Namespace) -> int:
 
 async def cmd_members(args: argparse.Namespace) -> int:
     root = root_of(args)
+    if args.pull:
+        new = await pull_membership(root, args.pull)
+        for statement in new:
+            print(
+                f"learned: {statement.node_id} revoked at {statement.revoked_at}", file=sys.stderr
+            )
     registry = Registry.load(root)
     revoked = RevocationList.load(root)
     rows = []

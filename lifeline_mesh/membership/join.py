@@ -21,7 +21,7 @@ from typing import Any
 import grpc
 from cryptography import x509
 
-from lifeline.errors import ConfigError, PeerError
+from lifeline.errors import ConfigError, PeerError, RemoteProtocolError
 from lifeline_mesh.identity import NodeIdentity
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import NotAuthenticated, PermissionDenied, peer_error_from_rpc
@@ -102,8 +102,12 @@ async def _join_via(
             reply = await pb_grpc.MembershipStub(ch).Join(request, timeout=timeout)
         except grpc.RpcError as exc:
             raise peer_error_from_rpc(exc, address) from exc
-    _check_reply(reply, ca_pem, identity.node_id, mesh_id)
-    _store(root, reply, tls_key_pem=pem_key(tls_key))
+    try:
+        _check_reply(reply, ca_pem, identity.node_id, mesh_id)
+        registry = Registry.from_json(json.loads(reply.members_json))
+    except (ValueError, ConfigError) as exc:
+        raise RemoteProtocolError(f"{address} sent a malformed join reply ({exc})") from exc
+    _store(root, reply, registry, tls_key_pem=pem_key(tls_key))
     return Joined(identity.node_id, mesh_id, reply.role, address, False)
 
 
@@ -123,10 +127,10 @@ def _check_reply(reply: pb.JoinReply, ca_pem: bytes, node_id: str, mesh_id: str)
         raise PeerError(f"the certificate we received names {got.node_id}, not us ({node_id})")
 
 
-def _store(root: Path, reply: pb.JoinReply, tls_key_pem: bytes) -> None:
+def _store(root: Path, reply: pb.JoinReply, registry: Registry, tls_key_pem: bytes) -> None:
     files.write_atomic(files.path_of(root, files.TLS_KEY), tls_key_pem, private=True)
     files.write_atomic(files.path_of(root, files.TLS_CERT), bytes(reply.node_cert_pem))
     # CA last: its presence is what marks this node as joined.
     files.write_atomic(files.path_of(root, files.CA_CERT), bytes(reply.ca_cert_pem))
-    Registry.from_json(json.loads(reply.members_json)).save(root)
+    registry.save(root)
     import_revocations(root, reply.revocations_json.encode())

@@ -51,9 +51,10 @@ class Member:
     def from_dict(cls, data: dict[str, Any]) -> Member:
         try:
             member = cls(**{k: data[k] for k in data if k in cls.__dataclass_fields__})
-        except TypeError as exc:
-            raise ConfigError(f"members entry {data!r} lacks a field ({exc})") from exc
-        if node_id_for(bytes.fromhex(member.public_key)) != parse_node_id(member.node_id):
+            key = bytes.fromhex(member.public_key)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"members entry {data!r} is malformed ({exc})") from exc
+        if len(key) != 32 or node_id_for(key) != parse_node_id(member.node_id):
             raise ConfigError(f"members entry {member.node_id}: node id does not match its key")
         return member
 
@@ -76,8 +77,10 @@ class Registry:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Registry:
+        if not isinstance(data, dict) or not isinstance(data.get("mesh_id"), str):
+            raise ConfigError("members list has no mesh_id; restore it from another member")
         members = [Member.from_dict(m) for m in data.get("members", [])]
-        return cls(data["mesh_id"], data.get("name", ""), {m.node_id: m for m in members})
+        return cls(data["mesh_id"], str(data.get("name", "")), {m.node_id: m for m in members})
 
     def to_json(self) -> dict[str, Any]:
         members = [asdict(self.members[k]) for k in sorted(self.members)]

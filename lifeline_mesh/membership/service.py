@@ -125,7 +125,10 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
             self.authorizer(context, "read")
         except PeerError as exc:
             await context.abort(status_for(exc), str(exc))
-        return pb.RevocationsReply(revocations_json=export_revocations(self.root).decode())
+        return pb.RevocationsReply(
+            revocations_json=export_revocations(self.root).decode(),
+            members_json=json.dumps(Registry.load(self.root).to_json(), sort_keys=True),
+        )
 
 
 def _check_sizes(request: Any) -> None:

@@ -157,7 +157,10 @@ def fetch_ca_pem(address: str, pinned: bytes, timeout: float = FETCH_TIMEOUT) ->
     except OSError as exc:
         raise PeerError(f"cannot reach {address} to fetch the mesh CA ({exc})") from exc
     for der in chain:
-        cert = x509.load_der_x509_certificate(der)
+        try:
+            cert = x509.load_der_x509_certificate(der)
+        except ValueError:
+            continue  # garbage in an untrusted chain: only the pinned one matters
         if fingerprint(cert) == pinned:
             return cert.public_bytes(serialization.Encoding.PEM)
     raise PeerError(

@@ -55,7 +55,9 @@ class RevocationsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class RevocationsReply(_message.Message):
-    __slots__ = ("revocations_json",)
+    __slots__ = ("revocations_json", "members_json")
     REVOCATIONS_JSON_FIELD_NUMBER: _ClassVar[int]
+    MEMBERS_JSON_FIELD_NUMBER: _ClassVar[int]
     revocations_json: str
-    def __init__(self, revocations_json: _Optional[str] = ...) -> None: ...
+    members_json: str
+    def __init__(self, revocations_json: _Optional[str] = ..., members_json: _Optional[str] = ...) -> None: ...

@@ -69,7 +69,8 @@ class MembershipServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Revocations(self, request, context):
-        """Every signed revocation statement the server knows (JSON, see revocation.py).
+        """Every signed revocation statement the server knows (JSON, see revocation.py) and its
+        members list, so a member catches up on revocations and newcomers.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
