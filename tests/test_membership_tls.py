@@ -264,3 +264,46 @@ async def test_malformed_join_request_is_refused_with_the_field(mesh: Mesh) -> N
             await stub.Join(request, timeout=5)
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "token_id has 5 bytes" in (info.value.details() or "")
+
+
+async def test_join_through_a_member_without_the_ca_key_keeps_the_token(mesh: Mesh) -> None:
+    member = await mesh.new_node("desk")
+    relay = await serve_membership(member)
+    token = mesh.invite()
+    root = mesh.tmp / "new"
+    root.mkdir()
+    try:
+        with pytest.raises(PeerError, match="does not hold the mesh CA key"):
+            await join(root, token, peer=f"127.0.0.1:{relay.join_port}")
+    finally:
+        await relay.stop()
+    assert (await join(root, token)).role == "member"  # the token was not spent
+
+
+async def test_unreachable_is_not_reported_as_refused(mesh: Mesh) -> None:
+    root = await mesh.new_node("laptop")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))  # bound, never listening: connections are refused
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+        with pytest.raises(PeerError, match="unreachable") as info:
+            await whoami(root, address, timeout=5)
+    assert not isinstance(info.value, (NotAuthenticated, PermissionDenied))
+
+
+@pytest.mark.parametrize(
+    ("code", "details", "kind", "text"),
+    [
+        (grpc.StatusCode.UNAUTHENTICATED, "no cert", NotAuthenticated, "not authenticated"),
+        (grpc.StatusCode.PERMISSION_DENIED, "revoked", PermissionDenied, "refused us: revoked"),
+        (grpc.StatusCode.UNAVAILABLE, "Ssl handshake failed", NotAuthenticated, "not a member"),
+        (grpc.StatusCode.UNAVAILABLE, "Connection refused", PeerError, "unreachable"),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline", PeerError, "timed out"),
+        (grpc.StatusCode.INTERNAL, "boom", PeerError, "failed the call"),
+    ],
+)
+def test_rpc_errors_map_to_clear_peer_errors(
+    code: grpc.StatusCode, details: str, kind: type[PeerError], text: str
+) -> None:
+    exc = grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
+    mapped = peer_error_from_rpc(exc, "10.0.0.9:7431")
+    assert type(mapped) is kind and text in str(mapped) and "10.0.0.9:7431" in str(mapped)

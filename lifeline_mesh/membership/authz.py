@@ -9,6 +9,7 @@ client side :func:`peer_error_from_rpc` turns a failed call back into a clear Pe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -124,7 +125,7 @@ class Authorizer:
         roles = {peer.role, self._roles.get(peer.node_id, peer.role)}
         role = "reader" if "reader" in roles else peer.role
         authorize(peer.node_id, role, action, self._revoked.revoked_at(peer.node_id))
-        return peer
+        return replace(peer, role=role)
 
     def check_node(self, node_id: str, action: Action) -> None:
         """For callers that hold only a node id: role from the registry, unknown → refused."""

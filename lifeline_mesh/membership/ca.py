@@ -129,17 +129,26 @@ class MeshCA:
         )
         return cls(key, cert)
 
-    def issue(self, csr_der: bytes, node_id: str, role: str, now: dt.datetime) -> x509.Certificate:
-        """Sign a node certificate for the P-256 key in ``csr_der``; only the key is taken."""
+    @staticmethod
+    def check_request(csr_der: bytes) -> ec.EllipticCurvePublicKey:
+        """The P-256 key of a self-signed DER CSR; BadSignature for anything else."""
         try:
             csr = x509.load_der_x509_csr(csr_der)
-        except ValueError as exc:
+            public = csr.public_key()
+            valid = csr.is_signature_valid
+        except (ValueError, TypeError) as exc:
             raise BadSignature(f"certificate request is not DER PKCS#10 ({exc})") from exc
-        public = csr.public_key()
-        if not csr.is_signature_valid or not isinstance(public, ec.EllipticCurvePublicKey):
-            raise BadSignature("certificate request is not self-signed by a P-256 key")
+        if not isinstance(public, ec.EllipticCurvePublicKey):
+            raise BadSignature(f"TLS keys must be P-256, got {type(public).__name__}")
         if not isinstance(public.curve, ec.SECP256R1):
             raise BadSignature(f"TLS keys must be P-256, got {public.curve.name}")
+        if not valid:
+            raise BadSignature("certificate request is not self-signed by its key")
+        return public
+
+    def issue(self, csr_der: bytes, node_id: str, role: str, now: dt.datetime) -> x509.Certificate:
+        """Sign a node certificate for the P-256 key in ``csr_der``; only the key is taken."""
+        public = self.check_request(csr_der)
         san = x509.SubjectAlternativeName(
             [
                 x509.DNSName(TARGET_NAME),

@@ -90,7 +90,14 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         revoked = RevocationList.load(self.root).revoked_at(node_id)
         if revoked is not None:
             raise PermissionDenied(f"node {node_id} was revoked at {revoked}; it cannot rejoin")
-        ca = MeshCA.load(self.root)
+        try:
+            ca = MeshCA.load(self.root)
+        except ConfigError as exc:
+            raise PeerError(
+                f"node {self.node_id} does not hold the mesh CA key and cannot complete joins; "
+                "join through the node that created the mesh"
+            ) from exc
+        MeshCA.check_request(request.csr_der)  # before spending the token on a bad request
         now = self.clock()
 
         def proof_ok(key: bytes) -> bool:
