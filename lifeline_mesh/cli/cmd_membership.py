@@ -115,7 +115,13 @@ async def cmd_join(args: argparse.Namespace) -> int:
 
 
 async def cmd_revoke(args: argparse.Namespace) -> int:
-    statement = revoke(root_of(args), args.node_id, args.reason)
+    root = root_of(args)
+    statement = revoke(root, args.node_id, args.reason)
+    if statement.node_id not in Registry.load(root).members:
+        print(
+            f"warning: {statement.node_id} is not in the members list; revoked anyway",
+            file=sys.stderr,
+        )
     if args.json:
         print_json(_fields(statement))
     else:
