@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
-from lifeline_mesh.notary.rules import DEFAULT_SKEW_S
+from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
-from lifeline_mesh.notary.statement import Attestation, decode, ts_micros
+from lifeline_mesh.notary.statement import Attestation, Role, decode, ts_micros
 
 __all__ = [
     "MAX_ADMIT_ITEMS",
@@ -84,21 +84,25 @@ class StoredContext:
     entry_ts: Mapping[str, str]  # entry id -> stored ts (subjects and their parents)
     entry_parents: Mapping[str, tuple[str, ...]]
     summary_counts: Mapping[tuple[str, str], list[tuple[str, int]]]  # (node, line) -> (ts, n)
+    witnessed: Mapping[str, list[tuple[str, str]]]  # entry id -> (witness ts, witness node)
 
 
-def check_timing(atts: Sequence[Attestation], ctx: StoredContext, skew_s: float) -> None:
-    """Refuse a provable backdate (signed before a parent) or a rolled-back summary."""
+def check_timing(
+    atts: Sequence[Attestation],
+    ctx: StoredContext,
+    skew_s: float,
+    backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
+) -> None:
+    """Refuse a provable backdate, a time contradicted by a witness, or a rolled-back summary.
+
+    Witness evidence is used when it is at hand (held, or in the same batch); a backdate whose
+    receipts arrive later is stored and then flagged by ``lifeline-mesh verify``.
+    """
     for att in atts:
-        if att.role.value == "author":
-            for parent in ctx.entry_parents.get(att.subject, ()):
-                parent_ts = ctx.entry_ts.get(parent)
-                if parent_ts is not None and _gap(parent_ts, att.ts) > skew_s:
-                    raise InvalidEntry(
-                        f"author attestation by {att.node_id} dates entry {att.subject[:12]} "
-                        f"{att.ts}, before its parent {parent[:12]} ({parent_ts}): backdated; "
-                        "refused"
-                    )
-        elif att.role.value == "summary":
+        if att.role is Role.AUTHOR:
+            _check_parents(att, ctx, skew_s)
+            _check_witnessed(att, ctx.witnessed.get(att.subject, []), skew_s, backdate_window_s)
+        elif att.role is Role.SUMMARY:
             for ts, count in ctx.summary_counts.get((att.node_id, att.subject), []):
                 if ts < att.ts and count > att.summary_count:
                     raise InvalidEntry(
@@ -106,6 +110,36 @@ def check_timing(atts: Sequence[Attestation], ctx: StoredContext, skew_s: float)
                         f"{att.summary_count} entries, fewer than the {count} it signed at "
                         f"{ts}: its store was truncated or rolled back; refused"
                     )
+
+
+def _check_parents(att: Attestation, ctx: StoredContext, skew_s: float) -> None:
+    for parent in ctx.entry_parents.get(att.subject, ()):
+        parent_ts = ctx.entry_ts.get(parent)
+        if parent_ts is not None and _gap(parent_ts, att.ts) > skew_s:
+            raise InvalidEntry(
+                f"author attestation by {att.node_id} dates entry {att.subject[:12]} "
+                f"{att.ts}, before its parent {parent[:12]} ({parent_ts}): backdated; refused"
+            )
+
+
+def _check_witnessed(
+    att: Attestation, seen: list[tuple[str, str]], skew_s: float, window_s: float
+) -> None:
+    others = sorted(ts for ts, node in seen if node != att.node_id)
+    if not others:
+        return
+    gap = _gap(others[0], att.ts)
+    if gap < -skew_s:
+        raise InvalidEntry(
+            f"author attestation dates entry {att.subject[:12]} {att.ts}, after a witness "
+            f"held it at {others[0]}: future-dated; refused"
+        )
+    if gap > window_s:
+        raise InvalidEntry(
+            f"author attestation dates entry {att.subject[:12]} {att.ts}, {gap / 3600:.1f}h "
+            f"before its first witness ({others[0]}): backdated beyond the "
+            f"{window_s / 3600:g}h window; refused"
+        )
 
 
 def _gap(later: str, earlier: str) -> float:

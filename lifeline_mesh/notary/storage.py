@@ -26,7 +26,7 @@ from lifeline_mesh.notary.admission import (
     check_items,
     check_timing,
 )
-from lifeline_mesh.notary.rules import DEFAULT_SKEW_S
+from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 
@@ -50,6 +50,13 @@ register_migrations(
             );
             CREATE INDEX attestations_order ON attestations(sort_key, id);
             CREATE INDEX attestations_subject ON attestations(role, subject);
+            CREATE TABLE witnessed (
+                entry_id TEXT NOT NULL,
+                att_id   BLOB NOT NULL,
+                node_id  TEXT NOT NULL,
+                ts       TEXT NOT NULL,
+                PRIMARY KEY (entry_id, att_id)
+            ) WITHOUT ROWID;
             """,
         )
     ],
@@ -74,7 +81,13 @@ def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
         " VALUES (?,?,?,?,?,?,?)",
         _rows(atts),
     )
-    return conn.total_changes - before
+    added = conn.total_changes - before
+    # An index of witness receipts by entry id: admission looks up when an entry was seen.
+    conn.executemany(
+        "INSERT OR IGNORE INTO witnessed VALUES (?, ?, ?, ?)",
+        [(e, a.id, a.node_id, a.ts) for a in atts if a.role is Role.WITNESS for e in a.extras],
+    )
+    return added
 
 
 class NotaryStore:
@@ -87,11 +100,13 @@ class NotaryStore:
         signers: KnownSigners | None = None,
         clock: Callable[[], str] = utc_now,
         skew_s: float = DEFAULT_SKEW_S,
+        backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
     ) -> None:
         self.store = store
         self.signers = signers
         self._clock = clock
         self.skew_s = skew_s
+        self.backdate_window_s = backdate_window_s
 
     @classmethod
     async def attach(
@@ -101,11 +116,18 @@ class NotaryStore:
         signers: KnownSigners | None = None,
         clock: Callable[[], str] = utc_now,
         skew_s: float = DEFAULT_SKEW_S,
+        backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
     ) -> NotaryStore:
         # The store may have been opened before this module registered its migration
         # (e.g. by `lifeline log`, which loads hooks after opening the line).
         await store.run_read(apply_migrations)
-        return cls(store, signers=signers, clock=clock, skew_s=skew_s)
+        return cls(
+            store,
+            signers=signers,
+            clock=clock,
+            skew_s=skew_s,
+            backdate_window_s=backdate_window_s,
+        )
 
     # -- the opaque set --------------------------------------------------------------
 
@@ -137,10 +159,10 @@ class NotaryStore:
         item fails. Returns how many were new.
         """
         atts = check_items(items, self._clock(), self.signers, self.skew_s)
-        skew = self.skew_s
+        skew, window = self.skew_s, self.backdate_window_s
 
         def tx(conn: sqlite3.Connection) -> int:
-            check_timing(atts, _context(conn, atts), skew)
+            check_timing(atts, _context(conn, atts), skew, window)
             return _insert(conn, atts)
 
         return await self.store.run_write(tx)
@@ -201,6 +223,9 @@ def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredCon
         marks = ",".join("?" * len(chunk))
         entry_ts.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
     summaries: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    for a in atts:
+        if a.role is Role.SUMMARY:
+            summaries[(a.node_id, a.subject)].append((a.ts, a.summary_count))
     keys = {(a.node_id, a.subject) for a in atts if a.role is Role.SUMMARY}
     for node_id, line in sorted(keys):
         for ts, item in conn.execute(
@@ -209,4 +234,15 @@ def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredCon
             (node_id, line),
         ):
             summaries[(node_id, line)].append((ts, decode(bytes(item)).summary_count))
-    return StoredContext(entry_ts, parents, summaries)
+    seen: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for a in atts:
+        if a.role is Role.WITNESS:
+            for entry_id in a.extras:
+                seen[entry_id].append((a.ts, a.node_id))
+    for chunk in _chunks(subjects):
+        marks = ",".join("?" * len(chunk))
+        for eid, ts, node_id in conn.execute(
+            f"SELECT entry_id, ts, node_id FROM witnessed WHERE entry_id IN ({marks})", chunk
+        ):
+            seen[eid].append((ts, node_id))
+    return StoredContext(entry_ts, parents, summaries, seen)
