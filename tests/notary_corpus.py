@@ -28,7 +28,7 @@ from lifeline_mesh.notary.signers import members_path
 from lifeline_mesh.notary.statement import Attestation, Role, decode, sign
 from lifeline_mesh.notary.storage import NotaryStore
 
-__all__ = ["CASES", "N", "Corpus", "at", "build", "insert_raw"]
+__all__ = ["CASES", "Corpus", "N", "at", "build", "insert_raw"]
 
 BASE = datetime(2026, 1, 10, 10, 0, tzinfo=UTC)
 N = 6

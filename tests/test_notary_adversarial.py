@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from notary_corpus import CASES, N, Corpus, at, build
+from notary_corpus import CASES, Corpus, N, at, build
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
