@@ -23,15 +23,19 @@ since the epoch (content-derived, so every node orders items alike).
 from __future__ import annotations
 
 import enum
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
 from lifeline.entry import ID_RE, normalize_ts
 from lifeline.errors import BadSignature, ConfigError, EntryTooLarge, InvalidEntry
 from lifeline.lines import validate_line_name
-from lifeline_mesh.identity import NodeIdentity, node_id_for, verify_signature
+from lifeline_mesh.identity import NodeIdentity, node_id_for
 
 __all__ = [
     "DOMAIN",
@@ -121,13 +125,28 @@ class Attestation:
 
     def verify(self) -> None:
         """Raise BadSignature unless the signer's key matches node_id and signed this."""
-        if node_id_for(self.public_key) != self.node_id:
+        node_id, key = _key(self.public_key)
+        if node_id != self.node_id:
             raise BadSignature(
                 f"{self.role.value} attestation claims node {self.node_id} but is signed by "
-                f"the key of {node_id_for(self.public_key)}; it was re-signed under another "
-                "node's id — refuse it"
+                f"the key of {node_id}; it was re-signed under another node's id — refuse it"
             )
-        verify_signature(self.public_key, self.signature, self.statement)
+        try:
+            key.verify(self.signature, self.statement)
+        except InvalidSignature as exc:
+            raise BadSignature(
+                f"{self.role.value} attestation by {node_id} about {self.subject[:12]} does not "
+                "verify; the signed statement or the signature was altered — refuse it"
+            ) from exc
+
+
+@functools.lru_cache(maxsize=4096)
+def _key(public_key: bytes) -> tuple[str, Ed25519PublicKey]:
+    # A mesh has few signers and many statements: parse each key and derive its id once.
+    try:
+        return node_id_for(public_key), Ed25519PublicKey.from_public_bytes(public_key)
+    except ValueError as exc:
+        raise BadSignature(f"attestation carries an invalid ed25519 public key ({exc})") from exc
 
 
 def sign(identity: NodeIdentity, role: Role, subject: str, ts: str, *extras: str) -> Attestation:
