@@ -33,10 +33,14 @@ __all__ = ["main"]
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _rate(label: str, n: int, fn: Callable[[], object]) -> float:
-    start = time.perf_counter()
-    fn()
-    elapsed = time.perf_counter() - start
+def _rate(label: str, n: int, fn: Callable[[], object], repeat: int = 3) -> float:
+    # Best of `repeat`: the machine is shared, and the minimum is the least disturbed run.
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        runs.append(time.perf_counter() - start)
+    elapsed = min(runs)
     print(f"  {label:<52} {n / elapsed:>10,.0f}/s  ({elapsed * 1e6 / n:6.1f} µs each)")
     return elapsed
 
@@ -86,7 +90,7 @@ def bench_attestations(n: int) -> None:
         for item in items:
             decode(item).verify()
 
-    elapsed = _rate("decode + verify (the admission work per item)", n, check)
+    elapsed = _rate("decode + verify (the admission work per item)", n, check, repeat=2)
     print(f"  => bare verification of {n} attestations: {elapsed:.2f} s")
 
 
