@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.sign import sign_entries, witness
+from lifeline_mesh.notary.signers import members_path
 from lifeline_mesh.notary.statement import Role, decode, sign
 
 __all__ = ["main"]
@@ -125,6 +127,7 @@ async def _build_line(root: Path, n: int) -> None:
     ident = NodeIdentity.generate()
     ident.save(key_path(root))
     peer = NodeIdentity.generate()
+    members_path(root).write_text(json.dumps({"members": [{"node_id": peer.node_id}]}))
     batch = 5_000
     async with await SqliteStore.open(line_path(root, "ledger")) as store:
         parent: tuple[str, ...] = ()
@@ -156,7 +159,7 @@ def bench_cli(sizes: list[int]) -> None:
             t0 = time.perf_counter()
             done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
             elapsed = time.perf_counter() - t0
-            status = "ok" if done.returncode in (0, 1) else f"error {done.returncode}"
+            status = {0: "clean", 1: "FINDINGS"}.get(done.returncode, f"error {done.returncode}")
             print(
                 f"  n = {n:>7}: {elapsed:6.2f} s ({status}; line built and signed in {built:.1f} s)"
             )

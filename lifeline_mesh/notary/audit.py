@@ -8,13 +8,21 @@ Reads the line (entries, attestations) through the store, runs
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lifeline.audit import verify_store
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.notary.rules import Finding, Policy, Verdict, check_attestations
+from lifeline_mesh.notary.rules import (
+    Checked,
+    Finding,
+    Policy,
+    Verdict,
+    check_attestations,
+    verify_items,
+)
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.storage import NotaryStore
 
@@ -55,11 +63,19 @@ async def audit_line(
     *,
     external_exists: Callable[[str, str], Awaitable[bool]] | None = None,
 ) -> LineReport:
+    items = await (await NotaryStore.attach(store)).items()
+    # Signature checks are CPU-bound and libsodium releases the GIL: verify slices in
+    # threads, one per core, while the ledger's own audit reads the line.
+    workers = max(1, min(os.cpu_count() or 1, 8))
+    size = -(-len(items) // workers) or 1
+    slices = [items[i : i + size] for i in range(0, len(items), size)]
+    pending = asyncio.gather(*(asyncio.to_thread(verify_items, s) for s in slices))
     base = await verify_store(store, line, external_exists=external_exists)
     entries = [e async for e in store.stream()]
-    items = await (await NotaryStore.attach(store)).items()
-    # Signature checks are CPU-bound: keep them off the event loop.
-    verdict = await asyncio.to_thread(check_attestations, entries, items, signers, policy)
+    checked = Checked()
+    for part in await pending:
+        checked = checked.merge(part)
+    verdict = await asyncio.to_thread(check_attestations, entries, checked, signers, policy)
     findings = [Finding(f.check, f.entry_id, f.detail) for f in base.findings]
     findings.extend(verdict.findings)
     return LineReport(line, verdict, findings)

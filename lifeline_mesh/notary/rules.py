@@ -22,10 +22,12 @@ from lifeline_mesh.notary.statement import Attestation, Role, decode, ts_micros
 __all__ = [
     "DEFAULT_BACKDATE_WINDOW_S",
     "DEFAULT_SKEW_S",
+    "Checked",
     "Finding",
     "Policy",
     "Verdict",
     "check_attestations",
+    "verify_items",
 ]
 
 # Clocks of honest nodes on NTP agree within seconds; five minutes leaves room for a laptop
@@ -74,23 +76,37 @@ class Verdict:
         }
 
 
-def _valid(items: Iterable[bytes], verdict: Verdict) -> list[Attestation]:
-    good: list[Attestation] = []
+@dataclass(slots=True)
+class Checked:
+    """Items after decoding and signature checks: the valid ones and the findings."""
+
+    count: int = 0
+    valid: list[Attestation] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    def merge(self, other: Checked) -> Checked:
+        return Checked(
+            self.count + other.count, self.valid + other.valid, self.findings + other.findings
+        )
+
+
+def verify_items(items: Iterable[bytes]) -> Checked:
+    """Decode and verify items (independent per item, so callers may split the work)."""
+    out = Checked()
     for item in items:
-        verdict.attestations += 1
-        att_id = _hex_id(item)
+        out.count += 1
         try:
             att = decode(item)
             att.verify()
         except BadSignature as exc:
             check = "signer-mismatch" if "re-signed" in str(exc) else "bad-signature"
-            verdict.findings.append(Finding(check, att_id, str(exc)))
+            out.findings.append(Finding(check, _hex_id(item), str(exc)))
             continue
         except InvalidEntry as exc:
-            verdict.findings.append(Finding("malformed-attestation", att_id, str(exc)))
+            out.findings.append(Finding("malformed-attestation", _hex_id(item), str(exc)))
             continue
-        good.append(att)
-    return good
+        out.valid.append(att)
+    return out
 
 
 def _hex_id(item: bytes) -> str:
@@ -128,13 +144,18 @@ def _signer_findings(atts: Sequence[Attestation], signers: KnownSigners) -> list
 
 def check_attestations(
     entries: Sequence[Entry],
-    items: Iterable[bytes],
+    items: Iterable[bytes] | Checked,
     signers: KnownSigners,
     policy: Policy = Policy(),
 ) -> Verdict:
-    """Apply every notary rule to one line's entries and attestation items."""
-    verdict = Verdict(entries=len(entries))
-    atts = _valid(items, verdict)
+    """Apply every notary rule to one line's entries and attestation items.
+
+    ``items`` may be raw items or the result of :func:`verify_items` (done in parallel).
+    """
+    checked = items if isinstance(items, Checked) else verify_items(items)
+    verdict = Verdict(entries=len(entries), attestations=checked.count)
+    verdict.findings.extend(checked.findings)
+    atts = checked.valid
     verdict.findings.extend(_signer_findings(atts, signers))
     trusted = [a for a in atts if signers.status(a.node_id).state is not SignerState.UNKNOWN]
     authors: dict[str, list[Attestation]] = defaultdict(list)
