@@ -2,7 +2,7 @@
 attestations, and `lifeline-mesh verify` on lines of 10k and 100k signed entries.
 
 Run: ``.venv/bin/python bench/notary.py [--sizes 10000,100000] [--n 20000]``.
-PyNaCl is compared when it is importable (it is not a dependency).
+cryptography (key handling, signing) is compared with PyNaCl (verification).
 Prints figures; not a pass/fail test.
 """
 
@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import nacl.signing
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from nacl.signing import VerifyKey
 
@@ -68,11 +69,6 @@ def bench_primitives(n: int) -> None:
         n,
         lambda: [parse(pub).verify(s, m) for s, m in pairs],
     )
-    try:
-        import nacl.signing
-    except ImportError:
-        print("  PyNaCl not installed: comparison skipped")
-        return
     skey = nacl.signing.SigningKey.generate()
     vkey = skey.verify_key
     nsigs = [skey.sign(m).signature for m in msgs]
@@ -85,8 +81,6 @@ def bench_primitives(n: int) -> None:
 def _interleaved_verify(msgs: list[bytes], rounds: int = 30, chunk: int = 500) -> None:
     """Alternate the two libraries chunk by chunk; the per-library minimum is comparable
     even on a loaded machine, where back-to-back runs are not."""
-    import nacl.signing
-
     ident = NodeIdentity.generate()
     key = Ed25519PublicKey.from_public_bytes(ident.public_key)
     vkey = nacl.signing.VerifyKey(ident.public_key)

@@ -11,6 +11,8 @@ from typing import Any
 
 from notary_corpus import CASES, build
 
+from lifeline.entry import Entry
+from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import key_path
 
@@ -88,3 +90,26 @@ async def test_skew_option_changes_the_verdict(tmp_path: Path) -> None:
         await CASES["future-dated"](corpus, store)  # claims 2 h after its first witness
     assert _verify_json(tmp_path)[0] == 1
     assert _verify_json(tmp_path, "--skew", "10000")[0] == 0
+
+
+async def test_imported_lifeline_context_entries_are_unsigned_not_forged(
+    tmp_path: Path, lc_expected: dict[str, list[dict[str, Any]]]
+) -> None:
+    lines = {name: [Entry.from_dict(row) for row in rows] for name, rows in lc_expected.items()}
+    home = {e.id: name for name, entries in lines.items() for e in entries}
+    line_path(tmp_path, "ledger").parent.mkdir(parents=True)
+    for name, entries in lines.items():
+        async with await SqliteStore.open(line_path(tmp_path, name)) as store:
+            for parent in {p for e in entries for p in e.parents if home[p] != name}:
+                await store.declare_external(parent, home[parent])
+            await store.append_many(entries)
+    imported = lines["ledger"]
+    assert _run("lifeline_mesh", tmp_path, "init").returncode == 0
+    assert (
+        _run("lifeline", tmp_path, "log", "--kind", "note", "--summary", "joined").returncode == 0
+    )
+    code, report = _verify_json(tmp_path, "--line", "ledger")
+    line = report["lines"][0]
+    assert code == 0, line["findings"]
+    assert (line["signed"], line["unsigned"]) == (1, len(imported))
+    assert {(f["check"], f["severity"]) for f in line["findings"]} == {("unsigned", "note")}
