@@ -17,6 +17,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from lifeline.entry import Entry
+from lifeline.errors import InvalidEntry
 from lifeline.ledger import utc_now
 from lifeline.store.schema import apply_migrations, register_migrations
 from lifeline.store.sqlite import SqliteStore
@@ -222,27 +223,44 @@ def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredCon
     for chunk in _chunks(wanted):
         marks = ",".join("?" * len(chunk))
         entry_ts.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
-    summaries: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    return StoredContext(entry_ts, parents, _summaries(conn, atts), _witnessed(conn, atts))
+
+
+def _summaries(
+    conn: sqlite3.Connection, atts: Sequence[Attestation]
+) -> dict[tuple[str, str], list[tuple[str, int]]]:
+    out: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     for a in atts:
         if a.role is Role.SUMMARY:
-            summaries[(a.node_id, a.subject)].append((a.ts, a.summary_count))
+            out[(a.node_id, a.subject)].append((a.ts, a.summary_count))
     keys = {(a.node_id, a.subject) for a in atts if a.role is Role.SUMMARY}
     for node_id, line in sorted(keys):
-        for ts, item in conn.execute(
-            "SELECT ts, item FROM attestations WHERE role = 'summary' AND node_id = ?"
-            " AND subject = ?",
+        for (item,) in conn.execute(
+            "SELECT item FROM attestations WHERE role = 'summary' AND node_id = ? AND subject = ?",
             (node_id, line),
         ):
-            summaries[(node_id, line)].append((ts, decode(bytes(item)).summary_count))
+            try:
+                held = decode(bytes(item))
+                held.verify()
+            except InvalidEntry:
+                continue  # a damaged local row is no evidence; `verify` reports it
+            out[(node_id, line)].append((held.ts, held.summary_count))
+    return out
+
+
+def _witnessed(
+    conn: sqlite3.Connection, atts: Sequence[Attestation]
+) -> dict[str, list[tuple[str, str]]]:
     seen: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for a in atts:
         if a.role is Role.WITNESS:
             for entry_id in a.extras:
                 seen[entry_id].append((a.ts, a.node_id))
+    subjects = sorted({a.subject for a in atts if a.role is Role.AUTHOR})
     for chunk in _chunks(subjects):
         marks = ",".join("?" * len(chunk))
         for eid, ts, node_id in conn.execute(
             f"SELECT entry_id, ts, node_id FROM witnessed WHERE entry_id IN ({marks})", chunk
         ):
             seen[eid].append((ts, node_id))
-    return StoredContext(entry_ts, parents, summaries, seen)
+    return seen
