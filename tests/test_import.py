@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,18 +12,9 @@ from lifeline.entry import normalize_ts
 from lifeline.importer import plan_import, read_lc_project
 from lifeline.projection import parse_document
 from lifeline.store.sqlite import SqliteStore
+from tests.clirun import lifeline
 
 CROSS_PARENT = "49bc1aa4e93b4610afafe9c2794e24987422709c62617d4a003bd1195b2808d0"
-
-
-def lifeline(root: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lifeline", "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        input=stdin,
-        timeout=60,
-    )
 
 
 async def _stored(root: Path, line: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -34,9 +23,7 @@ async def _stored(root: Path, line: str) -> tuple[list[dict[str, Any]], dict[str
         return entries, await store.externals()
 
 
-def _check_against_expected(
-    got: list[dict[str, Any]], expected: list[dict[str, Any]]
-) -> None:
+def _check_against_expected(got: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
     by_id = {e["id"]: e for e in got}
     assert len(got) == len(expected)
     for want in expected:
@@ -127,9 +114,7 @@ def test_import_reports_mismatched_ids_and_their_descendants(
     assert lifeline(target, "verify").returncode == 0
 
 
-def test_ingest_round_trips_a_line_and_refuses_hand_edits(
-    tmp_path: Path, lc_fixture: Path
-) -> None:
+def test_ingest_round_trips_a_line_and_refuses_hand_edits(tmp_path: Path, lc_fixture: Path) -> None:
     assert lifeline(tmp_path, "import", str(lc_fixture)).returncode == 0
     rendered = lifeline(tmp_path, "render")
     assert rendered.returncode == 0, rendered.stderr

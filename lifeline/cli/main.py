@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lifeline import __version__
 from lifeline.cli import cmd_core, cmd_projection
@@ -24,9 +25,16 @@ __all__ = ["build_parser", "main"]
 COMMAND_MODULES = [cmd_core, cmd_projection]
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr (the usage text is one `--help` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parent = global_options()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lifeline",
         description="The project's reasoning ledger: record why the software is what it is.",
         parents=[parent],

@@ -325,9 +325,10 @@ class SqliteStore:
                     entry = _decode(row[1:])
                 except (ValueError, TypeError) as exc:
                     problem = RowProblem(int(row[1]), str(row[2])[:64], str(exc))
-                    log.warning("skipping undecodable row %s in %s: %s", row[1], self.path, exc)
-                    if problems is not None:
+                    if problems is not None:  # the caller reports them (once, not per row)
                         problems.append(problem)
+                    else:
+                        log.warning("skipping undecodable row %s in %s: %s", row[1], self.path, exc)
                     continue
                 yield entry
             tail = rows[-1]
