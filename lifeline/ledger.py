@@ -39,6 +39,28 @@ class Draft:
     dedup_key: str | None = None
 
 
+def _create(draft: Draft, ts: str, parents: tuple[str, ...]) -> Entry:
+    try:
+        return Entry.create(
+            ts=ts,
+            kind=draft.kind,
+            summary=draft.summary,
+            body=draft.body,
+            author=draft.author,
+            agent=draft.agent,
+            provider=draft.provider,
+            model=draft.model,
+            parents=parents,
+            dedup_key=draft.dedup_key,
+        )
+    except UnicodeEncodeError as exc:
+        # e.g. undecodable bytes in a command-line argument arrive as lone surrogates
+        raise InvalidEntry(
+            f"the text {exc.object[max(0, exc.start - 20) : exc.end + 20]!r} is not valid "
+            "UTF-8; send UTF-8 text"
+        ) from exc
+
+
 class Ledger:
     """Local writes to one line, with the checks of :func:`lifeline.validate.check_local`.
 
@@ -65,20 +87,10 @@ class Ledger:
     async def build(self, draft: Draft) -> Entry:
         """Turn a draft into a validated entry (not yet stored)."""
         parents = draft.parents if draft.parents is not None else tuple(await self.store.tips())
-        entry = Entry.create(
-            ts=self._clock(),
-            kind=draft.kind,
-            summary=draft.summary,
-            body=draft.body,
-            author=draft.author,
-            agent=draft.agent,
-            provider=draft.provider,
-            model=draft.model,
-            parents=parents,
-            dedup_key=draft.dedup_key,
-        )
+        entry = _create(draft, self._clock(), parents)
         check_local(entry, self.limits)
-        await self._check_parents(entry)
+        if draft.parents is not None:  # tips are stored by definition: no need to look
+            await self._check_parents(entry)
         return entry
 
     async def append(self, draft: Draft) -> tuple[Entry, bool]:
@@ -103,18 +115,7 @@ class Ledger:
         entries: list[Entry] = []
         for draft in drafts:
             parents = draft.parents if draft.parents is not None else tips
-            entry = Entry.create(
-                ts=self._clock(),
-                kind=draft.kind,
-                summary=draft.summary,
-                body=draft.body,
-                author=draft.author,
-                agent=draft.agent,
-                provider=draft.provider,
-                model=draft.model,
-                parents=parents,
-                dedup_key=draft.dedup_key,
-            )
+            entry = _create(draft, self._clock(), parents)
             check_local(entry, self.limits)
             entries.append(entry)
             if draft.parents is None:

@@ -81,6 +81,7 @@ def test_log_show_history_lines_verify(root: Path) -> None:
         ["log", "--summary", "no kind"],
         ["log", "--kind", "nonsense", "--summary", "x"],
         ["log", "--kind", "note", "--summary", "   "],
+        ["log", "--kind", "note", "--summary", "undecodable \udcff byte"],
         ["log", "--kind", "note", "--summary", "x", "--body", "a", "--body-file", "f"],
         ["log", "--kind", "note", "--summary", "x", "--body-file", "/nonexistent/file"],
         ["log", "--kind", "note", "--summary", "x", "--parents", "zzzz"],

@@ -146,10 +146,13 @@ class SqliteStore:
 
     @staticmethod
     def _append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResult:
-        ids = {e.id for e in entries} | {p for e in entries for p in e.parents}
-        known = _heights(conn, ids)
-        existing_ts = _existing_ts(conn, {e.id for e in entries})
-        externals = dict(conn.execute("SELECT id, line FROM externals").fetchall())
+        own = {e.id for e in entries}
+        named = {p for e in entries for p in e.parents}
+        # One lookup for heights and stored ts; externals only for parents found nowhere.
+        known, stamps = _lookup(conn, own | named)
+        existing_ts = {i: stamps[i] for i in own if i in stamps}
+        unresolved = named - own - known.keys()
+        externals = _externals_among(conn, unresolved) if unresolved else {}
         ordered = order_batch(entries, known.get, externals)
         new_rows: list[tuple[Any, ...]] = []
         edges: list[tuple[str, str]] = []
@@ -357,23 +360,25 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def _heights(conn: sqlite3.Connection, ids: set[str]) -> dict[str, int]:
-    found: dict[str, int] = {}
+def _lookup(conn: sqlite3.Connection, ids: set[str]) -> tuple[dict[str, int], dict[str, str]]:
+    """Height and stored ts of those ``ids`` that are stored."""
+    heights: dict[str, int] = {}
+    stamps: dict[str, str] = {}
     for chunk in _chunks(sorted(ids), 500):
         marks = ",".join("?" * len(chunk))
-        found.update(
-            conn.execute(f"SELECT id, height FROM entries WHERE id IN ({marks})", chunk).fetchall()
-        )
-    return found
+        sql = f"SELECT id, height, ts FROM entries WHERE id IN ({marks})"
+        for eid, height, ts in conn.execute(sql, chunk):
+            heights[eid] = height
+            stamps[eid] = ts
+    return heights, stamps
 
 
-def _existing_ts(conn: sqlite3.Connection, ids: set[str]) -> dict[str, str]:
+def _externals_among(conn: sqlite3.Connection, ids: set[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for chunk in _chunks(sorted(ids), 500):
         marks = ",".join("?" * len(chunk))
-        found.update(
-            conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk).fetchall()
-        )
+        sql = f"SELECT id, line FROM externals WHERE id IN ({marks})"
+        found.update(conn.execute(sql, chunk).fetchall())
     return found
 
 
