@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
+from typing import Protocol, runtime_checkable
 
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import InvalidEntry
@@ -17,7 +19,7 @@ from lifeline.plugins import AppendHook
 from lifeline.store.port import AppendResult, Store
 from lifeline.validate import DEFAULT_LIMITS, Limits, check_local
 
-__all__ = ["Draft", "Ledger", "utc_now"]
+__all__ = ["Draft", "Ledger", "TipsAppender", "utc_now"]
 
 
 def utc_now() -> str:
@@ -61,6 +63,15 @@ def _create(draft: Draft, ts: str, parents: tuple[str, ...]) -> Entry:
         ) from exc
 
 
+@runtime_checkable
+class TipsAppender(Protocol):
+    """A store that can read the tips and append onto them in one transaction (optional)."""
+
+    async def append_onto_tips(
+        self, build: Callable[[tuple[str, ...]], Entry]
+    ) -> tuple[Entry, bool]: ...
+
+
 class Ledger:
     """Local writes to one line, with the checks of :func:`lifeline.validate.check_local`.
 
@@ -84,6 +95,11 @@ class Ledger:
         for hook in self._hooks:
             await hook(self.store, entries)
 
+    def _checked(self, draft: Draft, parents: tuple[str, ...]) -> Entry:
+        entry = _create(draft, self._clock(), parents)
+        check_local(entry, self.limits)
+        return entry
+
     async def build(self, draft: Draft) -> Entry:
         """Turn a draft into a validated entry (not yet stored)."""
         parents = draft.parents if draft.parents is not None else tuple(await self.store.tips())
@@ -103,8 +119,11 @@ class Ledger:
             earlier = await self.store.by_dedup_key(draft.dedup_key)
             if earlier is not None:
                 return earlier, False
-        entry = await self.build(draft)
-        created = await self.store.append(entry)
+        if draft.parents is None and isinstance(self.store, TipsAppender):
+            entry, created = await self.store.append_onto_tips(partial(self._checked, draft))
+        else:
+            entry = await self.build(draft)
+            created = await self.store.append(entry)
         if created:
             await self._after_append([entry])
         return (entry if created else await self.store.get(entry.id)), created

@@ -144,6 +144,22 @@ class SqliteStore:
             return AppendResult(())
         return await self.run_write(lambda conn: self._append_tx(conn, entries))
 
+    async def append_onto_tips(
+        self, build: Callable[[tuple[str, ...]], Entry]
+    ) -> tuple[Entry, bool]:
+        """Store ``build(tips)``, with the tips read in the same write transaction.
+
+        One thread hop instead of two for a local write, and no window in which another
+        writer's entry could land between reading the tips and writing onto them.
+        """
+
+        def tx(conn: sqlite3.Connection) -> tuple[Entry, bool]:
+            tips = tuple(r[0] for r in conn.execute("SELECT id FROM tips ORDER BY id"))
+            entry = build(tips)
+            return entry, bool(self._append_tx(conn, [entry]).added)
+
+        return await self.run_write(tx)
+
     @staticmethod
     def _append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResult:
         own = {e.id for e in entries}
