@@ -4,12 +4,22 @@ Prints figures; not a test. Usage::
 
     .venv/bin/python bench/append.py [--sizes 1000,10000,100000] [--runs 3] [--lc]
 
-``single`` is ``Ledger.append`` one entry at a time, each its own transaction (for sizes
-above ``--single-cap`` the line is first filled to size minus the cap with batches and only
-the last ``--single-cap`` appends are timed: a sample at that size). ``batched`` is
-``Ledger.append_many`` in batches of ``--batch``; ``store`` is ``SqliteStore.append_many``
-with entries built beforehand (the store alone). ``--lc`` runs the same with
-lifeline-context 0.6.1 from /tmp/lcvenv in a subprocess.
+Modes (``--modes``):
+
+- ``single``: ``Ledger.append`` one draft at a time, each its own transaction (validation,
+  clock, parents = the line's tips).
+- ``store1``: ``Entry.create`` + ``SqliteStore.append`` one at a time, each entry chained
+  onto the previous one in memory: the same loop the lifeline-context column runs
+  (its ``Entry(...)`` + ``SQLiteEventStore.append``).
+- ``batched``: ``Ledger.append_many`` in batches of ``--batch`` (lifeline-context column:
+  ``Entry(...)`` + ``append_many`` in the same batches).
+- ``store``: ``SqliteStore.append_many`` in batches, entries built before the clock starts
+  (the store alone).
+
+For sizes above ``--single-cap`` the one-at-a-time modes first fill the line to size minus
+the cap with batches, and only the last ``--single-cap`` appends are timed: a sample at
+that size. ``--lc`` runs the lifeline-context 0.6.1 column (interpreter /tmp/lcvenv, driver
+bench/lc_append.py) in a subprocess.
 """
 
 from __future__ import annotations
@@ -78,8 +88,34 @@ async def _store(path: Path, size: int, batch: int, cap: int) -> tuple[float, in
         return time.perf_counter() - begin, size
 
 
+async def _store_single(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
+    async with await SqliteStore.open(path) as store:
+        timed = min(size, cap)
+        await _fill(Ledger(store), size - timed, batch)
+        parent = tuple(await store.tips())
+        begin = time.perf_counter()
+        for n in range(size - timed, size):
+            d = _draft(n)
+            entry = Entry.create(
+                ts="2026-01-01T00:00:00Z",
+                kind=d.kind,
+                summary=d.summary,
+                body=d.body,
+                parents=parent,
+            )
+            await store.append(entry)
+            parent = (entry.id,)
+        return time.perf_counter() - begin, timed
+
+
 Mode = Callable[[Path, int, int, int], Awaitable[tuple[float, int]]]
-MODES: dict[str, Mode] = {"single": _single, "batched": _batched, "store": _store}
+MODES: dict[str, Mode] = {
+    "single": _single,
+    "store1": _store_single,
+    "batched": _batched,
+    "store": _store,
+}
+LC_MODE = {"single": "single", "store1": "single", "batched": "batched"}
 
 
 def _run_ours(mode: Mode, size: int, batch: int, cap: int) -> tuple[float, int]:
@@ -108,7 +144,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=1000)
     parser.add_argument("--single-cap", type=int, default=10_000)
-    parser.add_argument("--modes", default="single,batched,store")
+    parser.add_argument("--modes", default="single,store1,batched,store")
     parser.add_argument("--lc", action="store_true", help="also run lifeline-context 0.6.1")
     args = parser.parse_args()
     print(f"python {sys.version.split()[0]}, median of {args.runs} runs, batch {args.batch}")

@@ -121,6 +121,8 @@ def test_ingest_round_trips_a_line_and_refuses_hand_edits(tmp_path: Path, lc_fix
     path = Path(rendered.stdout.strip())
     assert path == tmp_path / "LIFELINE.md"
     first = path.read_bytes()
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".LIFELINE")] == []
     assert lifeline(tmp_path, "render", "--stdout").stdout.encode() == first
     document = parse_document(first.decode())
     assert document.externals == {CROSS_PARENT: "research"}

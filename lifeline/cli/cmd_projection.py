@@ -54,8 +54,11 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 def write_atomically(path: Path, data: bytes) -> None:
     """Write via a temporary file and rename, so a reader never sees half a file."""
+    # mkstemp makes the file private (0600); a projection is meant to be read and committed.
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()

@@ -32,6 +32,9 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 30_000
 STREAM_CHUNK = 2_000
+# Page cache per connection. The default (2 MB) thrashes once the id indexes of a line
+# outgrow it (~20k entries): inserts of random 64-hex ids then cost a read per index.
+CACHE_KIB = 32 * 1024
 _COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
 
 
@@ -78,6 +81,7 @@ class SqliteStore:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             conn.execute("PRAGMA foreign_keys = OFF")
             apply_migrations(conn)
             return conn
