@@ -77,5 +77,8 @@ def test_writes_go_on_and_nothing_else_is_lost(damaged: tuple[Path, dict[str, st
     assert rendered.returncode == 0
     assert rendered.stdout.count("### entry ") == N + 1 - 3
     assert "undecodable" in rendered.stderr
+    corrupt = lifeline(root, "show", bad["blob"][:12])
+    assert corrupt.returncode == 2 and "cannot be decoded" in corrupt.stderr
+    assert len(corrupt.stderr.strip().splitlines()) == 1, corrupt.stderr
     shown = lifeline(root, "show", bad["tampered"][:12])
     assert shown.returncode == 0 and "does not match its content" in shown.stdout

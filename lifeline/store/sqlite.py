@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lifeline.entry import Entry
-from lifeline.errors import AmbiguousPrefix, NotFound, StoreError
+from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.store.order import order_batch
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.schema import apply_migrations
@@ -239,9 +239,20 @@ class SqliteStore:
 
     async def get(self, entry_id: str) -> Entry:
         found = await self.get_many([entry_id])
+        if not found and await self._row_exists(entry_id):
+            raise CorruptRow(
+                f"entry {entry_id[:12]} is stored in {self.path.name} but its row cannot be "
+                "decoded; `lifeline verify` lists the damaged rows"
+            )
         if not found:
             raise NotFound(f"no entry {entry_id[:64]!r} in {self.path.name}")
         return found[0]
+
+    async def _row_exists(self, entry_id: str) -> bool:
+        row = await self.run_read(
+            lambda conn: conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        )
+        return row is not None
 
     async def get_many(self, ids: Iterable[str]) -> list[Entry]:
         wanted = list(ids)
@@ -361,7 +372,8 @@ class SqliteStore:
         try:
             return _decode(row)
         except (ValueError, TypeError) as exc:
-            log.warning("skipping undecodable row %s in %s: %s", row[0], self.path, exc)
+            # get() turns a miss on a stored row into CorruptRow; verify reports it in full
+            log.debug("skipping undecodable row %s in %s: %s", row[0], self.path, exc)
             return None
 
 
