@@ -99,14 +99,14 @@ class Ledger:
 
     def _checked(self, draft: Draft, parents: tuple[str, ...]) -> Entry:
         entry = _create(draft, self._clock(), parents)
-        check_local(entry, self.limits)
+        check_local(entry, self.limits, id_computed=True)
         return entry
 
     async def build(self, draft: Draft) -> Entry:
         """Turn a draft into a validated entry (not yet stored)."""
         parents = draft.parents if draft.parents is not None else tuple(await self.store.tips())
         entry = _create(draft, self._clock(), parents)
-        check_local(entry, self.limits)
+        check_local(entry, self.limits, id_computed=True)
         if draft.parents is not None:  # tips are stored by definition: no need to look
             await self._check_parents(entry)
         return entry
@@ -137,7 +137,7 @@ class Ledger:
         for draft in drafts:
             parents = draft.parents if draft.parents is not None else tips
             entry = _create(draft, self._clock(), parents)
-            check_local(entry, self.limits)
+            check_local(entry, self.limits, id_computed=True)
             entries.append(entry)
             if draft.parents is None:
                 tips = (entry.id,)
