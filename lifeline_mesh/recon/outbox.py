@@ -1,0 +1,99 @@
+"""What one side owes the other for one set in the current turn, packed into frames.
+
+Collects the items to send (index intervals from range answers, token and id wants from the
+peer), orders them parents first (snapshot order is ``(height, id)``; explicitly wanted
+parents go first), and packs ranges and raw items into frames under the peer's size cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lifeline_mesh.recon.closure import OrphanPool
+from lifeline_mesh.recon.frames import Fetch, Items, Range, Recon, Want
+from lifeline_mesh.recon.ranges import Responder
+from lifeline_mesh.recon.sets import LIST_TOKEN_BYTES
+
+__all__ = ["SetOutbox"]
+
+_RANGE_OVERHEAD = 48  # bound, mode, count, fingerprint and protobuf tags, generously
+_ITEM_OVERHEAD = 8
+
+
+class SetOutbox:
+    def __init__(self) -> None:
+        self._indices: set[int] = set()
+        self._ids: list[bytes] = []
+
+    def want(self, responder: Responder, want: Want) -> None:
+        """Record what the peer asked for (unknown tokens are ignored: nothing to send)."""
+        for k in range(0, len(want.tokens) - LIST_TOKEN_BYTES + 1, LIST_TOKEN_BYTES):
+            index = responder.offered.get(want.tokens[k : k + LIST_TOKEN_BYTES])
+            if index is not None:
+                self._indices.add(index)
+        self._ids.extend(want.ids)
+
+    @staticmethod
+    def asks(responder: Responder, pool: OrphanPool) -> bool:
+        """Whether our next turn needs an answer (ranges to settle or items to request)."""
+        reply = responder.reply
+        return bool(reply.trimmed() or reply.want_tokens or pool.has_unasked())
+
+    @staticmethod
+    def wants(index: int, responder: Responder, pool: OrphanPool) -> Want | None:
+        tokens = b"".join(responder.reply.want_tokens)
+        ids = tuple(pool.unasked_parents())
+        if not tokens and not ids:
+            return None
+        return Want(index, tokens, ids)
+
+    def plan(self, index: int, responder: Responder, chunk: int) -> list[Fetch]:
+        """Fetch requests for everything owed this turn, parents first; clears the outbox."""
+        indices = set(self._indices)
+        for lo, hi in responder.reply.send:
+            indices.update(range(lo, hi))
+        snap = responder.snap
+        ids = list(dict.fromkeys(self._ids))
+        listed = set(ids)
+        ids += [i for i in (snap.item_id(n) for n in sorted(indices)) if i not in listed]
+        self._indices.clear()
+        self._ids.clear()
+        return [Fetch(index, tuple(ids[k : k + chunk])) for k in range(0, len(ids), chunk)]
+
+    @staticmethod
+    def pack(
+        index: int,
+        raws: Sequence[bytes],
+        externals: Sequence[tuple[bytes, str]],
+        budget: int,
+    ) -> list[Items]:
+        """Raw items in frames of at most ``budget`` bytes (one item may fill a frame)."""
+        frames: list[Items] = []
+        batch: list[bytes] = []
+        size = 0
+        pending_ext = tuple(externals)
+        for raw in raws:
+            if batch and size + len(raw) + _ITEM_OVERHEAD > budget:
+                frames.append(Items(index, tuple(batch), pending_ext))
+                pending_ext, batch, size = (), [], 0
+            batch.append(raw)
+            size += len(raw) + _ITEM_OVERHEAD
+        if batch:
+            frames.append(Items(index, tuple(batch), pending_ext))
+        return frames
+
+    @staticmethod
+    def recon_frames(index: int, ranges: Sequence[Range], budget: int) -> list[Recon]:
+        frames: list[Recon] = []
+        part: list[Range] = []
+        size = 0
+        for rng in ranges:
+            cost = _RANGE_OVERHEAD + len(rng.tokens)
+            if part and size + cost > budget:
+                frames.append(Recon(index, tuple(part)))
+                part, size = [], 0
+            part.append(rng)
+            size += cost
+        if part:
+            frames.append(Recon(index, tuple(part)))
+        return frames
