@@ -181,9 +181,11 @@ class Session:
             return self._fail(exc, "timeout")
         return []
 
-    def abort(self, reason: str) -> list[Effect]:
-        """Give up from this side (e.g. the store failed): tell the peer why."""
-        return self._fail(LocalProtocolError(reason), "internal")
+    def fail(self, exc: Exception, code: str) -> list[Effect]:
+        """End the session from this side (bad input, store failure): tell the peer why."""
+        if self.finished:
+            return [Failed(exc)]
+        return self._fail(exc, code)
 
     # -- frame handling --------------------------------------------------------------
 

@@ -21,15 +21,7 @@ class Hello(_message.Message):
     capabilities: _containers.RepeatedScalarFieldContainer[str]
     max_frame_bytes: int
     max_items: int
-    def __init__(
-        self,
-        protocol_version: _Optional[int] = ...,
-        line: _Optional[str] = ...,
-        sets: _Optional[_Iterable[str]] = ...,
-        capabilities: _Optional[_Iterable[str]] = ...,
-        max_frame_bytes: _Optional[int] = ...,
-        max_items: _Optional[int] = ...,
-    ) -> None: ...
+    def __init__(self, protocol_version: _Optional[int] = ..., line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., capabilities: _Optional[_Iterable[str]] = ..., max_frame_bytes: _Optional[int] = ..., max_items: _Optional[int] = ...) -> None: ...
 
 class Bound(_message.Message):
     __slots__ = ("height", "id_prefix", "infinite")
@@ -39,12 +31,7 @@ class Bound(_message.Message):
     height: int
     id_prefix: bytes
     infinite: bool
-    def __init__(
-        self,
-        height: _Optional[int] = ...,
-        id_prefix: _Optional[bytes] = ...,
-        infinite: _Optional[bool] = ...,
-    ) -> None: ...
+    def __init__(self, height: _Optional[int] = ..., id_prefix: _Optional[bytes] = ..., infinite: _Optional[bool] = ...) -> None: ...
 
 class Range(_message.Message):
     __slots__ = ("upper", "mode", "fingerprint", "count", "tokens")
@@ -54,7 +41,6 @@ class Range(_message.Message):
         FINGERPRINT: _ClassVar[Range.Mode]
         ID_LIST: _ClassVar[Range.Mode]
         WANT_ALL: _ClassVar[Range.Mode]
-
     SKIP: Range.Mode
     FINGERPRINT: Range.Mode
     ID_LIST: Range.Mode
@@ -69,14 +55,7 @@ class Range(_message.Message):
     fingerprint: bytes
     count: int
     tokens: bytes
-    def __init__(
-        self,
-        upper: _Optional[_Union[Bound, _Mapping]] = ...,
-        mode: _Optional[_Union[Range.Mode, str]] = ...,
-        fingerprint: _Optional[bytes] = ...,
-        count: _Optional[int] = ...,
-        tokens: _Optional[bytes] = ...,
-    ) -> None: ...
+    def __init__(self, upper: _Optional[_Union[Bound, _Mapping]] = ..., mode: _Optional[_Union[Range.Mode, str]] = ..., fingerprint: _Optional[bytes] = ..., count: _Optional[int] = ..., tokens: _Optional[bytes] = ...) -> None: ...
 
 class Recon(_message.Message):
     __slots__ = ("set", "ranges")
@@ -84,9 +63,7 @@ class Recon(_message.Message):
     RANGES_FIELD_NUMBER: _ClassVar[int]
     set: int
     ranges: _containers.RepeatedCompositeFieldContainer[Range]
-    def __init__(
-        self, set: _Optional[int] = ..., ranges: _Optional[_Iterable[_Union[Range, _Mapping]]] = ...
-    ) -> None: ...
+    def __init__(self, set: _Optional[int] = ..., ranges: _Optional[_Iterable[_Union[Range, _Mapping]]] = ...) -> None: ...
 
 class Want(_message.Message):
     __slots__ = ("set", "tokens", "ids")
@@ -96,12 +73,7 @@ class Want(_message.Message):
     set: int
     tokens: bytes
     ids: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(
-        self,
-        set: _Optional[int] = ...,
-        tokens: _Optional[bytes] = ...,
-        ids: _Optional[_Iterable[bytes]] = ...,
-    ) -> None: ...
+    def __init__(self, set: _Optional[int] = ..., tokens: _Optional[bytes] = ..., ids: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class External(_message.Message):
     __slots__ = ("id", "line")
@@ -119,12 +91,7 @@ class Items(_message.Message):
     set: int
     items: _containers.RepeatedScalarFieldContainer[bytes]
     externals: _containers.RepeatedCompositeFieldContainer[External]
-    def __init__(
-        self,
-        set: _Optional[int] = ...,
-        items: _Optional[_Iterable[bytes]] = ...,
-        externals: _Optional[_Iterable[_Union[External, _Mapping]]] = ...,
-    ) -> None: ...
+    def __init__(self, set: _Optional[int] = ..., items: _Optional[_Iterable[bytes]] = ..., externals: _Optional[_Iterable[_Union[External, _Mapping]]] = ...) -> None: ...
 
 class Abort(_message.Message):
     __slots__ = ("code", "reason")
@@ -158,13 +125,4 @@ class Frame(_message.Message):
     abort: Abort
     end_of_turn: EndOfTurn
     fin: Fin
-    def __init__(
-        self,
-        hello: _Optional[_Union[Hello, _Mapping]] = ...,
-        recon: _Optional[_Union[Recon, _Mapping]] = ...,
-        want: _Optional[_Union[Want, _Mapping]] = ...,
-        items: _Optional[_Union[Items, _Mapping]] = ...,
-        abort: _Optional[_Union[Abort, _Mapping]] = ...,
-        end_of_turn: _Optional[_Union[EndOfTurn, _Mapping]] = ...,
-        fin: _Optional[_Union[Fin, _Mapping]] = ...,
-    ) -> None: ...
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., recon: _Optional[_Union[Recon, _Mapping]] = ..., want: _Optional[_Union[Want, _Mapping]] = ..., items: _Optional[_Union[Items, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., end_of_turn: _Optional[_Union[EndOfTurn, _Mapping]] = ..., fin: _Optional[_Union[Fin, _Mapping]] = ...) -> None: ...

@@ -1,0 +1,156 @@
+"""The asyncio driver: pumps one reconciliation session over a frame channel.
+
+It performs the session's effects against the sets (load snapshot, fetch, admit) and the
+channel (send), one at a time, and reads the next frame only when the effects are done:
+that sequencing is the back-pressure (a slow store slows the peer through the transport's
+flow control). Input from the peer never escapes as anything but our error tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from lifeline.errors import LifelineError, PeerError, ProtocolError, RemoteProtocolError
+from lifeline_mesh.recon.frames import (
+    Deliver,
+    Done,
+    Effect,
+    Failed,
+    Fetch,
+    Frame,
+    LoadSnapshot,
+    SendFrame,
+)
+from lifeline_mesh.recon.session import Session
+from lifeline_mesh.recon.sets import ParsedItem
+from lifeline_mesh.sync.port import ReconSet
+
+__all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
+
+IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session gives up
+
+
+class Channel(Protocol):
+    """A bidirectional stream of frames; counts the payload bytes it carries."""
+
+    bytes_sent: int
+    bytes_received: int
+
+    async def send(self, frame: Frame) -> None: ...
+
+    async def recv(self) -> Frame | None:
+        """The next frame, None when the peer closed; RemoteProtocolError on garbage."""
+        ...
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one session did, as `lifeline-mesh sync` prints it."""
+
+    line: str
+    role: str
+    entries_sent: int = 0
+    entries_received: int = 0
+    entries_added: int = 0
+    ts_lowered: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    round_trips: int = 0
+    seconds: float = 0.0
+    orphans_dropped: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def drive(
+    session: Session,
+    channel: Channel,
+    sets: Sequence[ReconSet],
+    *,
+    first: Frame | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    idle_timeout: float = IDLE_TIMEOUT,
+) -> SyncReport:
+    """Run ``session`` to the end; raise a ProtocolError/PeerError when it fails."""
+    started = clock()
+    report = SyncReport(line=session.line, role=session.role.value)
+    effects: deque[Effect] = deque(session.start(started))
+    if first is not None:
+        effects.extend(session.receive(first, clock()))
+    by_name = {s.name: s for s in sets}
+    while True:
+        while effects:
+            eff = effects.popleft()
+            if isinstance(eff, Done):
+                report.orphans_dropped = eff.orphans_dropped
+                return _finish(report, session, channel, clock() - started)
+            if isinstance(eff, Failed):
+                raise eff.error
+            effects.extend(await _perform(eff, session, channel, by_name, report, clock))
+        effects.extend(await _next_frame(session, channel, clock, idle_timeout))
+
+
+async def _perform(
+    eff: Effect,
+    session: Session,
+    channel: Channel,
+    sets: dict[str, ReconSet],
+    report: SyncReport,
+    clock: Callable[[], float],
+) -> list[Effect]:
+    if isinstance(eff, SendFrame):
+        await channel.send(eff.frame)
+        return []
+    names = session.set_names
+    if isinstance(eff, LoadSnapshot):
+        snap = await sets[names[eff.set_index]].snapshot()
+        return session.snapshot_loaded(eff.set_index, snap, clock())
+    if isinstance(eff, Fetch):
+        got = await sets[names[eff.set_index]].fetch(eff.ids)
+        return session.fetched(eff.set_index, got.raws, got.externals, clock())
+    if isinstance(eff, Deliver):
+        items = [i for i in eff.items if isinstance(i, ParsedItem)]
+        try:
+            result = await sets[names[eff.set_index]].admit(items, eff.externals)
+        except RemoteProtocolError as exc:
+            return session.fail(exc, "item")
+        except LifelineError as exc:
+            return session.fail(exc, "store")
+        report.entries_added += result.added
+        report.ts_lowered += result.updated
+        return []
+    return []
+
+
+async def _next_frame(
+    session: Session, channel: Channel, clock: Callable[[], float], idle_timeout: float
+) -> list[Effect]:
+    try:
+        async with asyncio.timeout(idle_timeout):
+            frame = await channel.recv()
+    except TimeoutError:
+        return session.fail(
+            PeerError(f"the peer sent nothing for {idle_timeout:.0f}s; it may be overloaded"),
+            "timeout",
+        )
+    except ProtocolError as exc:
+        return session.fail(exc, "protocol")
+    if frame is None:
+        raise PeerError("the peer closed the stream in the middle of the session; sync again")
+    return session.receive(frame, clock())
+
+
+def _finish(report: SyncReport, session: Session, channel: Channel, seconds: float) -> SyncReport:
+    report.entries_sent = session.stats.items_sent
+    report.entries_received = session.stats.items_received
+    report.round_trips = session.stats.rounds
+    report.bytes_sent = channel.bytes_sent
+    report.bytes_received = channel.bytes_received
+    report.seconds = round(seconds, 4)
+    return report
