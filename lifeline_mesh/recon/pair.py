@@ -108,7 +108,7 @@ class SessionPair:
             "b": Session(
                 Role.RESPONDER,
                 line,
-                [(n, s.codec) for n, s in zip(names, b, strict=True)],
+                [(n, s.codec) for n, s in zip(names[: len(b)], b, strict=True)],
                 0.0,
                 limits,
             ),

@@ -268,7 +268,8 @@ class Session:
         try:
             return state.codec.parse(raw)
         except InvalidEntry as exc:
-            raise InvalidEntry(f"the peer sent an inadmissible {state.name} item: {exc}") from exc
+            # Keep the class (IdMismatch, EntryTooLarge...) so callers can tell cases apart.
+            raise type(exc)(f"the peer sent an inadmissible {state.name} item: {exc}") from exc
 
     def _on_end_of_turn(self) -> list[Effect]:
         self._phase = _Phase.SPEAKING
