@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lifeline.errors import LocalProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
 from lifeline_mesh.recon.frames import Fetch, Items, Range, Recon, Want
 from lifeline_mesh.recon.ranges import Responder
@@ -73,6 +74,11 @@ class SetOutbox:
         size = 0
         pending_ext = tuple(externals)
         for raw in raws:
+            if len(raw) + _ITEM_OVERHEAD > budget:
+                raise LocalProtocolError(
+                    f"an item of {len(raw)} bytes does not fit the peer's frame cap of "
+                    f"{budget} bytes (cap max_frame_bytes); raise the limit on the peer"
+                )
             if batch and size + len(raw) + _ITEM_OVERHEAD > budget:
                 frames.append(Items(index, tuple(batch), pending_ext))
                 pending_ext, batch, size = (), [], 0

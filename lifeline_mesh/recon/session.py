@@ -170,7 +170,11 @@ class Session:
         externals: Sequence[tuple[bytes, str]],
         now: float,
     ) -> list[Effect]:
-        frames = self._sets[set_index].outbox.pack(set_index, raws, externals, self._frame_budget())
+        budget = self._frame_budget()
+        try:
+            frames = self._sets[set_index].outbox.pack(set_index, raws, externals, budget)
+        except LocalProtocolError as exc:
+            return self._fail(exc, "limit")
         self.stats.items_sent += len(raws)
         return [SendFrame(f) for f in frames] + self._next_fetch()
 

@@ -7,11 +7,13 @@ byte counts are exactly the frames' payload.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import grpc
 
-from lifeline_mesh.recon.frames import Frame
+from lifeline.errors import PeerError
+from lifeline_mesh.recon.frames import Abort, Frame
 from lifeline_mesh.transport.errors import error_from_rpc
 from lifeline_mesh.wire.codec import decode_bytes, encode
 
@@ -22,7 +24,7 @@ METHOD = "/lifeline_mesh.v1.Mesh/Sync"
 
 def grpc_options(max_frame_bytes: int) -> list[tuple[str, Any]]:
     # Explicit on both ends (DESIGN §5): a frame above the cap is refused by grpc itself.
-    limit = max_frame_bytes + 64 * 1024
+    limit = max_frame_bytes + 4096  # headroom for protobuf framing only
     return [
         ("grpc.max_receive_message_length", limit),
         ("grpc.max_send_message_length", limit),
@@ -62,8 +64,21 @@ class ClientChannel:
         self.bytes_sent += len(data)
         try:
             await self._call.write(data)
-        except grpc.aio.AioRpcError as exc:
-            raise error_from_rpc(exc, self._target) from exc
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            # A write after the peer ended the call fails with a generic error; the peer's
+            # real reason is an Abort frame already received, or the call's final status.
+            await self._raise_reason()
+            raise PeerError(f"peer {self._target} ended the call early ({exc})") from exc
+
+    async def _raise_reason(self) -> None:
+        try:
+            while (data := await self._call.read()) is not grpc.aio.EOF:
+                frame = decode_bytes(data)
+                if isinstance(frame, Abort):
+                    raise PeerError(f"the peer aborted the session: {frame.reason} [{frame.code}]")
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass
+        await self._raise_status()
 
     async def recv(self) -> Frame | None:
         try:

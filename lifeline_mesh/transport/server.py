@@ -16,7 +16,7 @@ import grpc
 
 from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline.store.port import Store
-from lifeline_mesh.recon.frames import Hello
+from lifeline_mesh.recon.frames import EndOfTurn, Hello
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import SyncReport, drive
 from lifeline_mesh.sync.port import ReconSet
@@ -88,6 +88,7 @@ class SyncServer:
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> None:
         channel = ServerChannel(context)
+        hello = None
         try:
             hello = await channel.recv()
             if not isinstance(hello, Hello):
@@ -98,6 +99,8 @@ class SyncServer:
         except LifelineError as exc:
             self.failures.append(str(exc))
             log.warning("refused a session from %s: %s", context.peer(), exc)
+            if isinstance(hello, Hello):
+                await _drain_first_turn(channel)
             await context.abort(status_for(exc), str(exc))
             return
         await self._run(hello, channel, context)
@@ -127,6 +130,21 @@ class SyncServer:
             # The session already told the peer (Abort frame); the node keeps serving.
             self.failures.append(str(exc))
             log.warning("sync session from %s failed: %s", context.peer(), exc)
+
+
+async def _drain_first_turn(channel: ServerChannel, limit: int = 64) -> None:
+    """Read the rest of the initiator's opening turn before refusing it.
+
+    The initiator sends hello, ranges and end-of-turn without waiting; refusing mid-write
+    would surface on its side as a failed write instead of our status and reason.
+    """
+    try:
+        for _ in range(limit):
+            frame = await channel.recv()
+            if frame is None or isinstance(frame, EndOfTurn):
+                return
+    except LifelineError:
+        return
 
 
 def _identity(context: grpc.aio.ServicerContext[Any, Any]) -> PeerIdentity:
