@@ -71,11 +71,17 @@ class OrphanPool:
                 mark(child_id)
                 stack.append(child_id)
 
+    def _unasked(self) -> list[bytes]:
+        # A parent that itself waits in the pool is not missing: its own parent is.
+        return sorted(
+            p for p in self._blocked_on if p not in self._asked and p not in self._waiting
+        )
+
     def has_unasked(self) -> bool:
-        return any(p not in self._asked for p in self._blocked_on)
+        return bool(self._unasked())
 
     def unasked_parents(self) -> list[bytes]:
         """Missing parents not yet requested (each is asked for once per session)."""
-        fresh = sorted(p for p in self._blocked_on if p not in self._asked)
+        fresh = self._unasked()
         self._asked.update(fresh)
         return fresh

@@ -38,12 +38,16 @@ class SetOutbox:
     def asks(responder: Responder, pool: OrphanPool) -> bool:
         """Whether our next turn needs an answer (ranges to settle or items to request)."""
         reply = responder.reply
-        return bool(reply.trimmed() or reply.want_tokens or pool.has_unasked())
+        settled = not reply.trimmed()
+        return bool(not settled or reply.want_tokens or (settled and pool.has_unasked()))
 
     @staticmethod
     def wants(index: int, responder: Responder, pool: OrphanPool) -> Want | None:
         tokens = b"".join(responder.reply.want_tokens)
-        ids = tuple(pool.unasked_parents())
+        # While ranges are still being settled, a missing parent is likely to come anyway;
+        # ask for parents by id only once reconciliation of the set is over.
+        settled = not responder.reply.trimmed()
+        ids = tuple(pool.unasked_parents()) if settled else ()
         if not tokens and not ids:
             return None
         return Want(index, tokens, ids)
