@@ -9,6 +9,7 @@ flow control). Input from the peer never escapes as anything but our error tree.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -28,7 +29,7 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.sets import ParsedItem
-from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.sync.port import AdmitResult, ReconSet
 
 __all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
 
@@ -84,16 +85,68 @@ async def drive(
     if first is not None:
         effects.extend(session.receive(first, clock()))
     by_name = {s.name: s for s in sets}
-    while True:
-        while effects:
-            eff = effects.popleft()
-            if isinstance(eff, Done):
-                report.orphans_dropped = eff.orphans_dropped
-                return _finish(report, session, channel, clock() - started)
-            if isinstance(eff, Failed):
-                raise eff.error
-            effects.extend(await _perform(eff, session, channel, by_name, report, clock))
-        effects.extend(await _next_frame(session, channel, clock, idle_timeout))
+    admitter = _Admitter(report)
+    try:
+        while True:
+            while effects:
+                eff = effects.popleft()
+                if isinstance(eff, Done):
+                    effects.extend(await admitter.drain(session))
+                    if effects:
+                        continue
+                    report.orphans_dropped = eff.orphans_dropped
+                    return _finish(report, session, channel, clock() - started)
+                if isinstance(eff, Failed):
+                    raise eff.error
+                if isinstance(eff, Deliver):
+                    target = by_name[session.set_names[eff.set_index]]
+                    effects.extend(await admitter.submit(session, target, eff))
+                    continue
+                effects.extend(await _perform(eff, session, channel, by_name, clock))
+            effects.extend(await _next_frame(session, channel, clock, idle_timeout))
+    finally:
+        await admitter.cancel()
+
+
+class _Admitter:
+    """Stores received batches one at a time, overlapping each write with the next read.
+
+    At most one batch is in flight and batches are stored in arrival order, so parents
+    are stored before children; each batch is still one transaction.
+    """
+
+    def __init__(self, report: SyncReport) -> None:
+        self._report = report
+        self._task: asyncio.Task[AdmitResult] | None = None
+
+    async def submit(self, session: Session, target: ReconSet, eff: Deliver) -> list[Effect]:
+        failed = await self.drain(session)
+        if failed:
+            return failed
+        items = [i for i in eff.items if isinstance(i, ParsedItem)]
+        self._task = asyncio.ensure_future(target.admit(items, eff.externals))
+        return []
+
+    async def drain(self, session: Session) -> list[Effect]:
+        task, self._task = self._task, None
+        if task is None:
+            return []
+        try:
+            result = await task
+        except RemoteProtocolError as exc:
+            return session.fail(exc, "item")
+        except LifelineError as exc:
+            return session.fail(exc, "store")
+        self._report.entries_added += result.added
+        self._report.ts_lowered += result.updated
+        return []
+
+    async def cancel(self) -> None:
+        """On failure: let a batch already being written finish (it is atomic anyway)."""
+        task, self._task = self._task, None
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await task
 
 
 async def _perform(
@@ -101,7 +154,6 @@ async def _perform(
     session: Session,
     channel: Channel,
     sets: dict[str, ReconSet],
-    report: SyncReport,
     clock: Callable[[], float],
 ) -> list[Effect]:
     if isinstance(eff, SendFrame):
@@ -114,17 +166,6 @@ async def _perform(
     if isinstance(eff, Fetch):
         got = await sets[names[eff.set_index]].fetch(eff.ids)
         return session.fetched(eff.set_index, got.raws, got.externals, clock())
-    if isinstance(eff, Deliver):
-        items = [i for i in eff.items if isinstance(i, ParsedItem)]
-        try:
-            result = await sets[names[eff.set_index]].admit(items, eff.externals)
-        except RemoteProtocolError as exc:
-            return session.fail(exc, "item")
-        except LifelineError as exc:
-            return session.fail(exc, "store")
-        report.entries_added += result.added
-        report.ts_lowered += result.updated
-        return []
     return []
 
 
