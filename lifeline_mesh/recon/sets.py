@@ -59,6 +59,13 @@ class ItemCodec(Protocol):
     def parse(self, raw: bytes) -> ParsedItem: ...
 
 
+def _id_index(ids: bytes | bytearray) -> tuple[array[int], array[int]]:
+    """Id prefixes sorted, with the snapshot position of each: a compact membership index."""
+    prefixes = array("Q", (int.from_bytes(ids[k : k + 8], "big") for k in range(0, len(ids), 32)))
+    order = sorted(range(len(prefixes)), key=prefixes.__getitem__)
+    return array("Q", (prefixes[n] for n in order)), array("L", order)
+
+
 class _Keys(Sequence[tuple[int, bytes]]):
     """A read-only view of the sorted keys, for ``bisect``."""
 
@@ -82,18 +89,36 @@ class Snapshot:
         tokens: Sequence[bytes],
         extra_known: Iterable[bytes] = (),
     ) -> None:
-        self._n = len(ids)
-        self._heights = array("Q", heights)
-        self._ids = b"".join(ids)
-        self._tokens = b"".join(tokens)
-        sums = bytearray(32 * (self._n + 1))
+        self._load(zip(heights, ids, tokens, strict=True), extra_known)
+
+    @classmethod
+    def build(
+        cls, rows: Iterable[tuple[int, bytes, bytes]], extra_known: Iterable[bytes] = ()
+    ) -> Snapshot:
+        """From ``(height, id, token)`` rows in key order, consumed one at a time."""
+        snap = cls.__new__(cls)
+        snap._load(rows, extra_known)
+        return snap
+
+    def _load(self, rows: Iterable[tuple[int, bytes, bytes]], extra_known: Iterable[bytes]) -> None:
+        # Built incrementally into flat buffers: no per-item Python objects survive.
+        heights, ids, tokens = array("Q"), bytearray(), bytearray()
+        sums = bytearray(32)
         acc = 0
-        for i, tok in enumerate(tokens, 1):
-            acc = (acc + int.from_bytes(tok, "little")) % _MOD
-            sums[32 * i : 32 * i + 32] = acc.to_bytes(32, "little")
-        self._sums = bytes(sums)
-        self._known: set[bytes] = set(ids)
-        self._known.update(extra_known)
+        for height, item_id, token in rows:
+            heights.append(height)
+            ids += item_id
+            tokens += token
+            acc = (acc + int.from_bytes(token, "little")) % _MOD
+            sums += acc.to_bytes(32, "little")
+        self._n = len(heights)
+        self._heights = heights
+        # Kept as bytearrays: converting to bytes would briefly double them.
+        self._ids = ids
+        self._tokens = tokens
+        self._sums = sums
+        self._prefixes, self._positions = _id_index(self._ids)
+        self._extra: set[bytes] = set(extra_known)
         self._keys = _Keys(self)
 
     @classmethod
@@ -104,16 +129,26 @@ class Snapshot:
         return self._n
 
     def key(self, i: int) -> tuple[int, bytes]:
-        return self._heights[i], self._ids[32 * i : 32 * i + 32]
+        return self._heights[i], bytes(self._ids[32 * i : 32 * i + 32])
 
     def item_id(self, i: int) -> bytes:
-        return self._ids[32 * i : 32 * i + 32]
+        return bytes(self._ids[32 * i : 32 * i + 32])
 
     def token(self, i: int) -> bytes:
-        return self._tokens[32 * i : 32 * i + 32]
+        return bytes(self._tokens[32 * i : 32 * i + 32])
 
     def knows(self, item_id: bytes) -> bool:
-        return item_id in self._known
+        if item_id in self._extra:
+            return True
+        # Sorted 8-byte id prefixes (8 MB per million items, where a set of bytes would
+        # take ~100 MB); equal prefixes are checked against the full id.
+        prefix = int.from_bytes(item_id[:8], "big")
+        k = bisect_left(self._prefixes, prefix)
+        while k < len(self._prefixes) and self._prefixes[k] == prefix:
+            if self.item_id(self._positions[k]) == item_id:
+                return True
+            k += 1
+        return False
 
     def index_of(self, bound: Bound | None) -> int:
         """The first index whose key is not below ``bound`` (``len`` for +infinity)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
@@ -18,6 +18,12 @@ __all__ = ["EntrySet"]
 _CHUNK = 2000
 
 
+def _rows(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[int, bytes, bytes]]:
+    for height, hex_id, ts in rows:
+        item_id = bytes.fromhex(hex_id)
+        yield int(height), item_id, token_of(item_id, ts.encode("ascii"))
+
+
 class EntrySet:
     """Keys are ``(height, id)`` from the store; the version of an entry is its ts."""
 
@@ -29,28 +35,23 @@ class EntrySet:
         self._externals: dict[str, str] | None = None
 
     async def snapshot(self) -> Snapshot:
-        rows = await self._keys_with_ts()
-        ids = [bytes.fromhex(i) for _, i, _ in rows]
-        tokens = [token_of(i, ts.encode("ascii")) for i, (_, _, ts) in zip(ids, rows, strict=True)]
-        externals = await self._declared()
-        return Snapshot([h for h, _, _ in rows], ids, tokens, (bytes.fromhex(e) for e in externals))
-
-    async def _keys_with_ts(self) -> list[tuple[int, str, str]]:
+        known = [bytes.fromhex(e) for e in await self._declared()]
         if isinstance(self.store, SqliteStore):
-            # One indexed scan instead of loading every body just to learn the ts.
-            rows = await self.store.run_read(
-                lambda conn: conn.execute(
-                    "SELECT height, id, ts FROM entries ORDER BY height, id"
-                ).fetchall()
+            # One indexed scan on the store's thread, streamed into the snapshot's flat
+            # buffers: no list of a million row tuples in between.
+            return await self.store.run_read(
+                lambda conn: Snapshot.build(
+                    _rows(conn.execute("SELECT height, id, ts FROM entries ORDER BY height, id")),
+                    known,
+                )
             )
-            return [(int(h), i, t) for h, i, t in rows]
         keys = await self.store.keys()
-        out: list[tuple[int, str, str]] = []
+        rows: list[tuple[int, bytes, bytes]] = []
         for k in range(0, len(keys), _CHUNK):
             part = keys[k : k + _CHUNK]
             found = {e.id: e.ts for e in await self.store.get_many(i for _, i in part)}
-            out += [(h, i, found[i]) for h, i in part if i in found]
-        return out
+            rows += _rows((h, i, found[i]) for h, i in part if i in found)
+        return Snapshot.build(rows, known)
 
     async def _declared(self) -> dict[str, str]:
         if self._externals is None:
