@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,6 +23,7 @@ from pathlib import Path
 from lifeline.entry import Entry
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.pair import MemorySet, SessionPair
+from lifeline_mesh.recon.session import SessionLimits
 
 
 def build(n: int) -> list[Entry]:
@@ -54,10 +57,12 @@ def clone(src: MemorySet, drop: set[bytes] = frozenset()) -> MemorySet:  # type:
     return s
 
 
-def case(label: str, full: MemorySet, drop: set[bytes], entry_bytes: int) -> None:
+def case(
+    label: str, full: MemorySet, drop: set[bytes], entry_bytes: int, limits: SessionLimits
+) -> None:
     a, b = clone(full), clone(full, drop)
     started = time.perf_counter()
-    r = SessionPair([a], [b]).run()
+    r = SessionPair([a], [b], limits=limits).run()
     seconds = time.perf_counter() - started
     assert not r.errors and a.state() == b.state(), r.errors
     overhead = r.bytes_a_to_b + r.bytes_b_to_a - entry_bytes
@@ -69,29 +74,37 @@ def case(label: str, full: MemorySet, drop: set[bytes], entry_bytes: int) -> Non
 
 
 async def grpc_initial_sync(entries: list[Entry]) -> None:
+    """A `lifeline-mesh serve` subprocess receives every entry from this process."""
     from lifeline_mesh.config import NodeConfig
     from lifeline_mesh.node import Node
 
     with tempfile.TemporaryDirectory() as tmp:
-        nodes = []
-        for name in "ab":
-            root = Path(tmp) / name
+        roots = [Path(tmp) / name for name in "ab"]
+        for root in roots:
             root.mkdir()
             NodeConfig(shared_lines=["ledger"]).save(root)
-            nodes.append(Node(root))
-        async with nodes[0].open_line("ledger") as store:
+        sender = Node(roots[0])
+        async with sender.open_line("ledger") as store:
             for k in range(0, len(entries), 5000):
                 await store.append_many(entries[k : k + 5000])
-        server = nodes[1].server()
-        address = await server.start("127.0.0.1:0")
-        started = time.perf_counter()
-        [report] = await nodes[0].sync(address, ["ledger"])
-        seconds = time.perf_counter() - started
-        await server.stop(0)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "lifeline_mesh", "serve", "--root", str(roots[1])],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            address = server.stdout.readline().split()[-1]
+            started = time.perf_counter()
+            [report] = await sender.sync(address, ["ledger"])
+            seconds = time.perf_counter() - started
+        finally:
+            server.terminate()
+            server.wait()
     rate = report.entries_sent / seconds
     print(
-        f"gRPC initial sync: {report.entries_sent:,} entries in {seconds:.2f}s = "
-        f"{rate:,.0f} entries/s; {report.round_trips} round trips; "
+        f"gRPC initial sync (two processes): {report.entries_sent:,} entries in {seconds:.2f}s"
+        f" = {rate:,.0f} entries/s; {report.round_trips} round trip(s); "
         f"bytes out {report.bytes_sent:,} / in {report.bytes_received:,}"
     )
 
@@ -100,8 +113,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--grpc", action="store_true", help="also time a real gRPC sync")
+    parser.add_argument("--branch", type=int, default=SessionLimits().branch)
+    parser.add_argument("--leaf", type=int, default=SessionLimits().leaf)
     args = parser.parse_args()
     n = args.n
+    limits = SessionLimits(branch=args.branch, leaf=args.leaf)
     t = time.perf_counter()
     entries = build(n)
     full = memory_set(entries)
@@ -118,11 +134,11 @@ def main() -> None:
     ids = [bytes.fromhex(e.id) for e in entries]
     for d in (0, 10, 1000):
         recent = set(ids[n - d :]) if d else set()
-        case(f"d={d} recent", full, recent, sum(size[i] for i in recent))
+        case(f"d={d} recent", full, recent, sum(size[i] for i in recent), limits)
         if d:
             scattered = set(rng.sample(leaves, d))
-            case(f"d={d} scattered", full, scattered, sum(size[i] for i in scattered))
-    case(f"d=n={n} (empty receiver)", full, set(ids), sum(size.values()))
+            case(f"d={d} scattered", full, scattered, sum(size[i] for i in scattered), limits)
+    case(f"d=n={n} (empty receiver)", full, set(ids), sum(size.values()), limits)
     if args.grpc:
         asyncio.run(grpc_initial_sync(entries))
 
