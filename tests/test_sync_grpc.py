@@ -165,3 +165,20 @@ async def test_unreachable_peer_is_a_peer_error(tmp_path: Path) -> None:
     with pytest.raises(PeerError, match="unavailable"):
         await node.sync(address, ["ledger"])
     assert server.reports == []
+
+
+async def test_cross_line_parents_travel_with_their_declaration(tmp_path: Path) -> None:
+    a, b = make_node(tmp_path / "a"), make_node(tmp_path / "b")
+    [foreign] = chain(1, "in-other-line")
+    await write(a, [foreign], line="other")  # "other" is private: never synced
+    [child] = chain(1, "child", foreign.id)
+    async with a.open_line("ledger") as store:
+        await store.declare_external(foreign.id, "other")
+        await store.append_many([child, *chain(3, "plain")])
+    async with serving(b) as (_, address):
+        [report] = await a.sync(address, ["ledger"])
+    assert report.entries_sent == 4
+    async with b.open_line("ledger") as store:
+        assert await store.externals() == {foreign.id: "other"}
+        assert (await store.get(child.id)).parents == (foreign.id,)
+    assert not (tmp_path / "b" / ".lifeline" / "other.db").exists()
