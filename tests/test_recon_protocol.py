@@ -5,12 +5,27 @@ from __future__ import annotations
 import random
 from collections import deque
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from lifeline.errors import IdMismatch, InvalidEntry, PeerError, RemoteProtocolError
 from lifeline_mesh.recon import Hello, Role, Session, SessionLimits
 from lifeline_mesh.recon.entry_codec import EntryCodec
-from lifeline_mesh.recon.frames import Abort, Failed, Items, SendFrame
+from lifeline_mesh.recon.frames import (
+    Abort,
+    Bound,
+    EndOfTurn,
+    Failed,
+    Fin,
+    Items,
+    Mode,
+    Range,
+    Recon,
+    SendFrame,
+    Want,
+)
 from lifeline_mesh.recon.pair import SessionPair
-from lifeline_mesh.wire.codec import encode
+from lifeline_mesh.wire.codec import decode_bytes, encode
 from tests.recon_helpers import blob_set, chain, entry_set
 
 BASE = chain(500, "base", body="x" * 200)
@@ -207,3 +222,51 @@ def test_faulty_frames_never_break_closure() -> None:
         assert a.closed() and b.closed()
         r = SessionPair([a], [b]).run()
         assert r.errors == [] and a.state() == b.state()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=200), max_size=6))
+def test_arbitrary_bytes_never_escape_a_session(chunks: list[bytes]) -> None:
+    session = _responder()
+    for data in chunks:
+        try:
+            frame = decode_bytes(data)
+        except RemoteProtocolError:
+            continue
+        for eff in session.receive(frame, 0.0):
+            if isinstance(eff, Failed):
+                assert isinstance(eff.error, (RemoteProtocolError, InvalidEntry, PeerError))
+
+
+_bounds = st.one_of(st.none(), st.builds(Bound, st.integers(0, 2**64 - 1), st.binary(max_size=33)))
+_ranges = st.builds(
+    Range,
+    _bounds,
+    st.sampled_from(list(Mode)),
+    st.binary(max_size=20),
+    st.integers(0, 2**64 - 1),
+    st.binary(max_size=70),
+)
+_frames = st.one_of(
+    st.builds(Recon, st.integers(0, 3), st.lists(_ranges, max_size=5).map(tuple)),
+    st.builds(Want, st.integers(0, 3), st.binary(max_size=40), st.just(())),
+    st.builds(Items, st.integers(0, 3), st.lists(st.binary(max_size=80), max_size=3).map(tuple)),
+    st.builds(EndOfTurn),
+    st.builds(Fin),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_frames, max_size=8))
+def test_arbitrary_frames_end_in_a_clean_failure_or_nothing(frames: list[object]) -> None:
+    session = Session(Role.RESPONDER, "ledger", [("entries", EntryCodec())], 0.0)
+    from lifeline_mesh.recon.frames import LoadSnapshot
+
+    effects = session.receive(Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6), 0.0)
+    for eff in effects:
+        if isinstance(eff, LoadSnapshot):
+            session.snapshot_loaded(0, entry_set(BASE[:30]).snapshot(), 0.0)
+    for frame in frames:
+        for eff in session.receive(frame, 0.0):  # type: ignore[arg-type]
+            if isinstance(eff, Failed):
+                assert isinstance(eff.error, (RemoteProtocolError, InvalidEntry, PeerError))

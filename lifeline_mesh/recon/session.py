@@ -162,6 +162,10 @@ class Session:
         except PeerError as exc:
             self._phase = _Phase.FAILED
             return [Failed(exc)]
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+            # Input from a peer never escapes its session, even through a case we missed.
+            error = RemoteProtocolError(f"could not process a {type(frame).__name__}: {exc!r}")
+            return self._fail(error, "protocol")
 
     def fetched(
         self,
