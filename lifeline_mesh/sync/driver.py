@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from lifeline.errors import LifelineError, PeerError, ProtocolError, RemoteProtocolError
 from lifeline_mesh.recon.frames import (
@@ -29,24 +29,13 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.sets import ParsedItem
+from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.port import AdmitResult, ReconSet
+from lifeline_mesh.sync.readahead import ReadAhead
 
 __all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
 
 IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session gives up
-
-
-class Channel(Protocol):
-    """A bidirectional stream of frames; counts the payload bytes it carries."""
-
-    bytes_sent: int
-    bytes_received: int
-
-    async def send(self, frame: Frame) -> None: ...
-
-    async def recv(self) -> Frame | None:
-        """The next frame, None when the peer closed; RemoteProtocolError on garbage."""
-        ...
 
 
 @dataclass(slots=True)
@@ -86,6 +75,8 @@ async def drive(
         effects.extend(session.receive(first, clock()))
     by_name = {s.name: s for s in sets}
     admitter = _Admitter(report)
+    reader = ReadAhead(channel)
+    clean = False
     try:
         while True:
             while effects:
@@ -95,6 +86,7 @@ async def drive(
                     if effects:
                         continue
                     report.orphans_dropped = eff.orphans_dropped
+                    clean = True
                     return _finish(report, session, channel, clock() - started)
                 if isinstance(eff, Failed):
                     raise eff.error
@@ -103,8 +95,9 @@ async def drive(
                     effects.extend(await admitter.submit(session, target, eff))
                     continue
                 effects.extend(await _perform(eff, session, channel, by_name, clock))
-            effects.extend(await _next_frame(session, channel, clock, idle_timeout))
+            effects.extend(await _next_frame(session, reader, clock, idle_timeout))
     finally:
+        await reader.close(clean=clean)
         await admitter.cancel()
 
 
@@ -170,7 +163,7 @@ async def _perform(
 
 
 async def _next_frame(
-    session: Session, channel: Channel, clock: Callable[[], float], idle_timeout: float
+    session: Session, channel: ReadAhead, clock: Callable[[], float], idle_timeout: float
 ) -> list[Effect]:
     try:
         async with asyncio.timeout(idle_timeout):
