@@ -1,9 +1,11 @@
 """The asyncio driver: pumps one reconciliation session over a frame channel.
 
 It performs the session's effects against the sets (load snapshot, fetch, admit) and the
-channel (send), one at a time, and reads the next frame only when the effects are done:
-that sequencing is the back-pressure (a slow store slows the peer through the transport's
-flow control). Input from the peer never escapes as anything but our error tree.
+channel (send), in order, and hands the session the next frame only when the effects are
+done. Two bounded overlaps keep both peers busy: frames are read ahead (two at most) and
+one received batch is stored while the next is parsed. A slow store therefore still slows
+the peer, through the transport's flow control. Input from the peer never escapes as
+anything but our error tree.
 """
 
 from __future__ import annotations
