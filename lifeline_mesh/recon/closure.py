@@ -1,7 +1,11 @@
 """Closure of received items: an item is delivered only once its parents are known.
 
 Items whose parents are missing wait in a bounded orphan pool; their missing parents are
-reported so the session can ask for them. Pure: the caller supplies what is known.
+reported so the session can ask for them. When the pool is full, further orphans are not
+kept: only their ids are (32 bytes each, up to ``overflow_cap``), and they are asked for
+again once reconciliation has settled — a large sync where children are found in an
+earlier round than their parents then costs a re-send, not unbounded memory. Pure: the
+caller supplies what is known.
 """
 
 from __future__ import annotations
@@ -17,14 +21,16 @@ __all__ = ["OrphanPool"]
 class OrphanPool:
     """Holds items waiting for parents; ``cap`` bounds how many may wait at once."""
 
-    def __init__(self, cap: int) -> None:
+    def __init__(self, cap: int, overflow_cap: int = 1_000_000) -> None:
         self.cap = cap
+        self.overflow_cap = overflow_cap
+        self._overflow: set[bytes] = set()  # orphans not kept: asked for again later
         self._waiting: dict[bytes, ParsedItem] = {}
         self._blocked_on: dict[bytes, set[bytes]] = {}  # missing parent -> waiting ids
         self._asked: set[bytes] = set()
 
     def __len__(self) -> int:
-        return len(self._waiting)
+        return len(self._waiting) + len(self._overflow)
 
     def admit(
         self, items: list[ParsedItem], known: Callable[[bytes], bool], mark: Callable[[bytes], None]
@@ -36,6 +42,7 @@ class OrphanPool:
                 continue
             missing = [d for d in item.deps if not known(d)]
             if known(item.id) or not missing:
+                self._overflow.discard(item.id)
                 ready.append(item)
                 mark(item.id)
                 self._release(item.id, known, mark, ready)
@@ -45,10 +52,14 @@ class OrphanPool:
 
     def _park(self, item: ParsedItem, missing: list[bytes]) -> None:
         if len(self._waiting) >= self.cap:
-            raise RemoteProtocolError(
-                f"orphan pool is full (cap orphan_pool={self.cap}): the peer sent items "
-                f"whose parents never came (e.g. {item.id.hex()[:12]})"
-            )
+            if len(self._overflow) >= self.overflow_cap:
+                raise RemoteProtocolError(
+                    f"too many orphans in one session (caps orphan_pool={self.cap} kept, "
+                    f"orphan_overflow={self.overflow_cap} remembered): the peer sends items "
+                    f"whose parents never come (e.g. {item.id.hex()[:12]})"
+                )
+            self._overflow.add(item.id)
+            return
         self._waiting[item.id] = item
         for dep in missing:
             self._blocked_on.setdefault(dep, set()).add(item.id)
@@ -73,9 +84,9 @@ class OrphanPool:
 
     def _unasked(self) -> list[bytes]:
         # A parent that itself waits in the pool is not missing: its own parent is.
-        return sorted(
-            p for p in self._blocked_on if p not in self._asked and p not in self._waiting
-        )
+        parents = (p for p in self._blocked_on if p not in self._waiting)
+        wanted = {*parents, *self._overflow}
+        return sorted(wanted - self._asked)
 
     def has_unasked(self) -> bool:
         return bool(self._unasked())

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from lifeline.errors import LocalProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
-from lifeline_mesh.recon.frames import Fetch, Items, Range, Recon, Want
+from lifeline_mesh.recon.frames import Fetch, Items, Mode, Range, Recon, Want
 from lifeline_mesh.recon.ranges import Responder
 from lifeline_mesh.recon.sets import LIST_TOKEN_BYTES
 
@@ -24,7 +24,22 @@ _ITEM_OVERHEAD = 8
 class SetOutbox:
     def __init__(self) -> None:
         self._indices: set[int] = set()
+        self._intervals: list[tuple[int, int]] = []
         self._ids: list[bytes] = []
+
+    def collect(self, responder: Responder) -> None:
+        """Take what this turn's range answers owe, to send now or in a later turn."""
+        self._intervals += responder.reply.send
+        responder.reply.send = []
+
+    @staticmethod
+    def settled(responder: Responder) -> bool:
+        """No fingerprint left in our answer: no range of ours will come back to split.
+
+        Items are held until then and sent together in key order, so that children found
+        in an early round do not reach the peer before parents found in a later one.
+        """
+        return not any(r.mode is Mode.FINGERPRINT for r in responder.reply.ranges)
 
     def want(self, responder: Responder, want: Want) -> None:
         """Record what the peer asked for (unknown tokens are ignored: nothing to send)."""
@@ -55,13 +70,21 @@ class SetOutbox:
     def plan(self, index: int, responder: Responder, chunk: int) -> list[Fetch]:
         """Fetch requests for everything owed this turn, parents first; clears the outbox."""
         indices = set(self._indices)
-        for lo, hi in responder.reply.send:
+        for lo, hi in self._intervals:
             indices.update(range(lo, hi))
         snap = responder.snap
-        ids = list(dict.fromkeys(self._ids))
-        listed = set(ids)
-        ids += [i for i in (snap.item_id(n) for n in sorted(indices)) if i not in listed]
+        # Everything in key order, (height, id): parents before children, also for items
+        # wanted by id. Ids outside the snapshot (received this session) go first.
+        unplaced: list[bytes] = []
+        for item_id in dict.fromkeys(self._ids):
+            position = snap.position(item_id)
+            if position is None:
+                unplaced.append(item_id)
+            else:
+                indices.add(position)
+        ids = unplaced + [snap.item_id(n) for n in sorted(indices)]
         self._indices.clear()
+        self._intervals.clear()
         self._ids.clear()
         return [Fetch(index, tuple(ids[k : k + chunk])) for k in range(0, len(ids), chunk)]
 

@@ -55,7 +55,7 @@ class RangeReply:
 class Responder:
     """Answers the ranges of one set for one turn; keeps what was offered in id lists."""
 
-    def __init__(self, snap: Snapshot, *, branch: int = 16, leaf: int = 24) -> None:
+    def __init__(self, snap: Snapshot, *, branch: int = 16, leaf: int = 12) -> None:
         self.snap = snap
         self.branch = branch
         self.leaf = leaf
@@ -114,9 +114,12 @@ class Responder:
 
     def _split(self, lo: int, hi: int, upper: Bound | None) -> None:
         count = hi - lo
-        step, extra = divmod(count, self.branch)
+        # A small range splits into fewer parts, each about one id list long: an isolated
+        # difference then costs a few fingerprints instead of `branch` of them.
+        parts = min(self.branch, max(2, -(-count // self.leaf)))
+        step, extra = divmod(count, parts)
         start = lo
-        for part in range(self.branch):
+        for part in range(parts):
             end = start + step + (1 if part < extra else 0)
             if end == start:
                 continue

@@ -62,11 +62,12 @@ class SessionLimits:
 
     max_frame_bytes: int = 1 << 20
     max_items: int = 5_000_000  # items received per session
-    orphan_pool: int = 10_000
+    orphan_pool: int = 10_000  # orphans kept in memory
+    orphan_overflow: int = 1_000_000  # further orphans remembered by id, asked for again
     max_item_bytes: int = 256 * 1024
     max_rounds: int = 32
     branch: int = 16
-    leaf: int = 24
+    leaf: int = 12
     fetch_chunk: int = 256
     session_timeout: float = 3600.0
 
@@ -86,7 +87,7 @@ class _SetState:
         self.active = True
         self.snap = Snapshot.empty()
         self.responder = Responder(self.snap, branch=limits.branch, leaf=limits.leaf)
-        self.pool = OrphanPool(limits.orphan_pool)
+        self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow)
         self.received: set[bytes] = set()
         self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
         self.outbox = SetOutbox()
@@ -282,16 +283,16 @@ class Session:
     def _on_end_of_turn(self) -> list[Effect]:
         self._phase = _Phase.SPEAKING
         if self.role is Role.RESPONDER:
-            return self._speak(final=False)
-        asks = any(s.active and s.outbox.asks(s.responder, s.pool) for s in self._sets)
-        if asks:
-            self.stats.rounds += 1
-            if self.stats.rounds > self.limits.max_rounds:
-                raise RemoteProtocolError(
-                    f"reconciliation did not finish in {self.limits.max_rounds} rounds "
-                    "(cap max_rounds); the peer keeps answering with new work"
-                )
-        return self._speak(final=not asks)
+            return self._speak(may_finish=False)
+        return self._speak(may_finish=True)
+
+    def _count_round(self) -> None:
+        self.stats.rounds += 1
+        if self.stats.rounds > self.limits.max_rounds:
+            raise RemoteProtocolError(
+                f"reconciliation did not finish in {self.limits.max_rounds} rounds "
+                "(cap max_rounds); the peer keeps answering with new work"
+            )
 
     def _on_fin(self) -> list[Effect]:
         if self.role is Role.INITIATOR:
@@ -300,7 +301,10 @@ class Session:
 
     # -- speaking --------------------------------------------------------------------
 
-    def _speak(self, *, final: bool) -> list[Effect]:
+    def _speak(self, *, may_finish: bool) -> list[Effect]:
+        """Our turn. The initiator ends the session when the turn asks nothing and carries
+        no items: after items, the responder gets a turn to ask for missing parents."""
+        asks = any(s.active and s.outbox.asks(s.responder, s.pool) for s in self._sets)
         out: list[Effect] = []
         self._plan = []
         for index, state in enumerate(self._sets):
@@ -310,8 +314,12 @@ class Session:
             want = state.outbox.wants(index, state.responder, state.pool)
             if want is not None:
                 out.append(SendFrame(want))
-            self._plan += state.outbox.plan(index, state.responder, self.limits.fetch_chunk)
-        self._finish_with_fin = final
+            state.outbox.collect(state.responder)
+            if state.outbox.settled(state.responder):
+                self._plan += state.outbox.plan(index, state.responder, self.limits.fetch_chunk)
+        self._finish_with_fin = may_finish and not asks and not self._plan
+        if may_finish and not self._finish_with_fin:
+            self._count_round()
         return out + self._next_fetch()
 
     def _next_fetch(self) -> list[Effect]:

@@ -138,17 +138,19 @@ class Snapshot:
         return bytes(self._tokens[32 * i : 32 * i + 32])
 
     def knows(self, item_id: bytes) -> bool:
-        if item_id in self._extra:
-            return True
+        return item_id in self._extra or self.position(item_id) is not None
+
+    def position(self, item_id: bytes) -> int | None:
+        """The index of ``item_id`` in key order, None when the snapshot lacks it."""
         # Sorted 8-byte id prefixes (8 MB per million items, where a set of bytes would
         # take ~100 MB); equal prefixes are checked against the full id.
         prefix = int.from_bytes(item_id[:8], "big")
         k = bisect_left(self._prefixes, prefix)
         while k < len(self._prefixes) and self._prefixes[k] == prefix:
             if self.item_id(self._positions[k]) == item_id:
-                return True
+                return self._positions[k]
             k += 1
-        return False
+        return None
 
     def index_of(self, bound: Bound | None) -> int:
         """The first index whose key is not below ``bound`` (``len`` for +infinity)."""
