@@ -5,7 +5,8 @@ For each incoming range ``[lower, upper)`` (lower = the previous range's upper):
 * SKIP: nothing.
 * FINGERPRINT equal: SKIP. The peer holds nothing there: send ours, SKIP. We hold nothing:
   WANT_ALL. We hold few (≤ ``leaf``): ID_LIST of our token prefixes. Otherwise split our
-  items into ``branch`` sub-ranges of equal count, each a FINGERPRINT.
+  items into sub-ranges of equal count, each a FINGERPRINT: ``branch`` of them, or fewer
+  for a small range (about ``leaf`` items each).
 * ID_LIST: ours missing from the list are sent; theirs missing from ours are wanted; SKIP.
 * WANT_ALL: send every item of ours in the range; SKIP.
 """
