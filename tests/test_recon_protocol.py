@@ -284,4 +284,3 @@ def test_children_found_before_their_parents_converge_with_a_tiny_orphan_pool() 
     r = pair.run()
     assert r.errors == [] and a.state() == b.state() and b.closed()
     assert r.rounds <= 5
-
