@@ -1,0 +1,68 @@
+"""Fitting sections into a budget: shrink the *why* first, then omit, never silently.
+
+Order of sacrifice: every item's why excerpt shrinks level by level; then whole items go,
+section by section in ``DROP_ORDER``, by each section's policy. Each omitted id is recorded
+on its section, which renders a marker listing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from lifeline.truth.pieces import Piece, Policy, Section
+
+__all__ = ["DROP_ORDER", "fit"]
+
+DROP_ORDER = ("recent", "relevant", "resume", "open", "decisions")
+MARKER_COST = 14  # a short id and a separator in an omission marker
+
+
+def _victim(section: Section) -> int | None:
+    """Index of the next piece to omit from ``section``, or None."""
+    n = len(section.pieces)
+    if section.policy is Policy.KEEP or n == 0:
+        return None
+    if section.policy is Policy.NEWEST:
+        return 0
+    if section.policy is Policy.BEST:
+        return n - 1
+    # ENDS: keep at least the oldest and the newest while anything else is left.
+    return n // 2 if n > 2 else (n - 1 if n == 2 else 0)
+
+
+def fit(
+    sections: list[Section],
+    render: Callable[[list[Section]], str],
+    measure: Callable[[str], int],
+    limit: int,
+) -> str:
+    """Shrink and omit until ``render(sections)`` measures within ``limit``; return it."""
+    text = render(sections)
+    pieces = [p for s in sections for p in s.pieces]
+    depth = max((len(p.levels) for p in pieces), default=1)
+    for level in range(1, depth):
+        if measure(text) <= limit:
+            return text
+        for piece in pieces:
+            piece.level = level
+        text = render(sections)
+    by_key = {s.key: s for s in sections}
+    for key in DROP_ORDER:
+        section = by_key.get(key)
+        if section is None:
+            continue
+        over = measure(text) - limit
+        while over > 0:
+            index = _victim(section)
+            if index is None:
+                break
+            gone: Piece = section.pieces.pop(index)
+            section.omitted.append(gone.entry_id)
+            over -= measure(gone.text + "\n") - MARKER_COST
+            if over <= 0:
+                text = render(sections)
+                over = measure(text) - limit
+        text = render(sections)
+        if measure(text) <= limit:
+            return text
+    return text
