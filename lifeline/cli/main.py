@@ -14,14 +14,14 @@ import sys
 from collections.abc import Sequence
 
 from lifeline import __version__
-from lifeline.cli import cmd_core
+from lifeline.cli import cmd_core, cmd_truth
 from lifeline.cli.common import global_options
 from lifeline.errors import LifelineError
 
 __all__ = ["build_parser", "main"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
-COMMAND_MODULES = [cmd_core]
+COMMAND_MODULES = [cmd_core, cmd_truth]
 
 
 def build_parser() -> argparse.ArgumentParser:

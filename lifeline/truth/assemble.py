@@ -17,7 +17,7 @@ from lifeline.truth.sections import Inputs, build_sections
 
 __all__ = ["Context", "assemble", "needed_ids", "recent_ids"]
 
-MARKER_IDS = 40  # ids listed by name in one omission marker; the rest are counted
+MARKER_IDS = 40  # bad ids listed by name in the integrity warning
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,10 +49,11 @@ def needed_ids(inp: Inputs) -> set[str]:
 
 def _marker(section: Section) -> str:
     ids = section.omitted
-    listed = " ".join(f"`{short(i)}`" for i in sorted(ids)[:MARKER_IDS])
-    more = f" and {len(ids) - MARKER_IDS} more" if len(ids) > MARKER_IDS else ""
+    named = sorted(ids)[: section.listed]
+    listed = ": " + " ".join(f"`{short(i)}`" for i in named) if named else ""
+    more = f" and {len(ids) - len(named)} more" if named and len(ids) > len(named) else ""
     return (
-        f"- [omitted {len(ids)} {section.noun} to fit the budget: {listed}{more}; "
+        f"- [omitted {len(ids)} {section.noun} to fit the budget{listed}{more}; "
         "`lifeline show ID` prints one]"
     )
 

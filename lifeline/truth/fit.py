@@ -2,7 +2,8 @@
 
 Order of sacrifice: every item's why excerpt shrinks level by level; then whole items go,
 section by section in ``DROP_ORDER``, by each section's policy. Each omitted id is recorded
-on its section, which renders a marker listing them.
+on its section, which renders a marker listing them (when even the markers do not fit, they
+name fewer ids and count the rest; the count is always there).
 """
 
 from __future__ import annotations
@@ -58,11 +59,19 @@ def fit(
                 break
             gone: Piece = section.pieces.pop(index)
             section.omitted.append(gone.entry_id)
-            over -= measure(gone.text + "\n") - MARKER_COST
+            named = len(section.omitted) <= section.listed
+            over -= measure(gone.text + "\n") - (MARKER_COST if named else 0)
             if over <= 0:
                 text = render(sections)
                 over = measure(text) - limit
         text = render(sections)
         if measure(text) <= limit:
             return text
+    # Only the kept items and the markers are left: name fewer omitted ids, count the rest.
+    for listed in (10, 0):
+        for section in sections:
+            section.listed = min(section.listed, listed)
+        text = render(sections)
+        if measure(text) <= limit:
+            break
     return text

@@ -83,3 +83,4 @@ class Section:
     omitted: list[str] = field(default_factory=list)
     noun: str = "items"
     empty: str = ""
+    listed: int = 40  # omitted ids named in the marker; the rest are counted
