@@ -15,7 +15,7 @@ from lifeline.errors import ConfigError
 __all__ = ["DEFAULT_BUDGET_CHARS", "Budget", "estimate_tokens"]
 
 DEFAULT_BUDGET_CHARS = 24_000
-MIN_BUDGET = 200
+MIN_BUDGET = {"chars": 200, "tokens": 50}
 
 
 def estimate_tokens(text: str) -> int:
@@ -45,9 +45,10 @@ class Budget:
     def __post_init__(self) -> None:
         if self.unit not in ("chars", "tokens"):
             raise ConfigError(f"budget unit {self.unit!r} is unknown; use chars or tokens")
-        if self.limit < MIN_BUDGET:
+        if self.limit < MIN_BUDGET[self.unit]:
             raise ConfigError(
-                f"budget {self.limit} {self.unit} is too small; give at least {MIN_BUDGET}"
+                f"budget {self.limit} {self.unit} is too small; "
+                f"give at least {MIN_BUDGET[self.unit]}"
             )
 
     def measure(self) -> Callable[[str], int]:
