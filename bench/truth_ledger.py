@@ -19,34 +19,30 @@ from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["generate", "write_lc", "write_ours"]
 
-WORDS = [
-    *[
-        "cache",
-        "queue",
-        "ledger",
-        "payment",
-        "refund",
-        "latency",
-        "audit",
-        "tenant",
-        "shard",
-        "index",
-        "retry",
-    ],
-    *[
-        "budget",
-        "schema",
-        "token",
-        "replica",
-        "webhook",
-        "invoice",
-        "session",
-        "billing",
-        "export",
-        "import",
-    ],
+WORDS = (
+    "cache",
+    "queue",
+    "ledger",
+    "payment",
+    "refund",
+    "latency",
+    "audit",
+    "tenant",
+    "shard",
+    "index",
+    "retry",
+    "budget",
+    "schema",
+    "token",
+    "replica",
+    "webhook",
+    "invoice",
+    "session",
+    "billing",
+    "export",
+    "import",
     "gateway",
-]
+)
 
 
 def _text(rng: random.Random, n: int) -> str:
