@@ -135,3 +135,19 @@ async def test_two_sqlite_nodes_same_set_same_context(tmp_path: Path) -> None:
             ctx = await build_context(store, line="l", budget=Budget(3000), query="s1 why")
             texts.append((ctx.stable, ctx.volatile))
     assert texts[0] == texts[1]
+
+
+async def test_rows_removed_behind_the_triggers_back_force_a_full_fold(tmp_path: Path) -> None:
+    entries = _ledger(5, 25)
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        await store.append_many(entries)
+        await load_state(store)
+
+        def sneak(conn: sqlite3.Connection) -> None:
+            conn.execute("DROP TRIGGER truth_snapshot_on_delete")
+            conn.execute("DELETE FROM entries WHERE id = ?", (entries[-1].id,))
+
+        await store.run_write(sneak)
+        state = await load_state(store)
+        assert state.count == 24
+        assert state.to_json() == fold_all(entries[:-1]).to_json()

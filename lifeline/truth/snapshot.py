@@ -78,26 +78,15 @@ def _load(conn: sqlite3.Connection) -> tuple[State, int, int, int]:
         conn.execute("COMMIT")
 
 
-def _load_tx(conn: sqlite3.Connection) -> tuple[State, int, int, int]:
-    """Returns (state, last seq folded, rows folded now, generation)."""
-    generation = int(conn.execute("SELECT n FROM truth_generation").fetchone()[0])
-    snap = conn.execute("SELECT last_seq, count, state FROM truth_snapshot").fetchone()
-    state, last = State(), 0
-    if snap is not None:
-        try:
-            state, last = State.from_json(snap[2]), int(snap[0])
-        except (ValueError, TypeError, KeyError) as exc:
-            log.warning("truth snapshot unreadable (%s); folding the line again", exc)
-    total, top = conn.execute("SELECT count(*), coalesce(max(seq), 0) FROM entries").fetchone()
-    if last > top or (last == top and state.count != total):
-        state, last = State(), 0
+def _fold_after(conn: sqlite3.Connection, state: State, last: int) -> tuple[int, int]:
+    """Fold the rows above ``last`` into ``state``; returns (new last, rows folded)."""
     folded = 0
     while True:
         rows = conn.execute(
             f"SELECT {_COLS} FROM entries WHERE seq > ? ORDER BY seq LIMIT {_CHUNK}", (last,)
         ).fetchall()
         if not rows:
-            break
+            return last, folded
         for row in rows:
             try:
                 fold(state, _row_entry(row))
@@ -106,6 +95,24 @@ def _load_tx(conn: sqlite3.Connection) -> tuple[State, int, int, int]:
                 state.count += 1
         folded += len(rows)
         last = int(rows[-1][0])
+
+
+def _load_tx(conn: sqlite3.Connection) -> tuple[State, int, int, int]:
+    """Returns (state, last seq folded, rows folded now, generation)."""
+    generation = int(conn.execute("SELECT n FROM truth_generation").fetchone()[0])
+    snap = conn.execute("SELECT last_seq, state FROM truth_snapshot").fetchone()
+    state, last = State(), 0
+    if snap is not None:
+        try:
+            state, last = State.from_json(snap[1]), int(snap[0])
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("truth snapshot unreadable (%s); folding the line again", exc)
+    total = int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+    last, folded = _fold_after(conn, state, last)
+    if state.count != total and snap is not None:
+        # Rows went away or changed behind the triggers' back: trust nothing, fold it all.
+        state = State()
+        last, folded = _fold_after(conn, state, 0)
     if state.count != total:
         raise StoreError(f"truth fold saw {state.count} rows but the line holds {total}")
     return state, last, folded, generation
