@@ -21,10 +21,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from bench.truth_ledger import generate, write_lc, write_ours
-
 __all__ = ["main"]
 
 OURS = [sys.executable, "-m", "lifeline"]
@@ -60,17 +56,17 @@ def median(cmd: list[str], cwd: Path, repeat: int, timeout: float) -> tuple[str,
     for _ in range(repeat):
         took, rss, done = timed(cmd, cwd, timeout)
         if not done:
-            return f"> {timeout:.0f} s", timeout, rss
+            return f"> {timeout:.0f} s", timeout, float("nan")
         runs.append((took, rss))
     secs = statistics.median(r[0] for r in runs)
     return f"{secs:.3f} s", secs, max(r[1] for r in runs)
 
 
 def bench_size(n: int, repeat: int, timeout: float, work: Path) -> list[str]:
-    entries = generate(n)
-    ours, lc = work / f"ours-{n}", work / f"lc-{n}"
-    write_ours(ours, entries)
-    write_lc(lc, entries)
+    target = work / str(n)
+    generator = Path(__file__).resolve().parent / "truth_ledger.py"
+    subprocess.run([sys.executable, str(generator), str(n), str(target)], check=True)
+    ours, lc = target / "ours", target / "lc"
     budget = ["--budget", "8000"]
     rows = []
     cold = median([*OURS, "context", *budget], ours, 1, timeout)
@@ -99,9 +95,10 @@ def bench_size(n: int, repeat: int, timeout: float, work: Path) -> list[str]:
             continue
         ratio = theirs[1] / mine[1]
         prefix = "> " if theirs[0].startswith(">") else ""
+        their_rss = "–" if theirs[2] != theirs[2] else f"{theirs[2]:.0f} MiB"
         rows.append(
             f"| {n:,} | {name} | {mine[0]} | {mine[2]:.0f} MiB | {theirs[0]} | "
-            f"{theirs[2]:.0f} MiB | {prefix}{ratio:.1f}× |"
+            f"{their_rss} | {prefix}{ratio:.1f}× |"
         )
         print(rows[-1], flush=True)
     return rows

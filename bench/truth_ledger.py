@@ -139,3 +139,14 @@ def write_lc(root: Path, entries: list[Entry]) -> None:
         )
         conn.executemany("INSERT OR IGNORE INTO edges VALUES (?, ?)", edges)
     conn.close()
+
+
+if __name__ == "__main__":
+    # Run as a child of bench/context.py, so the benchmark process stays small: a child's
+    # peak RSS on Linux includes what its parent held when it forked.
+    import sys
+
+    count, target = int(sys.argv[1]), Path(sys.argv[2])
+    made = generate(count)
+    write_ours(target / "ours", made)
+    write_lc(target / "lc", made)
