@@ -154,3 +154,21 @@ def test_budget_rejects_nonsense() -> None:
         Budget(10)
     with pytest.raises(ConfigError, match="unit"):
         Budget(1000, "words")
+
+
+@pytest.mark.parametrize("budget", [Budget(1000), Budget(3000), Budget(400, "tokens")])
+async def test_up_front_pruning_changes_nothing(budget: Budget) -> None:
+    from lifeline.truth.assemble import assemble, needed_ids
+    from lifeline.truth.sections import Inputs
+    from lifeline.truth.service import fetch_verified, read_truth
+
+    store = await _store(_decisions(600))
+    lt = await read_truth(store)
+    texts = []
+    for cap in (budget.max_items, 1_000_000):
+        probe = Inputs(lt.state, lt.truth, {}, max_items=cap)
+        got = await fetch_verified(store, needed_ids(probe))
+        inp = Inputs(lt.state, lt.truth, got, max_items=cap)
+        ctx = assemble(inp, line="l", budget=budget, tips=await store.tips(), query=False)
+        texts.append((ctx.text, sorted(ctx.omitted)))
+    assert texts[0] == texts[1]

@@ -59,6 +59,12 @@ class Budget:
         return estimate_tokens
 
     @property
+    def max_items(self) -> int:
+        """An upper bound on the items that can fit: every rendered item takes > 12 chars."""
+        chars = self.limit if self.unit == "chars" else self.limit * 4
+        return max(4, chars // 12)
+
+    @property
     def item_cap_chars(self) -> int:
         """The most one item may take, so no single entry can evict the rest."""
         chars = self.limit if self.unit == "chars" else self.limit * 4

@@ -15,7 +15,6 @@ from lifeline.truth.pieces import Piece, Policy, Section
 __all__ = ["DROP_ORDER", "fit"]
 
 DROP_ORDER = ("recent", "relevant", "resume", "open", "decisions")
-MARKER_COST = 14  # a short id and a separator in an omission marker
 
 
 def _victim(section: Section) -> int | None:
@@ -27,8 +26,9 @@ def _victim(section: Section) -> int | None:
         return 0
     if section.policy is Policy.BEST:
         return n - 1
-    # ENDS: keep at least the oldest and the newest while anything else is left.
-    return n // 2 if n > 2 else (n - 1 if n == 2 else 0)
+    # ENDS: the survivors are always the first n//2 and the last n - n//2 items of the
+    # section, so the cut is one contiguous middle run, whatever the count.
+    return n // 2 - 1 if n % 2 == 0 else n // 2
 
 
 def fit(
@@ -59,8 +59,10 @@ def fit(
                 break
             gone: Piece = section.pieces.pop(index)
             section.omitted.append(gone.entry_id)
-            named = len(section.omitted) <= section.listed
-            over -= measure(gone.text + "\n") - (MARKER_COST if named else 0)
+            # Optimistic on purpose (the marker's growth is left out): the text is rendered
+            # and measured exactly whenever the estimate says it fits, so the first count
+            # of omissions that really fits is never skipped.
+            over -= measure(gone.text + "\n")
             if over <= 0:
                 text = render(sections)
                 over = measure(text) - limit

@@ -35,6 +35,17 @@ class Inputs:
     hits: Sequence[Hit] = ()
     thread: str | None = None
     recent: int = 12
+    max_items: int = 1_000_000  # more than this many items cannot fit the budget anyway
+
+
+def _prune(ids: Sequence[str], keep: int, ends: bool) -> tuple[list[str], list[str]]:
+    """(kept, omitted): what the section's policy would drop first, dropped up front."""
+    if len(ids) <= keep:
+        return list(ids), []
+    if ends:
+        head, tail = keep // 2, keep - keep // 2
+        return [*ids[:head], *ids[len(ids) - tail :]], list(ids[head : len(ids) - tail])
+    return list(ids[len(ids) - keep :]), list(ids[: len(ids) - keep])
 
 
 def _with_why(head: str, why: str) -> tuple[str, ...]:
@@ -53,6 +64,7 @@ def _item_piece(state: State, entry_id: str, tag: str = "") -> Piece:
 def _decisions(inp: Inputs, ids: Sequence[str]) -> Section:
     sec = Section("decisions", "Decisions in force", Policy.ENDS, True, noun="decisions")
     replaced = {cid: t for t, cid in inp.truth.superseded.items()}
+    ids, sec.omitted = _prune(ids, inp.max_items, ends=True)
     for i in ids:
         tag = f" (replaces `{short(replaced[i])}`)" if i in replaced else ""
         sec.pieces.append(_item_piece(inp.state, i, tag))
@@ -74,6 +86,7 @@ def _pinned(inp: Inputs) -> Section:
 
 def _open(inp: Inputs, ids: Sequence[str]) -> Section:
     sec = Section("open", "Open", Policy.NEWEST, True, noun="open items", empty="- nothing open")
+    ids, sec.omitted = _prune(ids, inp.max_items, ends=False)
     sec.pieces = [_item_piece(inp.state, i) for i in ids]
     return sec
 

@@ -66,9 +66,9 @@ async def build_context(
     if thread is not None:
         thread = resolve_thread(lt, thread)
     hits = await recall(store, lt.truth, query) if query else []
-    probe = Inputs(lt.state, lt.truth, {}, hits, thread, recent)
+    probe = Inputs(lt.state, lt.truth, {}, hits, thread, recent, budget.max_items)
     entries = await fetch_verified(store, needed_ids(probe))
-    inp = Inputs(lt.state, lt.truth, entries, hits, thread, recent)
+    inp = Inputs(lt.state, lt.truth, entries, hits, thread, recent, budget.max_items)
     return assemble(inp, line=line, budget=budget, tips=await store.tips(), query=bool(query))
 
 
