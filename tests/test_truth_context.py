@@ -172,3 +172,10 @@ async def test_up_front_pruning_changes_nothing(budget: Budget) -> None:
         ctx = assemble(inp, line="l", budget=budget, tips=await store.tips(), query=False)
         texts.append((ctx.text, sorted(ctx.omitted)))
     assert texts[0] == texts[1]
+
+
+async def test_pinned_entry_of_any_kind_is_quoted() -> None:
+    fix = _e(1, "fix", "Rounding of BRL", "use half-up")
+    pin = _e(2, "note", "pin", f"pin: {fix.id}", (fix.id,))
+    ctx = await build_context(await _store([fix, pin]), line="l", budget=Budget(2000))
+    assert f"## Pinned\n\n- `{fix.id[:12]}` Rounding of BRL — why: use half-up" in ctx.stable

@@ -93,16 +93,17 @@ def derive(state: State) -> Truth:
             if cid not in superseded:
                 resume[thread] = cid
                 break
-    pinned = [p for p in pin_notes if p in state.items] + [
-        p for p in sorted(pin_notes) if p not in state.items
-    ]
+    # Tracked items sort by time; other pinned entries (a fix, a note) are not in the state,
+    # so they follow, by id.
+    pinned = _by_time(state, [p for p in pin_notes if p in state.items]) + sorted(
+        p for p in pin_notes if p not in state.items
+    )
     return Truth(
         superseded=superseded,
         decisions=_by_time(state, decisions),
         open=_by_time(state, opens),
         identity=boots[0] if boots else None,
-        pinned=_by_time(state, [p for p in pinned if p in state.items])
-        + [p for p in pinned if p not in state.items],
+        pinned=pinned,
         pin_notes=pin_notes,
         resume=dict(sorted(resume.items())),
     )
