@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
+from pathlib import Path
 
 import pytest
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError
 from lifeline.store.memory import MemoryStore
+from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import Budget, estimate_tokens
 from lifeline.truth.formats import deliver
 from lifeline.truth.service import build_context
@@ -179,3 +182,29 @@ async def test_pinned_entry_of_any_kind_is_quoted() -> None:
     pin = _e(2, "note", "pin", f"pin: {fix.id}", (fix.id,))
     ctx = await build_context(await _store([fix, pin]), line="l", budget=Budget(2000))
     assert f"## Pinned\n\n- `{fix.id[:12]}` Rounding of BRL — why: use half-up" in ctx.stable
+
+
+async def test_tampered_entry_is_left_out_and_reported(tmp_path: Path) -> None:
+    good = _e(1, "decision", "Database: PostgreSQL", "ACID")
+    bad = _e(2, "decision", "Cache: Redis", "fast", (good.id,))
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        await store.append_many([good, bad])
+
+        def tamper(conn: sqlite3.Connection) -> None:  # a row altered at rest
+            conn.execute("UPDATE entries SET summary = 'Cache: forged' WHERE id = ?", (bad.id,))
+
+        await store.run_write(tamper)
+        ctx = await build_context(store, line="l", budget=Budget(3000))
+    assert "forged" not in ctx.text and good.id[:12] in ctx.text
+    assert "## Integrity warning\n\n- 1 entries do not match their ids" in ctx.stable
+    assert f"`{bad.id[:12]}`; run `lifeline verify`" in ctx.stable
+
+
+def test_tiktoken_is_optional() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("tiktoken") is not None:
+        assert Budget(1000, "tokens", "tiktoken").measure()("hello world") > 0
+        return
+    with pytest.raises(ConfigError, match="pip install tiktoken"):
+        Budget(1000, "tokens", "tiktoken").measure()
