@@ -155,3 +155,13 @@ async def test_truth_of_the_lifeline_context_fixture(
     assert rows[QUEUE]["label"] == "Queue: SQS vs RabbitMQ"
     assert rows[QUEUE]["blocks"] == {"next": ["compare costs"], "blocked": ["waiting on AWS quota"]}
     await store.close()
+
+
+def test_two_corrections_of_one_decision_both_stand_in_for_it() -> None:
+    d, c1, c2 = _chain(
+        ("decision", "use A", ()), ("correction", "use B", (0,)), ("correction", "use C", (0,))
+    )
+    truth = derive(fold_all([d, c1, c2]))
+    assert truth.decisions == [c1.id, c2.id] and d.id in truth.superseded
+    fix_open = _chain(("open", "which queue?", ()), ("correction", "which broker?", (0,)))
+    assert derive(fold_all(fix_open)).open == [fix_open[1].id]

@@ -63,10 +63,10 @@ def _item_piece(state: State, entry_id: str, tag: str = "") -> Piece:
 
 def _decisions(inp: Inputs, ids: Sequence[str]) -> Section:
     sec = Section("decisions", "Decisions in force", Policy.ENDS, True, noun="decisions")
-    replaced = {cid: t for t, cid in inp.truth.superseded.items()}
     ids, sec.omitted = _prune(ids, inp.max_items, ends=True)
     for i in ids:
-        tag = f" (replaces `{short(replaced[i])}`)" if i in replaced else ""
+        targets = inp.state.corrections.get(i, ())
+        tag = f" (replaces {' '.join(f'`{short(t)}`' for t in targets)})" if targets else ""
         sec.pieces.append(_item_piece(inp.state, i, tag))
     sec.empty = "- none recorded"
     return sec

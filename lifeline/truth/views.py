@@ -50,36 +50,38 @@ def _in_force(state: State) -> dict[str, bool]:
     return memo
 
 
-def _superseded(state: State) -> dict[str, str]:
+def _superseded(state: State) -> tuple[dict[str, str], list[str]]:
+    """(superseded id -> first correction in force over it, corrections in force)."""
     in_force = _in_force(state)
     out: dict[str, str] = {}
-    for cid in sorted(state.corrections):
-        if in_force[cid]:
-            for target in state.corrections[cid]:
-                out.setdefault(target, cid)
-    return out
+    live = [cid for cid in sorted(state.corrections) if in_force[cid]]
+    for cid in live:
+        for target in state.corrections[cid]:
+            out.setdefault(target, cid)
+    return out, live
 
 
 def _by_time(state: State, ids: list[str]) -> list[str]:
     return sorted(ids, key=lambda i: (state.items[i][1], i))
 
 
-def _replaces(state: State, superseded: dict[str, str], kinds: set[str]) -> set[str]:
+def _replaces(state: State, live: list[str], kinds: set[str]) -> set[str]:
     """Corrections in force that stand in for an entry of one of ``kinds``."""
     out: set[str] = set()
-    for target, cid in superseded.items():
-        item: Item | None = state.items.get(target)
-        if item is not None and (item[0] in kinds or target in out):
-            out.add(cid)
+    for cid in live:
+        for target in state.corrections[cid]:
+            item: Item | None = state.items.get(target)
+            if item is not None and item[0] in kinds:
+                out.add(cid)
     return out
 
 
 def derive(state: State) -> Truth:
     """Compute the views of ``state``; deterministic for the same state."""
-    superseded = _superseded(state)
+    superseded, live_fixes = _superseded(state)
     live = {i: it for i, it in state.items.items() if i not in superseded}
-    as_decision = _replaces(state, superseded, {"decision"}) - superseded.keys()
-    as_open = _replaces(state, superseded, {"open"}) - superseded.keys() - as_decision
+    as_decision = _replaces(state, live_fixes, {"decision"})
+    as_open = _replaces(state, live_fixes, {"open"}) - as_decision
     decisions = [i for i, it in live.items() if it[0] == "decision"] + sorted(as_decision)
     opens = [i for i, it in live.items() if it[0] == "open"] + sorted(as_open)
     boots = _by_time(state, [i for i, it in live.items() if it[0] == "bootstrap"])
