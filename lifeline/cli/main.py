@@ -15,14 +15,14 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from lifeline import __version__
-from lifeline.cli import cmd_core, cmd_projection
+from lifeline.cli import cmd_core, cmd_projection, cmd_truth
 from lifeline.cli.common import global_options
 from lifeline.errors import LifelineError
 
 __all__ = ["build_parser", "main"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
-COMMAND_MODULES = [cmd_core, cmd_projection]
+COMMAND_MODULES = [cmd_core, cmd_truth, cmd_projection]
 
 
 class _Parser(argparse.ArgumentParser):
