@@ -22,6 +22,7 @@ from lifeline.errors import ConfigError
 from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_names, line_path
 from lifeline.plugins import load_append_hooks
+from lifeline.settings import load_limits
 from lifeline.store.port import RowProblem
 from lifeline.store.sqlite import SqliteStore
 
@@ -136,7 +137,8 @@ async def cmd_log(args: argparse.Namespace) -> int:
             dedup_key=args.dedup_key,
         )
         hooks = load_append_hooks(root_of(args))
-        entry, _created = await Ledger(store, hooks=hooks).append(draft)
+        limits = load_limits(root_of(args))
+        entry, _created = await Ledger(store, hooks=hooks, limits=limits).append(draft)
     if args.json:
         print_json(entry.to_dict())
     else:
