@@ -1,0 +1,49 @@
+"""The MCP server of a node: tools and resources over the node's merged store, on stdio.
+
+Built with the official SDK's ``MCPServer``. stdout carries the protocol, so nothing else
+may write there; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp.server import MCPServer
+
+from lifeline_mesh import __version__
+from lifeline_mesh.mcp.context import register_context
+from lifeline_mesh.mcp.policy import load_policy
+from lifeline_mesh.mcp.tools_read import register_reads
+from lifeline_mesh.mcp.tools_write import register_writes
+from lifeline_mesh.mcp.workspace import Workspace
+from lifeline_mesh.mcp.writes import WriteGate
+
+__all__ = ["INSTRUCTIONS", "build_server", "serve_stdio"]
+
+INSTRUCTIONS = """\
+This server is the project's reasoning ledger (lifeline-mesh), shared across the team's \
+machines. Read the `lifeline://context` resource (or the `context` tool) first: it holds \
+what the project is, the decisions in force and where work stopped. Record decisions, \
+fixes and open questions with `append`, supersede a wrong entry with `correct`, and before \
+you stop, record where you are with `checkpoint`. Writes may become proposals that a human \
+approves; the result says so."""
+
+
+def build_server(ws: Workspace) -> MCPServer[Any]:
+    """A server for ``ws``. Checks the write policy now: a broken policy stops start-up."""
+    load_policy(ws.root)
+    server: MCPServer[Any] = MCPServer(
+        "lifeline-mesh",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        log_level="WARNING",
+    )
+    register_reads(server, ws)
+    register_writes(server, WriteGate(ws))
+    register_context(server, ws)
+    return server
+
+
+async def serve_stdio(ws: Workspace) -> None:
+    """Serve until the client closes stdin."""
+    await build_server(ws).run_stdio_async()
