@@ -1,17 +1,20 @@
 """Read views for MCP: one entry in full, history since a point, the node's status.
 
-Each returns plain JSON-able data; the tool layer only adds the MCP framing.
+Each returns plain JSON-able data; the tool layer only adds the MCP framing. History pages
+with SQL on the store's ``(height, ts, id)`` index (the stream order of
+:mod:`lifeline.store.port`), so a call costs the same on a line of 100 or 100k entries.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+from functools import partial
 from typing import Any
 
-from lifeline.entry import Entry, normalize_ts
+from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.lines import line_names
-from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.proposals import ProposalBook
@@ -53,17 +56,35 @@ def _since_filter(since: str | None) -> tuple[str | None, str | None]:
         ) from exc
 
 
-async def _entries_after(store: SqliteStore, ref: str | None, ts: str | None) -> list[Entry]:
-    anchor = (await store.resolve(ref)).id if ref else None
-    seen_anchor = anchor is None
-    out: list[Entry] = []
-    async for entry in store.stream():
-        if not seen_anchor:
-            seen_anchor = entry.id == anchor
-            continue
-        if ts is None or entry.ts > ts:
-            out.append(entry)
-    return out
+def _select_ids(
+    conn: sqlite3.Connection,
+    anchor: str | None,
+    ts: str | None,
+    kind: str | None,
+    limit: int,
+) -> list[str]:
+    """Up to ``limit + 1`` ids in stream order (height, ts, id), on the store's own index.
+
+    Oldest first after a point; without one, the newest ``limit + 1``, oldest first.
+    """
+    where: list[str] = []
+    params: list[Any] = []
+    if anchor is not None:
+        row = conn.execute("SELECT height, ts, id FROM entries WHERE id = ?", (anchor,)).fetchone()
+        where.append("(height, ts, id) > (?, ?, ?)")
+        params.extend(row)
+    if ts is not None:
+        where.append("ts > ?")
+        params.append(ts)
+    if kind:
+        where.append("kind = ?")
+        params.append(kind)
+    sql = "SELECT id FROM entries" + (" WHERE " + " AND ".join(where) if where else "")
+    if anchor is None and ts is None:
+        sql += " ORDER BY height DESC, ts DESC, id DESC LIMIT ?"
+        return [r[0] for r in conn.execute(sql, (*params, limit + 1))][::-1]
+    sql += " ORDER BY height, ts, id LIMIT ?"
+    return [r[0] for r in conn.execute(sql, (*params, limit + 1))]
 
 
 async def history_view(
@@ -75,16 +96,18 @@ async def history_view(
         raise ConfigError(f"limit={limit} is out of range; use 1 to {MAX_HISTORY}")
     ref, ts = _since_filter(since)
     async with ws.store(line) as store:
-        found = await _entries_after(store, ref, ts)
-    if kind:
-        found = [e for e in found if e.kind == kind]
-    total = len(found)
-    chosen = found[:limit] if since else found[-limit:]
+        anchor = (await store.resolve(ref)).id if ref else None
+        ids = await store.run_read(
+            partial(_select_ids, anchor=anchor, ts=ts, kind=kind, limit=limit)
+        )
+        more = len(ids) > limit
+        ids = ids[:limit] if since else ids[-limit:]
+        chosen = await store.get_many(ids)
     return {
         "line": ws.line_name(line),
         "since": since,
         "count": len(chosen),
-        "more": total > len(chosen),
+        "more": more,
         "entries": [e.to_dict() for e in chosen],
     }
 
