@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,6 +109,15 @@ async def test_trail_cannot_be_rewritten_and_tampering_is_detected(tmp_path: Pat
     assert ProposalBook(tmp_path).check_trail() == [
         f"decision #1 on proposal {proposal.id} was altered or removed"
     ]
+    shown = subprocess.run(
+        [sys.executable, "-m", "lifeline_mesh", "proposals", "--all", "--root", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert shown.returncode == 1
+    assert f"{proposal.id}  rejected" in shown.stdout
+    assert f"TRAIL: decision #1 on proposal {proposal.id} was altered" in shown.stdout
 
 
 async def test_direct_deny_and_broken_policy(tmp_path: Path) -> None:
