@@ -122,6 +122,8 @@ async def test_policy_deny_holds_and_propose_waits_for_approval(tmp_path: Path) 
         assert out["status"] == "proposed"
         pid = out["proposal"]["id"]
         assert (await _call(client, "history"))["entries"] == []
+        pending = (await _call(client, "proposals"))["proposals"]
+        assert [(p["id"], p["status"]) for p in pending] == [(pid, "pending")]
 
         listed = _run("proposals", "--root", str(root), "--json")
         assert listed.returncode == 0, listed.stderr
@@ -133,6 +135,8 @@ async def test_policy_deny_holds_and_propose_waits_for_approval(tmp_path: Path) 
         assert [(e["summary"], e["agent"], e["dedup_key"]) for e in entries] == [
             ("Cache: none", "claude", "cache-1")
         ]
+        decided = (await _call(client, "proposals", status="approved"))["proposals"]
+        assert decided[0]["decision"]["entry_id"] == entries[0]["id"]
         retried = await _call(
             client, "append", kind="decision", summary="Cache: none", idempotency_key="cache-1"
         )

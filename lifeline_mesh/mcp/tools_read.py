@@ -1,15 +1,17 @@
-"""Read tools and resources: entry, history, mesh_status, ``lifeline://entry/{id}``."""
+"""Read tools and resources: entry, history, mesh_status, proposals, ``lifeline://entry/{id}``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server import MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from lifeline_mesh.mcp.boundary import resource_errors, tool_errors
+from lifeline_mesh.mcp.proposals import ProposalBook
 from lifeline_mesh.mcp.reads import MAX_HISTORY, entry_view, history_view, status_view
 from lifeline_mesh.mcp.workspace import Workspace
 
@@ -56,6 +58,19 @@ def register_reads(server: MCPServer[Any], ws: Workspace) -> None:
         the write policy in force, and its static peers."""
         with tool_errors():
             return await status_view(ws)
+
+    @server.tool(annotations=READ_ONLY)
+    async def proposals(
+        status: Annotated[
+            Literal["pending", "approved", "rejected", "all"],
+            Field(description="which proposals to list"),
+        ] = "pending",
+    ) -> dict[str, Any]:
+        """Proposals on this node and their decisions (approving is for humans, at the CLI)."""
+        book = ProposalBook(ws.root)
+        with tool_errors():
+            found = await asyncio.to_thread(book.find, status=None if status == "all" else status)
+        return {"proposals": [p.to_dict() for p in found]}
 
     @server.resource(
         "lifeline://entry/{id}",
