@@ -4,6 +4,7 @@ client, against real line files; the human side through the real CLI."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -91,7 +92,7 @@ async def test_append_and_read_back(tmp_path: Path) -> None:
         shown = await _call(client, "entry", id=stored["id"][:10])
         assert shown["id"] == stored["id"] and shown["body"] == "FIFO is enough"
         assert shown["intact"] is True and shown["children"] == []
-        assert "signatures" in shown
+        assert shown["signatures"] == {"signed": False, "items": []}
 
         history = await _call(client, "history", limit=5)
         assert [e["id"] for e in history["entries"]] == [stored["id"]]
@@ -228,3 +229,41 @@ async def test_broken_policy_stops_start_up_and_refuses_writes(tmp_path: Path) -
         broken = await _error(client, "append", kind="note", summary="after the edit")
         assert "is not valid JSON" in broken
         assert len((await _call(client, "history"))["entries"]) == 1
+
+
+async def test_writes_are_signed_by_the_node_and_verify_summarises(tmp_path: Path) -> None:
+    root = await _project(tmp_path, {"default": "direct", "kinds": {"decision": "propose"}})
+    made = _run("init", "--root", str(root), "--json")
+    assert made.returncode == 0, made.stderr
+    node_id = json.loads(made.stdout)["node_id"]
+    async with _client(root) as client:
+        note = (await _call(client, "append", kind="note", summary="signed here"))["entry"]
+        shown = await _call(client, "entry", id=note["id"])
+        sigs = shown["signatures"]
+        assert sigs["signed"] is True
+        assert [(s["role"], s["node_id"], s["valid"], s["signer"]) for s in sigs["items"]] == [
+            ("author", node_id, True, "known")
+        ]
+        assert sigs["items"][0]["ts"] == note["ts"]
+
+        pid = (await _call(client, "append", kind="decision", summary="D"))["proposal"]["id"]
+        approved = _run("approve", pid, "--root", str(root), "--json")
+        assert approved.returncode == 0, approved.stderr
+        entry_id = json.loads(approved.stdout)["entry"]["id"]
+        assert (await _call(client, "entry", id=entry_id))["signatures"]["signed"] is True
+
+        report = await _call(client, "mesh_verify", require_signed=True)
+        assert report["ok"] is True and report["node_id"] == node_id
+        assert [(s["line"], s["entries"], s["signed"]) for s in report["lines"]] == [
+            ("ledger", 2, 2)
+        ]
+        conn = sqlite3.connect(line_path(root, "ledger"))
+        with conn:
+            conn.execute("UPDATE entries SET summary = 'forged' WHERE id = ?", (note["id"],))
+        conn.close()
+        tampered = await _call(client, "mesh_verify")
+        assert tampered["ok"] is False
+        line_report = tampered["lines"][0]
+        assert line_report["failures"] >= 1
+        assert note["id"] in {f["subject"] for f in line_report["failures_shown"]}
+        assert (await _call(client, "entry", id=note["id"]))["intact"] is False

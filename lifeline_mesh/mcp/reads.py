@@ -18,7 +18,7 @@ from lifeline.lines import line_names
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.proposals import ProposalBook
-from lifeline_mesh.mcp.seams import entry_signatures
+from lifeline_mesh.mcp.signatures import entry_signatures
 from lifeline_mesh.mcp.workspace import Workspace
 
 __all__ = ["MAX_HISTORY", "entry_view", "history_view", "status_view"]
@@ -31,7 +31,7 @@ async def entry_view(ws: Workspace, ref: str, line: str | None) -> dict[str, Any
     async with ws.store(line) as store:
         entry = await store.resolve(ref)
         children = await store.children(entry.id)
-        signatures = await entry_signatures(ws.root, store, entry.id)
+        signatures = await entry_signatures(ws.root, store, entry.id, entry.ts, ws.node_id())
     view = entry.to_dict()
     view["line"] = ws.line_name(line)
     view["children"] = children

@@ -1,21 +1,19 @@
-"""Read tools and resources: entry, history, mesh_status, proposals, ``lifeline://entry/{id}``."""
+"""Read tools on a line: entry, history; and the ``lifeline://entry/{id}`` resource."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from mcp.server import MCPServer
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from lifeline_mesh.mcp.boundary import resource_errors, tool_errors
-from lifeline_mesh.mcp.proposals import ProposalBook
-from lifeline_mesh.mcp.reads import MAX_HISTORY, entry_view, history_view, status_view
+from lifeline_mesh.mcp.reads import MAX_HISTORY, entry_view, history_view
 from lifeline_mesh.mcp.workspace import Workspace
 
-__all__ = ["LineArg", "register_reads"]
+__all__ = ["READ_ONLY", "LineArg", "register_reads"]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
@@ -51,26 +49,6 @@ def register_reads(server: MCPServer[Any], ws: Workspace) -> None:
         """Entries since a point, oldest first; `more` says whether the limit cut the list."""
         with tool_errors():
             return await history_view(ws, line, since, limit, kind)
-
-    @server.tool(annotations=READ_ONLY)
-    async def mesh_status() -> dict[str, Any]:
-        """This node: its id, its lines (entries, tips, shared or private), pending proposals,
-        the write policy in force, and its static peers."""
-        with tool_errors():
-            return await status_view(ws)
-
-    @server.tool(annotations=READ_ONLY)
-    async def proposals(
-        status: Annotated[
-            Literal["pending", "approved", "rejected", "all"],
-            Field(description="which proposals to list"),
-        ] = "pending",
-    ) -> dict[str, Any]:
-        """Proposals on this node and their decisions (approving is for humans, at the CLI)."""
-        book = ProposalBook(ws.root)
-        with tool_errors():
-            found = await asyncio.to_thread(book.find, status=None if status == "all" else status)
-        return {"proposals": [p.to_dict() for p in found]}
 
     @server.resource(
         "lifeline://entry/{id}",
