@@ -1,7 +1,8 @@
 """The text of a checkpoint entry: where work stopped on a thread.
 
-Pure. The body is the format lifeline-context 0.6.1 wrote, so readers of either tool parse
-both::
+Pure. Validates the items and names the summary; the body is written by the truth layer's
+:func:`~lifeline.truth.parse.checkpoint_body`, in the format lifeline-context 0.6.1 wrote,
+so readers of either tool parse both::
 
     thread: T
     goal:
@@ -24,10 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry
+from lifeline.truth.parse import BLOCKS, checkpoint_body
 
 __all__ = ["SECTIONS", "CheckpointText"]
 
-SECTIONS = ("goal", "done", "next", "blocked", "tried")
+SECTIONS = BLOCKS
 
 
 def _clean(items: tuple[str, ...], section: str) -> tuple[str, ...]:
@@ -70,13 +72,8 @@ class CheckpointText:
         return cls(thread=thread, title=title or thread, **cleaned)
 
     def body(self) -> str:
-        lines = [f"thread: {self.thread}"]
-        for name in SECTIONS:
-            items: tuple[str, ...] = getattr(self, name)
-            if items:
-                lines.append(f"{name}:")
-                lines.extend(f"  - {item}" for item in items)
-        return "\n".join(lines)
+        # The truth layer parses checkpoints; it also owns how they are written.
+        return checkpoint_body(self.thread, {name: list(getattr(self, name)) for name in SECTIONS})
 
     def summary(self) -> str:
         if self.next:

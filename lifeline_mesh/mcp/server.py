@@ -11,10 +11,10 @@ from typing import Any
 from mcp.server import MCPServer
 
 from lifeline_mesh import __version__
-from lifeline_mesh.mcp.context import register_context
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.tools_mesh import register_mesh
 from lifeline_mesh.mcp.tools_read import register_reads
+from lifeline_mesh.mcp.tools_truth import register_truth
 from lifeline_mesh.mcp.tools_write import register_writes
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
@@ -42,7 +42,7 @@ def build_server(ws: Workspace) -> MCPServer[Any]:
     register_reads(server, ws)
     register_writes(server, WriteGate(ws))
     register_mesh(server, ws)
-    register_context(server, ws)
+    register_truth(server, ws)
     return server
 
 
