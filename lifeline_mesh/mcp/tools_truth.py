@@ -28,6 +28,11 @@ Tokens = Annotated[
 
 
 def register_truth(server: MCPServer[Any], ws: Workspace) -> None:
+    _register_texts(server, ws)
+    _register_lookups(server, ws)
+
+
+def _register_texts(server: MCPServer[Any], ws: Workspace) -> None:
     @server.tool(annotations=READ_ONLY, structured_output=False)
     async def context(
         query: Annotated[
@@ -67,6 +72,18 @@ def register_truth(server: MCPServer[Any], ws: Workspace) -> None:
             size = budget_of(budget, budget_tokens, BRIEF_BUDGET_CHARS)
             return await context_text(ws, line, size, thread=thread)
 
+    @server.resource(
+        "lifeline://context",
+        name="context",
+        description="the project's current truth (budgeted markdown) of the server's line",
+        mime_type="text/markdown",
+    )
+    async def context_resource() -> str:
+        with resource_errors():
+            return await context_text(ws, None, Budget(DEFAULT_BUDGET_CHARS, "chars"))
+
+
+def _register_lookups(server: MCPServer[Any], ws: Workspace) -> None:
     @server.tool(annotations=READ_ONLY)
     async def recall(
         query: Annotated[str, Field(description="plain words; no search syntax needed")],
@@ -84,13 +101,3 @@ def register_truth(server: MCPServer[Any], ws: Workspace) -> None:
         tried). Pick up from `next`, and do not retry what is under `tried`."""
         with tool_errors():
             return await resume_view(ws, line)
-
-    @server.resource(
-        "lifeline://context",
-        name="context",
-        description="the project's current truth (budgeted markdown) of the server's line",
-        mime_type="text/markdown",
-    )
-    async def context_resource() -> str:
-        with resource_errors():
-            return await context_text(ws, None, Budget(DEFAULT_BUDGET_CHARS, "chars"))
