@@ -107,6 +107,8 @@ async def test_append_and_read_back(tmp_path: Path) -> None:
         status = await _call(client, "mesh_status")
         assert status["lines"] == [{"name": "ledger", "entries": 1, "tips": 1, "shared": False}]
         assert status["agent"] == "claude" and status["policy"].endswith("policy.json")
+        assert status["pending_proposals"] == 0
+        assert not (root / ".lifeline" / "mesh" / "proposals.db").exists()  # reads create nothing
 
 
 async def test_policy_deny_holds_and_propose_waits_for_approval(tmp_path: Path) -> None:

@@ -184,11 +184,15 @@ class ProposalBook:
             return self._load(conn, pid), True
 
     def get(self, prefix: str) -> Proposal:
+        if not self.path.exists():
+            raise NotFound(f"no proposal {prefix!r}: this node has no proposals yet")
         with self._connect(write=False) as conn:
             return self._load(conn, self._resolve(conn, prefix))
 
     def find(self, *, status: str | None = None) -> list[Proposal]:
         """Every proposal (or those with ``status``), oldest first."""
+        if not self.path.exists():  # reading never creates the file
+            return []
         with self._connect(write=False) as conn:
             ids = [r[0] for r in conn.execute("SELECT id FROM proposals ORDER BY created_at, id")]
             found = [self._load(conn, pid) for pid in ids]
@@ -230,6 +234,8 @@ class ProposalBook:
         """Problems in the decision chain (empty when intact)."""
         problems: list[str] = []
         prev = GENESIS
+        if not self.path.exists():
+            return problems
         with self._connect(write=False) as conn:
             for seq, *row, prev_digest, digest in conn.execute(
                 "SELECT seq, proposal_id, verdict, decided_at, decided_by, reason, entry_id,"

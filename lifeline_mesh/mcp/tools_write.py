@@ -22,7 +22,8 @@ from lifeline_mesh.mcp.writes import WriteGate
 
 __all__ = ["register_writes"]
 
-WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True)
+# Not idempotent by itself: only a repeated idempotency_key makes a retry record nothing new.
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False)
 
 KeyArg = Annotated[
     str | None,
