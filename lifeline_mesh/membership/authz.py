@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import grpc
 
-from lifeline.errors import PeerError
+from lifeline.errors import NotAuthenticated, PeerError, PermissionDenied
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import CertIdentity, identity_from_cert
 from lifeline_mesh.membership.registry import Registry
@@ -38,14 +38,6 @@ _ALLOWED: dict[str, frozenset[str]] = {
     "member": frozenset({"read", "write"}),
     "reader": frozenset({"read"}),
 }
-
-
-class NotAuthenticated(PeerError):
-    """The caller presented no usable mesh certificate."""
-
-
-class PermissionDenied(PeerError):
-    """The caller is known but not allowed: revoked, other mesh, or role too weak."""
 
 
 def status_for(exc: PeerError) -> grpc.StatusCode:
