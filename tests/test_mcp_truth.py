@@ -83,11 +83,14 @@ async def test_context_brief_recall_resume(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 async def test_mcp_write_reaches_a_second_node_through_sync(tmp_path: Path) -> None:
+    """A joins B's mesh; an agent on A appends over MCP; after `sync` over mutual TLS the
+    entry is on B, signed by A (author) and B (witness), as B's own MCP server shows."""
     a, b = tmp_path / "a", tmp_path / "b"
     for root in (a, b):
         await _project(root, {"default": "direct"})
-        shared = _run("share", "ledger", "--root", str(root))
-        assert shared.returncode == 0, shared.stderr
+        assert _run("share", "ledger", "--root", str(root)).returncode == 0
+    made = _run("init", "--new-mesh", "team", "--root", str(b))
+    assert made.returncode == 0, made.stderr
     server = subprocess.Popen(
         [sys.executable, "-m", "lifeline_mesh", "serve", "--root", str(b)],
         stdout=subprocess.PIPE,
@@ -96,18 +99,28 @@ async def test_mcp_write_reaches_a_second_node_through_sync(tmp_path: Path) -> N
     )
     try:
         assert server.stdout is not None
-        first = server.stdout.readline()  # the server prints its address once it is bound
-        assert first.startswith("listening on "), first
-        address = first.split()[-1]
+        # The server prints its sync address, then its join address, once each is bound.
+        address = server.stdout.readline().split()[-1]
+        join_address = server.stdout.readline().split()[-1]
+        token = _run("invite", "--address", join_address, "--root", str(b)).stdout.strip()
+        joined = _run("join", token, "--root", str(a))
+        assert joined.returncode == 0, joined.stderr
+        a_id = _run("id", "--root", str(a)).stdout.strip()
+        b_id = _run("id", "--root", str(b)).stdout.strip()
         async with _client(a, agent="laptop-a") as client_a, _client(b) as client_b:
             written = await _call(client_a, "append", kind="decision", summary="Made on A")
+            entry_id = written["entry"]["id"]
             assert (await _call(client_b, "history"))["entries"] == []
             synced = _run("sync", address, "--root", str(a), "--json")
             assert synced.returncode == 0, synced.stderr
-            assert json.loads(synced.stdout)[0]["entries_sent"] == 1
             seen = (await _call(client_b, "history"))["entries"]
-            assert [(e["id"], e["agent"]) for e in seen] == [(written["entry"]["id"], "laptop-a")]
+            assert [(e["id"], e["agent"]) for e in seen] == [(entry_id, "laptop-a")]
             assert "Made on A" in await _text(client_b, "context")
+            sigs = (await _call(client_b, "entry", id=entry_id))["signatures"]
+            assert sigs["signed"] is True
+            by_role = {(s["role"], s["node_id"], s["valid"]) for s in sigs["items"]}
+            assert ("author", a_id, True) in by_role and ("witness", b_id, True) in by_role
+            assert (await _call(client_b, "mesh_verify"))["ok"] is True
     finally:
         server.terminate()
         server.wait(timeout=30)
