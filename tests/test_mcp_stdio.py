@@ -235,10 +235,11 @@ async def test_broken_policy_stops_start_up_and_refuses_writes(tmp_path: Path) -
 
 async def test_writes_are_signed_by_the_node_and_verify_summarises(tmp_path: Path) -> None:
     root = await _project(tmp_path, {"default": "direct", "kinds": {"decision": "propose"}})
-    made = _run("init", "--root", str(root), "--json")
-    assert made.returncode == 0, made.stderr
-    node_id = json.loads(made.stdout)["node_id"]
     async with _client(root) as client:
+        # The identity is created while the server runs: the next write is signed with it.
+        made = _run("init", "--root", str(root), "--json")
+        assert made.returncode == 0, made.stderr
+        node_id = json.loads(made.stdout)["node_id"]
         note = (await _call(client, "append", kind="note", summary="signed here"))["entry"]
         shown = await _call(client, "entry", id=note["id"])
         sigs = shown["signatures"]

@@ -7,14 +7,14 @@ into the same SQLite files from another process, and a line that appears after s
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from lifeline.ledger import Ledger
 from lifeline.lines import DEFAULT_LINE, line_path, validate_line_name
-from lifeline.plugins import AppendHook, load_append_hooks
+from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import DEFAULT_LIMITS, Limits
 from lifeline_mesh.identity import NodeIdentity, key_path
@@ -30,18 +30,18 @@ class Workspace:
     agent: str
     author: str
     line: str = DEFAULT_LINE
-    hooks: Sequence[AppendHook] = field(default_factory=tuple)
     limits: Limits = DEFAULT_LIMITS
 
     @classmethod
     def open(cls, root: Path, *, agent: str, author: str, line: str = DEFAULT_LINE) -> Workspace:
-        """Load the append hooks once (they register their schema before any line opens)."""
+        """A workspace; importing the append hooks' packages now registers their schema
+        migrations before any line opens (the notary keeps its tables in the line's file)."""
+        load_append_hooks(root)
         return cls(
             root=root,
             agent=agent,
             author=author,
             line=validate_line_name(line),
-            hooks=tuple(load_append_hooks(root)),
         )
 
     def line_name(self, line: str | None) -> str:
@@ -58,8 +58,12 @@ class Workspace:
             await store.close()
 
     def ledger(self, store: SqliteStore) -> Ledger:
-        """Local writes on ``store``, signed by the node when its notary hook is installed."""
-        return Ledger(store, limits=self.limits, hooks=self.hooks)
+        """Local writes on ``store``, signed by the node when its notary hook is installed.
+
+        The hooks are looked up again for each write (about 2 ms): a node identity created
+        by `lifeline-mesh init` or `join` while the server runs signs the very next write.
+        """
+        return Ledger(store, limits=self.limits, hooks=load_append_hooks(self.root))
 
     def node_id(self) -> str | None:
         """This node's id, or None when the project has no node identity yet."""

@@ -3,7 +3,7 @@
 Every write re-reads the policy (an edit applies at once; a broken file refuses the write).
 An idempotency key becomes the entry's ``dedup_key``: a retried call returns what the first
 one recorded or proposed. Approval appends through :class:`~lifeline.ledger.Ledger` with the
-workspace's hooks, so the entry is signed like any local write; its dedup key makes a
+node's append hooks, so the entry is signed like any local write; its dedup key makes a
 crash between "appended" and "decision recorded" safe to retry.
 """
 
