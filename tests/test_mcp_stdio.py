@@ -178,6 +178,8 @@ async def test_retries_corrections_checkpoints_and_clear_errors(tmp_path: Path) 
         bad_line = await _error(client, "append", kind="note", summary="x", line="nope")
         assert "line 'nope' does not exist" in bad_line and "lifeline --line nope init" in bad_line
         assert not line_path(root, "nope").exists()
+        bad_name = await _error(client, "history", line="../etc")
+        assert "line name '../etc' is not valid" in bad_name
         big = await _error(client, "append", kind="note", summary="x", body="y" * 70_000)
         assert "body is 70000 bytes, over the cap of 64000" in big
         assert "unknown kind 'memo'" in await _error(client, "append", kind="memo", summary="x")

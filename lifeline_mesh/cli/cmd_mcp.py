@@ -7,6 +7,8 @@ import os
 from typing import Any
 
 from lifeline.cli.common import default_author, line_of, root_of
+from lifeline.errors import ConfigError
+from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.mcp.workspace import Workspace
 
 __all__ = ["register"]
@@ -35,7 +37,12 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     # Imported here: the MCP SDK is heavy, and only this command needs it.
     from lifeline_mesh.mcp.server import serve_stdio
 
-    agent = args.agent or os.environ.get("LIFELINE_AGENT") or "mcp"
+    agent = (args.agent or os.environ.get("LIFELINE_AGENT") or "mcp").strip()
+    if not agent or len(agent.encode("utf-8")) > DEFAULT_LIMITS.field_bytes:
+        raise ConfigError(
+            f"--agent {agent!r} must be 1 to {DEFAULT_LIMITS.field_bytes} bytes; "
+            "name the client, e.g. --agent claude-code"
+        )
     ws = Workspace.open(
         root_of(args).resolve(),
         agent=agent,
