@@ -101,7 +101,8 @@ async def cmd_sync(args: argparse.Namespace) -> int:
 def _report_text(r: SyncReport, peer: str) -> str:
     return (
         f"line {r.line!r} with {peer}: sent {r.entries_sent} entries, received "
-        f"{r.entries_received} ({r.entries_added} new, {r.ts_lowered} earlier ts); "
+        f"{r.entries_received} ({r.ts_lowered} with an earlier ts); signatures "
+        f"{r.signatures_sent} out / {r.signatures_received} in; "
         f"protocol bytes {r.bytes_sent} out / {r.bytes_received} in; "
         f"{r.round_trips} round trips; {r.seconds:.3f}s"
     )
