@@ -36,8 +36,9 @@ async def test_history_since_id_time_and_latest(tmp_path: Path) -> None:
     assert [e["id"] for e in after["entries"]] == ids[2:5] and after["more"] is True
     by_time = await history_view(ws, None, "2026-01-01T00:00:03+00:00", 10, None)
     assert [e["id"] for e in by_time["entries"]] == ids[4:] and by_time["more"] is False
-    latest = await history_view(ws, None, None, 2, None)
-    assert [e["id"] for e in latest["entries"]] == ids[4:] and latest["more"] is True
+    for empty in (None, "", "  "):
+        latest = await history_view(ws, None, empty, 2, None)
+        assert [e["id"] for e in latest["entries"]] == ids[4:] and latest["more"] is True
     fixes = await history_view(ws, None, None, 50, "fix")
     assert [e["summary"] for e in fixes["entries"]] == ["e1", "e3", "e5"]
 

@@ -101,7 +101,7 @@ async def history_view(
             partial(_select_ids, anchor=anchor, ts=ts, kind=kind, limit=limit)
         )
         more = len(ids) > limit
-        ids = ids[:limit] if since else ids[-limit:]
+        ids = ids[:limit] if (ref or ts) else ids[-limit:]
         chosen = await store.get_many(ids)
     return {
         "line": ws.line_name(line),
