@@ -73,6 +73,7 @@ async def test_append_and_read_back(tmp_path: Path) -> None:
     async with _client(root) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"entry", "history", "append", "correct", "checkpoint", "mesh_status"} <= names
+        assert client.instructions is not None and "`checkpoint`" in client.instructions
         templates = (await client.list_resource_templates()).resource_templates
         assert [t.uri_template for t in templates] == ["lifeline://entry/{id}"]
 

@@ -23,11 +23,12 @@ __all__ = ["INSTRUCTIONS", "build_server", "serve_stdio"]
 
 INSTRUCTIONS = """\
 This server is the project's reasoning ledger (lifeline-mesh), shared across the team's \
-machines. Read the `lifeline://context` resource (or the `context` tool) first: it holds \
-what the project is, the decisions in force and where work stopped. Record decisions, \
-fixes and open questions with `append`, supersede a wrong entry with `correct`, and before \
-you stop, record where you are with `checkpoint`. Writes may become proposals that a human \
-approves; the result says so."""
+machines. Call `context` (or read `lifeline://context`) first: what the project is, the \
+decisions in force, open items and where each thread stopped (`resume` has the details). \
+Search with `recall`; hand a sub-agent the `brief` of its thread. Record decisions, fixes \
+and open questions with `append`, supersede a wrong entry with `correct`, and before you \
+stop, record where you are with `checkpoint`. A write may become a proposal that a human \
+approves; the result says so. Send an `idempotency_key` with each write you might retry."""
 
 
 def build_server(ws: Workspace) -> MCPServer[Any]:
