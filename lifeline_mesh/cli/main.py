@@ -13,12 +13,18 @@ from types import ModuleType
 
 from lifeline.cli.main import make_parser, run
 from lifeline_mesh import __version__
-from lifeline_mesh.cli import cmd_membership, cmd_notary, cmd_sync
+from lifeline_mesh.cli import cmd_mcp, cmd_membership, cmd_notary, cmd_proposals, cmd_sync
 
 __all__ = ["build_parser", "main"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
-COMMAND_MODULES: list[ModuleType] = [cmd_notary, cmd_sync, cmd_membership]
+COMMAND_MODULES: list[ModuleType] = [
+    cmd_notary,
+    cmd_sync,
+    cmd_membership,
+    cmd_mcp,
+    cmd_proposals,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
