@@ -3,17 +3,23 @@
 The compose file parses and matches the topology documented in docker/README.md; every
 `lifeline`/`lifeline-mesh` command and flag the entry point uses exists in the real
 `--help`; the Dockerfile has the promised shape; the entry point's `bootstrap` step runs
-for real in a temporary directory; README.md says the Docker files are untested.
+for real in a temporary directory; the whole compose topology runs as local processes on
+loopback (entry points, settings and start order from compose.yaml); README.md says the
+Docker files are untested.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -209,6 +215,16 @@ def _help(program: str, command: str) -> tuple[int, str]:
     return proc.returncode, proc.stdout
 
 
+def _missing(uses: set[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """The uses whose command fails `--help` or whose flag that help does not list."""
+    missing = []
+    for program, command, flag in sorted(uses):
+        code, text = _help(program, command)
+        if code != 0 or (flag and not re.search(rf"(^|\s|\[){re.escape(flag)}\b", text)):
+            missing.append((program, command, flag))
+    return missing
+
+
 def test_entrypoint_uses_only_real_commands_and_flags() -> None:
     uses = _cli_uses()
     # The extraction itself must see the calls the design depends on.
@@ -226,11 +242,7 @@ def test_entrypoint_uses_only_real_commands_and_flags() -> None:
         ("lifeline", "init", ""),
     ]:
         assert expected in uses
-    missing = []
-    for program, command, flag in sorted(uses):
-        code, text = _help(program, command)
-        if code != 0 or (flag and not re.search(rf"(^|\s|\[){re.escape(flag)}\b", text)):
-            missing.append((program, command, flag))
+    missing = _missing(uses)
     pending = [m for m in missing if (m[1], m[2]) in PENDING or (m[1], "") in PENDING]
     assert [m for m in missing if m not in pending] == []
     if pending:
@@ -288,3 +300,119 @@ def test_readme_says_the_docker_files_are_untested() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert re.search(r"docker/.*untested", readme, flags=re.I | re.S)
     assert "**Untested here.**" in (DOCKER / "README.md").read_text(encoding="utf-8")
+
+
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def _wait_for(what: str, check: Callable[[], bool], procs: list[subprocess.Popen[str]]) -> None:
+    deadline = time.monotonic() + 60
+    while not check():
+        dead = [p.args for p in procs if p.poll() is not None]
+        assert not dead, f"{what}: a node exited: {dead}"
+        assert time.monotonic() < deadline, f"{what}: not within 60 s"
+        time.sleep(0.2)
+
+
+def _healthy(run: Callable[..., subprocess.CompletedProcess[str]], name: str) -> bool:
+    return run(name, "health").returncode == 0
+
+
+@pytest.mark.slow
+def test_the_compose_topology_runs_on_loopback(tmp_path: Path) -> None:
+    """The services of compose.yaml, in its start order and with its settings, but as local
+    processes on 127.0.0.1 (host names and ports mapped) instead of containers."""
+    missing = _missing(_cli_uses())
+    if missing:
+        pytest.skip(f"needs {missing} (from another branch)")
+    services = _compose()["services"]
+    sync_port = _dockerfile_env("LIFELINE_MESH_LISTEN").rsplit(":", 1)[1]
+    join_port = _dockerfile_env("LIFELINE_MESH_JOIN_LISTEN").rsplit(":", 1)[1]
+    *ports, join = _free_ports(len(NODES) + 1)
+    hosts = {f"{n}:{sync_port}": f"127.0.0.1:{p}" for n, p in zip(NODES, ports, strict=True)}
+    hosts[f"node-a:{join_port}"] = f"127.0.0.1:{join}"
+    (tmp_path / "tokens").mkdir()
+    base = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "LIFELINE_MESH_TOKENS": str(tmp_path / "tokens"),
+        "LIFELINE_MESH_JOIN_LISTEN": f"127.0.0.1:{join}",
+    }
+
+    def env_of(name: str) -> dict[str, str]:
+        env = dict(base)
+        for key, value in (services[name].get("environment") or {}).items():
+            env[key] = " ".join(hosts.get(v, v) for v in value.split())
+        if name in NODES:
+            env["LIFELINE_MESH_LISTEN"] = hosts[f"{name}:{sync_port}"]
+        return env
+
+    def volume(name: str) -> Path:
+        data = next(v for v in services[name]["volumes"] if v.endswith(":/data"))
+        path: Path = tmp_path / str(data).split(":")[0]
+        path.mkdir(exist_ok=True)
+        return path
+
+    def run(name: str, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(ENTRYPOINT), *argv],
+            cwd=volume(name),
+            env=env_of(name),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    boot = run("bootstrap", *services["bootstrap"]["command"])
+    assert boot.returncode == 0, boot.stderr
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for wave in (["node-a"], ["node-b", "node-c"]):  # compose.yaml's depends_on order
+            for name in wave:
+                procs.append(
+                    subprocess.Popen(
+                        [str(ENTRYPOINT), *services[name]["command"]],
+                        cwd=volume(name),
+                        env=env_of(name),
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                        text=True,
+                    )
+                )
+            for name in wave:
+                _wait_for(f"{name} healthy", functools.partial(_healthy, run, name), procs)
+        note = subprocess.run(
+            ["lifeline", "log", "--kind", "note", "--summary", "hello from node-b"],
+            cwd=volume("node-b"),
+            env=env_of("node-b"),
+            capture_output=True,
+            text=True,
+        )
+        assert note.returncode == 0, note.stderr
+
+        # node-c has node-b only through node-a: the schedulers carry it two hops.
+        def on_node_c() -> bool:
+            history = subprocess.run(
+                ["lifeline", "history"],
+                cwd=volume("node-c"),
+                env=env_of("node-c"),
+                capture_output=True,
+                text=True,
+            )
+            return "hello from node-b" in history.stdout
+
+        _wait_for("node-b's entry on node-c", on_node_c, procs)
+        members = run("node-c", "members")
+        assert members.returncode == 0 and members.stdout.count(" active ") == 3, members.stdout
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=30)
