@@ -35,7 +35,7 @@ from lifeline_mesh.security import TransportSecurity, peer_node_id
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
-from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly
+from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.authz import SessionPeer
 from lifeline_mesh.transport.client import sync_line
@@ -156,11 +156,14 @@ class Node:
         reports = []
         for line in lines:
             async with self.open_line(line) as store:
+                sets = self.make_sets(store, None)
+                if self.security.role == "reader":
+                    sets = [SendNothing(s) for s in sets]
                 reports.append(
                     await sync_line(
                         peer,
                         line,
-                        self.make_sets(store, None),
+                        sets,
                         credentials=self.security.channel_credentials,
                         limits=self.limits,
                         extra_options=self.security.channel_options,

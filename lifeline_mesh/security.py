@@ -20,7 +20,7 @@ from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import Authorizer as MembershipAuthorizer
 from lifeline_mesh.membership.authz import cert_identity_from_context
 from lifeline_mesh.membership.ca import load_ca_cert
-from lifeline_mesh.membership.certs import mesh_id_of
+from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.tls import channel_credentials, channel_options, server_credentials
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
 from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity
@@ -77,6 +77,7 @@ class TransportSecurity:
     server_credentials: grpc.ServerCredentials | None = None
     channel_credentials: grpc.ChannelCredentials | None = None
     channel_options: list[tuple[str, Any]] = field(default_factory=list)
+    role: str = "member"  # this node's role, from its own certificate
 
     @classmethod
     def for_root(cls, root: Path, *, insecure: bool) -> TransportSecurity:
@@ -89,6 +90,7 @@ class TransportSecurity:
                 "only, pass --insecure)"
             )
         mesh_id = mesh_id_of(load_ca_cert(root))
+        own = identity_from_cert(files.path_of(root, files.TLS_CERT).read_bytes())
         return cls(
             insecure=False,
             mesh_id=mesh_id,
@@ -96,6 +98,7 @@ class TransportSecurity:
             server_credentials=server_credentials(root),
             channel_credentials=channel_credentials(root),
             channel_options=channel_options(),
+            role=own.role,
         )
 
     def signers(self, root: Path, local: str | None, caller: str | None) -> KnownSigners | None:

@@ -8,6 +8,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from lifeline.errors import PermissionDenied
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.membership.invite import issue_invite, parse_duration
@@ -15,7 +16,9 @@ from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.tls import channel_credentials, channel_options
 from lifeline_mesh.node import Node
 from lifeline_mesh.recon.frames import Abort, Hello, Items
+from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.transport.channels import METHOD, grpc_options
+from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.wire.codec import decode_bytes, encode
 from tests.recon_helpers import chain
 from tests.sync_helpers import history, write
@@ -23,6 +26,17 @@ from tests.sync_helpers import history, write
 
 @pytest.fixture
 async def mesh(tmp_path: Path) -> AsyncIterator[tuple[Node, str, Node]]:
+    async for value in _mesh(tmp_path, "member"):
+        yield value
+
+
+@pytest.fixture
+async def reader_mesh(tmp_path: Path) -> AsyncIterator[tuple[Node, str, Node]]:
+    async for value in _mesh(tmp_path, "reader"):
+        yield value
+
+
+async def _mesh(tmp_path: Path, role: str) -> AsyncIterator[tuple[Node, str, Node]]:
     """A (CA holder, serving over mTLS with its join port) and B, a member that joined."""
     a_root, b_root = tmp_path / "a", tmp_path / "b"
     for root in (a_root, b_root):
@@ -33,7 +47,7 @@ async def mesh(tmp_path: Path) -> AsyncIterator[tuple[Node, str, Node]]:
     server = a.server(join_listen="127.0.0.1:0")
     address = await server.start("127.0.0.1:0")
     assert a.join_address is not None
-    token = issue_invite(a_root, "member", parse_duration("1h"), [a.join_address])
+    token = issue_invite(a_root, role, parse_duration("1h"), [a.join_address])
     await join(b_root, token.encode())
     try:
         yield a, address, Node(b_root)
@@ -74,3 +88,24 @@ async def test_garbage_from_a_member_aborts_only_its_session(
     [report] = await b.sync(address, ["ledger"])
     assert report.entries_sent == 5
     assert await history(a) == await history(b)
+
+
+async def test_a_reader_receives_and_anything_it_pushes_is_refused(
+    reader_mesh: tuple[Node, str, Node],
+) -> None:
+    a, address, c = reader_mesh
+    await write(a, chain(3, "a"))
+    [report] = await c.sync(address, ["ledger"])  # our client offers nothing as a reader
+    assert report.entries_received == 3 and report.entries_sent == 0
+    await write(c, chain(2, "c", (await history(a))[-1]["id"]))
+    async with c.open_line("ledger") as store:
+        pushy = [EntrySet(store)]  # a modified client that offers its entries anyway
+        with pytest.raises(PermissionDenied, match="reader"):
+            await sync_line(
+                address,
+                "ledger",
+                pushy,
+                credentials=c.security.channel_credentials,
+                extra_options=c.security.channel_options,
+            )
+    assert len(await history(a)) == 3

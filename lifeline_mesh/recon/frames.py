@@ -9,6 +9,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
+from lifeline.errors import PeerError, PermissionDenied
+
 __all__ = [
     "Abort",
     "Bound",
@@ -157,3 +159,14 @@ class Failed:
 
 
 Effect = SendFrame | LoadSnapshot | Fetch | Deliver | Done | Failed
+
+
+REFUSED_CODE = "refused"  # an Abort for a permission refusal: the caller may not do that
+
+
+def abort_error(frame: Abort) -> PeerError:
+    """Our error for an Abort the peer sent: a refusal stays a refusal."""
+    message = f"the peer aborted the session: {frame.reason} [{frame.code}]"
+    if frame.code == REFUSED_CODE:
+        return PermissionDenied(message)
+    return PeerError(message)

@@ -32,6 +32,7 @@ from lifeline_mesh.recon.frames import (
     Recon,
     SendFrame,
     Want,
+    abort_error,
 )
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
@@ -208,7 +209,7 @@ class Session:
 
     def _dispatch(self, frame: Frame) -> list[Effect]:
         if isinstance(frame, Abort):
-            raise PeerError(f"the peer aborted the session: {frame.reason} [{frame.code}]")
+            raise abort_error(frame)
         if self._phase is not _Phase.LISTENING:
             raise RemoteProtocolError(
                 f"got {type(frame).__name__} while {self._phase.value}; frames out of turn"

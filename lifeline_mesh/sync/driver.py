@@ -18,14 +18,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from lifeline.errors import LifelineError, PeerError, ProtocolError, RemoteProtocolError
+from lifeline.errors import LifelineError, PeerError, ProtocolError, Refused, RemoteProtocolError
 from lifeline_mesh.recon.entry_codec import ENTRIES
 from lifeline_mesh.recon.frames import (
+    REFUSED_CODE,
     Deliver,
     Done,
     Effect,
+    EndOfTurn,
     Failed,
     Fetch,
+    Fin,
     Frame,
     LoadSnapshot,
     SendFrame,
@@ -99,11 +102,22 @@ async def drive(
                     target = by_name[session.set_names[eff.set_index]]
                     effects.extend(await admitter.submit(session, target, eff))
                     continue
+                if _ends_turn(eff):
+                    # Finish storing what arrived before handing the turn over: a refusal
+                    # must reach the peer while it still listens, not after it has ended.
+                    failed = await admitter.drain(session)
+                    if failed:
+                        effects = deque(failed)
+                        continue
                 effects.extend(await _perform(eff, session, channel, by_name, clock))
             effects.extend(await _next_frame(session, reader, clock, idle_timeout))
     finally:
         await reader.close(clean=clean)
         await admitter.cancel()
+
+
+def _ends_turn(eff: Effect) -> bool:
+    return isinstance(eff, SendFrame) and isinstance(eff.frame, EndOfTurn | Fin)
 
 
 class _Admitter:
@@ -133,6 +147,8 @@ class _Admitter:
             result = await task
         except RemoteProtocolError as exc:
             return session.fail(exc, "item")
+        except Refused as exc:
+            return session.fail(exc, REFUSED_CODE)
         except LifelineError as exc:
             return session.fail(exc, "store")
         self._report.entries_added += result.added

@@ -4,6 +4,8 @@
   (a ts the author never signed is refused) and, once a batch is stored, signs one witness
   receipt over its ids with this node's clock (DESIGN §6: one signature per batch).
 * :class:`ReceiveOnly` lets a caller without write access receive but never send us items.
+* :class:`SendNothing` is the reader's own side: it offers nothing, so its sessions only
+  receive (what it wrote locally stays local) instead of being refused.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import AdmitResult, FetchResult, ReconSet
 
-__all__ = ["NotarizedEntrySet", "ReceiveOnly"]
+__all__ = ["NotarizedEntrySet", "ReceiveOnly", "SendNothing"]
 
 
 class _Wrapper:
@@ -79,3 +81,20 @@ class ReceiveOnly(_Wrapper):
                 f"refusing {len(items)} {self.name} from the caller: {self.reason}"
             )
         return AdmitResult(0)
+
+
+class SendNothing(_Wrapper):
+    """This node is a reader: fetch nothing to send, admit what arrives."""
+
+    def __init__(self, inner: ReconSet) -> None:
+        super().__init__(inner)
+        self.withheld = 0
+
+    async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
+        self.withheld += len(ids)
+        return FetchResult([], [])
+
+    async def admit(
+        self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
+    ) -> AdmitResult:
+        return await self._inner_set.admit(items, externals)

@@ -13,7 +13,7 @@ from typing import Any
 import grpc
 
 from lifeline.errors import PeerError
-from lifeline_mesh.recon.frames import Abort, Frame
+from lifeline_mesh.recon.frames import Abort, Frame, abort_error
 from lifeline_mesh.transport.errors import error_from_rpc
 from lifeline_mesh.wire.codec import decode_bytes, encode
 
@@ -75,7 +75,7 @@ class ClientChannel:
             while (data := await self._call.read()) is not grpc.aio.EOF:
                 frame = decode_bytes(data)
                 if isinstance(frame, Abort):
-                    raise PeerError(f"the peer aborted the session: {frame.reason} [{frame.code}]")
+                    raise abort_error(frame)
         except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
             pass
         await self._raise_status()
