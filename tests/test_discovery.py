@@ -1,0 +1,219 @@
+"""Discovery: TXT parsing and admission (pure), then real zeroconf instances on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import socket
+import struct
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+from zeroconf import IPVersion
+from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
+
+from lifeline.errors import ConfigError
+from lifeline_mesh.discovery.advert import (
+    PROTOCOL_VERSION,
+    SERVICE_TYPE,
+    Advert,
+    AdvertRejected,
+    PeerFound,
+    PeerLost,
+    admit,
+    instance_name,
+    parse_txt,
+)
+from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
+from lifeline_mesh.identity import NodeIdentity
+
+LOOPBACK = "127.0.0.1"
+
+
+def _node() -> str:
+    return NodeIdentity.generate().node_id
+
+
+# -- pure: TXT records and admission -----------------------------------------------
+
+
+def test_txt_round_trip() -> None:
+    node = _node()
+    advert = Advert(node, "mesh-1", 7000, ("10.0.0.2",))
+    props = {k.encode(): v.encode() for k, v in advert.txt().items()}
+    assert parse_txt(props, port=7000, addresses=("10.0.0.2",)) == advert
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        ({"txtvers": None}, "missing"),
+        ({"txtvers": b"9"}, "layout version"),
+        ({"node": b"not-a-node"}, "not a node id"),
+        ({"node": b"\xff\xfe"}, "not UTF-8"),
+        ({"mesh": b"bad mesh id with spaces"}, "mesh id"),
+        ({"mesh": b"x" * 300}, "over 255"),
+        ({"proto": b"one"}, "not a number"),
+    ],
+)
+def test_malformed_txt_is_rejected_with_a_reason(
+    change: dict[str, bytes | None], reason: str
+) -> None:
+    props: dict[bytes | str, bytes | str | None] = {
+        k.encode(): v.encode() for k, v in Advert(_node(), "m", 1).txt().items()
+    }
+    for key, value in change.items():
+        if value is None:
+            del props[key.encode()]
+        else:
+            props[key.encode()] = value
+    with pytest.raises(AdvertRejected, match=reason):
+        parse_txt(props, port=7000, addresses=("10.0.0.2",))
+
+
+def test_missing_port_or_address_is_rejected() -> None:
+    props = {k.encode(): v.encode() for k, v in Advert(_node(), "m", 1).txt().items()}
+    with pytest.raises(AdvertRejected, match="port"):
+        parse_txt(props, port=0, addresses=("10.0.0.2",))
+    with pytest.raises(AdvertRejected, match="no address"):
+        parse_txt(props, port=7000, addresses=())
+
+
+def test_admission_rules() -> None:
+    me, other = _node(), _node()
+    ok = Advert(other, "m", 7000, ("10.0.0.2",))
+    assert admit(ok, mesh_id="m", own_node_id=me) == ok
+    with pytest.raises(AdvertRejected, match="own advert"):
+        admit(ok, mesh_id="m", own_node_id=other)
+    with pytest.raises(AdvertRejected, match="belongs to mesh 'm'"):
+        admit(ok, mesh_id="other-mesh", own_node_id=me)
+    with pytest.raises(AdvertRejected, match="protocol"):
+        admit(
+            Advert(other, "m", 7000, ("10.0.0.2",), PROTOCOL_VERSION + 1),
+            mesh_id="m",
+            own_node_id=me,
+        )
+    with pytest.raises(AdvertRejected, match="allow-list"):
+        admit(ok, mesh_id="m", own_node_id=me, allow=lambda node: node != other)
+
+
+@pytest.mark.parametrize("bad", [[], ["0.0.0.0"], ["::"], ["eth0"], ["192.168.1.300"]])
+def test_interfaces_are_always_named(bad: list[str]) -> None:
+    with pytest.raises(ConfigError):
+        check_interfaces(bad)
+    assert check_interfaces([" 127.0.0.1 ", "::1"]) == ["127.0.0.1", "::1"]
+
+
+# -- real zeroconf on loopback -----------------------------------------------------
+
+
+def _loopback_multicast_works() -> bool:
+    """Can a multicast datagram sent on 127.0.0.1 be received on it? (Linux: yes, even
+    when lo lacks the MULTICAST flag, because the sender names the interface.)"""
+    group = "239.255.77.77"
+    recv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    send = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        recv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        recv.bind(("", 0))
+        port = recv.getsockname()[1]
+        mreq = struct.pack("4s4s", socket.inet_aton(group), socket.inet_aton(LOOPBACK))
+        recv.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+        send.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(LOOPBACK))
+        send.sendto(b"probe", (group, port))
+        recv.settimeout(2)
+        return recv.recv(16) == b"probe"
+    except OSError:
+        return False
+    finally:
+        recv.close()
+        send.close()
+
+
+needs_multicast = pytest.mark.skipif(
+    not _loopback_multicast_works(),
+    reason="this host does not deliver multicast on 127.0.0.1 (no multicast route on lo)",
+)
+
+
+@asynccontextmanager
+async def _running(
+    mesh: str, port: int, *, node: str | None = None
+) -> AsyncIterator[ZeroconfDiscovery]:
+    disc = ZeroconfDiscovery(
+        node_id=node or _node(), mesh_id=mesh, port=port, interfaces=[LOOPBACK]
+    )
+    async with disc, asyncio.TaskGroup() as tg:
+        task = tg.create_task(disc.run())
+        try:
+            yield disc
+        finally:
+            task.cancel()
+
+
+async def _next(queue: asyncio.Queue[PeerEvent], timeout: float = 15) -> PeerEvent:
+    async with asyncio.timeout(timeout):
+        return await queue.get()
+
+
+@needs_multicast
+async def test_two_nodes_find_each_other_and_ignore_other_meshes() -> None:
+    async with _running("mesh-a", 7001) as a, _running("mesh-b", 7003) as stranger:
+        async with _running("mesh-a", 7002) as b:
+            found_by_b = await _next(b.events)
+            found_by_a = await _next(a.events)
+            assert found_by_b == PeerFound(a.advert.node_id, (LOOPBACK,), 7001)
+            assert found_by_a == PeerFound(b.advert.node_id, (LOOPBACK,), 7002)
+            assert stranger.events.empty()
+        # b said goodbye on stop: a hears it; the other mesh's node never appeared.
+        assert await _next(a.events) == PeerLost(b.advert.node_id)
+        assert a.events.empty()
+        assert stranger.events.empty()
+
+
+@needs_multicast
+async def test_malformed_adverts_are_ignored_and_logged(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="lifeline_mesh.discovery")
+    bad_node = _node()
+    raw = AsyncZeroconf(interfaces=[LOOPBACK], ip_version=IPVersion.V4Only)
+    bad = AsyncServiceInfo(
+        SERVICE_TYPE,
+        instance_name(bad_node),
+        addresses=[ipaddress.ip_address(LOOPBACK).packed],
+        port=7010,
+        properties={"txtvers": "1", "node": bad_node, "mesh": "mesh-a", "proto": "x"},
+        server="bad.local.",
+    )
+    try:
+        await (await raw.async_register_service(bad))
+        async with _running("mesh-a", 7011) as a, _running("mesh-a", 7012) as b:
+            assert await _next(a.events) == PeerFound(b.advert.node_id, (LOOPBACK,), 7012)
+            async with asyncio.timeout(15):
+                while not any("not a number" in r.getMessage() for r in caplog.records):
+                    await asyncio.sleep(0.05)
+            assert a.events.empty()
+    finally:
+        await raw.async_close()
+
+
+@needs_multicast
+async def test_allow_list_filters_nodes() -> None:
+    allowed = _node()
+    queue: asyncio.Queue[PeerEvent] = asyncio.Queue()
+    watcher = ZeroconfDiscovery(
+        node_id=_node(),
+        mesh_id="mesh-a",
+        port=7020,
+        interfaces=[LOOPBACK],
+        allow=lambda node: node == allowed,
+        events=queue,
+    )
+    async with watcher, asyncio.TaskGroup() as tg:
+        task = tg.create_task(watcher.run())
+        async with _running("mesh-a", 7021), _running("mesh-a", 7022, node=allowed):
+            assert await _next(queue) == PeerFound(allowed, (LOOPBACK,), 7022)
+        assert await _next(queue) == PeerLost(allowed)
+        assert queue.empty()
+        task.cancel()
