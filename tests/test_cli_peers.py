@@ -13,12 +13,14 @@ from typing import Any
 
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.discovery.zeroconf import ZeroconfDiscovery
 from lifeline_mesh.identity import NodeIdentity
 from lifeline_mesh.peers import PeerAddress, PeerState, save_peers_file
 from lifeline_mesh.schedule import SchedulePolicy
 from lifeline_mesh.scheduler import SyncScheduler
 from lifeline_mesh.state import NodeState, recorded_node_state, state_path, write_node_state
 from tests.conftest import make_entry
+from tests.netns import needs_multicast
 
 
 def _mesh(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -125,3 +127,29 @@ def test_a_damaged_peers_file_is_one_clear_error(tmp_path: Path) -> None:
     path.write_text("{not json")
     result = _mesh(tmp_path, "peers", "--json")
     assert result.returncode == 2 and "delete it" in result.stderr
+
+
+@needs_multicast
+async def test_discover_lists_ours_and_says_why_others_are_ignored(tmp_path: Path) -> None:
+    NodeConfig(extra={"mesh_id": "mesh-ours"}).save(tmp_path)
+    ours, theirs = NodeIdentity.generate().node_id, NodeIdentity.generate().node_id
+    ads = [
+        ZeroconfDiscovery(node_id=n, mesh_id=m, port=p, interfaces=["127.0.0.1"])
+        for n, m, p in ((ours, "mesh-ours", 7401), (theirs, "mesh-theirs", 7402))
+    ]
+    async with ads[0], ads[1]:
+        proc = await asyncio.create_subprocess_exec(
+            *[sys.executable, "-m", "lifeline_mesh", "--root", str(tmp_path)],
+            *["discover", "--interface", "127.0.0.1", "--seconds", "1.5", "--json"],
+            stdout=asyncio.subprocess.PIPE,
+        )
+        out, _ = await proc.communicate()
+    assert proc.returncode == 0
+    found = {n["node_id"]: n for n in json.loads(out)["nodes"]}
+    assert found[ours]["ignored_because"] is None and found[ours]["port"] == 7401
+    assert "belongs to mesh 'mesh-theirs'" in found[theirs]["ignored_because"]
+
+
+def test_discover_rejects_a_silly_window(tmp_path: Path) -> None:
+    result = _mesh(tmp_path, "discover", "--seconds", "0")
+    assert result.returncode == 2 and "--seconds 0 is out of range" in result.stderr

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import logging
-import socket
-import struct
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import pytest
 from zeroconf import IPVersion
@@ -28,6 +30,7 @@ from lifeline_mesh.discovery.advert import (
 )
 from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
 from lifeline_mesh.identity import NodeIdentity
+from tests.netns import needs_multicast, netns_unavailable, two_hosts
 
 LOOPBACK = "127.0.0.1"
 
@@ -61,7 +64,7 @@ def test_txt_round_trip() -> None:
 def test_malformed_txt_is_rejected_with_a_reason(
     change: dict[str, bytes | None], reason: str
 ) -> None:
-    props: dict[bytes | str, bytes | str | None] = {
+    props: dict[bytes, bytes | None] = {
         k.encode(): v.encode() for k, v in Advert(_node(), "m", 1).txt().items()
     }
     for key, value in change.items():
@@ -107,35 +110,6 @@ def test_interfaces_are_always_named(bad: list[str]) -> None:
 
 
 # -- real zeroconf on loopback -----------------------------------------------------
-
-
-def _loopback_multicast_works() -> bool:
-    """Can a multicast datagram sent on 127.0.0.1 be received on it? (Linux: yes, even
-    when lo lacks the MULTICAST flag, because the sender names the interface.)"""
-    group = "239.255.77.77"
-    recv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    send = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        recv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        recv.bind(("", 0))
-        port = recv.getsockname()[1]
-        mreq = struct.pack("4s4s", socket.inet_aton(group), socket.inet_aton(LOOPBACK))
-        recv.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
-        send.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(LOOPBACK))
-        send.sendto(b"probe", (group, port))
-        recv.settimeout(2)
-        return recv.recv(16) == b"probe"
-    except OSError:
-        return False
-    finally:
-        recv.close()
-        send.close()
-
-
-needs_multicast = pytest.mark.skipif(
-    not _loopback_multicast_works(),
-    reason="this host does not deliver multicast on 127.0.0.1 (no multicast route on lo)",
-)
 
 
 @asynccontextmanager
@@ -217,3 +191,52 @@ async def test_allow_list_filters_nodes() -> None:
         assert await _next(queue) == PeerLost(allowed)
         assert queue.empty()
         task.cancel()
+
+
+# -- two hosts: network namespaces joined by a veth pair -----------------------------
+
+ADVERTISER = """
+import asyncio, sys
+from lifeline_mesh.discovery.zeroconf import ZeroconfDiscovery
+
+async def main() -> None:
+    node, mesh, iface = sys.argv[1:4]
+    async with ZeroconfDiscovery(node_id=node, mesh_id=mesh, port=7411, interfaces=[iface]):
+        print("ready", flush=True)
+        await asyncio.to_thread(sys.stdin.read)  # until the test closes our stdin
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.netns
+@pytest.mark.slow
+def test_discover_across_two_hosts(tmp_path: Path) -> None:
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    node = _node()
+    with two_hosts() as (a, b):
+        advertiser = subprocess.Popen(
+            a.wrap([sys.executable, "-c", ADVERTISER, node, "mesh-lan", a.address]),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert advertiser.stdout is not None
+            assert advertiser.stdout.readline().strip() == "ready"
+            argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(tmp_path), "discover"]
+            result = subprocess.run(
+                b.wrap([*argv, "--interface", b.address, "--seconds", "2", "--json"]),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+        finally:
+            advertiser.communicate(timeout=30)
+    assert result.returncode == 0, result.stderr
+    nodes = json.loads(result.stdout)["nodes"]
+    assert [(n["node_id"], n["mesh_id"], n["addresses"], n["port"]) for n in nodes] == [
+        (node, "mesh-lan", [a.address], 7411)
+    ]

@@ -19,7 +19,7 @@ from lifeline_mesh.peering import Peering, PeeringOptions, add_peering_arguments
 from lifeline_mesh.peers import PeerAddress, PeerState, load_peers_file
 from lifeline_mesh.schedule import SchedulePolicy
 from tests.conftest import make_entry
-from tests.test_discovery import needs_multicast
+from tests.netns import needs_multicast
 
 
 def _args(*argv: str) -> argparse.Namespace:

@@ -1,4 +1,4 @@
-"""`lifeline-mesh peers` and `lifeline-mesh status`: what the node of this project is doing.
+"""`lifeline-mesh peers`, `status` and `discover`: what the node of this project is doing.
 
 Both read files the running node keeps up to date (``peers.json``, ``state.json``) plus the
 config and the line files, so they work from any shell, with or without a node running.
@@ -12,14 +12,18 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.common import print_json, root_of
+from lifeline.errors import ConfigError
 from lifeline.lines import line_names, line_path
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.discovery.survey import survey
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.peers import PeerAddress, load_peers_file
 from lifeline_mesh.state import pid_alive, read_node_state
 
 __all__ = ["peers_report", "register", "status_report"]
+
+MAX_LISTEN_S = 600.0
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -38,6 +42,23 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser(
+        "discover",
+        parents=[parent],
+        help="listen on the LAN and list every lifeline-mesh node heard, ours or not",
+    )
+    p.add_argument(
+        "--interface",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="IP address of an interface to listen on (repeatable; default: the config's "
+        "listen address)",
+    )
+    p.add_argument("--seconds", type=float, default=3.0, help="how long to listen (default: 3)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_discover)
 
 
 # -- data ------------------------------------------------------------------------------
@@ -87,12 +108,21 @@ async def _line_counts(root: Path, shared: list[str]) -> list[dict[str, Any]]:
     return out
 
 
+def _config_mesh_id(config: NodeConfig) -> str | None:
+    value = config.extra.get("mesh_id")
+    return value if isinstance(value, str) and value else None
+
+
+def _own_node_id(root: Path) -> str | None:
+    return NodeIdentity.load(key_path(root)).node_id if key_path(root).exists() else None
+
+
 async def status_report(root: Path) -> dict[str, Any]:
     config = NodeConfig.load(root)
     state = read_node_state(root)
     running = state is not None and pid_alive(state.pid)
-    node_id = NodeIdentity.load(key_path(root)).node_id if key_path(root).exists() else None
-    mesh_id = (state.mesh_id if state and running else None) or config.extra.get("mesh_id")
+    node_id = _own_node_id(root)
+    mesh_id = (state.mesh_id if state and running else None) or _config_mesh_id(config)
     peers = peers_report(root)["peers"]
     return {
         "root": str(root.resolve()),
@@ -189,4 +219,28 @@ async def cmd_status(args: argparse.Namespace) -> int:
         print_json(report)
     else:
         print(render_status(report))
+    return 0
+
+
+async def cmd_discover(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    if not 0 < args.seconds <= MAX_LISTEN_S:
+        raise ConfigError(f"--seconds {args.seconds:g} is out of range; use 0 < S <= 600")
+    config = NodeConfig.load(root)
+    interfaces = args.interface or [config.listen.rpartition(":")[0].strip("[]")]
+    mesh_id = _config_mesh_id(config)
+    found = await survey(
+        interfaces, listen_for=args.seconds, mesh_id=mesh_id, own_node_id=_own_node_id(root) or ""
+    )
+    if args.json:
+        print_json(
+            {"interfaces": interfaces, "mesh_id": mesh_id, "nodes": [s.to_json() for s in found]}
+        )
+        return 0
+    if not found:
+        print(f"no lifeline-mesh node heard on {', '.join(interfaces)} in {args.seconds:g}s")
+    for s in found:
+        where = ", ".join(f"{a}:{s.port}" for a in s.addresses) or "-"
+        note = f"  (ignored: {s.ignored_because})" if s.ignored_because else ""
+        print(f"{s.node_id or s.name}  mesh {s.mesh_id or '?'}  {where}{note}")
     return 0

@@ -82,22 +82,20 @@ def instance_name(node_id: str) -> str:
     return f"{node_id}.{SERVICE_TYPE}"
 
 
-def _text(props: Mapping[bytes | str, bytes | str | None], key: str) -> str:
-    raw = props.get(key.encode(), props.get(key))
+def _text(props: Mapping[bytes, bytes | None], key: str) -> str:
+    raw = props.get(key.encode())
     if raw is None:
-        raise AdvertRejected(f"TXT key {key!r} is missing")
-    if isinstance(raw, bytes):
-        if len(raw) > _MAX_VALUE:
-            raise AdvertRejected(f"TXT key {key!r} is {len(raw)} bytes, over {_MAX_VALUE}")
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise AdvertRejected(f"TXT key {key!r} is not UTF-8: {raw[:32]!r}") from exc
-    return raw
+        raise AdvertRejected(f"TXT key {key!r} is missing or has no value")
+    if len(raw) > _MAX_VALUE:
+        raise AdvertRejected(f"TXT key {key!r} is {len(raw)} bytes, over {_MAX_VALUE}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AdvertRejected(f"TXT key {key!r} is not UTF-8: {raw[:32]!r}") from exc
 
 
 def parse_txt(
-    props: Mapping[bytes | str, bytes | str | None],
+    props: Mapping[bytes, bytes | None],
     *,
     port: int | None,
     addresses: tuple[str, ...],

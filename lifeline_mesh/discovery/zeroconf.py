@@ -17,7 +17,6 @@ import asyncio
 import ipaddress
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from zeroconf import IPVersion, NonUniqueNameException, ServiceStateChange, Zeroconf
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
@@ -34,7 +33,14 @@ from lifeline_mesh.discovery.advert import (
     parse_txt,
 )
 
-__all__ = ["RESOLVE_TIMEOUT_MS", "PeerEvent", "ZeroconfDiscovery", "check_interfaces"]
+__all__ = [
+    "RESOLVE_TIMEOUT_MS",
+    "PeerEvent",
+    "ZeroconfDiscovery",
+    "check_interfaces",
+    "ip_version_of",
+    "usable_addresses",
+]
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +72,7 @@ def check_interfaces(interfaces: Sequence[str]) -> list[str]:
     return out
 
 
-def _ip_version(addresses: Sequence[str]) -> IPVersion:
+def ip_version_of(addresses: Sequence[str]) -> IPVersion:
     versions = {ipaddress.ip_address(a).version for a in addresses}
     if versions == {4}:
         return IPVersion.V4Only
@@ -112,7 +118,7 @@ class ZeroconfDiscovery:
     async def start(self) -> None:
         """Open the sockets, register our service and start browsing."""
         self._azc = AsyncZeroconf(
-            interfaces=list(self.interfaces), ip_version=_ip_version(self.interfaces)
+            interfaces=list(self.interfaces), ip_version=ip_version_of(self.interfaces)
         )
         self._info = self._service_info()
         try:
@@ -199,10 +205,9 @@ class ZeroconfDiscovery:
             return None
 
     def _check(self, name: str, info: AsyncServiceInfo) -> Advert:
-        version = _ip_version(self.interfaces)
-        addresses = tuple(_usable(info.parsed_addresses(version)))
-        props: dict[Any, Any] = dict(info.properties)
-        advert = parse_txt(props, port=info.port, addresses=addresses)
+        version = ip_version_of(self.interfaces)
+        addresses = tuple(usable_addresses(info.parsed_addresses(version)))
+        advert = parse_txt(info.properties, port=info.port, addresses=addresses)
         if name.lower() != instance_name(advert.node_id).lower():
             raise AdvertRejected(f"instance name {name!r} does not match node {advert.node_id}")
         return admit(
@@ -213,7 +218,7 @@ class ZeroconfDiscovery:
         )
 
 
-def _usable(addresses: Sequence[str]) -> list[str]:
+def usable_addresses(addresses: Sequence[str]) -> list[str]:
     """Addresses we can dial, link-local IPv6 last (they need a scope id)."""
     out = []
     for text in addresses:
