@@ -149,6 +149,14 @@ class PeerTable:
         self._peers[key] = peer
         return peer
 
+    def learned(self, peer: PeerState, node_id: str) -> None:
+        """A session told us who ``peer`` is: merge a discovered row of the same node into it."""
+        peer.node_id = node_id
+        twin = self._peers.get(f"node:{node_id}")
+        if twin is not None and twin is not peer and PeerSource.STATIC in peer.sources:
+            peer.sources.add(PeerSource.DISCOVERED)
+            del self._peers[twin.key]
+
     def lost(self, node_id: str) -> list[str]:
         """A node withdrew its advert: drop discovered-only rows, keep static ones."""
         gone = []

@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 MAX_CONCURRENT_SESSIONS = 4  # a node on a busy LAN must not open a session to every peer at once
 SESSION_TIMEOUT_S = 300.0  # a stuck session frees its slot after this long
+# The result is shown in `peers` (str()); a ``peer_node_id: str`` attribute, when present,
+# tells the table who a static peer is, so its LAN advert merges into the same row.
 SyncOne = Callable[[PeerState], Awaitable[object]]
 
 
@@ -145,4 +147,7 @@ class SyncScheduler:
             if peer.failures:
                 log.warning("sync with %s works again", peer.address)
             self.planner.succeeded(peer, self._clock(), self._wall(), str(result))
+            node_id = getattr(result, "peer_node_id", None)
+            if isinstance(node_id, str) and node_id != peer.node_id:
+                self.table.learned(peer, node_id)
         self._changed()

@@ -55,6 +55,17 @@ def test_discovered_static_peer_stays_one_row_and_survives_loss() -> None:
     assert table.lost(NODE_A) == [] and row.sources == {PeerSource.STATIC}
 
 
+def test_static_peer_learning_its_node_id_absorbs_the_discovered_row() -> None:
+    table = PeerTable()
+    static = table.add_static(PeerAddress("laptop.local", 7411))
+    table.discovered(NODE_A, (PeerAddress("10.0.0.7", 7411),))
+    assert len(table) == 2
+    table.learned(static, NODE_A)
+    assert list(table) == [static] and static.node_id == NODE_A
+    assert static.sources == {PeerSource.STATIC, PeerSource.DISCOVERED}
+    assert table.discovered(NODE_A, (PeerAddress("10.0.0.7", 7411),)) is static
+
+
 def test_discovered_peer_moves_address_and_goes_away() -> None:
     table = PeerTable()
     first = table.discovered(NODE_A, (PeerAddress("10.0.0.3", 7000),))
