@@ -139,12 +139,7 @@ class Peering:
             self.scheduler.add_static(address)
         if not self.scheduler.table:
             self._persist([])  # `peers` then shows that this node runs with no peer yet
-        if self.options.discovery:
-            if not self.mesh_id:
-                raise ConfigError(
-                    "LAN discovery needs a mesh id and this node is in no mesh; create or join "
-                    "one, or pass --no-discovery and --peer HOST:PORT"
-                )
+        if self.options.discovery and self.mesh_id:
             self.discovery = ZeroconfDiscovery(
                 node_id=self.node_id,
                 mesh_id=self.mesh_id,
@@ -153,6 +148,12 @@ class Peering:
             )
             await self.discovery.start()
             tg.create_task(self._discover(self.discovery), name="discovery")
+        elif self.options.discovery:
+            # Adverts carry the mesh id; without one there is no mesh to find peers of.
+            log.warning(
+                "LAN discovery is off: this node is in no mesh (create or join one); "
+                "syncing with static peers only"
+            )
         tg.create_task(self.scheduler.run(tg), name="scheduler")
         watcher = LineWatcher(self.line_files, interval=self.options.watch_interval)
         tg.create_task(watcher.run(self.scheduler.local_change), name="line watcher")

@@ -142,10 +142,15 @@ async def test_static_peers_without_discovery(tmp_path: Path) -> None:
     assert data is not None and data["peers"][0]["address"] == "127.0.0.1:7999"
 
 
-async def test_discovery_without_a_mesh_is_refused(tmp_path: Path) -> None:
-    node = _Node(tmp_path, "", 7301, PeeringOptions(interfaces=["127.0.0.1"]))
+async def test_without_a_mesh_discovery_stays_off_and_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    opts = PeeringOptions(
+        static_peers=[PeerAddress("127.0.0.1", 7999)], interfaces=["127.0.0.1"], policy=FAST
+    )
+    node = _Node(tmp_path, "", 7301, opts)
     node.peering.mesh_id = None
-    with pytest.raises(ExceptionGroup) as info:
-        async with asyncio.TaskGroup() as tg:
-            await node.peering.start(tg)
-    assert "needs a mesh id" in str(info.value.exceptions[0])
+    async with _serving(node):
+        assert str((await node.next_sync()).address) == "127.0.0.1:7999"
+    assert node.peering.discovery is None
+    assert "LAN discovery is off: this node is in no mesh" in caplog.text
