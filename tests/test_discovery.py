@@ -13,6 +13,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from zeroconf import IPVersion
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
@@ -59,6 +61,7 @@ def test_txt_round_trip() -> None:
         ({"mesh": b"bad mesh id with spaces"}, "mesh id"),
         ({"mesh": b"x" * 300}, "over 255"),
         ({"proto": b"one"}, "not a number"),
+        ({"proto": "²".encode()}, "not a number"),  # str.isdigit() alone accepts it
     ],
 )
 def test_malformed_txt_is_rejected_with_a_reason(
@@ -74,6 +77,30 @@ def test_malformed_txt_is_rejected_with_a_reason(
             props[key.encode()] = value
     with pytest.raises(AdvertRejected, match=reason):
         parse_txt(props, port=7000, addresses=("10.0.0.2",))
+
+
+TXT_KEYS = st.sampled_from([b"txtvers", b"node", b"mesh", b"proto", b"other"])
+VALID_NODE = NodeIdentity.generate().node_id.encode()
+TXT_VALUES = (
+    st.none()
+    | st.binary(max_size=300)
+    | st.sampled_from([b"1", b"2", VALID_NODE, VALID_NODE.upper(), b"mesh-a", b"", b"x y"])
+)
+
+
+@given(
+    props=st.dictionaries(TXT_KEYS, TXT_VALUES),
+    port=st.none() | st.integers(-10, 70000),
+    addresses=st.lists(st.sampled_from(["10.0.0.2", "::1"]), max_size=2),
+)
+def test_any_txt_record_parses_or_is_rejected_never_crashes(
+    props: dict[bytes, bytes | None], port: int | None, addresses: list[str]
+) -> None:
+    try:
+        advert = parse_txt(props, port=port, addresses=tuple(addresses))
+    except AdvertRejected:
+        return
+    assert advert.txt()["node"] == advert.node_id and advert.port == port
 
 
 def test_missing_port_or_address_is_rejected() -> None:

@@ -111,7 +111,7 @@ def parse_txt(
     if not _MESH_ID.match(mesh_id):
         raise AdvertRejected(f"mesh id {mesh_id[:80]!r} is not a valid mesh id")
     proto_text = _text(props, "proto")
-    if not proto_text.isdigit() or len(proto_text) > 6:
+    if not (proto_text.isascii() and proto_text.isdigit()) or len(proto_text) > 6:
         raise AdvertRejected(f"protocol version {proto_text[:16]!r} is not a number")
     if port is None or not 0 < port < 65536:
         raise AdvertRejected(f"service port {port!r} is not a TCP port")
