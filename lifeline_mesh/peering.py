@@ -139,6 +139,10 @@ class Peering:
             self.scheduler.add_static(address)
         if not self.scheduler.table:
             self._persist([])  # `peers` then shows that this node runs with no peer yet
+        # Static peers first: the mDNS probe below takes about two seconds.
+        tg.create_task(self.scheduler.run(tg), name="scheduler")
+        watcher = LineWatcher(self.line_files, interval=self.options.watch_interval)
+        tg.create_task(watcher.run(self.scheduler.local_change), name="line watcher")
         if self.options.discovery and self.mesh_id:
             self.discovery = ZeroconfDiscovery(
                 node_id=self.node_id,
@@ -154,9 +158,6 @@ class Peering:
                 "LAN discovery is off: this node is in no mesh (create or join one); "
                 "syncing with static peers only"
             )
-        tg.create_task(self.scheduler.run(tg), name="scheduler")
-        watcher = LineWatcher(self.line_files, interval=self.options.watch_interval)
-        tg.create_task(watcher.run(self.scheduler.local_change), name="line watcher")
 
     async def _discover(self, discovery: ZeroconfDiscovery) -> None:
         """Feed LAN events to the scheduler; withdraw the advert when cancelled."""

@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from zeroconf import IPVersion
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, PeerError
 from lifeline_mesh.discovery.advert import (
     PROTOCOL_VERSION,
     SERVICE_TYPE,
@@ -139,19 +140,26 @@ def test_interfaces_are_always_named(bad: list[str]) -> None:
 # -- real zeroconf on loopback -----------------------------------------------------
 
 
-@asynccontextmanager
-async def _running(
-    mesh: str, port: int, *, node: str | None = None
-) -> AsyncIterator[ZeroconfDiscovery]:
-    disc = ZeroconfDiscovery(
-        node_id=node or _node(), mesh_id=mesh, port=port, interfaces=[LOOPBACK]
+def _disc(mesh: str, port: int, *, node: str | None = None, **kw: Any) -> ZeroconfDiscovery:
+    return ZeroconfDiscovery(
+        node_id=node or _node(), mesh_id=mesh, port=port, interfaces=[LOOPBACK], **kw
     )
-    async with disc, asyncio.TaskGroup() as tg:
-        task = tg.create_task(disc.run())
-        try:
-            yield disc
-        finally:
-            task.cancel()
+
+
+@asynccontextmanager
+async def _running(*fleet: ZeroconfDiscovery) -> AsyncIterator[None]:
+    """Start several nodes at once (each mDNS probe takes ~1.5 s), run them, stop them."""
+    await asyncio.gather(*(d.start() for d in fleet))
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tasks = [tg.create_task(d.run()) for d in fleet]
+            try:
+                yield
+            finally:
+                for task in tasks:
+                    task.cancel()
+    finally:
+        await asyncio.gather(*(d.stop() for d in fleet))
 
 
 async def _next(queue: asyncio.Queue[PeerEvent], timeout: float = 15) -> PeerEvent:
@@ -161,13 +169,13 @@ async def _next(queue: asyncio.Queue[PeerEvent], timeout: float = 15) -> PeerEve
 
 @needs_multicast
 async def test_two_nodes_find_each_other_and_ignore_other_meshes() -> None:
-    async with _running("mesh-a", 7001) as a, _running("mesh-b", 7003) as stranger:
-        async with _running("mesh-a", 7002) as b:
+    a, stranger, b = _disc("mesh-a", 7001), _disc("mesh-b", 7003), _disc("mesh-a", 7002)
+    async with _running(a, stranger):
+        async with _running(b):
             found_by_b = await _next(b.events)
             found_by_a = await _next(a.events)
             assert found_by_b == PeerFound(a.advert.node_id, (LOOPBACK,), 7001)
             assert found_by_a == PeerFound(b.advert.node_id, (LOOPBACK,), 7002)
-            assert stranger.events.empty()
         # b said goodbye on stop: a hears it; the other mesh's node never appeared.
         assert await _next(a.events) == PeerLost(b.advert.node_id)
         assert a.events.empty()
@@ -187,9 +195,10 @@ async def test_malformed_adverts_are_ignored_and_logged(caplog: pytest.LogCaptur
         properties={"txtvers": "1", "node": bad_node, "mesh": "mesh-a", "proto": "x"},
         server="bad.local.",
     )
+    a, b = _disc("mesh-a", 7011), _disc("mesh-a", 7012)
     try:
         await (await raw.async_register_service(bad))
-        async with _running("mesh-a", 7011) as a, _running("mesh-a", 7012) as b:
+        async with _running(a, b):
             assert await _next(a.events) == PeerFound(b.advert.node_id, (LOOPBACK,), 7012)
             async with asyncio.timeout(15):
                 while not any("not a number" in r.getMessage() for r in caplog.records):
@@ -202,22 +211,20 @@ async def test_malformed_adverts_are_ignored_and_logged(caplog: pytest.LogCaptur
 @needs_multicast
 async def test_allow_list_filters_nodes() -> None:
     allowed = _node()
-    queue: asyncio.Queue[PeerEvent] = asyncio.Queue()
-    watcher = ZeroconfDiscovery(
-        node_id=_node(),
-        mesh_id="mesh-a",
-        port=7020,
-        interfaces=[LOOPBACK],
-        allow=lambda node: node == allowed,
-        events=queue,
-    )
-    async with watcher, asyncio.TaskGroup() as tg:
-        task = tg.create_task(watcher.run())
-        async with _running("mesh-a", 7021), _running("mesh-a", 7022, node=allowed):
-            assert await _next(queue) == PeerFound(allowed, (LOOPBACK,), 7022)
-        assert await _next(queue) == PeerLost(allowed)
-        assert queue.empty()
-        task.cancel()
+    watcher = _disc("mesh-a", 7020, allow=lambda node: node == allowed)
+    async with _running(watcher):
+        async with _running(_disc("mesh-a", 7021), _disc("mesh-a", 7022, node=allowed)):
+            assert await _next(watcher.events) == PeerFound(allowed, (LOOPBACK,), 7022)
+        assert await _next(watcher.events) == PeerLost(allowed)
+        assert watcher.events.empty()
+
+
+@needs_multicast
+async def test_the_same_node_announced_twice_is_a_clear_error() -> None:
+    first = _disc("mesh-a", 7030)
+    async with _running(first):
+        with pytest.raises(PeerError, match="already announces node"):
+            await _disc("mesh-a", 7031, node=first.advert.node_id).start()
 
 
 # -- two hosts: network namespaces joined by a veth pair -----------------------------

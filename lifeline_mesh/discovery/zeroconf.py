@@ -105,6 +105,7 @@ class ZeroconfDiscovery:
         self._azc: AsyncZeroconf | None = None
         self._browser: AsyncServiceBrowser | None = None
         self._info: AsyncServiceInfo | None = None
+        self._registered = False
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -123,8 +124,12 @@ class ZeroconfDiscovery:
         self._info = self._service_info()
         try:
             await (await self._azc.async_register_service(self._info))
-        except NonUniqueNameException as exc:
-            await self.stop()
+            self._registered = True
+        except BaseException as exc:
+            # Cancelled while probing, or refused: never leave the sockets open.
+            await asyncio.shield(self.stop())
+            if not isinstance(exc, NonUniqueNameException):
+                raise
             raise PeerError(
                 f"another process already announces node {self.advert.node_id} on "
                 f"{', '.join(self.interfaces)}; is `lifeline-mesh serve` already running here?"
@@ -149,7 +154,8 @@ class ZeroconfDiscovery:
         browser, self._browser = self._browser, None
         if browser is not None:
             await browser.async_cancel()
-        if self._info is not None:
+        if self._info is not None and self._registered:
+            self._registered = False
             await (await azc.async_unregister_service(self._info))
         await azc.async_close()
 
