@@ -1,0 +1,172 @@
+"""Membership commands: mesh-create, invite, join, revoke, members, membership-serve."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+from lifeline.cli.common import print_json, root_of
+from lifeline.errors import ConfigError
+from lifeline_mesh.membership.ca import create_mesh
+from lifeline_mesh.membership.client import pull_membership
+from lifeline_mesh.membership.invite import issue_invite, parse_duration
+from lifeline_mesh.membership.join import join
+from lifeline_mesh.membership.registry import ROLES, Registry
+from lifeline_mesh.membership.revocation import RevocationList, revoke
+from lifeline_mesh.membership.service import serve_membership
+
+__all__ = ["TOKEN_ENV", "register"]
+
+TOKEN_ENV = "LIFELINE_MESH_TOKEN"
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("mesh-create", parents=[parent], help="create a mesh: its CA and this node")
+    p.add_argument("name", metavar="NAME", help="a name for the mesh (shown to members)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_mesh_create)
+
+    p = sub.add_parser("invite", parents=[parent], help="print a one-time join token")
+    p.add_argument("--role", choices=ROLES, default="member", help="member (default) or reader")
+    p.add_argument("--ttl", default="24h", help="how long the token works (default 24h; 10m, 7d…)")
+    p.add_argument(
+        "--address",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="join port(s) the newcomer should dial (repeatable; else it needs --peer)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_invite)
+
+    p = sub.add_parser("join", parents=[parent], help="join a mesh with an invite token")
+    p.add_argument("token", nargs="?", metavar="TOKEN", help=f"the token (default: ${TOKEN_ENV})")
+    p.add_argument("--peer", metavar="HOST:PORT", help="dial this member instead of the token's")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_join)
+
+    p = sub.add_parser("revoke", parents=[parent], help="revoke a node (needs the CA key)")
+    p.add_argument("node_id", metavar="NODE_ID")
+    p.add_argument("--reason", default="", help="why, recorded in the signed statement")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_revoke)
+
+    p = sub.add_parser("members", parents=[parent], help="list members, roles and status")
+    p.add_argument(
+        "--pull",
+        metavar="HOST:PORT",
+        help="first fetch revocations and new members from this member (mutual TLS)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_members)
+
+    p = sub.add_parser(
+        "membership-serve",
+        parents=[parent],
+        help="serve joins (and member checks) until SIGINT/SIGTERM",
+    )
+    p.add_argument("--listen", default="127.0.0.1:0", help="join port (default 127.0.0.1:0)")
+    p.add_argument("--mtls-listen", default="127.0.0.1:0", help="mutual-TLS port")
+    p.set_defaults(func=cmd_membership_serve)
+
+
+async def cmd_mesh_create(args: argparse.Namespace) -> int:
+    info = create_mesh(root_of(args), args.name)
+    if args.json:
+        print_json(_fields(info))
+    else:
+        print(f"created mesh {info.name!r} ({info.mesh_id}); this node {info.node_id} holds its CA")
+    return 0
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    return {name: getattr(obj, name) for name in obj.__slots__}
+
+
+async def cmd_invite(args: argparse.Namespace) -> int:
+    token = issue_invite(root_of(args), args.role, parse_duration(args.ttl), args.address)
+    expires = dt.datetime.fromtimestamp(token.expires, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if args.json:
+        print_json({"token": token.encode(), "role": token.role, "expires_at": expires})
+        return 0
+    print(token.encode())
+    print(f"one-time {token.role} invite, expires {expires}", file=sys.stderr)
+    return 0
+
+
+async def cmd_join(args: argparse.Namespace) -> int:
+    text = args.token or os.environ.get(TOKEN_ENV)
+    if not text:
+        raise ConfigError(f"no token: pass TOKEN or set {TOKEN_ENV} (from `lifeline-mesh invite`)")
+    joined = await join(root_of(args), text, args.peer)
+    if args.json:
+        print_json(_fields(joined))
+    else:
+        print(
+            f"joined mesh {joined.mesh_id} as {joined.node_id} ({joined.role}) via {joined.address}"
+        )
+    return 0
+
+
+async def cmd_revoke(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    statement = revoke(root, args.node_id, args.reason)
+    if statement.node_id not in Registry.load(root).members:
+        print(
+            f"warning: {statement.node_id} is not in the members list; revoked anyway",
+            file=sys.stderr,
+        )
+    if args.json:
+        print_json(_fields(statement))
+    else:
+        print(f"revoked {statement.node_id} at {statement.revoked_at}")
+    return 0
+
+
+async def cmd_members(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    if args.pull:
+        new = await pull_membership(root, args.pull)
+        for statement in new:
+            print(
+                f"learned: {statement.node_id} revoked at {statement.revoked_at}", file=sys.stderr
+            )
+    registry = Registry.load(root)
+    revoked = RevocationList.load(root)
+    rows = []
+    for member in sorted(registry.members.values(), key=lambda m: m.joined_at):
+        when = revoked.revoked_at(member.node_id) or member.revoked_at
+        rows.append(
+            {**_fields(member), "status": "revoked" if when else member.status, "revoked_at": when}
+        )
+    if args.json:
+        print_json({"mesh_id": registry.mesh_id, "name": registry.name, "members": rows})
+        return 0
+    print(f"mesh {registry.name!r} ({registry.mesh_id})")
+    for row in rows:
+        extra = f" since {row['revoked_at']}" if row["revoked_at"] else ""
+        holder = "  ca holder" if row["ca_holder"] else ""
+        status = f"{row['status']}{extra}"
+        print(f"{row['node_id']}  {row['role']:<6}  {status}  joined {row['joined_at']}{holder}")
+    return 0
+
+
+async def cmd_membership_serve(args: argparse.Namespace) -> int:
+    served = await serve_membership(root_of(args), args.listen, args.mtls_listen)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    # One JSON line on stdout: how scripts and tests learn the ports (port 0 = any free one).
+    print(json.dumps({"join_port": served.join_port, "mtls_port": served.mtls_port}), flush=True)
+    try:
+        await stop.wait()
+    finally:
+        await served.stop()
+    return 0

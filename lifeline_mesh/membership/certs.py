@@ -1,0 +1,87 @@
+"""Node certificates: what they carry and how an identity is read back from one.
+
+grpcio cannot handshake with ed25519 TLS keys, so a node's TLS key is P-256 and its
+certificate, issued by the mesh CA, names the node's ed25519 node id, the mesh id and the
+role in URI SANs (``lifeline-mesh://node/<id>``). TLS hostname checks need a DNS name: every
+node certificate also carries the common name ``lifeline-mesh`` (channels override the
+target name to it, since certificates name nodes, not IP addresses) and ``<node id>.node``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from lifeline.errors import PeerError
+from lifeline_mesh.identity import parse_node_id
+
+__all__ = [
+    "TARGET_NAME",
+    "URI_MESH",
+    "URI_NODE",
+    "URI_ROLE",
+    "CertIdentity",
+    "fingerprint",
+    "identity_from_cert",
+    "mesh_id_of",
+    "node_dns_name",
+]
+
+TARGET_NAME = "lifeline-mesh"
+URI_NODE = "lifeline-mesh://node/"
+URI_MESH = "lifeline-mesh://mesh/"
+URI_ROLE = "lifeline-mesh://role/"
+
+
+def node_dns_name(node_id: str) -> str:
+    return f"{node_id}.node.{TARGET_NAME}"
+
+
+def fingerprint(cert: x509.Certificate) -> bytes:
+    """SHA-256 of the DER certificate: what an invite pins."""
+    return hashlib.sha256(cert.public_bytes(serialization.Encoding.DER)).digest()
+
+
+def mesh_id_of(ca_cert: x509.Certificate) -> str:
+    """The mesh id: 16 hex digits of sha256 over the CA public key (stable across renewals)."""
+    spki = ca_cert.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return hashlib.sha256(spki).hexdigest()[:16]
+
+
+@dataclass(frozen=True, slots=True)
+class CertIdentity:
+    node_id: str
+    mesh_id: str
+    role: str
+
+
+def identity_from_cert(pem: bytes) -> CertIdentity:
+    """Read node id, mesh id and role from a node certificate (already verified by TLS)."""
+    try:
+        cert = x509.load_pem_x509_certificate(pem)
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except (ValueError, x509.ExtensionNotFound) as exc:
+        raise PeerError(
+            f"peer certificate is not a lifeline-mesh node certificate ({exc})"
+        ) from exc
+    uris = san.get_values_for_type(x509.UniformResourceIdentifier)
+    found = {
+        prefix: next((u[len(prefix) :] for u in uris if u.startswith(prefix)), None)
+        for prefix in (URI_NODE, URI_MESH, URI_ROLE)
+    }
+    node_id, mesh_id = found[URI_NODE], found[URI_MESH]
+    if node_id is None or mesh_id is None:
+        raise PeerError(
+            f"peer certificate {cert.subject.rfc4514_string()!r} names no node id or mesh id; "
+            "it was not issued by `lifeline-mesh join`"
+        )
+    return CertIdentity(
+        node_id=parse_node_id(node_id),
+        mesh_id=mesh_id,
+        role=found[URI_ROLE] or "reader",
+    )

@@ -1,0 +1,69 @@
+"""Where membership material lives under ``<root>/.lifeline/mesh/`` and how it is written.
+
+Private keys and the invite book are written 0600 through a temp file and a rename, so a
+crash never leaves half a key and no other user can ever read one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from lifeline.errors import ConfigError
+from lifeline_mesh.config import mesh_dir
+
+__all__ = [
+    "CA_CERT",
+    "CA_KEY",
+    "INVITES",
+    "MEMBERS",
+    "REVOCATIONS",
+    "TLS_CERT",
+    "TLS_KEY",
+    "path_of",
+    "read_json",
+    "write_atomic",
+]
+
+CA_CERT = "ca.pem"  # the mesh CA certificate: every member has it
+CA_KEY = "ca.key"  # the CA private key: only the node that created the mesh
+TLS_KEY = "tls.key"  # this node's P-256 TLS key
+TLS_CERT = "tls.pem"  # this node's certificate, issued by the mesh CA
+MEMBERS = "members.json"
+REVOCATIONS = "revocations.json"
+INVITES = "invites.json"  # invites this node issued and whether they were used
+
+
+def path_of(root: Path, name: str) -> Path:
+    return mesh_dir(root) / name
+
+
+def write_atomic(path: Path, data: bytes, *, private: bool = False) -> None:
+    """Replace ``path`` with ``data`` atomically; ``private`` files get mode 0600."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    try:
+        os.fchmod(fd, 0o600 if private else 0o644)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: Path, default: Any) -> Any:
+    """Parse a JSON file of ours; a damaged one is a ConfigError naming the file."""
+    if not path.exists():
+        return default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ConfigError(
+            f"{path} is not valid JSON ({exc}); restore it from a backup or another member"
+        ) from exc

@@ -1,0 +1,182 @@
+"""Invite tokens: a one-time, expiring, pasteable string that lets a newcomer join.
+
+A token carries the role, the expiry, an 8-byte token id, a 16-byte random secret, the
+SHA-256 fingerprint of the mesh CA certificate (the joiner pins the CA with it) and the
+inviter's address(es); ``lm1_`` + base64url, about 110 characters. The inviter keeps, in
+``invites.json`` (0600), ``sha256(secret)`` per token id and whether it was used. The joiner
+never sends the secret: it sends an HMAC keyed by ``sha256(secret)`` over its request, and
+only after TLS proved the server holds a key certified by the pinned CA.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import hmac
+import json
+import re
+import secrets
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeline.errors import ConfigError
+from lifeline_mesh.membership import files
+from lifeline_mesh.membership.authz import PermissionDenied
+from lifeline_mesh.membership.ca import MeshCA
+from lifeline_mesh.membership.certs import fingerprint
+from lifeline_mesh.membership.registry import ROLES, iso
+
+__all__ = [
+    "InviteBook",
+    "Token",
+    "issue_invite",
+    "join_proof",
+    "parse_duration",
+]
+
+PREFIX = "lm1_"
+_HEAD = struct.Struct(">BBI8s16s32s")  # version, role, expiry (unix s), id, secret, CA fp
+_VERSION = 1
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_duration(text: str) -> dt.timedelta:
+    """``90s``, ``10m``, ``2h``, ``7d``, ``1h30m`` → timedelta."""
+    parts = re.fullmatch(r"(?:\d+[smhdw])+", text.strip().lower())
+    if not parts:
+        raise ConfigError(f"duration {text!r} is not like 10m, 2h, 7d or 1h30m")
+    seconds = sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)([smhdw])", text.lower()))
+    if seconds <= 0:
+        raise ConfigError(f"duration {text!r} must be positive")
+    return dt.timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    role: str
+    expires: int  # unix seconds
+    token_id: bytes
+    secret: bytes
+    ca_fingerprint: bytes
+    addresses: tuple[str, ...]
+
+    def encode(self) -> str:
+        head = _HEAD.pack(
+            _VERSION,
+            ROLES.index(self.role),
+            self.expires,
+            self.token_id,
+            self.secret,
+            self.ca_fingerprint,
+        )
+        raw = head + ",".join(self.addresses).encode()
+        return PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> Token:
+        hint = "paste the whole line printed by `lifeline-mesh invite`"
+        text = text.strip()
+        if not text.startswith(PREFIX):
+            raise ConfigError(f"{text[:12]!r}… is not a lifeline-mesh invite token; {hint}")
+        body = text[len(PREFIX) :]
+        try:
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            version, role, expires, tid, secret, fp = _HEAD.unpack_from(raw)
+            addresses = raw[_HEAD.size :].decode()
+        except (ValueError, struct.error) as exc:
+            raise ConfigError(f"invite token is damaged or truncated ({exc}); {hint}") from exc
+        if version != _VERSION or role >= len(ROLES):
+            raise ConfigError(f"invite token version {version} is not supported; {hint}")
+        addrs = tuple(a for a in addresses.split(",") if a)
+        return cls(ROLES[role], expires, tid, secret, fp, addrs)
+
+    @property
+    def key(self) -> bytes:
+        return hashlib.sha256(self.secret).digest()
+
+
+def join_proof(key: bytes, token_id: bytes, csr_der: bytes, node_public_key: bytes) -> bytes:
+    """HMAC binding the token to this very request (a captured proof cannot be reused)."""
+    msg = b"lifeline-mesh/join/v1\n" + token_id + hashlib.sha256(csr_der).digest() + node_public_key
+    return hmac.new(key, msg, hashlib.sha256).digest()
+
+
+class InviteBook:
+    """The invites this node issued (``invites.json``): single use, expiry, proof check."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = files.path_of(root, files.INVITES)
+
+    def _load(self) -> dict[str, dict[str, str | None]]:
+        data: dict[str, dict[str, str | None]] = files.read_json(self.path, {})
+        return data
+
+    def _save(self, data: dict[str, dict[str, str | None]]) -> None:
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        files.write_atomic(self.path, text.encode(), private=True)
+
+    def record(self, token: Token, now: dt.datetime) -> None:
+        data = self._load()
+        data[token.token_id.hex()] = {
+            "role": token.role,
+            "expires_at": iso(dt.datetime.fromtimestamp(token.expires, dt.UTC)),
+            "key": token.key.hex(),
+            "created_at": iso(now),
+            "used_at": None,
+            "used_by": None,
+        }
+        self._save(data)
+
+    def consume(
+        self, token_id: bytes, check: Callable[[bytes], bool], node_id: str, now: dt.datetime
+    ) -> str:
+        """Check and spend an invite; returns its role. Refusals say which rule failed.
+
+        Runs without awaiting in between, so two joins racing in one server process cannot
+        both spend the same token.
+        """
+        data = self._load()
+        entry = data.get(token_id.hex())
+        if entry is None:
+            raise PermissionDenied("invite token was not issued by this node; ask for a new invite")
+        if entry["used_at"] is not None:
+            raise PermissionDenied(
+                f"invite token already used at {entry['used_at']} by {entry['used_by']}; "
+                "a token works once — ask for a new invite"
+            )
+        if iso(now) >= str(entry["expires_at"]):
+            raise PermissionDenied(
+                f"invite token expired at {entry['expires_at']}; ask for a new invite"
+            )
+        if not check(bytes.fromhex(str(entry["key"]))):
+            raise PermissionDenied("invite proof does not match the token; the token was altered")
+        entry.update(used_at=iso(now), used_by=node_id)
+        self._save(data)
+        return str(entry["role"])
+
+
+def issue_invite(
+    root: Path,
+    role: str,
+    ttl: dt.timedelta,
+    addresses: list[str],
+    now: dt.datetime | None = None,
+) -> Token:
+    """Make and record a one-time invite (only the CA holder can complete a join)."""
+    if role not in ROLES:
+        raise ConfigError(f"--role {role!r} is not one of {', '.join(ROLES)}")
+    now = now or dt.datetime.now(dt.UTC)
+    ca = MeshCA.load(root)
+    token = Token(
+        role=role,
+        expires=int((now + ttl).timestamp()),
+        token_id=secrets.token_bytes(8),
+        secret=secrets.token_bytes(16),
+        ca_fingerprint=fingerprint(ca.cert),
+        addresses=tuple(addresses),
+    )
+    InviteBook(root).record(token, now)
+    return token

@@ -1,0 +1,136 @@
+"""The joiner's side: turn an invite token into this node's mesh certificate.
+
+1. Fetch the CA certificate from the member's TLS chain and check it against the token's
+   fingerprint (tls.fetch_ca_pem).
+2. Open a TLS channel verified against that CA: the server has now proven it holds a key
+   certified by the mesh CA.
+3. Send a CSR for a fresh P-256 TLS key, the ed25519 public key with a signature over the
+   request (proof of the node key) and an HMAC of the request keyed by the token secret's
+   hash (proof of the token; the secret itself never leaves this node).
+4. Store the certificate, CA, members list and revocations; the key files are 0600.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from cryptography import x509
+
+from lifeline.errors import ConfigError, PeerError, RemoteProtocolError
+from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.membership import files
+from lifeline_mesh.membership.authz import NotAuthenticated, PermissionDenied, peer_error_from_rpc
+from lifeline_mesh.membership.ca import make_csr, new_tls_key, pem_key
+from lifeline_mesh.membership.certs import fingerprint, identity_from_cert, mesh_id_of
+from lifeline_mesh.membership.invite import Token, join_proof
+from lifeline_mesh.membership.registry import Registry
+from lifeline_mesh.membership.revocation import import_revocations
+from lifeline_mesh.membership.service import join_message
+from lifeline_mesh.membership.tls import channel_options, fetch_ca_pem
+from lifeline_mesh.wire import membership_pb2 as pb
+from lifeline_mesh.wire import membership_pb2_grpc
+
+pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
+
+__all__ = ["JOIN_TIMEOUT", "Joined", "join"]
+
+JOIN_TIMEOUT = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    node_id: str
+    mesh_id: str
+    role: str
+    address: str
+    created_identity: bool
+
+
+async def join(
+    root: Path, token_text: str, peer: str | None = None, timeout: float = JOIN_TIMEOUT
+) -> Joined:
+    """Join the mesh of ``token_text`` through ``peer`` (or the token's addresses)."""
+    token = Token.decode(token_text)
+    existing = files.path_of(root, files.CA_CERT)
+    if existing.exists():
+        mesh = mesh_id_of(x509.load_pem_x509_certificate(existing.read_bytes()))
+        raise ConfigError(
+            f"this node already belongs to mesh {mesh}; a node belongs to one mesh "
+            "(use another --root for another mesh)"
+        )
+    addresses = [peer] if peer else list(token.addresses)
+    if not addresses:
+        raise ConfigError("the token names no address; pass --peer HOST:PORT of the inviter")
+    identity, created = NodeIdentity.load_or_create(root)
+    errors: list[PeerError] = []
+    for address in addresses:
+        try:
+            joined = await _join_via(root, token, identity, address, timeout)
+        except (PermissionDenied, NotAuthenticated):
+            raise  # the mesh refused this token: another address would say the same
+        except PeerError as exc:
+            errors.append(exc)  # unreachable or not the pinned mesh: try the next address
+            continue
+        return Joined(joined.node_id, joined.mesh_id, joined.role, address, created)
+    if len(errors) == 1:
+        raise errors[0]
+    raise PeerError("no address of the token worked: " + "; ".join(map(str, errors)))
+
+
+async def _join_via(
+    root: Path, token: Token, identity: NodeIdentity, address: str, timeout: float
+) -> Joined:
+    ca_pem = await asyncio.to_thread(fetch_ca_pem, address, token.ca_fingerprint, timeout)
+    mesh_id = mesh_id_of(x509.load_pem_x509_certificate(ca_pem))
+    tls_key = new_tls_key()
+    csr = make_csr(tls_key, identity.node_id)
+    request = pb.JoinRequest(
+        token_id=token.token_id,
+        proof=join_proof(token.key, token.token_id, csr, identity.public_key),
+        csr_der=csr,
+        node_public_key=identity.public_key,
+        node_signature=identity.sign(join_message(mesh_id, token.token_id, csr)),
+    )
+    credentials = grpc.ssl_channel_credentials(root_certificates=ca_pem)
+    async with grpc.aio.secure_channel(address, credentials, options=channel_options()) as ch:
+        try:
+            reply = await pb_grpc.MembershipStub(ch).Join(request, timeout=timeout)
+        except grpc.RpcError as exc:
+            raise peer_error_from_rpc(exc, address) from exc
+    try:
+        _check_reply(reply, ca_pem, identity.node_id, mesh_id)
+        registry = Registry.from_json(json.loads(reply.members_json))
+    except (ValueError, ConfigError) as exc:
+        raise RemoteProtocolError(f"{address} sent a malformed join reply ({exc})") from exc
+    _store(root, reply, registry, tls_key_pem=pem_key(tls_key))
+    return Joined(identity.node_id, mesh_id, reply.role, address, False)
+
+
+def _check_reply(reply: pb.JoinReply, ca_pem: bytes, node_id: str, mesh_id: str) -> None:
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    if fingerprint(x509.load_pem_x509_certificate(reply.ca_cert_pem)) != fingerprint(ca):
+        raise PeerError("the member returned a different CA than the pinned one; not stored")
+    cert = x509.load_pem_x509_certificate(reply.node_cert_pem)
+    try:
+        cert.verify_directly_issued_by(ca)
+    except (ValueError, TypeError) as exc:
+        raise PeerError(
+            f"the certificate we received is not signed by the mesh CA ({exc})"
+        ) from exc
+    got = identity_from_cert(reply.node_cert_pem)
+    if got.node_id != node_id or got.mesh_id != mesh_id:
+        raise PeerError(f"the certificate we received names {got.node_id}, not us ({node_id})")
+
+
+def _store(root: Path, reply: pb.JoinReply, registry: Registry, tls_key_pem: bytes) -> None:
+    files.write_atomic(files.path_of(root, files.TLS_KEY), tls_key_pem, private=True)
+    files.write_atomic(files.path_of(root, files.TLS_CERT), bytes(reply.node_cert_pem))
+    # CA last: its presence is what marks this node as joined.
+    files.write_atomic(files.path_of(root, files.CA_CERT), bytes(reply.ca_cert_pem))
+    registry.save(root)
+    import_revocations(root, reply.revocations_json.encode())

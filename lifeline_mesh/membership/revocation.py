@@ -1,0 +1,160 @@
+"""Revocation statements: signed by the mesh CA key, stored per node, exchanged by sync.
+
+A statement says "node X is revoked since T" (plus who revoked it and why) and carries an
+ECDSA P-256 signature by the CA key, so every member can check it against the CA
+certificate it already holds, whichever peer it came from. Every node keeps the statements
+it knows in ``revocations.json``; each incoming connection is checked against it
+(authz.py), and ``verify`` asks :meth:`RevocationList.revoked_at`. ``export_revocations`` /
+``import_revocations`` are what the sync (or the Revocations RPC) carries.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from lifeline.errors import BadSignature, ConfigError
+from lifeline_mesh.identity import NodeIdentity, key_path, parse_node_id
+from lifeline_mesh.membership import files
+from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
+from lifeline_mesh.membership.certs import mesh_id_of
+from lifeline_mesh.membership.registry import Registry, iso
+
+__all__ = [
+    "Revocation",
+    "RevocationList",
+    "export_revocations",
+    "import_revocations",
+    "revoke",
+]
+
+_DOMAIN = b"lifeline-mesh/revoke/v1\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Revocation:
+    mesh_id: str
+    node_id: str
+    revoked_at: str
+    reason: str
+    by: str
+    signature: str = ""  # hex DER ECDSA-SHA256 by the CA key over signed_bytes()
+
+    def signed_bytes(self) -> bytes:
+        body = {k: v for k, v in asdict(self).items() if k != "signature"}
+        return _DOMAIN + json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+
+    def verify(self, ca_public: ec.EllipticCurvePublicKey) -> None:
+        try:
+            ca_public.verify(
+                bytes.fromhex(self.signature), self.signed_bytes(), ec.ECDSA(hashes.SHA256())
+            )
+        except (InvalidSignature, ValueError) as exc:
+            raise BadSignature(
+                f"revocation of {self.node_id} is not signed by this mesh's CA; it was "
+                "altered or comes from another mesh — ignore the peer that sent it"
+            ) from exc
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Revocation:
+        try:
+            return cls(**{k: str(data[k]) for k in cls.__dataclass_fields__})
+        except (KeyError, TypeError) as exc:
+            raise BadSignature(f"revocation statement {data!r} lacks field {exc}") from exc
+
+
+@dataclass
+class RevocationList:
+    statements: dict[str, Revocation]
+
+    @classmethod
+    def load(cls, root: Path) -> RevocationList:
+        data = files.read_json(files.path_of(root, files.REVOCATIONS), {"statements": []})
+        items = [Revocation.from_dict(d) for d in data.get("statements", [])]
+        return cls({r.node_id: r for r in items})
+
+    def save(self, root: Path) -> None:
+        items = [asdict(self.statements[k]) for k in sorted(self.statements)]
+        text = json.dumps({"statements": items}, indent=2, sort_keys=True) + "\n"
+        files.write_atomic(files.path_of(root, files.REVOCATIONS), text.encode())
+
+    def revoked_at(self, node_id: str) -> str | None:
+        statement = self.statements.get(node_id)
+        return statement.revoked_at if statement else None
+
+    def add(self, statement: Revocation) -> bool:
+        """Keep the earliest statement per node (a deterministic merge); True if new."""
+        old = self.statements.get(statement.node_id)
+        if old is not None and old.revoked_at <= statement.revoked_at:
+            return False
+        self.statements[statement.node_id] = statement
+        return True
+
+
+def revoke(
+    root: Path, node_id: str, reason: str = "", now: dt.datetime | None = None
+) -> Revocation:
+    """Sign and store a revocation of ``node_id`` (needs the CA key)."""
+    target = parse_node_id(node_id)
+    ca = MeshCA.load(root)
+    me = NodeIdentity.load(key_path(root)).node_id
+    if target == me:
+        raise ConfigError(f"{target} is this node (the CA holder); it cannot revoke itself")
+    existing = RevocationList.load(root).statements.get(target)
+    if existing is not None:
+        return existing
+    draft = Revocation(ca.mesh_id, target, iso(now or dt.datetime.now(dt.UTC)), reason, me)
+    signature = ca.key.sign(draft.signed_bytes(), ec.ECDSA(hashes.SHA256()))
+    statement = Revocation(**{**asdict(draft), "signature": signature.hex()})
+    _store(root, [statement])
+    return statement
+
+
+def export_revocations(root: Path) -> bytes:
+    """Every statement this node knows, as JSON bytes for the wire."""
+    statements = RevocationList.load(root).statements
+    items = [asdict(statements[k]) for k in sorted(statements)]
+    return json.dumps({"statements": items}, sort_keys=True, separators=(",", ":")).encode()
+
+
+def import_revocations(root: Path, data: bytes) -> list[Revocation]:
+    """Verify statements from a peer against our CA and store the new ones.
+
+    One bad statement refuses the whole batch (BadSignature), so a peer cannot slip forged
+    statements in among good ones; nothing is stored in that case.
+    """
+    ca_cert = load_ca_cert(root)
+    public = ca_cert.public_key()
+    assert isinstance(public, ec.EllipticCurvePublicKey)
+    try:
+        raw = json.loads(data)["statements"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise BadSignature(f"revocations from peer are not valid JSON statements ({exc})") from exc
+    statements = [Revocation.from_dict(item) for item in raw]
+    for statement in statements:
+        if statement.mesh_id != mesh_id_of(ca_cert):
+            raise BadSignature(f"revocation for mesh {statement.mesh_id} is not for our mesh")
+        statement.verify(public)
+    return _store(root, statements)
+
+
+def _store(root: Path, statements: list[Revocation]) -> list[Revocation]:
+    current = RevocationList.load(root)
+    new = [s for s in statements if current.add(s)]
+    if new:
+        current.save(root)
+        try:
+            registry = Registry.load(root)
+        except ConfigError:
+            return new
+        for statement in new:
+            registry.mark_revoked(statement.node_id, statement.revoked_at)
+        registry.save(root)
+    return new

@@ -1,0 +1,201 @@
+"""The Membership gRPC service: joins (invite → certificate), WhoAmI, revocation pulls.
+
+Join runs on a port with server-authenticated TLS only, since the joiner has no certificate
+yet; WhoAmI and Revocations need a member certificate and so are reached on the node's
+mutual-TLS port (on the join port they are refused as not authenticated). Only the node
+holding the CA key can complete a join (docs/security.md).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import hmac
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+from cryptography.hazmat.primitives import serialization
+
+from lifeline.errors import BadSignature, ConfigError, PeerError
+from lifeline_mesh.identity import NodeIdentity, key_path, node_id_for, verify_signature
+from lifeline_mesh.membership import files
+from lifeline_mesh.membership.authz import Authorizer, PermissionDenied, status_for
+from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
+from lifeline_mesh.membership.certs import mesh_id_of
+from lifeline_mesh.membership.invite import InviteBook, join_proof
+from lifeline_mesh.membership.registry import Member, Registry
+from lifeline_mesh.membership.revocation import RevocationList, export_revocations
+from lifeline_mesh.membership.tls import (
+    MAX_MESSAGE,
+    join_server_credentials,
+    server_credentials,
+)
+from lifeline_mesh.wire import membership_pb2 as pb
+from lifeline_mesh.wire import membership_pb2_grpc
+
+pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
+
+__all__ = [
+    "MembershipServer",
+    "MembershipServicer",
+    "add_join_port",
+    "add_membership",
+    "join_message",
+    "serve_membership",
+]
+
+Clock = Callable[[], dt.datetime]
+MAX_CSR = 4096  # a P-256 CSR is about 250 bytes
+
+
+def join_message(mesh_id: str, token_id: bytes, csr_der: bytes) -> bytes:
+    """What the joiner signs with its ed25519 node key (proof of possession)."""
+    digest = hashlib.sha256(csr_der).digest()
+    return b"lifeline-mesh/join-node/v1\n" + mesh_id.encode() + b"\n" + token_id + digest
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
+    def __init__(self, root: Path, clock: Clock = _now) -> None:
+        self.root = root
+        self.clock = clock
+        self.mesh_id = mesh_id_of(load_ca_cert(root))
+        self.node_id = NodeIdentity.load(key_path(root)).node_id
+        self.authorizer = Authorizer(root, self.mesh_id)
+
+    async def Join(self, request: Any, context: Any) -> Any:
+        try:
+            return self._join(request)
+        except PeerError as exc:
+            await context.abort(status_for(exc), str(exc))
+        except (BadSignature, ConfigError) as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+
+    def _join(self, request: Any) -> Any:
+        # Everything below is synchronous: no other join can interleave and reuse a token.
+        _check_sizes(request)
+        node_id = node_id_for(bytes(request.node_public_key))
+        verify_signature(
+            request.node_public_key,
+            request.node_signature,
+            join_message(self.mesh_id, request.token_id, request.csr_der),
+        )
+        revoked = RevocationList.load(self.root).revoked_at(node_id)
+        if revoked is not None:
+            raise PermissionDenied(f"node {node_id} was revoked at {revoked}; it cannot rejoin")
+        try:
+            ca = MeshCA.load(self.root)
+        except ConfigError as exc:
+            raise PeerError(
+                f"node {self.node_id} does not hold the mesh CA key and cannot complete joins; "
+                "join through the node that created the mesh"
+            ) from exc
+        MeshCA.check_request(request.csr_der)  # before spending the token on a bad request
+        now = self.clock()
+
+        def proof_ok(key: bytes) -> bool:
+            expected = join_proof(key, request.token_id, request.csr_der, request.node_public_key)
+            return hmac.compare_digest(expected, request.proof)
+
+        role = InviteBook(self.root).consume(request.token_id, proof_ok, node_id, now)
+        cert = ca.issue(request.csr_der, node_id, role, now)
+        registry = Registry.load(self.root)
+        registry.add(Member.new(bytes(request.node_public_key), role, now))
+        registry.save(self.root)
+        return pb.JoinReply(
+            node_cert_pem=cert.public_bytes(serialization.Encoding.PEM),
+            ca_cert_pem=files.path_of(self.root, files.CA_CERT).read_bytes(),
+            members_json=json.dumps(registry.to_json(), sort_keys=True),
+            revocations_json=export_revocations(self.root).decode(),
+            role=role,
+            mesh_id=self.mesh_id,
+        )
+
+    async def WhoAmI(self, request: Any, context: Any) -> Any:
+        try:
+            peer = self.authorizer(context, "read")
+        except PeerError as exc:
+            await context.abort(status_for(exc), str(exc))
+        return pb.WhoAmIReply(
+            node_id=peer.node_id, mesh_id=peer.mesh_id, role=peer.role, server_node_id=self.node_id
+        )
+
+    async def Revocations(self, request: Any, context: Any) -> Any:
+        try:
+            self.authorizer(context, "read")
+        except PeerError as exc:
+            await context.abort(status_for(exc), str(exc))
+        return pb.RevocationsReply(
+            revocations_json=export_revocations(self.root).decode(),
+            members_json=json.dumps(Registry.load(self.root).to_json(), sort_keys=True),
+        )
+
+
+def _check_sizes(request: Any) -> None:
+    sizes = {
+        "token_id": (len(request.token_id), 8, 8),
+        "proof": (len(request.proof), 32, 32),
+        "node_public_key": (len(request.node_public_key), 32, 32),
+        "csr_der": (len(request.csr_der), 1, MAX_CSR),
+    }
+    for name, (size, low, high) in sizes.items():
+        if not low <= size <= high:
+            raise ConfigError(
+                f"join request field {name} has {size} bytes, expected {low}-{high}; "
+                "the joiner is not lifeline-mesh or the token is damaged"
+            )
+
+
+def add_membership(server: Any, root: Path, clock: Clock = _now) -> MembershipServicer:
+    """Register the Membership service on a node's gRPC server."""
+    servicer = MembershipServicer(root, clock)
+    pb_grpc.add_MembershipServicer_to_server(servicer, server)
+    return servicer
+
+
+def add_join_port(server: Any, root: Path, listen: str) -> int:
+    """Open a join port (server-authenticated TLS) on a node's server; returns the port.
+
+    Calls on this port carry no client certificate, so every other service must refuse
+    them (``identity_from_context`` raises NotAuthenticated) — only Join works here.
+    """
+    port: int = server.add_secure_port(listen, join_server_credentials(root))
+    if not port:
+        raise ConfigError(f"cannot listen on {listen} for joins (address in use?)")
+    return port
+
+
+@dataclass
+class MembershipServer:
+    server: grpc.aio.Server
+    join_port: int
+    mtls_port: int
+
+    async def stop(self) -> None:
+        await self.server.stop(grace=None)
+
+
+async def serve_membership(
+    root: Path, listen: str = "127.0.0.1:0", mtls_listen: str = "127.0.0.1:0", clock: Clock = _now
+) -> MembershipServer:
+    """Start a standalone Membership server: a join port and a mutual-TLS port."""
+    server = grpc.aio.server(
+        options=[
+            ("grpc.max_receive_message_length", MAX_MESSAGE),
+            ("grpc.max_send_message_length", MAX_MESSAGE),
+        ]
+    )
+    add_membership(server, root, clock)
+    join_port = server.add_secure_port(listen, join_server_credentials(root))
+    mtls_port = server.add_secure_port(mtls_listen, server_credentials(root))
+    if not join_port or not mtls_port:
+        raise ConfigError(f"cannot listen on {listen} / {mtls_listen} (address in use?)")
+    await server.start()
+    return MembershipServer(server, join_port, mtls_port)

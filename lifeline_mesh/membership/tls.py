@@ -1,0 +1,180 @@
+"""TLS for gRPC: mutual-TLS credentials from the node's files, target names, loopback rule.
+
+Every connection is mutual TLS with certificates issued by the mesh CA. The server reads
+its key, chain and trusted root through a certificate-config fetcher, so a renewed
+certificate or a new CA file is picked up by the next handshake without a restart. The
+chain sent to peers includes the CA certificate, which is how a joiner, holding only the
+CA fingerprint from its invite, gets the CA (see :func:`fetch_ca_pem`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+import ssl
+from pathlib import Path
+from typing import Any
+
+import grpc
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+
+from lifeline.errors import ConfigError, PeerError
+from lifeline_mesh.membership import files
+from lifeline_mesh.membership.certs import TARGET_NAME, fingerprint, node_dns_name
+
+__all__ = [
+    "MAX_MESSAGE",
+    "channel_credentials",
+    "channel_options",
+    "fetch_ca_pem",
+    "join_server_credentials",
+    "require_loopback",
+    "server_credentials",
+    "split_address",
+]
+
+MAX_MESSAGE = 4 * 1024 * 1024
+FETCH_TIMEOUT = 10.0
+
+
+def _read(root: Path, name: str) -> bytes:
+    path = files.path_of(root, name)
+    if not path.exists():
+        raise ConfigError(
+            f"{path} is missing; this node has no mesh certificate — "
+            "run `lifeline-mesh join TOKEN` (or `mesh-create NAME` for a new mesh)"
+        )
+    return path.read_bytes()
+
+
+def _mtimes(root: Path) -> tuple[int, ...]:
+    names = (files.TLS_KEY, files.TLS_CERT, files.CA_CERT)
+    return tuple(os.stat(files.path_of(root, n)).st_mtime_ns for n in names)
+
+
+def _server_config(root: Path, client_auth: bool) -> Any:
+    chain = _read(root, files.TLS_CERT) + _read(root, files.CA_CERT)
+    return grpc.ssl_server_certificate_configuration(
+        [(_read(root, files.TLS_KEY), chain)],
+        root_certificates=_read(root, files.CA_CERT) if client_auth else None,
+    )
+
+
+def _credentials(root: Path, client_auth: bool) -> grpc.ServerCredentials:
+    seen = [_mtimes(root)]
+
+    def fetch() -> Any:
+        # Called by gRPC before each handshake: return a new config only when files changed.
+        try:
+            now = _mtimes(root)
+            if now == seen[0]:
+                return None
+            config = _server_config(root, client_auth)
+        except (OSError, ConfigError):
+            return None  # keep serving with what we have; a half-written file is retried
+        seen[0] = now
+        return config
+
+    return grpc.dynamic_ssl_server_credentials(
+        _server_config(root, client_auth), fetch, require_client_authentication=client_auth
+    )
+
+
+def server_credentials(root: Path) -> grpc.ServerCredentials:
+    """Mutual TLS: the client must present a certificate from our mesh CA."""
+    return _credentials(root, client_auth=True)
+
+
+def join_server_credentials(root: Path) -> grpc.ServerCredentials:
+    """Server-authenticated TLS for the join port (a joiner has no certificate yet)."""
+    return _credentials(root, client_auth=False)
+
+
+def channel_credentials(root: Path) -> grpc.ChannelCredentials:
+    """Client side of mutual TLS: trust only our mesh CA, present our node certificate."""
+    return grpc.ssl_channel_credentials(
+        root_certificates=_read(root, files.CA_CERT),
+        private_key=_read(root, files.TLS_KEY),
+        certificate_chain=_read(root, files.TLS_CERT),
+    )
+
+
+def channel_options(node_id: str | None = None) -> list[tuple[str, Any]]:
+    """Certificates name nodes, not IP addresses: check the expected node's DNS SAN, or
+    the name every mesh certificate carries when any member will do."""
+    target = node_dns_name(node_id) if node_id else TARGET_NAME
+    return [
+        ("grpc.ssl_target_name_override", target),
+        ("grpc.max_receive_message_length", MAX_MESSAGE),
+        ("grpc.max_send_message_length", MAX_MESSAGE),
+    ]
+
+
+def split_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise ConfigError(f"address {address!r} is not HOST:PORT (e.g. 192.168.1.20:7431)")
+    return host.strip("[]"), int(port)
+
+
+def require_loopback(address: str) -> None:
+    """Plain-text transport (``--insecure``) is allowed only on loopback addresses."""
+    host, _ = split_address(address)
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise ConfigError(
+            f"--insecure refused for {address}: plain-text transport is only allowed on "
+            "loopback (127.0.0.1, ::1); drop --insecure to use mutual TLS"
+        )
+
+
+def fetch_ca_pem(address: str, pinned: bytes, timeout: float = FETCH_TIMEOUT) -> bytes:
+    """Get the mesh CA certificate from a member's TLS chain and check it against the pin.
+
+    The handshake here is not verified (we have no CA yet); what makes the result
+    trustworthy is the SHA-256 fingerprint from the invite. The real channel is then
+    verified against this CA, so a server that sends the right CA but does not hold a
+    certified key fails there.
+    """
+    host, port = split_address(address)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            context.wrap_socket(raw, server_hostname=TARGET_NAME) as tls,
+        ):
+            chain = _unverified_chain(tls)
+    except OSError as exc:
+        raise PeerError(f"cannot reach {address} to fetch the mesh CA ({exc})") from exc
+    for der in chain:
+        try:
+            cert = x509.load_der_x509_certificate(der)
+        except ValueError:
+            continue  # garbage in an untrusted chain: only the pinned one matters
+        if fingerprint(cert) == pinned:
+            return cert.public_bytes(serialization.Encoding.PEM)
+    raise PeerError(
+        f"{address} did not present the mesh CA pinned by the invite "
+        f"(fingerprint {pinned.hex()[:16]}…); it is not a member of that mesh — check the "
+        "address, or ask for a new invite"
+    )
+
+
+def _unverified_chain(tls: ssl.SSLSocket) -> list[bytes]:
+    public = getattr(tls, "get_unverified_chain", None)  # Python >= 3.13
+    if public is not None:
+        return [bytes(c) for c in public()]
+    sslobj: Any = getattr(tls, "_sslobj", None)  # 3.10-3.12 have it only privately
+    certs = sslobj.get_unverified_chain() if sslobj is not None else None
+    encoding: Any = getattr(ssl, "_ssl", None)
+    return [c.public_bytes(encoding.ENCODING_DER) for c in certs or []]

@@ -1,0 +1,216 @@
+"""Membership without a network: tokens, durations, certificates, revocations, roles."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
+from cryptography.hazmat.primitives.serialization import Encoding
+
+from lifeline.errors import BadSignature, ConfigError, NotFound
+from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.membership import files
+from lifeline_mesh.membership.authz import Authorizer, PermissionDenied, authorize
+from lifeline_mesh.membership.ca import MeshCA, create_mesh, load_ca_cert, make_csr, new_tls_key
+from lifeline_mesh.membership.certs import CertIdentity, fingerprint, identity_from_cert
+from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite, parse_duration
+from lifeline_mesh.membership.registry import Member, Registry, signer_status
+from lifeline_mesh.membership.revocation import (
+    RevocationList,
+    export_revocations,
+    import_revocations,
+    revoke,
+)
+from lifeline_mesh.membership.tls import require_loopback
+
+NOW = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
+
+
+def test_token_round_trip_is_short_and_damage_is_reported() -> None:
+    token = Token("reader", 1_900_000_000, b"i" * 8, b"s" * 16, b"f" * 32, ("10.0.0.1:7431",))
+    text = token.encode()
+    assert len(text) < 140
+    assert Token.decode(f"  {text}\n") == token
+    with pytest.raises(ConfigError, match="damaged or truncated"):
+        Token.decode(text[:30])
+    with pytest.raises(ConfigError, match="not a lifeline-mesh invite token"):
+        Token.decode("ghp_" + text[4:])
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90s", 90), ("10m", 600), ("2h", 7200), ("1h30m", 5400), ("7d", 604800)]
+)
+def test_durations(text: str, seconds: int) -> None:
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("text", ["", "10", "ten minutes", "0m", "-5m"])
+def test_bad_durations_are_refused(text: str) -> None:
+    with pytest.raises(ConfigError, match="duration"):
+        parse_duration(text)
+
+
+def test_create_mesh_writes_private_keys_and_first_member(tmp_path: Path) -> None:
+    info = create_mesh(tmp_path, "team", NOW)
+    for name in (files.CA_KEY, files.TLS_KEY):
+        assert files.path_of(tmp_path, name).stat().st_mode & 0o777 == 0o600
+    registry = Registry.load(tmp_path)
+    (me,) = registry.members.values()
+    assert (me.node_id, me.role, me.status, me.ca_holder) == (
+        info.node_id,
+        "member",
+        "active",
+        True,
+    )
+    cert_pem = files.path_of(tmp_path, files.TLS_CERT).read_bytes()
+    got = identity_from_cert(cert_pem)
+    assert (got.node_id, got.mesh_id, got.role) == (info.node_id, info.mesh_id, "member")
+    with pytest.raises(ConfigError, match="already belongs to mesh"):
+        create_mesh(tmp_path, "again", NOW)
+
+
+def test_ca_issues_only_for_p256_requests(tmp_path: Path) -> None:
+    ca = MeshCA.generate("t", NOW)
+    node = NodeIdentity.generate()
+    cert = ca.issue(make_csr(new_tls_key(), node.node_id), node.node_id, "reader", NOW)
+    cert.verify_directly_issued_by(ca.cert)
+    other = ec.generate_private_key(ec.SECP384R1())
+    name = x509.Name([])
+    csr384 = x509.CertificateSigningRequestBuilder().subject_name(name).sign(other, hashes.SHA256())
+    with pytest.raises(BadSignature, match="P-256"):
+        ca.issue(csr384.public_bytes(Encoding.DER), node.node_id, "member", NOW)
+    edkey = ed25519.Ed25519PrivateKey.generate()
+    csr_ed = x509.CertificateSigningRequestBuilder().subject_name(name).sign(edkey, None)
+    with pytest.raises(BadSignature, match="P-256"):
+        ca.issue(csr_ed.public_bytes(Encoding.DER), node.node_id, "member", NOW)
+    with pytest.raises(BadSignature, match="DER"):
+        ca.issue(b"junk", node.node_id, "member", NOW)
+
+
+def test_invite_needs_the_ca_key(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not hold the mesh CA key"):
+        issue_invite(tmp_path, "member", parse_duration("1h"), [])
+
+
+def test_invite_book_single_use_expiry_and_proof(tmp_path: Path) -> None:
+    create_mesh(tmp_path, "team", NOW)
+    token = issue_invite(tmp_path, "member", parse_duration("10m"), [], NOW)
+    book = InviteBook(tmp_path)
+    assert book.path.stat().st_mode & 0o777 == 0o600
+    with pytest.raises(PermissionDenied, match="does not match"):
+        book.consume(token.token_id, lambda key: False, "n", NOW)
+    later = NOW + dt.timedelta(minutes=11)
+    with pytest.raises(PermissionDenied, match="expired at 2026-05-01T12:10:00Z"):
+        book.consume(token.token_id, lambda key: key == token.key, "n", later)
+    assert book.consume(token.token_id, lambda key: key == token.key, "n1", NOW) == "member"
+    with pytest.raises(PermissionDenied, match=r"already used at .* by n1"):
+        book.consume(token.token_id, lambda key: True, "n2", NOW)
+    with pytest.raises(PermissionDenied, match="not issued by this node"):
+        book.consume(b"x" * 8, lambda key: True, "n2", NOW)
+
+
+def test_roles_table() -> None:
+    authorize("n", "member", "write")
+    authorize("n", "reader", "read")
+    with pytest.raises(PermissionDenied, match="role 'reader', which may not write"):
+        authorize("n", "reader", "write")
+    with pytest.raises(PermissionDenied, match="revoked at 2026"):
+        authorize("n", "member", "read", revoked_at="2026-01-01T00:00:00Z")
+
+
+def _second_member(ca_root: Path) -> str:
+    """Register a member directly in the CA holder's registry (no network needed here)."""
+    node = NodeIdentity.generate()
+    registry = Registry.load(ca_root)
+    registry.add(Member.new(node.public_key, "member", NOW))
+    registry.save(ca_root)
+    return node.node_id
+
+
+def test_revocations_are_signed_exchanged_and_verified(tmp_path: Path) -> None:
+    a, b, stranger = tmp_path / "a", tmp_path / "b", tmp_path / "s"
+    for p in (a, b, stranger):
+        p.mkdir()
+    create_mesh(a, "team", NOW)
+    victim = _second_member(a)
+    statement = revoke(a, victim, "laptop stolen", NOW)
+    assert signer_status(a, victim) == ("revoked", "2026-05-01T12:00:00Z")
+    assert Registry.load(a).members[victim].status == "revoked"
+    # A member holding only the CA certificate checks and imports the statement.
+    files.write_atomic(
+        files.path_of(b, files.CA_CERT), files.path_of(a, files.CA_CERT).read_bytes()
+    )
+    data = export_revocations(a)
+    assert [s.node_id for s in import_revocations(b, data)] == [victim]
+    assert import_revocations(b, data) == []  # idempotent
+    assert RevocationList.load(b).revoked_at(victim) == statement.revoked_at
+    # Tampered statement: refused, nothing stored.
+    raw = json.loads(data)
+    raw["statements"][0]["revoked_at"] = "2030-01-01T00:00:00Z"
+    create_mesh(stranger, "other", NOW)
+    with pytest.raises(BadSignature, match="is not for our mesh"):
+        import_revocations(stranger, data)
+    c = tmp_path / "c"
+    files.write_atomic(
+        files.path_of(c, files.CA_CERT), files.path_of(a, files.CA_CERT).read_bytes()
+    )
+    with pytest.raises(BadSignature, match="not signed by this mesh's CA"):
+        import_revocations(c, json.dumps(raw).encode())
+    assert RevocationList.load(c).statements == {}
+
+
+def test_ca_holder_cannot_revoke_itself_and_unknown_status(tmp_path: Path) -> None:
+    info = create_mesh(tmp_path, "team", NOW)
+    with pytest.raises(ConfigError, match="cannot revoke itself"):
+        revoke(tmp_path, info.node_id)
+    assert signer_status(tmp_path, info.node_id) == ("active", None)
+    assert signer_status(tmp_path, NodeIdentity.generate().node_id) == ("unknown", None)
+
+
+def test_fingerprint_pins_the_ca(tmp_path: Path) -> None:
+    one, two = MeshCA.generate("a", NOW), MeshCA.generate("a", NOW)
+    assert fingerprint(one.cert) != fingerprint(two.cert) and len(fingerprint(one.cert)) == 32
+
+
+def test_missing_ca_says_how_to_join(tmp_path: Path) -> None:
+    with pytest.raises(NotFound, match="lifeline-mesh join TOKEN"):
+        load_ca_cert(tmp_path)
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "[::1]:80", "localhost:9", "127.8.0.1:5"])
+def test_insecure_allowed_on_loopback(address: str) -> None:
+    require_loopback(address)
+
+
+@pytest.mark.parametrize("address", ["10.0.0.1:1", "0.0.0.0:80", "example.org:9", "[::]:5"])
+def test_insecure_refused_elsewhere(address: str) -> None:
+    with pytest.raises(ConfigError, match="only allowed on loopback"):
+        require_loopback(address)
+
+
+def test_authorizer_roles_only_narrow_and_unknown_nodes_are_refused(tmp_path: Path) -> None:
+    info = create_mesh(tmp_path, "team", NOW)
+    node = NodeIdentity.generate()
+    registry = Registry.load(tmp_path)
+    registry.add(Member.new(node.public_key, "member", NOW))
+    registry.save(tmp_path)
+    auth = Authorizer(tmp_path, info.mesh_id)
+    # The certificate says reader: a members list saying member does not widen it.
+    with pytest.raises(PermissionDenied, match="may not write"):
+        auth.check(CertIdentity(node.node_id, info.mesh_id, "reader"), "write")
+    auth.check(CertIdentity(node.node_id, info.mesh_id, "member"), "write")
+    auth.check_node(node.node_id, "write")
+    # The registry narrows a member to reader: refused at once (file change is seen).
+    registry.add(Member.new(node.public_key, "reader", NOW))
+    registry.save(tmp_path)
+    with pytest.raises(PermissionDenied, match="may not write"):
+        auth.check(CertIdentity(node.node_id, info.mesh_id, "member"), "write")
+    with pytest.raises(PermissionDenied, match="not in this node's members list"):
+        auth.check_node(NodeIdentity.generate().node_id, "read")
+    with pytest.raises(PermissionDenied, match="of mesh 0000, not ours"):
+        auth.check(CertIdentity(node.node_id, "0000", "member"), "read")
