@@ -112,6 +112,7 @@ class Peering:
         mesh_id: str | None,
         port: int,
         line_files: Sequence[Path],
+        allow: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.root = root
@@ -120,6 +121,7 @@ class Peering:
         self.mesh_id = mesh_id
         self.port = port
         self.line_files = list(line_files)
+        self.allow = allow  # e.g. "not revoked": a discovered node we must never dial
         self.scheduler = SyncScheduler(
             sync_one,
             policy=options.policy,
@@ -149,6 +151,7 @@ class Peering:
                 mesh_id=self.mesh_id,
                 port=self.port,
                 interfaces=self.options.interfaces,
+                allow=self.allow,
             )
             await self.discovery.start()
             tg.create_task(self._discover(self.discovery), name="discovery")

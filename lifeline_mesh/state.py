@@ -19,11 +19,15 @@ from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.membership import files as membership_files
+from lifeline_mesh.membership.ca import load_ca_cert
+from lifeline_mesh.membership.certs import mesh_id_of
 
 __all__ = [
     "STATE_FILE",
     "NodeState",
     "clear_node_state",
+    "local_mesh_id",
     "pid_alive",
     "read_node_state",
     "recorded_node_state",
@@ -48,6 +52,13 @@ class NodeState:
 
 def state_path(root: Path) -> Path:
     return mesh_dir(root) / STATE_FILE
+
+
+def local_mesh_id(root: Path) -> str | None:
+    """The mesh this node belongs to (from its mesh CA certificate), None when in no mesh."""
+    if not membership_files.path_of(root, membership_files.CA_CERT).exists():
+        return None
+    return mesh_id_of(load_ca_cert(root))
 
 
 def pid_alive(pid: int) -> bool:

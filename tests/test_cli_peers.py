@@ -15,6 +15,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.discovery.zeroconf import ZeroconfDiscovery
 from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.membership import create_mesh
 from lifeline_mesh.peers import PeerAddress, PeerState, save_peers_file
 from lifeline_mesh.schedule import SchedulePolicy
 from lifeline_mesh.scheduler import SyncScheduler
@@ -47,8 +48,9 @@ def test_status_of_an_empty_project(tmp_path: Path) -> None:
 
 
 async def test_status_shows_identity_lines_and_the_serving_node(tmp_path: Path) -> None:
+    mesh = create_mesh(tmp_path, "team")
     identity, _ = NodeIdentity.load_or_create(tmp_path)
-    NodeConfig(shared_lines=["ledger"], extra={"mesh_id": "0123456789abcdef"}).save(tmp_path)
+    NodeConfig(shared_lines=["ledger"]).save(tmp_path)
     async with await SqliteStore.open(tmp_path / ".lifeline" / "ledger.db") as store:
         await store.append_many([make_entry("a"), make_entry("b")])
     async with await SqliteStore.open(tmp_path / ".lifeline" / "notes.db") as store:
@@ -59,7 +61,7 @@ async def test_status_shows_identity_lines_and_the_serving_node(tmp_path: Path) 
         text = (await asyncio.to_thread(_mesh, tmp_path, "status")).stdout
     assert not state_path(tmp_path).exists()  # removed when the node stops
     assert report["node_id"] == identity.node_id
-    assert report["mesh_id"] == "0123456789abcdef"
+    assert report["mesh_id"] == mesh.mesh_id and len(mesh.mesh_id) == 16
     assert report["serving"] is True and report["listen"] == "127.0.0.1:7411"
     assert report["lines"] == [
         {"name": "ledger", "entries": 2, "shared": True},
@@ -131,11 +133,11 @@ def test_a_damaged_peers_file_is_one_clear_error(tmp_path: Path) -> None:
 
 @needs_multicast
 async def test_discover_lists_ours_and_says_why_others_are_ignored(tmp_path: Path) -> None:
-    NodeConfig(extra={"mesh_id": "mesh-ours"}).save(tmp_path)
+    mesh_id = create_mesh(tmp_path, "team").mesh_id
     ours, theirs = NodeIdentity.generate().node_id, NodeIdentity.generate().node_id
     ads = [
         ZeroconfDiscovery(node_id=n, mesh_id=m, port=p, interfaces=["127.0.0.1"])
-        for n, m, p in ((ours, "mesh-ours", 7401), (theirs, "mesh-theirs", 7402))
+        for n, m, p in ((ours, mesh_id, 7401), (theirs, "mesh-theirs", 7402))
     ]
     async with ads[0], ads[1]:
         proc = await asyncio.create_subprocess_exec(

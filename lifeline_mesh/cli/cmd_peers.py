@@ -19,7 +19,7 @@ from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.discovery.survey import survey
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.peers import PeerAddress, load_peers_file
-from lifeline_mesh.state import pid_alive, read_node_state
+from lifeline_mesh.state import local_mesh_id, pid_alive, read_node_state
 
 __all__ = ["peers_report", "register", "status_report"]
 
@@ -108,11 +108,6 @@ async def _line_counts(root: Path, shared: list[str]) -> list[dict[str, Any]]:
     return out
 
 
-def _config_mesh_id(config: NodeConfig) -> str | None:
-    value = config.extra.get("mesh_id")
-    return value if isinstance(value, str) and value else None
-
-
 def _own_node_id(root: Path) -> str | None:
     return NodeIdentity.load(key_path(root)).node_id if key_path(root).exists() else None
 
@@ -122,7 +117,7 @@ async def status_report(root: Path) -> dict[str, Any]:
     state = read_node_state(root)
     running = state is not None and pid_alive(state.pid)
     node_id = _own_node_id(root)
-    mesh_id = (state.mesh_id if state and running else None) or _config_mesh_id(config)
+    mesh_id = local_mesh_id(root)
     peers = peers_report(root)["peers"]
     return {
         "root": str(root.resolve()),
@@ -228,7 +223,7 @@ async def cmd_discover(args: argparse.Namespace) -> int:
         raise ConfigError(f"--seconds {args.seconds:g} is out of range; use 0 < S <= 600")
     config = NodeConfig.load(root)
     interfaces = args.interface or [config.listen.rpartition(":")[0].strip("[]")]
-    mesh_id = _config_mesh_id(config)
+    mesh_id = local_mesh_id(root)
     found = await survey(
         interfaces, listen_for=args.seconds, mesh_id=mesh_id, own_node_id=_own_node_id(root) or ""
     )
