@@ -99,6 +99,10 @@ def peering_options(
     return PeeringOptions(static_peers=peers, discovery=discovery, interfaces=interfaces)
 
 
+class _Stopped(Exception):
+    """Raised inside the peering task group to end it: the group then cancels every task."""
+
+
 class Peering:
     """Scheduler + discovery + watcher for one node. Call :meth:`start` inside a TaskGroup."""
 
@@ -161,6 +165,22 @@ class Peering:
                 "LAN discovery is off: this node is in no mesh (create or join one); "
                 "syncing with static peers only"
             )
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Run everything in a task group of its own until ``stop`` is set, then cancel it
+        all (sessions, watcher, advert). A failure to start is raised as itself."""
+        try:
+            async with asyncio.TaskGroup() as tg:
+                await self.start(tg)
+                await stop.wait()
+                raise _Stopped
+        except BaseExceptionGroup as group:
+            _, rest = group.split(_Stopped)
+            if rest is None:
+                return
+            if len(rest.exceptions) == 1 and isinstance(rest.exceptions[0], Exception):
+                raise rest.exceptions[0] from None
+            raise rest from None
 
     async def _discover(self, discovery: ZeroconfDiscovery) -> None:
         """Feed LAN events to the scheduler; withdraw the advert when cancelled."""

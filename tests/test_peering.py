@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, PeerError
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.identity import NodeIdentity
@@ -154,3 +154,51 @@ async def test_without_a_mesh_discovery_stays_off_and_says_so(
         assert str((await node.next_sync()).address) == "127.0.0.1:7999"
     assert node.peering.discovery is None
     assert "LAN discovery is off: this node is in no mesh" in caplog.text
+
+
+async def test_run_until_stop_cancels_everything(tmp_path: Path) -> None:
+    cancelled = asyncio.Event()
+    calls = 0
+
+    async def sync_one(peer: PeerState) -> str:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return "ok"
+        try:  # the second session (after a local change) hangs until the stop
+            await asyncio.Event().wait()
+        finally:
+            cancelled.set()
+        return "never"
+
+    opts = PeeringOptions(
+        static_peers=[PeerAddress("127.0.0.1", 7999)],
+        discovery=False,
+        policy=FAST,
+        watch_interval=0.01,
+    )
+    line = tmp_path / ".lifeline" / "ledger.db"
+    line.parent.mkdir(parents=True)
+    peering = Peering(
+        tmp_path, opts, sync_one, node_id="n", mesh_id=None, port=1, line_files=[line]
+    )
+    stop = asyncio.Event()
+    async with asyncio.timeout(10), asyncio.TaskGroup() as tg:
+        runner = tg.create_task(peering.run_until(stop))
+        async with await SqliteStore.open(line) as store:
+            while calls < 2:
+                await store.append(make_entry(f"entry {calls}"))
+                await asyncio.sleep(0.02)
+        stop.set()
+    assert runner.result() is None and cancelled.is_set()
+
+
+@needs_multicast
+async def test_run_until_raises_a_start_failure_as_itself(tmp_path: Path) -> None:
+    opts = PeeringOptions(interfaces=["127.0.0.1"], policy=FAST)
+    first = _Node(tmp_path / "a", "mesh-x", 7401, opts)
+    second = _Node(tmp_path / "b", "mesh-x", 7402, opts)
+    second.peering.node_id = first.node_id  # the same node started twice
+    async with _serving(first):
+        with pytest.raises(PeerError, match="already announces"):
+            await second.peering.run_until(asyncio.Event())
