@@ -154,27 +154,50 @@ def _span(seconds: float) -> str:
     return f"{seconds / 3600:.1f}h"
 
 
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
 def render_peers(report: dict[str, Any], now: float) -> str:
-    if report["node_running"]:
+    running = report["node_running"]
+    if running:
         head = (
             f"node running (pid {report['pid']}), table updated {_ago(report['updated_at'], now)}"
         )
     elif report["updated_at"] is not None:
-        head = f"no node running; last table from {_ago(report['updated_at'], now)}"
+        head = f"no node running; table as the last node left it {_ago(report['updated_at'], now)}"
     else:
         head = "no node has run here yet; start one with `lifeline-mesh serve`"
-    lines = [head]
     if not report["peers"]:
-        lines.append("no peers: add one with `serve --peer HOST:PORT` or enable discovery")
+        return f"{head}\nno peers: add one with `serve --peer HOST:PORT` or enable discovery"
+    rows = [["ADDRESS", "NODE", "SOURCE", "LAST SYNC", "NEXT", "FAILURES"]]
+    errors = []
     for row in report["peers"]:
-        state = "syncing" if row.get("syncing") else f"next {_ago(row.get('next_attempt_at'), now)}"
-        lines.append(
-            f"{row.get('address')}  {row.get('node_id') or '-'}  "
-            f"{'+'.join(row.get('sources') or [])}  "
-            f"last sync {_ago(row.get('last_sync_at'), now)}  {state}"
+        if row.get("syncing"):
+            upcoming = "syncing now"
+        elif not running or not isinstance(row.get("next_attempt_at"), int | float):
+            upcoming = "-"
+        else:
+            wait = row["next_attempt_at"] - now
+            upcoming = "now" if wait < 1 else f"in {_span(wait)}"
+        rows.append(
+            [
+                str(row.get("address")),
+                str(row.get("node_id") or "-"),
+                "+".join(row.get("sources") or []),
+                _ago(row.get("last_sync_at"), now),
+                upcoming,
+                str(row.get("failures", 0)),
+            ]
         )
         if row.get("last_error"):
-            lines.append(f"    failures {row.get('failures')}: {row['last_error']}")
+            errors.append(f"{row.get('address')}: {row['last_error']}")
+    lines = [head, *_table(rows)]
+    if errors:
+        lines += ["", "last errors:", *(f"  {e}" for e in errors)]
     return "\n".join(lines)
 
 
