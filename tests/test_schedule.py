@@ -8,6 +8,7 @@ import random
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.peers import PeerAddress, PeerSource, PeerTable
@@ -169,3 +170,63 @@ def test_dead_peer_does_not_delay_the_others() -> None:
     gaps = {b - a for a, b in itertools.pairwise(good_syncs)}
     assert len(good_syncs) > 10 and gaps == {60.0}
     assert good.failures == 0 and dead.failures > 10
+
+
+# -- a random life of a peer table -----------------------------------------------------
+
+
+class PlannerMachine(RuleBasedStateMachine):
+    """Whatever happens, in any order: no peer is in two sessions, back-off stays in its
+    bounds, and a local change never leaves a healthy idle peer waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng = random.Random(0)
+        self.planner = Planner(PeerTable(), POLICY, self.rng.random)
+        self.now = 0.0
+
+    @rule(port=st.integers(1, 4))
+    def add_peer(self, port: int) -> None:
+        peer = self.planner.table.add_static(PeerAddress("10.0.0.1", port))
+        self.planner.appeared(peer.key, self.now)
+
+    @rule(seconds=st.floats(0, 400))
+    def time_passes(self, seconds: float) -> None:
+        self.now += seconds
+
+    @rule()
+    def start_due(self) -> None:
+        for peer in self.planner.due(self.now):
+            assert not peer.in_flight
+            self.planner.started(peer)
+
+    @rule(ok=st.booleans(), pick=st.integers(0, 3))
+    def finish_one(self, ok: bool, pick: int) -> None:
+        running = [p for p in self.planner.table if p.in_flight]
+        if not running:
+            return
+        peer = running[pick % len(running)]
+        if ok:
+            self.planner.succeeded(peer, self.now, self.now, "ok")
+            assert peer.failures == 0
+        else:
+            delay = self.planner.failed(peer, self.now, self.now, "down")
+            ceiling = min(POLICY.backoff_max, POLICY.backoff_base * 2 ** (peer.failures - 1))
+            assert ceiling * (1 - POLICY.backoff_jitter) <= delay <= ceiling
+
+    @rule()
+    def local_change(self) -> None:
+        self.planner.local_change(self.now)
+        for peer in self.planner.table:
+            if peer.failures == 0 and not peer.in_flight:
+                assert peer.next_attempt <= self.now
+
+    @invariant()
+    def due_peers_are_idle(self) -> None:
+        assert all(not p.in_flight for p in self.planner.due(self.now))
+        wake = self.planner.next_wakeup()
+        idle = [p for p in self.planner.table if not p.in_flight]
+        assert (wake is None) == (not idle)
+
+
+TestPlannerMachine = PlannerMachine.TestCase
