@@ -115,7 +115,7 @@ class Peering:
         node_id: str,
         mesh_id: str | None,
         port: int,
-        line_files: Sequence[Path],
+        line_files: Sequence[Path] | Callable[[], Sequence[Path]],
         allow: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -124,7 +124,7 @@ class Peering:
         self.node_id = node_id
         self.mesh_id = mesh_id
         self.port = port
-        self.line_files = list(line_files)
+        self.line_files = line_files  # or a callable: the shared lines may change
         self.allow = allow  # e.g. "not revoked": a discovered node we must never dial
         self.scheduler = SyncScheduler(
             sync_one,

@@ -33,23 +33,17 @@ class _Probe:
         self.conn: sqlite3.Connection | None = None
         self.data_version: int | None = None
         self.mark: int | None = None
-        # A cancelled poll keeps running in its thread: close() must wait for it.
-        self.lock = threading.Lock()
 
     def poll(self) -> int | None:
         """``max(seq)`` of the line (None when absent), re-read only after a commit."""
-        with self.lock:
-            return self._poll()
-
-    def _poll(self) -> int | None:
-        if self.conn is None:
-            if not self.path.exists():
-                return None
-            # mode=rw: never create a line file that is not there.
-            self.conn = sqlite3.connect(
-                f"file:{self.path}?mode=rw", uri=True, check_same_thread=False, timeout=5
-            )
+        if self.conn is None and not self.path.exists():
+            return None
         try:
+            if self.conn is None:
+                # mode=rw: never create a line file that is not there.
+                self.conn = sqlite3.connect(
+                    f"file:{self.path}?mode=rw", uri=True, check_same_thread=False, timeout=5
+                )
             version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
             if version != self.data_version:
                 self.data_version = version
@@ -62,21 +56,45 @@ class _Probe:
         return self.mark
 
     def close(self) -> None:
-        with self.lock:
-            if self.conn is not None:
-                self.conn.close()
-                self.conn = None
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
 
 
 class LineWatcher:
-    """Calls ``on_change()`` whenever new entries appear in one of the watched line files."""
+    """Calls ``on_change()`` whenever new entries appear in one of the watched line files.
 
-    def __init__(self, paths: Sequence[Path], *, interval: float = CHANGE_POLL_S) -> None:
-        self._probes = [_Probe(p) for p in paths]
+    ``paths`` is a list, or a callable asked at every poll (lines shared while the node runs
+    are then watched from the next poll on; a line that appears counts as a change).
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[Path] | Callable[[], Sequence[Path]],
+        *,
+        interval: float = CHANGE_POLL_S,
+    ) -> None:
+        self._paths = paths if callable(paths) else (lambda fixed=list(paths): fixed)
+        self._probes: dict[Path, _Probe] = {}
         self._interval = interval
+        # A cancelled poll keeps running in its thread: closing must wait for it.
+        self._lock = threading.Lock()
+        self._closed = False
 
-    def _poll(self) -> tuple[int | None, ...]:
-        return tuple(probe.poll() for probe in self._probes)
+    def _poll(self) -> dict[Path, int | None]:
+        with self._lock:
+            if self._closed:
+                return {}
+            return self._poll_locked()
+
+    def _poll_locked(self) -> dict[Path, int | None]:
+        wanted = list(dict.fromkeys(self._paths()))
+        for path in set(self._probes) - set(wanted):
+            self._probes.pop(path).close()
+        for path in wanted:
+            if path not in self._probes:
+                self._probes[path] = _Probe(path)
+        return {path: self._probes[path].poll() for path in wanted}
 
     async def run(self, on_change: Callable[[], None]) -> None:
         """Poll until cancelled; the first poll is the baseline and reports nothing."""
@@ -85,9 +103,11 @@ class LineWatcher:
             while True:
                 await asyncio.sleep(self._interval)
                 current = await asyncio.to_thread(self._poll)
-                if current != last:
-                    last = current
+                if any(current[p] != last.get(p) for p in current):
                     on_change()
+                last = current
         finally:
-            for probe in self._probes:
-                probe.close()
+            with self._lock:
+                self._closed = True
+                for probe in self._probes.values():
+                    probe.close()

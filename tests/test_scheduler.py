@@ -180,3 +180,24 @@ async def test_cancellation_stops_sessions_and_table_is_persisted(tmp_path: Path
         assert data is not None and data["peers"][0]["syncing"] is True
     assert cancelled.is_set()
     assert data["peers"][0]["address"] == "127.0.0.1:7411"
+
+
+async def test_watcher_follows_the_line_list_and_survives_a_bad_file(tmp_path: Path) -> None:
+    watched: list[Path] = [tmp_path / "bad.db"]
+    (tmp_path / "bad.db").write_bytes(b"this is not a database" * 100)
+    changes = 0
+
+    def changed() -> None:
+        nonlocal changes
+        changes += 1
+
+    watcher = LineWatcher(lambda: watched, interval=0.01)
+    async with asyncio.TaskGroup() as tg:
+        task = tg.create_task(watcher.run(changed))
+        async with await SqliteStore.open(tmp_path / "later.db") as store:
+            await store.append(make_entry("x"))
+            watched.append(tmp_path / "later.db")  # shared while the node runs
+            await _until(lambda: changes == 1)
+            await store.append(make_entry("y"))
+            await _until(lambda: changes == 2)
+        task.cancel()
