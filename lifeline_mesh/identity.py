@@ -23,6 +23,7 @@ from lifeline_mesh.config import mesh_dir
 
 __all__ = [
     "NodeIdentity",
+    "ensure_identity",
     "key_path",
     "node_id_for",
     "parse_node_id",
@@ -154,3 +155,14 @@ class NodeIdentity:
         identity = cls.generate()
         identity.save(path)
         return identity, True
+
+
+def ensure_identity(root: Path) -> tuple[NodeIdentity, bool]:
+    """The node identity of project ``root``, created (mode 0600) when missing.
+
+    Returns the identity and whether it was created now. ``lifeline-mesh init`` and the
+    node's composition root both call this.
+    """
+    if not root.is_dir():
+        raise ConfigError(f"--root {root} is not a directory; pass the project folder")
+    return NodeIdentity.load_or_create(root)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-COMMANDS = ["mesh-create", "invite", "join", "revoke", "members", "membership-serve"]
+COMMANDS = ["init", "invite", "join", "revoke", "members", "membership-serve"]
 
 
 def mesh(
@@ -31,7 +31,7 @@ def mesh(
 def served(tmp_path: Path) -> Iterator[tuple[Path, dict[str, int]]]:
     ca = tmp_path / "ca"
     ca.mkdir()
-    assert mesh(ca, "mesh-create", "team").returncode == 0
+    assert mesh(ca, "init", "--new-mesh", "team").returncode == 0
     proc = subprocess.Popen(
         [sys.executable, "-m", "lifeline_mesh", "--root", str(ca), "membership-serve"],
         stdout=subprocess.PIPE,
@@ -100,7 +100,7 @@ def test_cli_errors_are_one_clear_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and "does not hold the mesh CA key" in result.stderr
     result = mesh(tmp_path, "members")
     assert result.returncode == 2 and "has not created or joined a mesh" in result.stderr
-    assert mesh(tmp_path, "mesh-create", "x").returncode == 0
+    assert mesh(tmp_path, "init", "--new-mesh", "x").returncode == 0
     result = mesh(tmp_path, "invite", "--ttl", "soon")
     assert result.returncode == 2 and "'soon'" in result.stderr
     result = mesh(tmp_path, "revoke", "nope")

@@ -90,7 +90,7 @@ def test_ci_runner_joins_from_another_namespace(
     ca, runner = tmp_path / "ca", tmp_path / "runner"
     ca.mkdir()
     runner.mkdir()
-    subprocess.run(_cli(server_ns, ca, "mesh-create", "lab"), check=True, timeout=60)
+    subprocess.run(_cli(server_ns, ca, "init", "--new-mesh", "lab"), check=True, timeout=60)
     serve = subprocess.Popen(
         _cli(
             server_ns,

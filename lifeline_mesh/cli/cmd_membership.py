@@ -1,4 +1,7 @@
-"""Membership commands: mesh-create, invite, join, revoke, members, membership-serve."""
+"""Membership commands: invite, join, revoke, members, membership-serve.
+
+A mesh itself is created by `lifeline-mesh init --new-mesh NAME` (cmd_notary).
+"""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from typing import Any
 
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
-from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.invite import issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
@@ -27,11 +29,6 @@ TOKEN_ENV = "LIFELINE_MESH_TOKEN"
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("mesh-create", parents=[parent], help="create a mesh: its CA and this node")
-    p.add_argument("name", metavar="NAME", help="a name for the mesh (shown to members)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_mesh_create)
-
     p = sub.add_parser("invite", parents=[parent], help="print a one-time join token")
     p.add_argument("--role", choices=ROLES, default="member", help="member (default) or reader")
     p.add_argument("--ttl", default="24h", help="how long the token works (default 24h; 10m, 7d…)")
@@ -74,15 +71,6 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("--listen", default="127.0.0.1:0", help="join port (default 127.0.0.1:0)")
     p.add_argument("--mtls-listen", default="127.0.0.1:0", help="mutual-TLS port")
     p.set_defaults(func=cmd_membership_serve)
-
-
-async def cmd_mesh_create(args: argparse.Namespace) -> int:
-    info = create_mesh(root_of(args), args.name)
-    if args.json:
-        print_json(_fields(info))
-    else:
-        print(f"created mesh {info.name!r} ({info.mesh_id}); this node {info.node_id} holds its CA")
-    return 0
 
 
 def _fields(obj: Any) -> dict[str, Any]:

@@ -1,0 +1,176 @@
+"""`lifeline-mesh` identity and notary commands: init, id, verify."""
+
+from __future__ import annotations
+
+import argparse
+from collections import Counter
+from typing import Any
+
+from lifeline.cli.common import open_line, print_json, root_of
+from lifeline.errors import ConfigError, NotFound
+from lifeline.lines import line_names, validate_line_name
+from lifeline_mesh.identity import NodeIdentity, ensure_identity, key_path
+from lifeline_mesh.membership.ca import create_mesh
+from lifeline_mesh.notary.audit import LineReport, audit_line
+from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S, Policy
+from lifeline_mesh.notary.signers import FileSigners
+
+__all__ = ["register", "register_init"]
+
+NOTES_SHOWN = 3  # notes (e.g. thousands of unsigned imports) are summarised, not listed
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    register_init(sub, parent)
+    p = sub.add_parser("id", parents=[parent], help="print this node's id")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_id)
+
+    p = sub.add_parser(
+        "verify",
+        parents=[parent],
+        help="audit every entry: ids, parents, signatures, signers, times; exit 1 on failure",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.add_argument(
+        "--skew",
+        type=_seconds,
+        default=DEFAULT_SKEW_S,
+        metavar="SECONDS",
+        help=f"clock-skew tolerance between nodes (default: {DEFAULT_SKEW_S:g})",
+    )
+    p.add_argument(
+        "--backdate-window",
+        type=_seconds,
+        default=DEFAULT_BACKDATE_WINDOW_S,
+        metavar="SECONDS",
+        help="how long before its first witness an entry may claim to be written "
+        f"(default: {DEFAULT_BACKDATE_WINDOW_S:g}, one day)",
+    )
+    p.add_argument(
+        "--require-signed",
+        action="store_true",
+        help="count unsigned entries as failures (by default they are only reported)",
+    )
+    p.set_defaults(func=cmd_verify)
+
+
+def register_init(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """`init` is returned so that later options (e.g. a new mesh) can be added to it."""
+    p: argparse.ArgumentParser = sub.add_parser(
+        "init", parents=[parent], help="create this node's identity (and with --new-mesh, a mesh)"
+    )
+    p.add_argument(
+        "--new-mesh",
+        metavar="NAME",
+        help="also create a new mesh: its CA, with this node as the first member",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_init)
+    return p
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is negative; give seconds >= 0")
+    return value
+
+
+async def cmd_init(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    identity, created = ensure_identity(root)
+    mesh = create_mesh(root, args.new_mesh) if args.new_mesh else None
+    if args.json:
+        report = {"node_id": identity.node_id, "created": created, "key": str(key_path(root))}
+        if mesh is not None:
+            report |= {
+                "mesh_id": mesh.mesh_id,
+                "mesh": mesh.name,
+                "ca_fingerprint": mesh.fingerprint_hex,
+            }
+        print_json(report)
+        return 0
+    if created:
+        print(f"created node identity {identity.node_id} (key {key_path(root)}, mode 0600)")
+    else:
+        print(f"node identity already exists: {identity.node_id}")
+    if mesh is not None:
+        print(f"created mesh {mesh.name!r} ({mesh.mesh_id}); this node holds its CA")
+    return 0
+
+
+async def cmd_id(args: argparse.Namespace) -> int:
+    identity = NodeIdentity.load(key_path(root_of(args)))
+    if args.json:
+        print_json({"node_id": identity.node_id})
+    else:
+        print(identity.node_id)
+    return 0
+
+
+def _local_node_id(args: argparse.Namespace) -> str | None:
+    path = key_path(root_of(args))
+    return NodeIdentity.load(path).node_id if path.exists() else None
+
+
+async def cmd_verify(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    line = getattr(args, "line", None)
+    lines = [validate_line_name(line)] if line else line_names(root)
+    if not lines:
+        raise ConfigError(f"no lines under {root}; create one with `lifeline init`")
+    local = _local_node_id(args)
+    signers = FileSigners.load(root, local)
+    policy = Policy(local, args.skew, args.backdate_window, args.require_signed)
+
+    async def external_exists(other: str, entry_id: str) -> bool:
+        try:
+            async with open_line(args, line=other) as foreign:
+                return bool(await foreign.contains([entry_id]))
+        except NotFound:
+            return False
+
+    reports: list[LineReport] = []
+    for name in lines:
+        async with open_line(args, line=name) as store:
+            reports.append(
+                await audit_line(store, name, signers, policy, external_exists=external_exists)
+            )
+    ok = all(r.ok for r in reports)
+    if args.json:
+        print_json({"ok": ok, "node_id": local, "lines": [r.to_dict() for r in reports]})
+    else:
+        _print_reports(reports, require_signed=args.require_signed)
+    return 0 if ok else 1
+
+
+def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
+    failed = [r for r in reports if not r.ok]
+    total = sum(len(r.failures) for r in reports)
+    if failed:
+        print(f"FAILED: {total} problem(s) in {len(failed)} of {len(reports)} line(s)")
+    else:
+        print(f"OK: {len(reports)} line(s) verified, no problems")
+    for report in sorted(reports, key=lambda r: r.ok):
+        v = report.verdict
+        print(
+            f"\nline {report.line!r}: {v.entries} entries ({v.signed} signed, {v.unsigned} "
+            f"unsigned), {v.attestations} attestations, {len(report.failures)} failure(s)"
+        )
+        for f in report.failures:
+            print(f"  {f.check:<21} {f.subject[:12]}  {f.detail}")
+        notes = [f for f in report.findings if f.severity == "note"]
+        for check, n in sorted(Counter(f.check for f in notes).items()):
+            examples = ", ".join(f.subject[:12] for f in notes if f.check == check)
+            shown = examples.split(", ")[:NOTES_SHOWN]
+            more = f" and {n - len(shown)} more" if n > len(shown) else ""
+            print(f"  note: {check} x{n} ({', '.join(shown)}{more})")
+        if v.unsigned and not require_signed:
+            print(
+                "  (unsigned entries are not failures: they were imported or written without "
+                "a node identity; use --require-signed to fail on them)"
+            )

@@ -1,0 +1,173 @@
+"""Admission rules for attestations and entries received from a peer.
+
+Pure: no I/O. :func:`check_items` decides whether a batch of attestation items may be
+stored (every item well-formed, under the caps, signed by the key its node id names, by a
+signer that is known and was not revoked when it signed, and not dated in the receiver's
+future). :func:`check_timing` applies the rules that need what the store already holds.
+Any failure raises, so the caller stores nothing of the batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lifeline.entry import Entry
+from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
+from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
+from lifeline_mesh.notary.signers import KnownSigners, SignerState
+from lifeline_mesh.notary.statement import Attestation, Role, decode, ts_micros
+
+__all__ = [
+    "MAX_ADMIT_ITEMS",
+    "StoredContext",
+    "check_entry_times",
+    "check_items",
+    "check_timing",
+]
+
+MAX_ADMIT_ITEMS = 10_000  # per call; a sync batch of ~1 MiB holds far fewer
+
+
+def check_items(
+    items: Sequence[bytes],
+    now: str,
+    signers: KnownSigners | None = None,
+    skew_s: float = DEFAULT_SKEW_S,
+) -> list[Attestation]:
+    """Decode and verify every item, or raise for the first bad one (naming it)."""
+    if len(items) > MAX_ADMIT_ITEMS:
+        raise EntryTooLarge(
+            f"{len(items)} attestations in one batch, over the cap of {MAX_ADMIT_ITEMS}; "
+            "send smaller batches"
+        )
+    limit = ts_micros(now) + int(skew_s * 1e6)
+    out: list[Attestation] = []
+    for n, item in enumerate(items):
+        try:
+            att = decode(item)
+            att.verify()
+            if signers is not None:
+                _check_signer(att, signers)
+            if att.sort_key > limit:
+                raise InvalidEntry(
+                    f"{att.role.value} attestation by {att.node_id} is dated {att.ts}, after "
+                    f"this node's clock ({now}) plus the {skew_s:g}s skew tolerance: "
+                    "future-dated"
+                )
+        except InvalidEntry as exc:
+            raise type(exc)(f"attestation {n} of the batch refused: {exc}") from exc
+        out.append(att)
+    return out
+
+
+def _check_signer(att: Attestation, signers: KnownSigners) -> None:
+    status = signers.status(att.node_id)
+    if status.state is SignerState.UNKNOWN:
+        raise BadSignature(
+            f"{att.role.value} attestation signed by {att.node_id}, which is not a member of "
+            "this mesh; it is refused (add the node to the members registry if it should be)"
+        )
+    if status.state is SignerState.REVOKED and (
+        status.revoked_at is None or att.ts >= status.revoked_at
+    ):
+        raise BadSignature(
+            f"{att.role.value} attestation signed by {att.node_id} at {att.ts}, after its "
+            f"revocation at {status.revoked_at}; refused"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StoredContext:
+    """What the store holds that bears on a batch (read in the admitting transaction)."""
+
+    entry_ts: Mapping[str, str]  # entry id -> stored ts (subjects and their parents)
+    entry_parents: Mapping[str, tuple[str, ...]]
+    summary_counts: Mapping[tuple[str, str], list[tuple[str, int]]]  # (node, line) -> (ts, n)
+    witnessed: Mapping[str, list[tuple[str, str]]]  # entry id -> (witness ts, witness node)
+
+
+def check_timing(
+    atts: Sequence[Attestation],
+    ctx: StoredContext,
+    skew_s: float,
+    backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
+) -> None:
+    """Refuse a provable backdate, a time contradicted by a witness, or a rolled-back summary.
+
+    Witness evidence is used when it is at hand (held, or in the same batch); a backdate whose
+    receipts arrive later is stored and then flagged by ``lifeline-mesh verify``.
+    """
+    for att in atts:
+        if att.role is Role.AUTHOR:
+            _check_parents(att, ctx, skew_s)
+            _check_witnessed(att, ctx.witnessed.get(att.subject, []), skew_s, backdate_window_s)
+        elif att.role is Role.SUMMARY:
+            for ts, count in ctx.summary_counts.get((att.node_id, att.subject), []):
+                if ts < att.ts and count > att.summary_count:
+                    raise InvalidEntry(
+                        f"summary by {att.node_id} at {att.ts} says line {att.subject!r} holds "
+                        f"{att.summary_count} entries, fewer than the {count} it signed at "
+                        f"{ts}: its store was truncated or rolled back; refused"
+                    )
+
+
+def _check_parents(att: Attestation, ctx: StoredContext, skew_s: float) -> None:
+    for parent in ctx.entry_parents.get(att.subject, ()):
+        parent_ts = ctx.entry_ts.get(parent)
+        if parent_ts is not None and _gap(parent_ts, att.ts) > skew_s:
+            raise InvalidEntry(
+                f"author attestation by {att.node_id} dates entry {att.subject[:12]} "
+                f"{att.ts}, before its parent {parent[:12]} ({parent_ts}): backdated; refused"
+            )
+
+
+def _check_witnessed(
+    att: Attestation, seen: list[tuple[str, str]], skew_s: float, window_s: float
+) -> None:
+    others = sorted(ts for ts, node in seen if node != att.node_id)
+    if not others:
+        return
+    gap = _gap(others[0], att.ts)
+    if gap < -skew_s:
+        raise InvalidEntry(
+            f"author attestation dates entry {att.subject[:12]} {att.ts}, after a witness "
+            f"held it at {others[0]}: future-dated; refused"
+        )
+    if gap > window_s:
+        raise InvalidEntry(
+            f"author attestation dates entry {att.subject[:12]} {att.ts}, {gap / 3600:.1f}h "
+            f"before its first witness ({others[0]}): backdated beyond the "
+            f"{window_s / 3600:g}h window; refused"
+        )
+
+
+def _gap(later: str, earlier: str) -> float:
+    return (ts_micros(later) - ts_micros(earlier)) / 1e6
+
+
+def check_entry_times(
+    entries: Sequence[Entry],
+    signed_ts: Mapping[str, set[str]],
+    known_ts: Mapping[str, str],
+    skew_s: float = DEFAULT_SKEW_S,
+) -> None:
+    """Refuse received entries whose ts contradicts what is signed or their parents' ts.
+
+    ``signed_ts`` maps an entry id to the ts of its author attestations already held;
+    ``known_ts`` gives the ts of stored entries (and of the batch itself).
+    """
+    for entry in entries:
+        signed = signed_ts.get(entry.id)
+        if signed and entry.ts not in signed:
+            raise BadSignature(
+                f"entry {entry.id[:12]} arrives with ts {entry.ts}, but its author signed "
+                f"{', '.join(sorted(signed))}: the time was edited; refused"
+            )
+        for parent in entry.parents:
+            parent_ts = known_ts.get(parent)
+            if parent_ts is not None and _gap(parent_ts, entry.ts) > skew_s:
+                raise InvalidEntry(
+                    f"entry {entry.id[:12]} claims {entry.ts}, before its parent "
+                    f"{parent[:12]} ({parent_ts}): backdated; refused"
+                )

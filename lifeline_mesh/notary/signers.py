@@ -1,0 +1,100 @@
+"""Who may sign: the ``KnownSigners`` interface and its default, file-based implementation.
+
+The membership layer will provide the real registry. Until then :class:`FileSigners` knows
+the local node and the node ids listed in ``<root>/.lifeline/mesh/members.json``, whose
+expected shape is::
+
+    {"members": [
+        {"node_id": "k7q2-9fmx-ah3d-rt0e-5w"},
+        {"node_id": "ab12-...-zz", "revoked_at": "2026-03-01T00:00:00Z"}
+    ]}
+
+A bare list of such objects, or of node id strings, is accepted too. Other keys (role,
+name, certificate) are ignored here.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from lifeline.entry import normalize_ts
+from lifeline.errors import ConfigError, InvalidEntry
+from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.identity import parse_node_id
+
+__all__ = ["FileSigners", "KnownSigners", "SignerState", "SignerStatus", "members_path"]
+
+
+class SignerState(enum.Enum):
+    KNOWN = "known"
+    UNKNOWN = "unknown"
+    REVOKED = "revoked"
+
+
+@dataclass(frozen=True, slots=True)
+class SignerStatus:
+    state: SignerState
+    revoked_at: str | None = None  # stored-form ts; signatures at or after it are flagged
+
+
+class KnownSigners(Protocol):
+    def status(self, node_id: str) -> SignerStatus: ...
+
+
+def members_path(root: Path) -> Path:
+    return mesh_dir(root) / "members.json"
+
+
+class FileSigners:
+    """The local node plus the members listed in members.json (see module docstring)."""
+
+    def __init__(self, local: Iterable[str], revoked: Mapping[str, str] | None = None) -> None:
+        self._known = set(local)
+        self._revoked = dict(revoked or {})
+
+    def status(self, node_id: str) -> SignerStatus:
+        if node_id in self._revoked:
+            return SignerStatus(SignerState.REVOKED, self._revoked[node_id])
+        if node_id in self._known:
+            return SignerStatus(SignerState.KNOWN)
+        return SignerStatus(SignerState.UNKNOWN)
+
+    @classmethod
+    def load(cls, root: Path, local_node_id: str | None) -> FileSigners:
+        known: set[str] = {local_node_id} if local_node_id else set()
+        revoked: dict[str, str] = {}
+        path = members_path(root)
+        if path.exists():
+            for node_id, revoked_at in _read_members(path):
+                if revoked_at is None:
+                    known.add(node_id)
+                else:
+                    revoked[node_id] = revoked_at
+        return cls(known, revoked)
+
+
+def _read_members(path: Path) -> list[tuple[str, str | None]]:
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path} is not readable JSON ({exc}); fix or remove it") from exc
+    rows = data.get("members") if isinstance(data, dict) else data
+    if not isinstance(rows, list):
+        raise ConfigError(f'{path} must hold {{"members": [...]}}; see docs/notary.md')
+    out: list[tuple[str, str | None]] = []
+    for row in rows:
+        raw = row if isinstance(row, str) else row.get("node_id") if isinstance(row, dict) else None
+        if not isinstance(raw, str):
+            raise ConfigError(f"{path}: member {row!r} has no node_id string")
+        revoked = row.get("revoked_at") if isinstance(row, dict) else None
+        try:
+            when = normalize_ts(revoked) if isinstance(revoked, str) else None
+        except InvalidEntry as exc:
+            raise ConfigError(f"{path}: member {raw}: revoked_at {exc}") from exc
+        out.append((parse_node_id(raw), when))
+    return out

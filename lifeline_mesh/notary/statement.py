@@ -1,0 +1,240 @@
+"""Attestations: signed statements about entries, as immutable, content-addressed items.
+
+Pure: no I/O, no clock. An attestation's bytes (its *item*) are::
+
+    item      = statement + public_key (32 bytes) + signature (64 bytes)
+    statement = F("lifeline-mesh/attest/v1") + F(role) + F(subject) + F(ts) + F(node_id)
+                + F(x1) + ... + F(xk)
+    F(x)      = str(len(utf8(x))) + ":" + x + "\\n"          (the entry's framing, DESIGN §3)
+
+The signature is ed25519 over ``statement``; the domain string keeps it from ever being
+valid as a signature over anything else. Roles (docs/notary.md has the full table):
+
+* ``author``  subject = entry id; no extra fields; ts = the entry's ts.
+* ``witness`` subject = number of ids (decimal); extras = the received ids, sorted, unique;
+  ts = the witness's own clock when it stored them.
+* ``summary`` subject = line name; extras = entry count, fingerprint, tips (sorted, unique);
+  ts = the signer's clock.
+
+The item id is ``sha256(item)``; the sync sort key is the statement ts in microseconds
+since the epoch (content-derived, so every node orders items alike).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
+
+from lifeline.entry import ID_RE, normalize_ts
+from lifeline.errors import BadSignature, ConfigError, EntryTooLarge, InvalidEntry
+from lifeline.lines import validate_line_name
+from lifeline_mesh.identity import NodeIdentity, node_id_for
+
+__all__ = [
+    "DOMAIN",
+    "MAX_ITEM_BYTES",
+    "MAX_SUMMARY_TIPS",
+    "MAX_WITNESS_IDS",
+    "Attestation",
+    "Role",
+    "decode",
+    "sign",
+    "ts_micros",
+]
+
+DOMAIN = "lifeline-mesh/attest/v1"
+KEY_BYTES = 32
+SIG_BYTES = 64
+MAX_WITNESS_IDS = 1_000  # a sync batch of ~1 MiB holds about this many ~1 KB entries
+MAX_SUMMARY_TIPS = 256
+MAX_ITEM_BYTES = 72 * 1024  # a full witness receipt is ~68 KiB
+_TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+_NODE_RE = re.compile(r"^[0-9a-z]{4}(-[0-9a-z]{4}){3}-[0-9a-z]{2}$")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Role(enum.Enum):
+    AUTHOR = "author"
+    WITNESS = "witness"
+    SUMMARY = "summary"
+
+
+def _frame(value: str) -> bytes:
+    raw = value.encode("utf-8")
+    return str(len(raw)).encode("ascii") + b":" + raw + b"\n"
+
+
+def ts_micros(ts: str) -> int:
+    """Microseconds since the epoch of a stored-form ts (the sort key)."""
+    moment = datetime.strptime(ts, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    delta = moment - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+@dataclass(frozen=True, slots=True)
+class Attestation:
+    """One signed statement. Build with :func:`sign`, read with :func:`decode`."""
+
+    role: Role
+    subject: str
+    ts: str
+    node_id: str
+    extras: tuple[str, ...]
+    public_key: bytes
+    signature: bytes
+
+    @property
+    def statement(self) -> bytes:
+        fields = (DOMAIN, self.role.value, self.subject, self.ts, self.node_id, *self.extras)
+        return b"".join(_frame(f) for f in fields)
+
+    @property
+    def item(self) -> bytes:
+        return self.statement + self.public_key + self.signature
+
+    @property
+    def id(self) -> bytes:
+        return hashlib.sha256(self.item).digest()
+
+    @property
+    def sort_key(self) -> int:
+        return ts_micros(self.ts)
+
+    def entry_ids(self) -> tuple[str, ...]:
+        """The entry ids this statement is about (author: one; witness: the batch)."""
+        if self.role is Role.AUTHOR:
+            return (self.subject,)
+        if self.role is Role.WITNESS:
+            return self.extras
+        return ()
+
+    @property
+    def summary_count(self) -> int:
+        return int(self.extras[0]) if self.role is Role.SUMMARY else 0
+
+    @property
+    def summary_tips(self) -> tuple[str, ...]:
+        return self.extras[2:] if self.role is Role.SUMMARY else ()
+
+    def verify(self) -> None:
+        """Raise BadSignature unless the signer's key matches node_id and signed this."""
+        node_id, key = _key(self.public_key)
+        if node_id != self.node_id:
+            raise BadSignature(
+                f"{self.role.value} attestation claims node {self.node_id} but is signed by "
+                f"the key of {node_id}; it was re-signed under another node's id — refuse it"
+            )
+        try:
+            key.verify(self.statement, self.signature)
+        except (BadSignatureError, ValueError) as exc:
+            raise BadSignature(
+                f"{self.role.value} attestation by {node_id} about {self.subject[:12]} does not "
+                "verify; the signed statement or the signature was altered — refuse it"
+            ) from exc
+
+
+@functools.lru_cache(maxsize=4096)
+def _key(public_key: bytes) -> tuple[str, VerifyKey]:
+    # A mesh has few signers and many statements: parse each key and derive its id once.
+    # Verification uses libsodium (PyNaCl): twice as fast as OpenSSL's ed25519 verify on
+    # our benchmark (docs/benchmarks.md, Notary), and verification is the sync hot path.
+    try:
+        return node_id_for(public_key), VerifyKey(public_key)
+    except (ValueError, TypeError) as exc:
+        raise BadSignature(f"attestation carries an invalid ed25519 public key ({exc})") from exc
+
+
+def sign(identity: NodeIdentity, role: Role, subject: str, ts: str, *extras: str) -> Attestation:
+    """A new attestation by ``identity``; its fields are checked as :func:`decode` would."""
+    _check_fields(role, subject, ts, identity.node_id, extras)
+    unsigned = Attestation(role, subject, ts, identity.node_id, extras, identity.public_key, b"")
+    return Attestation(
+        role, subject, ts, identity.node_id, extras, identity.public_key,
+        identity.sign(unsigned.statement),
+    )  # fmt: skip
+
+
+def _parse_frames(data: bytes, limit: int) -> list[str]:
+    fields: list[str] = []
+    pos = 0
+    while pos < len(data):
+        if len(fields) >= limit:
+            raise EntryTooLarge(f"attestation has more than {limit} fields")
+        colon = data.find(b":", pos, pos + 12)
+        digits = data[pos:colon] if colon > 0 else b""
+        if not digits.isdigit() or (len(digits) > 1 and digits[0:1] == b"0"):
+            raise InvalidEntry(f"attestation field {len(fields)} has no valid length prefix")
+        end = colon + 1 + int(digits)
+        if end >= len(data) or data[end : end + 1] != b"\n":
+            raise InvalidEntry(f"attestation field {len(fields)} overruns its frame")
+        try:
+            fields.append(data[colon + 1 : end].decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise InvalidEntry(f"attestation field {len(fields)} is not UTF-8") from exc
+        pos = end + 1
+    return fields
+
+
+def decode(item: bytes) -> Attestation:
+    """Parse and check an item's shape (not its signature: call ``verify``)."""
+    if len(item) > MAX_ITEM_BYTES:
+        raise EntryTooLarge(
+            f"attestation is {len(item)} bytes, over the cap of {MAX_ITEM_BYTES}; refuse it"
+        )
+    if len(item) < KEY_BYTES + SIG_BYTES + len(DOMAIN):
+        raise InvalidEntry(f"attestation of {len(item)} bytes is too short to hold a signature")
+    body = item[: -(KEY_BYTES + SIG_BYTES)]
+    key = item[-(KEY_BYTES + SIG_BYTES) : -SIG_BYTES]
+    fields = _parse_frames(body, 5 + max(MAX_WITNESS_IDS, MAX_SUMMARY_TIPS + 2))
+    if len(fields) < 5 or fields[0] != DOMAIN:
+        raise InvalidEntry(f"not a {DOMAIN} attestation (first field {fields[:1]!r})")
+    try:
+        role = Role(fields[1])
+    except ValueError:
+        raise InvalidEntry(f"unknown attestation role {fields[1][:40]!r}") from None
+    subject, ts, node_id, extras = fields[2], fields[3], fields[4], tuple(fields[5:])
+    _check_fields(role, subject, ts, node_id, extras)
+    return Attestation(role, subject, ts, node_id, extras, key, item[-SIG_BYTES:])
+
+
+def _check_fields(role: Role, subject: str, ts: str, node_id: str, extras: tuple[str, ...]) -> None:
+    if not _TS_RE.match(ts) or normalize_ts(ts) != ts:
+        raise InvalidEntry(
+            f"attestation ts {ts[:40]!r} is not in the form 2026-01-31T12:00:00.000000Z"
+        )
+    if not _NODE_RE.match(node_id):
+        raise InvalidEntry(f"attestation node id {node_id[:40]!r} is not a node id")
+    if role is Role.AUTHOR:
+        if not ID_RE.match(subject) or extras:
+            raise InvalidEntry(f"author attestation must name one entry id, got {subject[:70]!r}")
+    elif role is Role.WITNESS:
+        _check_ids(extras, MAX_WITNESS_IDS, "witness receipt")
+        if subject != str(len(extras)) or not extras:
+            raise InvalidEntry(f"witness receipt says {subject[:20]!r} ids but lists {len(extras)}")
+    else:
+        try:
+            validate_line_name(subject)
+        except ConfigError as exc:
+            raise InvalidEntry(f"summary attestation: {exc}") from exc
+        if len(extras) < 2 or not extras[0].isdigit() or not re.match(r"^[0-9a-f]{32}$", extras[1]):
+            raise InvalidEntry("summary attestation needs count, fingerprint and tips")
+        if str(int(extras[0])) != extras[0]:
+            raise InvalidEntry(f"summary count {extras[0][:20]!r} is not canonical")
+        _check_ids(extras[2:], MAX_SUMMARY_TIPS, "summary tips")
+
+
+def _check_ids(ids: tuple[str, ...], cap: int, what: str) -> None:
+    if len(ids) > cap:
+        raise EntryTooLarge(f"{what} lists {len(ids)} ids, over the cap of {cap}; split it")
+    for n, entry_id in enumerate(ids):
+        if not ID_RE.match(entry_id):
+            raise InvalidEntry(f"{what} id {entry_id[:70]!r} is not a 64-hex entry id")
+        if n and ids[n - 1] >= entry_id:
+            raise InvalidEntry(f"{what} ids must be sorted and unique (at {entry_id[:12]})")

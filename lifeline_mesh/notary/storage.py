@@ -1,0 +1,266 @@
+"""Attestation storage beside the entries, and the sync adapter for the attestation set.
+
+Attestations live in the ``attestations`` table of the line's own SQLite file (component
+``notary`` of the schema migrations), written through ``SqliteStore.run_write`` so a batch
+of attestations commits in one transaction, alone or together with nothing.
+
+For reconciliation the set is opaque: :meth:`NotaryStore.keys` gives ``(sort key, id)``
+sorted, :meth:`fetch` the items' bytes, :meth:`admit` verifies and stores a received batch
+(all or nothing).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+
+from lifeline.entry import Entry
+from lifeline.errors import InvalidEntry
+from lifeline.ledger import utc_now
+from lifeline.store.schema import apply_migrations, register_migrations
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.notary.admission import (
+    StoredContext,
+    check_entry_times,
+    check_items,
+    check_timing,
+)
+from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
+from lifeline_mesh.notary.signers import KnownSigners
+from lifeline_mesh.notary.statement import Attestation, Role, decode
+
+__all__ = ["NotaryStore"]
+
+register_migrations(
+    "notary",
+    [
+        (
+            1,
+            """
+            CREATE TABLE attestations (
+                seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+                id       BLOB NOT NULL UNIQUE,
+                sort_key INTEGER NOT NULL,
+                role     TEXT NOT NULL,
+                subject  TEXT NOT NULL,
+                node_id  TEXT NOT NULL,
+                ts       TEXT NOT NULL,
+                item     BLOB NOT NULL
+            );
+            CREATE INDEX attestations_order ON attestations(sort_key, id);
+            CREATE INDEX attestations_subject ON attestations(role, subject);
+            CREATE TABLE witnessed (
+                entry_id TEXT NOT NULL,
+                att_id   BLOB NOT NULL,
+                node_id  TEXT NOT NULL,
+                ts       TEXT NOT NULL,
+                PRIMARY KEY (entry_id, att_id)
+            ) WITHOUT ROWID;
+            """,
+        )
+    ],
+)
+
+_CHUNK = 500
+
+
+def _chunks(items: Sequence[str] | Sequence[bytes], size: int = _CHUNK) -> Iterable[list[object]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
+    return [(a.id, a.sort_key, a.role.value, a.subject, a.node_id, a.ts, a.item) for a in atts]
+
+
+def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
+    before = conn.total_changes
+    conn.executemany(
+        "INSERT OR IGNORE INTO attestations (id, sort_key, role, subject, node_id, ts, item)"
+        " VALUES (?,?,?,?,?,?,?)",
+        _rows(atts),
+    )
+    added = conn.total_changes - before
+    # An index of witness receipts by entry id: admission looks up when an entry was seen.
+    conn.executemany(
+        "INSERT OR IGNORE INTO witnessed VALUES (?, ?, ?, ?)",
+        [(e, a.id, a.node_id, a.ts) for a in atts if a.role is Role.WITNESS for e in a.extras],
+    )
+    return added
+
+
+class NotaryStore:
+    """The attestations of one line. Create with :meth:`attach` on an open SqliteStore."""
+
+    def __init__(
+        self,
+        store: SqliteStore,
+        *,
+        signers: KnownSigners | None = None,
+        clock: Callable[[], str] = utc_now,
+        skew_s: float = DEFAULT_SKEW_S,
+        backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
+    ) -> None:
+        self.store = store
+        self.signers = signers
+        self._clock = clock
+        self.skew_s = skew_s
+        self.backdate_window_s = backdate_window_s
+
+    @classmethod
+    async def attach(
+        cls,
+        store: SqliteStore,
+        *,
+        signers: KnownSigners | None = None,
+        clock: Callable[[], str] = utc_now,
+        skew_s: float = DEFAULT_SKEW_S,
+        backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
+    ) -> NotaryStore:
+        # The store may have been opened before this module registered its migration
+        # (e.g. by `lifeline log`, which loads hooks after opening the line).
+        await store.run_read(apply_migrations)
+        return cls(
+            store,
+            signers=signers,
+            clock=clock,
+            skew_s=skew_s,
+            backdate_window_s=backdate_window_s,
+        )
+
+    # -- the opaque set --------------------------------------------------------------
+
+    async def keys(self) -> list[tuple[int, bytes]]:
+        rows = await self.store.run_read(
+            lambda c: c.execute(
+                "SELECT sort_key, id FROM attestations ORDER BY sort_key, id"
+            ).fetchall()
+        )
+        return [(int(k), bytes(i)) for k, i in rows]
+
+    async def fetch(self, ids: Sequence[bytes]) -> list[bytes]:
+        """The items among ``ids`` that are stored, in the order asked."""
+
+        def read(conn: sqlite3.Connection) -> list[bytes]:
+            found: dict[bytes, bytes] = {}
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                sql = f"SELECT id, item FROM attestations WHERE id IN ({marks})"
+                found.update((bytes(i), bytes(b)) for i, b in conn.execute(sql, chunk))
+            return [found[i] for i in ids if i in found]
+
+        return await self.store.run_read(read)
+
+    async def admit(self, items: Sequence[bytes]) -> int:
+        """Verify every received item and store them all in one transaction.
+
+        Raises BadSignature / InvalidEntry (naming the item) and stores nothing when any
+        item fails. Returns how many were new.
+        """
+        atts = check_items(items, self._clock(), self.signers, self.skew_s)
+        skew, window = self.skew_s, self.backdate_window_s
+
+        def tx(conn: sqlite3.Connection) -> int:
+            check_timing(atts, _context(conn, atts), skew, window)
+            return _insert(conn, atts)
+
+        return await self.store.run_write(tx)
+
+    async def add(self, atts: Sequence[Attestation]) -> int:
+        """Store attestations this node just signed (no peer input, no checks needed)."""
+        return await self.store.run_write(lambda conn: _insert(conn, atts))
+
+    async def items(self) -> list[bytes]:
+        rows = await self.store.run_read(
+            lambda c: c.execute("SELECT item FROM attestations ORDER BY sort_key, id").fetchall()
+        )
+        return [bytes(r[0]) for r in rows]
+
+    async def count(self) -> int:
+        row = await self.store.run_read(
+            lambda c: c.execute("SELECT count(*) FROM attestations").fetchone()
+        )
+        return int(row[0])
+
+    async def check_entries(self, entries: Sequence[Entry]) -> None:
+        """Admission check for received entries against the attestations already held."""
+        ids = sorted({e.id for e in entries} | {p for e in entries for p in e.parents})
+
+        def read(conn: sqlite3.Connection) -> tuple[dict[str, set[str]], dict[str, str]]:
+            signed: dict[str, set[str]] = defaultdict(set)
+            known: dict[str, str] = {}
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                for subject, ts in conn.execute(
+                    "SELECT subject, ts FROM attestations WHERE role = 'author' AND subject IN"
+                    f" ({marks})",
+                    chunk,
+                ):
+                    signed[subject].add(ts)
+                known.update(
+                    conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk)
+                )
+            return signed, known
+
+        signed, known = await self.store.run_read(read)
+        known.update({e.id: e.ts for e in entries})
+        check_entry_times(entries, signed, known, self.skew_s)
+
+
+def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredContext:
+    subjects = sorted({a.subject for a in atts if a.role is Role.AUTHOR})
+    parents: dict[str, tuple[str, ...]] = {}
+    for chunk in _chunks(subjects):
+        marks = ",".join("?" * len(chunk))
+        for eid, plist in conn.execute(
+            f"SELECT id, parents FROM entries WHERE id IN ({marks})", chunk
+        ):
+            parents[eid] = tuple(json.loads(plist))
+    wanted = sorted({p for ps in parents.values() for p in ps})
+    entry_ts: dict[str, str] = {}
+    for chunk in _chunks(wanted):
+        marks = ",".join("?" * len(chunk))
+        entry_ts.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
+    return StoredContext(entry_ts, parents, _summaries(conn, atts), _witnessed(conn, atts))
+
+
+def _summaries(
+    conn: sqlite3.Connection, atts: Sequence[Attestation]
+) -> dict[tuple[str, str], list[tuple[str, int]]]:
+    out: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    for a in atts:
+        if a.role is Role.SUMMARY:
+            out[(a.node_id, a.subject)].append((a.ts, a.summary_count))
+    keys = {(a.node_id, a.subject) for a in atts if a.role is Role.SUMMARY}
+    for node_id, line in sorted(keys):
+        for (item,) in conn.execute(
+            "SELECT item FROM attestations WHERE role = 'summary' AND node_id = ? AND subject = ?",
+            (node_id, line),
+        ):
+            try:
+                held = decode(bytes(item))
+                held.verify()
+            except InvalidEntry:
+                continue  # a damaged local row is no evidence; `verify` reports it
+            out[(node_id, line)].append((held.ts, held.summary_count))
+    return out
+
+
+def _witnessed(
+    conn: sqlite3.Connection, atts: Sequence[Attestation]
+) -> dict[str, list[tuple[str, str]]]:
+    seen: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for a in atts:
+        if a.role is Role.WITNESS:
+            for entry_id in a.extras:
+                seen[entry_id].append((a.ts, a.node_id))
+    subjects = sorted({a.subject for a in atts if a.role is Role.AUTHOR})
+    for chunk in _chunks(subjects):
+        marks = ",".join("?" * len(chunk))
+        for eid, ts, node_id in conn.execute(
+            f"SELECT entry_id, ts, node_id FROM witnessed WHERE entry_id IN ({marks})", chunk
+        ):
+            seen[eid].append((ts, node_id))
+    return seen
