@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
+from typing import Protocol, runtime_checkable
 
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import InvalidEntry
@@ -17,7 +19,7 @@ from lifeline.plugins import AppendHook
 from lifeline.store.port import AppendResult, Store
 from lifeline.validate import DEFAULT_LIMITS, Limits, check_local
 
-__all__ = ["Draft", "Ledger", "utc_now"]
+__all__ = ["Draft", "Ledger", "TipsAppender", "utc_now"]
 
 
 def utc_now() -> str:
@@ -39,6 +41,37 @@ class Draft:
     dedup_key: str | None = None
 
 
+def _create(draft: Draft, ts: str, parents: tuple[str, ...]) -> Entry:
+    try:
+        return Entry.create(
+            ts=ts,
+            kind=draft.kind,
+            summary=draft.summary,
+            body=draft.body,
+            author=draft.author,
+            agent=draft.agent,
+            provider=draft.provider,
+            model=draft.model,
+            parents=parents,
+            dedup_key=draft.dedup_key,
+        )
+    except UnicodeEncodeError as exc:
+        # e.g. undecodable bytes in a command-line argument arrive as lone surrogates
+        raise InvalidEntry(
+            f"the text {exc.object[max(0, exc.start - 20) : exc.end + 20]!r} is not valid "
+            "UTF-8; send UTF-8 text"
+        ) from exc
+
+
+@runtime_checkable
+class TipsAppender(Protocol):
+    """A store that can read the tips and append onto them in one transaction (optional)."""
+
+    async def append_onto_tips(
+        self, build: Callable[[tuple[str, ...]], Entry]
+    ) -> tuple[Entry, bool]: ...
+
+
 class Ledger:
     """Local writes to one line, with the checks of :func:`lifeline.validate.check_local`.
 
@@ -57,28 +90,25 @@ class Ledger:
         self.limits = limits
         self._clock = clock
         self._hooks = tuple(hooks)
+        # checked once: isinstance on a runtime protocol costs ~20 µs, a write ~200 µs
+        self._onto_tips = store.append_onto_tips if isinstance(store, TipsAppender) else None
 
     async def _after_append(self, entries: Sequence[Entry]) -> None:
         for hook in self._hooks:
             await hook(self.store, entries)
 
+    def _checked(self, draft: Draft, parents: tuple[str, ...]) -> Entry:
+        entry = _create(draft, self._clock(), parents)
+        check_local(entry, self.limits, id_computed=True)
+        return entry
+
     async def build(self, draft: Draft) -> Entry:
         """Turn a draft into a validated entry (not yet stored)."""
         parents = draft.parents if draft.parents is not None else tuple(await self.store.tips())
-        entry = Entry.create(
-            ts=self._clock(),
-            kind=draft.kind,
-            summary=draft.summary,
-            body=draft.body,
-            author=draft.author,
-            agent=draft.agent,
-            provider=draft.provider,
-            model=draft.model,
-            parents=parents,
-            dedup_key=draft.dedup_key,
-        )
-        check_local(entry, self.limits)
-        await self._check_parents(entry)
+        entry = _create(draft, self._clock(), parents)
+        check_local(entry, self.limits, id_computed=True)
+        if draft.parents is not None:  # tips are stored by definition: no need to look
+            await self._check_parents(entry)
         return entry
 
     async def append(self, draft: Draft) -> tuple[Entry, bool]:
@@ -91,8 +121,11 @@ class Ledger:
             earlier = await self.store.by_dedup_key(draft.dedup_key)
             if earlier is not None:
                 return earlier, False
-        entry = await self.build(draft)
-        created = await self.store.append(entry)
+        if draft.parents is None and self._onto_tips is not None:
+            entry, created = await self._onto_tips(partial(self._checked, draft))
+        else:
+            entry = await self.build(draft)
+            created = await self.store.append(entry)
         if created:
             await self._after_append([entry])
         return (entry if created else await self.store.get(entry.id)), created
@@ -103,19 +136,8 @@ class Ledger:
         entries: list[Entry] = []
         for draft in drafts:
             parents = draft.parents if draft.parents is not None else tips
-            entry = Entry.create(
-                ts=self._clock(),
-                kind=draft.kind,
-                summary=draft.summary,
-                body=draft.body,
-                author=draft.author,
-                agent=draft.agent,
-                provider=draft.provider,
-                model=draft.model,
-                parents=parents,
-                dedup_key=draft.dedup_key,
-            )
-            check_local(entry, self.limits)
+            entry = _create(draft, self._clock(), parents)
+            check_local(entry, self.limits, id_computed=True)
             entries.append(entry)
             if draft.parents is None:
                 tips = (entry.id,)

@@ -47,8 +47,14 @@ def _cap(name: str, value: str, cap: int) -> None:
         )
 
 
-def check_admissible(entry: Entry, limits: Limits = DEFAULT_LIMITS) -> None:
-    """Checks every entry must pass before it is stored: shape, size, UTF-8, id."""
+def check_admissible(
+    entry: Entry, limits: Limits = DEFAULT_LIMITS, *, id_computed: bool = False
+) -> None:
+    """Checks every entry must pass before it is stored: shape, size, UTF-8, id.
+
+    ``id_computed``: the caller has just derived the id from this very content (a local
+    write), so hashing it a second time would prove nothing.
+    """
     if not ID_RE.match(entry.id):
         raise InvalidEntry(f"id {entry.id[:80]!r} is not 64 lowercase hex characters")
     for name in ("kind", "author", "agent", "provider", "model"):
@@ -66,14 +72,17 @@ def check_admissible(entry: Entry, limits: Limits = DEFAULT_LIMITS) -> None:
             raise InvalidEntry(f"parent {parent[:80]!r} is not a 64-hex entry id")
     for name in HASHED_FIELDS:
         _utf8_len(name, getattr(entry, name))
-    entry.verify()
+    if not id_computed:
+        entry.verify()
 
 
-def check_local(entry: Entry, limits: Limits = DEFAULT_LIMITS) -> None:
+def check_local(
+    entry: Entry, limits: Limits = DEFAULT_LIMITS, *, id_computed: bool = False
+) -> None:
     """The stricter checks for an entry written on this node."""
     if entry.kind not in KNOWN_KINDS:
         known = ", ".join(sorted(KNOWN_KINDS))
         raise InvalidEntry(f"unknown kind {entry.kind!r}; use one of: {known}")
     if not entry.summary.strip():
         raise InvalidEntry("summary is empty; say in one line what this entry records")
-    check_admissible(entry, limits)
+    check_admissible(entry, limits, id_computed=id_computed)

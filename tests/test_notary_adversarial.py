@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from notary_corpus import CASES, Corpus, N, at, build
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
@@ -16,6 +15,7 @@ from lifeline_mesh.notary.audit import LineReport, audit_line
 from lifeline_mesh.notary.rules import Policy
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.storage import NotaryStore
+from tests.notary_corpus import CASES, Corpus, N, at, build
 
 # Where a receiver stops each forgery: at the attestation batch, or at the entries.
 STAGE = {

@@ -9,12 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from notary_corpus import CASES, build
-
 from lifeline.entry import Entry
 from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import key_path
+from tests.notary_corpus import CASES, build
 
 
 def _run(module: str, root: Path, *args: str) -> subprocess.CompletedProcess[str]:

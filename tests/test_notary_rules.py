@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import make_entry
 
 from lifeline.errors import BadSignature, ConfigError
 from lifeline.store.sqlite import SqliteStore
@@ -17,6 +16,7 @@ from lifeline_mesh.notary.sign import witness
 from lifeline_mesh.notary.signers import FileSigners, SignerState, members_path
 from lifeline_mesh.notary.statement import MAX_WITNESS_IDS, Role, decode, sign
 from lifeline_mesh.notary.storage import NotaryStore
+from tests.conftest import make_entry
 
 A, B = NodeIdentity.generate(), NodeIdentity.generate()
 T0, T1, T2 = "2026-02-01T00:00:00.000000Z", "2026-03-01T00:00:00.000000Z", "2026-04-01T00:00:00Z"

@@ -21,6 +21,7 @@ from lifeline.errors import ConfigError, NotFound
 from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_names, line_path
 from lifeline.plugins import load_append_hooks
+from lifeline.store.port import RowProblem
 from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["register"]
@@ -56,7 +57,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("history", parents=[parent], help="every entry, in the ledger's order")
     p.add_argument("--kind", help="only entries of this kind")
-    p.add_argument("--limit", type=int, help="only the last N entries")
+    p.add_argument("--limit", type=_count, help="only the last N entries")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_history)
 
@@ -69,6 +70,16 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=cmd_verify)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count; give a whole number >= 0")
+    return value
 
 
 async def cmd_init(args: argparse.Namespace) -> int:
@@ -146,17 +157,36 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_history(args: argparse.Namespace) -> int:
+    problems: list[RowProblem] = []
     async with open_line(args) as store:
-        entries = [e async for e in store.stream() if args.kind is None or e.kind == args.kind]
+        entries = [
+            e
+            async for e in store.stream(problems=problems)
+            if args.kind is None or e.kind == args.kind
+        ]
+    if problems:  # one warning per command, however many rows are bad
+        print(
+            f"lifeline: warning: {len(problems)} undecodable row(s) skipped in line "
+            f"{line_of(args)!r} (first: row {problems[0].rowid}, {problems[0].reason}); "
+            "run `lifeline verify`",
+            file=sys.stderr,
+        )
     if args.limit is not None:
         entries = entries[-args.limit :] if args.limit > 0 else []
     if args.json:
         print_json([e.to_dict() for e in entries])
         return 0
     for e in entries:
-        summary = e.summary.replace("\n", " ")
-        print(f"{e.id[:12]}  {e.ts[:19]}  {e.kind:<10}  {summary}")
+        print(f"{e.id[:12]}  {e.ts[:19]}  {_one_line(e.kind):<10}  {_one_line(e.summary)}")
     return 0
+
+
+def _one_line(text: str) -> str:
+    """Text safe for one terminal line: control characters (CR, ESC...) are shown escaped."""
+    text = text.replace("\n", " ")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 async def cmd_lines(args: argparse.Namespace) -> int:

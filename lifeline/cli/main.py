@@ -12,21 +12,29 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from lifeline import __version__
-from lifeline.cli import cmd_core
+from lifeline.cli import cmd_core, cmd_projection, cmd_truth
 from lifeline.cli.common import global_options
 from lifeline.errors import LifelineError
 
 __all__ = ["build_parser", "main"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
-COMMAND_MODULES = [cmd_core]
+COMMAND_MODULES = [cmd_core, cmd_truth, cmd_projection]
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr (the usage text is one `--help` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parent = global_options()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="lifeline",
         description="The project's reasoning ledger: record why the software is what it is.",
         parents=[parent],

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lifeline.entry import Entry
-from lifeline.errors import AmbiguousPrefix, NotFound, StoreError
+from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.store.order import order_batch
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.schema import apply_migrations
@@ -32,6 +32,9 @@ T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 30_000
 STREAM_CHUNK = 2_000
+# Page cache per connection. The default (2 MB) thrashes once the id indexes of a line
+# outgrow it (~20k entries): inserts of random 64-hex ids then cost a read per index.
+CACHE_KIB = 32 * 1024
 _COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
 
 
@@ -78,6 +81,7 @@ class SqliteStore:
             conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
             conn.execute("PRAGMA foreign_keys = OFF")
             apply_migrations(conn)
             return conn
@@ -144,12 +148,31 @@ class SqliteStore:
             return AppendResult(())
         return await self.run_write(lambda conn: self._append_tx(conn, entries))
 
+    async def append_onto_tips(
+        self, build: Callable[[tuple[str, ...]], Entry]
+    ) -> tuple[Entry, bool]:
+        """Store ``build(tips)``, with the tips read in the same write transaction.
+
+        One thread hop instead of two for a local write, and no window in which another
+        writer's entry could land between reading the tips and writing onto them.
+        """
+
+        def tx(conn: sqlite3.Connection) -> tuple[Entry, bool]:
+            tips = tuple(r[0] for r in conn.execute("SELECT id FROM tips ORDER BY id"))
+            entry = build(tips)
+            return entry, bool(self._append_tx(conn, [entry]).added)
+
+        return await self.run_write(tx)
+
     @staticmethod
     def _append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResult:
-        ids = {e.id for e in entries} | {p for e in entries for p in e.parents}
-        known = _heights(conn, ids)
-        existing_ts = _existing_ts(conn, {e.id for e in entries})
-        externals = dict(conn.execute("SELECT id, line FROM externals").fetchall())
+        own = {e.id for e in entries}
+        named = {p for e in entries for p in e.parents}
+        # One lookup for heights and stored ts; externals only for parents found nowhere.
+        known, stamps = _lookup(conn, own | named)
+        existing_ts = {i: stamps[i] for i in own if i in stamps}
+        unresolved = named - own - known.keys()
+        externals = _externals_among(conn, unresolved) if unresolved else {}
         ordered = order_batch(entries, known.get, externals)
         new_rows: list[tuple[Any, ...]] = []
         edges: list[tuple[str, str]] = []
@@ -216,9 +239,20 @@ class SqliteStore:
 
     async def get(self, entry_id: str) -> Entry:
         found = await self.get_many([entry_id])
+        if not found and await self._row_exists(entry_id):
+            raise CorruptRow(
+                f"entry {entry_id[:12]} is stored in {self.path.name} but its row cannot be "
+                "decoded; `lifeline verify` lists the damaged rows"
+            )
         if not found:
             raise NotFound(f"no entry {entry_id[:64]!r} in {self.path.name}")
         return found[0]
+
+    async def _row_exists(self, entry_id: str) -> bool:
+        row = await self.run_read(
+            lambda conn: conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone()
+        )
+        return row is not None
 
     async def get_many(self, ids: Iterable[str]) -> list[Entry]:
         wanted = list(ids)
@@ -325,9 +359,10 @@ class SqliteStore:
                     entry = _decode(row[1:])
                 except (ValueError, TypeError) as exc:
                     problem = RowProblem(int(row[1]), str(row[2])[:64], str(exc))
-                    log.warning("skipping undecodable row %s in %s: %s", row[1], self.path, exc)
-                    if problems is not None:
+                    if problems is not None:  # the caller reports them (once, not per row)
                         problems.append(problem)
+                    else:
+                        log.warning("skipping undecodable row %s in %s: %s", row[1], self.path, exc)
                     continue
                 yield entry
             tail = rows[-1]
@@ -337,7 +372,8 @@ class SqliteStore:
         try:
             return _decode(row)
         except (ValueError, TypeError) as exc:
-            log.warning("skipping undecodable row %s in %s: %s", row[0], self.path, exc)
+            # get() turns a miss on a stored row into CorruptRow; verify reports it in full
+            log.debug("skipping undecodable row %s in %s: %s", row[0], self.path, exc)
             return None
 
 
@@ -356,23 +392,25 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def _heights(conn: sqlite3.Connection, ids: set[str]) -> dict[str, int]:
-    found: dict[str, int] = {}
+def _lookup(conn: sqlite3.Connection, ids: set[str]) -> tuple[dict[str, int], dict[str, str]]:
+    """Height and stored ts of those ``ids`` that are stored."""
+    heights: dict[str, int] = {}
+    stamps: dict[str, str] = {}
     for chunk in _chunks(sorted(ids), 500):
         marks = ",".join("?" * len(chunk))
-        found.update(
-            conn.execute(f"SELECT id, height FROM entries WHERE id IN ({marks})", chunk).fetchall()
-        )
-    return found
+        sql = f"SELECT id, height, ts FROM entries WHERE id IN ({marks})"
+        for eid, height, ts in conn.execute(sql, chunk):
+            heights[eid] = height
+            stamps[eid] = ts
+    return heights, stamps
 
 
-def _existing_ts(conn: sqlite3.Connection, ids: set[str]) -> dict[str, str]:
+def _externals_among(conn: sqlite3.Connection, ids: set[str]) -> dict[str, str]:
     found: dict[str, str] = {}
     for chunk in _chunks(sorted(ids), 500):
         marks = ",".join("?" * len(chunk))
-        found.update(
-            conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk).fetchall()
-        )
+        sql = f"SELECT id, line FROM externals WHERE id IN ({marks})"
+        found.update(conn.execute(sql, chunk).fetchall())
     return found
 
 

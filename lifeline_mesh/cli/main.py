@@ -14,12 +14,12 @@ from types import ModuleType
 from lifeline.cli.common import global_options
 from lifeline.cli.main import run
 from lifeline_mesh import __version__
-from lifeline_mesh.cli import cmd_membership, cmd_notary, cmd_peers
+from lifeline_mesh.cli import cmd_membership, cmd_notary, cmd_peers, cmd_sync
 
 __all__ = ["build_parser", "main"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
-COMMAND_MODULES: list[ModuleType] = [cmd_notary, cmd_membership, cmd_peers]
+COMMAND_MODULES: list[ModuleType] = [cmd_notary, cmd_sync, cmd_membership, cmd_peers]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,214 @@
+"""`lifeline render`, `ingest` and `import`: the markdown projection and foreign ledgers."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from lifeline.cli.common import line_of, open_line, print_json, root_of
+from lifeline.errors import ConfigError, InvalidEntry
+from lifeline.importer import ForeignLine, LinePlan, apply_plan, plan_import, read_lc_project
+from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
+from lifeline.lines import line_names, line_path, projection_path
+from lifeline.projection import is_projection, parse_document, render
+from lifeline.store.port import RowProblem, Store
+from lifeline.store.sqlite import SqliteStore
+from lifeline.validate import check_admissible
+
+__all__ = ["register", "write_atomically"]
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "render",
+        parents=[parent],
+        help="write the line's projection (LIFELINE.md); prints its path",
+    )
+    p.add_argument("--stdout", action="store_true", help="print the projection instead")
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser(
+        "ingest",
+        parents=[parent],
+        help="read a projection (ours or lifeline-context's LIFELINE.md) into the line",
+    )
+    p.add_argument("file", metavar="FILE", type=Path, help="the markdown file to read")
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser(
+        "import", parents=[parent], help="import a ledger written by lifeline-context 0.6"
+    )
+    p.add_argument(
+        "path", metavar="PATH", type=Path, help="its project root (holding .lifeline/) or a .db"
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable report")
+    p.set_defaults(func=cmd_import)
+
+
+def write_atomically(path: Path, data: bytes) -> None:
+    """Write via a temporary file and rename, so a reader never sees half a file."""
+    # mkstemp makes the file private (0600); a projection is meant to be read and committed.
+    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _warn_rows(problems: list[RowProblem], line: str) -> None:
+    if problems:
+        print(
+            f"lifeline: warning: {len(problems)} undecodable row(s) in line {line!r} left out "
+            "(run `lifeline verify`)",
+            file=sys.stderr,
+        )
+
+
+async def cmd_render(args: argparse.Namespace) -> int:
+    name = line_of(args)
+    problems: list[RowProblem] = []
+    async with open_line(args) as store:
+        entries = [e async for e in store.stream(problems=problems)]
+        externals = await store.externals()
+    _warn_rows(problems, name)
+    data = render(entries, name, externals).encode("utf-8")
+    if args.stdout:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return 0
+    path = projection_path(root_of(args), name)
+    write_atomically(path, data)
+    print(path)
+    return 0
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror}; check the path") from exc
+    except UnicodeDecodeError as exc:
+        raise InvalidEntry(
+            f"{path} is not UTF-8 text (byte {exc.start}); pass a LIFELINE.md"
+        ) from exc
+
+
+async def _stored_parents(store: Store, line: ForeignLine) -> set[str]:
+    wanted = {p for e in line.entries for p in e.parents}
+    return await store.contains(wanted) | (wanted & set(await store.externals()))
+
+
+async def _in_other_lines(root: Path, name: str, ids: set[str]) -> dict[str, str]:
+    """Where the ``ids`` missing from line ``name`` live among the project's other lines."""
+    found: dict[str, str] = {}
+    for other in line_names(root):
+        if other == name or not ids - found.keys():
+            continue
+        async with _opener(root, other) as store:
+            found.update(dict.fromkeys(await store.contains(ids - found.keys()), other))
+    return found
+
+
+def _read_ingest(path: Path, text: str, name: str) -> tuple[ForeignLine, dict[str, str], bool]:
+    """Parse the file (before anything is opened): entries, declared externals, ours?"""
+    if is_projection(text):
+        document = parse_document(text)
+        for entry in document.entries:
+            check_admissible(entry)
+        return ForeignLine(name, path, document.entries), dict(document.externals), True
+    if looks_like_lc_markdown(text):
+        foreign = ForeignLine(name, path)
+        foreign.entries, foreign.rejected = parse_lc_markdown(text)
+        return foreign, {}, False
+    raise InvalidEntry(
+        f"{path} is neither a lifeline projection nor a lifeline-context LIFELINE.md; "
+        "write one with `lifeline render`"
+    )
+
+
+async def _ingest_plan(
+    root: Path, store: Store, foreign: ForeignLine, declared: dict[str, str], ours: bool
+) -> LinePlan:
+    own = {e.id for e in foreign.entries}
+    missing = {p for e in foreign.entries for p in e.parents} - own - declared.keys()
+    missing -= await _stored_parents(store, foreign)
+    declared.update(await _in_other_lines(root, foreign.name, missing))
+    for parent, other in declared.items():
+        await store.declare_external(parent, other)
+    if ours:  # all-or-nothing: append_many refuses the whole batch on a gap
+        return LinePlan(foreign.name, foreign.source, foreign.entries, declared, [])
+    # lossy foreign text: keep what closes over its parents, report the rest
+    (plan,) = plan_import([foreign], {foreign.name: await _stored_parents(store, foreign)})
+    plan.externals = declared
+    return plan
+
+
+async def cmd_ingest(args: argparse.Namespace) -> int:
+    name = line_of(args)
+    foreign, declared, ours = _read_ingest(args.file, _read_text(args.file), name)
+    async with open_line(args, create=True) as store:
+        plan = await _ingest_plan(root_of(args), store, foreign, declared, ours)
+        plan.added = (await store.append_many(plan.entries)).count
+    _report([plan], args.json, verb="ingested")
+    return 1 if plan.rejected else 0
+
+
+def _report(plans: list[LinePlan], as_json: bool, *, verb: str) -> None:
+    if as_json:
+        print_json([p.to_dict() for p in plans])
+        return
+    for p in plans:
+        print(
+            f"{verb} {len(p.entries)} entries ({p.added} new) into line {p.name!r} from {p.source}"
+        )
+        for parent, other in sorted(p.externals.items()):
+            print(f"  cross-line parent {parent[:12]} -> line {other!r}")
+        for r in p.rejected:
+            print(f"  not imported: #{r.number} {r.entry_id[:12]}: {r.reason}", file=sys.stderr)
+
+
+@asynccontextmanager
+async def _opener(root: Path, name: str) -> AsyncIterator[Store]:
+    path = line_path(root, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store = await SqliteStore.open(path)
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def cmd_import(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    lines = read_lc_project(args.path)
+    for line in lines:
+        target = line_path(root, line.name)
+        if target.exists() and target.resolve() == line.source.resolve():
+            raise ConfigError(
+                f"{line.source} is both the source and the target of the import; "
+                "run the import from another project folder (--root)"
+            )
+    stored: dict[str, set[str]] = {}
+    for line in lines:
+        if line_path(root, line.name).exists():
+            async with _opener(root, line.name) as store:
+                stored[line.name] = await _stored_parents(store, line)
+    plans = plan_import(lines, stored)
+    done = [p async for p in apply_plan(plans, lambda n: _opener(root, n))]
+    _report(done, args.json, verb="imported")
+    return 1 if any(p.rejected for p in done) else 0

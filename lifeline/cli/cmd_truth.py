@@ -1,0 +1,240 @@
+"""Truth commands: context, recall, resume, checkpoint, correct, pin, unpin."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lifeline.cli.common import default_author, line_of, open_line, print_json, root_of
+from lifeline.entry import Entry
+from lifeline.errors import ConfigError, InvalidEntry, NotFound
+from lifeline.ledger import Draft, Ledger
+from lifeline.plugins import load_append_hooks
+from lifeline.store.sqlite import SqliteStore
+from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
+from lifeline.truth.formats import FORMATS, deliver
+from lifeline.truth.parse import BLOCKS, checkpoint_body
+from lifeline.truth.recall import DEFAULT_FLOOR, recall
+from lifeline.truth.service import build_context, read_truth, resume_of
+
+__all__ = ["register"]
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be greater than 0")
+    return value
+
+
+def _register_reads(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("context", parents=[parent], help="the current truth as budgeted markdown")
+    size = p.add_mutually_exclusive_group()
+    size.add_argument(
+        "--budget", type=_positive, help=f"limit in characters (default {DEFAULT_BUDGET_CHARS})"
+    )
+    size.add_argument("--budget-tokens", type=_positive, help="limit in estimated tokens")
+    p.add_argument(
+        "--tokenizer",
+        choices=["estimate", "tiktoken"],
+        default="estimate",
+        help="how tokens are counted (tiktoken is optional)",
+    )
+    p.add_argument("--query", help="add a Relevant section: entries recalled for this text")
+    p.add_argument("--thread", help="a sub-agent brief for one thread (name or open-entry id)")
+    p.add_argument("--format", choices=FORMATS, default="markdown", help="delivery shape")
+    p.add_argument("--recent", type=_positive, default=12, help="entries in Recent (default 12)")
+    p.set_defaults(func=cmd_context)
+
+    p = sub.add_parser("recall", parents=[parent], help="search the line; hits anchored by id")
+    p.add_argument("query", metavar="QUERY", help="plain words; no search syntax needed")
+    p.add_argument("-k", type=_positive, default=8, help="at most K hits (default 8)")
+    p.add_argument(
+        "--floor",
+        type=float,
+        default=DEFAULT_FLOOR,
+        help=f"abstention floor: weaker hits are not shown (default {DEFAULT_FLOOR})",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("resume", parents=[parent], help="where each thread stopped")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_resume)
+
+
+def _register_writes(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("checkpoint", parents=[parent], help="record where a thread stopped")
+    p.add_argument("--thread", required=True, help="thread name, or the id of an open entry")
+    for block in BLOCKS:
+        p.add_argument(
+            f"--{block}",
+            action="append",
+            default=[],
+            metavar="ITEM",
+            help=f"a '{block}' item (repeatable)",
+        )
+    p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+    p.set_defaults(func=cmd_checkpoint)
+
+    p = sub.add_parser("correct", parents=[parent], help="supersede an entry with a correction")
+    p.add_argument("id", metavar="ID|PREFIX", help="the entry this corrects")
+    p.add_argument("--summary", required=True, help="one line: what is true instead")
+    p.add_argument("--body", default="", help="why the correction")
+    p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+    p.set_defaults(func=cmd_correct)
+
+    for name, helptext in (("pin", "keep an entry in every context"), ("unpin", "undo a pin")):
+        p = sub.add_parser(name, parents=[parent], help=helptext)
+        p.add_argument("id", metavar="ID|PREFIX")
+        p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+        p.set_defaults(func=cmd_pin if name == "pin" else cmd_unpin)
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    _register_reads(sub, parent)
+    _register_writes(sub, parent)
+
+
+def _budget(args: argparse.Namespace) -> Budget:
+    if args.budget_tokens is not None:
+        return Budget(args.budget_tokens, "tokens", args.tokenizer)
+    return Budget(args.budget or DEFAULT_BUDGET_CHARS, "chars")
+
+
+async def cmd_context(args: argparse.Namespace) -> int:
+    async with open_line(args) as store:
+        ctx = await build_context(
+            store,
+            line=line_of(args),
+            budget=_budget(args),
+            query=args.query,
+            thread=args.thread,
+            recent=args.recent,
+        )
+    print(deliver(args.format, ctx), end="")
+    return 0
+
+
+async def cmd_recall(args: argparse.Namespace) -> int:
+    async with open_line(args) as store:
+        lt = await read_truth(store)
+        hits = await recall(store, lt.truth, args.query, k=args.k, floor=args.floor)
+    if args.json:
+        print_json(
+            [
+                {
+                    "id": h.entry_id,
+                    "score": h.score,
+                    "superseded": h.superseded,
+                    "summary": h.summary,
+                    "excerpt": h.excerpt,
+                }
+                for h in hits
+            ]
+        )
+        return 0
+    if not hits:
+        print(f"no entry matches {args.query!r} strongly enough (floor {args.floor})")
+    for h in hits:
+        mark = " [superseded]" if h.superseded else ""
+        print(f"{h.entry_id[:12]}  {h.score:6.2f}{mark}  {h.summary}")
+    return 0
+
+
+async def cmd_resume(args: argparse.Namespace) -> int:
+    async with open_line(args) as store:
+        rows = await resume_of(store)
+    if args.json:
+        print_json(rows)
+        return 0
+    if not rows:
+        print("no checkpoint yet; record one with `lifeline checkpoint --thread NAME --next ...`")
+    for row in rows:
+        print(f"thread {row['label']}  ({str(row['checkpoint'])[:12]}, {str(row['ts'])[:16]})")
+        blocks = row["blocks"]
+        assert isinstance(blocks, dict)
+        for block, items in blocks.items():
+            for item in items:
+                print(f"  {block}: {item}")
+    return 0
+
+
+async def _write(args: argparse.Namespace, store: SqliteStore, draft: Draft) -> int:
+    entry, _new = await Ledger(store, hooks=load_append_hooks(root_of(args))).append(draft)
+    _print_entry(args, entry)
+    return 0
+
+
+def _print_entry(args: argparse.Namespace, entry: Entry) -> None:
+    if args.json:
+        print_json(entry.to_dict())
+    else:
+        print(entry.id)
+
+
+async def cmd_checkpoint(args: argparse.Namespace) -> int:
+    thread = " ".join(args.thread.split())
+    if not thread:
+        raise ConfigError("--thread is empty; name the thread (or give an open entry's id)")
+    blocks = {b: list(getattr(args, b)) for b in BLOCKS}
+    if not any(i.strip() for items in blocks.values() for i in items):
+        raise ConfigError("a checkpoint needs at least one item: --next, --done, --goal, ...")
+    async with open_line(args) as store:
+        first = next(i for b in ("next", "blocked", "goal", "done", "tried") for i in blocks[b])
+        summary = f"checkpoint {thread}: {' '.join(first.split())}"[:200]
+        draft = Draft(
+            kind="checkpoint",
+            summary=summary,
+            body=checkpoint_body(thread, blocks),
+            author=default_author(),
+        )
+        return await _write(args, store, draft)
+
+
+async def cmd_correct(args: argparse.Namespace) -> int:
+    async with open_line(args) as store:
+        target = await store.resolve(args.id)
+        draft = Draft(
+            kind="correction",
+            summary=args.summary,
+            body=args.body,
+            author=default_author(),
+            parents=(target.id,),
+        )
+        return await _write(args, store, draft)
+
+
+async def cmd_pin(args: argparse.Namespace) -> int:
+    async with open_line(args) as store:
+        target = await store.resolve(args.id)
+        lt = await read_truth(store)
+        if lt.truth.is_superseded(target.id):
+            raise InvalidEntry(f"{target.id[:12]} is superseded; pin the entry that replaced it")
+        draft = Draft(
+            kind="note",
+            summary=f"pin: {' '.join(target.summary.split())}"[:200],
+            body=f"pin: {target.id}",
+            author=default_author(),
+            parents=(target.id,),
+        )
+        return await _write(args, store, draft)
+
+
+async def cmd_unpin(args: argparse.Namespace) -> int:
+    async with open_line(args) as store:
+        target = await store.resolve(args.id)
+        notes = (await read_truth(store)).truth.pin_notes.get(target.id)
+        if not notes:
+            raise NotFound(f"{target.id[:12]} is not pinned; `lifeline context` lists the pins")
+        draft = Draft(
+            kind="correction",
+            summary=f"unpin: {' '.join(target.summary.split())}"[:200],
+            body=f"unpin: {target.id}",
+            author=default_author(),
+            parents=tuple(notes),
+        )
+        return await _write(args, store, draft)

@@ -1,0 +1,177 @@
+"""Importing a ledger written by lifeline-context 0.6: same line names, ids, ts, parents.
+
+Three steps: *read* the foreign project (its ``.lifeline/*.db`` SQLite files opened
+read-only, or its ``LIFELINE*.md`` files where no database exists), *plan* (pure: every id
+recomputed, mismatches and entries with unreachable parents set aside, parents living in
+another imported line declared as cross-line references), *apply* to our stores. Every step
+is idempotent, so re-running an import changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lifeline.entry import Entry
+from lifeline.errors import ConfigError, InvalidEntry, NotFound
+from lifeline.lc_markdown import Rejected, parse_lc_markdown
+from lifeline.lines import DEFAULT_LINE, validate_line_name
+from lifeline.store.port import Store
+from lifeline.validate import check_admissible
+
+__all__ = ["ForeignLine", "LinePlan", "apply_plan", "plan_import", "read_lc_project"]
+
+
+@dataclass(slots=True)
+class ForeignLine:
+    """One line as read from the old tool: verified entries, and what was refused."""
+
+    name: str
+    source: Path
+    entries: list[Entry] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class LinePlan:
+    """What importing one line will do."""
+
+    name: str
+    source: Path
+    entries: list[Entry]
+    externals: dict[str, str]
+    rejected: list[Rejected]
+    added: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "line": self.name,
+            "source": str(self.source),
+            "entries": len(self.entries),
+            "added": self.added,
+            "externals": self.externals,
+            "rejected": [
+                {"number": r.number, "id": r.entry_id, "reason": r.reason} for r in self.rejected
+            ],
+        }
+
+
+def _admit(line: ForeignLine, number: str, entry: Entry) -> None:
+    try:
+        check_admissible(entry)
+    except InvalidEntry as exc:
+        line.rejected.append(Rejected(number, entry.id, str(exc)))
+        return
+    line.entries.append(entry)
+
+
+def read_lc_db(path: Path) -> ForeignLine:
+    """Read one lifeline-context database, read-only (its folder may be read-only too)."""
+    line = ForeignLine(validate_line_name(path.stem), path)
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                "SELECT seq, id, ts, dedup_key, payload FROM entries ORDER BY seq"
+            ).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise ConfigError(
+            f"cannot read {path} as a lifeline-context 0.6 ledger ({exc}); "
+            "pass its project root or one of its .lifeline/*.db files"
+        ) from exc
+    for seq, eid, ts, dedup, payload in rows:
+        try:
+            data = json.loads(payload)
+            if not isinstance(data, dict):
+                raise InvalidEntry("payload is not a JSON object")
+            data = data | {"id": eid, "ts": ts, "dedup_key": dedup}
+            entry = Entry.from_dict(data, check=False)
+        except (ValueError, TypeError, InvalidEntry) as exc:
+            line.rejected.append(Rejected(str(seq), str(eid)[:64], f"undecodable row: {exc}"))
+            continue
+        _admit(line, str(seq), entry)
+    return line
+
+
+def _read_markdown(path: Path) -> ForeignLine:
+    parts = path.name.split(".")
+    name = DEFAULT_LINE if len(parts) == 2 else validate_line_name(".".join(parts[1:-1]))
+    line = ForeignLine(name, path)
+    accepted, line.rejected = parse_lc_markdown(path.read_text(encoding="utf-8"))
+    for entry in accepted:
+        _admit(line, "md", entry)
+    return line
+
+
+def read_lc_project(path: Path) -> list[ForeignLine]:
+    """The lines of a lifeline-context project root (or of one .db file)."""
+    if path.is_file() and path.suffix == ".db":
+        return [read_lc_db(path)]
+    if not path.is_dir():
+        raise NotFound(f"{path} is neither a lifeline-context project folder nor a .db file")
+    dbs = sorted((path / ".lifeline").glob("*.db"))
+    if dbs:
+        return [read_lc_db(db) for db in dbs]
+    mds = sorted(path.glob("LIFELINE*.md"))
+    if not mds:
+        raise NotFound(
+            f"{path} holds neither .lifeline/*.db nor LIFELINE*.md; "
+            "pass the root of a project written by lifeline-context 0.6"
+        )
+    return [_read_markdown(md) for md in mds]
+
+
+def plan_import(lines: list[ForeignLine], stored: Mapping[str, set[str]]) -> list[LinePlan]:
+    """Decide, per line, what to append and which parents are cross-line (pure).
+
+    ``stored[line]`` holds the ids among the parents already in our line. An entry whose
+    parent is found nowhere (nor are its descendants) is set aside and reported.
+    """
+    home = {e.id: ln.name for ln in lines for e in ln.entries}
+    plans = []
+    for ln in lines:
+        have = stored.get(ln.name, set())
+        keep = {e.id: e for e in ln.entries}
+        rejected = list(ln.rejected)
+        changed = True
+        while changed:  # drop entries whose parents cannot be reached, to a fixpoint
+            changed = False
+            for entry in list(keep.values()):
+                lost = [
+                    p
+                    for p in entry.parents
+                    if p not in keep and p not in have and home.get(p, ln.name) == ln.name
+                ]
+                if lost:
+                    del keep[entry.id]
+                    changed = True
+                    reason = f"parent {lost[0][:12]} is in none of the imported lines"
+                    rejected.append(Rejected("-", entry.id, reason))
+        externals = {
+            p: home[p]
+            for e in keep.values()
+            for p in e.parents
+            if p not in keep and p not in have and home.get(p, ln.name) != ln.name
+        }
+        plans.append(LinePlan(ln.name, ln.source, list(keep.values()), externals, rejected))
+    return plans
+
+
+OpenStore = Callable[[str], AbstractAsyncContextManager[Store]]
+
+
+async def apply_plan(plans: list[LinePlan], open_store: OpenStore) -> AsyncIterator[LinePlan]:
+    """Declare the cross-line parents, then append each line's entries in one batch."""
+    for plan in plans:
+        async with open_store(plan.name) as store:
+            for parent, other in sorted(plan.externals.items()):
+                await store.declare_external(parent, other)
+            plan.added = (await store.append_many(plan.entries)).count
+        yield plan

@@ -1,0 +1,87 @@
+"""Reading structure out of entry bodies: thread lines, checkpoint blocks, pin targets.
+
+The shapes are the ones lifeline-context 0.6.1 wrote, so its ledgers read the same here::
+
+    thread: <name or open-entry id>
+    done:
+      - item
+    next:
+      - item
+
+A pin is a ``note`` whose body starts with ``pin: <id>``. Pure functions, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = [
+    "BLOCKS",
+    "Checkpoint",
+    "checkpoint_body",
+    "parse_checkpoint",
+    "pin_target",
+    "thread_of",
+]
+
+BLOCKS = ("goal", "done", "next", "blocked", "tried")
+_THREAD_RE = re.compile(r"^thread:[ \t]*(\S.*?)\s*$", re.MULTILINE)
+_PIN_RE = re.compile(r"^pin:[ \t]*([0-9a-f]{64})\b")
+_BLOCK_RE = re.compile(r"^(goal|done|next|blocked|tried):[ \t]*(.*?)\s*$")
+_ITEM_RE = re.compile(r"^[ \t]+-[ \t]*(.*?)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """The parsed blocks of one checkpoint body."""
+
+    thread: str | None
+    blocks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+def thread_of(body: str) -> str | None:
+    """The thread an entry belongs to: its first ``thread:`` line, if any."""
+    if "thread:" not in body:  # fast path: most bodies have none
+        return None
+    found = _THREAD_RE.search(body)
+    return found.group(1) if found else None
+
+
+def pin_target(kind: str, body: str) -> str | None:
+    """The id a pin note pins, or None when the entry is not a pin."""
+    if kind != "note":
+        return None
+    found = _PIN_RE.match(body)
+    return found.group(1) if found else None
+
+
+def parse_checkpoint(body: str) -> Checkpoint:
+    """Blocks of a checkpoint; an inline value (``next: x``) counts as one item."""
+    blocks: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    for line in body.splitlines():
+        head = _BLOCK_RE.match(line)
+        if head:
+            current = blocks.setdefault(head.group(1), [])
+            if head.group(2):
+                current.append(head.group(2))
+            continue
+        item = _ITEM_RE.match(line)
+        if item and current is not None:
+            if item.group(1):
+                current.append(item.group(1))
+            continue
+        current = None
+    return Checkpoint(thread_of(body), {k: tuple(v) for k, v in blocks.items() if v})
+
+
+def checkpoint_body(thread: str, blocks: dict[str, list[str]]) -> str:
+    """The body a new checkpoint is written with (the shape :func:`parse_checkpoint` reads)."""
+    lines = [f"thread: {thread}"]
+    for name in BLOCKS:
+        items = [" ".join(i.split()) for i in blocks.get(name, []) if i.strip()]
+        if items:
+            lines.append(f"{name}:")
+            lines.extend(f"  - {i}" for i in items)
+    return "\n".join(lines)

@@ -1,0 +1,176 @@
+"""Recall: ranked search over summary and body, every hit anchored to a verified entry.
+
+SQLite FTS5 with BM25 (the summary weighs :data:`SUMMARY_WEIGHT` times the body), kept in
+sync with ``entries`` by triggers, so rows written by any path (local writes, sync) are
+indexed. User text only ever becomes quoted terms, never FTS syntax. Hits scoring under the
+abstention floor are dropped; a hit whose stored entry no longer matches its id is never
+served. When this SQLite lacks FTS5 (probed at import), or ``LIFELINE_RECALL=scan``, the same
+BM25 runs over a scan of the line (slower, same answers in kind).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sqlite3
+import unicodedata
+from collections import Counter
+from collections.abc import Sequence
+
+from lifeline.entry import Entry
+from lifeline.store.port import Store
+from lifeline.store.schema import register_migrations
+from lifeline.store.sqlite import SqliteStore
+from lifeline.truth.reducers import why_excerpt
+from lifeline.truth.sections import Hit
+from lifeline.truth.views import Truth
+
+__all__ = ["DEFAULT_FLOOR", "FTS5_AVAILABLE", "SUMMARY_WEIGHT", "query_terms", "recall"]
+
+SUMMARY_WEIGHT = 3.0
+DEFAULT_FLOOR = 1.0
+MAX_TERMS = 16
+_K1, _B = 1.2, 0.75
+
+
+def _probe_fts5() -> bool:
+    if os.environ.get("LIFELINE_RECALL") == "scan":
+        return False
+    try:
+        sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+    except sqlite3.OperationalError:
+        return False
+    return True
+
+
+FTS5_AVAILABLE = _probe_fts5()
+
+if FTS5_AVAILABLE:
+    register_migrations(
+        "recall",
+        [
+            (
+                1,
+                """
+                CREATE VIRTUAL TABLE recall_fts USING fts5(
+                    summary, body, content='entries', content_rowid='seq',
+                    tokenize='unicode61 remove_diacritics 2'
+                );
+                CREATE TRIGGER recall_on_insert AFTER INSERT ON entries BEGIN
+                    INSERT INTO recall_fts(rowid, summary, body)
+                    VALUES (new.seq, new.summary, new.body);
+                END;
+                CREATE TRIGGER recall_on_delete AFTER DELETE ON entries BEGIN
+                    INSERT INTO recall_fts(recall_fts, rowid, summary, body)
+                    VALUES ('delete', old.seq, old.summary, old.body);
+                END;
+                CREATE TRIGGER recall_on_update AFTER UPDATE OF summary, body ON entries BEGIN
+                    INSERT INTO recall_fts(recall_fts, rowid, summary, body)
+                    VALUES ('delete', old.seq, old.summary, old.body);
+                    INSERT INTO recall_fts(rowid, summary, body)
+                    VALUES (new.seq, new.summary, new.body);
+                END;
+                INSERT INTO recall_fts(recall_fts) VALUES ('rebuild');
+                """,
+            )
+        ],
+    )
+
+
+def _fold_text(text: str) -> str:
+    decomposed = unicodedata.normalize("NFKD", text.casefold())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def _tokens(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", _fold_text(text))
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct terms of user text, in order, at most :data:`MAX_TERMS`."""
+    return list(dict.fromkeys(_tokens(text)))[:MAX_TERMS]
+
+
+def _fts_query(terms: Sequence[str]) -> str:
+    # Terms hold only letters and digits, so quoting makes each a plain phrase.
+    return " OR ".join(f'"{t}"' for t in terms)
+
+
+def _fts_rank(
+    conn: sqlite3.Connection, terms: Sequence[str], limit: int
+) -> list[tuple[str, float]]:
+    has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'recall_fts'").fetchone()
+    if not has:
+        raise LookupError("no recall index in this line")
+    rows = conn.execute(
+        f"SELECT e.id, -bm25(recall_fts, {SUMMARY_WEIGHT}, 1.0) AS score FROM recall_fts"
+        " JOIN entries e ON e.seq = recall_fts.rowid WHERE recall_fts MATCH ?"
+        " ORDER BY score DESC, e.id LIMIT ?",
+        (_fts_query(terms), limit),
+    ).fetchall()
+    return [(str(i), float(s)) for i, s in rows]
+
+
+def scan_rank(
+    entries: Sequence[Entry], terms: Sequence[str], limit: int
+) -> list[tuple[str, float]]:
+    """BM25 as FTS5 computes it, over a list of entries (the fallback path)."""
+    docs = [(e.id, Counter(_tokens(e.summary)), Counter(_tokens(e.body))) for e in entries]
+    if not docs:
+        return []
+    lengths = [sum(s.values()) + sum(b.values()) for _i, s, b in docs]
+    avg = max(sum(lengths) / len(docs), 1e-9)
+    idf = {}
+    for t in terms:
+        n = sum(1 for _i, s, b in docs if t in s or t in b)
+        idf[t] = max(math.log((len(docs) - n + 0.5) / (n + 0.5)), 1e-6)
+    scored: list[tuple[str, float]] = []
+    for (eid, s, b), dl in zip(docs, lengths, strict=True):
+        score = 0.0
+        for t in terms:
+            f = SUMMARY_WEIGHT * s[t] + b[t]
+            if f:
+                score += idf[t] * f * (_K1 + 1) / (f + _K1 * (1 - _B + _B * dl / avg))
+        if score > 0:
+            scored.append((eid, score))
+    scored.sort(key=lambda h: (-h[1], h[0]))
+    return scored[:limit]
+
+
+async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+    if FTS5_AVAILABLE and isinstance(store, SqliteStore):
+        try:
+            return await store.run_read(lambda conn: _fts_rank(conn, terms, limit))
+        except LookupError:
+            pass
+    return scan_rank([e async for e in store.stream()], terms, limit)
+
+
+async def recall(
+    store: Store, truth: Truth, query: str, *, k: int = 8, floor: float = DEFAULT_FLOOR
+) -> list[Hit]:
+    """The best ``k`` hits for ``query`` at or above ``floor``; tampered entries never served."""
+    terms = query_terms(query)
+    if not terms or k <= 0:
+        return []
+    ranked = [(i, s) for i, s in await _rank(store, terms, k * 4) if s >= floor]
+    found = {e.id: e for e in await store.get_many([i for i, _s in ranked])}
+    hits: list[Hit] = []
+    for eid, score in ranked:
+        entry = found.get(eid)
+        if entry is None or not entry.is_intact():  # anchored at read time
+            continue
+        summary = " ".join(entry.summary.split())
+        hits.append(
+            Hit(
+                eid,
+                round(score, 4),
+                truth.is_superseded(eid),
+                summary,
+                why_excerpt(entry.body, 300),
+            )
+        )
+        if len(hits) == k:
+            break
+    return hits

@@ -1,0 +1,163 @@
+"""Building the sections of a context from the truth (pure: entries are passed in)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from lifeline.entry import Entry
+from lifeline.truth.parse import BLOCKS, parse_checkpoint
+from lifeline.truth.pieces import Piece, Policy, Section, clip, inline, short
+from lifeline.truth.state import State
+from lifeline.truth.views import Truth
+
+__all__ = ["Hit", "Inputs", "build_sections"]
+
+WHY_LEVELS = (300, 100, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """A recall hit, anchored to an entry that verified when it was read."""
+
+    entry_id: str
+    score: float
+    superseded: bool
+    summary: str
+    excerpt: str
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    state: State
+    truth: Truth
+    entries: Mapping[str, Entry]  # fetched and verified: checkpoints, recent, pinned, members
+    hits: Sequence[Hit] = ()
+    thread: str | None = None
+    recent: int = 12
+    max_items: int = 1_000_000  # more than this many items cannot fit the budget anyway
+
+
+def _prune(ids: Sequence[str], keep: int, ends: bool) -> tuple[list[str], list[str]]:
+    """(kept, omitted): what the section's policy would drop first, dropped up front."""
+    if len(ids) <= keep:
+        return list(ids), []
+    if ends:
+        head, tail = keep // 2, keep - keep // 2
+        return [*ids[:head], *ids[len(ids) - tail :]], list(ids[head : len(ids) - tail])
+    return list(ids[len(ids) - keep :]), list(ids[: len(ids) - keep])
+
+
+def _with_why(head: str, why: str) -> tuple[str, ...]:
+    levels = []
+    for cut in WHY_LEVELS:
+        levels.append(f"{head} — why: {clip(why, cut)}" if why and cut else head)
+    return tuple(dict.fromkeys(levels))
+
+
+def _item_piece(state: State, entry_id: str, tag: str = "") -> Piece:
+    _kind, _ts, summary, why, _thread = state.items[entry_id]
+    head = f"- `{short(entry_id)}`{tag} {inline(summary)}"
+    return Piece(entry_id, _with_why(head, inline(why)))
+
+
+def _decisions(inp: Inputs, ids: Sequence[str]) -> Section:
+    sec = Section("decisions", "Decisions in force", Policy.ENDS, True, noun="decisions")
+    ids, sec.omitted = _prune(ids, inp.max_items, ends=True)
+    for i in ids:
+        targets = inp.state.corrections.get(i, ())
+        tag = f" (replaces {' '.join(f'`{short(t)}`' for t in targets)})" if targets else ""
+        sec.pieces.append(_item_piece(inp.state, i, tag))
+    sec.empty = "- none recorded"
+    return sec
+
+
+def _pinned(inp: Inputs) -> Section:
+    sec = Section("pinned", "Pinned", Policy.KEEP, True, noun="pins")
+    for i in inp.truth.pinned:
+        if i in inp.state.items:
+            sec.pieces.append(_item_piece(inp.state, i))
+        elif i in inp.entries:
+            e = inp.entries[i]
+            head = f"- `{short(i)}` {inline(e.summary)}"
+            sec.pieces.append(Piece(i, _with_why(head, inline(e.body))))
+    return sec
+
+
+def _open(inp: Inputs, ids: Sequence[str]) -> Section:
+    sec = Section("open", "Open", Policy.NEWEST, True, noun="open items", empty="- nothing open")
+    ids, sec.omitted = _prune(ids, inp.max_items, ends=False)
+    sec.pieces = [_item_piece(inp.state, i) for i in ids]
+    return sec
+
+
+def _thread_label(inp: Inputs, thread: str) -> str:
+    item = inp.state.items.get(thread)
+    return f"{inline(item[2])} (`{short(thread)}`)" if item else inline(thread)
+
+
+def _resume_piece(inp: Inputs, thread: str, cid: str) -> Piece | None:
+    entry = inp.entries.get(cid)
+    if entry is None:
+        return None
+    blocks = parse_checkpoint(entry.body).blocks
+    head = f"- `{short(cid)}` thread {_thread_label(inp, thread)}, {entry.ts[:16]}"
+    full = [head] + [f"  - {b}: {inline(x)}" for b in BLOCKS for x in blocks.get(b, ())]
+    brief = [head] + [
+        f"  - {b}: {clip(inline(x), 80)}" for b in ("next", "blocked") for x in blocks.get(b, ())
+    ]
+    return Piece(cid, tuple(dict.fromkeys(["\n".join(full), "\n".join(brief), head])))
+
+
+def _resume(inp: Inputs, threads: Sequence[str]) -> Section:
+    sec = Section("resume", "Resume", Policy.NEWEST, False, noun="checkpoints")
+    live = [(t, inp.truth.resume[t]) for t in threads if t in inp.truth.resume]
+    live.sort(key=lambda tc: (inp.entries[tc[1]].ts if tc[1] in inp.entries else "", tc[1]))
+    for thread, cid in live:
+        piece = _resume_piece(inp, thread, cid)
+        if piece is not None:
+            sec.pieces.append(piece)
+    sec.empty = "- no checkpoint yet"
+    return sec
+
+
+def _relevant(inp: Inputs) -> Section:
+    sec = Section("relevant", "Relevant", Policy.BEST, False, noun="hits")
+    for hit in inp.hits:
+        mark = " [superseded]" if hit.superseded else ""
+        head = f"- `{short(hit.entry_id)}`{mark} {inline(hit.summary)} (score {hit.score:.2f})"
+        sec.pieces.append(Piece(hit.entry_id, _with_why(head, inline(hit.excerpt))))
+    sec.empty = "- no match strong enough"
+    return sec
+
+
+def _recent(inp: Inputs, ids: Sequence[str]) -> Section:
+    sec = Section("recent", "Recent", Policy.NEWEST, False, noun="entries")
+    for i in ids:
+        e = inp.entries.get(i)
+        if e is None:
+            continue
+        mark = " [superseded]" if inp.truth.is_superseded(i) else ""
+        line = f"- `{short(i)}` {e.ts[:16]} {inline(e.kind)}{mark}: {inline(e.summary)}"
+        sec.pieces.append(Piece(i, (line,)))
+    return sec
+
+
+def build_sections(inp: Inputs, recent_ids: Sequence[str], query: bool) -> list[Section]:
+    """The sections in output order (stable ones first)."""
+    truth, state = inp.truth, inp.state
+    pinned = set(truth.pinned)
+    if inp.thread is None:
+        decisions = [d for d in truth.decisions if d not in pinned]
+        opens, threads = truth.open, list(truth.resume)
+        out = [_pinned(inp), _decisions(inp, decisions), _open(inp, opens)]
+    else:
+        decisions = [d for d in truth.decisions if state.items[d][4] == inp.thread]
+        opens = [o for o in truth.open if o == inp.thread or state.items[o][4] == inp.thread]
+        threads = [inp.thread]
+        out = [_decisions(inp, decisions), _open(inp, opens)]
+    out.append(_resume(inp, threads))
+    if query:
+        out.append(_relevant(inp))
+    out.append(_recent(inp, recent_ids))
+    return out

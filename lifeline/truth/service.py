@@ -1,0 +1,95 @@
+"""The truth of one line, read from a store: state, views, context and resume.
+
+The async glue around the pure core: it loads the (incremental) state, fetches the few
+entries the context quotes, drops any that no longer verify (anchored at read time), and
+hands everything to :func:`~lifeline.truth.assemble.assemble`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from lifeline.entry import Entry
+from lifeline.errors import NotFound
+from lifeline.store.port import Store
+from lifeline.truth.assemble import Context, assemble, needed_ids
+from lifeline.truth.budget import Budget
+from lifeline.truth.parse import parse_checkpoint
+from lifeline.truth.recall import recall
+from lifeline.truth.sections import Inputs
+from lifeline.truth.snapshot import load_state
+from lifeline.truth.state import State
+from lifeline.truth.views import Truth, derive
+
+__all__ = ["LineTruth", "build_context", "read_truth", "resolve_thread", "resume_of"]
+
+
+@dataclass(frozen=True, slots=True)
+class LineTruth:
+    state: State
+    truth: Truth
+
+
+async def read_truth(store: Store) -> LineTruth:
+    state = await load_state(store)
+    return LineTruth(state, derive(state))
+
+
+async def fetch_verified(store: Store, ids: Iterable[str]) -> dict[str, Entry]:
+    """The entries among ``ids`` whose content still matches their id."""
+    return {e.id: e for e in await store.get_many(sorted(set(ids))) if e.is_intact()}
+
+
+def resolve_thread(lt: LineTruth, name: str) -> str:
+    """A thread by exact name, or an open entry by id prefix."""
+    known = set(lt.state.threads)
+    if name in known:
+        return name
+    hits = sorted(t for t in known if len(name) >= 6 and t.startswith(name.lower()))
+    if len(hits) == 1:
+        return hits[0]
+    listing = ", ".join(sorted(known)[:10]) or "none yet"
+    raise NotFound(f"no thread {name!r}; known threads: {listing}")
+
+
+async def build_context(
+    store: Store,
+    *,
+    line: str,
+    budget: Budget,
+    query: str | None = None,
+    thread: str | None = None,
+    recent: int = 12,
+) -> Context:
+    lt = await read_truth(store)
+    if thread is not None:
+        thread = resolve_thread(lt, thread)
+    hits = await recall(store, lt.truth, query) if query else []
+    probe = Inputs(lt.state, lt.truth, {}, hits, thread, recent, budget.max_items)
+    entries = await fetch_verified(store, needed_ids(probe))
+    inp = Inputs(lt.state, lt.truth, entries, hits, thread, recent, budget.max_items)
+    return assemble(inp, line=line, budget=budget, tips=await store.tips(), query=bool(query))
+
+
+async def resume_of(store: Store) -> list[dict[str, object]]:
+    """Every thread's live checkpoint, parsed (``lifeline resume``)."""
+    lt = await read_truth(store)
+    entries = await fetch_verified(store, lt.truth.resume.values())
+    out: list[dict[str, object]] = []
+    for thread, cid in lt.truth.resume.items():
+        entry = entries.get(cid)
+        if entry is None:
+            continue
+        item = lt.state.items.get(thread)
+        out.append(
+            {
+                "thread": thread,
+                "label": item[2] if item else thread,
+                "checkpoint": cid,
+                "ts": entry.ts,
+                "blocks": {k: list(v) for k, v in parse_checkpoint(entry.body).blocks.items()},
+            }
+        )
+    out.sort(key=lambda r: (str(r["ts"]), str(r["checkpoint"])))
+    return out

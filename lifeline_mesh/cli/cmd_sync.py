@@ -1,0 +1,122 @@
+"""`lifeline-mesh` sync commands: serve, sync, share, unshare, lines."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from typing import Any
+
+from lifeline.cli.common import print_json, root_of
+from lifeline.errors import ConfigError
+from lifeline.lines import line_names, validate_line_name
+from lifeline_mesh.node import Node
+from lifeline_mesh.sync.driver import SyncReport
+
+__all__ = ["register"]
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("serve", parents=[parent], help="run the gRPC peer until SIGINT/SIGTERM")
+    p.add_argument(
+        "--listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="address to listen on (default: the node config, 127.0.0.1:0 = a free port)",
+    )
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("sync", parents=[parent], help="run one sync session with a peer")
+    p.add_argument("peer", metavar="PEER", help="the peer's HOST:PORT")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_sync)
+
+    p = sub.add_parser("share", parents=[parent], help="share a line with the mesh")
+    p.add_argument("name", metavar="LINE")
+    p.set_defaults(func=cmd_share)
+
+    p = sub.add_parser("unshare", parents=[parent], help="stop sharing a line (keep it private)")
+    p.add_argument("name", metavar="LINE")
+    p.set_defaults(func=cmd_unshare)
+
+    p = sub.add_parser("lines", parents=[parent], help="the node's lines and which are shared")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_lines)
+
+
+async def cmd_serve(args: argparse.Namespace) -> int:
+    node = Node(root_of(args))
+    listen = args.listen or node.config().listen
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def ready(address: str) -> None:
+        sys.stdout.write(f"listening on {address}\n")
+        sys.stdout.flush()
+
+    server = await node.serve(listen, stop, ready)
+    print(f"stopped after {len(server.reports)} sessions ({len(server.failures)} failed)")
+    return 0
+
+
+async def cmd_sync(args: argparse.Namespace) -> int:
+    node = Node(root_of(args))
+    chosen = getattr(args, "line", None)
+    lines = [validate_line_name(chosen)] if chosen else node.config().shared_lines
+    if not lines:
+        raise ConfigError("no line is shared on this node; run `lifeline-mesh share LINE` first")
+    reports = await node.sync(args.peer, lines)
+    if args.json:
+        print_json([r.to_dict() for r in reports])
+    else:
+        for report in reports:
+            print(_report_text(report, args.peer))
+    return 0
+
+
+def _report_text(r: SyncReport, peer: str) -> str:
+    return (
+        f"line {r.line!r} with {peer}: sent {r.entries_sent} entries, received "
+        f"{r.entries_received} ({r.entries_added} new, {r.ts_lowered} earlier ts); "
+        f"protocol bytes {r.bytes_sent} out / {r.bytes_received} in; "
+        f"{r.round_trips} round trips; {r.seconds:.3f}s"
+    )
+
+
+async def cmd_share(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    name = validate_line_name(args.name)
+    config = Node(root).config()
+    if name not in config.shared_lines:
+        config.shared_lines = sorted([*config.shared_lines, name])
+        config.save(root)
+    print(f"line {name!r} is shared with the mesh")
+    return 0
+
+
+async def cmd_unshare(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    name = validate_line_name(args.name)
+    config = Node(root).config()
+    config.shared_lines = [line for line in config.shared_lines if line != name]
+    config.save(root)
+    print(f"line {name!r} is private: it is neither offered to nor accepted from peers")
+    return 0
+
+
+async def cmd_lines(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    shared = set(Node(root).config().shared_lines)
+    names = sorted(set(line_names(root)) | shared)
+    rows = [{"line": n, "shared": n in shared} for n in names]
+    if args.json:
+        print_json(rows)
+    elif not rows:
+        print("no lines yet; create one with `lifeline init`")
+    else:
+        for row in rows:
+            print(f"{row['line']:<20} {'shared' if row['shared'] else 'private'}")
+    return 0

@@ -1,0 +1,132 @@
+"""What one side owes the other for one set in the current turn, packed into frames.
+
+Collects the items to send (index intervals from range answers, token and id wants from the
+peer), orders them parents first (snapshot order is ``(height, id)``; explicitly wanted
+parents go first), and packs ranges and raw items into frames under the peer's size cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lifeline.errors import LocalProtocolError
+from lifeline_mesh.recon.closure import OrphanPool
+from lifeline_mesh.recon.frames import Fetch, Items, Mode, Range, Recon, Want
+from lifeline_mesh.recon.ranges import Responder
+from lifeline_mesh.recon.sets import LIST_TOKEN_BYTES
+
+__all__ = ["SetOutbox"]
+
+_RANGE_OVERHEAD = 48  # bound, mode, count, fingerprint and protobuf tags, generously
+_ITEM_OVERHEAD = 8
+
+
+class SetOutbox:
+    def __init__(self) -> None:
+        self._indices: set[int] = set()
+        self._intervals: list[tuple[int, int]] = []
+        self._ids: list[bytes] = []
+
+    def collect(self, responder: Responder) -> None:
+        """Take what this turn's range answers owe, to send now or in a later turn."""
+        self._intervals += responder.reply.send
+        responder.reply.send = []
+
+    @staticmethod
+    def settled(responder: Responder) -> bool:
+        """No fingerprint left in our answer: no range of ours will come back to split.
+
+        Items are held until then and sent together in key order, so that children found
+        in an early round do not reach the peer before parents found in a later one.
+        """
+        return not any(r.mode is Mode.FINGERPRINT for r in responder.reply.ranges)
+
+    def want(self, responder: Responder, want: Want) -> None:
+        """Record what the peer asked for (unknown tokens are ignored: nothing to send)."""
+        for k in range(0, len(want.tokens) - LIST_TOKEN_BYTES + 1, LIST_TOKEN_BYTES):
+            index = responder.offered.get(want.tokens[k : k + LIST_TOKEN_BYTES])
+            if index is not None:
+                self._indices.add(index)
+        self._ids.extend(want.ids)
+
+    @staticmethod
+    def asks(responder: Responder, pool: OrphanPool) -> bool:
+        """Whether our next turn needs an answer (ranges to settle or items to request)."""
+        reply = responder.reply
+        settled = not reply.trimmed()
+        return bool(not settled or reply.want_tokens or (settled and pool.has_unasked()))
+
+    @staticmethod
+    def wants(index: int, responder: Responder, pool: OrphanPool) -> Want | None:
+        tokens = b"".join(responder.reply.want_tokens)
+        # While ranges are still being settled, a missing parent is likely to come anyway;
+        # ask for parents by id only once reconciliation of the set is over.
+        settled = not responder.reply.trimmed()
+        ids = tuple(pool.unasked_parents()) if settled else ()
+        if not tokens and not ids:
+            return None
+        return Want(index, tokens, ids)
+
+    def plan(self, index: int, responder: Responder, chunk: int) -> list[Fetch]:
+        """Fetch requests for everything owed this turn, parents first; clears the outbox."""
+        indices = set(self._indices)
+        for lo, hi in self._intervals:
+            indices.update(range(lo, hi))
+        snap = responder.snap
+        # Everything in key order, (height, id): parents before children, also for items
+        # wanted by id. Ids outside the snapshot (received this session) go first.
+        unplaced: list[bytes] = []
+        for item_id in dict.fromkeys(self._ids):
+            position = snap.position(item_id)
+            if position is None:
+                unplaced.append(item_id)
+            else:
+                indices.add(position)
+        ids = unplaced + [snap.item_id(n) for n in sorted(indices)]
+        self._indices.clear()
+        self._intervals.clear()
+        self._ids.clear()
+        return [Fetch(index, tuple(ids[k : k + chunk])) for k in range(0, len(ids), chunk)]
+
+    @staticmethod
+    def pack(
+        index: int,
+        raws: Sequence[bytes],
+        externals: Sequence[tuple[bytes, str]],
+        budget: int,
+    ) -> list[Items]:
+        """Raw items in frames of at most ``budget`` bytes (one item may fill a frame)."""
+        frames: list[Items] = []
+        batch: list[bytes] = []
+        size = 0
+        pending_ext = tuple(externals)
+        for raw in raws:
+            if len(raw) + _ITEM_OVERHEAD > budget:
+                raise LocalProtocolError(
+                    f"an item of {len(raw)} bytes does not fit the peer's frame cap of "
+                    f"{budget} bytes (cap max_frame_bytes); raise the limit on the peer"
+                )
+            if batch and size + len(raw) + _ITEM_OVERHEAD > budget:
+                frames.append(Items(index, tuple(batch), pending_ext))
+                pending_ext, batch, size = (), [], 0
+            batch.append(raw)
+            size += len(raw) + _ITEM_OVERHEAD
+        if batch:
+            frames.append(Items(index, tuple(batch), pending_ext))
+        return frames
+
+    @staticmethod
+    def recon_frames(index: int, ranges: Sequence[Range], budget: int) -> list[Recon]:
+        frames: list[Recon] = []
+        part: list[Range] = []
+        size = 0
+        for rng in ranges:
+            cost = _RANGE_OVERHEAD + len(rng.tokens)
+            if part and size + cost > budget:
+                frames.append(Recon(index, tuple(part)))
+                part, size = [], 0
+            part.append(rng)
+            size += cost
+        if part:
+            frames.append(Recon(index, tuple(part)))
+        return frames

@@ -1,0 +1,398 @@
+"""The reconciliation session: a sans-I/O state machine over named sets (DESIGN §5).
+
+Frames and ``now`` go in, effects come out (send a frame, load a snapshot, fetch items,
+deliver items, done, failed). The exchange runs in turns: the initiator speaks (ending with
+``EndOfTurn``), the responder answers (ending with ``EndOfTurn``), and so on; the initiator
+ends the session with ``Fin`` once a turn of its own asks nothing of the peer. Items the
+other side lacks travel inside the turns, parents first. See docs/protocol.md.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from lifeline.errors import InvalidEntry, LocalProtocolError, PeerError, RemoteProtocolError
+from lifeline_mesh.recon.closure import OrphanPool
+from lifeline_mesh.recon.frames import (
+    Abort,
+    Deliver,
+    Done,
+    Effect,
+    EndOfTurn,
+    Failed,
+    Fetch,
+    Fin,
+    Frame,
+    Hello,
+    Items,
+    LoadSnapshot,
+    Range,
+    Recon,
+    SendFrame,
+    Want,
+)
+from lifeline_mesh.recon.outbox import SetOutbox
+from lifeline_mesh.recon.ranges import Responder, initial_ranges
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
+
+__all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
+
+PROTOCOL_VERSION = 1
+CAPABILITIES = ("range-recon", "versioned-tokens", "externals")
+
+
+class Role(enum.Enum):
+    INITIATOR = "initiator"
+    RESPONDER = "responder"
+
+
+class _Phase(enum.Enum):
+    LOADING = "loading"  # waiting for snapshots
+    LISTENING = "listening"  # the peer's turn
+    SPEAKING = "speaking"  # our turn: fetching and sending items
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    """Named caps; each error that trips one names it. Tests shrink them."""
+
+    max_frame_bytes: int = 1 << 20
+    max_items: int = 5_000_000  # items received per session
+    orphan_pool: int = 10_000  # orphans kept in memory
+    orphan_overflow: int = 1_000_000  # further orphans remembered by id, asked for again
+    max_item_bytes: int = 256 * 1024
+    max_rounds: int = 32
+    branch: int = 16
+    leaf: int = 12
+    fetch_chunk: int = 256
+    session_timeout: float = 3600.0
+
+
+@dataclass(slots=True)
+class SessionStats:
+    items_sent: int = 0
+    items_received: int = 0
+    rounds: int = 0
+    orphans_dropped: int = 0
+
+
+class _SetState:
+    def __init__(self, name: str, codec: ItemCodec, limits: SessionLimits) -> None:
+        self.name = name
+        self.codec = codec
+        self.active = True
+        self.snap = Snapshot.empty()
+        self.responder = Responder(self.snap, branch=limits.branch, leaf=limits.leaf)
+        self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow)
+        self.received: set[bytes] = set()
+        self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
+        self.outbox = SetOutbox()
+
+    def load(self, snap: Snapshot, limits: SessionLimits) -> None:
+        self.snap = snap
+        self.responder = Responder(snap, branch=limits.branch, leaf=limits.leaf)
+
+    def known(self, item_id: bytes) -> bool:
+        return item_id in self.received or item_id in self.externals or self.snap.knows(item_id)
+
+
+class Session:
+    """One reconciliation session of one line with one peer."""
+
+    def __init__(
+        self,
+        role: Role,
+        line: str,
+        sets: Sequence[tuple[str, ItemCodec]],
+        now: float,
+        limits: SessionLimits | None = None,
+    ) -> None:
+        self.role = role
+        self.line = line
+        self.limits = limits or SessionLimits()
+        self.stats = SessionStats()
+        self.peer_hello: Hello | None = None
+        self._sets = [_SetState(name, codec, self.limits) for name, codec in sets]
+        self._phase = _Phase.LOADING if role is Role.INITIATOR else _Phase.LISTENING
+        self._started = now
+        self._loading: set[int] = set()
+        self._plan: list[Fetch] = []
+        self._finish_with_fin = False
+        self._peer_frame_cap = self.limits.max_frame_bytes
+
+    @property
+    def set_names(self) -> list[str]:
+        return [s.name for s in self._sets]
+
+    @property
+    def finished(self) -> bool:
+        return self._phase in (_Phase.DONE, _Phase.FAILED)
+
+    # -- driver inputs ---------------------------------------------------------------
+
+    def start(self, now: float) -> list[Effect]:
+        if self.role is Role.RESPONDER:
+            return []
+        return self._load_all()
+
+    def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
+        self._sets[set_index].load(snap, self.limits)
+        self._loading.discard(set_index)
+        if self._loading or self.role is Role.RESPONDER:
+            return []
+        self._phase = _Phase.LISTENING
+        out: list[Effect] = [SendFrame(self._hello())]
+        for index, state in enumerate(self._sets):
+            out += self._recon_frames(index, initial_ranges(state.snap))
+        self.stats.rounds = 1
+        out.append(SendFrame(EndOfTurn()))
+        return out
+
+    def receive(self, frame: Frame, now: float) -> list[Effect]:
+        if self.finished:
+            return []
+        try:
+            self._check_clock(now)
+            return self._dispatch(frame)
+        except (RemoteProtocolError, InvalidEntry) as exc:
+            return self._fail(exc, "protocol" if isinstance(exc, RemoteProtocolError) else "item")
+        except PeerError as exc:
+            self._phase = _Phase.FAILED
+            return [Failed(exc)]
+        except (ValueError, TypeError, KeyError, IndexError, OverflowError) as exc:
+            # Input from a peer never escapes its session, even through a case we missed.
+            error = RemoteProtocolError(f"could not process a {type(frame).__name__}: {exc!r}")
+            return self._fail(error, "protocol")
+
+    def fetched(
+        self,
+        set_index: int,
+        raws: Sequence[bytes],
+        externals: Sequence[tuple[bytes, str]],
+        now: float,
+    ) -> list[Effect]:
+        budget = self._frame_budget()
+        try:
+            frames = self._sets[set_index].outbox.pack(set_index, raws, externals, budget)
+        except LocalProtocolError as exc:
+            return self._fail(exc, "limit")
+        self.stats.items_sent += len(raws)
+        return [SendFrame(f) for f in frames] + self._next_fetch()
+
+    def tick(self, now: float) -> list[Effect]:
+        try:
+            self._check_clock(now)
+        except RemoteProtocolError as exc:
+            return self._fail(exc, "timeout")
+        return []
+
+    def fail(self, exc: Exception, code: str) -> list[Effect]:
+        """End the session from this side (bad input, store failure): tell the peer why."""
+        if self.finished:
+            return [Failed(exc)]
+        return self._fail(exc, code)
+
+    # -- frame handling --------------------------------------------------------------
+
+    def _dispatch(self, frame: Frame) -> list[Effect]:
+        if isinstance(frame, Abort):
+            raise PeerError(f"the peer aborted the session: {frame.reason} [{frame.code}]")
+        if self._phase is not _Phase.LISTENING:
+            raise RemoteProtocolError(
+                f"got {type(frame).__name__} while {self._phase.value}; frames out of turn"
+            )
+        if isinstance(frame, Hello):
+            return self._on_hello(frame)
+        if self.peer_hello is None:
+            raise RemoteProtocolError(f"got {type(frame).__name__} before hello")
+        if isinstance(frame, Recon):
+            if not self._skippable(frame.set_index):
+                self._state(frame.set_index).responder.answer(frame.ranges)
+            return []
+        if isinstance(frame, Want):
+            return self._on_want(frame)
+        if isinstance(frame, Items):
+            return self._on_items(frame)
+        if isinstance(frame, EndOfTurn):
+            return self._on_end_of_turn()
+        if isinstance(frame, Fin):
+            return self._on_fin()
+        raise RemoteProtocolError(f"unexpected frame {frame!r}")
+
+    def _on_hello(self, hello: Hello) -> list[Effect]:
+        if self.peer_hello is not None:
+            raise RemoteProtocolError("got a second hello; the peer restarted mid-session")
+        if hello.protocol_version != PROTOCOL_VERSION:
+            raise RemoteProtocolError(
+                f"peer speaks protocol version {hello.protocol_version}, this node speaks "
+                f"{PROTOCOL_VERSION}; upgrade the older node"
+            )
+        if hello.line != self.line:
+            raise RemoteProtocolError(f"peer opened line {hello.line!r}, expected {self.line!r}")
+        if hello.max_frame_bytes < 4096:
+            raise RemoteProtocolError(f"peer frame limit {hello.max_frame_bytes} is below 4096")
+        self.peer_hello = hello
+        self._peer_frame_cap = min(self.limits.max_frame_bytes, hello.max_frame_bytes)
+        if self.role is Role.INITIATOR:
+            for state in self._sets:
+                state.active = state.name in hello.sets
+            return []
+        mine = {s.name: s for s in self._sets}
+        self._sets = [mine.get(name) or _inactive(name, self.limits) for name in hello.sets]
+        out: list[Effect] = [SendFrame(self._hello())]
+        return out + self._load_all()
+
+    def _on_want(self, want: Want) -> list[Effect]:
+        state = self._state(want.set_index)
+        state.outbox.want(state.responder, want)
+        return []
+
+    def _on_items(self, items: Items) -> list[Effect]:
+        state = self._state(items.set_index)
+        self.stats.items_received += len(items.items)
+        if self.stats.items_received > self.limits.max_items:
+            raise RemoteProtocolError(
+                f"the peer sent more than {self.limits.max_items} items in one session "
+                "(cap max_items); sync again to continue"
+            )
+        parsed = [self._parse(state, raw) for raw in items.items]
+        state.externals.update(items.externals)
+        ready = state.pool.admit(parsed, state.known, state.received.add)
+        if not ready:
+            return []
+        deps = {d for item in ready for d in item.deps}
+        declared = tuple(sorted((d, state.externals[d]) for d in deps if d in state.externals))
+        return [Deliver(items.set_index, tuple(ready), declared)]
+
+    def _parse(self, state: _SetState, raw: bytes) -> ParsedItem:
+        if len(raw) > self.limits.max_item_bytes:
+            raise RemoteProtocolError(
+                f"the peer sent an item of {len(raw)} bytes, over the cap of "
+                f"{self.limits.max_item_bytes} (cap max_item_bytes)"
+            )
+        try:
+            return state.codec.parse(raw)
+        except InvalidEntry as exc:
+            # Keep the class (IdMismatch, EntryTooLarge...) so callers can tell cases apart.
+            raise type(exc)(f"the peer sent an inadmissible {state.name} item: {exc}") from exc
+
+    def _on_end_of_turn(self) -> list[Effect]:
+        self._phase = _Phase.SPEAKING
+        if self.role is Role.RESPONDER:
+            return self._speak(may_finish=False)
+        return self._speak(may_finish=True)
+
+    def _count_round(self) -> None:
+        self.stats.rounds += 1
+        if self.stats.rounds > self.limits.max_rounds:
+            raise RemoteProtocolError(
+                f"reconciliation did not finish in {self.limits.max_rounds} rounds "
+                "(cap max_rounds); the peer keeps answering with new work"
+            )
+
+    def _on_fin(self) -> list[Effect]:
+        if self.role is Role.INITIATOR:
+            raise RemoteProtocolError("the responder sent fin; only the initiator ends a session")
+        return self._done()
+
+    # -- speaking --------------------------------------------------------------------
+
+    def _speak(self, *, may_finish: bool) -> list[Effect]:
+        """Our turn. The initiator ends the session when the turn asks nothing and carries
+        no items: after items, the responder gets a turn to ask for missing parents."""
+        asks = any(s.active and s.outbox.asks(s.responder, s.pool) for s in self._sets)
+        out: list[Effect] = []
+        self._plan = []
+        for index, state in enumerate(self._sets):
+            if not state.active:
+                continue
+            out += self._recon_frames(index, state.responder.reply.trimmed())
+            want = state.outbox.wants(index, state.responder, state.pool)
+            if want is not None:
+                out.append(SendFrame(want))
+            state.outbox.collect(state.responder)
+            if state.outbox.settled(state.responder):
+                self._plan += state.outbox.plan(index, state.responder, self.limits.fetch_chunk)
+        self._finish_with_fin = may_finish and not asks and not self._plan
+        if may_finish and not self._finish_with_fin:
+            self._count_round()
+        return out + self._next_fetch()
+
+    def _next_fetch(self) -> list[Effect]:
+        if self._plan:
+            return [self._plan.pop(0)]
+        for state in self._sets:
+            state.responder.start_turn()
+        if self._finish_with_fin:
+            return [SendFrame(Fin()), *self._done()]
+        self._phase = _Phase.LISTENING
+        return [SendFrame(EndOfTurn())]
+
+    def _recon_frames(self, index: int, ranges: list[Range]) -> list[Effect]:
+        return [SendFrame(f) for f in SetOutbox.recon_frames(index, ranges, self._frame_budget())]
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _hello(self) -> Hello:
+        return Hello(
+            protocol_version=PROTOCOL_VERSION,
+            line=self.line,
+            sets=tuple(s.name for s in self._sets if s.active),
+            capabilities=CAPABILITIES,
+            max_frame_bytes=self.limits.max_frame_bytes,
+            max_items=self.limits.max_items,
+        )
+
+    def _load_all(self) -> list[Effect]:
+        self._loading = {i for i, s in enumerate(self._sets) if s.active}
+        if not self._loading and self.role is Role.INITIATOR:
+            raise LocalProtocolError("a session needs at least one set")
+        return [LoadSnapshot(i) for i in sorted(self._loading)]
+
+    def _skippable(self, index: int) -> bool:
+        """A set the peer opened with but we declined: its ranges are ignored, not an error."""
+        return 0 <= index < len(self._sets) and not self._sets[index].active
+
+    def _state(self, index: int) -> _SetState:
+        if not 0 <= index < len(self._sets) or not self._sets[index].active:
+            raise RemoteProtocolError(
+                f"frame names set #{index}, which this session does not reconcile "
+                f"(sets: {self.set_names})"
+            )
+        return self._sets[index]
+
+    def _frame_budget(self) -> int:
+        return self._peer_frame_cap - 1024  # headroom for framing and per-item overhead
+
+    def _check_clock(self, now: float) -> None:
+        if now - self._started > self.limits.session_timeout:
+            raise RemoteProtocolError(
+                f"session ran longer than {self.limits.session_timeout:.0f}s "
+                "(cap session_timeout); sync again to continue"
+            )
+
+    def _done(self) -> list[Effect]:
+        self._phase = _Phase.DONE
+        dropped = sum(len(s.pool) for s in self._sets)
+        self.stats.orphans_dropped = dropped
+        return [Done(orphans_dropped=dropped)]
+
+    def _fail(self, exc: Exception, code: str) -> list[Effect]:
+        self._phase = _Phase.FAILED
+        return [SendFrame(Abort(code=code, reason=str(exc))), Failed(exc)]
+
+
+def _inactive(name: str, limits: SessionLimits) -> _SetState:
+    """A set the peer offered that this node does not reconcile: frames for it are refused."""
+    state = _SetState(name, _NoCodec(), limits)
+    state.active = False
+    return state
+
+
+class _NoCodec:
+    def parse(self, raw: bytes) -> ParsedItem:
+        raise InvalidEntry("this node does not reconcile that set")

@@ -1,0 +1,178 @@
+"""What the core knows about one reconciled set: item parsing, and a sorted snapshot.
+
+A set is a collection of opaque items, each with a 32-byte id, a sort key ``(height, id)``
+derived from content, and an optional *version* (entries: their ``ts``). The fingerprint
+sums *tokens*: the id itself, or ``sha256(id ‖ version)`` when the item has a version, so two
+nodes holding the same id with different ts see different fingerprints and exchange both
+versions (each store keeps the earliest). See docs/protocol.md, "Versions".
+
+The snapshot keeps ids and tokens in flat ``bytes`` and heights in an ``array``, and range
+sums in a flat prefix-sum buffer, so a session over 1M items stays within tens of MB.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from lifeline_mesh.recon.frames import Bound
+
+__all__ = [
+    "FINGERPRINT_BYTES",
+    "LIST_TOKEN_BYTES",
+    "ItemCodec",
+    "ParsedItem",
+    "Snapshot",
+    "token_of",
+]
+
+FINGERPRINT_BYTES = 16
+LIST_TOKEN_BYTES = 16  # token prefix used in id lists: 128 bits, collision-safe in practice
+_MOD = 1 << 256
+
+
+def token_of(item_id: bytes, version: bytes = b"") -> bytes:
+    """The 32-byte value an item contributes to fingerprints."""
+    if not version:
+        return item_id
+    return hashlib.sha256(item_id + b"\x00" + version).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedItem:
+    """A received item after admission: id, version, same-set dependencies, raw bytes."""
+
+    id: bytes
+    version: bytes
+    deps: tuple[bytes, ...]
+    raw: bytes
+    value: object = None  # the decoded object (an Entry), so admission decodes once
+
+
+class ItemCodec(Protocol):
+    """Pure parsing and admission of a raw item; raises an InvalidEntry on a bad one."""
+
+    def parse(self, raw: bytes) -> ParsedItem: ...
+
+
+def _id_index(ids: bytes | bytearray) -> tuple[array[int], array[int]]:
+    """Id prefixes sorted, with the snapshot position of each: a compact membership index."""
+    prefixes = array("Q", (int.from_bytes(ids[k : k + 8], "big") for k in range(0, len(ids), 32)))
+    order = sorted(range(len(prefixes)), key=prefixes.__getitem__)
+    return array("Q", (prefixes[n] for n in order)), array("L", order)
+
+
+class _Keys(Sequence[tuple[int, bytes]]):
+    """A read-only view of the sorted keys, for ``bisect``."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self._snap = snap
+
+    def __len__(self) -> int:
+        return len(self._snap)
+
+    def __getitem__(self, i: int) -> tuple[int, bytes]:  # type: ignore[override]
+        return self._snap.key(i)
+
+
+class Snapshot:
+    """The local items of one set at session start, sorted by ``(height, id)``."""
+
+    def __init__(
+        self,
+        heights: Sequence[int],
+        ids: Sequence[bytes],
+        tokens: Sequence[bytes],
+        extra_known: Iterable[bytes] = (),
+    ) -> None:
+        self._load(zip(heights, ids, tokens, strict=True), extra_known)
+
+    @classmethod
+    def build(
+        cls, rows: Iterable[tuple[int, bytes, bytes]], extra_known: Iterable[bytes] = ()
+    ) -> Snapshot:
+        """From ``(height, id, token)`` rows in key order, consumed one at a time."""
+        snap = cls.__new__(cls)
+        snap._load(rows, extra_known)
+        return snap
+
+    def _load(self, rows: Iterable[tuple[int, bytes, bytes]], extra_known: Iterable[bytes]) -> None:
+        # Built incrementally into flat buffers: no per-item Python objects survive.
+        heights, ids, tokens = array("Q"), bytearray(), bytearray()
+        sums = bytearray(32)
+        acc = 0
+        for height, item_id, token in rows:
+            heights.append(height)
+            ids += item_id
+            tokens += token
+            acc = (acc + int.from_bytes(token, "little")) % _MOD
+            sums += acc.to_bytes(32, "little")
+        self._n = len(heights)
+        self._heights = heights
+        # Kept as bytearrays: converting to bytes would briefly double them.
+        self._ids = ids
+        self._tokens = tokens
+        self._sums = sums
+        self._prefixes, self._positions = _id_index(self._ids)
+        self._extra: set[bytes] = set(extra_known)
+        self._keys = _Keys(self)
+
+    @classmethod
+    def empty(cls) -> Snapshot:
+        return cls([], [], [])
+
+    def __len__(self) -> int:
+        return self._n
+
+    def key(self, i: int) -> tuple[int, bytes]:
+        return self._heights[i], bytes(self._ids[32 * i : 32 * i + 32])
+
+    def item_id(self, i: int) -> bytes:
+        return bytes(self._ids[32 * i : 32 * i + 32])
+
+    def token(self, i: int) -> bytes:
+        return bytes(self._tokens[32 * i : 32 * i + 32])
+
+    def knows(self, item_id: bytes) -> bool:
+        return item_id in self._extra or self.position(item_id) is not None
+
+    def position(self, item_id: bytes) -> int | None:
+        """The index of ``item_id`` in key order, None when the snapshot lacks it."""
+        # Sorted 8-byte id prefixes (8 MB per million items, where a set of bytes would
+        # take ~100 MB); equal prefixes are checked against the full id.
+        prefix = int.from_bytes(item_id[:8], "big")
+        k = bisect_left(self._prefixes, prefix)
+        while k < len(self._prefixes) and self._prefixes[k] == prefix:
+            if self.item_id(self._positions[k]) == item_id:
+                return self._positions[k]
+            k += 1
+        return None
+
+    def index_of(self, bound: Bound | None) -> int:
+        """The first index whose key is not below ``bound`` (``len`` for +infinity)."""
+        if bound is None:
+            return self._n
+        return bisect_left(self._keys, (bound.height, bound.id_prefix))
+
+    def fingerprint(self, lo: int, hi: int) -> bytes:
+        total = int.from_bytes(self._sums[32 * hi : 32 * hi + 32], "little")
+        total -= int.from_bytes(self._sums[32 * lo : 32 * lo + 32], "little")
+        digest = hashlib.sha256(
+            (total % _MOD).to_bytes(32, "little") + (hi - lo).to_bytes(8, "little")
+        )
+        return digest.digest()[:FINGERPRINT_BYTES]
+
+    def bound_before(self, i: int) -> Bound:
+        """The shortest bound separating item ``i - 1`` from item ``i``."""
+        height, item_id = self.key(i)
+        if i == 0 or self._heights[i - 1] != height:
+            return Bound(height, b"")
+        prev = self.item_id(i - 1)
+        shared = 0
+        while shared < 32 and prev[shared] == item_id[shared]:
+            shared += 1
+        return Bound(height, item_id[: shared + 1])

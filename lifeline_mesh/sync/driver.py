@@ -1,0 +1,192 @@
+"""The asyncio driver: pumps one reconciliation session over a frame channel.
+
+It performs the session's effects against the sets (load snapshot, fetch, admit) and the
+channel (send), in order, and hands the session the next frame only when the effects are
+done. Two bounded overlaps keep both peers busy: frames are read ahead (two at most) and
+one received batch is stored while the next is parsed. A slow store therefore still slows
+the peer, through the transport's flow control. Input from the peer never escapes as
+anything but our error tree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from lifeline.errors import LifelineError, PeerError, ProtocolError, RemoteProtocolError
+from lifeline_mesh.recon.frames import (
+    Deliver,
+    Done,
+    Effect,
+    Failed,
+    Fetch,
+    Frame,
+    LoadSnapshot,
+    SendFrame,
+)
+from lifeline_mesh.recon.session import Session
+from lifeline_mesh.recon.sets import ParsedItem
+from lifeline_mesh.sync.driver_types import Channel
+from lifeline_mesh.sync.port import AdmitResult, ReconSet
+from lifeline_mesh.sync.readahead import ReadAhead
+
+__all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
+
+IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session gives up
+
+
+@dataclass(slots=True)
+class SyncReport:
+    """What one session did, as `lifeline-mesh sync` prints it."""
+
+    line: str
+    role: str
+    entries_sent: int = 0
+    entries_received: int = 0
+    entries_added: int = 0
+    ts_lowered: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    round_trips: int = 0
+    seconds: float = 0.0
+    orphans_dropped: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def drive(
+    session: Session,
+    channel: Channel,
+    sets: Sequence[ReconSet],
+    *,
+    first: Frame | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    idle_timeout: float = IDLE_TIMEOUT,
+) -> SyncReport:
+    """Run ``session`` to the end; raise a ProtocolError/PeerError when it fails."""
+    started = clock()
+    report = SyncReport(line=session.line, role=session.role.value)
+    effects: deque[Effect] = deque(session.start(started))
+    if first is not None:
+        effects.extend(session.receive(first, clock()))
+    by_name = {s.name: s for s in sets}
+    admitter = _Admitter(report)
+    reader = ReadAhead(channel)
+    clean = False
+    try:
+        while True:
+            while effects:
+                eff = effects.popleft()
+                if isinstance(eff, Done):
+                    effects.extend(await admitter.drain(session))
+                    if effects:
+                        continue
+                    report.orphans_dropped = eff.orphans_dropped
+                    clean = True
+                    return _finish(report, session, channel, clock() - started)
+                if isinstance(eff, Failed):
+                    raise eff.error
+                if isinstance(eff, Deliver):
+                    target = by_name[session.set_names[eff.set_index]]
+                    effects.extend(await admitter.submit(session, target, eff))
+                    continue
+                effects.extend(await _perform(eff, session, channel, by_name, clock))
+            effects.extend(await _next_frame(session, reader, clock, idle_timeout))
+    finally:
+        await reader.close(clean=clean)
+        await admitter.cancel()
+
+
+class _Admitter:
+    """Stores received batches one at a time, overlapping each write with the next read.
+
+    At most one batch is in flight and batches are stored in arrival order, so parents
+    are stored before children; each batch is still one transaction.
+    """
+
+    def __init__(self, report: SyncReport) -> None:
+        self._report = report
+        self._task: asyncio.Task[AdmitResult] | None = None
+
+    async def submit(self, session: Session, target: ReconSet, eff: Deliver) -> list[Effect]:
+        failed = await self.drain(session)
+        if failed:
+            return failed
+        items = [i for i in eff.items if isinstance(i, ParsedItem)]
+        self._task = asyncio.ensure_future(target.admit(items, eff.externals))
+        return []
+
+    async def drain(self, session: Session) -> list[Effect]:
+        task, self._task = self._task, None
+        if task is None:
+            return []
+        try:
+            result = await task
+        except RemoteProtocolError as exc:
+            return session.fail(exc, "item")
+        except LifelineError as exc:
+            return session.fail(exc, "store")
+        self._report.entries_added += result.added
+        self._report.ts_lowered += result.updated
+        return []
+
+    async def cancel(self) -> None:
+        """On failure: let a batch already being written finish (it is atomic anyway)."""
+        task, self._task = self._task, None
+        if task is not None:
+            with contextlib.suppress(Exception):
+                await task
+
+
+async def _perform(
+    eff: Effect,
+    session: Session,
+    channel: Channel,
+    sets: dict[str, ReconSet],
+    clock: Callable[[], float],
+) -> list[Effect]:
+    if isinstance(eff, SendFrame):
+        await channel.send(eff.frame)
+        return []
+    names = session.set_names
+    if isinstance(eff, LoadSnapshot):
+        snap = await sets[names[eff.set_index]].snapshot()
+        return session.snapshot_loaded(eff.set_index, snap, clock())
+    if isinstance(eff, Fetch):
+        got = await sets[names[eff.set_index]].fetch(eff.ids)
+        return session.fetched(eff.set_index, got.raws, got.externals, clock())
+    return []
+
+
+async def _next_frame(
+    session: Session, channel: ReadAhead, clock: Callable[[], float], idle_timeout: float
+) -> list[Effect]:
+    try:
+        async with asyncio.timeout(idle_timeout):
+            frame = await channel.recv()
+    except TimeoutError:
+        return session.fail(
+            PeerError(f"the peer sent nothing for {idle_timeout:.0f}s; it may be overloaded"),
+            "timeout",
+        )
+    except ProtocolError as exc:
+        return session.fail(exc, "protocol")
+    if frame is None:
+        raise PeerError("the peer closed the stream in the middle of the session; sync again")
+    return session.receive(frame, clock())
+
+
+def _finish(report: SyncReport, session: Session, channel: Channel, seconds: float) -> SyncReport:
+    report.entries_sent = session.stats.items_sent
+    report.entries_received = session.stats.items_received
+    report.round_trips = session.stats.rounds
+    report.bytes_sent = channel.bytes_sent
+    report.bytes_received = channel.bytes_received
+    report.seconds = round(seconds, 4)
+    return report

@@ -1,0 +1,45 @@
+"""The port a reconciled set implements so the session can sync it (DESIGN §5).
+
+A set has a name, a pure :class:`~lifeline_mesh.recon.sets.ItemCodec`, and three async
+operations: a sorted snapshot of its keys and tokens, fetching raw items by id, and admitting
+received items in one atomic batch. Entries implement it today (``EntrySet``); the notary's
+attestations plug in the same way, without touching the protocol core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
+
+__all__ = ["AdmitResult", "FetchResult", "ReconSet"]
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    raws: list[bytes]
+    externals: list[tuple[bytes, str]]  # cross-line parents of these items: (id, line)
+
+
+@dataclass(frozen=True, slots=True)
+class AdmitResult:
+    added: int
+    updated: int = 0  # items already held whose version was lowered (earlier ts)
+
+
+class ReconSet(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def codec(self) -> ItemCodec: ...
+
+    async def snapshot(self) -> Snapshot: ...
+
+    async def fetch(self, ids: Sequence[bytes]) -> FetchResult: ...
+
+    async def admit(
+        self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
+    ) -> AdmitResult: ...

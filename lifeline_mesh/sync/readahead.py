@@ -1,0 +1,63 @@
+"""Reading frames ahead of the session, into a small bounded queue.
+
+While the session parses one batch and the store writes another, the next frames are
+already being received, so the sender is not stalled by our processing. The queue is
+bounded (``depth`` frames, each under the frame cap), so back-pressure still reaches the
+sender through the transport's flow control.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from lifeline.errors import LifelineError
+from lifeline_mesh.recon.frames import Abort, Fin, Frame
+from lifeline_mesh.sync.driver_types import Channel
+
+__all__ = ["ReadAhead"]
+
+
+class ReadAhead:
+    def __init__(self, channel: Channel, depth: int = 2) -> None:
+        self._channel = channel
+        self._queue: asyncio.Queue[Frame | LifelineError | None] = asyncio.Queue(depth)
+        self._task: asyncio.Task[None] | None = None
+
+    async def recv(self) -> Frame | None:
+        """The next frame, None at the end; the channel's errors are re-raised here."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._pump())
+        item = await self._queue.get()
+        if isinstance(item, LifelineError):
+            raise item
+        return item
+
+    async def _pump(self) -> None:
+        while True:
+            try:
+                frame = await self._channel.recv()
+            except LifelineError as exc:
+                await self._queue.put(exc)
+                return
+            await self._queue.put(frame)
+            # Nothing may follow these; not reading on lets the call end cleanly.
+            if frame is None or isinstance(frame, (Fin, Abort)):
+                return
+
+    async def close(self, *, clean: bool, timeout: float = 10.0) -> None:
+        """After a clean end, wait for the peer's end of stream; otherwise stop reading.
+
+        Cancelling a pending read cancels the whole gRPC call, so a clean session lets the
+        read finish (the peer ends the call right after ``Fin``).
+        """
+        task, self._task = self._task, None
+        if task is None or task.done():
+            return
+        if clean:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, LifelineError):
+            await task

@@ -1,0 +1,110 @@
+"""Frame channels over a grpc.aio stream, carrying raw serialized frames.
+
+The method is registered without (de)serializers so that garbage bytes reach our decoder
+(and become a clear RemoteProtocolError) instead of failing inside grpc, and so that the
+byte counts are exactly the frames' payload.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import grpc
+
+from lifeline.errors import PeerError
+from lifeline_mesh.recon.frames import Abort, Frame
+from lifeline_mesh.transport.errors import error_from_rpc
+from lifeline_mesh.wire.codec import decode_bytes, encode
+
+__all__ = ["METHOD", "ClientChannel", "ServerChannel", "grpc_options"]
+
+METHOD = "/lifeline_mesh.v1.Mesh/Sync"
+
+
+def grpc_options(max_frame_bytes: int) -> list[tuple[str, Any]]:
+    # Explicit on both ends (DESIGN §5): a frame above the cap is refused by grpc itself.
+    limit = max_frame_bytes + 4096  # headroom for protobuf framing only
+    return [
+        ("grpc.max_receive_message_length", limit),
+        ("grpc.max_send_message_length", limit),
+    ]
+
+
+class ServerChannel:
+    def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
+        self._context = context
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+    async def send(self, frame: Frame) -> None:
+        data = encode(frame).SerializeToString()
+        self.bytes_sent += len(data)
+        await self._context.write(data)
+
+    async def recv(self) -> Frame | None:
+        data = await self._context.read()
+        if data is grpc.aio.EOF:
+            return None
+        self.bytes_received += len(data)
+        return decode_bytes(data)
+
+
+class ClientChannel:
+    def __init__(self, call: grpc.aio.StreamStreamCall[bytes, bytes], target: str) -> None:
+        self._call = call
+        self._target = target
+        self.bytes_sent = 0
+        self.bytes_received = 0
+
+    async def send(self, frame: Frame) -> None:
+        await self.send_raw(encode(frame).SerializeToString())
+
+    async def send_raw(self, data: bytes) -> None:
+        self.bytes_sent += len(data)
+        try:
+            await self._call.write(data)
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as exc:
+            # A write after the peer ended the call fails with a generic error; the peer's
+            # real reason is an Abort frame already received, or the call's final status.
+            await self._raise_reason()
+            raise PeerError(f"peer {self._target} ended the call early ({exc})") from exc
+
+    async def _raise_reason(self) -> None:
+        try:
+            while (data := await self._call.read()) is not grpc.aio.EOF:
+                frame = decode_bytes(data)
+                if isinstance(frame, Abort):
+                    raise PeerError(f"the peer aborted the session: {frame.reason} [{frame.code}]")
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError):
+            pass
+        await self._raise_status()
+
+    async def recv(self) -> Frame | None:
+        try:
+            data = await self._call.read()
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc, self._target) from exc
+        if data is grpc.aio.EOF:
+            await self._raise_status()
+            return None
+        self.bytes_received += len(data)
+        return decode_bytes(data)
+
+    async def _raise_status(self) -> None:
+        code = await self._call.code()
+        if code is not grpc.StatusCode.OK:
+            details = await self._call.details()
+            raise error_from_rpc(
+                grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details),
+                self._target,
+            )
+
+    async def close(self) -> None:
+        """Half-close our side and wait for the peer to end the call."""
+        try:
+            await self._call.done_writing()
+            while await self._call.read() is not grpc.aio.EOF:
+                pass
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc, self._target) from exc

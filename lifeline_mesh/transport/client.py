@@ -1,0 +1,48 @@
+"""The gRPC client side: one initiator session for one line with one peer."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import grpc
+
+from lifeline.errors import LifelineError
+from lifeline_mesh.recon.session import Role, Session, SessionLimits
+from lifeline_mesh.sync.driver import SyncReport, drive
+from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.transport.addresses import require_loopback
+from lifeline_mesh.transport.channels import METHOD, ClientChannel, grpc_options
+
+__all__ = ["sync_line"]
+
+
+async def sync_line(
+    target: str,
+    line: str,
+    sets: Sequence[ReconSet],
+    *,
+    credentials: grpc.ChannelCredentials | None = None,
+    limits: SessionLimits | None = None,
+) -> SyncReport:
+    """Reconcile ``line`` with the peer at ``target`` (``HOST:PORT``)."""
+    require_loopback(target, tls=credentials is not None, what="peer address")
+    limits = limits or SessionLimits()
+    options = grpc_options(limits.max_frame_bytes)
+    if credentials is None:
+        grpc_channel = grpc.aio.insecure_channel(target, options=options)
+    else:
+        grpc_channel = grpc.aio.secure_channel(target, credentials, options=options)
+    async with grpc_channel:
+        call = grpc_channel.stream_stream(METHOD)()
+        channel = ClientChannel(call, target)
+        session = Session(
+            Role.INITIATOR, line, [(s.name, s.codec) for s in sets], time.monotonic(), limits
+        )
+        try:
+            report = await drive(session, channel, sets)
+            await channel.close()
+        except LifelineError:
+            call.cancel()
+            raise
+    return report

@@ -1,0 +1,152 @@
+"""The gRPC peer: accepts sync sessions, one stream per session (grpc.aio).
+
+Before a session it reads the Hello, checks the line is shared, asks the authorizer, then
+opens the line's store *for this session* (so writes by other processes are seen) and runs
+the responder. A failing session ends only itself: its reason goes to the peer and the log.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import grpc
+
+from lifeline.errors import LifelineError, RemoteProtocolError
+from lifeline.store.port import Store
+from lifeline_mesh.recon.frames import EndOfTurn, Hello
+from lifeline_mesh.recon.session import Role, Session, SessionLimits
+from lifeline_mesh.sync.driver import SyncReport, drive
+from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.transport.addresses import require_loopback
+from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity
+from lifeline_mesh.transport.channels import METHOD, ServerChannel, grpc_options
+from lifeline_mesh.transport.errors import Refused, status_for
+
+__all__ = ["LineOpener", "SyncServer"]
+
+log = logging.getLogger(__name__)
+
+# (line) -> async context manager yielding the store of that line
+LineOpener = Callable[[str], AbstractAsyncContextManager[Store]]
+SetFactory = Callable[[Store], Sequence[ReconSet]]
+
+
+class SyncServer:
+    def __init__(
+        self,
+        open_line: LineOpener,
+        is_shared: Callable[[str], bool],
+        make_sets: SetFactory,
+        *,
+        authorizer: Authorizer | None = None,
+        credentials: grpc.ServerCredentials | None = None,
+        limits: SessionLimits | None = None,
+    ) -> None:
+        self._open_line = open_line
+        self._is_shared = is_shared
+        self._make_sets = make_sets
+        self._authorizer = authorizer or AllowAll()
+        self._credentials = credentials
+        self.limits = limits or SessionLimits()
+        self._server: grpc.aio.Server | None = None
+        self.reports: list[SyncReport] = []
+        self.failures: list[str] = []
+
+    async def start(self, listen: str) -> str:
+        """Bind and start; returns the bound ``HOST:PORT`` (port 0 picks a free one)."""
+        host, port = require_loopback(
+            listen, tls=self._credentials is not None, what="listen address"
+        )
+        server = grpc.aio.server(options=grpc_options(self.limits.max_frame_bytes))
+        handler = grpc.stream_stream_rpc_method_handler(self._handle)
+        service, method = METHOD.strip("/").split("/")
+        server.add_generic_rpc_handlers(
+            (grpc.method_handlers_generic_handler(service, {method: handler}),)
+        )
+        bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        if self._credentials is None:
+            bound = server.add_insecure_port(bind)
+        else:
+            bound = server.add_secure_port(bind, self._credentials)
+        await server.start()
+        self._server = server
+        return f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
+
+    async def stop(self, grace: float = 5.0) -> None:
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+
+    async def wait(self) -> None:
+        if self._server is not None:
+            await self._server.wait_for_termination()
+
+    async def _handle(
+        self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
+    ) -> None:
+        channel = ServerChannel(context)
+        hello = None
+        try:
+            hello = await channel.recv()
+            if not isinstance(hello, Hello):
+                raise RemoteProtocolError(
+                    f"the first frame must be a hello, got {type(hello).__name__}"
+                )
+            await self._admit(hello.line, context)
+        except LifelineError as exc:
+            self.failures.append(str(exc))
+            log.warning("refused a session from %s: %s", context.peer(), exc)
+            if isinstance(hello, Hello):
+                await _drain_first_turn(channel)
+            await context.abort(status_for(exc), str(exc))
+            return
+        await self._run(hello, channel, context)
+
+    async def _admit(self, line: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+        if not self._is_shared(line):
+            raise Refused(
+                f"line {line!r} is not shared on this node; its owner can run "
+                f"`lifeline-mesh share {line}`"
+            )
+        peer = _identity(context)
+        for access in (Access.READ, Access.WRITE):
+            await self._authorizer.authorize(peer, line, access)
+
+    async def _run(
+        self, hello: Hello, channel: ServerChannel, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> None:
+        try:
+            async with self._open_line(hello.line) as store:
+                sets = self._make_sets(store)
+                session = Session(
+                    Role.RESPONDER, hello.line, [(s.name, s.codec) for s in sets], 0.0, self.limits
+                )
+                report = await drive(session, channel, sets, first=hello)
+            self.reports.append(report)
+        except LifelineError as exc:
+            # The session already told the peer (Abort frame); the node keeps serving.
+            self.failures.append(str(exc))
+            log.warning("sync session from %s failed: %s", context.peer(), exc)
+
+
+async def _drain_first_turn(channel: ServerChannel, limit: int = 64) -> None:
+    """Read the rest of the initiator's opening turn before refusing it.
+
+    The initiator sends hello, ranges and end-of-turn without waiting; refusing mid-write
+    would surface on its side as a failed write instead of our status and reason.
+    """
+    try:
+        for _ in range(limit):
+            frame = await channel.recv()
+            if frame is None or isinstance(frame, EndOfTurn):
+                return
+    except LifelineError:
+        return
+
+
+def _identity(context: grpc.aio.ServicerContext[Any, Any]) -> PeerIdentity:
+    auth = {key: tuple(values) for key, values in (context.auth_context() or {}).items()}
+    return PeerIdentity(address=context.peer() or "", auth_context=auth)

@@ -1,0 +1,140 @@
+"""Mapping between the core's frames and the protobuf messages of ``sync.proto``.
+
+The only place protobuf types meet the reconciliation core. ``decode`` turns any malformed
+input (garbage bytes, a missing body, an out-of-range enum) into a RemoteProtocolError that
+shows what was wrong.
+"""
+
+from __future__ import annotations
+
+from google.protobuf.message import DecodeError
+
+from lifeline.errors import RemoteProtocolError
+from lifeline_mesh.recon.frames import (
+    Abort,
+    Bound,
+    EndOfTurn,
+    Fin,
+    Frame,
+    Hello,
+    Items,
+    Mode,
+    Range,
+    Recon,
+    Want,
+)
+from lifeline_mesh.wire import sync_pb2 as pb
+
+__all__ = ["decode", "decode_bytes", "encode"]
+
+
+def _bound_pb(bound: Bound | None) -> pb.Bound:
+    if bound is None:
+        return pb.Bound(infinite=True)
+    return pb.Bound(height=bound.height, id_prefix=bound.id_prefix)
+
+
+def _range_pb(rng: Range) -> pb.Range:
+    return pb.Range(
+        upper=_bound_pb(rng.upper),
+        mode=int(rng.mode),  # type: ignore[arg-type]
+        fingerprint=rng.fingerprint,
+        count=rng.count,
+        tokens=rng.tokens,
+    )
+
+
+def encode(frame: Frame) -> pb.Frame:
+    if isinstance(frame, Hello):
+        return pb.Frame(
+            hello=pb.Hello(
+                protocol_version=frame.protocol_version,
+                line=frame.line,
+                sets=list(frame.sets),
+                capabilities=list(frame.capabilities),
+                max_frame_bytes=frame.max_frame_bytes,
+                max_items=frame.max_items,
+            )
+        )
+    if isinstance(frame, Recon):
+        return pb.Frame(
+            recon=pb.Recon(set=frame.set_index, ranges=[_range_pb(r) for r in frame.ranges])
+        )
+    if isinstance(frame, Want):
+        return pb.Frame(want=pb.Want(set=frame.set_index, tokens=frame.tokens, ids=frame.ids))
+    if isinstance(frame, Items):
+        externals = [pb.External(id=i, line=line) for i, line in frame.externals]
+        return pb.Frame(items=pb.Items(set=frame.set_index, items=frame.items, externals=externals))
+    if isinstance(frame, Abort):
+        return pb.Frame(abort=pb.Abort(code=frame.code, reason=frame.reason))
+    if isinstance(frame, EndOfTurn):
+        return pb.Frame(end_of_turn=pb.EndOfTurn())
+    return pb.Frame(fin=pb.Fin())
+
+
+def _bound(msg: pb.Bound) -> Bound | None:
+    if msg.infinite:
+        return None
+    if len(msg.id_prefix) > 32:
+        raise RemoteProtocolError(f"range bound id prefix is {len(msg.id_prefix)} bytes (max 32)")
+    return Bound(msg.height, bytes(msg.id_prefix))
+
+
+def _range(msg: pb.Range) -> Range:
+    try:
+        mode = Mode(msg.mode)
+    except ValueError as exc:
+        raise RemoteProtocolError(f"unknown range mode {msg.mode}; upgrade this node") from exc
+    return Range(_bound(msg.upper), mode, bytes(msg.fingerprint), msg.count, bytes(msg.tokens))
+
+
+def _items(msg: pb.Items) -> Items:
+    externals = []
+    for ext in msg.externals:
+        if len(ext.id) != 32:
+            raise RemoteProtocolError(f"external reference id is {len(ext.id)} bytes, not 32")
+        externals.append((bytes(ext.id), ext.line))
+    return Items(msg.set, tuple(bytes(i) for i in msg.items), tuple(externals))
+
+
+def decode(msg: pb.Frame) -> Frame:
+    kind = msg.WhichOneof("body")
+    if kind == "hello":
+        h = msg.hello
+        return Hello(
+            h.protocol_version,
+            h.line,
+            tuple(h.sets),
+            tuple(h.capabilities),
+            h.max_frame_bytes,
+            h.max_items,
+        )
+    if kind == "recon":
+        return Recon(msg.recon.set, tuple(_range(r) for r in msg.recon.ranges))
+    if kind == "want":
+        ids = tuple(bytes(i) for i in msg.want.ids)
+        if any(len(i) != 32 for i in ids):
+            raise RemoteProtocolError("a wanted id is not 32 bytes")
+        return Want(msg.want.set, bytes(msg.want.tokens), ids)
+    if kind == "items":
+        return _items(msg.items)
+    if kind == "abort":
+        return Abort(msg.abort.code, msg.abort.reason)
+    if kind == "end_of_turn":
+        return EndOfTurn()
+    if kind == "fin":
+        return Fin()
+    raise RemoteProtocolError("frame has no body (empty or from a newer protocol); upgrade")
+
+
+def decode_bytes(data: bytes) -> Frame:
+    """Parse a serialized frame; garbage becomes a RemoteProtocolError."""
+    msg = pb.Frame()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as exc:
+        raise RemoteProtocolError(
+            f"frame of {len(data)} bytes is not a valid protobuf Frame ({exc}); "
+            f"first bytes {data[:16].hex()}"
+        ) from exc
+    return decode(msg)

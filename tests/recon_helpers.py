@@ -1,0 +1,48 @@
+"""Builders shared by the reconciliation tests: entry chains and a toy opaque set."""
+
+from __future__ import annotations
+
+import hashlib
+
+from lifeline.entry import Entry
+from lifeline_mesh.recon.entry_codec import EntryCodec
+from lifeline_mesh.recon.pair import MemorySet
+from lifeline_mesh.recon.sets import ParsedItem
+
+
+def chain(n: int, tag: str, parent: str | None = None, body: str = "") -> list[Entry]:
+    """``n`` entries, each the child of the previous one (the first of ``parent``)."""
+    out: list[Entry] = []
+    prev = parent
+    for k in range(n):
+        e = Entry.create(
+            ts=f"2026-01-01T00:{k // 60 % 60:02d}:{k % 60:02d}Z",
+            kind="note",
+            summary=f"{tag}-{k}",
+            body=body,
+            parents=(prev,) if prev else (),
+        )
+        out.append(e)
+        prev = e.id
+    return out
+
+
+def entry_set(entries: list[Entry] = ()) -> MemorySet:  # type: ignore[assignment]
+    s = MemorySet(EntryCodec())
+    for e in entries:
+        s.add_raw(e.to_json())
+    return s
+
+
+class BlobCodec:
+    """An opaque set: the id is sha256 of the bytes, no version, no dependencies."""
+
+    def parse(self, raw: bytes) -> ParsedItem:
+        return ParsedItem(hashlib.sha256(raw).digest(), b"", (), raw)
+
+
+def blob_set(blobs: list[bytes]) -> MemorySet:
+    s = MemorySet(BlobCodec())
+    for b in blobs:
+        s.add_raw(b)
+    return s
