@@ -12,7 +12,9 @@ from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.lines import line_names, validate_line_name
 from lifeline_mesh.node import Node
+from lifeline_mesh.peering import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
+from lifeline_mesh.transport.addresses import split_address
 
 __all__ = ["register"]
 
@@ -25,6 +27,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="address to listen on (default: the node config, 127.0.0.1:0 = a free port)",
     )
+    add_peering_arguments(p)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("sync", parents=[parent], help="run one sync session with a peer")
@@ -47,7 +50,9 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     node = Node(root_of(args))
-    listen = args.listen or node.config().listen
+    config = node.config()
+    listen = args.listen or config.listen
+    peering = peering_options(args, config, listen_host=split_address(listen)[0])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -57,7 +62,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         sys.stdout.write(f"listening on {address}\n")
         sys.stdout.flush()
 
-    server = await node.serve(listen, stop, ready)
+    server = await node.serve(listen, stop, ready, peering)
     print(f"stopped after {len(server.reports)} sessions ({len(server.failures)} failed)")
     return 0
 

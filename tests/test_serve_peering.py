@@ -1,0 +1,95 @@
+"""The always-on node end to end: `lifeline-mesh serve` subprocesses that keep each other in
+sync with no command, stop cleanly on SIGTERM, and report through `status` and `peers`."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from lifeline_mesh.state import state_path
+from tests.mesh_procs import cli, free_port, serve, wait_for_entry
+
+pytestmark = pytest.mark.slow
+
+
+def _node(root: Path) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    cli("lifeline", root, "init")
+    cli("lifeline_mesh", root, "share", "ledger")
+    return root / ".lifeline" / "ledger.db"
+
+
+def _log(root: Path, summary: str) -> str:
+    out = cli("lifeline", root, "log", "--kind", "note", "--summary", summary, "--json").stdout
+    return str(json.loads(out)["id"])
+
+
+def test_a_write_on_one_node_reaches_the_other_without_a_command(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    line_a, line_b = _node(a), _node(b)
+    pa, pb = free_port(), free_port()
+    flags = ["--no-discovery"]
+    with (
+        serve(a, "--listen", f"127.0.0.1:{pa}", "--peer", f"127.0.0.1:{pb}", *flags) as node_a,
+        serve(b, "--listen", f"127.0.0.1:{pb}", "--peer", f"127.0.0.1:{pa}", *flags) as node_b,
+    ):
+        from_a = _log(a, "written on a while both serve")
+        wait_for_entry(line_b, from_a)
+        from_b = _log(b, "answered on b")
+        wait_for_entry(line_a, from_b)
+
+        status = json.loads(cli("lifeline_mesh", a, "status", "--json").stdout)
+        assert status["serving"] and status["listen"] == f"127.0.0.1:{pa}"
+        assert status["pid"] == node_a.pid and status["lines"][0]["entries"] == 2
+        peers = json.loads(cli("lifeline_mesh", b, "peers", "--json").stdout)
+        assert peers["node_running"] and len(peers["peers"]) == 1
+        row = peers["peers"][0]
+        assert row["address"] == f"127.0.0.1:{pa}" and row["last_sync_at"] is not None
+        assert row["failures"] == 0 and row["last_error"] is None
+
+        for proc in (node_a, node_b):
+            proc.send_signal(signal.SIGTERM)
+        for proc in (node_a, node_b):
+            _, err = proc.communicate(timeout=30)
+            assert proc.returncode == 0, err
+            assert "Traceback" not in err
+    assert not state_path(a).exists() and not state_path(b).exists()
+    assert json.loads(cli("lifeline_mesh", a, "status", "--json").stdout)["serving"] is False
+
+
+def test_a_dead_peer_is_reported_and_does_not_stop_the_node(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _node(a)
+    line_b = _node(b)
+    pa, pb, dead = free_port(), free_port(), free_port()
+    with (
+        serve(
+            a,
+            "--listen",
+            f"127.0.0.1:{pa}",
+            "--peer",
+            f"127.0.0.1:{dead}",
+            "--peer",
+            f"127.0.0.1:{pb}",
+            "--no-discovery",
+        ),
+        serve(b, "--listen", f"127.0.0.1:{pb}", "--no-discovery"),
+    ):
+        wait_for_entry(line_b, _log(a, "still flows to the live peer"))
+        rows = {
+            r["address"]: r
+            for r in json.loads(cli("lifeline_mesh", a, "peers", "--json").stdout)["peers"]
+        }
+        assert rows[f"127.0.0.1:{dead}"]["failures"] >= 1
+        assert "unavailable" in rows[f"127.0.0.1:{dead}"]["last_error"]
+        assert rows[f"127.0.0.1:{pb}"]["failures"] == 0
+
+
+def test_serve_refuses_discovery_on_every_interface(tmp_path: Path) -> None:
+    _node(tmp_path)
+    result = cli("lifeline_mesh", tmp_path, "serve", "--listen", "0.0.0.0:0", check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "name the one(s) to announce on with --interface ADDR" in result.stderr
