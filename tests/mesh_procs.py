@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -11,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["cli", "free_port", "has_entry", "serve", "wait_for_entry"]
+__all__ = ["cli", "free_port", "has_entry", "join_mesh", "serve", "wait_for_entry"]
 
 
 def cli(
@@ -83,3 +85,64 @@ def wait_for_entry(line_file: Path, entry_id: str, *, deadline_s: float = 30.0) 
             return time.monotonic()
         time.sleep(0.005)
     raise AssertionError(f"{entry_id[:12]} did not reach {line_file} within {deadline_s}s")
+
+
+def join_mesh(
+    ca_root: Path,
+    others: Sequence[Path],
+    *,
+    host: str = "127.0.0.1",
+    wrap_ca: Sequence[str] = (),
+    wraps: Sequence[Sequence[str]] = (),
+) -> str:
+    """Create a mesh on ``ca_root`` and join every root of ``others`` to it with the real
+    commands (init --new-mesh, membership-serve, invite, join). Returns the mesh id."""
+    created = cli("lifeline_mesh", ca_root, "init", "--new-mesh", "team", "--json")
+    mesh_id = str(json.loads(created.stdout)["mesh_id"])
+    proc = subprocess.Popen(
+        [
+            *wrap_ca,
+            sys.executable,
+            "-m",
+            "lifeline_mesh",
+            "--root",
+            str(ca_root),
+            "membership-serve",
+            "--listen",
+            f"{host}:0",
+            "--mtls-listen",
+            f"{host}:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ports = json.loads(proc.stdout.readline())  # printed once it listens
+        for n, root in enumerate(others):
+            token = json.loads(cli("lifeline_mesh", ca_root, "invite", "--json").stdout)["token"]
+            wrap = list(wraps[n]) if n < len(wraps) else []
+            joined = subprocess.run(
+                [
+                    *wrap,
+                    sys.executable,
+                    "-m",
+                    "lifeline_mesh",
+                    "--root",
+                    str(root),
+                    "join",
+                    token,
+                    "--peer",
+                    f"{host}:{ports['join_port']}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if joined.returncode != 0:
+                raise AssertionError(f"join failed: {joined.stderr}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    return mesh_id

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
+from lifeline_mesh.peers import load_peers_file
 from lifeline_mesh.state import state_path
-from tests.mesh_procs import cli, free_port, serve, wait_for_entry
+from tests.mesh_procs import cli, free_port, join_mesh, serve, wait_for_entry
+from tests.netns import needs_multicast
 
 pytestmark = pytest.mark.slow
 
@@ -93,3 +96,29 @@ def test_serve_refuses_discovery_on_every_interface(tmp_path: Path) -> None:
     result = cli("lifeline_mesh", tmp_path, "serve", "--listen", "0.0.0.0:0", check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "name the one(s) to announce on with --interface ADDR" in result.stderr
+
+
+@needs_multicast
+def test_nodes_of_one_mesh_find_each_other_on_the_lan_and_converge(tmp_path: Path) -> None:
+    a, b, stranger = tmp_path / "a", tmp_path / "b", tmp_path / "stranger"
+    line_a, line_b, _ = _node(a), _node(b), _node(stranger)
+    mesh_id = join_mesh(a, [b])
+    cli("lifeline_mesh", stranger, "init", "--new-mesh", "elsewhere")
+    # No --peer: each node learns of the other from its LAN advert on 127.0.0.1.
+    with serve(a), serve(b) as node_b, serve(stranger):
+        wait_for_entry(line_b, _log(a, "found over mDNS"))
+        wait_for_entry(line_a, _log(b, "and back"))
+        status = json.loads(cli("lifeline_mesh", a, "status", "--json").stdout)
+        assert status["mesh_id"] == mesh_id and status["discovery"] is True
+        assert status["interfaces"] == ["127.0.0.1"]
+        peers = json.loads(cli("lifeline_mesh", a, "peers", "--json").stdout)["peers"]
+        b_id = json.loads(cli("lifeline_mesh", b, "status", "--json").stdout)["node_id"]
+        # The stranger's mesh is not ours: it never becomes a peer.
+        assert [(p["node_id"], p["sources"]) for p in peers] == [(b_id, ["discovered"])]
+        # SIGTERM: b withdraws its advert (goodbye packets), so a drops it at once.
+        node_b.send_signal(signal.SIGTERM)
+        assert node_b.wait(timeout=30) == 0
+        deadline = time.monotonic() + 20
+        while (load_peers_file(a) or {"peers": [None]})["peers"]:
+            assert time.monotonic() < deadline, "a still lists b after b stopped"
+            time.sleep(0.05)
