@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["cli", "free_port", "has_entry", "join_mesh", "serve", "wait_for_entry"]
+__all__ = ["ServeRefused", "cli", "free_port", "has_entry", "join_mesh", "serve", "wait_for_entry"]
 
 
 def cli(
@@ -28,6 +28,14 @@ def cli(
     if check and proc.returncode != 0:
         raise AssertionError(f"{module} {args} failed ({proc.returncode}): {proc.stderr}")
     return proc
+
+
+class ServeRefused(AssertionError):
+    """`serve` exited instead of listening; ``stderr`` says why."""
+
+    def __init__(self, first_line: str, stderr: str) -> None:
+        super().__init__(f"serve did not start: {first_line!r} {stderr}")
+        self.stderr = stderr
 
 
 def free_port() -> int:
@@ -51,7 +59,7 @@ def serve(root: Path, *args: str, wrap: Sequence[str] = ()) -> Iterator[subproce
         first = proc.stdout.readline()  # printed once the server is bound
         if not first.startswith("listening on "):
             proc.kill()
-            raise AssertionError(f"serve did not start: {first!r} {proc.communicate()[1]}")
+            raise ServeRefused(first, proc.communicate()[1])
         yield proc
     finally:
         if proc.poll() is None:
