@@ -14,7 +14,10 @@
     │   ├── NotFound            no entry (or line) by that id, prefix or name
     │   ├── AmbiguousPrefix     an id prefix matches more than one entry
     │   └── CorruptRow          a stored row cannot be decoded
-    ├── PeerError               a peer is unreachable, timed out or refused us
+    ├── PeerError               a peer is unreachable or timed out
+    │   └── Refused             a session was refused (line not shared, not allowed)
+    │       ├── NotAuthenticated   no usable mesh certificate / failed TLS handshake
+    │       └── PermissionDenied   known caller, not allowed (revoked, reader, other mesh)
     └── ConfigError             bad configuration or a bad argument
 
 Every message says what happened, shows the offending value, and says what to do next.
@@ -32,9 +35,12 @@ __all__ = [
     "InvalidEntry",
     "LifelineError",
     "LocalProtocolError",
+    "NotAuthenticated",
     "NotFound",
     "PeerError",
+    "PermissionDenied",
     "ProtocolError",
+    "Refused",
     "RemoteProtocolError",
     "StoreError",
 ]
@@ -90,6 +96,18 @@ class CorruptRow(StoreError):
 
 class PeerError(LifelineError):
     """A peer is unreachable, timed out, or refused the session."""
+
+
+class Refused(PeerError):
+    """A session was refused: the line is not shared, or the caller may not do that."""
+
+
+class NotAuthenticated(Refused):
+    """The caller presented no usable mesh certificate (or the TLS handshake failed)."""
+
+
+class PermissionDenied(Refused):
+    """The caller is known but not allowed: revoked, another mesh, or a role too weak."""
 
 
 class ConfigError(LifelineError):

@@ -1,8 +1,11 @@
-"""The node's composition root: wires lines, reconciled sets, server and client together.
+"""The node's composition root: wires lines, reconciled sets, security, server and client.
 
 Only this module knows every part. Stores are opened per session, so entries written by
 other processes (``lifeline log``) are always seen; the config is re-read per session, so
-``share``/``unshare`` take effect on a running server.
+``share``/``unshare`` take effect on a running server. A session reconciles the line's
+attestations first, then its entries, so received entries are checked against the author
+signatures already admitted; every received batch gets a witness receipt, and the
+initiator signs a summary of the line's state after each session (DESIGN §6).
 """
 
 from __future__ import annotations
@@ -16,21 +19,30 @@ from pathlib import Path
 
 import grpc
 
+from lifeline.ledger import utc_now
 from lifeline.lines import line_path, validate_line_name
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.membership import RevocationList
+from lifeline_mesh.membership import files as mesh_files
+from lifeline_mesh.membership.client import pull_membership
+from lifeline_mesh.membership.service import add_join_port, add_membership
+from lifeline_mesh.notary.sign import summarize
+from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering import Peering, PeeringOptions
 from lifeline_mesh.peers import PeerState
 from lifeline_mesh.recon.session import SessionLimits
+from lifeline_mesh.security import TransportSecurity, peer_node_id
 from lifeline_mesh.state import NodeState, local_mesh_id, recorded_node_state
+from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import split_address
-from lifeline_mesh.transport.authz import Authorizer
+from lifeline_mesh.transport.authz import SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
@@ -43,16 +55,18 @@ class Node:
         self,
         root: Path,
         *,
+        insecure: bool = False,
         limits: SessionLimits | None = None,
-        authorizer: Authorizer | None = None,
-        server_credentials: grpc.ServerCredentials | None = None,
-        channel_credentials: grpc.ChannelCredentials | None = None,
+        clock: Callable[[], str] = utc_now,
     ) -> None:
         self.root = root
         self.limits = limits or SessionLimits()
-        self._authorizer = authorizer
-        self._server_credentials = server_credentials
-        self._channel_credentials = channel_credentials
+        self.security = TransportSecurity.for_root(root, insecure=insecure)
+        self.clock = clock
+        path = key_path(root)
+        self.identity = NodeIdentity.load(path) if path.exists() else None
+        self.join_address: str | None = None
+        self._join_listen: str | None = None
 
     def config(self) -> NodeConfig:
         return NodeConfig.load(self.root)
@@ -70,19 +84,43 @@ class Node:
         finally:
             await store.close()
 
-    @staticmethod
-    def make_sets(store: Store) -> Sequence[ReconSet]:
-        # The attestations set (notary) is appended here once it exists.
-        return [EntrySet(store)]
+    def make_sets(self, store: Store, peer: SessionPeer | None = None) -> Sequence[ReconSet]:
+        """The sets of one session: attestations first, then entries."""
+        if not isinstance(store, SqliteStore):
+            return [EntrySet(store)]
+        caller = peer_node_id(peer.identity) if peer is not None else None
+        local = self.identity.node_id if self.identity else None
+        notary = NotaryStore(
+            store, signers=self.security.signers(self.root, local, caller), clock=self.clock
+        )
+        sets: list[ReconSet] = [
+            AttestationSet(notary),
+            NotarizedEntrySet(EntrySet(store), notary, self.identity, self.clock),
+        ]
+        if peer is not None and not peer.can_write:
+            sets = [ReceiveOnly(s, peer.why_not) for s in sets]
+        return sets
 
-    def server(self) -> SyncServer:
+    def _extend(self, server: grpc.aio.Server) -> None:
+        """Membership service on the sync port; a join port where the CA key lives."""
+        if self.security.insecure:
+            return
+        add_membership(server, self.root)
+        if mesh_files.path_of(self.root, mesh_files.CA_KEY).exists() and self._join_listen:
+            port = add_join_port(server, self.root, self._join_listen)
+            host = self._join_listen.rpartition(":")[0]
+            self.join_address = f"{host}:{port}"
+
+    def server(self, join_listen: str | None = None) -> SyncServer:
+        self._join_listen = join_listen
         return SyncServer(
             self.open_line,
             self.is_shared,
             self.make_sets,
-            authorizer=self._authorizer,
-            credentials=self._server_credentials,
+            authorizer=self.security.authorizer,
+            credentials=self.security.server_credentials,
             limits=self.limits,
+            extend=self._extend,
         )
 
     async def serve(
@@ -90,11 +128,13 @@ class Node:
         listen: str,
         stop: asyncio.Event,
         ready: Callable[[str], None] | None = None,
+        *,
+        join_listen: str | None = None,
         peering: PeeringOptions | None = None,
     ) -> SyncServer:
         """Serve until ``stop`` is set, then stop gracefully. With ``peering``, also keep
         in sync with static and discovered peers on its own (DESIGN §8)."""
-        server = self.server()
+        server = self.server(join_listen)
         address = await server.start(listen)
         try:
             with recorded_node_state(self.root, self._state(address, peering)):
@@ -108,10 +148,6 @@ class Node:
             await server.stop()
         return server
 
-    def _node_id(self) -> str | None:
-        path = key_path(self.root)
-        return NodeIdentity.load(path).node_id if path.exists() else None
-
     def _state(self, address: str, peering: PeeringOptions | None) -> NodeState:
         mesh_id = local_mesh_id(self.root)
         discovery = peering is not None and peering.discovery and mesh_id is not None
@@ -119,7 +155,7 @@ class Node:
             pid=os.getpid(),
             listen=address,
             started_at=time.time(),
-            node_id=self._node_id(),
+            node_id=self.identity.node_id if self.identity else None,
             mesh_id=mesh_id,
             discovery=discovery,
             interfaces=list(peering.interfaces) if peering and discovery else [],
@@ -140,7 +176,7 @@ class Node:
             root,
             options,
             self.sync_peer,
-            node_id=self._node_id() or "",
+            node_id=self.identity.node_id if self.identity else "",
             mesh_id=local_mesh_id(root),
             port=split_address(address)[1],
             line_files=shared_line_files,
@@ -161,21 +197,28 @@ class Node:
 
     async def sync(self, peer: str, lines: Sequence[str]) -> list[SyncReport]:
         """One session per line with ``peer``; every line must be shared here."""
-        reports = []
         for line in lines:
             if not self.is_shared(line):
                 raise Refused(
                     f"line {line!r} is not shared on this node, so it is never sent or "
                     f"accepted; run `lifeline-mesh share {line}` first"
                 )
+        if not self.security.insecure:
+            # Learn the members and revocations the peer knows: signers we must accept.
+            await pull_membership(self.root, peer)
+        reports = []
+        for line in lines:
             async with self.open_line(line) as store:
                 reports.append(
                     await sync_line(
                         peer,
                         line,
-                        self.make_sets(store),
-                        credentials=self._channel_credentials,
+                        self.make_sets(store, None),
+                        credentials=self.security.channel_credentials,
                         limits=self.limits,
+                        extra_options=self.security.channel_options,
                     )
                 )
+                if self.identity is not None and isinstance(store, SqliteStore):
+                    await summarize(store, self.identity, line, self.clock())
         return reports

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime, timedelta
 
-from lifeline.entry import Entry
+from lifeline.entry import Entry, format_ts
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.pair import MemorySet
 from lifeline_mesh.recon.sets import ParsedItem
+
+_BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def chain(n: int, tag: str, parent: str | None = None, body: str = "") -> list[Entry]:
@@ -16,7 +19,8 @@ def chain(n: int, tag: str, parent: str | None = None, body: str = "") -> list[E
     prev = parent
     for k in range(n):
         e = Entry.create(
-            ts=f"2026-01-01T00:{k // 60 % 60:02d}:{k % 60:02d}Z",
+            # Monotonic times: a child dated before its parent is refused as backdated.
+            ts=format_ts(_BASE + timedelta(seconds=k)),
             kind="note",
             summary=f"{tag}-{k}",
             body=body,

@@ -14,8 +14,10 @@ from lifeline_mesh.transport.server import SyncServer
 
 
 def make_node(root: Path, *, shared: tuple[str, ...] = ("ledger",), **kwargs: Any) -> Node:
+    """A node on loopback without a mesh (plain text): the protocol tests' setting."""
     root.mkdir(parents=True, exist_ok=True)
     NodeConfig(shared_lines=list(shared)).save(root)
+    kwargs.setdefault("insecure", True)
     return Node(root, **kwargs)
 
 

@@ -15,8 +15,10 @@ from lifeline.errors import (
     IdMismatch,
     LifelineError,
     LocalProtocolError,
+    NotAuthenticated,
     NotFound,
     PeerError,
+    PermissionDenied,
     RemoteProtocolError,
 )
 from lifeline_mesh.transport.errors import Refused, error_from_rpc, status_for
@@ -47,7 +49,8 @@ def _rpc(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 @pytest.mark.parametrize(
     ("code", "cls", "words"),
     [
-        (grpc.StatusCode.PERMISSION_DENIED, Refused, "refused the session: nope"),
+        (grpc.StatusCode.PERMISSION_DENIED, PermissionDenied, "refused the session: nope"),
+        (grpc.StatusCode.UNAUTHENTICATED, NotAuthenticated, "not authenticated: nope"),
         (grpc.StatusCode.UNAVAILABLE, PeerError, "is `lifeline-mesh serve` running there?"),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, RemoteProtocolError, "over a size limit"),
         (grpc.StatusCode.INTERNAL, RemoteProtocolError, "failed the session (INTERNAL)"),

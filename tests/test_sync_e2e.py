@@ -18,6 +18,8 @@ from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
 from tests.recon_helpers import chain
 
+SYNC_JSON = ("sync", "--insecure", "--json")
+
 
 def cli(
     module: str, root: Path, *args: str, check: bool = True
@@ -36,7 +38,7 @@ def cli(
 @contextmanager
 def serve(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "serve", "--root", str(root)],
+        [sys.executable, "-m", "lifeline_mesh", "serve", "--insecure", "--root", str(root)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -72,10 +74,10 @@ def test_two_processes_sync_and_render_identical_history(tmp_path: Path) -> None
     with serve(b) as (proc, address):
         # written by another process while the server runs: must be seen by the next session
         cli("lifeline", b, "log", "--kind", "fix", "--summary", "late write", "--author", "t")
-        out = json.loads(cli("lifeline_mesh", a, "sync", address, "--json").stdout)
+        out = json.loads(cli("lifeline_mesh", a, *SYNC_JSON, address).stdout)
         assert out[0]["entries_sent"] == 2 and out[0]["entries_received"] == 2
         assert history(a) == history(b) and "late write" in history(a)
-        again = json.loads(cli("lifeline_mesh", a, "sync", address, "--json").stdout)[0]
+        again = json.loads(cli("lifeline_mesh", a, *SYNC_JSON, address).stdout)[0]
         assert again["round_trips"] == 1 and again["bytes_sent"] < 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
@@ -91,7 +93,7 @@ def test_unshared_line_is_refused_end_to_end(tmp_path: Path) -> None:
     init(b, "written-on-b")
     cli("lifeline_mesh", b, "unshare", "ledger")
     with serve(b) as (_, address):
-        proc = cli("lifeline_mesh", a, "sync", address, check=False)
+        proc = cli("lifeline_mesh", a, "sync", address, "--insecure", check=False)
     assert proc.returncode == 2
     assert "not shared on this node" in proc.stderr and "Traceback" not in proc.stderr
     assert [e["summary"] for e in json.loads(history(b))] == ["written-on-b"]
@@ -125,7 +127,16 @@ async def test_sigkill_mid_sync_leaves_an_intact_store_that_converges(tmp_path: 
     db = line_path(b, "ledger")
     with serve(b) as (proc, address):
         client = subprocess.Popen(
-            [sys.executable, "-m", "lifeline_mesh", "sync", address, "--root", str(a)],
+            [
+                sys.executable,
+                "-m",
+                "lifeline_mesh",
+                "sync",
+                address,
+                "--insecure",
+                "--root",
+                str(a),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -142,6 +153,8 @@ async def test_sigkill_mid_sync_leaves_an_intact_store_that_converges(tmp_path: 
     verify = cli("lifeline", b, "verify", check=False)
     assert verify.returncode == 0, verify.stdout + verify.stderr
     with serve(b) as (_, address):
-        report = json.loads(cli("lifeline_mesh", a, "sync", address, "--json").stdout)[0]
+        report = json.loads(
+            cli("lifeline_mesh", a, "sync", address, "--insecure", "--json").stdout
+        )[0]
     assert report["entries_added"] == 0 and report["entries_sent"] == total - stored
     assert history(a) == history(b)

@@ -11,6 +11,7 @@ from typing import Any
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.lines import line_names, validate_line_name
+from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
 from lifeline_mesh.peering import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
@@ -27,12 +28,21 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="address to listen on (default: the node config, 127.0.0.1:0 = a free port)",
     )
+    p.add_argument(
+        "--join-listen",
+        default=None,
+        metavar="HOST:PORT",
+        help="where newcomers join (only on the node holding the mesh CA; default: the "
+        "listen host, a free port); printed as `join port on HOST:PORT`",
+    )
+    _insecure(p)
     add_peering_arguments(p)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("sync", parents=[parent], help="run one sync session with a peer")
     p.add_argument("peer", metavar="PEER", help="the peer's HOST:PORT")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    _insecure(p)
     p.set_defaults(func=cmd_sync)
 
     p = sub.add_parser("share", parents=[parent], help="share a line with the mesh")
@@ -48,10 +58,19 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_lines)
 
 
+def _insecure(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="plain text without mutual TLS: every caller is let in (refused off loopback)",
+    )
+
+
 async def cmd_serve(args: argparse.Namespace) -> int:
-    node = Node(root_of(args))
+    node = Node(root_of(args), insecure=args.insecure)
     config = node.config()
     listen = args.listen or config.listen
+    join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
     peering = peering_options(args, config, listen_host=split_address(listen)[0])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -60,15 +79,17 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
     def ready(address: str) -> None:
         sys.stdout.write(f"listening on {address}\n")
+        if node.join_address:
+            sys.stdout.write(f"join port on {node.join_address}\n")
         sys.stdout.flush()
 
-    server = await node.serve(listen, stop, ready, peering)
+    server = await node.serve(listen, stop, ready, join_listen=join_listen, peering=peering)
     print(f"stopped after {len(server.reports)} sessions ({len(server.failures)} failed)")
     return 0
 
 
 async def cmd_sync(args: argparse.Namespace) -> int:
-    node = Node(root_of(args))
+    node = Node(root_of(args), insecure=args.insecure)
     chosen = getattr(args, "line", None)
     lines = [validate_line_name(chosen)] if chosen else node.config().shared_lines
     if not lines:
@@ -85,7 +106,8 @@ async def cmd_sync(args: argparse.Namespace) -> int:
 def _report_text(r: SyncReport, peer: str) -> str:
     return (
         f"line {r.line!r} with {peer}: sent {r.entries_sent} entries, received "
-        f"{r.entries_received} ({r.entries_added} new, {r.ts_lowered} earlier ts); "
+        f"{r.entries_received} ({r.ts_lowered} with an earlier ts); signatures "
+        f"{r.signatures_sent} out / {r.signatures_received} in; "
         f"protocol bytes {r.bytes_sent} out / {r.bytes_received} in; "
         f"{r.round_trips} round trips; {r.seconds:.3f}s"
     )
@@ -94,7 +116,7 @@ def _report_text(r: SyncReport, peer: str) -> str:
 async def cmd_share(args: argparse.Namespace) -> int:
     root = root_of(args)
     name = validate_line_name(args.name)
-    config = Node(root).config()
+    config = NodeConfig.load(root)
     if name not in config.shared_lines:
         config.shared_lines = sorted([*config.shared_lines, name])
         config.save(root)
@@ -105,7 +127,7 @@ async def cmd_share(args: argparse.Namespace) -> int:
 async def cmd_unshare(args: argparse.Namespace) -> int:
     root = root_of(args)
     name = validate_line_name(args.name)
-    config = Node(root).config()
+    config = NodeConfig.load(root)
     config.shared_lines = [line for line in config.shared_lines if line != name]
     config.save(root)
     print(f"line {name!r} is private: it is neither offered to nor accepted from peers")
@@ -114,7 +136,7 @@ async def cmd_unshare(args: argparse.Namespace) -> int:
 
 async def cmd_lines(args: argparse.Namespace) -> int:
     root = root_of(args)
-    shared = set(Node(root).config().shared_lines)
+    shared = set(NodeConfig.load(root).shared_lines)
     names = sorted(set(line_names(root)) | shared)
     rows = [{"line": n, "shared": n in shared} for n in names]
     if args.json:

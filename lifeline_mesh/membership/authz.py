@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 import grpc
 
-from lifeline.errors import PeerError
+from lifeline.errors import NotAuthenticated, PeerError, PermissionDenied
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import CertIdentity, identity_from_cert
 from lifeline_mesh.membership.registry import Registry
@@ -38,14 +38,6 @@ _ALLOWED: dict[str, frozenset[str]] = {
     "member": frozenset({"read", "write"}),
     "reader": frozenset({"read"}),
 }
-
-
-class NotAuthenticated(PeerError):
-    """The caller presented no usable mesh certificate."""
-
-
-class PermissionDenied(PeerError):
-    """The caller is known but not allowed: revoked, other mesh, or role too weak."""
 
 
 def status_for(exc: PeerError) -> grpc.StatusCode:
@@ -163,10 +155,19 @@ def peer_error_from_rpc(exc: grpc.RpcError, target: str) -> PeerError:
     lowered = details.lower()
     if code == grpc.StatusCode.UNAVAILABLE and any(h in lowered for h in _HANDSHAKE_HINTS):
         return NotAuthenticated(
-            f"TLS handshake with {target} failed ({details}): it does not accept our "
-            "certificate or we do not accept its — not a member, a certificate of another "
-            "mesh, or not the node we expected; check `lifeline-mesh members` on both sides"
+            f"refused: {target} and this node do not trust each other (TLS handshake failed: "
+            f"{_reason(details)}) — not a member of this mesh, a certificate of another mesh, "
+            "or a revoked node; check `lifeline-mesh members` on both sides"
         )
     if code == grpc.StatusCode.UNAVAILABLE:
         return PeerError(f"{target} is unreachable ({details}); is the node running?")
     return PeerError(f"{target} failed the call: {code} {details}")
+
+
+def _reason(details: str) -> str:
+    """The informative tail of gRPC's handshake error (e.g. CERTIFICATE_VERIFY_FAILED ...)."""
+    for marker in ("SSL_ERROR_SSL: ", "Tls handshake failed "):
+        if marker in details:
+            tail = details.split(marker, 1)[1]
+            return tail.split(":", 2)[-1].strip(" :OK") if "error:" in tail else tail.strip()
+    return details.strip()

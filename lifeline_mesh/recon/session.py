@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry, LocalProtocolError, PeerError, RemoteProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
@@ -78,6 +78,8 @@ class SessionStats:
     items_received: int = 0
     rounds: int = 0
     orphans_dropped: int = 0
+    sent_by_set: dict[str, int] = field(default_factory=dict)
+    received_by_set: dict[str, int] = field(default_factory=dict)
 
 
 class _SetState:
@@ -181,6 +183,8 @@ class Session:
         except LocalProtocolError as exc:
             return self._fail(exc, "limit")
         self.stats.items_sent += len(raws)
+        name = self._sets[set_index].name
+        self.stats.sent_by_set[name] = self.stats.sent_by_set.get(name, 0) + len(raws)
         return [SendFrame(f) for f in frames] + self._next_fetch()
 
     def tick(self, now: float) -> list[Effect]:
@@ -254,6 +258,8 @@ class Session:
     def _on_items(self, items: Items) -> list[Effect]:
         state = self._state(items.set_index)
         self.stats.items_received += len(items.items)
+        by_set = self.stats.received_by_set
+        by_set[state.name] = by_set.get(state.name, 0) + len(items.items)
         if self.stats.items_received > self.limits.max_items:
             raise RemoteProtocolError(
                 f"the peer sent more than {self.limits.max_items} items in one session "

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from lifeline.errors import LifelineError, PeerError, ProtocolError, RemoteProtocolError
+from lifeline_mesh.recon.entry_codec import ENTRIES
 from lifeline_mesh.recon.frames import (
     Deliver,
     Done,
@@ -48,7 +49,9 @@ class SyncReport:
     role: str
     entries_sent: int = 0
     entries_received: int = 0
-    entries_added: int = 0
+    entries_added: int = 0  # items newly stored, every set
+    signatures_sent: int = 0
+    signatures_received: int = 0
     ts_lowered: int = 0
     bytes_sent: int = 0
     bytes_received: int = 0
@@ -183,8 +186,11 @@ async def _next_frame(
 
 
 def _finish(report: SyncReport, session: Session, channel: Channel, seconds: float) -> SyncReport:
-    report.entries_sent = session.stats.items_sent
-    report.entries_received = session.stats.items_received
+    stats = session.stats
+    report.entries_sent = stats.sent_by_set.get(ENTRIES, 0)
+    report.entries_received = stats.received_by_set.get(ENTRIES, 0)
+    report.signatures_sent = stats.items_sent - report.entries_sent
+    report.signatures_received = stats.items_received - report.entries_received
     report.round_trips = session.stats.rounds
     report.bytes_sent = channel.bytes_sent
     report.bytes_received = channel.bytes_received

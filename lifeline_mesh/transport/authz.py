@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["Access", "AllowAll", "Authorizer", "PeerIdentity"]
+__all__ = ["Access", "AllowAll", "Authorizer", "PeerIdentity", "SessionPeer"]
 
 
 class Access(enum.Enum):
@@ -33,6 +33,15 @@ class PeerIdentity:
             self.auth_context.get("x509_common_name")
             or self.auth_context.get("x509_subject_alternative_name")
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPeer:
+    """The caller of one session, once authorized: who, and whether it may send us items."""
+
+    identity: PeerIdentity
+    can_write: bool = True
+    why_not: str = ""  # the authorizer's reason when can_write is False
 
 
 class Authorizer(Protocol):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from typing import Any
 
 import grpc
 
@@ -24,11 +25,15 @@ async def sync_line(
     *,
     credentials: grpc.ChannelCredentials | None = None,
     limits: SessionLimits | None = None,
+    extra_options: Sequence[tuple[str, Any]] = (),
 ) -> SyncReport:
     """Reconcile ``line`` with the peer at ``target`` (``HOST:PORT``)."""
     require_loopback(target, tls=credentials is not None, what="peer address")
     limits = limits or SessionLimits()
-    options = grpc_options(limits.max_frame_bytes)
+    # Ours win over the TLS defaults (e.g. the target name override), sizes included.
+    mine = grpc_options(limits.max_frame_bytes)
+    names = {name for name, _ in mine}
+    options = [*mine, *(o for o in extra_options if o[0] not in names)]
     if credentials is None:
         grpc_channel = grpc.aio.insecure_channel(target, options=options)
     else:

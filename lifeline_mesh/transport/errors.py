@@ -14,8 +14,11 @@ from lifeline.errors import (
     InvalidEntry,
     LifelineError,
     LocalProtocolError,
+    NotAuthenticated,
     NotFound,
     PeerError,
+    PermissionDenied,
+    Refused,
     RemoteProtocolError,
     StoreError,
 )
@@ -23,12 +26,9 @@ from lifeline.errors import (
 __all__ = ["STATUS_TABLE", "Refused", "error_from_rpc", "status_for"]
 
 
-class Refused(PeerError):
-    """The peer (or this node) refused the session: line not shared, or not authorized."""
-
-
 # Most specific class first: the first match wins.
 STATUS_TABLE: tuple[tuple[type[LifelineError], grpc.StatusCode], ...] = (
+    (NotAuthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (Refused, grpc.StatusCode.PERMISSION_DENIED),
     (PeerError, grpc.StatusCode.UNAVAILABLE),
     (RemoteProtocolError, grpc.StatusCode.INVALID_ARGUMENT),
@@ -40,7 +40,7 @@ STATUS_TABLE: tuple[tuple[type[LifelineError], grpc.StatusCode], ...] = (
     (LifelineError, grpc.StatusCode.UNKNOWN),
 )
 
-_REFUSED = {grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.UNAUTHENTICATED}
+_HANDSHAKE = ("handshake", "ssl", "certificate", "tls", "alert", "socket closed", "verification")
 _PEER = {
     grpc.StatusCode.UNAVAILABLE,
     grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -63,8 +63,16 @@ def error_from_rpc(exc: grpc.aio.AioRpcError, target: str) -> LifelineError:
     """Our error for a failed call to ``target``, naming the status and the peer's words."""
     code = exc.code()
     detail = exc.details() or "no details"
-    if code in _REFUSED:
-        return Refused(f"peer {target} refused the session: {detail}")
+    if code is grpc.StatusCode.UNAUTHENTICATED:
+        return NotAuthenticated(f"peer {target} refused us as not authenticated: {detail}")
+    if code is grpc.StatusCode.PERMISSION_DENIED:
+        return PermissionDenied(f"peer {target} refused the session: {detail}")
+    if code is grpc.StatusCode.UNAVAILABLE and any(h in detail.lower() for h in _HANDSHAKE):
+        return NotAuthenticated(
+            f"TLS handshake with {target} failed ({detail}): it does not accept our "
+            "certificate or we do not accept its (not a member, another mesh's certificate, "
+            "or a revoked node); check `lifeline-mesh members` on both sides"
+        )
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         return RemoteProtocolError(
             f"peer {target}: a message was over a size limit ({detail}); "

@@ -14,14 +14,14 @@ from typing import Any
 
 import grpc
 
-from lifeline.errors import LifelineError, RemoteProtocolError
+from lifeline.errors import LifelineError, PeerError, RemoteProtocolError
 from lifeline.store.port import Store
 from lifeline_mesh.recon.frames import EndOfTurn, Hello
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import SyncReport, drive
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import require_loopback
-from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity
+from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity, SessionPeer
 from lifeline_mesh.transport.channels import METHOD, ServerChannel, grpc_options
 from lifeline_mesh.transport.errors import Refused, status_for
 
@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 # (line) -> async context manager yielding the store of that line
 LineOpener = Callable[[str], AbstractAsyncContextManager[Store]]
-SetFactory = Callable[[Store], Sequence[ReconSet]]
+# (store, the authorized caller) -> the sets of this session
+SetFactory = Callable[[Store, SessionPeer], Sequence[ReconSet]]
 
 
 class SyncServer:
@@ -44,6 +45,7 @@ class SyncServer:
         authorizer: Authorizer | None = None,
         credentials: grpc.ServerCredentials | None = None,
         limits: SessionLimits | None = None,
+        extend: Callable[[grpc.aio.Server], None] | None = None,
     ) -> None:
         self._open_line = open_line
         self._is_shared = is_shared
@@ -51,6 +53,7 @@ class SyncServer:
         self._authorizer = authorizer or AllowAll()
         self._credentials = credentials
         self.limits = limits or SessionLimits()
+        self._extend = extend  # adds other services / ports (membership) before start
         self._server: grpc.aio.Server | None = None
         self.reports: list[SyncReport] = []
         self.failures: list[str] = []
@@ -66,6 +69,8 @@ class SyncServer:
         server.add_generic_rpc_handlers(
             (grpc.method_handlers_generic_handler(service, {method: handler}),)
         )
+        if self._extend is not None:
+            self._extend(server)
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         if self._credentials is None:
             bound = server.add_insecure_port(bind)
@@ -95,7 +100,7 @@ class SyncServer:
                 raise RemoteProtocolError(
                     f"the first frame must be a hello, got {type(hello).__name__}"
                 )
-            await self._admit(hello.line, context)
+            peer = await self._admit(hello.line, context)
         except LifelineError as exc:
             self.failures.append(str(exc))
             log.warning("refused a session from %s: %s", context.peer(), exc)
@@ -103,24 +108,33 @@ class SyncServer:
                 await _drain_first_turn(channel)
             await context.abort(status_for(exc), str(exc))
             return
-        await self._run(hello, channel, context)
+        await self._run(hello, channel, context, peer)
 
-    async def _admit(self, line: str, context: grpc.aio.ServicerContext[Any, Any]) -> None:
+    async def _admit(self, line: str, context: grpc.aio.ServicerContext[Any, Any]) -> SessionPeer:
+        """Read access is required; without write access the session only sends."""
         if not self._is_shared(line):
             raise Refused(
                 f"line {line!r} is not shared on this node; its owner can run "
                 f"`lifeline-mesh share {line}`"
             )
         peer = _identity(context)
-        for access in (Access.READ, Access.WRITE):
-            await self._authorizer.authorize(peer, line, access)
+        await self._authorizer.authorize(peer, line, Access.READ)
+        try:
+            await self._authorizer.authorize(peer, line, Access.WRITE)
+        except PeerError as exc:
+            return SessionPeer(peer, can_write=False, why_not=str(exc))
+        return SessionPeer(peer, can_write=True)
 
     async def _run(
-        self, hello: Hello, channel: ServerChannel, context: grpc.aio.ServicerContext[Any, Any]
+        self,
+        hello: Hello,
+        channel: ServerChannel,
+        context: grpc.aio.ServicerContext[Any, Any],
+        peer: SessionPeer,
     ) -> None:
         try:
             async with self._open_line(hello.line) as store:
-                sets = self._make_sets(store)
+                sets = self._make_sets(store, peer)
                 session = Session(
                     Role.RESPONDER, hello.line, [(s.name, s.codec) for s in sets], 0.0, self.limits
                 )

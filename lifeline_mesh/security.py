@@ -1,0 +1,105 @@
+"""How a node secures its transport, composed from its files (DESIGN §7).
+
+``TransportSecurity.for_root`` reads the node's mesh certificate, key and CA: mutual TLS
+with the membership authorizer, or — only with ``insecure`` and only on loopback — plain
+text that lets every caller in. Signers known to the notary are the members registry plus,
+for one session, the caller whose certificate TLS just verified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from lifeline.errors import ConfigError
+from lifeline_mesh.membership import files
+from lifeline_mesh.membership.authz import Authorizer as MembershipAuthorizer
+from lifeline_mesh.membership.authz import cert_identity_from_context
+from lifeline_mesh.membership.ca import load_ca_cert
+from lifeline_mesh.membership.certs import mesh_id_of
+from lifeline_mesh.membership.tls import channel_credentials, channel_options, server_credentials
+from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
+from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity
+
+__all__ = ["MeshAuthorizer", "SessionSigners", "TransportSecurity", "peer_node_id"]
+
+
+class _AuthShim:
+    """What membership's authorizer reads from a gRPC context: its auth context."""
+
+    def __init__(self, auth: Mapping[str, tuple[bytes, ...]]) -> None:
+        self._auth = {k: list(v) for k, v in auth.items()}
+
+    def auth_context(self) -> dict[str, list[bytes]]:
+        return self._auth
+
+
+class MeshAuthorizer:
+    """The transport's authorizer on top of the membership checks (mesh, role, revoked)."""
+
+    def __init__(self, root: Path, mesh_id: str) -> None:
+        self._inner = MembershipAuthorizer(root, mesh_id)
+
+    async def authorize(self, peer: PeerIdentity, line: str, access: Access) -> None:
+        self._inner(_AuthShim(peer.auth_context), "read" if access is Access.READ else "write")
+
+
+def peer_node_id(peer: PeerIdentity) -> str | None:
+    """The caller's node id from its verified certificate, or None without TLS."""
+    if not peer.auth_context.get("x509_pem_cert"):
+        return None
+    return cert_identity_from_context(_AuthShim(peer.auth_context)).node_id
+
+
+class SessionSigners:
+    """Known signers for one session: the registry, plus the authenticated caller."""
+
+    def __init__(self, base: KnownSigners, extra: str | None) -> None:
+        self._base = base
+        self._extra = extra
+
+    def status(self, node_id: str) -> SignerStatus:
+        found = self._base.status(node_id)
+        if found.state is SignerState.UNKNOWN and node_id == self._extra:
+            return SignerStatus(SignerState.KNOWN)
+        return found
+
+
+@dataclass
+class TransportSecurity:
+    insecure: bool
+    mesh_id: str | None = None
+    authorizer: Authorizer = field(default_factory=AllowAll)
+    server_credentials: grpc.ServerCredentials | None = None
+    channel_credentials: grpc.ChannelCredentials | None = None
+    channel_options: list[tuple[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def for_root(cls, root: Path, *, insecure: bool) -> TransportSecurity:
+        if insecure:
+            return cls(insecure=True)
+        if not files.path_of(root, files.CA_CERT).exists():
+            raise ConfigError(
+                f"{root} has no mesh certificate: create a mesh with `lifeline-mesh init "
+                "--new-mesh NAME` or join one with `lifeline-mesh join TOKEN` (or, on loopback "
+                "only, pass --insecure)"
+            )
+        mesh_id = mesh_id_of(load_ca_cert(root))
+        return cls(
+            insecure=False,
+            mesh_id=mesh_id,
+            authorizer=MeshAuthorizer(root, mesh_id),
+            server_credentials=server_credentials(root),
+            channel_credentials=channel_credentials(root),
+            channel_options=channel_options(),
+        )
+
+    def signers(self, root: Path, local: str | None, caller: str | None) -> KnownSigners | None:
+        """Without a mesh every valid signature is admitted; with one, members only."""
+        if self.insecure:
+            return None
+        return SessionSigners(FileSigners.load(root, local), caller)

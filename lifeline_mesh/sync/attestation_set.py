@@ -1,0 +1,54 @@
+"""The notary's attestations of one line as a reconciled set (DESIGN §5–§6).
+
+An attestation is an opaque item: its id is ``sha256`` of its bytes, its sort key the signed
+time in microseconds (content-derived, so every node orders the set alike), and it has no
+version and no same-set dependencies. Parsing decodes and bounds it; admission (signature,
+signer, timing) is the notary's, all-or-nothing per batch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from lifeline.errors import InvalidEntry
+from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, decode
+from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.recon.sets import ParsedItem, Snapshot
+from lifeline_mesh.sync.port import AdmitResult, FetchResult
+
+__all__ = ["ATTESTATIONS", "AttestationCodec", "AttestationSet"]
+
+ATTESTATIONS = "attestations"
+
+
+class AttestationCodec:
+    """Structural decoding only; signatures are checked once per batch at admission."""
+
+    def parse(self, raw: bytes) -> ParsedItem:
+        if len(raw) > MAX_ITEM_BYTES:
+            raise InvalidEntry(
+                f"attestation of {len(raw)} bytes is over the cap of {MAX_ITEM_BYTES}"
+            )
+        att = decode(raw)
+        return ParsedItem(id=hashlib.sha256(raw).digest(), version=b"", deps=(), raw=raw, value=att)
+
+
+class AttestationSet:
+    name = ATTESTATIONS
+
+    def __init__(self, notary: NotaryStore) -> None:
+        self.notary = notary
+        self.codec = AttestationCodec()
+
+    async def snapshot(self) -> Snapshot:
+        keys = await self.notary.keys()
+        return Snapshot.build((key, item_id, item_id) for key, item_id in keys)
+
+    async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
+        return FetchResult(await self.notary.fetch(ids), [])
+
+    async def admit(
+        self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
+    ) -> AdmitResult:
+        return AdmitResult(await self.notary.admit([i.raw for i in items]))

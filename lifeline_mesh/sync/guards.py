@@ -1,0 +1,81 @@
+"""Per-session wrappers around reconciled sets: the notary's checks and the reader role.
+
+* :class:`NotarizedEntrySet` checks received entries against the attestations already held
+  (a ts the author never signed is refused) and, once a batch is stored, signs one witness
+  receipt over its ids with this node's clock (DESIGN §6: one signature per batch).
+* :class:`ReceiveOnly` lets a caller without write access receive but never send us items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from lifeline.entry import Entry
+from lifeline.errors import PermissionDenied
+from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.notary.sign import witness
+from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
+from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.port import AdmitResult, FetchResult, ReconSet
+
+__all__ = ["NotarizedEntrySet", "ReceiveOnly"]
+
+
+class NotarizedEntrySet:
+    def __init__(
+        self,
+        inner: EntrySet,
+        notary: NotaryStore,
+        identity: NodeIdentity | None,
+        clock: Callable[[], str],
+    ) -> None:
+        self.inner = inner
+        self.notary = notary
+        self.identity = identity
+        self.clock = clock
+        self.name = inner.name
+        self.codec: ItemCodec = inner.codec
+
+    async def snapshot(self) -> Snapshot:
+        return await self.inner.snapshot()
+
+    async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
+        return await self.inner.fetch(ids)
+
+    async def admit(
+        self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
+    ) -> AdmitResult:
+        entries = [i.value for i in items if isinstance(i.value, Entry)]
+        await self.notary.check_entries(entries)
+        held = await self.inner.store.contains(e.id for e in entries)
+        result = await self.inner.admit(items, externals)
+        fresh = [e.id for e in entries if e.id not in held]
+        if self.identity is not None and fresh:
+            await witness(self.inner.store, self.identity, fresh, self.clock())
+        return result
+
+
+class ReceiveOnly:
+    """The caller may read this line but not write it (a reader, DESIGN §7)."""
+
+    def __init__(self, inner: ReconSet, reason: str) -> None:
+        self.inner = inner
+        self.reason = reason
+        self.name = inner.name
+        self.codec = inner.codec
+
+    async def snapshot(self) -> Snapshot:
+        return await self.inner.snapshot()
+
+    async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
+        return await self.inner.fetch(ids)
+
+    async def admit(
+        self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
+    ) -> AdmitResult:
+        if items:
+            raise PermissionDenied(
+                f"refusing {len(items)} {self.name} from the caller: {self.reason}"
+            )
+        return AdmitResult(0)

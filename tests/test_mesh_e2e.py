@@ -1,0 +1,112 @@
+"""A mesh end to end over mutual TLS: real `serve`, `join`, `sync`, `verify` subprocesses.
+
+A creates the mesh and serves (sync port + join port); B joins as a member, C as a reader;
+S is a stranger with a mesh of its own. Entries and their signatures travel both ways
+between members, a reader receives but cannot push, a stranger and a revoked node are
+refused with messages that say so, and `verify` is clean on every member.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def mesh(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run("lifeline_mesh", root, *args, check=check)
+
+
+def ledger(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return _run("lifeline", root, *args, check=check)
+
+
+def _run(module: str, root: Path, *args: str, check: bool) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{module} {args}: exit {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+@contextmanager
+def serving(root: Path) -> Iterator[tuple[str, str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("listening on "), (first, proc.stderr and proc.stderr.read())
+        second = proc.stdout.readline()
+        assert second.startswith("join port on "), second
+        yield first.split()[-1], second.split()[-1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def history_ids(root: Path) -> list[str]:
+    return [e["id"] for e in json.loads(ledger(root, "history", "--json").stdout)]
+
+
+def test_a_mesh_syncs_signs_verifies_and_refuses_outsiders(tmp_path: Path) -> None:
+    a, b, c, s = (tmp_path / n for n in "abcs")
+    for root in (a, b, c, s):
+        root.mkdir()
+        ledger(root, "init")
+        mesh(root, "share", "ledger")
+    mesh(a, "init", "--new-mesh", "team")
+    mesh(s, "init", "--new-mesh", "elsewhere")
+    ledger(a, "log", "--kind", "decision", "--summary", "Database: PostgreSQL", "--body", "ACID")
+
+    with serving(a) as (address, join_address):
+        member = mesh(a, "invite", "--address", join_address).stdout.strip()
+        reader = mesh(a, "invite", "--role", "reader", "--address", join_address).stdout.strip()
+        mesh(b, "join", member)
+        mesh(c, "join", reader)
+        replay = mesh(s, "join", member, check=False)
+        assert replay.returncode == 2 and "mesh" in replay.stderr
+
+        ledger(b, "log", "--kind", "note", "--summary", "written on B")
+        mesh(b, "sync", address)
+        assert len(history_ids(a)) == 2 and history_ids(a) == history_ids(b)
+
+        # The reader receives everything ...
+        mesh(c, "sync", address)
+        assert history_ids(c) == history_ids(a)
+        # ... but what it writes is refused, with its role named.
+        ledger(c, "log", "--kind", "note", "--summary", "a reader's note")
+        pushed = mesh(c, "sync", address, check=False)
+        assert pushed.returncode == 2 and "reader" in pushed.stderr, pushed.stderr
+
+        stranger = mesh(s, "sync", address, check=False)
+        assert stranger.returncode == 2
+        assert "handshake" in stranger.stderr or "refused" in stranger.stderr, stranger.stderr
+
+        b_id = mesh(b, "id").stdout.strip()
+        mesh(a, "revoke", b_id)
+        revoked = mesh(b, "sync", address, check=False)
+        assert revoked.returncode == 2 and "revoked" in revoked.stderr, revoked.stderr
+
+    for root in (a, b):
+        report = json.loads(mesh(root, "verify", "--json").stdout)
+        assert report["ok"], report
+    # Both members' signatures reached A: its author and B's, plus witness receipts.
+    signed = json.loads(mesh(a, "verify", "--json").stdout)
+    text = json.dumps(signed)
+    assert b_id in text and mesh(a, "id").stdout.strip() in text
