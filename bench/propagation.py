@@ -65,6 +65,7 @@ def _serve(root: Path, port: int, peer: int) -> subprocess.Popen[str]:
             "--peer",
             f"127.0.0.1:{peer}",
             "--no-discovery",
+            "--insecure",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -34,7 +34,7 @@ def test_a_write_on_one_node_reaches_the_other_without_a_command(tmp_path: Path)
     a, b = tmp_path / "a", tmp_path / "b"
     line_a, line_b = _node(a), _node(b)
     pa, pb = free_port(), free_port()
-    flags = ["--no-discovery"]
+    flags = ["--no-discovery", "--insecure"]  # plain loopback; mTLS is covered below
     with (
         serve(a, "--listen", f"127.0.0.1:{pa}", "--peer", f"127.0.0.1:{pb}", *flags) as node_a,
         serve(b, "--listen", f"127.0.0.1:{pb}", "--peer", f"127.0.0.1:{pa}", *flags) as node_b,
@@ -78,8 +78,9 @@ def test_a_dead_peer_is_reported_and_does_not_stop_the_node(tmp_path: Path) -> N
             "--peer",
             f"127.0.0.1:{pb}",
             "--no-discovery",
+            "--insecure",
         ),
-        serve(b, "--listen", f"127.0.0.1:{pb}", "--no-discovery"),
+        serve(b, "--listen", f"127.0.0.1:{pb}", "--no-discovery", "--insecure"),
     ):
         wait_for_entry(line_b, _log(a, "still flows to the live peer"))
         rows = {
@@ -93,6 +94,7 @@ def test_a_dead_peer_is_reported_and_does_not_stop_the_node(tmp_path: Path) -> N
 
 def test_serve_refuses_discovery_on_every_interface(tmp_path: Path) -> None:
     _node(tmp_path)
+    cli("lifeline_mesh", tmp_path, "init", "--new-mesh", "team")
     result = cli("lifeline_mesh", tmp_path, "serve", "--listen", "0.0.0.0:0", check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "name the one(s) to announce on with --interface ADDR" in result.stderr
