@@ -12,7 +12,7 @@ import pytest
 
 from lifeline_mesh.peers import load_peers_file
 from lifeline_mesh.state import state_path
-from tests.mesh_procs import ServeRefused, cli, free_port, join_mesh, serve, wait_for_entry
+from tests.mesh_procs import cli, free_port, join_mesh, serve, wait_for_entry
 from tests.netns import Host, needs_multicast, netns_unavailable, two_hosts
 
 pytestmark = pytest.mark.slow
@@ -137,48 +137,22 @@ def _two_host_mesh(tmp_path: Path, a_host: Host, b_host: Host) -> tuple[Path, Pa
 
 
 @pytest.mark.netns
-def test_serve_nodes_on_two_hosts_discover_each_other(tmp_path: Path) -> None:
+def test_nodes_on_two_hosts_discover_each_other_and_converge_over_mtls(tmp_path: Path) -> None:
     reason = netns_unavailable()
     if reason:
         pytest.skip(reason)
     with two_hosts() as (ha, hb):
         a, b = _two_host_mesh(tmp_path, ha, hb)
         port = free_port()
-        # Listen on loopback, announce on the veth: discovery is tested on its own here.
+        # No --peer: each node announces on its host's address and finds the other there.
         with (
-            serve(a, "--listen", f"127.0.0.1:{port}", "--interface", ha.address, wrap=ha.wrap([])),
-            serve(b, "--listen", f"127.0.0.1:{port}", "--interface", hb.address, wrap=hb.wrap([])),
+            serve(a, "--listen", f"{ha.address}:{port}", wrap=ha.wrap([])),
+            serve(b, "--listen", f"{hb.address}:{port}", wrap=hb.wrap([])),
         ):
+            wait_for_entry(b / ".lifeline" / "ledger.db", _log(a, "across the veth"))
+            wait_for_entry(a / ".lifeline" / "ledger.db", _log(b, "and back"))
+            rows = json.loads(cli("lifeline_mesh", b, "peers", "--json").stdout)["peers"]
             a_id = json.loads(cli("lifeline_mesh", a, "status", "--json").stdout)["node_id"]
-            deadline = time.monotonic() + 20
-            while True:
-                rows = (load_peers_file(b) or {"peers": []})["peers"]
-                if rows and rows[0]["node_id"] == a_id:
-                    break
-                assert time.monotonic() < deadline, f"b never discovered a: {rows}"
-                time.sleep(0.05)
-            assert rows[0]["address"] == f"{ha.address}:{port}"
-            assert rows[0]["sources"] == ["discovered"]
-
-
-@pytest.mark.netns
-def test_serve_nodes_on_two_hosts_converge(tmp_path: Path) -> None:
-    reason = netns_unavailable()
-    if reason:
-        pytest.skip(reason)
-    with two_hosts() as (ha, hb):
-        a, b = _two_host_mesh(tmp_path, ha, hb)
-        port = free_port()
-        try:
-            with (
-                serve(a, "--listen", f"{ha.address}:{port}", wrap=ha.wrap([])),
-                serve(b, "--listen", f"{hb.address}:{port}", wrap=hb.wrap([])),
-            ):
-                wait_for_entry(b / ".lifeline" / "ledger.db", _log(a, "across the veth"))
-                wait_for_entry(a / ".lifeline" / "ledger.db", _log(b, "and back"))
-        except ServeRefused as exc:
-            if "no TLS credentials" not in exc.stderr:
-                raise
-            # Found by running it: sync serves plain gRPC, loopback only, until the
-            # membership credentials are wired into `serve`.
-            pytest.skip(f"serve refuses a non-loopback address: {exc.stderr.strip()[-200:]}")
+            assert [(r["node_id"], r["address"], r["sources"]) for r in rows] == [
+                (a_id, f"{ha.address}:{port}", ["discovered"])
+            ]
