@@ -6,7 +6,7 @@ one entry to A's line from this process (a separate SQLite connection, as `lifel
 would) and polls B's line file until the entry is there. Prints the median and spread of N
 runs, and the CPU an idle serving node uses.
 
-    .venv/bin/python bench/propagation.py --runs 30
+    .venv/bin/python bench/propagation.py --runs 30 [--mtls]
 """
 
 from __future__ import annotations
@@ -51,32 +51,33 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _serve(root: Path, port: int, peer: int) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lifeline_mesh",
-            "--root",
-            str(root),
-            "serve",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--peer",
-            f"127.0.0.1:{peer}",
-            "--no-discovery",
-            "--insecure",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def _serve(root: Path, port: int, peer: int, *, mtls: bool) -> tuple[subprocess.Popen[str], str]:
+    """Start one node; returns it and its join address ("" unless it holds the mesh CA)."""
+    argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve"]
+    argv += ["--listen", f"127.0.0.1:{port}", "--peer", f"127.0.0.1:{peer}", "--no-discovery"]
+    if not mtls:
+        argv.append("--insecure")
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith("listening on"):
         proc.kill()
         raise SystemExit(f"serve did not start: {line!r} {proc.communicate()[1]}")
-    return proc
+    join = ""
+    if mtls and (root / ".lifeline" / "mesh" / "ca.key").exists():
+        join = proc.stdout.readline().split()[-1]  # "join port on HOST:PORT"
+    return proc, join
+
+
+def _start_pair(a: Path, b: Path, *, mtls: bool) -> list[subprocess.Popen[str]]:
+    pa, pb = _free_port(), _free_port()
+    if not mtls:
+        return [_serve(a, pa, pb, mtls=False)[0], _serve(b, pb, pa, mtls=False)[0]]
+    _cli("lifeline_mesh", a, "init", "--new-mesh", "bench")
+    node_a, join = _serve(a, pa, pb, mtls=True)
+    token = json.loads(_cli("lifeline_mesh", a, "invite", "--json"))["token"]
+    _cli("lifeline_mesh", b, "join", token, "--peer", join)
+    return [node_a, _serve(b, pb, pa, mtls=True)[0]]
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -122,6 +123,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument(
+        "--mtls", action="store_true", help="a real mesh (join, mutual TLS) instead of --insecure"
+    )
+    parser.add_argument(
         "--idle-seconds", type=float, default=10.0, help="how long to sample an idle node's CPU"
     )
     args = parser.parse_args()
@@ -131,8 +135,7 @@ def main() -> None:
             root.mkdir()
             _cli("lifeline", root, "init")
             _cli("lifeline_mesh", root, "share", "ledger")
-        pa, pb = _free_port(), _free_port()
-        procs = [_serve(a, pa, pb), _serve(b, pb, pa)]
+        procs = _start_pair(a, b, mtls=args.mtls)
         try:
             deadline = time.monotonic() + 30
             _wait_synced(a, deadline)
@@ -151,7 +154,8 @@ def main() -> None:
                 proc.wait(timeout=30)
     ms = sorted(t * 1000 for t in times)
     print(
-        f"propagation A -> B on loopback, {args.runs} runs, "
+        f"propagation A -> B on loopback ({'mutual TLS' if args.mtls else 'plain'}), "
+        f"{args.runs} runs, "
         f"change poll {CHANGE_POLL_S * 1000:.0f} ms"
     )
     print(
