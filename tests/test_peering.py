@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import itertools
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -186,8 +187,10 @@ async def test_run_until_stop_cancels_everything(tmp_path: Path) -> None:
     async with asyncio.timeout(10), asyncio.TaskGroup() as tg:
         runner = tg.create_task(peering.run_until(stop))
         async with await SqliteStore.open(line) as store:
-            while calls < 2:
-                await store.append(make_entry(f"entry {calls}"))
+            for n in itertools.count():  # new entries until one lands after the baseline
+                if calls >= 2:
+                    break
+                await store.append(make_entry(f"entry {n}"))
                 await asyncio.sleep(0.02)
         stop.set()
     assert runner.result() is None and cancelled.is_set()
