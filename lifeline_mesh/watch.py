@@ -80,6 +80,7 @@ class LineWatcher:
         # A cancelled poll keeps running in its thread: closing must wait for it.
         self._lock = threading.Lock()
         self._closed = False
+        self.polls = 0  # polls done so far, the first being the baseline (for status and tests)
 
     def _poll(self) -> dict[Path, int | None]:
         with self._lock:
@@ -100,9 +101,11 @@ class LineWatcher:
         """Poll until cancelled; the first poll is the baseline and reports nothing."""
         try:
             last = await asyncio.to_thread(self._poll)
+            self.polls += 1
             while True:
                 await asyncio.sleep(self._interval)
                 current = await asyncio.to_thread(self._poll)
+                self.polls += 1
                 if any(current[p] != last.get(p) for p in current):
                     on_change()
                 last = current

@@ -143,12 +143,16 @@ async def test_an_append_triggers_a_sync(tmp_path: Path) -> None:
 
     sched = SyncScheduler(sync_one, policy=FAST)  # period of an hour: only a change can wake it
     sched.add_static(PeerAddress("127.0.0.1", 7411))
+    watcher = LineWatcher([line, tmp_path / "absent.db"], interval=0.01)
     try:
-        async with _running(sched, LineWatcher([line, tmp_path / "absent.db"], interval=0.01)):
-            await _until(lambda: syncs == 1)
+        async with _running(sched, watcher):
+            await _until(lambda: syncs == 1 and watcher.polls >= 1)  # the baseline is taken
             await writer.append(make_entry("second"))
             await _until(lambda: syncs == 2)
             await writer.append(make_entry("first"))  # already stored: no new entry, no sync
+            seen = watcher.polls
+            await _until(lambda: watcher.polls >= seen + 2)
+            assert syncs == 2
             await writer.append(make_entry("third"))
             await _until(lambda: syncs == 3)
     finally:
@@ -194,6 +198,7 @@ async def test_watcher_follows_the_line_list_and_survives_a_bad_file(tmp_path: P
     watcher = LineWatcher(lambda: watched, interval=0.01)
     async with asyncio.TaskGroup() as tg:
         task = tg.create_task(watcher.run(changed))
+        await _until(lambda: watcher.polls >= 1)  # the baseline, without later.db
         async with await SqliteStore.open(tmp_path / "later.db") as store:
             await store.append(make_entry("x"))
             watched.append(tmp_path / "later.db")  # shared while the node runs
