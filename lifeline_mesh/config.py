@@ -7,13 +7,12 @@ the listen address. Key material lives beside it in files of mode 0600 and is ne
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
+from lifeline.fsutil import write_atomic
 from lifeline.lines import LEDGER_DIR, validate_line_name
 
 __all__ = ["NodeConfig", "mesh_dir"]
@@ -58,8 +57,5 @@ class NodeConfig:
         path.parent.mkdir(parents=True, exist_ok=True)
         data = asdict(self)
         data.update(data.pop("extra"))
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".config-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(data, fh, indent=2, sort_keys=True)
-            fh.write("\n")
-        os.replace(tmp, path)
+        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+        write_atomic(path, text.encode("utf-8"))

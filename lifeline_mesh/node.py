@@ -21,6 +21,7 @@ import grpc
 
 from lifeline.ledger import utc_now
 from lifeline.lines import line_path, validate_line_name
+from lifeline.settings import load_limits
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
@@ -33,6 +34,7 @@ from lifeline_mesh.notary.sign import summarize
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering import Peering, PeeringOptions
 from lifeline_mesh.peers import PeerState
+from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.security import TransportSecurity, peer_node_id
 from lifeline_mesh.state import NodeState, local_mesh_id, recorded_node_state
@@ -95,7 +97,12 @@ class Node:
         )
         sets: list[ReconSet] = [
             AttestationSet(notary),
-            NotarizedEntrySet(EntrySet(store), notary, self.identity, self.clock),
+            NotarizedEntrySet(
+                EntrySet(store, EntryCodec(load_limits(self.root))),
+                notary,
+                self.identity,
+                self.clock,
+            ),
         ]
         if peer is not None and not peer.can_write:
             sets = [ReceiveOnly(s, peer.why_not) for s in sets]

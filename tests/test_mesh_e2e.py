@@ -85,6 +85,9 @@ def test_a_mesh_syncs_signs_verifies_and_refuses_outsiders(tmp_path: Path) -> No
         ledger(b, "log", "--kind", "note", "--summary", "written on B")
         mesh(b, "sync", address)
         assert len(history_ids(a)) == 2 and history_ids(a) == history_ids(b)
+        # Same set, same truth: the context and LIFELINE.md are byte-identical.
+        for args in (("context",), ("render", "--stdout")):
+            assert ledger(a, *args).stdout == ledger(b, *args).stdout
 
         # The reader receives everything ...
         mesh(c, "sync", address)

@@ -182,3 +182,19 @@ async def test_cross_line_parents_travel_with_their_declaration(tmp_path: Path) 
         assert await store.externals() == {foreign.id: "other"}
         assert (await store.get(child.id)).parents == (foreign.id,)
     assert not (tmp_path / "b" / ".lifeline" / "other.db").exists()
+
+
+async def test_session_clock_works_on_a_machine_up_for_days(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Regression: the responder once started its session at t=0 while the driver fed it
+    # time.monotonic(), so on a machine up for more than an hour every session "timed out".
+    import time
+
+    real = time.monotonic
+    monkeypatch.setattr(time, "monotonic", lambda: real() + 5 * 86_400)
+    a, b = make_node(tmp_path / "a"), make_node(tmp_path / "b")
+    await write(a, chain(3, "a"))
+    async with serving(b) as (_, address):
+        await a.sync(address, ["ledger"])
+    assert await history(a) == await history(b)

@@ -11,16 +11,18 @@ from lifeline.audit import Report, verify_store
 from lifeline.cli.common import (
     default_author,
     entry_text,
+    external_checker,
     line_of,
     open_line,
     print_json,
     root_of,
 )
 from lifeline.entry import ID_RE, KNOWN_KINDS
-from lifeline.errors import ConfigError, NotFound
+from lifeline.errors import ConfigError
 from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_names, line_path
 from lifeline.plugins import load_append_hooks
+from lifeline.settings import load_limits
 from lifeline.store.port import RowProblem
 from lifeline.store.sqlite import SqliteStore
 
@@ -135,7 +137,8 @@ async def cmd_log(args: argparse.Namespace) -> int:
             dedup_key=args.dedup_key,
         )
         hooks = load_append_hooks(root_of(args))
-        entry, _created = await Ledger(store, hooks=hooks).append(draft)
+        limits = load_limits(root_of(args))
+        entry, _created = await Ledger(store, hooks=hooks, limits=limits).append(draft)
     if args.json:
         print_json(entry.to_dict())
     else:
@@ -211,12 +214,7 @@ async def cmd_lines(args: argparse.Namespace) -> int:
 async def cmd_verify(args: argparse.Namespace) -> int:
     name = line_of(args)
 
-    async def external_exists(other: str, entry_id: str) -> bool:
-        try:
-            async with open_line(args, line=other) as foreign:
-                return bool(await foreign.contains([entry_id]))
-        except NotFound:
-            return False
+    external_exists = external_checker(args)
 
     async with open_line(args) as store:
         report = await verify_store(store, name, external_exists=external_exists)

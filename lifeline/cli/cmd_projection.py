@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,6 +11,7 @@ from typing import Any
 
 from lifeline.cli.common import line_of, open_line, print_json, root_of
 from lifeline.errors import ConfigError, InvalidEntry
+from lifeline.fsutil import write_atomic
 from lifeline.importer import ForeignLine, LinePlan, apply_plan, plan_import, read_lc_project
 from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
 from lifeline.lines import line_names, line_path, projection_path
@@ -21,7 +20,7 @@ from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import check_admissible
 
-__all__ = ["register", "write_atomically"]
+__all__ = ["register"]
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -52,23 +51,6 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_import)
 
 
-def write_atomically(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so a reader never sees half a file."""
-    # mkstemp makes the file private (0600); a projection is meant to be read and committed.
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _warn_rows(problems: list[RowProblem], line: str) -> None:
     if problems:
         print(
@@ -92,7 +74,7 @@ async def cmd_render(args: argparse.Namespace) -> int:
         sys.stdout.buffer.flush()
         return 0
     path = projection_path(root_of(args), name)
-    write_atomically(path, data)
+    write_atomic(path, data)
     print(path)
     return 0
 

@@ -10,6 +10,7 @@ from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
+from lifeline.settings import load_limits
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import FORMATS, deliver
@@ -164,7 +165,9 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 
 async def _write(args: argparse.Namespace, store: SqliteStore, draft: Draft) -> int:
-    entry, _new = await Ledger(store, hooks=load_append_hooks(root_of(args))).append(draft)
+    root = root_of(args)
+    ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
+    entry, _new = await ledger.append(draft)
     _print_entry(args, entry)
     return 0
 

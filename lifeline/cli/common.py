@@ -6,19 +6,20 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from lifeline.entry import Entry
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, NotFound
 from lifeline.lines import DEFAULT_LINE, line_path, validate_line_name
 from lifeline.store.sqlite import SqliteStore
 
 __all__ = [
     "default_author",
     "entry_text",
+    "external_checker",
     "global_options",
     "open_line",
     "print_json",
@@ -75,6 +76,19 @@ async def open_line(
         yield store
     finally:
         await store.close()
+
+
+def external_checker(args: argparse.Namespace) -> Callable[[str, str], Awaitable[bool]]:
+    """``exists(line, id)`` for cross-line parents: is ``id`` stored in line ``line``?"""
+
+    async def exists(other: str, entry_id: str) -> bool:
+        try:
+            async with open_line(args, line=other) as foreign:
+                return bool(await foreign.contains([entry_id]))
+        except NotFound:
+            return False
+
+    return exists
 
 
 def default_author() -> str:

@@ -12,6 +12,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 from typing import NoReturn
 
 from lifeline import __version__
@@ -19,7 +20,7 @@ from lifeline.cli import cmd_core, cmd_projection, cmd_truth
 from lifeline.cli.common import global_options
 from lifeline.errors import LifelineError
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "make_parser", "run"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
 COMMAND_MODULES = [cmd_core, cmd_truth, cmd_projection]
@@ -32,19 +33,27 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def make_parser(
+    prog: str, description: str, version: str, modules: Sequence[ModuleType]
+) -> argparse.ArgumentParser:
+    """A CLI whose commands come from ``modules`` (each has ``register(sub, parent)``)."""
     parent = global_options()
-    parser = _Parser(
-        prog="lifeline",
-        description="The project's reasoning ledger: record why the software is what it is.",
-        parents=[parent],
-    )
-    parser.add_argument("--version", action="version", version=f"lifeline {__version__}")
+    parser = _Parser(prog=prog, description=description, parents=[parent])
+    parser.add_argument("--version", action="version", version=f"{prog} {version}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for module in COMMAND_MODULES:
+    for module in modules:
         module.register(sub, parent)
     return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return make_parser(
+        "lifeline",
+        "The project's reasoning ledger: record why the software is what it is.",
+        __version__,
+        COMMAND_MODULES,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -6,8 +6,8 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from lifeline.cli.common import open_line, print_json, root_of
-from lifeline.errors import ConfigError, NotFound
+from lifeline.cli.common import external_checker, open_line, print_json, root_of
+from lifeline.errors import ConfigError
 from lifeline.lines import line_names, validate_line_name
 from lifeline_mesh.identity import NodeIdentity, ensure_identity, key_path
 from lifeline_mesh.membership.ca import create_mesh
@@ -127,12 +127,7 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     signers = FileSigners.load(root, local)
     policy = Policy(local, args.skew, args.backdate_window, args.require_signed)
 
-    async def external_exists(other: str, entry_id: str) -> bool:
-        try:
-            async with open_line(args, line=other) as foreign:
-                return bool(await foreign.contains([entry_id]))
-        except NotFound:
-            return False
+    external_exists = external_checker(args)
 
     reports: list[LineReport] = []
     for name in lines:

@@ -11,30 +11,37 @@ import sys
 from collections.abc import Sequence
 from types import ModuleType
 
-from lifeline.cli.common import global_options
-from lifeline.cli.main import run
+from lifeline.cli.main import make_parser, run
 from lifeline_mesh import __version__
-from lifeline_mesh.cli import cmd_membership, cmd_notary, cmd_peers, cmd_sync
+from lifeline_mesh.cli import (
+    cmd_mcp,
+    cmd_membership,
+    cmd_notary,
+    cmd_peers,
+    cmd_proposals,
+    cmd_sync,
+)
 
 __all__ = ["build_parser", "main"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
-COMMAND_MODULES: list[ModuleType] = [cmd_notary, cmd_sync, cmd_membership, cmd_peers]
+COMMAND_MODULES: list[ModuleType] = [
+    cmd_notary,
+    cmd_sync,
+    cmd_membership,
+    cmd_mcp,
+    cmd_proposals,
+    cmd_peers,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parent = global_options()
-    parser = argparse.ArgumentParser(
-        prog="lifeline-mesh",
-        description="Run a lifeline-mesh node: sync, sign and verify ledgers across peers.",
-        parents=[parent],
+    return make_parser(
+        "lifeline-mesh",
+        "Run a lifeline-mesh node: sync, sign and verify ledgers across peers.",
+        __version__,
+        COMMAND_MODULES,
     )
-    parser.add_argument("--version", action="version", version=f"lifeline-mesh {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-    for module in COMMAND_MODULES:
-        module.register(sub, parent)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -7,11 +7,10 @@ crash never leaves half a key and no other user can ever read one.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from lifeline import fsutil
 from lifeline.errors import ConfigError
 from lifeline_mesh.config import mesh_dir
 
@@ -44,17 +43,7 @@ def path_of(root: Path, name: str) -> Path:
 def write_atomic(path: Path, data: bytes, *, private: bool = False) -> None:
     """Replace ``path`` with ``data`` atomically; ``private`` files get mode 0600."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    try:
-        os.fchmod(fd, 0o600 if private else 0o644)
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    fsutil.write_atomic(path, data, mode=0o600 if private else 0o644)
 
 
 def read_json(path: Path, default: Any) -> Any:

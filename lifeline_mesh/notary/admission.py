@@ -30,12 +30,12 @@ MAX_ADMIT_ITEMS = 10_000  # per call; a sync batch of ~1 MiB holds far fewer
 
 
 def check_items(
-    items: Sequence[bytes],
+    items: Sequence[bytes | Attestation],
     now: str,
     signers: KnownSigners | None = None,
     skew_s: float = DEFAULT_SKEW_S,
 ) -> list[Attestation]:
-    """Decode and verify every item, or raise for the first bad one (naming it)."""
+    """Decode (unless already decoded) and verify every item, or raise for the first bad one."""
     if len(items) > MAX_ADMIT_ITEMS:
         raise EntryTooLarge(
             f"{len(items)} attestations in one batch, over the cap of {MAX_ADMIT_ITEMS}; "
@@ -45,7 +45,7 @@ def check_items(
     out: list[Attestation] = []
     for n, item in enumerate(items):
         try:
-            att = decode(item)
+            att = item if isinstance(item, Attestation) else decode(item)
             att.verify()
             if signers is not None:
                 _check_signer(att, signers)

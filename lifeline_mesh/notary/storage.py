@@ -153,7 +153,7 @@ class NotaryStore:
 
         return await self.store.run_read(read)
 
-    async def admit(self, items: Sequence[bytes]) -> int:
+    async def admit(self, items: Sequence[bytes | Attestation]) -> int:
         """Verify every received item and store them all in one transaction.
 
         Raises BadSignature / InvalidEntry (naming the item) and stores nothing when any

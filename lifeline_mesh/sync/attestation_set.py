@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Sequence
 
 from lifeline.errors import InvalidEntry
-from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, decode
+from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.sets import ParsedItem, Snapshot
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
@@ -51,4 +51,6 @@ class AttestationSet:
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult:
-        return AdmitResult(await self.notary.admit([i.raw for i in items]))
+        # The codec decoded each item already; admission verifies the decoded form.
+        atts = [i.value if isinstance(i.value, Attestation) else i.raw for i in items]
+        return AdmitResult(await self.notary.admit(atts))

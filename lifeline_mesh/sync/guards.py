@@ -22,7 +22,22 @@ from lifeline_mesh.sync.port import AdmitResult, FetchResult, ReconSet
 __all__ = ["NotarizedEntrySet", "ReceiveOnly"]
 
 
-class NotarizedEntrySet:
+class _Wrapper:
+    """Delegates everything but ``admit`` to the wrapped set."""
+
+    def __init__(self, inner: ReconSet) -> None:
+        self._inner_set = inner
+        self.name = inner.name
+        self.codec: ItemCodec = inner.codec
+
+    async def snapshot(self) -> Snapshot:
+        return await self._inner_set.snapshot()
+
+    async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
+        return await self._inner_set.fetch(ids)
+
+
+class NotarizedEntrySet(_Wrapper):
     def __init__(
         self,
         inner: EntrySet,
@@ -30,18 +45,11 @@ class NotarizedEntrySet:
         identity: NodeIdentity | None,
         clock: Callable[[], str],
     ) -> None:
+        super().__init__(inner)
         self.inner = inner
         self.notary = notary
         self.identity = identity
         self.clock = clock
-        self.name = inner.name
-        self.codec: ItemCodec = inner.codec
-
-    async def snapshot(self) -> Snapshot:
-        return await self.inner.snapshot()
-
-    async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
-        return await self.inner.fetch(ids)
 
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
@@ -56,20 +64,12 @@ class NotarizedEntrySet:
         return result
 
 
-class ReceiveOnly:
+class ReceiveOnly(_Wrapper):
     """The caller may read this line but not write it (a reader, DESIGN §7)."""
 
     def __init__(self, inner: ReconSet, reason: str) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.reason = reason
-        self.name = inner.name
-        self.codec = inner.codec
-
-    async def snapshot(self) -> Snapshot:
-        return await self.inner.snapshot()
-
-    async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
-        return await self.inner.fetch(ids)
 
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]

@@ -136,8 +136,8 @@ class SyncServer:
         try:
             async with self._open_line(hello.line) as store:
                 sets = self._make_sets(store, peer)
-                # Started on the clock drive() reads (monotonic): 0.0 made every session
-                # "run longer than session_timeout" once the host had been up an hour.
+                # `now` on the same clock drive() uses (monotonic), or the session
+                # timeout would count from the clock's epoch.
                 session = Session(
                     Role.RESPONDER,
                     hello.line,

@@ -1,0 +1,30 @@
+"""Atomic file replacement: a reader never sees half a file, a crash never leaves one."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["write_atomic"]
+
+
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Replace ``path`` with ``data`` via a temporary file, fsync and rename.
+
+    ``mode`` defaults to the existing file's mode, or 0644 for a new file (mkstemp would
+    otherwise leave it 0600); pass 0o600 for key material.
+    """
+    if mode is None:
+        mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,67 @@
+"""The node signatures on one entry, checked now: author attestations and witness receipts.
+
+Reads the notary's tables in the line's file by entry id (one indexed lookup each, so an
+``entry`` call costs the same on any size of line), decodes each item with the notary's own
+:func:`~lifeline_mesh.notary.statement.decode`, verifies it, and says whether its signer is
+a known member, unknown, or revoked (:class:`~lifeline_mesh.notary.signers.FileSigners`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from lifeline.errors import InvalidEntry
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.notary.signers import FileSigners
+from lifeline_mesh.notary.statement import Role, decode
+from lifeline_mesh.notary.storage import NotaryStore
+
+__all__ = ["entry_signatures"]
+
+
+def _items_about(conn: sqlite3.Connection, entry_id: str) -> list[bytes]:
+    authored = conn.execute(
+        "SELECT item FROM attestations WHERE role = 'author' AND subject = ? ORDER BY sort_key",
+        (entry_id,),
+    ).fetchall()
+    witnessed = conn.execute(
+        "SELECT a.item FROM witnessed w JOIN attestations a ON a.id = w.att_id"
+        " WHERE w.entry_id = ? ORDER BY a.sort_key",
+        (entry_id,),
+    ).fetchall()
+    return [bytes(r[0]) for r in (*authored, *witnessed)]
+
+
+def _describe(item: bytes, signers: FileSigners, entry_ts: str) -> dict[str, Any]:
+    try:
+        att = decode(item)
+    except InvalidEntry as exc:
+        return {"valid": False, "problem": str(exc)}
+    out: dict[str, Any] = {"role": att.role.value, "node_id": att.node_id, "ts": att.ts}
+    try:
+        att.verify()
+        out["valid"] = True
+    except InvalidEntry as exc:
+        out["valid"] = False
+        out["problem"] = str(exc)
+    status = signers.status(att.node_id)
+    out["signer"] = status.state.value
+    if status.revoked_at is not None:
+        out["signer_revoked_at"] = status.revoked_at
+    if att.role is Role.AUTHOR and att.ts != entry_ts:
+        out["note"] = f"signed ts {att.ts} differs from the entry's ts {entry_ts}"
+    return out
+
+
+async def entry_signatures(
+    root: Path, store: SqliteStore, entry_id: str, entry_ts: str, local_node_id: str | None
+) -> dict[str, Any]:
+    """``{"signed": bool, "items": [...]}``: signed means a valid author signature exists."""
+    await NotaryStore.attach(store)  # the notary's tables exist even in a line it never saw
+    items = await store.run_read(lambda conn: _items_about(conn, entry_id))
+    signers = FileSigners.load(root, local_node_id)
+    described = [_describe(item, signers, entry_ts) for item in items]
+    signed = any(d.get("role") == "author" and d["valid"] for d in described)
+    return {"signed": signed, "items": described}

@@ -1,0 +1,73 @@
+"""What an MCP session works on: the project root, its lines, who is writing.
+
+Lines are opened per call, read-only in intent and never created: the node's sync writes
+into the same SQLite files from another process, and a line that appears after start-up
+(received from a peer) must be visible at once. A line that does not exist is an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeline.ledger import Ledger
+from lifeline.lines import DEFAULT_LINE, line_path, validate_line_name
+from lifeline.plugins import load_append_hooks
+from lifeline.store.sqlite import SqliteStore
+from lifeline.validate import DEFAULT_LIMITS, Limits
+from lifeline_mesh.identity import NodeIdentity, key_path
+
+__all__ = ["Workspace"]
+
+
+@dataclass(frozen=True, slots=True)
+class Workspace:
+    """One project seen by one writer (an agent, or a human at the CLI)."""
+
+    root: Path
+    agent: str
+    author: str
+    line: str = DEFAULT_LINE
+    limits: Limits = DEFAULT_LIMITS
+
+    @classmethod
+    def open(cls, root: Path, *, agent: str, author: str, line: str = DEFAULT_LINE) -> Workspace:
+        """A workspace; importing the append hooks' packages now registers their schema
+        migrations before any line opens (the notary keeps its tables in the line's file)."""
+        load_append_hooks(root)
+        return cls(
+            root=root,
+            agent=agent,
+            author=author,
+            line=validate_line_name(line),
+        )
+
+    def line_name(self, line: str | None) -> str:
+        return validate_line_name(line) if line else self.line
+
+    @asynccontextmanager
+    async def store(self, line: str | None = None) -> AsyncIterator[SqliteStore]:
+        """Open an existing line (NotFound names the lines there are)."""
+        path = line_path(self.root, self.line_name(line), must_exist=True)
+        store = await SqliteStore.open(path, create=False)
+        try:
+            yield store
+        finally:
+            await store.close()
+
+    def ledger(self, store: SqliteStore) -> Ledger:
+        """Local writes on ``store``, signed by the node when its notary hook is installed.
+
+        The hooks are looked up again for each write (about 2 ms): a node identity created
+        by `lifeline-mesh init` or `join` while the server runs signs the very next write.
+        """
+        return Ledger(store, limits=self.limits, hooks=load_append_hooks(self.root))
+
+    def node_id(self) -> str | None:
+        """This node's id, or None when the project has no node identity yet."""
+        path = key_path(self.root)
+        if not path.exists():
+            return None
+        return NodeIdentity.load(path).node_id
