@@ -93,7 +93,7 @@ def peering_options(
                 f"serve listens on every interface ({listen_host or '*'}); name the one(s) to "
                 "announce on with --interface ADDR, or pass --no-discovery"
             )
-        interfaces = [listen_host]
+        interfaces = ["127.0.0.1" if listen_host == "localhost" else listen_host]
     if discovery:
         interfaces = check_interfaces(interfaces)
     return PeeringOptions(static_peers=peers, discovery=discovery, interfaces=interfaces)

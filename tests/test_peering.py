@@ -42,6 +42,7 @@ def test_options_merge_config_and_command_line() -> None:
         _args("--interface", "10.0.0.1", "--interface", "10.1.0.1"), config, listen_host="0.0.0.0"
     )
     assert opts.interfaces == ["10.0.0.1", "10.1.0.1"]
+    assert peering_options(_args(), config, listen_host="localhost").interfaces == ["127.0.0.1"]
 
 
 @pytest.mark.parametrize(
