@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -36,7 +37,8 @@ def run(
     show: bool = True,
 ) -> str:
     prog = "lifeline" if module == "lifeline" else "lifeline-mesh"
-    shown = " ".join(a if len(a) < 60 else a[:24] + "…" for a in args)
+    # Quoted as a shell would need them, so a shown command can be pasted (long tokens cut).
+    shown = " ".join(shlex.quote(a) if len(a) < 60 else a[:24] + "…" for a in args)
     if show:
         print(f"[{node}] $ {prog} {shown}", flush=True)
     proc = subprocess.run(
@@ -74,10 +76,10 @@ def start_server(root: Path) -> tuple[subprocess.Popen[str], str, str]:
     return proc, listening.split()[-1], joining.split()[-1]
 
 
-def setup(root: Path, node: str) -> None:
+def setup(root: Path, node: str, *, show: bool) -> None:
     root.mkdir()
-    run(node, root, "lifeline", "init", show=False)
-    run(node, root, "lifeline_mesh", "share", "ledger", show=False)
+    run(node, root, "lifeline", "init", show=show)
+    run(node, root, "lifeline_mesh", "share", "ledger", show=show)
 
 
 def main() -> None:
@@ -85,8 +87,9 @@ def main() -> None:
     os.environ.setdefault("LIFELINE_AUTHOR", "demo")
     with tempfile.TemporaryDirectory(prefix="lifeline-demo-") as tmp:
         a, b, ci, other = (Path(tmp) / n for n in ("laptop-a", "laptop-b", "ci-runner", "other"))
+        step("Each machine creates its line and shares it with the mesh (private otherwise)")
         for root, name in ((a, "laptop-a"), (b, "laptop-b"), (ci, "ci-runner"), (other, "other")):
-            setup(root, name)
+            setup(root, name, show=name != "other")
 
         step("Laptop A creates a mesh and records the project's first whys")
         run("laptop-a", a, "lifeline_mesh", "init", "--new-mesh", "aurora")

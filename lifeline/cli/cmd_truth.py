@@ -14,7 +14,7 @@ from lifeline.settings import load_limits
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import FORMATS, deliver
-from lifeline.truth.parse import BLOCKS, checkpoint_body
+from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary
 from lifeline.truth.recall import DEFAULT_FLOOR, recall
 from lifeline.truth.service import build_context, read_truth, resume_of
 
@@ -187,11 +187,9 @@ async def cmd_checkpoint(args: argparse.Namespace) -> int:
     if not any(i.strip() for items in blocks.values() for i in items):
         raise ConfigError("a checkpoint needs at least one item: --next, --done, --goal, ...")
     async with open_line(args) as store:
-        first = next(i for b in ("next", "blocked", "goal", "done", "tried") for i in blocks[b])
-        summary = f"checkpoint {thread}: {' '.join(first.split())}"[:200]
         draft = Draft(
             kind="checkpoint",
-            summary=summary,
+            summary=checkpoint_summary(thread, blocks),
             body=checkpoint_body(thread, blocks),
             author=default_author(),
         )

@@ -20,6 +20,7 @@ __all__ = [
     "BLOCKS",
     "Checkpoint",
     "checkpoint_body",
+    "checkpoint_summary",
     "parse_checkpoint",
     "pin_target",
     "thread_of",
@@ -85,3 +86,14 @@ def checkpoint_body(thread: str, blocks: dict[str, list[str]]) -> str:
             lines.append(f"{name}:")
             lines.extend(f"  - {i}" for i in items)
     return "\n".join(lines)
+
+
+def checkpoint_summary(title: str, blocks: dict[str, list[str]]) -> str:
+    """The one-line summary of a checkpoint: its thread's title and the first item that
+    says where work stands (next, else blocked, goal, done, tried), as lifeline-context
+    wrote it: ``checkpoint main: next — run the load test``."""
+    for name in ("next", "blocked", "goal", "done", "tried"):
+        items = [" ".join(i.split()) for i in blocks.get(name, []) if i.strip()]
+        if items:
+            return f"checkpoint {title}: {name} — {items[0]}"[:200]
+    raise ValueError("a checkpoint needs at least one item")

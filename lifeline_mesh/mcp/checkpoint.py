@@ -1,7 +1,8 @@
 """The text of a checkpoint entry: where work stopped on a thread.
 
 Pure. Validates the items and names the summary; the body is written by the truth layer's
-:func:`~lifeline.truth.parse.checkpoint_body`, in the format lifeline-context 0.6.1 wrote,
+:func:`~lifeline.truth.parse.checkpoint_body` (and its summary by `checkpoint_summary`), in the
+format lifeline-context 0.6.1 wrote,
 so readers of either tool parse both::
 
     thread: T
@@ -25,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry
-from lifeline.truth.parse import BLOCKS, checkpoint_body
+from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary
 
 __all__ = ["SECTIONS", "CheckpointText"]
 
@@ -76,10 +77,5 @@ class CheckpointText:
         return checkpoint_body(self.thread, {name: list(getattr(self, name)) for name in SECTIONS})
 
     def summary(self) -> str:
-        if self.next:
-            return f"checkpoint {self.title}: next — {self.next[0]}"
-        for name in ("blocked", "goal", "done", "tried"):
-            items: tuple[str, ...] = getattr(self, name)
-            if items:
-                return f"checkpoint {self.title}: {name} — {items[0]}"
-        raise AssertionError("build() guarantees one item")
+        blocks = {name: list(getattr(self, name)) for name in SECTIONS}
+        return checkpoint_summary(self.title, blocks)

@@ -137,6 +137,10 @@ class Session:
     # -- driver inputs ---------------------------------------------------------------
 
     def start(self, now: float) -> list[Effect]:
+        # The session's age counts from here, on the clock the driver passes: a caller that
+        # built the session with another clock's reading (the server passed 0.0 against
+        # time.monotonic) would otherwise trip session_timeout once the host is up an hour.
+        self._started = now
         if self.role is Role.RESPONDER:
             return []
         return self._load_all()
