@@ -11,6 +11,8 @@ initiator signs a summary of the line's state after each session (DESIGN §6).
 from __future__ import annotations
 
 import asyncio
+import os
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -24,19 +26,24 @@ from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
 from lifeline_mesh.notary.sign import summarize
 from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.peering import Peering, PeeringOptions
+from lifeline_mesh.peers import PeerState
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.security import TransportSecurity, peer_node_id
+from lifeline_mesh.state import NodeState, local_mesh_id, recorded_node_state
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
 from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.authz import SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
@@ -130,17 +137,70 @@ class Node:
         ready: Callable[[str], None] | None = None,
         *,
         join_listen: str | None = None,
+        peering: PeeringOptions | None = None,
     ) -> SyncServer:
-        """Serve until ``stop`` is set, then stop gracefully."""
+        """Serve until ``stop`` is set, then stop gracefully. With ``peering``, also keep
+        in sync with static and discovered peers on its own (DESIGN §8)."""
         server = self.server(join_listen)
         address = await server.start(listen)
-        if ready is not None:
-            ready(address)
         try:
-            await stop.wait()
+            with recorded_node_state(self.root, self._state(address, peering)):
+                if ready is not None:
+                    ready(address)
+                if peering is None:
+                    await stop.wait()
+                else:
+                    await self.peering(peering, address).run_until(stop)
         finally:
             await server.stop()
         return server
+
+    def _state(self, address: str, peering: PeeringOptions | None) -> NodeState:
+        mesh_id = local_mesh_id(self.root)
+        discovery = peering is not None and peering.discovery and mesh_id is not None
+        return NodeState(
+            pid=os.getpid(),
+            listen=address,
+            started_at=time.time(),
+            node_id=self.identity.node_id if self.identity else None,
+            mesh_id=mesh_id,
+            discovery=discovery,
+            interfaces=list(peering.interfaces) if peering and discovery else [],
+            lines=self.config().shared_lines,
+        )
+
+    def peering(self, options: PeeringOptions, address: str) -> Peering:
+        """Static peers, LAN discovery, the line watcher and the scheduler of this node."""
+        root = self.root
+
+        def shared_line_files() -> list[Path]:
+            return [line_path(root, name) for name in self.config().shared_lines]
+
+        def not_revoked(node_id: str) -> bool:
+            return RevocationList.load(root).revoked_at(node_id) is None
+
+        return Peering(
+            root,
+            options,
+            self.sync_peer,
+            node_id=self.identity.node_id if self.identity else "",
+            mesh_id=local_mesh_id(root),
+            port=split_address(address)[1],
+            line_files=shared_line_files,
+            allow=not_revoked,
+        )
+
+    async def sync_peer(self, peer: PeerState) -> str:
+        """One scheduled sync with ``peer``: every shared line; a one-line summary."""
+        lines = self.config().shared_lines
+        if not lines:
+            return "nothing to sync: no line is shared (`lifeline-mesh share LINE`)"
+        reports = await self.sync(str(peer.address), lines)
+        return "; ".join(
+            f"{r.line}: sent {r.entries_sent}, received {r.entries_received} "
+            f"({r.entries_added} new)"
+            for r in reports
+        )
 
     async def sync(self, peer: str, lines: Sequence[str]) -> list[SyncReport]:
         """One session per line with ``peer``; every line must be shared here."""

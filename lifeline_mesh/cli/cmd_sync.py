@@ -13,7 +13,9 @@ from lifeline.errors import ConfigError
 from lifeline.lines import line_names, validate_line_name
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
+from lifeline_mesh.peering import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
+from lifeline_mesh.transport.addresses import split_address
 
 __all__ = ["register"]
 
@@ -34,6 +36,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "listen host, a free port); printed as `join port on HOST:PORT`",
     )
     _insecure(p)
+    add_peering_arguments(p)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("sync", parents=[parent], help="run one sync session with a peer")
@@ -65,8 +68,10 @@ def _insecure(p: argparse.ArgumentParser) -> None:
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     node = Node(root_of(args), insecure=args.insecure)
-    listen = args.listen or node.config().listen
+    config = node.config()
+    listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
+    peering = peering_options(args, config, listen_host=split_address(listen)[0])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -78,7 +83,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             sys.stdout.write(f"join port on {node.join_address}\n")
         sys.stdout.flush()
 
-    server = await node.serve(listen, stop, ready, join_listen=join_listen)
+    server = await node.serve(listen, stop, ready, join_listen=join_listen, peering=peering)
     print(f"stopped after {len(server.reports)} sessions ({len(server.failures)} failed)")
     return 0
 

@@ -13,7 +13,14 @@ from types import ModuleType
 
 from lifeline.cli.main import make_parser, run
 from lifeline_mesh import __version__
-from lifeline_mesh.cli import cmd_mcp, cmd_membership, cmd_notary, cmd_proposals, cmd_sync
+from lifeline_mesh.cli import (
+    cmd_mcp,
+    cmd_membership,
+    cmd_notary,
+    cmd_peers,
+    cmd_proposals,
+    cmd_sync,
+)
 
 __all__ = ["build_parser", "main"]
 
@@ -24,6 +31,7 @@ COMMAND_MODULES: list[ModuleType] = [
     cmd_membership,
     cmd_mcp,
     cmd_proposals,
+    cmd_peers,
 ]
 
 

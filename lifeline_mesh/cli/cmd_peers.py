@@ -1,0 +1,264 @@
+"""`lifeline-mesh peers`, `status` and `discover`: what the node of this project is doing.
+
+Both read files the running node keeps up to date (``peers.json``, ``state.json``) plus the
+config and the line files, so they work from any shell, with or without a node running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from lifeline.cli.common import print_json, root_of
+from lifeline.errors import ConfigError
+from lifeline.lines import line_names, line_path
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.discovery.survey import survey
+from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.peers import PeerAddress, load_peers_file
+from lifeline_mesh.state import local_mesh_id, pid_alive, read_node_state
+
+__all__ = ["peers_report", "register", "status_report"]
+
+MAX_LISTEN_S = 600.0
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "peers",
+        parents=[parent],
+        help="static and discovered peers: last sync, last error, next attempt",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_peers)
+
+    p = sub.add_parser(
+        "status",
+        parents=[parent],
+        help="this node: id, mesh, lines and their counts, listening address",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser(
+        "discover",
+        parents=[parent],
+        help="listen on the LAN and list every lifeline-mesh node heard, ours or not",
+    )
+    p.add_argument(
+        "--interface",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="IP address of an interface to listen on (repeatable; default: the config's "
+        "listen address)",
+    )
+    p.add_argument("--seconds", type=float, default=3.0, help="how long to listen (default: 3)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_discover)
+
+
+# -- data ------------------------------------------------------------------------------
+
+
+def _static_row(address: str) -> dict[str, Any]:
+    return {
+        "key": f"static:{address}",
+        "address": address,
+        "node_id": None,
+        "sources": ["static"],
+        "last_sync_at": None,
+        "last_result": None,
+        "last_error": None,
+        "last_error_at": None,
+        "failures": 0,
+        "next_attempt_at": None,
+        "syncing": False,
+    }
+
+
+def peers_report(root: Path) -> dict[str, Any]:
+    """The node's peer table if a node wrote one, plus configured peers it does not list."""
+    data = load_peers_file(root) or {"peers": [], "pid": None, "updated_at": None}
+    pid = data.get("pid")
+    running = isinstance(pid, int) and pid_alive(pid)
+    rows: list[dict[str, Any]] = [r for r in data["peers"] if isinstance(r, dict)]
+    listed = {r.get("key") for r in rows}
+    for text in NodeConfig.load(root).peers:
+        address = str(PeerAddress.parse(text))
+        if f"static:{address}" not in listed:
+            rows.append(_static_row(address))
+    return {
+        "node_running": running,
+        "pid": pid if running else None,
+        "updated_at": data.get("updated_at"),
+        "peers": rows,
+    }
+
+
+async def _line_counts(root: Path, shared: list[str]) -> list[dict[str, Any]]:
+    out = []
+    for name in line_names(root):
+        async with await SqliteStore.open(line_path(root, name), create=False) as store:
+            count = await store.count()
+        out.append({"name": name, "entries": count, "shared": name in shared})
+    return out
+
+
+def _own_node_id(root: Path) -> str | None:
+    return NodeIdentity.load(key_path(root)).node_id if key_path(root).exists() else None
+
+
+async def status_report(root: Path) -> dict[str, Any]:
+    config = NodeConfig.load(root)
+    state = read_node_state(root)
+    running = state is not None and pid_alive(state.pid)
+    node_id = _own_node_id(root)
+    mesh_id = local_mesh_id(root)
+    peers = peers_report(root)["peers"]
+    return {
+        "root": str(root.resolve()),
+        "node_id": node_id,
+        "mesh_id": mesh_id,
+        "serving": running,
+        "pid": state.pid if state and running else None,
+        "listen": state.listen if state and running else None,
+        "started_at": state.started_at if state and running else None,
+        "discovery": state.discovery if state and running else None,
+        "interfaces": state.interfaces if state and running else [],
+        "lines": await _line_counts(root, config.shared_lines),
+        "peers": {"total": len(peers), "failing": sum(1 for p in peers if p.get("failures"))},
+    }
+
+
+# -- rendering ---------------------------------------------------------------------------
+
+
+def _ago(ts: Any, now: float) -> str:
+    if not isinstance(ts, int | float):
+        return "never"
+    delta = now - ts
+    if delta < 0:
+        return f"in {_span(-delta)}"
+    return f"{_span(delta)} ago"
+
+
+def _span(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f}s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+def _table(rows: list[list[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
+def render_peers(report: dict[str, Any], now: float) -> str:
+    running = report["node_running"]
+    if running:
+        head = (
+            f"node running (pid {report['pid']}), table updated {_ago(report['updated_at'], now)}"
+        )
+    elif report["updated_at"] is not None:
+        head = f"no node running; table as the last node left it {_ago(report['updated_at'], now)}"
+    else:
+        head = "no node has run here yet; start one with `lifeline-mesh serve`"
+    if not report["peers"]:
+        return f"{head}\nno peers: add one with `serve --peer HOST:PORT` or enable discovery"
+    rows = [["ADDRESS", "NODE", "SOURCE", "LAST SYNC", "NEXT", "FAILURES"]]
+    errors = []
+    for row in report["peers"]:
+        if row.get("syncing"):
+            upcoming = "syncing now"
+        elif not running or not isinstance(row.get("next_attempt_at"), int | float):
+            upcoming = "-"
+        else:
+            wait = row["next_attempt_at"] - now
+            upcoming = "now" if wait < 1 else f"in {_span(wait)}"
+        rows.append(
+            [
+                str(row.get("address")),
+                str(row.get("node_id") or "-"),
+                "+".join(row.get("sources") or []),
+                _ago(row.get("last_sync_at"), now),
+                upcoming,
+                str(row.get("failures", 0)),
+            ]
+        )
+        if row.get("last_error"):
+            errors.append(f"{row.get('address')}: {row['last_error']}")
+    lines = [head, *_table(rows)]
+    if errors:
+        lines += ["", "last errors:", *(f"  {e}" for e in errors)]
+    return "\n".join(lines)
+
+
+def render_status(report: dict[str, Any]) -> str:
+    lines = [
+        f"root:      {report['root']}",
+        f"node id:   {report['node_id'] or 'none (create one with `lifeline-mesh init`)'}",
+        f"mesh id:   {report['mesh_id'] or 'none (not in a mesh)'}",
+    ]
+    if report["serving"]:
+        where = ", ".join(report["interfaces"]) if report["discovery"] else "off"
+        lines.append(f"serving:   {report['listen']} (pid {report['pid']}), discovery: {where}")
+    else:
+        lines.append("serving:   no (start with `lifeline-mesh serve`)")
+    peers = report["peers"]
+    lines.append(f"peers:     {peers['total']} ({peers['failing']} failing)")
+    for line in report["lines"]:
+        shared = "shared" if line["shared"] else "private"
+        lines.append(f"line:      {line['name']}  {line['entries']} entries  {shared}")
+    if not report["lines"]:
+        lines.append("line:      none (create one with `lifeline init`)")
+    return "\n".join(lines)
+
+
+async def cmd_peers(args: argparse.Namespace) -> int:
+    report = peers_report(root_of(args))
+    if args.json:
+        print_json(report)
+    else:
+        print(render_peers(report, time.time()))
+    return 0
+
+
+async def cmd_status(args: argparse.Namespace) -> int:
+    report = await status_report(root_of(args))
+    if args.json:
+        print_json(report)
+    else:
+        print(render_status(report))
+    return 0
+
+
+async def cmd_discover(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    if not 0 < args.seconds <= MAX_LISTEN_S:
+        raise ConfigError(f"--seconds {args.seconds:g} is out of range; use 0 < S <= 600")
+    config = NodeConfig.load(root)
+    interfaces = args.interface or [config.listen.rpartition(":")[0].strip("[]")]
+    mesh_id = local_mesh_id(root)
+    found = await survey(
+        interfaces, listen_for=args.seconds, mesh_id=mesh_id, own_node_id=_own_node_id(root) or ""
+    )
+    if args.json:
+        print_json(
+            {"interfaces": interfaces, "mesh_id": mesh_id, "nodes": [s.to_json() for s in found]}
+        )
+        return 0
+    if not found:
+        print(f"no lifeline-mesh node heard on {', '.join(interfaces)} in {args.seconds:g}s")
+    for s in found:
+        where = ", ".join(f"{a}:{s.port}" for a in s.addresses) or "-"
+        note = f"  (ignored: {s.ignored_because})" if s.ignored_because else ""
+        print(f"{s.node_id or s.name}  mesh {s.mesh_id or '?'}  {where}{note}")
+    return 0

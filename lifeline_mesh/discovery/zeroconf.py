@@ -1,0 +1,238 @@
+"""ZeroconfDiscovery: announce this node and find the other nodes of its mesh on the LAN.
+
+An adapter around python-zeroconf's asyncio API. It registers one DNS-SD service
+(``_lifeline-mesh._tcp.local.``, TXT: mesh id, node id, protocol version) and browses for the
+same type. Browser callbacks only enqueue names; :meth:`run` resolves them and puts
+:class:`PeerFound` / :class:`PeerLost` on :attr:`events`. Adverts of other meshes, of this
+node, of nodes the allow-list refuses, and malformed ones are dropped with a debug log:
+a LAN packet never raises into the node (DESIGN §8).
+
+Interfaces are always named: multicast DNS on every interface of a laptop would announce
+the node on networks the user never chose (a café Wi-Fi, a VPN, a container bridge).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections.abc import Callable, Sequence
+
+from zeroconf import IPVersion, NonUniqueNameException, ServiceStateChange, Zeroconf
+from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
+
+from lifeline.errors import ConfigError, PeerError
+from lifeline_mesh.discovery.advert import (
+    SERVICE_TYPE,
+    Advert,
+    AdvertRejected,
+    PeerFound,
+    PeerLost,
+    admit,
+    instance_name,
+    parse_txt,
+)
+
+__all__ = [
+    "RESOLVE_TIMEOUT_MS",
+    "PeerEvent",
+    "ZeroconfDiscovery",
+    "check_interfaces",
+    "ip_version_of",
+    "usable_addresses",
+]
+
+log = logging.getLogger(__name__)
+
+RESOLVE_TIMEOUT_MS = 3_000  # how long one SRV/TXT/A lookup may take before we give up on it
+PeerEvent = PeerFound | PeerLost
+
+
+def check_interfaces(interfaces: Sequence[str]) -> list[str]:
+    """Validate the interface addresses: IP literals, at least one, never the wildcard."""
+    if not interfaces:
+        raise ConfigError(
+            "discovery needs at least one interface address (e.g. --interface 192.168.1.20); "
+            "it never announces on every interface, or pass --no-discovery"
+        )
+    out: list[str] = []
+    for text in interfaces:
+        try:
+            addr = ipaddress.ip_address(text.strip())
+        except ValueError as exc:
+            raise ConfigError(
+                f"interface {text!r} is not an IP address; pass the address of the interface "
+                "to announce on (`ip addr` lists them)"
+            ) from exc
+        if addr.is_unspecified:
+            raise ConfigError(
+                f"interface {text!r} means every interface; name the one address to announce on"
+            )
+        out.append(str(addr))
+    return out
+
+
+def ip_version_of(addresses: Sequence[str]) -> IPVersion:
+    versions = {ipaddress.ip_address(a).version for a in addresses}
+    if versions == {4}:
+        return IPVersion.V4Only
+    if versions == {6}:
+        return IPVersion.V6Only
+    return IPVersion.All
+
+
+class ZeroconfDiscovery:
+    """Announce and browse on the named interfaces. ``async with`` it, then ``await run()``."""
+
+    def __init__(
+        self,
+        *,
+        node_id: str,
+        mesh_id: str,
+        port: int,
+        interfaces: Sequence[str],
+        allow: Callable[[str], bool] | None = None,
+        events: asyncio.Queue[PeerEvent] | None = None,
+        resolve_timeout_ms: int = RESOLVE_TIMEOUT_MS,
+    ) -> None:
+        self.interfaces = check_interfaces(interfaces)
+        self.advert = Advert(node_id, mesh_id, port, tuple(self.interfaces))
+        self.events: asyncio.Queue[PeerEvent] = events if events is not None else asyncio.Queue()
+        self._allow = allow
+        self._resolve_timeout_ms = resolve_timeout_ms
+        self._changes: asyncio.Queue[tuple[str, ServiceStateChange]] = asyncio.Queue()
+        self._found: dict[str, PeerFound] = {}  # instance name -> what we last announced
+        self._azc: AsyncZeroconf | None = None
+        self._browser: AsyncServiceBrowser | None = None
+        self._info: AsyncServiceInfo | None = None
+        self._registered = False
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    async def __aenter__(self) -> ZeroconfDiscovery:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    async def start(self) -> None:
+        """Open the sockets, register our service and start browsing."""
+        self._azc = AsyncZeroconf(
+            interfaces=list(self.interfaces), ip_version=ip_version_of(self.interfaces)
+        )
+        self._info = self._service_info()
+        try:
+            await (await self._azc.async_register_service(self._info))
+            self._registered = True
+        except BaseException as exc:
+            # Cancelled while probing, or refused: never leave the sockets open.
+            await asyncio.shield(self.stop())
+            if not isinstance(exc, NonUniqueNameException):
+                raise
+            raise PeerError(
+                f"another process already announces node {self.advert.node_id} on "
+                f"{', '.join(self.interfaces)}; is `lifeline-mesh serve` already running here?"
+            ) from exc
+        loop = asyncio.get_running_loop()
+
+        def on_change(
+            zeroconf: Zeroconf, service_type: str, name: str, state_change: ServiceStateChange
+        ) -> None:
+            # Called by zeroconf's reader; hand over to our loop and return at once.
+            loop.call_soon_threadsafe(self._changes.put_nowait, (name, state_change))
+
+        self._browser = AsyncServiceBrowser(
+            self._azc.zeroconf, [SERVICE_TYPE], handlers=[on_change]
+        )
+
+    async def stop(self) -> None:
+        """Say goodbye (unregister) and close the sockets; safe to call twice."""
+        azc, self._azc = self._azc, None
+        if azc is None:
+            return
+        browser, self._browser = self._browser, None
+        if browser is not None:
+            await browser.async_cancel()
+        if self._info is not None and self._registered:
+            self._registered = False
+            await (await azc.async_unregister_service(self._info))
+        await azc.async_close()
+
+    def _service_info(self) -> AsyncServiceInfo:
+        advert = self.advert
+        return AsyncServiceInfo(
+            SERVICE_TYPE,
+            instance_name(advert.node_id),
+            addresses=[ipaddress.ip_address(a).packed for a in advert.addresses],
+            port=advert.port,
+            properties=advert.txt(),
+            server=f"{advert.node_id}.local.",
+        )
+
+    # -- browsing ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Turn browser changes into peer events until cancelled."""
+        while True:
+            name, change = await self._changes.get()
+            try:
+                await self._handle(name, change)
+            except (OSError, ValueError) as exc:
+                # A lookup failing on the wire is the network's problem, not the node's.
+                log.debug("discovery: lookup of %r failed: %s", name, exc)
+
+    async def _handle(self, name: str, change: ServiceStateChange) -> None:
+        if change is ServiceStateChange.Removed:
+            gone = self._found.pop(name, None)
+            if gone is not None:
+                await self.events.put(PeerLost(gone.node_id))
+            return
+        advert = await self._resolve(name)
+        if advert is None:
+            return
+        event = PeerFound(advert.node_id, advert.addresses, advert.port)
+        if self._found.get(name) != event:
+            self._found[name] = event
+            await self.events.put(event)
+
+    async def _resolve(self, name: str) -> Advert | None:
+        azc = self._azc
+        if azc is None:
+            return None
+        info = AsyncServiceInfo(SERVICE_TYPE, name)
+        if not await info.async_request(azc.zeroconf, self._resolve_timeout_ms):
+            log.debug("discovery: %r did not answer within %d ms", name, self._resolve_timeout_ms)
+            return None
+        try:
+            return self._check(name, info)
+        except AdvertRejected as exc:
+            log.debug("discovery: ignoring %r: %s", name, exc)
+            return None
+
+    def _check(self, name: str, info: AsyncServiceInfo) -> Advert:
+        version = ip_version_of(self.interfaces)
+        addresses = tuple(usable_addresses(info.parsed_addresses(version)))
+        advert = parse_txt(info.properties, port=info.port, addresses=addresses)
+        if name.lower() != instance_name(advert.node_id).lower():
+            raise AdvertRejected(f"instance name {name!r} does not match node {advert.node_id}")
+        return admit(
+            advert,
+            mesh_id=self.advert.mesh_id,
+            own_node_id=self.advert.node_id,
+            allow=self._allow,
+        )
+
+
+def usable_addresses(addresses: Sequence[str]) -> list[str]:
+    """Addresses we can dial, link-local IPv6 last (they need a scope id)."""
+    out = []
+    for text in addresses:
+        try:
+            addr = ipaddress.ip_address(text)
+        except ValueError:
+            continue
+        if addr.is_unspecified or addr.is_multicast:
+            continue
+        out.append(str(addr))
+    return sorted(out, key=lambda a: (ipaddress.ip_address(a).is_link_local, a))

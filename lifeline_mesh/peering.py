@@ -1,0 +1,202 @@
+"""Peering: keep a serving node in touch with its peers, given a way to sync with one.
+
+The always-on half of ``lifeline-mesh serve`` (DESIGN §8), as one unit the node's
+composition root starts: static peers from the config and ``--peer``, LAN discovery on the
+named interfaces, the line watcher, and the sync scheduler, with the peer table written to
+``peers.json`` as it changes. It does not know the wire protocol: the node passes
+``sync_one``. Every task it starts lives in the caller's TaskGroup; cancelling that group
+stops them all and withdraws the LAN advert.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lifeline.errors import ConfigError
+from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.discovery.advert import PeerFound, PeerLost
+from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
+from lifeline_mesh.peers import PeerAddress, save_peers_file
+from lifeline_mesh.schedule import SchedulePolicy
+from lifeline_mesh.scheduler import (
+    MAX_CONCURRENT_SESSIONS,
+    SESSION_TIMEOUT_S,
+    SyncOne,
+    SyncScheduler,
+)
+from lifeline_mesh.watch import CHANGE_POLL_S, LineWatcher
+
+__all__ = ["Peering", "PeeringOptions", "add_peering_arguments", "peering_options"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class PeeringOptions:
+    """What ``serve`` was asked to do about peers (see :func:`peering_options`)."""
+
+    static_peers: list[PeerAddress] = field(default_factory=list)
+    discovery: bool = True
+    interfaces: list[str] = field(default_factory=list)
+    policy: SchedulePolicy = field(default_factory=SchedulePolicy)
+    max_sessions: int = MAX_CONCURRENT_SESSIONS
+    session_timeout: float = SESSION_TIMEOUT_S
+    watch_interval: float = CHANGE_POLL_S
+
+
+def add_peering_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--peer``, ``--no-discovery``, ``--interface`` for ``serve``."""
+    parser.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="a peer to sync with (repeatable; added to the config's peers)",
+    )
+    parser.add_argument(
+        "--no-discovery",
+        action="store_true",
+        help="do not announce or browse on the LAN (static peers only)",
+    )
+    parser.add_argument(
+        "--interface",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="IP address of an interface to announce and browse on (repeatable; default: "
+        "the listen address when it is a single address, else required for discovery)",
+    )
+
+
+def peering_options(
+    args: argparse.Namespace, config: NodeConfig, *, listen_host: str
+) -> PeeringOptions:
+    """Merge the command line with the config; errors name the bad value."""
+    peers: list[PeerAddress] = []
+    for text in [*config.peers, *getattr(args, "peer", [])]:
+        address = PeerAddress.parse(text)
+        if address not in peers:
+            peers.append(address)
+    discovery = not getattr(args, "no_discovery", False)
+    interfaces: list[str] = list(getattr(args, "interface", []))
+    if discovery and not interfaces:
+        if listen_host in ("", "0.0.0.0", "::"):
+            raise ConfigError(
+                f"serve listens on every interface ({listen_host or '*'}); name the one(s) to "
+                "announce on with --interface ADDR, or pass --no-discovery"
+            )
+        interfaces = ["127.0.0.1" if listen_host == "localhost" else listen_host]
+    if discovery:
+        interfaces = check_interfaces(interfaces)
+    return PeeringOptions(static_peers=peers, discovery=discovery, interfaces=interfaces)
+
+
+class _Stopped(Exception):
+    """Raised inside the peering task group to end it: the group then cancels every task."""
+
+
+class Peering:
+    """Scheduler + discovery + watcher for one node. Call :meth:`start` inside a TaskGroup."""
+
+    def __init__(
+        self,
+        root: Path,
+        options: PeeringOptions,
+        sync_one: SyncOne,
+        *,
+        node_id: str,
+        mesh_id: str | None,
+        port: int,
+        line_files: Sequence[Path] | Callable[[], Sequence[Path]],
+        allow: Callable[[str], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.root = root
+        self.options = options
+        self.node_id = node_id
+        self.mesh_id = mesh_id
+        self.port = port
+        self.line_files = line_files  # or a callable: the shared lines may change
+        self.allow = allow  # e.g. "not revoked": a discovered node we must never dial
+        self.scheduler = SyncScheduler(
+            sync_one,
+            policy=options.policy,
+            max_sessions=options.max_sessions,
+            session_timeout=options.session_timeout,
+            clock=clock,
+            on_update=self._persist,
+        )
+        self.discovery: ZeroconfDiscovery | None = None
+
+    def _persist(self, rows: list[dict[str, Any]]) -> None:
+        save_peers_file(self.root, rows, pid=os.getpid(), wall_now=time.time())
+
+    async def start(self, tg: asyncio.TaskGroup) -> None:
+        """Announce (when enabled), then start every loop as a task of ``tg``."""
+        for address in self.options.static_peers:
+            self.scheduler.add_static(address)
+        if not self.scheduler.table:
+            self._persist([])  # `peers` then shows that this node runs with no peer yet
+        # Static peers first: the mDNS probe below takes about two seconds.
+        tg.create_task(self.scheduler.run(tg), name="scheduler")
+        watcher = LineWatcher(self.line_files, interval=self.options.watch_interval)
+        tg.create_task(watcher.run(self.scheduler.local_change), name="line watcher")
+        if self.options.discovery and self.mesh_id:
+            self.discovery = ZeroconfDiscovery(
+                node_id=self.node_id,
+                mesh_id=self.mesh_id,
+                port=self.port,
+                interfaces=self.options.interfaces,
+                allow=self.allow,
+            )
+            await self.discovery.start()
+            tg.create_task(self._discover(self.discovery), name="discovery")
+        elif self.options.discovery:
+            # Adverts carry the mesh id; without one there is no mesh to find peers of.
+            log.warning(
+                "LAN discovery is off: this node is in no mesh (create or join one); "
+                "syncing with static peers only"
+            )
+
+    async def run_until(self, stop: asyncio.Event) -> None:
+        """Run everything in a task group of its own until ``stop`` is set, then cancel it
+        all (sessions, watcher, advert). A failure to start is raised as itself."""
+        try:
+            async with asyncio.TaskGroup() as tg:
+                await self.start(tg)
+                await stop.wait()
+                raise _Stopped
+        except BaseExceptionGroup as group:
+            _, rest = group.split(_Stopped)
+            if rest is None:
+                return
+            if len(rest.exceptions) == 1 and isinstance(rest.exceptions[0], Exception):
+                raise rest.exceptions[0] from None
+            raise rest from None
+
+    async def _discover(self, discovery: ZeroconfDiscovery) -> None:
+        """Feed LAN events to the scheduler; withdraw the advert when cancelled."""
+        try:
+            async with asyncio.TaskGroup() as inner:
+                inner.create_task(discovery.run())
+                while True:
+                    self._on_event(await discovery.events.get())
+        finally:
+            # Shielded: a second cancellation must not skip the goodbye packets.
+            await asyncio.shield(discovery.stop())
+
+    def _on_event(self, event: PeerEvent) -> None:
+        if isinstance(event, PeerFound):
+            peer = self.scheduler.peer_found(event)
+            log.info("discovered %s at %s", event.node_id, peer.address)
+        elif isinstance(event, PeerLost):
+            log.info("%s left the LAN", event.node_id)
+            self.scheduler.peer_lost(event.node_id)

@@ -1,0 +1,153 @@
+"""SyncScheduler: runs sync sessions with peers when the :class:`Planner` says so.
+
+A thin asyncio loop around the pure planner (``schedule.py``). It knows nothing of the wire
+protocol: the node hands it ``sync_one(peer) -> awaitable result``. Sessions run as tasks of
+the caller's TaskGroup, at most ``max_sessions`` at a time (a semaphore), each under its own
+timeout, and every failure stays with its peer: it is recorded, backed off and logged once,
+never raised into the group. Cancelling :meth:`run` (or the group) stops everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from lifeline.errors import LifelineError
+from lifeline_mesh.discovery.advert import PeerFound
+from lifeline_mesh.peers import PeerAddress, PeerState, PeerTable
+from lifeline_mesh.schedule import Planner, SchedulePolicy
+
+__all__ = [
+    "MAX_CONCURRENT_SESSIONS",
+    "SESSION_TIMEOUT_S",
+    "SyncOne",
+    "SyncScheduler",
+    "describe_failure",
+]
+
+log = logging.getLogger(__name__)
+
+MAX_CONCURRENT_SESSIONS = 4  # a node on a busy LAN must not open a session to every peer at once
+SESSION_TIMEOUT_S = 300.0  # a stuck session frees its slot after this long
+# The result is shown in `peers` (str()); a ``peer_node_id: str`` attribute, when present,
+# tells the table who a static peer is, so its LAN advert merges into the same row.
+SyncOne = Callable[[PeerState], Awaitable[object]]
+
+
+def describe_failure(exc: BaseException, timeout: float) -> str:
+    """One line for ``lifeline-mesh peers``: our errors say it all; others get their type."""
+    if isinstance(exc, TimeoutError):
+        return f"no result within {timeout:g}s; the session was abandoned"
+    if isinstance(exc, LifelineError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+class SyncScheduler:
+    """Owns the peer table and decides, per peer, when ``sync_one`` runs."""
+
+    def __init__(
+        self,
+        sync_one: SyncOne,
+        *,
+        table: PeerTable | None = None,
+        policy: SchedulePolicy | None = None,
+        max_sessions: int = MAX_CONCURRENT_SESSIONS,
+        session_timeout: float = SESSION_TIMEOUT_S,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        rand: Callable[[], float] = random.random,
+        on_update: Callable[[list[dict[str, Any]]], None] | None = None,
+    ) -> None:
+        if max_sessions < 1:
+            raise ValueError(f"max_sessions must be at least 1, got {max_sessions}")
+        self.table = table if table is not None else PeerTable()
+        self.planner = Planner(self.table, policy or SchedulePolicy(), rand)
+        self._sync_one = sync_one
+        self._sem = asyncio.Semaphore(max_sessions)
+        self._timeout = session_timeout
+        self._clock = clock
+        self._wall = wall
+        self._on_update = on_update
+        self._wake = asyncio.Event()
+
+    # -- inputs (call from the event loop) ---------------------------------------------
+
+    def add_static(self, address: PeerAddress) -> PeerState:
+        peer = self.table.add_static(address)
+        self.planner.appeared(peer.key, self._clock())
+        self._changed()
+        return peer
+
+    def peer_found(self, event: PeerFound) -> PeerState:
+        addresses = tuple(PeerAddress(a, event.port) for a in event.addresses)
+        peer = self.table.discovered(event.node_id, addresses)
+        self.planner.appeared(peer.key, self._clock())
+        self._changed()
+        return peer
+
+    def peer_lost(self, node_id: str) -> None:
+        self.table.lost(node_id)
+        self._changed()
+
+    def local_change(self) -> None:
+        """New entries here (from the line watcher): healthy peers sync now."""
+        if self.planner.local_change(self._clock()):
+            self._changed()
+
+    def rows(self) -> list[dict[str, Any]]:
+        return self.table.to_json(mono_now=self._clock(), wall_now=self._wall())
+
+    def _changed(self) -> None:
+        self._wake.set()
+        if self._on_update is not None:
+            try:
+                self._on_update(self.rows())
+            except OSError as exc:  # a full disk must not stop syncing
+                log.warning("cannot record the peer table: %s", exc)
+
+    # -- the loop ------------------------------------------------------------------
+
+    async def run(self, tg: asyncio.TaskGroup) -> None:
+        """Start due sessions in ``tg`` and sleep until the next one; runs until cancelled."""
+        while True:
+            started = False
+            for peer in self.planner.due(self._clock()):
+                self.planner.started(peer)
+                tg.create_task(self._session(peer), name=f"sync {peer.key}")
+                started = True
+            if started:
+                self._changed()
+            self._wake.clear()
+            wake_at = self.planner.next_wakeup()
+            delay = None if wake_at is None else max(0.0, wake_at - self._clock())
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._wake.wait()
+
+    async def _session(self, peer: PeerState) -> None:
+        try:
+            async with self._sem:
+                async with asyncio.timeout(self._timeout):
+                    result = await self._sync_one(peer)
+        except Exception as exc:  # a peer's failure never leaves its session
+            error = describe_failure(exc, self._timeout)
+            delay = self.planner.failed(peer, self._clock(), self._wall(), error)
+            if peer.failures == 1:
+                log.warning("sync with %s failed: %s", peer.address, peer.last_error)
+            else:
+                log.debug("sync with %s failed again (%d): %s", peer.address, peer.failures, exc)
+            log.debug("next attempt with %s in %.1fs", peer.address, delay)
+        else:
+            if peer.failures:
+                log.warning("sync with %s works again", peer.address)
+            self.planner.succeeded(peer, self._clock(), self._wall(), str(result))
+            node_id = getattr(result, "peer_node_id", None)
+            if isinstance(node_id, str) and node_id != peer.node_id:
+                self.table.learned(peer, node_id)
+        self._changed()

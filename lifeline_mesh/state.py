@@ -1,0 +1,120 @@
+"""The running node's state file, ``<root>/.lifeline/mesh/state.json``.
+
+``lifeline-mesh serve`` writes it once it listens (address, pid, node and mesh id, discovery
+settings) and removes it when it stops, so ``lifeline-mesh status`` in another shell can tell
+whether a node serves this project and where. A file left behind by a killed node is
+recognised by its pid no longer running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lifeline.errors import ConfigError
+from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.membership import files as membership_files
+from lifeline_mesh.membership.ca import load_ca_cert
+from lifeline_mesh.membership.certs import mesh_id_of
+
+__all__ = [
+    "STATE_FILE",
+    "NodeState",
+    "clear_node_state",
+    "local_mesh_id",
+    "pid_alive",
+    "read_node_state",
+    "recorded_node_state",
+    "state_path",
+    "write_node_state",
+]
+
+STATE_FILE = "state.json"
+
+
+@dataclass(slots=True)
+class NodeState:
+    pid: int
+    listen: str
+    started_at: float
+    node_id: str | None = None
+    mesh_id: str | None = None
+    discovery: bool = False
+    interfaces: list[str] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+
+
+def state_path(root: Path) -> Path:
+    return mesh_dir(root) / STATE_FILE
+
+
+def local_mesh_id(root: Path) -> str | None:
+    """The mesh this node belongs to (from its mesh CA certificate), None when in no mesh."""
+    if not membership_files.path_of(root, membership_files.CA_CERT).exists():
+        return None
+    return mesh_id_of(load_ca_cert(root))
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists (signal 0 checks without sending anything)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it exists, owned by someone else
+        return True
+    return True
+
+
+def write_node_state(root: Path, state: NodeState) -> None:
+    """Record that a node serves ``root`` (atomic replace)."""
+    path = state_path(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(asdict(state), fh, indent=2, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def clear_node_state(root: Path, pid: int) -> None:
+    """Remove the state file if it is ``pid``'s (never another node's)."""
+    try:
+        current = read_node_state(root)
+    except ConfigError:
+        current = None
+    if current is not None and current.pid == pid:
+        state_path(root).unlink(missing_ok=True)
+
+
+def read_node_state(root: Path) -> NodeState | None:
+    """The recorded state, or None when no node recorded one."""
+    path = state_path(root)
+    if not path.exists():
+        return None
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        known = {k: data[k] for k in NodeState.__dataclass_fields__ if k in data}
+        return NodeState(**known)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(
+            f"{path} is not a node state file ({exc}); delete it, `serve` rewrites it"
+        ) from exc
+
+
+@contextmanager
+def recorded_node_state(root: Path, state: NodeState) -> Iterator[NodeState]:
+    """Write the state file for the duration of a ``with`` block."""
+    write_node_state(root, state)
+    try:
+        yield state
+    finally:
+        clear_node_state(root, state.pid)

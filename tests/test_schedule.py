@@ -1,0 +1,232 @@
+"""The pure scheduling rules and the peer table, driven by a fake clock and fake randomness."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from lifeline.errors import ConfigError
+from lifeline_mesh.peers import PeerAddress, PeerSource, PeerTable
+from lifeline_mesh.schedule import Planner, SchedulePolicy, backoff_delay
+
+POLICY = SchedulePolicy(
+    period=60, period_jitter=0.1, backoff_base=1, backoff_max=300, backoff_jitter=0.5
+)
+NODE_A = "aaaa-aaaa-aaaa-aaaa-00"
+
+
+def _planner(rand: float = 0.5) -> Planner:
+    return Planner(PeerTable(), POLICY, lambda: rand)
+
+
+# -- addresses and the table ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "host", "port", "shown"),
+    [
+        ("10.0.0.2:7411", "10.0.0.2", 7411, "10.0.0.2:7411"),
+        (" laptop.local:1 ", "laptop.local", 1, "laptop.local:1"),
+        ("[::1]:7411", "::1", 7411, "[::1]:7411"),
+    ],
+)
+def test_peer_address_parse(text: str, host: str, port: int, shown: str) -> None:
+    addr = PeerAddress.parse(text)
+    assert (addr.host, addr.port, str(addr)) == (host, port, shown)
+
+
+@pytest.mark.parametrize("bad", ["10.0.0.2", "10.0.0.2:", ":7411", "h:0", "h:70000", "::1:7411"])
+def test_peer_address_rejects_with_the_value(bad: str) -> None:
+    with pytest.raises(ConfigError, match="is not HOST:PORT"):
+        PeerAddress.parse(bad)
+
+
+def test_discovered_static_peer_stays_one_row_and_survives_loss() -> None:
+    table = PeerTable()
+    static = table.add_static(PeerAddress("10.0.0.2", 7411))
+    row = table.discovered(NODE_A, (PeerAddress("10.0.0.2", 7411),))
+    assert row is static and len(table) == 1
+    assert row.sources == {PeerSource.STATIC, PeerSource.DISCOVERED}
+    assert row.node_id == NODE_A
+    assert table.lost(NODE_A) == [] and row.sources == {PeerSource.STATIC}
+
+
+def test_static_peer_learning_its_node_id_absorbs_the_discovered_row() -> None:
+    table = PeerTable()
+    static = table.add_static(PeerAddress("laptop.local", 7411))
+    table.discovered(NODE_A, (PeerAddress("10.0.0.7", 7411),))
+    assert len(table) == 2
+    table.learned(static, NODE_A)
+    assert list(table) == [static] and static.node_id == NODE_A
+    assert static.sources == {PeerSource.STATIC, PeerSource.DISCOVERED}
+    assert table.discovered(NODE_A, (PeerAddress("10.0.0.7", 7411),)) is static
+
+
+def test_discovered_peer_moves_address_and_goes_away() -> None:
+    table = PeerTable()
+    first = table.discovered(NODE_A, (PeerAddress("10.0.0.3", 7000),))
+    moved = table.discovered(NODE_A, (PeerAddress("10.0.0.4", 7000),))
+    assert moved is first and str(moved.address) == "10.0.0.4:7000"
+    assert table.lost(NODE_A) == [f"node:{NODE_A}"] and len(table) == 0
+
+
+# -- backoff -------------------------------------------------------------------------
+
+
+@given(failures=st.integers(1, 2000), r=st.floats(0, 1, exclude_max=True))
+def test_backoff_grows_within_jitter_bounds(failures: int, r: float) -> None:
+    ceiling = min(300.0, 2.0 ** (min(failures, 60) - 1))
+    delay = backoff_delay(failures, POLICY, lambda: r)
+    assert ceiling * 0.5 <= delay <= ceiling
+
+
+def test_backoff_doubles_until_the_cap() -> None:
+    ceilings = [backoff_delay(n, POLICY, lambda: 0.0) for n in range(1, 12)]
+    assert ceilings == [1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300]
+
+
+def test_failed_peer_is_retried_later_each_time_then_recovers() -> None:
+    planner = _planner(rand=0.0)  # no jitter: exact delays
+    peer = planner.table.add_static(PeerAddress("10.0.0.9", 1))
+    now = 0.0
+    delays = []
+    for _ in range(5):
+        assert planner.due(now) == [peer]
+        planner.started(peer)
+        assert planner.due(now) == []  # never two sessions with one peer
+        delays.append(planner.failed(peer, now, 1000.0, "refused"))
+        assert planner.due(now + delays[-1] - 0.01) == []
+        now += delays[-1]
+    assert delays == [1, 2, 4, 8, 16] and peer.failures == 5
+    planner.started(peer)
+    planner.succeeded(peer, now, 2000.0, "ok")
+    assert (peer.failures, peer.last_error, peer.last_sync_at) == (0, None, 2000.0)
+    assert peer.next_attempt == now + 60
+
+
+def test_jitter_spreads_periodic_syncs() -> None:
+    rng = random.Random(7)
+    planner = Planner(PeerTable(), POLICY, rng.random)
+    times = set()
+    for n in range(20):
+        peer = planner.table.add_static(PeerAddress("10.0.0.1", 1000 + n))
+        planner.started(peer)
+        planner.succeeded(peer, 0.0, 0.0, "ok")
+        assert 54.0 <= peer.next_attempt <= 60.0
+        times.add(peer.next_attempt)
+    assert len(times) == 20
+
+
+# -- triggers ------------------------------------------------------------------------
+
+
+def test_appearing_and_local_changes_make_healthy_peers_due() -> None:
+    planner = _planner()
+    healthy = planner.table.add_static(PeerAddress("10.0.0.1", 1))
+    dead = planner.table.add_static(PeerAddress("10.0.0.2", 1))
+    for peer in (healthy, dead):
+        planner.appeared(peer.key, 0.0)
+        planner.started(peer)
+    planner.succeeded(healthy, 0.0, 0.0, "ok")
+    planner.failed(dead, 0.0, 0.0, "refused")
+    assert planner.due(0.1) == []
+    assert planner.local_change(0.2) == [healthy.key]
+    assert planner.due(0.2) == [healthy]  # the dead peer keeps its back-off
+    planner.appeared(dead.key, 0.3)  # ...unless it announces itself again
+    assert planner.due(0.3) == [healthy, dead]
+
+
+def test_change_during_a_session_syncs_again_right_after() -> None:
+    planner = _planner()
+    peer = planner.table.add_static(PeerAddress("10.0.0.1", 1))
+    planner.started(peer)
+    planner.local_change(5.0)
+    planner.succeeded(peer, 6.0, 0.0, "ok")
+    assert planner.due(6.0) == [peer]
+
+
+def test_dead_peer_does_not_delay_the_others() -> None:
+    planner = _planner(rand=0.0)
+    dead = planner.table.add_static(PeerAddress("10.0.0.66", 1))
+    good = planner.table.add_static(PeerAddress("10.0.0.1", 1))
+    now, good_syncs = 0.0, []
+    for _ in range(200):
+        for peer in planner.due(now):
+            planner.started(peer)
+            if peer is dead:
+                planner.failed(peer, now, now, "timeout")
+            else:
+                planner.succeeded(peer, now, now, "ok")
+                good_syncs.append(now)
+        wake = planner.next_wakeup()
+        assert wake is not None
+        now = wake
+    # The healthy peer ran exactly every period, whatever the dead one did.
+    gaps = {b - a for a, b in itertools.pairwise(good_syncs)}
+    assert len(good_syncs) > 10 and gaps == {60.0}
+    assert good.failures == 0 and dead.failures > 10
+
+
+# -- a random life of a peer table -----------------------------------------------------
+
+
+class PlannerMachine(RuleBasedStateMachine):
+    """Whatever happens, in any order: no peer is in two sessions, back-off stays in its
+    bounds, and a local change never leaves a healthy idle peer waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rng = random.Random(0)
+        self.planner = Planner(PeerTable(), POLICY, self.rng.random)
+        self.now = 0.0
+
+    @rule(port=st.integers(1, 4))
+    def add_peer(self, port: int) -> None:
+        peer = self.planner.table.add_static(PeerAddress("10.0.0.1", port))
+        self.planner.appeared(peer.key, self.now)
+
+    @rule(seconds=st.floats(0, 400))
+    def time_passes(self, seconds: float) -> None:
+        self.now += seconds
+
+    @rule()
+    def start_due(self) -> None:
+        for peer in self.planner.due(self.now):
+            assert not peer.in_flight
+            self.planner.started(peer)
+
+    @rule(ok=st.booleans(), pick=st.integers(0, 3))
+    def finish_one(self, ok: bool, pick: int) -> None:
+        running = [p for p in self.planner.table if p.in_flight]
+        if not running:
+            return
+        peer = running[pick % len(running)]
+        if ok:
+            self.planner.succeeded(peer, self.now, self.now, "ok")
+            assert peer.failures == 0
+        else:
+            delay = self.planner.failed(peer, self.now, self.now, "down")
+            ceiling = min(POLICY.backoff_max, POLICY.backoff_base * 2 ** (peer.failures - 1))
+            assert ceiling * (1 - POLICY.backoff_jitter) <= delay <= ceiling
+
+    @rule()
+    def local_change(self) -> None:
+        self.planner.local_change(self.now)
+        for peer in self.planner.table:
+            if peer.failures == 0 and not peer.in_flight:
+                assert peer.next_attempt <= self.now
+
+    @invariant()
+    def due_peers_are_idle(self) -> None:
+        assert all(not p.in_flight for p in self.planner.due(self.now))
+        wake = self.planner.next_wakeup()
+        idle = [p for p in self.planner.table if not p.in_flight]
+        assert (wake is None) == (not idle)
+
+
+TestPlannerMachine = PlannerMachine.TestCase
