@@ -8,6 +8,7 @@ the responder. A failing session ends only itself: its reason goes to the peer a
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -135,8 +136,14 @@ class SyncServer:
         try:
             async with self._open_line(hello.line) as store:
                 sets = self._make_sets(store, peer)
+                # the driver's clock is time.monotonic: the session must start on it too,
+                # or every session "ran longer than" the timeout once uptime passes it
                 session = Session(
-                    Role.RESPONDER, hello.line, [(s.name, s.codec) for s in sets], 0.0, self.limits
+                    Role.RESPONDER,
+                    hello.line,
+                    [(s.name, s.codec) for s in sets],
+                    time.monotonic(),
+                    self.limits,
                 )
                 report = await drive(session, channel, sets, first=hello)
             self.reports.append(report)
