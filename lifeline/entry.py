@@ -12,6 +12,7 @@ the ids of lifeline-context 0.6.1::
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import re
@@ -54,18 +55,13 @@ KNOWN_KINDS: frozenset[str] = frozenset(
     }
 )
 
-# The stored form exactly, with day <= 28 so that every match is a real date; anything else
-# (other zones, Feb 30, no fraction) takes the full parse.
+# The stored form exactly; days 29-31 are checked against their month below. Anything else
+# (other zones, no fraction, spaces) takes the full parse.
 _CANONICAL_TS = re.compile(
-    r"\d{4}-(?:0[1-9]|1[0-2])-(?:0[1-9]|1\d|2[0-8])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z"
+    r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z"
 )
 HASHED_FIELDS = ("kind", "author", "agent", "provider", "model", "summary", "body")
 ID_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-def _frame(value: str) -> bytes:
-    raw = value.encode("utf-8")
-    return b"%d:%b\n" % (len(raw), raw)
 
 
 def canonical_bytes(
@@ -79,15 +75,13 @@ def canonical_bytes(
     parents: tuple[str, ...] | list[str],
 ) -> bytes:
     """The v2 canonical form. Raises UnicodeEncodeError on lone surrogates."""
-    # A plain loop: this runs once per write, and a generator per field cost ~15% of it.
-    parts = [b"v2\n"]
-    for value in (kind, author, agent, provider, model, summary, body.strip()):
-        raw = value.encode("utf-8")
-        parts.append(b"%d:%b\n" % (len(raw), raw))
-    for parent in sorted(parents):
-        raw = parent.encode("utf-8")
-        parts.append(b"%d:%b\n" % (len(raw), raw))
-    return b"".join(parts)
+    # One str, encoded once: this runs for every entry written or received. For ASCII text
+    # (the usual case; isascii is O(1)) the character count is the byte count.
+    out = ["v2\n"]
+    for value in (kind, author, agent, provider, model, summary, body.strip(), *sorted(parents)):
+        size = len(value) if value.isascii() else len(value.encode("utf-8"))
+        out.append(f"{size}:{value}\n")
+    return "".join(out).encode("utf-8")
 
 
 def compute_id(
@@ -123,8 +117,11 @@ def normalize_ts(value: str) -> str:
     lifeline-context wrote both ``...Z`` and ``...+00:00``; both normalise to ``...Z``, so
     that string order is time order.
     """
-    if _CANONICAL_TS.fullmatch(value):  # already stored form: skip parse and re-format
-        return value
+    found = _CANONICAL_TS.fullmatch(value)
+    if found is not None:  # already the stored form: skip the parse and the re-format
+        year, month, day = found.groups()
+        if day <= "28" or int(day) <= calendar.monthrange(int(year), int(month))[1]:
+            return value
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"

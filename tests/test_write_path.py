@@ -91,6 +91,9 @@ async def test_a_local_write_is_one_thread_hop(tmp_path: Path) -> None:
         "2024-02-28T00:00:00.000000Z",
         "2024-02-29T12:00:00.000000Z",  # leap day: full parse, same answer
         "2026-02-29T12:00:00.000000Z",  # no such day: refused, never passed through
+        "2026-04-31T12:00:00.000000Z",
+        "2026-11-30T05:40:00.123456Z",
+        "2026-12-31T23:59:59.999999Z",
         "2026-13-01T00:00:00.000000Z",
         "2026-01-01T24:00:00.000000Z",
         "2026-01-01T00:00:00Z",
