@@ -18,12 +18,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from lifeline.entry import Entry
+from lifeline.entry import Entry, format_ts
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.pair import MemorySet, SessionPair
 from lifeline_mesh.recon.session import SessionLimits
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def build(n: int) -> list[Entry]:
@@ -32,7 +35,8 @@ def build(n: int) -> list[Entry]:
     for k in range(n):
         parents = (spine[-1],) if spine else ()
         e = Entry.create(
-            ts=f"2026-01-01T{k // 3600 % 24:02d}:{k // 60 % 60:02d}:{k % 60:02d}Z",
+            # one second apart, never wrapping: a child stamped before its parent is refused
+            ts=format_ts(START + timedelta(seconds=k)),
             kind="note",
             summary=f"entry {k}",
             body=f"{k} " + "lorem ipsum " * 80,
@@ -74,7 +78,11 @@ def case(
 
 
 async def grpc_initial_sync(entries: list[Entry]) -> None:
-    """A `lifeline-mesh serve` subprocess receives every entry from this process."""
+    """A `lifeline-mesh serve` subprocess receives every entry from this process.
+
+    Plain gRPC on 127.0.0.1 (``--insecure``): this times the sync and the receiving store,
+    not the TLS handshake, and the entries carry no signatures.
+    """
     from lifeline_mesh.config import NodeConfig
     from lifeline_mesh.node import Node
 
@@ -83,12 +91,20 @@ async def grpc_initial_sync(entries: list[Entry]) -> None:
         for root in roots:
             root.mkdir()
             NodeConfig(shared_lines=["ledger"]).save(root)
-        sender = Node(roots[0])
+        sender = Node(roots[0], insecure=True)
         async with sender.open_line("ledger") as store:
             for k in range(0, len(entries), 5000):
                 await store.append_many(entries[k : k + 5000])
         server = subprocess.Popen(
-            [sys.executable, "-m", "lifeline_mesh", "serve", "--root", str(roots[1])],
+            [
+                sys.executable,
+                "-m",
+                "lifeline_mesh",
+                "serve",
+                "--insecure",
+                "--root",
+                str(roots[1]),
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )

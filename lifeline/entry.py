@@ -12,6 +12,7 @@ the ids of lifeline-context 0.6.1::
 
 from __future__ import annotations
 
+import calendar
 import hashlib
 import json
 import re
@@ -54,13 +55,13 @@ KNOWN_KINDS: frozenset[str] = frozenset(
     }
 )
 
+# The stored form exactly; days 29-31 are checked against their month below. Anything else
+# (other zones, no fraction, spaces) takes the full parse.
+_CANONICAL_TS = re.compile(
+    r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z"
+)
 HASHED_FIELDS = ("kind", "author", "agent", "provider", "model", "summary", "body")
 ID_RE = re.compile(r"^[0-9a-f]{64}$")
-
-
-def _frame(value: str) -> bytes:
-    raw = value.encode("utf-8")
-    return str(len(raw)).encode("ascii") + b":" + raw + b"\n"
 
 
 def canonical_bytes(
@@ -74,10 +75,13 @@ def canonical_bytes(
     parents: tuple[str, ...] | list[str],
 ) -> bytes:
     """The v2 canonical form. Raises UnicodeEncodeError on lone surrogates."""
-    parts = [b"v2\n"]
-    parts.extend(_frame(v) for v in (kind, author, agent, provider, model, summary, body.strip()))
-    parts.extend(_frame(p) for p in sorted(parents))
-    return b"".join(parts)
+    # One str, encoded once: this runs for every entry written or received. For ASCII text
+    # (the usual case; isascii is O(1)) the character count is the byte count.
+    out = ["v2\n"]
+    for value in (kind, author, agent, provider, model, summary, body.strip(), *sorted(parents)):
+        size = len(value) if value.isascii() else len(value.encode("utf-8"))
+        out.append(f"{size}:{value}\n")
+    return "".join(out).encode("utf-8")
 
 
 def compute_id(
@@ -99,7 +103,12 @@ def format_ts(moment: datetime) -> str:
     """Render a timestamp in the one form we store: UTC, microseconds, ``Z``."""
     if moment.tzinfo is None:
         raise InvalidEntry(f"timestamp {moment!r} has no time zone; pass an aware datetime")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if moment.utcoffset():
+        moment = moment.astimezone(UTC)
+    # isoformat is ~3x cheaper than strftime; year < 1000 would lose its padding there
+    if moment.year < 1000:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def normalize_ts(value: str) -> str:
@@ -108,6 +117,11 @@ def normalize_ts(value: str) -> str:
     lifeline-context wrote both ``...Z`` and ``...+00:00``; both normalise to ``...Z``, so
     that string order is time order.
     """
+    found = _CANONICAL_TS.fullmatch(value)
+    if found is not None:  # already the stored form: skip the parse and the re-format
+        year, month, day = found.groups()
+        if day <= "28" or int(day) <= calendar.monthrange(int(year), int(month))[1]:
+            return value
     text = value.strip()
     if text.endswith(("Z", "z")):
         text = text[:-1] + "+00:00"

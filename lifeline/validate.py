@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lifeline.entry import HASHED_FIELDS, ID_RE, KNOWN_KINDS, Entry
+from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import EntryTooLarge, InvalidEntry
 
 __all__ = ["DEFAULT_LIMITS", "Limits", "check_admissible", "check_local"]
@@ -30,6 +30,8 @@ DEFAULT_LIMITS = Limits()
 
 
 def _utf8_len(name: str, value: str) -> int:
+    if value.isascii():  # O(1) in CPython: one byte per character, nothing to encode
+        return len(value)
     try:
         return len(value.encode("utf-8"))
     except UnicodeEncodeError as exc:
@@ -38,13 +40,11 @@ def _utf8_len(name: str, value: str) -> int:
         ) from exc
 
 
-def _cap(name: str, value: str, cap: int) -> None:
-    size = _utf8_len(name, value)
-    if size > cap:
-        raise EntryTooLarge(
-            f"{name} is {size} bytes, over the cap of {cap}; shorten it "
-            "(or raise the limit in the configuration)"
-        )
+def _too_large(name: str, size: int, cap: int) -> EntryTooLarge:
+    return EntryTooLarge(
+        f"{name} is {size} bytes, over the cap of {cap}; shorten it "
+        "(or raise the limit in the configuration)"
+    )
 
 
 def check_admissible(
@@ -52,17 +52,34 @@ def check_admissible(
 ) -> None:
     """Checks every entry must pass before it is stored: shape, size, UTF-8, id.
 
-    ``id_computed``: the caller has just derived the id from this very content (a local
-    write), so hashing it a second time would prove nothing.
+    One pass: each field is measured once, and that measurement also proves it is valid
+    UTF-8 (every hashed field has a cap). ``id_computed``: the caller has just derived the
+    id from this very content (a local write), so hashing it a second time would prove
+    nothing; entries from elsewhere are always re-hashed.
     """
     if not ID_RE.match(entry.id):
         raise InvalidEntry(f"id {entry.id[:80]!r} is not 64 lowercase hex characters")
-    for name in ("kind", "author", "agent", "provider", "model"):
-        _cap(name, getattr(entry, name), limits.field_bytes)
-    _cap("summary", entry.summary, limits.summary_bytes)
-    _cap("body", entry.body, limits.body_bytes)
+    cap = limits.field_bytes
+    for name, value in (
+        ("kind", entry.kind),
+        ("author", entry.author),
+        ("agent", entry.agent),
+        ("provider", entry.provider),
+        ("model", entry.model),
+    ):
+        size = _utf8_len(name, value)
+        if size > cap:
+            raise _too_large(name, size, cap)
+    size = _utf8_len("summary", entry.summary)
+    if size > limits.summary_bytes:
+        raise _too_large("summary", size, limits.summary_bytes)
+    size = _utf8_len("body", entry.body)
+    if size > limits.body_bytes:
+        raise _too_large("body", size, limits.body_bytes)
     if entry.dedup_key is not None:
-        _cap("dedup_key", entry.dedup_key, limits.dedup_key_bytes)
+        size = _utf8_len("dedup_key", entry.dedup_key)
+        if size > limits.dedup_key_bytes:
+            raise _too_large("dedup_key", size, limits.dedup_key_bytes)
     if len(entry.parents) > limits.max_parents:
         raise EntryTooLarge(
             f"entry has {len(entry.parents)} parents, over the cap of {limits.max_parents}"
@@ -70,8 +87,6 @@ def check_admissible(
     for parent in entry.parents:
         if not ID_RE.match(parent):
             raise InvalidEntry(f"parent {parent[:80]!r} is not a 64-hex entry id")
-    for name in HASHED_FIELDS:
-        _utf8_len(name, getattr(entry, name))
     if not id_computed:
         entry.verify()
 

@@ -40,7 +40,7 @@ MIGRATIONS: dict[str, list[tuple[int, str]]] = {
                 child_id  TEXT NOT NULL,
                 PRIMARY KEY (parent_id, child_id)
             ) WITHOUT ROWID;
-            CREATE INDEX edges_child ON edges(child_id);
+            -- no index on child_id: no query looks edges up by child (parents are a column)
             CREATE TABLE tips (id TEXT PRIMARY KEY) WITHOUT ROWID;
             CREATE TABLE externals (id TEXT PRIMARY KEY, line TEXT NOT NULL) WITHOUT ROWID;
             CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;

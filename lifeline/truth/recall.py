@@ -1,11 +1,13 @@
 """Recall: ranked search over summary and body, every hit anchored to a verified entry.
 
-SQLite FTS5 with BM25 (the summary weighs :data:`SUMMARY_WEIGHT` times the body), kept in
-sync with ``entries`` by triggers, so rows written by any path (local writes, sync) are
-indexed. User text only ever becomes quoted terms, never FTS syntax. Hits scoring under the
-abstention floor are dropped; a hit whose stored entry no longer matches its id is never
-served. When this SQLite lacks FTS5 (probed at import), or ``LIFELINE_RECALL=scan``, the same
-BM25 runs over a scan of the line (slower, same answers in kind).
+SQLite FTS5 with BM25 (the summary weighs :data:`SUMMARY_WEIGHT` times the body). The
+index is brought up to date when it is read, not when entries are written: before each
+query, rows past the last indexed ``seq`` are indexed in one transaction, so rows written by
+any path (local writes, sync, other processes) are found and the write path pays nothing
+(docs/decisions/0009-write-path.md). User text only ever becomes quoted terms, never FTS
+syntax. Hits scoring under the abstention floor are dropped; a hit whose stored entry no
+longer matches its id is never served. When this SQLite lacks FTS5 (probed at import), or
+``LIFELINE_RECALL=scan``, the same BM25 runs over a scan of the line (slower, same answers in kind).
 """
 
 from __future__ import annotations
@@ -26,7 +28,14 @@ from lifeline.truth.reducers import why_excerpt
 from lifeline.truth.sections import Hit
 from lifeline.truth.views import Truth
 
-__all__ = ["DEFAULT_FLOOR", "FTS5_AVAILABLE", "SUMMARY_WEIGHT", "query_terms", "recall"]
+__all__ = [
+    "DEFAULT_FLOOR",
+    "FTS5_AVAILABLE",
+    "SUMMARY_WEIGHT",
+    "catch_up",
+    "query_terms",
+    "recall",
+]
 
 SUMMARY_WEIGHT = 3.0
 DEFAULT_FLOOR = 1.0
@@ -73,7 +82,35 @@ if FTS5_AVAILABLE:
                 END;
                 INSERT INTO recall_fts(recall_fts) VALUES ('rebuild');
                 """,
-            )
+            ),
+            (
+                2,
+                # Off the write path: indexing moves to read time (catch-up past the mark).
+                # Updates and deletes only touch rows already indexed: 'delete' of a row
+                # that was never inserted would corrupt an external-content index.
+                """
+                DROP TRIGGER recall_on_insert;
+                DROP TRIGGER recall_on_delete;
+                DROP TRIGGER recall_on_update;
+                CREATE TABLE recall_mark (
+                    one INTEGER PRIMARY KEY CHECK (one = 1),
+                    seq INTEGER NOT NULL
+                );
+                INSERT INTO recall_mark VALUES (1, (SELECT coalesce(max(seq), 0) FROM entries));
+                CREATE TRIGGER recall_on_delete AFTER DELETE ON entries
+                WHEN old.seq <= (SELECT seq FROM recall_mark) BEGIN
+                    INSERT INTO recall_fts(recall_fts, rowid, summary, body)
+                    VALUES ('delete', old.seq, old.summary, old.body);
+                END;
+                CREATE TRIGGER recall_on_update AFTER UPDATE OF summary, body ON entries
+                WHEN old.seq <= (SELECT seq FROM recall_mark) BEGIN
+                    INSERT INTO recall_fts(recall_fts, rowid, summary, body)
+                    VALUES ('delete', old.seq, old.summary, old.body);
+                    INSERT INTO recall_fts(rowid, summary, body)
+                    VALUES (new.seq, new.summary, new.body);
+                END;
+                """,
+            ),
         ],
     )
 
@@ -97,12 +134,34 @@ def _fts_query(terms: Sequence[str]) -> str:
     return " OR ".join(f'"{t}"' for t in terms)
 
 
+def _behind(conn: sqlite3.Connection) -> bool:
+    """Whether rows were written since the index was last brought up to date."""
+    has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'recall_mark'").fetchone()
+    if not has:
+        raise LookupError("no recall index in this line")
+    mark = conn.execute("SELECT seq FROM recall_mark").fetchone()[0]
+    top = conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0]
+    return bool(top > mark)
+
+
+def catch_up(conn: sqlite3.Connection) -> int:
+    """Index every row past the mark and advance it (call inside a write transaction)."""
+    mark = conn.execute("SELECT seq FROM recall_mark").fetchone()[0]
+    top = conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0]
+    if top <= mark:
+        return 0
+    conn.execute(
+        "INSERT INTO recall_fts(rowid, summary, body)"
+        " SELECT seq, summary, body FROM entries WHERE seq > ? ORDER BY seq",
+        (mark,),
+    )
+    conn.execute("UPDATE recall_mark SET seq = ?", (top,))
+    return int(top - mark)
+
+
 def _fts_rank(
     conn: sqlite3.Connection, terms: Sequence[str], limit: int
 ) -> list[tuple[str, float]]:
-    has = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'recall_fts'").fetchone()
-    if not has:
-        raise LookupError("no recall index in this line")
     rows = conn.execute(
         f"SELECT e.id, -bm25(recall_fts, {SUMMARY_WEIGHT}, 1.0) AS score FROM recall_fts"
         " JOIN entries e ON e.seq = recall_fts.rowid WHERE recall_fts MATCH ?"
@@ -140,8 +199,19 @@ def scan_rank(
 
 async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
     if FTS5_AVAILABLE and isinstance(store, SqliteStore):
+        index_tx = store.write(catch_up)
+
+        def ranked(conn: sqlite3.Connection) -> list[tuple[str, float]]:
+            # one thread hop: the catch-up transaction (if any) and the query together
+            if _behind(conn):
+                try:
+                    index_tx()
+                except sqlite3.OperationalError as exc:  # e.g. a read-only copy of a line
+                    raise LookupError(f"cannot bring the recall index up to date: {exc}") from exc
+            return _fts_rank(conn, terms, limit)
+
         try:
-            return await store.run_read(lambda conn: _fts_rank(conn, terms, limit))
+            return await store.run_read(ranked)
         except LookupError:
             pass
     return scan_rank([e async for e in store.stream()], terms, limit)

@@ -1,0 +1,114 @@
+"""The write path's fast lanes: pipelined batches stay one transaction (all or nothing) and
+give the same line as the plain path; a local write costs one thread hop; the timestamp fast
+path only accepts what the full parse would return unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lifeline.entry import normalize_ts
+from lifeline.errors import InvalidEntry
+from lifeline.ledger import CHUNK, Draft, Ledger
+from lifeline.store.memory import MemoryStore
+from lifeline.store.sqlite import SqliteStore
+
+
+def _clock() -> Callable[[], str]:
+    ticks = iter(range(1_000_000))
+    return lambda: f"2026-01-01T00:00:00.{next(ticks):06d}Z"
+
+
+def _drafts(n: int) -> list[Draft]:
+    return [Draft(kind="note", summary=f"entry {i}", body=f"body {i}") for i in range(n)]
+
+
+async def _line(store: Any) -> list[tuple[str, str, tuple[str, ...]]]:
+    return [(e.id, e.ts, e.parents) async for e in store.stream()]
+
+
+async def test_pipelined_batch_equals_the_plain_path(tmp_path: Path) -> None:
+    size = CHUNK * 3 + 7
+    async with await SqliteStore.open(tmp_path / "l.db") as sqlite:
+        memory = MemoryStore()
+        got = [await Ledger(s, clock=_clock()).append_many(_drafts(size)) for s in (sqlite, memory)]
+        assert got[0] == got[1] and got[0].count == size
+        assert await _line(sqlite) == await _line(memory)
+        assert await sqlite.tips() == [got[0].added[-1]]
+        keys = await sqlite.keys()
+        assert [h for h, _i in keys] == list(range(1, size + 1))  # one chain across chunks
+
+
+@pytest.mark.parametrize("bad_at", [CHUNK * 2 + 3, CHUNK * 3 + 1])
+async def test_a_bad_draft_in_a_late_chunk_stores_nothing(tmp_path: Path, bad_at: int) -> None:
+    drafts = _drafts(CHUNK * 3 + 5)
+    drafts[bad_at] = Draft(kind="no-such-kind", summary="x")
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        await Ledger(store).append(Draft(kind="note", summary="before"))
+        with pytest.raises(InvalidEntry, match="no-such-kind"):
+            await Ledger(store).append_many(drafts)
+        assert await store.count() == 1  # earlier chunks were rolled back with the rest
+        await Ledger(store).append_many(_drafts(CHUNK + 1))  # the store is still usable
+        assert await store.count() == CHUNK + 2
+
+
+async def test_a_store_refusal_in_a_late_chunk_stores_nothing(tmp_path: Path) -> None:
+    drafts = _drafts(CHUNK * 2 + 5)
+    drafts[CHUNK + 9] = Draft(kind="note", summary="orphan", parents=("f" * 64,))
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        with pytest.raises(InvalidEntry, match="ffffffffffff"):
+            await Ledger(store).append_many(drafts)
+        assert await store.count() == 0 and await store.tips() == []
+
+
+async def test_a_local_write_is_one_thread_hop(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        ledger = Ledger(store)
+        hops: list[str] = []
+        real = store._run
+
+        async def counted(fn: Callable[..., Any], *args: Any) -> Any:
+            hops.append(getattr(fn, "__name__", "?"))
+            return await real(fn, *args)
+
+        store._run = counted  # type: ignore[method-assign]
+        first, created = await ledger.append(Draft(kind="note", summary="a", dedup_key="k1"))
+        assert created and len(hops) == 1
+        again, created = await ledger.append(Draft(kind="note", summary="other", dedup_key="k1"))
+        assert again == first and not created and len(hops) == 2
+        await ledger.append(Draft(kind="note", summary="b"))
+        assert len(hops) == 3
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-01-31T23:59:59.123456Z",
+        "2024-02-28T00:00:00.000000Z",
+        "2024-02-29T12:00:00.000000Z",  # leap day: full parse, same answer
+        "2026-02-29T12:00:00.000000Z",  # no such day: refused, never passed through
+        "2026-04-31T12:00:00.000000Z",
+        "2026-11-30T05:40:00.123456Z",
+        "2026-12-31T23:59:59.999999Z",
+        "2026-13-01T00:00:00.000000Z",
+        "2026-01-01T24:00:00.000000Z",
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T02:00:00.000000+02:00",
+        " 2026-01-01T00:00:00.000000Z",
+    ],
+)
+def test_ts_fast_path_agrees_with_the_full_parse(text: str) -> None:
+    try:
+        moment: datetime | None = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        moment = None
+    if moment is None:
+        with pytest.raises(InvalidEntry):
+            normalize_ts(text)
+        return
+    got = normalize_ts(text)
+    assert got == moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
