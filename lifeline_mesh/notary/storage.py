@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
@@ -91,6 +92,9 @@ def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
     return added
 
 
+_MIGRATED: weakref.WeakSet[SqliteStore] = weakref.WeakSet()
+
+
 class NotaryStore:
     """The attestations of one line. Create with :meth:`attach` on an open SqliteStore."""
 
@@ -120,8 +124,11 @@ class NotaryStore:
         backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
     ) -> NotaryStore:
         # The store may have been opened before this module registered its migration
-        # (e.g. by `lifeline log`, which loads hooks after opening the line).
-        await store.run_read(apply_migrations)
+        # (e.g. by `lifeline log`, which loads hooks after opening the line). Once per
+        # store: a local write then costs one thread hop for its signature, not two.
+        if store not in _MIGRATED:
+            await store.run_read(apply_migrations)
+            _MIGRATED.add(store)
         return cls(
             store,
             signers=signers,
