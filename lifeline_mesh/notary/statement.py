@@ -28,6 +28,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import cached_property
 
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
@@ -89,7 +90,7 @@ def ts_micros(ts: str) -> int:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class Attestation:
     """One signed statement. Build with :func:`sign`, read with :func:`decode`."""
 
@@ -101,20 +102,20 @@ class Attestation:
     public_key: bytes
     signature: bytes
 
-    @property
+    @cached_property  # computed once: receipts carry up to 1,000 ids
     def statement(self) -> bytes:
         fields = (DOMAIN, self.role.value, self.subject, self.ts, self.node_id, *self.extras)
         return b"".join(_frame(f) for f in fields)
 
-    @property
+    @cached_property  # computed once: receipts carry up to 1,000 ids
     def item(self) -> bytes:
         return self.statement + self.public_key + self.signature
 
-    @property
+    @cached_property  # computed once: receipts carry up to 1,000 ids
     def id(self) -> bytes:
         return hashlib.sha256(self.item).digest()
 
-    @property
+    @cached_property  # computed once: receipts carry up to 1,000 ids
     def sort_key(self) -> int:
         return ts_micros(self.ts)
 
