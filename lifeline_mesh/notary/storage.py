@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import asyncio
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -166,7 +167,9 @@ class NotaryStore:
         Raises BadSignature / InvalidEntry (naming the item) and stores nothing when any
         item fails. Returns how many were new.
         """
-        atts = check_items(items, self._clock(), self.signers, self.skew_s)
+        # Signature checks release the GIL (libsodium): off the event loop, they overlap
+        # with decoding the next frames.
+        atts = await asyncio.to_thread(check_items, items, self._clock(), self.signers, self.skew_s)
         skew, window = self.skew_s, self.backdate_window_s
 
         def tx(conn: sqlite3.Connection) -> int:
