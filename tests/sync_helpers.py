@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import grpc
+
 from lifeline.entry import Entry
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
+from lifeline_mesh.transport.channels import METHOD, grpc_options
 from lifeline_mesh.transport.server import SyncServer
+from lifeline_mesh.wire.codec import decode_bytes
 
 
 def make_node(root: Path, *, shared: tuple[str, ...] = ("ledger",), **kwargs: Any) -> Node:
@@ -39,3 +43,32 @@ async def serving(node: Node) -> AsyncIterator[tuple[SyncServer, str]]:
         yield server, address
     finally:
         await server.stop(0)
+
+
+async def raw_session(
+    address: str,
+    frames: list[bytes],
+    credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> tuple[list[object], grpc.StatusCode]:
+    """Send raw frames as one session; return the decoded replies and the final status.
+
+    The sender's send limit is generous: the honest server's own limit must refuse.
+    """
+    opts = [*grpc_options(8 << 20), *options]
+    if credentials is None:
+        channel = grpc.aio.insecure_channel(address, options=opts)
+    else:
+        channel = grpc.aio.secure_channel(address, credentials, opts)
+    async with channel as ch:
+        call = ch.stream_stream(METHOD)()
+        for data in frames:
+            await call.write(data)
+        await call.done_writing()
+        got: list[object] = []
+        try:
+            while (data := await call.read()) is not grpc.aio.EOF:
+                got.append(decode_bytes(data))
+        except grpc.aio.AioRpcError as exc:
+            return got, exc.code()
+        return got, await call.code()

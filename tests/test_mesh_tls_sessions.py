@@ -17,11 +17,10 @@ from lifeline_mesh.membership.tls import channel_credentials, channel_options
 from lifeline_mesh.node import Node
 from lifeline_mesh.recon.frames import Abort, Hello, Items
 from lifeline_mesh.sync.entry_set import EntrySet
-from lifeline_mesh.transport.channels import METHOD, grpc_options
 from lifeline_mesh.transport.client import sync_line
-from lifeline_mesh.wire.codec import decode_bytes, encode
+from lifeline_mesh.wire.codec import encode
 from tests.recon_helpers import chain
-from tests.sync_helpers import history, write
+from tests.sync_helpers import history, raw_session, write
 
 
 @pytest.fixture
@@ -58,19 +57,7 @@ async def _mesh(tmp_path: Path, role: str) -> AsyncIterator[tuple[Node, str, Nod
 async def _raw(
     root: Path, address: str, frames: list[bytes]
 ) -> tuple[list[object], grpc.StatusCode]:
-    options = [*grpc_options(8 << 20), *channel_options()[:1]]
-    async with grpc.aio.secure_channel(address, channel_credentials(root), options) as ch:
-        call = ch.stream_stream(METHOD)()
-        for data in frames:
-            await call.write(data)
-        await call.done_writing()
-        got: list[object] = []
-        try:
-            while (data := await call.read()) is not grpc.aio.EOF:
-                got.append(decode_bytes(data))
-        except grpc.aio.AioRpcError as exc:
-            return got, exc.code()
-        return got, await call.code()
+    return await raw_session(address, frames, channel_credentials(root), channel_options()[:1])
 
 
 async def test_garbage_from_a_member_aborts_only_its_session(

@@ -11,12 +11,11 @@ import pytest
 from lifeline.errors import ConfigError, PeerError
 from lifeline_mesh.recon.frames import EndOfTurn, Hello, Items
 from lifeline_mesh.recon.session import SessionLimits
-from lifeline_mesh.transport.channels import METHOD, grpc_options
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
-from lifeline_mesh.wire.codec import decode_bytes, encode
+from lifeline_mesh.wire.codec import encode
 from tests.recon_helpers import chain
-from tests.sync_helpers import history, make_node, serving, write
+from tests.sync_helpers import history, make_node, raw_session, serving, write
 
 BASE = chain(200, "base", body="b" * 300)
 
@@ -92,22 +91,6 @@ async def test_unshared_lines_are_never_offered_or_accepted(tmp_path: Path) -> N
     assert len(await history(b)) == 10 and len(await history(a)) == 10
 
 
-async def _raw_session(address: str, frames: list[bytes]) -> tuple[list[object], grpc.StatusCode]:
-    # A sender with a generous send limit: the honest server's own limit must refuse.
-    async with grpc.aio.insecure_channel(address, options=grpc_options(8 << 20)) as ch:
-        call = ch.stream_stream(METHOD)()
-        for data in frames:
-            await call.write(data)
-        await call.done_writing()
-        got: list[object] = []
-        try:
-            while (data := await call.read()) is not grpc.aio.EOF:
-                got.append(decode_bytes(data))
-        except grpc.aio.AioRpcError as exc:
-            return got, exc.code()
-        return got, await call.code()
-
-
 def _frame(frame: object) -> bytes:
     return encode(frame).SerializeToString()  # type: ignore[arg-type]
 
@@ -124,14 +107,14 @@ async def test_misbehaving_peers_are_refused_and_the_node_keeps_serving(tmp_path
     hello = _frame(Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6))
     tampered = BASE[0].to_json().replace(b"base-0", b"evil-0")
     async with serving(b) as (server, address):
-        got, code = await _raw_session(address, [hello, _frame(Items(0, (tampered,)))])
+        got, code = await raw_session(address, [hello, _frame(Items(0, (tampered,)))])
         abort = got[-1]
         assert "does not match its content" in abort.reason  # type: ignore[attr-defined]
-        got, code = await _raw_session(address, [b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"])
+        got, code = await raw_session(address, [b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"])
         assert code is grpc.StatusCode.INVALID_ARGUMENT
         assert "not a valid protobuf Frame" in server.failures[-1]
         huge = _frame(Items(0, (b"x" * (2 << 20),)))
-        got, code = await _raw_session(address, [hello, huge, _frame(EndOfTurn())])
+        got, code = await raw_session(address, [hello, huge, _frame(EndOfTurn())])
         assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
         await _still_serves(tmp_path / "a", address)
     assert await history(b) == [e.to_dict() for e in BASE[:5]]
