@@ -79,6 +79,6 @@ def error_from_rpc(exc: grpc.aio.AioRpcError, target: str) -> LifelineError:
             "lower max_frame_bytes or check the peer's limits"
         )
     if code in _PEER:
-        hint = "is `lifeline-mesh serve` running there?" if code.name == "UNAVAILABLE" else ""
-        return PeerError(f"peer {target}: {code.name.lower()}: {detail} {hint}".rstrip())
+        hint = "; is `lifeline-mesh serve` running there?" if code.name == "UNAVAILABLE" else ""
+        return PeerError(f"peer {target}: {code.name.lower()}: {detail}{hint}")
     return RemoteProtocolError(f"peer {target} failed the session ({code.name}): {detail}")
