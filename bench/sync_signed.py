@@ -3,8 +3,9 @@
     python bench/sync_signed.py [--n 100000]
 
 Node A holds n entries (~1 KB) each with its author attestation (ed25519, signed by A);
-node B is empty. We time one real gRPC session on loopback (SQLite on both ends, every
-signature verified at admission, a witness receipt signed per batch), and, in the same run,
+node B is empty and runs as its own process (`lifeline-mesh serve --insecure`). We time one
+real gRPC session on loopback (SQLite on both ends, every signature verified at B's
+admission, a witness receipt signed per batch), and, in the same run,
 the bare cost of verifying the n signatures once (the limit the target is measured
 against: "within 2x"). Prints figures; not a test.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -74,13 +77,21 @@ async def run(n: int) -> None:
         NodeIdentity.load_or_create(b)
         assert key_path(b).exists()
         limit = bare_verify(items)
-        node_a, node_b = Node(a, insecure=True), Node(b, insecure=True)
-        server = node_b.server()
-        address = await server.start("127.0.0.1:0")
-        started = time.perf_counter()
-        [report] = await node_a.sync(address, ["ledger"])
-        took = time.perf_counter() - started
-        await server.stop(0)
+        node_a = Node(a, insecure=True)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "lifeline_mesh", "--root", str(b), "serve", "--insecure"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            address = server.stdout.readline().split()[-1]
+            started = time.perf_counter()
+            [report] = await node_a.sync(address, ["ledger"])
+            took = time.perf_counter() - started
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
         print(f"n = {n:,} entries + {len(items):,} author signatures")
         print(f"bare verification of {len(items):,} signatures: {limit:.2f} s")
         print(

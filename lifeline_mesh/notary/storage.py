@@ -11,9 +11,9 @@ sorted, :meth:`fetch` the items' bytes, :meth:`admit` verifies and stores a rece
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
-import asyncio
 import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
