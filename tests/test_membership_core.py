@@ -139,7 +139,7 @@ def test_revocations_are_signed_exchanged_and_verified(tmp_path: Path) -> None:
     create_mesh(a, "team", NOW)
     victim = _second_member(a)
     statement = revoke(a, victim, "laptop stolen", NOW)
-    assert signer_status(a, victim) == ("revoked", "2026-05-01T12:00:00Z")
+    assert signer_status(a, victim) == ("revoked", "2026-05-01T12:00:00.000000Z")
     assert Registry.load(a).members[victim].status == "revoked"
     # A member holding only the CA certificate checks and imports the statement.
     files.write_atomic(

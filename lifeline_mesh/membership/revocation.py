@@ -20,12 +20,13 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from lifeline.entry import format_ts
 from lifeline.errors import BadSignature, ConfigError
 from lifeline_mesh.identity import NodeIdentity, key_path, parse_node_id
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
 from lifeline_mesh.membership.certs import mesh_id_of
-from lifeline_mesh.membership.registry import Registry, iso
+from lifeline_mesh.membership.registry import Registry
 
 __all__ = [
     "Revocation",
@@ -110,7 +111,10 @@ def revoke(
     existing = RevocationList.load(root).statements.get(target)
     if existing is not None:
         return existing
-    draft = Revocation(ca.mesh_id, target, iso(now or dt.datetime.now(dt.UTC)), reason, me)
+    # Microseconds, like entry and attestation times: a signature made a moment before the
+    # revocation must not look as if it came after it.
+    when = format_ts(now or dt.datetime.now(dt.UTC))
+    draft = Revocation(ca.mesh_id, target, when, reason, me)
     signature = ca.key.sign(draft.signed_bytes(), ec.ECDSA(hashes.SHA256()))
     statement = Revocation(**{**asdict(draft), "signature": signature.hex()})
     _store(root, [statement])

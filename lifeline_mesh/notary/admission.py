@@ -62,18 +62,16 @@ def check_items(
 
 
 def _check_signer(att: Attestation, signers: KnownSigners) -> None:
+    """A signer must be a member. A *revoked* member's signatures are admitted even when
+    dated after the revocation: members that learned of it later may already hold them,
+    and refusing them would stop every sync with those members for good (the sets must
+    converge). ``verify`` flags each one as ``revoked-signer``, and a revoked node cannot
+    connect to send new ones."""
     status = signers.status(att.node_id)
     if status.state is SignerState.UNKNOWN:
         raise BadSignature(
             f"{att.role.value} attestation signed by {att.node_id}, which is not a member of "
             "this mesh; it is refused (add the node to the members registry if it should be)"
-        )
-    if status.state is SignerState.REVOKED and (
-        status.revoked_at is None or att.ts >= status.revoked_at
-    ):
-        raise BadSignature(
-            f"{att.role.value} attestation signed by {att.node_id} at {att.ts}, after its "
-            f"revocation at {status.revoked_at}; refused"
         )
 
 
