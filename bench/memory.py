@@ -1,0 +1,110 @@
+"""Memory of a node holding a large line (DESIGN §10: ≤ 300 MB RSS at 1M entries).
+
+    python bench/memory.py [--n 1000000]
+
+Builds a line of n small entries (a chain of notes, ~250 bytes each) in node A's root,
+copies the file to node B, starts B as `lifeline-mesh serve --insecure` in its own
+process, runs one sync session from A (the sets are equal: one round trip), then reads B's
+peak and current RSS from /proc. Prints figures; not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from lifeline.entry import Entry, format_ts
+from lifeline.lines import line_path
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.node import Node
+
+BATCH = 20_000
+
+
+async def fill(path: Path, n: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    base = time.time() - n
+    prev: str | None = None
+    async with await SqliteStore.open(path) as store:
+        for start in range(0, n, BATCH):
+            batch = []
+            for k in range(start, min(n, start + BATCH)):
+                ts = format_ts(datetime.fromtimestamp(base + k, UTC))
+                e = Entry.create(
+                    ts=ts,
+                    kind="note",
+                    summary=f"entry {k}",
+                    body="why " * 40,
+                    parents=(prev,) if prev else (),
+                )
+                batch.append(e)
+                prev = e.id
+            await store.append_many(batch)
+
+
+def rss(pid: int) -> tuple[int, int]:
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    return int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024
+
+
+async def run(n: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = Path(tmp) / "a", Path(tmp) / "b"
+        started = time.perf_counter()
+        await fill(line_path(a, "ledger"), n)
+        print(f"built {n:,} entries in {time.perf_counter() - started:.1f}s")
+        line_path(b, "ledger").parent.mkdir(parents=True)
+        shutil.copy(line_path(a, "ledger"), line_path(b, "ledger"))
+        for root in (a, b):
+            NodeConfig(shared_lines=["ledger"]).save(root)
+        server = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "lifeline_mesh",
+                "--root",
+                str(b),
+                "serve",
+                "--insecure",
+                "--no-discovery",
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            address = server.stdout.readline().split()[-1]
+            idle = rss(server.pid)
+            started = time.perf_counter()
+            [report] = await Node(a, insecure=True).sync(address, ["ledger"])
+            took = time.perf_counter() - started
+            after = rss(server.pid)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
+        print(f"serve holding {n:,} entries: RSS idle {idle[0]} MB")
+        print(
+            f"after a sync check with a peer holding the same {n:,}: RSS {after[0]} MB, "
+            f"peak {after[1]} MB; session {took:.1f}s, {report.round_trips} round trip(s), "
+            f"{report.bytes_sent} / {report.bytes_received} bytes"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    asyncio.run(run(parser.parse_args().n))
+
+
+if __name__ == "__main__":
+    main()
