@@ -30,6 +30,8 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "verify",
         parents=[parent],
         help="audit every entry: ids, parents, signatures, signers, times; exit 1 on failure",
+        description="Audit every line of the project (only LINE with --line): ids, parents, "
+        "signatures, signers, times. Exit 0 when clean, 1 when anything failed.",
     )
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument(

@@ -39,7 +39,13 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     add_peering_arguments(p)
     p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("sync", parents=[parent], help="run one sync session with a peer")
+    p = sub.add_parser(
+        "sync",
+        parents=[parent],
+        help="run one sync session with a peer",
+        description="Sync every shared line with PEER (only LINE with --line), one session "
+        "per line, and report what moved.",
+    )
     p.add_argument("peer", metavar="PEER", help="the peer's HOST:PORT")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _insecure(p)
