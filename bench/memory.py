@@ -13,12 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from serving import serving, timed_sync
 
 from lifeline.entry import Entry, format_ts
 from lifeline.lines import line_path
@@ -67,31 +67,10 @@ async def run(n: int) -> None:
         shutil.copy(line_path(a, "ledger"), line_path(b, "ledger"))
         for root in (a, b):
             NodeConfig(shared_lines=["ledger"]).save(root)
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "lifeline_mesh",
-                "--root",
-                str(b),
-                "serve",
-                "--insecure",
-                "--no-discovery",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            address = server.stdout.readline().split()[-1]
+        with serving(b) as (server, address):
             idle = rss(server.pid)
-            started = time.perf_counter()
-            [report] = await Node(a, insecure=True).sync(address, ["ledger"])
-            took = time.perf_counter() - started
+            report, took = await timed_sync(Node(a, insecure=True), address)
             after = rss(server.pid)
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
         print(f"serve holding {n:,} entries: RSS idle {idle[0]} MB")
         print(
             f"after a sync check with a peer holding the same {n:,}: RSS {after[0]} MB, "

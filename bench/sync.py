@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+from serving import serving, timed_sync
 
 from lifeline.entry import Entry, format_ts
 from lifeline_mesh.recon.entry_codec import EntryCodec
@@ -95,28 +95,8 @@ async def grpc_initial_sync(entries: list[Entry]) -> None:
         async with sender.open_line("ledger") as store:
             for k in range(0, len(entries), 5000):
                 await store.append_many(entries[k : k + 5000])
-        server = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "lifeline_mesh",
-                "serve",
-                "--insecure",
-                "--root",
-                str(roots[1]),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            address = server.stdout.readline().split()[-1]
-            started = time.perf_counter()
-            [report] = await sender.sync(address, ["ledger"])
-            seconds = time.perf_counter() - started
-        finally:
-            server.terminate()
-            server.wait()
+        with serving(roots[1]) as (_, address):
+            report, seconds = await timed_sync(sender, address)
     rate = report.entries_sent / seconds
     print(
         f"gRPC initial sync (two processes): {report.entries_sent:,} entries in {seconds:.2f}s"

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from serving import serving, timed_sync
 
 from lifeline.entry import Entry
 from lifeline.lines import line_path
@@ -78,20 +78,8 @@ async def run(n: int) -> None:
         assert key_path(b).exists()
         limit = bare_verify(items)
         node_a = Node(a, insecure=True)
-        server = subprocess.Popen(
-            [sys.executable, "-m", "lifeline_mesh", "--root", str(b), "serve", "--insecure"],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        try:
-            assert server.stdout is not None
-            address = server.stdout.readline().split()[-1]
-            started = time.perf_counter()
-            [report] = await node_a.sync(address, ["ledger"])
-            took = time.perf_counter() - started
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
+        with serving(b) as (_, address):
+            report, took = await timed_sync(node_a, address)
         print(f"n = {n:,} entries + {len(items):,} author signatures")
         print(f"bare verification of {len(items):,} signatures: {limit:.2f} s")
         print(
