@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound
 from lifeline.store import MemoryStore, SqliteStore, Store
+from lifeline.store.port import AppendResult
 from tests.conftest import make_entry
 
 
@@ -110,6 +111,28 @@ async def test_parents_children_tips(store: Store) -> None:
     await store.append(join)
     assert await store.tips() == [join.id]
     assert (await store.get(join.id)).parents == tuple(sorted([left.id, right.id]))
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1)])  # parents first, or not
+async def test_children_across_batches_and_of_a_cross_line_parent(
+    store: Store, order: tuple[int, int, int]
+) -> None:
+    other = "a" * 64
+    await store.declare_external(other, "research")
+    root = make_entry("root")
+    await store.append(root)
+    a = make_entry("a", (root.id, other))
+    b = make_entry("b", (a.id,))
+    c = make_entry("c", (root.id,))
+    batch = [a, b, c]
+    await store.append_many([batch[k] for k in order])
+    assert await store.children(root.id) == sorted([a.id, c.id])
+    assert await store.children(a.id) == [b.id]
+    assert await store.children(other) == [a.id]
+    assert await store.children(b.id) == []
+    assert await store.tips() == sorted([b.id, c.id])
+    assert await store.append_many([a, b]) == AppendResult(())  # nothing new, nothing moved
+    assert await store.tips() == sorted([b.id, c.id])
 
 
 async def test_dedup_key_is_unique_and_never_drops_an_entry(store: Store) -> None:

@@ -1,9 +1,13 @@
 """The write path's fast lanes: pipelined batches stay one transaction (all or nothing) and
-give the same line as the plain path; a local write costs one thread hop; the timestamp fast
-path only accepts what the full parse would return unchanged."""
+give the same line as the plain path; a local write on an idle line runs in place (no thread
+hop) and queues behind anything already handed to the worker or holding the line's lock;
+the timestamp and size-check fast paths only accept what the full checks would."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -65,23 +69,64 @@ async def test_a_store_refusal_in_a_late_chunk_stores_nothing(tmp_path: Path) ->
         assert await store.count() == 0 and await store.tips() == []
 
 
-async def test_a_local_write_is_one_thread_hop(tmp_path: Path) -> None:
+def _count_hops(store: SqliteStore) -> list[str]:
+    hops: list[str] = []
+    real = store._run
+
+    async def counted(fn: Callable[..., Any], *args: Any) -> Any:
+        hops.append(getattr(fn, "__name__", "?"))
+        return await real(fn, *args)
+
+    store._run = counted  # type: ignore[method-assign]
+    return hops
+
+
+async def test_a_local_write_on_an_idle_line_runs_in_place(tmp_path: Path) -> None:
     async with await SqliteStore.open(tmp_path / "l.db") as store:
         ledger = Ledger(store)
-        hops: list[str] = []
-        real = store._run
-
-        async def counted(fn: Callable[..., Any], *args: Any) -> Any:
-            hops.append(getattr(fn, "__name__", "?"))
-            return await real(fn, *args)
-
-        store._run = counted  # type: ignore[method-assign]
+        hops = _count_hops(store)
         first, created = await ledger.append(Draft(kind="note", summary="a", dedup_key="k1"))
-        assert created and len(hops) == 1
+        assert created and hops == []
         again, created = await ledger.append(Draft(kind="note", summary="other", dedup_key="k1"))
-        assert again == first and not created and len(hops) == 2
-        await ledger.append(Draft(kind="note", summary="b"))
-        assert len(hops) == 3
+        assert again == first and not created and hops == []
+        second, _ = await ledger.append(Draft(kind="note", summary="b"))
+        assert hops == [] and second.parents == (first.id,)
+        assert await store.get(second.id) == second and await store.tips() == [second.id]
+
+
+async def test_a_local_write_waits_for_another_writer_off_the_event_loop(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        ledger = Ledger(store)
+        hops = _count_hops(store)
+        other = sqlite3.connect(tmp_path / "l.db", isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process is writing this line
+        task = asyncio.create_task(ledger.append(Draft(kind="note", summary="queued")))
+        ticks = 0
+        for _ in range(20):  # the event loop keeps running while the write waits
+            await asyncio.sleep(0.005)
+            ticks += 1
+        assert not task.done() and ticks == 20
+        other.execute("COMMIT")
+        other.close()
+        entry, created = await task
+        assert created and len(hops) == 1 and await store.count() == 1
+        assert (await store.get(entry.id)).summary == "queued"
+
+
+async def test_a_local_write_never_overtakes_queued_work(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        ledger = Ledger(store)
+
+        def slow_count(conn: sqlite3.Connection) -> int:
+            time.sleep(0.1)
+            return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+        counted = asyncio.create_task(store.run_read(slow_count))
+        await asyncio.sleep(0.01)  # handed to the worker, which holds the connection
+        hops = _count_hops(store)
+        await ledger.append(Draft(kind="note", summary="after the read"))
+        assert await counted == 0  # the read ran first, as it was asked first
+        assert len(hops) == 1 and await store.count() == 1
 
 
 @pytest.mark.parametrize(

@@ -22,6 +22,9 @@ def order_batch(
     that is neither stored, in the batch, nor a declared external breaks closure: the whole
     batch is refused, naming the missing parent.
     """
+    fast = _in_order(entries, stored_height, externals)
+    if fast is not None:
+        return fast
     batch: dict[str, Entry] = {}
     for entry in entries:
         batch.setdefault(entry.id, entry)
@@ -61,4 +64,36 @@ def order_batch(
     if len(out) != len(batch):
         stuck = [eid[:12] for eid, n in blockers.items() if n > 0][:3]
         raise InvalidEntry(f"entries {', '.join(stuck)} form a parent cycle; refusing the batch")
+    return out
+
+
+def _in_order(
+    entries: Sequence[Entry],
+    stored_height: Callable[[str], int | None],
+    externals: Mapping[str, str],
+) -> list[tuple[Entry, int]] | None:
+    """The usual case in one pass: a batch already parents-first, with no repeated id.
+
+    Local batches and sync batches arrive that way. Returns None (the general path then
+    runs) as soon as a parent is neither earlier in the batch nor stored nor external, or
+    an id repeats; the general path then orders the batch or names the problem.
+    """
+    heights: dict[str, int] = {}
+    out: list[tuple[Entry, int]] = []
+    for entry in entries:
+        if entry.id in heights:
+            return None
+        top = 0
+        for parent in entry.parents:
+            h = heights.get(parent)
+            if h is None:
+                h = stored_height(parent)
+                if h is None:
+                    if parent in externals:
+                        continue
+                    return None
+            if h > top:
+                top = h
+        heights[entry.id] = top + 1
+        out.append((entry, top + 1))
     return out

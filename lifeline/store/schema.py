@@ -45,7 +45,37 @@ MIGRATIONS: dict[str, list[tuple[int, str]]] = {
             CREATE TABLE externals (id TEXT PRIMARY KEY, line TEXT NOT NULL) WITHOUT ROWID;
             CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
             """,
-        )
+        ),
+        (
+            2,
+            # Parent links keyed by row number instead of by two 64-hex ids: a new entry's
+            # parents are usually recent rows, so its link lands at the end of the index
+            # instead of on a random page (at 100k entries the id-keyed table cost more than
+            # the rest of a batched write). Links to parents not stored in this line
+            # (cross-line) keep the parent's id. See
+            # docs/decisions/0012-row-keyed-links-and-in-place-writes.md.
+            """
+            CREATE TABLE links (
+                parent_seq INTEGER NOT NULL,
+                child_seq  INTEGER NOT NULL,
+                PRIMARY KEY (parent_seq, child_seq)
+            ) WITHOUT ROWID;
+            CREATE TABLE foreign_links (
+                parent_id TEXT NOT NULL,
+                child_seq INTEGER NOT NULL,
+                PRIMARY KEY (parent_id, child_seq)
+            ) WITHOUT ROWID;
+            INSERT OR IGNORE INTO links
+                SELECT p.seq, c.seq FROM edges e
+                JOIN entries p ON p.id = e.parent_id
+                JOIN entries c ON c.id = e.child_id;
+            INSERT OR IGNORE INTO foreign_links
+                SELECT e.parent_id, c.seq FROM edges e
+                JOIN entries c ON c.id = e.child_id
+                WHERE NOT EXISTS (SELECT 1 FROM entries p WHERE p.id = e.parent_id);
+            DROP TABLE edges;
+            """,
+        ),
     ],
 }
 

@@ -13,6 +13,7 @@ import asyncio
 import json
 import logging
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -65,6 +66,10 @@ class SqliteStore:
         self._conn = conn
         self._pool = pool
         self._closed = False
+        # Whoever holds the lock uses the connection: the worker for every queued operation,
+        # or the event loop's thread for a short local write done in place (see _inline).
+        self._lock = threading.Lock()
+        self._queued = 0  # operations handed to the worker, not yet finished (loop thread)
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -116,12 +121,66 @@ class SqliteStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    def _submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Hand ``fn(*args)`` to the worker thread, which runs it holding the connection lock."""
+
+        def locked() -> T:
+            with self._lock:
+                return fn(*args)
+
+        future = asyncio.get_running_loop().run_in_executor(self._pool, locked)
+        self._queued += 1
+        future.add_done_callback(self._finished)
+        return future
+
+    def _finished(self, _future: object) -> None:
+        self._queued -= 1
+
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._pool, fn, *args)
+            return await self._submit(fn, *args)
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite error on {self.path}: {exc}") from exc
+
+    def _inline(self, fn: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
+        """Run the write transaction ``fn`` here and now, if that costs no waiting.
+
+        A round trip to the worker thread costs ~100 µs on a small machine, as much as a
+        one-entry write transaction itself. So a short local write runs on the caller's
+        thread when nothing is queued for the worker (so it overtakes no earlier operation),
+        the connection is free, and SQLite's write lock is free at once (busy timeout 0:
+        with another process writing, it would wait, so it goes to the worker instead).
+        Returns ``(False, None)`` when it did not run.
+        """
+        if self._queued or self._closed or not self._lock.acquire(blocking=False):
+            return False, None
+        conn = self._conn
+        try:
+            conn.execute("PRAGMA busy_timeout = 0")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError:  # locked by another connection: queue instead
+                return False, None
+            finally:
+                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return True, result
+        except sqlite3.Error as exc:
+            raise StoreError(f"SQLite error on {self.path}: {exc}") from exc
+        finally:
+            self._lock.release()
+
+    async def _write_short(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """A short write transaction: in place when free (see :meth:`_inline`), else queued."""
+        done, result = self._inline(fn)
+        if done:
+            return result  # type: ignore[return-value]
+        return await self.run_write(fn)
 
     def write(self, fn: Callable[[sqlite3.Connection], T]) -> Callable[[], T]:
         """Wrap ``fn(conn)`` in a ``BEGIN IMMEDIATE`` transaction (for extensions)."""
@@ -149,7 +208,8 @@ class SqliteStore:
     # -- writes --------------------------------------------------------------------
 
     async def append(self, entry: Entry) -> bool:
-        return bool((await self.append_many([entry])).added)
+        result = await self._write_short(lambda conn: self._append_tx(conn, [entry]))
+        return bool(result.added)
 
     async def append_many(self, entries: Sequence[Entry]) -> AppendResult:
         if not entries:
@@ -181,7 +241,7 @@ class SqliteStore:
             row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (entry.id,))
             return self._decode_or_raise(row.fetchone()), False
 
-        return await self.run_write(tx)
+        return await self._write_short(tx)
 
     async def append_chunks(self, chunks: Iterable[Sequence[Entry]]) -> AppendResult:
         """Store every chunk in ONE transaction (all or nothing), parents-first across chunks.
@@ -189,10 +249,9 @@ class SqliteStore:
         ``chunks`` is iterated on the caller's thread while the worker writes the previous
         chunk, so building entries overlaps with SQLite work (see lifeline.store.pipeline).
         """
-        loop = asyncio.get_running_loop()
 
         def submit(fn: Callable[[sqlite3.Connection], list[AppendResult]]) -> Any:
-            return loop.run_in_executor(self._pool, self.write(fn))
+            return self._submit(self.write(fn))
 
         try:
             results = await pipelined(submit, self._append_tx, chunks)
@@ -206,15 +265,18 @@ class SqliteStore:
     def _append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResult:
         own = {e.id for e in entries}
         named = {p for e in entries for p in e.parents}
-        # One lookup for heights and stored ts; externals only for parents found nowhere.
-        known, stamps = _lookup(conn, own | named)
+        # One lookup for heights, row numbers and stored ts; externals only for parents
+        # found nowhere else.
+        known, stamps, seqs = _lookup(conn, own | named)
         existing_ts = {i: stamps[i] for i in own if i in stamps}
         unresolved = named - own - known.keys()
         externals = _externals_among(conn, unresolved) if unresolved else {}
         ordered = order_batch(entries, known.get, externals)
         new_rows: list[tuple[Any, ...]] = []
-        edges: list[tuple[str, str]] = []
+        links: list[tuple[int, int]] = []
+        foreign: list[tuple[str, int]] = []
         lowered: list[str] = []
+        seq = _last_seq(conn) if len(existing_ts) < len(own) else 0
         for entry, height in ordered:
             old_ts = existing_ts.get(entry.id)
             if old_ts is not None:
@@ -223,8 +285,11 @@ class SqliteStore:
                     existing_ts[entry.id] = entry.ts
                 continue
             existing_ts[entry.id] = entry.ts
+            seq += 1  # rows are numbered here, so links can name them before they exist
+            seqs[entry.id] = seq
             new_rows.append(
                 (
+                    seq,
                     entry.id,
                     entry.ts,
                     entry.kind,
@@ -239,32 +304,47 @@ class SqliteStore:
                     height,
                 )
             )
-            edges.extend((p, entry.id) for p in set(entry.parents))
+            for parent in set(entry.parents):
+                parent_seq = seqs.get(parent)
+                if parent_seq is None:
+                    foreign.append((parent, seq))
+                else:
+                    links.append((parent_seq, seq))
         if lowered:
             conn.executemany(
                 "UPDATE entries SET ts = ? WHERE id = ? AND ts > ?",
                 [(existing_ts[i], i, existing_ts[i]) for i in lowered],
             )
         if new_rows:
-            keys = [r[10] for r in new_rows if r[10] is not None]
+            keys = [r[11] for r in new_rows if r[11] is not None]
             taken = _taken_keys(conn, keys)
             seen: set[str] = set()
             for n, row in enumerate(new_rows):
-                key = row[10]
+                key = row[11]
                 if key is not None and (key in taken or key in seen):
-                    new_rows[n] = (*row[:10], None, row[11])
+                    new_rows[n] = (*row[:11], None, row[12])
                 elif key is not None:
                     seen.add(key)
+            fresh = {r[1] for r in new_rows}
             conn.executemany(
-                "INSERT INTO entries (id, ts, kind, author, agent, provider, model, summary,"
-                " body, parents, dedup_key, height) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "INSERT INTO entries (seq, id, ts, kind, author, agent, provider, model,"
+                " summary, body, parents, dedup_key, height) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 new_rows,
             )
-            conn.executemany("INSERT OR IGNORE INTO edges VALUES (?, ?)", edges)
-            new_ids = [(r[0],) for r in new_rows]
-            conn.executemany("INSERT OR IGNORE INTO tips VALUES (?)", new_ids)
-            conn.executemany("DELETE FROM tips WHERE id = ?", [(p,) for p, _ in edges])
-        return AppendResult(tuple(r[0] for r in new_rows), tuple(lowered))
+            conn.executemany("INSERT OR IGNORE INTO links VALUES (?, ?)", links)
+            if foreign:
+                conn.executemany("INSERT OR IGNORE INTO foreign_links VALUES (?, ?)", foreign)
+            # Only the batch's net effect on the tips: a chain of 1,000 adds one tip and
+            # removes one, instead of 1,000 inserts and 1,000 deletes.
+            parents = {p for e in entries if e.id in fresh for p in e.parents}
+            conn.executemany(
+                "INSERT OR IGNORE INTO tips VALUES (?)",
+                [(i,) for i in fresh if i not in parents],
+            )
+            conn.executemany(
+                "DELETE FROM tips WHERE id = ?", [(p,) for p in parents if p not in fresh]
+            )
+        return AppendResult(tuple(r[1] for r in new_rows), tuple(lowered))
 
     async def declare_external(self, entry_id: str, line: str) -> None:
         await self.run_write(
@@ -345,7 +425,12 @@ class SqliteStore:
     async def children(self, entry_id: str) -> list[str]:
         rows = await self.run_read(
             lambda conn: conn.execute(
-                "SELECT child_id FROM edges WHERE parent_id = ? ORDER BY child_id", (entry_id,)
+                "SELECT c.id FROM entries p"
+                " JOIN links l ON l.parent_seq = p.seq JOIN entries c ON c.seq = l.child_seq"
+                " WHERE p.id = ?1"
+                " UNION SELECT c.id FROM foreign_links f JOIN entries c ON c.seq = f.child_seq"
+                " WHERE f.parent_id = ?1 ORDER BY 1",
+                (entry_id,),
             ).fetchall()
         )
         return [r[0] for r in rows]
@@ -436,8 +521,11 @@ def _page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[
 
 def _parents_json(parents: tuple[str, ...]) -> str:
     """``json.dumps(list(parents))``, without the encoder for the usual hex ids."""
-    if all(p.isascii() and p.isalnum() for p in parents):  # nothing to escape
-        return "[" + ", ".join(f'"{p}"' for p in parents) + "]"
+    if not parents:
+        return "[]"
+    joined = "".join(parents)
+    if joined.isascii() and joined.isalnum():  # nothing to escape
+        return '["' + '", "'.join(parents) + '"]'
     return json.dumps(list(parents))
 
 
@@ -446,17 +534,31 @@ def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
         yield items[start : start + size]
 
 
-def _lookup(conn: sqlite3.Connection, ids: set[str]) -> tuple[dict[str, int], dict[str, str]]:
-    """Height and stored ts of those ``ids`` that are stored."""
+def _lookup(
+    conn: sqlite3.Connection, ids: set[str]
+) -> tuple[dict[str, int], dict[str, str], dict[str, int]]:
+    """Height, stored ts and row number of those ``ids`` that are stored."""
     heights: dict[str, int] = {}
     stamps: dict[str, str] = {}
+    seqs: dict[str, int] = {}
     for chunk in _chunks(sorted(ids), 500):
         marks = ",".join("?" * len(chunk))
-        sql = f"SELECT id, height, ts FROM entries WHERE id IN ({marks})"
-        for eid, height, ts in conn.execute(sql, chunk):
+        sql = f"SELECT id, height, ts, seq FROM entries WHERE id IN ({marks})"
+        for eid, height, ts, seq in conn.execute(sql, chunk):
             heights[eid] = height
             stamps[eid] = ts
-    return heights, stamps
+            seqs[eid] = seq
+    return heights, stamps, seqs
+
+
+def _last_seq(conn: sqlite3.Connection) -> int:
+    """The highest row number ever given (a deleted last row's number is not reused, as
+    with AUTOINCREMENT: readers that remember how far they have read rely on that)."""
+    row = conn.execute(
+        "SELECT max(coalesce((SELECT max(seq) FROM entries), 0),"
+        " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'entries'), 0))"
+    ).fetchone()
+    return int(row[0])
 
 
 def _externals_among(conn: sqlite3.Connection, ids: set[str]) -> dict[str, str]:
