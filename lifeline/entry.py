@@ -75,12 +75,22 @@ def canonical_bytes(
     parents: tuple[str, ...] | list[str],
 ) -> bytes:
     """The v2 canonical form. Raises UnicodeEncodeError on lone surrogates."""
-    # One str, encoded once: this runs for every entry written or received. For ASCII text
-    # (the usual case; isascii is O(1)) the character count is the byte count.
+    # This runs for every entry written or received. The usual entry is ASCII, where each
+    # field's character count is its byte count: one f-string, one check, one encode.
+    body = body.strip()
+    ordered = sorted(parents) if parents else ()
+    text = (
+        f"v2\n{len(kind)}:{kind}\n{len(author)}:{author}\n{len(agent)}:{agent}\n"
+        f"{len(provider)}:{provider}\n{len(model)}:{model}\n{len(summary)}:{summary}\n"
+        f"{len(body)}:{body}\n"
+    )
+    if ordered:
+        text += "".join([f"{len(p)}:{p}\n" for p in ordered])
+    if text.isascii():  # O(1) in CPython
+        return text.encode("ascii")
     out = ["v2\n"]
-    for value in (kind, author, agent, provider, model, summary, body.strip(), *sorted(parents)):
-        size = len(value) if value.isascii() else len(value.encode("utf-8"))
-        out.append(f"{size}:{value}\n")
+    for value in (kind, author, agent, provider, model, summary, body, *ordered):
+        out.append(f"{len(value.encode('utf-8'))}:{value}\n")
     return "".join(out).encode("utf-8")
 
 
@@ -166,23 +176,28 @@ class Entry:
         model: str = "human",
         parents: tuple[str, ...] | list[str] = (),
         dedup_key: str | None = None,
+        ts_normal: bool = False,
     ) -> Entry:
-        """A new entry with its id computed; the body is stored stripped (as hashed)."""
-        ordered = tuple(sorted(parents))
+        """A new entry with its id computed; the body is stored stripped (as hashed).
+
+        ``ts_normal``: the caller vouches that ``ts`` is already in the stored form (it
+        comes from :func:`format_ts`), so it is not parsed again.
+        """
+        ordered = tuple(sorted(parents)) if len(parents) > 1 else tuple(parents)
         body = body.strip()
-        entry_id = compute_id(kind, author, agent, provider, model, summary, body, ordered)
-        return cls(
-            id=entry_id,
-            ts=normalize_ts(ts),
-            kind=kind,
-            author=author,
-            agent=agent,
-            provider=provider,
-            model=model,
-            summary=summary,
-            body=body,
-            parents=ordered,
-            dedup_key=dedup_key,
+        form = canonical_bytes(kind, author, agent, provider, model, summary, body, ordered)
+        return cls(  # positional: this runs for every entry written
+            hashlib.sha256(form).hexdigest(),
+            ts if ts_normal else normalize_ts(ts),
+            kind,
+            author,
+            agent,
+            provider,
+            model,
+            summary,
+            body,
+            ordered,
+            dedup_key,
         )
 
     def expected_id(self) -> str:

@@ -7,6 +7,7 @@ the store directly.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,8 +27,22 @@ __all__ = ["CHUNK", "ChunkAppender", "Draft", "Ledger", "TipsAppender", "utc_now
 CHUNK = 250
 
 
+_last_second: tuple[int, str] = (-1, "")  # a second and its rendering, swapped whole
+
+
 def utc_now() -> str:
-    return format_ts(datetime.now(UTC))  # already the stored form: Entry.create won't re-parse
+    """Now, in the stored form of :func:`lifeline.entry.format_ts`.
+
+    A batch stamps thousands of entries a second: the rendering of the current second is
+    kept and only the microseconds are added (a quarter of the cost of a full format).
+    """
+    global _last_second
+    second, fraction = divmod(time.time_ns() // 1_000, 1_000_000)
+    cached, text = _last_second
+    if cached != second:
+        text = format_ts(datetime.fromtimestamp(second, UTC))[:-8]  # without ".ffffffZ"
+        _last_second = (second, text)
+    return f"{text}.{fraction:06d}Z"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +60,7 @@ class Draft:
     dedup_key: str | None = None
 
 
-def _create(draft: Draft, ts: str, parents: tuple[str, ...]) -> Entry:
+def _create(draft: Draft, ts: str, parents: tuple[str, ...], *, ts_normal: bool = False) -> Entry:
     try:
         return Entry.create(
             ts=ts,
@@ -58,6 +73,7 @@ def _create(draft: Draft, ts: str, parents: tuple[str, ...]) -> Entry:
             model=draft.model,
             parents=parents,
             dedup_key=draft.dedup_key,
+            ts_normal=ts_normal,
         )
     except UnicodeEncodeError as exc:
         # e.g. undecodable bytes in a command-line argument arrive as lone surrogates
@@ -100,6 +116,7 @@ class Ledger:
         self.store = store
         self.limits = limits
         self._clock = clock
+        self._ts_normal = clock is utc_now  # its stamps need no parsing (Entry.create)
         self._hooks = tuple(hooks)
         # checked once: isinstance on a runtime protocol costs ~20 µs, a write ~200 µs
         self._onto_tips = store.append_onto_tips if isinstance(store, TipsAppender) else None
@@ -110,14 +127,14 @@ class Ledger:
             await hook(self.store, entries)
 
     def _checked(self, draft: Draft, parents: tuple[str, ...]) -> Entry:
-        entry = _create(draft, self._clock(), parents)
+        entry = _create(draft, self._clock(), parents, ts_normal=self._ts_normal)
         check_local(entry, self.limits, id_computed=True)
         return entry
 
     async def build(self, draft: Draft) -> Entry:
         """Turn a draft into a validated entry (not yet stored)."""
         parents = draft.parents if draft.parents is not None else tuple(await self.store.tips())
-        entry = _create(draft, self._clock(), parents)
+        entry = _create(draft, self._clock(), parents, ts_normal=self._ts_normal)
         check_local(entry, self.limits, id_computed=True)
         if draft.parents is not None:  # tips are stored by definition: no need to look
             await self._check_parents(entry)
@@ -172,7 +189,7 @@ class Ledger:
             chunk: list[Entry] = []
             for draft in drafts[start : start + CHUNK]:
                 parents = draft.parents if draft.parents is not None else tips
-                entry = _create(draft, self._clock(), parents)
+                entry = _create(draft, self._clock(), parents, ts_normal=self._ts_normal)
                 check_local(entry, self.limits, id_computed=True)
                 chunk.append(entry)
                 if draft.parents is None:

@@ -57,29 +57,10 @@ def check_admissible(
     id from this very content (a local write), so hashing it a second time would prove
     nothing; entries from elsewhere are always re-hashed.
     """
-    if not ID_RE.match(entry.id):
+    if not id_computed and not ID_RE.match(entry.id):
         raise InvalidEntry(f"id {entry.id[:80]!r} is not 64 lowercase hex characters")
-    cap = limits.field_bytes
-    for name, value in (
-        ("kind", entry.kind),
-        ("author", entry.author),
-        ("agent", entry.agent),
-        ("provider", entry.provider),
-        ("model", entry.model),
-    ):
-        size = _utf8_len(name, value)
-        if size > cap:
-            raise _too_large(name, size, cap)
-    size = _utf8_len("summary", entry.summary)
-    if size > limits.summary_bytes:
-        raise _too_large("summary", size, limits.summary_bytes)
-    size = _utf8_len("body", entry.body)
-    if size > limits.body_bytes:
-        raise _too_large("body", size, limits.body_bytes)
-    if entry.dedup_key is not None:
-        size = _utf8_len("dedup_key", entry.dedup_key)
-        if size > limits.dedup_key_bytes:
-            raise _too_large("dedup_key", size, limits.dedup_key_bytes)
+    if not _plainly_within_caps(entry, limits):
+        _check_sizes(entry, limits)
     if len(entry.parents) > limits.max_parents:
         raise EntryTooLarge(
             f"entry has {len(entry.parents)} parents, over the cap of {limits.max_parents}"
@@ -101,3 +82,49 @@ def check_local(
     if not entry.summary.strip():
         raise InvalidEntry("summary is empty; say in one line what this entry records")
     check_admissible(entry, limits, id_computed=id_computed)
+
+
+def _check_sizes(entry: Entry, limits: Limits) -> None:
+    """Each field measured (in UTF-8) against its cap; raises on the first one over."""
+    cap = limits.field_bytes
+    for name, value in (
+        ("kind", entry.kind),
+        ("author", entry.author),
+        ("agent", entry.agent),
+        ("provider", entry.provider),
+        ("model", entry.model),
+    ):
+        size = _utf8_len(name, value)
+        if size > cap:
+            raise _too_large(name, size, cap)
+    size = _utf8_len("summary", entry.summary)
+    if size > limits.summary_bytes:
+        raise _too_large("summary", size, limits.summary_bytes)
+    size = _utf8_len("body", entry.body)
+    if size > limits.body_bytes:
+        raise _too_large("body", size, limits.body_bytes)
+    if entry.dedup_key is not None:
+        size = _utf8_len("dedup_key", entry.dedup_key)
+        if size > limits.dedup_key_bytes:
+            raise _too_large("dedup_key", size, limits.dedup_key_bytes)
+
+
+def _plainly_within_caps(entry: Entry, limits: Limits) -> bool:
+    """The usual entry, decided in one go: every field ASCII (one byte per character, so
+    valid UTF-8 and measured by ``len``) and within its cap."""
+    kind, author, agent, provider, model = (
+        entry.kind,
+        entry.author,
+        entry.agent,
+        entry.provider,
+        entry.model,
+    )
+    summary, body, key = entry.summary, entry.body, entry.dedup_key or ""
+    return (
+        (kind + author + agent + provider + model + summary + key).isascii()
+        and body.isascii()
+        and max(len(kind), len(author), len(agent), len(provider), len(model)) <= limits.field_bytes
+        and len(summary) <= limits.summary_bytes
+        and len(body) <= limits.body_bytes
+        and len(key) <= limits.dedup_key_bytes
+    )
