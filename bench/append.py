@@ -15,6 +15,9 @@ Modes (``--modes``):
   ``Entry(...)`` + ``append_many`` in the same batches).
 - ``store``: ``SqliteStore.append_many`` in batches, entries built before the clock starts
   (the store alone).
+- ``signed``: ``single`` in a project with a node identity: each write also signs and
+  stores its author attestation (the notary's append hook, as `lifeline log` runs it).
+- ``signed_batched``: ``batched`` with the same hook (one attestation per entry).
 
 For sizes above ``--single-cap`` the one-at-a-time modes first fill the line to size minus
 the cap with batches, and only the last ``--single-cap`` appends are timed: a sample at
@@ -37,6 +40,8 @@ from pathlib import Path
 from lifeline.entry import Entry
 from lifeline.ledger import Draft, Ledger
 from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.identity import ensure_identity
+from lifeline_mesh.notary.sign import append_hook_factory
 
 __all__ = ["main"]
 
@@ -62,6 +67,32 @@ async def _single(path: Path, size: int, batch: int, cap: int) -> tuple[float, i
         for n in range(size - timed, size):
             await ledger.append(_draft(n))
         return time.perf_counter() - begin, timed
+
+
+def _signing_ledger(store: SqliteStore, root: Path) -> Ledger:
+    ensure_identity(root)
+    hook = append_hook_factory(root)
+    assert hook is not None
+    return Ledger(store, hooks=[hook])
+
+
+async def _signed(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
+    async with await SqliteStore.open(path) as store:
+        ledger = _signing_ledger(store, path.parent)
+        timed = min(size, cap)
+        await _fill(ledger, size - timed, batch)
+        begin = time.perf_counter()
+        for n in range(size - timed, size):
+            await ledger.append(_draft(n))
+        return time.perf_counter() - begin, timed
+
+
+async def _signed_batched(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
+    async with await SqliteStore.open(path) as store:
+        ledger = _signing_ledger(store, path.parent)
+        begin = time.perf_counter()
+        await _fill(ledger, size, batch)
+        return time.perf_counter() - begin, size
 
 
 async def _batched(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
@@ -114,6 +145,8 @@ MODES: dict[str, Mode] = {
     "store1": _store_single,
     "batched": _batched,
     "store": _store,
+    "signed": _signed,
+    "signed_batched": _signed_batched,
 }
 LC_MODE = {"single": "single", "store1": "single", "batched": "batched"}
 

@@ -55,3 +55,12 @@ def test_signatures_verify_and_tampering_is_caught() -> None:
         verify_signature(ident.public_key, sig, b"statemenT")
     with pytest.raises(BadSignature):
         verify_signature(NodeIdentity.generate().public_key, sig, b"statement")
+
+
+@pytest.mark.parametrize("message", [b"", b"statement", bytes(range(256)) * 4])
+def test_signatures_are_the_rfc_8032_bytes_of_the_key_file(message: bytes) -> None:
+    # signing goes through libsodium; the key file and OpenSSL must agree byte for byte
+    ident = NodeIdentity.generate()
+    assert ident.sign(message) == ident.private_key.sign(message)
+    assert len(ident.sign(message)) == 64
+    verify_signature(ident.public_key, ident.sign(message), message)

@@ -175,8 +175,10 @@ class SqliteStore:
         finally:
             self._lock.release()
 
-    async def _write_short(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        """A short write transaction: in place when free (see :meth:`_inline`), else queued."""
+    async def run_short_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn(conn)`` in one write transaction: in place when the line is idle (see
+        :meth:`_inline`), else on the worker thread. Only for short transactions: in place,
+        it holds the event loop for as long as it runs."""
         done, result = self._inline(fn)
         if done:
             return result  # type: ignore[return-value]
@@ -208,7 +210,7 @@ class SqliteStore:
     # -- writes --------------------------------------------------------------------
 
     async def append(self, entry: Entry) -> bool:
-        result = await self._write_short(lambda conn: self._append_tx(conn, [entry]))
+        result = await self.run_short_write(lambda conn: self._append_tx(conn, [entry]))
         return bool(result.added)
 
     async def append_many(self, entries: Sequence[Entry]) -> AppendResult:
@@ -241,7 +243,7 @@ class SqliteStore:
             row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (entry.id,))
             return self._decode_or_raise(row.fetchone()), False
 
-        return await self._write_short(tx)
+        return await self.run_short_write(tx)
 
     async def append_chunks(self, chunks: Iterable[Sequence[Entry]]) -> AppendResult:
         """Store every chunk in ONE transaction (all or nothing), parents-first across chunks.
