@@ -58,15 +58,20 @@ async def _fill(ledger: Ledger, count: int, batch: int, start: int = 0) -> None:
         await ledger.append_many([_draft(n) for n in range(base, stop)])
 
 
-async def _single(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
-    async with await SqliteStore.open(path) as store:
-        ledger = Ledger(store)
-        timed = min(size, cap)
-        await _fill(ledger, size - timed, batch)
-        begin = time.perf_counter()
-        for n in range(size - timed, size):
-            await ledger.append(_draft(n))
-        return time.perf_counter() - begin, timed
+async def _singles(ledger: Ledger, size: int, batch: int, cap: int) -> tuple[float, int]:
+    """Fill to ``size`` minus the timed sample with batches, then time single appends."""
+    timed = min(size, cap)
+    await _fill(ledger, size - timed, batch)
+    begin = time.perf_counter()
+    for n in range(size - timed, size):
+        await ledger.append(_draft(n))
+    return time.perf_counter() - begin, timed
+
+
+async def _batches(ledger: Ledger, size: int, batch: int) -> tuple[float, int]:
+    begin = time.perf_counter()
+    await _fill(ledger, size, batch)
+    return time.perf_counter() - begin, size
 
 
 def _signing_ledger(store: SqliteStore, root: Path) -> Ledger:
@@ -76,30 +81,24 @@ def _signing_ledger(store: SqliteStore, root: Path) -> Ledger:
     return Ledger(store, hooks=[hook])
 
 
+async def _single(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
+    async with await SqliteStore.open(path) as store:
+        return await _singles(Ledger(store), size, batch, cap)
+
+
 async def _signed(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
     async with await SqliteStore.open(path) as store:
-        ledger = _signing_ledger(store, path.parent)
-        timed = min(size, cap)
-        await _fill(ledger, size - timed, batch)
-        begin = time.perf_counter()
-        for n in range(size - timed, size):
-            await ledger.append(_draft(n))
-        return time.perf_counter() - begin, timed
-
-
-async def _signed_batched(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
-    async with await SqliteStore.open(path) as store:
-        ledger = _signing_ledger(store, path.parent)
-        begin = time.perf_counter()
-        await _fill(ledger, size, batch)
-        return time.perf_counter() - begin, size
+        return await _singles(_signing_ledger(store, path.parent), size, batch, cap)
 
 
 async def _batched(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
     async with await SqliteStore.open(path) as store:
-        begin = time.perf_counter()
-        await _fill(Ledger(store), size, batch)
-        return time.perf_counter() - begin, size
+        return await _batches(Ledger(store), size, batch)
+
+
+async def _signed_batched(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
+    async with await SqliteStore.open(path) as store:
+        return await _batches(_signing_ledger(store, path.parent), size, batch)
 
 
 async def _store(path: Path, size: int, batch: int, cap: int) -> tuple[float, int]:
