@@ -158,12 +158,15 @@ class Snapshot:
             return self._n
         return bisect_left(self._keys, (bound.height, bound.id_prefix))
 
-    def fingerprint(self, lo: int, hi: int) -> bytes:
+    def range_sum(self, lo: int, hi: int) -> bytes:
+        """The sum of the tokens of items ``lo..hi`` mod 2^256, 32 bytes little-endian."""
         total = int.from_bytes(self._sums[32 * hi : 32 * hi + 32], "little")
         total -= int.from_bytes(self._sums[32 * lo : 32 * lo + 32], "little")
-        digest = hashlib.sha256(
-            (total % _MOD).to_bytes(32, "little") + (hi - lo).to_bytes(8, "little")
-        )
+        return (total % _MOD).to_bytes(32, "little")
+
+    def fingerprint(self, lo: int, hi: int) -> bytes:
+        """The plain (v1) fingerprint: ``sha256(sum ‖ count)`` cut to 16 bytes."""
+        digest = hashlib.sha256(self.range_sum(lo, hi) + (hi - lo).to_bytes(8, "little"))
         return digest.digest()[:FINGERPRINT_BYTES]
 
     def bound_before(self, i: int) -> Bound:
