@@ -28,7 +28,6 @@ COMPACT_CAPABILITY = "compact-ranges"
 SALT_BYTES = 8
 FULL_TOKEN_BYTES = 32
 _KEY_PERSON = b"lifeline-recon"
-_FP_PERSON = b"fingerprint"
 _ID_PERSON = b"short-id"
 
 
@@ -56,10 +55,20 @@ class Dialect:
     def fingerprint(self, snap: Snapshot, lo: int, hi: int) -> bytes:
         if not self.compact:
             return snap.fingerprint(lo, hi)
-        data = snap.range_sum(lo, hi) + (hi - lo).to_bytes(8, "little")
-        return hashlib.blake2b(
-            data, digest_size=self.fingerprint_bytes, key=self.key, person=_FP_PERSON
-        ).digest()
+        return self.keyed_sum(snap, lo, hi).to_bytes(self.fingerprint_bytes, "little")
+
+    def keyed_sum(self, snap: Snapshot, lo: int, hi: int) -> int:
+        """Compact fingerprint as a number: the sum of keyed tokens of ``lo..hi``."""
+        sums = snap.keyed_sums(self.key, self.fingerprint_bytes)
+        return (sums[hi] - sums[lo]) & self.mask
+
+    def keyed_token(self, snap: Snapshot, i: int) -> int:
+        sums = snap.keyed_sums(self.key, self.fingerprint_bytes)
+        return (sums[i + 1] - sums[i]) & self.mask
+
+    @property
+    def mask(self) -> int:
+        return (1 << (8 * self.fingerprint_bytes)) - 1
 
     def list_id(self, token: bytes) -> bytes:
         """How an item is named in an id list of this form (not a fallback list)."""
@@ -73,7 +82,7 @@ class Dialect:
 PLAIN = Dialect(compact=False, fingerprint_bytes=FINGERPRINT_BYTES, list_id_bytes=LIST_TOKEN_BYTES)
 
 MIN_FINGERPRINT_BYTES = 4
-MAX_FINGERPRINT_BYTES = 32
+MAX_FINGERPRINT_BYTES = 8  # keyed sums are kept in an array of 64-bit words
 MAX_SHORT_ID_BYTES = 12  # below 16 and 32: a short id never has the length of another name
 
 

@@ -129,10 +129,30 @@ class Responder:
             self.reply.add(Range(rng.upper, Mode.SKIP))
         elif mine == 0:
             self.reply.add(Range(rng.upper, Mode.WANT_ALL))
+        elif incoming.compact and mine == rng.count + 1 and self._decode_one(rng, lo, hi, incoming):
+            self.reply.add(Range(rng.upper, Mode.SKIP))
+        elif self.dialect.compact and incoming.compact and mine + 1 == rng.count:
+            # The peer holds one more: most likely the one item we lack. Our fingerprint of
+            # the whole range lets it find that item from the difference of the sums.
+            fingerprint = self.dialect.fingerprint(self.snap, lo, hi)
+            self.reply.add(Range(rng.upper, Mode.FINGERPRINT, fingerprint, mine))
         elif mine <= self.leaf:
             self.reply.add(self._offer(lo, hi, rng.upper))
         else:
             self._split(lo, hi, rng.upper)
+
+    def _decode_one(self, rng: Range, lo: int, hi: int, incoming: Dialect) -> bool:
+        """We hold one item more than the peer: if the difference of the keyed sums is the
+        keyed token of exactly one of our items, the peer's items are ours without it (see
+        docs/protocol.md, "One missing item"). Send it and settle the range."""
+        missing = (
+            incoming.keyed_sum(self.snap, lo, hi) - int.from_bytes(rng.fingerprint, "little")
+        ) & incoming.mask
+        found = [i for i in range(lo, hi) if incoming.keyed_token(self.snap, i) == missing]
+        if len(found) != 1:
+            return False  # more than one difference (or an ambiguous match): split
+        self._send(found[0], found[0] + 1)
+        return True
 
     def _split(self, lo: int, hi: int, upper: Bound | None) -> None:
         count = hi - lo

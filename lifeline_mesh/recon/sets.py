@@ -33,6 +33,7 @@ __all__ = [
 FINGERPRINT_BYTES = 16
 LIST_TOKEN_BYTES = 16  # token prefix used in id lists: 128 bits, collision-safe in practice
 _MOD = 1 << 256
+KEYED_TOKEN_PERSON = b"keyed-token"
 
 
 def token_of(item_id: bytes, version: bytes = b"") -> bytes:
@@ -120,6 +121,7 @@ class Snapshot:
         self._prefixes, self._positions = _id_index(self._ids)
         self._extra: set[bytes] = set(extra_known)
         self._keys = _Keys(self)
+        self._keyed: dict[tuple[bytes, int], array[int]] = {}
 
     @classmethod
     def empty(cls) -> Snapshot:
@@ -163,6 +165,26 @@ class Snapshot:
         total = int.from_bytes(self._sums[32 * hi : 32 * hi + 32], "little")
         total -= int.from_bytes(self._sums[32 * lo : 32 * lo + 32], "little")
         return (total % _MOD).to_bytes(32, "little")
+
+    def keyed_sums(self, key: bytes, width: int) -> array[int]:
+        """Prefix sums of keyed tokens ``blake2b(token, key)`` of ``width`` ≤ 8 bytes, mod
+        2^(8·width): built once per session key, on first use (two passes over the tokens,
+        8 bytes per item). Compact fingerprints are differences of these sums."""
+        cached = self._keyed.get((key, width))
+        if cached is not None:
+            return cached
+        mask = (1 << (8 * width)) - 1
+        sums = array("Q", [0])
+        acc = 0
+        tokens = self._tokens
+        for k in range(0, len(tokens), 32):
+            digest = hashlib.blake2b(
+                tokens[k : k + 32], digest_size=width, key=key, person=KEYED_TOKEN_PERSON
+            ).digest()
+            acc = (acc + int.from_bytes(digest, "little")) & mask
+            sums.append(acc)
+        self._keyed[(key, width)] = sums
+        return sums
 
     def fingerprint(self, lo: int, hi: int) -> bytes:
         """The plain (v1) fingerprint: ``sha256(sum ‖ count)`` cut to 16 bytes."""
