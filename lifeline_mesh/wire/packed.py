@@ -55,8 +55,7 @@ class _Reader:
     def take(self, n: int, what: str) -> bytes:
         if n > len(self.data) - self.pos:
             raise RemoteProtocolError(
-                f"packed ranges end early: {what} needs {n} bytes, "
-                f"{len(self.data) - self.pos} left"
+                f"packed ranges end early: {what} needs {n} bytes, {len(self.data) - self.pos} left"
             )
         chunk = self.data[self.pos : self.pos + n]
         self.pos += n
