@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import random
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import lifeline_mesh.recon.dialect as dialect_module
 from lifeline.errors import RemoteProtocolError
 from lifeline_mesh.recon import Hello, Role, Session, SessionLimits
 from lifeline_mesh.recon.dialect import COMPACT_CAPABILITY, compact, session_key
@@ -326,3 +328,28 @@ def test_arbitrary_compact_frames_end_in_a_clean_failure_or_nothing(frames: list
         for eff in session.receive(frame, 0.0):
             if isinstance(eff, Failed):
                 assert isinstance(eff.error, (RemoteProtocolError, InvalidEntry, PeerError))
+
+
+def test_large_ranges_use_a_keyed_hash_and_hash_no_item() -> None:
+    snap = entry_set(BASE).snapshot()
+    dialect = compact(KEY, 8, 6)
+    small = dialect.fingerprint(snap, 0, 10)
+    assert int.from_bytes(small, "little") == dialect.keyed_sum(snap, 0, 10)
+    before = len(snap._keyed[(KEY, 8)][0])
+    big = dialect.fingerprint(snap, 0, 400, count=dialect_module.SUM_LIMIT + 1)
+    assert len(big) == 8 and len(snap._keyed[(KEY, 8)][0]) == before  # nothing hashed
+    assert dialect.fingerprint(snap, 0, 400, count=dialect_module.SUM_LIMIT + 1) == big
+
+
+def test_sessions_converge_when_most_ranges_are_too_large_to_decode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(dialect_module, "SUM_LIMIT", 8)
+    leaves = _star(300, "h")
+    for a, b in (
+        (_with(leaves), _with(leaves[:140] + leaves[141:])),
+        (_with(leaves[:140] + leaves[141:]), _with(leaves)),
+        (_with(leaves[:250]), _with(leaves[40:])),
+    ):
+        r = SessionPair([a], [b], limits=SessionLimits(branch=4, leaf=3)).run()
+        assert r.errors == [] and a.state() == b.state() and r.rounds <= 6

@@ -29,6 +29,11 @@ SALT_BYTES = 8
 FULL_TOKEN_BYTES = 32
 _KEY_PERSON = b"lifeline-recon"
 _ID_PERSON = b"short-id"
+_FP_PERSON = b"fingerprint"
+# Ranges of at most this many items (the sender's count) are fingerprinted by a keyed sum,
+# which can reveal one missing item; larger ones by a keyed hash of the plain sum, which
+# costs nothing per item (prefix sums), so a session hashes only items of small ranges.
+SUM_LIMIT = 8192
 
 
 def session_key(initiator_salt: bytes, responder_salt: bytes) -> bytes:
@@ -52,19 +57,28 @@ class Dialect:
     list_id_bytes: int  # plain: token prefix (16); compact: short id width
     key: bytes = b""
 
-    def fingerprint(self, snap: Snapshot, lo: int, hi: int) -> bytes:
+    def fingerprint(self, snap: Snapshot, lo: int, hi: int, count: int | None = None) -> bytes:
+        """Our fingerprint of ``lo..hi``, of the kind the range's sender chose by its
+        ``count`` (ours when we send it): a keyed sum for small ranges, a keyed hash of
+        the plain 256-bit sum for large ones."""
         if not self.compact:
             return snap.fingerprint(lo, hi)
+        if not self.summable(hi - lo if count is None else count):
+            data = snap.range_sum(lo, hi) + (hi - lo).to_bytes(8, "little")
+            return hashlib.blake2b(
+                data, digest_size=self.fingerprint_bytes, key=self.key, person=_FP_PERSON
+            ).digest()
         return self.keyed_sum(snap, lo, hi).to_bytes(self.fingerprint_bytes, "little")
 
+    def summable(self, count: int) -> bool:
+        """Whether a compact fingerprint over ``count`` items is a keyed sum (decodable)."""
+        return self.compact and count <= SUM_LIMIT
+
     def keyed_sum(self, snap: Snapshot, lo: int, hi: int) -> int:
-        """Compact fingerprint as a number: the sum of keyed tokens of ``lo..hi``."""
-        sums = snap.keyed_sums(self.key, self.fingerprint_bytes)
-        return (sums[hi] - sums[lo]) & self.mask
+        return snap.keyed_sum(self.key, self.fingerprint_bytes, lo, hi)
 
     def keyed_token(self, snap: Snapshot, i: int) -> int:
-        sums = snap.keyed_sums(self.key, self.fingerprint_bytes)
-        return (sums[i + 1] - sums[i]) & self.mask
+        return snap.keyed_token(self.key, self.fingerprint_bytes, i)
 
     @property
     def mask(self) -> int:
@@ -82,7 +96,7 @@ class Dialect:
 PLAIN = Dialect(compact=False, fingerprint_bytes=FINGERPRINT_BYTES, list_id_bytes=LIST_TOKEN_BYTES)
 
 MIN_FINGERPRINT_BYTES = 4
-MAX_FINGERPRINT_BYTES = 8  # keyed sums are kept in an array of 64-bit words
+MAX_FINGERPRINT_BYTES = 32
 MAX_SHORT_ID_BYTES = 12  # below 16 and 32: a short id never has the length of another name
 
 

@@ -122,16 +122,23 @@ class Responder:
                 f"expected {incoming.fingerprint_bytes}"
             )
         mine = hi - lo
-        if mine == rng.count and incoming.fingerprint(self.snap, lo, hi) == rng.fingerprint:
+        if (
+            mine == rng.count
+            and incoming.fingerprint(self.snap, lo, hi, rng.count) == rng.fingerprint
+        ):
             self.reply.add(Range(rng.upper, Mode.SKIP))
         elif rng.count == 0:
             self._send(lo, hi)
             self.reply.add(Range(rng.upper, Mode.SKIP))
         elif mine == 0:
             self.reply.add(Range(rng.upper, Mode.WANT_ALL))
-        elif incoming.compact and mine == rng.count + 1 and self._decode_one(rng, lo, hi, incoming):
+        elif (
+            mine == rng.count + 1
+            and incoming.summable(rng.count)
+            and self._decode_one(rng, lo, hi, incoming)
+        ):
             self.reply.add(Range(rng.upper, Mode.SKIP))
-        elif self.dialect.compact and incoming.compact and mine + 1 == rng.count:
+        elif mine + 1 == rng.count and incoming.compact and self.dialect.summable(mine):
             # The peer holds one more: most likely the one item we lack. Our fingerprint of
             # the whole range lets it find that item from the difference of the sums.
             fingerprint = self.dialect.fingerprint(self.snap, lo, hi)

@@ -17,7 +17,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from lifeline_mesh.recon.frames import Bound
 
@@ -121,7 +121,8 @@ class Snapshot:
         self._prefixes, self._positions = _id_index(self._ids)
         self._extra: set[bytes] = set(extra_known)
         self._keys = _Keys(self)
-        self._keyed: dict[tuple[bytes, int], array[int]] = {}
+        # per session key: keyed token by index (computed on demand), and the keyed hasher
+        self._keyed: dict[tuple[bytes, int], tuple[dict[int, int], Any]] = {}
 
     @classmethod
     def empty(cls) -> Snapshot:
@@ -166,27 +167,30 @@ class Snapshot:
         total -= int.from_bytes(self._sums[32 * lo : 32 * lo + 32], "little")
         return (total % _MOD).to_bytes(32, "little")
 
-    def keyed_sums(self, key: bytes, width: int) -> array[int]:
-        """Prefix sums of keyed tokens ``blake2b(token, key)`` of ``width`` ≤ 8 bytes, mod
-        2^(8·width): built once per session key, on first use (two passes over the tokens,
-        8 bytes per item). Compact fingerprints are differences of these sums."""
-        cached = self._keyed.get((key, width))
-        if cached is not None:
-            return cached
+    def keyed_sum(self, key: bytes, width: int, lo: int, hi: int) -> int:
+        """The sum mod 2^(8·width) of the keyed tokens ``blake2b(token, key)`` (``width``
+        bytes) of items ``lo..hi``. Computed per item on demand and remembered for the
+        session: only ranges that differ ever get here, so a session touching a few ranges
+        of a large set hashes a few of its items, not all of them."""
         mask = (1 << (8 * width)) - 1
-        sums = array("Q", [0])
-        acc = 0
-        tokens = memoryview(self._tokens)
-        # A keyed hasher copied per token: the key block is compressed once, not per item
-        # (~1 s per million items on the reference machine).
-        keyed = hashlib.blake2b(digest_size=width, key=key, person=KEYED_TOKEN_PERSON).copy
-        for k in range(0, len(tokens), 32):
-            hasher = keyed()
-            hasher.update(tokens[k : k + 32])
-            acc = (acc + int.from_bytes(hasher.digest(), "little")) & mask
-            sums.append(acc)
-        self._keyed[(key, width)] = sums
-        return sums
+        total = 0
+        for i in range(lo, hi):
+            total += self.keyed_token(key, width, i)
+        return total & mask
+
+    def keyed_token(self, key: bytes, width: int, i: int) -> int:
+        cache = self._keyed.get((key, width))
+        if cache is None:
+            hasher = hashlib.blake2b(digest_size=width, key=key, person=KEYED_TOKEN_PERSON)
+            cache = self._keyed[(key, width)] = ({}, hasher)
+        values, keyed = cache
+        value = values.get(i)
+        if value is None:
+            # A keyed hasher copied per token: the key block is compressed once, not per item.
+            h = keyed.copy()
+            h.update(self._tokens[32 * i : 32 * i + 32])
+            value = values[i] = int.from_bytes(h.digest(), "little")
+        return value
 
     def fingerprint(self, lo: int, hi: int) -> bytes:
         """The plain (v1) fingerprint: ``sha256(sum ‖ count)`` cut to 16 bytes."""
