@@ -240,7 +240,8 @@ def _packable(draw: st.DrawFn) -> tuple[tuple[Range, ...], int, int]:
         upper = Bound(height, draw(st.binary(max_size=32)))
         mode = draw(st.sampled_from(list(Mode)))
         if mode is Mode.FINGERPRINT:
-            out.append(Range(upper, mode, draw(st.binary(min_size=fp, max_size=fp)), height))
+            fingerprint = draw(st.binary(min_size=fp, max_size=fp))
+            out.append(Range(upper, mode, fingerprint, height, summed=draw(st.booleans())))
         elif mode is Mode.ID_LIST:
             full = draw(st.booleans())
             width = 32 if full else sid
@@ -293,6 +294,7 @@ _any_ranges = st.builds(
     st.integers(0, 2**64 - 1),
     st.binary(max_size=70),
     st.booleans(),
+    st.booleans(),
 )
 _compact_frames = st.one_of(
     st.builds(
@@ -330,26 +332,30 @@ def test_arbitrary_compact_frames_end_in_a_clean_failure_or_nothing(frames: list
                 assert isinstance(eff.error, (RemoteProtocolError, InvalidEntry, PeerError))
 
 
-def test_large_ranges_use_a_keyed_hash_and_hash_no_item() -> None:
+def test_a_keyed_hash_fingerprint_hashes_no_item() -> None:
     snap = entry_set(BASE).snapshot()
     dialect = compact(KEY, 8, 6)
-    small = dialect.fingerprint(snap, 0, 10)
+    small = dialect.fingerprint(snap, 0, 10, summed=True)
     assert int.from_bytes(small, "little") == dialect.keyed_sum(snap, 0, 10)
-    before = len(snap._keyed[(KEY, 8)][0])
-    big = dialect.fingerprint(snap, 0, 400, count=dialect_module.SUM_LIMIT + 1)
-    assert len(big) == 8 and len(snap._keyed[(KEY, 8)][0]) == before  # nothing hashed
-    assert dialect.fingerprint(snap, 0, 400, count=dialect_module.SUM_LIMIT + 1) == big
+    assert len(snap._keyed[(KEY, 8)][0]) == 10
+    big = dialect.fingerprint(snap, 0, 400)
+    assert len(big) == 8 and len(snap._keyed[(KEY, 8)][0]) == 10  # nothing more hashed
+    assert big != dialect.fingerprint(snap, 0, 399)
+    assert big != compact(session_key(b"j" * 8, b"r" * 8), 8, 6).fingerprint(snap, 0, 400)
 
 
-def test_sessions_converge_when_most_ranges_are_too_large_to_decode(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(("sum_limit", "echo_limit"), [(8, 1 << 16), (8, 0), (0, 0)])
+def test_sessions_converge_when_ranges_are_too_large_to_sum(
+    monkeypatch: pytest.MonkeyPatch, sum_limit: int, echo_limit: int
 ) -> None:
-    monkeypatch.setattr(dialect_module, "SUM_LIMIT", 8)
+    monkeypatch.setattr(dialect_module, "SUM_LIMIT", sum_limit)
+    monkeypatch.setattr(dialect_module, "ECHO_LIMIT", echo_limit)
     leaves = _star(300, "h")
     for a, b in (
         (_with(leaves), _with(leaves[:140] + leaves[141:])),
         (_with(leaves[:140] + leaves[141:]), _with(leaves)),
         (_with(leaves[:250]), _with(leaves[40:])),
+        (_with(leaves[:140] + leaves[142:]), _with(leaves[1:])),  # one apart, not one item
     ):
         r = SessionPair([a], [b], limits=SessionLimits(branch=4, leaf=3)).run()
-        assert r.errors == [] and a.state() == b.state() and r.rounds <= 6
+        assert r.errors == [] and a.state() == b.state() and r.rounds <= 8

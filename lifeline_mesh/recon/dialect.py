@@ -30,10 +30,13 @@ FULL_TOKEN_BYTES = 32
 _KEY_PERSON = b"lifeline-recon"
 _ID_PERSON = b"short-id"
 _FP_PERSON = b"fingerprint"
-# Ranges of at most this many items (the sender's count) are fingerprinted by a keyed sum,
-# which can reveal one missing item; larger ones by a keyed hash of the plain sum, which
-# costs nothing per item (prefix sums), so a session hashes only items of small ranges.
-SUM_LIMIT = 8192
+# A range split into parts of at most this many items gets keyed-sum fingerprints, which
+# can reveal one missing item; larger parts get a keyed hash of the plain sum, which costs
+# nothing per item (prefix sums). A range known to differ by exactly one item is answered
+# with a keyed sum up to ECHO_LIMIT items. So a session hashes the items of small ranges and
+# of ranges one item apart, not the whole set.
+SUM_LIMIT = 1024
+ECHO_LIMIT = 1 << 16
 
 
 def session_key(initiator_salt: bytes, responder_salt: bytes) -> bytes:
@@ -57,22 +60,17 @@ class Dialect:
     list_id_bytes: int  # plain: token prefix (16); compact: short id width
     key: bytes = b""
 
-    def fingerprint(self, snap: Snapshot, lo: int, hi: int, count: int | None = None) -> bytes:
-        """Our fingerprint of ``lo..hi``, of the kind the range's sender chose by its
-        ``count`` (ours when we send it): a keyed sum for small ranges, a keyed hash of
-        the plain 256-bit sum for large ones."""
+    def fingerprint(self, snap: Snapshot, lo: int, hi: int, summed: bool = False) -> bytes:
+        """Our fingerprint of ``lo..hi``: plain; or compact, a keyed sum (``summed``) or a
+        keyed hash of the plain 256-bit sum."""
         if not self.compact:
             return snap.fingerprint(lo, hi)
-        if not self.summable(hi - lo if count is None else count):
+        if not summed:
             data = snap.range_sum(lo, hi) + (hi - lo).to_bytes(8, "little")
             return hashlib.blake2b(
                 data, digest_size=self.fingerprint_bytes, key=self.key, person=_FP_PERSON
             ).digest()
         return self.keyed_sum(snap, lo, hi).to_bytes(self.fingerprint_bytes, "little")
-
-    def summable(self, count: int) -> bool:
-        """Whether a compact fingerprint over ``count`` items is a keyed sum (decodable)."""
-        return self.compact and count <= SUM_LIMIT
 
     def keyed_sum(self, snap: Snapshot, lo: int, hi: int) -> int:
         return snap.keyed_sum(self.key, self.fingerprint_bytes, lo, hi)

@@ -60,6 +60,7 @@ class Range:
     count: int = 0
     tokens: bytes = b""
     full: bool = False  # ID_LIST of whole 32-byte tokens (compact ranges: short ids collided)
+    summed: bool = False  # compact FINGERPRINT that is a sum of keyed tokens (decodable)
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from lifeline.errors import RemoteProtocolError
+from lifeline_mesh.recon import dialect as forms
 from lifeline_mesh.recon.dialect import FULL_TOKEN_BYTES, PLAIN, Dialect
 from lifeline_mesh.recon.frames import Bound, Mode, Range
 from lifeline_mesh.recon.sets import Snapshot
@@ -122,9 +123,11 @@ class Responder:
                 f"expected {incoming.fingerprint_bytes}"
             )
         mine = hi - lo
+        if rng.summed and not incoming.compact:
+            raise RemoteProtocolError("a plain fingerprint cannot be a keyed sum")
         if (
             mine == rng.count
-            and incoming.fingerprint(self.snap, lo, hi, rng.count) == rng.fingerprint
+            and incoming.fingerprint(self.snap, lo, hi, rng.summed) == rng.fingerprint
         ):
             self.reply.add(Range(rng.upper, Mode.SKIP))
         elif rng.count == 0:
@@ -132,21 +135,28 @@ class Responder:
             self.reply.add(Range(rng.upper, Mode.SKIP))
         elif mine == 0:
             self.reply.add(Range(rng.upper, Mode.WANT_ALL))
-        elif (
-            mine == rng.count + 1
-            and incoming.summable(rng.count)
-            and self._decode_one(rng, lo, hi, incoming)
-        ):
+        elif rng.summed and mine == rng.count + 1 and self._decode_one(rng, lo, hi, incoming):
             self.reply.add(Range(rng.upper, Mode.SKIP))
-        elif mine + 1 == rng.count and incoming.compact and self.dialect.summable(mine):
-            # The peer holds one more: most likely the one item we lack. Our fingerprint of
-            # the whole range lets it find that item from the difference of the sums.
-            fingerprint = self.dialect.fingerprint(self.snap, lo, hi)
-            self.reply.add(Range(rng.upper, Mode.FINGERPRINT, fingerprint, mine))
+        elif self._echoes(rng, mine, incoming):
+            # One item apart: most likely a single difference. Our keyed sum of the whole
+            # range lets the side holding the item find it from the difference of the sums.
+            fingerprint = self.dialect.fingerprint(self.snap, lo, hi, summed=True)
+            self.reply.add(Range(rng.upper, Mode.FINGERPRINT, fingerprint, mine, summed=True))
         elif mine <= self.leaf:
             self.reply.add(self._offer(lo, hi, rng.upper))
         else:
             self._split(lo, hi, rng.upper)
+
+    def _echoes(self, rng: Range, mine: int, incoming: Dialect) -> bool:
+        """Whether to answer a range one item apart with our keyed sum, unsplit.
+
+        The side holding one fewer always may; the side holding one more only when the
+        peer's fingerprint was not a keyed sum (else it decodes, or splits when that
+        fails): so a range comes back at most twice before it is decoded or split.
+        """
+        if not (self.dialect.compact and incoming.compact) or mine > forms.ECHO_LIMIT:
+            return False
+        return mine + 1 == rng.count or (mine == rng.count + 1 and not rng.summed)
 
     def _decode_one(self, rng: Range, lo: int, hi: int, incoming: Dialect) -> bool:
         """We hold one item more than the peer: if the difference of the keyed sums is the
@@ -173,8 +183,9 @@ class Responder:
             if end == start:
                 continue
             bound = upper if end == hi else self.snap.bound_before(end)
-            fingerprint = self.dialect.fingerprint(self.snap, start, end)
-            self.reply.add(Range(bound, Mode.FINGERPRINT, fingerprint, end - start))
+            summed = self.dialect.compact and end - start <= forms.SUM_LIMIT
+            fingerprint = self.dialect.fingerprint(self.snap, start, end, summed)
+            self.reply.add(Range(bound, Mode.FINGERPRINT, fingerprint, end - start, summed=summed))
             start = end
 
     def _offer(self, lo: int, hi: int, upper: Bound | None) -> Range:

@@ -5,7 +5,7 @@ range; a reply of thousands of ranges is mostly framing. Packed::
 
     packed  = varint(fingerprint_bytes) varint(short_id_bytes) range*
     range   = varint(header) [varint(height - previous height) prefix] body
-    header  = mode | infinite << 2 | full << 3 | len(prefix) << 4
+    header  = mode | infinite << 2 | full << 3 | summed << 4 | len(prefix) << 5
     body    = FINGERPRINT: varint(count) fingerprint   (fingerprint_bytes)
               ID_LIST:     varint(n) n names            (short_id_bytes, 32 when full)
               SKIP, WANT_ALL: nothing
@@ -70,7 +70,8 @@ def pack_ranges(ranges: tuple[Range, ...], fingerprint_bytes: int, short_id_byte
     for rng in ranges:
         upper = rng.upper
         prefix = b"" if upper is None else upper.id_prefix
-        header = int(rng.mode) | (upper is None) << 2 | rng.full << 3 | len(prefix) << 4
+        header = int(rng.mode) | (upper is None) << 2 | rng.full << 3 | rng.summed << 4
+        header |= len(prefix) << 5
         _varint(header, out)
         if upper is not None:
             if upper.height < previous:
@@ -106,11 +107,14 @@ def unpack_ranges(data: bytes) -> tuple[tuple[Range, ...], int, int]:
     while reader.pos < len(data):
         header = reader.varint("range header")
         mode = Mode(header & 3)
-        infinite, full, prefix_len = bool(header & 4), bool(header & 8), header >> 4
+        infinite, full, summed = bool(header & 4), bool(header & 8), bool(header & 16)
+        prefix_len = header >> 5
         if prefix_len > 32:
             raise RemoteProtocolError(f"range bound id prefix is {prefix_len} bytes (max 32)")
         if full and mode is not Mode.ID_LIST:
             raise RemoteProtocolError(f"whole-token flag on a {mode.name} range")
+        if summed and mode is not Mode.FINGERPRINT:
+            raise RemoteProtocolError(f"keyed-sum flag on a {mode.name} range")
         upper: Bound | None = None
         if infinite:
             if prefix_len:
@@ -124,7 +128,7 @@ def unpack_ranges(data: bytes) -> tuple[tuple[Range, ...], int, int]:
         if mode is Mode.FINGERPRINT:
             count = reader.varint("count")
             fingerprint = reader.take(fingerprint_bytes, "fingerprint")
-            ranges.append(Range(upper, mode, fingerprint, count))
+            ranges.append(Range(upper, mode, fingerprint, count, summed=summed))
         elif mode is Mode.ID_LIST:
             n = reader.varint("id list length")
             width = _FULL if full else short_id_bytes
