@@ -94,7 +94,7 @@ class Dialect:
 PLAIN = Dialect(compact=False, fingerprint_bytes=FINGERPRINT_BYTES, list_id_bytes=LIST_TOKEN_BYTES)
 
 MIN_FINGERPRINT_BYTES = 4
-MAX_FINGERPRINT_BYTES = 32
+MAX_FINGERPRINT_BYTES = 8  # keyed tokens are kept in 64-bit words
 MAX_SHORT_ID_BYTES = 12  # below 16 and 32: a short id never has the length of another name
 
 

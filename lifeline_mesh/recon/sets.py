@@ -121,8 +121,8 @@ class Snapshot:
         self._prefixes, self._positions = _id_index(self._ids)
         self._extra: set[bytes] = set(extra_known)
         self._keys = _Keys(self)
-        # per session key: keyed token by index (computed on demand), and the keyed hasher
-        self._keyed: dict[tuple[bytes, int], tuple[dict[int, int], Any]] = {}
+        # per session key and width: keyed tokens by index, and the keyed hasher
+        self._keyed: dict[tuple[bytes, int], tuple[array[int], Any]] = {}
 
     @classmethod
     def empty(cls) -> Snapshot:
@@ -169,28 +169,34 @@ class Snapshot:
 
     def keyed_sum(self, key: bytes, width: int, lo: int, hi: int) -> int:
         """The sum mod 2^(8·width) of the keyed tokens ``blake2b(token, key)`` (``width``
-        bytes) of items ``lo..hi``. Computed per item on demand and remembered for the
+        ≤ 8 bytes) of items ``lo..hi``. Computed per item on demand and remembered for the
         session: only ranges that differ ever get here, so a session touching a few ranges
         of a large set hashes a few of its items, not all of them."""
-        mask = (1 << (8 * width)) - 1
+        values, keyed = self._keyed_state(key, width)
+        tokens = self._tokens
         total = 0
         for i in range(lo, hi):
-            total += self.keyed_token(key, width, i)
-        return total & mask
+            value = values[i]
+            if not value:
+                hasher = keyed.copy()  # the key block is compressed once, not per item
+                hasher.update(tokens[32 * i : 32 * i + 32])
+                value = values[i] = int.from_bytes(hasher.digest(), "little")
+            total += value
+        return total & ((1 << (8 * width)) - 1)
 
     def keyed_token(self, key: bytes, width: int, i: int) -> int:
-        cache = self._keyed.get((key, width))
-        if cache is None:
+        return self.keyed_sum(key, width, i, i + 1)
+
+    def _keyed_state(self, key: bytes, width: int) -> tuple[array[int], Any]:
+        """Keyed tokens by index (0: not computed yet; a token that hashes to 0 is just
+        hashed again), 8 bytes per item, and the keyed hasher, per session key."""
+        state = self._keyed.get((key, width))
+        if state is None:
+            if not 1 <= width <= 8:
+                raise ValueError(f"keyed tokens are 1..8 bytes, not {width}")
             hasher = hashlib.blake2b(digest_size=width, key=key, person=KEYED_TOKEN_PERSON)
-            cache = self._keyed[(key, width)] = ({}, hasher)
-        values, keyed = cache
-        value = values.get(i)
-        if value is None:
-            # A keyed hasher copied per token: the key block is compressed once, not per item.
-            h = keyed.copy()
-            h.update(self._tokens[32 * i : 32 * i + 32])
-            value = values[i] = int.from_bytes(h.digest(), "little")
-        return value
+            state = self._keyed[(key, width)] = (array("Q", bytes(8 * self._n)), hasher)
+        return state
 
     def fingerprint(self, lo: int, hi: int) -> bytes:
         """The plain (v1) fingerprint: ``sha256(sum ‖ count)`` cut to 16 bytes."""
