@@ -19,9 +19,13 @@ from lifeline_mesh.recon.session import SessionLimits
 from tests.recon_helpers import entry_set
 
 LIMITS = SessionLimits(branch=4, leaf=3)  # small, so that few items exercise deep splits
+# A node that does not offer compact ranges: sessions with it stay in plain ranges.
+PLAIN = SessionLimits(branch=4, leaf=3, compact_ranges=False)
 
 
 class TwoNodes(RuleBasedStateMachine):
+    limits_b: SessionLimits | None = None  # the responder's limits, when not LIMITS
+
     def __init__(self) -> None:
         super().__init__()
         self.a = entry_set()
@@ -71,12 +75,12 @@ class TwoNodes(RuleBasedStateMachine):
             elif action == "swap" and len(q) > 1:
                 q[0], q[1] = q[1], q[0]
 
-        SessionPair([self.a], [self.b], limits=LIMITS, faults=hook).run()
+        SessionPair([self.a], [self.b], limits=LIMITS, faults=hook, limits_b=self.limits_b).run()
 
     @rule(a_starts=st.booleans())
     def clean_session(self, a_starts: bool) -> None:
         first, second = (self.a, self.b) if a_starts else (self.b, self.a)
-        result = SessionPair([first], [second], limits=LIMITS).run()
+        result = SessionPair([first], [second], limits=LIMITS, limits_b=self.limits_b).run()
         assert result.errors == [], result.errors
         assert result.done == 2
         assert self.a.state() == self.b.state()
@@ -92,5 +96,15 @@ class TwoNodes(RuleBasedStateMachine):
         assert self.a.state() == self.b.state()
 
 
+class CompactAndPlainNodes(TwoNodes):
+    """The same, with a responder that does not offer compact ranges."""
+
+    limits_b = PLAIN
+
+
 TwoNodes.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
 test_two_nodes = TwoNodes.TestCase
+CompactAndPlainNodes.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=25, deadline=None
+)
+test_compact_and_plain_nodes = CompactAndPlainNodes.TestCase

@@ -36,8 +36,9 @@ def test_in_sync_is_one_round_trip_and_a_few_dozen_bytes() -> None:
     r = SessionPair([a], [b]).run()
     assert r.errors == [] and r.done == 2
     assert r.rounds == 1
-    # hello (38) + root fingerprint range (~25) + end-of-turn + fin; hello + end-of-turn back
-    assert (r.bytes_a_to_b, r.bytes_b_to_a) == (107, 74)
+    # hello (64, with the compact-ranges capability and an 8-byte salt) + root fingerprint
+    # range (~25, plain) + end-of-turn + fin; hello + end-of-turn back
+    assert (r.bytes_a_to_b, r.bytes_b_to_a) == (133, 100)
     assert (r.frames_a_to_b, r.frames_b_to_a) == (4, 2)
 
 

@@ -38,7 +38,7 @@ class Mode(enum.IntEnum):
 
     SKIP = 0  # nothing to do here (equal, or resolved)
     FINGERPRINT = 1  # fingerprint + count of the sender's items in the range
-    ID_LIST = 2  # the sender's token prefixes in the range (a small range)
+    ID_LIST = 2  # the sender's token prefixes or short ids in the range (a small range)
     WANT_ALL = 3  # the sender holds nothing here: send every item of the range
 
 
@@ -59,6 +59,8 @@ class Range:
     fingerprint: bytes = b""
     count: int = 0
     tokens: bytes = b""
+    full: bool = False  # ID_LIST of whole 32-byte tokens (compact ranges: short ids collided)
+    summed: bool = False  # compact FINGERPRINT that is a sum of keyed tokens (decodable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +71,7 @@ class Hello:
     capabilities: tuple[str, ...]
     max_frame_bytes: int
     max_items: int
+    salt: bytes = b""  # this side's share of the session key (compact ranges)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,15 +80,24 @@ class Recon:
 
     set_index: int
     ranges: tuple[Range, ...]
+    compact: bool = False  # packed ranges, keyed fingerprints and short ids (protocol.md)
+    fingerprint_bytes: int = 0  # compact: the widths the sender used, checked on receipt
+    short_id_bytes: int = 0
 
 
 @dataclass(frozen=True, slots=True)
 class Want:
-    """Items the sender lacks: token prefixes it was offered, and parent ids by id."""
+    """Items the sender lacks: what it was offered in id lists, and parent ids by id.
+
+    ``tokens``: 16-byte token prefixes (plain id lists); ``short_ids``: keyed short ids
+    (compact id lists); ``full_tokens``: whole 32-byte tokens (compact fallback lists).
+    """
 
     set_index: int
     tokens: bytes = b""
     ids: tuple[bytes, ...] = ()
+    short_ids: bytes = b""
+    full_tokens: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)

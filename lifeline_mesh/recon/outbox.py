@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lifeline.errors import LocalProtocolError
+from lifeline.errors import LocalProtocolError, RemoteProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
+from lifeline_mesh.recon.dialect import FULL_TOKEN_BYTES, PLAIN, Dialect
 from lifeline_mesh.recon.frames import Fetch, Items, Mode, Range, Recon, Want
 from lifeline_mesh.recon.ranges import Responder
 from lifeline_mesh.recon.sets import LIST_TOKEN_BYTES
@@ -42,11 +43,24 @@ class SetOutbox:
         return not any(r.mode is Mode.FINGERPRINT for r in responder.reply.ranges)
 
     def want(self, responder: Responder, want: Want) -> None:
-        """Record what the peer asked for (unknown tokens are ignored: nothing to send)."""
-        for k in range(0, len(want.tokens) - LIST_TOKEN_BYTES + 1, LIST_TOKEN_BYTES):
-            index = responder.offered.get(want.tokens[k : k + LIST_TOKEN_BYTES])
-            if index is not None:
-                self._indices.add(index)
+        """Record what the peer asked for (names never offered are ignored: nothing to send).
+
+        A name offered for several items (short ids of two ranges colliding) sends them all.
+        """
+        short = responder.dialect.list_id_bytes if responder.dialect.compact else 0
+        for names, width in (
+            (want.tokens, LIST_TOKEN_BYTES),
+            (want.short_ids, short),
+            (want.full_tokens, FULL_TOKEN_BYTES),
+        ):
+            if not names:
+                continue
+            if not width or len(names) % width:
+                raise RemoteProtocolError(
+                    f"want of {len(names)} bytes does not match the {width}-byte names offered"
+                )
+            for k in range(0, len(names), width):
+                self._indices.update(responder.offered.get(names[k : k + width], ()))
         self._ids.extend(want.ids)
 
     @staticmethod
@@ -54,18 +68,24 @@ class SetOutbox:
         """Whether our next turn needs an answer (ranges to settle or items to request)."""
         reply = responder.reply
         settled = not reply.trimmed()
-        return bool(not settled or reply.want_tokens or (settled and pool.has_unasked()))
+        return bool(not settled or reply.wants_any() or (settled and pool.has_unasked()))
 
     @staticmethod
     def wants(index: int, responder: Responder, pool: OrphanPool) -> Want | None:
-        tokens = b"".join(responder.reply.want_tokens)
+        reply = responder.reply
         # While ranges are still being settled, a missing parent is likely to come anyway;
         # ask for parents by id only once reconciliation of the set is over.
-        settled = not responder.reply.trimmed()
+        settled = not reply.trimmed()
         ids = tuple(pool.unasked_parents()) if settled else ()
-        if not tokens and not ids:
+        if not reply.wants_any() and not ids:
             return None
-        return Want(index, tokens, ids)
+        return Want(
+            index,
+            b"".join(reply.want_tokens),
+            ids,
+            short_ids=b"".join(reply.want_short),
+            full_tokens=b"".join(reply.want_full),
+        )
 
     def plan(self, index: int, responder: Responder, chunk: int) -> list[Fetch]:
         """Fetch requests for everything owed this turn, parents first; clears the outbox."""
@@ -116,17 +136,25 @@ class SetOutbox:
         return frames
 
     @staticmethod
-    def recon_frames(index: int, ranges: Sequence[Range], budget: int) -> list[Recon]:
+    def recon_frames(
+        index: int, ranges: Sequence[Range], budget: int, dialect: Dialect = PLAIN
+    ) -> list[Recon]:
+        def recon(part: list[Range]) -> Recon:
+            if not dialect.compact:
+                return Recon(index, tuple(part))
+            widths = (dialect.fingerprint_bytes, dialect.list_id_bytes)
+            return Recon(index, tuple(part), True, *widths)
+
         frames: list[Recon] = []
         part: list[Range] = []
         size = 0
         for rng in ranges:
             cost = _RANGE_OVERHEAD + len(rng.tokens)
             if part and size + cost > budget:
-                frames.append(Recon(index, tuple(part)))
+                frames.append(recon(part))
                 part, size = [], 0
             part.append(rng)
             size += cost
         if part:
-            frames.append(Recon(index, tuple(part)))
+            frames.append(recon(part))
         return frames

@@ -95,7 +95,10 @@ class SessionPair:
         names: Sequence[str] = ("entries",),
         limits: SessionLimits | None = None,
         faults: FaultHook | None = None,
+        limits_b: SessionLimits | None = None,
     ) -> None:
+        """``limits_b``, when given, are the responder's (e.g. a node without compact
+        ranges); otherwise both sides use ``limits``."""
         self.sides = {"a": list(a), "b": list(b)}
         self.sessions = {
             "a": Session(
@@ -110,7 +113,7 @@ class SessionPair:
                 line,
                 [(n, s.codec) for n, s in zip(names[: len(b)], b, strict=True)],
                 0.0,
-                limits,
+                limits if limits_b is None else limits_b,
             ),
         }
         self.queues: dict[str, deque[bytes]] = {"a": deque(), "b": deque()}  # inbox of side

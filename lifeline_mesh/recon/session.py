@@ -10,11 +10,20 @@ other side lacks travel inside the turns, parents first. See docs/protocol.md.
 from __future__ import annotations
 
 import enum
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry, LocalProtocolError, PeerError, RemoteProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
+from lifeline_mesh.recon.dialect import (
+    COMPACT_CAPABILITY,
+    PLAIN,
+    SALT_BYTES,
+    Dialect,
+    compact,
+    session_key,
+)
 from lifeline_mesh.recon.frames import (
     Abort,
     Deliver,
@@ -71,6 +80,10 @@ class SessionLimits:
     leaf: int = 12
     fetch_chunk: int = 256
     session_timeout: float = 3600.0
+    # Compact ranges (docs/protocol.md): offered in the hello, used when both sides offer it.
+    compact_ranges: bool = True
+    fingerprint_bytes: int = 8  # keyed fingerprints of the ranges this side sends
+    short_id_bytes: int = 6  # keyed short ids in the id lists this side sends
 
 
 @dataclass(slots=True)
@@ -95,9 +108,9 @@ class _SetState:
         self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
         self.outbox = SetOutbox()
 
-    def load(self, snap: Snapshot, limits: SessionLimits) -> None:
+    def load(self, snap: Snapshot, limits: SessionLimits, dialect: Dialect) -> None:
         self.snap = snap
-        self.responder = Responder(snap, branch=limits.branch, leaf=limits.leaf)
+        self.responder = Responder(snap, branch=limits.branch, leaf=limits.leaf, dialect=dialect)
 
     def known(self, item_id: bytes) -> bool:
         return item_id in self.received or item_id in self.externals or self.snap.knows(item_id)
@@ -113,6 +126,7 @@ class Session:
         sets: Sequence[tuple[str, ItemCodec]],
         now: float,
         limits: SessionLimits | None = None,
+        salt: bytes | None = None,
     ) -> None:
         self.role = role
         self.line = line
@@ -126,6 +140,11 @@ class Session:
         self._plan: list[Fetch] = []
         self._finish_with_fin = False
         self._peer_frame_cap = self.limits.max_frame_bytes
+        # Our share of the session key (compact ranges): fresh per session unless a test
+        # pins it. The form of the ranges we send stays plain until both hellos agree.
+        self._salt = os.urandom(SALT_BYTES) if salt is None else salt
+        self._key: bytes | None = None
+        self._dialect = PLAIN
 
     @property
     def set_names(self) -> list[str]:
@@ -147,7 +166,7 @@ class Session:
         return self._load_all()
 
     def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
-        self._sets[set_index].load(snap, self.limits)
+        self._sets[set_index].load(snap, self.limits, self._dialect)
         self._loading.discard(set_index)
         if self._loading or self.role is Role.RESPONDER:
             return []
@@ -220,7 +239,8 @@ class Session:
             raise RemoteProtocolError(f"got {type(frame).__name__} before hello")
         if isinstance(frame, Recon):
             if not self._skippable(frame.set_index):
-                self._state(frame.set_index).responder.answer(frame.ranges)
+                incoming = self._incoming(frame)
+                self._state(frame.set_index).responder.answer(frame.ranges, incoming)
             return []
         if isinstance(frame, Want):
             return self._on_want(frame)
@@ -246,6 +266,7 @@ class Session:
             raise RemoteProtocolError(f"peer frame limit {hello.max_frame_bytes} is below 4096")
         self.peer_hello = hello
         self._peer_frame_cap = min(self.limits.max_frame_bytes, hello.max_frame_bytes)
+        self._agree_on_form(hello)
         if self.role is Role.INITIATOR:
             for state in self._sets:
                 state.active = state.name in hello.sets
@@ -254,6 +275,30 @@ class Session:
         self._sets = [mine.get(name) or _inactive(name, self.limits) for name in hello.sets]
         out: list[Effect] = [SendFrame(self._hello())]
         return out + self._load_all()
+
+    def _agree_on_form(self, hello: Hello) -> None:
+        """Compact ranges when both sides offer them; the key takes both salts."""
+        if not self.limits.compact_ranges or COMPACT_CAPABILITY not in hello.capabilities:
+            return
+        if self.role is Role.INITIATOR:
+            self._key = session_key(self._salt, hello.salt)
+        else:
+            self._key = session_key(hello.salt, self._salt)
+        self._dialect = compact(
+            self._key, self.limits.fingerprint_bytes, self.limits.short_id_bytes
+        )
+        for state in self._sets:
+            state.responder.dialect = self._dialect
+
+    def _incoming(self, frame: Recon) -> Dialect:
+        """The form a peer's ranges are in: plain, or compact with the widths it used."""
+        if not frame.compact:
+            return PLAIN
+        if self._key is None:
+            raise RemoteProtocolError(
+                f"got compact ranges, but {COMPACT_CAPABILITY} was not agreed in the hellos"
+            )
+        return compact(self._key, frame.fingerprint_bytes, frame.short_id_bytes)
 
     def _on_want(self, want: Want) -> list[Effect]:
         state = self._state(want.set_index)
@@ -344,7 +389,8 @@ class Session:
         return [SendFrame(EndOfTurn())]
 
     def _recon_frames(self, index: int, ranges: list[Range]) -> list[Effect]:
-        return [SendFrame(f) for f in SetOutbox.recon_frames(index, ranges, self._frame_budget())]
+        frames = SetOutbox.recon_frames(index, ranges, self._frame_budget(), self._dialect)
+        return [SendFrame(f) for f in frames]
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -353,10 +399,16 @@ class Session:
             protocol_version=PROTOCOL_VERSION,
             line=self.line,
             sets=tuple(s.name for s in self._sets if s.active),
-            capabilities=CAPABILITIES,
+            capabilities=self._capabilities(),
             max_frame_bytes=self.limits.max_frame_bytes,
             max_items=self.limits.max_items,
+            salt=self._salt if self.limits.compact_ranges else b"",
         )
+
+    def _capabilities(self) -> tuple[str, ...]:
+        if self.limits.compact_ranges:
+            return (*CAPABILITIES, COMPACT_CAPABILITY)
+        return CAPABILITIES
 
     def _load_all(self) -> list[Effect]:
         self._loading = {i for i, s in enumerate(self._sets) if s.active}

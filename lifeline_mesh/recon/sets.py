@@ -17,7 +17,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from lifeline_mesh.recon.frames import Bound
 
@@ -33,6 +33,7 @@ __all__ = [
 FINGERPRINT_BYTES = 16
 LIST_TOKEN_BYTES = 16  # token prefix used in id lists: 128 bits, collision-safe in practice
 _MOD = 1 << 256
+KEYED_TOKEN_PERSON = b"keyed-token"
 
 
 def token_of(item_id: bytes, version: bytes = b"") -> bytes:
@@ -120,6 +121,8 @@ class Snapshot:
         self._prefixes, self._positions = _id_index(self._ids)
         self._extra: set[bytes] = set(extra_known)
         self._keys = _Keys(self)
+        # per session key and width: keyed tokens by index, and the keyed hasher
+        self._keyed: dict[tuple[bytes, int], tuple[array[int], Any]] = {}
 
     @classmethod
     def empty(cls) -> Snapshot:
@@ -158,12 +161,46 @@ class Snapshot:
             return self._n
         return bisect_left(self._keys, (bound.height, bound.id_prefix))
 
-    def fingerprint(self, lo: int, hi: int) -> bytes:
+    def range_sum(self, lo: int, hi: int) -> bytes:
+        """The sum of the tokens of items ``lo..hi`` mod 2^256, 32 bytes little-endian."""
         total = int.from_bytes(self._sums[32 * hi : 32 * hi + 32], "little")
         total -= int.from_bytes(self._sums[32 * lo : 32 * lo + 32], "little")
-        digest = hashlib.sha256(
-            (total % _MOD).to_bytes(32, "little") + (hi - lo).to_bytes(8, "little")
-        )
+        return (total % _MOD).to_bytes(32, "little")
+
+    def keyed_sum(self, key: bytes, width: int, lo: int, hi: int) -> int:
+        """The sum mod 2^(8·width) of the keyed tokens ``blake2b(token, key)`` (``width``
+        ≤ 8 bytes) of items ``lo..hi``. Computed per item on demand and remembered for the
+        session: only ranges that differ ever get here, so a session touching a few ranges
+        of a large set hashes a few of its items, not all of them."""
+        values, keyed = self._keyed_state(key, width)
+        tokens = self._tokens
+        total = 0
+        for i in range(lo, hi):
+            value = values[i]
+            if not value:
+                hasher = keyed.copy()  # the key block is compressed once, not per item
+                hasher.update(tokens[32 * i : 32 * i + 32])
+                value = values[i] = int.from_bytes(hasher.digest(), "little")
+            total += value
+        return total & ((1 << (8 * width)) - 1)
+
+    def keyed_token(self, key: bytes, width: int, i: int) -> int:
+        return self.keyed_sum(key, width, i, i + 1)
+
+    def _keyed_state(self, key: bytes, width: int) -> tuple[array[int], Any]:
+        """Keyed tokens by index (0: not computed yet; a token that hashes to 0 is just
+        hashed again), 8 bytes per item, and the keyed hasher, per session key."""
+        state = self._keyed.get((key, width))
+        if state is None:
+            if not 1 <= width <= 8:
+                raise ValueError(f"keyed tokens are 1..8 bytes, not {width}")
+            hasher = hashlib.blake2b(digest_size=width, key=key, person=KEYED_TOKEN_PERSON)
+            state = self._keyed[(key, width)] = (array("Q", bytes(8 * self._n)), hasher)
+        return state
+
+    def fingerprint(self, lo: int, hi: int) -> bytes:
+        """The plain (v1) fingerprint: ``sha256(sum ‖ count)`` cut to 16 bytes."""
+        digest = hashlib.sha256(self.range_sum(lo, hi) + (hi - lo).to_bytes(8, "little"))
         return digest.digest()[:FINGERPRINT_BYTES]
 
     def bound_before(self, i: int) -> Bound:

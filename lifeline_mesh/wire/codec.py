@@ -24,6 +24,7 @@ from lifeline_mesh.recon.frames import (
     Want,
 )
 from lifeline_mesh.wire import sync_pb2 as pb
+from lifeline_mesh.wire.packed import pack_ranges, unpack_ranges
 
 __all__ = ["decode", "decode_bytes", "encode"]
 
@@ -54,14 +55,26 @@ def encode(frame: Frame) -> pb.Frame:
                 capabilities=list(frame.capabilities),
                 max_frame_bytes=frame.max_frame_bytes,
                 max_items=frame.max_items,
+                salt=frame.salt,
             )
         )
     if isinstance(frame, Recon):
+        if frame.compact:
+            packed = pack_ranges(frame.ranges, frame.fingerprint_bytes, frame.short_id_bytes)
+            return pb.Frame(recon=pb.Recon(set=frame.set_index, packed=packed))
         return pb.Frame(
             recon=pb.Recon(set=frame.set_index, ranges=[_range_pb(r) for r in frame.ranges])
         )
     if isinstance(frame, Want):
-        return pb.Frame(want=pb.Want(set=frame.set_index, tokens=frame.tokens, ids=frame.ids))
+        return pb.Frame(
+            want=pb.Want(
+                set=frame.set_index,
+                tokens=frame.tokens,
+                ids=frame.ids,
+                short_ids=frame.short_ids,
+                full_tokens=frame.full_tokens,
+            )
+        )
     if isinstance(frame, Items):
         externals = [pb.External(id=i, line=line) for i, line in frame.externals]
         return pb.Frame(items=pb.Items(set=frame.set_index, items=frame.items, externals=externals))
@@ -108,14 +121,23 @@ def decode(msg: pb.Frame) -> Frame:
             tuple(h.capabilities),
             h.max_frame_bytes,
             h.max_items,
+            bytes(h.salt),
         )
     if kind == "recon":
+        if msg.recon.packed:
+            if msg.recon.ranges:
+                raise RemoteProtocolError("a recon frame with both plain and packed ranges")
+            ranges, fp_bytes, id_bytes = unpack_ranges(bytes(msg.recon.packed))
+            return Recon(msg.recon.set, ranges, True, fp_bytes, id_bytes)
         return Recon(msg.recon.set, tuple(_range(r) for r in msg.recon.ranges))
     if kind == "want":
         ids = tuple(bytes(i) for i in msg.want.ids)
         if any(len(i) != 32 for i in ids):
             raise RemoteProtocolError("a wanted id is not 32 bytes")
-        return Want(msg.want.set, bytes(msg.want.tokens), ids)
+        want = msg.want
+        return Want(
+            want.set, bytes(want.tokens), ids, bytes(want.short_ids), bytes(want.full_tokens)
+        )
     if kind == "items":
         return _items(msg.items)
     if kind == "abort":

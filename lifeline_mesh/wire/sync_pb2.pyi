@@ -8,20 +8,22 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Hello(_message.Message):
-    __slots__ = ("protocol_version", "line", "sets", "capabilities", "max_frame_bytes", "max_items")
+    __slots__ = ("protocol_version", "line", "sets", "capabilities", "max_frame_bytes", "max_items", "salt")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     LINE_FIELD_NUMBER: _ClassVar[int]
     SETS_FIELD_NUMBER: _ClassVar[int]
     CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
     MAX_FRAME_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_ITEMS_FIELD_NUMBER: _ClassVar[int]
+    SALT_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     line: str
     sets: _containers.RepeatedScalarFieldContainer[str]
     capabilities: _containers.RepeatedScalarFieldContainer[str]
     max_frame_bytes: int
     max_items: int
-    def __init__(self, protocol_version: _Optional[int] = ..., line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., capabilities: _Optional[_Iterable[str]] = ..., max_frame_bytes: _Optional[int] = ..., max_items: _Optional[int] = ...) -> None: ...
+    salt: bytes
+    def __init__(self, protocol_version: _Optional[int] = ..., line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., capabilities: _Optional[_Iterable[str]] = ..., max_frame_bytes: _Optional[int] = ..., max_items: _Optional[int] = ..., salt: _Optional[bytes] = ...) -> None: ...
 
 class Bound(_message.Message):
     __slots__ = ("height", "id_prefix", "infinite")
@@ -58,22 +60,28 @@ class Range(_message.Message):
     def __init__(self, upper: _Optional[_Union[Bound, _Mapping]] = ..., mode: _Optional[_Union[Range.Mode, str]] = ..., fingerprint: _Optional[bytes] = ..., count: _Optional[int] = ..., tokens: _Optional[bytes] = ...) -> None: ...
 
 class Recon(_message.Message):
-    __slots__ = ("set", "ranges")
+    __slots__ = ("set", "ranges", "packed")
     SET_FIELD_NUMBER: _ClassVar[int]
     RANGES_FIELD_NUMBER: _ClassVar[int]
+    PACKED_FIELD_NUMBER: _ClassVar[int]
     set: int
     ranges: _containers.RepeatedCompositeFieldContainer[Range]
-    def __init__(self, set: _Optional[int] = ..., ranges: _Optional[_Iterable[_Union[Range, _Mapping]]] = ...) -> None: ...
+    packed: bytes
+    def __init__(self, set: _Optional[int] = ..., ranges: _Optional[_Iterable[_Union[Range, _Mapping]]] = ..., packed: _Optional[bytes] = ...) -> None: ...
 
 class Want(_message.Message):
-    __slots__ = ("set", "tokens", "ids")
+    __slots__ = ("set", "tokens", "ids", "short_ids", "full_tokens")
     SET_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
+    SHORT_IDS_FIELD_NUMBER: _ClassVar[int]
+    FULL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     set: int
     tokens: bytes
     ids: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, set: _Optional[int] = ..., tokens: _Optional[bytes] = ..., ids: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    short_ids: bytes
+    full_tokens: bytes
+    def __init__(self, set: _Optional[int] = ..., tokens: _Optional[bytes] = ..., ids: _Optional[_Iterable[bytes]] = ..., short_ids: _Optional[bytes] = ..., full_tokens: _Optional[bytes] = ...) -> None: ...
 
 class External(_message.Message):
     __slots__ = ("id", "line")
