@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import tempfile
 import time
@@ -67,6 +68,7 @@ async def run(n: int) -> None:
         shutil.copy(line_path(a, "ledger"), line_path(b, "ledger"))
         for root in (a, b):
             NodeConfig(shared_lines=["ledger"]).save(root)
+        os.sync()  # the files just written go to disk now, not during the timed session
         with serving(b) as (server, address):
             idle = rss(server.pid)
             report, took = await timed_sync(Node(a, insecure=True), address)

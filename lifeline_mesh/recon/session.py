@@ -163,7 +163,10 @@ class Session:
         self._started = now
         if self.role is Role.RESPONDER:
             return []
-        return self._load_all()
+        loads = self._load_all()
+        # The hello needs no snapshot: sent first, it lets the responder build its own
+        # snapshots while this side builds its (on a large line, half the in-sync time).
+        return [SendFrame(self._hello()), *loads]
 
     def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
         self._sets[set_index].load(snap, self.limits, self._dialect)
@@ -171,7 +174,7 @@ class Session:
         if self._loading or self.role is Role.RESPONDER:
             return []
         self._phase = _Phase.LISTENING
-        out: list[Effect] = [SendFrame(self._hello())]
+        out: list[Effect] = []
         for index, state in enumerate(self._sets):
             out += self._recon_frames(index, initial_ranges(state.snap))
         self.stats.rounds = 1

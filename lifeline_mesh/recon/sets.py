@@ -33,6 +33,9 @@ __all__ = [
 FINGERPRINT_BYTES = 16
 LIST_TOKEN_BYTES = 16  # token prefix used in id lists: 128 bits, collision-safe in practice
 _MOD = 1 << 256
+SUM_STRIDE = 16  # items per stored prefix sum
+# Snapshot positions in the id index: 4 bytes each where the platform has them.
+_POSITION = "I" if array("I").itemsize == 4 else "L"
 KEYED_TOKEN_PERSON = b"keyed-token"
 
 
@@ -62,9 +65,13 @@ class ItemCodec(Protocol):
 
 def _id_index(ids: bytes | bytearray) -> tuple[array[int], array[int]]:
     """Id prefixes sorted, with the snapshot position of each: a compact membership index."""
-    prefixes = array("Q", (int.from_bytes(ids[k : k + 8], "big") for k in range(0, len(ids), 32)))
-    order = sorted(range(len(prefixes)), key=prefixes.__getitem__)
-    return array("Q", (prefixes[n] for n in order)), array("L", order)
+    n = len(ids) // 32
+    # One sort of plain ints (C comparisons, no key function): prefix in the high bits,
+    # position in the low ones.
+    shift = max(n, 1).bit_length()
+    packed = sorted(int.from_bytes(ids[32 * i : 32 * i + 8], "big") << shift | i for i in range(n))
+    low = (1 << shift) - 1
+    return array("Q", (v >> shift for v in packed)), array(_POSITION, (v & low for v in packed))
 
 
 class _Keys(Sequence[tuple[int, bytes]]):
@@ -104,14 +111,18 @@ class Snapshot:
     def _load(self, rows: Iterable[tuple[int, bytes, bytes]], extra_known: Iterable[bytes]) -> None:
         # Built incrementally into flat buffers: no per-item Python objects survive.
         heights, ids, tokens = array("Q"), bytearray(), bytearray()
+        # Prefix sums only every SUM_STRIDE items (a range sum adds at most that many
+        # tokens more): 2 bytes per item instead of 32.
         sums = bytearray(32)
         acc = 0
-        for height, item_id, token in rows:
+        for n, (height, item_id, token) in enumerate(rows, 1):
             heights.append(height)
             ids += item_id
             tokens += token
-            acc = (acc + int.from_bytes(token, "little")) % _MOD
-            sums += acc.to_bytes(32, "little")
+            acc += int.from_bytes(token, "little")
+            if not n % SUM_STRIDE:
+                acc %= _MOD
+                sums += acc.to_bytes(32, "little")
         self._n = len(heights)
         self._heights = heights
         # Kept as bytearrays: converting to bytes would briefly double them.
@@ -163,9 +174,16 @@ class Snapshot:
 
     def range_sum(self, lo: int, hi: int) -> bytes:
         """The sum of the tokens of items ``lo..hi`` mod 2^256, 32 bytes little-endian."""
-        total = int.from_bytes(self._sums[32 * hi : 32 * hi + 32], "little")
-        total -= int.from_bytes(self._sums[32 * lo : 32 * lo + 32], "little")
-        return (total % _MOD).to_bytes(32, "little")
+        return ((self._prefix_sum(hi) - self._prefix_sum(lo)) % _MOD).to_bytes(32, "little")
+
+    def _prefix_sum(self, i: int) -> int:
+        """The sum of the tokens of items ``0..i`` (not reduced)."""
+        base = i // SUM_STRIDE
+        total = int.from_bytes(self._sums[32 * base : 32 * base + 32], "little")
+        tokens = self._tokens
+        for k in range(base * SUM_STRIDE, i):
+            total += int.from_bytes(tokens[32 * k : 32 * k + 32], "little")
+        return total
 
     def keyed_sum(self, key: bytes, width: int, lo: int, hi: int) -> int:
         """The sum mod 2^(8·width) of the keyed tokens ``blake2b(token, key)`` (``width``
