@@ -30,6 +30,7 @@ from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
+from lifeline_mesh.notary import verifier
 from lifeline_mesh.notary.sign import summarize
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering import Peering, PeeringOptions
@@ -143,6 +144,7 @@ class Node:
         in sync with static and discovered peers on its own (DESIGN §8)."""
         server = self.server(join_listen)
         address = await server.start(listen)
+        verifier.warm_up()  # signature workers ready before the first large batch arrives
         try:
             with recorded_node_state(self.root, self._state(address, peering)):
                 if ready is not None:

@@ -1,0 +1,198 @@
+"""Checking many ed25519 signatures in worker processes, beside the node's own process.
+
+Admission has to verify every received attestation (about 60 µs each on our benchmark
+machine), and an initial sync receives them by the hundred thousand. Threads do not help
+here: each libsodium call is short, and a verifying thread has to take the GIL back between
+calls while the event loop's thread decodes and stores, so the two ran one after the other
+(measured: verification in a thread beside a Python loop took the sum of both; two
+processes verifying at once each kept their full speed). A worker process verifies at
+full speed on another core while this process decodes and stores.
+
+A worker only answers "which is the first item whose signature does not verify over its
+statement"; every other admission rule stays in this process
+(:func:`lifeline_mesh.notary.admission.check_items`, which also words the refusal). Small
+batches (tests, the live sync of a few entries) are verified here: handing them over would
+cost more than it saves. A worker is ``python -m lifeline_mesh.notary.sigworker``, a plain
+child process (not ``multiprocessing``, which re-imports the parent's main script); it
+reads requests on stdin and exits when stdin closes, so it never outlives the node.
+
+Wire format on the pipes (all integers 4-byte big-endian): a request is a count, then each
+item as length ‖ bytes; the reply is the index of the first bad item, or -1 (signed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import IO, BinaryIO
+
+from nacl.exceptions import BadSignatureError
+from nacl.signing import VerifyKey
+
+__all__ = [
+    "MIN_OFFLOAD",
+    "first_bad_in",
+    "first_bad_signature",
+    "read_exact",
+    "serve_requests",
+    "warm_up",
+    "worker_count",
+]
+
+KEY_BYTES = 32
+SIG_BYTES = 64
+MIN_OFFLOAD = 64  # items; smaller batches are verified in this process
+_U32 = struct.Struct(">I")
+_I32 = struct.Struct(">i")
+
+
+def worker_count() -> int:
+    """One core stays with the node (decode, store); the others verify."""
+    return max(1, min(4, (os.cpu_count() or 2) - 1))
+
+
+def first_bad_in(items: Sequence[bytes]) -> int:
+    """Index of the first item whose signature does not verify over its statement, or -1.
+
+    An item is ``statement ‖ public key (32) ‖ signature (64)`` (docs/notary.md).
+    """
+    keys: dict[bytes, VerifyKey] = {}
+    for n, item in enumerate(items):
+        if len(item) <= KEY_BYTES + SIG_BYTES:
+            return n
+        raw_key = item[-(KEY_BYTES + SIG_BYTES) : -SIG_BYTES]
+        try:
+            key = keys.get(raw_key) or keys.setdefault(raw_key, VerifyKey(raw_key))
+            key.verify(item[: -(KEY_BYTES + SIG_BYTES)], item[-SIG_BYTES:])
+        except (BadSignatureError, ValueError, TypeError):
+            return n
+    return -1
+
+
+def read_exact(stream: IO[bytes], size: int) -> bytes:
+    """Exactly ``size`` bytes from ``stream``; EOFError when it ends first."""
+    data = stream.read(size)
+    if len(data) != size:
+        raise EOFError("signature worker pipe closed")
+    return data
+
+
+class _Worker:
+    """One child process; one request at a time (callers queue on its lock)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def _started(self) -> subprocess.Popen[bytes]:
+        proc = self._proc
+        if proc is None or proc.poll() is not None:
+            proc = self._proc = subprocess.Popen(
+                [sys.executable, "-m", "lifeline_mesh.notary.sigworker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+            )
+        return proc
+
+    def start(self) -> None:
+        with self._lock:
+            self._started()
+
+    def first_bad(self, items: Sequence[bytes]) -> int:
+        with self._lock:
+            proc = self._started()
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(_request(items))
+                proc.stdin.flush()
+                (bad,) = _I32.unpack(read_exact(proc.stdout, 4))
+                return int(bad)
+            except (OSError, EOFError, ValueError):
+                # The worker died (killed, out of memory): check here; next call restarts it.
+                self._stop(proc)
+                return first_bad_in(items)
+
+    def _stop(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = None
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._proc is not None:
+                self._stop(self._proc)
+
+
+def _request(items: Sequence[bytes]) -> bytes:
+    parts = [_U32.pack(len(items))]
+    for item in items:
+        parts += (_U32.pack(len(item)), item)
+    return b"".join(parts)
+
+
+_WORKERS: list[_Worker] = []
+_WORKERS_LOCK = threading.Lock()
+
+
+def _workers() -> list[_Worker]:
+    with _WORKERS_LOCK:
+        if not _WORKERS:
+            _WORKERS.extend(_Worker() for _ in range(worker_count()))
+        return _WORKERS
+
+
+@atexit.register
+def _close_workers() -> None:
+    for worker in _WORKERS:
+        worker.close()
+
+
+def warm_up() -> None:
+    """Start the workers now (a serving node does, before its first session)."""
+    for worker in _workers():
+        worker.start()
+
+
+async def first_bad_signature(items: Sequence[bytes]) -> int:
+    """``first_bad_in(items)``; a large batch is checked in the worker processes."""
+    if len(items) < MIN_OFFLOAD:
+        return await asyncio.to_thread(first_bad_in, items)
+    workers = _workers()
+    size = -(-len(items) // len(workers))
+    found = await asyncio.gather(
+        *(
+            asyncio.to_thread(worker.first_bad, items[k : k + size])
+            for worker, k in zip(workers, range(0, len(items), size), strict=False)
+        )
+    )
+    for part, bad in enumerate(found):
+        if bad >= 0:
+            return part * size + bad
+    return -1
+
+
+def serve_requests(source: BinaryIO, sink: BinaryIO) -> None:
+    """The worker's loop: answer requests until stdin closes."""
+    while True:
+        head = source.read(4)
+        if len(head) < 4:
+            return
+        (count,) = _U32.unpack(head)
+        items = []
+        for _ in range(count):
+            (size,) = _U32.unpack(read_exact(source, 4))
+            items.append(read_exact(source, size))
+        sink.write(_I32.pack(first_bad_in(items)))
+        sink.flush()
