@@ -236,9 +236,13 @@ def decode(item: bytes) -> Attestation:
     att = Attestation(role, subject, ts, node_id, extras, key, item[-SIG_BYTES:])
     # Strict framing: the fields re-encode to exactly these bytes, so the statement and the
     # item need not be framed again (they are what verify, the id and storage read).
+    # The sort key and the id are read for every received item: set here, they skip the
+    # lock that functools.cached_property takes on a first read (Python 3.11).
     cached = vars(att)
     cached["statement"] = body
     cached["item"] = item
+    cached["id"] = hashlib.sha256(item).digest()
+    cached["sort_key"] = ts_micros(ts)
     return att
 
 

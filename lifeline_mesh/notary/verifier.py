@@ -53,8 +53,8 @@ _I32 = struct.Struct(">i")
 
 
 def worker_count() -> int:
-    """One core stays with the node (decode, store); the others verify."""
-    return max(1, min(4, (os.cpu_count() or 2) - 1))
+    """One per core: they only compete with the node while it has signatures to check."""
+    return max(1, min(4, os.cpu_count() or 1))
 
 
 def first_bad_in(items: Sequence[bytes]) -> int:
