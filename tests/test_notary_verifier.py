@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from dataclasses import replace
 
 import pytest
@@ -112,3 +113,17 @@ def test_near_author_shapes_still_take_the_strict_path() -> None:
             decode(mangled + tail)
     decode(body + tail).verify()
     assert replace(att, ts="2026-03-01T00:00:00.000001Z").id != att.id
+
+
+async def test_without_a_worker_process_batches_are_checked_in_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(verifier, "MIN_OFFLOAD", 1)
+    monkeypatch.setattr(verifier, "_WORKERS", [])  # fresh workers, which cannot start
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    verifier.warm_up()  # must not raise: a serving node starts anyway
+    items = _items(90)
+    items[80] = _spoil(items[80])
+    for _ in range(verifier.MAX_FAILURES + 1):
+        assert await verifier.first_bad_signature(items) == 80
+    assert all(w._failures >= verifier.MAX_FAILURES for w in verifier._workers())

@@ -48,6 +48,7 @@ __all__ = [
 KEY_BYTES = 32
 SIG_BYTES = 64
 MIN_OFFLOAD = 64  # items; smaller batches are verified in this process
+MAX_FAILURES = 3  # failures in a row after which a worker is not started again
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 
@@ -84,39 +85,59 @@ def read_exact(stream: IO[bytes], size: int) -> bytes:
 
 
 class _Worker:
-    """One child process; one request at a time (callers queue on its lock)."""
+    """One child process; one request at a time (callers queue on its lock).
+
+    A worker that cannot start or keeps dying is given up after ``MAX_FAILURES`` failures
+    in a row: its batches are then checked in-process, as small ones are.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._failures = 0
 
     def _started(self) -> subprocess.Popen[bytes]:
         proc = self._proc
         if proc is None or proc.poll() is not None:
+            # The child must import this package even when the node found it through a
+            # path set at run time (a checkout, a test run): hand it our sys.path.
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
             proc = self._proc = subprocess.Popen(
                 [sys.executable, "-m", "lifeline_mesh.notary.sigworker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
+                env=env,
             )
         return proc
 
     def start(self) -> None:
         with self._lock:
-            self._started()
+            if self._failures < MAX_FAILURES:
+                try:
+                    self._started()
+                except OSError:
+                    self._failures += 1
 
     def first_bad(self, items: Sequence[bytes]) -> int:
         with self._lock:
-            proc = self._started()
-            assert proc.stdin is not None and proc.stdout is not None
+            if self._failures >= MAX_FAILURES:
+                return first_bad_in(items)
+            proc: subprocess.Popen[bytes] | None = None
             try:
+                proc = self._started()
+                assert proc.stdin is not None and proc.stdout is not None
                 proc.stdin.write(_request(items))
                 proc.stdin.flush()
                 (bad,) = _I32.unpack(read_exact(proc.stdout, 4))
-                return int(bad)
             except (OSError, EOFError, ValueError):
-                # The worker died (killed, out of memory): check here; next call restarts it.
-                self._stop(proc)
+                # Could not start, or died (killed, out of memory): check here; the next
+                # call starts a new worker.
+                self._failures += 1
+                if proc is not None:
+                    self._stop(proc)
                 return first_bad_in(items)
+            self._failures = 0
+            return int(bad)
 
     def _stop(self, proc: subprocess.Popen[bytes]) -> None:
         self._proc = None
