@@ -12,12 +12,12 @@ A worker only answers "which is the first item whose signature does not verify o
 statement"; every other admission rule stays in this process
 (:func:`lifeline_mesh.notary.admission.check_items`, which also words the refusal). Small
 batches (tests, the live sync of a few entries) are verified here: handing them over would
-cost more than it saves. A worker is ``python -m lifeline_mesh.notary.sigworker``, a plain
+cost more than it saves. A worker is ``python -m lifeline_mesh.sigworker``, a plain
 child process (not ``multiprocessing``, which re-imports the parent's main script); it
 reads requests on stdin and exits when stdin closes, so it never outlives the node.
 
-Wire format on the pipes (all integers 4-byte big-endian): a request is a count, then each
-item as length ‖ bytes; the reply is the index of the first bad item, or -1 (signed).
+The worker's side and the wire format are in :mod:`lifeline_mesh.sigworker`, which imports
+nothing of the node (a worker stays small).
 """
 
 from __future__ import annotations
@@ -25,63 +25,22 @@ from __future__ import annotations
 import asyncio
 import atexit
 import os
-import struct
 import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from typing import IO, BinaryIO
 
-from nacl.exceptions import BadSignatureError
-from nacl.signing import VerifyKey
+from lifeline_mesh.sigworker import I32, first_bad_in, read_exact, request_bytes
 
-__all__ = [
-    "MIN_OFFLOAD",
-    "first_bad_in",
-    "first_bad_signature",
-    "read_exact",
-    "serve_requests",
-    "warm_up",
-    "worker_count",
-]
+__all__ = ["MIN_OFFLOAD", "first_bad_in", "first_bad_signature", "warm_up", "worker_count"]
 
-KEY_BYTES = 32
-SIG_BYTES = 64
 MIN_OFFLOAD = 64  # items; smaller batches are verified in this process
 MAX_FAILURES = 3  # failures in a row after which a worker is not started again
-_U32 = struct.Struct(">I")
-_I32 = struct.Struct(">i")
 
 
 def worker_count() -> int:
     """One per core: they only compete with the node while it has signatures to check."""
     return max(1, min(4, os.cpu_count() or 1))
-
-
-def first_bad_in(items: Sequence[bytes]) -> int:
-    """Index of the first item whose signature does not verify over its statement, or -1.
-
-    An item is ``statement ‖ public key (32) ‖ signature (64)`` (docs/notary.md).
-    """
-    keys: dict[bytes, VerifyKey] = {}
-    for n, item in enumerate(items):
-        if len(item) <= KEY_BYTES + SIG_BYTES:
-            return n
-        raw_key = item[-(KEY_BYTES + SIG_BYTES) : -SIG_BYTES]
-        try:
-            key = keys.get(raw_key) or keys.setdefault(raw_key, VerifyKey(raw_key))
-            key.verify(item[: -(KEY_BYTES + SIG_BYTES)], item[-SIG_BYTES:])
-        except (BadSignatureError, ValueError, TypeError):
-            return n
-    return -1
-
-
-def read_exact(stream: IO[bytes], size: int) -> bytes:
-    """Exactly ``size`` bytes from ``stream``; EOFError when it ends first."""
-    data = stream.read(size)
-    if len(data) != size:
-        raise EOFError("signature worker pipe closed")
-    return data
 
 
 class _Worker:
@@ -103,7 +62,7 @@ class _Worker:
             # path set at run time (a checkout, a test run): hand it our sys.path.
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
             proc = self._proc = subprocess.Popen(
-                [sys.executable, "-m", "lifeline_mesh.notary.sigworker"],
+                [sys.executable, "-m", "lifeline_mesh.sigworker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
@@ -126,9 +85,9 @@ class _Worker:
             try:
                 proc = self._started()
                 assert proc.stdin is not None and proc.stdout is not None
-                proc.stdin.write(_request(items))
+                proc.stdin.write(request_bytes(items))
                 proc.stdin.flush()
-                (bad,) = _I32.unpack(read_exact(proc.stdout, 4))
+                (bad,) = I32.unpack(read_exact(proc.stdout, 4))
             except (OSError, EOFError, ValueError):
                 # Could not start, or died (killed, out of memory): check here; the next
                 # call starts a new worker.
@@ -154,13 +113,6 @@ class _Worker:
         with self._lock:
             if self._proc is not None:
                 self._stop(self._proc)
-
-
-def _request(items: Sequence[bytes]) -> bytes:
-    parts = [_U32.pack(len(items))]
-    for item in items:
-        parts += (_U32.pack(len(item)), item)
-    return b"".join(parts)
 
 
 _WORKERS: list[_Worker] = []
@@ -202,18 +154,3 @@ async def first_bad_signature(items: Sequence[bytes]) -> int:
         if bad >= 0:
             return part * size + bad
     return -1
-
-
-def serve_requests(source: BinaryIO, sink: BinaryIO) -> None:
-    """The worker's loop: answer requests until stdin closes."""
-    while True:
-        head = source.read(4)
-        if len(head) < 4:
-            return
-        (count,) = _U32.unpack(head)
-        items = []
-        for _ in range(count):
-            (size,) = _U32.unpack(read_exact(source, 4))
-            items.append(read_exact(source, size))
-        sink.write(_I32.pack(first_bad_in(items)))
-        sink.flush()
