@@ -4,9 +4,9 @@ It performs the session's effects against the sets (load snapshot, fetch, admit)
 channel (send), in order, and hands the session the next frame only when the effects are
 done. Bounded overlaps keep both peers busy: frames are read ahead (two at most), and one
 received batch is stored while the next is parsed and, for a set that checks signatures
-before storing, verified. A slow store therefore still slows
-the peer, through the transport's flow control. Input from the peer never escapes as
-anything but our error tree.
+before storing, verified. A slow store therefore still slows the peer, through the
+transport's flow control. Input from the peer never escapes as anything but our error
+tree.
 """
 
 from __future__ import annotations
