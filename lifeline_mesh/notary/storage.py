@@ -11,7 +11,6 @@ sorted, :meth:`fetch` the items' bytes, :meth:`admit` verifies and stores a rece
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import weakref
@@ -19,11 +18,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
 from lifeline.entry import Entry
-from lifeline.errors import InvalidEntry
+from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
 from lifeline.ledger import utc_now
 from lifeline.store.schema import apply_migrations, register_migrations
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.notary.admission import (
+    MAX_ADMIT_ITEMS,
     StoredContext,
     check_entry_times,
     check_items,
@@ -32,6 +32,7 @@ from lifeline_mesh.notary.admission import (
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role, decode
+from lifeline_mesh.notary.verifier import first_bad_signature
 
 __all__ = ["NotaryStore"]
 
@@ -170,9 +171,34 @@ class NotaryStore:
         Raises BadSignature / InvalidEntry (naming the item) and stores nothing when any
         item fails. Returns how many were new.
         """
-        # Signature checks release the GIL (libsodium): off the event loop, they overlap
-        # with decoding the next frames.
-        atts = await asyncio.to_thread(check_items, items, self._clock(), self.signers, self.skew_s)
+        return await self.commit(await self.prepare(items))
+
+    async def prepare(self, items: Sequence[bytes | Attestation]) -> list[Attestation]:
+        """The checks that need nothing stored: shape, signature, signer, not future-dated.
+
+        No store access, so a sync verifies one batch while the previous one is written.
+        Raises for the first bad item in batch order. The result is for :meth:`commit`.
+        """
+        if len(items) > MAX_ADMIT_ITEMS:
+            raise EntryTooLarge(
+                f"{len(items)} attestations in one batch, over the cap of {MAX_ADMIT_ITEMS}; "
+                "send smaller batches"
+            )
+        now, signers, skew = self._clock(), self.signers, self.skew_s
+        raws = [i.item if isinstance(i, Attestation) else i for i in items]
+        # The signatures are checked in a worker process (large batches) while this one
+        # decodes and stores; the other rules here.
+        bad = await first_bad_signature(raws)
+        if bad >= 0:
+            # Re-check up to the bad one here: the refusal names the first bad item in batch
+            # order, with its reason, exactly as a check in-process would.
+            check_items(items[: bad + 1], now, signers, skew)
+            raise BadSignature(f"attestation {bad} of the batch refused: it does not verify")
+        return check_items(items, now, signers, skew, signatures=False)
+
+    async def commit(self, atts: Sequence[Attestation]) -> int:
+        """Store attestations that passed :meth:`prepare`, after the checks against what is
+        held (timing, summaries), in one transaction; stores nothing if one fails."""
         skew, window = self.skew_s, self.backdate_window_s
 
         def tx(conn: sqlite3.Connection) -> int:

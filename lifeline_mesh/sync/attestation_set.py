@@ -8,7 +8,6 @@ signer, timing) is the notary's, all-or-nothing per batch.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 from lifeline.errors import InvalidEntry
@@ -31,7 +30,7 @@ class AttestationCodec:
                 f"attestation of {len(raw)} bytes is over the cap of {MAX_ITEM_BYTES}"
             )
         att = decode(raw)
-        return ParsedItem(id=hashlib.sha256(raw).digest(), version=b"", deps=(), raw=raw, value=att)
+        return ParsedItem(id=att.id, version=b"", deps=(), raw=raw, value=att)
 
 
 class AttestationSet:
@@ -51,6 +50,21 @@ class AttestationSet:
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult:
+        return await (await self.prepare(items, externals)).commit()
+
+    async def prepare(
+        self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
+    ) -> _Verified:
+        """Verify the batch's signatures (no store access); :meth:`_Verified.commit` stores it."""
         # The codec decoded each item already; admission verifies the decoded form.
         atts = [i.value if isinstance(i.value, Attestation) else i.raw for i in items]
-        return AdmitResult(await self.notary.admit(atts))
+        return _Verified(self.notary, await self.notary.prepare(atts))
+
+
+class _Verified:
+    def __init__(self, notary: NotaryStore, atts: list[Attestation]) -> None:
+        self._notary = notary
+        self._atts = atts
+
+    async def commit(self) -> AdmitResult:
+        return AdmitResult(await self._notary.commit(self._atts))

@@ -2,10 +2,11 @@
 
 It performs the session's effects against the sets (load snapshot, fetch, admit) and the
 channel (send), in order, and hands the session the next frame only when the effects are
-done. Two bounded overlaps keep both peers busy: frames are read ahead (two at most) and
-one received batch is stored while the next is parsed. A slow store therefore still slows
-the peer, through the transport's flow control. Input from the peer never escapes as
-anything but our error tree.
+done. Bounded overlaps keep both peers busy: frames are read ahead (two at most), and one
+received batch is stored while the next is parsed and, for a set that checks signatures
+before storing, verified. A slow store therefore still slows the peer, through the
+transport's flow control. Input from the peer never escapes as anything but our error
+tree.
 """
 
 from __future__ import annotations
@@ -36,12 +37,13 @@ from lifeline_mesh.recon.frames import (
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.sets import ParsedItem
 from lifeline_mesh.sync.driver_types import Channel
-from lifeline_mesh.sync.port import AdmitResult, ReconSet
+from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet
 from lifeline_mesh.sync.readahead import ReadAhead
 
 __all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
 
 IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session gives up
+ADMIT_DEPTH = 2  # received batches in flight: one being stored, the next being checked
 
 
 @dataclass(slots=True)
@@ -121,28 +123,38 @@ def _ends_turn(eff: Effect) -> bool:
 
 
 class _Admitter:
-    """Stores received batches one at a time, overlapping each write with the next read.
+    """Stores received batches in arrival order, overlapping the store with the next reads.
 
-    At most one batch is in flight and batches are stored in arrival order, so parents
-    are stored before children; each batch is still one transaction.
+    At most ``depth`` batches are in flight. Each batch is stored (one transaction) only
+    after the one before it is, so parents are stored before children. A set that is
+    :class:`Preparing` checks a batch (signatures) while the batch before it is stored;
+    once a batch fails, no later batch is stored.
     """
 
-    def __init__(self, report: SyncReport) -> None:
+    def __init__(self, report: SyncReport, depth: int = ADMIT_DEPTH) -> None:
         self._report = report
-        self._task: asyncio.Task[AdmitResult] | None = None
+        self._depth = depth
+        self._tasks: deque[asyncio.Task[AdmitResult | None]] = deque()
 
     async def submit(self, session: Session, target: ReconSet, eff: Deliver) -> list[Effect]:
-        failed = await self.drain(session)
-        if failed:
-            return failed
+        while len(self._tasks) >= self._depth:
+            failed = await self._settle_oldest(session)
+            if failed:
+                return failed
         items = [i for i in eff.items if isinstance(i, ParsedItem)]
-        self._task = asyncio.ensure_future(target.admit(items, eff.externals))
+        before = self._tasks[-1] if self._tasks else None
+        self._tasks.append(asyncio.ensure_future(_admit_after(before, target, items, eff)))
         return []
 
     async def drain(self, session: Session) -> list[Effect]:
-        task, self._task = self._task, None
-        if task is None:
-            return []
+        while self._tasks:
+            failed = await self._settle_oldest(session)
+            if failed:
+                return failed
+        return []
+
+    async def _settle_oldest(self, session: Session) -> list[Effect]:
+        task = self._tasks.popleft()
         try:
             result = await task
         except RemoteProtocolError as exc:
@@ -151,16 +163,34 @@ class _Admitter:
             return session.fail(exc, REFUSED_CODE)
         except LifelineError as exc:
             return session.fail(exc, "store")
-        self._report.entries_added += result.added
-        self._report.ts_lowered += result.updated
+        if result is not None:
+            self._report.entries_added += result.added
+            self._report.ts_lowered += result.updated
         return []
 
     async def cancel(self) -> None:
-        """On failure: let a batch already being written finish (it is atomic anyway)."""
-        task, self._task = self._task, None
-        if task is not None:
+        """On failure: let batches already in flight finish (each is atomic; those after a
+        failed one store nothing)."""
+        while self._tasks:
             with contextlib.suppress(Exception):
-                await task
+                await self._tasks.popleft()
+
+
+async def _admit_after(
+    before: asyncio.Task[AdmitResult | None] | None,
+    target: ReconSet,
+    items: list[ParsedItem],
+    eff: Deliver,
+) -> AdmitResult | None:
+    """Admit one batch once the batch ``before`` it is stored; None if that one failed."""
+    prepared = await target.prepare(items, eff.externals) if isinstance(target, Preparing) else None
+    if before is not None:
+        await asyncio.wait([before])
+        if before.cancelled() or before.exception() is not None:
+            return None  # the session fails on the earlier batch; store nothing after it
+    if prepared is not None:
+        return await prepared.commit()
+    return await target.admit(items, eff.externals)
 
 
 async def _perform(

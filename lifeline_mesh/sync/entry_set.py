@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline.lines import validate_line_name
-from lifeline.store.port import Store
+from lifeline.store.port import AppendResult, Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem, Snapshot, token_of
@@ -69,6 +69,13 @@ class EntrySet:
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult:
+        result = await self.append(items, externals)
+        return AdmitResult(result.count, len(result.ts_lowered))
+
+    async def append(
+        self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
+    ) -> AppendResult:
+        """Store a received batch (one transaction); the store's result names the new ids."""
         for ext_id, line in externals:
             try:
                 validate_line_name(line)
@@ -78,5 +85,4 @@ class EntrySet:
                 ) from exc
             await self.store.declare_external(ext_id.hex(), line)
         entries = [i.value for i in items if isinstance(i.value, Entry)]
-        result = await self.store.append_many(entries)
-        return AdmitResult(result.count, len(result.ts_lowered))
+        return await self.store.append_many(entries)

@@ -58,12 +58,10 @@ class NotarizedEntrySet(_Wrapper):
     ) -> AdmitResult:
         entries = [i.value for i in items if isinstance(i.value, Entry)]
         await self.notary.check_entries(entries)
-        held = await self.inner.store.contains(e.id for e in entries)
-        result = await self.inner.admit(items, externals)
-        fresh = [e.id for e in entries if e.id not in held]
-        if self.identity is not None and fresh:
-            await witness(self.inner.store, self.identity, fresh, self.clock())
-        return result
+        result = await self.inner.append(items, externals)
+        if self.identity is not None and result.added:
+            await witness(self.inner.store, self.identity, result.added, self.clock())
+        return AdmitResult(result.count, len(result.ts_lowered))
 
 
 class ReceiveOnly(_Wrapper):

@@ -4,17 +4,21 @@ A set has a name, a pure :class:`~lifeline_mesh.recon.sets.ItemCodec`, and three
 operations: a sorted snapshot of its keys and tokens, fetching raw items by id, and admitting
 received items in one atomic batch. Entries implement it today (``EntrySet``); the notary's
 attestations plug in the same way, without touching the protocol core.
+
+A set whose admission starts with checks that read nothing stored (signatures) may also be
+:class:`Preparing`: the driver then runs ``prepare`` on a batch while the previous batch is
+still being stored, and ``commit`` strictly after it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
 
-__all__ = ["AdmitResult", "FetchResult", "ReconSet"]
+__all__ = ["AdmitResult", "FetchResult", "Prepared", "Preparing", "ReconSet"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +47,24 @@ class ReconSet(Protocol):
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult: ...
+
+
+class Prepared(Protocol):
+    """A batch that passed the checks that need nothing stored; not stored yet."""
+
+    async def commit(self) -> AdmitResult:
+        """The checks against what is stored, then store the batch: all or nothing."""
+        ...
+
+
+@runtime_checkable
+class Preparing(Protocol):
+    """Optional capability of a ReconSet: ``admit`` split in two stages.
+
+    ``prepare`` must not read or write the store (it may run while an earlier batch is
+    being stored); ``(await prepare(b)).commit()`` must do what ``admit(b)`` does.
+    """
+
+    async def prepare(
+        self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
+    ) -> Prepared: ...
