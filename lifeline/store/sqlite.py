@@ -348,12 +348,21 @@ class SqliteStore:
             )
         return AppendResult(tuple(r[1] for r in new_rows), tuple(lowered))
 
+    @classmethod
+    def append_in(
+        cls,
+        conn: sqlite3.Connection,
+        entries: Sequence[Entry],
+        externals: Sequence[tuple[str, str]] = (),
+    ) -> AppendResult:
+        """``append_many`` inside a transaction of ``run_write`` (with other writes of the
+        same batch, so they commit together): declares ``externals`` (id, line) first."""
+        if externals:
+            conn.executemany("INSERT OR REPLACE INTO externals VALUES (?, ?)", externals)
+        return cls._append_tx(conn, entries) if entries else AppendResult(())
+
     async def declare_external(self, entry_id: str, line: str) -> None:
-        await self.run_write(
-            lambda conn: conn.execute(
-                "INSERT OR REPLACE INTO externals VALUES (?, ?)", (entry_id, line)
-            )
-        )
+        await self.run_write(lambda conn: self.append_in(conn, (), [(entry_id, line)]))
 
     # -- reads ---------------------------------------------------------------------
 

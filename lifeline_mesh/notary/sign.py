@@ -65,15 +65,20 @@ async def witness(
 
     Batches larger than MAX_WITNESS_IDS get one receipt per slice of that size.
     """
-    ids = sorted(set(entry_ids))
-    atts = [
-        sign(identity, Role.WITNESS, str(len(part)), now, *part)
-        for part in (ids[i : i + MAX_WITNESS_IDS] for i in range(0, len(ids), MAX_WITNESS_IDS))
-    ]
+    atts = receipts(identity, entry_ids, now)
     if atts:
         notary = await NotaryStore.attach(_sqlite(store))
         await notary.add(atts)
     return atts
+
+
+def receipts(identity: NodeIdentity, entry_ids: Sequence[str], now: str) -> list[Attestation]:
+    """The witness receipts of :func:`witness`, signed but not stored."""
+    ids = sorted(set(entry_ids))
+    return [
+        sign(identity, Role.WITNESS, str(len(part)), now, *part)
+        for part in (ids[i : i + MAX_WITNESS_IDS] for i in range(0, len(ids), MAX_WITNESS_IDS))
+    ]
 
 
 def fingerprint(ids: Sequence[str]) -> str:

@@ -226,27 +226,29 @@ class NotaryStore:
 
     async def check_entries(self, entries: Sequence[Entry]) -> None:
         """Admission check for received entries against the attestations already held."""
+        await self.store.run_read(lambda conn: self.check_entries_in(conn, entries))
+
+    def check_entries_in(self, conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
+        """:meth:`check_entries` on ``conn``, e.g. inside the transaction that stores them."""
         ids = sorted({e.id for e in entries} | {p for e in entries for p in e.parents})
-
-        def read(conn: sqlite3.Connection) -> tuple[dict[str, set[str]], dict[str, str]]:
-            signed: dict[str, set[str]] = defaultdict(set)
-            known: dict[str, str] = {}
-            for chunk in _chunks(ids):
-                marks = ",".join("?" * len(chunk))
-                for subject, ts in conn.execute(
-                    "SELECT subject, ts FROM attestations WHERE role = 'author' AND subject IN"
-                    f" ({marks})",
-                    chunk,
-                ):
-                    signed[subject].add(ts)
-                known.update(
-                    conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk)
-                )
-            return signed, known
-
-        signed, known = await self.store.run_read(read)
+        signed: dict[str, set[str]] = defaultdict(set)
+        known: dict[str, str] = {}
+        for chunk in _chunks(ids):
+            marks = ",".join("?" * len(chunk))
+            for subject, ts in conn.execute(
+                "SELECT subject, ts FROM attestations WHERE role = 'author'"
+                f" AND subject IN ({marks})",
+                chunk,
+            ):
+                signed[subject].add(ts)
+            known.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
         known.update({e.id: e.ts for e in entries})
         check_entry_times(entries, signed, known, self.skew_s)
+
+    @staticmethod
+    def insert_in(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
+        """Store this node's own attestations inside a transaction of ``run_write``."""
+        return _insert(conn, atts)
 
 
 def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredContext:

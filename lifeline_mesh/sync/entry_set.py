@@ -76,6 +76,15 @@ class EntrySet:
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AppendResult:
         """Store a received batch (one transaction); the store's result names the new ids."""
+        for ext_id, line in self.externals_of(externals):
+            await self.store.declare_external(ext_id, line)
+        entries = [i.value for i in items if isinstance(i.value, Entry)]
+        return await self.store.append_many(entries)
+
+    @staticmethod
+    def externals_of(externals: Sequence[tuple[bytes, str]]) -> list[tuple[str, str]]:
+        """A peer's cross-line declarations as (id, line), each line name checked."""
+        out: list[tuple[str, str]] = []
         for ext_id, line in externals:
             try:
                 validate_line_name(line)
@@ -83,6 +92,5 @@ class EntrySet:
                 raise RemoteProtocolError(
                     f"peer declared an external in a bad line: {exc}"
                 ) from exc
-            await self.store.declare_external(ext_id.hex(), line)
-        entries = [i.value for i in items if isinstance(i.value, Entry)]
-        return await self.store.append_many(entries)
+            out.append((ext_id.hex(), line))
+        return out

@@ -10,12 +10,15 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Sequence
 
 from lifeline.entry import Entry
 from lifeline.errors import PermissionDenied
+from lifeline.store.port import AppendResult
+from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import NodeIdentity
-from lifeline_mesh.notary.sign import witness
+from lifeline_mesh.notary.sign import receipts, witness
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
 from lifeline_mesh.sync.entry_set import EntrySet
@@ -57,10 +60,26 @@ class NotarizedEntrySet(_Wrapper):
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult:
         entries = [i.value for i in items if isinstance(i.value, Entry)]
-        await self.notary.check_entries(entries)
-        result = await self.inner.append(items, externals)
-        if self.identity is not None and result.added:
-            await witness(self.inner.store, self.identity, result.added, self.clock())
+        store = self.inner.store
+        if not isinstance(store, SqliteStore):
+            await self.notary.check_entries(entries)
+            result = await self.inner.append(items, externals)
+            if self.identity is not None and result.added:
+                await witness(store, self.identity, result.added, self.clock())
+            return AdmitResult(result.count, len(result.ts_lowered))
+        declared = self.inner.externals_of(externals)
+        identity, now, notary = self.identity, self.clock(), self.notary
+
+        def tx(conn: sqlite3.Connection) -> AppendResult:
+            # One transaction and one commit per received batch: the check against the
+            # attestations held, the entries, and the receipt for the new ones.
+            notary.check_entries_in(conn, entries)
+            result = SqliteStore.append_in(conn, entries, declared)
+            if identity is not None and result.added:
+                notary.insert_in(conn, receipts(identity, result.added, now))
+            return result
+
+        result = await store.run_write(tx)
         return AdmitResult(result.count, len(result.ts_lowered))
 
 

@@ -1,0 +1,80 @@
+"""A received batch of entries is admitted in one transaction: the check against the
+attestations held, the entries, and this node's witness receipt commit together or not at
+all."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lifeline.entry import Entry
+from lifeline.errors import BadSignature
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.notary.sign import sign_entries
+from lifeline_mesh.notary.statement import Role, decode
+from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.recon.entry_codec import EntryCodec
+from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.guards import NotarizedEntrySet
+
+NOW = "2026-03-01T12:00:00.000000Z"
+
+
+def _chain(n: int) -> list[Entry]:
+    out: list[Entry] = []
+    for k in range(n):
+        parents = (out[-1].id,) if out else ()
+        ts = f"2026-03-01T10:00:{k:02d}.000000Z"
+        out.append(Entry.create(ts=ts, kind="note", summary=f"e{k}", parents=parents))
+    return out
+
+
+async def _setup(tmp_path: Path) -> tuple[SqliteStore, NotaryStore, NotarizedEntrySet]:
+    store = await SqliteStore.open(tmp_path / "line.db")
+    notary = await NotaryStore.attach(store, clock=lambda: NOW)
+    witness = NodeIdentity.generate()
+    guarded = NotarizedEntrySet(EntrySet(store), notary, witness, lambda: NOW)
+    return store, notary, guarded
+
+
+async def _receipts(notary: NotaryStore) -> list[tuple[str, ...]]:
+    items = [decode(raw) for raw in await notary.items()]
+    return [a.extras for a in items if a.role is Role.WITNESS]
+
+
+async def test_a_refused_entry_leaves_nothing_of_its_batch(tmp_path: Path) -> None:
+    author = NodeIdentity.generate()
+    first, second = _chain(2)
+    store, notary, guarded = await _setup(tmp_path)
+    try:
+        await sign_entries(store, author, [first, second])  # held before the entries arrive
+        edited = second.with_ts("2026-03-01T10:00:59.000000Z")  # not the time signed
+        codec = EntryCodec()
+        batch = [codec.parse(e.to_json()) for e in (first, edited)]
+        with pytest.raises(BadSignature, match="time was edited"):
+            await guarded.admit(batch, [])
+        assert await store.count() == 0 and await _receipts(notary) == []
+
+        honest = [codec.parse(e.to_json()) for e in (first, second)]
+        result = await guarded.admit(honest, [])
+        assert result.added == 2 and await store.count() == 2
+        assert await _receipts(notary) == [tuple(sorted([first.id, second.id]))]
+        assert (await guarded.admit(honest, [])).added == 0  # again: nothing new, no receipt
+        assert len(await _receipts(notary)) == 1
+    finally:
+        await store.close()
+
+
+async def test_cross_line_parents_are_declared_in_the_same_transaction(tmp_path: Path) -> None:
+    other = "c" * 64
+    child = Entry.create(ts=NOW, kind="note", summary="child", parents=(other,))
+    store, _notary, guarded = await _setup(tmp_path)
+    try:
+        parsed = EntryCodec().parse(child.to_json())
+        result = await guarded.admit([parsed], [(bytes.fromhex(other), "research")])
+        assert result.added == 1 and await store.externals() == {other: "research"}
+        assert await store.children(other) == [child.id]
+    finally:
+        await store.close()
