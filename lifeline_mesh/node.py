@@ -52,14 +52,14 @@ from lifeline_mesh.transport.server import SyncServer
 
 __all__ = ["NODE_LIMITS", "Node"]
 
-# Items per fetch when this node sends: larger than the protocol's default (256), so a
-# receiver stores fewer, larger batches. Each received batch is one transaction plus one
-# witness receipt, and each commit rewrites every index page its rows touched (ids are
-# random, so each batch touches a large share of the leaves of the id indexes): an
-# initial sync of 20,000 signed entries cost the receiver ~4% less CPU with 1,024 than
-# with 256.
-# Frames stay under max_frame_bytes either way (~800 entries of 1.3 KB in 1 MiB).
-NODE_LIMITS = SessionLimits(fetch_chunk=1000)
+# A node's sessions move large batches: up to 6,400 items per fetch, in frames of up to
+# 8 MiB (the protocol's defaults are 256 and 1 MiB; a peer's smaller frame limit still
+# wins). Each received batch is one transaction, and each commit writes every index page
+# its rows touched; ids are random, so a batch of 1,000 already touches a large share of
+# the leaves of a big line's id indexes, and larger batches write each such page once for
+# more rows. An initial sync of 100k signed entries: 14.3 s with 1,000 per fetch, 12.4 s
+# with 3,200, 11.9 s with 6,400 (docs/benchmarks.md, Sync).
+NODE_LIMITS = SessionLimits(fetch_chunk=6400, max_frame_bytes=8 << 20)
 
 
 class Node:

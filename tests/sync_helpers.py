@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -55,16 +56,21 @@ async def raw_session(
 
     The sender's send limit is generous: the honest server's own limit must refuse.
     """
-    opts = [*grpc_options(8 << 20), *options]
+    opts = [*grpc_options(64 << 20), *options]
     if credentials is None:
         channel = grpc.aio.insecure_channel(address, options=opts)
     else:
         channel = grpc.aio.secure_channel(address, credentials, opts)
     async with channel as ch:
         call = ch.stream_stream(METHOD)()
-        for data in frames:
-            await call.write(data)
-        await call.done_writing()
+        try:
+            for data in frames:
+                await call.write(data)
+            await call.done_writing()
+        except (grpc.aio.AioRpcError, grpc.aio.UsageError, asyncio.InvalidStateError):
+            # the server ended the call while we were still writing (e.g. refused a frame
+            # above its limit): its status is what the caller checks
+            return [], await call.code()
         got: list[object] = []
         try:
             while (data := await call.read()) is not grpc.aio.EOF:

@@ -103,7 +103,9 @@ async def _still_serves(a_root: Path, address: str) -> None:
 
 
 async def test_misbehaving_peers_are_refused_and_the_node_keeps_serving(tmp_path: Path) -> None:
-    b = make_node(tmp_path / "b")
+    # the protocol's default frame limit (a node's own sessions allow 8 MiB): the cap is
+    # enforced the same way at any size, by the gRPC options derived from it
+    b = make_node(tmp_path / "b", limits=SessionLimits(max_frame_bytes=1 << 20))
     hello = _frame(Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6))
     tampered = BASE[0].to_json().replace(b"base-0", b"evil-0")
     async with serving(b) as (server, address):
