@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -101,3 +102,13 @@ def test_a_statement_resigned_under_another_node_id_is_named() -> None:
     honest.verify()
     with pytest.raises(BadSignature, match="re-signed under another node"):
         decode(forged.item).verify()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.datetimes(min_value=datetime(1970, 1, 1), max_value=datetime(9999, 12, 31)))
+def test_sort_keys_are_the_microseconds_since_the_epoch(moment: datetime) -> None:
+    stamp = moment.replace(tzinfo=UTC)
+    ts = stamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    expected = (stamp - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+    assert ts_micros(ts) == expected
+    assert ts_micros(ts) == ts_micros(ts)  # the cached second gives the same answer
