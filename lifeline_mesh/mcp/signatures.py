@@ -16,22 +16,23 @@ from lifeline.errors import InvalidEntry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import Role, decode
-from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.notary.storage import SUBJECT_KEY, NotaryStore, receipts_naming
 
 __all__ = ["entry_signatures"]
 
 
 def _items_about(conn: sqlite3.Connection, entry_id: str) -> list[bytes]:
-    authored = conn.execute(
-        "SELECT item FROM attestations WHERE role = 'author' AND subject = ? ORDER BY sort_key",
-        (entry_id,),
-    ).fetchall()
-    witnessed = conn.execute(
-        "SELECT a.item FROM witnessed w JOIN attestations a ON a.id = w.att_id"
-        " WHERE w.entry_id = ? ORDER BY a.sort_key",
-        (entry_id,),
-    ).fetchall()
-    return [bytes(r[0]) for r in (*authored, *witnessed)]
+    authored = [
+        (item,)
+        for subject, item in conn.execute(
+            f"SELECT subject, item FROM attestations WHERE role = 'author' AND {SUBJECT_KEY} = ?"
+            " ORDER BY sort_key",
+            (entry_id[:16],),
+        )
+        if subject == entry_id  # compared here: see NotaryStore's summary lookup
+    ]
+    witnessed = receipts_naming(conn, [entry_id]).get(entry_id, [])
+    return [bytes(r[0]) for r in authored] + [r.item for r in witnessed]
 
 
 def _describe(item: bytes, signers: FileSigners, entry_ts: str) -> dict[str, Any]:
