@@ -60,6 +60,8 @@ KNOWN_KINDS: frozenset[str] = frozenset(
 _CANONICAL_TS = re.compile(
     r"(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T(?:[01]\d|2[0-3]):[0-5]\d:[0-5]\d\.\d{6}Z"
 )
+# The json module's string escaper for ensure_ascii=False (its C version when available).
+_json_string = json.encoder.encode_basestring
 HASHED_FIELDS = ("kind", "author", "agent", "provider", "model", "summary", "body")
 ID_RE = re.compile(r"^[0-9a-f]{64}$")
 
@@ -253,10 +255,22 @@ class Entry:
         }
 
     def to_json(self) -> bytes:
-        """Compact, key-sorted JSON: the form entries travel in."""
-        return json.dumps(
-            self.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":")
-        ).encode("utf-8")
+        """Compact, key-sorted JSON: the form entries travel in.
+
+        Exactly ``json.dumps(self.to_dict(), ensure_ascii=False, sort_keys=True,
+        separators=(",", ":"))``, written out (keys in sorted order, strings escaped by the
+        json module's own function): a sync sends every entry this way, and the general
+        encoder is built anew on each call.
+        """
+        q = _json_string
+        key = "null" if self.dedup_key is None else q(self.dedup_key)
+        parents = ",".join([q(p) for p in self.parents])
+        return (
+            f'{{"agent":{q(self.agent)},"author":{q(self.author)},"body":{q(self.body)},'
+            f'"dedup_key":{key},"id":{q(self.id)},"kind":{q(self.kind)},'
+            f'"model":{q(self.model)},"parents":[{parents}],"provider":{q(self.provider)},'
+            f'"summary":{q(self.summary)},"ts":{q(self.ts)}}}'
+        ).encode()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], *, check: bool = True) -> Entry:

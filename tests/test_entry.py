@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -140,3 +141,24 @@ def test_json_round_trip_keeps_the_id(f: tuple[Any, ...]) -> None:
     )
     again = Entry.from_json(entry.to_json())
     assert again == entry
+
+
+@given(fields, st.one_of(st.none(), text))
+def test_wire_json_is_the_general_encoders_output(f: tuple[Any, ...], key: str | None) -> None:
+    entry = Entry.create(
+        ts="2026-01-01T00:00:00Z",
+        kind=f[0],
+        author=f[1],
+        agent=f[2],
+        provider=f[3],
+        model=f[4],
+        summary=f[5],
+        body=f[6],
+        parents=f[7],
+        dedup_key=key,
+    )
+    general = json.dumps(
+        entry.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":")
+    ).encode("utf-8")
+    assert entry.to_json() == general
+    assert Entry.from_json(entry.to_json()) == entry
