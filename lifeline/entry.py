@@ -279,26 +279,38 @@ class Entry:
             parents = data.get("parents") or []
             if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
                 raise TypeError("parents must be a list of ids")
-            values = {name: data[name] for name in ("id", "ts", *HASHED_FIELDS)}
-            if not all(isinstance(v, str) for v in values.values()):
+            # every entry received in a sync comes through here: fields read one by one
+            values = (
+                data["id"],
+                data["ts"],
+                data["kind"],
+                data["author"],
+                data["agent"],
+                data["provider"],
+                data["model"],
+                data["summary"],
+                data["body"],
+            )
+            if not all(isinstance(v, str) for v in values):
                 raise TypeError("id, ts and the hashed fields must be strings")
             dedup = data.get("dedup_key")
             if dedup is not None and not isinstance(dedup, str):
                 raise TypeError("dedup_key must be a string or null")
         except (KeyError, TypeError) as exc:
             raise InvalidEntry(f"malformed entry: {exc}") from exc
+        eid, ts, kind, author, agent, provider, model, summary, body = values
         entry = cls(
-            id=values["id"],
-            ts=normalize_ts(values["ts"]),
-            kind=values["kind"],
-            author=values["author"],
-            agent=values["agent"],
-            provider=values["provider"],
-            model=values["model"],
-            summary=values["summary"],
-            body=values["body"].strip(),
-            parents=tuple(sorted(parents)),
-            dedup_key=dedup,
+            eid,
+            normalize_ts(ts),
+            kind,
+            author,
+            agent,
+            provider,
+            model,
+            summary,
+            body.strip(),
+            tuple(sorted(parents)) if len(parents) > 1 else tuple(parents),
+            dedup,
         )
         if check:
             entry.verify()
