@@ -126,37 +126,32 @@ def test_canonical_form_is_injective(a: tuple[Any, ...], b: tuple[Any, ...]) -> 
         assert compute_id(*a) == compute_id(*b)
 
 
+def _entry(f: tuple[Any, ...], dedup_key: str | None = None) -> Entry:
+    kind, author, agent, provider, model, summary, body, parents = f
+    return Entry.create(
+        ts="2026-01-01T00:00:00Z",
+        kind=kind,
+        author=author,
+        agent=agent,
+        provider=provider,
+        model=model,
+        summary=summary,
+        body=body,
+        parents=parents,
+        dedup_key=dedup_key,
+    )
+
+
 @given(fields)
 def test_json_round_trip_keeps_the_id(f: tuple[Any, ...]) -> None:
-    entry = Entry.create(
-        ts="2026-01-01T00:00:00Z",
-        kind=f[0],
-        author=f[1],
-        agent=f[2],
-        provider=f[3],
-        model=f[4],
-        summary=f[5],
-        body=f[6],
-        parents=f[7],
-    )
+    entry = _entry(f)
     again = Entry.from_json(entry.to_json())
     assert again == entry
 
 
 @given(fields, st.one_of(st.none(), text))
 def test_wire_json_is_the_general_encoders_output(f: tuple[Any, ...], key: str | None) -> None:
-    entry = Entry.create(
-        ts="2026-01-01T00:00:00Z",
-        kind=f[0],
-        author=f[1],
-        agent=f[2],
-        provider=f[3],
-        model=f[4],
-        summary=f[5],
-        body=f[6],
-        parents=f[7],
-        dedup_key=key,
-    )
+    entry = _entry(f, key)
     general = json.dumps(
         entry.to_dict(), ensure_ascii=False, sort_keys=True, separators=(",", ":")
     ).encode("utf-8")
