@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from lifeline.entry import normalize_ts
-from lifeline.errors import InvalidEntry
+from lifeline.errors import InvalidEntry, StoreError
 from lifeline.ledger import CHUNK, Draft, Ledger
 from lifeline.store.memory import MemoryStore
 from lifeline.store.sqlite import SqliteStore
@@ -157,3 +157,31 @@ def test_ts_fast_path_agrees_with_the_full_parse(text: str) -> None:
         return
     got = normalize_ts(text)
     assert got == moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@pytest.mark.parametrize("in_place", [True, False])
+async def test_a_failed_commit_rolls_back_and_leaves_the_line_writable(
+    tmp_path: Path, in_place: bool
+) -> None:
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+
+        def setup(conn: sqlite3.Connection) -> None:
+            conn.execute("PRAGMA foreign_keys = ON")  # checked at COMMIT for deferred keys
+            conn.execute("CREATE TABLE p (id INTEGER PRIMARY KEY)")
+            conn.execute(
+                "CREATE TABLE c (pid INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)"
+            )
+
+        await store.run_read(setup)
+
+        def orphan(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO c VALUES (42)")  # fails only when committed
+
+        write = store.run_short_write if in_place else store.run_write
+        with pytest.raises(StoreError, match="FOREIGN KEY"):
+            await write(orphan)
+        assert not await store.run_read(lambda conn: conn.in_transaction)
+        rows = await store.run_read(lambda conn: conn.execute("SELECT count(*) FROM c").fetchone())
+        assert rows[0] == 0
+        await Ledger(store).append(Draft(kind="note", summary="still writable"))
+        assert await store.count() == 1

@@ -163,13 +163,7 @@ class SqliteStore:
                 return False, None
             finally:
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            try:
-                result = fn(conn)
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-            return True, result
+            return True, _in_transaction(conn, fn)
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite error on {self.path}: {exc}") from exc
         finally:
@@ -189,13 +183,7 @@ class SqliteStore:
 
         def tx() -> T:
             self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                result = fn(self._conn)
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-            return result
+            return _in_transaction(self._conn, fn)
 
         return tx
 
@@ -518,6 +506,19 @@ class SqliteStore:
             # get() turns a miss on a stored row into CorruptRow; verify reports it in full
             log.debug("skipping undecodable row %s in %s: %s", row[0], self.path, exc)
             return None
+
+
+def _in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn(conn)`` then COMMIT, inside a transaction already begun; rolled back if either
+    fails (a failed COMMIT, e.g. a full disk, must not leave the transaction open)."""
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
 
 
 def _page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[tuple[Any, ...]]:
