@@ -102,8 +102,9 @@ SUBJECT_KEY = "substr(subject, 1, 16)"
 ENTRY_KEY_CHARS = 16
 
 _CHUNK = 500
-# Attestations a node signs in one go that are written in place when the line is idle
-# (SqliteStore.run_short_write): a local write's own signature, a receipt, a summary.
+# Rows (attestations and the ids they index) a node's own signatures may write in place
+# when the line is idle (SqliteStore.run_short_write): a local write's own signature, a
+# small receipt, a summary; larger ones go to the worker thread.
 SHORT_WRITE = 64
 
 
@@ -289,7 +290,8 @@ class NotaryStore:
 
     async def add(self, atts: Sequence[Attestation]) -> int:
         """Store attestations this node just signed (no peer input, no checks needed)."""
-        write = self.store.run_short_write if len(atts) <= SHORT_WRITE else self.store.run_write
+        rows = len(atts) + sum(len(a.extras) for a in atts)  # a receipt indexes each id
+        write = self.store.run_short_write if rows <= SHORT_WRITE else self.store.run_write
         return await write(lambda conn: _insert(conn, atts))
 
     async def items(self) -> list[bytes]:
