@@ -21,6 +21,7 @@ from lifeline.entry import Entry
 from lifeline.ledger import Draft, Ledger
 from lifeline.store.schema import apply_migrations
 from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_writes import append_tx
 
 BODY = "x" * 150
 
@@ -37,7 +38,7 @@ def direct(path: Path, n: int) -> float:
         entry = Entry.create(
             ts="2026-01-01T00:00:00Z", kind="note", summary=f"e{k}", body=BODY, parents=tips
         )
-        SqliteStore._append_tx(conn, [entry])
+        append_tx(conn, [entry])
         conn.execute("COMMIT")
 
     for k in range(n):  # warm-up, so both runs write into a line of the same size

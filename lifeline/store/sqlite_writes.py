@@ -1,0 +1,182 @@
+"""The write side of the SQLite adapter: one batch stored on a connection, inside a write
+transaction the caller has begun (``SqliteStore`` runs these on its worker thread, or in
+place for a short local write). Pure functions of a ``sqlite3.Connection``: no threads, no
+event loop.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+from lifeline.entry import Entry
+from lifeline.store.order import order_batch
+from lifeline.store.port import AppendResult
+
+__all__ = ["append_tx", "id_chunks", "in_transaction"]
+
+T = TypeVar("T")
+
+
+def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResult:
+    """Store ``entries`` on ``conn`` inside a write transaction already begun: heights,
+    row numbers, parent links, the tips, dedup keys and earliest ts (see SqliteStore)."""
+    own = {e.id for e in entries}
+    named = {p for e in entries for p in e.parents}
+    # One lookup for heights, row numbers and stored ts; externals only for parents
+    # found nowhere else.
+    known, stamps, seqs = _lookup(conn, own | named)
+    existing_ts = {i: stamps[i] for i in own if i in stamps}
+    unresolved = named - own - known.keys()
+    externals = _externals_among(conn, unresolved) if unresolved else {}
+    ordered = order_batch(entries, known.get, externals)
+    new_rows: list[tuple[Any, ...]] = []
+    links: list[tuple[int, int]] = []
+    foreign: list[tuple[str, int]] = []
+    lowered: list[str] = []
+    seq = _last_seq(conn) if len(existing_ts) < len(own) else 0
+    for entry, height in ordered:
+        old_ts = existing_ts.get(entry.id)
+        if old_ts is not None:
+            if entry.ts < old_ts:
+                lowered.append(entry.id)
+                existing_ts[entry.id] = entry.ts
+            continue
+        existing_ts[entry.id] = entry.ts
+        seq += 1  # rows are numbered here, so links can name them before they exist
+        seqs[entry.id] = seq
+        new_rows.append(
+            (
+                seq,
+                entry.id,
+                entry.ts,
+                entry.kind,
+                entry.author,
+                entry.agent,
+                entry.provider,
+                entry.model,
+                entry.summary,
+                entry.body,
+                _parents_json(entry.parents),
+                entry.dedup_key,
+                height,
+            )
+        )
+        for parent in set(entry.parents):
+            parent_seq = seqs.get(parent)
+            if parent_seq is None:
+                foreign.append((parent, seq))
+            else:
+                links.append((parent_seq, seq))
+    if lowered:
+        conn.executemany(
+            "UPDATE entries SET ts = ? WHERE id = ? AND ts > ?",
+            [(existing_ts[i], i, existing_ts[i]) for i in lowered],
+        )
+    if new_rows:
+        keys = [r[11] for r in new_rows if r[11] is not None]
+        taken = _taken_keys(conn, keys)
+        seen: set[str] = set()
+        for n, row in enumerate(new_rows):
+            key = row[11]
+            if key is not None and (key in taken or key in seen):
+                new_rows[n] = (*row[:11], None, row[12])
+            elif key is not None:
+                seen.add(key)
+        fresh = {r[1] for r in new_rows}
+        conn.executemany(
+            "INSERT INTO entries (seq, id, ts, kind, author, agent, provider, model,"
+            " summary, body, parents, dedup_key, height) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            new_rows,
+        )
+        conn.executemany("INSERT OR IGNORE INTO links VALUES (?, ?)", links)
+        if foreign:
+            conn.executemany("INSERT OR IGNORE INTO foreign_links VALUES (?, ?)", foreign)
+        # Only the batch's net effect on the tips: a chain of 1,000 adds one tip and
+        # removes one, instead of 1,000 inserts and 1,000 deletes.
+        parents = {p for e in entries if e.id in fresh for p in e.parents}
+        conn.executemany(
+            "INSERT OR IGNORE INTO tips VALUES (?)",
+            [(i,) for i in fresh if i not in parents],
+        )
+        conn.executemany("DELETE FROM tips WHERE id = ?", [(p,) for p in parents if p not in fresh])
+    return AppendResult(tuple(r[1] for r in new_rows), tuple(lowered))
+
+
+def in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
+    """``fn(conn)`` then COMMIT, inside a transaction already begun; rolled back if either
+    fails (a failed COMMIT, e.g. a full disk, must not leave the transaction open)."""
+    try:
+        result = fn(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _parents_json(parents: tuple[str, ...]) -> str:
+    """``json.dumps(list(parents))``, without the encoder for the usual hex ids."""
+    if not parents:
+        return "[]"
+    joined = "".join(parents)
+    if joined.isascii() and joined.isalnum():  # nothing to escape
+        return '["' + '", "'.join(parents) + '"]'
+    return json.dumps(list(parents))
+
+
+def id_chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def _lookup(
+    conn: sqlite3.Connection, ids: set[str]
+) -> tuple[dict[str, int], dict[str, str], dict[str, int]]:
+    """Height, stored ts and row number of those ``ids`` that are stored."""
+    heights: dict[str, int] = {}
+    stamps: dict[str, str] = {}
+    seqs: dict[str, int] = {}
+    for chunk in id_chunks(sorted(ids), 500):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id, height, ts, seq FROM entries WHERE id IN ({marks})"
+        for eid, height, ts, seq in conn.execute(sql, chunk):
+            heights[eid] = height
+            stamps[eid] = ts
+            seqs[eid] = seq
+    return heights, stamps, seqs
+
+
+def _last_seq(conn: sqlite3.Connection) -> int:
+    """The highest row number ever given (a deleted last row's number is not reused, as
+    with AUTOINCREMENT: readers that remember how far they have read rely on that)."""
+    row = conn.execute(
+        "SELECT max(coalesce((SELECT max(seq) FROM entries), 0),"
+        " coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'entries'), 0))"
+    ).fetchone()
+    return int(row[0])
+
+
+def _externals_among(conn: sqlite3.Connection, ids: set[str]) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for chunk in id_chunks(sorted(ids), 500):
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id, line FROM externals WHERE id IN ({marks})"
+        found.update(conn.execute(sql, chunk).fetchall())
+    return found
+
+
+def _taken_keys(conn: sqlite3.Connection, keys: list[str]) -> set[str]:
+    taken: set[str] = set()
+    for chunk in id_chunks(keys, 500):
+        marks = ",".join("?" * len(chunk))
+        taken.update(
+            r[0]
+            for r in conn.execute(
+                f"SELECT dedup_key FROM entries WHERE dedup_key IN ({marks})", chunk
+            )
+        )
+    return taken
