@@ -24,13 +24,13 @@ from lifeline.lines import line_path, validate_line_name
 from lifeline.settings import load_limits
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh import offload
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
-from lifeline_mesh.notary import verifier
 from lifeline_mesh.notary.sign import summarize
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering import Peering, PeeringOptions
@@ -153,7 +153,7 @@ class Node:
         in sync with static and discovered peers on its own (DESIGN §8)."""
         server = self.server(join_listen)
         address = await server.start(listen)
-        verifier.warm_up()  # signature workers ready before the first large batch arrives
+        offload.warm_up()  # helper processes ready before the first large batch arrives
         try:
             with recorded_node_state(self.root, self._state(address, peering)):
                 if ready is not None:

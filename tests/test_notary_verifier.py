@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lifeline.errors import InvalidEntry
+from lifeline_mesh import offload
 from lifeline_mesh.identity import NodeIdentity
 from lifeline_mesh.notary import verifier
 from lifeline_mesh.notary.statement import Attestation, Role, _parse_frames, decode, sign
@@ -59,15 +60,15 @@ async def test_a_dead_worker_is_replaced_and_the_batch_still_checked(
 ) -> None:
     monkeypatch.setattr(verifier, "MIN_OFFLOAD", 1)
     items = _items(80)
-    verifier.warm_up()
-    for worker in verifier._workers():
+    offload.warm_up()
+    for worker in offload._workers():
         proc = worker._started()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     items[70] = _spoil(items[70])
     assert await verifier.first_bad_signature(items) == 70  # checked here meanwhile
     assert await verifier.first_bad_signature(items[:70]) == -1  # a new worker answers
-    assert all(w._started().poll() is None for w in verifier._workers())
+    assert all(w._started().poll() is None for w in offload._workers())
 
 
 _TS = st.builds(
@@ -119,11 +120,11 @@ async def test_without_a_worker_process_batches_are_checked_in_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(verifier, "MIN_OFFLOAD", 1)
-    monkeypatch.setattr(verifier, "_WORKERS", [])  # fresh workers, which cannot start
+    monkeypatch.setattr(offload, "_WORKERS", [])  # fresh workers, which cannot start
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
-    verifier.warm_up()  # must not raise: a serving node starts anyway
+    offload.warm_up()  # must not raise: a serving node starts anyway
     items = _items(90)
     items[80] = _spoil(items[80])
-    for _ in range(verifier.MAX_FAILURES + 1):
+    for _ in range(offload.MAX_FAILURES + 1):
         assert await verifier.first_bad_signature(items) == 80
-    assert all(w._failures >= verifier.MAX_FAILURES for w in verifier._workers())
+    assert all(w._failures >= offload.MAX_FAILURES for w in offload._workers())

@@ -22,6 +22,7 @@ from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
 from lifeline.ledger import utc_now
 from lifeline.store.schema import apply_migrations, register_migrations
 from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_writes import insert_rows
 from lifeline_mesh.notary.admission import (
     MAX_ADMIT_ITEMS,
     StoredContext,
@@ -119,9 +120,9 @@ def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
 
 def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
     before = conn.total_changes
-    conn.executemany(
-        "INSERT OR IGNORE INTO attestations (id, sort_key, role, subject, node_id, ts, item)"
-        " VALUES (?,?,?,?,?,?,?)",
+    insert_rows(
+        conn,
+        "INSERT OR IGNORE INTO attestations (id, sort_key, role, subject, node_id, ts, item)",
         _rows(atts),
     )
     added = conn.total_changes - before
@@ -134,8 +135,9 @@ def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
             marks = ",".join("?" * len(chunk))
             sql = f"SELECT id, seq FROM attestations WHERE id IN ({marks})"
             seqs.update((bytes(i), int(n)) for i, n in conn.execute(sql, chunk))
-        conn.executemany(
-            "INSERT OR IGNORE INTO witnessed_keys VALUES (?, ?)",
+        insert_rows(
+            conn,
+            "INSERT OR IGNORE INTO witnessed_keys",
             [(e[:ENTRY_KEY_CHARS], seqs[a.id]) for a in receipts for e in a.extras],
         )
     return added
@@ -312,23 +314,26 @@ class NotaryStore:
 
     def check_entries_in(self, conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
         """:meth:`check_entries` on ``conn``, e.g. inside the transaction that stores them."""
-        ids = sorted({e.id for e in entries} | {p for e in entries for p in e.parents})
+        own = {e.id: e.ts for e in entries}
+        outside = sorted({p for e in entries for p in e.parents} - own.keys())
         signed: dict[str, set[str]] = defaultdict(set)
-        known: dict[str, str] = {}
-        wanted = set(ids)
-        for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in ids})):
+        for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in own})):
             marks = ",".join("?" * len(chunk))
-            for subject, ts in conn.execute(
-                f"SELECT subject, ts FROM attestations WHERE role = 'author'"
-                f" AND {SUBJECT_KEY} IN ({marks})",
+            # One row per chunk, not one per attestation: fetching a row gives up the
+            # interpreter lock, which a busy event loop then holds for up to 5 ms.
+            (pairs,) = conn.execute(
+                f"SELECT json_group_array(json_array(subject, ts)) FROM attestations"
+                f" WHERE role = 'author' AND {SUBJECT_KEY} IN ({marks})",
                 chunk,
-            ):
-                if subject in wanted:
+            ).fetchone()
+            for subject, ts in json.loads(pairs):
+                if subject in own:
                     signed[subject].add(ts)
-        for chunk in _chunks(ids):
+        known: dict[str, str] = {}
+        for chunk in _chunks(outside):
             marks = ",".join("?" * len(chunk))
             known.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
-        known.update({e.id: e.ts for e in entries})
+        known.update(own)
         check_entry_times(entries, signed, known, self.skew_s)
 
     @staticmethod

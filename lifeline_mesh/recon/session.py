@@ -45,7 +45,7 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
-from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, Snapshot
 
 __all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
 
@@ -181,7 +181,13 @@ class Session:
         out.append(SendFrame(EndOfTurn()))
         return out
 
-    def receive(self, frame: Frame, now: float) -> list[Effect]:
+    def codec_of(self, set_index: int) -> ItemCodec | None:
+        """The codec that parses the items of set ``set_index``; None if there is no such set."""
+        if 0 <= set_index < len(self._sets) and self._sets[set_index].active:
+            return self._sets[set_index].codec
+        return None
+
+    def receive(self, frame: Frame | ParsedItems, now: float) -> list[Effect]:
         if self.finished:
             return []
         try:
@@ -229,7 +235,7 @@ class Session:
 
     # -- frame handling --------------------------------------------------------------
 
-    def _dispatch(self, frame: Frame) -> list[Effect]:
+    def _dispatch(self, frame: Frame | ParsedItems) -> list[Effect]:
         if isinstance(frame, Abort):
             raise abort_error(frame)
         if self._phase is not _Phase.LISTENING:
@@ -249,6 +255,8 @@ class Session:
             return self._on_want(frame)
         if isinstance(frame, Items):
             return self._on_items(frame)
+        if isinstance(frame, ParsedItems):
+            return self._on_items(frame.frame, frame.parsed)
         if isinstance(frame, EndOfTurn):
             return self._on_end_of_turn()
         if isinstance(frame, Fin):
@@ -308,7 +316,7 @@ class Session:
         state.outbox.want(state.responder, want)
         return []
 
-    def _on_items(self, items: Items) -> list[Effect]:
+    def _on_items(self, items: Items, parsed: Sequence[ParsedItem] | None = None) -> list[Effect]:
         state = self._state(items.set_index)
         self.stats.items_received += len(items.items)
         by_set = self.stats.received_by_set
@@ -318,21 +326,29 @@ class Session:
                 f"the peer sent more than {self.limits.max_items} items in one session "
                 "(cap max_items); sync again to continue"
             )
-        parsed = [self._parse(state, raw) for raw in items.items]
+        if parsed is None or len(parsed) != len(items.items):
+            ready_items = [self._parse(state, raw) for raw in items.items]
+        else:
+            for raw in items.items:
+                self._check_size(raw)
+            ready_items = list(parsed)
         state.externals.update(items.externals)
-        ready = state.pool.admit(parsed, state.known, state.received.add)
+        ready = state.pool.admit(ready_items, state.known, state.received.add)
         if not ready:
             return []
         deps = {d for item in ready for d in item.deps}
         declared = tuple(sorted((d, state.externals[d]) for d in deps if d in state.externals))
         return [Deliver(items.set_index, tuple(ready), declared)]
 
-    def _parse(self, state: _SetState, raw: bytes) -> ParsedItem:
+    def _check_size(self, raw: bytes) -> None:
         if len(raw) > self.limits.max_item_bytes:
             raise RemoteProtocolError(
                 f"the peer sent an item of {len(raw)} bytes, over the cap of "
                 f"{self.limits.max_item_bytes} (cap max_item_bytes)"
             )
+
+    def _parse(self, state: _SetState, raw: bytes) -> ParsedItem:
+        self._check_size(raw)
         try:
             return state.codec.parse(raw)
         except InvalidEntry as exc:

@@ -19,13 +19,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from lifeline_mesh.recon.frames import Bound
+from lifeline_mesh.recon.frames import Bound, Items
 
 __all__ = [
     "FINGERPRINT_BYTES",
     "LIST_TOKEN_BYTES",
     "ItemCodec",
     "ParsedItem",
+    "ParsedItems",
     "Snapshot",
     "token_of",
 ]
@@ -55,6 +56,16 @@ class ParsedItem:
     deps: tuple[bytes, ...]
     raw: bytes
     value: object = None  # the decoded object (an Entry), so admission decodes once
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedItems:
+    """An ``Items`` frame whose items were already parsed with the session's own codec for
+    that set (by the driver, in helper processes). Never on the wire; the session applies
+    every other rule to it as to the frame itself."""
+
+    frame: Items
+    parsed: tuple[ParsedItem, ...]
 
 
 class ItemCodec(Protocol):

@@ -2,9 +2,10 @@
 
 It performs the session's effects against the sets (load snapshot, fetch, admit) and the
 channel (send), in order, and hands the session the next frame only when the effects are
-done. Bounded overlaps keep both peers busy: frames are read ahead (two at most), and one
-received batch is stored while the next is parsed and, for a set that checks signatures
-before storing, verified. A slow store therefore still slows the peer, through the
+done. Bounded overlaps keep both peers busy: frames are read ahead (two at most; a large
+batch of entries is parsed meanwhile in the helper processes), and one received batch is
+stored while the next is parsed and, for a set that checks signatures before storing,
+verified. A slow store therefore still slows the peer, through the
 transport's flow control. Input from the peer never escapes as anything but our error
 tree.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -31,16 +33,20 @@ from lifeline_mesh.recon.frames import (
     Fetch,
     Fin,
     Frame,
+    Items,
     LoadSnapshot,
     SendFrame,
 )
 from lifeline_mesh.recon.session import Session
-from lifeline_mesh.recon.sets import ParsedItem
+from lifeline_mesh.recon.sets import ParsedItem, ParsedItems
 from lifeline_mesh.sync.driver_types import Channel
+from lifeline_mesh.sync.entry_offload import preparse
 from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet
 from lifeline_mesh.sync.readahead import ReadAhead
 
 __all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
+
+log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session gives up
 ADMIT_DEPTH = 2  # received batches in flight: one being stored, the next being checked
@@ -85,7 +91,7 @@ async def drive(
         effects.extend(session.receive(first, clock()))
     by_name = {s.name: s for s in sets}
     admitter = _Admitter(report)
-    reader = ReadAhead(channel)
+    reader = ReadAhead(channel, prepare=lambda f: _preparse(session, f))
     clean = False
     try:
         while True:
@@ -116,6 +122,18 @@ async def drive(
     finally:
         await reader.close(clean=clean)
         await admitter.cancel()
+
+
+async def _preparse(session: Session, frame: Frame) -> Frame | ParsedItems:
+    """A large batch of entries parsed in the helper processes, while the session works on
+    the frames before it; anything unexpected leaves the frame to the session."""
+    if not isinstance(frame, Items):
+        return frame
+    try:
+        return await preparse(frame, session.codec_of(frame.set_index))
+    except Exception:  # the session parses it and words any refusal
+        log.debug("parsing a batch in the helper processes failed", exc_info=True)
+        return frame
 
 
 def _ends_turn(eff: Effect) -> bool:

@@ -10,21 +10,32 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
 from lifeline.errors import LifelineError
 from lifeline_mesh.recon.frames import Abort, Fin, Frame
+from lifeline_mesh.recon.sets import ParsedItems
 from lifeline_mesh.sync.driver_types import Channel
 
 __all__ = ["ReadAhead"]
 
 
+Prepare = Callable[[Frame], Awaitable[Frame | ParsedItems]]
+
+
 class ReadAhead:
-    def __init__(self, channel: Channel, depth: int = 2) -> None:
+    """``prepare``, if given, runs on each frame before it is queued (the driver parses
+    large batches of entries in helper processes there, ahead of the session)."""
+
+    def __init__(self, channel: Channel, depth: int = 2, prepare: Prepare | None = None) -> None:
         self._channel = channel
-        self._queue: asyncio.Queue[Frame | LifelineError | None] = asyncio.Queue(depth)
+        self._prepare = prepare
+        self._queue: asyncio.Queue[Frame | ParsedItems | LifelineError | None] = asyncio.Queue(
+            depth
+        )
         self._task: asyncio.Task[None] | None = None
 
-    async def recv(self) -> Frame | None:
+    async def recv(self) -> Frame | ParsedItems | None:
         """The next frame, None at the end; the channel's errors are re-raised here."""
         if self._task is None:
             self._task = asyncio.create_task(self._pump())
@@ -40,7 +51,10 @@ class ReadAhead:
             except LifelineError as exc:
                 await self._queue.put(exc)
                 return
-            await self._queue.put(frame)
+            if frame is not None and self._prepare is not None:
+                await self._queue.put(await self._prepare(frame))
+            else:
+                await self._queue.put(frame)
             # Nothing may follow these; not reading on lets the call end cleanly.
             if frame is None or isinstance(frame, (Fin, Abort)):
                 return

@@ -1,0 +1,56 @@
+"""Received entries parsed and admitted in the helper processes (lifeline_mesh.offload).
+
+During an initial sync the node's process parses a batch while its store thread writes the
+one before; both need the interpreter lock, so they ran one after the other. A helper
+process parses and admits (id recomputed from the content, size caps) at full speed on
+another core, and hands back each entry's fields, which are cheap to load.
+
+The answer is the same as ``EntryCodec.parse`` gives for each item. When one item is
+inadmissible the batch is handed back unparsed, and the session parses it here: its
+refusal then names the item and the reason, exactly as without helpers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple
+from typing import Any
+
+from lifeline.entry import Entry
+from lifeline_mesh.offload import run_split
+from lifeline_mesh.recon.entry_codec import EntryCodec, admitted
+from lifeline_mesh.recon.frames import Frame, Items
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems
+from lifeline_mesh.worker import ENTRIES, parse_entries
+
+__all__ = ["MIN_OFFLOAD", "parse_in_helpers", "preparse"]
+
+MIN_OFFLOAD = 256  # entries; a smaller batch is parsed by the session itself
+
+
+async def parse_in_helpers(codec: EntryCodec, raws: Sequence[bytes]) -> list[ParsedItem] | None:
+    """Each of ``raws`` as ``codec.parse`` gives it, or None if one is inadmissible."""
+    limits = astuple(codec.limits)
+
+    def local(part: Sequence[bytes]) -> tuple[int, list[tuple[Any, ...]]]:
+        return parse_entries(limits, part)
+
+    out: list[ParsedItem] = []
+    for offset, (bad, fields) in await run_split(
+        ENTRIES, raws, lambda part: (limits, list(part)), local
+    ):
+        if bad >= 0:
+            return None
+        part = raws[offset : offset + len(fields)]
+        out += [admitted(Entry(*f), raw) for raw, f in zip(part, fields, strict=True)]
+    return out if len(out) == len(raws) else None
+
+
+async def preparse(frame: Frame, codec: ItemCodec | None) -> Frame | ParsedItems:
+    """``frame`` with its entries parsed in the helpers, when it is a large batch of them."""
+    if not isinstance(frame, Items) or len(frame.items) < MIN_OFFLOAD:
+        return frame
+    if not isinstance(codec, EntryCodec):
+        return frame
+    parsed = await parse_in_helpers(codec, frame.items)
+    return frame if parsed is None else ParsedItems(frame, tuple(parsed))
