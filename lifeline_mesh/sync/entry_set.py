@@ -59,8 +59,11 @@ class EntrySet:
         return self._externals
 
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
-        entries = await self.store.get_many(i.hex() for i in ids)
         declared = await self._declared()
+        if not declared and isinstance(self.store, SqliteStore):
+            # no cross-line parents to declare: the JSON straight from SQLite
+            return FetchResult(await self.store.get_many_json(i.hex() for i in ids), [])
+        entries = await self.store.get_many(i.hex() for i in ids)
         externals = sorted(
             {(bytes.fromhex(p), declared[p]) for e in entries for p in e.parents if p in declared}
         )
