@@ -5,9 +5,10 @@ decodes and stores while it works. Requests, by operation code:
 
 * ``V`` (verify): attestation items; the answer is the index of the first item whose
   ed25519 signature does not verify over its statement (libsodium), or -1.
-* ``E`` (entries): the size limits and raw entries; the answer is ``(-1, fields)`` with the
-  fields of each entry, admitted exactly as ``EntryCodec.parse`` admits it (id recomputed
-  from the content, size caps), or ``(index of the first inadmissible one, [])``.
+* ``E`` (entries): the size limits and raw entries; the answer is ``(-1, parsed)``, for each
+  entry its id and parent ids as bytes and its fields, admitted exactly as
+  ``EntryCodec.parse`` admits it (id recomputed from the content, size caps), or
+  ``(index of the first inadmissible one, [])``.
 
 Wire format on the pipes: a request is length (4 bytes, big-endian) ‖ code (1 byte) ‖
 payload, a reply is length ‖ result; payloads and results are ``marshal`` data. Only this
@@ -69,10 +70,10 @@ def first_bad_in(items: Sequence[bytes]) -> int:
 def parse_entries(
     limits: tuple[int, ...], raws: Sequence[bytes]
 ) -> tuple[int, list[tuple[Any, ...]]]:
-    """``(-1, fields of each entry)``, or ``(n, [])`` when raw entry ``n`` is inadmissible.
+    """``(-1, [(id, parent ids, fields)] )``, or ``(n, [])`` if raw entry ``n`` is inadmissible.
 
-    The fields are ``Entry``'s, in its constructor's order. ``limits`` are the fields of a
-    ``lifeline.validate.Limits``.
+    Ids are bytes; the fields are ``Entry``'s, in its constructor's order. ``limits`` are
+    the fields of a ``lifeline.validate.Limits``.
     """
     from lifeline.entry import Entry
     from lifeline.errors import InvalidEntry
@@ -86,10 +87,9 @@ def parse_entries(
             check_admissible(e, caps)
         except InvalidEntry:
             return n, []
-        out.append(
-            (e.id, e.ts, e.kind, e.author, e.agent, e.provider, e.model, e.summary, e.body,
-             e.parents, e.dedup_key)
-        )  # fmt: skip
+        fields = (e.id, e.ts, e.kind, e.author, e.agent, e.provider, e.model, e.summary,
+                  e.body, e.parents, e.dedup_key)  # fmt: skip
+        out.append((bytes.fromhex(e.id), tuple(bytes.fromhex(p) for p in e.parents), fields))
     return -1, out
 
 

@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given, settings
@@ -15,7 +16,14 @@ from lifeline.errors import InvalidEntry
 from lifeline_mesh import offload
 from lifeline_mesh.identity import NodeIdentity
 from lifeline_mesh.notary import verifier
-from lifeline_mesh.notary.statement import Attestation, Role, _parse_frames, decode, sign
+from lifeline_mesh.notary.statement import (
+    Attestation,
+    Role,
+    _parse_frames,
+    decode,
+    sign,
+    ts_micros,
+)
 
 IDENTITY = NodeIdentity.generate()
 OTHER = NodeIdentity.generate()
@@ -128,3 +136,10 @@ async def test_without_a_worker_process_batches_are_checked_in_process(
     for _ in range(offload.MAX_FAILURES + 1):
         assert await verifier.first_bad_signature(items) == 80
     assert all(w._failures >= offload.MAX_FAILURES for w in offload._workers())
+
+
+@settings(max_examples=200, deadline=None)
+@given(ts=_TS)
+def test_ts_micros_counts_microseconds_since_the_epoch(ts: str) -> None:
+    moment = datetime.fromisoformat(ts.replace("Z", "+00:00"))
+    assert ts_micros(ts) == (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)

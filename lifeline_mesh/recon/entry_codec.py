@@ -11,7 +11,7 @@ from lifeline.entry import Entry
 from lifeline.validate import DEFAULT_LIMITS, Limits, check_admissible
 from lifeline_mesh.recon.sets import ParsedItem
 
-__all__ = ["ENTRIES", "EntryCodec", "admitted", "entry_version"]
+__all__ = ["ENTRIES", "EntryCodec", "entry_version"]
 
 ENTRIES = "entries"
 
@@ -29,16 +29,10 @@ class EntryCodec:
     def parse(self, raw: bytes) -> ParsedItem:
         entry = Entry.from_json(raw, check=False)
         check_admissible(entry, self.limits)  # recomputes the id: IdMismatch when altered
-        return admitted(entry, raw)
-
-
-def admitted(entry: Entry, raw: bytes) -> ParsedItem:
-    """The parsed item of ``entry``, which passed :meth:`EntryCodec.parse`'s checks (here
-    or, field for field, in a helper process)."""
-    return ParsedItem(
-        id=bytes.fromhex(entry.id),
-        version=entry_version(entry),
-        deps=tuple(bytes.fromhex(p) for p in entry.parents),
-        raw=raw,
-        value=entry,
-    )
+        return ParsedItem(
+            id=bytes.fromhex(entry.id),
+            version=entry_version(entry),
+            deps=tuple(bytes.fromhex(p) for p in entry.parents),
+            raw=raw,
+            value=entry,
+        )

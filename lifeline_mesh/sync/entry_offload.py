@@ -18,7 +18,7 @@ from typing import Any
 
 from lifeline.entry import Entry
 from lifeline_mesh.offload import run_split
-from lifeline_mesh.recon.entry_codec import EntryCodec, admitted
+from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.frames import Frame, Items
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems
 from lifeline_mesh.worker import ENTRIES, parse_entries
@@ -36,13 +36,16 @@ async def parse_in_helpers(codec: EntryCodec, raws: Sequence[bytes]) -> list[Par
         return parse_entries(limits, part)
 
     out: list[ParsedItem] = []
-    for offset, (bad, fields) in await run_split(
+    for offset, (bad, parsed) in await run_split(
         ENTRIES, raws, lambda part: (limits, list(part)), local
     ):
         if bad >= 0:
             return None
-        part = raws[offset : offset + len(fields)]
-        out += [admitted(Entry(*f), raw) for raw, f in zip(part, fields, strict=True)]
+        part = raws[offset : offset + len(parsed)]
+        out += [
+            ParsedItem(item_id, f[1].encode("ascii"), deps, raw, Entry(*f))
+            for raw, (item_id, deps, f) in zip(part, parsed, strict=True)
+        ]
     return out if len(out) == len(raws) else None
 
 
