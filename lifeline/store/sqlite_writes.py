@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from lifeline.entry import Entry
@@ -31,15 +32,21 @@ def insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any
     """
     if not rows:
         return
+    if len(rows) == 1:  # a single local write: no list to flatten
+        conn.execute(_values_sql(head, len(rows[0]), 1), rows[0])
+        return
     width = len(rows[0])
-    per = max(
-        1, min(ROWS_PER_STATEMENT, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width)
-    )
-    one = "(" + ",".join("?" * width) + ")"
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
+    per = max(1, min(ROWS_PER_STATEMENT, limit))
     for start in range(0, len(rows), per):
         chunk = rows[start : start + per]
-        values = ",".join([one] * len(chunk))
-        conn.execute(f"{head} VALUES {values}", [v for row in chunk for v in row])
+        conn.execute(_values_sql(head, width, len(chunk)), [v for row in chunk for v in row])
+
+
+@lru_cache(maxsize=64)  # the texts of a few batch sizes (up to ~30 KB each)
+def _values_sql(head: str, width: int, count: int) -> str:
+    one = "(" + ",".join("?" * width) + ")"
+    return f"{head} VALUES {','.join([one] * count)}"
 
 
 def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResult:
