@@ -18,6 +18,7 @@ from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import check_admissible
 from lifeline_mesh.recon.entry_codec import EntryCodec
+from tests.sync_helpers import history, make_node, serving, write
 
 _TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
 _AWKWARD = 'quote " backslash \\ slash / nul \x00 bell \x07 tab \t nl \n ls \u2028 é 🜂 \x7f'
@@ -71,7 +72,8 @@ async def test_damaged_rows_are_skipped_as_get_many_skips_them(tmp_path: Path) -
         "UPDATE entries SET parents = 42 WHERE id = ?",
         "UPDATE entries SET parents = '[1, 2]' WHERE id = ?",
         "UPDATE entries SET parents = '{}' WHERE id = ?",
-        "UPDATE entries SET dedup_key = 7 WHERE id = ?",
+        "UPDATE entries SET dedup_key = x'07' WHERE id = ?",
+        "UPDATE entries SET body = CAST(x'c328ff' AS TEXT) WHERE id = ?",  # not UTF-8
     ]
     for k, sql in enumerate(damage):
         conn.execute(sql, (entries[k + 2].id,))
@@ -86,3 +88,28 @@ async def test_damaged_rows_are_skipped_as_get_many_skips_them(tmp_path: Path) -
     got_ids = [json.loads(r)["id"] for r in raws]
     assert entries[0].id in got_ids and entries[-1].id in got_ids
     assert entries[3].id not in got_ids  # the blob summary
+    assert entries[8].id not in got_ids  # the body that is not UTF-8
+    assert len(got_ids) == len(entries) - len(damage)
+
+
+async def test_a_sync_sends_everything_but_the_damaged_rows(tmp_path: Path) -> None:
+    a, b = make_node(tmp_path / "a"), make_node(tmp_path / "b")
+    entries = [
+        Entry.create(ts=f"2026-05-02T08:00:{k:02d}Z", kind="note", summary=f"loose {k}")
+        for k in range(40)
+    ]
+    await write(a, entries)
+    conn = sqlite3.connect(tmp_path / "a" / ".lifeline" / "ledger.db")
+    for sql, victim in [
+        ("UPDATE entries SET parents = 'not json' WHERE id = ?", entries[5]),
+        ("UPDATE entries SET summary = x'00ff10' WHERE id = ?", entries[17]),
+        ("UPDATE entries SET body = CAST(x'c328ff' AS TEXT) WHERE id = ?", entries[30]),
+    ]:
+        conn.execute(sql, (victim.id,))
+    conn.commit()
+    conn.close()
+    async with serving(b) as (_, address):
+        [report] = await a.sync(address, ["ledger"])
+    assert report.entries_sent == 37
+    received = {e["id"] for e in await history(b)}
+    assert received == {e.id for e in entries} - {entries[k].id for k in (5, 17, 30)}

@@ -291,15 +291,7 @@ class SqliteStore:
         wanted = list(ids)
 
         def read(conn: sqlite3.Connection) -> list[Entry]:
-            rows: dict[str, Entry] = {}
-            for chunk in id_chunks(wanted, 500):
-                marks = ",".join("?" * len(chunk))
-                for row in conn.execute(
-                    f"SELECT {_COLUMNS} FROM entries WHERE id IN ({marks})", chunk
-                ):
-                    entry = self._decode_or_warn(row)
-                    if entry is not None:
-                        rows[entry.id] = entry
+            rows = self._decoded(conn, wanted)
             return [rows[i] for i in wanted if i in rows]
 
         return await self.run_read(read)
@@ -311,16 +303,39 @@ class SqliteStore:
 
         def read(conn: sqlite3.Connection) -> list[bytes]:
             found, others = entries_json(conn, wanted)
-            for chunk in id_chunks(others, 500):
-                marks = ",".join("?" * len(chunk))
-                sql = f"SELECT {_COLUMNS} FROM entries WHERE id IN ({marks})"
-                for row in conn.execute(sql, chunk):
-                    entry = self._decode_or_warn(row)
-                    if entry is not None:
-                        found[entry.id] = entry.to_json()
+            found.update((i, e.to_json()) for i, e in self._decoded(conn, others).items())
             return [found[i] for i in wanted if i in found]
 
         return await self.run_read(read)
+
+    def _decoded(self, conn: sqlite3.Connection, ids: list[str]) -> dict[str, Entry]:
+        """The stored entries among ``ids``; damaged rows are skipped (with a log line)."""
+        found: dict[str, Entry] = {}
+        for chunk in id_chunks(ids, 500):
+            marks = ",".join("?" * len(chunk))
+            try:
+                rows = conn.execute(
+                    f"SELECT {_COLUMNS} FROM entries WHERE id IN ({marks})", chunk
+                ).fetchall()
+            except sqlite3.OperationalError as exc:
+                if "decode" not in str(exc):
+                    raise
+                rows = self._rows_one_by_one(conn, chunk)  # text that is not UTF-8
+            for row in rows:
+                entry = self._decode_or_warn(row)
+                if entry is not None:
+                    found[entry.id] = entry
+        return found
+
+    def _rows_one_by_one(self, conn: sqlite3.Connection, ids: list[str]) -> list[Any]:
+        rows: list[Any] = []
+        for entry_id in ids:
+            try:
+                sql = f"SELECT {_COLUMNS} FROM entries WHERE id = ?"
+                rows += conn.execute(sql, (entry_id,)).fetchall()
+            except sqlite3.OperationalError as exc:
+                log.debug("skipping undecodable row %s in %s: %s", entry_id, self.path, exc)
+        return rows
 
     async def resolve(self, prefix: str) -> Entry:
         prefix = prefix.strip().lower()
