@@ -70,7 +70,7 @@ def first_bad_in(items: Sequence[bytes]) -> int:
 def parse_entries(
     limits: tuple[int, ...], raws: Sequence[bytes]
 ) -> tuple[int, list[tuple[Any, ...]]]:
-    """``(-1, [(id, parent ids, fields)] )``, or ``(n, [])`` if raw entry ``n`` is inadmissible.
+    """``(-1, [(id, parent ids, fields), ...])``; ``(n, [])`` when entry ``n`` is inadmissible.
 
     Ids are bytes; the fields are ``Entry``'s, in its constructor's order. ``limits`` are
     the fields of a ``lifeline.validate.Limits``.
