@@ -9,10 +9,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import lifeline_mesh
 from lifeline_mesh.node import Node
 from lifeline_mesh.sync.driver import SyncReport
 
 __all__ = ["serving", "timed_sync"]
+
+# `python -m` puts its working folder first on sys.path: run the node from the folder of the
+# tree this script imported, so that both ends run the same code when comparing trees.
+TREE = Path(lifeline_mesh.__file__).resolve().parent.parent
 
 
 @contextmanager
@@ -31,6 +36,7 @@ def serving(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
         ],
         stdout=subprocess.PIPE,
         text=True,
+        cwd=TREE,
     )
     try:
         assert server.stdout is not None
