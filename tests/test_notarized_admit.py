@@ -78,3 +78,20 @@ async def test_cross_line_parents_are_declared_in_the_same_transaction(tmp_path:
         assert await store.children(other) == [child.id]
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("order", ["signed-first", "edited-first"])
+async def test_an_id_twice_in_a_batch_is_checked_for_each_ts(tmp_path: Path, order: str) -> None:
+    author = NodeIdentity.generate()
+    first, second = _chain(2)
+    store, _notary, guarded = await _setup(tmp_path)
+    try:
+        await sign_entries(store, author, [first, second])
+        edited = second.with_ts("2026-03-01T10:00:59.000000Z")  # same id, a ts never signed
+        pair = (second, edited) if order == "signed-first" else (edited, second)
+        codec = EntryCodec()
+        with pytest.raises(BadSignature, match="time was edited"):
+            await guarded.admit([codec.parse(e.to_json()) for e in (first, *pair)], [])
+        assert await store.count() == 0
+    finally:
+        await store.close()
