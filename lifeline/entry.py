@@ -322,6 +322,8 @@ class Entry:
             data = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as exc:
             raise InvalidEntry(f"entry is not valid JSON: {exc}") from exc
+        except RecursionError:  # e.g. a peer's "[[[[…" nested past the interpreter's depth
+            raise InvalidEntry("entry JSON nests too deeply to be an entry") from None
         if not isinstance(data, dict):
             raise InvalidEntry("entry JSON must be an object")
         return cls.from_dict(data, check=check)

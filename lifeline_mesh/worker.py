@@ -85,8 +85,8 @@ def parse_entries(
         try:
             e = Entry.from_json(raw, check=False)
             check_admissible(e, caps)
-        except InvalidEntry:
-            return n, []
+        except (InvalidEntry, ValueError, TypeError, RecursionError):
+            return n, []  # the node parses the batch itself and words the refusal
         fields = (e.id, e.ts, e.kind, e.author, e.agent, e.provider, e.model, e.summary,
                   e.body, e.parents, e.dedup_key)  # fmt: skip
         out.append((bytes.fromhex(e.id), tuple(bytes.fromhex(p) for p in e.parents), fields))

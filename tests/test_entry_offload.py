@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lifeline.entry import Entry
-from lifeline.errors import IdMismatch
+from lifeline.errors import IdMismatch, InvalidEntry
 from lifeline.store import sqlite_writes
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.validate import Limits
@@ -76,6 +76,15 @@ async def test_an_inadmissible_entry_hands_the_batch_back_to_the_session(where: 
     assert await preparse(frame, codec) is frame  # the session parses it and refuses
     with pytest.raises(IdMismatch):
         codec.parse(raws[where])
+
+
+async def test_a_batch_that_breaks_the_parser_is_handed_back_and_the_helpers_live() -> None:
+    raws = _raws(_entries(300))
+    raws[7] = b'{"body":' + b"[" * 100_000 + b"]" * 100_000 + b"}"  # deeper than Python goes
+    assert await parse_in_helpers(EntryCodec(), raws) is None
+    with pytest.raises(InvalidEntry, match="nests too deeply"):
+        EntryCodec().parse(raws[7])
+    assert all(w._failures == 0 for w in offload._workers())  # answered, did not die
 
 
 async def test_helpers_apply_the_nodes_size_limits() -> None:

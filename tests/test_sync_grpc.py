@@ -112,6 +112,9 @@ async def test_misbehaving_peers_are_refused_and_the_node_keeps_serving(tmp_path
         got, code = await raw_session(address, [hello, _frame(Items(0, (tampered,)))])
         abort = got[-1]
         assert "does not match its content" in abort.reason  # type: ignore[attr-defined]
+        nested = b'{"body":' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+        got, code = await raw_session(address, [hello, _frame(Items(0, (nested,)))])
+        assert "nests too deeply" in got[-1].reason  # type: ignore[attr-defined]
         got, code = await raw_session(address, [b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"])
         assert code is grpc.StatusCode.INVALID_ARGUMENT
         assert "not a valid protobuf Frame" in server.failures[-1]

@@ -107,7 +107,7 @@ def _items(msg: pb.Items) -> Items:
         if len(ext.id) != 32:
             raise RemoteProtocolError(f"external reference id is {len(ext.id)} bytes, not 32")
         externals.append((bytes(ext.id), ext.line))
-    return Items(msg.set, tuple(bytes(i) for i in msg.items), tuple(externals))
+    return Items(msg.set, tuple(msg.items), tuple(externals))  # repeated bytes: already bytes
 
 
 def decode(msg: pb.Frame) -> Frame:
