@@ -161,6 +161,8 @@ def test_revocations_are_signed_exchanged_and_verified(tmp_path: Path) -> None:
     )
     with pytest.raises(BadSignature, match="not signed by this mesh's CA"):
         import_revocations(c, json.dumps(raw).encode())
+    with pytest.raises(BadSignature, match="not valid JSON statements"):
+        import_revocations(c, b'{"statements":' + b"[" * 100_000 + b"]" * 100_000 + b"}")
     assert RevocationList.load(c).statements == {}
 
 

@@ -58,7 +58,7 @@ async def pull_membership(
     new = import_revocations(root, reply.revocations_json.encode())
     try:
         theirs = Registry.from_json(json.loads(reply.members_json))
-    except (ValueError, ConfigError) as exc:
+    except (ValueError, ConfigError, RecursionError) as exc:
         raise RemoteProtocolError(f"{address} sent a malformed members list ({exc})") from exc
     ours = Registry.load(root)
     ours.merge(theirs)  # adds unknown nodes only: a peer cannot change roles we know

@@ -105,7 +105,7 @@ async def _join_via(
     try:
         _check_reply(reply, ca_pem, identity.node_id, mesh_id)
         registry = Registry.from_json(json.loads(reply.members_json))
-    except (ValueError, ConfigError) as exc:
+    except (ValueError, ConfigError, RecursionError) as exc:
         raise RemoteProtocolError(f"{address} sent a malformed join reply ({exc})") from exc
     _store(root, reply, registry, tls_key_pem=pem_key(tls_key))
     return Joined(identity.node_id, mesh_id, reply.role, address, False)

@@ -139,7 +139,7 @@ def import_revocations(root: Path, data: bytes) -> list[Revocation]:
     assert isinstance(public, ec.EllipticCurvePublicKey)
     try:
         raw = json.loads(data)["statements"]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise BadSignature(f"revocations from peer are not valid JSON statements ({exc})") from exc
     statements = [Revocation.from_dict(item) for item in raw]
     for statement in statements:
