@@ -2,11 +2,12 @@
 
 An initial sync receives signatures and entries by the hundred thousand: each signature
 must be verified (about 60 µs on our benchmark machine) and each entry parsed and its id
-recomputed (about 17 µs). Threads do not help: the node's process has one interpreter
-lock, and the thread that stores a batch needs it for the Python half of each write, so a
-parse in the event loop's thread and a write in the store's thread ran one after the other
-(measured: a received batch took the sum of both). A helper process works at full speed on
-another core while this process stores; the node keeps only what it must do itself.
+recomputed (about 18 µs; bench/lock_convoy.py). Threads do not help: the node's process
+has one interpreter lock, and the thread that stores a batch needs it for the Python half
+of each write, so a parse in the event loop's thread and a write in the store's thread ran
+one after the other (bench/cpu_timeline.py shows the cores each side uses). A helper
+process works at full speed on another core while this process stores; the node keeps
+only what it must do itself.
 
 The helpers are ``python -m lifeline_mesh.worker`` (one per core, at most four), plain child
 processes (not ``multiprocessing``, which re-imports the parent's main script). Each

@@ -27,8 +27,8 @@ def insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any
 
     ``executemany`` runs one statement per row and gives up the interpreter lock around
     each; under a busy event-loop thread, winning it back costs up to a switch interval
-    (5 ms) a row, so a batch written during a sync crawled (measured: 100k rows took 222 s
-    beside a busy Python thread, against 1.8 s this way; docs/decisions/0014).
+    (5 ms) a row, so a batch written during a sync crawled (`bench/lock_convoy.py`: 10k
+    rows took 20 s beside a busy Python thread, against 0.16 s this way; decision 0014).
     """
     if not rows:
         return

@@ -23,7 +23,7 @@ from lifeline_mesh.recon.frames import Frame, Items
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems
 from lifeline_mesh.worker import ENTRIES, parse_entries
 
-__all__ = ["MIN_OFFLOAD", "parse_in_helpers", "preparse"]
+__all__ = ["MIN_OFFLOAD", "parse_in_helpers", "parsed_items", "preparse"]
 
 MIN_OFFLOAD = 256  # entries; a smaller batch is parsed by the session itself
 
@@ -41,12 +41,16 @@ async def parse_in_helpers(codec: EntryCodec, raws: Sequence[bytes]) -> list[Par
     ):
         if bad >= 0:
             return None
-        part = raws[offset : offset + len(parsed)]
-        out += [
-            ParsedItem(item_id, f[1].encode("ascii"), deps, raw, Entry(*f))
-            for raw, (item_id, deps, f) in zip(part, parsed, strict=True)
-        ]
+        out += parsed_items(raws[offset : offset + len(parsed)], parsed)
     return out if len(out) == len(raws) else None
+
+
+def parsed_items(raws: Sequence[bytes], answer: Sequence[tuple[Any, ...]]) -> list[ParsedItem]:
+    """The parsed items of ``raws`` from a helper's answer for them (``parse_entries``)."""
+    return [
+        ParsedItem(item_id, f[1].encode("ascii"), deps, raw, Entry(*f))
+        for raw, (item_id, deps, f) in zip(raws, answer, strict=True)
+    ]
 
 
 async def preparse(frame: Frame, codec: ItemCodec | None) -> Frame | ParsedItems:
