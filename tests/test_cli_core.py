@@ -123,6 +123,23 @@ async def test_history_into_head_ends_quietly(root: Path) -> None:
     assert done.stderr == ""
 
 
+async def test_history_json_is_streamed_in_the_bytes_of_one_array(root: Path) -> None:
+    assert lifeline(root, "history", "--json").stdout == "[]\n"
+    async with await SqliteStore.open(root / ".lifeline" / "ledger.db") as store:
+        await Ledger(store).append_many(
+            [Draft(kind="note", summary=f"n{n} — ünïcode 🎉", body="a\nb") for n in range(5)]
+        )
+        expected = [e.to_dict() async for e in store.stream()]
+    whole = json.dumps(expected, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+    assert lifeline(root, "history", "--json").stdout == whole
+    rows = lifeline(root, "history", "--jsonl").stdout.splitlines()
+    assert [json.loads(r) for r in rows] == expected
+    last = lifeline(root, "history", "--jsonl", "--limit", "2").stdout.splitlines()
+    assert [json.loads(r) for r in last] == expected[-2:]
+    both = lifeline(root, "history", "--json", "--jsonl")
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+
+
 def test_body_file_dash_reads_stdin(root: Path) -> None:
     body = "line one\nline two — ünïcode 🎉"
     done = lifeline(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+import textwrap
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +20,7 @@ from lifeline.cli.common import (
     print_json,
     root_of,
 )
-from lifeline.entry import ID_RE, KNOWN_KINDS
+from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import ConfigError
 from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_names, line_path
@@ -60,7 +63,9 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("history", parents=[parent], help="every entry, in the ledger's order")
     p.add_argument("--kind", help="only entries of this kind")
     p.add_argument("--limit", type=_count, help="only the last N entries")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    form = p.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="one JSON array, written as it is read")
+    form.add_argument("--jsonl", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("lines", parents=[parent], help="the lines of this project")
@@ -160,13 +165,26 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_history(args: argparse.Namespace) -> int:
+    # Written as it is read (keyset pages from the store): memory does not grow with the line,
+    # and `history | head` answers at once. `--limit N` keeps only the last N in a ring.
     problems: list[RowProblem] = []
+    out = _JsonArray() if args.json else _JsonLines() if args.jsonl else _TextRows()
     async with open_line(args) as store:
-        entries = [
+        entries = (
             e
             async for e in store.stream(problems=problems)
             if args.kind is None or e.kind == args.kind
-        ]
+        )
+        if args.limit is None:
+            async for e in entries:
+                out.write(e)
+        else:
+            last: deque[Entry] = deque(maxlen=args.limit)
+            async for e in entries:
+                last.append(e)
+            for e in last:
+                out.write(e)
+    out.close()
     if problems:  # one warning per command, however many rows are bad
         print(
             f"lifeline: warning: {len(problems)} undecodable row(s) skipped in line "
@@ -174,14 +192,41 @@ async def cmd_history(args: argparse.Namespace) -> int:
             "run `lifeline verify`",
             file=sys.stderr,
         )
-    if args.limit is not None:
-        entries = entries[-args.limit :] if args.limit > 0 else []
-    if args.json:
-        print_json([e.to_dict() for e in entries])
-        return 0
-    for e in entries:
-        print(f"{e.id[:12]}  {e.ts[:19]}  {_one_line(e.kind):<10}  {_one_line(e.summary)}")
     return 0
+
+
+class _TextRows:
+    """One line per entry: short id, time, kind, summary."""
+
+    def write(self, e: Entry) -> None:
+        sys.stdout.write(
+            f"{e.id[:12]}  {e.ts[:19]}  {_one_line(e.kind):<10}  {_one_line(e.summary)}\n"
+        )
+
+    def close(self) -> None:
+        pass
+
+
+class _JsonLines(_TextRows):
+    """One compact JSON object per line (``--jsonl``)."""
+
+    def write(self, e: Entry) -> None:
+        sys.stdout.write(json.dumps(e.to_dict(), ensure_ascii=False, sort_keys=True) + "\n")
+
+
+class _JsonArray(_TextRows):
+    """The bytes ``print_json`` writes for the whole list, written one entry at a time."""
+
+    def __init__(self) -> None:
+        self._first = True
+
+    def write(self, e: Entry) -> None:
+        item = json.dumps(e.to_dict(), ensure_ascii=False, indent=2, sort_keys=True)
+        sys.stdout.write(("[\n" if self._first else ",\n") + textwrap.indent(item, "  "))
+        self._first = False
+
+    def close(self) -> None:
+        sys.stdout.write("[]\n" if self._first else "\n]\n")
 
 
 def _one_line(text: str) -> str:
