@@ -127,14 +127,17 @@ async def test_history_json_is_streamed_in_the_bytes_of_one_array(root: Path) ->
     assert lifeline(root, "history", "--json").stdout == "[]\n"
     async with await SqliteStore.open(root / ".lifeline" / "ledger.db") as store:
         await Ledger(store).append_many(
-            [Draft(kind="note", summary=f"n{n} — ünïcode 🎉", body="a\nb") for n in range(5)]
+            [
+                Draft(kind="note", summary=f"n{n} — ünïcode 🎉", body="a\nb\u2028c\x85d")
+                for n in range(5)
+            ]
         )
         expected = [e.to_dict() async for e in store.stream()]
     whole = json.dumps(expected, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
     assert lifeline(root, "history", "--json").stdout == whole
-    rows = lifeline(root, "history", "--jsonl").stdout.splitlines()
+    rows = lifeline(root, "history", "--jsonl").stdout.rstrip("\n").split("\n")
     assert [json.loads(r) for r in rows] == expected
-    last = lifeline(root, "history", "--jsonl", "--limit", "2").stdout.splitlines()
+    last = lifeline(root, "history", "--jsonl", "--limit", "2").stdout.rstrip("\n").split("\n")
     assert [json.loads(r) for r in last] == expected[-2:]
     both = lifeline(root, "history", "--json", "--jsonl")
     assert both.returncode == 2 and "not allowed with" in both.stderr

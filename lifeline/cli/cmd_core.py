@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import textwrap
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -222,7 +221,9 @@ class _JsonArray(_TextRows):
 
     def write(self, e: Entry) -> None:
         item = json.dumps(e.to_dict(), ensure_ascii=False, indent=2, sort_keys=True)
-        sys.stdout.write(("[\n" if self._first else ",\n") + textwrap.indent(item, "  "))
+        # Only structural newlines are raw in JSON text (a string's are escaped); not
+        # textwrap.indent, whose line split also breaks at U+2028, U+0085 and the like.
+        sys.stdout.write(("[\n  " if self._first else ",\n  ") + item.replace("\n", "\n  "))
         self._first = False
 
     def close(self) -> None:
