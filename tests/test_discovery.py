@@ -33,7 +33,12 @@ from lifeline_mesh.discovery.advert import (
 )
 from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
 from lifeline_mesh.identity import NodeIdentity
-from tests.netns import needs_multicast, netns_unavailable, two_hosts
+from tests.netns import (
+    needs_multicast,
+    netns_unavailable,
+    skip_unless_same_host_conflicts_are_seen,
+    two_hosts,
+)
 
 LOOPBACK = "127.0.0.1"
 
@@ -221,6 +226,7 @@ async def test_allow_list_filters_nodes() -> None:
 
 @needs_multicast
 async def test_the_same_node_announced_twice_is_a_clear_error() -> None:
+    skip_unless_same_host_conflicts_are_seen()
     first = _disc("mesh-a", 7030)
     async with _running(first):
         with pytest.raises(PeerError, match="already announces node"):

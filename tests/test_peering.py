@@ -20,7 +20,7 @@ from lifeline_mesh.peering import Peering, PeeringOptions, add_peering_arguments
 from lifeline_mesh.peers import PeerAddress, PeerState, load_peers_file
 from lifeline_mesh.schedule import SchedulePolicy
 from tests.conftest import make_entry
-from tests.netns import needs_multicast
+from tests.netns import needs_multicast, skip_unless_same_host_conflicts_are_seen
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -199,6 +199,7 @@ async def test_run_until_stop_cancels_everything(tmp_path: Path) -> None:
 
 @needs_multicast
 async def test_run_until_raises_a_start_failure_as_itself(tmp_path: Path) -> None:
+    skip_unless_same_host_conflicts_are_seen()
     opts = PeeringOptions(interfaces=["127.0.0.1"], policy=FAST)
     first = _Node(tmp_path / "a", "mesh-x", 7401, opts)
     second = _Node(tmp_path / "b", "mesh-x", 7402, opts)
