@@ -12,7 +12,7 @@ import pytest
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.ui.server import check_listen
-from tests.ui_project import HOSTILE_SUMMARY, HUGE_BODY_CHARS, Project, build_project
+from tests.ui_project import HUGE_BODY_CHARS, Project, build_project
 from tests.ui_server import fetch, running_viewer
 
 TOKEN = "0123456789abcdef-token"
