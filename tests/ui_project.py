@@ -180,7 +180,7 @@ def build_project(root: Path) -> Project:
             "sources": ["static"],
             "last_sync_at": now - 40,
             "failures": 0,
-            "last_result": "ledger: sent 3, received 12 (12 new); 4210/18877 bytes",
+            "last_result": "ledger: sent 3, received 12 (12 new), 4210/18877 bytes out/in",
             "last_error": None,
         },
         {

@@ -7,6 +7,8 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ from lifeline.cli.common import root_of
 from lifeline_mesh.ui.server import DEFAULT_LISTEN, TOKEN_ENV, bind, check_listen, serve_viewer
 from lifeline_mesh.ui.viewer import Viewer
 
-__all__ = ["add_ui_arguments", "register", "viewer_token"]
+__all__ = ["add_serve_ui_arguments", "add_ui_arguments", "register", "ui_beside", "viewer_token"]
 
 
 def add_ui_arguments(p: argparse.ArgumentParser, *, prefix: str = "") -> None:
@@ -38,6 +40,38 @@ def add_ui_arguments(p: argparse.ArgumentParser, *, prefix: str = "") -> None:
         help=f"require this token (default: ${TOKEN_ENV}, if set); prefer the variable, "
         "a command line is visible to other users",
     )
+
+
+def add_serve_ui_arguments(p: argparse.ArgumentParser) -> None:
+    """``serve --ui`` and its ``--ui-listen``, ``--ui-remote``, ``--ui-token``."""
+    p.add_argument(
+        "--ui", action="store_true", help="also serve the read-only web viewer (see `ui`)"
+    )
+    add_ui_arguments(p, prefix="ui-")
+
+
+@asynccontextmanager
+async def ui_beside(
+    args: argparse.Namespace, root: Path, stop: asyncio.Event
+) -> AsyncIterator[None]:
+    """With ``--ui``, the viewer runs for as long as the block (it stops with ``stop``)."""
+    if not getattr(args, "ui", False):
+        yield
+        return
+    token = viewer_token(args.ui_token)
+    host, port = check_listen(args.ui_listen, remote=args.ui_remote, token=token)
+    sock = bind(host, port)
+
+    def ready(url: str) -> None:
+        sys.stdout.write(f"viewer on {url}\n")
+        sys.stdout.flush()
+
+    task = asyncio.create_task(serve_viewer(Viewer(root, token=token), sock, stop, ready))
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
