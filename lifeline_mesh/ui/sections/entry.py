@@ -68,7 +68,7 @@ async def entry_page(request: Request) -> Response:
         children=_brief(near, shown_children),
         more_children=len(children) - len(shown_children),
         superseded_by=lt.truth.superseded.get(entry.id),
-        corrects=list(entry.parents) if entry.kind == "correction" else [],
+        corrects=_brief(near, list(entry.parents)) if entry.kind == "correction" else [],
         pin_notes=lt.truth.pin_notes.get(entry.id, []),
         thread=thread_of(entry.body) or "",
         signatures=sigs,
