@@ -90,21 +90,25 @@ def test_history_pages_and_filters(base: str, project: Project) -> None:
     assert status == 400 and "is not a date" in body
 
 
-def test_history_pages_by_keyset(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def long_line(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """120 entries in a chain; entries 5 and 100 are fixes, the rest notes."""
     import asyncio
 
     from lifeline.entry import Entry
     from lifeline.store.sqlite import SqliteStore
 
+    root = tmp_path_factory.mktemp("long")
+
     async def fill() -> None:
-        (tmp_path / ".lifeline").mkdir()
-        async with await SqliteStore.open(tmp_path / ".lifeline" / "ledger.db") as store:
+        (root / ".lifeline").mkdir()
+        async with await SqliteStore.open(root / ".lifeline" / "ledger.db") as store:
             prev: tuple[str, ...] = ()
             batch = []
             for n in range(120):
                 e = Entry.create(
                     ts=f"2026-01-01T00:00:{n // 10:02d}.{n:06d}Z",
-                    kind="note",
+                    kind="fix" if n in (5, 100) else "note",
                     summary=f"entry number {n:03d}",
                     body="",
                     author="t",
@@ -115,15 +119,41 @@ def test_history_pages_by_keyset(tmp_path: Path) -> None:
             await store.append_many(batch)
 
     asyncio.run(fill())
-    with running_viewer(tmp_path) as url:
-        seen: list[str] = []
-        path = "/lines/ledger/history"
-        while path:
-            html = _get(url, path.replace("&amp;", "&"))
-            seen += re.findall(r"entry number (\d{3})", html)
-            found = re.search(r'href="([^"]+)" rel="next"', html)
-            path = found.group(1) if found else ""
-    assert seen == [f"{n:03d}" for n in range(119, -1, -1)]
+    return root
+
+
+def _walk(url: str, path: str) -> tuple[list[str], int]:
+    """Follow "Older entries" from ``path``: (entry numbers seen, pages)."""
+    seen: list[str] = []
+    pages = 0
+    while path:
+        html = _get(url, path.replace("&amp;", "&"))
+        pages += 1
+        seen += re.findall(r"entry number (\d{3})", html)
+        found = re.search(r'href="([^"]+)" rel="next"', html)
+        path = found.group(1) if found else ""
+    return seen, pages
+
+
+def test_history_pages_by_keyset(long_line: Path) -> None:
+    with running_viewer(long_line) as url:
+        seen, pages = _walk(url, "/lines/ledger/history")
+    assert seen == [f"{n:03d}" for n in range(119, -1, -1)] and pages == 3
+
+
+def test_a_filtered_page_scans_a_bounded_window(
+    long_line: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lifeline_mesh.ui import reader
+
+    monkeypatch.setattr(reader, "SCAN_BUDGET", 30)
+    with running_viewer(long_line) as url:
+        first = _get(url, "/lines/ledger/history?kind=fix")
+        assert "entry number 100" in first and "among these 30 entries" not in first
+        seen, pages = _walk(url, "/lines/ledger/history?kind=fix")
+        assert "No entry of kind" not in _get(url, "/lines/ledger/history?kind=fix")
+        assert "No entry matches." in _get(url, "/lines/ledger/history?kind=milestone")
+    assert seen == ["100", "005"] and pages == 4  # windows of 30 over 120 entries
 
 
 def test_graph_draws_forks_merges_and_corrections(base: str, project: Project) -> None:

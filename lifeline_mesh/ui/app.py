@@ -112,6 +112,7 @@ def create_app(viewer: Viewer) -> ASGIApp:
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        viewer.start_warm_up()
         try:
             yield
         finally:

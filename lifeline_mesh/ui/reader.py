@@ -25,6 +25,7 @@ from lifeline_mesh.ui.dag import DagNode
 __all__ = ["PAGE_SIZE", "Filters", "HistoryPage", "LineReader"]
 
 PAGE_SIZE = 50
+SCAN_BUDGET = 20_000  # entries a filtered page examines at most (see _history_sql)
 DAG_DEPTH = 3
 DAG_MAX_NODES = 48
 _ROW = "id, ts, kind, author, agent, summary, height, parents"
@@ -54,6 +55,7 @@ class HistoryPage:
     rows: list[dict[str, Any]]
     older: str | None  # id to continue from (keyset cursor), None at the oldest
     filters: Filters = field(default_factory=Filters)
+    scanned_to: str | None = None  # the scan budget ended here before a page was full
 
 
 def _row(values: tuple[Any, ...]) -> dict[str, Any]:
@@ -74,16 +76,9 @@ def _until_bound(until: str) -> str:
     return until + "T99" if len(until) == 10 else until  # a whole day: past any time in it
 
 
-def _history_sql(
-    conn: sqlite3.Connection, f: Filters, thread_ids: list[str] | None, before: str | None
-) -> HistoryPage:
+def _filter_sql(f: Filters, thread_ids: list[str] | None) -> tuple[list[str], list[Any]]:
     where: list[str] = []
     params: list[Any] = []
-    if before:
-        key = conn.execute("SELECT height, ts, id FROM entries WHERE id = ?", (before,)).fetchone()
-        if key is not None:
-            where.append("(height, ts, id) < (?, ?, ?)")
-            params.extend(key)
     for column in ("kind", "author", "agent"):
         if getattr(f, column):
             where.append(f"{column} = ?")
@@ -97,13 +92,58 @@ def _history_sql(
     if thread_ids is not None:
         where.append("id IN (SELECT value FROM json_each(?))")
         params.append(json.dumps(thread_ids))
-    sql = f"SELECT {_ROW} FROM entries"
-    if where:
-        sql += " WHERE " + " AND ".join(where)
-    sql += " ORDER BY height DESC, ts DESC, id DESC LIMIT ?"
-    rows = [_row(r) for r in conn.execute(sql, (*params, PAGE_SIZE + 1))]
-    older = rows[PAGE_SIZE - 1]["id"] if len(rows) > PAGE_SIZE else None
-    return HistoryPage(rows[:PAGE_SIZE], older, f)
+    return where, params
+
+
+def _history_sql(
+    conn: sqlite3.Connection, f: Filters, thread_ids: list[str] | None, before: str | None
+) -> HistoryPage:
+    """One page, newest first. With filters (other than a thread, whose ids are known), at
+    most SCAN_BUDGET entries are examined: a filter that matches little never scans the
+    whole line in one request; the page then ends where the scan stopped."""
+    after: list[str] = []
+    params: list[Any] = []
+    if before:
+        key = conn.execute("SELECT height, ts, id FROM entries WHERE id = ?", (before,)).fetchone()
+        if key is not None:
+            after.append("(height, ts, id) < (?, ?, ?)")
+            params.extend(key)
+    where, filter_params = _filter_sql(f, thread_ids)
+    order = " ORDER BY height DESC, ts DESC, id DESC"
+    source = "entries"
+    bounded = bool(where) and thread_ids is None
+    if bounded:
+        source = (
+            "(SELECT * FROM entries"
+            + (" WHERE " + " AND ".join(after) if after else "")
+            + order
+            + f" LIMIT {SCAN_BUDGET})"
+        )
+        sql_params = [*params, *filter_params]
+        conditions = where
+    else:
+        sql_params = [*params, *filter_params]
+        conditions = after + where
+    sql = f"SELECT {_ROW} FROM {source}"
+    if conditions:
+        sql += " WHERE " + " AND ".join(conditions)
+    sql += order + " LIMIT ?"
+    rows = [_row(r) for r in conn.execute(sql, (*sql_params, PAGE_SIZE + 1))]
+    if len(rows) > PAGE_SIZE:
+        return HistoryPage(rows[:PAGE_SIZE], rows[PAGE_SIZE - 1]["id"], f)
+    if not bounded:
+        return HistoryPage(rows, None, f)
+    # Fewer matches than a page: either the line ends inside the scanned window, or the scan
+    # budget ran out first; then the next page starts where the scan stopped.
+    edge = conn.execute(
+        "SELECT id FROM entries"
+        + (" WHERE " + " AND ".join(after) if after else "")
+        + order
+        + f" LIMIT 2 OFFSET {SCAN_BUDGET - 1}",
+        params,
+    ).fetchall()
+    last = edge[0][0] if len(edge) == 2 else None  # older entries remain past the window
+    return HistoryPage(rows, last, f, scanned_to=last)
 
 
 def _window(conn: sqlite3.Connection, focus: str) -> list[dict[str, Any]]:
@@ -170,6 +210,8 @@ class LineReader:
 
     async def history(self, f: Filters, before: str | None = None) -> HistoryPage:
         thread_ids: list[str] | None = None
+        if f.kind and f.kind not in (await self.truth()).state.kinds:
+            return HistoryPage([], None, f)  # no entry of that kind at all: nothing to scan
         if f.thread:
             marks = (await self.truth()).state.threads.get(f.thread, [])
             thread_ids = [m[1] for m in marks]
@@ -195,6 +237,11 @@ class LineReader:
 
     async def search(self, query: str, k: int = 20) -> list[Hit]:
         return await recall(self.store, (await self.truth()).truth, query, k=k)
+
+    async def warm_up(self) -> None:
+        """Fold the truth and bring the recall index up to date, so the first page a reader
+        opens does not pay for a line that grew (or was never read) while nobody looked."""
+        await recall(self.store, (await self.truth()).truth, "warm")
 
     async def close(self) -> None:
         await self.store.close()

@@ -8,11 +8,13 @@ request, so a line a peer sends after start-up appears at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lifeline.errors import NotFound
+from lifeline.errors import LifelineError, NotFound
 from lifeline.lines import DEFAULT_LINE, line_names, line_path, validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
@@ -20,6 +22,8 @@ from lifeline_mesh.ui.audit_cache import AuditCache
 from lifeline_mesh.ui.reader import LineReader
 
 __all__ = ["Viewer"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -31,6 +35,7 @@ class Viewer:
     audit: AuditCache = field(init=False)
     _readers: dict[str, LineReader] = field(default_factory=dict, init=False)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    _warming: asyncio.Task[None] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         # The notary keeps its tables in the line files: register its migrations first.
@@ -57,7 +62,22 @@ class Viewer:
                 self._readers[name] = found
             return found
 
+    async def warm_up(self) -> None:
+        """Read every line once in the background (see LineReader.warm_up)."""
+        for name in self.lines():
+            try:
+                await (await self.reader(name)).warm_up()
+            except LifelineError as exc:  # the page that reads it will say what is wrong
+                log.warning("viewer: could not read line %s ahead: %s", name, exc)
+
+    def start_warm_up(self) -> None:
+        self._warming = asyncio.get_running_loop().create_task(self.warm_up())
+
     async def close(self) -> None:
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warming
         await self.audit.stop()
         for reader in self._readers.values():
             await reader.close()

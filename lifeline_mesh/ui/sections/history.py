@@ -13,7 +13,7 @@ from lifeline.entry import ID_RE, normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline_mesh.ui.dag import render_dag
 from lifeline_mesh.ui.links import Links
-from lifeline_mesh.ui.reader import PAGE_SIZE, Filters
+from lifeline_mesh.ui.reader import PAGE_SIZE, SCAN_BUDGET, Filters
 from lifeline_mesh.ui.render import links_for, page, viewer_of
 from lifeline_mesh.ui.sections import Section
 
@@ -83,6 +83,7 @@ async def history_page(request: Request) -> Response:
         superseded=lt.truth.superseded,
         count=lt.state.count,
         page_size=PAGE_SIZE,
+        scan_budget=SCAN_BUDGET,
     )
 
 
