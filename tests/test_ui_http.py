@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.ui.server import check_listen
+from tests.mesh_procs import cli
 from tests.ui_project import HUGE_BODY_CHARS, Project, build_project
 from tests.ui_server import fetch, running_viewer
 
@@ -240,13 +240,7 @@ def test_listen_rules() -> None:
 
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return cli("lifeline_mesh", root, *args, check=False)
 
 
 def test_cli_refuses_a_public_address_without_flag_and_token(tmp_path: Path) -> None:
