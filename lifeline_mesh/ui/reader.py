@@ -101,49 +101,45 @@ def _history_sql(
     """One page, newest first. With filters (other than a thread, whose ids are known), at
     most SCAN_BUDGET entries are examined: a filter that matches little never scans the
     whole line in one request; the page then ends where the scan stopped."""
-    after: list[str] = []
+    bounds: list[str] = []
     params: list[Any] = []
     if before:
         key = conn.execute("SELECT height, ts, id FROM entries WHERE id = ?", (before,)).fetchone()
         if key is not None:
-            after.append("(height, ts, id) < (?, ?, ?)")
+            bounds.append("(height, ts, id) < (?, ?, ?)")
             params.extend(key)
     where, filter_params = _filter_sql(f, thread_ids)
     order = " ORDER BY height DESC, ts DESC, id DESC"
-    source = "entries"
-    bounded = bool(where) and thread_ids is None
-    if bounded:
-        source = (
-            "(SELECT * FROM entries"
-            + (" WHERE " + " AND ".join(after) if after else "")
+    edge: tuple[Any, ...] | None = None
+    if where and thread_ids is None:
+        # The window's far end, read from the (height, ts, id) index alone; None when the
+        # rest of the line fits in the window.
+        edge = conn.execute(
+            "SELECT height, ts, id FROM entries"
+            + (" WHERE " + " AND ".join(bounds) if bounds else "")
             + order
-            + f" LIMIT {SCAN_BUDGET})"
-        )
-        sql_params = [*params, *filter_params]
-        conditions = where
-    else:
-        sql_params = [*params, *filter_params]
-        conditions = after + where
-    sql = f"SELECT {_ROW} FROM {source}"
-    if conditions:
-        sql += " WHERE " + " AND ".join(conditions)
+            + f" LIMIT 1 OFFSET {SCAN_BUDGET}",
+            params,
+        ).fetchone()
+        if edge is not None:
+            bounds.append("(height, ts, id) > (?, ?, ?)")
+            params.extend(edge)
+    sql = f"SELECT {_ROW} FROM entries"
+    if bounds or where:
+        sql += " WHERE " + " AND ".join(bounds + where)
     sql += order + " LIMIT ?"
-    rows = [_row(r) for r in conn.execute(sql, (*sql_params, PAGE_SIZE + 1))]
+    rows = [_row(r) for r in conn.execute(sql, (*params, *filter_params, PAGE_SIZE + 1))]
     if len(rows) > PAGE_SIZE:
         return HistoryPage(rows[:PAGE_SIZE], rows[PAGE_SIZE - 1]["id"], f)
-    if not bounded:
+    if edge is None:
         return HistoryPage(rows, None, f)
-    # Fewer matches than a page: either the line ends inside the scanned window, or the scan
-    # budget ran out first; then the next page starts where the scan stopped.
-    edge = conn.execute(
-        "SELECT id FROM entries"
-        + (" WHERE " + " AND ".join(after) if after else "")
-        + order
-        + f" LIMIT 2 OFFSET {SCAN_BUDGET - 1}",
-        params,
-    ).fetchall()
-    last = edge[0][0] if len(edge) == 2 else None  # older entries remain past the window
-    return HistoryPage(rows, last, f, scanned_to=last)
+    # Fewer matches than a page in the window: the next page starts past its end (the
+    # cursor is exclusive, so it names the window's last entry, just before the edge).
+    last = conn.execute(
+        "SELECT id FROM entries WHERE (height, ts, id) > (?, ?, ?) ORDER BY height, ts, id LIMIT 1",
+        edge,
+    ).fetchone()
+    return HistoryPage(rows, last[0], f, scanned_to=last[0])
 
 
 def _window(conn: sqlite3.Connection, focus: str) -> list[dict[str, Any]]:
