@@ -269,3 +269,24 @@ def test_static_copy_has_every_page_with_relative_links(project: Project, tmp_pa
             if not (page.parent / link).exists():
                 broken.append((str(page.relative_to(out)), link))
     assert broken == []
+
+
+def test_mesh_links_verify_findings_to_their_entries(tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    from tests.ui_project import build_project
+
+    project = build_project(tmp_path / "p")
+    victim = project.ids["queue"]
+    conn = sqlite3.connect(project.root / ".lifeline" / "ledger.db")
+    with conn:  # altered after it was written: its id no longer matches its content
+        conn.execute("UPDATE entries SET summary = 'Queue: Kafka' WHERE id = ?", (victim,))
+    conn.close()
+    out = tmp_path / "site"
+    done = _cli(project.root, "ui", "--static", str(out))
+    assert done.returncode == 0, done.stderr
+    mesh = (out / "mesh.html").read_text()
+    assert "failure(s)" in mesh
+    assert f'href="lines/ledger/entries/{victim}.html"' in mesh
+    shutil.rmtree(out)
