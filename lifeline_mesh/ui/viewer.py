@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lifeline.errors import LifelineError, NotFound
+from lifeline.errors import LifelineError
 from lifeline.lines import DEFAULT_LINE, line_names, line_path, validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
@@ -82,7 +82,3 @@ class Viewer:
         for reader in self._readers.values():
             await reader.close()
         self._readers.clear()
-
-    @staticmethod
-    def not_found(what: str) -> NotFound:
-        return NotFound(what)
