@@ -209,7 +209,7 @@ class Node:
         reports = await self.sync(str(peer.address), lines)
         return "; ".join(
             f"{r.line}: sent {r.entries_sent}, received {r.entries_received} "
-            f"({r.entries_added} new)"
+            f"({r.entries_added} new), {r.bytes_sent}/{r.bytes_received} bytes out/in"
             for r in reports
         )
 

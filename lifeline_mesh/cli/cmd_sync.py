@@ -11,6 +11,7 @@ from typing import Any
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.lines import line_names, validate_line_name
+from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
 from lifeline_mesh.peering import add_peering_arguments, peering_options
@@ -37,6 +38,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     _insecure(p)
     add_peering_arguments(p)
+    add_serve_ui_arguments(p)
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser(
@@ -89,7 +91,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             sys.stdout.write(f"join port on {node.join_address}\n")
         sys.stdout.flush()
 
-    server = await node.serve(listen, stop, ready, join_listen=join_listen, peering=peering)
+    async with ui_beside(args, node.root, stop):
+        server = await node.serve(listen, stop, ready, join_listen=join_listen, peering=peering)
     print(f"stopped after {len(server.reports)} sessions ({len(server.failures)} failed)")
     return 0
 

@@ -20,6 +20,7 @@ from lifeline_mesh.cli import (
     cmd_peers,
     cmd_proposals,
     cmd_sync,
+    cmd_ui,
 )
 
 __all__ = ["build_parser", "main"]
@@ -32,6 +33,7 @@ COMMAND_MODULES: list[ModuleType] = [
     cmd_mcp,
     cmd_proposals,
     cmd_peers,
+    cmd_ui,
 ]
 
 

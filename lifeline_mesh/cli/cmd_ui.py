@@ -1,0 +1,136 @@
+"""`lifeline-mesh ui`: the read-only web viewer, served on loopback or written as files."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from lifeline.cli.common import root_of
+from lifeline_mesh.ui.server import DEFAULT_LISTEN, TOKEN_ENV, bind, check_listen, serve_viewer
+from lifeline_mesh.ui.viewer import Viewer
+
+__all__ = ["add_serve_ui_arguments", "add_ui_arguments", "register", "ui_beside", "viewer_token"]
+
+
+def add_ui_arguments(p: argparse.ArgumentParser, *, prefix: str = "") -> None:
+    """The viewer's listen options (``ui``: --listen; ``serve --ui``: --ui-listen)."""
+    p.add_argument(
+        f"--{prefix}listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"where the viewer listens (default: {DEFAULT_LISTEN}; port 0 = a free port)",
+    )
+    p.add_argument(
+        f"--{prefix}remote",
+        action="store_true",
+        help=f"allow a non-loopback listen address (requires a token: {TOKEN_ENV} or "
+        f"--{prefix}token)",
+    )
+    p.add_argument(
+        f"--{prefix}token",
+        default=None,
+        metavar="TOKEN",
+        help=f"require this token (default: ${TOKEN_ENV}, if set); prefer the variable, "
+        "a command line is visible to other users",
+    )
+
+
+def add_serve_ui_arguments(p: argparse.ArgumentParser) -> None:
+    """``serve --ui`` and its ``--ui-listen``, ``--ui-remote``, ``--ui-token``."""
+    p.add_argument(
+        "--ui", action="store_true", help="also serve the read-only web viewer (see `ui`)"
+    )
+    add_ui_arguments(p, prefix="ui-")
+
+
+@asynccontextmanager
+async def ui_beside(
+    args: argparse.Namespace, root: Path, stop: asyncio.Event
+) -> AsyncIterator[None]:
+    """With ``--ui``, the viewer runs for as long as the block (it stops with ``stop``)."""
+    if not getattr(args, "ui", False):
+        yield
+        return
+    token = viewer_token(args.ui_token)
+    host, port = check_listen(args.ui_listen, remote=args.ui_remote, token=token)
+    sock = bind(host, port)
+
+    def ready(url: str) -> None:
+        sys.stdout.write(f"viewer on {url}\n")
+        sys.stdout.flush()
+
+    task = asyncio.create_task(serve_viewer(Viewer(root, token=token), sock, stop, ready))
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "ui",
+        parents=[parent],
+        help="the read-only web viewer: truth, entries, history, mesh",
+        description="Serve a read-only site over this project's lines and mesh (loopback "
+        "by default), or write it as static files with --static DIR.",
+    )
+    add_ui_arguments(p)
+    p.add_argument(
+        "--static",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="write the site as static files under DIR (relative links) and exit",
+    )
+    p.set_defaults(func=cmd_ui)
+
+
+def viewer_token(value: str | None) -> str | None:
+    return value or os.environ.get(TOKEN_ENV) or None
+
+
+async def cmd_ui(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    if args.static is not None:
+        return await _export(root, args.static)
+    token = viewer_token(args.token)
+    host, port = check_listen(args.listen, remote=args.remote, token=token)
+    sock = bind(host, port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+
+    def ready(url: str) -> None:
+        sys.stdout.write(f"viewer on {url}\n")
+        sys.stdout.flush()
+
+    await serve_viewer(Viewer(root, token=token), sock, stop, ready)
+    print("viewer stopped")
+    return 0
+
+
+async def _export(root: Path, target: Path) -> int:
+    from lifeline_mesh.ui.export import export_site
+
+    quiet = not sys.stderr.isatty()
+
+    def progress(pages: int) -> None:
+        if not quiet:
+            sys.stderr.write(f"\r{pages} pages written")
+
+    report = await export_site(root, target, progress)
+    if not quiet:
+        sys.stderr.write("\n")
+    print(f"wrote {report.pages} pages to {target} (open {target / 'index.html'})")
+    for path, status in report.errors[:10]:
+        print(f"  {path}: HTTP {status} (written as an error page)")
+    return 0

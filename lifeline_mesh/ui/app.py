@@ -1,0 +1,129 @@
+"""The viewer as an ASGI application: the sections' routes, the packaged assets, error pages,
+and the headers and token check every response goes through.
+
+Read-only: every route answers GET (and HEAD); nothing on the site writes to a line.
+The content security policy allows scripts, styles and images from the site itself only,
+so even an escaping bug could not run a script that came from an entry.
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Mount
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from lifeline.errors import AmbiguousPrefix, ConfigError, LifelineError, NotFound
+from lifeline_mesh.ui.render import page
+from lifeline_mesh.ui.sections import SECTIONS
+from lifeline_mesh.ui.viewer import Viewer
+
+__all__ = ["ASSETS", "CSP", "TOKEN_COOKIE", "create_app"]
+
+ASSETS = Path(__file__).resolve().parent / "static"
+TOKEN_COOKIE = "lifeline_ui_token"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
+    "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-frame-options", b"DENY"),
+    (b"cache-control", b"no-store"),
+]
+
+
+class _Guard:
+    """Security headers on every response; with a token, nothing without it."""
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = list(message.get("headers", []))
+                message["headers"] = headers + _HEADERS
+            await send(message)
+
+        if self.token is not None:
+            refused = self._check(Request(scope))
+            if refused is not None:
+                await refused(scope, receive, with_headers)
+                return
+        await self.app(scope, receive, with_headers)
+
+    def _check(self, request: Request) -> Response | None:
+        assert self.token is not None
+        given = request.query_params.get("token")
+        if given is not None and hmac.compare_digest(given.encode(), self.token.encode()):
+            rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
+            target = request.url.path + ("?" + urlencode(rest) if rest else "")
+            response = RedirectResponse(target, status_code=303)
+            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            return response
+        header = request.headers.get("authorization", "")
+        cookie = request.cookies.get(TOKEN_COOKIE, "")
+        for candidate in (header.removeprefix("Bearer ").strip(), cookie):
+            if candidate and hmac.compare_digest(candidate.encode(), self.token.encode()):
+                return None
+        return PlainTextResponse(
+            "this viewer needs its token: open the address `lifeline-mesh ui` printed "
+            "(it ends in ?token=...), or send `Authorization: Bearer TOKEN`\n",
+            status_code=401,
+        )
+
+
+async def _error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, NotFound):
+        status, heading = 404, "Not found"
+    elif isinstance(exc, ConfigError | AmbiguousPrefix):
+        status, heading = 400, "Cannot show this"
+    else:
+        status, heading = 500, "The viewer could not read this"
+    return page(
+        request,
+        "error.html",
+        section="",
+        title=heading,
+        status=status,
+        heading=heading,
+        message=str(exc),
+    )
+
+
+def create_app(viewer: Viewer) -> ASGIApp:
+    """The site over ``viewer``'s project (served or, with ``viewer.static``, for a copy)."""
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        viewer.start_warm_up()
+        try:
+            yield
+        finally:
+            await viewer.close()
+
+    routes: list[BaseRoute] = [r for s in SECTIONS for r in s.routes]
+    routes.append(Mount("/assets", StaticFiles(directory=ASSETS), name="assets"))
+    app = Starlette(
+        routes=routes,
+        exception_handlers={LifelineError: _error},
+        lifespan=lifespan,
+    )
+    app.state.viewer = viewer
+    return _Guard(app, viewer.token)

@@ -1,0 +1,83 @@
+"""The Entry page: one entry's fields and body, its neighbours, signatures and fate."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from lifeline.entry import Entry
+from lifeline.truth.parse import thread_of
+from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.mcp.signatures import entry_signatures
+from lifeline_mesh.ui.links import Links
+from lifeline_mesh.ui.render import page, viewer_of
+from lifeline_mesh.ui.sections import Section
+
+__all__ = ["SECTION", "witnessed"]
+
+MAX_CHILDREN = 200
+
+
+def witnessed(signatures: dict[str, Any]) -> dict[str, Any] | None:
+    """The earliest valid witness receipt by a node that did not sign as the author."""
+    items = signatures.get("items", [])
+    authors = {i.get("node_id") for i in items if i.get("role") == "author" and i.get("valid")}
+    receipts = [
+        i
+        for i in items
+        if i.get("role") == "witness" and i.get("valid") and i.get("node_id") not in authors
+    ]
+    return min(receipts, key=lambda i: str(i.get("ts")), default=None)
+
+
+def _brief(entries: dict[str, Entry], ids: list[str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": i,
+            "kind": entries[i].kind if i in entries else "",
+            "summary": entries[i].summary if i in entries else "(not stored in this line)",
+        }
+        for i in ids
+    ]
+
+
+async def entry_page(request: Request) -> Response:
+    viewer = viewer_of(request)
+    line = request.path_params["line"]
+    reader = await viewer.reader(line)
+    entry = await reader.entry(request.path_params["entry_id"])
+    lt = await reader.truth()
+    children = await reader.children(entry.id)
+    shown_children = children[:MAX_CHILDREN]
+    near = await reader.entries([*entry.parents, *shown_children])
+    path = key_path(viewer.root)
+    local = NodeIdentity.load(path).node_id if path.exists() else None
+    sigs = await entry_signatures(viewer.root, reader.store, entry.id, entry.ts, local)
+    return page(
+        request,
+        "entry.html",
+        section="entry",
+        title=entry.summary[:80] or entry.id[:12],
+        line=line,
+        entry=entry,
+        intact=entry.is_intact(),
+        parents=_brief(near, list(entry.parents)),
+        children=_brief(near, shown_children),
+        more_children=len(children) - len(shown_children),
+        superseded_by=lt.truth.superseded.get(entry.id),
+        corrects=_brief(near, list(entry.parents)) if entry.kind == "correction" else [],
+        pin_notes=lt.truth.pin_notes.get(entry.id, []),
+        thread=thread_of(entry.body) or "",
+        signatures=sigs,
+        witness=witnessed(sigs),
+    )
+
+
+def _nav(links: Links, line: str | None) -> str | None:
+    return None
+
+
+SECTION = Section("entry", "", _nav, [Route("/lines/{line}/entries/{entry_id}", entry_page)])

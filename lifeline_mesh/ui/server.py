@@ -1,0 +1,104 @@
+"""Serving the viewer with uvicorn: where it may listen, and running until told to stop.
+
+Loopback by default. Any other address needs ``remote=True`` (``--remote``) and a token,
+because the pages show the whole ledger to whoever can reach the port. The socket is bound
+here, before uvicorn starts, so the address (with the port chosen for ``:0``) is known and
+printed at once; connections wait in the backlog until uvicorn accepts them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+from collections.abc import Callable, Iterator
+
+import uvicorn
+
+from lifeline.errors import ConfigError
+from lifeline_mesh.transport.addresses import split_address
+from lifeline_mesh.ui.app import create_app
+from lifeline_mesh.ui.viewer import Viewer
+
+__all__ = ["DEFAULT_LISTEN", "TOKEN_ENV", "bind", "check_listen", "is_loopback", "serve_viewer"]
+
+DEFAULT_LISTEN = "127.0.0.1:8470"
+TOKEN_ENV = "LIFELINE_UI_TOKEN"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_listen(listen: str, *, remote: bool, token: str | None) -> tuple[str, int]:
+    """``(host, port)`` of ``listen``, or a ConfigError that says what to change."""
+    host, port = split_address(listen)
+    if not is_loopback(host):
+        if not remote:
+            raise ConfigError(
+                f"--listen {listen} is not a loopback address; the viewer shows the whole "
+                "ledger to anyone who reaches it. Add --remote and set a token "
+                f"({TOKEN_ENV}) to serve it there"
+            )
+        if not token:
+            raise ConfigError(
+                f"--remote needs a token: set {TOKEN_ENV} (at least 16 characters) or pass --token"
+            )
+    if token is not None and len(token) < 16:
+        raise ConfigError("the viewer's token is shorter than 16 characters; use a longer one")
+    return host, port
+
+
+def bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({exc.strerror}); pick another port with "
+            "--listen 127.0.0.1:PORT (port 0 picks a free one)"
+        ) from exc
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the caller owns shutdown (``stop``)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def url_of(sock: socket.socket, token: str | None) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
+
+
+async def serve_viewer(
+    viewer: Viewer, sock: socket.socket, stop: asyncio.Event, ready: Callable[[str], None]
+) -> None:
+    """Serve until ``stop`` is set; ``ready(url)`` once the socket accepts."""
+    config = uvicorn.Config(
+        create_app(viewer), log_level=logging.WARNING, access_log=False, lifespan="on"
+    )
+    server = _Server(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    ready(url_of(sock, viewer.token))
+    waiter = asyncio.create_task(stop.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    server.should_exit = True
+    waiter.cancel()
+    await task

@@ -1,0 +1,84 @@
+"""The viewer's state for one project: its lines (opened on first use, kept open), the
+background audit, and how pages are linked (served or static).
+
+Lines are opened without creating anything (``create=False``) and looked up again on each
+request, so a line a peer sends after start-up appears at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lifeline.errors import LifelineError
+from lifeline.lines import DEFAULT_LINE, line_names, line_path, validate_line_name
+from lifeline.plugins import load_append_hooks
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.ui.audit_cache import AuditCache
+from lifeline_mesh.ui.reader import LineReader
+
+__all__ = ["Viewer"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Viewer:
+    root: Path
+    static: bool = False
+    token: str | None = None
+    on_link: Callable[[str], None] | None = None  # the static export collects links here
+    audit: AuditCache = field(init=False)
+    _readers: dict[str, LineReader] = field(default_factory=dict, init=False)
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
+    _warming: asyncio.Task[None] | None = field(default=None, init=False)
+
+    def __post_init__(self) -> None:
+        # The notary keeps its tables in the line files: register its migrations first.
+        load_append_hooks(self.root)
+        self.audit = AuditCache(self.root)
+
+    def lines(self) -> list[str]:
+        return line_names(self.root)
+
+    def default_line(self) -> str | None:
+        names = self.lines()
+        if DEFAULT_LINE in names:
+            return DEFAULT_LINE
+        return names[0] if names else None
+
+    async def reader(self, line: str) -> LineReader:
+        """The open reader of ``line`` (NotFound when there is no such line)."""
+        name = validate_line_name(line)
+        async with self._lock:
+            found = self._readers.get(name)
+            if found is None:
+                path = line_path(self.root, name, must_exist=True)
+                found = LineReader(name, await SqliteStore.open(path, create=False))
+                self._readers[name] = found
+            return found
+
+    async def warm_up(self) -> None:
+        """Read every line once in the background (see LineReader.warm_up)."""
+        for name in self.lines():
+            try:
+                await (await self.reader(name)).warm_up()
+            except LifelineError as exc:  # the page that reads it will say what is wrong
+                log.warning("viewer: could not read line %s ahead: %s", name, exc)
+
+    def start_warm_up(self) -> None:
+        self._warming = asyncio.get_running_loop().create_task(self.warm_up())
+
+    async def close(self) -> None:
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._warming
+        await self.audit.stop()
+        for reader in self._readers.values():
+            await reader.close()
+        self._readers.clear()
