@@ -1,0 +1,495 @@
+"""Ingest: transcript files into the sessions line, incrementally, redacted first.
+
+For each file: skip it when its size and mtime are as recorded (no read at all); continue
+from the recorded byte offset when it only grew; read it whole when it is new, was
+rewritten in place (a fingerprint changed, it shrank) or is a replayed format. The lines
+read become items (adapter), are redacted and capped (:mod:`pack`), packed into parts,
+and written with a header and a status entry in one transaction; the source ledger is
+updated after the write, so a crash in between only repeats work (ids are content
+addresses: a repeat writes nothing new).
+
+Entry shapes (decision 0019): ``session`` (identity: tool, native id, source name, first
+line's hash), ``session-part`` (a run of items; parent: the previous part or the header)
+and ``session-status`` (verdict, facts, counts, scope and the tail part's id; parent: the
+tail). Every field that is hashed is derived from the file's bytes, so two machines that
+ingest one file write the same ids; only the scope may differ (it looks at the local git
+checkout), and it lives in the status entry alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from lifeline.entry import compute_id
+from lifeline.ledger import Draft, Ledger
+from lifeline.sessions.model import Item, Prompt
+from lifeline.sessions.pack import Caps, Cleaner, Packer, Part, dumps, native_ids
+from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
+from lifeline.sessions.redact import Redactor
+from lifeline.sessions.scope import scope_for
+from lifeline.sessions.sources import SourceLedger, SourceRecord
+from lifeline.store.port import Store
+
+__all__ = [
+    "AUTHOR",
+    "KIND_HEADER",
+    "KIND_PART",
+    "KIND_STATUS",
+    "FileResult",
+    "IngestReport",
+    "Ingester",
+    "clean_line",
+]
+
+KIND_HEADER, KIND_PART, KIND_STATUS = "session", "session-part", "session-status"
+AUTHOR = "lifeline-sessions"
+_WINDOW = 4096
+
+
+@dataclass
+class FileResult:
+    source: SourceFile
+    outcome: str  # unchanged | empty | read | resumed | rewritten | failed
+    session: str = ""
+    turns: int = 0
+    items: int = 0
+    lines: int = 0
+    entries: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    opaque: Counter[str] = field(default_factory=Counter)
+    redactions: Counter[str] = field(default_factory=Counter)
+    error: str = ""
+
+
+@dataclass
+class IngestReport:
+    files: int = 0
+    sessions: int = 0  # files with something new
+    unchanged: int = 0
+    empty: int = 0
+    turns: int = 0
+    items: int = 0
+    lines: int = 0
+    entries: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    opaque: Counter[str] = field(default_factory=Counter)
+    redactions: Counter[str] = field(default_factory=Counter)
+    failures: list[str] = field(default_factory=list)
+
+    def add(self, result: FileResult) -> None:
+        self.files += 1
+        if result.outcome == "unchanged":
+            self.unchanged += 1
+        elif result.outcome == "empty":
+            self.empty += 1
+        elif result.outcome == "failed":
+            self.failures.append(f"{result.source.path}: {result.error}")
+        else:
+            self.sessions += 1
+        self.turns += result.turns
+        self.items += result.items
+        self.lines += result.lines
+        self.entries += result.entries
+        self.skipped.update(result.skipped)
+        self.opaque.update(result.opaque)
+        self.redactions.update(result.redactions)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "files": self.files,
+            "sessions": self.sessions,
+            "unchanged": self.unchanged,
+            "empty": self.empty,
+            "turns": self.turns,
+            "items": self.items,
+            "lines": self.lines,
+            "entries": self.entries,
+            "skipped": dict(self.skipped),
+            "opaque": dict(self.opaque),
+            "redactions": dict(self.redactions),
+            "failures": self.failures,
+        }
+
+
+@dataclass
+class _Plan:
+    """Where reading starts: from scratch, or from a recorded position."""
+
+    header: dict[str, Any] | None  # a new header to write, or None (resuming)
+    session: str
+    state: ParseState | None
+    packer: Packer
+    prev: str  # the id the next closed part hangs from
+    offset: int = 0
+    line_no: int = 0
+    prefix: str = ""
+    outcome: str = "read"
+    partial: int = 0
+
+
+@dataclass
+class _Outcome:
+    closed: list[Part]
+    tail: Part | None
+    state: ParseState
+    offset: int
+    line_no: int
+    prefix: str
+    partial: int
+    items: int
+    turns: int
+    lines: int
+    redactions: Counter[str]
+    truncated: int
+
+
+class Ingester:
+    """Ingests transcript files into one line (``store`` through ``ledger``)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        sources: SourceLedger,
+        *,
+        caps: Caps | None = None,
+        patterns: tuple[tuple[str, str], ...] = (),
+        scope_of: Callable[[str | None, str | None], str] = scope_for,
+    ) -> None:
+        self.ledger = ledger
+        self.store: Store = ledger.store
+        self.sources = sources
+        caps = caps or Caps()
+        self.caps = Caps(
+            caps.tool_output, caps.text, min(caps.part_bytes, ledger.limits.body_bytes - 2_000)
+        )
+        self.patterns = patterns
+        self.scope_of = scope_of
+
+    async def ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
+        """Ingest one file; never raises for a bad file (the result says what happened)."""
+        try:
+            return await self._ingest(adapter, source)
+        except OSError as exc:
+            return FileResult(source, "failed", error=f"cannot read it ({exc.strerror or exc})")
+
+    async def _ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
+        stat = source.path.stat()
+        path = str(source.path.resolve())
+        tool = adapter.tool.value
+        if self.sources.unchanged(tool, path, stat.st_size, stat.st_mtime_ns):
+            return FileResult(source, "unchanged")
+        if stat.st_size == 0:
+            self.sources.touch(tool, path, 0, stat.st_mtime_ns)
+            return FileResult(source, "empty")
+        plan = await self._plan(adapter, source, self.sources.get(tool, path), stat.st_size)
+        out = await asyncio.to_thread(self._read, adapter, source, plan)
+        if out.offset == plan.offset and plan.header is None and out.partial == plan.partial:
+            self.sources.touch(tool, path, stat.st_size, stat.st_mtime_ns)
+            return FileResult(source, "unchanged")
+        drafts = self._drafts(adapter, plan, out)
+        result = await self.ledger.append_many(drafts)
+        self.sources.put(self._record(tool, path, stat, source.path, plan, out))
+        return FileResult(
+            source,
+            plan.outcome,
+            session=plan.session,
+            turns=out.turns,
+            items=out.items,
+            lines=out.lines,
+            entries=result.count,
+            skipped=Counter(out.state.skipped),
+            opaque=Counter(out.state.opaque),
+            redactions=out.redactions,
+        )
+
+    async def _plan(
+        self, adapter: Adapter, source: SourceFile, rec: SourceRecord | None, size: int
+    ) -> _Plan:
+        if rec is not None and adapter.append_only and self._intact(source.path, rec, size):
+            resume = rec.resume
+            tail_items: list[dict[str, Any]] = []
+            if resume.get("tail"):
+                try:
+                    entry = await self.store.get(resume["tail"])
+                    tail_items = json.loads(entry.body)["items"]
+                except (LookupError, ValueError, KeyError):
+                    tail_items = []
+                    resume = {}
+            if resume:
+                packer = Packer(
+                    self.caps.part_bytes,
+                    index=resume["part"],
+                    items=tail_items,
+                    first_line=resume.get("first", 0),
+                    last_line=resume.get("last", 0),
+                )
+                return _Plan(
+                    None,
+                    rec.session,
+                    ParseState.restore(resume["state"]),
+                    packer,
+                    resume["prev"],
+                    rec.offset,
+                    rec.line_no,
+                    rec.prefix,
+                    "resumed",
+                    resume.get("partial", 0),
+                )
+        first = next(iter_lines(source.path), None)
+        native = adapter.native_id(source, first)
+        header = {
+            "v": 1,
+            "tool": adapter.tool.value,
+            "session": native,
+            "source": source.source,
+            "first": hashlib.sha256(first.raw).hexdigest()
+            if first is not None and adapter.append_only
+            else None,
+        }
+        session = _entry_id(
+            KIND_HEADER, _header_summary(header), adapter.tool.value, dumps(header), ()
+        )
+        return _Plan(
+            header,
+            session,
+            None,
+            Packer(self.caps.part_bytes),
+            session,
+            outcome="read" if rec is None else "rewritten",
+        )
+
+    @staticmethod
+    def _intact(path: Path, rec: SourceRecord, size: int) -> bool:
+        if size < rec.offset or not rec.resume:
+            return False
+        head, tail = _fingerprints(path, rec.offset)
+        return head == rec.head and tail == rec.tail
+
+    def _read(self, adapter: Adapter, source: SourceFile, plan: _Plan) -> _Outcome:
+        """The CPU part, in a worker thread: lines to packed, redacted items."""
+        state = plan.state or ParseState()
+        redactor = Redactor(self.patterns)
+        cleaner = Cleaner(self.caps)
+        packer = plan.packer
+        offset, line_no, prefix = plan.offset, plan.line_no, plan.prefix
+        items = turns = lines = 0
+        cleaned = (clean_line(line, redactor) for line in _lines(source.path, offset, line_no))
+        if adapter.append_only:
+            parser = adapter.parser(source, plan.state)
+            state = parser.state
+            groups: Iterator[tuple[RawLine, list[Item]]] = (
+                (line, parser.feed(line)) for line in cleaned
+            )
+        else:
+            groups = adapter.whole(source, state, cleaned)
+        for line, found in groups:
+            lines += 1
+            offset, line_no = max(offset, line.end), max(line_no, line.number)
+            prefix = hashlib.sha256(f"{prefix}{line.sha256}".encode()).hexdigest()
+            ids = native_ids(line.data)
+            stored = []
+            for item in found:
+                state.tracker.observe(item)
+                turns += isinstance(item, Prompt) and item.agent is None
+                data = cleaner.clean(item)
+                data["ln"], data["sha"] = line.number, line.sha256
+                if ids:
+                    data["ids"] = ids
+                stored.append(cleaner.fit(data, self.caps.part_bytes - 200))
+            items += len(stored)
+            packer.add(line.number, stored)
+        partial = source.path.stat().st_size - offset if adapter.append_only else 0
+        counts = Counter(state.extra.get("redactions", {}))
+        counts.update(redactor.counts)
+        state.extra["redactions"] = dict(counts)
+        state.extra["truncated"] = state.extra.get("truncated", 0) + cleaner.truncated
+        state.extra["items"] = state.extra.get("items", 0) + items
+        return _Outcome(
+            packer.closed,
+            packer.tail(),
+            state,
+            offset,
+            line_no,
+            prefix,
+            max(partial, 0),
+            items,
+            turns,
+            lines,
+            Counter(redactor.counts),
+            cleaner.truncated,
+        )
+
+    def _drafts(self, adapter: Adapter, plan: _Plan, out: _Outcome) -> list[Draft]:
+        tool = adapter.tool.value
+        drafts: list[Draft] = []
+        if plan.header is not None:
+            drafts.append(
+                _draft(KIND_HEADER, _header_summary(plan.header), tool, dumps(plan.header), ())
+            )
+        prev = plan.prev
+        native = plan.header["session"] if plan.header else ""
+        label = f"{tool} {native[:12] or plan.session[:12]}"
+        for part in out.closed:
+            draft = _part_draft(part, plan.session, label, tool, prev)
+            drafts.append(draft)
+            prev = _draft_id(draft)
+        tail_id = ""
+        tail_parent = prev
+        if out.tail is not None:
+            draft = _part_draft(out.tail, plan.session, label, tool, prev)
+            drafts.append(draft)
+            tail_id = _draft_id(draft)
+        out.state.extra["prev"] = prev
+        out.state.extra["tail"] = tail_id
+        parts = (
+            (out.tail.index + 1) if out.tail else (out.closed[-1].index + 1 if out.closed else 0)
+        )
+        status = self._status_body(plan.session, tail_id or tail_parent, parts, out)
+        drafts.append(
+            _draft(
+                KIND_STATUS,
+                _status_summary(label, status),
+                tool,
+                dumps(status),
+                (tail_id or tail_parent,),
+            )
+        )
+        return drafts
+
+    def _status_body(self, session: str, tail: str, parts: int, out: _Outcome) -> dict[str, Any]:
+        state = out.state
+        verdict = state.tracker.verdict(out.partial)
+        redactor = Redactor(self.patterns)
+        facts = {k: v for k, v in redactor.value(state.facts).items() if v not in (None, "")}
+        for name in ("title", "first_prompt"):
+            if isinstance(facts.get(name), str):
+                facts[name] = facts[name][:200]
+        scope = self.scope_of(state.extra.get("cwd_raw"), state.facts.get("git_remote"))
+        return {
+            "v": 1,
+            "session": session,
+            "tail": tail,
+            "parts": parts,
+            "status": verdict.status.value,
+            "reason": redactor.text(verdict.reason),
+            "facts": facts,
+            "scope": scope,
+            "turns": state.tracker.prompts,
+            "items": state.extra.get("items", 0),
+            "lines": out.line_no,
+            "bytes": out.offset,
+            "partial": out.partial,
+            "skipped": dict(state.skipped),
+            "opaque": dict(state.opaque),
+            "redactions": state.extra.get("redactions", {}),
+            "truncated": state.extra.get("truncated", 0),
+        }
+
+    @staticmethod
+    def _record(
+        tool: str, path: str, stat: Any, file: Path, plan: _Plan, out: _Outcome
+    ) -> SourceRecord:
+        head, tail = _fingerprints(file, out.offset)
+        tail_part = out.tail
+        resume = {
+            "state": out.state.snapshot(),
+            "part": tail_part.index
+            if tail_part
+            else (out.closed[-1].index + 1 if out.closed else plan.packer.index),
+            "first": tail_part.lines[0] if tail_part else 0,
+            "last": tail_part.lines[1] if tail_part else 0,
+            "prev": out.state.extra.get("prev", plan.prev),
+            "tail": out.state.extra.get("tail", ""),
+            "partial": out.partial,
+        }
+        return SourceRecord(
+            tool,
+            path,
+            stat.st_size,
+            stat.st_mtime_ns,
+            out.offset,
+            out.line_no,
+            out.prefix,
+            head,
+            tail,
+            plan.session,
+            resume,
+        )
+
+
+def _fingerprints(path: Path, offset: int) -> tuple[str, str]:
+    with path.open("rb") as handle:
+        head = handle.read(min(_WINDOW, offset))
+        handle.seek(max(0, offset - _WINDOW))
+        tail = handle.read(min(_WINDOW, offset))
+    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
+
+
+def _lines(path: Path, offset: int, number: int) -> Iterator[RawLine]:
+    """The file's complete lines; a ``.json`` file is one document, hence one line."""
+    if path.suffix != ".json":
+        yield from iter_lines(path, offset, number)
+        return
+    raw = path.read_bytes()
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    yield RawLine(1, 0, len(raw), raw, data)
+
+
+def clean_line(line: RawLine, redactor: Redactor) -> RawLine:
+    """``line`` with its record redacted (every string, keys included) and its provenance
+    hash: the raw bytes' sha256 when nothing was redacted, else the sha256 of the redacted
+    record's canonical JSON — never a function of a secret (decision 0019)."""
+    before = sum(redactor.counts.values())
+    data = redactor.value(line.data) if line.data is not None else None
+    if sum(redactor.counts.values()) == before:
+        return replace(line, sha256=hashlib.sha256(line.raw).hexdigest())
+    digest = hashlib.sha256(dumps(data).encode("utf-8", "surrogatepass")).hexdigest()
+    return replace(line, data=data, sha256=digest)
+
+
+def _header_summary(header: dict[str, Any]) -> str:
+    return f"{header['tool']} session {str(header['session'])[:80]}"
+
+
+def _status_summary(label: str, status: dict[str, Any]) -> str:
+    title = status["facts"].get("title") or status["facts"].get("first_prompt") or ""
+    text = f"{label}: {status['status']}, {status['turns']} turns — {title}"
+    return " ".join(text.split())[:300]
+
+
+def _part_draft(part: Part, session: str, label: str, tool: str, prev: str) -> Draft:
+    summary = (
+        f"{label} part {part.index}: lines {part.lines[0]}-{part.lines[1]}, {len(part.items)} items"
+    )
+    return _draft(KIND_PART, summary, tool, part.body(session), (prev,))
+
+
+def _draft(kind: str, summary: str, tool: str, body: str, parents: tuple[str, ...]) -> Draft:
+    return Draft(
+        kind=kind,
+        summary=summary,
+        body=body,
+        author=AUTHOR,
+        agent=tool,
+        provider="none",
+        model="none",
+        parents=parents,
+    )
+
+
+def _entry_id(kind: str, summary: str, tool: str, body: str, parents: tuple[str, ...]) -> str:
+    return compute_id(kind, AUTHOR, tool, "none", "none", summary, body, parents)
+
+
+def _draft_id(draft: Draft) -> str:
+    return _entry_id(draft.kind, draft.summary, draft.agent, draft.body, draft.parents or ())

@@ -1,0 +1,135 @@
+"""Redaction: secrets become typed markers before anything is written (decision 0019).
+
+A marker is ``[REDACTED:<type>]`` and nothing else: no hash, no length, no prefix of the
+secret. A hash of a secret — even keyed by a constant every node shares — lets anyone who
+holds the ledger test guesses offline (a short password falls in seconds), so the marker
+keeps no function of the secret at all. It is still deterministic (the same input always
+gives the same output), which is what content addressing needs: two machines ingesting
+one file write the same entries. The price: two different secrets of one type look alike.
+
+Pure: strings in, strings out, counts by type. Configurable patterns come from
+``.lifeline/config.json`` (``sessions.redact``); all machines of a mesh should share them
+for ids to agree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BUILTIN_PATTERNS", "Redactor", "marker"]
+
+
+def marker(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+# (type, pattern). Each starts with a literal where it can, so the regex engine scans for
+# it at C speed; a match glued to a word character before it is left alone (the check is
+# in the replacer, a leading \\b would disable that fast scan). Specific patterns first.
+BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
+    (
+        "private-key",
+        r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+        r"(?:.*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|.*\Z)",
+    ),
+    ("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{16,}"),
+    ("openai-key", r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}"),
+    ("stripe-key", r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+    ("aws-access-key", r"(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}(?![0-9A-Za-z])"),
+    ("github-token", r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}"),
+    ("gitlab-token", r"glpat-[A-Za-z0-9_\-]{20,}"),
+    ("slack-token", r"xox[abposr]-[A-Za-z0-9\-]{10,}"),
+    ("google-api-key", r"AIza[0-9A-Za-z_\-]{35}"),
+    ("npm-token", r"npm_[A-Za-z0-9]{36}(?![0-9A-Za-z])"),
+    ("jwt", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
+    # scheme://user:password@host — the credentials go, the host stays
+    ("url-credentials", r"(?<=://)[^\s:/@'\"]+:[^\s@/'\"]+(?=@)"),
+)
+# Matched on the lower-cased text (same offsets for ASCII): a name that says it is secret,
+# then a quoted literal (``token = "…"``, ``"api_key": "…"``), an unspaced shell/.env
+# assignment (``DB_PASSWORD=…``) or a YAML/header value (``password: …``). Code such as
+# ``token = sign(user)`` is left alone: unquoted, spaced assignments are expressions.
+_ASSIGNMENT = re.compile(
+    r"(?:password|passwd|passphrase|secret|token|api_?key|access_?key|private_?key"
+    r"|credentials?)(?:_[a-z0-9_]*)?"
+    r"(?:[\"']?\s*[:=]\s*[\"']((?!\[redacted)[^\s\"']{4,})[\"']"
+    r"|=((?!\[redacted)(?!\$\{|<|[a-z_][a-z0-9_]*\.[a-z_])[^\s\"',;}()]{4,})"
+    r"|[\"']?:[ \t]+((?!\[redacted)(?!(?:null|none|true|false|\d+)\b|\$\{|<"
+    r"|[a-z_][a-z0-9_]*\.[a-z_])"
+    r"[^\s\"',;}()\[]{4,}))"
+)
+_BEARER = re.compile(r"bearer ([a-z0-9._~+/=\-]{16,})")
+_SLOW = (  # the same, case-insensitive, for text whose lower-casing changes its length
+    (re.compile(_ASSIGNMENT.pattern, re.IGNORECASE), "env-secret"),
+    (re.compile(_BEARER.pattern, re.IGNORECASE), "bearer-token"),
+)
+_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+@dataclass
+class Redactor:
+    """Replaces secrets in strings, counting what it removed by type."""
+
+    extra: Iterable[tuple[str, str]] = ()  # (type, regex) from the configuration
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        rules = [(kind, re.compile(rx, re.DOTALL)) for kind, rx in BUILTIN_PATTERNS]
+        rules += [(kind, re.compile(rx)) for kind, rx in self.extra]
+        self._rules = rules
+
+    def text(self, value: str) -> str:
+        """``value`` with every secret replaced by its marker."""
+        if len(value) < 8:
+            return value
+        for kind, rx in self._rules:
+            if rx.search(value) is not None:
+                value = rx.sub(self._replacer(kind), value)
+        return self._lowered(value)
+
+    def _replacer(self, kind: str) -> Any:
+        def replace(match: re.Match[str]) -> str:
+            start = match.start()
+            if start and match.string[start - 1] in _WORD and kind != "url-credentials":
+                return match.group(0)  # part of a longer word: not a token of this kind
+            self.counts[kind] += 1
+            return marker(kind)
+
+        return replace
+
+    def _lowered(self, value: str) -> str:
+        """Secret assignments and bearer tokens, found on the lower-cased text."""
+        low = value.lower()
+        rules = ((_ASSIGNMENT, "env-secret"), (_BEARER, "bearer-token"))
+        if len(low) != len(value):  # a few non-ASCII letters change length when lowered
+            low, rules = value, _SLOW
+        spans: list[tuple[int, int, str]] = []
+        for rx, kind in rules:
+            for m in rx.finditer(low):
+                group = next(g for g in range(1, (rx.groups or 0) + 1) if m.group(g) is not None)
+                spans.append((m.start(group), m.end(group), kind))
+        if not spans:
+            return value
+        out, last = [], 0
+        for start, end, kind in sorted(spans):
+            if start < last:
+                continue
+            out += [value[last:start], marker(kind)]
+            self.counts[kind] += 1
+            last = end
+        out.append(value[last:])
+        return "".join(out)
+
+    def value(self, data: Any) -> Any:
+        """Every string in a JSON-like value redacted (keys included)."""
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, list | tuple):
+            return [self.value(v) for v in data]
+        if isinstance(data, dict):
+            return {self.text(str(k)): self.value(v) for k, v in data.items()}
+        return data
