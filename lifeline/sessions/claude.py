@@ -303,7 +303,10 @@ class ClaudeParser:
     ) -> list[Item]:
         btype = block.get("type")
         if btype == "text":
-            return [Reply(text=str(block.get("text", "")), model=_str(model), ts=ts, agent=agent)]
+            text = str(block.get("text", ""))
+            if not text.strip():  # Claude Code writes bare newlines as their own block
+                return []
+            return [Reply(text=text, model=_str(model), ts=ts, agent=agent)]
         if btype == "thinking":  # the signature is never kept
             return [Thinking(text=str(block.get("thinking", "")), ts=ts, agent=agent)]
         if btype == "redacted_thinking":

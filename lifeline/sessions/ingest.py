@@ -23,7 +23,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +74,7 @@ class IngestReport:
     sessions: int = 0  # files with something new
     unchanged: int = 0
     empty: int = 0
+    out_of_scope: int = 0
     turns: int = 0
     items: int = 0
     lines: int = 0
@@ -102,20 +103,7 @@ class IngestReport:
         self.redactions.update(result.redactions)
 
     def as_json(self) -> dict[str, Any]:
-        return {
-            "files": self.files,
-            "sessions": self.sessions,
-            "unchanged": self.unchanged,
-            "empty": self.empty,
-            "turns": self.turns,
-            "items": self.items,
-            "lines": self.lines,
-            "entries": self.entries,
-            "skipped": dict(self.skipped),
-            "opaque": dict(self.opaque),
-            "redactions": dict(self.redactions),
-            "failures": self.failures,
-        }
+        return {k: dict(v) if isinstance(v, Counter) else v for k, v in asdict(self).items()}
 
 
 @dataclass
@@ -171,6 +159,15 @@ class Ingester:
         )
         self.patterns = patterns
         self.scope_of = scope_of
+
+    def unchanged(self, adapter: Adapter, source: SourceFile) -> bool:
+        """The file is as last ingested (one stat, no read)."""
+        try:
+            stat = source.path.stat()
+        except OSError:
+            return False
+        path = str(source.path.resolve())
+        return self.sources.unchanged(adapter.tool.value, path, stat.st_size, stat.st_mtime_ns)
 
     async def ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
         """Ingest one file; never raises for a bad file (the result says what happened)."""

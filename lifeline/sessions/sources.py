@@ -88,7 +88,16 @@ class SourceLedger:
             return None
         tool_, path_, size, mtime_ns, offset, line_no, prefix, head, tail, session, resume = row
         return SourceRecord(
-            tool_, path_, size, mtime_ns, offset, line_no, prefix, head, tail, session,
+            tool_,
+            path_,
+            size,
+            mtime_ns,
+            offset,
+            line_no,
+            prefix,
+            head,
+            tail,
+            session,
             json.loads(resume),
         )
 
