@@ -67,6 +67,7 @@ _SLOW = (  # the same, case-insensitive, for text whose lower-casing changes its
     (re.compile(_ASSIGNMENT.pattern, re.IGNORECASE), "env-secret"),
     (re.compile(_BEARER.pattern, re.IGNORECASE), "bearer-token"),
 )
+_ANYWHERE = frozenset({"private-key", "url-credentials"})
 _WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
@@ -93,8 +94,13 @@ class Redactor:
 
     def _replacer(self, kind: str) -> Any:
         def replace(match: re.Match[str]) -> str:
-            start = match.start()
-            if start and match.string[start - 1] in _WORD and kind != "url-credentials":
+            start, text = match.start(), match.string
+            if (
+                kind not in _ANYWHERE
+                and start
+                and text[start - 1] in _WORD
+                and not (start >= 2 and text[start - 2] == "\\")  # \n, \t in embedded JSON
+            ):
                 return match.group(0)  # part of a longer word: not a token of this kind
             self.counts[kind] += 1
             return marker(kind)
