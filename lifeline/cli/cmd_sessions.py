@@ -40,7 +40,11 @@ _TOOLS = [t.value for t in Tool]
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
-        "sessions", parents=[parent], help="agent sessions (Claude Code, Codex, Gemini) as a line"
+        "sessions",
+        parents=[parent],
+        help="agent sessions (Claude Code, Codex, Gemini) as a line",
+        description="Agent transcripts, redacted, in the line 'sessions' (or --line NAME, or "
+        "sessions.line in .lifeline/config.json). See docs/sessions.md.",
     )
     inner = p.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND")
     inner.required = True

@@ -23,7 +23,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -103,7 +103,8 @@ class IngestReport:
         self.redactions.update(result.redactions)
 
     def as_json(self) -> dict[str, Any]:
-        return {k: dict(v) if isinstance(v, Counter) else v for k, v in asdict(self).items()}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        return {k: dict(v) if isinstance(v, Counter) else v for k, v in values.items()}
 
 
 @dataclass
@@ -259,7 +260,7 @@ class Ingester:
             None,
             Packer(self.caps.part_bytes),
             session,
-            outcome="read" if rec is None else "rewritten",
+            outcome="read" if rec is None or not rec.offset else "rewritten",
         )
 
     @staticmethod

@@ -123,7 +123,12 @@ class SourceLedger:
             self._cache[(rec.tool, rec.path)] = (rec.size, rec.mtime_ns)
 
     def touch(self, tool: str, path: str, size: int, mtime_ns: int) -> None:
-        """The file's mtime moved but nothing new was read (e.g. touched, or a partial line)."""
+        """The file's mtime moved but nothing new was read (e.g. touched, or a partial line);
+        a file not seen before (an empty one) gets a row that says nothing was read."""
+        self._conn.execute(
+            "INSERT OR IGNORE INTO sources VALUES (?,?,?,?,?,0,0,'','','','','{}')",
+            (self._line, tool, path, size, mtime_ns),
+        )
         self._conn.execute(
             "UPDATE sources SET size = ?, mtime_ns = ? WHERE line = ? AND tool = ? AND path = ?",
             (size, mtime_ns, self._line, tool, path),

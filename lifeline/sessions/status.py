@@ -70,9 +70,8 @@ class Tracker:
         elif isinstance(item, TurnStart):
             self.open_turn = item.turn_id or "?"
             self.failed_turn = None
-        elif isinstance(item, TurnEnd):
+        elif isinstance(item, TurnEnd):  # closes the turn; says nothing of how it went
             self.open_turn = None
-            self._mark("turn_end", item.reason)
 
     def _mark(self, kind: str, text: str) -> None:
         self.last = kind
