@@ -11,26 +11,26 @@ import asyncio
 import contextlib
 import signal
 import sys
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
-from lifeline.ledger import Ledger
 from lifeline.lines import line_path
-from lifeline.plugins import load_append_hooks
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
-from lifeline.sessions.config import SessionSettings, load_session_settings, sources_path
-from lifeline.sessions.ingest import FileResult, Ingester, IngestReport
+from lifeline.sessions.config import SessionSettings, load_session_settings
+from lifeline.sessions.ingest import FileResult, IngestReport
 from lifeline.sessions.model import SessionStatus, Tool
 from lifeline.sessions.render import header_lines, render_session, session_row
 from lifeline.sessions.scope import project_scope
-from lifeline.sessions.service import Found, default_sources, ingest_sources, sources_in
-from lifeline.sessions.sources import SourceLedger
+from lifeline.sessions.service import (
+    Found,
+    default_sources,
+    ingest_sources,
+    open_ingester,
+    sources_in,
+)
 from lifeline.sessions.watch import watch
-from lifeline.settings import load_limits
 from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["register"]
@@ -107,23 +107,6 @@ def _count(text: str) -> int:
 
 def _line(args: argparse.Namespace, settings: SessionSettings) -> str:
     return str(getattr(args, "line", None) or settings.line)
-
-
-@asynccontextmanager
-async def open_ingester(
-    root: Path, line: str, settings: SessionSettings
-) -> AsyncIterator[Ingester]:
-    """The sessions line (created when missing), its source ledger, and an Ingester."""
-    path = line_path(root, line)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    store = await SqliteStore.open(path)
-    sources = SourceLedger(sources_path(root), line)
-    try:
-        ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
-        yield Ingester(ledger, sources, caps=settings.caps, patterns=settings.patterns)
-    finally:
-        sources.close()
-        await store.close()
 
 
 def _found(args: argparse.Namespace) -> list[Found]:

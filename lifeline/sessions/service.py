@@ -6,22 +6,31 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+from lifeline.ledger import Ledger
+from lifeline.lines import line_path
+from lifeline.plugins import load_append_hooks
 from lifeline.sessions.claude import ClaudeAdapter
 from lifeline.sessions.codex import CodexAdapter
+from lifeline.sessions.config import SessionSettings, sources_path
 from lifeline.sessions.gemini import GeminiAdapter
 from lifeline.sessions.ingest import FileResult, Ingester, IngestReport
 from lifeline.sessions.model import Tool
 from lifeline.sessions.port import Adapter, SourceFile
 from lifeline.sessions.scope import scope_for, scope_matches
+from lifeline.sessions.sources import SourceLedger
+from lifeline.settings import load_limits
+from lifeline.store.sqlite import SqliteStore
 
 __all__ = [
     "ADAPTERS",
     "Found",
     "default_sources",
     "ingest_sources",
+    "open_ingester",
     "peek_cwd",
     "sources_in",
 ]
@@ -150,3 +159,20 @@ async def ingest_sources(
         if progress:
             progress(done, total, result)
     return report
+
+
+@asynccontextmanager
+async def open_ingester(
+    root: Path, line: str, settings: SessionSettings
+) -> AsyncIterator[Ingester]:
+    """The sessions line (created when missing), its source ledger, and an Ingester."""
+    path = line_path(root, line)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store = await SqliteStore.open(path)
+    sources = SourceLedger(sources_path(root), line)
+    try:
+        ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
+        yield Ingester(ledger, sources, caps=settings.caps, patterns=settings.patterns)
+    finally:
+        sources.close()
+        await store.close()

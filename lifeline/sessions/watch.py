@@ -11,11 +11,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from pathlib import Path
 
+from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.ingest import FileResult, Ingester
-from lifeline.sessions.service import Found, ingest_sources
+from lifeline.sessions.model import Tool
+from lifeline.sessions.scope import project_scope
+from lifeline.sessions.service import Found, default_sources, ingest_sources, open_ingester
 
-__all__ = ["watch"]
+__all__ = ["watch", "watch_project"]
 
 
 async def watch(
@@ -36,3 +40,19 @@ async def watch(
         await ingest_sources(ingester, find(), scope=scope, progress=report)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
+
+
+async def watch_project(
+    root: Path,
+    stop: asyncio.Event,
+    *,
+    every_project: bool = False,
+    tools: list[Tool] | None = None,
+    interval: float = 2.0,
+    announce: Callable[[FileResult], None] | None = None,
+) -> None:
+    """Watch the tools' standard folders into the project's sessions line until ``stop``."""
+    settings = load_session_settings(root)
+    scope = None if every_project else project_scope(root)
+    async with open_ingester(root, settings.line, settings) as ingester:
+        await watch(ingester, lambda: default_sources(tools), scope, stop, interval, announce)
