@@ -245,3 +245,22 @@ async def test_planted_secrets_never_reach_the_line(tmp_path: Path, build: objec
             assert secret.encode() not in blob, secret
             assert json.dumps(secret)[1:-1].encode() not in blob, secret
     assert b"SIGNATURE-" not in stored and b"ENC-" not in stored
+
+
+def test_the_line_prefilter_lets_every_planted_secret_through() -> None:
+    """A line skipped by the cheap test must hold nothing any rule would change."""
+    redactor = Redactor()
+    for secret, text in PLANTED.values():
+        for record in (
+            {"text": text.replace("SECRET", secret)},
+            {"input": {"cmd": [text.replace("SECRET", secret)]}},
+        ):
+            raw = json.dumps(record).encode()
+            assert redactor.may_hold_secret(raw), text
+    for record in ({"password": "hunter2x"}, {"args": {"API_KEY": "zzzzzzzz"}}):
+        raw = json.dumps(record).encode()
+        assert redactor.may_hold_secret(raw)
+        assert "hunter2x" not in json.dumps(redactor.value(record))
+        assert "zzzzzzzz" not in json.dumps(redactor.value(record))
+    plain = json.dumps({"message": {"usage": {"input_tokens": 3}}, "uuid": "u-1"}).encode()
+    assert not redactor.may_hold_secret(plain)

@@ -23,7 +23,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -447,12 +447,16 @@ def clean_line(line: RawLine, redactor: Redactor) -> RawLine:
     """``line`` with its record redacted (every string, keys included) and its provenance
     hash: the raw bytes' sha256 when nothing was redacted, else the sha256 of the redacted
     record's canonical JSON — never a function of a secret (decision 0019)."""
+    if line.data is None or not redactor.may_hold_secret(line.raw):
+        sha = hashlib.sha256(line.raw).hexdigest()
+        return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
     before = sum(redactor.counts.values())
-    data = redactor.value(line.data) if line.data is not None else None
+    data = redactor.value(line.data)
     if sum(redactor.counts.values()) == before:
-        return replace(line, sha256=hashlib.sha256(line.raw).hexdigest())
+        sha = hashlib.sha256(line.raw).hexdigest()
+        return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
     digest = hashlib.sha256(dumps(data).encode("utf-8", "surrogatepass")).hexdigest()
-    return replace(line, data=data, sha256=digest)
+    return RawLine(line.number, line.start, line.end, line.raw, data, digest)
 
 
 def _header_summary(header: dict[str, Any]) -> str:

@@ -19,12 +19,17 @@ __all__ = ["home_normalized", "normalize_remote", "project_scope", "scope_for", 
 _HOME_RE = re.compile(r"^(?:/Users/[^/]+|/home/[^/]+|/root|[A-Za-z]:\\Users\\[^\\]+)(?=/|\\|$)")
 
 
+@lru_cache(maxsize=1)
+def _home() -> str:
+    return os.path.expanduser("~")
+
+
 def home_normalized(path: str, home: str | None = None) -> str:
     """``path`` with this machine's home, or any ``/Users/x``, ``/home/x``, ``/root``
     prefix, written ``~`` — the same for every machine that reads the same file."""
     if not path:
         return path
-    home = home if home is not None else os.path.expanduser("~")
+    home = home if home is not None else _home()
     if home and home != "/" and (path == home or path.startswith(home.rstrip("/") + "/")):
         return "~" + path[len(home.rstrip("/")) :]
     return _HOME_RE.sub("~", path, count=1)
