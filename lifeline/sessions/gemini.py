@@ -82,6 +82,9 @@ class GeminiAdapter:
         for line in lines:
             _apply(line, meta, messages, state)
         _facts_of(meta, state)
+        if source.path.parent.name != "chats":  # chats/<parent session>/<id>.jsonl
+            state.fact("parent_session", source.path.parent.name)
+            state.fact("agent_id", source.path.stem)
         for line, msg in messages.values():
             yield line, _items_of(msg, state)
 
