@@ -31,6 +31,12 @@ def test_ingest_list_show_from_the_standard_folders(tmp_path: Path) -> None:
     assert again.returncode == 0 and again.stdout.startswith("0 sessions ingested")
     assert "22 unchanged" in again.stdout
 
+    (root / ".lifeline" / "sessions.db").unlink()  # the line lost: read everything again
+    for extra in ("-wal", "-shm"):
+        (root / ".lifeline" / f"sessions.db{extra}").unlink(missing_ok=True)
+    rebuilt = run_cli(root, "sessions", "ingest", "--all", "--json", home=home)
+    assert json.loads(rebuilt.stdout)["entries"] == summary["entries"]
+
     listed = run_cli(root, "sessions", "list", "--json", home=home)
     rows = json.loads(listed.stdout)
     assert len(rows) == 21 and all("items" not in r for r in rows)

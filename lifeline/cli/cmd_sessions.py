@@ -19,9 +19,9 @@ from lifeline.errors import ConfigError
 from lifeline.lines import line_path
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
 from lifeline.sessions.config import SessionSettings, load_session_settings
-from lifeline.sessions.ingest import FileResult, IngestReport
 from lifeline.sessions.model import SessionStatus, Tool
 from lifeline.sessions.render import header_lines, render_session, session_row
+from lifeline.sessions.report import FileResult, IngestReport
 from lifeline.sessions.scope import project_scope
 from lifeline.sessions.service import (
     Found,

@@ -23,16 +23,18 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lifeline.entry import compute_id
+from lifeline.errors import NotFound
 from lifeline.ledger import Draft, Ledger
 from lifeline.sessions.model import Item, Prompt
 from lifeline.sessions.pack import Caps, Cleaner, Packer, Part, dumps, native_ids
 from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
 from lifeline.sessions.redact import Redactor
+from lifeline.sessions.report import FileResult
 from lifeline.sessions.scope import scope_for
 from lifeline.sessions.sources import SourceLedger, SourceRecord
 from lifeline.store.port import Store
@@ -42,8 +44,6 @@ __all__ = [
     "KIND_HEADER",
     "KIND_PART",
     "KIND_STATUS",
-    "FileResult",
-    "IngestReport",
     "Ingester",
     "clean_line",
 ]
@@ -51,60 +51,7 @@ __all__ = [
 KIND_HEADER, KIND_PART, KIND_STATUS = "session", "session-part", "session-status"
 AUTHOR = "lifeline-sessions"
 _WINDOW = 4096
-
-
-@dataclass
-class FileResult:
-    source: SourceFile
-    outcome: str  # unchanged | empty | read | resumed | rewritten | failed
-    session: str = ""
-    turns: int = 0
-    items: int = 0
-    lines: int = 0
-    entries: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    opaque: Counter[str] = field(default_factory=Counter)
-    redactions: Counter[str] = field(default_factory=Counter)
-    error: str = ""
-
-
-@dataclass
-class IngestReport:
-    files: int = 0
-    sessions: int = 0  # files with something new
-    unchanged: int = 0
-    empty: int = 0
-    out_of_scope: int = 0
-    turns: int = 0
-    items: int = 0
-    lines: int = 0
-    entries: int = 0
-    skipped: Counter[str] = field(default_factory=Counter)
-    opaque: Counter[str] = field(default_factory=Counter)
-    redactions: Counter[str] = field(default_factory=Counter)
-    failures: list[str] = field(default_factory=list)
-
-    def add(self, result: FileResult) -> None:
-        self.files += 1
-        if result.outcome == "unchanged":
-            self.unchanged += 1
-        elif result.outcome == "empty":
-            self.empty += 1
-        elif result.outcome == "failed":
-            self.failures.append(f"{result.source.path}: {result.error}")
-        else:
-            self.sessions += 1
-        self.turns += result.turns
-        self.items += result.items
-        self.lines += result.lines
-        self.entries += result.entries
-        self.skipped.update(result.skipped)
-        self.opaque.update(result.opaque)
-        self.redactions.update(result.redactions)
-
-    def as_json(self) -> dict[str, Any]:
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        return {k: dict(v) if isinstance(v, Counter) else v for k, v in values.items()}
+_INLINE_BYTES = 256 * 1024  # less to read than this: parse on the loop, skip the thread hop
 
 
 @dataclass
@@ -187,7 +134,10 @@ class Ingester:
             self.sources.touch(tool, path, 0, stat.st_mtime_ns)
             return FileResult(source, "empty")
         plan = await self._plan(adapter, source, self.sources.get(tool, path), stat.st_size)
-        out = await asyncio.to_thread(self._read, adapter, source, plan)
+        if stat.st_size - plan.offset < _INLINE_BYTES:  # a live file's few new lines
+            out = self._read(adapter, source, plan)
+        else:
+            out = await asyncio.to_thread(self._read, adapter, source, plan)
         if out.offset == plan.offset and plan.header is None and out.partial == plan.partial:
             self.sources.touch(tool, path, stat.st_size, stat.st_mtime_ns)
             return FileResult(source, "unchanged")
@@ -211,56 +161,54 @@ class Ingester:
         self, adapter: Adapter, source: SourceFile, rec: SourceRecord | None, size: int
     ) -> _Plan:
         if rec is not None and adapter.append_only and self._intact(source.path, rec, size):
-            resume = rec.resume
-            tail_items: list[dict[str, Any]] = []
-            if resume.get("tail"):
-                try:
-                    entry = await self.store.get(resume["tail"])
-                    tail_items = json.loads(entry.body)["items"]
-                except (LookupError, ValueError, KeyError):
-                    tail_items = []
-                    resume = {}
-            if resume:
-                packer = Packer(
-                    self.caps.part_bytes,
-                    index=resume["part"],
-                    items=tail_items,
-                    first_line=resume.get("first", 0),
-                    last_line=resume.get("last", 0),
-                )
-                return _Plan(
-                    None,
-                    rec.session,
-                    ParseState.restore(resume["state"]),
-                    packer,
-                    resume["prev"],
-                    rec.offset,
-                    rec.line_no,
-                    rec.prefix,
-                    "resumed",
-                    resume.get("partial", 0),
-                )
+            resumed = await self._resume(rec)
+            if resumed is not None:
+                return resumed
         first = next(iter_lines(source.path), None)
-        native = adapter.native_id(source, first)
         header = {
             "v": 1,
             "tool": adapter.tool.value,
-            "session": native,
+            "session": adapter.native_id(source, first),
             "source": source.source,
             "first": hashlib.sha256(first.raw).hexdigest()
             if first is not None and adapter.append_only
             else None,
         }
-        session = _entry_id(
-            KIND_HEADER, _header_summary(header), adapter.tool.value, dumps(header), ()
+        summary = _header_summary(header)
+        session = _entry_id(KIND_HEADER, summary, adapter.tool.value, dumps(header), ())
+        outcome = "read" if rec is None or not rec.offset else "rewritten"
+        return _Plan(header, session, None, Packer(self.caps.part_bytes), session, outcome=outcome)
+
+    async def _resume(self, rec: SourceRecord) -> _Plan | None:
+        """Where the last pass stopped, with its tail part's items; None: read it all again
+        (the tail entry is gone, e.g. the line was replaced)."""
+        resume = rec.resume
+        tail_items: list[dict[str, Any]] = []
+        if resume.get("tail"):
+            try:
+                entry = await self.store.get(resume["tail"])
+                tail_items = json.loads(entry.body)["items"]
+            except (NotFound, ValueError, KeyError):
+                return None
+        packer = Packer(
+            self.caps.part_bytes,
+            index=resume["part"],
+            items=tail_items,
+            first_line=resume.get("first", 0),
+            last_line=resume.get("last", 0),
         )
+        state = ParseState.restore(resume["state"])
         return _Plan(
-            header,
-            session,
             None,
-            Packer(self.caps.part_bytes),
-            session,
-            outcome="read" if rec is None or not rec.offset else "rewritten",
+            rec.session,
+            state,
+            packer,
+            resume["prev"],
+            rec.offset,
+            rec.line_no,
+            rec.prefix,
+            "resumed",
+            resume.get("partial", 0),
         )
 
     @staticmethod

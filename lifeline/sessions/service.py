@@ -17,9 +17,10 @@ from lifeline.sessions.claude import ClaudeAdapter
 from lifeline.sessions.codex import CodexAdapter
 from lifeline.sessions.config import SessionSettings, sources_path
 from lifeline.sessions.gemini import GeminiAdapter
-from lifeline.sessions.ingest import FileResult, Ingester, IngestReport
+from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import Tool
 from lifeline.sessions.port import Adapter, SourceFile
+from lifeline.sessions.report import FileResult, IngestReport
 from lifeline.sessions.scope import scope_for, scope_matches
 from lifeline.sessions.sources import SourceLedger
 from lifeline.settings import load_limits
@@ -171,6 +172,8 @@ async def open_ingester(
     store = await SqliteStore.open(path)
     sources = SourceLedger(sources_path(root), line)
     try:
+        if await store.count() == 0 and sources.count():  # the line was deleted: start over
+            sources.forget()
         ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
         yield Ingester(ledger, sources, caps=settings.caps, patterns=settings.patterns)
     finally:

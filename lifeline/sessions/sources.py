@@ -136,6 +136,11 @@ class SourceLedger:
         if self._cache is not None:
             self._cache[(tool, path)] = (size, mtime_ns)
 
+    def forget(self) -> None:
+        """Drop what was read into this line (it was emptied or replaced): read all again."""
+        self._conn.execute("DELETE FROM sources WHERE line = ?", (self._line,))
+        self._cache = None
+
     def count(self) -> int:
         row = self._conn.execute("SELECT count(*) FROM sources WHERE line = ?", (self._line,))
         return int(row.fetchone()[0])

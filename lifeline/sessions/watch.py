@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lifeline.sessions.config import load_session_settings
-from lifeline.sessions.ingest import FileResult, Ingester
+from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import Tool
+from lifeline.sessions.report import FileResult
 from lifeline.sessions.scope import project_scope
 from lifeline.sessions.service import Found, default_sources, ingest_sources, open_ingester
 
