@@ -272,3 +272,57 @@ def test_fixtures_are_byte_exact_copies() -> None:
         return  # a clone has only its own copy, which is what the suite reads
     for path in FIXTURES.rglob("*.jsonl"):
         assert path.read_bytes() == (shared / path.relative_to(FIXTURES)).read_bytes()
+
+
+async def test_gemini_legacy_json_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
+    chats = tmp_path / "home" / ".gemini" / "tmp" / "abc" / "chats"
+    chats.mkdir(parents=True)
+    doc = {
+        "sessionId": "3f1c9b2e-8a7d-4e6f-9b1a-2c3d4e5f6a7b",
+        "projectHash": "abc",
+        "startTime": "2026-06-15T10:00:00Z",
+        "lastUpdated": "2026-06-15T10:00:01Z",
+        "messages": [
+            {
+                "id": "m1",
+                "type": "user",
+                "content": "Add rate limiting",
+                "timestamp": "2026-06-15T10:00:01Z",
+            }
+        ],
+    }
+    path = chats / "session-2026-06-15T10-00-3f1c9b2e.json"
+    path.write_text(json.dumps(doc))  # one document, no newline: the legacy form
+    async with open_ingester(tmp_path / "node") as ingester:
+        await ingest_sources(ingester, default_sources(env={}, home=tmp_path / "home"))
+        (first,) = (await _all(ingester)).values()
+        doc["messages"].append(
+            {"id": "m2", "type": "gemini", "content": "Done.", "timestamp": "2026-06-15T10:00:05Z"}
+        )
+        path.write_text(json.dumps(doc))
+        report = await ingest_sources(ingester, default_sources(env={}, home=tmp_path / "home"))
+        (second,) = (await _all(ingester)).values()
+    assert first.native_id == second.native_id == "3f1c9b2e-8a7d-4e6f-9b1a-2c3d4e5f6a7b"
+    assert first.id == second.id  # one session, read again whole
+    assert first.status.reason == "the last prompt got no reply"
+    assert second.status.reason == "the last prompt was answered" and report.sessions == 1
+
+
+async def test_codex_thread_names_and_archived_sessions(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    src = FIXTURES / "codex" / "kvsankar__agent-history__real_sessions__codex__session-01.jsonl"
+    native = json.loads(src.read_bytes().splitlines()[0])["payload"]["id"]
+    archived = home / ".codex" / "archived_sessions" / f"rollout-2026-06-05T04-58-20-{native}.jsonl"
+    archived.parent.mkdir(parents=True)
+    archived.write_bytes(src.read_bytes())
+    (home / ".codex" / "session_index.jsonl").write_text(
+        json.dumps({"id": native, "thread_name": "old name", "updated_at": "1"})
+        + "\n"
+        + json.dumps({"id": native, "thread_name": "Release checklist", "updated_at": "2"})
+        + "\n"
+    )
+    async with open_ingester(tmp_path / "node") as ingester:
+        await ingest_sources(ingester, default_sources(env={}, home=home))
+        (session,) = (await _all(ingester)).values()
+    assert session.facts.title == "Release checklist" and session.facts.title_user_set
+    assert session.status.status in (SessionStatus.COMPLETE, SessionStatus.LIVE)
