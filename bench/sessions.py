@@ -10,7 +10,7 @@ session (a new file name, hence a new native id). Then, as a user would run them
 
 1. ``lifeline sessions ingest --all`` on the corpus: MB/s and turns/s of the whole process,
    peak RSS of the process (ru_maxrss of the child);
-2. the same command again (nothing changed): seconds;
+2. the same command again (nothing changed): seconds; then ``lifeline sessions list``;
 3. appending 100 lines to a 2.7 MB live session and ingesting it, in process (what one
    watcher pass costs) and as a CLI process: milliseconds, median of 7.
 
@@ -127,6 +127,8 @@ def main() -> None:
               f"entries; line file {line.stat().st_size / 1e6:.0f} MB); peak RSS {rss:.0f} MB")
         again, proc = cli(root, "ingest", "--all", "--json", str(home))
         print(f"no-op re-ingest: {again:.2f} s ({json.loads(proc.stdout)['unchanged']} unchanged)")
+        listed, proc = cli(root, "list", "--json")
+        print(f"list: {listed:.2f} s for {len(json.loads(proc.stdout))} sessions")
         inproc, cli_ms = asyncio.run(append_cost(work))
         print(f"append 100 lines to a live session: {inproc:.1f} ms in process (median of 7), "
               f"{cli_ms:.0f} ms as a CLI process")

@@ -326,3 +326,19 @@ async def test_codex_thread_names_and_archived_sessions(tmp_path: Path) -> None:
         (session,) = (await _all(ingester)).values()
     assert session.facts.title == "Release checklist" and session.facts.title_user_set
     assert session.status.status in (SessionStatus.COMPLETE, SessionStatus.LIVE)
+
+
+async def test_a_big_file_read_in_slices_equals_one_read(tmp_path: Path) -> None:
+    """The read budget bounds memory; the entries are those of a single pass."""
+    src = FIXTURES / "claude-code" / f"marot__spotter__{SPOTTER}.jsonl"
+    sessions = []
+    for budget in (1 << 30, 150_000):
+        async with open_ingester(tmp_path / str(budget), caps=Caps(part_bytes=16_000)) as ing:
+            ing.read_budget = budget
+            report = await ingest_sources(ing, sources_in([src]))
+            (session,) = (await _all(ing)).values()
+            sessions.append((session, report))
+    (one, one_report), (sliced, sliced_report) = sessions
+    assert sliced.items == one.items and sliced.status == one.status
+    assert sliced_report.turns == one_report.turns == one.turns
+    assert sliced_report.skipped == one_report.skipped

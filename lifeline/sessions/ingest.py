@@ -52,6 +52,7 @@ KIND_HEADER, KIND_PART, KIND_STATUS = "session", "session-part", "session-status
 AUTHOR = "lifeline-sessions"
 _WINDOW = 4096
 _INLINE_BYTES = 256 * 1024  # less to read than this: parse on the loop, skip the thread hop
+READ_BUDGET = 32 * 1024 * 1024  # bytes read per pass of an append-only file
 
 
 @dataclass
@@ -84,6 +85,9 @@ class _Outcome:
     lines: int
     redactions: Counter[str]
     truncated: int
+    skipped: Counter[str]  # in this pass
+    opaque: Counter[str]
+    more: bool  # stopped at the read budget: the file goes on
 
 
 class Ingester:
@@ -107,6 +111,7 @@ class Ingester:
         )
         self.patterns = patterns
         self.scope_of = scope_of
+        self.read_budget = READ_BUDGET
 
     def unchanged(self, adapter: Adapter, source: SourceFile) -> bool:
         """The file is as last ingested (one stat, no read)."""
@@ -134,28 +139,31 @@ class Ingester:
             self.sources.touch(tool, path, 0, stat.st_mtime_ns)
             return FileResult(source, "empty")
         plan = await self._plan(adapter, source, self.sources.get(tool, path), stat.st_size)
-        if stat.st_size - plan.offset < _INLINE_BYTES:  # a live file's few new lines
-            out = self._read(adapter, source, plan)
-        else:
-            out = await asyncio.to_thread(self._read, adapter, source, plan)
-        if out.offset == plan.offset and plan.header is None and out.partial == plan.partial:
-            self.sources.touch(tool, path, stat.st_size, stat.st_mtime_ns)
-            return FileResult(source, "unchanged")
-        drafts = self._drafts(adapter, plan, out)
-        result = await self.ledger.append_many(drafts)
-        self.sources.put(self._record(tool, path, stat, source.path, plan, out))
-        return FileResult(
-            source,
-            plan.outcome,
-            session=plan.session,
-            turns=out.turns,
-            items=out.items,
-            lines=out.lines,
-            entries=result.count,
-            skipped=Counter(out.state.skipped),
-            opaque=Counter(out.state.opaque),
-            redactions=out.redactions,
-        )
+        total = FileResult(source, plan.outcome, session=plan.session)
+        while True:  # a big file in slices of READ_BUDGET bytes: memory stays flat
+            if stat.st_size - plan.offset < _INLINE_BYTES:  # a live file's few new lines
+                out = self._read(adapter, source, plan)
+            else:
+                out = await asyncio.to_thread(self._read, adapter, source, plan)
+            if out.offset == plan.offset and plan.header is None and out.partial == plan.partial:
+                self.sources.touch(tool, path, stat.st_size, stat.st_mtime_ns)
+                return total if total.lines else FileResult(source, "unchanged")
+            result = await self.ledger.append_many(self._drafts(adapter, plan, out))
+            self.sources.put(self._record(tool, path, stat, source.path, plan, out))
+            total.add(
+                out.turns,
+                out.items,
+                out.lines,
+                result.count,
+                out.skipped,
+                out.opaque,
+                out.redactions,
+            )
+            rec = self.sources.get(tool, path) if out.more else None
+            resumed = await self._resume(rec) if rec is not None else None
+            if resumed is None:
+                return total
+            plan = resumed
 
     async def _plan(
         self, adapter: Adapter, source: SourceFile, rec: SourceRecord | None, size: int
@@ -226,6 +234,8 @@ class Ingester:
         packer = plan.packer
         offset, line_no, prefix = plan.offset, plan.line_no, plan.prefix
         items = turns = lines = 0
+        skipped, opaque = Counter(state.skipped), Counter(state.opaque)
+        more = False
         cleaned = (clean_line(line, redactor) for line in _lines(source.path, offset, line_no))
         if adapter.append_only:
             parser = adapter.parser(source, plan.state)
@@ -251,7 +261,10 @@ class Ingester:
                 stored.append(cleaner.fit(data, self.caps.part_bytes - 200))
             items += len(stored)
             packer.add(line.number, stored)
-        partial = source.path.stat().st_size - offset if adapter.append_only else 0
+            if adapter.append_only and offset - plan.offset >= self.read_budget:
+                more = True
+                break
+        partial = source.path.stat().st_size - offset if adapter.append_only and not more else 0
         counts = Counter(state.extra.get("redactions", {}))
         counts.update(redactor.counts)
         state.extra["redactions"] = dict(counts)
@@ -270,6 +283,9 @@ class Ingester:
             lines,
             Counter(redactor.counts),
             cleaner.truncated,
+            state.skipped - skipped,
+            state.opaque - opaque,
+            more,
         )
 
     def _drafts(self, adapter: Adapter, plan: _Plan, out: _Outcome) -> list[Draft]:

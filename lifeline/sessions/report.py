@@ -25,6 +25,25 @@ class FileResult:
     redactions: Counter[str] = field(default_factory=Counter)
     error: str = ""
 
+    def add(
+        self,
+        turns: int,
+        items: int,
+        lines: int,
+        entries: int,
+        skipped: Counter[str],
+        opaque: Counter[str],
+        redactions: Counter[str],
+    ) -> None:
+        """One more pass over the file (a big file is read in slices)."""
+        self.turns += turns
+        self.items += items
+        self.lines += lines
+        self.entries += entries
+        self.skipped.update(skipped)
+        self.opaque.update(opaque)
+        self.redactions.update(redactions)
+
 
 @dataclass
 class IngestReport:

@@ -76,9 +76,14 @@ def _guess(path: Path, tools: Sequence[Adapter]) -> Adapter | None:
     """The adapter for one file: by the tool asked for, else by its name and first line."""
     if len(tools) == 1:
         return tools[0]
-    if path.name.startswith("rollout-"):
+    parts = set(path.parts)
+    if path.name.startswith("rollout-") or ".codex" in parts:
         return ADAPTERS[Tool.CODEX]
-    try:
+    if ".gemini" in parts or path.parent.name == "chats":
+        return ADAPTERS[Tool.GEMINI]
+    if ".claude" in parts or "claude" in parts:
+        return ADAPTERS[Tool.CLAUDE]
+    try:  # a file outside the tools' folders: its first line says
         with path.open("rb") as handle:
             head = handle.read(4096)
     except OSError:

@@ -62,6 +62,8 @@ class SourceLedger:
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=10000")
+        # bookkeeping that can be rebuilt: a commit lost in a power cut only means a re-read
+        self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
         self._line = line
         self._cache: dict[tuple[str, str], tuple[int, int]] | None = None
