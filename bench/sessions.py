@@ -47,7 +47,7 @@ def build_corpus(home: Path, target_bytes: int) -> tuple[int, int]:
     sources = sorted(p for p in FIXTURES.rglob("*.jsonl") if p.stat().st_size > 0)
     files = size = copy = 0
     while size < target_bytes:
-        for path in sources:
+        for index, path in enumerate(sources):
             tool = path.parent.name
             tag = f"{copy:05d}"
             if tool == "claude-code":
@@ -55,7 +55,7 @@ def build_corpus(home: Path, target_bytes: int) -> tuple[int, int]:
                 target = target.with_name(f"{tag}{target.name[5:]}")
             elif tool == "codex":
                 target = home / ".codex" / "sessions" / "2026" / "01" / "01" / (
-                    f"rollout-2026-01-01T00-00-00-{tag}a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl")
+                    f"rollout-2026-01-01T00-00-00-{tag}{index:03d}b-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl")
             else:
                 target = home / ".gemini" / "tmp" / "p" / "chats" / f"session-{tag}.jsonl"
             target.parent.mkdir(parents=True, exist_ok=True)

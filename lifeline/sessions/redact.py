@@ -47,21 +47,37 @@ BUILTIN_PATTERNS: tuple[tuple[str, str], ...] = (
     ("npm-token", r"npm_[A-Za-z0-9]{36}(?![0-9A-Za-z])"),
     ("jwt", r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"),
     # scheme://user:password@host — the credentials go, the host stays
-    ("url-credentials", r"(?<=://)[^\s:/@'\"]+:[^\s@/'\"]+(?=@)"),
+    ("url-credentials", r"://[^\s:/@'\"]+:[^\s@/'\"]+@"),
 )
 # Matched on the lower-cased text (same offsets for ASCII): a name that says it is secret,
 # then a quoted literal (``token = "…"``, ``"api_key": "…"``), an unspaced shell/.env
 # assignment (``DB_PASSWORD=…``) or a YAML/header value (``password: …``). Code such as
 # ``token = sign(user)`` is left alone: unquoted, spaced assignments are expressions.
-_ASSIGNMENT = re.compile(
-    r"(?:password|passwd|passphrase|secret|token|api_?key|access_?key|private_?key"
-    r"|credentials?)(?:_[a-z0-9_]*)?"
+_NAMES = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "api_key",
+    "accesskey",
+    "access_key",
+    "privatekey",
+    "private_key",
+    "credentials",
+    "credential",
+)
+_ASSIGN_TAIL = (  # what follows a name (matched right after it, found with str.find)
+    r"(?:_[a-z0-9_]*)?"
     r"(?:[\"']?\s*[:=]\s*[\"']((?!\[redacted)[^\s\"']{4,})[\"']"
     r"|=((?!\[redacted)(?!\$\{|<|[a-z_][a-z0-9_]*\.[a-z_])[^\s\"',;}()]{4,})"
     r"|[\"']?:[ \t]+((?!\[redacted)(?!(?:null|none|true|false|\d+)\b|\$\{|<"
     r"|[a-z_][a-z0-9_]*\.[a-z_])"
     r"[^\s\"',;}()\[]{4,}))"
 )
+_TAIL = re.compile(_ASSIGN_TAIL)
+_ASSIGNMENT = re.compile(f"(?:{'|'.join(_NAMES)}){_ASSIGN_TAIL}")
 _BEARER = re.compile(r"bearer ([a-z0-9._~+/=\-]{16,})")
 _SLOW = (  # the same, case-insensitive, for text whose lower-casing changes its length
     (re.compile(_ASSIGNMENT.pattern, re.IGNORECASE), "env-secret"),
@@ -97,6 +113,9 @@ _TRIGGERS = (
     "eyJ",
     "://",
 )
+# A short string pays less for one regex call than for a loop of ``in`` tests.
+_TRIGGER_RE = re.compile("|".join(re.escape(t) for t in _TRIGGERS))
+_SHORT = 256
 _LINE_TRIGGERS = (*(t.encode() for t in _TRIGGERS), b":\\/")  # "/" may be written "\/"
 _KEYWORDS = ("pass", "secret", "token", "key", "credential", "bearer")
 # The same two tests on a raw JSON line (lower-cased for the names): a line that passes
@@ -145,7 +164,11 @@ class Redactor:
             return value
         # Most strings hold no secret: one scan for any pattern's first characters (and a
         # few substring checks for the assignment forms) decides, before any full pattern.
-        if self.extra or any(t in value for t in _TRIGGERS):
+        if self.extra or (
+            _TRIGGER_RE.search(value) is not None
+            if len(value) < _SHORT
+            else any(t in value for t in _TRIGGERS)
+        ):
             for kind, rx in self._rules:
                 if rx.search(value) is not None:
                     value = rx.sub(self._replacer(kind), value)
@@ -165,20 +188,28 @@ class Redactor:
             ):
                 return match.group(0)  # part of a longer word: not a token of this kind
             self.counts[kind] += 1
+            if kind == "url-credentials":  # scheme://user:password@host keeps the host
+                return f"://{marker(kind)}@"
             return marker(kind)
 
         return replace
 
     def _lowered(self, value: str, low: str) -> str:
         """Secret assignments and bearer tokens, found on the lower-cased text."""
-        rules = ((_ASSIGNMENT, "env-secret"), (_BEARER, "bearer-token"))
-        if len(low) != len(value):  # a few non-ASCII letters change length when lowered
-            low, rules = value, _SLOW
         spans: list[tuple[int, int, str]] = []
-        for rx, kind in rules:
-            for m in rx.finditer(low):
-                group = next(g for g in range(1, (rx.groups or 0) + 1) if m.group(g) is not None)
-                spans.append((m.start(group), m.end(group), kind))
+        if len(low) != len(value):  # a few non-ASCII letters change length when lowered
+            for rx, kind in _SLOW:
+                spans += [(*_group_span(m), kind) for m in rx.finditer(value)]
+        else:
+            for name in _NAMES:  # find() each name, then match what must follow it
+                at = low.find(name)
+                while at >= 0:
+                    m = _TAIL.match(low, at + len(name))
+                    if m is not None:
+                        spans.append((*_group_span(m), "env-secret"))
+                    at = low.find(name, at + 1)
+            if "bearer " in low:
+                spans += [(*_group_span(m), "bearer-token") for m in _BEARER.finditer(low)]
         if not spans:
             return value
         out, last = [], 0
@@ -229,3 +260,11 @@ class Redactor:
             self.counts["env-secret"] += 1
             return marker("env-secret")
         return self.value(value)
+
+
+def _group_span(match: re.Match[str]) -> tuple[int, int]:
+    """The span of the first group that took part in ``match``."""
+    for group in range(1, (match.re.groups or 0) + 1):
+        if match.group(group) is not None:
+            return match.span(group)
+    return match.span()
