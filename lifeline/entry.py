@@ -52,6 +52,10 @@ KNOWN_KINDS: frozenset[str] = frozenset(
         "debt",
         "relation",
         "checkpoint",
+        # agent sessions (DESIGN §9, docs/decisions/0019-session-entries.md)
+        "session",
+        "session-part",
+        "session-status",
     }
 )
 

@@ -31,12 +31,15 @@ def _help(parser: argparse.ArgumentParser) -> str:
     return parser.format_help().rstrip()
 
 
-def _section(prog: str, parser: argparse.ArgumentParser) -> list[str]:
-    out = [f"## `{prog}`", "", "```text", _help(parser), "```", ""]
+def _section(prog: str, parser: argparse.ArgumentParser, depth: int = 2) -> list[str]:
+    """The parser's help, then each subcommand's (and theirs: ``sessions ingest``)."""
+    out = [f"{'#' * depth} `{prog}`", "", "```text", _help(parser), "```", ""] if depth == 2 else []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for name, sub in sorted(action.choices.items()):
-                out += [f"### `{prog} {name}`", "", "```text", _help(sub), "```", ""]
+                title = f"{'#' * (depth + 1)} `{prog} {name}`"
+                out += [title, "", "```text", _help(sub), "```", ""]
+                out += _section(f"{prog} {name}", sub, depth + 1)
     return out
 
 

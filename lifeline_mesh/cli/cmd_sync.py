@@ -11,6 +11,8 @@ from typing import Any
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.lines import line_names, validate_line_name
+from lifeline.sessions.config import load_session_settings
+from lifeline.sessions.watch import watch_project
 from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
@@ -39,6 +41,12 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     _insecure(p)
     add_peering_arguments(p)
     add_serve_ui_arguments(p)
+    p.add_argument(
+        "--sessions",
+        action="store_true",
+        help="also ingest this project's agent sessions as they change (see `lifeline "
+        "sessions watch`); share the sessions line for peers to receive them",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser(
@@ -91,8 +99,14 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             sys.stdout.write(f"join port on {node.join_address}\n")
         sys.stdout.flush()
 
-    async with ui_beside(args, node.root, stop):
-        server = await node.serve(listen, stop, ready, join_listen=join_listen, peering=peering)
+    sessions_line = load_session_settings(node.root).line if args.sessions else None
+    async with ui_beside(args, node.root, stop), asyncio.TaskGroup() as group:
+        if sessions_line is not None:
+            group.create_task(_watch_sessions(node, sessions_line, stop))
+        try:
+            server = await node.serve(listen, stop, ready, join_listen=join_listen, peering=peering)
+        finally:
+            stop.set()  # the watcher ends with the server
     print(f"stopped after {len(server.reports)} sessions ({len(server.failures)} failed)")
     return 0
 
@@ -156,3 +170,14 @@ async def cmd_lines(args: argparse.Namespace) -> int:
         for row in rows:
             print(f"{row['line']:<20} {'shared' if row['shared'] else 'private'}")
     return 0
+
+
+async def _watch_sessions(node: Node, line: str, stop: asyncio.Event) -> None:
+    """``serve --sessions``: transcripts into the sessions line, beside the server."""
+    if line not in node.config().shared_lines:
+        print(
+            f"sessions go to line {line!r}, which is not shared: run "
+            f"`lifeline-mesh share {line}` for peers to receive them",
+            file=sys.stderr,
+        )
+    await watch_project(node.root, stop)

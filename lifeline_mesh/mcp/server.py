@@ -14,6 +14,7 @@ from lifeline_mesh import __version__
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.tools_mesh import register_mesh
 from lifeline_mesh.mcp.tools_read import register_reads
+from lifeline_mesh.mcp.tools_sessions import register_sessions
 from lifeline_mesh.mcp.tools_truth import register_truth
 from lifeline_mesh.mcp.tools_write import register_writes
 from lifeline_mesh.mcp.workspace import Workspace
@@ -27,8 +28,10 @@ machines. Call `context` (or read `lifeline://context`) first: what the project 
 decisions in force, open items and where each thread stopped (`resume` has the details). \
 Search with `recall`; hand a sub-agent the `brief` of its thread. Record decisions, fixes \
 and open questions with `append`, supersede a wrong entry with `correct`, and before you \
-stop, record where you are with `checkpoint`. A write may become a proposal that a human \
-approves; the result says so. Send an `idempotency_key` with each write you might retry."""
+stop, record where you are with `checkpoint`. Past agent sessions (Claude Code, Codex, \
+Gemini, from every synced machine) are in `sessions_list` and `session_show`. A write \
+may become a proposal that a human approves; the result says so. Send an \
+`idempotency_key` with each write you might retry."""
 
 
 def build_server(ws: Workspace) -> MCPServer[Any]:
@@ -44,6 +47,7 @@ def build_server(ws: Workspace) -> MCPServer[Any]:
     register_writes(server, WriteGate(ws))
     register_mesh(server, ws)
     register_truth(server, ws)
+    register_sessions(server, ws)
     return server
 
 

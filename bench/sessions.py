@@ -1,0 +1,141 @@
+"""Session ingest through the real CLI: throughput, no-op re-ingest, live appends, memory.
+
+    python bench/sessions.py                 # a 1 GB corpus under a temporary folder
+    python bench/sessions.py --mb 200        # smaller
+    python bench/sessions.py --keep DIR      # build (or reuse) the corpus in DIR
+
+The corpus replicates the real transcripts of tests/fixtures/transcripts/ in the tools'
+own layouts (~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp), each copy its own
+session (a new file name, hence a new native id). Then, as a user would run them:
+
+1. ``lifeline sessions ingest --all`` on the corpus: MB/s and turns/s of the whole process,
+   peak RSS of the process (ru_maxrss of the child);
+2. the same command again (nothing changed): seconds; then ``lifeline sessions list``;
+3. appending 100 lines to a 2.7 MB live session and ingesting it, in process (what one
+   watcher pass costs) and as a CLI process: milliseconds, median of 7.
+
+Prints figures; no pass/fail.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from lifeline.sessions.config import SessionSettings  # noqa: E402
+from lifeline.sessions.service import open_ingester, sources_in  # noqa: E402
+from tests.sessions_support import FIXTURES, _claude_target  # noqa: E402
+
+SPOTTER = "marot__spotter__258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+
+
+def build_corpus(home: Path, target_bytes: int) -> tuple[int, int]:
+    """Copies of every fixture until ``target_bytes``; returns (files, bytes)."""
+    sources = sorted(p for p in FIXTURES.rglob("*.jsonl") if p.stat().st_size > 0)
+    files = size = copy = 0
+    while size < target_bytes:
+        for index, path in enumerate(sources):
+            tool = path.parent.name
+            tag = f"{copy:05d}"
+            if tool == "claude-code":
+                target = _claude_target(home / ".claude" / "projects", path.name)
+                target = target.with_name(f"{tag}{target.name[5:]}")
+            elif tool == "codex":
+                target = home / ".codex" / "sessions" / "2026" / "01" / "01" / (
+                    f"rollout-2026-01-01T00-00-00-{tag}{index:03d}b-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl")
+            else:
+                target = home / ".gemini" / "tmp" / "p" / "chats" / f"session-{tag}.jsonl"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+            files += 1
+            size += path.stat().st_size
+        copy += 1
+    return files, size
+
+
+def cli(root: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "lifeline", "--root", str(root), "sessions", *args],
+        capture_output=True, text=True, check=True,
+    )
+    return time.perf_counter() - start, proc
+
+
+async def append_cost(work: Path) -> tuple[float, float]:
+    """Median ms to ingest 100 appended lines: in process, and as a CLI process."""
+    lines = (FIXTURES / "claude-code" / SPOTTER).read_bytes().splitlines(keepends=True)
+    live = work / "live" / "258c7280-ae70-4798-800f-63464d01a85d.jsonl"
+    live.parent.mkdir(parents=True)
+    live.write_bytes(b"".join(lines[:1000]))
+    root = work / "append-node"
+    inproc, cli_ms = [], []
+    async with open_ingester(root, "sessions", SessionSettings()) as ingester:
+        ((adapter, source),) = sources_in([live])
+        await ingester.ingest(adapter, source)
+        for n in range(7):
+            with live.open("ab") as out:
+                out.write(b"".join(lines[1000 + n * 100 : 1100 + n * 100]))
+            start = time.perf_counter()
+            await ingester.ingest(adapter, source)
+            inproc.append((time.perf_counter() - start) * 1000)
+    for n in range(7, 8):
+        with live.open("ab") as out:
+            out.write(b"".join(lines[1000 + n * 100 : 1100 + n * 100]))
+        seconds, _ = cli(root, "ingest", str(live))
+        cli_ms.append(seconds * 1000)
+    return statistics.median(inproc), statistics.median(cli_ms)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=int, default=1024, help="corpus size (default 1024)")
+    parser.add_argument("--keep", type=Path, help="build or reuse the corpus here")
+    args = parser.parse_args()
+    work = args.keep or Path(tempfile.mkdtemp(prefix="sessions-bench-"))
+    home = work / "home"
+    try:
+        if not (home / ".claude").exists():
+            files, size = build_corpus(home, args.mb * 1024 * 1024)
+        else:
+            found = [p for p in home.rglob("*.jsonl")]
+            files, size = len(found), sum(p.stat().st_size for p in found)
+        root = work / "node"
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir()
+        print(f"corpus: {files} files, {size / 1e6:.0f} MB; load {os.getloadavg()[0]:.1f}")
+        seconds, proc = cli(root, "ingest", "--all", "--json", str(home))
+        report = json.loads(proc.stdout)
+        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        line = root / ".lifeline" / "sessions.db"
+        print(f"ingest: {seconds:.1f} s = {size / 1e6 / seconds:.1f} MB/s, "
+              f"{report['turns'] / seconds:.0f} turns/s, {report['items'] / seconds:.0f} items/s "
+              f"({report['sessions']} sessions, {report['turns']} turns, {report['entries']} "
+              f"entries; line file {line.stat().st_size / 1e6:.0f} MB); peak RSS {rss:.0f} MB")
+        again, proc = cli(root, "ingest", "--all", "--json", str(home))
+        print(f"no-op re-ingest: {again:.2f} s ({json.loads(proc.stdout)['unchanged']} unchanged)")
+        listed, proc = cli(root, "list", "--json")
+        print(f"list: {listed:.2f} s for {len(json.loads(proc.stdout))} sessions")
+        inproc, cli_ms = asyncio.run(append_cost(work))
+        print(f"append 100 lines to a live session: {inproc:.1f} ms in process (median of 7), "
+              f"{cli_ms:.0f} ms as a CLI process")
+    finally:
+        if args.keep is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

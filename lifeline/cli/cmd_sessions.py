@@ -1,0 +1,252 @@
+"""`lifeline sessions …`: ingest agent transcripts into the sessions line; list, show, watch.
+
+The sessions line is ``sessions`` unless ``--line`` or ``sessions.line`` in
+.lifeline/config.json names another (docs/sessions.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from lifeline.cli.common import print_json, root_of
+from lifeline.errors import ConfigError
+from lifeline.lines import line_path
+from lifeline.sessions.catalogue import Catalogue, filter_sessions
+from lifeline.sessions.config import SessionSettings, load_session_settings
+from lifeline.sessions.model import SessionStatus, Tool
+from lifeline.sessions.render import header_lines, render_session, session_row
+from lifeline.sessions.report import FileResult, IngestReport
+from lifeline.sessions.scope import project_scope
+from lifeline.sessions.service import (
+    Found,
+    default_sources,
+    ingest_sources,
+    open_ingester,
+    sources_in,
+)
+from lifeline.sessions.watch import watch
+from lifeline.store.sqlite import SqliteStore
+
+__all__ = ["register"]
+
+_TOOLS = [t.value for t in Tool]
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "sessions",
+        parents=[parent],
+        help="agent sessions (Claude Code, Codex, Gemini) as a line",
+        description="Agent transcripts, redacted, in the line 'sessions' (or --line NAME, or "
+        "sessions.line in .lifeline/config.json). See docs/sessions.md.",
+    )
+    inner = p.add_subparsers(dest="sessions_command", metavar="SUBCOMMAND")
+    inner.required = True
+
+    q = inner.add_parser(
+        "ingest", parents=[parent], help="read transcripts into the sessions line (incremental)"
+    )
+    q.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        metavar="PATH",
+        help="files or folders (default: the tools' standard folders)",
+    )
+    q.add_argument(
+        "--tool", action="append", choices=_TOOLS, help="only this tool (repeatable; default: all)"
+    )
+    q.add_argument(
+        "--all",
+        action="store_true",
+        help="every project's sessions (default: this project's scope only)",
+    )
+    q.add_argument("--json", action="store_true", help="print the summary as JSON")
+    q.set_defaults(func=cmd_ingest)
+
+    q = inner.add_parser("list", parents=[parent], help="the sessions in the line")
+    q.add_argument("--scope", help="only this scope ('.' for this project's); see `show`")
+    q.add_argument("--status", choices=[s.value for s in SessionStatus], help="only this status")
+    q.add_argument("--tool", choices=_TOOLS, help="only this tool")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_list)
+
+    q = inner.add_parser("show", parents=[parent], help="one session as a readable transcript")
+    q.add_argument("id", metavar="ID", help="session id or prefix, or the tool's own session id")
+    q.add_argument("--json", action="store_true", help="the normalized session as JSON")
+    q.add_argument("--offset", type=_count, default=0, help="skip the first N items (--json)")
+    q.add_argument("--limit", type=_count, help="at most N items (--json)")
+    q.set_defaults(func=cmd_show)
+
+    q = inner.add_parser(
+        "watch", parents=[parent], help="ingest as transcripts change (Ctrl-C stops)"
+    )
+    q.add_argument("--tool", action="append", choices=_TOOLS, help="only this tool (repeatable)")
+    q.add_argument("--all", action="store_true", help="every project's sessions")
+    q.add_argument(
+        "--interval", type=float, default=2.0, help="seconds between looks at the files (default 2)"
+    )
+    q.set_defaults(func=cmd_watch)
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
+    return value
+
+
+def _line(args: argparse.Namespace, settings: SessionSettings) -> str:
+    return str(getattr(args, "line", None) or settings.line)
+
+
+def _found(args: argparse.Namespace) -> list[Found]:
+    tools = [Tool(t) for t in args.tool] if args.tool else None
+    if getattr(args, "paths", None):
+        missing = [str(p) for p in args.paths if not p.exists()]
+        if missing:
+            raise ConfigError(f"no such file or folder: {', '.join(missing)}")
+        return sources_in(args.paths, tools)
+    return default_sources(tools)
+
+
+class _Progress:
+    """A one-line bar on stderr, only when stderr is a terminal."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int, result: FileResult | None) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = width * done // max(total, 1)
+        name = result.source.path.name[:40] if result else ""
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name:<40}")
+        if done == total:
+            sys.stderr.write("\r" + " " * (width + 60) + "\r")
+        sys.stderr.flush()
+
+
+def _summary(report: IngestReport) -> str:
+    lines = [
+        f"{report.sessions} sessions ingested ({report.turns} turns, {report.items} items, "
+        f"{report.entries} entries written); {report.unchanged} unchanged, {report.empty} empty"
+        + (
+            f", {report.out_of_scope} outside this project (use --all)"
+            if report.out_of_scope
+            else ""
+        ),
+    ]
+    for label, counts in (
+        ("skipped lines", report.skipped),
+        ("unknown records", report.opaque),
+        ("redactions", report.redactions),
+    ):
+        if counts:
+            lines.append(f"{label}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    lines += [f"could not read {f}" for f in report.failures]
+    return "\n".join(lines)
+
+
+async def cmd_ingest(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    settings = load_session_settings(root)
+    found = _found(args)
+    scope = None if (args.all or args.paths) else project_scope(root)
+    async with open_ingester(root, _line(args, settings), settings) as ingester:
+        report = await ingest_sources(
+            ingester, found, scope=scope, progress=_Progress(not args.json)
+        )
+    if args.json:
+        print_json(report.as_json())
+    else:
+        print(_summary(report))
+    return 0
+
+
+async def _catalogue(args: argparse.Namespace) -> Catalogue:
+    root = root_of(args)
+    settings = load_session_settings(root)
+    path = line_path(root, _line(args, settings), must_exist=True)
+    store = await SqliteStore.open(path, create=False)
+    return await Catalogue(store, live_window=settings.live_window).load()
+
+
+async def cmd_list(args: argparse.Namespace) -> int:
+    catalogue = await _catalogue(args)
+    try:
+        scope = project_scope(root_of(args)) if args.scope == "." else args.scope
+        found = filter_sessions(
+            catalogue.summaries(), scope=scope, status=args.status, tool=args.tool
+        )
+    finally:
+        await catalogue.store.close()
+    if args.json:
+        print_json([s.model_dump(mode="json", exclude={"items"}) for s in found])
+        return 0
+    if not found:
+        print("no sessions; ingest some with `lifeline sessions ingest`")
+        return 0
+    print(f"{'id':<12}  {'tool':<6} {'status':<11} {'turns':>5}  {'started':<16}  title")
+    for s in found:
+        print(session_row(s))
+    return 0
+
+
+async def cmd_show(args: argparse.Namespace) -> int:
+    catalogue = await _catalogue(args)
+    try:
+        session = await catalogue.session(args.id)
+        children: dict[str, Any] = {}
+        if not args.json:
+            for stored in catalogue.sessions.values():
+                agent = stored.status and stored.status.get("facts", {}).get("agent_id")
+                parent = stored.status and stored.status.get("facts", {}).get("parent_session")
+                if agent and parent == session.native_id:
+                    children[str(agent)] = await catalogue.session(stored.header_id)
+    finally:
+        await catalogue.store.close()
+    if args.json:
+        end = None if args.limit is None else args.offset + args.limit
+        page = session.model_copy(update={"items": session.items[args.offset : end]})
+        print_json(page.model_dump(mode="json", exclude_none=True))
+        return 0
+    print("\n".join(header_lines(session)))
+    print()
+    for line in render_session(session, children.get):
+        print(line)
+    return 0
+
+
+async def cmd_watch(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    settings = load_session_settings(root)
+    scope = None if args.all else project_scope(root)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    args.paths = []
+    print(f"watching {'every project' if scope is None else scope}; Ctrl-C stops", flush=True)
+    async with open_ingester(root, _line(args, settings), settings) as ingester:
+        await watch(ingester, lambda: _found(args), scope, stop, args.interval, _announce)
+    print("stopped", flush=True)
+    return 0
+
+
+def _announce(result: FileResult) -> None:
+    print(
+        f"{result.outcome:<9} {result.source.source}: +{result.turns} turns, +{result.items} items",
+        flush=True,
+    )

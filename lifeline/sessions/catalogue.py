@@ -1,0 +1,222 @@
+"""Reading sessions back from a line: the list, and one session with its items.
+
+A session is its header entry; its current state is the *best* of its status entries
+(the one that saw the most of the file: bytes, then lines, then items, then the latest
+time), and its items are the parts reached by walking parents
+from that status's tail back to the header. Entries synced from peers read the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from lifeline.errors import NotFound
+from lifeline.sessions.ingest import KIND_HEADER, KIND_PART, KIND_STATUS
+from lifeline.sessions.model import (
+    ITEM_ADAPTER,
+    Item,
+    Opaque,
+    Provenance,
+    Session,
+    SessionFacts,
+    SessionStatus,
+    Status,
+    Tool,
+)
+from lifeline.sessions.scope import scope_matches
+from lifeline.sessions.status import LIVE_WINDOW, judge
+from lifeline.store.port import Store
+
+__all__ = ["Catalogue", "StoredSession", "filter_sessions"]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSession:
+    header_id: str
+    header: dict[str, Any]
+    status: dict[str, Any] | None
+
+
+async def _rows(store: Store, kind: str) -> list[tuple[str, str, str]]:
+    """(id, ts, body) of every entry of ``kind``: one query on SQLite, a scan elsewhere."""
+    run_read = getattr(store, "run_read", None)
+    if run_read is not None:
+        rows: list[tuple[str, str, str]] = await run_read(
+            lambda conn: conn.execute(
+                "SELECT id, ts, body FROM entries WHERE kind = ?", (kind,)
+            ).fetchall()
+        )
+        return rows
+    return [(e.id, e.ts, e.body) for e in [e async for e in store.stream()] if e.kind == kind]
+
+
+def _json(body: str) -> dict[str, Any] | None:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _rank(status: dict[str, Any], ts: str) -> tuple[int, int, int, str]:
+    def num(key: str) -> int:
+        value = status.get(key)
+        return value if isinstance(value, int) else 0
+
+    return (num("bytes"), num("lines"), num("items"), ts)
+
+
+class Catalogue:
+    """The sessions of one line (``store``), as of when :meth:`load` ran."""
+
+    def __init__(
+        self, store: Store, *, now: datetime | None = None, live_window: timedelta = LIVE_WINDOW
+    ) -> None:
+        self.store = store
+        self.now = now or datetime.now(UTC)
+        self.live_window = live_window
+        self.sessions: dict[str, StoredSession] = {}
+
+    async def load(self) -> Catalogue:
+        headers = {
+            i: h for i, _, b in await _rows(self.store, KIND_HEADER) if (h := _json(b)) is not None
+        }
+        best: dict[str, tuple[tuple[int, int, int, str], dict[str, Any]]] = {}
+        for _, ts, body in await _rows(self.store, KIND_STATUS):
+            status = _json(body)
+            if status is None or not isinstance(status.get("session"), str):
+                continue
+            rank = _rank(status, ts)
+            current = best.get(status["session"])
+            if current is None or rank > current[0]:
+                best[status["session"]] = (rank, status)
+        self.sessions = {
+            i: StoredSession(i, h, best[i][1] if i in best else None) for i, h in headers.items()
+        }
+        return self
+
+    def summaries(self) -> list[Session]:
+        """Every session without its items, oldest first."""
+        found = [self._summary(s) for s in self.sessions.values()]
+        return sorted(found, key=lambda s: (s.facts.started or "", s.id))
+
+    def resolve(self, ref: str) -> StoredSession:
+        """A session by header id (or prefix) or by the tool's native id (or prefix)."""
+        ref = ref.strip()
+        exact = [
+            s
+            for s in self.sessions.values()
+            if s.header_id == ref or s.header.get("session") == ref
+        ]
+        if len(exact) == 1:
+            return exact[0]
+        if len(ref) < 4:
+            raise NotFound(f"session {ref!r} is too short to look up; give 4 characters or more")
+        found = exact or [
+            s
+            for s in self.sessions.values()
+            if s.header_id.startswith(ref) or str(s.header.get("session", "")).startswith(ref)
+        ]
+        if not found:
+            raise NotFound(f"no session {ref!r} in this line; see `lifeline sessions list`")
+        if len(found) > 1:
+            names = ", ".join(sorted(s.header_id[:12] for s in found)[:5])
+            raise NotFound(f"session {ref!r} is ambiguous ({names}…); give more characters")
+        return found[0]
+
+    def by_native(self, tool: str, native: str) -> StoredSession | None:
+        for stored in self.sessions.values():
+            if stored.header.get("tool") == tool and stored.header.get("session") == native:
+                return stored
+        return None
+
+    def _summary(self, stored: StoredSession, items: tuple[Item, ...] = ()) -> Session:
+        header, status = stored.header, stored.status or {}
+        facts = SessionFacts.model_validate(status.get("facts") or {})
+        verdict = Status(
+            status=SessionStatus(status.get("status", "crashed")),
+            reason=str(status.get("reason", "no status recorded yet")),
+        )
+        return Session(
+            id=stored.header_id,
+            tool=Tool(header.get("tool", "claude")),
+            native_id=str(header.get("session", "")),
+            source=str(header.get("source", "")),
+            facts=facts,
+            scope=str(status.get("scope", "unknown:")),
+            status=judge(verdict, facts.last_activity, self.now, self.live_window),
+            turns=int(status.get("turns", 0)),
+            items=items,
+            item_count=int(status.get("items", 0)),
+            skipped=dict(status.get("skipped", {})),
+            opaque=dict(status.get("opaque", {})),
+            redactions=dict(status.get("redactions", {})),
+            truncated=int(status.get("truncated", 0)),
+        )
+
+    async def session(self, ref: str) -> Session:
+        """One session with all its items, in file order, provenance filled in."""
+        stored = self.resolve(ref)
+        parts = await self._parts(stored)
+        tool = Tool(stored.header.get("tool", "claude"))
+        source = str(stored.header.get("source", ""))
+        items = tuple(_item(data, tool, source) for part in parts for data in part["items"])
+        return self._summary(stored, items)
+
+    async def _parts(self, stored: StoredSession) -> list[dict[str, Any]]:
+        """The parts from the header to the status's tail, walking parents back."""
+        tail = (stored.status or {}).get("tail")
+        chain: list[dict[str, Any]] = []
+        seen: set[str] = set()
+        while isinstance(tail, str) and tail != stored.header_id and tail not in seen:
+            seen.add(tail)
+            try:
+                entry = await self.store.get(tail)
+            except NotFound:
+                break  # not synced yet: show what is here
+            if entry.kind != KIND_PART:
+                break
+            body = _json(entry.body)
+            if body is not None and isinstance(body.get("items"), list):
+                chain.append(body)
+            tail = entry.parents[0] if entry.parents else None
+        chain.reverse()
+        return chain
+
+
+def _item(data: dict[str, Any], tool: Tool, source: str) -> Item:
+    line = data.get("ln") if isinstance(data.get("ln"), int) else 0
+    assert isinstance(line, int)
+    prov = Provenance(
+        tool=tool,
+        source=source,
+        native_ids=tuple(data.get("ids") or ()),
+        lines=(line, line),
+        sha256=str(data.get("sha", "")),
+    )
+    fields = {k: v for k, v in data.items() if k not in ("ln", "sha", "ids")}
+    try:
+        item: Item = ITEM_ADAPTER.validate_python({**fields, "prov": prov})
+    except ValueError:  # a kind from a newer version: shown as opaque, never dropped
+        item = Opaque(record_type=str(fields.get("kind", "?")), raw=fields, prov=prov)
+    return item
+
+
+def filter_sessions(
+    sessions: Iterable[Session],
+    *,
+    scope: str | None = None,
+    status: str | None = None,
+    tool: str | None = None,
+) -> list[Session]:
+    return [
+        s
+        for s in sessions
+        if (scope is None or scope_matches(s.scope, scope))
+        and (status is None or s.status.status.value == status)
+        and (tool is None or s.tool.value == tool)
+    ]

@@ -1,0 +1,433 @@
+"""Claude Code transcripts: ``~/.claude/projects/<slug>/<session>.jsonl`` and subagents.
+
+Three subagent layouts (research doc §1.1): inline ``isSidechain`` lines (1.0.x), a
+top-level ``agent-<id>.jsonl`` beside the session (2.0.x), and
+``<session>/subagents/agent-<id>.jsonl`` with an optional ``.meta.json`` sidecar (2.1.x).
+Each file is its own session in the ledger; a subagent names its parent session and the
+tool call that spawned it. Compaction comes in both forms (legacy ``summary`` lines,
+``compact_boundary`` + ``isCompactSummary``). One API response spans several lines that
+share ``message.id``; its usage is counted once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from lifeline.sessions.fields import flatten as _flatten
+from lifeline.sessions.fields import get as _get
+from lifeline.sessions.fields import opt_int as _opt_int
+from lifeline.sessions.fields import to_int as _int
+from lifeline.sessions.fields import to_str as _str
+from lifeline.sessions.model import (
+    Compaction,
+    Context,
+    ErrorItem,
+    FileEdit,
+    Image,
+    Interrupt,
+    Item,
+    Opaque,
+    Prompt,
+    Reply,
+    SubagentLink,
+    Thinking,
+    Title,
+    TodoItem,
+    Todos,
+    Tool,
+    ToolCall,
+    ToolResult,
+    TurnEnd,
+    Usage,
+)
+from lifeline.sessions.port import ParseState, RawLine, SourceFile
+from lifeline.sessions.scope import home_normalized
+
+__all__ = ["ClaudeAdapter", "ClaudeParser", "classify_user_text"]
+
+# Record types that carry nothing for the model (metadata, structure, UI state).
+_METADATA = frozenset(
+    {
+        "file-history-snapshot",
+        "progress",
+        "last-prompt",
+        "permission-mode",
+        "mode",
+        "agent-name",
+        "agent-color",
+        "frame-link",
+        "agent-setting",
+        "pr-link",
+        "queue-operation",
+        "attachment",
+    }
+)
+_WRAPPERS = (
+    ("<command-name>", "command"),
+    ("<command-message>", "command"),
+    ("<command-args>", "command"),
+    ("<local-command-stdout>", "command-output"),
+    ("<local-command-stderr>", "command-output"),
+    ("<bash-input>", "bash"),
+    ("<bash-stdout>", "bash"),
+    ("<bash-stderr>", "bash"),
+    ("<system-reminder>", "system-reminder"),
+    ("<user-prompt-submit-hook>", "hook"),
+    ("Caveat: The messages below were generated", "caveat"),
+    ("This session is being continued from a previous conversation", "compact-summary"),
+)
+_EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+_SPAWN_TOOLS = frozenset({"Task", "Agent"})
+
+
+def classify_user_text(text: str) -> str | None:
+    """The context subtype of user-role text no human typed, or None for a real prompt."""
+    head = text.lstrip()
+    for prefix, subtype in _WRAPPERS:
+        if head.startswith(prefix):
+            return subtype
+    return None
+
+
+class ClaudeAdapter:
+    tool = Tool.CLAUDE
+    append_only = True
+
+    def default_roots(self, env: dict[str, str], home: Path) -> list[Path]:
+        roots = [Path(p) / "projects" for p in env.get("CLAUDE_CONFIG_DIR", "").split(",") if p]
+        roots += [home / ".claude" / "projects", home / ".config" / "claude" / "projects"]
+        return roots
+
+    def discover(self, root: Path) -> Iterator[SourceFile]:
+        if not root.is_dir():
+            return
+        for path in sorted(root.rglob("*.jsonl")):
+            if "workflows" in path.relative_to(root).parts or path.name == "journal.jsonl":
+                continue
+            yield SourceFile(self.tool, path, path.relative_to(root).as_posix())
+
+    def identify(self, path: Path) -> SourceFile | None:
+        if path.suffix != ".jsonl":
+            return None
+        parent = path.parent
+        if parent.name == "subagents":
+            return SourceFile(self.tool, path, f"{parent.parent.name}/subagents/{path.name}")
+        return SourceFile(self.tool, path, f"{parent.name}/{path.name}")
+
+    def native_id(self, source: SourceFile, first: RawLine | None) -> str:
+        return source.path.stem
+
+    def parser(self, source: SourceFile, state: ParseState | None) -> ClaudeParser:
+        return ClaudeParser(source, state)
+
+    def whole(
+        self, source: SourceFile, state: ParseState, lines: Iterator[RawLine]
+    ) -> Iterator[tuple[RawLine, list[Item]]]:
+        raise NotImplementedError("Claude Code transcripts are read line by line")
+
+
+class ClaudeParser:
+    def __init__(self, source: SourceFile, state: ParseState | None) -> None:
+        self.source = source
+        self.subagent_file = source.path.name.startswith("agent-")
+        if state is None:
+            state = ParseState()
+            self._start(state)
+        self.state = state
+
+    def _start(self, state: ParseState) -> None:
+        if not self.subagent_file:
+            return
+        state.fact("agent_id", self.source.path.stem.removeprefix("agent-"))
+        if self.source.path.parent.name == "subagents":
+            state.fact("parent_session", self.source.path.parent.parent.name)
+        meta = self.source.path.with_suffix(".meta.json")
+        try:
+            sidecar = json.loads(meta.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return
+        if isinstance(sidecar, dict):
+            state.fact("spawned_by", sidecar.get("toolUseId"))
+            state.fact("title", sidecar.get("description"))
+
+    def feed(self, line: RawLine) -> list[Item]:
+        rec = line.json_object
+        if rec is None:
+            self.state.skipped["not-json" if line.data is None else "not-an-object"] += 1
+            return []
+        kind = rec.get("type")
+        self._envelope(rec)
+        if kind == "user":
+            return self._user(rec)
+        if kind == "assistant":
+            return self._assistant(rec)
+        if kind == "system":
+            return self._system(rec)
+        if kind in ("summary", "ai-title", "custom-title"):
+            return self._title(rec, kind)
+        if kind == "progress":
+            return self._progress(rec)
+        if kind == "attachment" and _get(rec, "attachment", "type") == "queued_command":
+            prompt = _get(rec, "attachment", "prompt")
+            if isinstance(prompt, str) and prompt.strip():
+                return [Prompt(text=prompt, steering=True, ts=rec.get("timestamp"))]
+        if kind in _METADATA:
+            self.state.skipped["metadata"] += 1
+            return []
+        name = str(kind) if isinstance(kind, str) else "untyped"
+        self.state.opaque[name] += 1
+        return [Opaque(record_type=name, raw=rec, ts=rec.get("timestamp"))]
+
+    def _envelope(self, rec: dict[str, Any]) -> None:
+        st = self.state
+        cwd = rec.get("cwd")
+        if isinstance(cwd, str) and cwd:
+            st.extra["cwd_raw"] = cwd
+            st.fact("cwd", home_normalized(cwd))
+        st.fact("version", rec.get("version"))
+        st.fact("git_branch", rec.get("gitBranch"))
+        ts = rec.get("timestamp")
+        if isinstance(ts, str):
+            st.fact("started", ts, first=True)
+            if ts > (st.facts.get("last_activity") or ""):
+                st.facts["last_activity"] = ts
+        if self.subagent_file:
+            st.fact("parent_session", rec.get("sessionId"), first=True)
+
+    def _agent(self, rec: dict[str, Any]) -> str | None:
+        if self.subagent_file or not rec.get("isSidechain"):
+            return None
+        return str(rec.get("agentId") or "sidechain")
+
+    def _user(self, rec: dict[str, Any]) -> list[Item]:
+        ts, agent = rec.get("timestamp"), self._agent(rec)
+        content = _get(rec, "message", "content")
+        meta = bool(rec.get("isMeta")) or bool(rec.get("isCompactSummary"))
+        if isinstance(content, str):
+            return [self._user_text(content, ts, agent, meta, rec)]
+        if not isinstance(content, list):
+            self.state.skipped["user-without-content"] += 1
+            return []
+        items: list[Item] = []
+        images = 0
+        for block in content:
+            if not isinstance(block, dict):
+                continue
+            btype = block.get("type")
+            if btype == "text":
+                items.append(self._user_text(str(block.get("text", "")), ts, agent, meta, rec))
+            elif btype == "image":
+                images += 1
+                items.append(_image(block, ts, agent))
+            elif btype == "tool_result":
+                items.extend(self._tool_result(block, rec, ts, agent))
+        if images:
+            for i, item in enumerate(items):
+                if isinstance(item, Prompt):
+                    items[i] = item.model_copy(update={"images": images})
+                    break
+        return items
+
+    def _user_text(
+        self, text: str, ts: Any, agent: str | None, meta: bool, rec: dict[str, Any]
+    ) -> Item:
+        if text.lstrip().startswith("[Request interrupted by user"):
+            return Interrupt(text=text.strip(), ts=ts, agent=agent)
+        if rec.get("isCompactSummary"):
+            return Context(subtype="compact-summary", text=text, ts=ts, agent=agent)
+        subtype = "meta" if meta else classify_user_text(text)
+        if subtype is not None:
+            return Context(subtype=subtype, text=text, ts=ts, agent=agent)
+        if agent is None:
+            self.state.fact("first_prompt", text[:200], first=True)
+        return Prompt(text=text, ts=ts, agent=agent)
+
+    def _tool_result(
+        self, block: dict[str, Any], rec: dict[str, Any], ts: Any, agent: str | None
+    ) -> list[Item]:
+        call_id = str(block.get("tool_use_id", ""))
+        output = _flatten(block.get("content"))
+        extra = rec.get("toolUseResult")
+        spawned = extra.get("agentId") if isinstance(extra, dict) else None
+        items: list[Item] = []
+        if output.lstrip().startswith("[Request interrupted by user"):
+            items.append(Interrupt(text=output.strip(), ts=ts, agent=agent))
+        items.insert(
+            0,
+            ToolResult(
+                call_id=call_id,
+                output=output,
+                is_error=bool(block.get("is_error")),
+                spawned_agent=str(spawned) if spawned else None,
+                ts=ts,
+                agent=agent,
+            ),
+        )
+        if spawned:
+            items.append(SubagentLink(agent_id=str(spawned), call_id=call_id, ts=ts, agent=agent))
+        return items
+
+    def _assistant(self, rec: dict[str, Any]) -> list[Item]:
+        ts, agent = rec.get("timestamp"), self._agent(rec)
+        message = rec.get("message") if isinstance(rec.get("message"), dict) else {}
+        assert isinstance(message, dict)
+        model = message.get("model")
+        if isinstance(model, str) and model != "<synthetic>":
+            self.state.fact("model", model)
+        if rec.get("isApiErrorMessage"):
+            status = rec.get("apiErrorStatus")
+            return [
+                ErrorItem(
+                    error=str(rec.get("error") or "api_error"),
+                    status=status if isinstance(status, int) else None,
+                    text=_flatten(message.get("content")),
+                    ts=ts,
+                    agent=agent,
+                )
+            ]
+        items: list[Item] = []
+        for block in message.get("content") or []:
+            if isinstance(block, dict):
+                items.extend(self._assistant_block(block, model, ts, agent))
+        items.extend(self._usage(rec, message, ts, agent))
+        if message.get("stop_reason") == "end_turn":
+            items.append(TurnEnd(reason="end_turn", ts=ts, agent=agent))
+        return items
+
+    def _assistant_block(
+        self, block: dict[str, Any], model: Any, ts: Any, agent: str | None
+    ) -> list[Item]:
+        btype = block.get("type")
+        if btype == "text":
+            text = str(block.get("text", ""))
+            if not text.strip():  # Claude Code writes bare newlines as their own block
+                return []
+            return [Reply(text=text, model=_str(model), ts=ts, agent=agent)]
+        if btype == "thinking":  # the signature is never kept
+            return [Thinking(text=str(block.get("thinking", "")), ts=ts, agent=agent)]
+        if btype == "redacted_thinking":
+            return []
+        if btype != "tool_use":
+            return []
+        name, call_id, data = (
+            str(block.get("name", "")),
+            str(block.get("id", "")),
+            block.get("input"),
+        )
+        items: list[Item] = [ToolCall(call_id=call_id, name=name, input=data, ts=ts, agent=agent)]
+        if not isinstance(data, dict):
+            return items
+        if name == "TodoWrite" and isinstance(data.get("todos"), list):
+            todos = tuple(
+                TodoItem(content=str(t.get("content", "")), status=str(t.get("status", "")))
+                for t in data["todos"]
+                if isinstance(t, dict)
+            )
+            items.append(Todos(items=todos, ts=ts, agent=agent))
+        elif name in _EDIT_TOOLS and isinstance(data.get("file_path"), str):
+            path = home_normalized(data["file_path"])
+            items.append(FileEdit(path=path, tool_name=name, ts=ts, agent=agent))
+        elif name in _SPAWN_TOOLS:
+            items.append(
+                SubagentLink(
+                    agent_id="",
+                    call_id=call_id,
+                    description=_str(data.get("description")),
+                    ts=ts,
+                    agent=agent,
+                )
+            )
+        return items
+
+    def _usage(
+        self, rec: dict[str, Any], message: dict[str, Any], ts: Any, agent: str | None
+    ) -> list[Item]:
+        usage = message.get("usage")
+        if not isinstance(usage, dict):
+            return []
+        key = f"{message.get('id')}:{rec.get('requestId')}"
+        if key == self.state.extra.get("usage_key"):
+            return []
+        self.state.extra["usage_key"] = key
+        return [
+            Usage(
+                model=_str(message.get("model")),
+                input=_int(usage.get("input_tokens")),
+                output=_int(usage.get("output_tokens")),
+                cache_read=_int(usage.get("cache_read_input_tokens")),
+                cache_write=_int(usage.get("cache_creation_input_tokens")),
+                ts=ts,
+                agent=agent,
+            )
+        ]
+
+    def _system(self, rec: dict[str, Any]) -> list[Item]:
+        ts, agent = rec.get("timestamp"), self._agent(rec)
+        subtype = str(rec.get("subtype") or "system")
+        if subtype == "compact_boundary":
+            meta = (
+                rec.get("compactMetadata") if isinstance(rec.get("compactMetadata"), dict) else {}
+            )
+            assert isinstance(meta, dict)
+            return [
+                Compaction(
+                    trigger=_str(meta.get("trigger")),
+                    pre_tokens=_opt_int(meta.get("preTokens")),
+                    post_tokens=_opt_int(meta.get("postTokens")),
+                    ts=ts,
+                    agent=agent,
+                )
+            ]
+        if subtype in ("turn_duration", "stop_hook_summary"):
+            return [TurnEnd(reason=subtype, ts=ts, agent=agent)]
+        if subtype == "api_error":
+            return [ErrorItem(error="api_error", text=_flatten(rec.get("content")), ts=ts)]
+        text = _flatten(rec.get("content"))
+        return [Context(subtype=f"system:{subtype}", text=text, ts=ts, agent=agent)]
+
+    def _title(self, rec: dict[str, Any], kind: str) -> list[Item]:
+        text = rec.get({"summary": "summary", "ai-title": "aiTitle"}.get(kind, "customTitle"))
+        if not isinstance(text, str) or not text.strip():
+            self.state.skipped["empty-title"] += 1
+            return []
+        user_set = kind == "custom-title"
+        if user_set or not self.state.facts.get("title_user_set"):
+            self.state.fact("title", text)
+            self.state.facts["title_user_set"] = user_set
+        return [Title(text=text, user_set=user_set, ts=rec.get("timestamp"))]
+
+    def _progress(self, rec: dict[str, Any]) -> list[Item]:
+        data = rec.get("data")
+        if isinstance(data, dict) and data.get("type") == "agent_progress":
+            agent_id, call_id = data.get("agentId"), rec.get("parentToolUseID")
+            seen = self.state.extra.setdefault("linked", [])
+            if isinstance(agent_id, str) and agent_id not in seen:
+                seen.append(agent_id)
+                return [
+                    SubagentLink(
+                        agent_id=agent_id,
+                        call_id=_str(call_id),
+                        ts=rec.get("timestamp"),
+                        agent=self._agent(rec),
+                    )
+                ]
+        self.state.skipped["metadata"] += 1
+        return []
+
+
+def _image(block: dict[str, Any], ts: Any, agent: str | None) -> Image:
+    source = block.get("source") if isinstance(block.get("source"), dict) else {}
+    assert isinstance(source, dict)
+    data = source.get("data")
+    raw = data.encode("ascii", "replace") if isinstance(data, str) else b""
+    return Image(
+        media_type=_str(source.get("media_type")),
+        bytes=len(raw) * 3 // 4,
+        sha256=hashlib.sha256(raw).hexdigest() if raw else None,
+        ts=ts,
+        agent=agent,
+    )

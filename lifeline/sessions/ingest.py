@@ -1,0 +1,461 @@
+"""Ingest: transcript files into the sessions line, incrementally, redacted first.
+
+For each file: skip it when its size and mtime are as recorded (no read at all); continue
+from the recorded byte offset when it only grew; read it whole when it is new, was
+rewritten in place (a fingerprint changed, it shrank) or is a replayed format. The lines
+read become items (adapter), are redacted and capped (:mod:`pack`), packed into parts,
+and written with a header and a status entry in one transaction; the source ledger is
+updated after the write, so a crash in between only repeats work (ids are content
+addresses: a repeat writes nothing new).
+
+Entry shapes (decision 0019): ``session`` (identity: tool, native id, source name, first
+line's hash), ``session-part`` (a run of items; parent: the previous part or the header)
+and ``session-status`` (verdict, facts, counts, scope and the tail part's id; parent: the
+tail). Every field that is hashed is derived from the file's bytes, so two machines that
+ingest one file write the same ids; only the scope may differ (it looks at the local git
+checkout), and it lives in the status entry alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lifeline.entry import compute_id
+from lifeline.errors import NotFound
+from lifeline.ledger import Draft, Ledger
+from lifeline.sessions.model import Item, Prompt
+from lifeline.sessions.pack import Caps, Cleaner, Packer, Part, dumps, native_ids
+from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
+from lifeline.sessions.redact import Redactor
+from lifeline.sessions.report import FileResult
+from lifeline.sessions.scope import scope_for
+from lifeline.sessions.sources import SourceLedger, SourceRecord
+from lifeline.store.port import Store
+
+__all__ = [
+    "AUTHOR",
+    "KIND_HEADER",
+    "KIND_PART",
+    "KIND_STATUS",
+    "Ingester",
+    "clean_line",
+]
+
+KIND_HEADER, KIND_PART, KIND_STATUS = "session", "session-part", "session-status"
+AUTHOR = "lifeline-sessions"
+_WINDOW = 4096
+_INLINE_BYTES = 256 * 1024  # less to read than this: parse on the loop, skip the thread hop
+READ_BUDGET = 32 * 1024 * 1024  # bytes read per pass of an append-only file
+
+
+@dataclass
+class _Plan:
+    """Where reading starts: from scratch, or from a recorded position."""
+
+    header: dict[str, Any] | None  # a new header to write, or None (resuming)
+    session: str
+    state: ParseState | None
+    packer: Packer
+    prev: str  # the id the next closed part hangs from
+    offset: int = 0
+    line_no: int = 0
+    prefix: str = ""
+    outcome: str = "read"
+    partial: int = 0
+
+
+@dataclass
+class _Outcome:
+    closed: list[Part]
+    tail: Part | None
+    state: ParseState
+    offset: int
+    line_no: int
+    prefix: str
+    partial: int
+    items: int
+    turns: int
+    lines: int
+    redactions: Counter[str]
+    truncated: int
+    skipped: Counter[str]  # in this pass
+    opaque: Counter[str]
+    more: bool  # stopped at the read budget: the file goes on
+
+
+class Ingester:
+    """Ingests transcript files into one line (``store`` through ``ledger``)."""
+
+    def __init__(
+        self,
+        ledger: Ledger,
+        sources: SourceLedger,
+        *,
+        caps: Caps | None = None,
+        patterns: tuple[tuple[str, str], ...] = (),
+        scope_of: Callable[[str | None, str | None], str] = scope_for,
+    ) -> None:
+        self.ledger = ledger
+        self.store: Store = ledger.store
+        self.sources = sources
+        caps = caps or Caps()
+        self.caps = Caps(
+            caps.tool_output, caps.text, min(caps.part_bytes, ledger.limits.body_bytes - 2_000)
+        )
+        self.patterns = patterns
+        self.scope_of = scope_of
+        self.read_budget = READ_BUDGET
+
+    def unchanged(self, adapter: Adapter, source: SourceFile) -> bool:
+        """The file is as last ingested (one stat, no read)."""
+        try:
+            stat = source.path.stat()
+        except OSError:
+            return False
+        path = str(source.path.resolve())
+        return self.sources.unchanged(adapter.tool.value, path, stat.st_size, stat.st_mtime_ns)
+
+    async def ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
+        """Ingest one file; never raises for a bad file (the result says what happened)."""
+        try:
+            return await self._ingest(adapter, source)
+        except OSError as exc:
+            return FileResult(source, "failed", error=f"cannot read it ({exc.strerror or exc})")
+
+    async def _ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
+        stat = source.path.stat()
+        path = str(source.path.resolve())
+        tool = adapter.tool.value
+        if self.sources.unchanged(tool, path, stat.st_size, stat.st_mtime_ns):
+            return FileResult(source, "unchanged")
+        if stat.st_size == 0:
+            self.sources.touch(tool, path, 0, stat.st_mtime_ns)
+            return FileResult(source, "empty")
+        plan = await self._plan(adapter, source, self.sources.get(tool, path), stat.st_size)
+        total = FileResult(source, plan.outcome, session=plan.session)
+        while True:  # a big file in slices of READ_BUDGET bytes: memory stays flat
+            if stat.st_size - plan.offset < _INLINE_BYTES:  # a live file's few new lines
+                out = self._read(adapter, source, plan)
+            else:
+                out = await asyncio.to_thread(self._read, adapter, source, plan)
+            if out.offset == plan.offset and plan.header is None and out.partial == plan.partial:
+                self.sources.touch(tool, path, stat.st_size, stat.st_mtime_ns)
+                return total if total.lines else FileResult(source, "unchanged")
+            result = await self.ledger.append_many(self._drafts(adapter, plan, out))
+            self.sources.put(self._record(tool, path, stat, source.path, plan, out))
+            total.add(
+                out.turns,
+                out.items,
+                out.lines,
+                result.count,
+                out.skipped,
+                out.opaque,
+                out.redactions,
+            )
+            rec = self.sources.get(tool, path) if out.more else None
+            resumed = await self._resume(rec) if rec is not None else None
+            if resumed is None:
+                return total
+            plan = resumed
+
+    async def _plan(
+        self, adapter: Adapter, source: SourceFile, rec: SourceRecord | None, size: int
+    ) -> _Plan:
+        if rec is not None and adapter.append_only and self._intact(source.path, rec, size):
+            resumed = await self._resume(rec)
+            if resumed is not None:
+                return resumed
+        first = next(iter_lines(source.path), None)
+        header = {
+            "v": 1,
+            "tool": adapter.tool.value,
+            "session": adapter.native_id(source, first),
+            "source": source.source,
+            "first": hashlib.sha256(first.raw).hexdigest()
+            if first is not None and adapter.append_only
+            else None,
+        }
+        summary = _header_summary(header)
+        session = _entry_id(KIND_HEADER, summary, adapter.tool.value, dumps(header), ())
+        outcome = "read" if rec is None or not rec.offset else "rewritten"
+        return _Plan(header, session, None, Packer(self.caps.part_bytes), session, outcome=outcome)
+
+    async def _resume(self, rec: SourceRecord) -> _Plan | None:
+        """Where the last pass stopped, with its tail part's items; None: read it all again
+        (the tail entry is gone, e.g. the line was replaced)."""
+        resume = rec.resume
+        tail_items: list[dict[str, Any]] = []
+        if resume.get("tail"):
+            try:
+                entry = await self.store.get(resume["tail"])
+                tail_items = json.loads(entry.body)["items"]
+            except (NotFound, ValueError, KeyError):
+                return None
+        packer = Packer(
+            self.caps.part_bytes,
+            index=resume["part"],
+            items=tail_items,
+            first_line=resume.get("first", 0),
+            last_line=resume.get("last", 0),
+        )
+        state = ParseState.restore(resume["state"])
+        return _Plan(
+            None,
+            rec.session,
+            state,
+            packer,
+            resume["prev"],
+            rec.offset,
+            rec.line_no,
+            rec.prefix,
+            "resumed",
+            resume.get("partial", 0),
+        )
+
+    @staticmethod
+    def _intact(path: Path, rec: SourceRecord, size: int) -> bool:
+        if size < rec.offset or not rec.resume:
+            return False
+        head, tail = _fingerprints(path, rec.offset)
+        return head == rec.head and tail == rec.tail
+
+    def _read(self, adapter: Adapter, source: SourceFile, plan: _Plan) -> _Outcome:
+        """The CPU part, in a worker thread: lines to packed, redacted items."""
+        state = plan.state or ParseState()
+        redactor = Redactor(self.patterns)
+        cleaner = Cleaner(self.caps)
+        packer = plan.packer
+        offset, line_no, prefix = plan.offset, plan.line_no, plan.prefix
+        items = turns = lines = 0
+        skipped, opaque = Counter(state.skipped), Counter(state.opaque)
+        more = False
+        cleaned = (clean_line(line, redactor) for line in _lines(source.path, offset, line_no))
+        if adapter.append_only:
+            parser = adapter.parser(source, plan.state)
+            state = parser.state
+            groups: Iterator[tuple[RawLine, list[Item]]] = (
+                (line, parser.feed(line)) for line in cleaned
+            )
+        else:
+            groups = adapter.whole(source, state, cleaned)
+        for line, found in groups:
+            lines += 1
+            offset, line_no = max(offset, line.end), max(line_no, line.number)
+            prefix = hashlib.sha256(f"{prefix}{line.sha256}".encode()).hexdigest()
+            ids = native_ids(line.data)
+            stored = []
+            for item in found:
+                state.tracker.observe(item)
+                turns += isinstance(item, Prompt) and item.agent is None
+                data = cleaner.clean(item)
+                data["ln"], data["sha"] = line.number, line.sha256
+                if ids:
+                    data["ids"] = ids
+                stored.append(cleaner.fit(data, self.caps.part_bytes - 200))
+            items += len(stored)
+            packer.add(line.number, stored)
+            if adapter.append_only and offset - plan.offset >= self.read_budget:
+                more = True
+                break
+        partial = source.path.stat().st_size - offset if adapter.append_only and not more else 0
+        counts = Counter(state.extra.get("redactions", {}))
+        counts.update(redactor.counts)
+        state.extra["redactions"] = dict(counts)
+        state.extra["truncated"] = state.extra.get("truncated", 0) + cleaner.truncated
+        state.extra["items"] = state.extra.get("items", 0) + items
+        return _Outcome(
+            packer.closed,
+            packer.tail(),
+            state,
+            offset,
+            line_no,
+            prefix,
+            max(partial, 0),
+            items,
+            turns,
+            lines,
+            Counter(redactor.counts),
+            cleaner.truncated,
+            state.skipped - skipped,
+            state.opaque - opaque,
+            more,
+        )
+
+    def _drafts(self, adapter: Adapter, plan: _Plan, out: _Outcome) -> list[Draft]:
+        tool = adapter.tool.value
+        drafts: list[Draft] = []
+        if plan.header is not None:
+            drafts.append(
+                _draft(KIND_HEADER, _header_summary(plan.header), tool, dumps(plan.header), ())
+            )
+        prev = plan.prev
+        native = plan.header["session"] if plan.header else ""
+        label = f"{tool} {native[:12] or plan.session[:12]}"
+        for part in out.closed:
+            draft = _part_draft(part, plan.session, label, tool, prev)
+            drafts.append(draft)
+            prev = _draft_id(draft)
+        tail_id = ""
+        tail_parent = prev
+        if out.tail is not None:
+            draft = _part_draft(out.tail, plan.session, label, tool, prev)
+            drafts.append(draft)
+            tail_id = _draft_id(draft)
+        out.state.extra["prev"] = prev
+        out.state.extra["tail"] = tail_id
+        parts = (
+            (out.tail.index + 1) if out.tail else (out.closed[-1].index + 1 if out.closed else 0)
+        )
+        status = self._status_body(plan.session, tail_id or tail_parent, parts, out)
+        drafts.append(
+            _draft(
+                KIND_STATUS,
+                _status_summary(label, status),
+                tool,
+                dumps(status),
+                (tail_id or tail_parent,),
+            )
+        )
+        return drafts
+
+    def _status_body(self, session: str, tail: str, parts: int, out: _Outcome) -> dict[str, Any]:
+        state = out.state
+        verdict = state.tracker.verdict(out.partial)
+        redactor = Redactor(self.patterns)
+        facts = {k: v for k, v in redactor.value(state.facts).items() if v not in (None, "")}
+        for name in ("title", "first_prompt"):
+            if isinstance(facts.get(name), str):
+                facts[name] = facts[name][:200]
+        scope = self.scope_of(state.extra.get("cwd_raw"), state.facts.get("git_remote"))
+        return {
+            "v": 1,
+            "session": session,
+            "tail": tail,
+            "parts": parts,
+            "status": verdict.status.value,
+            "reason": redactor.text(verdict.reason),
+            "facts": facts,
+            "scope": scope,
+            "turns": state.tracker.prompts,
+            "items": state.extra.get("items", 0),
+            "lines": out.line_no,
+            "bytes": out.offset,
+            "partial": out.partial,
+            "skipped": dict(state.skipped),
+            "opaque": dict(state.opaque),
+            "redactions": state.extra.get("redactions", {}),
+            "truncated": state.extra.get("truncated", 0),
+        }
+
+    @staticmethod
+    def _record(
+        tool: str, path: str, stat: Any, file: Path, plan: _Plan, out: _Outcome
+    ) -> SourceRecord:
+        head, tail = _fingerprints(file, out.offset)
+        tail_part = out.tail
+        resume = {
+            "state": out.state.snapshot(),
+            "part": tail_part.index
+            if tail_part
+            else (out.closed[-1].index + 1 if out.closed else plan.packer.index),
+            "first": tail_part.lines[0] if tail_part else 0,
+            "last": tail_part.lines[1] if tail_part else 0,
+            "prev": out.state.extra.get("prev", plan.prev),
+            "tail": out.state.extra.get("tail", ""),
+            "partial": out.partial,
+        }
+        return SourceRecord(
+            tool,
+            path,
+            stat.st_size,
+            stat.st_mtime_ns,
+            out.offset,
+            out.line_no,
+            out.prefix,
+            head,
+            tail,
+            plan.session,
+            resume,
+        )
+
+
+def _fingerprints(path: Path, offset: int) -> tuple[str, str]:
+    with path.open("rb") as handle:
+        head = handle.read(min(_WINDOW, offset))
+        handle.seek(max(0, offset - _WINDOW))
+        tail = handle.read(min(_WINDOW, offset))
+    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
+
+
+def _lines(path: Path, offset: int, number: int) -> Iterator[RawLine]:
+    """The file's complete lines; a ``.json`` file is one document, hence one line."""
+    if path.suffix != ".json":
+        yield from iter_lines(path, offset, number)
+        return
+    raw = path.read_bytes()
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        data = None
+    yield RawLine(1, 0, len(raw), raw, data)
+
+
+def clean_line(line: RawLine, redactor: Redactor) -> RawLine:
+    """``line`` with its record redacted (every string, keys included) and its provenance
+    hash: the raw bytes' sha256 when nothing was redacted, else the sha256 of the redacted
+    record's canonical JSON — never a function of a secret (decision 0019)."""
+    if line.data is None or not redactor.may_hold_secret(line.raw):
+        sha = hashlib.sha256(line.raw).hexdigest()
+        return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
+    before = sum(redactor.counts.values())
+    data = redactor.value(line.data)
+    if sum(redactor.counts.values()) == before:
+        sha = hashlib.sha256(line.raw).hexdigest()
+        return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
+    digest = hashlib.sha256(dumps(data).encode("utf-8", "surrogatepass")).hexdigest()
+    return RawLine(line.number, line.start, line.end, line.raw, data, digest)
+
+
+def _header_summary(header: dict[str, Any]) -> str:
+    return f"{header['tool']} session {str(header['session'])[:80]}"
+
+
+def _status_summary(label: str, status: dict[str, Any]) -> str:
+    title = status["facts"].get("title") or status["facts"].get("first_prompt") or ""
+    text = f"{label}: {status['status']}, {status['turns']} turns — {title}"
+    return " ".join(text.split())[:300]
+
+
+def _part_draft(part: Part, session: str, label: str, tool: str, prev: str) -> Draft:
+    summary = (
+        f"{label} part {part.index}: lines {part.lines[0]}-{part.lines[1]}, {len(part.items)} items"
+    )
+    return _draft(KIND_PART, summary, tool, part.body(session), (prev,))
+
+
+def _draft(kind: str, summary: str, tool: str, body: str, parents: tuple[str, ...]) -> Draft:
+    return Draft(
+        kind=kind,
+        summary=summary,
+        body=body,
+        author=AUTHOR,
+        agent=tool,
+        provider="none",
+        model="none",
+        parents=parents,
+    )
+
+
+def _entry_id(kind: str, summary: str, tool: str, body: str, parents: tuple[str, ...]) -> str:
+    return compute_id(kind, AUTHOR, tool, "none", "none", summary, body, parents)
+
+
+def _draft_id(draft: Draft) -> str:
+    return _entry_id(draft.kind, draft.summary, draft.agent, draft.body, draft.parents or ())

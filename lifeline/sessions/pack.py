@@ -1,0 +1,167 @@
+"""Items to stored form: redact, cap, and pack into parts (decision 0019). Pure.
+
+Items come from records that were redacted as parsed (:func:`lifeline.sessions.ingest`);
+here long strings are cut to a cap with a marker that gives the original length and the
+sha256 of the (redacted) full text, and keys that hold opaque crypto
+(``encrypted_content``, ``signature``) are dropped wherever they occur.
+
+Parts: items are packed greedily, in order, into parts of at most ``part_bytes`` of JSON.
+Greedy packing is prefix-stable — a closed part depends only on its own items and on the
+item that did not fit — so two machines that ingest the same bytes close the same parts,
+whenever and however often they ingest. The last, open part (the *tail*) is written too
+and superseded by its longer versions as the file grows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lifeline.sessions.model import Item
+
+__all__ = ["Caps", "Cleaner", "Packer", "Part", "dumps", "native_ids", "utf8_size"]
+
+_DROPPED_KEYS = frozenset({"encrypted_content", "signature", "encryptedContent"})
+_MIN_CAP = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Caps:
+    """Size caps in characters; configurable under ``sessions`` in .lifeline/config.json."""
+
+    tool_output: int = 8_000  # a tool result's output
+    text: int = 24_000  # any other string
+    part_bytes: int = 48_000  # one part entry's items (kept under the body cap)
+
+
+def dumps(value: Any) -> str:
+    """The one JSON rendering of stored session data (sorted keys, no spaces)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+
+
+def utf8_size(value: Any) -> int:
+    """Bytes of UTF-8 of ``dumps(value)`` (the body cap counts bytes)."""
+    text = dumps(value)
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _cut(text: str, cap: int) -> tuple[str, bool]:
+    if len(text) <= cap:
+        return text, False
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    note = f"\n[TRUNCATED: {len(text)} characters in all, sha256 {digest}]"
+    return text[:cap] + note, True
+
+
+@dataclass
+class Cleaner:
+    """Caps items (already redacted: the record they came from was) for storage."""
+
+    caps: Caps = field(default_factory=Caps)
+    truncated: int = 0
+
+    def clean(self, item: Item) -> dict[str, Any]:
+        """The item's stored dict: long strings cut, opaque crypto dropped."""
+        data = item.model_dump(mode="json", exclude_none=True, exclude={"prov"})
+        output = data.get("output")
+        if isinstance(output, str):
+            data["output"], cut = _cut(output, self.caps.tool_output)
+            self.truncated += cut
+        walked: dict[str, Any] = self._walk(data, self.caps.text)
+        return walked
+
+    def _walk(self, value: Any, cap: int) -> Any:
+        if isinstance(value, str):
+            text, cut = _cut(value, cap)
+            self.truncated += cut
+            return text
+        if isinstance(value, list):
+            return [self._walk(v, cap) for v in value]
+        if isinstance(value, dict):
+            return {k: self._walk(v, cap) for k, v in value.items() if k not in _DROPPED_KEYS}
+        return value
+
+    def fit(self, data: dict[str, Any], limit: int) -> dict[str, Any]:
+        """``data`` cut harder until its JSON fits ``limit`` (an item must fit one part)."""
+        cap = self.caps.text
+        while utf8_size(data) > limit and cap > _MIN_CAP:
+            cap //= 4
+            data = self._walk(data, cap)
+        if utf8_size(data) > limit:  # too many small strings: keep the kind and a note
+            data = {
+                "kind": "opaque",
+                "record_type": f"oversize-{data.get('kind')}",
+                "ln": data.get("ln"),
+                "sha": data.get("sha"),
+            }
+            self.truncated += 1
+        return data
+
+
+def native_ids(rec: Any) -> list[str]:
+    """The tool's own ids for a raw record (uuid, message id, call id…), for provenance."""
+    if not isinstance(rec, dict):
+        return []
+    found = []
+    for source in (rec, rec.get("message"), rec.get("payload")):
+        if isinstance(source, dict):
+            for key in ("uuid", "id", "call_id", "turn_id", "requestId"):
+                value = source.get(key)
+                if isinstance(value, str) and value and value not in found:
+                    found.append(value)
+    return found[:4]
+
+
+@dataclass
+class Part:
+    index: int
+    items: list[dict[str, Any]]
+    lines: tuple[int, int]
+
+    def body(self, session_id: str) -> str:
+        return dumps(
+            {
+                "v": 1,
+                "session": session_id,
+                "part": self.index,
+                "lines": list(self.lines),
+                "items": self.items,
+            }
+        )
+
+
+@dataclass
+class Packer:
+    """Greedy, prefix-stable packing of stored items into parts."""
+
+    part_bytes: int
+    index: int = 0
+    items: list[dict[str, Any]] = field(default_factory=list)
+    size: int = 0
+    first_line: int = 0
+    last_line: int = 0
+    closed: list[Part] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.size = sum(utf8_size(i) + 1 for i in self.items)
+
+    def add(self, number: int, stored: Iterable[dict[str, Any]]) -> None:
+        for data in stored:
+            size = utf8_size(data) + 1
+            if self.items and self.size + size > self.part_bytes:
+                self.closed.append(Part(self.index, self.items, (self.first_line, self.last_line)))
+                self.index += 1
+                self.items, self.size = [], 0
+            if not self.items:
+                self.first_line = number
+            self.items.append(data)
+            self.size += size
+            self.last_line = number
+
+    def tail(self) -> Part | None:
+        if not self.items:
+            return None
+        return Part(self.index, list(self.items), (self.first_line, self.last_line))

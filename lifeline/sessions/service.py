@@ -1,0 +1,186 @@
+"""Finding transcript files and ingesting a set of them: what the CLI, the watcher and the
+node call. Knows the adapters, the tools' standard folders, and the project filter."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from lifeline.ledger import Ledger
+from lifeline.lines import line_path
+from lifeline.plugins import load_append_hooks
+from lifeline.sessions.claude import ClaudeAdapter
+from lifeline.sessions.codex import CodexAdapter
+from lifeline.sessions.config import SessionSettings, sources_path
+from lifeline.sessions.gemini import GeminiAdapter
+from lifeline.sessions.ingest import Ingester
+from lifeline.sessions.model import Tool
+from lifeline.sessions.port import Adapter, SourceFile
+from lifeline.sessions.report import FileResult, IngestReport
+from lifeline.sessions.scope import scope_for, scope_matches
+from lifeline.sessions.sources import SourceLedger
+from lifeline.settings import load_limits
+from lifeline.store.sqlite import SqliteStore
+
+__all__ = [
+    "ADAPTERS",
+    "Found",
+    "default_sources",
+    "ingest_sources",
+    "open_ingester",
+    "peek_cwd",
+    "sources_in",
+]
+
+ADAPTERS: dict[Tool, Adapter] = {
+    Tool.CLAUDE: ClaudeAdapter(),
+    Tool.CODEX: CodexAdapter(),
+    Tool.GEMINI: GeminiAdapter(),
+}
+Found = tuple[Adapter, SourceFile]
+_CWD = re.compile(rb'"(?:cwd|directories)"\s*:\s*\[?\s*"((?:[^"\\]|\\.)+)"')
+_CONTEXT_DIR = re.compile(rb"Workspace Directories:(?:\\n|\n)\s*- ((?:[^\\\n\"])+)")
+_PEEK = 64 * 1024
+
+
+def _adapters(tools: Iterable[Tool] | None) -> list[Adapter]:
+    wanted = set(tools) if tools else set(ADAPTERS)
+    return [a for t, a in ADAPTERS.items() if t in wanted]
+
+
+def default_sources(
+    tools: Iterable[Tool] | None = None,
+    env: dict[str, str] | None = None,
+    home: Path | None = None,
+) -> list[Found]:
+    """Every transcript in the tools' standard folders for this user."""
+    env = dict(os.environ) if env is None else env
+    home = home or Path(env.get("HOME") or Path.home())
+    found: list[Found] = []
+    seen: set[Path] = set()
+    for adapter in _adapters(tools):
+        for root in adapter.default_roots(env, home):
+            for source in adapter.discover(root):
+                real = source.path.resolve()
+                if real not in seen:
+                    seen.add(real)
+                    found.append((adapter, source))
+    return found
+
+
+def _guess(path: Path, tools: Sequence[Adapter]) -> Adapter | None:
+    """The adapter for one file: by the tool asked for, else by its name and first line."""
+    if len(tools) == 1:
+        return tools[0]
+    parts = set(path.parts)
+    if path.name.startswith("rollout-") or ".codex" in parts:
+        return ADAPTERS[Tool.CODEX]
+    if ".gemini" in parts or path.parent.name == "chats":
+        return ADAPTERS[Tool.GEMINI]
+    if ".claude" in parts or "claude" in parts:
+        return ADAPTERS[Tool.CLAUDE]
+    try:  # a file outside the tools' folders: its first line says
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return None
+    if b'"session_meta"' in head:
+        return ADAPTERS[Tool.CODEX]
+    if b'"projectHash"' in head or path.suffix == ".json" or "/chats/" in path.as_posix():
+        return ADAPTERS[Tool.GEMINI]
+    return ADAPTERS[Tool.CLAUDE]
+
+
+def sources_in(paths: Iterable[Path], tools: Iterable[Tool] | None = None) -> list[Found]:
+    """The transcripts at ``paths`` (files, or folders searched for .jsonl/.json files)."""
+    adapters = _adapters(tools)
+    found: list[Found] = []
+    for path in paths:
+        files = (
+            sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".json") and p.is_file())
+            if path.is_dir()
+            else [path]
+        )
+        for file in files:
+            if file.name.endswith(".meta.json") or file.name in (
+                "session_index.jsonl",
+                "projects.json",
+                "logs.json",
+            ):
+                continue
+            adapter = _guess(file, adapters)
+            source = adapter.identify(file) if adapter is not None else None
+            if adapter is not None and source is not None:
+                found.append((adapter, source))
+    return found
+
+
+def peek_cwd(source: SourceFile) -> str | None:
+    """The working folder a transcript names near its start (for the project filter)."""
+    try:
+        with source.path.open("rb") as handle:
+            head = handle.read(_PEEK)
+    except OSError:
+        return None
+    match = _CWD.search(head) or _CONTEXT_DIR.search(head)
+    if match is None:
+        return None
+    try:
+        value = json.loads(b'"' + match.group(1) + b'"')
+    except ValueError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def in_scope(source: SourceFile, wanted: str) -> bool:
+    return scope_matches(scope_for(peek_cwd(source)), wanted)
+
+
+async def ingest_sources(
+    ingester: Ingester,
+    found: Sequence[Found],
+    *,
+    scope: str | None = None,
+    progress: Callable[[int, int, FileResult | None], None] | None = None,
+) -> IngestReport:
+    """Ingest ``found`` one file at a time; ``scope``: only sessions of that project."""
+    report = IngestReport()
+    total = len(found)
+    for done, (adapter, source) in enumerate(found, start=1):
+        if (
+            scope is not None
+            and not ingester.unchanged(adapter, source)
+            and not in_scope(source, scope)
+        ):
+            report.out_of_scope += 1
+            if progress:
+                progress(done, total, None)
+            continue
+        result = await ingester.ingest(adapter, source)
+        report.add(result)
+        if progress:
+            progress(done, total, result)
+    return report
+
+
+@asynccontextmanager
+async def open_ingester(
+    root: Path, line: str, settings: SessionSettings
+) -> AsyncIterator[Ingester]:
+    """The sessions line (created when missing), its source ledger, and an Ingester."""
+    path = line_path(root, line)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    store = await SqliteStore.open(path)
+    sources = SourceLedger(sources_path(root), line)
+    try:
+        if await store.count() == 0 and sources.count():  # the line was deleted: start over
+            sources.forget()
+        ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
+        yield Ingester(ledger, sources, caps=settings.caps, patterns=settings.patterns)
+    finally:
+        sources.close()
+        await store.close()

@@ -1,0 +1,59 @@
+"""Watching transcripts: ingest whatever changed, every few seconds, until told to stop.
+
+Polling, not inotify: one ``stat`` per known file per pass is cheap (the source ledger
+answers "unchanged" without reading), works the same on every OS and inside containers,
+and a pass that finds nothing writes nothing. Used by ``lifeline sessions watch`` and by
+``lifeline-mesh serve --sessions``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+from lifeline.sessions.config import load_session_settings
+from lifeline.sessions.ingest import Ingester
+from lifeline.sessions.model import Tool
+from lifeline.sessions.report import FileResult
+from lifeline.sessions.scope import project_scope
+from lifeline.sessions.service import Found, default_sources, ingest_sources, open_ingester
+
+__all__ = ["watch", "watch_project"]
+
+
+async def watch(
+    ingester: Ingester,
+    find: Callable[[], list[Found]],
+    scope: str | None,
+    stop: asyncio.Event,
+    interval: float,
+    announce: Callable[[FileResult], None] | None = None,
+) -> None:
+    """Ingest whatever changed every ``interval`` seconds until ``stop`` is set."""
+
+    def report(done: int, total: int, result: FileResult | None) -> None:
+        if result is not None and announce and result.outcome not in ("unchanged", "empty"):
+            announce(result)
+
+    while not stop.is_set():
+        await ingest_sources(ingester, find(), scope=scope, progress=report)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=interval)
+
+
+async def watch_project(
+    root: Path,
+    stop: asyncio.Event,
+    *,
+    every_project: bool = False,
+    tools: list[Tool] | None = None,
+    interval: float = 2.0,
+    announce: Callable[[FileResult], None] | None = None,
+) -> None:
+    """Watch the tools' standard folders into the project's sessions line until ``stop``."""
+    settings = load_session_settings(root)
+    scope = None if every_project else project_scope(root)
+    async with open_ingester(root, settings.line, settings) as ingester:
+        await watch(ingester, lambda: default_sources(tools), scope, stop, interval, announce)
