@@ -3,6 +3,7 @@ every ancestor of their tips (decision 0015)."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from lifeline_mesh.notary.statement import (
     sign,
     tips_digest,
 )
-from lifeline_mesh.notary.states import StateOf, fingerprint
+from lifeline_mesh.notary.states import StateOf, covering_states, fingerprint
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.notary.witnessing import KEEP, first_witnesses, marks_of
 
@@ -140,3 +141,32 @@ async def test_a_state_statement_bounds_the_time_of_every_ancestor(tmp_path: Pat
         items = await notary.items() + await notary.statements().items()
     verdict = check_attestations(entries, items, signers, Policy(local_node_id=A.node_id))
     assert not verdict.findings
+
+
+async def test_one_entry_finds_each_nodes_first_covering_state(tmp_path: Path) -> None:
+    trunk = _chain(6)
+    side = _chain(2, start=20, parent=trunk[2].id)
+    async with await SqliteStore.open(tmp_path / "line.db") as store:
+        await store.append_many(trunk[:4])
+        await attest_state(store, B, "ledger", "2026-03-01T12:01:00.000000Z")  # tip trunk[3]
+        await store.append_many([*trunk[4:], *side])
+        await attest_state(store, B, "ledger", "2026-03-01T12:02:00.000000Z")
+        await attest_state(store, C, "ledger", "2026-03-01T12:03:00.000000Z")
+
+        async def covering(entry: Entry, budget: int = 1000) -> list[tuple[str, str]]:
+            def read(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+                return [(s.node_id, s.ts) for s in covering_states(conn, entry.id, budget)]
+
+            return await store.run_read(read)
+
+        first = [
+            (B.node_id, "2026-03-01T12:01:00.000000Z"),
+            (C.node_id, "2026-03-01T12:03:00.000000Z"),
+        ]
+        assert await covering(trunk[1]) == first  # below B's first tip: B's first state
+        assert await covering(trunk[5]) == [
+            (B.node_id, "2026-03-01T12:02:00.000000Z"),
+            (C.node_id, "2026-03-01T12:03:00.000000Z"),
+        ]
+        assert await covering(side[0]) == await covering(trunk[5])  # a fork: other tip
+        assert await covering(trunk[0], budget=1) == []  # gives up within its budget
