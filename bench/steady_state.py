@@ -15,7 +15,9 @@
    bytes against the first's (target ≤ 1.05×).
 
 Nodes run with `--insecure` (no mesh CA): signatures are still made and verified; the
-membership check is what is off. Prints figures; not a test.
+membership check is what is off. To measure another tree (e.g. before decision 0015):
+`cd bench && PYTHONPATH=<tree> python steady_state.py` (the nodes run from that tree).
+Prints figures; not a test.
 """
 
 from __future__ import annotations
@@ -67,10 +69,15 @@ def evidence(root: Path) -> dict[str, tuple[int, int]]:
     """role -> (rows, bytes) over both notary tables of the line."""
     conn = sqlite3.connect(f"file:{line_path(root, 'ledger')}?mode=ro", uri=True)
     try:
-        rows = conn.execute(
-            "SELECT role, count(*), sum(length(item)) FROM attestations GROUP BY role"
-            " UNION ALL SELECT role, count(*), sum(length(item)) FROM statements GROUP BY role"
-        ).fetchall()
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
+        rows = [
+            row
+            for table in ("attestations", "statements")
+            if table in tables  # a tree before decision 0015 has no `statements`
+            for row in conn.execute(
+                f"SELECT role, count(*), sum(length(item)) FROM {table} GROUP BY role"
+            )
+        ]
     finally:
         conn.close()
     return {str(r): (int(n), int(b)) for r, n, b in rows}
