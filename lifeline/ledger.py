@@ -126,7 +126,9 @@ class HookedAppender(Protocol):
 class Ledger:
     """Local writes to one line, with the checks of :func:`lifeline.validate.check_local`.
 
-    ``hooks`` run after each write with the entries newly stored (see lifeline.plugins).
+    ``hooks`` run after each write with the entries newly stored; a
+    :class:`~lifeline.plugins.TransactionalHook` runs inside the write's own transaction
+    instead, on a store that can (a :class:`HookedAppender`; see lifeline.plugins).
     """
 
     def __init__(
