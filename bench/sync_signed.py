@@ -5,7 +5,7 @@
 Node A holds n entries (~1 KB) each with its author attestation (ed25519, signed by A);
 node B is empty and runs as its own process (`lifeline-mesh serve --insecure`). We time one
 real gRPC session on loopback (SQLite on both ends, every signature verified at B's
-admission, a witness receipt signed per batch), and, in the same run,
+admission, one state statement signed when the session ends), and, in the same run,
 the bare cost of verifying the n signatures once (the limit the target is measured
 against: "within 2x"). Prints figures; not a test.
 """

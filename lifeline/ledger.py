@@ -16,11 +16,19 @@ from typing import Protocol, runtime_checkable
 
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import InvalidEntry
-from lifeline.plugins import AppendHook
+from lifeline.plugins import AppendHook, InTransaction, TransactionalHook
 from lifeline.store.port import AppendResult, Store
 from lifeline.validate import DEFAULT_LIMITS, Limits, check_local
 
-__all__ = ["CHUNK", "ChunkAppender", "Draft", "Ledger", "TipsAppender", "utc_now"]
+__all__ = [
+    "CHUNK",
+    "ChunkAppender",
+    "Draft",
+    "HookedAppender",
+    "Ledger",
+    "TipsAppender",
+    "utc_now",
+]
 
 # Drafts per chunk of a pipelined batch: small enough that building the next chunk overlaps
 # the write of this one, large enough that each chunk's lookups stay one statement.
@@ -88,7 +96,11 @@ class TipsAppender(Protocol):
     """A store that can read the tips and append onto them in one transaction (optional)."""
 
     async def append_onto_tips(
-        self, build: Callable[[tuple[str, ...]], Entry], *, dedup_key: str | None = None
+        self,
+        build: Callable[[tuple[str, ...]], Entry],
+        *,
+        dedup_key: str | None = None,
+        within: InTransaction | None = None,
     ) -> tuple[Entry, bool]: ...
 
 
@@ -96,13 +108,27 @@ class TipsAppender(Protocol):
 class ChunkAppender(Protocol):
     """A store that writes a stream of chunks in one transaction, pipelined (optional)."""
 
-    async def append_chunks(self, chunks: Iterator[Sequence[Entry]]) -> AppendResult: ...
+    async def append_chunks(
+        self, chunks: Iterator[Sequence[Entry]], *, within: InTransaction | None = None
+    ) -> AppendResult: ...
+
+
+@runtime_checkable
+class HookedAppender(Protocol):
+    """A store that runs ``within(conn, new entries)`` inside each write's transaction, so
+    a transactional hook's rows (the author's signature) commit with the entries."""
+
+    async def append_hooked(
+        self, entries: Sequence[Entry], within: InTransaction
+    ) -> AppendResult: ...
 
 
 class Ledger:
     """Local writes to one line, with the checks of :func:`lifeline.validate.check_local`.
 
-    ``hooks`` run after each write with the entries newly stored (see lifeline.plugins).
+    ``hooks`` run after each write with the entries newly stored; a
+    :class:`~lifeline.plugins.TransactionalHook` runs inside the write's own transaction
+    instead, on a store that can (a :class:`HookedAppender`; see lifeline.plugins).
     """
 
     def __init__(
@@ -117,7 +143,14 @@ class Ledger:
         self.limits = limits
         self._clock = clock
         self._ts_normal = clock is utc_now  # its stamps need no parsing (Entry.create)
-        self._hooks = tuple(hooks)
+        # Transactional hooks commit with the entries on a store that can run them inside
+        # the write; on any other store every hook runs after the write.
+        self._hooked = store.append_hooked if isinstance(store, HookedAppender) else None
+        atomic = [h for h in hooks if isinstance(h, TransactionalHook)]
+        self._atomic = tuple(atomic) if self._hooked is not None else ()
+        self._hooks = tuple(h for h in hooks if not any(h is a for a in self._atomic))
+        self._prepared = not self._atomic
+        self._within: InTransaction | None = self._run_within if self._atomic else None
         # checked once: isinstance on a runtime protocol costs ~20 µs, a write ~200 µs
         self._onto_tips = store.append_onto_tips if isinstance(store, TipsAppender) else None
         self._chunked = store.append_chunks if isinstance(store, ChunkAppender) else None
@@ -125,6 +158,17 @@ class Ledger:
     async def _after_append(self, entries: Sequence[Entry]) -> None:
         for hook in self._hooks:
             await hook(self.store, entries)
+
+    def _run_within(self, conn: object, entries: Sequence[Entry]) -> None:
+        if entries:
+            for hook in self._atomic:
+                hook.in_transaction(conn, entries)
+
+    async def _prepare_hooks(self) -> None:
+        if not self._prepared:
+            for hook in self._atomic:
+                await hook.prepare(self.store)
+            self._prepared = True
 
     def _checked(self, draft: Draft, parents: tuple[str, ...]) -> Entry:
         entry = _create(draft, self._clock(), parents, ts_normal=self._ts_normal)
@@ -146,10 +190,12 @@ class Ledger:
         A draft whose ``dedup_key`` is already recorded returns the earlier entry unchanged,
         so a retried write never records twice.
         """
+        await self._prepare_hooks()
         if draft.parents is None and self._onto_tips is not None:
-            # one thread hop: dedup lookup, tips, build, write and re-read in one transaction
+            # one thread hop: dedup lookup, tips, build, write, sign and re-read in one
+            # transaction
             entry, created = await self._onto_tips(
-                partial(self._checked, draft), dedup_key=draft.dedup_key
+                partial(self._checked, draft), dedup_key=draft.dedup_key, within=self._within
             )
             if created:
                 await self._after_append([entry])
@@ -159,7 +205,10 @@ class Ledger:
             if earlier is not None:
                 return earlier, False
         entry = await self.build(draft)
-        created = await self.store.append(entry)
+        if self._hooked is not None and self._within is not None:
+            created = bool((await self._hooked([entry], self._within)).added)
+        else:
+            created = await self.store.append(entry)
         if created:
             await self._after_append([entry])
         return (entry if created else await self.store.get(entry.id)), created
@@ -170,11 +219,14 @@ class Ledger:
         Batches of more than :data:`CHUNK` drafts are built chunk by chunk while the store
         writes the previous chunk, still in one transaction (all or nothing).
         """
+        await self._prepare_hooks()
         tips = tuple(await self.store.tips())
         entries: list[Entry] = []
         chunks = self._build_chunks(drafts, tips, entries)
         if self._chunked is not None and len(drafts) > CHUNK:
-            result = await self._chunked(chunks)
+            result = await self._chunked(chunks, within=self._within)
+        elif self._hooked is not None and self._within is not None:
+            result = await self._hooked([e for chunk in chunks for e in chunk], self._within)
         else:
             result = await self.store.append_many([e for chunk in chunks for e in chunk])
         added = set(result.added)

@@ -4,6 +4,12 @@ The ledger never imports the layers above it. A package that wants to act on eve
 write (sign it, index it) declares a factory under the ``lifeline.append_hooks`` entry-point
 group; ``factory(root)`` returns a hook, or None when it has nothing to do for that project
 (for instance no node identity there).
+
+A hook that must commit with the write itself (a signature that may never be missing from
+a stored entry) is a :class:`TransactionalHook`: on a store that can run it inside the
+write's transaction (``lifeline.ledger.HookedAppender``), the ledger calls
+``in_transaction(conn, new_entries)`` there, so the entries and the hook's rows commit
+together or not at all; on any other store it is called after the write like a plain hook.
 """
 
 from __future__ import annotations
@@ -12,15 +18,32 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
 
 from lifeline.entry import Entry
 from lifeline.store.port import Store
 
-__all__ = ["AppendHook", "load_append_hooks"]
+__all__ = ["AppendHook", "InTransaction", "TransactionalHook", "load_append_hooks"]
 
 log = logging.getLogger(__name__)
 
 AppendHook = Callable[[Store, Sequence[Entry]], Awaitable[None]]
+# Runs inside a write transaction: (the store's connection, the entries newly stored).
+InTransaction = Callable[[Any, Sequence[Entry]], None]
+
+
+@runtime_checkable
+class TransactionalHook(Protocol):
+    """An append hook whose work commits in the same transaction as the entries."""
+
+    async def __call__(self, store: Store, entries: Sequence[Entry]) -> None:
+        """After the write, for a store that cannot run :meth:`in_transaction`."""
+
+    async def prepare(self, store: Store) -> None:
+        """Once per store, before its first write (e.g. create the hook's tables)."""
+
+    def in_transaction(self, conn: Any, entries: Sequence[Entry]) -> None:
+        """Inside the write transaction; raising rolls the whole write back."""
 
 
 def load_append_hooks(root: Path) -> list[AppendHook]:

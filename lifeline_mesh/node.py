@@ -3,22 +3,25 @@
 Only this module knows every part. Stores are opened per session, so entries written by
 other processes (``lifeline log``) are always seen; the config is re-read per session, so
 ``share``/``unshare`` take effect on a running server. A session reconciles the line's
-attestations first, then its entries, so received entries are checked against the author
-signatures already admitted; every received batch gets a witness receipt, and the
-initiator signs a summary of the line's state after each session (DESIGN §6).
+attestations and statements first, then its entries, so received entries are checked
+against the author signatures already admitted; a session that admitted new entries ends
+with one signed state statement (DESIGN §6, decision 0015), a no-op session signs nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
+import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import grpc
 
+from lifeline.errors import LifelineError
 from lifeline.ledger import utc_now
 from lifeline.lines import line_path, validate_line_name
 from lifeline.settings import load_limits
@@ -31,7 +34,7 @@ from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
-from lifeline_mesh.notary.sign import summarize
+from lifeline_mesh.notary.sign import attest_state
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering import Peering, PeeringOptions
 from lifeline_mesh.peers import PeerState
@@ -51,6 +54,8 @@ from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
 
 __all__ = ["NODE_LIMITS", "Node"]
+
+log = logging.getLogger(__name__)
 
 # A node's sessions move large batches: up to 6,400 items per fetch, in frames of up to
 # 8 MiB (the protocol's defaults are 256 and 1 MiB; a peer's smaller frame limit still
@@ -79,6 +84,11 @@ class Node:
         self.identity = NodeIdentity.load(path) if path.exists() else None
         self.join_address: str | None = None
         self._join_listen: str | None = None
+        # The entry set of each open session's store: what it admitted decides whether the
+        # session ends with a state statement.
+        self._admitting: weakref.WeakKeyDictionary[Store, NotarizedEntrySet] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def config(self) -> NodeConfig:
         return NodeConfig.load(self.root)
@@ -94,10 +104,24 @@ class Node:
         try:
             yield store
         finally:
-            await store.close()
+            try:
+                await self._witness_state(store, line)
+            finally:
+                await store.close()
+
+    async def _witness_state(self, store: Store, line: str) -> None:
+        """One state statement after a session that admitted new entries (none otherwise)."""
+        entries = self._admitting.pop(store, None)
+        if entries is None or not entries.admitted or self.identity is None:
+            return
+        try:
+            await attest_state(store, self.identity, line, self.clock())
+        except LifelineError as exc:  # the entries are stored; the next session signs
+            log.warning("line %s: no state statement signed: %s", line, exc)
 
     def make_sets(self, store: Store, peer: SessionPeer | None = None) -> Sequence[ReconSet]:
-        """The sets of one session: attestations first, then entries."""
+        """The sets of one session: attestations, statements (a first-wave peer does not
+        open this set, so it never receives a kind it would refuse), then entries."""
         if not isinstance(store, SqliteStore):
             return [EntrySet(store)]
         caller = peer_node_id(peer.identity) if peer is not None else None
@@ -105,14 +129,12 @@ class Node:
         notary = NotaryStore(
             store, signers=self.security.signers(self.root, local, caller), clock=self.clock
         )
+        entries = NotarizedEntrySet(EntrySet(store, EntryCodec(load_limits(self.root))), notary)
+        self._admitting[store] = entries
         sets: list[ReconSet] = [
             AttestationSet(notary),
-            NotarizedEntrySet(
-                EntrySet(store, EntryCodec(load_limits(self.root))),
-                notary,
-                self.identity,
-                self.clock,
-            ),
+            AttestationSet(notary.statements()),
+            entries,
         ]
         if peer is not None and not peer.can_write:
             sets = [ReceiveOnly(s, peer.why_not) for s in sets]
@@ -240,6 +262,4 @@ class Node:
                         extra_options=self.security.channel_options,
                     )
                 )
-                if self.identity is not None and isinstance(store, SqliteStore):
-                    await summarize(store, self.identity, line, self.clock())
         return reports

@@ -25,10 +25,10 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.sign import summarize, witness
 from lifeline_mesh.notary.signers import members_path
-from lifeline_mesh.notary.statement import Attestation, Role, decode, sign
-from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.notary.statement import Attestation, Role, decode, sign, tips_digest
+from lifeline_mesh.notary.storage import NotaryStore, table_of
 
-__all__ = ["CASES", "Corpus", "N", "at", "build", "insert_raw"]
+__all__ = ["CASES", "NOTE_CASES", "Corpus", "N", "at", "build", "insert_raw"]
 
 BASE = datetime(2026, 1, 10, 10, 0, tzinfo=UTC)
 N = 6
@@ -87,7 +87,7 @@ def insert_raw(conn: sqlite3.Connection, item: bytes) -> None:
     """Put bytes into the attestation table as a forger with database access would."""
     att = decode(item)  # shape only; the signature is deliberately not checked
     conn.execute(
-        "INSERT INTO attestations (id, sort_key, role, subject, node_id, ts, item)"
+        f"INSERT INTO {table_of(att.role)} (id, sort_key, role, subject, node_id, ts, item)"
         " VALUES (?,?,?,?,?,?,?)",
         (hashlib.sha256(item).digest(), att.sort_key, att.role.value, att.subject,
          att.node_id, att.ts, item),
@@ -200,6 +200,37 @@ async def truncated_and_covered(c: Corpus, store: SqliteStore) -> set[str]:
     return expected
 
 
+def _state(c: Corpus, ts: str, count: int, tips: list[str]) -> Attestation:
+    """A state statement signed by B (a member)."""
+    fp = "0" * 32
+    return sign(c.b, Role.STATE, "ledger", ts, str(count), fp, tips_digest(tips), "1/1", *tips)
+
+
+async def state_rollback(c: Corpus, store: SqliteStore) -> set[str]:
+    """B signs that it held the whole line, then later that it held fewer entries."""
+    tips = await store.tips()
+    full = _state(c, at(60 * N + 12), N + 1, tips)
+    fewer = _state(c, at(60 * N + 14), N - 2, [c.entries[N - 3].id])
+    await (await NotaryStore.attach(store)).add([full, fewer])
+    return {"rollback"}
+
+
+async def state_forged(c: Corpus, store: SqliteStore) -> set[str]:
+    """B's state statement with its count raised and B's signature kept."""
+    honest = _state(c, at(60 * N + 12), N + 1, await store.tips())
+    forged = honest.item.replace(f"{len(str(N + 1))}:{N + 1}\n".encode(), b"2:99\n", 1)
+    await store.run_write(lambda conn: insert_raw(conn, forged))
+    return {"bad-signature"}
+
+
+async def state_unknown_tips(c: Corpus, store: SqliteStore) -> set[str]:
+    """B signs a state whose tip this store has never seen: it proves nothing here, and it
+    may be in flight; a note, not a failure (and admitted)."""
+    stranger = hashlib.sha256(b"never written here").hexdigest()
+    await (await NotaryStore.attach(store)).add([_state(c, at(60 * N + 12), N + 9, [stranger])])
+    return {"unknown-tips"}
+
+
 Case = Callable[[Corpus, SqliteStore], Awaitable[set[str]]]
 CASES: dict[str, Case] = {
     "ts-edited": ts_edited,
@@ -212,4 +243,8 @@ CASES: dict[str, Case] = {
     "future-dated": future_dated,
     "truncated": truncated,
     "truncated-and-covered": truncated_and_covered,
+    "state-rollback": state_rollback,
+    "state-forged": state_forged,
 }
+# Cases verify names as notes (the report stays ok) and a receiver admits.
+NOTE_CASES: dict[str, Case] = {"state-unknown-tips": state_unknown_tips}

@@ -84,7 +84,8 @@ async def test_context_brief_recall_resume(tmp_path: Path) -> None:
 @pytest.mark.slow
 async def test_mcp_write_reaches_a_second_node_through_sync(tmp_path: Path) -> None:
     """A joins B's mesh; an agent on A appends over MCP; after `sync` over mutual TLS the
-    entry is on B, signed by A (author) and B (witness), as B's own MCP server shows."""
+    entry is on B, signed by A (author) and witnessed by B (its state), as B's own MCP
+    server shows."""
     a, b = tmp_path / "a", tmp_path / "b"
     for root in (a, b):
         await _project(root, {"default": "direct"})
@@ -119,7 +120,8 @@ async def test_mcp_write_reaches_a_second_node_through_sync(tmp_path: Path) -> N
             sigs = (await _call(client_b, "entry", id=entry_id))["signatures"]
             assert sigs["signed"] is True
             by_role = {(s["role"], s["node_id"], s["valid"]) for s in sigs["items"]}
-            assert ("author", a_id, True) in by_role and ("witness", b_id, True) in by_role
+            # B witnessed it with the one state it signed after admitting it (decision 0015)
+            assert ("author", a_id, True) in by_role and ("state", b_id, True) in by_role
             assert (await _call(client_b, "mesh_verify"))["ok"] is True
     finally:
         server.terminate()

@@ -14,8 +14,9 @@ from lifeline.validate import check_admissible
 from lifeline_mesh.notary.audit import LineReport, audit_line
 from lifeline_mesh.notary.rules import Policy
 from lifeline_mesh.notary.signers import FileSigners
+from lifeline_mesh.notary.statement import FIRST_WAVE, decode
 from lifeline_mesh.notary.storage import NotaryStore
-from tests.notary_corpus import CASES, Corpus, N, at, build
+from tests.notary_corpus import CASES, NOTE_CASES, Corpus, N, at, build
 
 # Where a receiver stops each forgery: at the attestation batch, or at the entries.
 STAGE = {
@@ -29,6 +30,8 @@ STAGE = {
     "future-dated": "attestations",
     "truncated": "attestations",
     "truncated-and-covered": "attestations",
+    "state-rollback": "statements",
+    "state-forged": "statements",
 }
 
 
@@ -40,8 +43,11 @@ async def _audit(store: SqliteStore, corpus: Corpus) -> LineReport:
 async def _receive(
     notary: NotaryStore, store: SqliteStore, entries: Sequence[Entry], items: Sequence[bytes]
 ) -> None:
-    """What a receiving session does with one peer's batch: attestations, then entries."""
-    await notary.admit(items)
+    """What a receiving session does with one peer's batch: attestations and statements
+    (each to its own set), then entries."""
+    first = [i for i in items if decode(i).role in FIRST_WAVE]
+    await notary.admit(first)
+    await notary.statements().admit([i for i in items if decode(i).role not in FIRST_WAVE])
     await notary.check_entries(entries)
     for entry in entries:
         check_admissible(entry)
@@ -58,7 +64,8 @@ async def _receiver(path: Path, corpus: Corpus) -> tuple[SqliteStore, NotaryStor
 async def _contents(corpus: Corpus) -> tuple[list[Entry], list[bytes]]:
     async with await SqliteStore.open(corpus.path) as store:
         entries = [e async for e in store.stream()]
-        items = await (await NotaryStore.attach(store)).items()
+        notary = await NotaryStore.attach(store)
+        items = await notary.items() + await notary.statements().items()
     return entries, items
 
 
@@ -102,6 +109,23 @@ async def test_each_forgery_is_refused_at_admission(tmp_path: Path, name: str) -
         assert await store.count() == 0
         if STAGE[name] == "attestations":
             assert await notary.count() == 0  # one bad item: nothing of the batch is stored
+        if STAGE[name] == "statements":
+            assert await notary.statements().count() == 0
+
+
+@pytest.mark.parametrize("name", sorted(NOTE_CASES))
+async def test_each_note_case_is_named_and_admitted(tmp_path: Path, name: str) -> None:
+    corpus = await build(tmp_path / "a")
+    async with await SqliteStore.open(corpus.path) as store:
+        expected = await NOTE_CASES[name](corpus, store)
+        report = await _audit(store, corpus)
+    assert report.ok and {f.check for f in report.findings} == expected
+    assert {f.severity for f in report.findings} == {"note"}
+    entries, items = await _contents(corpus)
+    store, notary = await _receiver(tmp_path / "b.db", corpus)
+    async with store:
+        await _receive(notary, store, entries, items)
+        assert await notary.statements().count() == 1
 
 
 async def test_one_bad_item_spoils_the_whole_batch(tmp_path: Path) -> None:

@@ -112,3 +112,31 @@ async def test_imported_lifeline_context_entries_are_unsigned_not_forged(
     assert code == 0, line["findings"]
     assert (line["signed"], line["unsigned"]) == (1, len(imported))
     assert {(f["check"], f["severity"]) for f in line["findings"]} == {("unsigned", "note")}
+
+
+def test_sign_unsigned_attests_custody_not_authorship(tmp_path: Path) -> None:
+    assert _run("lifeline", tmp_path, "init").returncode == 0
+    old = [
+        _run("lifeline", tmp_path, "log", "--kind", "note", "--summary", f"old {k}").stdout.strip()
+        for k in range(2)
+    ]
+    refused = _run("lifeline_mesh", tmp_path, "sign", "--unsigned")
+    assert refused.returncode != 0 and "lifeline-mesh init" in refused.stderr  # no identity
+    assert _run("lifeline_mesh", tmp_path, "init").returncode == 0
+    _run("lifeline", tmp_path, "log", "--kind", "decision", "--summary", "signed")
+    bare = _run("lifeline_mesh", tmp_path, "sign")
+    assert bare.returncode == 2 and "--unsigned" in bare.stderr
+    done = _run("lifeline_mesh", tmp_path, "sign", "--unsigned", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["imported"] == {"ledger": 2}
+    again = json.loads(_run("lifeline_mesh", tmp_path, "sign", "--unsigned", "--json").stdout)
+    assert again["imported"] == {"ledger": 0}  # each entry is attested once
+
+    code, report = _verify_json(tmp_path, "--require-signed")
+    line = report["lines"][0]
+    assert code == 0 and (line["signed"], line["imported"], line["unsigned"]) == (1, 2, 0)
+    imported = sorted(f["subject"] for f in line["findings"] if f["check"] == "imported")
+    assert imported == sorted(old)
+    assert all("not authored" in f["detail"] for f in line["findings"])
+    text = _run("lifeline_mesh", tmp_path, "verify").stdout
+    assert "1 signed, 2 imported, 0 unsigned" in text

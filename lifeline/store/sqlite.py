@@ -28,6 +28,9 @@ from lifeline.store.schema import apply_migrations
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_writes import append_tx, id_chunks, in_transaction
 
+# A hook run inside a local write's transaction: (connection, entries newly stored).
+InTransaction = Callable[[sqlite3.Connection, Sequence[Entry]], None]
+
 __all__ = ["SqliteStore"]
 
 log = logging.getLogger(__name__)
@@ -208,7 +211,11 @@ class SqliteStore:
         return await self.run_write(lambda conn: append_tx(conn, entries))
 
     async def append_onto_tips(
-        self, build: Callable[[tuple[str, ...]], Entry], *, dedup_key: str | None = None
+        self,
+        build: Callable[[tuple[str, ...]], Entry],
+        *,
+        dedup_key: str | None = None,
+        within: InTransaction | None = None,
     ) -> tuple[Entry, bool]:
         """Store ``build(tips)``, with the tips read in the same write transaction.
 
@@ -216,6 +223,7 @@ class SqliteStore:
         entry could land between reading the tips and writing onto them. With ``dedup_key``
         already recorded, nothing is built and the earlier entry is returned (not new); when
         the built entry is already stored, the stored one is returned (not new).
+        ``within(conn, [entry])`` runs in the same transaction when the entry is new.
         """
 
         def tx(conn: sqlite3.Connection) -> tuple[Entry, bool]:
@@ -228,29 +236,44 @@ class SqliteStore:
             tips = tuple(r[0] for r in conn.execute("SELECT id FROM tips ORDER BY id"))
             entry = build(tips)
             if append_tx(conn, [entry]).added:
+                if within is not None:
+                    within(conn, [entry])
                 return entry, True
             row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (entry.id,))
             return self._decode_or_raise(row.fetchone()), False
 
         return await self.run_short_write(tx)
 
-    async def append_chunks(self, chunks: Iterable[Sequence[Entry]]) -> AppendResult:
+    async def append_chunks(
+        self, chunks: Iterable[Sequence[Entry]], *, within: InTransaction | None = None
+    ) -> AppendResult:
         """Store every chunk in ONE transaction (all or nothing), parents-first across chunks.
 
         ``chunks`` is iterated on the caller's thread while the worker writes the previous
         chunk, so building entries overlaps with SQLite work (see lifeline.store.pipeline).
+        ``within(conn, new entries)`` runs after each chunk, in the same transaction.
         """
 
         def submit(fn: Callable[[sqlite3.Connection], list[AppendResult]]) -> Any:
             return self._submit(self.write(fn))
 
         try:
-            results = await pipelined(submit, append_tx, chunks)
+            write = append_tx if within is None else partial(_append_within, within)
+            results = await pipelined(submit, write, chunks)
         except sqlite3.Error as exc:
             raise StoreError(f"SQLite error on {self.path}: {exc}") from exc
         added = tuple(i for r in results for i in r.added)
         lowered = tuple(dict.fromkeys(i for r in results for i in r.ts_lowered))
         return AppendResult(added, lowered)
+
+    async def append_hooked(self, entries: Sequence[Entry], within: InTransaction) -> AppendResult:
+        """``append_many`` with ``within(conn, new entries)`` in the same transaction."""
+        if not entries:
+            return AppendResult(())
+        write = partial(_append_within, within)
+        if len(entries) == 1:
+            return await self.run_short_write(lambda conn: write(conn, entries))
+        return await self.run_write(lambda conn: write(conn, entries))
 
     @classmethod
     def append_in(
@@ -465,3 +488,14 @@ def _page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[
         params = after
     sql += f" ORDER BY height, ts, id LIMIT {STREAM_CHUNK}"
     return conn.execute(sql, params).fetchall()
+
+
+def _append_within(
+    within: InTransaction, conn: sqlite3.Connection, entries: Sequence[Entry]
+) -> AppendResult:
+    """``append_tx``, then ``within`` on the entries it added, in the same transaction."""
+    result = append_tx(conn, entries)
+    if result.added:
+        added = set(result.added)
+        within(conn, [e for e in entries if e.id in added])
+    return result

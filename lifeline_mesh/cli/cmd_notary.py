@@ -1,4 +1,4 @@
-"""`lifeline-mesh` identity and notary commands: init, id, verify."""
+"""`lifeline-mesh` identity and notary commands: init, id, verify, sign."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from typing import Any
 
 from lifeline.cli.common import external_checker, open_line, print_json, root_of
 from lifeline.errors import ConfigError
+from lifeline.ledger import utc_now
 from lifeline.lines import line_names, validate_line_name
 from lifeline_mesh.identity import NodeIdentity, ensure_identity, key_path
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.notary.audit import LineReport, audit_line
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S, Policy
+from lifeline_mesh.notary.sign import sign_unsigned
 from lifeline_mesh.notary.signers import FileSigners
 
 __all__ = ["register", "register_init"]
@@ -55,6 +57,24 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="count unsigned entries as failures (by default they are only reported)",
     )
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "sign",
+        parents=[parent],
+        help="attest entries that carry no signature as imported by this node (--unsigned)",
+        description="With --unsigned: attest every entry of every line (only LINE with "
+        "--line) that has no author signature and no import attestation -- entries "
+        "imported from lifeline-context, or written before this node had an identity -- as "
+        '"imported by" this node, dated now. This is custody, not authorship: verify '
+        "reports such entries as imported, never as signed.",
+    )
+    p.add_argument(
+        "--unsigned",
+        action="store_true",
+        help="attest the unsigned entries (required: the only kind of signing done here)",
+    )
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_sign)
 
 
 def register_init(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -114,6 +134,34 @@ async def cmd_id(args: argparse.Namespace) -> int:
     return 0
 
 
+async def cmd_sign(args: argparse.Namespace) -> int:
+    if not args.unsigned:
+        raise ConfigError(
+            "nothing to sign: local writes are signed as they are written; "
+            "use `lifeline-mesh sign --unsigned` to attest imported or unsigned entries"
+        )
+    root = root_of(args)
+    identity = NodeIdentity.load(key_path(root))
+    line = getattr(args, "line", None)
+    lines = [validate_line_name(line)] if line else line_names(root)
+    if not lines:
+        raise ConfigError(f"no lines under {root}; create one with `lifeline init`")
+    now = utc_now()
+    done: dict[str, int] = {}
+    for name in lines:
+        async with open_line(args, line=name) as store:
+            done[name] = len(await sign_unsigned(store, identity, now))
+    if args.json:
+        print_json({"node_id": identity.node_id, "ts": now, "imported": done})
+        return 0
+    for name, n in done.items():
+        print(
+            f"line {name!r}: {n} unsigned entr{'y' if n == 1 else 'ies'} attested as "
+            f"imported by {identity.node_id} at {now}"
+        )
+    return 0
+
+
 def _local_node_id(args: argparse.Namespace) -> str | None:
     path = key_path(root_of(args))
     return NodeIdentity.load(path).node_id if path.exists() else None
@@ -155,8 +203,9 @@ def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
     for report in sorted(reports, key=lambda r: r.ok):
         v = report.verdict
         print(
-            f"\nline {report.line!r}: {v.entries} entries ({v.signed} signed, {v.unsigned} "
-            f"unsigned), {v.attestations} attestations, {len(report.failures)} failure(s)"
+            f"\nline {report.line!r}: {v.entries} entries ({v.signed} signed, {v.imported} "
+            f"imported, {v.unsigned} unsigned), {v.attestations} attestations, "
+            f"{len(report.failures)} failure(s)"
         )
         for f in report.failures:
             print(f"  {f.check:<21} {f.subject[:12]}  {f.detail}")
@@ -169,5 +218,6 @@ def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
         if v.unsigned and not require_signed:
             print(
                 "  (unsigned entries are not failures: they were imported or written without "
-                "a node identity; use --require-signed to fail on them)"
+                "a node identity; use --require-signed to fail on them, or attest them with "
+                "`lifeline-mesh sign --unsigned`)"
             )

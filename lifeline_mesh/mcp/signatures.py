@@ -1,7 +1,9 @@
-"""The node signatures on one entry, checked now: author attestations and witness receipts.
+"""The node signatures on one entry, checked now: author (or import) attestations, witness
+receipts, and each node's first state statement that witnesses it.
 
-Reads the notary's tables in the line's file by entry id (one indexed lookup each, so an
-``entry`` call costs the same on any size of line), decodes each item with the notary's own
+Reads the notary's tables in the line's file by entry id (indexed lookups; the states are
+found by a walk down from their tips that stops at the entry's height, so it visits only
+entries written after this one, within a budget), decodes each item with the notary's own
 :func:`~lifeline_mesh.notary.statement.decode`, verifies it, and says whether its signer is
 a known member, unknown, or revoked (:class:`~lifeline_mesh.notary.signers.FileSigners`).
 """
@@ -16,6 +18,7 @@ from lifeline.errors import InvalidEntry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import Role, decode
+from lifeline_mesh.notary.states import covering_states
 from lifeline_mesh.notary.storage import SUBJECT_KEY, NotaryStore, receipts_naming
 
 __all__ = ["entry_signatures"]
@@ -31,8 +34,23 @@ def _items_about(conn: sqlite3.Connection, entry_id: str) -> list[bytes]:
         )
         if subject == entry_id  # compared here: see NotaryStore's summary lookup
     ]
+    imported = [
+        bytes(item)
+        for subject, item in conn.execute(
+            f"SELECT subject, item FROM statements WHERE role = 'imported' AND {SUBJECT_KEY} = ?"
+            " ORDER BY sort_key",
+            (entry_id[:16],),
+        )
+        if subject == entry_id
+    ]
     witnessed = receipts_naming(conn, [entry_id]).get(entry_id, [])
-    return [bytes(r[0]) for r in authored] + [r.item for r in witnessed]
+    states = covering_states(conn, entry_id)
+    return [
+        *(bytes(r[0]) for r in authored),
+        *imported,
+        *(r.item for r in witnessed),
+        *(s.item for s in states),
+    ]
 
 
 def _describe(item: bytes, signers: FileSigners, entry_ts: str) -> dict[str, Any]:

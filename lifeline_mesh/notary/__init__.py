@@ -8,7 +8,14 @@ signs on this node; ``audit`` drives ``lifeline-mesh verify``.
 
 from __future__ import annotations
 
-from lifeline_mesh.notary.sign import append_hook_factory, sign_entries, summarize, witness
+from lifeline_mesh.notary.sign import (
+    append_hook_factory,
+    attest_state,
+    sign_entries,
+    sign_unsigned,
+    summarize,
+    witness,
+)
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
 from lifeline_mesh.notary.statement import Attestation, Role, decode, sign
 from lifeline_mesh.notary.storage import NotaryStore
@@ -22,9 +29,11 @@ __all__ = [
     "SignerState",
     "SignerStatus",
     "append_hook_factory",
+    "attest_state",
     "decode",
     "sign",
     "sign_entries",
+    "sign_unsigned",
     "summarize",
     "witness",
 ]

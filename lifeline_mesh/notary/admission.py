@@ -106,11 +106,12 @@ def check_timing(
         if att.role is Role.AUTHOR:
             _check_parents(att, ctx, skew_s)
             _check_witnessed(att, ctx.witnessed.get(att.subject, []), skew_s, backdate_window_s)
-        elif att.role is Role.SUMMARY:
+        elif att.role is Role.SUMMARY or att.role is Role.STATE:
             for ts, count in ctx.summary_counts.get((att.node_id, att.subject), []):
                 if ts < att.ts and count > att.summary_count:
                     raise InvalidEntry(
-                        f"summary by {att.node_id} at {att.ts} says line {att.subject!r} holds "
+                        f"{att.role.value} statement by {att.node_id} at {att.ts} says line "
+                        f"{att.subject!r} holds "
                         f"{att.summary_count} entries, fewer than the {count} it signed at "
                         f"{ts}: its store was truncated or rolled back; refused"
                     )

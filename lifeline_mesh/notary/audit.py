@@ -63,7 +63,8 @@ async def audit_line(
     *,
     external_exists: Callable[[str, str], Awaitable[bool]] | None = None,
 ) -> LineReport:
-    items = await (await NotaryStore.attach(store)).items()
+    notary = await NotaryStore.attach(store)
+    items = await notary.items() + await notary.statements().items()
     # Signature checks are CPU-bound and libsodium releases the GIL: verify slices in
     # threads, one per core, while the ledger's own audit reads the line.
     workers = max(1, min(os.cpu_count() or 1, 8))

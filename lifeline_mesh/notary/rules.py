@@ -17,7 +17,8 @@ from typing import Any
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature, InvalidEntry
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
-from lifeline_mesh.notary.statement import Attestation, Role, decode, ts_micros
+from lifeline_mesh.notary.statement import Attestation, Role, decode, tips_digest, ts_micros
+from lifeline_mesh.notary.witnessing import Mark, first_witnesses, marks_of
 
 __all__ = [
     "DEFAULT_BACKDATE_WINDOW_S",
@@ -60,6 +61,7 @@ class Verdict:
     signed: int = 0
     unsigned: int = 0
     attestations: int = 0
+    imported: int = 0  # no author signature, but attested as imported by a node
     findings: list[Finding] = field(default_factory=list)
 
     @property
@@ -71,6 +73,7 @@ class Verdict:
             "entries": self.entries,
             "signed": self.signed,
             "unsigned": self.unsigned,
+            "imported": self.imported,
             "attestations": self.attestations,
             "findings": [asdict(f) for f in self.findings],
         }
@@ -159,36 +162,50 @@ def check_attestations(
     verdict.findings.extend(_signer_findings(atts, signers))
     trusted = [a for a in atts if signers.status(a.node_id).state is not SignerState.UNKNOWN]
     authors: dict[str, list[Attestation]] = defaultdict(list)
-    first_witness: dict[str, tuple[str, str]] = {}
+    imports: dict[str, list[Attestation]] = defaultdict(list)
     for att in atts:
         if att.role is Role.AUTHOR:
             authors[att.subject].append(att)
     for att in trusted:
-        if att.role is Role.WITNESS:
-            for entry_id in att.extras:
-                seen = first_witness.get(entry_id)
-                if seen is None or att.ts < seen[0]:
-                    first_witness[entry_id] = (att.ts, att.node_id)
+        if att.role is Role.IMPORTED:
+            imports[att.subject].append(att)
+    # Earliest witnesses of every entry, in one pass over the line (witnessing.py).
+    witnesses = first_witnesses(entries, marks_of(trusted))
     by_id = {e.id: e for e in entries}
     for entry in entries:
-        verdict.findings.extend(_entry_findings(entry, authors.get(entry.id, []), by_id, policy))
-        if authors.get(entry.id):
+        mine, held = authors.get(entry.id, []), imports.get(entry.id, [])
+        verdict.findings.extend(_entry_findings(entry, mine, held, by_id, policy))
+        if mine:
             verdict.signed += 1
-            witness = first_witness.get(entry.id)
-            signer_ids = {a.node_id for a in authors[entry.id]}
-            if witness is not None and witness[1] not in signer_ids:
+            signer_ids = {a.node_id for a in mine}
+            witness = _first_other(witnesses.get(entry.id, ()), signer_ids)
+            if witness is not None:
                 verdict.findings.extend(_window(entry, witness, policy))
+        elif held:
+            verdict.imported += 1
         else:
             verdict.unsigned += 1
     verdict.findings.extend(_truncation(atts, by_id, policy))
+    verdict.findings.extend(state_findings(atts, by_id, policy))
     return verdict
 
 
+def _first_other(marks: Sequence[Mark], authors: set[str]) -> Mark | None:
+    """The earliest witness that is not one of the entry's authors."""
+    return next((m for m in marks if m[1] not in authors), None)
+
+
 def _entry_findings(
-    entry: Entry, authors: list[Attestation], by_id: dict[str, Entry], policy: Policy
+    entry: Entry,
+    authors: list[Attestation],
+    imports: list[Attestation],
+    by_id: dict[str, Entry],
+    policy: Policy,
 ) -> list[Finding]:
     out: list[Finding] = []
-    if not authors:
+    if not authors and imports:
+        out.append(_imported(entry, imports))
+    elif not authors:
         out.append(
             Finding(
                 "unsigned",
@@ -220,6 +237,25 @@ def _entry_findings(
                 )
             )
     return out
+
+
+def _imported(entry: Entry, imports: list[Attestation]) -> Finding:
+    if all(a.extras[0] != entry.ts for a in imports):
+        signed = ", ".join(sorted({a.extras[0] for a in imports}))
+        return Finding(
+            "ts-mismatch",
+            entry.id,
+            f"stored ts {entry.ts} is not the ts attested at import ({signed}); "
+            "the time was edited after the import was attested",
+        )
+    first = min(imports, key=lambda a: a.ts)
+    return Finding(
+        "imported",
+        entry.id,
+        f"no author signature; attested as imported (not authored) by {first.node_id} at "
+        f"{first.ts}: its ts is as trustworthy as its source",
+        "note",
+    )
 
 
 def _seconds(later: str, earlier: str) -> float:
@@ -259,14 +295,17 @@ def _truncation(
     missing: dict[str, bool] = {}
     for att in atts:
         local = att.node_id == policy.local_node_id
-        if att.role is Role.SUMMARY:
+        if att.role is Role.SUMMARY or att.role is Role.STATE:
+            if att.role is Role.STATE and not local:
+                continue  # see state_findings
             gone = [t for t in att.summary_tips if t not in by_id]
             if local and (gone or att.summary_count > len(by_id)):
                 out.append(
                     Finding(
                         "truncated",
                         att.id.hex(),
-                        f"this node signed at {att.ts} that line {att.subject!r} held "
+                        f"this node signed ({att.role.value}) at {att.ts} that line "
+                        f"{att.subject!r} held "
                         f"{att.summary_count} entries (tips {len(att.summary_tips)}); it now "
                         f"holds {len(by_id)} and {len(gone)} of those tips are gone",
                     )
@@ -286,3 +325,73 @@ def _truncation(
             detail = "another node signed for this entry; it has not reached this store yet"
             out.append(Finding("attested-missing", entry_id, detail, "note"))
     return out
+
+
+def state_findings(
+    atts: Sequence[Attestation], by_id: dict[str, Entry], policy: Policy
+) -> list[Finding]:
+    """Rules for state statements: a node's count never falls; parts agree with their
+    digest; tips another node names that this store does not hold are noted."""
+    states = sorted((a for a in atts if a.role is Role.STATE), key=lambda a: (a.ts, a.id))
+    out: list[Finding] = []
+    highest: dict[tuple[str, str], Attestation] = {}
+    parts: dict[tuple[str, str, tuple[str, str, str]], list[Attestation]] = defaultdict(list)
+    for att in states:
+        parts[(att.node_id, att.ts, att.state_key)].append(att)
+        key = (att.node_id, att.subject)
+        top = highest.get(key)
+        if top is not None and top.summary_count > att.summary_count and top.ts < att.ts:
+            out.append(
+                Finding(
+                    "rollback",
+                    att.id.hex(),
+                    f"{att.node_id} signed at {att.ts} that line {att.subject!r} held "
+                    f"{att.summary_count} entries, fewer than the {top.summary_count} it signed "
+                    f"at {top.ts}: its store was truncated or rolled back",
+                )
+            )
+        if top is None or att.summary_count > top.summary_count:
+            highest[key] = att
+        gone = [t for t in att.summary_tips if t not in by_id]
+        if gone and att.node_id != policy.local_node_id:
+            out.append(
+                Finding(
+                    "unknown-tips",
+                    att.id.hex(),
+                    f"{att.node_id} signed at {att.ts} a state whose {len(gone)} tip(s) "
+                    f"(first {gone[0][:12]}) this store does not hold: not arrived yet, or "
+                    "never existed; it witnesses nothing here",
+                    "note",
+                )
+            )
+    for group in parts.values():
+        out.extend(_parts_findings(group))
+    return out
+
+
+def _parts_findings(group: list[Attestation]) -> list[Finding]:
+    """A state signed in n parts: all present, and their tips hash to the signed digest."""
+    n = group[0].part[1]
+    if n == 1:
+        return []  # decode checked the digest of a single part
+    held = {a.part[0]: a for a in group}
+    if len(held) < n:
+        return [
+            Finding(
+                "statement-incomplete",
+                group[0].id.hex(),
+                f"state by {group[0].node_id} at {group[0].ts}: {len(held)} of {n} parts held",
+                "note",
+            )
+        ]
+    tips = [t for k in sorted(held) for t in held[k].summary_tips]
+    if tips_digest(tips) == group[0].state_key[2] and len(set(tips)) == len(tips):
+        return []
+    return [
+        Finding(
+            "malformed-attestation",
+            group[0].id.hex(),
+            f"state by {group[0].node_id} at {group[0].ts}: the tips of its {n} parts do not "
+            "hash to the digest it signed",
+        )
+    ]

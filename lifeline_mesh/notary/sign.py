@@ -1,17 +1,20 @@
-"""Signing on this node: author attestations, witness receipts, state summaries, the hook.
+"""Signing on this node: author attestations, state statements, imports, the hook.
 
 Adapters around :mod:`lifeline_mesh.notary.statement`: they sign with the node's identity
 and store the result beside the entries. The append hook (entry-point group
 ``lifeline.append_hooks``) makes every local write of a project with a node identity signed,
-whichever front end wrote it (CLI, API, MCP).
+whichever front end wrote it (CLI, API, MCP), in the same transaction as the write.
+Witness receipts and summaries (first wave) are still signed on request, for tests and
+tools; a node witnesses with :func:`attest_state` (docs/decisions/0015-witness-statements.md).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError
@@ -20,18 +23,31 @@ from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.statement import (
+    MAX_STATE_TIPS,
     MAX_SUMMARY_TIPS,
     MAX_WITNESS_IDS,
     Attestation,
     Role,
     sign,
+    tips_digest,
+)
+from lifeline_mesh.notary.states import (
+    StateOf,
+    fingerprint,
+    last_state,
+    state_of,
+    unsigned_entries,
 )
 from lifeline_mesh.notary.storage import NotaryStore
 
 __all__ = [
+    "AuthorHook",
     "append_hook_factory",
+    "attest_state",
     "fingerprint",
     "sign_entries",
+    "sign_unsigned",
+    "state_statements",
     "summarize",
     "witness",
 ]
@@ -81,13 +97,6 @@ def receipts(identity: NodeIdentity, entry_ids: Sequence[str], now: str) -> list
     ]
 
 
-def fingerprint(ids: Sequence[str]) -> str:
-    """First 16 bytes (hex) of sha256(sum of ids mod 2^256 ‖ count as 8 bytes big-endian)."""
-    total = sum(int(i, 16) for i in ids) % (1 << 256)
-    data = total.to_bytes(32, "big") + len(ids).to_bytes(8, "big")
-    return hashlib.sha256(data).digest()[:16].hex()
-
-
 async def summarize(
     store: Store, identity: NodeIdentity, line: str, now: str
 ) -> Attestation | None:
@@ -107,15 +116,88 @@ async def summarize(
     return att
 
 
+def state_statements(
+    identity: NodeIdentity, line: str, state: StateOf, now: str
+) -> list[Attestation]:
+    """The statement of one state: one part, or one per MAX_STATE_TIPS tips (same digest)."""
+    tips = sorted(state.tips)
+    digest = tips_digest(tips)
+    slices = [tips[i : i + MAX_STATE_TIPS] for i in range(0, len(tips), MAX_STATE_TIPS)] or [[]]
+    head = (str(state.count), state.fingerprint, digest)
+    return [
+        sign(identity, Role.STATE, line, now, *head, f"{k}/{len(slices)}", *part)
+        for k, part in enumerate(slices, 1)
+    ]
+
+
+async def attest_state(
+    store: Store, identity: NodeIdentity, line: str, now: str
+) -> list[Attestation]:
+    """Sign this line's state after entries from a peer were admitted: count, fingerprint,
+    tips (every ancestor of a tip existed at ``now``). Nothing when the state is the one
+    this node signed last, or holds fewer entries than it (a truncated store: signing it
+    would only poison its peers; ``verify`` reports it here)."""
+    sqlite = _sqlite(store)
+    await NotaryStore.attach(sqlite)
+
+    def tx(conn: sqlite3.Connection) -> list[Attestation]:
+        state = state_of(conn)
+        last = last_state(conn, identity.node_id, line)
+        if last is not None:
+            if last.state_key == (str(state.count), state.fingerprint, tips_digest(state.tips)):
+                return []
+            if last.summary_count > state.count:
+                log.warning(
+                    "line %s holds %d entries, fewer than the %d this node signed at %s; "
+                    "no state signed (run `lifeline-mesh verify`)",
+                    line, state.count, last.summary_count, last.ts,
+                )  # fmt: skip
+                return []
+        atts = state_statements(identity, line, state, now)
+        NotaryStore.insert_in(conn, atts)
+        return atts
+
+    return await sqlite.run_write(tx)
+
+
+async def sign_unsigned(store: Store, identity: NodeIdentity, now: str) -> list[Attestation]:
+    """Attest every entry that has no author signature and no import statement as
+    "imported by" this node at ``now`` (custody, not authorship)."""
+    sqlite = _sqlite(store)
+    await NotaryStore.attach(sqlite)
+
+    def tx(conn: sqlite3.Connection) -> list[Attestation]:
+        atts = [
+            sign(identity, Role.IMPORTED, entry_id, now, ts)
+            for entry_id, ts in unsigned_entries(conn)
+        ]
+        NotaryStore.insert_in(conn, atts)
+        return atts
+
+    return await sqlite.run_write(tx)
+
+
+class AuthorHook:
+    """Signs every local write as its author, in the write's own transaction."""
+
+    def __init__(self, identity: NodeIdentity) -> None:
+        self.identity = identity
+
+    async def __call__(self, store: Store, entries: Sequence[Entry]) -> None:
+        if entries:
+            await sign_entries(store, self.identity, entries)
+
+    async def prepare(self, store: Store) -> None:
+        await NotaryStore.attach(_sqlite(store))  # the attestation tables exist
+
+    def in_transaction(self, conn: Any, entries: Sequence[Entry]) -> None:
+        atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
+        NotaryStore.insert_in(conn, atts)
+
+
 def append_hook_factory(root: Path) -> AppendHook | None:
     """Entry point: sign every local write when ``root`` has a node identity."""
     path = key_path(root)
     if not path.exists():
         return None
-    identity = NodeIdentity.load(path)
-
-    async def hook(store: Store, entries: Sequence[Entry]) -> None:
-        if entries:
-            await sign_entries(store, identity, entries)
-
-    return hook
+    return AuthorHook(NodeIdentity.load(path))

@@ -14,7 +14,15 @@ valid as a signature over anything else. Roles (docs/notary.md has the full tabl
 * ``witness`` subject = number of ids (decimal); extras = the received ids, sorted, unique;
   ts = the witness's own clock when it stored them.
 * ``summary`` subject = line name; extras = entry count, fingerprint, tips (sorted, unique);
-  ts = the signer's clock.
+  ts = the signer's clock. (First wave; still verified and still evidence.)
+* ``state``   subject = line name; extras = entry count, fingerprint, tip digest, part
+  ``k/n``, tips (sorted, unique, at most MAX_STATE_TIPS); ts = the signer's clock. A state
+  with more tips is signed as ``n`` parts that share count, fingerprint, digest and ts.
+* ``imported`` subject = entry id; extras = the entry's ts; ts = the signer's clock: "this
+  node held this unsigned entry, dated so, at ts" (custody, not authorship).
+
+``state`` and ``imported`` are the second wave's kinds: they travel in the ``statements``
+set, which first-wave peers do not open (docs/decisions/0015-witness-statements.md).
 
 The item id is ``sha256(item)``; the sync sort key is the statement ts in microseconds
 since the epoch (content-derived, so every node orders items alike).
@@ -26,6 +34,7 @@ import enum
 import functools
 import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cached_property, lru_cache
@@ -40,13 +49,16 @@ from lifeline_mesh.identity import NodeIdentity, node_id_for
 
 __all__ = [
     "DOMAIN",
+    "FIRST_WAVE",
     "MAX_ITEM_BYTES",
+    "MAX_STATE_TIPS",
     "MAX_SUMMARY_TIPS",
     "MAX_WITNESS_IDS",
     "Attestation",
     "Role",
     "decode",
     "sign",
+    "tips_digest",
     "ts_micros",
 ]
 
@@ -55,6 +67,7 @@ KEY_BYTES = 32
 SIG_BYTES = 64
 MAX_WITNESS_IDS = 1_000  # a sync batch of ~1 MiB holds about this many ~1 KB entries
 MAX_SUMMARY_TIPS = 256
+MAX_STATE_TIPS = 1_000  # per part of a state statement: ~67 KiB, under MAX_ITEM_BYTES
 MAX_ITEM_BYTES = 72 * 1024  # a full witness receipt is ~68 KiB
 _TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
 _NODE_RE = re.compile(r"^[0-9a-z]{4}(-[0-9a-z]{4}){3}-[0-9a-z]{2}$")
@@ -72,6 +85,19 @@ class Role(enum.Enum):
     AUTHOR = "author"
     WITNESS = "witness"
     SUMMARY = "summary"
+    STATE = "state"
+    IMPORTED = "imported"
+
+
+# The kinds a first-wave peer knows (set ``attestations``); the others travel in the
+# ``statements`` set, which only second-wave peers open.
+FIRST_WAVE = frozenset({Role.AUTHOR, Role.WITNESS, Role.SUMMARY})
+_STATES = frozenset({Role.SUMMARY, Role.STATE})  # statements of a whole line's state
+
+
+def tips_digest(tips: Sequence[str]) -> str:
+    """sha256 (hex) of the sorted, unique tips joined by newlines: names a whole tip set."""
+    return hashlib.sha256("\n".join(sorted(set(tips))).encode("ascii")).hexdigest()
 
 
 def _frame(value: str) -> bytes:
@@ -125,8 +151,8 @@ class Attestation:
         return ts_micros(self.ts)
 
     def entry_ids(self) -> tuple[str, ...]:
-        """The entry ids this statement is about (author: one; witness: the batch)."""
-        if self.role is Role.AUTHOR:
+        """The entry ids this statement is about (author, imported: one; witness: the batch)."""
+        if self.role is Role.AUTHOR or self.role is Role.IMPORTED:
             return (self.subject,)
         if self.role is Role.WITNESS:
             return self.extras
@@ -134,11 +160,26 @@ class Attestation:
 
     @property
     def summary_count(self) -> int:
-        return int(self.extras[0]) if self.role is Role.SUMMARY else 0
+        """The entry count a summary or state statement claims (0 for other kinds)."""
+        return int(self.extras[0]) if self.role in _STATES else 0
 
     @property
     def summary_tips(self) -> tuple[str, ...]:
-        return self.extras[2:] if self.role is Role.SUMMARY else ()
+        """The tips a summary or state statement (this part of it) names."""
+        if self.role is Role.SUMMARY:
+            return self.extras[2:]
+        return self.extras[4:] if self.role is Role.STATE else ()
+
+    @property
+    def state_key(self) -> tuple[str, str, str]:
+        """(count, fingerprint, tip digest): equal for every part of one signed state."""
+        return (self.extras[0], self.extras[1], self.extras[2])
+
+    @property
+    def part(self) -> tuple[int, int]:
+        """(k, n) of a state statement: part k of n."""
+        k, _, n = self.extras[3].partition("/")
+        return int(k), int(n)
 
     def verify(self, *, signature: bool = True) -> None:
         """Raise BadSignature unless the signer's key matches node_id and signed this.
@@ -224,7 +265,7 @@ def decode(item: bytes) -> Attestation:
         subject, ts, node_id = (f.decode("ascii") for f in author.groups())
         extras: tuple[str, ...] = ()
     else:
-        fields = _parse_frames(body, 5 + max(MAX_WITNESS_IDS, MAX_SUMMARY_TIPS + 2))
+        fields = _parse_frames(body, 5 + max(MAX_WITNESS_IDS, MAX_STATE_TIPS + 4))
         if len(fields) < 5 or fields[0] != DOMAIN:
             raise InvalidEntry(f"not a {DOMAIN} attestation (first field {fields[:1]!r})")
         try:
@@ -260,6 +301,11 @@ def _check_fields(role: Role, subject: str, ts: str, node_id: str, extras: tuple
         _check_ids(extras, MAX_WITNESS_IDS, "witness receipt")
         if subject != str(len(extras)) or not extras:
             raise InvalidEntry(f"witness receipt says {subject[:20]!r} ids but lists {len(extras)}")
+    elif role is Role.IMPORTED:
+        if not ID_RE.match(subject) or len(extras) != 1 or not _TS_RE.match(extras[0]):
+            raise InvalidEntry("imported attestation must name one entry id and its ts")
+    elif role is Role.STATE:
+        _check_state(subject, extras)
     else:
         try:
             validate_line_name(subject)
@@ -270,6 +316,33 @@ def _check_fields(role: Role, subject: str, ts: str, node_id: str, extras: tuple
         if str(int(extras[0])) != extras[0]:
             raise InvalidEntry(f"summary count {extras[0][:20]!r} is not canonical")
         _check_ids(extras[2:], MAX_SUMMARY_TIPS, "summary tips")
+
+
+_PART_RE = re.compile(r"^([1-9][0-9]{0,6})/([1-9][0-9]{0,6})$")
+_HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _check_state(line: str, extras: tuple[str, ...]) -> None:
+    try:
+        validate_line_name(line)
+    except ConfigError as exc:
+        raise InvalidEntry(f"state statement: {exc}") from exc
+    if len(extras) < 4:
+        raise InvalidEntry("state statement needs count, fingerprint, tip digest and part")
+    count, fp, digest, part = extras[:4]
+    if not count.isdigit() or str(int(count)) != count:
+        raise InvalidEntry(f"state statement count {count[:20]!r} is not canonical")
+    if not re.match(r"^[0-9a-f]{32}$", fp) or not _HEX64_RE.match(digest):
+        raise InvalidEntry("state statement fingerprint or tip digest is not hex of its size")
+    parts = _PART_RE.match(part)
+    if parts is None or int(parts[1]) > int(parts[2]):
+        raise InvalidEntry(f"state statement part {part[:20]!r} is not k/n with 1 <= k <= n")
+    tips = extras[4:]
+    _check_ids(tips, MAX_STATE_TIPS, "state statement tips")
+    if not tips and count != "0":
+        raise InvalidEntry("state statement of a non-empty line names no tips")
+    if parts[2] == "1" and tips_digest(tips) != digest:
+        raise InvalidEntry("state statement tip digest does not match its tips")
 
 
 def _check_ids(ids: tuple[str, ...], cap: int, what: str) -> None:

@@ -32,10 +32,17 @@ from lifeline_mesh.notary.admission import (
 )
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners
-from lifeline_mesh.notary.statement import Attestation, Role, decode
+from lifeline_mesh.notary.statement import FIRST_WAVE, Attestation, Role, decode
 from lifeline_mesh.notary.verifier import first_bad_signature
 
-__all__ = ["SUBJECT_KEY", "NotaryStore", "receipts_naming"]
+__all__ = [
+    "ATTESTATIONS_TABLE",
+    "STATEMENTS_TABLE",
+    "SUBJECT_KEY",
+    "NotaryStore",
+    "receipts_naming",
+    "table_of",
+]
 
 register_migrations(
     "notary",
@@ -94,8 +101,32 @@ register_migrations(
             DROP INDEX attestations_subject;
             """,
         ),
+        (
+            4,
+            # The second wave's statements (state, imported) in their own table: they are
+            # reconciled as the set `statements`, which first-wave peers do not open, so
+            # they never receive a kind they would refuse. Nothing signed is converted.
+            """
+            CREATE TABLE statements (
+                seq      INTEGER PRIMARY KEY AUTOINCREMENT,
+                id       BLOB NOT NULL UNIQUE,
+                sort_key INTEGER NOT NULL,
+                role     TEXT NOT NULL,
+                subject  TEXT NOT NULL,
+                node_id  TEXT NOT NULL,
+                ts       TEXT NOT NULL,
+                item     BLOB NOT NULL
+            );
+            CREATE INDEX statements_order ON statements(sort_key, id);
+            CREATE INDEX statements_signer ON statements(role, node_id, sort_key);
+            CREATE INDEX statements_subject_key ON statements(role, substr(subject, 1, 16));
+            """,
+        ),
     ],
 )
+
+ATTESTATIONS_TABLE = "attestations"  # first-wave kinds: author, witness, summary
+STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
 
 # The indexed expression of migration 3, as every query must spell it.
 SUBJECT_KEY = "substr(subject, 1, 16)"
@@ -118,13 +149,20 @@ def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
     return [(a.id, a.sort_key, a.role.value, a.subject, a.node_id, a.ts, a.item) for a in atts]
 
 
+def table_of(role: Role) -> str:
+    """The table (and reconciled set) that holds statements of ``role``."""
+    return ATTESTATIONS_TABLE if role in FIRST_WAVE else STATEMENTS_TABLE
+
+
 def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
     before = conn.total_changes
-    insert_rows(
-        conn,
-        "INSERT OR IGNORE INTO attestations (id, sort_key, role, subject, node_id, ts, item)",
-        _rows(atts),
-    )
+    columns = "(id, sort_key, role, subject, node_id, ts, item)"
+    first = [a for a in atts if a.role in FIRST_WAVE]
+    if first:
+        insert_rows(conn, f"INSERT OR IGNORE INTO attestations {columns}", _rows(first))
+    if len(first) < len(atts):
+        later = [a for a in atts if a.role not in FIRST_WAVE]
+        insert_rows(conn, f"INSERT OR IGNORE INTO statements {columns}", _rows(later))
     added = conn.total_changes - before
     # Witness receipts indexed by the entries they name: admission looks up when an entry
     # was seen, the MCP server which receipts name an entry.
@@ -198,8 +236,10 @@ class NotaryStore:
         clock: Callable[[], str] = utc_now,
         skew_s: float = DEFAULT_SKEW_S,
         backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
+        table: str = ATTESTATIONS_TABLE,
     ) -> None:
         self.store = store
+        self.table = table  # which of the two sets this object reconciles
         self.signers = signers
         self._clock = clock
         self.skew_s = skew_s
@@ -214,6 +254,7 @@ class NotaryStore:
         clock: Callable[[], str] = utc_now,
         skew_s: float = DEFAULT_SKEW_S,
         backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
+        table: str = ATTESTATIONS_TABLE,
     ) -> NotaryStore:
         # The store may have been opened before this module registered its migration
         # (e.g. by `lifeline log`, which loads hooks after opening the line). Once per
@@ -227,26 +268,37 @@ class NotaryStore:
             clock=clock,
             skew_s=skew_s,
             backdate_window_s=backdate_window_s,
+            table=table,
+        )
+
+    def statements(self) -> NotaryStore:
+        """The same line's second-wave statements (state, imported), as their own set."""
+        return NotaryStore(
+            self.store,
+            signers=self.signers,
+            clock=self._clock,
+            skew_s=self.skew_s,
+            backdate_window_s=self.backdate_window_s,
+            table=STATEMENTS_TABLE,
         )
 
     # -- the opaque set --------------------------------------------------------------
 
     async def keys(self) -> list[tuple[int, bytes]]:
-        rows = await self.store.run_read(
-            lambda c: c.execute(
-                "SELECT sort_key, id FROM attestations ORDER BY sort_key, id"
-            ).fetchall()
-        )
+        sql = f"SELECT sort_key, id FROM {self.table} ORDER BY sort_key, id"
+        rows = await self.store.run_read(lambda c: c.execute(sql).fetchall())
         return [(int(k), bytes(i)) for k, i in rows]
 
     async def fetch(self, ids: Sequence[bytes]) -> list[bytes]:
         """The items among ``ids`` that are stored, in the order asked."""
 
+        table = self.table
+
         def read(conn: sqlite3.Connection) -> list[bytes]:
             found: dict[bytes, bytes] = {}
             for chunk in _chunks(ids):
                 marks = ",".join("?" * len(chunk))
-                sql = f"SELECT id, item FROM attestations WHERE id IN ({marks})"
+                sql = f"SELECT id, item FROM {table} WHERE id IN ({marks})"
                 found.update((bytes(i), bytes(b)) for i, b in conn.execute(sql, chunk))
             return [found[i] for i in ids if i in found]
 
@@ -281,7 +333,14 @@ class NotaryStore:
             # order, with its reason, exactly as a check in-process would.
             check_items(items[: bad + 1], now, signers, skew)
             raise BadSignature(f"attestation {bad} of the batch refused: it does not verify")
-        return check_items(items, now, signers, skew, signatures=False)
+        atts = check_items(items, now, signers, skew, signatures=False)
+        for n, att in enumerate(atts):
+            if table_of(att.role) != self.table:
+                raise InvalidEntry(
+                    f"attestation {n} of the batch refused: a {att.role.value} statement "
+                    f"belongs to the set {table_of(att.role)!r}, not {self.table!r}"
+                )
+        return atts
 
     async def commit(self, atts: Sequence[Attestation]) -> int:
         """Store attestations that passed :meth:`prepare`, after the checks against what is
@@ -301,15 +360,13 @@ class NotaryStore:
         return await write(lambda conn: _insert(conn, atts))
 
     async def items(self) -> list[bytes]:
-        rows = await self.store.run_read(
-            lambda c: c.execute("SELECT item FROM attestations ORDER BY sort_key, id").fetchall()
-        )
+        sql = f"SELECT item FROM {self.table} ORDER BY sort_key, id"
+        rows = await self.store.run_read(lambda c: c.execute(sql).fetchall())
         return [bytes(r[0]) for r in rows]
 
     async def count(self) -> int:
-        row = await self.store.run_read(
-            lambda c: c.execute("SELECT count(*) FROM attestations").fetchone()
-        )
+        sql = f"SELECT count(*) FROM {self.table}"
+        row = await self.store.run_read(lambda c: c.execute(sql).fetchone())
         return int(row[0])
 
     async def check_entries(self, entries: Sequence[Entry]) -> None:
@@ -377,18 +434,21 @@ def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredCon
 def _summaries(
     conn: sqlite3.Connection, atts: Sequence[Attestation]
 ) -> dict[tuple[str, str], list[tuple[str, int]]]:
+    """Earlier (ts, count) claims by the same node about the same line: summaries and state
+    statements alike (each claims how many entries the node held)."""
     out: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    kinds = (Role.SUMMARY, Role.STATE)
     for a in atts:
-        if a.role is Role.SUMMARY:
+        if a.role in kinds:
             out[(a.node_id, a.subject)].append((a.ts, a.summary_count))
-    keys = {(a.node_id, a.subject) for a in atts if a.role is Role.SUMMARY}
-    for node_id, line in sorted(keys):
+    keys = {(a.role, a.node_id, a.subject) for a in atts if a.role in kinds}
+    for role, node_id, line in sorted(keys, key=lambda k: (k[0].value, k[1], k[2])):
         # the whole subject is compared here, not in SQL: `subject = ?` beside the key
         # would make SQLite rewrite the key expression and miss the index
         for subject, item in conn.execute(
-            f"SELECT subject, item FROM attestations WHERE role = 'summary' AND {SUBJECT_KEY} = ?"
+            f"SELECT subject, item FROM {table_of(role)} WHERE role = ? AND {SUBJECT_KEY} = ?"
             " AND node_id = ?",
-            (line[:ENTRY_KEY_CHARS], node_id),
+            (role.value, line[:ENTRY_KEY_CHARS], node_id),
         ):
             if subject != line:
                 continue

@@ -1,4 +1,8 @@
-"""The notary's attestations of one line as a reconciled set (DESIGN §5–§6).
+"""The notary's attestations of one line as reconciled sets (DESIGN §5–§6).
+
+Two sets, one per table: ``attestations`` (author signatures and the first wave's receipts
+and summaries) and ``statements`` (state statements, imports). A first-wave peer opens only
+the first: the session's set negotiation is the capability (decision 0015).
 
 An attestation is an opaque item: its id is ``sha256`` of its bytes, its sort key the signed
 time in microseconds (content-derived, so every node orders the set alike), and it has no
@@ -12,13 +16,14 @@ from collections.abc import Sequence
 
 from lifeline.errors import InvalidEntry
 from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
-from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.notary.storage import ATTESTATIONS_TABLE, NotaryStore
 from lifeline_mesh.recon.sets import ParsedItem, Snapshot
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
 
-__all__ = ["ATTESTATIONS", "AttestationCodec", "AttestationSet"]
+__all__ = ["ATTESTATIONS", "STATEMENTS", "AttestationCodec", "AttestationSet"]
 
 ATTESTATIONS = "attestations"
+STATEMENTS = "statements"
 
 
 class AttestationCodec:
@@ -34,10 +39,9 @@ class AttestationCodec:
 
 
 class AttestationSet:
-    name = ATTESTATIONS
-
     def __init__(self, notary: NotaryStore) -> None:
         self.notary = notary
+        self.name = ATTESTATIONS if notary.table == ATTESTATIONS_TABLE else STATEMENTS
         self.codec = AttestationCodec()
 
     async def snapshot(self) -> Snapshot:

@@ -1,8 +1,8 @@
 """Per-session wrappers around reconciled sets: the notary's checks and the reader role.
 
 * :class:`NotarizedEntrySet` checks received entries against the attestations already held
-  (a ts the author never signed is refused) and, once a batch is stored, signs one witness
-  receipt over its ids with this node's clock (DESIGN §6: one signature per batch).
+  (a ts the author never signed is refused) and counts what it admitted; the node signs one
+  state statement when the session ends if anything was (DESIGN §6, decision 0015).
 * :class:`ReceiveOnly` lets a caller without write access receive but never send us items.
 * :class:`SendNothing` is the reader's own side: it offers nothing, so its sessions only
   receive (what it wrote locally stays local) instead of being refused.
@@ -11,14 +11,12 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from lifeline.entry import Entry
 from lifeline.errors import PermissionDenied
 from lifeline.store.port import AppendResult
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity
-from lifeline_mesh.notary.sign import receipts, witness
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
 from lifeline_mesh.sync.entry_set import EntrySet
@@ -43,18 +41,11 @@ class _Wrapper:
 
 
 class NotarizedEntrySet(_Wrapper):
-    def __init__(
-        self,
-        inner: EntrySet,
-        notary: NotaryStore,
-        identity: NodeIdentity | None,
-        clock: Callable[[], str],
-    ) -> None:
+    def __init__(self, inner: EntrySet, notary: NotaryStore) -> None:
         super().__init__(inner)
         self.inner = inner
         self.notary = notary
-        self.identity = identity
-        self.clock = clock
+        self.admitted = 0  # entries newly stored in this session: a new state to witness
 
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
@@ -64,22 +55,18 @@ class NotarizedEntrySet(_Wrapper):
         if not isinstance(store, SqliteStore):
             await self.notary.check_entries(entries)
             result = await self.inner.append(items, externals)
-            if self.identity is not None and result.added:
-                await witness(store, self.identity, result.added, self.clock())
-            return AdmitResult(result.count, len(result.ts_lowered))
-        declared = self.inner.externals_of(externals)
-        identity, now, notary = self.identity, self.clock(), self.notary
+        else:
+            declared = self.inner.externals_of(externals)
+            notary = self.notary
 
-        def tx(conn: sqlite3.Connection) -> AppendResult:
-            # One transaction and one commit per received batch: the check against the
-            # attestations held, the entries, and the receipt for the new ones.
-            notary.check_entries_in(conn, entries)
-            result = SqliteStore.append_in(conn, entries, declared)
-            if identity is not None and result.added:
-                notary.insert_in(conn, receipts(identity, result.added, now))
-            return result
+            def tx(conn: sqlite3.Connection) -> AppendResult:
+                # One transaction per received batch: the check against the attestations
+                # held, then the entries.
+                notary.check_entries_in(conn, entries)
+                return SqliteStore.append_in(conn, entries, declared)
 
-        result = await store.run_write(tx)
+            result = await store.run_write(tx)
+        self.admitted += len(result.added)
         return AdmitResult(result.count, len(result.ts_lowered))
 
 

@@ -1,0 +1,138 @@
+"""What a line's own tables say about its state, read inside a transaction.
+
+* :func:`state_of`: the line's count, fingerprint and tips (what a state statement signs).
+* :func:`last_state`: the newest state statement a node signed about the line.
+* :func:`unsigned_entries`: entries no author signed and no node attested as imported.
+* :func:`covering_states`: for one entry, each node's first state that witnesses it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from lifeline.errors import InvalidEntry
+from lifeline_mesh.notary.statement import Attestation, Role, decode
+
+__all__ = [
+    "StateOf",
+    "covering_states",
+    "fingerprint",
+    "last_state",
+    "state_of",
+    "unsigned_entries",
+]
+
+
+def fingerprint(ids: Iterable[str]) -> str:
+    """First 16 bytes (hex) of sha256(sum of ids mod 2^256 ‖ count as 8 bytes big-endian)."""
+    total = 0
+    count = 0
+    for entry_id in ids:
+        total += int(entry_id, 16)
+        count += 1
+    data = (total % (1 << 256)).to_bytes(32, "big") + count.to_bytes(8, "big")
+    return hashlib.sha256(data).digest()[:16].hex()
+
+
+@dataclass(frozen=True, slots=True)
+class StateOf:
+    count: int
+    fingerprint: str
+    tips: tuple[str, ...]
+
+
+def state_of(conn: sqlite3.Connection) -> StateOf:
+    """The line's state now. Reads every id once (the fingerprint is a sum over them)."""
+    ids = [r[0] for r in conn.execute("SELECT id FROM entries")]
+    tips = tuple(r[0] for r in conn.execute("SELECT id FROM tips ORDER BY id"))
+    return StateOf(len(ids), fingerprint(ids), tips)
+
+
+def last_state(conn: sqlite3.Connection, node_id: str, line: str) -> Attestation | None:
+    """The newest well-formed state statement by ``node_id`` about ``line`` (any part)."""
+    rows = conn.execute(
+        "SELECT item FROM statements WHERE role = 'state' AND node_id = ?"
+        " ORDER BY sort_key DESC LIMIT 8",
+        (node_id,),
+    )
+    for (item,) in rows:
+        try:
+            att = decode(bytes(item))
+        except InvalidEntry:
+            continue  # a damaged row is no state; `verify` reports it
+        if att.subject == line:
+            return att
+    return None
+
+
+def unsigned_entries(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """(id, ts) of the entries without an author attestation or an import statement."""
+    signed = {
+        r[0]
+        for table, role in (("attestations", Role.AUTHOR), ("statements", Role.IMPORTED))
+        for r in conn.execute(f"SELECT subject FROM {table} WHERE role = ?", (role.value,))
+    }
+    rows = conn.execute("SELECT id, ts FROM entries ORDER BY seq")
+    return [(i, ts) for i, ts in rows if i not in signed]
+
+
+# Entries a covering-state lookup may visit before it gives up (one entry's MCP view).
+COVER_BUDGET = 200_000
+
+
+def covering_states(
+    conn: sqlite3.Connection, entry_id: str, budget: int = COVER_BUDGET
+) -> list[Attestation]:
+    """The earliest state statement of each node whose tips descend from (or are) the entry.
+
+    Walks down from each statement's tips, earliest statement first, only through entries
+    higher than the entry (an ancestor is always lower); what a walk explored without
+    reaching the entry is not walked again. Gives up after ``budget`` entries.
+    """
+    row = conn.execute("SELECT height FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    if row is None:
+        return []
+    walk = _Walk(conn, entry_id, int(row[0]), budget)
+    found: list[Attestation] = []
+    rows = conn.execute("SELECT item FROM statements WHERE role = 'state' ORDER BY sort_key, id")
+    for (item,) in rows:
+        try:
+            att = decode(bytes(item))
+        except InvalidEntry:
+            continue
+        if all(f.node_id != att.node_id for f in found) and walk.reaches(att.summary_tips):
+            found.append(att)
+    return found
+
+
+class _Walk:
+    def __init__(self, conn: sqlite3.Connection, target: str, height: int, budget: int) -> None:
+        self.conn, self.target, self.height, self.budget = conn, target, height, budget
+        self.dead: set[str] = set()  # explored: the target is not below them
+
+    def reaches(self, tips: Iterable[str]) -> bool:
+        frontier = {t for t in tips if t not in self.dead}
+        seen: set[str] = set()
+        while frontier and self.budget > 0:
+            if self.target in frontier:
+                return True
+            seen |= frontier
+            self.budget -= len(frontier)
+            frontier = self._parents(sorted(frontier)) - seen - self.dead
+        if not frontier:
+            self.dead |= seen  # fully explored without the target
+        return False
+
+    def _parents(self, ids: list[str]) -> set[str]:
+        out: set[str] = set()
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT parents FROM entries WHERE id IN ({marks}) AND height > ?"
+            for (plist,) in self.conn.execute(sql, (*chunk, self.height)):
+                out.update(json.loads(plist))
+        return out
