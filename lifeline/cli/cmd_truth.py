@@ -31,6 +31,18 @@ def _positive(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{value} is not a fraction of the best score; give a number from 0 to 1"
+        )
+    return value
+
+
 def _register_reads(sub: Any, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("context", parents=[parent], help="the current truth as budgeted markdown")
     size = p.add_mutually_exclusive_group()
@@ -55,9 +67,10 @@ def _register_reads(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=_positive, default=8, help="at most K hits (default 8)")
     p.add_argument(
         "--floor",
-        type=float,
+        type=_fraction,
         default=DEFAULT_FLOOR,
-        help=f"abstention floor: weaker hits are not shown (default {DEFAULT_FLOOR})",
+        help="abstention floor, a fraction of the best hit's score: weaker hits are not shown"
+        f" (default {DEFAULT_FLOOR}; 0 shows every match)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_recall)
@@ -139,7 +152,7 @@ async def cmd_recall(args: argparse.Namespace) -> int:
         )
         return 0
     if not hits:
-        print(f"no entry matches {args.query!r} strongly enough (floor {args.floor})")
+        print(f"no entry shares a word with {args.query!r}")
     for h in hits:
         mark = " [superseded]" if h.superseded else ""
         print(f"{h.entry_id[:12]}  {h.score:6.2f}{mark}  {h.summary}")
