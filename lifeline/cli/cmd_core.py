@@ -41,7 +41,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     body.add_argument("--body-file", help="read the body from PATH ('-' for stdin)")
     p.add_argument(
         "--parents",
-        help="comma-separated ids or prefixes (default: the line's tips); "
+        help="comma-separated ids or prefixes (default: the line's newest tips, at most 8); "
         "LINE:ID names a parent in another line",
     )
     p.add_argument("--author", default=None, help="who (default: $LIFELINE_AUTHOR or $USER)")

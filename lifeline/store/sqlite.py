@@ -208,9 +208,12 @@ class SqliteStore:
         return await self.run_write(lambda conn: append_tx(conn, entries))
 
     async def append_onto_tips(
-        self, build: Callable[[tuple[str, ...]], Entry], *, dedup_key: str | None = None
+        self, build: Callable[[Sequence[tuple[str, str]]], Entry], *, dedup_key: str | None = None
     ) -> tuple[Entry, bool]:
         """Store ``build(tips)``, with the tips read in the same write transaction.
+
+        ``tips`` are ``(id, body)`` pairs, newest first in stream order (height, ts, id
+        descending), for :func:`lifeline.ledger.choose_parents`.
 
         One thread hop for a whole local write, and no window in which another writer's
         entry could land between reading the tips and writing onto them. With ``dedup_key``
@@ -225,7 +228,10 @@ class SqliteStore:
                 ).fetchone()
                 if row is not None:
                     return self._decode_or_raise(row), False
-            tips = tuple(r[0] for r in conn.execute("SELECT id FROM tips ORDER BY id"))
+            tips = conn.execute(
+                "SELECT e.id, e.body FROM tips t JOIN entries e ON e.id = t.id"
+                " ORDER BY e.height DESC, e.ts DESC, e.id DESC"
+            ).fetchall()
             entry = build(tips)
             if append_tx(conn, [entry]).added:
                 return entry, True

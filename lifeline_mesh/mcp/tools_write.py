@@ -56,7 +56,10 @@ def _register_append(server: MCPServer[Any], gate: WriteGate) -> None:
         body: Annotated[str, Field(description="the why, in full")] = "",
         parents: Annotated[
             list[str] | None,
-            Field(description="ids or prefixes this builds on; default: the line's tips"),
+            Field(
+                description="ids or prefixes this builds on; "
+                "default: the line's newest tips, at most 8"
+            ),
         ] = None,
         idempotency_key: KeyArg = None,
         provider: ProviderArg = "unknown",
