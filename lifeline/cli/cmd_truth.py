@@ -14,7 +14,7 @@ from lifeline.settings import load_limits
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import FORMATS, deliver
-from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary
+from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary, reword_body
 from lifeline.truth.recall import DEFAULT_FLOOR, recall
 from lifeline.truth.service import build_context, read_truth, resume_of
 
@@ -98,6 +98,12 @@ def _register_writes(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("id", metavar="ID|PREFIX", help="the entry this corrects")
     p.add_argument("--summary", required=True, help="one line: what is true instead")
     p.add_argument("--body", default="", help="why the correction")
+    p.add_argument(
+        "--still-open",
+        action="store_true",
+        help="the entry is an open question: reword it and keep it open (default: a correction"
+        " of an open question closes it)",
+    )
     p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
     p.set_defaults(func=cmd_correct)
 
@@ -215,7 +221,7 @@ async def cmd_correct(args: argparse.Namespace) -> int:
         draft = Draft(
             kind="correction",
             summary=args.summary,
-            body=args.body,
+            body=reword_body(args.body) if args.still_open else args.body,
             author=default_author(),
             parents=(target.id,),
         )

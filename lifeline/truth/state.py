@@ -14,7 +14,7 @@ from typing import Any
 
 __all__ = ["RECENT_KEEP", "STATE_VERSION", "Item", "State"]
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: rewords
 RECENT_KEEP = 64  # newest entries kept for the Recent section (some may be superseded)
 
 # A tracked item: [kind, ts, summary, why excerpt, thread or ""].
@@ -29,6 +29,7 @@ class State:
     digest: int = 0  # sum of the ids as integers mod 2**256: a set fingerprint
     items: dict[str, Item] = field(default_factory=dict)
     corrections: dict[str, list[str]] = field(default_factory=dict)  # id -> targets
+    rewords: list[str] = field(default_factory=list)  # corrections saying "status: open", sorted
     pins: dict[str, str] = field(default_factory=dict)  # pin note id -> pinned id
     checkpoints: dict[str, list[list[str]]] = field(default_factory=dict)  # thread -> [ts,id]
     threads: dict[str, list[list[str]]] = field(default_factory=dict)  # thread -> [ts,id]
