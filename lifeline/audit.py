@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lifeline.errors import InvalidEntry
+from lifeline.lines import EXTERNAL_ANCHOR
 from lifeline.store.port import RowProblem, Store
 
 __all__ = ["Finding", "Report", "verify_store"]
@@ -75,6 +76,8 @@ async def verify_store(
                 continue
             if parent in externals:
                 other = externals[parent]
+                if other == EXTERNAL_ANCHOR:  # known by id only, in no line: nothing to look up
+                    continue
                 if external_exists is not None and not await external_exists(other, parent):
                     report.findings.append(
                         Finding(
