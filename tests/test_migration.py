@@ -181,3 +181,11 @@ def test_timing_of_unsigned_entries_is_a_note_unless_signatures_are_required() -
     assert [(f.subject, f.severity) for f in timing] == [(approved.id, "note")]
     strict = check_attestations([parent, approved], [], signers, Policy(require_signed=True))
     assert {f.severity for f in strict.findings if f.check == "ts-before-parent"} == {"fail"}
+
+
+def test_every_imported_line_takes_a_new_log(tmp_path: Path, lc_fixture: Path) -> None:
+    assert lifeline(tmp_path, "import", str(lc_fixture)).returncode == 0
+    for line in ("ledger", "research"):
+        wrote = lifeline(tmp_path, "--line", line, "log", "--kind", "note", "--summary", "next")
+        assert wrote.returncode == 0, wrote.stderr
+        assert lifeline(tmp_path, "--line", line, "verify").returncode == 0
