@@ -206,13 +206,27 @@ async def cmd_checkpoint(args: argparse.Namespace) -> int:
     if not any(i.strip() for items in blocks.values() for i in items):
         raise ConfigError("a checkpoint needs at least one item: --next, --done, --goal, ...")
     async with open_line(args) as store:
+        thread, title = await _open_thread(store, thread)
         draft = Draft(
             kind="checkpoint",
-            summary=checkpoint_summary(thread, blocks),
+            summary=checkpoint_summary(title, blocks),
             body=checkpoint_body(thread, blocks),
             author=default_author(),
         )
         return await _write(args, store, draft)
+
+
+async def _open_thread(store: SqliteStore, thread: str) -> tuple[str, str]:
+    """(thread, title): an open question's id prefix names its thread by the full id."""
+    if len(thread) < 8 or any(c not in "0123456789abcdef" for c in thread):
+        return thread, thread
+    try:
+        found = await store.resolve(thread)
+    except NotFound:
+        return thread, thread
+    if found.kind != "open":
+        return thread, thread
+    return found.id, " ".join(found.summary.split())[:60]
 
 
 async def cmd_correct(args: argparse.Namespace) -> int:
