@@ -17,7 +17,7 @@ from lifeline.entry import Entry
 from lifeline.ledger import JOIN_TIPS, Draft, Ledger, choose_parents
 from lifeline.lines import line_path
 from lifeline.store.memory import MemoryStore
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite import TIPS_NEWEST_FIRST, SqliteStore
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.mcp.policy import policy_path
 from tests.clirun import lifeline
@@ -162,3 +162,13 @@ async def test_mcp_append_and_checkpoint_on_a_leafy_line(tmp_path: Path) -> None
         assert len(done["entry"]["parents"]) == JOIN_TIPS
         cp = await _call(client, "checkpoint", thread="t9", next=["resume here"])
         assert _thread_head(entries, "t9") in cp["entry"]["parents"]
+
+
+async def test_reading_the_tips_never_walks_the_line(tmp_path: Path) -> None:
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        await store.append_many(_leafy_line())
+        plan = await store.run_read(
+            lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {TIPS_NEWEST_FIRST}").fetchall()
+        )
+    steps = [row[3] for row in plan]
+    assert steps[0].startswith("SCAN t") and "entries_order" not in " ".join(steps), steps

@@ -30,6 +30,14 @@ from lifeline.store.sqlite_writes import append_tx, id_chunks, in_transaction
 
 __all__ = ["SqliteStore"]
 
+# The tips with their bodies, newest first in stream order (lifeline.ledger.choose_parents).
+# CROSS JOIN keeps the tips as the outer loop: with a plain JOIN the planner walks every
+# entry by the order index and probes the tips, O(line) per write (5x slower at 10k).
+TIPS_NEWEST_FIRST = (
+    "SELECT e.id, e.body FROM tips t CROSS JOIN entries e ON e.id = t.id"
+    " ORDER BY e.height DESC, e.ts DESC, e.id DESC"
+)
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -228,10 +236,7 @@ class SqliteStore:
                 ).fetchone()
                 if row is not None:
                     return self._decode_or_raise(row), False
-            tips = conn.execute(
-                "SELECT e.id, e.body FROM tips t JOIN entries e ON e.id = t.id"
-                " ORDER BY e.height DESC, e.ts DESC, e.id DESC"
-            ).fetchall()
+            tips = conn.execute(TIPS_NEWEST_FIRST).fetchall()
             entry = build(tips)
             if append_tx(conn, [entry]).added:
                 return entry, True
