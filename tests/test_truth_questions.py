@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import sqlite3
 from pathlib import Path
 
 from lifeline.entry import Entry
@@ -117,3 +118,21 @@ async def test_mcp_correct_closes_or_rewords(tmp_path: Path) -> None:
         context = lifeline(root, "context").stdout
         opens = context.split("## Open", 1)[1].split("\n## ", 1)[0]
         assert "CDN: A or B?" in opens and "Queue" not in opens
+
+
+def test_a_snapshot_of_the_previous_version_is_refolded_quietly(tmp_path: Path) -> None:
+    assert lifeline(tmp_path, "init").returncode == 0
+    q = lifeline(tmp_path, "log", "--kind", "open", "--summary", "Which CDN?").stdout.strip()
+    lifeline(tmp_path, "correct", q, "--summary", "CDN: Fastly")
+    assert lifeline(tmp_path, "context").returncode == 0  # writes the snapshot
+    db = tmp_path / ".lifeline" / "ledger.db"
+    conn = sqlite3.connect(db)
+    (text,) = conn.execute("SELECT state FROM truth_snapshot").fetchone()
+    old = json.loads(text) | {"version": 1}
+    old.pop("rewords")
+    conn.execute("UPDATE truth_snapshot SET state = ?", (json.dumps(old),))
+    conn.commit()
+    conn.close()
+    shown = lifeline(tmp_path, "context")
+    assert shown.returncode == 0 and shown.stderr == ""
+    assert "Which CDN?" not in shown.stdout.split("## Open", 1)[-1].split("\n## ", 1)[0]

@@ -12,10 +12,15 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["RECENT_KEEP", "STATE_VERSION", "Item", "State"]
+__all__ = ["RECENT_KEEP", "STATE_VERSION", "Item", "OlderSnapshot", "State"]
 
 STATE_VERSION = 2  # 2: rewords
 RECENT_KEEP = 64  # newest entries kept for the Recent section (some may be superseded)
+
+class OlderSnapshot(ValueError):
+    """A snapshot written by another version of the state: fold the line again (expected
+    once after an upgrade, not a problem)."""
+
 
 # A tracked item: [kind, ts, summary, why excerpt, thread or ""].
 Item = list[str]
@@ -52,7 +57,7 @@ class State:
     def from_json(cls, text: str) -> State:
         data = json.loads(text)
         if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
-            raise ValueError("state snapshot has another version")
+            raise OlderSnapshot("state snapshot has another version")
         data.pop("version")
         data["digest"] = int(data["digest"], 16)
         return cls(**data)
