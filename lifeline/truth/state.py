@@ -17,6 +17,7 @@ __all__ = ["RECENT_KEEP", "STATE_VERSION", "Item", "OlderSnapshot", "State"]
 STATE_VERSION = 2  # 2: rewords
 RECENT_KEEP = 64  # newest entries kept for the Recent section (some may be superseded)
 
+
 class OlderSnapshot(ValueError):
     """A snapshot written by another version of the state: fold the line again (expected
     once after an upgrade, not a problem)."""
