@@ -31,6 +31,7 @@ class Report:
     line: str
     entries: int = 0
     findings: list[Finding] = field(default_factory=list)
+    anchors: int = 0  # parents declared external anchors (known by id only), not checked
 
     @property
     def ok(self) -> bool:
@@ -40,6 +41,7 @@ class Report:
         return {
             "line": self.line,
             "entries": self.entries,
+            "anchors": self.anchors,
             "ok": self.ok,
             "findings": [asdict(f) for f in self.findings],
         }
@@ -77,6 +79,7 @@ async def verify_store(
             if parent in externals:
                 other = externals[parent]
                 if other == EXTERNAL_ANCHOR:  # known by id only, in no line: nothing to look up
+                    report.anchors += 1
                     continue
                 if external_exists is not None and not await external_exists(other, parent):
                     report.findings.append(

@@ -130,6 +130,7 @@ async def test_a_markdown_only_project_keeps_every_reproducible_entry(
         assert (await store.externals())[REDIS] == EXTERNAL_ANCHOR
     verified = lifeline(target, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "parent link(s) to external anchors" in verified.stdout
     (tmp_path / "txt").mkdir()
     text = lifeline(tmp_path / "txt", "import", str(project)).stdout
     assert "1 parent(s) could not be reproduced" in text

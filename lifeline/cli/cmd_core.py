@@ -227,7 +227,12 @@ async def cmd_verify(args: argparse.Namespace) -> int:
 
 def _print_report(report: Report) -> None:
     if report.ok:
-        print(f"line {report.line!r}: {report.entries} entries, all ids and parents verify")
+        anchored = (
+            f" ({report.anchors} parent link(s) to external anchors)" if report.anchors else ""
+        )
+        print(
+            f"line {report.line!r}: {report.entries} entries, all ids and parents verify{anchored}"
+        )
         return
     print(f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries")
     for f in report.findings:
