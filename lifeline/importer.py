@@ -26,7 +26,7 @@ from typing import Any
 from lifeline.entry import Entry, normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
 from lifeline.lc_markdown import Rejected, parse_lc_markdown
-from lifeline.lines import DEFAULT_LINE, EXTERNAL_ANCHOR, LEDGER_DIR, validate_line_name
+from lifeline.lines import DEFAULT_LINE, EXTERNAL_ANCHOR, validate_line_name
 from lifeline.store.port import Store
 from lifeline.validate import DEFAULT_LIMITS, HARD_LIMITS, Limits, check_admissible, over_limits
 
@@ -123,17 +123,20 @@ def _read_markdown(path: Path) -> ForeignLine:
 
 
 def read_lc_project(path: Path) -> list[ForeignLine]:
-    """The lines of a lifeline-context project root, its .lifeline/ folder, or one .db file."""
+    """The lines of a lifeline-context project root, a folder of its .db files (such as its
+    .lifeline/), or one .db file."""
     if path.is_file() and path.suffix == ".db":
         return [read_lc_db(path)]
-    if path.is_dir() and path.name == LEDGER_DIR:
-        path = path.parent
     if not path.is_dir():
         raise NotFound(f"{path} is neither a lifeline-context project folder nor a .db file")
+    # its root (holding .lifeline/), or a folder of its .db files (its .lifeline/ itself, or
+    # that folder moved aside to migrate a project in place)
     dbs = sorted((path / ".lifeline").glob("*.db"))
+    mds = sorted(path.glob("LIFELINE*.md"))
+    if not dbs and not mds:
+        dbs = sorted(path.glob("*.db"))
     if dbs:
         return [read_lc_db(db) for db in dbs]
-    mds = sorted(path.glob("LIFELINE*.md"))
     if not mds:
         raise NotFound(
             f"{path} holds neither .lifeline/*.db nor LIFELINE*.md; "

@@ -190,3 +190,14 @@ def test_every_imported_line_takes_a_new_log(tmp_path: Path, lc_fixture: Path) -
         wrote = lifeline(tmp_path, "--line", line, "log", "--kind", "note", "--summary", "next")
         assert wrote.returncode == 0, wrote.stderr
         assert lifeline(tmp_path, "--line", line, "verify").returncode == 0
+
+
+async def test_a_project_migrates_in_place_with_its_folder_moved_aside(
+    tmp_path: Path, lc_fixture: Path, lc_expected: dict[str, list[dict[str, Any]]]
+) -> None:
+    project = _copy_project(lc_fixture, tmp_path)
+    (project / ".lifeline").rename(project / ".lifeline-context")
+    done = lifeline(project, "import", str(project / ".lifeline-context"))
+    assert done.returncode == 0, done.stderr
+    assert set(await _ids(project)) == {e["id"] for e in lc_expected["ledger"]}
+    assert lifeline(project, "verify").returncode == 0

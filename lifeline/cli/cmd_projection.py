@@ -57,7 +57,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "path",
         metavar="PATH",
         type=Path,
-        help="its project root, its .lifeline/ folder, or one .db",
+        help="its project root, a folder of its .db files (e.g. its .lifeline/), or one .db",
     )
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=cmd_import)
