@@ -127,11 +127,12 @@ def format_ts(moment: datetime) -> str:
     return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
-def normalize_ts(value: str) -> str:
+def normalize_ts(value: str, *, naive_utc: bool = False) -> str:
     """Parse any ISO-8601 timestamp with a zone and return it in the stored form.
 
     lifeline-context wrote both ``...Z`` and ``...+00:00``; both normalise to ``...Z``, so
-    that string order is time order.
+    that string order is time order. With ``naive_utc`` (imports), a timestamp without a
+    zone is read as UTC: lifeline-context's API and its ``migrate`` wrote such rows.
     """
     found = _CANONICAL_TS.fullmatch(value)
     if found is not None:  # already the stored form: skip the parse and the re-format
@@ -148,7 +149,9 @@ def normalize_ts(value: str) -> str:
             f"timestamp {value!r} is not ISO-8601; use e.g. 2026-01-31T12:00:00Z"
         ) from exc
     if moment.tzinfo is None:
-        raise InvalidEntry(f"timestamp {value!r} has no time zone; append Z for UTC")
+        if not naive_utc:
+            raise InvalidEntry(f"timestamp {value!r} has no time zone; append Z for UTC")
+        moment = moment.replace(tzinfo=UTC)
     return format_ts(moment)
 
 

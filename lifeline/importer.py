@@ -2,9 +2,15 @@
 
 Three steps: *read* the foreign project (its ``.lifeline/*.db`` SQLite files opened
 read-only, or its ``LIFELINE*.md`` files where no database exists), *plan* (pure: every id
-recomputed, mismatches and entries with unreachable parents set aside, parents living in
-another imported line declared as cross-line references), *apply* to our stores. Every step
-is idempotent, so re-running an import changes nothing.
+recomputed, mismatches set aside, parents living in another imported line declared as
+cross-line references), *apply* to our stores. Every step is idempotent, so re-running an
+import changes nothing.
+
+History is kept: an entry over this project's local size caps is imported (and counted),
+only :data:`~lifeline.validate.HARD_LIMITS` refuse one; a ts without a zone reads as UTC.
+From a database, an entry whose parent is found nowhere is set aside with its descendants.
+From markdown (lossy: some entries cannot reproduce their id), every entry that reproduces
+is kept, and the parents that do not are declared *external anchors* and reported.
 """
 
 from __future__ import annotations
@@ -17,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lifeline.entry import Entry
+from lifeline.entry import Entry, normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
 from lifeline.lc_markdown import Rejected, parse_lc_markdown
-from lifeline.lines import DEFAULT_LINE, validate_line_name
+from lifeline.lines import DEFAULT_LINE, EXTERNAL_ANCHOR, validate_line_name
 from lifeline.store.port import Store
-from lifeline.validate import check_admissible
+from lifeline.validate import DEFAULT_LIMITS, HARD_LIMITS, Limits, check_admissible, over_limits
 
 __all__ = ["ForeignLine", "LinePlan", "apply_plan", "plan_import", "read_lc_project"]
 
@@ -35,6 +41,7 @@ class ForeignLine:
     source: Path
     entries: list[Entry] = field(default_factory=list)
     rejected: list[Rejected] = field(default_factory=list)
+    lossy: bool = False  # read from markdown: missing parents become external anchors
 
 
 @dataclass(slots=True)
@@ -47,6 +54,8 @@ class LinePlan:
     externals: dict[str, str]
     rejected: list[Rejected]
     added: int = 0
+    anchors: list[str] = field(default_factory=list)  # parents declared external anchors
+    over_caps: list[str] = field(default_factory=list)  # ids over the local size caps
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -55,6 +64,8 @@ class LinePlan:
             "entries": len(self.entries),
             "added": self.added,
             "externals": self.externals,
+            "anchors": self.anchors,
+            "over_local_caps": self.over_caps,
             "rejected": [
                 {"number": r.number, "id": r.entry_id, "reason": r.reason} for r in self.rejected
             ],
@@ -63,7 +74,7 @@ class LinePlan:
 
 def _admit(line: ForeignLine, number: str, entry: Entry) -> None:
     try:
-        check_admissible(entry)
+        check_admissible(entry, HARD_LIMITS)
     except InvalidEntry as exc:
         line.rejected.append(Rejected(number, entry.id, str(exc)))
         return
@@ -91,6 +102,7 @@ def read_lc_db(path: Path) -> ForeignLine:
             data = json.loads(payload)
             if not isinstance(data, dict):
                 raise InvalidEntry("payload is not a JSON object")
+            ts = normalize_ts(ts, naive_utc=True) if isinstance(ts, str) else ts
             data = data | {"id": eid, "ts": ts, "dedup_key": dedup}
             entry = Entry.from_dict(data, check=False)
         except (ValueError, TypeError, InvalidEntry) as exc:
@@ -103,7 +115,7 @@ def read_lc_db(path: Path) -> ForeignLine:
 def _read_markdown(path: Path) -> ForeignLine:
     parts = path.name.split(".")
     name = DEFAULT_LINE if len(parts) == 2 else validate_line_name(".".join(parts[1:-1]))
-    line = ForeignLine(name, path)
+    line = ForeignLine(name, path, lossy=True)
     accepted, line.rejected = parse_lc_markdown(path.read_text(encoding="utf-8"))
     for entry in accepted:
         _admit(line, "md", entry)
@@ -111,15 +123,20 @@ def _read_markdown(path: Path) -> ForeignLine:
 
 
 def read_lc_project(path: Path) -> list[ForeignLine]:
-    """The lines of a lifeline-context project root (or of one .db file)."""
+    """The lines of a lifeline-context project root, a folder of its .db files (such as its
+    .lifeline/), or one .db file."""
     if path.is_file() and path.suffix == ".db":
         return [read_lc_db(path)]
     if not path.is_dir():
         raise NotFound(f"{path} is neither a lifeline-context project folder nor a .db file")
+    # its root (holding .lifeline/), or a folder of its .db files (its .lifeline/ itself, or
+    # that folder moved aside to migrate a project in place)
     dbs = sorted((path / ".lifeline").glob("*.db"))
+    mds = sorted(path.glob("LIFELINE*.md"))
+    if not dbs and not mds:
+        dbs = sorted(path.glob("*.db"))
     if dbs:
         return [read_lc_db(db) for db in dbs]
-    mds = sorted(path.glob("LIFELINE*.md"))
     if not mds:
         raise NotFound(
             f"{path} holds neither .lifeline/*.db nor LIFELINE*.md; "
@@ -128,40 +145,59 @@ def read_lc_project(path: Path) -> list[ForeignLine]:
     return [_read_markdown(md) for md in mds]
 
 
-def plan_import(lines: list[ForeignLine], stored: Mapping[str, set[str]]) -> list[LinePlan]:
+def _lost(
+    entry: Entry, keep: Mapping[str, Entry], have: set[str], home: Mapping[str, str], line: str
+) -> list[str]:
+    """Parents of ``entry`` found neither in its line, among stored ids, nor in another line."""
+    return [
+        p for p in entry.parents if p not in keep and p not in have and home.get(p, line) == line
+    ]
+
+
+def _plan_line(
+    ln: ForeignLine, have: set[str], home: Mapping[str, str], limits: Limits
+) -> LinePlan:
+    keep = {e.id: e for e in ln.entries}
+    rejected = list(ln.rejected)
+    anchors: set[str] = set()
+    if ln.lossy:
+        anchors = {p for e in keep.values() for p in _lost(e, keep, have, home, ln.name)}
+    changed = not ln.lossy
+    while changed:  # drop entries whose parents cannot be reached, to a fixpoint
+        changed = False
+        for entry in list(keep.values()):
+            gone = _lost(entry, keep, have, home, ln.name)
+            if gone:
+                del keep[entry.id]
+                changed = True
+                reason = f"parent {gone[0][:12]} is in none of the imported lines"
+                rejected.append(Rejected("-", entry.id, reason))
+    externals = {
+        p: home[p]
+        for e in keep.values()
+        for p in e.parents
+        if p not in keep and p not in have and home.get(p, ln.name) != ln.name
+    }
+    plan = LinePlan(ln.name, ln.source, list(keep.values()), externals, rejected)
+    plan.anchors = sorted(anchors)
+    plan.over_caps = [e.id for e in keep.values() if over_limits(e, limits) is not None]
+    return plan
+
+
+def plan_import(
+    lines: list[ForeignLine],
+    stored: Mapping[str, set[str]],
+    limits: Limits = DEFAULT_LIMITS,
+) -> list[LinePlan]:
     """Decide, per line, what to append and which parents are cross-line (pure).
 
-    ``stored[line]`` holds the ids among the parents already in our line. An entry whose
-    parent is found nowhere (nor are its descendants) is set aside and reported.
+    ``stored[line]`` holds the ids among the parents already in our line. From a database,
+    an entry whose parent is found nowhere (and its descendants) is set aside and reported;
+    from markdown, such parents become external anchors. ``limits`` are the local caps:
+    entries over them are kept and listed in ``over_caps``.
     """
     home = {e.id: ln.name for ln in lines for e in ln.entries}
-    plans = []
-    for ln in lines:
-        have = stored.get(ln.name, set())
-        keep = {e.id: e for e in ln.entries}
-        rejected = list(ln.rejected)
-        changed = True
-        while changed:  # drop entries whose parents cannot be reached, to a fixpoint
-            changed = False
-            for entry in list(keep.values()):
-                lost = [
-                    p
-                    for p in entry.parents
-                    if p not in keep and p not in have and home.get(p, ln.name) == ln.name
-                ]
-                if lost:
-                    del keep[entry.id]
-                    changed = True
-                    reason = f"parent {lost[0][:12]} is in none of the imported lines"
-                    rejected.append(Rejected("-", entry.id, reason))
-        externals = {
-            p: home[p]
-            for e in keep.values()
-            for p in e.parents
-            if p not in keep and p not in have and home.get(p, ln.name) != ln.name
-        }
-        plans.append(LinePlan(ln.name, ln.source, list(keep.values()), externals, rejected))
-    return plans
+    return [_plan_line(ln, stored.get(ln.name, set()), home, limits) for ln in lines]
 
 
 OpenStore = Callable[[str], AbstractAsyncContextManager[Store]]
@@ -173,5 +209,7 @@ async def apply_plan(plans: list[LinePlan], open_store: OpenStore) -> AsyncItera
         async with open_store(plan.name) as store:
             for parent, other in sorted(plan.externals.items()):
                 await store.declare_external(parent, other)
+            for anchor in plan.anchors:
+                await store.declare_external(anchor, EXTERNAL_ANCHOR)
             plan.added = (await store.append_many(plan.entries)).count
         yield plan

@@ -52,7 +52,7 @@ def _parse_block(ts_raw: str, block: str) -> Entry:
         raise InvalidEntry(f"parents {raw_parents[:80]!r} are not 64-hex ids")
     entry = Entry(
         id=fields["id"].strip(),
-        ts=normalize_ts(ts_raw),
+        ts=normalize_ts(ts_raw, naive_utc=True),
         kind=fields["kind"],
         author=fields["author"],
         agent=fields["agent"],

@@ -1,8 +1,10 @@
 """The ledger service: validated local writes on top of a store.
 
-Local writes get default parents (the line's current tips, so forks made by concurrent
-writers are joined by the next write), validation, and dedup-key idempotency. Reads go to
-the store directly.
+Local writes get default parents (the line's tips, at most :data:`JOIN_TIPS` of them, so
+forks made by concurrent writers are joined by the next writes and no write ever fails
+because of how many tips a line has — see :func:`choose_parents` and
+docs/decisions/0018-bounded-fork-joining.md), validation, and dedup-key idempotency. Reads
+go to the store directly.
 """
 
 from __future__ import annotations
@@ -18,21 +20,56 @@ from lifeline.entry import Entry, format_ts
 from lifeline.errors import InvalidEntry
 from lifeline.plugins import AppendHook, InTransaction, TransactionalHook
 from lifeline.store.port import AppendResult, Store
+from lifeline.truth.parse import thread_of
 from lifeline.validate import DEFAULT_LIMITS, Limits, check_local
 
 __all__ = [
     "CHUNK",
+    "JOIN_TIPS",
     "ChunkAppender",
     "Draft",
     "HookedAppender",
     "Ledger",
+    "Tip",
     "TipsAppender",
+    "choose_parents",
     "utc_now",
 ]
 
 # Drafts per chunk of a pipelined batch: small enough that building the next chunk overlaps
 # the write of this one, large enough that each chunk's lookups stay one statement.
 CHUNK = 250
+
+# Tips a local write joins at most. Each write over a line with t > 1 tips leaves
+# t - min(t, JOIN_TIPS) + 1 of them, so forks still converge; a line imported with
+# thousands of unjoined thread leaves stays writable (decision 0018).
+JOIN_TIPS = 8
+
+Tip = tuple[str, str]  # (id, body) of a tip, as the store reads it for choose_parents
+
+
+def choose_parents(tips: Sequence[Tip], body: str, cap: int = JOIN_TIPS) -> tuple[str, ...]:
+    """The default parents of a local write whose body is ``body``.
+
+    ``tips`` are the line's tips, newest first in stream order (height, ts, id descending).
+    A write in a thread chains to its thread's newest tip, if one is a tip; the other places
+    go to the newest tips. Deterministic: the same tips and body give the same parents.
+    """
+    cap = max(cap, 1)
+    if len(tips) <= cap:
+        return tuple(sorted(i for i, _b in tips))
+    chosen: list[str] = []
+    thread = thread_of(body)
+    if thread is not None:
+        head = next((i for i, b in tips if thread_of(b) == thread), None)
+        if head is not None:
+            chosen.append(head)
+    for tip_id, _b in tips:
+        if len(chosen) == cap:
+            break
+        if tip_id not in chosen:
+            chosen.append(tip_id)
+    return tuple(sorted(chosen))
 
 
 _last_second: tuple[int, str] = (-1, "")  # a second and its rendering, swapped whole
@@ -97,7 +134,7 @@ class TipsAppender(Protocol):
 
     async def append_onto_tips(
         self,
-        build: Callable[[tuple[str, ...]], Entry],
+        build: Callable[[Sequence[Tip]], Entry],
         *,
         dedup_key: str | None = None,
         within: InTransaction | None = None,
@@ -170,14 +207,32 @@ class Ledger:
                 await hook.prepare(self.store)
             self._prepared = True
 
-    def _checked(self, draft: Draft, parents: tuple[str, ...]) -> Entry:
+    def _join_cap(self) -> int:
+        return min(JOIN_TIPS, self.limits.max_parents)
+
+    def _checked(self, draft: Draft, tips: Sequence[Tip]) -> Entry:
+        parents = choose_parents(tips, draft.body, self._join_cap())
         entry = _create(draft, self._clock(), parents, ts_normal=self._ts_normal)
         check_local(entry, self.limits, id_computed=True)
         return entry
 
+    async def _default_parents(self, body: str) -> tuple[str, ...]:
+        """:func:`choose_parents` over a store without :class:`TipsAppender`."""
+        tips = await self.store.tips()
+        if len(tips) <= self._join_cap():
+            return tuple(tips)
+        wanted = set(tips)
+        height = {i: h for h, i in await self.store.keys() if i in wanted}
+        found = sorted(
+            await self.store.get_many(tips), key=lambda e: (height[e.id], e.ts, e.id), reverse=True
+        )
+        return choose_parents([(e.id, e.body) for e in found], body, self._join_cap())
+
     async def build(self, draft: Draft) -> Entry:
         """Turn a draft into a validated entry (not yet stored)."""
-        parents = draft.parents if draft.parents is not None else tuple(await self.store.tips())
+        parents = (
+            draft.parents if draft.parents is not None else await self._default_parents(draft.body)
+        )
         entry = _create(draft, self._clock(), parents, ts_normal=self._ts_normal)
         check_local(entry, self.limits, id_computed=True)
         if draft.parents is not None:  # tips are stored by definition: no need to look
@@ -220,7 +275,7 @@ class Ledger:
         writes the previous chunk, still in one transaction (all or nothing).
         """
         await self._prepare_hooks()
-        tips = tuple(await self.store.tips())
+        tips = await self._default_parents(drafts[0].body) if drafts else ()
         entries: list[Entry] = []
         chunks = self._build_chunks(drafts, tips, entries)
         if self._chunked is not None and len(drafts) > CHUNK:

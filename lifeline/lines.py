@@ -9,6 +9,7 @@ from lifeline.errors import ConfigError, NotFound
 
 __all__ = [
     "DEFAULT_LINE",
+    "EXTERNAL_ANCHOR",
     "LEDGER_DIR",
     "line_names",
     "line_path",
@@ -17,6 +18,9 @@ __all__ = [
 ]
 
 DEFAULT_LINE = "ledger"
+# What a declared external parent names instead of a line when it is an *anchor*: an entry
+# known only by its id (an import could not reproduce it), in no line. Not a valid line name.
+EXTERNAL_ANCHOR = "(anchor)"
 LEDGER_DIR = ".lifeline"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 

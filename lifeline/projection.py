@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from lifeline.entry import ID_RE, Entry, normalize_ts
 from lifeline.errors import IdMismatch, InvalidEntry
+from lifeline.lines import EXTERNAL_ANCHOR
 
 __all__ = ["FORMAT_MARKER", "Projection", "is_projection", "parse", "parse_document", "render"]
 
@@ -29,7 +30,12 @@ _NONE = "(none)"
 _FENCE_OPEN = re.compile(r"^(`{3,})text$")
 _FIELD = re.compile(r"^- ([a-z_]+):(?: (.*))?$")
 _EXTERNAL = re.compile(r"^- ([0-9a-f]{64}) is in line ([a-z0-9][a-z0-9_-]{0,63})$")
+_ANCHOR = re.compile(r"^- ([0-9a-f]{64}) is an external anchor$")
 _EXTERNALS_HEADING = "## Cross-line parents"
+# lifeline-context 0.6.1 cuts its LIFELINE.md at these; user text holding them is quoted with
+# "#" and "<" escaped, so that tool never reads an entry out of our view (docs/projection.md).
+_LC_MARKS = ("### #", "<!-- lifeline:end")
+_LC_ESCAPED = "#<"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +51,11 @@ def _visible(ch: str) -> bool:
     return ch == " " or unicodedata.category(ch)[0] in "LMNPS"
 
 
+def _mimics_lc(value: str) -> bool:
+    """Text lifeline-context's reader would take for its own entry structure."""
+    return any(mark in value for mark in _LC_MARKS)
+
+
 def _plain_safe(value: str) -> bool:
     # Also refuse what parse would read as a quoted value or an empty/parents marker.
     return (
@@ -53,15 +64,20 @@ def _plain_safe(value: str) -> bool:
         and not value.startswith(('"', "["))
         and value != _NONE
         and all(_visible(c) for c in value)
+        and not _mimics_lc(value)
     )
 
 
 def _quote(value: str) -> str:
-    """A JSON string literal; invisible characters are escaped so a reader sees them."""
+    """A JSON string literal; invisible characters are escaped so a reader sees them, and
+    in text that mimics lifeline-context's structure, ``#`` and ``<`` too."""
+    hidden = _LC_ESCAPED if _mimics_lc(value) else ""
     out = ['"']
     for ch in value:
         if ch in '"\\':
             out.append("\\" + ch)
+        elif ch in hidden:
+            out.append(f"\\u{ord(ch):04x}")
         elif _visible(ch):
             out.append(ch)
         else:
@@ -76,7 +92,7 @@ def _value(value: str) -> str:
 
 
 def _fence_safe(body: str) -> bool:
-    return all(c in "\n\t" or _visible(c) for c in body)
+    return all(c in "\n\t" or _visible(c) for c in body) and not _mimics_lc(body)
 
 
 def _render_entry(entry: Entry) -> list[str]:
@@ -120,7 +136,12 @@ def render(entries: Iterable[Entry], line: str, externals: Mapping[str, str] | N
     ]
     if externals:
         out.extend([_EXTERNALS_HEADING, ""])
-        out.extend(f"- {eid} is in line {other}" for eid, other in sorted(externals.items()))
+        out.extend(
+            f"- {eid} is an external anchor"
+            if other == EXTERNAL_ANCHOR
+            else f"- {eid} is in line {other}"
+            for eid, other in sorted(externals.items())
+        )
         out.append("")
     for entry in items:
         out.extend(_render_entry(entry))
@@ -269,6 +290,9 @@ def parse_document(text: str) -> Projection:
         external = _EXTERNAL.match(line)
         if external and not entries:
             externals[external.group(1)] = external.group(2)
+        anchor = _ANCHOR.match(line)
+        if anchor and not entries:
+            externals[anchor.group(1)] = EXTERNAL_ANCHOR
         if not line.startswith(_HEADING):
             continue
         entry_id = line[len(_HEADING) :]

@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import EntryTooLarge, InvalidEntry
 
-__all__ = ["DEFAULT_LIMITS", "Limits", "check_admissible", "check_local"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "HARD_LIMITS",
+    "Limits",
+    "check_admissible",
+    "check_local",
+    "over_limits",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +34,17 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+# What an imported entry must fit: history another tool accepted is kept even when it is
+# over this project's local caps (config.json), but never past these, which protect the
+# store and keep one entry well inside a sync message (about 1 MiB).
+HARD_LIMITS = Limits(
+    summary_bytes=16_000,
+    body_bytes=512_000,
+    field_bytes=1_000,
+    max_parents=1_024,
+    dedup_key_bytes=1_000,
+)
 
 
 def _utf8_len(name: str, value: str) -> int:
@@ -82,6 +100,19 @@ def check_local(
     if not entry.summary.strip():
         raise InvalidEntry("summary is empty; say in one line what this entry records")
     check_admissible(entry, limits, id_computed=id_computed)
+
+
+def over_limits(entry: Entry, limits: Limits) -> str | None:
+    """Which cap of ``limits`` an (admissible) entry is over, as a message, or None."""
+    if _plainly_within_caps(entry, limits) and len(entry.parents) <= limits.max_parents:
+        return None
+    if len(entry.parents) > limits.max_parents:
+        return f"{len(entry.parents)} parents, over the cap of {limits.max_parents}"
+    try:
+        _check_sizes(entry, limits)
+    except InvalidEntry as exc:
+        return str(exc).split(";", 1)[0]
+    return None
 
 
 def _check_sizes(entry: Entry, limits: Limits) -> None:

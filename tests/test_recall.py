@@ -95,10 +95,16 @@ async def test_accents_fold(store: SqliteStore) -> None:
     assert (await _hits(store, "cafe naive"))[0][0] == "Café naïve résumé"
 
 
-async def test_abstention_floor(store: SqliteStore) -> None:
-    assert await _hits(store, "routine build note") == []  # in every filler: weak everywhere
-    assert await _hits(store, "nothing like this") == []
-    assert await _hits(store, "redis", floor=1000.0) == []
+async def test_abstention_floor_is_relative_to_the_best_hit(store: SqliteStore) -> None:
+    common = await _hits(store, "routine build note")  # in every filler: still found
+    assert common and all(summary.startswith("routine note number") for summary, _s in common)
+    assert await _hits(store, "nothing like this") == []  # shares no word: nothing
+    truth = (await read_truth(store)).truth
+    ranked = await recall(store, truth, "redis", floor=0.0)
+    assert ranked[0].score == 1.0 and all(0.0 < h.score <= 1.0 for h in ranked)
+    assert len(await recall(store, truth, "redis", floor=1.0)) < len(ranked)
+    with pytest.raises(ValueError, match="fraction of the best score"):
+        await recall(store, truth, "redis", floor=1.5)
 
 
 async def test_tampered_entry_is_never_served(store: SqliteStore) -> None:

@@ -206,5 +206,5 @@ def test_tiktoken_is_optional() -> None:
     if importlib.util.find_spec("tiktoken") is not None:
         assert Budget(1000, "tokens", "tiktoken").measure()("hello world") > 0
         return
-    with pytest.raises(ConfigError, match="pip install tiktoken"):
+    with pytest.raises(ConfigError, match=r"pip install 'lifeline-mesh\[tokenizer\]'"):
         Budget(1000, "tokens", "tiktoken").measure()

@@ -163,5 +163,5 @@ def test_two_corrections_of_one_decision_both_stand_in_for_it() -> None:
     )
     truth = derive(fold_all([d, c1, c2]))
     assert truth.decisions == [c1.id, c2.id] and d.id in truth.superseded
-    fix_open = _chain(("open", "which queue?", ()), ("correction", "which broker?", (0,)))
-    assert derive(fold_all(fix_open)).open == [fix_open[1].id]
+    fix_open = _chain(("open", "which queue?", ()), ("correction", "broker: Rabbit", (0,)))
+    assert derive(fold_all(fix_open)).open == []  # a correction of an open closes it

@@ -43,7 +43,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     body.add_argument("--body-file", help="read the body from PATH ('-' for stdin)")
     p.add_argument(
         "--parents",
-        help="comma-separated ids or prefixes (default: the line's tips); "
+        help="comma-separated ids or prefixes (default: the line's newest tips, at most 8); "
         "LINE:ID names a parent in another line",
     )
     p.add_argument("--author", default=None, help="who (default: $LIFELINE_AUTHOR or $USER)")
@@ -273,7 +273,12 @@ async def cmd_verify(args: argparse.Namespace) -> int:
 
 def _print_report(report: Report) -> None:
     if report.ok:
-        print(f"line {report.line!r}: {report.entries} entries, all ids and parents verify")
+        anchored = (
+            f" ({report.anchors} parent link(s) to external anchors)" if report.anchors else ""
+        )
+        print(
+            f"line {report.line!r}: {report.entries} entries, all ids and parents verify{anchored}"
+        )
         return
     print(f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries")
     for f in report.findings:

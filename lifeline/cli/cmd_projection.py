@@ -14,11 +14,13 @@ from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import write_atomic
 from lifeline.importer import ForeignLine, LinePlan, apply_plan, plan_import, read_lc_project
 from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
-from lifeline.lines import line_names, line_path, projection_path
+from lifeline.lc_view import LcView, render_lc_view
+from lifeline.lines import EXTERNAL_ANCHOR, line_names, line_path, projection_path
 from lifeline.projection import is_projection, parse_document, render
+from lifeline.settings import load_limits
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
-from lifeline.validate import check_admissible
+from lifeline.validate import HARD_LIMITS, check_admissible, over_limits
 
 __all__ = ["register"]
 
@@ -30,6 +32,13 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="write the line's projection (LIFELINE.md); prints its path",
     )
     p.add_argument("--stdout", action="store_true", help="print the projection instead")
+    p.add_argument(
+        "--format",
+        choices=["lifeline", "lifeline-context"],
+        default="lifeline",
+        help="lifeline (default, lossless) or lifeline-context: the LIFELINE.md that "
+        "lifeline-context 0.6's migrate and pull read, for teams mid-migration",
+    )
     p.set_defaults(func=cmd_render)
 
     p = sub.add_parser(
@@ -45,7 +54,10 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "import", parents=[parent], help="import a ledger written by lifeline-context 0.6"
     )
     p.add_argument(
-        "path", metavar="PATH", type=Path, help="its project root (holding .lifeline/) or a .db"
+        "path",
+        metavar="PATH",
+        type=Path,
+        help="its project root, a folder of its .db files (e.g. its .lifeline/), or one .db",
     )
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=cmd_import)
@@ -60,6 +72,17 @@ def _warn_rows(problems: list[RowProblem], line: str) -> None:
         )
 
 
+def _warn_left_out(view: LcView, line: str) -> None:
+    if view.unwritable:
+        first, why = next(iter(view.unwritable.items()))
+        print(
+            f"lifeline: warning: {len(view.unwritable)} entr(y/ies) of line {line!r} cannot be "
+            f"written in lifeline-context's format (e.g. {first[:12]}: {why}) and were left "
+            f"out, with {len(view.descendants)} descendant(s); the default format keeps them",
+            file=sys.stderr,
+        )
+
+
 async def cmd_render(args: argparse.Namespace) -> int:
     name = line_of(args)
     problems: list[RowProblem] = []
@@ -67,7 +90,12 @@ async def cmd_render(args: argparse.Namespace) -> int:
         entries = [e async for e in store.stream(problems=problems)]
         externals = await store.externals()
     _warn_rows(problems, name)
-    data = render(entries, name, externals).encode("utf-8")
+    if args.format == "lifeline-context":
+        view = render_lc_view(entries, name)
+        _warn_left_out(view, name)
+        data = view.text.encode("utf-8")
+    else:
+        data = render(entries, name, externals).encode("utf-8")
     if args.stdout:
         sys.stdout.flush()
         sys.stdout.buffer.write(data)
@@ -111,10 +139,10 @@ def _read_ingest(path: Path, text: str, name: str) -> tuple[ForeignLine, dict[st
     if is_projection(text):
         document = parse_document(text)
         for entry in document.entries:
-            check_admissible(entry)
+            check_admissible(entry, HARD_LIMITS)
         return ForeignLine(name, path, document.entries), dict(document.externals), True
     if looks_like_lc_markdown(text):
-        foreign = ForeignLine(name, path)
+        foreign = ForeignLine(name, path, lossy=True)
         foreign.entries, foreign.rejected = parse_lc_markdown(text)
         return foreign, {}, False
     raise InvalidEntry(
@@ -132,10 +160,16 @@ async def _ingest_plan(
     declared.update(await _in_other_lines(root, foreign.name, missing))
     for parent, other in declared.items():
         await store.declare_external(parent, other)
+    limits = load_limits(root)
     if ours:  # all-or-nothing: append_many refuses the whole batch on a gap
-        return LinePlan(foreign.name, foreign.source, foreign.entries, declared, [])
-    # lossy foreign text: keep what closes over its parents, report the rest
-    (plan,) = plan_import([foreign], {foreign.name: await _stored_parents(store, foreign)})
+        plan = LinePlan(foreign.name, foreign.source, foreign.entries, declared, [])
+        plan.over_caps = [e.id for e in foreign.entries if over_limits(e, limits) is not None]
+        return plan
+    # lossy foreign text: keep what reproduces, anchor the parents that do not
+    stored = {foreign.name: await _stored_parents(store, foreign)}
+    (plan,) = plan_import([foreign], stored, limits)
+    for anchor in plan.anchors:
+        await store.declare_external(anchor, EXTERNAL_ANCHOR)
     plan.externals = declared
     return plan
 
@@ -160,6 +194,17 @@ def _report(plans: list[LinePlan], as_json: bool, *, verb: str) -> None:
         )
         for parent, other in sorted(p.externals.items()):
             print(f"  cross-line parent {parent[:12]} -> line {other!r}")
+        if p.anchors:
+            print(
+                f"  {len(p.anchors)} parent(s) could not be reproduced from the markdown and are "
+                f"declared external anchors (e.g. {p.anchors[0][:12]}); their children are kept"
+            )
+        if p.over_caps:
+            print(
+                f"  {len(p.over_caps)} entr(y/ies) exceed this project's size caps "
+                f"(e.g. {p.over_caps[0][:12]}); kept as history — peers with the same caps "
+                "refuse them, see docs/configuration.md"
+            )
         for r in p.rejected:
             print(f"  not imported: #{r.number} {r.entry_id[:12]}: {r.reason}", file=sys.stderr)
 
@@ -190,7 +235,7 @@ async def cmd_import(args: argparse.Namespace) -> int:
         if line_path(root, line.name).exists():
             async with _opener(root, line.name) as store:
                 stored[line.name] = await _stored_parents(store, line)
-    plans = plan_import(lines, stored)
+    plans = plan_import(lines, stored, load_limits(root))
     done = [p async for p in apply_plan(plans, lambda n: _opener(root, n))]
     _report(done, args.json, verb="imported")
     return 1 if any(p.rejected for p in done) else 0

@@ -14,7 +14,7 @@ from lifeline.settings import load_limits
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import FORMATS, deliver
-from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary
+from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary, reword_body
 from lifeline.truth.recall import DEFAULT_FLOOR, recall
 from lifeline.truth.service import build_context, read_truth, resume_of
 
@@ -28,6 +28,18 @@ def _positive(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{value} must be greater than 0")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(
+            f"{value} is not a fraction of the best score; give a number from 0 to 1"
+        )
     return value
 
 
@@ -55,9 +67,10 @@ def _register_reads(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=_positive, default=8, help="at most K hits (default 8)")
     p.add_argument(
         "--floor",
-        type=float,
+        type=_fraction,
         default=DEFAULT_FLOOR,
-        help=f"abstention floor: weaker hits are not shown (default {DEFAULT_FLOOR})",
+        help="abstention floor, a fraction of the best hit's score: weaker hits are not shown"
+        f" (default {DEFAULT_FLOOR}; 0 shows every match)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_recall)
@@ -85,6 +98,12 @@ def _register_writes(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("id", metavar="ID|PREFIX", help="the entry this corrects")
     p.add_argument("--summary", required=True, help="one line: what is true instead")
     p.add_argument("--body", default="", help="why the correction")
+    p.add_argument(
+        "--still-open",
+        action="store_true",
+        help="the entry is an open question: reword it and keep it open (default: a correction"
+        " of an open question closes it)",
+    )
     p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
     p.set_defaults(func=cmd_correct)
 
@@ -139,7 +158,7 @@ async def cmd_recall(args: argparse.Namespace) -> int:
         )
         return 0
     if not hits:
-        print(f"no entry matches {args.query!r} strongly enough (floor {args.floor})")
+        print(f"no entry shares a word with {args.query!r}")
     for h in hits:
         mark = " [superseded]" if h.superseded else ""
         print(f"{h.entry_id[:12]}  {h.score:6.2f}{mark}  {h.summary}")
@@ -187,13 +206,27 @@ async def cmd_checkpoint(args: argparse.Namespace) -> int:
     if not any(i.strip() for items in blocks.values() for i in items):
         raise ConfigError("a checkpoint needs at least one item: --next, --done, --goal, ...")
     async with open_line(args) as store:
+        thread, title = await _open_thread(store, thread)
         draft = Draft(
             kind="checkpoint",
-            summary=checkpoint_summary(thread, blocks),
+            summary=checkpoint_summary(title, blocks),
             body=checkpoint_body(thread, blocks),
             author=default_author(),
         )
         return await _write(args, store, draft)
+
+
+async def _open_thread(store: SqliteStore, thread: str) -> tuple[str, str]:
+    """(thread, title): an open question's id prefix names its thread by the full id."""
+    if len(thread) < 8 or any(c not in "0123456789abcdef" for c in thread):
+        return thread, thread
+    try:
+        found = await store.resolve(thread)
+    except NotFound:
+        return thread, thread
+    if found.kind != "open":
+        return thread, thread
+    return found.id, " ".join(found.summary.split())[:60]
 
 
 async def cmd_correct(args: argparse.Namespace) -> int:
@@ -202,7 +235,7 @@ async def cmd_correct(args: argparse.Namespace) -> int:
         draft = Draft(
             kind="correction",
             summary=args.summary,
-            body=args.body,
+            body=reword_body(args.body) if args.still_open else args.body,
             author=default_author(),
             parents=(target.id,),
         )

@@ -33,6 +33,14 @@ InTransaction = Callable[[sqlite3.Connection, Sequence[Entry]], None]
 
 __all__ = ["SqliteStore"]
 
+# The tips with their bodies, newest first in stream order (lifeline.ledger.choose_parents).
+# CROSS JOIN keeps the tips as the outer loop: with a plain JOIN the planner walks every
+# entry by the order index and probes the tips, O(line) per write (5x slower at 10k).
+TIPS_NEWEST_FIRST = (
+    "SELECT e.id, e.body FROM tips t CROSS JOIN entries e ON e.id = t.id"
+    " ORDER BY e.height DESC, e.ts DESC, e.id DESC"
+)
+
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -212,12 +220,15 @@ class SqliteStore:
 
     async def append_onto_tips(
         self,
-        build: Callable[[tuple[str, ...]], Entry],
+        build: Callable[[Sequence[tuple[str, str]]], Entry],
         *,
         dedup_key: str | None = None,
         within: InTransaction | None = None,
     ) -> tuple[Entry, bool]:
         """Store ``build(tips)``, with the tips read in the same write transaction.
+
+        ``tips`` are ``(id, body)`` pairs, newest first in stream order (height, ts, id
+        descending), for :func:`lifeline.ledger.choose_parents`.
 
         One thread hop for a whole local write, and no window in which another writer's
         entry could land between reading the tips and writing onto them. With ``dedup_key``
@@ -233,7 +244,7 @@ class SqliteStore:
                 ).fetchone()
                 if row is not None:
                     return self._decode_or_raise(row), False
-            tips = tuple(r[0] for r in conn.execute("SELECT id FROM tips ORDER BY id"))
+            tips = conn.execute(TIPS_NEWEST_FIRST).fetchall()
             entry = build(tips)
             if append_tx(conn, [entry]).added:
                 if within is not None:

@@ -28,7 +28,8 @@ def _tiktoken_counter() -> Callable[[str], int]:
         import tiktoken  # type: ignore[import-not-found, unused-ignore]
     except ImportError as exc:
         raise ConfigError(
-            "tokenizer 'tiktoken' is not installed; `pip install tiktoken` or use the default"
+            "tokenizer 'tiktoken' is not installed; `pip install 'lifeline-mesh[tokenizer]'` "
+            "(or `pip install tiktoken`), or use the default estimate"
         ) from exc
     enc = tiktoken.get_encoding("cl100k_base")
     return lambda text: len(enc.encode(text))

@@ -8,7 +8,9 @@ The shapes are the ones lifeline-context 0.6.1 wrote, so its ledgers read the sa
     next:
       - item
 
-A pin is a ``note`` whose body starts with ``pin: <id>``. Pure functions, no I/O.
+A pin is a ``note`` whose body starts with ``pin: <id>``. A correction whose body holds the
+line ``status: open`` rewords the open question it corrects instead of closing it
+(docs/truth.md). Pure functions, no I/O.
 """
 
 from __future__ import annotations
@@ -23,11 +25,14 @@ __all__ = [
     "checkpoint_summary",
     "parse_checkpoint",
     "pin_target",
+    "reword_body",
+    "rewords",
     "thread_of",
 ]
 
 BLOCKS = ("goal", "done", "next", "blocked", "tried")
 _THREAD_RE = re.compile(r"^thread:[ \t]*(\S.*?)\s*$", re.MULTILINE)
+_STILL_OPEN_RE = re.compile(r"^status:[ \t]*open[ \t]*$", re.MULTILINE)
 _PIN_RE = re.compile(r"^pin:[ \t]*([0-9a-f]{64})\b")
 _BLOCK_RE = re.compile(r"^(goal|done|next|blocked|tried):[ \t]*(.*?)\s*$")
 _ITEM_RE = re.compile(r"^[ \t]+-[ \t]*(.*?)\s*$")
@@ -47,6 +52,16 @@ def thread_of(body: str) -> str | None:
         return None
     found = _THREAD_RE.search(body)
     return found.group(1) if found else None
+
+
+def rewords(kind: str, body: str) -> bool:
+    """Whether a correction keeps the question it corrects open (a ``status: open`` line)."""
+    return kind == "correction" and "status:" in body and bool(_STILL_OPEN_RE.search(body))
+
+
+def reword_body(body: str) -> str:
+    """``body`` with the ``status: open`` line that makes a correction reword a question."""
+    return body if rewords("correction", body) else f"status: open\n{body}".strip()
 
 
 def pin_target(kind: str, body: str) -> str | None:

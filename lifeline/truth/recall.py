@@ -5,9 +5,13 @@ index is brought up to date when it is read, not when entries are written: befor
 query, rows past the last indexed ``seq`` are indexed in one transaction, so rows written by
 any path (local writes, sync, other processes) are found and the write path pays nothing
 (docs/decisions/0009-write-path.md). User text only ever becomes quoted terms, never FTS
-syntax. Hits scoring under the abstention floor are dropped; a hit whose stored entry no
-longer matches its id is never served. When this SQLite lacks FTS5 (probed at import), or
-``LIFELINE_RECALL=scan``, the same BM25 runs over a scan of the line (slower, same answers in kind).
+syntax. The abstention floor is relative to the best hit: a hit scoring under ``floor`` times
+the best score is dropped, so a query whose words occur in some entry always finds one, and a
+query that shares no word with any entry finds nothing (BM25 scores of a small line sit far
+below any absolute floor). Scores are reported relative to the best hit (1.0). A hit whose
+stored entry no longer matches its id is never served. When this SQLite lacks FTS5 (probed at
+import), or ``LIFELINE_RECALL=scan``, the same BM25 runs over a scan of the line (slower, same
+answers in kind).
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ __all__ = [
 ]
 
 SUMMARY_WEIGHT = 3.0
-DEFAULT_FLOOR = 1.0
+DEFAULT_FLOOR = 0.25  # a fraction of the best hit's score, in (0, 1]
 MAX_TERMS = 16
 _K1, _B = 1.2, 0.75
 
@@ -220,11 +224,21 @@ async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[st
 async def recall(
     store: Store, truth: Truth, query: str, *, k: int = 8, floor: float = DEFAULT_FLOOR
 ) -> list[Hit]:
-    """The best ``k`` hits for ``query`` at or above ``floor``; tampered entries never served."""
+    """The best ``k`` hits for ``query``, near enough to the best; tampered entries never served.
+
+    ``floor`` is a fraction of the best hit's score (0 keeps every match); each hit's score
+    is relative to the best one.
+    """
+    if not 0.0 <= floor <= 1.0:
+        raise ValueError(f"the recall floor is a fraction of the best score; got {floor}")
     terms = query_terms(query)
     if not terms or k <= 0:
         return []
-    ranked = [(i, s) for i, s in await _rank(store, terms, k * 4) if s >= floor]
+    ranked = await _rank(store, terms, k * 4)
+    best = ranked[0][1] if ranked else 0.0
+    if best <= 0.0:
+        return []
+    ranked = [(i, s / best) for i, s in ranked if s >= floor * best]
     found = {e.id: e for e in await store.get_many([i for i, _s in ranked])}
     hits: list[Hit] = []
     for eid, score in ranked:

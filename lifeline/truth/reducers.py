@@ -12,7 +12,7 @@ import bisect
 from collections.abc import Iterable
 
 from lifeline.entry import Entry
-from lifeline.truth.parse import pin_target, thread_of
+from lifeline.truth.parse import pin_target, rewords, thread_of
 from lifeline.truth.state import RECENT_KEEP, State
 
 __all__ = ["TRACKED_KINDS", "WHY_KEEP", "fold", "fold_all", "why_excerpt"]
@@ -74,6 +74,8 @@ def fold(state: State, entry: Entry) -> None:
         state.pins[entry.id] = pinned
     if entry.kind == "correction":
         state.corrections[entry.id] = sorted(set(entry.parents))
+        if rewords(entry.kind, entry.body):
+            bisect.insort(state.rewords, entry.id)
     if entry.kind in TRACKED_KINDS or pinned is not None:
         summary = " ".join(entry.summary.split())
         state.items[entry.id] = [entry.kind, entry.ts, summary, why_excerpt(entry.body), thread]

@@ -20,7 +20,7 @@ from lifeline.store.port import Store
 from lifeline.store.schema import register_migrations
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.reducers import fold, fold_all
-from lifeline.truth.state import State
+from lifeline.truth.state import OlderSnapshot, State
 
 __all__ = ["load_state"]
 
@@ -105,6 +105,8 @@ def _load_tx(conn: sqlite3.Connection) -> tuple[State, int, int, int]:
     if snap is not None:
         try:
             state, last = State.from_json(snap[1]), int(snap[0])
+        except OlderSnapshot:
+            log.info("truth snapshot of another version; folding the line again")
         except (ValueError, TypeError, KeyError) as exc:
             log.warning("truth snapshot unreadable (%s); folding the line again", exc)
     total = int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])

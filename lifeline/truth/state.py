@@ -12,10 +12,16 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-__all__ = ["RECENT_KEEP", "STATE_VERSION", "Item", "State"]
+__all__ = ["RECENT_KEEP", "STATE_VERSION", "Item", "OlderSnapshot", "State"]
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 2: rewords
 RECENT_KEEP = 64  # newest entries kept for the Recent section (some may be superseded)
+
+
+class OlderSnapshot(ValueError):
+    """A snapshot written by another version of the state: fold the line again (expected
+    once after an upgrade, not a problem)."""
+
 
 # A tracked item: [kind, ts, summary, why excerpt, thread or ""].
 Item = list[str]
@@ -29,6 +35,7 @@ class State:
     digest: int = 0  # sum of the ids as integers mod 2**256: a set fingerprint
     items: dict[str, Item] = field(default_factory=dict)
     corrections: dict[str, list[str]] = field(default_factory=dict)  # id -> targets
+    rewords: list[str] = field(default_factory=list)  # corrections saying "status: open", sorted
     pins: dict[str, str] = field(default_factory=dict)  # pin note id -> pinned id
     checkpoints: dict[str, list[list[str]]] = field(default_factory=dict)  # thread -> [ts,id]
     threads: dict[str, list[list[str]]] = field(default_factory=dict)  # thread -> [ts,id]
@@ -51,7 +58,7 @@ class State:
     def from_json(cls, text: str) -> State:
         data = json.loads(text)
         if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
-            raise ValueError("state snapshot has another version")
+            raise OlderSnapshot("state snapshot has another version")
         data.pop("version")
         data["digest"] = int(data["digest"], 16)
         return cls(**data)

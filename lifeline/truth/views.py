@@ -2,7 +2,13 @@
 
 Supersession is the fixpoint of the correction graph: a correction supersedes its parents
 only while it is itself in force, so reverting a reversal restores the original. Ids are
-content hashes, so the graph has no cycles and the recursion below always ends.
+content hashes, so the graph has no cycles and the walks below always end.
+
+Open questions (docs/truth.md): a correction of an ``open`` closes it — the question leaves
+Open and its thread's checkpoints leave Resume — unless the correction says ``status: open``,
+which rewords it (the correction is shown as the question). A correction of a rewording acts
+on the question itself: it closes it, or rewords it again. When several corrections in force
+bear on one question, the newest by ``(ts, id)`` decides.
 """
 
 from __future__ import annotations
@@ -30,14 +36,42 @@ class Truth:
         return entry_id in self.superseded
 
 
-def _in_force(state: State) -> dict[str, bool]:
+Targets = dict[str, list[str]]  # correction id -> the ids it supersedes
+
+
+def _targets(state: State) -> Targets:
+    """Each correction's targets; a correction of a rewording also targets its question."""
+    reword = set(state.rewords)
+    out: Targets = {}
+    for start in sorted(state.corrections):
+        stack = [start]
+        while stack:
+            cid = stack[-1]
+            own = state.corrections[cid]
+            pending = [t for t in own if t in reword and t not in out and t in state.corrections]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            extra = {
+                q
+                for t in own
+                if t in reword and t in out
+                for q in out[t]
+                if q in state.items and state.items[q][0] == "open"
+            }
+            out[cid] = sorted(set(own) | extra)
+    return out
+
+
+def _in_force(targets_of: Targets) -> dict[str, bool]:
     """For every correction: is it in force? (memoised walk, no recursion limit)."""
     correctors: dict[str, list[str]] = {}
-    for cid, targets in state.corrections.items():
+    for cid, targets in targets_of.items():
         for target in targets:
             correctors.setdefault(target, []).append(cid)
     memo: dict[str, bool] = {}
-    for start in sorted(state.corrections):
+    for start in sorted(targets_of):
         stack = [start]
         while stack:
             cid = stack[-1]
@@ -50,13 +84,13 @@ def _in_force(state: State) -> dict[str, bool]:
     return memo
 
 
-def _superseded(state: State) -> tuple[dict[str, str], list[str]]:
+def _superseded(targets_of: Targets) -> tuple[dict[str, str], list[str]]:
     """(superseded id -> first correction in force over it, corrections in force)."""
-    in_force = _in_force(state)
+    in_force = _in_force(targets_of)
     out: dict[str, str] = {}
-    live = [cid for cid in sorted(state.corrections) if in_force[cid]]
+    live = [cid for cid in sorted(targets_of) if in_force[cid]]
     for cid in live:
-        for target in state.corrections[cid]:
+        for target in targets_of[cid]:
             out.setdefault(target, cid)
     return out, live
 
@@ -65,23 +99,59 @@ def _by_time(state: State, ids: list[str]) -> list[str]:
     return sorted(ids, key=lambda i: (state.items[i][1], i))
 
 
-def _replaces(state: State, live: list[str], kinds: set[str]) -> set[str]:
+def _replaces(state: State, targets_of: Targets, live: list[str], kinds: set[str]) -> set[str]:
     """Corrections in force that stand in for an entry of one of ``kinds``."""
     out: set[str] = set()
     for cid in live:
-        for target in state.corrections[cid]:
+        for target in targets_of[cid]:
             item: Item | None = state.items.get(target)
             if item is not None and item[0] in kinds:
                 out.add(cid)
     return out
 
 
+def _questions(state: State, targets_of: Targets, live: list[str]) -> tuple[set[str], set[str]]:
+    """(rewordings shown as open questions, questions closed by a correction)."""
+    deciders: dict[str, list[str]] = {}
+    for cid in live:
+        for target in targets_of[cid]:
+            item = state.items.get(target)
+            if item is not None and item[0] == "open":
+                deciders.setdefault(target, []).append(cid)
+    reword = set(state.rewords)
+    shown: set[str] = set()
+    closed: set[str] = set()
+    for question, cids in deciders.items():
+        newest = max(cids, key=lambda c: (state.items[c][1], c))
+        if newest in reword:
+            shown.add(newest)
+        else:
+            closed.add(question)
+    return shown, closed
+
+
+def _resume(state: State, superseded: dict[str, str], closed: set[str]) -> dict[str, str]:
+    """Each thread's newest live checkpoint; a closed question's thread has none."""
+    ended = closed | {state.items[q][4] for q in closed if state.items[q][4]}
+    resume: dict[str, str] = {}
+    for thread, marks in state.checkpoints.items():
+        if thread in ended:
+            continue
+        for _ts, cid in reversed(marks):
+            if cid not in superseded:
+                resume[thread] = cid
+                break
+    return dict(sorted(resume.items()))
+
+
 def derive(state: State) -> Truth:
     """Compute the views of ``state``; deterministic for the same state."""
-    superseded, live_fixes = _superseded(state)
+    targets_of = _targets(state)
+    superseded, live_fixes = _superseded(targets_of)
     live = {i: it for i, it in state.items.items() if i not in superseded}
-    as_decision = _replaces(state, live_fixes, {"decision"})
-    as_open = _replaces(state, live_fixes, {"open"}) - as_decision
+    as_decision = _replaces(state, targets_of, live_fixes, {"decision"})
+    reworded, closed = _questions(state, targets_of, live_fixes)
+    as_open = reworded - as_decision
     decisions = [i for i, it in live.items() if it[0] == "decision"] + sorted(as_decision)
     opens = [i for i, it in live.items() if it[0] == "open"] + sorted(as_open)
     boots = _by_time(state, [i for i, it in live.items() if it[0] == "bootstrap"])
@@ -89,12 +159,6 @@ def derive(state: State) -> Truth:
     for note, target in sorted(state.pins.items()):
         if note not in superseded and target not in superseded:
             pin_notes.setdefault(target, []).append(note)
-    resume: dict[str, str] = {}
-    for thread, marks in state.checkpoints.items():
-        for _ts, cid in reversed(marks):
-            if cid not in superseded:
-                resume[thread] = cid
-                break
     # Tracked items sort by time; other pinned entries (a fix, a note) are not in the state,
     # so they follow, by id.
     pinned = _by_time(state, [p for p in pin_notes if p in state.items]) + sorted(
@@ -104,8 +168,8 @@ def derive(state: State) -> Truth:
         superseded=superseded,
         decisions=_by_time(state, decisions),
         open=_by_time(state, opens),
-        identity=boots[0] if boots else None,
+        identity=boots[-1] if boots else None,  # the newest bootstrap in force
         pinned=pinned,
         pin_notes=pin_notes,
-        resume=dict(sorted(resume.items())),
+        resume=_resume(state, superseded, closed),
     )

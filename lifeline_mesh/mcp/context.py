@@ -59,7 +59,7 @@ async def context_text(
 
 
 async def recall_view(ws: Workspace, line: str | None, query: str, k: int) -> dict[str, Any]:
-    """Entries most relevant to ``query``, each anchored to its id; weak matches abstain."""
+    """Entries most relevant to ``query``, each anchored to its id; no shared word, no hit."""
     if not query.strip():
         raise ConfigError("query is empty; give a few words to search for")
     async with ws.store(line) as store:

@@ -15,6 +15,7 @@ from pydantic import Field
 from lifeline.entry import KNOWN_KINDS
 from lifeline.errors import InvalidEntry, NotFound
 from lifeline.ledger import Draft
+from lifeline.truth.parse import reword_body
 from lifeline_mesh.mcp.boundary import tool_errors
 from lifeline_mesh.mcp.checkpoint import CheckpointText
 from lifeline_mesh.mcp.tools_read import LineArg
@@ -56,7 +57,10 @@ def _register_append(server: MCPServer[Any], gate: WriteGate) -> None:
         body: Annotated[str, Field(description="the why, in full")] = "",
         parents: Annotated[
             list[str] | None,
-            Field(description="ids or prefixes this builds on; default: the line's tips"),
+            Field(
+                description="ids or prefixes this builds on; "
+                "default: the line's newest tips, at most 8"
+            ),
         ] = None,
         idempotency_key: KeyArg = None,
         provider: ProviderArg = "unknown",
@@ -86,13 +90,21 @@ def _register_correct(server: MCPServer[Any], gate: WriteGate) -> None:
         ids: Annotated[list[str], Field(description="the entries this corrects (ids/prefixes)")],
         summary: Annotated[str, Field(description="one line: what is true now")],
         body: Annotated[str, Field(description="why the earlier entries no longer hold")] = "",
+        still_open: Annotated[
+            bool,
+            Field(
+                description="for an open question: reword it and keep it open (by default a"
+                " correction of an open question closes it)"
+            ),
+        ] = False,
         idempotency_key: KeyArg = None,
         provider: ProviderArg = "unknown",
         model: ModelArg = "unknown",
         line: LineArg = None,
     ) -> dict[str, Any]:
         """Supersede entries: records a `correction` whose parents are the corrected ids.
-        The ledger is append-only; the truth shows the correction instead of them."""
+        The ledger is append-only; the truth shows the correction instead of them. A
+        correction of an open question closes it unless `still_open` rewords it."""
         with tool_errors():
             if not ids:
                 raise InvalidEntry("ids is empty; name the entries this corrects")
@@ -101,7 +113,7 @@ def _register_correct(server: MCPServer[Any], gate: WriteGate) -> None:
                 gate,
                 kind="correction",
                 summary=summary,
-                body=body,
+                body=reword_body(body) if still_open else body,
                 parents=resolved,
                 dedup_key=idempotency_key,
                 provider=provider,

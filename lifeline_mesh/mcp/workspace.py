@@ -15,8 +15,8 @@ from pathlib import Path
 from lifeline.ledger import Ledger
 from lifeline.lines import DEFAULT_LINE, line_path, validate_line_name
 from lifeline.plugins import load_append_hooks
+from lifeline.settings import load_limits
 from lifeline.store.sqlite import SqliteStore
-from lifeline.validate import DEFAULT_LIMITS, Limits
 from lifeline_mesh.identity import NodeIdentity, key_path
 
 __all__ = ["Workspace"]
@@ -30,7 +30,6 @@ class Workspace:
     agent: str
     author: str
     line: str = DEFAULT_LINE
-    limits: Limits = DEFAULT_LIMITS
 
     @classmethod
     def open(cls, root: Path, *, agent: str, author: str, line: str = DEFAULT_LINE) -> Workspace:
@@ -62,8 +61,9 @@ class Workspace:
 
         The hooks are looked up again for each write (about 2 ms): a node identity created
         by `lifeline-mesh init` or `join` while the server runs signs the very next write.
+        The size caps of `.lifeline/config.json` are read again too, as `lifeline log` does.
         """
-        return Ledger(store, limits=self.limits, hooks=load_append_hooks(self.root))
+        return Ledger(store, limits=load_limits(self.root), hooks=load_append_hooks(self.root))
 
     def node_id(self) -> str | None:
         """This node's id, or None when the project has no node identity yet."""

@@ -225,6 +225,9 @@ def _entry_findings(
                 "the time was edited after signing",
             )
         )
+    # An unsigned entry's ts was never bound by anyone (lifeline-context's `approve` keeps
+    # the proposal's older ts): its timing is a note, as the unsigned finding itself.
+    timing = "fail" if authors or policy.require_signed else "note"
     for parent in entry.parents:
         other = by_id.get(parent)
         if other is not None and _seconds(other.ts, entry.ts) > policy.skew_s:
@@ -234,6 +237,7 @@ def _entry_findings(
                     entry.id,
                     f"ts {entry.ts} is before its parent {parent[:12]}'s ts {other.ts} "
                     f"(more than the {policy.skew_s:g}s skew tolerance); possible backdate",
+                    timing,
                 )
             )
     return out

@@ -1,0 +1,99 @@
+"""`lifeline promote` and `where`: entries across the lines of one project."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from lifeline.cli.common import line_of, open_line, print_json, root_of
+from lifeline.entry import Entry
+from lifeline.errors import ConfigError, NotFound
+from lifeline.ledger import Ledger
+from lifeline.lines import line_names, validate_line_name
+from lifeline.plugins import load_append_hooks
+from lifeline.promote import copies_in, promotion_draft
+from lifeline.settings import load_limits
+from lifeline.truth.service import read_truth
+
+__all__ = ["register"]
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "promote",
+        parents=[parent],
+        help="copy entries of this line into another as roots anchored to their origin",
+    )
+    p.add_argument("ids", metavar="ID|PREFIX", nargs="*", help="the entries to copy")
+    p.add_argument("--to", required=True, metavar="LINE", help="the line that receives them")
+    p.add_argument("--kind", help="instead of ids: every entry in force of this kind")
+    p.add_argument("--json", action="store_true", help="print the copies as JSON")
+    p.set_defaults(func=cmd_promote)
+
+    p = sub.add_parser("where", parents=[parent], help="which lines hold an entry (or a copy)")
+    p.add_argument("id", metavar="ID|PREFIX")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_where)
+
+
+async def _targets(args: argparse.Namespace) -> list[Entry]:
+    if bool(args.ids) == bool(args.kind):
+        raise ConfigError("name the entries to promote, or give --kind (not both)")
+    async with open_line(args) as store:
+        if args.ids:
+            return [await store.resolve(i) for i in args.ids]
+        truth = (await read_truth(store)).truth
+        found = [
+            e async for e in store.stream() if e.kind == args.kind and not truth.is_superseded(e.id)
+        ]
+    if not found:
+        raise NotFound(f"no {args.kind!r} entry in force in line {line_of(args)!r}")
+    return found
+
+
+async def cmd_promote(args: argparse.Namespace) -> int:
+    source, target = line_of(args), validate_line_name(args.to)
+    if source == target:
+        raise ConfigError(f"--to {target} is the line the entries come from; name another line")
+    drafts = [promotion_draft(e, source) for e in await _targets(args)]
+    root = root_of(args)
+    copies: list[tuple[Entry, bool]] = []
+    async with open_line(args, line=target, create=True) as store:
+        ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
+        for draft in drafts:
+            copies.append(await ledger.append(draft))
+    if args.json:
+        print_json([{**e.to_dict(), "new": new} for e, new in copies])
+        return 0
+    for entry, new in copies:
+        print(f"{entry.id}  {'promoted' if new else 'already there'}  {entry.summary}")
+    return 0
+
+
+async def _resolve_anywhere(args: argparse.Namespace, names: list[str]) -> str:
+    for name in names:
+        async with open_line(args, line=name) as store:
+            try:
+                return (await store.resolve(args.id)).id
+            except NotFound:
+                continue
+    raise NotFound(f"no line under {root_of(args)} holds an entry starting with {args.id!r}")
+
+
+async def cmd_where(args: argparse.Namespace) -> int:
+    names = line_names(root_of(args))
+    full = await _resolve_anywhere(args, names)
+    found: list[dict[str, str]] = []
+    for name in names:
+        async with open_line(args, line=name) as store:
+            if await store.contains([full]):
+                found.append({"line": name, "id": full, "as": "entry"})
+            found += [{"line": name, "id": c, "as": "copy"} for c in await copies_in(store, full)]
+    if args.json:
+        print_json({"id": full, "found": found})
+        return 0
+    print(full)
+    for row in found:
+        what = "the entry" if row["as"] == "entry" else f"a promoted copy, {row['id']}"
+        print(f"  {row['line']}: {what}")
+    return 0

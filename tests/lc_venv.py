@@ -1,0 +1,70 @@
+"""The real lifeline-context 0.6.1, installed by the suite in a scratch venv of its own.
+
+Interoperability is tested against the predecessor's own code, never a copy of it: a session
+fixture makes a venv (``python -m venv`` + ``pip install lifeline-context==0.6.1`` from the
+package index) and hands out its ``lifeline`` command. It is never installed next to ours:
+the two packages ship the same ``lifeline`` module. When the install fails (no index
+reachable) the tests skip with the reason, except under ``CI``, where they must run.
+``LIFELINE_CONTEXT_VENV=DIR`` reuses a venv that already has it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+__all__ = ["LC_VERSION", "lc_command", "run_lc"]
+
+LC_VERSION = "0.6.1"
+
+
+def _unavailable(reason: str) -> None:
+    message = f"lifeline-context {LC_VERSION} is not installable here ({reason})"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}; CI must run the interoperability tests")
+    pytest.skip(message)
+
+
+def lc_command(base: Path) -> Path:
+    """The ``lifeline`` command of a venv holding lifeline-context (made under ``base``)."""
+    given = os.environ.get("LIFELINE_CONTEXT_VENV")
+    venv = Path(given) if given else base / "lc-venv"
+    command = venv / "bin" / "lifeline"
+    if command.exists():
+        return command
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120
+        )
+        subprocess.run(
+            [
+                str(venv / "bin" / "python"),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                f"lifeline-context=={LC_VERSION}",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+    except subprocess.CalledProcessError as exc:
+        tail = (exc.stderr or "").strip().splitlines()[-1:] or [str(exc)]
+        _unavailable(tail[0])
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        _unavailable(str(exc))
+    return command
+
+
+def run_lc(command: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run lifeline-context's CLI in ``cwd`` (its ledger is ``cwd/.lifeline/ledger.db``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LIFELINE")}
+    return subprocess.run(
+        [str(command), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
