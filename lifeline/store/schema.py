@@ -76,6 +76,21 @@ MIGRATIONS: dict[str, list[tuple[int, str]]] = {
             DROP TABLE edges;
             """,
         ),
+        (
+            3,
+            # Each synced set's whole-set fingerprint (count and sum of tokens), kept up to
+            # date by every write in the same transaction, so an in-sync check reads one row
+            # instead of the line (lifeline/store/summary.py; decision 0016). Rows are
+            # computed from the data on first use: nothing to fill in here.
+            """
+            CREATE TABLE set_summaries (
+                name  TEXT PRIMARY KEY,
+                count INTEGER NOT NULL,
+                total BLOB NOT NULL,
+                mark  INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            """,
+        ),
     ],
 }
 

@@ -23,6 +23,7 @@ from lifeline.ledger import utc_now
 from lifeline.store.schema import apply_migrations, register_migrations
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_writes import insert_rows
+from lifeline.store.summary import SetTotals, bump_totals, compute_totals, read_totals, table_mark
 from lifeline_mesh.notary.admission import (
     MAX_ADMIT_ITEMS,
     StoredContext,
@@ -35,7 +36,7 @@ from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.verifier import first_bad_signature
 
-__all__ = ["SUBJECT_KEY", "NotaryStore", "receipts_naming"]
+__all__ = ["ATTESTATION_SET", "SUBJECT_KEY", "NotaryStore", "receipts_naming"]
 
 register_migrations(
     "notary",
@@ -94,8 +95,20 @@ register_migrations(
             DROP INDEX attestations_subject;
             """,
         ),
+        (
+            6,
+            # The attestations' whole-set fingerprint (ledger migration 3's set_summaries)
+            # is recomputed from the rows after the migrations before this one, which may
+            # have changed the table without keeping it (decision 0016).
+            """
+            DELETE FROM set_summaries WHERE name = 'attestations';
+            """,
+        ),
     ],
 )
+
+# The attestations' row in set_summaries (lifeline/store/summary.py); its tokens are ids.
+ATTESTATION_SET = "attestations"
 
 # The indexed expression of migration 3, as every query must spell it.
 SUBJECT_KEY = "substr(subject, 1, 16)"
@@ -119,13 +132,17 @@ def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
 
 
 def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
-    before = conn.total_changes
-    insert_rows(
+    before_mark = table_mark(conn, "attestations")
+    new = insert_rows(
         conn,
         "INSERT OR IGNORE INTO attestations (id, sort_key, role, subject, node_id, ts, item)",
         _rows(atts),
+        returning="id",
     )
-    added = conn.total_changes - before
+    added = len(new)
+    if new:  # the whole-set fingerprint, in the same transaction
+        tokens = (int.from_bytes(row[0], "little") for row in new)
+        bump_totals(conn, ATTESTATION_SET, "attestations", before_mark=before_mark, added=tokens)
     # Witness receipts indexed by the entries they name: admission looks up when an entry
     # was seen, the MCP server which receipts name an entry.
     receipts = [a for a in atts if a.role is Role.WITNESS]
@@ -238,6 +255,20 @@ class NotaryStore:
             ).fetchall()
         )
         return [(int(k), bytes(i)) for k, i in rows]
+
+    async def totals(self) -> SetTotals:
+        """Count and sum of the ids of every attestation (sync's whole-set fingerprint):
+        one row kept by every insert; computed from the rows once when absent or stale."""
+        found = await self.store.run_read(lambda c: read_totals(c, ATTESTATION_SET, "attestations"))
+        if found is not None:
+            return found
+
+        def compute(conn: sqlite3.Connection) -> SetTotals:
+            rows = conn.execute("SELECT id FROM attestations")
+            ids = (int.from_bytes(r[0], "little") for r in rows)
+            return compute_totals(conn, ATTESTATION_SET, "attestations", ids)
+
+        return await self.store.run_write(compute)
 
     async def fetch(self, ids: Sequence[bytes]) -> list[bytes]:
         """The items among ``ids`` that are stored, in the order asked."""

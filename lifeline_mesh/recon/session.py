@@ -37,6 +37,8 @@ from lifeline_mesh.recon.frames import (
     Hello,
     Items,
     LoadSnapshot,
+    LoadSummary,
+    Mode,
     Range,
     Recon,
     SendFrame,
@@ -45,12 +47,16 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
-from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, Snapshot
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, SetSummary, Snapshot
 
 __all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
 
 PROTOCOL_VERSION = 1
 CAPABILITIES = ("range-recon", "versioned-tokens", "externals")
+# Whole-set summaries (docs/protocol.md, "In-sync check"): each side reads its sets' count
+# and sum from the store, without a snapshot; the responder's hello carries its whole-set
+# fingerprints, and a set found equal is never loaded on either side.
+SUMS_CAPABILITY = "set-sums"
 
 
 class Role(enum.Enum):
@@ -84,6 +90,8 @@ class SessionLimits:
     compact_ranges: bool = True
     fingerprint_bytes: int = 8  # keyed fingerprints of the ranges this side sends
     short_id_bytes: int = 6  # keyed short ids in the id lists this side sends
+    # Whole-set summaries first, snapshots only for sets that differ (off: a first-wave node)
+    set_summaries: bool = True
 
 
 @dataclass(slots=True)
@@ -102,6 +110,8 @@ class _SetState:
         self.codec = codec
         self.active = True
         self.snap = Snapshot.empty()
+        self.loaded = False  # the snapshot is loaded (only sets that differ ever are)
+        self.summary: SetSummary | None = None
         self.responder = Responder(self.snap, branch=limits.branch, leaf=limits.leaf)
         self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow)
         self.received: set[bytes] = set()
@@ -110,6 +120,7 @@ class _SetState:
 
     def load(self, snap: Snapshot, limits: SessionLimits, dialect: Dialect) -> None:
         self.snap = snap
+        self.loaded = True
         self.responder = Responder(snap, branch=limits.branch, leaf=limits.leaf, dialect=dialect)
 
     def known(self, item_id: bytes) -> bool:
@@ -137,6 +148,9 @@ class Session:
         self._phase = _Phase.LOADING if role is Role.INITIATOR else _Phase.LISTENING
         self._started = now
         self._loading: set[int] = set()
+        self._summarizing: set[int] = set()
+        # The frame that needed a set's snapshot, answered once it is loaded.
+        self._deferred: Frame | ParsedItems | None = None
         self._plan: list[Fetch] = []
         self._finish_with_fin = False
         self._peer_frame_cap = self.limits.max_frame_bytes
@@ -163,20 +177,50 @@ class Session:
         self._started = now
         if self.role is Role.RESPONDER:
             return []
-        loads = self._load_all()
         # The hello needs no snapshot: sent first, it lets the responder build its own
         # snapshots while this side builds its (on a large line, half the in-sync time).
-        return [SendFrame(self._hello()), *loads]
+        if self.limits.set_summaries:
+            return [SendFrame(self._hello()), *self._summarize_all()]
+        return [SendFrame(self._hello()), *self._load_all()]
+
+    def summary_loaded(
+        self, set_index: int, summary: SetSummary | None, now: float
+    ) -> list[Effect]:
+        """The whole-set summary of a set (None: the set keeps none, so load it)."""
+        self._sets[set_index].summary = summary
+        self._summarizing.discard(set_index)
+        if self._summarizing:
+            return []
+        if self.role is Role.RESPONDER:
+            return [SendFrame(self._hello())]
+        unknown = [i for i, s in enumerate(self._sets) if s.summary is None and not s.loaded]
+        if unknown:
+            self._loading = set(unknown)
+            return [LoadSnapshot(i) for i in unknown]
+        return self._opening()
 
     def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
         self._sets[set_index].load(snap, self.limits, self._dialect)
         self._loading.discard(set_index)
-        if self._loading or self.role is Role.RESPONDER:
+        if self._loading:
             return []
+        if self._phase is _Phase.LOADING and not self._summarizing:
+            return self._opening()
+        deferred, self._deferred = self._deferred, None
+        return [] if deferred is None else self.receive(deferred, now)
+
+    def _opening(self) -> list[Effect]:
+        """The initiator's first ranges: one fingerprint per set, from its summary when it
+        has one (no snapshot), else from its snapshot. Plain: every node reads them."""
         self._phase = _Phase.LISTENING
         out: list[Effect] = []
         for index, state in enumerate(self._sets):
-            out += self._recon_frames(index, initial_ranges(state.snap))
+            if state.loaded or state.summary is None:
+                ranges = initial_ranges(state.snap)
+            else:
+                whole = state.summary
+                ranges = [Range(None, Mode.FINGERPRINT, whole.fingerprint(), whole.count)]
+            out += self._recon_frames(index, ranges)
         self.stats.rounds = 1
         out.append(SendFrame(EndOfTurn()))
         return out
@@ -247,10 +291,18 @@ class Session:
         if self.peer_hello is None:
             raise RemoteProtocolError(f"got {type(frame).__name__} before hello")
         if isinstance(frame, Recon):
-            if not self._skippable(frame.set_index):
-                incoming = self._incoming(frame)
-                self._state(frame.set_index).responder.answer(frame.ranges, incoming)
+            if self._skippable(frame.set_index):
+                return []
+            state = self._state(frame.set_index)
+            if not state.loaded:
+                if _whole_set_equal(state.summary, frame):
+                    return []  # in sync: nothing to answer, nothing to load
+                return self._defer(frame, frame.set_index)
+            state.responder.answer(frame.ranges, self._incoming(frame))
             return []
+        index = _set_of(frame)
+        if index is not None and not self._state(index).loaded:
+            return self._defer(frame, index)
         if isinstance(frame, Want):
             return self._on_want(frame)
         if isinstance(frame, Items):
@@ -281,11 +333,38 @@ class Session:
         if self.role is Role.INITIATOR:
             for state in self._sets:
                 state.active = state.name in hello.sets
-            return []
+            return self._load_differing(hello)
         mine = {s.name: s for s in self._sets}
         self._sets = [mine.get(name) or _inactive(name, self.limits) for name in hello.sets]
+        if self.limits.set_summaries:
+            # The hello waits for the summaries it carries; snapshots wait for the ranges.
+            return self._summarize_all() or [SendFrame(self._hello())]
         out: list[Effect] = [SendFrame(self._hello())]
         return out + self._load_all()
+
+    def _load_differing(self, hello: Hello) -> list[Effect]:
+        """The initiator, on the responder's hello: load the snapshots of the sets whose
+        whole-set fingerprints differ (all of them, for a peer without summaries) now, in
+        parallel with the responder, which loads its own on reading our ranges."""
+        theirs: dict[str, bytes] = {}
+        if SUMS_CAPABILITY in hello.capabilities and len(hello.summaries) == len(hello.sets):
+            theirs = dict(zip(hello.sets, hello.summaries, strict=True))
+        need = [
+            i
+            for i, s in enumerate(self._sets)
+            if s.active
+            and not s.loaded
+            and (s.summary is None or theirs.get(s.name) != s.summary.fingerprint())
+        ]
+        self._loading.update(need)
+        return [LoadSnapshot(i) for i in need]
+
+    def _defer(self, frame: Frame | ParsedItems, index: int) -> list[Effect]:
+        """A frame that needs set ``index``'s snapshot: load it, then answer the frame (the
+        driver performs the load before it reads the next frame)."""
+        self._deferred = frame
+        self._loading.add(index)
+        return [LoadSnapshot(index)]
 
     def _agree_on_form(self, hello: Hello) -> None:
         """Compact ranges when both sides offer them; the key takes both salts."""
@@ -422,12 +501,31 @@ class Session:
             max_frame_bytes=self.limits.max_frame_bytes,
             max_items=self.limits.max_items,
             salt=self._salt if self.limits.compact_ranges else b"",
+            summaries=self._summaries(),
         )
 
+    def _summaries(self) -> tuple[bytes, ...]:
+        """The responder's whole-set fingerprints, for an initiator that reads them."""
+        peer = self.peer_hello
+        if self.role is Role.INITIATOR or peer is None or SUMS_CAPABILITY not in peer.capabilities:
+            return ()
+        if not self.limits.set_summaries:
+            return ()
+        return tuple(s.summary.fingerprint() if s.summary else b"" for s in self._sets if s.active)
+
     def _capabilities(self) -> tuple[str, ...]:
+        caps: tuple[str, ...] = CAPABILITIES
         if self.limits.compact_ranges:
-            return (*CAPABILITIES, COMPACT_CAPABILITY)
-        return CAPABILITIES
+            caps = (*caps, COMPACT_CAPABILITY)
+        if self.limits.set_summaries:
+            caps = (*caps, SUMS_CAPABILITY)
+        return caps
+
+    def _summarize_all(self) -> list[Effect]:
+        self._summarizing = {i for i, s in enumerate(self._sets) if s.active}
+        if not self._summarizing and self.role is Role.INITIATOR:
+            raise LocalProtocolError("a session needs at least one set")
+        return [LoadSummary(i) for i in sorted(self._summarizing)]
 
     def _load_all(self) -> list[Effect]:
         self._loading = {i for i, s in enumerate(self._sets) if s.active}
@@ -466,6 +564,28 @@ class Session:
     def _fail(self, exc: Exception, code: str) -> list[Effect]:
         self._phase = _Phase.FAILED
         return [SendFrame(Abort(code=code, reason=str(exc))), Failed(exc)]
+
+
+def _whole_set_equal(summary: SetSummary | None, frame: Recon) -> bool:
+    """The peer's opening range (one plain fingerprint over everything) equals our set."""
+    if summary is None or frame.compact or len(frame.ranges) != 1:
+        return False
+    rng = frame.ranges[0]
+    return (
+        rng.upper is None
+        and rng.mode is Mode.FINGERPRINT
+        and rng.count == summary.count
+        and rng.fingerprint == summary.fingerprint()
+    )
+
+
+def _set_of(frame: Frame | ParsedItems) -> int | None:
+    """The set a Want or Items frame is about (None for frames about no set)."""
+    if isinstance(frame, Want | Items):
+        return frame.set_index
+    if isinstance(frame, ParsedItems):
+        return frame.frame.set_index
+    return None
 
 
 def _inactive(name: str, limits: SessionLimits) -> _SetState:

@@ -27,6 +27,7 @@ __all__ = [
     "ItemCodec",
     "ParsedItem",
     "ParsedItems",
+    "SetSummary",
     "Snapshot",
     "token_of",
 ]
@@ -45,6 +46,24 @@ def token_of(item_id: bytes, version: bytes = b"") -> bytes:
     if not version:
         return item_id
     return hashlib.sha256(item_id + b"\x00" + version).digest()
+
+
+def plain_fingerprint(total: int, count: int) -> bytes:
+    """The plain (v1) fingerprint of ``count`` items whose tokens sum to ``total``."""
+    digest = hashlib.sha256((total % _MOD).to_bytes(32, "little") + count.to_bytes(8, "little"))
+    return digest.digest()[:FINGERPRINT_BYTES]
+
+
+@dataclass(frozen=True, slots=True)
+class SetSummary:
+    """A whole set in two numbers, kept by the store on every write (no snapshot needed):
+    its item count and the sum of its tokens mod 2^256."""
+
+    count: int
+    total: int
+
+    def fingerprint(self) -> bytes:
+        return plain_fingerprint(self.total, self.count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,8 +248,7 @@ class Snapshot:
 
     def fingerprint(self, lo: int, hi: int) -> bytes:
         """The plain (v1) fingerprint: ``sha256(sum ‖ count)`` cut to 16 bytes."""
-        digest = hashlib.sha256(self.range_sum(lo, hi) + (hi - lo).to_bytes(8, "little"))
-        return digest.digest()[:FINGERPRINT_BYTES]
+        return plain_fingerprint(int.from_bytes(self.range_sum(lo, hi), "little"), hi - lo)
 
     def bound_before(self, i: int) -> Bound:
         """The shortest bound separating item ``i - 1`` from item ``i``."""

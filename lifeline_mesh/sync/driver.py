@@ -35,13 +35,14 @@ from lifeline_mesh.recon.frames import (
     Frame,
     Items,
     LoadSnapshot,
+    LoadSummary,
     SendFrame,
 )
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.sets import ParsedItem, ParsedItems
 from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.entry_offload import preparse
-from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet
+from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet, Summarizing
 from lifeline_mesh.sync.readahead import ReadAhead
 
 __all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
@@ -222,6 +223,10 @@ async def _perform(
         await channel.send(eff.frame)
         return []
     names = session.set_names
+    if isinstance(eff, LoadSummary):
+        target = sets[names[eff.set_index]]
+        summary = await target.summary() if isinstance(target, Summarizing) else None
+        return session.summary_loaded(eff.set_index, summary, clock())
     if isinstance(eff, LoadSnapshot):
         snap = await sets[names[eff.set_index]].snapshot()
         return session.snapshot_loaded(eff.set_index, snap, clock())
