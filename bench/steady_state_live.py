@@ -45,8 +45,9 @@ def cpu_seconds(pid: int) -> float:
 
 def cli_sync(root: Path, address: str) -> dict[str, float]:
     """`lifeline-mesh sync ADDRESS --json` (no mesh here: plain loopback, no identity)."""
+    argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "sync", address]
     out = subprocess.run(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "sync", address, "--json"],
+        [*argv, "--insecure", "--json"],
         capture_output=True,
         text=True,
         timeout=600,
