@@ -16,7 +16,9 @@ from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.recon.sets import Snapshot
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.memory import SessionMemory
 from tests.recon_helpers import blob_set, chain, entry_set
+from tests.sync_helpers import make_node, serving, write
 
 BASE = chain(300, "base", body="y" * 50)
 FIRST_WAVE = SessionLimits(set_summaries=False)
@@ -144,3 +146,31 @@ def test_a_set_changed_between_summary_and_ranges_still_converges() -> None:
     b.add_raw(BASE[-1].to_json())  # after the sessions were made: summaries differ
     r = pair.run()
     assert r.errors == [] and a.state() == b.state()
+
+
+async def test_an_in_sync_check_between_nodes_sorts_nothing(tmp_path: Path) -> None:
+    """Over real gRPC, with both sets (entries, attestations) from SQLite stores."""
+    a, b = make_node(tmp_path / "a"), make_node(tmp_path / "b")
+    await write(a, BASE)
+    await write(b, BASE[:200])
+    async with serving(b) as (server, address):
+        [first] = await a.sync(address, ["ledger"])
+        [again] = await a.sync(address, ["ledger"])
+    assert first.snapshots == 1 and first.entries_sent == 100  # only the entries differed
+    assert again.snapshots == 0 and again.round_trips == 1
+    assert again.bytes_sent < 200 and again.bytes_received < 200
+    assert [r.snapshots for r in server.reports] == [1, 0]
+
+
+def test_the_heap_is_trimmed_once_the_last_session_that_sorted_ends() -> None:
+    trims: list[int] = []
+    memory = SessionMemory(trim=lambda pad: trims.append(pad) or 1)
+    memory.enter()
+    memory.leave(built_snapshots=False)  # an in-sync check: nothing to give back
+    assert trims == []
+    memory.enter()
+    memory.enter()
+    memory.leave(built_snapshots=True)  # another session still runs: later
+    assert trims == []
+    memory.leave(built_snapshots=False)
+    assert trims == [0] and memory.running == 0

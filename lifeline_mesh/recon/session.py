@@ -100,6 +100,7 @@ class SessionStats:
     items_received: int = 0
     rounds: int = 0
     orphans_dropped: int = 0
+    snapshots_loaded: int = 0  # sets whose sorted snapshot this side built (0 when in sync)
     sent_by_set: dict[str, int] = field(default_factory=dict)
     received_by_set: dict[str, int] = field(default_factory=dict)
 
@@ -201,6 +202,7 @@ class Session:
 
     def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
         self._sets[set_index].load(snap, self.limits, self._dialect)
+        self.stats.snapshots_loaded += 1
         self._loading.discard(set_index)
         if self._loading:
             return []
@@ -224,6 +226,12 @@ class Session:
         self.stats.rounds = 1
         out.append(SendFrame(EndOfTurn()))
         return out
+
+    def release_snapshots(self) -> None:
+        """Drop the sets' snapshots (the session is over): their memory can go back."""
+        for state in self._sets:
+            state.snap = Snapshot.empty()
+            state.responder = Responder(state.snap)
 
     def codec_of(self, set_index: int) -> ItemCodec | None:
         """The codec that parses the items of set ``set_index``; None if there is no such set."""
