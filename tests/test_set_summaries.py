@@ -56,6 +56,21 @@ async def test_every_write_keeps_the_entries_summary(tmp_path: Path) -> None:
         await store.close()
 
 
+async def test_a_new_line_keeps_its_summaries_from_the_first_write(tmp_path: Path) -> None:
+    store = await SqliteStore.open(tmp_path / "line.db")
+    try:
+        await NotaryStore.attach(store)
+        await store.append_many(BASE[:10])
+        await sign_entries(store, NodeIdentity.generate(), BASE[:10])
+        rows = await store.run_read(
+            lambda c: c.execute("SELECT name, count FROM set_summaries ORDER BY name").fetchall()
+        )
+        assert rows == [("attestations", 10), ("entries", 10)]  # kept, never computed
+        await _assert_summary_matches(EntrySet(store))
+    finally:
+        await store.close()
+
+
 async def test_a_write_that_skipped_the_summary_is_noticed(tmp_path: Path) -> None:
     """An older release writing the same file leaves the summary behind: it is recomputed
     from the rows, never trusted."""

@@ -99,9 +99,13 @@ register_migrations(
             6,
             # The attestations' whole-set fingerprint (ledger migration 3's set_summaries)
             # is recomputed from the rows after the migrations before this one, which may
-            # have changed the table without keeping it (decision 0016).
+            # have changed the table without keeping it (decision 0016); an empty table's
+            # row is known at once and kept from the first insert.
             """
             DELETE FROM set_summaries WHERE name = 'attestations';
+            INSERT INTO set_summaries
+                SELECT 'attestations', 0, zeroblob(32), 0
+                WHERE NOT EXISTS (SELECT 1 FROM attestations);
             """,
         ),
     ],
