@@ -1,6 +1,7 @@
 """The in-sync check at steady state, through the real CLI and `serve`.
 
     python bench/steady_state_live.py [--n 100000] [--checks 20]
+    python bench/steady_state_live.py --initial [--n 1000000]
 
 Builds a line of n entries (a chain of notes, ~250 bytes each) on node A, copies it to node
 B, starts B as `lifeline-mesh serve --insecure --no-discovery`, then runs
@@ -10,6 +11,9 @@ session time `sync --json` reports (`seconds`), round trips and protocol bytes e
 serving process's CPU per check (from /proc, less its idle rate measured just before), and
 its RSS before and after. Both nodes have no node identity (no summaries are signed: see
 docs/benchmarks.md on the notary). Figures, not pass/fail.
+
+With ``--initial``, A starts empty instead: one `sync` pulls the whole line from B (a new
+node joining), and B's RSS is sampled every 0.1 s during the session and read after it.
 
 To compare with another tree, run this script with that tree first on PYTHONPATH: the
 nodes run with the code this script imported.
@@ -26,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -58,6 +63,42 @@ def cli_sync(root: Path, address: str) -> dict[str, float]:
         raise SystemExit(f"sync failed: {out.stderr}")
     [report] = json.loads(out.stdout)
     return dict(report)
+
+
+def initial(n: int) -> None:
+    """`serve` B holds n entries; A, empty, pulls them all with one `sync`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = Path(tmp) / "a", Path(tmp) / "b"
+        asyncio.run(fill(line_path(b, "ledger"), n))
+        for root in (a, b):
+            NodeConfig(shared_lines=["ledger"]).save(root)
+        os.sync()
+        with serving(b) as (server, address):
+            idle_rss = rss(server.pid)[0]
+            samples: list[int] = []
+            done = threading.Event()
+
+            def sample() -> None:
+                while not done.wait(0.1):
+                    samples.append(rss(server.pid)[0])
+
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            try:
+                report = cli_sync(a, address)
+            finally:
+                done.set()
+                sampler.join()
+            time.sleep(1.0)
+            after, peak = rss(server.pid)
+    print(
+        f"initial sync of {n:,} entries pulled from `serve` by `lifeline-mesh sync`: "
+        f"{report['seconds']:.1f}s, {report['entries_received']:,} received"
+    )
+    print(
+        f"  serve RSS: idle {idle_rss} MB, highest sample {max(samples, default=0)} MB, "
+        f"peak (VmHWM) {peak} MB, 1 s after {after} MB"
+    )
 
 
 def run(n: int, checks: int) -> None:
@@ -108,8 +149,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--checks", type=int, default=20)
+    parser.add_argument("--initial", action="store_true", help="time one initial sync instead")
     args = parser.parse_args()
-    run(args.n, args.checks)
+    if args.initial:
+        initial(args.n)
+    else:
+        run(args.n, args.checks)
 
 
 if __name__ == "__main__":
