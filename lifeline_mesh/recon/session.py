@@ -38,7 +38,6 @@ from lifeline_mesh.recon.frames import (
     Items,
     LoadSnapshot,
     LoadSummary,
-    Mode,
     Range,
     Recon,
     SendFrame,
@@ -48,15 +47,19 @@ from lifeline_mesh.recon.frames import (
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, SetSummary, Snapshot
+from lifeline_mesh.recon.summaries import (
+    SUMS_CAPABILITY,
+    fingerprints,
+    opening_range,
+    peer_summaries,
+    set_of,
+    whole_set_equal,
+)
 
 __all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
 
 PROTOCOL_VERSION = 1
 CAPABILITIES = ("range-recon", "versioned-tokens", "externals")
-# Whole-set summaries (docs/protocol.md, "In-sync check"): each side reads its sets' count
-# and sum from the store, without a snapshot; the responder's hello carries its whole-set
-# fingerprints, and a set found equal is never loaded on either side.
-SUMS_CAPABILITY = "set-sums"
 
 
 class Role(enum.Enum):
@@ -220,8 +223,7 @@ class Session:
             if state.loaded or state.summary is None:
                 ranges = initial_ranges(state.snap)
             else:
-                whole = state.summary
-                ranges = [Range(None, Mode.FINGERPRINT, whole.fingerprint(), whole.count)]
+                ranges = [opening_range(state.summary)]
             out += self._recon_frames(index, ranges)
         self.stats.rounds = 1
         out.append(SendFrame(EndOfTurn()))
@@ -303,12 +305,12 @@ class Session:
                 return []
             state = self._state(frame.set_index)
             if not state.loaded:
-                if _whole_set_equal(state.summary, frame):
+                if whole_set_equal(state.summary, frame):
                     return []  # in sync: nothing to answer, nothing to load
                 return self._defer(frame, frame.set_index)
             state.responder.answer(frame.ranges, self._incoming(frame))
             return []
-        index = _set_of(frame)
+        index = set_of(frame)
         if index is not None and not self._state(index).loaded:
             return self._defer(frame, index)
         if isinstance(frame, Want):
@@ -354,9 +356,7 @@ class Session:
         """The initiator, on the responder's hello: load the snapshots of the sets whose
         whole-set fingerprints differ (all of them, for a peer without summaries) now, in
         parallel with the responder, which loads its own on reading our ranges."""
-        theirs: dict[str, bytes] = {}
-        if SUMS_CAPABILITY in hello.capabilities and len(hello.summaries) == len(hello.sets):
-            theirs = dict(zip(hello.sets, hello.summaries, strict=True))
+        theirs = peer_summaries(hello)
         need = [
             i
             for i, s in enumerate(self._sets)
@@ -519,7 +519,7 @@ class Session:
             return ()
         if not self.limits.set_summaries:
             return ()
-        return tuple(s.summary.fingerprint() if s.summary else b"" for s in self._sets if s.active)
+        return fingerprints([s.summary for s in self._sets if s.active])
 
     def _capabilities(self) -> tuple[str, ...]:
         caps: tuple[str, ...] = CAPABILITIES
@@ -572,28 +572,6 @@ class Session:
     def _fail(self, exc: Exception, code: str) -> list[Effect]:
         self._phase = _Phase.FAILED
         return [SendFrame(Abort(code=code, reason=str(exc))), Failed(exc)]
-
-
-def _whole_set_equal(summary: SetSummary | None, frame: Recon) -> bool:
-    """The peer's opening range (one plain fingerprint over everything) equals our set."""
-    if summary is None or frame.compact or len(frame.ranges) != 1:
-        return False
-    rng = frame.ranges[0]
-    return (
-        rng.upper is None
-        and rng.mode is Mode.FINGERPRINT
-        and rng.count == summary.count
-        and rng.fingerprint == summary.fingerprint()
-    )
-
-
-def _set_of(frame: Frame | ParsedItems) -> int | None:
-    """The set a Want or Items frame is about (None for frames about no set)."""
-    if isinstance(frame, Want | Items):
-        return frame.set_index
-    if isinstance(frame, ParsedItems):
-        return frame.frame.set_index
-    return None
 
 
 def _inactive(name: str, limits: SessionLimits) -> _SetState:
