@@ -5,7 +5,6 @@ both nodes still stop cleanly and promptly with the call open."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
@@ -14,25 +13,13 @@ from pathlib import Path
 import pytest
 
 from lifeline_mesh.peers import load_peers_file
-from tests.mesh_procs import cli, free_port, serve, wait_for_entry
+from tests.mesh_procs import free_port, log_note, serve, shared_node, wait_for_entry
 
 pytestmark = pytest.mark.slow
 
 FLAGS = ("--no-discovery", "--insecure")  # plain loopback; TLS is the same call
 # Far below the periodic sync (60 s): an entry seen this soon travelled live.
 LIVE_S = 10.0
-
-
-def _node(root: Path) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    cli("lifeline", root, "init")
-    cli("lifeline_mesh", root, "share", "ledger")
-    return root / ".lifeline" / "ledger.db"
-
-
-def _log(root: Path, summary: str) -> str:
-    out = cli("lifeline", root, "log", "--kind", "note", "--summary", summary, "--json").stdout
-    return str(json.loads(out)["id"])
 
 
 def _wait_watching(root: Path, deadline_s: float = 30.0) -> None:
@@ -58,13 +45,13 @@ def _stop(proc: subprocess.Popen[str]) -> float:
 
 def _timed_arrival(writer: Path, reader_line: Path, summary: str) -> float:
     started = time.monotonic()
-    entry_id = _log(writer, summary)
+    entry_id = log_note(writer, summary)
     return wait_for_entry(reader_line, entry_id, deadline_s=LIVE_S) - started
 
 
 def test_a_node_that_only_dialed_in_is_live_both_ways_and_redials(tmp_path: Path) -> None:
     office, runner = tmp_path / "office", tmp_path / "runner"
-    line_office, line_runner = _node(office), _node(runner)
+    line_office, line_runner = shared_node(office), shared_node(runner)
     port = free_port()
     listen = ("--listen", f"127.0.0.1:{port}")
     with serve(office, *listen, *FLAGS) as office_proc:
@@ -77,7 +64,7 @@ def test_a_node_that_only_dialed_in_is_live_both_ways_and_redials(tmp_path: Path
 
             stop_s = _stop(office_proc)  # the open watch call must not hold it up
             assert stop_s < 4.0  # under the server's 5 s grace: the call ended at once
-            written_offline = _log(runner, "while the office was down")
+            written_offline = log_note(runner, "while the office was down")
             with serve(office, *listen, *FLAGS) as office_again:
                 # redialled: the fresh call makes the runner sync at once, both ways
                 wait_for_entry(line_office, written_offline, deadline_s=LIVE_S)

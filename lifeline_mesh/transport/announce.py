@@ -36,6 +36,7 @@ __all__ = [
     "Announcements",
     "LineChange",
     "WatchService",
+    "identity_of",
     "watch_lines",
 ]
 
@@ -95,7 +96,7 @@ class WatchService:
     async def watch(
         self, request: pb.WatchRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.LineChange]:
-        peer = _identity(context)
+        peer = identity_of(context)
         wanted = frozenset(request.lines)
         with self._announcements.subscribe() as sub:
             try:
@@ -132,7 +133,8 @@ class WatchService:
         return out
 
 
-def _identity(context: grpc.aio.ServicerContext[Any, Any]) -> PeerIdentity:
+def identity_of(context: grpc.aio.ServicerContext[Any, Any]) -> PeerIdentity:
+    """Who is calling, from the gRPC auth context (the verified certificate under mTLS)."""
     auth = {key: tuple(values) for key, values in (context.auth_context() or {}).items()}
     return PeerIdentity(address=context.peer() or "", auth_context=auth)
 

@@ -22,8 +22,8 @@ from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import SyncReport, drive
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import require_loopback
-from lifeline_mesh.transport.announce import Announcements, WatchService
-from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity, SessionPeer
+from lifeline_mesh.transport.announce import Announcements, WatchService, identity_of
+from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, SessionPeer
 from lifeline_mesh.transport.channels import METHOD, ServerChannel, grpc_options
 from lifeline_mesh.transport.errors import Refused, status_for
 
@@ -130,7 +130,7 @@ class SyncServer:
                 f"line {line!r} is not shared on this node; its owner can run "
                 f"`lifeline-mesh share {line}`"
             )
-        peer = _identity(context)
+        peer = identity_of(context)
         await self._authorizer.authorize(peer, line, Access.READ)
         try:
             await self._authorizer.authorize(peer, line, Access.WRITE)
@@ -178,8 +178,3 @@ async def _drain_first_turn(channel: ServerChannel, limit: int = 64) -> None:
                 return
     except LifelineError:
         return
-
-
-def _identity(context: grpc.aio.ServicerContext[Any, Any]) -> PeerIdentity:
-    auth = {key: tuple(values) for key, values in (context.auth_context() or {}).items()}
-    return PeerIdentity(address=context.peer() or "", auth_context=auth)
