@@ -205,7 +205,9 @@ class Node:
             line_files=shared_line_files,
             allow=not_revoked,
             watch_one=self.watch_peer,
-            feed=self.changes,
+            # A reader sends nothing in its sessions: announcing its changes would only
+            # start sessions that carry nothing, so its watchers hear heartbeats only.
+            feed=None if self.security.role == "reader" else self.changes,
         )
 
     async def watch_peer(self, peer: PeerState) -> AsyncIterator[bool]:
