@@ -44,6 +44,7 @@ class PeerWatches:
         *,
         policy: SchedulePolicy = WATCH_BACKOFF,
         rand: Callable[[], float] = random.random,
+        on_live: Callable[[], None] | None = None,
     ) -> None:
         self.scheduler = scheduler
         self._watch_one = watch_one
@@ -52,6 +53,7 @@ class PeerWatches:
         self._tg: asyncio.TaskGroup | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.live: set[str] = set()  # keys of peers whose call is open now
+        self._on_live = on_live  # told when a call opens or ends (the peer table shows it)
 
     def start(self, tg: asyncio.TaskGroup) -> None:
         self._tg = tg
@@ -82,11 +84,18 @@ class PeerWatches:
             except Exception as exc:  # a peer's failure never leaves its task
                 failures += 1
                 self._failed(peer, failures, exc)
-            self.live.discard(key)
+            if key in self.live:
+                self.live.discard(key)
+                self._live_changed()
             await asyncio.sleep(backoff_delay(failures, self._policy, self._rand))
+
+    def _live_changed(self) -> None:
+        if self._on_live is not None:
+            self._on_live()
 
     def _opened(self, peer: PeerState, failures: int) -> None:
         self.live.add(peer.key)
+        self._live_changed()
         level = logging.INFO if failures else logging.DEBUG
         log.log(level, "watching %s for changes", peer.address)
 

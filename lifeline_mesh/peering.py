@@ -141,7 +141,11 @@ class Peering:
         )
         self.discovery: ZeroconfDiscovery | None = None
         self.feed = feed  # our line changes, announced to the peers that watch us
-        self.watches = None if watch_one is None else PeerWatches(self.scheduler, watch_one)
+        self.watches = (
+            None
+            if watch_one is None
+            else PeerWatches(self.scheduler, watch_one, on_live=self._persist_now)
+        )
 
     def _persist(self, rows: list[dict[str, Any]]) -> None:
         if self.watches is not None:
@@ -149,6 +153,12 @@ class Peering:
             for row in rows:
                 row["watching"] = row["key"] in self.watches.live
         save_peers_file(self.root, rows, pid=os.getpid(), wall_now=time.time())
+
+    def _persist_now(self) -> None:
+        try:
+            self._persist(self.scheduler.rows())
+        except OSError as exc:  # a full disk must not stop watching
+            log.warning("cannot record the peer table: %s", exc)
 
     async def start(self, tg: asyncio.TaskGroup) -> None:
         """Announce (when enabled), then start every loop as a task of ``tg``."""
