@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry, LocalProtocolError, PeerError, RemoteProtocolError
@@ -155,7 +155,7 @@ class Session:
         self._summarizing: set[int] = set()
         # The frame that needed a set's snapshot, answered once it is loaded.
         self._deferred: Frame | ParsedItems | None = None
-        self._plan: list[Fetch] = []
+        self._plan: list[Iterator[Fetch]] = []  # per set, made one fetch at a time
         self._finish_with_fin = False
         self._peer_frame_cap = self.limits.max_frame_bytes
         # Our share of the session key (compact ranges): fresh per session unless a test
@@ -231,6 +231,7 @@ class Session:
 
     def release_snapshots(self) -> None:
         """Drop the sets' snapshots (the session is over): their memory can go back."""
+        self._plan = []  # fetches not made yet refer to a snapshot
         for state in self._sets:
             state.snap = Snapshot.empty()
             state.responder = Responder(state.snap)
@@ -478,15 +479,20 @@ class Session:
                 out.append(SendFrame(want))
             state.outbox.collect(state.responder)
             if state.outbox.settled(state.responder):
-                self._plan += state.outbox.plan(index, state.responder, self.limits.fetch_chunk)
+                owed = state.outbox.plan(index, state.responder, self.limits.fetch_chunk)
+                if owed is not None:
+                    self._plan.append(owed)
         self._finish_with_fin = may_finish and not asks and not self._plan
         if may_finish and not self._finish_with_fin:
             self._count_round()
         return out + self._next_fetch()
 
     def _next_fetch(self) -> list[Effect]:
-        if self._plan:
-            return [self._plan.pop(0)]
+        while self._plan:
+            fetch = next(self._plan[0], None)
+            if fetch is not None:
+                return [fetch]
+            self._plan.pop(0)
         for state in self._sets:
             state.responder.start_turn()
         if self._finish_with_fin:
