@@ -159,7 +159,9 @@ class Snapshot:
         self._ids = ids
         self._tokens = tokens
         self._sums = sums
-        self._prefixes, self._positions = _id_index(self._ids)
+        # The id index is built on the first lookup: a side that only sends (an initial
+        # sync's source) never needs it, and building it sorts a million Python ints.
+        self._index: tuple[array[int], array[int]] | None = None
         self._extra: set[bytes] = set(extra_known)
         self._keys = _Keys(self)
         # per session key and width: keyed tokens by index, and the keyed hasher
@@ -188,11 +190,14 @@ class Snapshot:
         """The index of ``item_id`` in key order, None when the snapshot lacks it."""
         # Sorted 8-byte id prefixes (8 MB per million items, where a set of bytes would
         # take ~100 MB); equal prefixes are checked against the full id.
+        if self._index is None:
+            self._index = _id_index(self._ids)
+        prefixes, positions = self._index
         prefix = int.from_bytes(item_id[:8], "big")
-        k = bisect_left(self._prefixes, prefix)
-        while k < len(self._prefixes) and self._prefixes[k] == prefix:
-            if self.item_id(self._positions[k]) == item_id:
-                return self._positions[k]
+        k = bisect_left(prefixes, prefix)
+        while k < len(prefixes) and prefixes[k] == prefix:
+            if self.item_id(positions[k]) == item_id:
+                return positions[k]
             k += 1
         return None
 
