@@ -134,6 +134,8 @@ class Node:
 
     def server(self, join_listen: str | None = None) -> SyncServer:
         self._join_listen = join_listen
+        # A fresh feed per server: stopping a server closes its feed for good.
+        self.changes = ChangeFeed(lambda: self.config().shared_lines)
         return SyncServer(
             self.open_line,
             self.is_shared,

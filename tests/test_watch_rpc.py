@@ -16,7 +16,7 @@ from lifeline_mesh.transport.announce import LineChange, watch_lines
 from lifeline_mesh.transport.authz import Access, PeerIdentity
 from lifeline_mesh.transport.server import SyncServer
 from lifeline_mesh.watch import ChangeFeed
-from tests.sync_helpers import make_node
+from tests.sync_helpers import make_node, serving
 
 
 class ReadOnly:
@@ -102,3 +102,14 @@ async def test_stopping_the_server_ends_open_calls_at_once(tmp_path: Path) -> No
     with pytest.raises(StopAsyncIteration):
         await _next(calls)  # the call ended cleanly: the caller dials again later
     assert asyncio.get_running_loop().time() - started < 2.0  # not the whole grace
+
+
+async def test_a_node_served_again_announces_again(tmp_path: Path) -> None:
+    node = make_node(tmp_path / "a")
+    for _ in range(2):  # stopping the first server closed its feed, not the next one's
+        async with serving(node) as (_, address):
+            calls = watch_lines(address, [])
+            assert (await _next(calls)).initial
+            node.changes.publish(["ledger"])
+            assert await _next(calls) == LineChange(("ledger",))
+            await calls.aclose()
