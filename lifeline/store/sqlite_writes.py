@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from lifeline.entry import Entry
 from lifeline.store.order import order_batch
 from lifeline.store.port import AppendResult
-from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, table_mark
+from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
 
 __all__ = ["append_tx", "id_chunks", "in_transaction", "insert_rows"]
 
@@ -61,7 +61,7 @@ def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResul
     """Store ``entries`` on ``conn`` inside a write transaction already begun: heights,
     row numbers, parent links, the tips, dedup keys and earliest ts (see SqliteStore)."""
     own = {e.id for e in entries}
-    before_mark = table_mark(conn, "entries")
+    totals = totals_for_update(conn, ENTRIES_SET, "entries")  # sync's whole-set summary
     named = {p for e in entries for p in e.parents}
     # One lookup for heights, row numbers and stored ts; externals only for parents
     # found nowhere else.
@@ -146,8 +146,8 @@ def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResul
         bump_totals(
             conn,
             ENTRIES_SET,
-            "entries",
-            before_mark=before_mark,
+            totals,
+            mark=new_rows[-1][0] if new_rows else None,  # rows are numbered in order
             added=[entry_token(r[1], r[2]) for r in new_rows]
             + [entry_token(i, new) for i, _, new in relabelled],
             removed=[entry_token(i, old) for i, old, _ in relabelled],

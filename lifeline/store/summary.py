@@ -32,6 +32,7 @@ __all__ = [
     "entry_token",
     "read_totals",
     "table_mark",
+    "totals_for_update",
 ]
 
 ENTRIES_SET = "entries"
@@ -61,37 +62,52 @@ def table_mark(conn: sqlite3.Connection, table: str) -> int:
     return 0 if row[0] is None else int(row[0])
 
 
+def totals_for_update(conn: sqlite3.Connection, name: str, table: str) -> SetTotals | None:
+    """Inside a write transaction, before it changes ``table``: the set's totals when its
+    row is up to date (one statement), else None: then :func:`bump_totals` drops the row,
+    if any, and the next read computes it from the rows."""
+    row = conn.execute(
+        f"SELECT count, total, mark = coalesce((SELECT max(seq) FROM {table}), 0)"
+        " FROM set_summaries WHERE name = ?",
+        (name,),
+    ).fetchone()
+    if row is None or not row[2]:
+        return None
+    return SetTotals(int(row[0]), int.from_bytes(row[1], "little"))
+
+
 def bump_totals(
     conn: sqlite3.Connection,
     name: str,
-    table: str,
+    before: SetTotals | None,
     *,
-    before_mark: int,
+    mark: int | None,
     added: Iterable[int] = (),
     removed: Iterable[int] = (),
 ) -> None:
-    """Inside the write transaction that changed ``table``: add and remove tokens.
-
-    ``before_mark`` is the table's mark read in this transaction before the change. A row
-    that was not up to date then (absent, or stale) is dropped rather than patched: the
-    next read computes it from the rows.
-    """
-    row = conn.execute(
-        "SELECT count, total, mark FROM set_summaries WHERE name = ?", (name,)
-    ).fetchone()
-    if row is None:
-        return
-    if int(row[2]) != before_mark:
+    """In the same write transaction, after the change: add and remove tokens. ``before``
+    is from :func:`totals_for_update`; ``mark`` is the table's highest row number now (None:
+    no row was added). A row that was not up to date is dropped rather than patched."""
+    if before is None:
         conn.execute("DELETE FROM set_summaries WHERE name = ?", (name,))
         return
-    count, total = int(row[0]), int.from_bytes(row[1], "little")
+    count, total = before.count, before.total
     for token in added:
         total += token
         count += 1
     for token in removed:
         total -= token
         count -= 1
-    _write(conn, name, SetTotals(count, total % _MOD), table_mark(conn, table))
+    blob = (total % _MOD).to_bytes(32, "little")
+    if mark is None:
+        conn.execute(
+            "UPDATE set_summaries SET count = ?, total = ? WHERE name = ?", (count, blob, name)
+        )
+    else:
+        conn.execute(
+            "UPDATE set_summaries SET count = ?, total = ?, mark = ? WHERE name = ?",
+            (count, blob, mark, name),
+        )
 
 
 def read_totals(conn: sqlite3.Connection, name: str, table: str) -> SetTotals | None:

@@ -23,7 +23,13 @@ from lifeline.ledger import utc_now
 from lifeline.store.schema import apply_migrations, register_migrations
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_writes import insert_rows
-from lifeline.store.summary import SetTotals, bump_totals, compute_totals, read_totals, table_mark
+from lifeline.store.summary import (
+    SetTotals,
+    bump_totals,
+    compute_totals,
+    read_totals,
+    totals_for_update,
+)
 from lifeline_mesh.notary.admission import (
     MAX_ADMIT_ITEMS,
     StoredContext,
@@ -136,17 +142,18 @@ def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
 
 
 def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
-    before_mark = table_mark(conn, "attestations")
+    totals = totals_for_update(conn, ATTESTATION_SET, "attestations")
     new = insert_rows(
         conn,
         "INSERT OR IGNORE INTO attestations (id, sort_key, role, subject, node_id, ts, item)",
         _rows(atts),
-        returning="id",
+        returning="id, seq",
     )
     added = len(new)
     if new:  # the whole-set fingerprint, in the same transaction
         tokens = (int.from_bytes(row[0], "little") for row in new)
-        bump_totals(conn, ATTESTATION_SET, "attestations", before_mark=before_mark, added=tokens)
+        mark = max(int(row[1]) for row in new)
+        bump_totals(conn, ATTESTATION_SET, totals, mark=mark, added=tokens)
     # Witness receipts indexed by the entries they name: admission looks up when an entry
     # was seen, the MCP server which receipts name an entry.
     receipts = [a for a in atts if a.role is Role.WITNESS]
