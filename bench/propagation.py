@@ -1,12 +1,15 @@
 """Propagation: time from an append on node A to its arrival on node B, loopback.
 
 Two real `lifeline-mesh serve` processes, each with the other as a static peer (no
-discovery, no command after the start). Each run waits until both nodes are idle, appends
-one entry to A's line from this process (a separate SQLite connection, as `lifeline log`
-would) and polls B's line file until the entry is there. Prints the median and spread of N
+discovery, no command after the start). With ``--dial-only``, only B knows A (`serve
+--peer A`, as a CI runner behind NAT dialing the office node; A has no address for B):
+A's changes reach B over B's Watch call, and runs go both ways (A -> B, then B -> A).
+Each run waits until both nodes are idle, appends one entry to the writer's line from this
+process (a separate SQLite connection, as `lifeline log` would) and polls the other's line
+file until the entry is there. Prints the median and spread of N
 runs, and the CPU an idle serving node uses.
 
-    .venv/bin/python bench/propagation.py --runs 30 [--mtls]
+    .venv/bin/python bench/propagation.py --runs 30 [--mtls] [--dial-only]
 """
 
 from __future__ import annotations
@@ -51,10 +54,14 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _serve(root: Path, port: int, peer: int, *, mtls: bool) -> tuple[subprocess.Popen[str], str]:
+def _serve(
+    root: Path, port: int, peer: int | None, *, mtls: bool
+) -> tuple[subprocess.Popen[str], str]:
     """Start one node; returns it and its join address ("" unless it holds the mesh CA)."""
     argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve"]
-    argv += ["--listen", f"127.0.0.1:{port}", "--peer", f"127.0.0.1:{peer}", "--no-discovery"]
+    argv += ["--listen", f"127.0.0.1:{port}", "--no-discovery"]
+    if peer is not None:
+        argv += ["--peer", f"127.0.0.1:{peer}"]
     if not mtls:
         argv.append("--insecure")
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -69,12 +76,13 @@ def _serve(root: Path, port: int, peer: int, *, mtls: bool) -> tuple[subprocess.
     return proc, join
 
 
-def _start_pair(a: Path, b: Path, *, mtls: bool) -> list[subprocess.Popen[str]]:
+def _start_pair(a: Path, b: Path, *, mtls: bool, dial_only: bool) -> list[subprocess.Popen[str]]:
     pa, pb = _free_port(), _free_port()
+    a_peer = None if dial_only else pb
     if not mtls:
-        return [_serve(a, pa, pb, mtls=False)[0], _serve(b, pb, pa, mtls=False)[0]]
+        return [_serve(a, pa, a_peer, mtls=False)[0], _serve(b, pb, pa, mtls=False)[0]]
     _cli("lifeline_mesh", a, "init", "--new-mesh", "bench")
-    node_a, join = _serve(a, pa, pb, mtls=True)
+    node_a, join = _serve(a, pa, a_peer, mtls=True)
     token = json.loads(_cli("lifeline_mesh", a, "invite", "--json"))["token"]
     _cli("lifeline_mesh", b, "join", token, "--peer", join)
     return [node_a, _serve(b, pb, pa, mtls=True)[0]]
@@ -97,15 +105,17 @@ def _arrived(conn: sqlite3.Connection, entry_id: str) -> bool:
 
 
 def _wait_synced(root: Path, deadline: float) -> None:
+    """Until every peer of the node synced once and its Watch call to it is open."""
     while time.monotonic() < deadline:
         peers = json.loads(_cli("lifeline_mesh", root, "peers", "--json"))["peers"]
-        if peers and all(p["last_sync_at"] for p in peers):
+        if peers and all(p["last_sync_at"] and p.get("watching", True) for p in peers):
             return
         time.sleep(0.05)
     raise SystemExit(f"{root.name} never completed a first sync")
 
 
 async def _one_run(a_line: Path, b_conn: sqlite3.Connection, n: int) -> float:
+    """Append on the node of ``a_line``; seconds until ``b_conn``'s line has it."""
     async with await SqliteStore.open(a_line) as store:
         entry, _ = await Ledger(store).append(
             Draft(kind="note", summary=f"propagation probe {n}", author="bench")
@@ -119,6 +129,20 @@ async def _one_run(a_line: Path, b_conn: sqlite3.Connection, n: int) -> float:
     return time.monotonic() - start
 
 
+def _runs(a: Path, b: Path, runs: int, both_ways: bool) -> dict[str, list[float]]:
+    lines = {r: r / ".lifeline" / "ledger.db" for r in (a, b)}
+    conns = {r: sqlite3.connect(f"file:{p}?mode=ro", uri=True) for r, p in lines.items()}
+    times: dict[str, list[float]] = {}
+    for src, dst in [(a, b), (b, a)] if both_ways else [(a, b)]:
+        key = f"{src.name.upper()} -> {dst.name.upper()}"
+        for n in range(runs):
+            # Let the echo sync of the previous run (the receiver syncs back) finish, then
+            # start at a random phase of the writer's change poll.
+            time.sleep(QUIET_POLLS * CHANGE_POLL_S + random.uniform(0, CHANGE_POLL_S))
+            times.setdefault(key, []).append(asyncio.run(_one_run(lines[src], conns[dst], n)))
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=30)
@@ -128,6 +152,11 @@ def main() -> None:
     parser.add_argument(
         "--idle-seconds", type=float, default=10.0, help="how long to sample an idle node's CPU"
     )
+    parser.add_argument(
+        "--dial-only",
+        action="store_true",
+        help="only B knows A (serve --peer A); time both directions",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         a, b = Path(tmp, "a"), Path(tmp, "b")
@@ -135,33 +164,29 @@ def main() -> None:
             root.mkdir()
             _cli("lifeline", root, "init")
             _cli("lifeline_mesh", root, "share", "ledger")
-        procs = _start_pair(a, b, mtls=args.mtls)
+        procs = _start_pair(a, b, mtls=args.mtls, dial_only=args.dial_only)
         try:
             deadline = time.monotonic() + 30
-            _wait_synced(a, deadline)
+            if not args.dial_only:
+                _wait_synced(a, deadline)
             _wait_synced(b, deadline)
-            b_conn = sqlite3.connect(f"file:{b / '.lifeline' / 'ledger.db'}?mode=ro", uri=True)
-            times = []
-            for n in range(args.runs):
-                # Let the echo sync of the previous run (B, having received, syncs back)
-                # finish, then start at a random phase of A's change poll.
-                time.sleep(QUIET_POLLS * CHANGE_POLL_S + random.uniform(0, CHANGE_POLL_S))
-                times.append(asyncio.run(_one_run(a / ".lifeline" / "ledger.db", b_conn, n)))
+            times = _runs(a, b, args.runs, args.dial_only)
             idle = _idle_cpu(procs[0].pid, args.idle_seconds)
         finally:
             for proc in procs:
                 proc.terminate()
                 proc.wait(timeout=30)
-    ms = sorted(t * 1000 for t in times)
+    how = "B dialed A only" if args.dial_only else "each knows the other"
     print(
-        f"propagation A -> B on loopback ({'mutual TLS' if args.mtls else 'plain'}), "
-        f"{args.runs} runs, "
-        f"change poll {CHANGE_POLL_S * 1000:.0f} ms"
+        f"propagation on loopback ({'mutual TLS' if args.mtls else 'plain'}; {how}), "
+        f"{args.runs} runs a direction, change poll {CHANGE_POLL_S * 1000:.0f} ms"
     )
-    print(
-        f"  median {statistics.median(ms):.1f} ms   p90 {ms[int(0.9 * (len(ms) - 1))]:.1f} ms"
-        f"   min {ms[0]:.1f} ms   max {ms[-1]:.1f} ms"
-    )
+    for key, seconds in times.items():
+        ms = sorted(t * 1000 for t in seconds)
+        print(
+            f"  {key}: median {statistics.median(ms):.1f} ms   "
+            f"p90 {ms[int(0.9 * (len(ms) - 1))]:.1f} ms   min {ms[0]:.1f} ms   max {ms[-1]:.1f} ms"
+        )
     print(f"  idle node A: {idle * 100:.2f}% of one core over {args.idle_seconds:g} s")
 
 

@@ -48,10 +48,12 @@ from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import split_address
+from lifeline_mesh.transport.announce import watch_lines
 from lifeline_mesh.transport.authz import SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
+from lifeline_mesh.watch import ChangeFeed
 
 __all__ = ["NODE_LIMITS", "Node"]
 
@@ -89,6 +91,8 @@ class Node:
         self._admitting: weakref.WeakKeyDictionary[Store, NotarizedEntrySet] = (
             weakref.WeakKeyDictionary()
         )
+        # Changes of our shared lines, announced to the peers that watch us (Watch RPC).
+        self.changes = ChangeFeed(lambda: self.config().shared_lines)
 
     def config(self) -> NodeConfig:
         return NodeConfig.load(self.root)
@@ -152,6 +156,8 @@ class Node:
 
     def server(self, join_listen: str | None = None) -> SyncServer:
         self._join_listen = join_listen
+        # A fresh feed per server: stopping a server closes its feed for good.
+        self.changes = ChangeFeed(lambda: self.config().shared_lines)
         return SyncServer(
             self.open_line,
             self.is_shared,
@@ -160,6 +166,7 @@ class Node:
             credentials=self.security.server_credentials,
             limits=self.limits,
             extend=self._extend,
+            announcements=self.changes,
         )
 
     async def serve(
@@ -221,7 +228,23 @@ class Node:
             port=split_address(address)[1],
             line_files=shared_line_files,
             allow=not_revoked,
+            watch_one=self.watch_peer,
+            # A reader sends nothing in its sessions: announcing its changes would only
+            # start sessions that carry nothing, so its watchers hear heartbeats only.
+            feed=None if self.security.role == "reader" else self.changes,
         )
+
+    async def watch_peer(self, peer: PeerState) -> AsyncIterator[bool]:
+        """The Watch call to ``peer``: True when it is accepted, then False for each change
+        of a line shared here too (DESIGN §8: a node that only dials out stays live)."""
+        async for change in watch_lines(
+            str(peer.address),
+            [],  # every line the peer shares with us; ours are checked per announcement
+            credentials=self.security.channel_credentials,
+            options=self.security.channel_options,
+        ):
+            if change.initial or set(change.lines) & set(self.config().shared_lines):
+                yield change.initial
 
     async def sync_peer(self, peer: PeerState) -> str:
         """One scheduled sync with ``peer``: every shared line; a one-line summary."""

@@ -2,10 +2,12 @@
 
 The always-on half of ``lifeline-mesh serve`` (DESIGN §8), as one unit the node's
 composition root starts: static peers from the config and ``--peer``, LAN discovery on the
-named interfaces, the line watcher, and the sync scheduler, with the peer table written to
-``peers.json`` as it changes. It does not know the wire protocol: the node passes
-``sync_one``. Every task it starts lives in the caller's TaskGroup; cancelling that group
-stops them all and withdraws the LAN advert.
+named interfaces, the line watcher (its changes also go to the peers that watch us, through
+the node's change feed), the sync scheduler, and a Watch call to every peer
+(``peer_watch.py``), with the peer table written to ``peers.json`` as it changes. It does
+not know the wire protocol: the node passes ``sync_one`` and ``watch_one``. Every task it
+starts lives in the caller's TaskGroup; cancelling that group stops them all and withdraws
+the LAN advert.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from lifeline.errors import ConfigError
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.discovery.advert import PeerFound, PeerLost
 from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
+from lifeline_mesh.peer_watch import PeerWatches, WatchOne
 from lifeline_mesh.peers import PeerAddress, save_peers_file
 from lifeline_mesh.schedule import SchedulePolicy
 from lifeline_mesh.scheduler import (
@@ -32,7 +35,7 @@ from lifeline_mesh.scheduler import (
     SyncOne,
     SyncScheduler,
 )
-from lifeline_mesh.watch import CHANGE_POLL_S, LineWatcher
+from lifeline_mesh.watch import CHANGE_POLL_S, ChangeFeed, LineWatcher
 
 __all__ = ["Peering", "PeeringOptions", "add_peering_arguments", "peering_options"]
 
@@ -118,6 +121,8 @@ class Peering:
         line_files: Sequence[Path] | Callable[[], Sequence[Path]],
         allow: Callable[[str], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        watch_one: WatchOne | None = None,
+        feed: ChangeFeed | None = None,
     ) -> None:
         self.root = root
         self.options = options
@@ -135,9 +140,25 @@ class Peering:
             on_update=self._persist,
         )
         self.discovery: ZeroconfDiscovery | None = None
+        self.feed = feed  # our line changes, announced to the peers that watch us
+        self.watches = (
+            None
+            if watch_one is None
+            else PeerWatches(self.scheduler, watch_one, on_live=self._persist_now)
+        )
 
     def _persist(self, rows: list[dict[str, Any]]) -> None:
+        if self.watches is not None:
+            self.watches.refresh()
+            for row in rows:
+                row["watching"] = row["key"] in self.watches.live
         save_peers_file(self.root, rows, pid=os.getpid(), wall_now=time.time())
+
+    def _persist_now(self) -> None:
+        try:
+            self._persist(self.scheduler.rows())
+        except OSError as exc:  # a full disk must not stop watching
+            log.warning("cannot record the peer table: %s", exc)
 
     async def start(self, tg: asyncio.TaskGroup) -> None:
         """Announce (when enabled), then start every loop as a task of ``tg``."""
@@ -148,7 +169,10 @@ class Peering:
         # Static peers first: the mDNS probe below takes about two seconds.
         tg.create_task(self.scheduler.run(tg), name="scheduler")
         watcher = LineWatcher(self.line_files, interval=self.options.watch_interval)
-        tg.create_task(watcher.run(self.scheduler.local_change), name="line watcher")
+        publish = None if self.feed is None else self.feed.publish_paths
+        tg.create_task(watcher.run(self.scheduler.local_change, publish), name="line watcher")
+        if self.watches is not None:
+            self.watches.start(tg)
         if self.options.discovery and self.mesh_id:
             self.discovery = ZeroconfDiscovery(
                 node_id=self.node_id,

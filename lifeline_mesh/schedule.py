@@ -7,6 +7,9 @@ a fake clock. Rules:
 * a peer that appears (configured or discovered) is synced at once;
 * a local change makes every healthy peer due at once; a peer in back-off keeps its
   schedule, so writing fast never hammers a dead peer;
+* a change a peer announces (over the Watch call this node opened) makes that peer due at
+  once; a fresh call does so even in back-off (the peer answers again), later
+  announcements only when the peer is healthy;
 * after a success the next sync is one period later (with jitter, so a room of nodes started
   together does not sync in lock step);
 * after a failure the delay doubles from ``backoff_base`` up to ``backoff_max``, each delay
@@ -82,6 +85,22 @@ class Planner:
                 peer.next_attempt = now
             woken.append(peer.key)
         return woken
+
+    def remote_change(self, key: str, now: float, *, fresh: bool = False) -> bool:
+        """Peer ``key`` announced a change (``fresh``: its Watch call was just accepted):
+        it is due now. Returns whether anything changed."""
+        if key not in self.table:
+            return False
+        peer = self.table.get(key)
+        if peer.failures and not fresh:
+            return False
+        if peer.in_flight:
+            peer.resync = True  # the running session may have read its ranges before it
+        elif peer.next_attempt > now:
+            peer.next_attempt = now
+        else:
+            return False
+        return True
 
     def due(self, now: float) -> list[PeerState]:
         """Peers whose time has come and that are not already syncing, earliest first."""

@@ -100,6 +100,11 @@ class SyncScheduler:
         if self.planner.local_change(self._clock()):
             self._changed()
 
+    def remote_change(self, key: str, *, fresh: bool = False) -> None:
+        """Peer ``key`` announced a change over its Watch call: sync with it now."""
+        if self.planner.remote_change(key, self._clock(), fresh=fresh):
+            self._changed()
+
     def rows(self) -> list[dict[str, Any]]:
         return self.table.to_json(mono_now=self._clock(), wall_now=self._wall())
 

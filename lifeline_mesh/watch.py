@@ -1,4 +1,5 @@
-"""LineWatcher: notice that entries were appended to a line, cheaply, from any process.
+"""LineWatcher: notice that entries were appended to a line, cheaply, from any process;
+ChangeFeed: hand those changes to every peer that watches this node.
 
 ``lifeline log``, the MCP server and the sync writer each commit through their own SQLite
 connection. A separate connection per line asks ``PRAGMA data_version`` — a counter that
@@ -7,18 +8,24 @@ the database — and, only then, ``max(seq)`` of the entries (a primary-key look
 line costs one tiny query per poll, whatever its size. Polling at a short interval is used
 instead of inotify because it sees commits made over network file systems and in other
 mount namespaces (containers) alike.
+
+The :class:`ChangeFeed` fans the watcher's changes out to the server's Watch calls (a peer
+that dialed us, maybe from behind NAT, hears of our changes over the call it opened; see
+docs/protocol.md, "Watch"). Each subscriber keeps the set of lines changed since it last
+looked, so a slow or stalled caller costs one small set, never a growing queue.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["CHANGE_POLL_S", "LineWatcher"]
+__all__ = ["CHANGE_POLL_S", "ChangeFeed", "LineWatcher", "Subscription"]
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +104,13 @@ class LineWatcher:
                 self._probes[path] = _Probe(path)
         return {path: self._probes[path].poll() for path in wanted}
 
-    async def run(self, on_change: Callable[[], None]) -> None:
-        """Poll until cancelled; the first poll is the baseline and reports nothing."""
+    async def run(
+        self,
+        on_change: Callable[[], None],
+        on_lines: Callable[[list[Path]], None] | None = None,
+    ) -> None:
+        """Poll until cancelled; the first poll is the baseline and reports nothing.
+        ``on_lines`` (optional) is also told which files changed."""
         try:
             last = await asyncio.to_thread(self._poll)
             self.polls += 1
@@ -106,11 +118,88 @@ class LineWatcher:
                 await asyncio.sleep(self._interval)
                 current = await asyncio.to_thread(self._poll)
                 self.polls += 1
-                if any(current[p] != last.get(p) for p in current):
+                changed = [p for p in current if current[p] != last.get(p)]
+                if changed:
                     on_change()
+                    if on_lines is not None:
+                        on_lines(changed)
                 last = current
         finally:
             with self._lock:
                 self._closed = True
                 for probe in self._probes.values():
                     probe.close()
+
+
+class Subscription:
+    """One watcher of the feed: the lines changed since it last asked."""
+
+    def __init__(self) -> None:
+        self._pending: set[str] = set()
+        self._event = asyncio.Event()
+        self.closed = False
+
+    def _add(self, lines: Iterable[str]) -> None:
+        self._pending.update(lines)
+        self._event.set()
+
+    def _close(self) -> None:
+        self.closed = True
+        self._event.set()
+
+    async def next(self, timeout: float | None = None) -> set[str] | None:
+        """The lines changed since the last call (empty after ``timeout`` seconds with no
+        change); None once the feed is closed."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
+        if self.closed:
+            return None
+        self._event.clear()
+        out, self._pending = self._pending, set()
+        return out
+
+
+class ChangeFeed:
+    """Lines whose entries changed here, for every current subscriber (the Watch calls).
+
+    ``shared_lines`` names the lines this node shares now; the server announces only those
+    (and only to callers allowed to read them).
+    """
+
+    def __init__(self, shared_lines: Callable[[], Sequence[str]]) -> None:
+        self._shared_lines = shared_lines
+        self._subscribers: set[Subscription] = set()
+        self._closed = False
+
+    def shared_lines(self) -> Sequence[str]:
+        return self._shared_lines()
+
+    def publish(self, lines: Iterable[str]) -> None:
+        names = set(lines)
+        for sub in self._subscribers:
+            sub._add(names)
+
+    def publish_paths(self, paths: Iterable[Path]) -> None:
+        """From :meth:`LineWatcher.run`: a line's file is ``<name>.db``."""
+        self.publish(p.stem for p in paths)
+
+    @contextlib.contextmanager
+    def subscribe(self) -> Iterator[Subscription]:
+        sub = Subscription()
+        if self._closed:
+            sub._close()
+        self._subscribers.add(sub)
+        try:
+            yield sub
+        finally:
+            self._subscribers.discard(sub)
+
+    def close(self) -> None:
+        """The node is stopping: every subscriber's ``next`` returns None from now on."""
+        self._closed = True
+        for sub in self._subscribers:
+            sub._close()
+
+    def __len__(self) -> int:
+        return len(self._subscribers)

@@ -13,7 +13,17 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ServeRefused", "cli", "free_port", "has_entry", "join_mesh", "serve", "wait_for_entry"]
+__all__ = [
+    "ServeRefused",
+    "cli",
+    "free_port",
+    "has_entry",
+    "join_mesh",
+    "log_note",
+    "serve",
+    "shared_node",
+    "wait_for_entry",
+]
 
 
 def cli(
@@ -28,6 +38,20 @@ def cli(
     if check and proc.returncode != 0:
         raise AssertionError(f"{module} {args} failed ({proc.returncode}): {proc.stderr}")
     return proc
+
+
+def shared_node(root: Path) -> Path:
+    """`lifeline init` and `lifeline-mesh share ledger` in ``root``; returns the line file."""
+    root.mkdir(parents=True, exist_ok=True)
+    cli("lifeline", root, "init")
+    cli("lifeline_mesh", root, "share", "ledger")
+    return root / ".lifeline" / "ledger.db"
+
+
+def log_note(root: Path, summary: str) -> str:
+    """`lifeline log` a note; returns its id."""
+    out = cli("lifeline", root, "log", "--kind", "note", "--summary", summary, "--json").stdout
+    return str(json.loads(out)["id"])
 
 
 class ServeRefused(AssertionError):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from datetime import UTC, datetime, timedelta
 
 from lifeline.entry import Entry, format_ts
 from lifeline_mesh.recon.entry_codec import EntryCodec
+from lifeline_mesh.recon.frames import Effect, Hello, LoadSnapshot, LoadSummary
 from lifeline_mesh.recon.pair import MemorySet
-from lifeline_mesh.recon.sets import ParsedItem
+from lifeline_mesh.recon.session import Session
+from lifeline_mesh.recon.sets import ParsedItem, Snapshot
 
 _BASE = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -50,3 +53,19 @@ def blob_set(blobs: list[bytes]) -> MemorySet:
     for b in blobs:
         s.add_raw(b)
     return s
+
+
+def open_responder(session: Session, hello: Hello, snap: Snapshot | None = None) -> list[Effect]:
+    """Feed a responder the peer's hello and load set 0's snapshot (``snap``, or empty) at
+    once, as the driver does when the first frame about the set arrives; summaries are
+    answered "not kept". Returns the other effects (the responder's hello)."""
+    out: list[Effect] = []
+    todo = deque(session.receive(hello, 0.0))
+    while todo:
+        eff = todo.popleft()
+        if isinstance(eff, LoadSummary):
+            todo.extend(session.summary_loaded(eff.set_index, None, 0.0))
+        elif not isinstance(eff, LoadSnapshot):
+            out.append(eff)
+    session.snapshot_loaded(0, snap if snap is not None else Snapshot.empty(), 0.0)
+    return out

@@ -26,9 +26,9 @@ from lifeline.store.sqlite_writes import insert_rows
 from lifeline.validate import Limits
 from lifeline_mesh import offload
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
-from lifeline_mesh.recon.frames import Items
+from lifeline_mesh.recon.frames import Items, LoadSnapshot
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
-from lifeline_mesh.recon.sets import ParsedItems
+from lifeline_mesh.recon.sets import ParsedItems, Snapshot
 from lifeline_mesh.sync import entry_offload
 from lifeline_mesh.sync.entry_offload import parse_in_helpers, preparse
 from tests.sync_helpers import history, make_node, serving, write
@@ -125,6 +125,8 @@ def test_a_preparsed_frame_still_gets_the_sessions_size_cap() -> None:
     session.peer_hello = object()  # type: ignore[assignment]  # past the handshake
     parsed = ParsedItems(Items(0, tuple(raws)), tuple(codec.parse(r) for r in raws))
     effects = session.receive(parsed, 0.0)
+    if effects == [LoadSnapshot(0)]:  # the set's snapshot first, as the driver does
+        effects = session.snapshot_loaded(0, Snapshot.empty(), 0.0)
     assert session.finished
     assert "max_item_bytes" in repr(effects)
 

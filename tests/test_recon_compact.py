@@ -23,7 +23,6 @@ from lifeline_mesh.recon.frames import (
     Bound,
     Failed,
     Frame,
-    LoadSnapshot,
     Mode,
     Range,
     Recon,
@@ -31,10 +30,9 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.pair import MemorySet, SessionPair
 from lifeline_mesh.recon.ranges import Responder
-from lifeline_mesh.recon.sets import Snapshot
 from lifeline_mesh.wire.codec import decode_bytes, encode
 from lifeline_mesh.wire.packed import pack_ranges, unpack_ranges
-from tests.recon_helpers import blob_set, chain, entry_set
+from tests.recon_helpers import blob_set, chain, entry_set, open_responder
 
 BASE = chain(400, "base", body="x" * 100)
 KEY = session_key(b"i" * 8, b"r" * 8)
@@ -196,16 +194,13 @@ def test_a_want_for_a_short_id_offered_in_two_ranges_sends_both() -> None:
     responder.answer(ranges, dialect)
     outbox = SetOutbox()
     outbox.want(responder, Want(0, short_ids=names[twin]))
-    fetch = outbox.plan(0, responder, 256)
+    fetch = list(outbox.plan(0, responder, 256) or ())
     assert {snap.item_id(first), snap.item_id(twin)} <= set(fetch[0].ids)
 
 
 def test_compact_ranges_without_agreement_are_refused() -> None:
     s = Session(Role.RESPONDER, "ledger", [("entries", EntryCodec())], 0.0)
-    effects = s.receive(Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6), 0.0)
-    for eff in effects:
-        if isinstance(eff, LoadSnapshot):
-            s.snapshot_loaded(0, Snapshot.empty(), 0.0)
+    open_responder(s, Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6))
     effects = s.receive(Recon(0, (Range(None, Mode.SKIP),), True, 8, 6), 0.0)
     failed = [e for e in effects if isinstance(e, Failed)]
     assert failed and "was not agreed" in str(failed[0].error)
@@ -323,9 +318,7 @@ def test_arbitrary_compact_frames_end_in_a_clean_failure_or_nothing(frames: list
 
     session = Session(Role.RESPONDER, "ledger", [("entries", EntryCodec())], 0.0)
     hello = Hello(1, "ledger", ("entries",), (COMPACT_CAPABILITY,), 1 << 20, 10**6, b"s" * 8)
-    for eff in session.receive(hello, 0.0):
-        if isinstance(eff, LoadSnapshot):
-            session.snapshot_loaded(0, entry_set(BASE[:30]).snapshot(), 0.0)
+    open_responder(session, hello, entry_set(BASE[:30]).snapshot())
     for frame in frames:
         for eff in session.receive(frame, 0.0):
             if isinstance(eff, Failed):

@@ -26,7 +26,7 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.pair import SessionPair
 from lifeline_mesh.wire.codec import decode_bytes, encode
-from tests.recon_helpers import blob_set, chain, entry_set
+from tests.recon_helpers import blob_set, chain, entry_set, open_responder
 
 BASE = chain(500, "base", body="x" * 200)
 
@@ -36,9 +36,10 @@ def test_in_sync_is_one_round_trip_and_a_few_dozen_bytes() -> None:
     r = SessionPair([a], [b]).run()
     assert r.errors == [] and r.done == 2
     assert r.rounds == 1
-    # hello (64, with the compact-ranges capability and an 8-byte salt) + root fingerprint
-    # range (~25, plain) + end-of-turn + fin; hello + end-of-turn back
-    assert (r.bytes_a_to_b, r.bytes_b_to_a) == (133, 100)
+    # hello (74, with the compact-ranges and set-sums capabilities and an 8-byte salt) +
+    # root fingerprint range (~25, plain) + end-of-turn + fin; hello (with the responder's
+    # whole-set fingerprint, 18 bytes) + end-of-turn back
+    assert (r.bytes_a_to_b, r.bytes_b_to_a) == (143, 128)
     assert (r.frames_a_to_b, r.frames_b_to_a) == (4, 2)
 
 
@@ -136,14 +137,7 @@ def test_frames_are_split_under_the_frame_cap() -> None:
 
 def _responder(limits: SessionLimits | None = None) -> Session:
     s = Session(Role.RESPONDER, "ledger", [("entries", EntryCodec())], 0.0, limits)
-    hello = Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6)
-    effects = s.receive(hello, 0.0)
-    from lifeline_mesh.recon.frames import LoadSnapshot
-    from lifeline_mesh.recon.sets import Snapshot
-
-    for eff in effects:
-        if isinstance(eff, LoadSnapshot):
-            s.snapshot_loaded(eff.set_index, Snapshot.empty(), 0.0)
+    open_responder(s, Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6))
     return s
 
 
@@ -263,12 +257,8 @@ _frames = st.one_of(
 @given(st.lists(_frames, max_size=8))
 def test_arbitrary_frames_end_in_a_clean_failure_or_nothing(frames: list[object]) -> None:
     session = Session(Role.RESPONDER, "ledger", [("entries", EntryCodec())], 0.0)
-    from lifeline_mesh.recon.frames import LoadSnapshot
-
-    effects = session.receive(Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6), 0.0)
-    for eff in effects:
-        if isinstance(eff, LoadSnapshot):
-            session.snapshot_loaded(0, entry_set(BASE[:30]).snapshot(), 0.0)
+    hello = Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6)
+    open_responder(session, hello, entry_set(BASE[:30]).snapshot())
     for frame in frames:
         for eff in session.receive(frame, 0.0):  # type: ignore[arg-type]
             if isinstance(eff, Failed):

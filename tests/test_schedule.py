@@ -141,6 +141,25 @@ def test_appearing_and_local_changes_make_healthy_peers_due() -> None:
     assert planner.due(0.3) == [healthy, dead]
 
 
+def test_a_change_a_peer_announces_makes_that_peer_due() -> None:
+    planner = _planner()
+    healthy = planner.table.add_static(PeerAddress("10.0.0.1", 1))
+    failing = planner.table.add_static(PeerAddress("10.0.0.2", 1))
+    for peer in (healthy, failing):
+        planner.started(peer)
+    planner.succeeded(healthy, 0.0, 0.0, "ok")
+    planner.failed(failing, 0.0, 0.0, "refused")
+    assert planner.remote_change(healthy.key, 0.1) and planner.due(0.1) == [healthy]
+    assert not planner.remote_change(failing.key, 0.1)  # its back-off holds...
+    assert planner.remote_change(failing.key, 0.1, fresh=True)  # ...until it answers again
+    assert planner.due(0.1) == [healthy, failing]
+    assert not planner.remote_change("static:10.9.9.9:1", 0.1)  # a peer no longer listed
+    planner.started(healthy)
+    assert planner.remote_change(healthy.key, 2.0)  # mid-session: once more right after
+    planner.succeeded(healthy, 3.0, 0.0, "ok")
+    assert healthy in planner.due(3.0) and healthy.next_attempt == 3.0
+
+
 def test_change_during_a_session_syncs_again_right_after() -> None:
     planner = _planner()
     peer = planner.table.add_static(PeerAddress("10.0.0.1", 1))

@@ -13,21 +13,11 @@ import pytest
 from lifeline_mesh.peers import load_peers_file
 from lifeline_mesh.state import state_path
 from tests.mesh_procs import cli, free_port, join_mesh, serve, wait_for_entry
+from tests.mesh_procs import log_note as _log
+from tests.mesh_procs import shared_node as _node
 from tests.netns import Host, needs_multicast, netns_unavailable, two_hosts
 
 pytestmark = pytest.mark.slow
-
-
-def _node(root: Path) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    cli("lifeline", root, "init")
-    cli("lifeline_mesh", root, "share", "ledger")
-    return root / ".lifeline" / "ledger.db"
-
-
-def _log(root: Path, summary: str) -> str:
-    out = cli("lifeline", root, "log", "--kind", "note", "--summary", summary, "--json").stdout
-    return str(json.loads(out)["id"])
 
 
 def test_a_write_on_one_node_reaches_the_other_without_a_command(tmp_path: Path) -> None:

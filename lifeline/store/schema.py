@@ -76,6 +76,24 @@ MIGRATIONS: dict[str, list[tuple[int, str]]] = {
             DROP TABLE edges;
             """,
         ),
+        (
+            3,
+            # Each synced set's whole-set fingerprint (count and sum of tokens), kept up to
+            # date by every write in the same transaction, so an in-sync check reads one row
+            # instead of the line (lifeline/store/summary.py; decision 0016). A line that
+            # holds entries already gets its row computed from them on first use.
+            """
+            CREATE TABLE set_summaries (
+                name  TEXT PRIMARY KEY,
+                count INTEGER NOT NULL,
+                total BLOB NOT NULL,
+                mark  INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            -- a new line's summary is known (empty) and kept from its first write on
+            INSERT INTO set_summaries
+                SELECT 'entries', 0, zeroblob(32), 0 WHERE NOT EXISTS (SELECT 1 FROM entries);
+            """,
+        ),
     ],
 }
 

@@ -27,6 +27,13 @@ from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.schema import apply_migrations
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_writes import append_tx, id_chunks, in_transaction
+from lifeline.store.summary import (
+    ENTRIES_SET,
+    SetTotals,
+    compute_totals,
+    entry_token,
+    read_totals,
+)
 
 # A hook run inside a local write's transaction: (connection, entries newly stored).
 InTransaction = Callable[[sqlite3.Connection, Sequence[Entry]], None]
@@ -303,6 +310,21 @@ class SqliteStore:
         await self.run_write(lambda conn: self.append_in(conn, (), [(entry_id, line)]))
 
     # -- reads ---------------------------------------------------------------------
+
+    async def entry_totals(self) -> SetTotals:
+        """Count and sum of tokens of every entry (sync's whole-set fingerprint): one row
+        kept by every write; computed from the entries once when absent or stale."""
+        found = await self.run_read(lambda conn: read_totals(conn, ENTRIES_SET, "entries"))
+        if found is not None:
+            return found
+
+        def compute(conn: sqlite3.Connection) -> SetTotals:
+            rows = conn.execute("SELECT id, ts FROM entries")
+            return compute_totals(
+                conn, ENTRIES_SET, "entries", (entry_token(i, ts) for i, ts in rows)
+            )
+
+        return await self.run_write(compute)
 
     async def get(self, entry_id: str) -> Entry:
         found = await self.get_many([entry_id])

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from lifeline.entry import Entry
 from lifeline.store.order import order_batch
 from lifeline.store.port import AppendResult
+from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
 
 __all__ = ["append_tx", "id_chunks", "in_transaction", "insert_rows"]
 
@@ -22,25 +23,32 @@ T = TypeVar("T")
 ROWS_PER_STATEMENT = 1024  # a full statement's text is reused from the statement cache
 
 
-def insert_rows(conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]]) -> None:
+def insert_rows(
+    conn: sqlite3.Connection, head: str, rows: Sequence[Sequence[Any]], returning: str = ""
+) -> list[tuple[Any, ...]]:
     """``head VALUES (?, ...), (?, ...), ...``: many rows a statement, not one a call.
 
     ``executemany`` runs one statement per row and gives up the interpreter lock around
     each; under a busy event-loop thread, winning it back costs up to a switch interval
     (5 ms) a row, so a batch written during a sync crawled (`bench/lock_convoy.py`: 10k
     rows took 20 s beside a busy Python thread, against 0.16 s this way; decision 0014).
+    With ``returning`` (column names), the rows actually inserted are returned (``INSERT OR
+    IGNORE`` returns none for the rows it ignored).
     """
     if not rows:
-        return
+        return []
+    tail = f" RETURNING {returning}" if returning else ""
     if len(rows) == 1:  # a single local write: no list to flatten
-        conn.execute(_values_sql(head, len(rows[0]), 1), rows[0])
-        return
+        return conn.execute(_values_sql(head, len(rows[0]), 1) + tail, rows[0]).fetchall()
     width = len(rows[0])
     limit = conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // width
     per = max(1, min(ROWS_PER_STATEMENT, limit))
+    out: list[tuple[Any, ...]] = []
     for start in range(0, len(rows), per):
         chunk = rows[start : start + per]
-        conn.execute(_values_sql(head, width, len(chunk)), [v for row in chunk for v in row])
+        sql = _values_sql(head, width, len(chunk)) + tail
+        out += conn.execute(sql, [v for row in chunk for v in row]).fetchall()
+    return out
 
 
 @lru_cache(maxsize=64)  # the texts of a few batch sizes (up to ~30 KB each)
@@ -53,6 +61,7 @@ def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResul
     """Store ``entries`` on ``conn`` inside a write transaction already begun: heights,
     row numbers, parent links, the tips, dedup keys and earliest ts (see SqliteStore)."""
     own = {e.id for e in entries}
+    totals = totals_for_update(conn, ENTRIES_SET, "entries")  # sync's whole-set summary
     named = {p for e in entries for p in e.parents}
     # One lookup for heights, row numbers and stored ts; externals only for parents
     # found nowhere else.
@@ -65,12 +74,14 @@ def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResul
     links: list[tuple[int, int]] = []
     foreign: list[tuple[str, int]] = []
     lowered: list[str] = []
+    relabelled: list[tuple[str, str, str]] = []  # (id, old ts, new ts): the set's totals
     seq = _last_seq(conn) if len(existing_ts) < len(own) else 0
     for entry, height in ordered:
         old_ts = existing_ts.get(entry.id)
         if old_ts is not None:
             if entry.ts < old_ts:
                 lowered.append(entry.id)
+                relabelled.append((entry.id, old_ts, entry.ts))
                 existing_ts[entry.id] = entry.ts
             continue
         existing_ts[entry.id] = entry.ts
@@ -131,6 +142,16 @@ def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResul
             [(i,) for i in fresh if i not in parents],
         )
         conn.executemany("DELETE FROM tips WHERE id = ?", [(p,) for p in parents if p not in fresh])
+    if new_rows or relabelled:
+        bump_totals(
+            conn,
+            ENTRIES_SET,
+            totals,
+            mark=new_rows[-1][0] if new_rows else None,  # rows are numbered in order
+            added=[entry_token(r[1], r[2]) for r in new_rows]
+            + [entry_token(i, new) for i, _, new in relabelled],
+            removed=[entry_token(i, old) for i, old, _ in relabelled],
+        )
     return AppendResult(tuple(r[1] for r in new_rows), tuple(lowered))
 
 

@@ -23,6 +23,13 @@ from lifeline.ledger import utc_now
 from lifeline.store.schema import apply_migrations, register_migrations
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_writes import insert_rows
+from lifeline.store.summary import (
+    SetTotals,
+    bump_totals,
+    compute_totals,
+    read_totals,
+    totals_for_update,
+)
 from lifeline_mesh.notary.admission import (
     MAX_ADMIT_ITEMS,
     StoredContext,
@@ -122,11 +129,29 @@ register_migrations(
             CREATE INDEX statements_subject_key ON statements(role, substr(subject, 1, 16));
             """,
         ),
+        (
+            6,
+            # Each table's whole-set fingerprint (ledger migration 3's set_summaries) is
+            # recomputed from the rows after the migrations before this one, which may
+            # have changed the tables without keeping it (decision 0016); an empty table's
+            # row is known at once and kept from the first insert.
+            """
+            DELETE FROM set_summaries WHERE name IN ('attestations', 'statements');
+            INSERT INTO set_summaries
+                SELECT 'attestations', 0, zeroblob(32), 0
+                WHERE NOT EXISTS (SELECT 1 FROM attestations);
+            INSERT INTO set_summaries
+                SELECT 'statements', 0, zeroblob(32), 0
+                WHERE NOT EXISTS (SELECT 1 FROM statements);
+            """,
+        ),
     ],
 )
 
 ATTESTATIONS_TABLE = "attestations"  # first-wave kinds: author, witness, summary
 STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
+# Each table's row in set_summaries (lifeline/store/summary.py) is named after it; its
+# tokens are the items' ids.
 
 # The indexed expression of migration 3, as every query must spell it.
 SUBJECT_KEY = "substr(subject, 1, 16)"
@@ -154,16 +179,31 @@ def table_of(role: Role) -> str:
     return ATTESTATIONS_TABLE if role in FIRST_WAVE else STATEMENTS_TABLE
 
 
+def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attestation]) -> int:
+    """Insert into ``table``, keeping its whole-set fingerprint in the same transaction."""
+    totals = totals_for_update(conn, table, table)
+    new = insert_rows(
+        conn,
+        f"INSERT OR IGNORE INTO {table} (id, sort_key, role, subject, node_id, ts, item)",
+        _rows(atts),
+        returning="id, seq",
+    )
+    if new:
+        tokens = (int.from_bytes(row[0], "little") for row in new)
+        mark = max(int(row[1]) for row in new)
+        bump_totals(conn, table, totals, mark=mark, added=tokens)
+    return len(new)
+
+
 def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
-    before = conn.total_changes
-    columns = "(id, sort_key, role, subject, node_id, ts, item)"
+    added = 0
     first = [a for a in atts if a.role in FIRST_WAVE]
     if first:
-        insert_rows(conn, f"INSERT OR IGNORE INTO attestations {columns}", _rows(first))
+        added += _insert_counted(conn, ATTESTATIONS_TABLE, first)
     if len(first) < len(atts):
-        later = [a for a in atts if a.role not in FIRST_WAVE]
-        insert_rows(conn, f"INSERT OR IGNORE INTO statements {columns}", _rows(later))
-    added = conn.total_changes - before
+        added += _insert_counted(
+            conn, STATEMENTS_TABLE, [a for a in atts if a.role not in FIRST_WAVE]
+        )
     # Witness receipts indexed by the entries they name: admission looks up when an entry
     # was seen, the MCP server which receipts name an entry.
     receipts = [a for a in atts if a.role is Role.WITNESS]
@@ -288,6 +328,22 @@ class NotaryStore:
         sql = f"SELECT sort_key, id FROM {self.table} ORDER BY sort_key, id"
         rows = await self.store.run_read(lambda c: c.execute(sql).fetchall())
         return [(int(k), bytes(i)) for k, i in rows]
+
+    async def totals(self) -> SetTotals:
+        """Count and sum of the ids of every item of this set's table (sync's whole-set
+        fingerprint): one row kept by every insert; computed from the rows once when absent
+        or stale."""
+        table = self.table
+        found = await self.store.run_read(lambda c: read_totals(c, table, table))
+        if found is not None:
+            return found
+
+        def compute(conn: sqlite3.Connection) -> SetTotals:
+            rows = conn.execute(f"SELECT id FROM {table}")
+            ids = (int.from_bytes(r[0], "little") for r in rows)
+            return compute_totals(conn, table, table, ids)
+
+        return await self.store.run_write(compute)
 
     async def fetch(self, ids: Sequence[bytes]) -> list[bytes]:
         """The items among ``ids`` that are stored, in the order asked."""

@@ -25,6 +25,7 @@ __all__ = [
     "Hello",
     "Items",
     "LoadSnapshot",
+    "LoadSummary",
     "Mode",
     "Range",
     "Recon",
@@ -72,6 +73,9 @@ class Hello:
     max_frame_bytes: int
     max_items: int
     salt: bytes = b""  # this side's share of the session key (compact ranges)
+    # responder, "set-summaries": each whole set's plain fingerprint, in the order of
+    # ``sets`` (b"": not known)
+    summaries: tuple[bytes, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,6 +148,14 @@ class LoadSnapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadSummary:
+    """Read the whole-set summary of one set (no snapshot); answer with ``summary_loaded``
+    (None when the set keeps none)."""
+
+    set_index: int
+
+
+@dataclass(frozen=True, slots=True)
 class Fetch:
     """Load these items; answer with ``fetched(set_index, raws, externals)``."""
 
@@ -170,7 +182,7 @@ class Failed:
     error: Exception = field(compare=False)
 
 
-Effect = SendFrame | LoadSnapshot | Fetch | Deliver | Done | Failed
+Effect = SendFrame | LoadSnapshot | LoadSummary | Fetch | Deliver | Done | Failed
 
 
 REFUSED_CODE = "refused"  # an Abort for a permission refusal: the caller may not do that

@@ -7,14 +7,15 @@ parents go first), and packs ranges and raw items into frames under the peer's s
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+from collections.abc import Iterator, Sequence
 
 from lifeline.errors import LocalProtocolError, RemoteProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
 from lifeline_mesh.recon.dialect import FULL_TOKEN_BYTES, PLAIN, Dialect
 from lifeline_mesh.recon.frames import Fetch, Items, Mode, Range, Recon, Want
 from lifeline_mesh.recon.ranges import Responder
-from lifeline_mesh.recon.sets import LIST_TOKEN_BYTES
+from lifeline_mesh.recon.sets import LIST_TOKEN_BYTES, Snapshot
 
 __all__ = ["SetOutbox"]
 
@@ -87,26 +88,30 @@ class SetOutbox:
             full_tokens=b"".join(reply.want_full),
         )
 
-    def plan(self, index: int, responder: Responder, chunk: int) -> list[Fetch]:
-        """Fetch requests for everything owed this turn, parents first; clears the outbox."""
-        indices = set(self._indices)
-        for lo, hi in self._intervals:
-            indices.update(range(lo, hi))
+    def plan(self, index: int, responder: Responder, chunk: int) -> Iterator[Fetch] | None:
+        """Fetch requests for everything owed this turn, parents first, made one at a time
+        as the driver asks (None: nothing owed); clears the outbox.
+
+        Lazy, because an initial sync owes a whole set: a million ids held at once as
+        ``bytes`` took ~80 MB of a serving node for the whole session (issue 14)."""
         snap = responder.snap
         # Everything in key order, (height, id): parents before children, also for items
         # wanted by id. Ids outside the snapshot (received this session) go first.
         unplaced: list[bytes] = []
+        extra = set(self._indices)
         for item_id in dict.fromkeys(self._ids):
             position = snap.position(item_id)
             if position is None:
                 unplaced.append(item_id)
             else:
-                indices.add(position)
-        ids = unplaced + [snap.item_id(n) for n in sorted(indices)]
+                extra.add(position)
+        intervals = sorted((lo, hi) for lo, hi in self._intervals if hi > lo)
         self._indices.clear()
         self._intervals.clear()
         self._ids.clear()
-        return [Fetch(index, tuple(ids[k : k + chunk])) for k in range(0, len(ids), chunk)]
+        if not unplaced and not extra and not intervals:
+            return None
+        return _fetches(index, snap, unplaced, _positions(intervals, sorted(extra)), chunk)
 
     @staticmethod
     def pack(
@@ -158,3 +163,25 @@ class SetOutbox:
         if part:
             frames.append(recon(part))
         return frames
+
+
+def _positions(intervals: list[tuple[int, int]], extra: list[int]) -> Iterator[int]:
+    """The snapshot positions of sorted ``intervals`` and ``extra``, sorted, each once."""
+    last = -1
+    for n in heapq.merge(*(range(lo, hi) for lo, hi in intervals), extra):
+        if n != last:
+            yield n
+            last = n
+
+
+def _fetches(
+    index: int, snap: Snapshot, first: list[bytes], positions: Iterator[int], chunk: int
+) -> Iterator[Fetch]:
+    ids = list(first)
+    for n in positions:
+        ids.append(snap.item_id(n))
+        if len(ids) >= chunk:
+            yield Fetch(index, tuple(ids[:chunk]))
+            ids = ids[chunk:]
+    for k in range(0, len(ids), chunk):
+        yield Fetch(index, tuple(ids[k : k + chunk]))

@@ -19,10 +19,11 @@ from lifeline_mesh.recon.frames import (
     Fetch,
     Frame,
     LoadSnapshot,
+    LoadSummary,
     SendFrame,
 )
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
-from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot, token_of
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot, token_of
 from lifeline_mesh.wire.codec import decode_bytes, encode
 
 __all__ = ["MemorySet", "PairResult", "SessionPair"]
@@ -34,6 +35,7 @@ class MemorySet:
     def __init__(self, codec: ItemCodec) -> None:
         self.codec = codec
         self.items: dict[bytes, tuple[int, bytes, bytes, tuple[bytes, ...]]] = {}
+        self.snapshots_taken = 0  # sessions that needed the whole sorted set
 
     def add_raw(self, raw: bytes) -> None:
         self.admit([self.codec.parse(raw)])
@@ -52,9 +54,15 @@ class MemorySet:
         return added
 
     def snapshot(self) -> Snapshot:
+        self.snapshots_taken += 1
         keys = sorted((h, i) for i, (h, *_rest) in self.items.items())
         tokens = [token_of(i, self.items[i][1]) for _, i in keys]
         return Snapshot([h for h, _ in keys], [i for _, i in keys], tokens)
+
+    def summary(self) -> SetSummary:
+        """What a store keeps on every write (here computed on demand)."""
+        total = sum(int.from_bytes(token_of(i, v[1]), "little") for i, v in self.items.items())
+        return SetSummary(len(self.items), total % (1 << 256))
 
     def fetch(self, ids: Sequence[bytes]) -> list[bytes]:
         return [self.items[i][2] for i in ids if i in self.items]
@@ -142,6 +150,9 @@ class SessionPair:
             eff = todo.popleft()
             if isinstance(eff, SendFrame):
                 self._send(side, eff.frame)
+            elif isinstance(eff, LoadSummary):
+                summary = self.sides[side][eff.set_index].summary()
+                todo.extend(session.summary_loaded(eff.set_index, summary, 0.0))
             elif isinstance(eff, LoadSnapshot):
                 snap = self.sides[side][eff.set_index].snapshot()
                 todo.extend(session.snapshot_loaded(eff.set_index, snap, 0.0))

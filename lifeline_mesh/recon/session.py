@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry, LocalProtocolError, PeerError, RemoteProtocolError
@@ -37,6 +37,7 @@ from lifeline_mesh.recon.frames import (
     Hello,
     Items,
     LoadSnapshot,
+    LoadSummary,
     Range,
     Recon,
     SendFrame,
@@ -45,7 +46,15 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
-from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, Snapshot
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, SetSummary, Snapshot
+from lifeline_mesh.recon.summaries import (
+    SUMS_CAPABILITY,
+    fingerprints,
+    opening_range,
+    peer_summaries,
+    set_of,
+    whole_set_equal,
+)
 
 __all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
 
@@ -84,6 +93,8 @@ class SessionLimits:
     compact_ranges: bool = True
     fingerprint_bytes: int = 8  # keyed fingerprints of the ranges this side sends
     short_id_bytes: int = 6  # keyed short ids in the id lists this side sends
+    # Whole-set summaries first, snapshots only for sets that differ (off: a first-wave node)
+    set_summaries: bool = True
 
 
 @dataclass(slots=True)
@@ -92,6 +103,7 @@ class SessionStats:
     items_received: int = 0
     rounds: int = 0
     orphans_dropped: int = 0
+    snapshots_loaded: int = 0  # sets whose sorted snapshot this side built (0 when in sync)
     sent_by_set: dict[str, int] = field(default_factory=dict)
     received_by_set: dict[str, int] = field(default_factory=dict)
 
@@ -102,6 +114,8 @@ class _SetState:
         self.codec = codec
         self.active = True
         self.snap = Snapshot.empty()
+        self.loaded = False  # the snapshot is loaded (only sets that differ ever are)
+        self.summary: SetSummary | None = None
         self.responder = Responder(self.snap, branch=limits.branch, leaf=limits.leaf)
         self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow)
         self.received: set[bytes] = set()
@@ -110,6 +124,7 @@ class _SetState:
 
     def load(self, snap: Snapshot, limits: SessionLimits, dialect: Dialect) -> None:
         self.snap = snap
+        self.loaded = True
         self.responder = Responder(snap, branch=limits.branch, leaf=limits.leaf, dialect=dialect)
 
     def known(self, item_id: bytes) -> bool:
@@ -137,7 +152,10 @@ class Session:
         self._phase = _Phase.LOADING if role is Role.INITIATOR else _Phase.LISTENING
         self._started = now
         self._loading: set[int] = set()
-        self._plan: list[Fetch] = []
+        self._summarizing: set[int] = set()
+        # The frame that needed a set's snapshot, answered once it is loaded.
+        self._deferred: Frame | ParsedItems | None = None
+        self._plan: list[Iterator[Fetch]] = []  # per set, made one fetch at a time
         self._finish_with_fin = False
         self._peer_frame_cap = self.limits.max_frame_bytes
         # Our share of the session key (compact ranges): fresh per session unless a test
@@ -163,23 +181,60 @@ class Session:
         self._started = now
         if self.role is Role.RESPONDER:
             return []
-        loads = self._load_all()
         # The hello needs no snapshot: sent first, it lets the responder build its own
         # snapshots while this side builds its (on a large line, half the in-sync time).
-        return [SendFrame(self._hello()), *loads]
+        if self.limits.set_summaries:
+            return [SendFrame(self._hello()), *self._summarize_all()]
+        return [SendFrame(self._hello()), *self._load_all()]
+
+    def summary_loaded(
+        self, set_index: int, summary: SetSummary | None, now: float
+    ) -> list[Effect]:
+        """The whole-set summary of a set (None: the set keeps none, so load it)."""
+        self._sets[set_index].summary = summary
+        self._summarizing.discard(set_index)
+        if self._summarizing:
+            return []
+        if self.role is Role.RESPONDER:
+            return [SendFrame(self._hello())]
+        unknown = [i for i, s in enumerate(self._sets) if s.summary is None and not s.loaded]
+        if unknown:
+            self._loading = set(unknown)
+            return [LoadSnapshot(i) for i in unknown]
+        return self._opening()
 
     def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
         self._sets[set_index].load(snap, self.limits, self._dialect)
+        self.stats.snapshots_loaded += 1
         self._loading.discard(set_index)
-        if self._loading or self.role is Role.RESPONDER:
+        if self._loading:
             return []
+        if self._phase is _Phase.LOADING and not self._summarizing:
+            return self._opening()
+        deferred, self._deferred = self._deferred, None
+        return [] if deferred is None else self.receive(deferred, now)
+
+    def _opening(self) -> list[Effect]:
+        """The initiator's first ranges: one fingerprint per set, from its summary when it
+        has one (no snapshot), else from its snapshot. Plain: every node reads them."""
         self._phase = _Phase.LISTENING
         out: list[Effect] = []
         for index, state in enumerate(self._sets):
-            out += self._recon_frames(index, initial_ranges(state.snap))
+            if state.loaded or state.summary is None:
+                ranges = initial_ranges(state.snap)
+            else:
+                ranges = [opening_range(state.summary)]
+            out += self._recon_frames(index, ranges)
         self.stats.rounds = 1
         out.append(SendFrame(EndOfTurn()))
         return out
+
+    def release_snapshots(self) -> None:
+        """Drop the sets' snapshots (the session is over): their memory can go back."""
+        self._plan = []  # fetches not made yet refer to a snapshot
+        for state in self._sets:
+            state.snap = Snapshot.empty()
+            state.responder = Responder(state.snap)
 
     def codec_of(self, set_index: int) -> ItemCodec | None:
         """The codec that parses the items of set ``set_index``; None if there is no such set."""
@@ -247,10 +302,18 @@ class Session:
         if self.peer_hello is None:
             raise RemoteProtocolError(f"got {type(frame).__name__} before hello")
         if isinstance(frame, Recon):
-            if not self._skippable(frame.set_index):
-                incoming = self._incoming(frame)
-                self._state(frame.set_index).responder.answer(frame.ranges, incoming)
+            if self._skippable(frame.set_index):
+                return []
+            state = self._state(frame.set_index)
+            if not state.loaded:
+                if whole_set_equal(state.summary, frame):
+                    return []  # in sync: nothing to answer, nothing to load
+                return self._defer(frame, frame.set_index)
+            state.responder.answer(frame.ranges, self._incoming(frame))
             return []
+        index = set_of(frame)
+        if index is not None and not self._state(index).loaded:
+            return self._defer(frame, index)
         if isinstance(frame, Want):
             return self._on_want(frame)
         if isinstance(frame, Items):
@@ -281,11 +344,36 @@ class Session:
         if self.role is Role.INITIATOR:
             for state in self._sets:
                 state.active = state.name in hello.sets
-            return []
+            return self._load_differing(hello)
         mine = {s.name: s for s in self._sets}
         self._sets = [mine.get(name) or _inactive(name, self.limits) for name in hello.sets]
+        if self.limits.set_summaries:
+            # The hello waits for the summaries it carries; snapshots wait for the ranges.
+            return self._summarize_all() or [SendFrame(self._hello())]
         out: list[Effect] = [SendFrame(self._hello())]
         return out + self._load_all()
+
+    def _load_differing(self, hello: Hello) -> list[Effect]:
+        """The initiator, on the responder's hello: load the snapshots of the sets whose
+        whole-set fingerprints differ (all of them, for a peer without summaries) now, in
+        parallel with the responder, which loads its own on reading our ranges."""
+        theirs = peer_summaries(hello)
+        need = [
+            i
+            for i, s in enumerate(self._sets)
+            if s.active
+            and not s.loaded
+            and (s.summary is None or theirs.get(s.name) != s.summary.fingerprint())
+        ]
+        self._loading.update(need)
+        return [LoadSnapshot(i) for i in need]
+
+    def _defer(self, frame: Frame | ParsedItems, index: int) -> list[Effect]:
+        """A frame that needs set ``index``'s snapshot: load it, then answer the frame (the
+        driver performs the load before it reads the next frame)."""
+        self._deferred = frame
+        self._loading.add(index)
+        return [LoadSnapshot(index)]
 
     def _agree_on_form(self, hello: Hello) -> None:
         """Compact ranges when both sides offer them; the key takes both salts."""
@@ -391,15 +479,20 @@ class Session:
                 out.append(SendFrame(want))
             state.outbox.collect(state.responder)
             if state.outbox.settled(state.responder):
-                self._plan += state.outbox.plan(index, state.responder, self.limits.fetch_chunk)
+                owed = state.outbox.plan(index, state.responder, self.limits.fetch_chunk)
+                if owed is not None:
+                    self._plan.append(owed)
         self._finish_with_fin = may_finish and not asks and not self._plan
         if may_finish and not self._finish_with_fin:
             self._count_round()
         return out + self._next_fetch()
 
     def _next_fetch(self) -> list[Effect]:
-        if self._plan:
-            return [self._plan.pop(0)]
+        while self._plan:
+            fetch = next(self._plan[0], None)
+            if fetch is not None:
+                return [fetch]
+            self._plan.pop(0)
         for state in self._sets:
             state.responder.start_turn()
         if self._finish_with_fin:
@@ -422,12 +515,31 @@ class Session:
             max_frame_bytes=self.limits.max_frame_bytes,
             max_items=self.limits.max_items,
             salt=self._salt if self.limits.compact_ranges else b"",
+            summaries=self._summaries(),
         )
 
+    def _summaries(self) -> tuple[bytes, ...]:
+        """The responder's whole-set fingerprints, for an initiator that reads them."""
+        peer = self.peer_hello
+        if self.role is Role.INITIATOR or peer is None or SUMS_CAPABILITY not in peer.capabilities:
+            return ()
+        if not self.limits.set_summaries:
+            return ()
+        return fingerprints([s.summary for s in self._sets if s.active])
+
     def _capabilities(self) -> tuple[str, ...]:
+        caps: tuple[str, ...] = CAPABILITIES
         if self.limits.compact_ranges:
-            return (*CAPABILITIES, COMPACT_CAPABILITY)
-        return CAPABILITIES
+            caps = (*caps, COMPACT_CAPABILITY)
+        if self.limits.set_summaries:
+            caps = (*caps, SUMS_CAPABILITY)
+        return caps
+
+    def _summarize_all(self) -> list[Effect]:
+        self._summarizing = {i for i, s in enumerate(self._sets) if s.active}
+        if not self._summarizing and self.role is Role.INITIATOR:
+            raise LocalProtocolError("a session needs at least one set")
+        return [LoadSummary(i) for i in sorted(self._summarizing)]
 
     def _load_all(self) -> list[Effect]:
         self._loading = {i for i, s in enumerate(self._sets) if s.active}

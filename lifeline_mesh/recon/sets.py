@@ -27,6 +27,7 @@ __all__ = [
     "ItemCodec",
     "ParsedItem",
     "ParsedItems",
+    "SetSummary",
     "Snapshot",
     "token_of",
 ]
@@ -45,6 +46,24 @@ def token_of(item_id: bytes, version: bytes = b"") -> bytes:
     if not version:
         return item_id
     return hashlib.sha256(item_id + b"\x00" + version).digest()
+
+
+def plain_fingerprint(total: int, count: int) -> bytes:
+    """The plain (v1) fingerprint of ``count`` items whose tokens sum to ``total``."""
+    digest = hashlib.sha256((total % _MOD).to_bytes(32, "little") + count.to_bytes(8, "little"))
+    return digest.digest()[:FINGERPRINT_BYTES]
+
+
+@dataclass(frozen=True, slots=True)
+class SetSummary:
+    """A whole set in two numbers, kept by the store on every write (no snapshot needed):
+    its item count and the sum of its tokens mod 2^256."""
+
+    count: int
+    total: int
+
+    def fingerprint(self) -> bytes:
+        return plain_fingerprint(self.total, self.count)
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +159,9 @@ class Snapshot:
         self._ids = ids
         self._tokens = tokens
         self._sums = sums
-        self._prefixes, self._positions = _id_index(self._ids)
+        # The id index is built on the first lookup: a side that only sends (an initial
+        # sync's source) never needs it, and building it sorts a million Python ints.
+        self._index: tuple[array[int], array[int]] | None = None
         self._extra: set[bytes] = set(extra_known)
         self._keys = _Keys(self)
         # per session key and width: keyed tokens by index, and the keyed hasher
@@ -169,11 +190,14 @@ class Snapshot:
         """The index of ``item_id`` in key order, None when the snapshot lacks it."""
         # Sorted 8-byte id prefixes (8 MB per million items, where a set of bytes would
         # take ~100 MB); equal prefixes are checked against the full id.
+        if self._index is None:
+            self._index = _id_index(self._ids)
+        prefixes, positions = self._index
         prefix = int.from_bytes(item_id[:8], "big")
-        k = bisect_left(self._prefixes, prefix)
-        while k < len(self._prefixes) and self._prefixes[k] == prefix:
-            if self.item_id(self._positions[k]) == item_id:
-                return self._positions[k]
+        k = bisect_left(prefixes, prefix)
+        while k < len(prefixes) and prefixes[k] == prefix:
+            if self.item_id(positions[k]) == item_id:
+                return positions[k]
             k += 1
         return None
 
@@ -229,8 +253,7 @@ class Snapshot:
 
     def fingerprint(self, lo: int, hi: int) -> bytes:
         """The plain (v1) fingerprint: ``sha256(sum ‖ count)`` cut to 16 bytes."""
-        digest = hashlib.sha256(self.range_sum(lo, hi) + (hi - lo).to_bytes(8, "little"))
-        return digest.digest()[:FINGERPRINT_BYTES]
+        return plain_fingerprint(int.from_bytes(self.range_sum(lo, hi), "little"), hi - lo)
 
     def bound_before(self, i: int) -> Bound:
         """The shortest bound separating item ``i - 1`` from item ``i``."""

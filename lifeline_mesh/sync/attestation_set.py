@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from lifeline.errors import InvalidEntry
 from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
 from lifeline_mesh.notary.storage import ATTESTATIONS_TABLE, NotaryStore
-from lifeline_mesh.recon.sets import ParsedItem, Snapshot
+from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
 
 __all__ = ["ATTESTATIONS", "STATEMENTS", "AttestationCodec", "AttestationSet"]
@@ -47,6 +47,10 @@ class AttestationSet:
     async def snapshot(self) -> Snapshot:
         keys = await self.notary.keys()
         return Snapshot.build((key, item_id, item_id) for key, item_id in keys)
+
+    async def summary(self) -> SetSummary | None:
+        totals = await self.notary.totals()
+        return SetSummary(totals.count, totals.total)
 
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
         return FetchResult(await self.notary.fetch(ids), [])

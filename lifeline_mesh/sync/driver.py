@@ -35,13 +35,15 @@ from lifeline_mesh.recon.frames import (
     Frame,
     Items,
     LoadSnapshot,
+    LoadSummary,
     SendFrame,
 )
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.sets import ParsedItem, ParsedItems
 from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.entry_offload import preparse
-from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet
+from lifeline_mesh.sync.memory import SESSIONS
+from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet, Summarizing
 from lifeline_mesh.sync.readahead import ReadAhead
 
 __all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
@@ -69,6 +71,7 @@ class SyncReport:
     round_trips: int = 0
     seconds: float = 0.0
     orphans_dropped: int = 0
+    snapshots: int = 0  # sets this side had to sort (0: an in-sync check from summaries)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,6 +96,7 @@ async def drive(
     admitter = _Admitter(report)
     reader = ReadAhead(channel, prepare=lambda f: _preparse(session, f))
     clean = False
+    SESSIONS.enter()
     try:
         while True:
             while effects:
@@ -122,6 +126,8 @@ async def drive(
     finally:
         await reader.close(clean=clean)
         await admitter.cancel()
+        session.release_snapshots()
+        SESSIONS.leave(built_snapshots=session.stats.snapshots_loaded > 0)
 
 
 async def _preparse(session: Session, frame: Frame) -> Frame | ParsedItems:
@@ -222,6 +228,10 @@ async def _perform(
         await channel.send(eff.frame)
         return []
     names = session.set_names
+    if isinstance(eff, LoadSummary):
+        target = sets[names[eff.set_index]]
+        summary = await target.summary() if isinstance(target, Summarizing) else None
+        return session.summary_loaded(eff.set_index, summary, clock())
     if isinstance(eff, LoadSnapshot):
         snap = await sets[names[eff.set_index]].snapshot()
         return session.snapshot_loaded(eff.set_index, snap, clock())
@@ -256,6 +266,7 @@ def _finish(report: SyncReport, session: Session, channel: Channel, seconds: flo
     report.signatures_sent = stats.items_sent - report.entries_sent
     report.signatures_received = stats.items_received - report.entries_received
     report.round_trips = session.stats.rounds
+    report.snapshots = stats.snapshots_loaded
     report.bytes_sent = channel.bytes_sent
     report.bytes_received = channel.bytes_received
     report.seconds = round(seconds, 4)

@@ -10,7 +10,7 @@ from lifeline.lines import validate_line_name
 from lifeline.store.port import AppendResult, Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
-from lifeline_mesh.recon.sets import ParsedItem, Snapshot, token_of
+from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot, token_of
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
 
 __all__ = ["EntrySet"]
@@ -52,6 +52,13 @@ class EntrySet:
             found = {e.id: e.ts for e in await self.store.get_many(i for _, i in part)}
             rows += _rows((h, i, found[i]) for h, i in part if i in found)
         return Snapshot.build(rows, known)
+
+    async def summary(self) -> SetSummary | None:
+        """Count and sum of tokens of the line's entries, kept by the store (SQLite)."""
+        if not isinstance(self.store, SqliteStore):
+            return None
+        totals = await self.store.entry_totals()
+        return SetSummary(totals.count, totals.total)
 
     async def _declared(self) -> dict[str, str]:
         if self._externals is None:

@@ -18,9 +18,9 @@ from lifeline.errors import PermissionDenied
 from lifeline.store.port import AppendResult
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.notary.storage import NotaryStore
-from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.sync.entry_set import EntrySet
-from lifeline_mesh.sync.port import AdmitResult, FetchResult, ReconSet
+from lifeline_mesh.sync.port import AdmitResult, FetchResult, ReconSet, Summarizing
 
 __all__ = ["NotarizedEntrySet", "ReceiveOnly", "SendNothing"]
 
@@ -35,6 +35,10 @@ class _Wrapper:
 
     async def snapshot(self) -> Snapshot:
         return await self._inner_set.snapshot()
+
+    async def summary(self) -> SetSummary | None:
+        inner = self._inner_set
+        return await inner.summary() if isinstance(inner, Summarizing) else None
 
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
         return await self._inner_set.fetch(ids)

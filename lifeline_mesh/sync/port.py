@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, Snapshot
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 
-__all__ = ["AdmitResult", "FetchResult", "Prepared", "Preparing", "ReconSet"]
+__all__ = ["AdmitResult", "FetchResult", "Prepared", "Preparing", "ReconSet", "Summarizing"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,3 +68,12 @@ class Preparing(Protocol):
     async def prepare(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> Prepared: ...
+
+
+@runtime_checkable
+class Summarizing(Protocol):
+    """Optional capability of a ReconSet: the whole set's count and sum of tokens, kept by
+    the store on every write, so an in-sync check needs no snapshot (None: not available
+    now; the session then loads the snapshot)."""
+
+    async def summary(self) -> SetSummary | None: ...

@@ -22,7 +22,8 @@ from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import SyncReport, drive
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import require_loopback
-from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity, SessionPeer
+from lifeline_mesh.transport.announce import Announcements, WatchService, identity_of
+from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, SessionPeer
 from lifeline_mesh.transport.channels import METHOD, ServerChannel, grpc_options
 from lifeline_mesh.transport.errors import Refused, status_for
 
@@ -47,6 +48,7 @@ class SyncServer:
         credentials: grpc.ServerCredentials | None = None,
         limits: SessionLimits | None = None,
         extend: Callable[[grpc.aio.Server], None] | None = None,
+        announcements: Announcements | None = None,
     ) -> None:
         self._open_line = open_line
         self._is_shared = is_shared
@@ -56,6 +58,13 @@ class SyncServer:
         self.limits = limits or SessionLimits()
         self._extend = extend  # adds other services / ports (membership) before start
         self._server: grpc.aio.Server | None = None
+        # The Watch RPC, when this node announces its changes (docs/protocol.md, "Watch")
+        self._announcements = announcements
+        self.watch = (
+            None
+            if announcements is None
+            else WatchService(announcements, is_shared, self._authorizer)
+        )
         self.reports: list[SyncReport] = []
         self.failures: list[str] = []
 
@@ -65,11 +74,12 @@ class SyncServer:
             listen, tls=self._credentials is not None, what="listen address"
         )
         server = grpc.aio.server(options=grpc_options(self.limits.max_frame_bytes))
-        handler = grpc.stream_stream_rpc_method_handler(self._handle)
+        handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         service, method = METHOD.strip("/").split("/")
-        server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(service, {method: handler}),)
-        )
+        handlers[method] = grpc.stream_stream_rpc_method_handler(self._handle)
+        if self.watch is not None:
+            handlers["Watch"] = self.watch.handler()
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service, handlers),))
         if self._extend is not None:
             self._extend(server)
         bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -82,6 +92,8 @@ class SyncServer:
         return f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
 
     async def stop(self, grace: float = 5.0) -> None:
+        if self._announcements is not None:
+            self._announcements.close()  # open Watch calls end now, not after the grace
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
@@ -118,7 +130,7 @@ class SyncServer:
                 f"line {line!r} is not shared on this node; its owner can run "
                 f"`lifeline-mesh share {line}`"
             )
-        peer = _identity(context)
+        peer = identity_of(context)
         await self._authorizer.authorize(peer, line, Access.READ)
         try:
             await self._authorizer.authorize(peer, line, Access.WRITE)
@@ -166,8 +178,3 @@ async def _drain_first_turn(channel: ServerChannel, limit: int = 64) -> None:
                 return
     except LifelineError:
         return
-
-
-def _identity(context: grpc.aio.ServicerContext[Any, Any]) -> PeerIdentity:
-    auth = {key: tuple(values) for key, values in (context.auth_context() or {}).items()}
-    return PeerIdentity(address=context.peer() or "", auth_context=auth)

@@ -56,6 +56,7 @@ def encode(frame: Frame) -> pb.Frame:
                 max_frame_bytes=frame.max_frame_bytes,
                 max_items=frame.max_items,
                 salt=frame.salt,
+                summaries=list(frame.summaries),
             )
         )
     if isinstance(frame, Recon):
@@ -122,6 +123,7 @@ def decode(msg: pb.Frame) -> Frame:
             h.max_frame_bytes,
             h.max_items,
             bytes(h.salt),
+            tuple(bytes(x) for x in h.summaries),
         )
     if kind == "recon":
         if msg.recon.packed:

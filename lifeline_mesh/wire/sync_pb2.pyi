@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Hello(_message.Message):
-    __slots__ = ("protocol_version", "line", "sets", "capabilities", "max_frame_bytes", "max_items", "salt")
+    __slots__ = ("protocol_version", "line", "sets", "capabilities", "max_frame_bytes", "max_items", "salt", "summaries")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     LINE_FIELD_NUMBER: _ClassVar[int]
     SETS_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,7 @@ class Hello(_message.Message):
     MAX_FRAME_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_ITEMS_FIELD_NUMBER: _ClassVar[int]
     SALT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIES_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     line: str
     sets: _containers.RepeatedScalarFieldContainer[str]
@@ -23,7 +24,8 @@ class Hello(_message.Message):
     max_frame_bytes: int
     max_items: int
     salt: bytes
-    def __init__(self, protocol_version: _Optional[int] = ..., line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., capabilities: _Optional[_Iterable[str]] = ..., max_frame_bytes: _Optional[int] = ..., max_items: _Optional[int] = ..., salt: _Optional[bytes] = ...) -> None: ...
+    summaries: _containers.RepeatedScalarFieldContainer[bytes]
+    def __init__(self, protocol_version: _Optional[int] = ..., line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., capabilities: _Optional[_Iterable[str]] = ..., max_frame_bytes: _Optional[int] = ..., max_items: _Optional[int] = ..., salt: _Optional[bytes] = ..., summaries: _Optional[_Iterable[bytes]] = ...) -> None: ...
 
 class Bound(_message.Message):
     __slots__ = ("height", "id_prefix", "infinite")
@@ -134,3 +136,17 @@ class Frame(_message.Message):
     end_of_turn: EndOfTurn
     fin: Fin
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., recon: _Optional[_Union[Recon, _Mapping]] = ..., want: _Optional[_Union[Want, _Mapping]] = ..., items: _Optional[_Union[Items, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., end_of_turn: _Optional[_Union[EndOfTurn, _Mapping]] = ..., fin: _Optional[_Union[Fin, _Mapping]] = ...) -> None: ...
+
+class WatchRequest(_message.Message):
+    __slots__ = ("lines",)
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, lines: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class LineChange(_message.Message):
+    __slots__ = ("lines", "initial")
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    INITIAL_FIELD_NUMBER: _ClassVar[int]
+    lines: _containers.RepeatedScalarFieldContainer[str]
+    initial: bool
+    def __init__(self, lines: _Optional[_Iterable[str]] = ..., initial: _Optional[bool] = ...) -> None: ...

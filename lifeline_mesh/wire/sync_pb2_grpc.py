@@ -41,6 +41,11 @@ class MeshStub:
                 request_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.Frame.SerializeToString,
                 response_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.Frame.FromString,
                 _registered_method=True)
+        self.Watch = channel.unary_stream(
+                '/lifeline_mesh.v1.Mesh/Watch',
+                request_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.WatchRequest.SerializeToString,
+                response_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.LineChange.FromString,
+                _registered_method=True)
 
 
 class MeshServicer:
@@ -54,6 +59,15 @@ class MeshServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Watch(self, request, context):
+        """Since capability "watch": a node that dialed this one keeps this call open; this node
+        announces each change of the shared lines the caller may read, and the caller runs a
+        Sync session at once (docs/protocol.md, "Watch"). Peers without it answer UNIMPLEMENTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MeshServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -61,6 +75,11 @@ def add_MeshServicer_to_server(servicer, server):
                     servicer.Sync,
                     request_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.Frame.FromString,
                     response_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.Frame.SerializeToString,
+            ),
+            'Watch': grpc.unary_stream_rpc_method_handler(
+                    servicer.Watch,
+                    request_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.WatchRequest.FromString,
+                    response_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.LineChange.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -92,6 +111,33 @@ class Mesh:
             '/lifeline_mesh.v1.Mesh/Sync',
             lifeline__mesh_dot_wire_dot_sync__pb2.Frame.SerializeToString,
             lifeline__mesh_dot_wire_dot_sync__pb2.Frame.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Watch(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/lifeline_mesh.v1.Mesh/Watch',
+            lifeline__mesh_dot_wire_dot_sync__pb2.WatchRequest.SerializeToString,
+            lifeline__mesh_dot_wire_dot_sync__pb2.LineChange.FromString,
             options,
             channel_credentials,
             insecure,

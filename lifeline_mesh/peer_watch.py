@@ -1,0 +1,107 @@
+"""PeerWatches: one Watch call kept open to every peer this node syncs with.
+
+Sessions are opened by the side that dials, so a node reachable only one way (a CI runner
+behind NAT that dialed the office node) would hear of the office node's new entries only
+at its next periodic sync. Over the Watch call the peer announces each change of a shared
+line, and the scheduler syncs with that peer at once (``SyncScheduler.remote_change``);
+our own changes already reach it at once (the line watcher makes every healthy peer due).
+A call that fails or ends is dialled again with back-off (``WATCH_BACKOFF``); the periodic
+sync stays as the safety net, and is all a first-wave peer (no Watch) gets.
+
+It knows nothing of the wire: the node passes ``watch_one(peer)``, an async iterator of
+announcements (True for the first one of a call). Every task lives in the caller's
+TaskGroup and follows the peer table: a peer that leaves the table is no longer watched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import AsyncIterator, Callable
+
+from lifeline_mesh.peers import PeerState
+from lifeline_mesh.schedule import SchedulePolicy, backoff_delay
+from lifeline_mesh.scheduler import SyncScheduler, describe_failure
+
+__all__ = ["WATCH_BACKOFF", "PeerWatches", "WatchOne"]
+
+log = logging.getLogger(__name__)
+
+# Announcements of one peer: True for the first of a call (it was just accepted), then False.
+WatchOne = Callable[[PeerState], AsyncIterator[bool]]
+# Dial again quickly (a restarted peer is back within seconds), at most once a minute.
+WATCH_BACKOFF = SchedulePolicy(backoff_base=0.5, backoff_max=60.0, backoff_jitter=0.5)
+
+
+class PeerWatches:
+    """Keeps ``watch_one`` running for each peer of the scheduler's table."""
+
+    def __init__(
+        self,
+        scheduler: SyncScheduler,
+        watch_one: WatchOne,
+        *,
+        policy: SchedulePolicy = WATCH_BACKOFF,
+        rand: Callable[[], float] = random.random,
+        on_live: Callable[[], None] | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self._watch_one = watch_one
+        self._policy = policy
+        self._rand = rand
+        self._tg: asyncio.TaskGroup | None = None
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.live: set[str] = set()  # keys of peers whose call is open now
+        self._on_live = on_live  # told when a call opens or ends (the peer table shows it)
+
+    def start(self, tg: asyncio.TaskGroup) -> None:
+        self._tg = tg
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Follow the peer table: watch new peers, stop watching peers that left it."""
+        if self._tg is None:
+            return
+        keys = {peer.key for peer in self.scheduler.table}
+        for key in keys - self._tasks.keys():
+            self._tasks[key] = self._tg.create_task(self._run(key), name=f"watch {key}")
+        for key in self._tasks.keys() - keys:
+            self._tasks.pop(key).cancel()
+            self.live.discard(key)
+
+    async def _run(self, key: str) -> None:
+        failures = 0
+        while key in self.scheduler.table:
+            peer = self.scheduler.table.get(key)
+            try:
+                async for fresh in self._watch_one(peer):
+                    if fresh:
+                        self._opened(peer, failures)
+                        failures = 0
+                    self.scheduler.remote_change(key, fresh=fresh)
+                failures = max(failures, 1)  # the peer ended the call: it is stopping
+            except Exception as exc:  # a peer's failure never leaves its task
+                failures += 1
+                self._failed(peer, failures, exc)
+            if key in self.live:
+                self.live.discard(key)
+                self._live_changed()
+            await asyncio.sleep(backoff_delay(failures, self._policy, self._rand))
+
+    def _live_changed(self) -> None:
+        if self._on_live is not None:
+            self._on_live()
+
+    def _opened(self, peer: PeerState, failures: int) -> None:
+        self.live.add(peer.key)
+        self._live_changed()
+        level = logging.INFO if failures else logging.DEBUG
+        log.log(level, "watching %s for changes", peer.address)
+
+    def _failed(self, peer: PeerState, failures: int, exc: Exception) -> None:
+        error = describe_failure(exc, 0.0)
+        if failures == 1:
+            log.info("cannot watch %s for changes (periodic sync only): %s", peer.address, error)
+        else:
+            log.debug("watch of %s failed again (%d): %s", peer.address, failures, error)
