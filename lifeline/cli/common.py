@@ -13,6 +13,7 @@ from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, NotFound
+from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import DEFAULT_LINE, line_path, validate_line_name
 from lifeline.store.sqlite import SqliteStore
 
@@ -71,6 +72,7 @@ async def open_line(
     path = line_path(root_of(args), name, must_exist=not create)
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_ignore_file(root_of(args))
     store = await SqliteStore.open(path)
     try:
         yield store

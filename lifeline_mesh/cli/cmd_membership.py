@@ -26,6 +26,7 @@ from lifeline_mesh.membership.service import serve_membership
 __all__ = ["TOKEN_ENV", "register"]
 
 TOKEN_ENV = "LIFELINE_MESH_TOKEN"
+MAX_TOKEN_CHARS = 4096  # a token is ~110 characters plus its join addresses
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -43,7 +44,13 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_invite)
 
     p = sub.add_parser("join", parents=[parent], help="join a mesh with an invite token")
-    p.add_argument("token", nargs="?", metavar="TOKEN", help=f"the token (default: ${TOKEN_ENV})")
+    p.add_argument(
+        "token",
+        nargs="?",
+        metavar="TOKEN",
+        help=f"the token; '-' reads it from standard input, which keeps it out of `ps` "
+        f"(default: ${TOKEN_ENV})",
+    )
     p.add_argument("--peer", metavar="HOST:PORT", help="dial this member instead of the token's")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_join)
@@ -88,10 +95,29 @@ async def cmd_invite(args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_join(args: argparse.Namespace) -> int:
-    text = args.token or os.environ.get(TOKEN_ENV)
+def _token_text(arg: str | None) -> str:
+    """The token from the argument, standard input (``-``) or the environment."""
+    text = arg or os.environ.get(TOKEN_ENV, "")
+    if arg == "-":
+        if sys.stdin.isatty():
+            print("paste the invite token, then Enter:", file=sys.stderr)
+        text = sys.stdin.readline(MAX_TOKEN_CHARS + 1)
+        if len(text) > MAX_TOKEN_CHARS:
+            raise ConfigError(
+                f"standard input holds more than {MAX_TOKEN_CHARS} characters; "
+                "pipe only the token printed by `lifeline-mesh invite`"
+            )
+    text = text.strip()
     if not text:
-        raise ConfigError(f"no token: pass TOKEN or set {TOKEN_ENV} (from `lifeline-mesh invite`)")
+        raise ConfigError(
+            f"no token: pipe it to `lifeline-mesh join -` or set {TOKEN_ENV} "
+            "(from `lifeline-mesh invite`)"
+        )
+    return text
+
+
+async def cmd_join(args: argparse.Namespace) -> int:
+    text = _token_text(args.token)
     joined = await join(root_of(args), text, args.peer)
     if args.json:
         print_json(_fields(joined))

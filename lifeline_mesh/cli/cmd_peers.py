@@ -7,12 +7,14 @@ config and the line files, so they work from any shell, with or without a node r
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
+from lifeline.ignore import tracked_private_files
 from lifeline.lines import line_names, line_path
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
@@ -131,6 +133,7 @@ async def status_report(root: Path) -> dict[str, Any]:
         "interfaces": state.interfaces if state and running else [],
         "lines": await _line_counts(root, config.shared_lines),
         "peers": {"total": len(peers), "failing": sum(1 for p in peers if p.get("failures"))},
+        "tracked_by_git": tracked_private_files(root),
     }
 
 
@@ -233,6 +236,15 @@ async def cmd_peers(args: argparse.Namespace) -> int:
 
 async def cmd_status(args: argparse.Namespace) -> int:
     report = await status_report(root_of(args))
+    tracked = report["tracked_by_git"]
+    if tracked:
+        print(
+            f"warning: git tracks {len(tracked)} file(s) that must never be committed "
+            f"({', '.join(tracked[:4])}{', …' if len(tracked) > 4 else ''}); run "
+            "`git rm -r --cached .lifeline` and, if any was pushed, treat its keys as leaked "
+            "(docs/security.md, What to commit)",
+            file=sys.stderr,
+        )
     if args.json:
         print_json(report)
     else:

@@ -10,6 +10,7 @@ from typing import Any
 
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
+from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import line_names, validate_line_name
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
@@ -73,7 +74,12 @@ def _insecure(p: argparse.ArgumentParser) -> None:
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    node = Node(root_of(args), insecure=args.insecure)
+    root = root_of(args)
+    if ensure_ignore_file(root):
+        print(
+            f"restored {root / '.lifeline' / '.gitignore'} (keeps keys out of git)", file=sys.stderr
+        )
+    node = Node(root, insecure=args.insecure)
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"

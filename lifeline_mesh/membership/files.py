@@ -1,7 +1,8 @@
 """Where membership material lives under ``<root>/.lifeline/mesh/`` and how it is written.
 
-Private keys and the invite book are written 0600 through a temp file and a rename, so a
-crash never leaves half a key and no other user can ever read one.
+One rule for every secret file (``node.key``, ``tls.key``, ``ca.key``, ``invites.json``):
+it is written 0600 through a temp file and a rename, so a crash never leaves half a key, and
+it is refused when read while other users can read it (:func:`read_private`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from lifeline import fsutil
 from lifeline.errors import ConfigError
+from lifeline.fsutil import read_private
 from lifeline_mesh.config import mesh_dir
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "TLS_KEY",
     "path_of",
     "read_json",
+    "read_private",
     "write_atomic",
 ]
 
@@ -46,13 +49,14 @@ def write_atomic(path: Path, data: bytes, *, private: bool = False) -> None:
     fsutil.write_atomic(path, data, mode=0o600 if private else 0o644)
 
 
-def read_json(path: Path, default: Any) -> Any:
+def read_json(path: Path, default: Any, *, private: bool = False) -> Any:
     """Parse a JSON file of ours; a damaged one is a ConfigError naming the file."""
     if not path.exists():
         return default
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+        raw = read_private(path) if private else path.read_bytes()
+        return json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # bad JSON or bad UTF-8
         raise ConfigError(
             f"{path} is not valid JSON ({exc}); restore it from a backup or another member"
         ) from exc

@@ -111,7 +111,7 @@ class InviteBook:
         self.path = files.path_of(root, files.INVITES)
 
     def _load(self) -> dict[str, dict[str, str | None]]:
-        data: dict[str, dict[str, str | None]] = files.read_json(self.path, {})
+        data: dict[str, dict[str, str | None]] = files.read_json(self.path, {}, private=True)
         return data
 
     def _save(self, data: dict[str, dict[str, str | None]]) -> None:

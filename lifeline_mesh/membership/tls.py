@@ -44,9 +44,9 @@ def _read(root: Path, name: str) -> bytes:
     if not path.exists():
         raise ConfigError(
             f"{path} is missing; this node has no mesh certificate — "
-            "run `lifeline-mesh join TOKEN` (or `mesh-create NAME` for a new mesh)"
+            "run `lifeline-mesh join -` (or `init --new-mesh NAME` for a new mesh)"
         )
-    return path.read_bytes()
+    return files.read_private(path) if name == files.TLS_KEY else path.read_bytes()
 
 
 def _mtimes(root: Path) -> tuple[int, ...]:
