@@ -7,7 +7,11 @@ it is refused when read while other users can read it (:func:`read_private`).
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,7 @@ __all__ = [
     "REVOCATIONS",
     "TLS_CERT",
     "TLS_KEY",
+    "exclusive",
     "path_of",
     "read_json",
     "read_private",
@@ -37,6 +42,7 @@ TLS_CERT = "tls.pem"  # this node's certificate, issued by the mesh CA
 MEMBERS = "members.json"
 REVOCATIONS = "revocations.json"
 INVITES = "invites.json"  # invites this node issued and whether they were used
+LOCK = ".membership.lock"  # held across a read-modify-write of the files above
 
 
 def path_of(root: Path, name: str) -> Path:
@@ -47,6 +53,20 @@ def write_atomic(path: Path, data: bytes, *, private: bool = False) -> None:
     """Replace ``path`` with ``data`` atomically; ``private`` files get mode 0600."""
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fsutil.write_atomic(path, data, mode=0o600 if private else 0o644)
+
+
+@contextmanager
+def exclusive(root: Path) -> Iterator[None]:
+    """Hold the node's membership lock: one read-modify-write of its files at a time, across
+    every process on ``root`` (e.g. two joins spending one invite). Never nest it."""
+    path = path_of(root, LOCK)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def read_json(path: Path, default: Any, *, private: bool = False) -> Any:

@@ -108,6 +108,7 @@ class InviteBook:
     """The invites this node issued (``invites.json``): single use, expiry, proof check."""
 
     def __init__(self, root: Path) -> None:
+        self.root = root
         self.path = files.path_of(root, files.INVITES)
 
     def _load(self) -> dict[str, dict[str, str | None]]:
@@ -119,6 +120,10 @@ class InviteBook:
         files.write_atomic(self.path, text.encode(), private=True)
 
     def record(self, token: Token, now: dt.datetime) -> None:
+        with files.exclusive(self.root):
+            self._record(token, now)
+
+    def _record(self, token: Token, now: dt.datetime) -> None:
         data = self._load()
         data[token.token_id.hex()] = {
             "role": token.role,
@@ -135,9 +140,15 @@ class InviteBook:
     ) -> str:
         """Check and spend an invite; returns its role. Refusals say which rule failed.
 
-        Runs without awaiting in between, so two joins racing in one server process cannot
-        both spend the same token.
+        Holds the membership lock from the read to the write, so two joins racing for one
+        token — in one server process or in two on the same root — cannot both spend it.
         """
+        with files.exclusive(self.root):
+            return self._consume(token_id, check, node_id, now)
+
+    def _consume(
+        self, token_id: bytes, check: Callable[[bytes], bool], node_id: str, now: dt.datetime
+    ) -> str:
         data = self._load()
         entry = data.get(token_id.hex())
         if entry is None:
