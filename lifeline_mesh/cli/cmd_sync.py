@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from lifeline.cli.common import print_json, root_of
@@ -15,6 +16,7 @@ from lifeline.lines import line_names, validate_line_name
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
 from lifeline_mesh.peering import add_peering_arguments, peering_options
+from lifeline_mesh.state import serve_lock
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.transport.addresses import split_address
 
@@ -75,6 +77,11 @@ def _insecure(p: argparse.ArgumentParser) -> None:
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     root = root_of(args)
+    with serve_lock(root):
+        return await _serve(args, root)
+
+
+async def _serve(args: argparse.Namespace, root: Path) -> int:
     if ensure_ignore_file(root):
         print(
             f"restored {root / '.lifeline' / '.gitignore'} (keeps keys out of git)", file=sys.stderr

@@ -62,7 +62,7 @@ def cert_identity_from_context(context: Any) -> CertIdentity:
     if not pems:
         raise NotAuthenticated(
             "caller presented no client certificate; only mesh members may call this — "
-            "join with `lifeline-mesh join TOKEN`"
+            "join with `lifeline-mesh join -`"
         )
     try:
         return identity_from_cert(pems[0])
