@@ -94,15 +94,38 @@ async def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_body(args: argparse.Namespace) -> str:
+def _read_body(args: argparse.Namespace, cap: int) -> str:
+    """The body from ``--body`` or ``--body-file``; a file is read to at most ``cap + 1``
+    bytes, so ``/dev/zero`` or a huge file is refused at once, not read whole."""
     if args.body_file is None:
         return str(args.body)
-    if args.body_file == "-":
-        return sys.stdin.read()
+    name = "standard input" if args.body_file == "-" else args.body_file
     try:
-        return Path(args.body_file).read_text(encoding="utf-8")
+        if args.body_file == "-":
+            raw = sys.stdin.buffer.read(cap + 1)
+        else:
+            with Path(args.body_file).open("rb") as fh:
+                raw = fh.read(cap + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read --body-file {args.body_file}: {exc.strerror}") from exc
+        raise ConfigError(f"cannot read --body-file {name}: {exc.strerror}") from exc
+    if len(raw) > cap:
+        raise ConfigError(
+            f"--body-file {name} is larger than the body cap of {cap} bytes; shorten it, or "
+            "raise limits.body_bytes in .lifeline/config.json"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"--body-file {name} is not UTF-8 text (byte {exc.start} is not); a body is "
+            "text: convert it (e.g. iconv) or refer to the file by its path"
+        ) from None
+    if "\x00" in text:
+        raise ConfigError(
+            f"--body-file {name} holds NUL bytes (binary data); a body is text: refer to "
+            "the file by its path instead"
+        )
+    return text
 
 
 async def _resolve_parents(args: argparse.Namespace, store: SqliteStore) -> tuple[str, ...] | None:
@@ -124,11 +147,13 @@ async def _resolve_parents(args: argparse.Namespace, store: SqliteStore) -> tupl
 
 
 async def cmd_log(args: argparse.Namespace) -> int:
+    limits = load_limits(root_of(args))
+    body = _read_body(args, limits.body_bytes)
     async with open_line(args) as store:
         draft = Draft(
             kind=args.kind,
             summary=args.summary,
-            body=_read_body(args),
+            body=body,
             author=args.author if args.author is not None else default_author(),
             agent=args.agent,
             provider=args.provider,
@@ -137,7 +162,6 @@ async def cmd_log(args: argparse.Namespace) -> int:
             dedup_key=args.dedup_key,
         )
         hooks = load_append_hooks(root_of(args))
-        limits = load_limits(root_of(args))
         entry, _created = await Ledger(store, hooks=hooks, limits=limits).append(draft)
     if args.json:
         print_json(entry.to_dict())

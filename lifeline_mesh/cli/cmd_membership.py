@@ -22,6 +22,7 @@ from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.registry import ROLES, Registry
 from lifeline_mesh.membership.revocation import RevocationList, revoke
 from lifeline_mesh.membership.service import serve_membership
+from lifeline_mesh.transport.addresses import address_arg
 
 __all__ = ["TOKEN_ENV", "register"]
 
@@ -37,6 +38,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "--address",
         action="append",
         default=[],
+        type=address_arg(),
         metavar="HOST:PORT",
         help="join port(s) the newcomer should dial (repeatable; else it needs --peer)",
     )
@@ -51,7 +53,12 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help=f"the token; '-' reads it from standard input, which keeps it out of `ps` "
         f"(default: ${TOKEN_ENV})",
     )
-    p.add_argument("--peer", metavar="HOST:PORT", help="dial this member instead of the token's")
+    p.add_argument(
+        "--peer",
+        metavar="HOST:PORT",
+        type=address_arg(),
+        help="dial this member instead of the token's",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_join)
 
@@ -65,6 +72,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pull",
         metavar="HOST:PORT",
+        type=address_arg(),
         help="first fetch revocations and new members from this member (mutual TLS)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -75,8 +83,11 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         parents=[parent],
         help="serve joins (and member checks) until SIGINT/SIGTERM",
     )
-    p.add_argument("--listen", default="127.0.0.1:0", help="join port (default 127.0.0.1:0)")
-    p.add_argument("--mtls-listen", default="127.0.0.1:0", help="mutual-TLS port")
+    listen = address_arg(listen=True)
+    p.add_argument(
+        "--listen", default="127.0.0.1:0", type=listen, help="join port (default 127.0.0.1:0)"
+    )
+    p.add_argument("--mtls-listen", default="127.0.0.1:0", type=listen, help="mutual-TLS port")
     p.set_defaults(func=cmd_membership_serve)
 
 

@@ -12,13 +12,13 @@ from typing import Any
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.ignore import ensure_ignore_file
-from lifeline.lines import line_names, validate_line_name
+from lifeline.lines import line_names, line_path, validate_line_name
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
 from lifeline_mesh.peering import add_peering_arguments, peering_options
 from lifeline_mesh.state import serve_lock
 from lifeline_mesh.sync.driver import SyncReport
-from lifeline_mesh.transport.addresses import split_address
+from lifeline_mesh.transport.addresses import address_arg, split_address
 
 __all__ = ["register"]
 
@@ -28,12 +28,14 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--listen",
         default=None,
+        type=address_arg(listen=True),
         metavar="HOST:PORT",
         help="address to listen on (default: the node config, 127.0.0.1:0 = a free port)",
     )
     p.add_argument(
         "--join-listen",
         default=None,
+        type=address_arg(listen=True),
         metavar="HOST:PORT",
         help="where newcomers join (only on the node holding the mesh CA; default: the "
         "listen host, a free port); printed as `join port on HOST:PORT`",
@@ -49,7 +51,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         description="Sync every shared line with PEER (only LINE with --line), one session "
         "per line, and report what moved.",
     )
-    p.add_argument("peer", metavar="PEER", help="the peer's HOST:PORT")
+    p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _insecure(p)
     p.set_defaults(func=cmd_sync)
@@ -90,7 +92,7 @@ async def _serve(args: argparse.Namespace, root: Path) -> int:
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
-    peering = peering_options(args, config, listen_host=split_address(listen)[0])
+    peering = peering_options(args, config, listen_host=split_address(listen, listen=True)[0])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -135,6 +137,7 @@ def _report_text(r: SyncReport, peer: str) -> str:
 async def cmd_share(args: argparse.Namespace) -> int:
     root = root_of(args)
     name = validate_line_name(args.name)
+    line_path(root, name, must_exist=True)  # sharing a line that does not exist is a typo
     config = NodeConfig.load(root)
     if name not in config.shared_lines:
         config.shared_lines = sorted([*config.shared_lines, name])

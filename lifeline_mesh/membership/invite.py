@@ -41,6 +41,7 @@ PREFIX = "lm1_"
 _HEAD = struct.Struct(">BBI8s16s32s")  # version, role, expiry (unix s), id, secret, CA fp
 _VERSION = 1
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_TTL = dt.timedelta(days=365)  # an invite is for joining soon; it is not a credential
 
 
 def parse_duration(text: str) -> dt.timedelta:
@@ -52,6 +53,16 @@ def parse_duration(text: str) -> dt.timedelta:
     if seconds <= 0:
         raise ConfigError(f"duration {text!r} must be positive")
     return dt.timedelta(seconds=seconds)
+
+
+def check_ttl(ttl: dt.timedelta) -> dt.timedelta:
+    """An invite's lifetime: positive and at most :data:`MAX_TTL`."""
+    if not dt.timedelta(0) < ttl <= MAX_TTL:
+        raise ConfigError(
+            f"an invite of {ttl.days} days is too long-lived; give --ttl up to "
+            f"{MAX_TTL.days}d (an invite is for joining soon: make a new one when needed)"
+        )
+    return ttl
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +190,7 @@ def issue_invite(
     """Make and record a one-time invite (only the CA holder can complete a join)."""
     if role not in ROLES:
         raise ConfigError(f"--role {role!r} is not one of {', '.join(ROLES)}")
+    check_ttl(ttl)
     now = now or dt.datetime.now(dt.UTC)
     ca = MeshCA.load(root)
     token = Token(
@@ -189,5 +201,6 @@ def issue_invite(
         ca_fingerprint=fingerprint(ca.cert),
         addresses=tuple(addresses),
     )
+    token.encode()  # anything that cannot be encoded fails here, before the book is written
     InviteBook(root).record(token, now)
     return token

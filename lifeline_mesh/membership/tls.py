@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from lifeline.errors import ConfigError, PeerError
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import TARGET_NAME, fingerprint, node_dns_name
+from lifeline_mesh.transport import addresses
 
 __all__ = [
     "MAX_MESSAGE",
@@ -113,10 +114,7 @@ def channel_options(node_id: str | None = None) -> list[tuple[str, Any]]:
 
 
 def split_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ConfigError(f"address {address!r} is not HOST:PORT (e.g. 192.168.1.20:7431)")
-    return host.strip("[]"), int(port)
+    return addresses.split_address(address)
 
 
 def require_loopback(address: str) -> None:

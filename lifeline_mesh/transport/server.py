@@ -62,7 +62,7 @@ class SyncServer:
     async def start(self, listen: str) -> str:
         """Bind and start; returns the bound ``HOST:PORT`` (port 0 picks a free one)."""
         host, port = require_loopback(
-            listen, tls=self._credentials is not None, what="listen address"
+            listen, tls=self._credentials is not None, what="listen address", listen=True
         )
         server = grpc.aio.server(options=grpc_options(self.limits.max_frame_bytes))
         handler = grpc.stream_stream_rpc_method_handler(self._handle)
