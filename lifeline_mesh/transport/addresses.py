@@ -64,9 +64,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def require_loopback(
-    value: str, *, tls: bool, what: str, listen: bool = False
-) -> tuple[str, int]:
+def require_loopback(value: str, *, tls: bool, what: str, listen: bool = False) -> tuple[str, int]:
     host, port = split_address(value, what=what, listen=listen)
     if not tls and not _is_loopback(host):
         raise ConfigError(
