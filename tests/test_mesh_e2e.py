@@ -94,7 +94,10 @@ def test_a_mesh_syncs_signs_verifies_and_refuses_outsiders(tmp_path: Path) -> No
         assert history_ids(c) == history_ids(a)
         # ... and what it writes stays local: it is never offered, so syncs keep working.
         ledger(c, "log", "--kind", "note", "--summary", "a reader's note")
-        mesh(c, "sync", address)
+        said = mesh(c, "sync", address).stdout
+        assert "sent 0 entries" in said and "this node is a reader" in said, said
+        assert "its own entries never leave it" in said
+        assert "reader" not in mesh(b, "sync", address).stdout
         ledger(a, "log", "--kind", "note", "--summary", "later on A")
         mesh(c, "sync", address)
         assert set(history_ids(a)) < set(history_ids(c)) and len(history_ids(a)) == 3

@@ -34,10 +34,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def make_parser(
-    prog: str, description: str, version: str, modules: Sequence[ModuleType]
+    prog: str,
+    description: str,
+    version: str,
+    modules: Sequence[ModuleType],
+    *,
+    line_option: bool = True,
 ) -> argparse.ArgumentParser:
-    """A CLI whose commands come from ``modules`` (each has ``register(sub, parent)``)."""
-    parent = global_options()
+    """A CLI whose commands come from ``modules`` (each has ``register(sub, parent)``);
+    without ``line_option`` only the commands that add ``--line`` themselves take it."""
+    parent = global_options(line=line_option)
     parser = _Parser(prog=prog, description=description, parents=[parent])
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lifeline.cli.common import print_json, root_of
+from lifeline.cli.common import add_line_option, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import line_names, line_path, validate_line_name
@@ -52,6 +52,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "per line, and report what moved.",
     )
     p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
+    add_line_option(p, "sync only this line (default: every shared line)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _insecure(p)
     p.set_defaults(func=cmd_sync)
@@ -119,8 +120,14 @@ async def cmd_sync(args: argparse.Namespace) -> int:
     if args.json:
         print_json([r.to_dict() for r in reports])
     else:
+        reader = node.security.role == "reader"
         for report in reports:
             print(_report_text(report, args.peer))
+            if reader:
+                print(
+                    f"  (this node is a reader: its own entries never leave it; line "
+                    f"{report.line!r} only receives)"
+                )
     return 0
 
 
