@@ -89,7 +89,9 @@ class SoakNode:
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline()
         if not first.startswith("listening on"):
-            raise SystemExit(f"node {self.name} did not start: {first!r}; see {log.name}")
+            self.proc.wait(timeout=60)
+            said = Path(log.name).read_text()[-2000:]
+            raise SystemExit(f"node {self.name} did not start: {first!r}; it said: {said}")
         if (self.root / ".lifeline" / "mesh" / "ca.key").exists():
             self.join = self.proc.stdout.readline().split()[-1]
         self.starts += 1
