@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lifeline.audit import Report, verify_store
+from lifeline.audit import Finding, Report, verify_store
 from lifeline.cli.common import (
     default_author,
     entry_text,
@@ -18,7 +18,8 @@ from lifeline.cli.common import (
     root_of,
 )
 from lifeline.entry import ID_RE, KNOWN_KINDS
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, StoreError
+from lifeline.integrity import integrity_problems, recover_line, require_intact
 from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_names, line_path
 from lifeline.plugins import load_append_hooks
@@ -72,6 +73,17 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser(
+        "recover",
+        parents=[parent],
+        help="rebuild a damaged line from what still reads (keeps the damaged file)",
+        description="Copy every entry of the line that still reads, and whose id still "
+        "matches its content, into a fresh file; the damaged one is kept as "
+        "<line>.db.damaged-<time>. Then sync with a peer or ingest a LIFELINE.md to get back "
+        "what was lost (docs/user-guide.md, Recovering a damaged line).",
+    )
+    p.set_defaults(func=cmd_recover)
 
 
 def _count(text: str) -> int:
@@ -150,6 +162,7 @@ async def cmd_log(args: argparse.Namespace) -> int:
     limits = load_limits(root_of(args))
     body = _read_body(args, limits.body_bytes)
     async with open_line(args) as store:
+        await require_intact(store, line_of(args))
         draft = Draft(
             kind=args.kind,
             summary=args.summary,
@@ -241,7 +254,18 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     external_exists = external_checker(args)
 
     async with open_line(args) as store:
-        report = await verify_store(store, name, external_exists=external_exists)
+        damage = integrity_problems(store.path)
+        try:
+            report = await verify_store(store, name, external_exists=external_exists)
+        except StoreError as exc:
+            if not damage:
+                raise
+            report = Report(line=name)
+            damage.append(str(exc))
+    report.findings[:0] = [
+        Finding("sqlite-integrity", "-", f"{problem[:200]}; run `lifeline recover`")
+        for problem in damage
+    ]
     if args.json:
         print_json(report.to_dict())
     else:
@@ -256,3 +280,25 @@ def _print_report(report: Report) -> None:
     print(f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries")
     for f in report.findings:
         print(f"  {f.check:<17} {f.entry_id[:12]}  {f.detail}")
+
+
+async def cmd_recover(args: argparse.Namespace) -> int:
+    name = line_of(args)
+    path = line_path(root_of(args), name, must_exist=True)
+    damage = integrity_problems(path)
+    if not damage:
+        print(f"line {name!r} passes SQLite's integrity check; nothing to recover")
+        return 0
+    done = await recover_line(path)
+    print(
+        f"recovered line {name!r}: kept {done.kept} entries; {done.unreadable} unreadable, "
+        f"{done.orphans} left out for a lost parent; the damaged file is {done.damaged}"
+    )
+    if done.unreadable or done.orphans:
+        print(
+            "get the rest back: `lifeline-mesh sync PEER` with a node that shares the line, "
+            f"or `lifeline --line {name} ingest` a LIFELINE file written before the damage; "
+            "signatures come back with a sync",
+            file=sys.stderr,
+        )
+    return 0
