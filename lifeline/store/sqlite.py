@@ -340,7 +340,8 @@ class SqliteStore:
     async def resolve(self, prefix: str) -> Entry:
         prefix = prefix.strip().lower()
         if not prefix or any(c not in "0123456789abcdef" for c in prefix):
-            raise NotFound(f"{prefix!r} is not an id prefix; ids are lowercase hex")
+            shown = repr(prefix[:80]) + ("…" if len(prefix) > 80 else "")
+            raise NotFound(f"{shown} is not an id prefix; ids are lowercase hex")
         rows = await self.run_read(
             lambda conn: conn.execute(
                 "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT 2",
