@@ -79,6 +79,7 @@ class Node:
         self.identity = NodeIdentity.load(path) if path.exists() else None
         self.join_address: str | None = None
         self._join_listen: str | None = None
+        self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
 
     def config(self) -> NodeConfig:
         return NodeConfig.load(self.root)
@@ -206,7 +207,12 @@ class Node:
         lines = self.config().shared_lines
         if not lines:
             return "nothing to sync: no line is shared (`lifeline-mesh share LINE`)"
-        reports = await self.sync(str(peer.address), lines)
+        self.outbound["syncs"] += 1
+        try:
+            reports = await self.sync(str(peer.address), lines)
+        except BaseException:
+            self.outbound["failed"] += 1
+            raise
         return "; ".join(
             f"{r.line}: sent {r.entries_sent}, received {r.entries_received} "
             f"({r.entries_added} new)"

@@ -4,6 +4,7 @@ sync with no command, stop cleanly on SIGTERM, and report through `status` and `
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -56,9 +57,12 @@ def test_a_write_on_one_node_reaches_the_other_without_a_command(tmp_path: Path)
         for proc in (node_a, node_b):
             proc.send_signal(signal.SIGTERM)
         for proc in (node_a, node_b):
-            _, err = proc.communicate(timeout=30)
+            out, err = proc.communicate(timeout=30)
             assert proc.returncode == 0, err
             assert "Traceback" not in err
+            # The closing line counts both directions: sessions served and syncs started.
+            closing = re.search(r"stopped after (\d+) sessions in .* and (\d+) syncs out", out)
+            assert closing and int(closing[1]) >= 1 and int(closing[2]) >= 1, out
     assert not state_path(a).exists() and not state_path(b).exists()
     assert json.loads(cli("lifeline_mesh", a, "status", "--json").stdout)["serving"] is False
 

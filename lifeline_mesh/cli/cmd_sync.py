@@ -106,7 +106,11 @@ async def _serve(args: argparse.Namespace, root: Path) -> int:
         sys.stdout.flush()
 
     server = await node.serve(listen, stop, ready, join_listen=join_listen, peering=peering)
-    print(f"stopped after {len(server.reports)} sessions ({len(server.failures)} failed)")
+    out = node.outbound
+    print(
+        f"stopped after {len(server.reports) + len(server.failures)} sessions in "
+        f"({len(server.failures)} failed) and {out['syncs']} syncs out ({out['failed']} failed)"
+    )
     return 0
 
 
