@@ -50,7 +50,7 @@ def ensure_ignore_file(root: Path) -> bool:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         write_atomic(path, IGNORE_TEXT.encode("utf-8"), mode=0o644)
-    except PermissionError:
+    except OSError:  # a read-only folder or mount: the caller's own write says so
         return False
     return True
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from lifeline.entry import Entry
 from lifeline.errors import LifelineError, StoreError
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite import SqliteStore, read_only_uri, unwritable
 
 __all__ = ["Recovered", "integrity_problems", "recover_line", "require_intact"]
 
@@ -41,8 +41,9 @@ def _quick_check(conn: sqlite3.Connection) -> list[str]:
 
 def integrity_problems(path: Path) -> list[str]:
     """What SQLite's quick check finds wrong with the file at ``path`` ([] when sound)."""
+    uri = read_only_uri(path) if unwritable(path) else f"file:{path}?mode=ro"
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
     except sqlite3.Error as exc:
         return [str(exc)]
     try:

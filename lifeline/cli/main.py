@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import sys
@@ -24,6 +25,14 @@ __all__ = ["build_parser", "main", "make_parser", "run"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
 COMMAND_MODULES = [cmd_core, cmd_truth, cmd_projection]
+
+# Writes the machine refuses: one line saying what to do, not a traceback.
+_CANNOT_WRITE = {
+    errno.EROFS: "the folder is on a read-only mount; reads work, write elsewhere",
+    errno.EACCES: "check the folder's permissions",
+    errno.ENOSPC: "the disk is full; free space and run it again (nothing was half-written)",
+    errno.EDQUOT: "the disk quota is used up; free space and run it again",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -88,6 +97,15 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        if verbose or exc.errno not in _CANNOT_WRITE:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        print(
+            f"{prog}: error: cannot write{where}: {exc.strerror}; {_CANNOT_WRITE[exc.errno]}",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
