@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.common import add_line_option, print_json, root_of
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, NotAuthenticated, PeerError
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import line_names, line_path, validate_line_name
 from lifeline_mesh.config import NodeConfig
@@ -120,7 +120,15 @@ async def cmd_sync(args: argparse.Namespace) -> int:
     lines = [validate_line_name(chosen)] if chosen else node.config().shared_lines
     if not lines:
         raise ConfigError("no line is shared on this node; run `lifeline-mesh share LINE` first")
-    reports = await node.sync(args.peer, lines)
+    try:
+        reports = await node.sync(args.peer, lines)
+    except NotAuthenticated as exc:
+        if not args.insecure:
+            raise
+        raise PeerError(
+            f"{args.peer} would not talk plain text: it serves mutual TLS, and this sync used "
+            "--insecure (plain text, loopback only, for nodes in no mesh); drop --insecure"
+        ) from exc
     if args.json:
         print_json([r.to_dict() for r in reports])
     else:
