@@ -27,6 +27,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh import offload
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.inbound import InboundLog
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.client import pull_membership
@@ -139,6 +140,7 @@ class Node:
             credentials=self.security.server_credentials,
             limits=self.limits,
             extend=self._extend,
+            on_session=InboundLog(self.root).record,
         )
 
     async def serve(

@@ -101,6 +101,9 @@ def test_a_mesh_syncs_signs_verifies_and_refuses_outsiders(tmp_path: Path) -> No
         ledger(a, "log", "--kind", "note", "--summary", "later on A")
         mesh(c, "sync", address)
         assert set(history_ids(a)) < set(history_ids(c)) and len(history_ids(a)) == 3
+        # A lists the nodes that synced in by the node id their certificate proved.
+        inbound = json.loads(mesh(a, "peers", "--json").stdout)["inbound"]
+        assert mesh(c, "id").stdout.strip() in {r["node_id"] for r in inbound}, inbound
 
         stranger = mesh(s, "sync", address, check=False)
         assert stranger.returncode == 2

@@ -53,6 +53,12 @@ def test_a_write_on_one_node_reaches_the_other_without_a_command(tmp_path: Path)
         row = peers["peers"][0]
         assert row["address"] == f"127.0.0.1:{pa}" and row["last_sync_at"] is not None
         assert row["failures"] == 0 and row["last_error"] is None
+        # ... and the nodes that synced in, with their last session.
+        inbound = peers["inbound"]
+        assert inbound and all(r["line"] == "ledger" for r in inbound), inbound
+        assert any(r["result"].startswith("ok: sent") for r in inbound), inbound
+        text = cli("lifeline_mesh", b, "peers").stdout
+        assert "synced in:" in text and "LAST SESSION" in text, text
 
         for proc in (node_a, node_b):
             proc.send_signal(signal.SIGTERM)

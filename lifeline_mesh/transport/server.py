@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 LineOpener = Callable[[str], AbstractAsyncContextManager[Store]]
 # (store, the authorized caller) -> the sets of this session
 SetFactory = Callable[[Store, SessionPeer], Sequence[ReconSet]]
+# (caller, line, report or None, error or None) after each admitted session
+SessionHook = Callable[[PeerIdentity, str, SyncReport | None, str | None], None]
 
 
 class SyncServer:
@@ -47,6 +49,7 @@ class SyncServer:
         credentials: grpc.ServerCredentials | None = None,
         limits: SessionLimits | None = None,
         extend: Callable[[grpc.aio.Server], None] | None = None,
+        on_session: SessionHook | None = None,
     ) -> None:
         self._open_line = open_line
         self._is_shared = is_shared
@@ -58,6 +61,7 @@ class SyncServer:
         self._server: grpc.aio.Server | None = None
         self.reports: list[SyncReport] = []
         self.failures: list[str] = []
+        self._on_session = on_session  # told of each admitted session's caller and outcome
 
     async def start(self, listen: str) -> str:
         """Bind and start; returns the bound ``HOST:PORT`` (port 0 picks a free one)."""
@@ -147,10 +151,14 @@ class SyncServer:
                 )
                 report = await drive(session, channel, sets, first=hello)
             self.reports.append(report)
+            if self._on_session is not None:
+                self._on_session(peer.identity, hello.line, report, None)
         except LifelineError as exc:
             # The session already told the peer (Abort frame); the node keeps serving.
             self.failures.append(str(exc))
             log.warning("sync session from %s failed: %s", context.peer(), exc)
+            if self._on_session is not None:
+                self._on_session(peer.identity, hello.line, None, str(exc))
 
 
 async def _drain_first_turn(channel: ServerChannel, limit: int = 64) -> None:
