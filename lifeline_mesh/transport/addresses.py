@@ -30,7 +30,7 @@ def split_address(value: str, *, what: str = "address", listen: bool = False) ->
         reason = "no port" if not sep else "no host"
     elif ":" in host and not bracketed:
         reason = "an IPv6 address needs brackets"
-    elif not _HOST.fullmatch(host.replace(":", "")):
+    elif not (_ipv6(host) if bracketed else _HOST.fullmatch(host)):
         reason = "the host has characters no host name has"
     elif not _PORT.fullmatch(port) or not lowest <= int(port) <= 65535:
         reason = f"the port must be a number from {lowest} to 65535"
@@ -40,6 +40,16 @@ def split_address(value: str, *, what: str = "address", listen: bool = False) ->
         f"{what} {value!r} is not HOST:PORT ({reason}); write it like 192.168.1.20:7420 "
         "or [::1]:7420"
     )
+
+
+def _ipv6(host: str) -> bool:
+    """An IPv6 address, optionally with a zone (``fe80::1%eth0``)."""
+    address, _, zone = host.partition("%")
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return False
+    return not zone or bool(_HOST.fullmatch(zone))
 
 
 def address_arg(*, listen: bool = False) -> Callable[[str], str]:
