@@ -148,14 +148,24 @@ def _setup(base: Path) -> list[SoakNode]:
     _cli("lifeline_mesh", first.root, "init", "--new-mesh", "soak")
     _cli("lifeline", first.root, "init")
     _cli("lifeline_mesh", first.root, "share", "ledger")
-    first.start()
-    for node in nodes[1:]:
-        token = json.loads(_cli("lifeline_mesh", first.root, "invite", "--json"))["token"]
-        _cli("lifeline_mesh", node.root, "join", "-", "--peer", first.join, stdin=token + "\n")
-        _cli("lifeline", node.root, "init")
-        _cli("lifeline_mesh", node.root, "share", "ledger")
-        node.start()
+    try:
+        first.start()
+        for node in nodes[1:]:
+            token = json.loads(_cli("lifeline_mesh", first.root, "invite", "--json"))["token"]
+            _cli("lifeline_mesh", node.root, "join", "-", "--peer", first.join, stdin=token + "\n")
+            _cli("lifeline", node.root, "init")
+            _cli("lifeline_mesh", node.root, "share", "ledger")
+            node.start()
+    except BaseException:
+        _kill_all(nodes)  # a node that failed to start leaves none behind
+        raise
     return nodes
+
+
+def _kill_all(nodes: list[SoakNode]) -> None:
+    for node in nodes:
+        if node.proc is not None and node.proc.poll() is None:
+            os.killpg(node.proc.pid, signal.SIGKILL)
 
 
 async def _writer(node: SoakNode, every: float, stop: asyncio.Event) -> None:
@@ -269,9 +279,7 @@ def main() -> None:
             result = asyncio.run(_run(args, nodes))
             _report(args, nodes, result)
         finally:
-            for node in nodes:
-                if node.proc is not None and node.proc.poll() is None:
-                    os.killpg(node.proc.pid, signal.SIGKILL)
+            _kill_all(nodes)
     load = os.getloadavg()
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
 
