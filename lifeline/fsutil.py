@@ -6,7 +6,9 @@ import os
 import tempfile
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+from lifeline.errors import ConfigError
+
+__all__ = ["read_private", "require_private", "write_atomic"]
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
@@ -28,3 +30,19 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def require_private(path: Path) -> None:
+    """Refuse a secret file that users other than its owner can read or write."""
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        raise ConfigError(
+            f"{path} is a secret but has mode {mode:04o} (other users can read it); "
+            f"run `chmod 600 {path}`"
+        )
+
+
+def read_private(path: Path) -> bytes:
+    """The bytes of a secret file, after :func:`require_private`."""
+    require_private(path)
+    return path.read_bytes()

@@ -27,7 +27,7 @@ _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 def validate_line_name(name: str) -> str:
     """Return ``name`` when it is a valid line name, else raise ConfigError."""
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise ConfigError(
             f"line name {name!r} is not valid; use 1-64 characters of a-z, 0-9, '-' or '_', "
             "starting with a letter or digit"
@@ -52,7 +52,7 @@ def line_names(root: Path) -> list[str]:
     folder = root / LEDGER_DIR
     if not folder.is_dir():
         return []
-    return sorted(p.stem for p in folder.glob("*.db") if _NAME.match(p.stem))
+    return sorted(p.stem for p in folder.glob("*.db") if _NAME.fullmatch(p.stem))
 
 
 def projection_path(root: Path, name: str) -> Path:

@@ -1,7 +1,8 @@
 """The node's own files under ``<root>/.lifeline/mesh/`` and its config file.
 
 ``config.json`` holds what the user set: which lines are shared with the mesh, static peers,
-the listen address. Key material lives beside it in files of mode 0600 and is never synced.
+the listen address. It is written 0600 (it names the node's peers); key material lives beside
+it, also 0600 and refused when other users can read it, and is never synced.
 """
 
 from __future__ import annotations
@@ -58,4 +59,4 @@ class NodeConfig:
         data = asdict(self)
         data.update(data.pop("extra"))
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-        write_atomic(path, text.encode("utf-8"))
+        write_atomic(path, text.encode("utf-8"), mode=0o600)

@@ -21,6 +21,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey,
 from nacl.signing import SigningKey
 
 from lifeline.errors import BadSignature, ConfigError, NotFound
+from lifeline.fsutil import read_private
+from lifeline.ignore import ensure_ignore_file
 from lifeline_mesh.config import mesh_dir
 
 __all__ = [
@@ -144,22 +146,18 @@ class NodeIdentity:
     def load(cls, path: Path) -> NodeIdentity:
         if not path.exists():
             raise NotFound(f"no node identity at {path}; create one with `lifeline-mesh init`")
-        mode = path.stat().st_mode & 0o077
-        if mode:
-            raise ConfigError(
-                f"{path} is readable by other users (mode {oct(path.stat().st_mode & 0o777)}); "
-                f"run `chmod 600 {path}`"
-            )
         try:
-            raw = bytes.fromhex(path.read_text().strip())
+            raw = bytes.fromhex(read_private(path).decode("ascii").strip())
             return cls(Ed25519PrivateKey.from_private_bytes(raw))
-        except ValueError as exc:
+        except ValueError as exc:  # also UnicodeDecodeError
             raise ConfigError(
                 f"{path} does not hold an ed25519 key; restore it from backup"
             ) from exc
 
     @classmethod
     def load_or_create(cls, root: Path) -> tuple[NodeIdentity, bool]:
+        """The identity of ``root``, created when missing; keys never reach git (ignore.py)."""
+        ensure_ignore_file(root)
         path = key_path(root)
         if path.exists():
             return cls.load(path), False

@@ -30,6 +30,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh import offload
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.inbound import InboundLog
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.client import pull_membership
@@ -93,6 +94,7 @@ class Node:
         )
         # Changes of our shared lines, announced to the peers that watch us (Watch RPC).
         self.changes = ChangeFeed(lambda: self.config().shared_lines)
+        self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
 
     def config(self) -> NodeConfig:
         return NodeConfig.load(self.root)
@@ -167,6 +169,7 @@ class Node:
             limits=self.limits,
             extend=self._extend,
             announcements=self.changes,
+            on_session=InboundLog(self.root).record,
         )
 
     async def serve(
@@ -251,7 +254,12 @@ class Node:
         lines = self.config().shared_lines
         if not lines:
             return "nothing to sync: no line is shared (`lifeline-mesh share LINE`)"
-        reports = await self.sync(str(peer.address), lines)
+        self.outbound["syncs"] += 1
+        try:
+            reports = await self.sync(str(peer.address), lines)
+        except BaseException:
+            self.outbound["failed"] += 1
+            raise
         return "; ".join(
             f"{r.line}: sent {r.entries_sent}, received {r.entries_received} "
             f"({r.entries_added} new), {r.bytes_sent}/{r.bytes_received} bytes out/in"

@@ -20,6 +20,7 @@ from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.transport.addresses import split_address
 
 __all__ = [
     "PEERS_FILE",
@@ -48,18 +49,7 @@ class PeerAddress:
     @classmethod
     def parse(cls, text: str) -> PeerAddress:
         """``HOST:PORT`` or ``[IPV6]:PORT``; a ConfigError shows the value otherwise."""
-        value = text.strip()
-        host, sep, port_text = value.rpartition(":")
-        if host.startswith("[") and host.endswith("]"):
-            host = host[1:-1]
-        elif ":" in host:
-            host = ""  # a bare IPv6 address: the port is ambiguous without brackets
-        if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-            raise ConfigError(
-                f"peer {text!r} is not HOST:PORT; write it like 192.168.1.20:7411 "
-                "or [fe80::1%eth0]:7411"
-            )
-        return cls(host, int(port_text))
+        return cls(*split_address(text, what="peer"))
 
     def __str__(self) -> str:
         try:

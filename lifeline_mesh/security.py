@@ -86,7 +86,7 @@ class TransportSecurity:
         if not files.path_of(root, files.CA_CERT).exists():
             raise ConfigError(
                 f"{root} has no mesh certificate: create a mesh with `lifeline-mesh init "
-                "--new-mesh NAME` or join one with `lifeline-mesh join TOKEN` (or, on loopback "
+                "--new-mesh NAME` or join one with `lifeline-mesh join -` (or, on loopback "
                 "only, pass --insecure)"
             )
         mesh_id = mesh_id_of(load_ca_cert(root))

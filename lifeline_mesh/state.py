@@ -8,6 +8,7 @@ recognised by its pid no longer running.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
@@ -31,11 +32,13 @@ __all__ = [
     "pid_alive",
     "read_node_state",
     "recorded_node_state",
+    "serve_lock",
     "state_path",
     "write_node_state",
 ]
 
 STATE_FILE = "state.json"
+LOCK_FILE = "serve.lock"  # held by the one `serve` of a root; the kernel drops it at exit
 
 
 @dataclass(slots=True)
@@ -118,3 +121,29 @@ def recorded_node_state(root: Path, state: NodeState) -> Iterator[NodeState]:
         yield state
     finally:
         clear_node_state(root, state.pid)
+
+
+@contextmanager
+def serve_lock(root: Path) -> Iterator[None]:
+    """Hold the root's exclusive serve lock, or refuse naming the process that holds it.
+
+    A lock, not a pid file: the kernel releases it when its holder exits, even by SIGKILL,
+    so a killed node never blocks the next one.
+    """
+    path = mesh_dir(root) / LOCK_FILE
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            raise ConfigError(
+                f"another `lifeline-mesh serve` (pid {holder}) already serves {root}; "
+                "stop it first, or use that node (`lifeline-mesh status`)"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        os.close(fd)

@@ -1,4 +1,8 @@
-"""Shared fixtures: paths to the lifeline-context 0.6.1 fixture and entry factories."""
+"""Shared fixtures: paths to the lifeline-context 0.6.1 fixture and entry factories.
+
+The fixture lives in the repository (``tests/fixtures/``, provenance in
+``tests/fixtures/PROVENANCE.md``), so a clone alone runs every test.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import pytest
 from lifeline.entry import Entry
 
 REPO = Path(__file__).resolve().parent.parent
-FIXTURE = REPO.parent / "shared" / "fixtures" / "lifeline-context-0.6.1"
+FIXTURE = REPO / "tests" / "fixtures" / "lifeline-context-0.6.1"
 
 
 @pytest.fixture

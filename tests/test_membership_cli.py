@@ -16,12 +16,13 @@ COMMANDS = ["init", "invite", "join", "revoke", "members", "membership-serve"]
 
 
 def mesh(
-    root: Path, *args: str, env: dict[str, str] | None = None
+    root: Path, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "lifeline_mesh", "--root", str(root), *args],
         capture_output=True,
         text=True,
+        input=stdin,
         timeout=60,
         env={**os.environ, **(env or {})},
     )
@@ -105,3 +106,30 @@ def test_cli_errors_are_one_clear_line(tmp_path: Path) -> None:
     assert result.returncode == 2 and "'soon'" in result.stderr
     result = mesh(tmp_path, "revoke", "nope")
     assert result.returncode == 2 and "not a node id" in result.stderr
+
+
+# `join -` reads the token from standard input, so it never shows in `ps`.
+
+
+def test_join_dash_reads_the_token_from_stdin(
+    served: tuple[Path, dict[str, int]], tmp_path: Path
+) -> None:
+    ca, ports = served
+    token = json.loads(mesh(ca, "invite", "--json").stdout)["token"]
+    newcomer = tmp_path / "b"
+    newcomer.mkdir()
+    peer = f"127.0.0.1:{ports['join_port']}"
+    done = mesh(newcomer, "join", "-", "--peer", peer, stdin=f"{token}\n")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("joined mesh ")
+
+
+@pytest.mark.parametrize(
+    ("stdin", "said"), [("", "no token"), ("x" * 100_000, "more than 4096 characters")]
+)
+def test_join_dash_refuses_nothing_or_a_flood_in_one_line(
+    tmp_path: Path, stdin: str, said: str
+) -> None:
+    done = mesh(tmp_path, "join", "-", stdin=stdin)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and said in done.stderr

@@ -94,10 +94,16 @@ def test_a_mesh_syncs_signs_verifies_and_refuses_outsiders(tmp_path: Path) -> No
         assert history_ids(c) == history_ids(a)
         # ... and what it writes stays local: it is never offered, so syncs keep working.
         ledger(c, "log", "--kind", "note", "--summary", "a reader's note")
-        mesh(c, "sync", address)
+        said = mesh(c, "sync", address).stdout
+        assert "sent 0 entries" in said and "this node is a reader" in said, said
+        assert "its own entries never leave it" in said
+        assert "reader" not in mesh(b, "sync", address).stdout
         ledger(a, "log", "--kind", "note", "--summary", "later on A")
         mesh(c, "sync", address)
         assert set(history_ids(a)) < set(history_ids(c)) and len(history_ids(a)) == 3
+        # A lists the nodes that synced in by the node id their certificate proved.
+        inbound = json.loads(mesh(a, "peers", "--json").stdout)["inbound"]
+        assert mesh(c, "id").stdout.strip() in {r["node_id"] for r in inbound}, inbound
 
         stranger = mesh(s, "sync", address, check=False)
         assert stranger.returncode == 2

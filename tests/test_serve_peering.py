@@ -4,6 +4,7 @@ sync with no command, stop cleanly on SIGTERM, and report through `status` and `
 from __future__ import annotations
 
 import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -42,13 +43,22 @@ def test_a_write_on_one_node_reaches_the_other_without_a_command(tmp_path: Path)
         row = peers["peers"][0]
         assert row["address"] == f"127.0.0.1:{pa}" and row["last_sync_at"] is not None
         assert row["failures"] == 0 and row["last_error"] is None
+        # ... and the nodes that synced in, with their last session.
+        inbound = peers["inbound"]
+        assert inbound and all(r["line"] == "ledger" for r in inbound), inbound
+        assert any(r["result"].startswith("ok: sent") for r in inbound), inbound
+        text = cli("lifeline_mesh", b, "peers").stdout
+        assert "synced in:" in text and "LAST SESSION" in text, text
 
         for proc in (node_a, node_b):
             proc.send_signal(signal.SIGTERM)
         for proc in (node_a, node_b):
-            _, err = proc.communicate(timeout=30)
+            out, err = proc.communicate(timeout=30)
             assert proc.returncode == 0, err
             assert "Traceback" not in err
+            # The closing line counts both directions: sessions served and syncs started.
+            closing = re.search(r"stopped after (\d+) sessions in .* and (\d+) syncs out", out)
+            assert closing and int(closing[1]) >= 1 and int(closing[2]) >= 1, out
     assert not state_path(a).exists() and not state_path(b).exists()
     assert json.loads(cli("lifeline_mesh", a, "status", "--json").stdout)["serving"] is False
 

@@ -83,7 +83,8 @@ def test_two_processes_sync_and_render_identical_history(tmp_path: Path) -> None
         assert again["round_trips"] == 1 and again["bytes_sent"] < 240
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
-        assert proc.stdout is not None and "stopped after 2 sessions" in proc.stdout.read()
+        assert proc.stdout is not None
+        assert "stopped after 2 sessions in (0 failed) and 0 syncs out" in proc.stdout.read()
     lines = json.loads(cli("lifeline_mesh", a, "lines", "--json").stdout)
     assert lines == [{"line": "ledger", "shared": True}]
 

@@ -7,8 +7,9 @@ The guide speaks of real machines, so the test makes these substitutions, and no
 
 - laptop A's `serve` runs in the background on 127.0.0.1, free ports; the guide's
   addresses `192.168.1.20:7420` (sync) and `:7421` (joins) become the ones serve printed;
-- the token an `invite` prints is kept, and `lm1_PASTE_…` placeholders become it; on the
-  CI runner it is exported as `LIFELINE_MESH_TOKEN` (the CI secret of the guide);
+- the token an `invite` prints is kept; `lifeline-mesh join -` (where a person pastes it)
+  gets it on standard input; on the CI runner it is exported as `LIFELINE_MESH_TOKEN` (the
+  CI secret of the guide);
 - `NODE_ID` becomes the id the CI job printed with `lifeline-mesh id`.
 """
 
@@ -51,7 +52,8 @@ def _line(machine: str, line: str) -> str:
     line = line.replace(SYNC, "$SYNC_ADDR").replace(JOIN, "$JOIN_ADDR")
     if line.startswith("lifeline-mesh invite "):
         return f'TOKEN=$({line})\necho "$TOKEN"'
-    line = re.sub(r"lm1_PASTE_\w+", '"$TOKEN"', line)
+    if line.strip() == "lifeline-mesh join -":
+        return "printf '%s\\n' \"$TOKEN\" | lifeline-mesh join -"
     if machine == "ci" and line.strip() == "lifeline-mesh id":
         return 'CI_NODE_ID=$(lifeline-mesh id)\necho "$CI_NODE_ID"'
     return line.replace("NODE_ID", '"$CI_NODE_ID"')
@@ -76,7 +78,8 @@ def test_the_guide_has_the_four_machines_and_the_placeholders() -> None:
     assert {"laptop-a", "laptop-b", "ci", "auditor"} == set(machines)
     text = script()
     assert SERVE_ON_LOOPBACK in text  # the serve line was found and replaced
-    for placeholder in ("lm1_PASTE", "NODE_ID ", SYNC, JOIN):
+    assert text.count("| lifeline-mesh join -") == 2  # laptop B and the auditor paste it
+    for placeholder in ("NODE_ID ", SYNC, JOIN):
         assert placeholder not in text.replace("CI_NODE_ID", ""), placeholder
 
 

@@ -9,7 +9,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from lifeline.audit import Report, verify_store
+from lifeline.audit import Finding, Report, verify_store
 from lifeline.cli.common import (
     default_author,
     entry_text,
@@ -20,7 +20,8 @@ from lifeline.cli.common import (
     root_of,
 )
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, StoreError
+from lifeline.integrity import integrity_problems, recover_line, require_intact
 from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_names, line_path
 from lifeline.plugins import load_append_hooks
@@ -77,6 +78,17 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.set_defaults(func=cmd_verify)
 
+    p = sub.add_parser(
+        "recover",
+        parents=[parent],
+        help="rebuild a damaged line from what still reads (keeps the damaged file)",
+        description="Copy every entry of the line that still reads, and whose id still "
+        "matches its content, into a fresh file; the damaged one is kept as "
+        "<line>.db.damaged-<time>. Then sync with a peer or ingest a LIFELINE.md to get back "
+        "what was lost (docs/user-guide.md, Recovering a damaged line).",
+    )
+    p.set_defaults(func=cmd_recover)
+
 
 def _count(text: str) -> int:
     try:
@@ -98,15 +110,38 @@ async def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_body(args: argparse.Namespace) -> str:
+def _read_body(args: argparse.Namespace, cap: int) -> str:
+    """The body from ``--body`` or ``--body-file``; a file is read to at most ``cap + 1``
+    bytes, so ``/dev/zero`` or a huge file is refused at once, not read whole."""
     if args.body_file is None:
         return str(args.body)
-    if args.body_file == "-":
-        return sys.stdin.read()
+    name = "standard input" if args.body_file == "-" else args.body_file
     try:
-        return Path(args.body_file).read_text(encoding="utf-8")
+        if args.body_file == "-":
+            raw = sys.stdin.buffer.read(cap + 1)
+        else:
+            with Path(args.body_file).open("rb") as fh:
+                raw = fh.read(cap + 1)
     except OSError as exc:
-        raise ConfigError(f"cannot read --body-file {args.body_file}: {exc.strerror}") from exc
+        raise ConfigError(f"cannot read --body-file {name}: {exc.strerror}") from exc
+    if len(raw) > cap:
+        raise ConfigError(
+            f"--body-file {name} is larger than the body cap of {cap} bytes; shorten it, or "
+            "raise limits.body_bytes in .lifeline/config.json"
+        )
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            f"--body-file {name} is not UTF-8 text (byte {exc.start} is not); a body is "
+            "text: convert it (e.g. iconv) or refer to the file by its path"
+        ) from None
+    if "\x00" in text:
+        raise ConfigError(
+            f"--body-file {name} holds NUL bytes (binary data); a body is text: refer to "
+            "the file by its path instead"
+        )
+    return text
 
 
 async def _resolve_parents(args: argparse.Namespace, store: SqliteStore) -> tuple[str, ...] | None:
@@ -128,11 +163,14 @@ async def _resolve_parents(args: argparse.Namespace, store: SqliteStore) -> tupl
 
 
 async def cmd_log(args: argparse.Namespace) -> int:
+    limits = load_limits(root_of(args))
+    body = _read_body(args, limits.body_bytes)
     async with open_line(args) as store:
+        await require_intact(store, line_of(args))
         draft = Draft(
             kind=args.kind,
             summary=args.summary,
-            body=_read_body(args),
+            body=body,
             author=args.author if args.author is not None else default_author(),
             agent=args.agent,
             provider=args.provider,
@@ -141,7 +179,6 @@ async def cmd_log(args: argparse.Namespace) -> int:
             dedup_key=args.dedup_key,
         )
         hooks = load_append_hooks(root_of(args))
-        limits = load_limits(root_of(args))
         entry, _created = await Ledger(store, hooks=hooks, limits=limits).append(draft)
     if args.json:
         print_json(entry.to_dict())
@@ -263,7 +300,18 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     external_exists = external_checker(args)
 
     async with open_line(args) as store:
-        report = await verify_store(store, name, external_exists=external_exists)
+        damage = integrity_problems(store.path)
+        try:
+            report = await verify_store(store, name, external_exists=external_exists)
+        except StoreError as exc:
+            if not damage:
+                raise
+            report = Report(line=name)
+            damage.append(str(exc))
+    report.findings[:0] = [
+        Finding("sqlite-integrity", "-", f"{problem[:200]}; run `lifeline recover`")
+        for problem in damage
+    ]
     if args.json:
         print_json(report.to_dict())
     else:
@@ -283,3 +331,25 @@ def _print_report(report: Report) -> None:
     print(f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries")
     for f in report.findings:
         print(f"  {f.check:<17} {f.entry_id[:12]}  {f.detail}")
+
+
+async def cmd_recover(args: argparse.Namespace) -> int:
+    name = line_of(args)
+    path = line_path(root_of(args), name, must_exist=True)
+    damage = integrity_problems(path)
+    if not damage:
+        print(f"line {name!r} passes SQLite's integrity check; nothing to recover")
+        return 0
+    done = await recover_line(path)
+    print(
+        f"recovered line {name!r}: kept {done.kept} entries; {done.unreadable} unreadable, "
+        f"{done.orphans} left out for a lost parent; the damaged file is {done.damaged}"
+    )
+    if done.unreadable or done.orphans:
+        print(
+            "get the rest back: `lifeline-mesh sync PEER` with a node that shares the line, "
+            f"or `lifeline --line {name} ingest` a LIFELINE file written before the damage; "
+            "signatures come back with a sync",
+            file=sys.stderr,
+        )
+    return 0

@@ -13,6 +13,7 @@ from lifeline.cli.common import line_of, open_line, print_json, root_of
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import write_atomic
 from lifeline.importer import ForeignLine, LinePlan, apply_plan, plan_import, read_lc_project
+from lifeline.integrity import require_intact
 from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
 from lifeline.lc_view import LcView, render_lc_view
 from lifeline.lines import EXTERNAL_ANCHOR, line_names, line_path, projection_path
@@ -178,6 +179,7 @@ async def cmd_ingest(args: argparse.Namespace) -> int:
     name = line_of(args)
     foreign, declared, ours = _read_ingest(args.file, _read_text(args.file), name)
     async with open_line(args, create=True) as store:
+        await require_intact(store, name)
         plan = await _ingest_plan(root_of(args), store, foreign, declared, ours)
         plan.added = (await store.append_many(plan.entries)).count
     _report([plan], args.json, verb="ingested")

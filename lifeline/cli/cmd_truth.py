@@ -8,6 +8,7 @@ from typing import Any
 from lifeline.cli.common import default_author, line_of, open_line, print_json, root_of
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
+from lifeline.integrity import require_intact
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.settings import load_limits
@@ -185,6 +186,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 async def _write(args: argparse.Namespace, store: SqliteStore, draft: Draft) -> int:
     root = root_of(args)
+    await require_intact(store, line_of(args))
     ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
     entry, _new = await ledger.append(draft)
     _print_entry(args, entry)

@@ -13,13 +13,16 @@ from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, NotFound
-from lifeline.lines import DEFAULT_LINE, line_path, validate_line_name
+from lifeline.ignore import ensure_ignore_file
+from lifeline.lines import DEFAULT_LINE, LEDGER_DIR, line_path, validate_line_name
 from lifeline.store.sqlite import SqliteStore
 
 __all__ = [
+    "add_line_option",
     "default_author",
     "entry_text",
     "external_checker",
+    "find_root",
     "global_options",
     "open_line",
     "print_json",
@@ -27,20 +30,22 @@ __all__ = [
 ]
 
 
-def global_options() -> argparse.ArgumentParser:
-    """``--root``/``--line``/``-v``, accepted before or after the command name."""
+def global_options(*, line: bool = True) -> argparse.ArgumentParser:
+    """``--root``/``--line``/``-v``, accepted before or after the command name.
+
+    Without ``line``, commands that work on a line add ``--line`` themselves
+    (:func:`add_line_option`), so it is offered nowhere it would mean nothing.
+    """
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--root",
         type=Path,
         default=argparse.SUPPRESS,
-        help="project root holding .lifeline/ (default: the current directory)",
+        help="project root holding .lifeline/ (default: the nearest folder upward that "
+        "holds one, else the current directory)",
     )
-    parent.add_argument(
-        "--line",
-        default=argparse.SUPPRESS,
-        help=f"the line to use (default: {DEFAULT_LINE})",
-    )
+    if line:
+        add_line_option(parent)
     parent.add_argument(
         "-v",
         "--verbose",
@@ -51,10 +56,39 @@ def global_options() -> argparse.ArgumentParser:
     return parent
 
 
+def add_line_option(
+    parser: argparse.ArgumentParser, help: str = f"the line to use (default: {DEFAULT_LINE})"
+) -> None:
+    parser.add_argument("--line", default=argparse.SUPPRESS, help=help)
+
+
+def find_root(start: Path) -> Path:
+    """The nearest folder from ``start`` upward that holds ``.lifeline/``, as git finds
+    ``.git``; the search stops at a repository's root (a folder with ``.git``) and at the
+    filesystem root. ``start`` itself when none holds one (where `init` creates it)."""
+    here = start.resolve()
+    for folder in (here, *here.parents):
+        if (folder / LEDGER_DIR).is_dir():
+            return folder
+        if (folder / ".git").exists():
+            break
+    return start
+
+
 def root_of(args: argparse.Namespace) -> Path:
-    root: Path = getattr(args, "root", None) or Path.cwd()
+    """The project root: ``--root``, else :func:`find_root` from the current directory.
+
+    Found once per command (kept on ``args``); ``-v`` says which on stderr."""
+    given: Path | None = getattr(args, "root", None)
+    if given is not None and getattr(args, "root_checked", False):
+        return given
+    root = given if given is not None else find_root(Path.cwd())
     if not root.is_dir():
         raise ConfigError(f"--root {root} is not a directory; pass the project folder")
+    args.root, args.root_checked = root, True
+    if getattr(args, "verbose", False):
+        how = "--root" if given is not None else "found from the current directory"
+        print(f"using project root {root.resolve()} ({how})", file=sys.stderr)
     return root
 
 
@@ -71,6 +105,7 @@ async def open_line(
     path = line_path(root_of(args), name, must_exist=not create)
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
+        ensure_ignore_file(root_of(args))
     store = await SqliteStore.open(path)
     try:
         yield store

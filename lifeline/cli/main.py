@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import sys
@@ -41,6 +42,14 @@ COMMAND_MODULES = [
     cmd_sessions,
 ]
 
+# Writes the machine refuses: one line saying what to do, not a traceback.
+_CANNOT_WRITE = {
+    errno.EROFS: "the folder is on a read-only mount; reads work, write elsewhere",
+    errno.EACCES: "check the folder's permissions",
+    errno.ENOSPC: "the disk is full; free space and run it again (nothing was half-written)",
+    errno.EDQUOT: "the disk quota is used up; free space and run it again",
+}
+
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors are one line on stderr (the usage text is one `--help` away)."""
@@ -50,10 +59,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def make_parser(
-    prog: str, description: str, version: str, modules: Sequence[ModuleType]
+    prog: str,
+    description: str,
+    version: str,
+    modules: Sequence[ModuleType],
+    *,
+    line_option: bool = True,
 ) -> argparse.ArgumentParser:
-    """A CLI whose commands come from ``modules`` (each has ``register(sub, parent)``)."""
-    parent = global_options()
+    """A CLI whose commands come from ``modules`` (each has ``register(sub, parent)``);
+    without ``line_option`` only the commands that add ``--line`` themselves take it."""
+    parent = global_options(line=line_option)
     parser = _Parser(prog=prog, description=description, parents=[parent])
     parser.add_argument("--version", action="version", version=f"{prog} {version}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -98,6 +113,15 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        if verbose or exc.errno not in _CANNOT_WRITE:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        print(
+            f"{prog}: error: cannot write{where}: {exc.strerror}; {_CANNOT_WRITE[exc.errno]}",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130

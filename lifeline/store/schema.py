@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-__all__ = ["MIGRATIONS", "apply_migrations", "register_migrations"]
+__all__ = ["MIGRATIONS", "apply_migrations", "migrations_pending", "register_migrations"]
 
 # component -> ordered list of (version, sql script)
 MIGRATIONS: dict[str, list[tuple[int, str]]] = {
@@ -101,6 +101,21 @@ MIGRATIONS: dict[str, list[tuple[int, str]]] = {
 def register_migrations(component: str, migrations: list[tuple[int, str]]) -> None:
     """Add a component's migrations (idempotent for the same list)."""
     MIGRATIONS[component] = sorted(migrations)
+
+
+def migrations_pending(conn: sqlite3.Connection, component: str | None = None) -> bool:
+    """Whether ``conn``'s file lacks a migration registered here (of ``component`` only,
+    when given); a read-only check."""
+    try:
+        done = set(conn.execute("SELECT component, version FROM schema_migrations").fetchall())
+    except sqlite3.OperationalError:
+        return True
+    return any(
+        (c, v) not in done
+        for c, steps in MIGRATIONS.items()
+        if component in (None, c)
+        for v, _ in steps
+    )
 
 
 def apply_migrations(conn: sqlite3.Connection) -> None:

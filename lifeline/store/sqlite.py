@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -24,7 +25,7 @@ from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
-from lifeline.store.schema import apply_migrations
+from lifeline.store.schema import apply_migrations, migrations_pending
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_writes import append_tx, id_chunks, in_transaction
 from lifeline.store.summary import (
@@ -89,6 +90,15 @@ class SqliteStore:
         # or the event loop's thread for a short local write done in place (see _inline).
         self._lock = threading.Lock()
         self._queued = 0  # operations handed to the worker, not yet finished (loop thread)
+        self.read_only = False  # opened read-only: its folder cannot be written
+
+    def _error(self, exc: sqlite3.Error) -> StoreError:
+        if self.read_only and "readonly" in str(exc):
+            return StoreError(
+                f"{self.path.parent} is read-only, and this command writes to "
+                f"{self.path.name}; reads work, write where .lifeline/ is writable"
+            )
+        return StoreError(f"SQLite error on {self.path}: {exc}")
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -118,14 +128,29 @@ class SqliteStore:
             apply_migrations(conn)
             return conn
 
+        read_only = False
+        existed = target.exists()
         try:
             conn = await loop.run_in_executor(pool, connect)
         except sqlite3.DatabaseError as exc:
-            pool.shutdown(wait=False)
-            raise StoreError(
-                f"cannot open {target} as a SQLite ledger ({exc}); is it a lifeline line file?"
-            ) from exc
-        return cls(target, conn, pool)
+            if not unwritable(target):
+                pool.shutdown(wait=False)
+                if not existed:  # nothing half-made is left behind (e.g. the disk is full)
+                    for leftover in (target, *_sidecars(target)):
+                        leftover.unlink(missing_ok=True)
+                raise StoreError(_open_failure(target, exc)) from exc
+            try:
+                conn = await loop.run_in_executor(pool, _connect_read_only, target)
+            except (sqlite3.DatabaseError, StoreError) as again:
+                pool.shutdown(wait=False)
+                raise StoreError(
+                    f"cannot read {target}: its folder is read-only and opening it read-only "
+                    f"failed too ({again})"
+                ) from again
+            read_only = True
+        store = cls(target, conn, pool)
+        store.read_only = read_only
+        return store
 
     async def close(self) -> None:
         if self._closed:
@@ -159,7 +184,7 @@ class SqliteStore:
         try:
             return await self._submit(fn, *args)
         except sqlite3.Error as exc:
-            raise StoreError(f"SQLite error on {self.path}: {exc}") from exc
+            raise self._error(exc) from exc
 
     def _inline(self, fn: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
         """Run the write transaction ``fn`` here and now, if that costs no waiting.
@@ -184,7 +209,7 @@ class SqliteStore:
                 conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             return True, in_transaction(conn, fn)
         except sqlite3.Error as exc:
-            raise StoreError(f"SQLite error on {self.path}: {exc}") from exc
+            raise self._error(exc) from exc
         finally:
             self._lock.release()
 
@@ -279,7 +304,7 @@ class SqliteStore:
             write = append_tx if within is None else partial(_append_within, within)
             results = await pipelined(submit, write, chunks)
         except sqlite3.Error as exc:
-            raise StoreError(f"SQLite error on {self.path}: {exc}") from exc
+            raise self._error(exc) from exc
         added = tuple(i for r in results for i in r.added)
         lowered = tuple(dict.fromkeys(i for r in results for i in r.ts_lowered))
         return AppendResult(added, lowered)
@@ -396,7 +421,8 @@ class SqliteStore:
     async def resolve(self, prefix: str) -> Entry:
         prefix = prefix.strip().lower()
         if not prefix or any(c not in "0123456789abcdef" for c in prefix):
-            raise NotFound(f"{prefix!r} is not an id prefix; ids are lowercase hex")
+            shown = repr(prefix[:80]) + ("…" if len(prefix) > 80 else "")
+            raise NotFound(f"{shown} is not an id prefix; ids are lowercase hex")
         rows = await self.run_read(
             lambda conn: conn.execute(
                 "SELECT id FROM entries WHERE id >= ? AND id < ? ORDER BY id LIMIT 2",
@@ -511,6 +537,45 @@ class SqliteStore:
             # get() turns a miss on a stored row into CorruptRow; verify reports it in full
             log.debug("skipping undecodable row %s in %s: %s", row[0], self.path, exc)
             return None
+
+
+def _sidecars(path: Path) -> tuple[Path, Path]:
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+def _open_failure(path: Path, exc: sqlite3.Error) -> str:
+    text = str(exc)
+    if "full" in text or "disk I/O" in text:
+        return (
+            f"cannot open {path} ({text}): is the disk full? Free space and run it again; "
+            "nothing was half-written"
+        )
+    return f"cannot open {path} as a SQLite ledger ({text}); is it a lifeline line file?"
+
+
+def unwritable(path: Path) -> bool:
+    """The file exists but neither it nor its folder can be written (a read-only mount,
+    or permissions): SQLite cannot make its ``-wal``/``-shm`` files there."""
+    return path.exists() and not (os.access(path.parent, os.W_OK) and os.access(path, os.W_OK))
+
+
+def read_only_uri(path: Path) -> str:
+    """``file:`` URI to read ``path`` where no ``-shm`` can be made: immutable, unless a
+    WAL with writes in it is there (then the ordinary read-only mode, using its -shm)."""
+    wal = path.with_name(path.name + "-wal")
+    mode = "ro" if wal.exists() and wal.stat().st_size else "ro&immutable=1"
+    return f"file:{path}?mode={mode}"
+
+
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """A read-only connection to an up-to-date line file in a folder we cannot write."""
+    conn = sqlite3.connect(
+        read_only_uri(path), uri=True, isolation_level=None, check_same_thread=False
+    )
+    if migrations_pending(conn, "ledger"):  # others' tables: reads that need them say so
+        conn.close()
+        raise StoreError(f"{path} needs a schema upgrade, which cannot be written here")
+    return conn
 
 
 def _page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[tuple[Any, ...]]:

@@ -135,7 +135,7 @@ async def load_state(store: Store) -> State:
     if not isinstance(store, SqliteStore):
         return fold_all([e async for e in store.stream()])
     state, last, folded, generation = await store.run_read(_load)
-    if folded:
+    if folded and not store.read_only:  # a read-only folder: fold again next time
         try:
             await store.run_write(lambda conn: _save(conn, state, last, generation))
         except StoreError as exc:  # a read-only file still answers, just not faster next time

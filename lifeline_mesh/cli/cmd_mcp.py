@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any
 
-from lifeline.cli.common import default_author, line_of, root_of
+from lifeline.cli.common import add_line_option, default_author, line_of, root_of
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.mcp.workspace import Workspace
@@ -23,6 +23,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "Configure your client to run `lifeline-mesh mcp --root /path/to/project`; "
         "see docs/mcp.md.",
     )
+    add_line_option(p, "the line the tools read and write by default (default: ledger)")
     p.add_argument(
         "--agent",
         default=None,

@@ -22,10 +22,12 @@ from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.registry import ROLES, Registry
 from lifeline_mesh.membership.revocation import RevocationList, revoke
 from lifeline_mesh.membership.service import serve_membership
+from lifeline_mesh.transport.addresses import address_arg
 
 __all__ = ["TOKEN_ENV", "register"]
 
 TOKEN_ENV = "LIFELINE_MESH_TOKEN"
+MAX_TOKEN_CHARS = 4096  # a token is ~110 characters plus its join addresses
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -36,6 +38,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "--address",
         action="append",
         default=[],
+        type=address_arg(),
         metavar="HOST:PORT",
         help="join port(s) the newcomer should dial (repeatable; else it needs --peer)",
     )
@@ -43,8 +46,19 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_invite)
 
     p = sub.add_parser("join", parents=[parent], help="join a mesh with an invite token")
-    p.add_argument("token", nargs="?", metavar="TOKEN", help=f"the token (default: ${TOKEN_ENV})")
-    p.add_argument("--peer", metavar="HOST:PORT", help="dial this member instead of the token's")
+    p.add_argument(
+        "token",
+        nargs="?",
+        metavar="TOKEN",
+        help=f"the token; '-' reads it from standard input, which keeps it out of `ps` "
+        f"(default: ${TOKEN_ENV})",
+    )
+    p.add_argument(
+        "--peer",
+        metavar="HOST:PORT",
+        type=address_arg(),
+        help="dial this member instead of the token's",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_join)
 
@@ -58,6 +72,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--pull",
         metavar="HOST:PORT",
+        type=address_arg(),
         help="first fetch revocations and new members from this member (mutual TLS)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -68,8 +83,11 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         parents=[parent],
         help="serve joins (and member checks) until SIGINT/SIGTERM",
     )
-    p.add_argument("--listen", default="127.0.0.1:0", help="join port (default 127.0.0.1:0)")
-    p.add_argument("--mtls-listen", default="127.0.0.1:0", help="mutual-TLS port")
+    listen = address_arg(listen=True)
+    p.add_argument(
+        "--listen", default="127.0.0.1:0", type=listen, help="join port (default 127.0.0.1:0)"
+    )
+    p.add_argument("--mtls-listen", default="127.0.0.1:0", type=listen, help="mutual-TLS port")
     p.set_defaults(func=cmd_membership_serve)
 
 
@@ -88,10 +106,29 @@ async def cmd_invite(args: argparse.Namespace) -> int:
     return 0
 
 
-async def cmd_join(args: argparse.Namespace) -> int:
-    text = args.token or os.environ.get(TOKEN_ENV)
+def _token_text(arg: str | None) -> str:
+    """The token from the argument, standard input (``-``) or the environment."""
+    text = arg or os.environ.get(TOKEN_ENV, "")
+    if arg == "-":
+        if sys.stdin.isatty():
+            print("paste the invite token, then Enter:", file=sys.stderr)
+        text = sys.stdin.readline(MAX_TOKEN_CHARS + 1)
+        if len(text) > MAX_TOKEN_CHARS:
+            raise ConfigError(
+                f"standard input holds more than {MAX_TOKEN_CHARS} characters; "
+                "pipe only the token printed by `lifeline-mesh invite`"
+            )
+    text = text.strip()
     if not text:
-        raise ConfigError(f"no token: pass TOKEN or set {TOKEN_ENV} (from `lifeline-mesh invite`)")
+        raise ConfigError(
+            f"no token: pipe it to `lifeline-mesh join -` or set {TOKEN_ENV} "
+            "(from `lifeline-mesh invite`)"
+        )
+    return text
+
+
+async def cmd_join(args: argparse.Namespace) -> int:
+    text = _token_text(args.token)
     joined = await join(root_of(args), text, args.peer)
     if args.json:
         print_json(_fields(joined))

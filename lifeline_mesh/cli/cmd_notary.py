@@ -6,7 +6,13 @@ import argparse
 from collections import Counter
 from typing import Any
 
-from lifeline.cli.common import external_checker, open_line, print_json, root_of
+from lifeline.cli.common import (
+    add_line_option,
+    external_checker,
+    open_line,
+    print_json,
+    root_of,
+)
 from lifeline.errors import ConfigError
 from lifeline.ledger import utc_now
 from lifeline.lines import line_names, validate_line_name
@@ -35,6 +41,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         description="Audit every line of the project (only LINE with --line): ids, parents, "
         "signatures, signers, times. Exit 0 when clean, 1 when anything failed.",
     )
+    add_line_option(p, "audit only this line (default: every line)")
     p.add_argument("--json", action="store_true", help="machine-readable report")
     p.add_argument(
         "--skew",

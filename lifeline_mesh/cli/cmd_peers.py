@@ -7,17 +7,20 @@ config and the line files, so they work from any shell, with or without a node r
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
+from lifeline.ignore import tracked_private_files
 from lifeline.lines import line_names, line_path
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.discovery.survey import survey
 from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.inbound import load_inbound
 from lifeline_mesh.peers import PeerAddress, load_peers_file
 from lifeline_mesh.state import local_mesh_id, pid_alive, read_node_state
 
@@ -96,6 +99,7 @@ def peers_report(root: Path) -> dict[str, Any]:
         "pid": pid if running else None,
         "updated_at": data.get("updated_at"),
         "peers": rows,
+        "inbound": load_inbound(root),
     }
 
 
@@ -131,6 +135,7 @@ async def status_report(root: Path) -> dict[str, Any]:
         "interfaces": state.interfaces if state and running else [],
         "lines": await _line_counts(root, config.shared_lines),
         "peers": {"total": len(peers), "failing": sum(1 for p in peers if p.get("failures"))},
+        "tracked_by_git": tracked_private_files(root),
     }
 
 
@@ -171,8 +176,11 @@ def render_peers(report: dict[str, Any], now: float) -> str:
         head = f"no node running; table as the last node left it {_ago(report['updated_at'], now)}"
     else:
         head = "no node has run here yet; start one with `lifeline-mesh serve`"
+    inbound = _inbound_lines(report.get("inbound") or [], now)
     if not report["peers"]:
-        return f"{head}\nno peers: add one with `serve --peer HOST:PORT` or enable discovery"
+        return "\n".join(
+            [head, "no peers: add one with `serve --peer HOST:PORT` or enable discovery", *inbound]
+        )
     rows = [["ADDRESS", "NODE", "SOURCE", "LAST SYNC", "NEXT", "FAILURES"]]
     errors = []
     for row in report["peers"]:
@@ -198,7 +206,25 @@ def render_peers(report: dict[str, Any], now: float) -> str:
     lines = [head, *_table(rows)]
     if errors:
         lines += ["", "last errors:", *(f"  {e}" for e in errors)]
-    return "\n".join(lines)
+    return "\n".join([*lines, *inbound])
+
+
+def _inbound_lines(rows: list[dict[str, Any]], now: float) -> list[str]:
+    """Nodes that synced in, with their last session (from the serving node's table)."""
+    if not rows:
+        return []
+    table = [["NODE", "FROM", "LINE", "LAST SESSION", "RESULT"]]
+    for row in sorted(rows, key=lambda r: -float(r.get("last_session_at") or 0)):
+        table.append(
+            [
+                str(row.get("node_id") or "-"),
+                str(row.get("address")),
+                str(row.get("line")),
+                _ago(row.get("last_session_at"), now),
+                str(row.get("result")),
+            ]
+        )
+    return ["", "synced in:", *_table(table)]
 
 
 def render_status(report: dict[str, Any]) -> str:
@@ -233,6 +259,15 @@ async def cmd_peers(args: argparse.Namespace) -> int:
 
 async def cmd_status(args: argparse.Namespace) -> int:
     report = await status_report(root_of(args))
+    tracked = report["tracked_by_git"]
+    if tracked:
+        print(
+            f"warning: git tracks {len(tracked)} file(s) that must never be committed "
+            f"({', '.join(tracked[:4])}{', …' if len(tracked) > 4 else ''}); run "
+            "`git rm -r --cached .lifeline` and, if any was pushed, treat its keys as leaked "
+            "(docs/security.md, What to commit)",
+            file=sys.stderr,
+        )
     if args.json:
         print_json(report)
     else:

@@ -6,19 +6,22 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
-from lifeline.cli.common import print_json, root_of
-from lifeline.errors import ConfigError
-from lifeline.lines import line_names, validate_line_name
+from lifeline.cli.common import add_line_option, print_json, root_of
+from lifeline.errors import ConfigError, NotAuthenticated, PeerError
+from lifeline.ignore import ensure_ignore_file
+from lifeline.lines import line_names, line_path, validate_line_name
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.watch import watch_project
 from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
 from lifeline_mesh.peering import add_peering_arguments, peering_options
+from lifeline_mesh.state import serve_lock
 from lifeline_mesh.sync.driver import SyncReport
-from lifeline_mesh.transport.addresses import split_address
+from lifeline_mesh.transport.addresses import address_arg, split_address
 
 __all__ = ["register"]
 
@@ -28,12 +31,14 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--listen",
         default=None,
+        type=address_arg(listen=True),
         metavar="HOST:PORT",
         help="address to listen on (default: the node config, 127.0.0.1:0 = a free port)",
     )
     p.add_argument(
         "--join-listen",
         default=None,
+        type=address_arg(listen=True),
         metavar="HOST:PORT",
         help="where newcomers join (only on the node holding the mesh CA; default: the "
         "listen host, a free port); printed as `join port on HOST:PORT`",
@@ -56,7 +61,8 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         description="Sync every shared line with PEER (only LINE with --line), one session "
         "per line, and report what moved.",
     )
-    p.add_argument("peer", metavar="PEER", help="the peer's HOST:PORT")
+    p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
+    add_line_option(p, "sync only this line (default: every shared line)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _insecure(p)
     p.set_defaults(func=cmd_sync)
@@ -83,11 +89,21 @@ def _insecure(p: argparse.ArgumentParser) -> None:
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    node = Node(root_of(args), insecure=args.insecure)
+    root = root_of(args)
+    with serve_lock(root):
+        return await _serve(args, root)
+
+
+async def _serve(args: argparse.Namespace, root: Path) -> int:
+    if ensure_ignore_file(root):
+        print(
+            f"restored {root / '.lifeline' / '.gitignore'} (keeps keys out of git)", file=sys.stderr
+        )
+    node = Node(root, insecure=args.insecure)
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
-    peering = peering_options(args, config, listen_host=split_address(listen)[0])
+    peering = peering_options(args, config, listen_host=split_address(listen, listen=True)[0])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -107,7 +123,11 @@ async def cmd_serve(args: argparse.Namespace) -> int:
             server = await node.serve(listen, stop, ready, join_listen=join_listen, peering=peering)
         finally:
             stop.set()  # the watcher ends with the server
-    print(f"stopped after {len(server.reports)} sessions ({len(server.failures)} failed)")
+    out = node.outbound
+    print(
+        f"stopped after {len(server.reports) + len(server.failures)} sessions in "
+        f"({len(server.failures)} failed) and {out['syncs']} syncs out ({out['failed']} failed)"
+    )
     return 0
 
 
@@ -117,12 +137,26 @@ async def cmd_sync(args: argparse.Namespace) -> int:
     lines = [validate_line_name(chosen)] if chosen else node.config().shared_lines
     if not lines:
         raise ConfigError("no line is shared on this node; run `lifeline-mesh share LINE` first")
-    reports = await node.sync(args.peer, lines)
+    try:
+        reports = await node.sync(args.peer, lines)
+    except NotAuthenticated as exc:
+        if not args.insecure:
+            raise
+        raise PeerError(
+            f"{args.peer} would not talk plain text: it serves mutual TLS, and this sync used "
+            "--insecure (plain text, loopback only, for nodes in no mesh); drop --insecure"
+        ) from exc
     if args.json:
         print_json([r.to_dict() for r in reports])
     else:
+        reader = node.security.role == "reader"
         for report in reports:
             print(_report_text(report, args.peer))
+            if reader:
+                print(
+                    f"  (this node is a reader: its own entries never leave it; line "
+                    f"{report.line!r} only receives)"
+                )
     return 0
 
 
@@ -139,6 +173,7 @@ def _report_text(r: SyncReport, peer: str) -> str:
 async def cmd_share(args: argparse.Namespace) -> int:
     root = root_of(args)
     name = validate_line_name(args.name)
+    line_path(root, name, must_exist=True)  # sharing a line that does not exist is a typo
     config = NodeConfig.load(root)
     if name not in config.shared_lines:
         config.shared_lines = sorted([*config.shared_lines, name])

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         "Run a lifeline-mesh node: sync, sign and verify ledgers across peers.",
         __version__,
         COMMAND_MODULES,
+        line_option=False,
     )
 
 

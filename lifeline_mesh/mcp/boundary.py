@@ -15,7 +15,17 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from lifeline.errors import LifelineError, NotFound
 
-__all__ = ["resource_errors", "tool_errors"]
+__all__ = ["bounded", "resource_errors", "tool_errors"]
+
+MAX_ERROR_CHARS = 600  # an error message that echoes a huge argument is cut to this
+
+
+def bounded(message: str) -> str:
+    """``message``, cut when it is longer than :data:`MAX_ERROR_CHARS` (a value echoed in
+    full could be megabytes)."""
+    if len(message) <= MAX_ERROR_CHARS:
+        return message
+    return f"{message[: MAX_ERROR_CHARS - 80]}… ({len(message)} characters; the rest cut)"
 
 
 @contextmanager
@@ -23,7 +33,7 @@ def tool_errors() -> Iterator[None]:
     try:
         yield
     except LifelineError as exc:
-        raise ToolError(str(exc)) from exc
+        raise ToolError(bounded(str(exc))) from exc
 
 
 @contextmanager
@@ -31,6 +41,6 @@ def resource_errors() -> Iterator[None]:
     try:
         yield
     except NotFound as exc:
-        raise ResourceNotFoundError(str(exc)) from exc
+        raise ResourceNotFoundError(bounded(str(exc))) from exc
     except LifelineError as exc:
-        raise ResourceError(str(exc)) from exc
+        raise ResourceError(bounded(str(exc))) from exc

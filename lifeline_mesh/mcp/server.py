@@ -9,9 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from mcp.server import MCPServer
+from mcp.server.stdio import stdio_server
 
 from lifeline_mesh import __version__
 from lifeline_mesh.mcp.policy import load_policy
+from lifeline_mesh.mcp.screen import screened
 from lifeline_mesh.mcp.tools_mesh import register_mesh
 from lifeline_mesh.mcp.tools_read import register_reads
 from lifeline_mesh.mcp.tools_sessions import register_sessions
@@ -52,5 +54,12 @@ def build_server(ws: Workspace) -> MCPServer[Any]:
 
 
 async def serve_stdio(ws: Workspace) -> None:
-    """Serve until the client closes stdin."""
-    await build_server(ws).run_stdio_async()
+    """Serve until the client closes stdin; lines the SDK would drop are answered
+    (:mod:`lifeline_mesh.mcp.screen`)."""
+    server = build_server(ws)
+    low = server._lowlevel_server
+    async with (
+        stdio_server() as (read_stream, write_stream),
+        screened(read_stream, write_stream) as messages,
+    ):
+        await low.run(messages, write_stream, low.create_initialization_options())

@@ -20,6 +20,7 @@ from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import CertIdentity, identity_from_cert
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import RevocationList
+from lifeline_mesh.transport.errors import not_lifeline_mesh
 
 __all__ = [
     "Action",
@@ -62,7 +63,7 @@ def cert_identity_from_context(context: Any) -> CertIdentity:
     if not pems:
         raise NotAuthenticated(
             "caller presented no client certificate; only mesh members may call this — "
-            "join with `lifeline-mesh join TOKEN`"
+            "join with `lifeline-mesh join -`"
         )
     try:
         return identity_from_cert(pems[0])
@@ -153,6 +154,8 @@ def peer_error_from_rpc(exc: grpc.RpcError, target: str) -> PeerError:
     if code == grpc.StatusCode.DEADLINE_EXCEEDED:
         return PeerError(f"{target} timed out ({details}); is it overloaded or far away?")
     lowered = details.lower()
+    if code == grpc.StatusCode.UNAVAILABLE and (wrong := not_lifeline_mesh(details, target)):
+        return wrong
     if code == grpc.StatusCode.UNAVAILABLE and any(h in lowered for h in _HANDSHAKE_HINTS):
         return NotAuthenticated(
             f"refused: {target} and this node do not trust each other (TLS handshake failed: "

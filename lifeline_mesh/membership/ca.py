@@ -78,7 +78,7 @@ def load_ca_cert(root: Path) -> x509.Certificate:
     if not path.exists():
         raise NotFound(
             f"this node is not in a mesh (no {path}); create one with "
-            "`lifeline-mesh mesh-create NAME` or join one with `lifeline-mesh join TOKEN`"
+            "`lifeline-mesh init --new-mesh NAME` or join one with `lifeline-mesh join -`"
         )
     return x509.load_pem_x509_certificate(path.read_bytes())
 
@@ -102,9 +102,7 @@ class MeshCA:
                 f"this node does not hold the mesh CA key ({path}); run this command on the "
                 "node that created the mesh (`lifeline-mesh members` shows it as ca holder)"
             )
-        if path.stat().st_mode & 0o077:
-            raise ConfigError(f"{path} is readable by other users; run `chmod 600 {path}`")
-        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        key = serialization.load_pem_private_key(files.read_private(path), password=None)
         if not isinstance(key, ec.EllipticCurvePrivateKey):
             raise ConfigError(f"{path} does not hold a P-256 CA key; restore it from backup")
         return cls(key, load_ca_cert(root))

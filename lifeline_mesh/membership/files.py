@@ -1,17 +1,23 @@
 """Where membership material lives under ``<root>/.lifeline/mesh/`` and how it is written.
 
-Private keys and the invite book are written 0600 through a temp file and a rename, so a
-crash never leaves half a key and no other user can ever read one.
+One rule for every secret file (``node.key``, ``tls.key``, ``ca.key``, ``invites.json``):
+it is written 0600 through a temp file and a rename, so a crash never leaves half a key, and
+it is refused when read while other users can read it (:func:`read_private`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from lifeline import fsutil
 from lifeline.errors import ConfigError
+from lifeline.fsutil import read_private
 from lifeline_mesh.config import mesh_dir
 
 __all__ = [
@@ -22,8 +28,10 @@ __all__ = [
     "REVOCATIONS",
     "TLS_CERT",
     "TLS_KEY",
+    "exclusive",
     "path_of",
     "read_json",
+    "read_private",
     "write_atomic",
 ]
 
@@ -34,6 +42,7 @@ TLS_CERT = "tls.pem"  # this node's certificate, issued by the mesh CA
 MEMBERS = "members.json"
 REVOCATIONS = "revocations.json"
 INVITES = "invites.json"  # invites this node issued and whether they were used
+LOCK = ".membership.lock"  # held across a read-modify-write of the files above
 
 
 def path_of(root: Path, name: str) -> Path:
@@ -46,13 +55,28 @@ def write_atomic(path: Path, data: bytes, *, private: bool = False) -> None:
     fsutil.write_atomic(path, data, mode=0o600 if private else 0o644)
 
 
-def read_json(path: Path, default: Any) -> Any:
+@contextmanager
+def exclusive(root: Path) -> Iterator[None]:
+    """Hold the node's membership lock: one read-modify-write of its files at a time, across
+    every process on ``root`` (e.g. two joins spending one invite). Never nest it."""
+    path = path_of(root, LOCK)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def read_json(path: Path, default: Any, *, private: bool = False) -> Any:
     """Parse a JSON file of ours; a damaged one is a ConfigError naming the file."""
     if not path.exists():
         return default
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
+        raw = read_private(path) if private else path.read_bytes()
+        return json.loads(raw.decode("utf-8"))
+    except ValueError as exc:  # bad JSON or bad UTF-8
         raise ConfigError(
             f"{path} is not valid JSON ({exc}); restore it from a backup or another member"
         ) from exc

@@ -41,6 +41,7 @@ PREFIX = "lm1_"
 _HEAD = struct.Struct(">BBI8s16s32s")  # version, role, expiry (unix s), id, secret, CA fp
 _VERSION = 1
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+MAX_TTL = dt.timedelta(days=365)  # an invite is for joining soon; it is not a credential
 
 
 def parse_duration(text: str) -> dt.timedelta:
@@ -52,6 +53,16 @@ def parse_duration(text: str) -> dt.timedelta:
     if seconds <= 0:
         raise ConfigError(f"duration {text!r} must be positive")
     return dt.timedelta(seconds=seconds)
+
+
+def check_ttl(ttl: dt.timedelta) -> dt.timedelta:
+    """An invite's lifetime: positive and at most :data:`MAX_TTL`."""
+    if not dt.timedelta(0) < ttl <= MAX_TTL:
+        raise ConfigError(
+            f"an invite of {ttl.days} days is too long-lived; give --ttl up to "
+            f"{MAX_TTL.days}d (an invite is for joining soon: make a new one when needed)"
+        )
+    return ttl
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,10 +119,11 @@ class InviteBook:
     """The invites this node issued (``invites.json``): single use, expiry, proof check."""
 
     def __init__(self, root: Path) -> None:
+        self.root = root
         self.path = files.path_of(root, files.INVITES)
 
     def _load(self) -> dict[str, dict[str, str | None]]:
-        data: dict[str, dict[str, str | None]] = files.read_json(self.path, {})
+        data: dict[str, dict[str, str | None]] = files.read_json(self.path, {}, private=True)
         return data
 
     def _save(self, data: dict[str, dict[str, str | None]]) -> None:
@@ -119,6 +131,10 @@ class InviteBook:
         files.write_atomic(self.path, text.encode(), private=True)
 
     def record(self, token: Token, now: dt.datetime) -> None:
+        with files.exclusive(self.root):
+            self._record(token, now)
+
+    def _record(self, token: Token, now: dt.datetime) -> None:
         data = self._load()
         data[token.token_id.hex()] = {
             "role": token.role,
@@ -135,9 +151,15 @@ class InviteBook:
     ) -> str:
         """Check and spend an invite; returns its role. Refusals say which rule failed.
 
-        Runs without awaiting in between, so two joins racing in one server process cannot
-        both spend the same token.
+        Holds the membership lock from the read to the write, so two joins racing for one
+        token — in one server process or in two on the same root — cannot both spend it.
         """
+        with files.exclusive(self.root):
+            return self._consume(token_id, check, node_id, now)
+
+    def _consume(
+        self, token_id: bytes, check: Callable[[bytes], bool], node_id: str, now: dt.datetime
+    ) -> str:
         data = self._load()
         entry = data.get(token_id.hex())
         if entry is None:
@@ -168,6 +190,7 @@ def issue_invite(
     """Make and record a one-time invite (only the CA holder can complete a join)."""
     if role not in ROLES:
         raise ConfigError(f"--role {role!r} is not one of {', '.join(ROLES)}")
+    check_ttl(ttl)
     now = now or dt.datetime.now(dt.UTC)
     ca = MeshCA.load(root)
     token = Token(
@@ -178,5 +201,6 @@ def issue_invite(
         ca_fingerprint=fingerprint(ca.cert),
         addresses=tuple(addresses),
     )
+    token.encode()  # anything that cannot be encoded fails here, before the book is written
     InviteBook(root).record(token, now)
     return token

@@ -106,9 +106,10 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
 
         role = InviteBook(self.root).consume(request.token_id, proof_ok, node_id, now)
         cert = ca.issue(request.csr_der, node_id, role, now)
-        registry = Registry.load(self.root)
-        registry.add(Member.new(bytes(request.node_public_key), role, now))
-        registry.save(self.root)
+        with files.exclusive(self.root):  # another process may add a member meanwhile
+            registry = Registry.load(self.root)
+            registry.add(Member.new(bytes(request.node_public_key), role, now))
+            registry.save(self.root)
         return pb.JoinReply(
             node_cert_pem=cert.public_bytes(serialization.Encoding.PEM),
             ca_cert_pem=files.path_of(self.root, files.CA_CERT).read_bytes(),

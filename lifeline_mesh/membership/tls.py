@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives import serialization
 from lifeline.errors import ConfigError, PeerError
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import TARGET_NAME, fingerprint, node_dns_name
+from lifeline_mesh.transport import addresses
 
 __all__ = [
     "MAX_MESSAGE",
@@ -44,9 +45,9 @@ def _read(root: Path, name: str) -> bytes:
     if not path.exists():
         raise ConfigError(
             f"{path} is missing; this node has no mesh certificate — "
-            "run `lifeline-mesh join TOKEN` (or `mesh-create NAME` for a new mesh)"
+            "run `lifeline-mesh join -` (or `init --new-mesh NAME` for a new mesh)"
         )
-    return path.read_bytes()
+    return files.read_private(path) if name == files.TLS_KEY else path.read_bytes()
 
 
 def _mtimes(root: Path) -> tuple[int, ...]:
@@ -113,10 +114,7 @@ def channel_options(node_id: str | None = None) -> list[tuple[str, Any]]:
 
 
 def split_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not port.isdigit() or not host:
-        raise ConfigError(f"address {address!r} is not HOST:PORT (e.g. 192.168.1.20:7431)")
-    return host.strip("[]"), int(port)
+    return addresses.split_address(address)
 
 
 def require_loopback(address: str) -> None:

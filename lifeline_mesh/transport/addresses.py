@@ -2,19 +2,67 @@
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
+import re
+from collections.abc import Callable
 
 from lifeline.errors import ConfigError
 
-__all__ = ["require_loopback", "split_address"]
+__all__ = ["address_arg", "require_loopback", "split_address"]
+
+_PORT = re.compile(r"[0-9]{1,5}")
+_HOST = re.compile(r"[A-Za-z0-9._%-]+")  # a name, an IPv4 address, or an IPv6 zone id part
 
 
-def split_address(value: str) -> tuple[str, int]:
-    """``HOST:PORT`` or ``[v6]:PORT`` -> (host, port)."""
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not host or int(port) > 65535:
-        raise ConfigError(f"address {value!r} is not HOST:PORT; e.g. 127.0.0.1:7420")
-    return host.strip("[]"), int(port)
+def split_address(value: str, *, what: str = "address", listen: bool = False) -> tuple[str, int]:
+    """``HOST:PORT`` or ``[IPV6]:PORT`` -> (host, port); one clear ConfigError otherwise.
+
+    Ports are 1-65535 (0, "any free port", only for a ``listen`` address); an IPv6 address
+    needs brackets, as without them its last group would be taken for the port.
+    """
+    text = value.strip()
+    host, sep, port = text.rpartition(":")
+    bracketed = host.startswith("[") and host.endswith("]")
+    host = host[1:-1] if bracketed else host
+    lowest = 0 if listen else 1
+    if not sep or not host:
+        reason = "no port" if not sep else "no host"
+    elif ":" in host and not bracketed:
+        reason = "an IPv6 address needs brackets"
+    elif not (_ipv6(host) if bracketed else _HOST.fullmatch(host)):
+        reason = "the host has characters no host name has"
+    elif not _PORT.fullmatch(port) or not lowest <= int(port) <= 65535:
+        reason = f"the port must be a number from {lowest} to 65535"
+    else:
+        return host, int(port)
+    raise ConfigError(
+        f"{what} {value!r} is not HOST:PORT ({reason}); write it like 192.168.1.20:7420 "
+        "or [::1]:7420"
+    )
+
+
+def _ipv6(host: str) -> bool:
+    """An IPv6 address, optionally with a zone (``fe80::1%eth0``)."""
+    address, _, zone = host.partition("%")
+    try:
+        ipaddress.IPv6Address(address)
+    except ValueError:
+        return False
+    return not zone or bool(_HOST.fullmatch(zone))
+
+
+def address_arg(*, listen: bool = False) -> Callable[[str], str]:
+    """An argparse ``type`` that checks a ``HOST:PORT`` before the command runs."""
+
+    def check(text: str) -> str:
+        try:
+            split_address(text, listen=listen)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text.strip()
+
+    return check
 
 
 def _is_loopback(host: str) -> bool:
@@ -26,8 +74,8 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def require_loopback(value: str, *, tls: bool, what: str) -> tuple[str, int]:
-    host, port = split_address(value)
+def require_loopback(value: str, *, tls: bool, what: str, listen: bool = False) -> tuple[str, int]:
+    host, port = split_address(value, what=what, listen=listen)
     if not tls and not _is_loopback(host):
         raise ConfigError(
             f"{what} {value!r} is not a loopback address and this node has no TLS "

@@ -84,7 +84,7 @@ class ClientChannel:
         try:
             data = await self._call.read()
         except grpc.aio.AioRpcError as exc:
-            raise error_from_rpc(exc, self._target) from exc
+            raise error_from_rpc(exc, self._target, started=self.bytes_received > 0) from exc
         if data is grpc.aio.EOF:
             await self._raise_status()
             return None
@@ -98,6 +98,7 @@ class ClientChannel:
             raise error_from_rpc(
                 grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details),
                 self._target,
+                started=self.bytes_received > 0,
             )
 
     async def close(self) -> None:
@@ -107,4 +108,4 @@ class ClientChannel:
             while await self._call.read() is not grpc.aio.EOF:
                 pass
         except grpc.aio.AioRpcError as exc:
-            raise error_from_rpc(exc, self._target) from exc
+            raise error_from_rpc(exc, self._target, started=self.bytes_received > 0) from exc

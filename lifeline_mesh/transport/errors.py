@@ -23,7 +23,7 @@ from lifeline.errors import (
     StoreError,
 )
 
-__all__ = ["STATUS_TABLE", "Refused", "error_from_rpc", "status_for"]
+__all__ = ["STATUS_TABLE", "Refused", "error_from_rpc", "not_lifeline_mesh", "status_for"]
 
 
 # Most specific class first: the first match wins.
@@ -59,10 +59,38 @@ def status_for(exc: LifelineError) -> grpc.StatusCode:
     return grpc.StatusCode.UNKNOWN
 
 
-def error_from_rpc(exc: grpc.aio.AioRpcError, target: str) -> LifelineError:
-    """Our error for a failed call to ``target``, naming the status and the peer's words."""
+# What gRPC says when the port answers, but not in HTTP/2 or TLS as a node would (e.g. an
+# HTTP/1 server, or a plain-text server where TLS was expected).
+_NOT_OURS = ("wrong_version_number", "failed parsing http/2", "expected settings frame")
+# A session cut after it began: the peer went away, not a refusal.
+_CUT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN}
+
+
+def not_lifeline_mesh(detail: str, target: str) -> PeerError | None:
+    """A PeerError saying the port at ``target`` does not speak lifeline-mesh, when
+    gRPC's ``detail`` says so; None otherwise."""
+    if not any(marker in detail.lower() for marker in _NOT_OURS):
+        return None
+    return PeerError(
+        f"{target} answers, but not as a lifeline-mesh node ({detail[:160]}); is that the "
+        "right port? `lifeline-mesh status` on that machine shows where its node listens"
+    )
+
+
+def error_from_rpc(
+    exc: grpc.aio.AioRpcError, target: str, *, started: bool = False
+) -> LifelineError:
+    """Our error for a failed call to ``target``, naming the status and the peer's words;
+    ``started``: frames had arrived, so a lost connection is no refusal."""
     code = exc.code()
     detail = exc.details() or "no details"
+    if started and code in _CUT:
+        return PeerError(
+            f"the connection to {target} was lost mid-session ({code.name.lower()}: "
+            f"{detail[:160]}); what arrived was stored whole — run the sync again"
+        )
+    if code is grpc.StatusCode.UNAVAILABLE and (wrong := not_lifeline_mesh(detail, target)):
+        return wrong
     if code is grpc.StatusCode.UNAUTHENTICATED:
         return NotAuthenticated(f"peer {target} refused us as not authenticated: {detail}")
     if code is grpc.StatusCode.PERMISSION_DENIED:

@@ -23,7 +23,7 @@ from lifeline_mesh.sync.driver import SyncReport, drive
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import require_loopback
 from lifeline_mesh.transport.announce import Announcements, WatchService, identity_of
-from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, SessionPeer
+from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity, SessionPeer
 from lifeline_mesh.transport.channels import METHOD, ServerChannel, grpc_options
 from lifeline_mesh.transport.errors import Refused, status_for
 
@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 LineOpener = Callable[[str], AbstractAsyncContextManager[Store]]
 # (store, the authorized caller) -> the sets of this session
 SetFactory = Callable[[Store, SessionPeer], Sequence[ReconSet]]
+# (caller, line, report or None, error or None) after each admitted session
+SessionHook = Callable[[PeerIdentity, str, SyncReport | None, str | None], None]
 
 
 class SyncServer:
@@ -49,6 +51,7 @@ class SyncServer:
         limits: SessionLimits | None = None,
         extend: Callable[[grpc.aio.Server], None] | None = None,
         announcements: Announcements | None = None,
+        on_session: SessionHook | None = None,
     ) -> None:
         self._open_line = open_line
         self._is_shared = is_shared
@@ -67,11 +70,12 @@ class SyncServer:
         )
         self.reports: list[SyncReport] = []
         self.failures: list[str] = []
+        self._on_session = on_session  # told of each admitted session's caller and outcome
 
     async def start(self, listen: str) -> str:
         """Bind and start; returns the bound ``HOST:PORT`` (port 0 picks a free one)."""
         host, port = require_loopback(
-            listen, tls=self._credentials is not None, what="listen address"
+            listen, tls=self._credentials is not None, what="listen address", listen=True
         )
         server = grpc.aio.server(options=grpc_options(self.limits.max_frame_bytes))
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
@@ -159,10 +163,14 @@ class SyncServer:
                 )
                 report = await drive(session, channel, sets, first=hello)
             self.reports.append(report)
+            if self._on_session is not None:
+                self._on_session(peer.identity, hello.line, report, None)
         except LifelineError as exc:
             # The session already told the peer (Abort frame); the node keeps serving.
             self.failures.append(str(exc))
             log.warning("sync session from %s failed: %s", context.peer(), exc)
+            if self._on_session is not None:
+                self._on_session(peer.identity, hello.line, None, str(exc))
 
 
 async def _drain_first_turn(channel: ServerChannel, limit: int = 64) -> None:

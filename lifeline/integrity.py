@@ -1,0 +1,167 @@
+"""A line file's physical integrity (SQLite's own check), and recovery of a damaged one.
+
+A line whose file fails ``PRAGMA quick_check`` refuses local writes (:func:`require_intact`):
+writing into a damaged b-tree can spread the damage, and reads already fail. Recovery
+(:func:`recover_line`, ``lifeline recover``) copies every entry that still reads, and whose
+id still matches its content, into a fresh file, parents before children, and keeps the
+damaged file beside it (``<line>.db.damaged-<time>``). What could not be read comes back by
+syncing with a peer or ingesting a ``LIFELINE.md`` written before the damage.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeline.entry import Entry
+from lifeline.errors import LifelineError, StoreError
+from lifeline.store.sqlite import SqliteStore, read_only_uri, unwritable
+
+__all__ = ["Recovered", "integrity_problems", "recover_line", "require_intact"]
+
+CHECK_LIMIT = 5  # problems SQLite lists at most; the first says enough
+_COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
+CHUNK = 256
+
+
+class DamagedLine(StoreError):
+    """The line's file fails SQLite's integrity check."""
+
+
+def _quick_check(conn: sqlite3.Connection) -> list[str]:
+    try:
+        rows = conn.execute(f"PRAGMA quick_check({CHECK_LIMIT})").fetchall()
+    except sqlite3.DatabaseError as exc:
+        return [str(exc)]
+    problems = [str(row[0]) for row in rows]
+    return [] if problems == ["ok"] else problems
+
+
+def integrity_problems(path: Path) -> list[str]:
+    """What SQLite's quick check finds wrong with the file at ``path`` ([] when sound)."""
+    uri = read_only_uri(path) if unwritable(path) else f"file:{path}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=30)
+    except sqlite3.Error as exc:
+        return [str(exc)]
+    try:
+        return _quick_check(conn)
+    finally:
+        conn.close()
+
+
+async def require_intact(store: SqliteStore, line: str) -> None:
+    """Refuse to write to ``line`` when its file fails the check (one line, what to do)."""
+    problems = await store.run_read(_quick_check)
+    if problems:
+        raise DamagedLine(
+            f"line {line!r} is damaged ({store.path.name} fails SQLite's integrity check: "
+            f"{problems[0][:120]}); writes are refused so the damage cannot spread — run "
+            f"`lifeline --line {line} recover` (docs/user-guide.md, Recovering a damaged line)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    kept: int  # entries copied into the new file
+    unreadable: int  # rows SQLite could not read, or whose id no longer matches
+    orphans: int  # readable entries left out because a parent was lost
+    damaged: Path  # where the damaged file now is
+
+
+def _rows(conn: sqlite3.Connection) -> tuple[list[Entry], int]:
+    """Every entry row that reads and verifies, by ranges of ``seq`` (one by one where a
+    range fails); and how many rows did not."""
+    from lifeline.store.sqlite import _decode  # one decoding rule for stored rows
+
+    try:
+        top = int(conn.execute("SELECT max(seq) FROM entries").fetchone()[0] or 0)
+    except sqlite3.DatabaseError:
+        found = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
+        top = int(found[0])
+    sql = f"SELECT {_COLUMNS} FROM entries WHERE seq BETWEEN ? AND ?"
+    good: list[Entry] = []
+    bad = 0
+    for start in range(1, top + 1, CHUNK):
+        try:
+            rows = conn.execute(sql, (start, start + CHUNK - 1)).fetchall()
+        except sqlite3.DatabaseError:
+            rows = []
+            for seq in range(start, start + CHUNK):
+                try:
+                    rows += conn.execute(sql, (seq, seq)).fetchall()
+                except sqlite3.DatabaseError:
+                    bad += 1
+        for row in rows:
+            try:
+                entry = _decode(row)
+                entry.verify()
+            except (ValueError, TypeError, LifelineError):
+                bad += 1
+                continue
+            good.append(entry)
+    return good, bad
+
+
+def _externals(conn: sqlite3.Connection) -> dict[str, str]:
+    try:
+        return {str(i): str(line) for i, line in conn.execute("SELECT id, line FROM externals")}
+    except sqlite3.DatabaseError:
+        return {}
+
+
+def _closed_under_parents(entries: list[Entry], external: dict[str, str]) -> list[Entry]:
+    """The entries whose every parent is kept (or lives in another line), parents first."""
+    by_id = {e.id: e for e in entries}
+    memo: dict[str, int] = {}
+    kept: dict[str, Entry] = {}
+    for entry in sorted(entries, key=lambda e: _height(e, by_id, memo)):
+        if all(p in kept or p in external for p in entry.parents):
+            kept[entry.id] = entry
+    return list(kept.values())
+
+
+def _height(entry: Entry, by_id: dict[str, Entry], memo: dict[str, int]) -> int:
+    stack = [entry.id]
+    while stack:
+        eid = stack[-1]
+        if eid in memo:
+            stack.pop()
+            continue
+        parents = by_id[eid].parents if eid in by_id else ()
+        todo = [p for p in parents if p in by_id and p not in memo]
+        if todo:
+            stack.extend(todo)
+            continue
+        memo[eid] = 1 + max((memo.get(p, 0) for p in parents), default=0)
+        stack.pop()
+    return memo[entry.id]
+
+
+async def recover_line(path: Path, now: dt.datetime | None = None) -> Recovered:
+    """Rebuild the line file at ``path`` from what still reads; keep the damaged file."""
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    damaged = path.with_name(f"{path.name}.damaged-{stamp}")
+    fresh = path.with_name(f".{path.name}.recovering")
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        readable, unreadable = _rows(conn)
+        external = _externals(conn)
+    finally:
+        conn.close()
+    kept = _closed_under_parents(readable, external)
+    for leftover in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm"))):
+        leftover.unlink(missing_ok=True)
+    async with await SqliteStore.open(fresh) as store:
+        for entry_id, line in external.items():
+            await store.declare_external(entry_id, line)
+        await store.append_many(kept)
+    for suffix in ("-wal", "-shm"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            side.rename(damaged.with_name(damaged.name + suffix))
+    path.rename(damaged)
+    fresh.rename(path)
+    return Recovered(len(kept), unreadable, len(readable) - len(kept), damaged)

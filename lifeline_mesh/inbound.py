@@ -1,0 +1,72 @@
+"""Nodes that synced in: the caller of every session a node served, and how it went.
+
+``serve`` keeps ``<root>/.lifeline/mesh/inbound.json`` (one row per calling node, the last
+session of each) so that ``lifeline-mesh peers`` lists the nodes that dial this one as well
+as those it dials.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from lifeline.fsutil import write_atomic
+from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.sync.driver import SyncReport
+from lifeline_mesh.transport.authz import PeerIdentity
+
+__all__ = ["INBOUND_FILE", "InboundLog", "load_inbound"]
+
+INBOUND_FILE = "inbound.json"
+NODE_URI = b"lifeline-mesh://node/"
+
+
+def _node_id(identity: PeerIdentity) -> str | None:
+    for value in identity.auth_context.get("x509_subject_alternative_name", ()):
+        if value.startswith(NODE_URI):
+            return value[len(NODE_URI) :].decode("ascii", "replace")
+    return None
+
+
+class InboundLog:
+    """The last session of each caller, written to ``inbound.json`` after every session."""
+
+    def __init__(self, root: Path) -> None:
+        self.path = mesh_dir(root) / INBOUND_FILE
+        self.rows: dict[str, dict[str, Any]] = {
+            str(r.get("node_id") or r.get("address")): r for r in load_inbound(root)
+        }
+
+    def record(
+        self, identity: PeerIdentity, line: str, report: SyncReport | None, error: str | None
+    ) -> None:
+        node_id = _node_id(identity)
+        if report is not None:
+            result = f"ok: sent {report.entries_sent}, received {report.entries_received}"
+        else:
+            result = f"failed: {(error or '')[:200]}"
+        self.rows[node_id or identity.address] = {
+            "node_id": node_id,
+            "address": identity.address,
+            "line": line,
+            "last_session_at": time.time(),
+            "result": result,
+        }
+        try:
+            data = json.dumps({"inbound": list(self.rows.values())}, indent=2, sort_keys=True)
+            write_atomic(self.path, data.encode("utf-8") + b"\n")
+        except OSError:  # a full disk must not stop serving; the table is only a report
+            pass
+
+
+def load_inbound(root: Path) -> list[dict[str, Any]]:
+    """The rows the last (or running) node wrote; [] when none or unreadable."""
+    path = mesh_dir(root) / INBOUND_FILE
+    try:
+        data: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    rows = data.get("inbound") if isinstance(data, dict) else None
+    return [r for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
