@@ -108,7 +108,7 @@ def test_readme_block_runs_as_written(index: int, tmp_path: Path) -> None:
         assert re.search(r"sent \d+ entries, received [1-9]", result.stdout)
         assert "OK:" in result.stdout
         # The node was made before the first entry: a newcomer's first audit is all signed.
-        assert re.search(r"\(\d+ signed, 0 unsigned\)", result.stdout), result.stdout
+        assert re.search(r"\(\d+ signed, 0 imported, 0 unsigned\)", result.stdout), result.stdout
         # The token went through standard input, never onto a command line.
         assert "| lifeline-mesh join -" in block
     elif "lifeline context" in block:

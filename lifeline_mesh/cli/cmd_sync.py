@@ -173,7 +173,10 @@ def _report_text(r: SyncReport, peer: str) -> str:
 async def cmd_share(args: argparse.Namespace) -> int:
     root = root_of(args)
     name = validate_line_name(args.name)
-    line_path(root, name, must_exist=True)  # sharing a line that does not exist is a typo
+    # Sharing a line that does not exist is a typo, except the sessions line, which the
+    # first ingest creates (`serve --sessions` right after sharing it).
+    if name != load_session_settings(root).line:
+        line_path(root, name, must_exist=True)
     config = NodeConfig.load(root)
     if name not in config.shared_lines:
         config.shared_lines = sorted([*config.shared_lines, name])

@@ -39,7 +39,7 @@ def is_loopback(host: str) -> bool:
 
 def check_listen(listen: str, *, remote: bool, token: str | None) -> tuple[str, int]:
     """``(host, port)`` of ``listen``, or a ConfigError that says what to change."""
-    host, port = split_address(listen)
+    host, port = split_address(listen, what="--listen", listen=True)
     if not is_loopback(host):
         if not remote:
             raise ConfigError(
