@@ -2,7 +2,8 @@
 
 The dedup key is ``sha256(scope + "\\n" + topic)`` (first 16 hex digits), where ``scope`` is
 the machine-independent scope (``lifeline.sessions.scope``) and ``topic`` a stable slug: the
-user-set title when there is one, else a slug of the first real prompt. Tool-generated
+user-set title when there is one, else a slug of the first sentence of the first real
+prompt (at most eight words). Tool-generated
 titles (Claude's ``ai-title``) are rewritten as a session goes on, so they are never used.
 Sessions sharing a key — from any tool, on any node — fold into one bundle. Subagent
 sessions are never grouped on their own: they belong to the session that ran them.
@@ -35,8 +36,9 @@ def topic_of(session: Session) -> tuple[str, str]:
     facts = session.facts
     if facts.title and facts.title_user_set and slug(facts.title):
         return slug(facts.title), "title"
-    if facts.first_prompt and slug(facts.first_prompt):
-        return slug(facts.first_prompt), "first prompt"
+    first = re.split(r"(?<=[.!?])\s|\n", (facts.first_prompt or "").strip(), maxsplit=1)[0]
+    if slug(first):
+        return slug(first), "first prompt"
     return "", "none"
 
 
