@@ -73,6 +73,10 @@ class Fact:
     text: str
     label: str = ""
     src: tuple[Source, ...] = ()
+    flat: str = field(default="", compare=False, repr=False)  # text on one line, cached
+
+    def __post_init__(self) -> None:
+        self.flat = " ".join(self.text.split())
 
 
 @dataclass(slots=True)
@@ -120,8 +124,7 @@ class Bundle:
         return list(seen)
 
 
-def _clip(text: str, cap: int) -> str:
-    flat = " ".join(text.split())
+def _clip(flat: str, cap: int) -> str:
     if cap and len(flat) > cap:
         return flat[: cap - 1].rstrip() + "…"
     return flat
@@ -136,6 +139,8 @@ def _value(value: Any) -> str:
 
 
 def _refs(fact: Fact, numbers: dict[Source, int]) -> str:
+    if not fact.src:
+        return ""
     cited = sorted({numbers[s] for s in fact.src if s in numbers})
     return f" [{', '.join(f'P{n}' for n in cited)}]" if cited else ""
 
@@ -151,7 +156,7 @@ def _slice_lines(bundle: Bundle, kind: SliceKind, numbers: dict[Source, int]) ->
         lines.append(f"### {name.replace('_', ' ')}")
         for fact in facts:
             label = f"[{fact.label}] " if fact.label else ""
-            lines.append(f"- {label}{_clip(fact.text, bundle.cap)}{_refs(fact, numbers)}")
+            lines.append(f"- {label}{_clip(fact.flat, bundle.cap)}{_refs(fact, numbers)}")
         if gone is not None and gone.count:
             listed = "; ".join(gone.what)
             lines.append(
@@ -204,7 +209,7 @@ def render_markdown(bundle: Bundle) -> str:
 
 
 def _fact_json(fact: Fact, numbers: dict[Source, int], cap: int) -> dict[str, Any]:
-    out: dict[str, Any] = {"text": _clip(fact.text, cap)}
+    out: dict[str, Any] = {"text": _clip(fact.flat, cap)}
     if fact.label:
         out["label"] = fact.label
     if fact.src:

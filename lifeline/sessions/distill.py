@@ -23,6 +23,7 @@ from lifeline.sessions.model import (
     Session,
     SessionStatus,
     ToolCall,
+    ToolResult,
 )
 from lifeline.sessions.scope import home_normalized
 
@@ -79,9 +80,19 @@ def source(session: Session, item: Item) -> tuple[Source, ...]:
     return (Source(session.tool.value, session.id, prov.native_ids, prov.lines, prov.sha256),)
 
 
+_PROMPTS: dict[int, tuple[Session, list[Prompt]]] = {}
+
+
 def real_prompts(session: Session) -> list[Prompt]:
     """The prompts a human typed in the main conversation (not in a sidechain)."""
-    return [i for i in session.items if isinstance(i, Prompt) and i.agent is None and i.text]
+    cached = _PROMPTS.get(id(session))
+    if cached is not None and cached[0] is session:
+        return cached[1]
+    found = [i for i in session.items if isinstance(i, Prompt) and i.agent is None and i.text]
+    if len(_PROMPTS) > 64:
+        _PROMPTS.clear()
+    _PROMPTS[id(session)] = (session, found)
+    return found
 
 
 def _sentences(text: str) -> list[str]:
@@ -171,10 +182,11 @@ def _worklog_of(session: Session, groups: dict[str, list[Fact]], many: bool) -> 
         for todo in todos.items:
             group = "done" if todo.status == "completed" else "outstanding"
             groups[group].append(Fact(todo.content, tag + todo.status, source(session, todos)))
-    for pair in session.tool_calls():
-        if pair.result is None and pair.call.agent is None:
-            text = f"{pair.call.name}({_call_arg(pair.call)})"
-            groups["unanswered_calls"].append(Fact(text, tag.strip(), source(session, pair.call)))
+    answered = {i.call_id for i in session.items if isinstance(i, ToolResult)}
+    for call in session.items:
+        if isinstance(call, ToolCall) and call.agent is None and call.call_id not in answered:
+            text = f"{call.name}({_call_arg(call)})"
+            groups["unanswered_calls"].append(Fact(text, tag.strip(), source(session, call)))
     last_reply = -1
     for index, item in enumerate(session.items):
         if isinstance(item, Reply) and item.agent is None:

@@ -67,11 +67,16 @@ def fit_bundle(
     """Shrink ``bundle`` in place until ``render`` measures within its budget; the text."""
     limit = bundle.budget
     text = render(bundle)
-    for cap in CAPS:
-        if measure(text) <= limit:
-            return _sized(bundle, render, text, fits=True)
-        bundle.cap = cap
-        text = render(bundle)
+    if measure(text) <= limit:
+        return _sized(bundle, render, text, fits=True)
+    bundle.cap = CAPS[-1]  # when even the tightest clip is not enough, the levels between
+    text = render(bundle)  # are skipped: the walk level by level would end here as well
+    if measure(text) <= limit:
+        for cap in CAPS:
+            bundle.cap = cap
+            text = render(bundle)
+            if measure(text) <= limit:
+                return _sized(bundle, render, text, fits=True)
     for kind, group, end in DROP_ORDER:
         facts = bundle.slices[kind].groups.get(group, [])
         while facts and measure(text) > limit:
@@ -79,7 +84,7 @@ def fit_bundle(
             while facts and over > 0:  # optimistic: re-measured before it is trusted
                 gone = facts.pop(_victim(facts, end))
                 _omit(bundle, kind, group, gone)
-                over -= measure(gone.text[: bundle.cap] + "\n") + 4
+                over -= measure(gone.flat[: bundle.cap or None] + "\n") + 4
             text = render(bundle)
         if measure(text) <= limit:
             return _sized(bundle, render, text, fits=True)

@@ -10,6 +10,8 @@ clock), so two nodes holding the same entries build byte-identical bundles.
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -62,6 +64,25 @@ def stored_verdict(catalogue: Catalogue, session: Session) -> Session:
     return session.model_copy(update={"status": verdict})
 
 
+_CACHE: OrderedDict[tuple[str, str], Session] = OrderedDict()
+_CACHED = 32  # sessions kept with their items (a long-running server builds warm)
+
+
+async def _loaded(catalogue: Catalogue, session_id: str) -> Session:
+    """The session with its items and stored verdict. Entries are content-addressed, so a
+    session read under the same status entry has the same items: kept in a small LRU."""
+    status = catalogue.sessions[session_id].status or {}
+    key = (session_id, json.dumps(status, sort_keys=True))
+    found = _CACHE.get(key)
+    if found is None:
+        found = stored_verdict(catalogue, await catalogue.session(session_id))
+        _CACHE[key] = found
+        while len(_CACHE) > _CACHED:
+            _CACHE.popitem(last=False)
+    _CACHE.move_to_end(key)
+    return found
+
+
 def _excluded(catalogue: Catalogue, refs: Sequence[str]) -> set[str]:
     return {catalogue.resolve(ref).header_id for ref in refs}
 
@@ -107,7 +128,7 @@ async def build_bundle(
     members = [m for m in group.sessions if m.id not in drop]
     if not members:
         raise NotReady(f"every session of topic {group.topic!r} is excluded; nothing to resume")
-    sessions = [stored_verdict(catalogue, await catalogue.session(m.id)) for m in members]
+    sessions = [await _loaded(catalogue, m.id) for m in members]
     inputs = Inputs(
         sessions=sessions,
         key=group.key,
