@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.common import print_json, root_of
-from lifeline.errors import NotFound
+from lifeline.errors import ConfigError, NotFound
 from lifeline.lines import DEFAULT_LINE, line_path
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.launch import LAUNCHERS, launch
+from lifeline.sessions.okf import export_okf
 from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
 from lifeline.sessions.scope import project_scope
 from lifeline.sessions.unfinished import unfinished
@@ -61,6 +62,17 @@ def register_into(inner: Any, parent: argparse.ArgumentParser) -> None:
     q.add_argument("--scope", help="only this scope ('.': this project)")
     q.add_argument("--json", action="store_true", help="machine-readable output")
     q.set_defaults(func=cmd_unfinished)
+
+    q = inner.add_parser(
+        "export",
+        parents=[parent],
+        help="the sessions and one bundle per topic as an Open Knowledge Format v0.2 folder",
+    )
+    q.add_argument("--okf", type=Path, required=True, metavar="DIR", help="a new or empty folder")
+    q.add_argument(
+        "--budget-tokens", type=_positive, default=6000, help="each bundle's limit (default 6000)"
+    )
+    q.set_defaults(func=cmd_export)
 
 
 def _positive(text: str) -> int:
@@ -157,4 +169,20 @@ async def cmd_unfinished(args: argparse.Namespace) -> int:
                 print(f"    {group.replace('_', ' ')}: {text[:100]}")
             if len(texts) > 5:
                 print(f"    {group.replace('_', ' ')}: … {len(texts) - 5} more")
+    return 0
+
+
+async def cmd_export(args: argparse.Namespace) -> int:
+    out: Path = args.okf
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} exists and is not an empty folder; give a new one")
+    catalogue = await _catalogue(args)
+    try:
+        report = await export_okf(catalogue, out, Budget(args.budget_tokens, "tokens"))
+    finally:
+        await catalogue.store.close()
+    print(
+        f"{report.sessions} sessions and {report.bundles} bundles written to {out} "
+        f"({report.files} files, Open Knowledge Format 0.2)"
+    )
     return 0
