@@ -2,10 +2,12 @@
 
     python bench/bundles.py
 
-1. Token estimate vs the counts the transcripts record: for every fixture session with
-   usage records, the estimate (UTF-8 bytes / 4) of the text the model produced (replies,
-   clear-text thinking, tool-call inputs as JSON) against the recorded output tokens
-   (minus reasoning tokens the transcript does not hold in clear: Codex, Gemini).
+1. Token estimate vs the counts the transcripts record: the estimate (UTF-8 bytes / 4) of
+   the text the model produced (replies, clear-text thinking, tool-call inputs as JSON)
+   against the recorded output tokens — per API response for Claude Code, read from the
+   raw fixture lines (the final count of each response); per session for Codex and
+   Gemini, from the ingested usage items (output minus reasoning, which those transcripts
+   do not hold in clear).
 2. Build time: a synthetic 5,000-turn Claude Code session (prompt, tool call, result,
    reply, a todo list every 50 turns) and 20 sessions of one scope and topic, ingested
    once into a real line; then ``build_bundle`` warm in process (median of 7), and
@@ -26,6 +28,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -37,7 +40,7 @@ from lifeline.sessions.resume import BundleRequest, build_bundle  # noqa: E402
 from lifeline.sessions.service import ingest_sources, open_ingester, sources_in  # noqa: E402
 from lifeline.store.sqlite import SqliteStore  # noqa: E402
 from lifeline.truth.budget import Budget, estimate_tokens  # noqa: E402
-from tests.sessions_support import claude_line, lay_out_home, write_jsonl  # noqa: E402
+from tests.sessions_support import FIXTURES, claude_line, lay_out_home, write_jsonl  # noqa: E402
 
 
 def produced_text(session: Session) -> tuple[int, int]:
@@ -136,6 +139,56 @@ async def ingest(root: Path, paths: list[Path]) -> None:
         await ingest_sources(ingester, sources_in(paths))
 
 
+def claude_responses() -> list[tuple[int, int]]:
+    """(estimated, recorded) per Claude API response, from the raw fixture lines: the
+    final output count of each response (on a line with ``stop_reason``; earlier lines
+    hold partial, streaming counts) against the text of its blocks. Responses with thinking that is not
+    in clear (signature only) are left out: their tokens cannot be seen."""
+    pairs = []
+    for path in sorted((FIXTURES / "claude-code").glob("*.jsonl")):
+        blocks: dict[str, dict[str, Any]] = {}
+        final: dict[str, int] = {}
+        hidden: set[str] = set()
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            msg = rec.get("message")
+            if not isinstance(msg, dict) or msg.get("role") != "assistant" or not msg.get("id"):
+                continue
+            mid = msg["id"]
+            for block in msg.get("content") or []:
+                if not isinstance(block, dict):
+                    continue
+                text = block.get("text") or block.get("thinking")
+                if block.get("type") == "tool_use":
+                    text = json.dumps(block.get("input"), ensure_ascii=False)
+                if block.get("type") == "thinking" and not block.get("thinking"):
+                    hidden.add(mid)
+                if text:
+                    blocks.setdefault(mid, {})[json.dumps(block, sort_keys=True)] = text
+            usage = msg.get("usage") or {}
+            if isinstance(usage.get("output_tokens"), int) and msg.get("stop_reason"):
+                final[mid] = usage["output_tokens"]  # only a finished message's count is final
+        for mid, texts in blocks.items():
+            if mid in final and mid not in hidden and final[mid] > 0:
+                pairs.append((sum(estimate_tokens(t) for t in texts.values()), final[mid]))
+    return pairs
+
+
+def _report(label: str, pairs: list[tuple[int, int]]) -> None:
+    errors = [(e - r) / r * 100 for e, r in pairs]
+    total_e, total_r = sum(e for e, _ in pairs), sum(r for _, r in pairs)
+    print(
+        f"  {label:<22} n={len(pairs):>3}  recorded {total_r:>7}  estimated {total_e:>7}"
+        f"  aggregate {(total_e - total_r) / total_r * 100:+.0f}%"
+        f"  median |error| {statistics.median(abs(x) for x in errors):.0f}%"
+        f"  p10..p90 {sorted(errors)[len(errors) // 10]:+.0f}%.."
+        f"{sorted(errors)[len(errors) * 9 // 10]:+.0f}%"
+    )
+
+
 async def calibrate(root: Path) -> None:
     home = lay_out_home(root / "home")
     await ingest(root, [home])
@@ -147,16 +200,10 @@ async def calibrate(root: Path) -> None:
         if rec > 0 and est > 0:
             by_tool.setdefault(summary.tool.value, []).append((est, rec))
     await store.close()
-    print("token estimate vs recorded output tokens (sessions with usage records)")
-    for tool, pairs in sorted(by_tool.items()):
-        errors = [(e - r) / r * 100 for e, r in pairs]
-        total_e, total_r = sum(e for e, _ in pairs), sum(r for _, r in pairs)
-        print(
-            f"  {tool:<7} {len(pairs):>2} sessions  recorded {total_r:>8}  estimated {total_e:>8}"
-            f"  aggregate error {(total_e - total_r) / total_r * 100:+.0f}%"
-            f"  median |error| {statistics.median(abs(x) for x in errors):.0f}%"
-            f"  range {min(errors):+.0f}%..{max(errors):+.0f}%"
-        )
+    print("token estimate (UTF-8 bytes / 4) vs recorded output tokens")
+    _report("claude, per response", claude_responses())
+    for tool in ("codex", "gemini"):
+        _report(f"{tool}, per session", by_tool.get(tool, []))
 
 
 async def timings(root: Path) -> tuple[str, str]:
