@@ -61,6 +61,17 @@ def _omit(bundle: Bundle, kind: SliceKind, group: str, fact: Fact) -> None:
         )
 
 
+_SOURCE_LINE = "- P000: claude session 0123456789ab lines 1000-1000 sha256 0123456789abcdef\n"
+
+
+def _freed(fact: Fact, cap: int, measure: Callable[[str], int]) -> int:
+    """What dropping ``fact`` frees at most: its line and one provenance line per source
+    (a source other facts cite stays, so this may overstate; a batch then stops early and
+    the next one goes on, which never drops more than needed)."""
+    line = f"- [{fact.label}] {fact.flat[: cap or None]} [P000]\n"
+    return measure(line + _SOURCE_LINE * len(fact.src))
+
+
 def fit_bundle(
     bundle: Bundle, render: Callable[[Bundle], str], measure: Callable[[str], int]
 ) -> str:
@@ -81,10 +92,10 @@ def fit_bundle(
         facts = bundle.slices[kind].groups.get(group, [])
         while facts and measure(text) > limit:
             over = measure(text) - limit
-            while facts and over > 0:  # optimistic: re-measured before it is trusted
+            while facts and over > 0:  # re-measured after each batch
                 gone = facts.pop(_victim(facts, end))
                 _omit(bundle, kind, group, gone)
-                over -= measure(gone.flat[: bundle.cap or None] + "\n") + 4
+                over -= _freed(gone, bundle.cap, measure)
             text = render(bundle)
         if measure(text) <= limit:
             return _sized(bundle, render, text, fits=True)
