@@ -142,8 +142,9 @@ async def ingest(root: Path, paths: list[Path]) -> None:
 def claude_responses() -> list[tuple[int, int]]:
     """(estimated, recorded) per Claude API response, from the raw fixture lines: the
     final output count of each response (on a line with ``stop_reason``; earlier lines
-    hold partial, streaming counts) against the text of its blocks. Responses with thinking that is not
-    in clear (signature only) are left out: their tokens cannot be seen."""
+    hold partial, streaming counts) against the text of its blocks. Responses with
+    thinking that is not in clear (signature only) are left out: their tokens cannot be
+    seen."""
     pairs = []
     for path in sorted((FIXTURES / "claude-code").glob("*.jsonl")):
         blocks: dict[str, dict[str, Any]] = {}

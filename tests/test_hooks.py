@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions_support import claude_line, write_jsonl
+from tests.sessions_support import rate_limited_session
 
 HOOKS = Path(__file__).resolve().parent / "fixtures" / "hooks"
 CASES = {  # client: (fixture, file name, how the folder is given, end event)
@@ -110,20 +110,8 @@ def test_the_entries_ingest_at_the_end_and_bring_the_bundle_at_the_start(tmp_pat
     (project / ".lifeline").mkdir(parents=True)
     (project / "src").mkdir()
     env = {**os.environ, "HOME": str(tmp_path / "home")}
-    transcript = write_jsonl(
-        tmp_path / "t" / "7f3c2a10-5b6e-4d2a-9c1e-0a1b2c3d4e5f.jsonl",
-        [
-            claude_line("user", "u1", "Add rate limiting to /login", cwd=str(project)),
-            claude_line(
-                "assistant",
-                "a1",
-                [{"type": "text", "text": "You've hit your limit"}],
-                isApiErrorMessage=True,
-                error="rate_limit",
-                apiErrorStatus=429,
-                cwd=str(project),
-            ),
-        ],
+    transcript = rate_limited_session(
+        tmp_path / "t" / "7f3c2a10-5b6e-4d2a-9c1e-0a1b2c3d4e5f.jsonl", project
     )
     end = {"session_id": "7f3c2a10", "transcript_path": str(transcript), "cwd": str(project)}
     ended = _lifeline(

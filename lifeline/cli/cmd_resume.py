@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lifeline.cli.cmd_truth import _positive
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError, NotFound
 from lifeline.lines import DEFAULT_LINE, line_path
@@ -73,16 +74,6 @@ def register_into(inner: Any, parent: argparse.ArgumentParser) -> None:
         "--budget-tokens", type=_positive, default=6000, help="each bundle's limit (default 6000)"
     )
     q.set_defaults(func=cmd_export)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be positive")
-    return value
 
 
 async def decisions_in_force(root: Path) -> tuple[tuple[str, str], ...]:
