@@ -95,3 +95,18 @@ def test_launch_refuses_what_cannot_be_one_argument() -> None:
         launch_argv("claude", "x" * (MAX_ARG_BYTES + 1))
     with pytest.raises(ConfigError, match="cannot launch"):
         launch_argv("vim", "hello")
+
+
+def test_provider_shapes_carry_the_same_markdown(project: tuple[Path, Path]) -> None:
+    root, home = project
+    md = run_cli(root, "sessions", "resume", CODEX_CRASHED, home=home).stdout
+    shapes = {
+        fmt: json.loads(
+            run_cli(root, "sessions", "resume", CODEX_CRASHED, "--format", fmt, home=home).stdout
+        )
+        for fmt in ("anthropic", "openai", "gemini")
+    }
+    assert shapes["anthropic"]["system"][0]["text"] == md
+    assert shapes["anthropic"]["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert shapes["openai"]["messages"] == [{"role": "system", "content": md}]
+    assert shapes["gemini"]["system_instruction"]["parts"] == [{"text": md}]

@@ -12,6 +12,7 @@ from lifeline.cli.cmd_truth import _positive
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError, NotFound
 from lifeline.lines import DEFAULT_LINE, line_path
+from lifeline.sessions.bundle import PROVIDER_FORMATS
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.launch import LAUNCHERS, launch
@@ -49,7 +50,12 @@ def register_into(inner: Any, parent: argparse.ArgumentParser) -> None:
         "--budget", type=_positive, help=f"limit in characters (default {DEFAULT_BUDGET_CHARS})"
     )
     size.add_argument("--budget-tokens", type=_positive, help="limit in estimated tokens")
-    q.add_argument("--format", choices=["md", "json"], default="md", help="default md")
+    q.add_argument(
+        "--format",
+        choices=["md", "json", *PROVIDER_FORMATS],
+        default="md",
+        help="md (default), json, or the markdown in a provider's request shape",
+    )
     q.add_argument(
         "--launch", choices=sorted(LAUNCHERS), help="start this tool with the bundle as prompt"
     )

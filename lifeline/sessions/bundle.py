@@ -19,6 +19,7 @@ from lifeline.truth.budget import estimate_tokens
 
 __all__ = [
     "BUNDLE_VERSION",
+    "PROVIDER_FORMATS",
     "Bundle",
     "Fact",
     "Omission",
@@ -27,6 +28,7 @@ __all__ = [
     "Source",
     "acceptance_text",
     "bundle_json",
+    "deliver_bundle",
     "render_json",
     "render_markdown",
 ]
@@ -264,3 +266,22 @@ def acceptance_text(bundle: Bundle, fmt: str) -> str:
         only["slices"] = [s for s in data["slices"] if s["kind"] == SliceKind.ACCEPTANCE.value]
         return json.dumps(only, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
     return slice_markdown(bundle)[SliceKind.ACCEPTANCE] + "\n"
+
+
+PROVIDER_FORMATS = ("anthropic", "openai", "gemini")
+
+
+def deliver_bundle(fmt: str, markdown: str) -> str:
+    """The markdown bundle in a provider's request shape, as ``lifeline context`` delivers
+    (lifeline.truth.formats): one block, since a bundle has no stable/volatile split.
+    Anthropic's block is marked cacheable; OpenAI caches identical prefixes by itself;
+    Gemini takes it as a system-instruction part."""
+    shape: dict[str, Any]
+    if fmt == "anthropic":
+        block = {"type": "text", "text": markdown, "cache_control": {"type": "ephemeral"}}
+        shape = {"system": [block]}
+    elif fmt == "openai":
+        shape = {"messages": [{"role": "system", "content": markdown}]}
+    else:
+        shape = {"system_instruction": {"parts": [{"text": markdown}]}}
+    return json.dumps(shape, ensure_ascii=False, indent=2, sort_keys=True) + "\n"

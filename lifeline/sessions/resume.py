@@ -17,9 +17,11 @@ from dataclasses import dataclass, field
 
 from lifeline.errors import LifelineError, NotFound
 from lifeline.sessions.bundle import (
+    PROVIDER_FORMATS,
     Bundle,
     SliceKind,
     acceptance_text,
+    deliver_bundle,
     render_json,
     render_markdown,
 )
@@ -143,6 +145,8 @@ async def build_bundle(
     measure = req.budget.measure()
     render = render_json if req.format == "json" else render_markdown
     text = fit_bundle(bundle, render, measure)
+    if req.format in PROVIDER_FORMATS:
+        text = deliver_bundle(req.format, text)
     if not bundle.ready:
         acceptance = bundle.slices[SliceKind.ACCEPTANCE]
         why = "; ".join(acceptance.fields["why_not_ready"])
