@@ -215,22 +215,26 @@ def _worklog_of(session: Session, groups: dict[str, list[Fact]], many: bool) -> 
 
 def _touched(sessions: Sequence[Session]) -> list[Fact]:
     """Files read or edited, most recently touched last, one fact each."""
-    found: dict[str, Fact] = {}
+    found: dict[str, tuple[Session, Item]] = {}
+    normal: dict[str, str] = {}
     for session in sessions:
         for item in session.items:
             path = None
             if isinstance(item, FileEdit):
                 path = item.path
             elif isinstance(item, ToolCall) and isinstance(item.input, dict):
-                path = next(
-                    (item.input[k] for k in _PATH_KEYS if isinstance(item.input.get(k), str)),
-                    None,
-                )
+                for key in _PATH_KEYS:
+                    value = item.input.get(key)
+                    if isinstance(value, str):
+                        path = value
+                        break
             if path:
-                path = home_normalized(path, home="")  # the same on every node
+                if path not in normal:  # the same on every node
+                    normal[path] = home_normalized(path, home="")
+                path = normal[path]
                 found.pop(path, None)
-                found[path] = Fact(path, "", source(session, item))
-    return list(found.values())
+                found[path] = (session, item)
+    return [Fact(path, "", source(s, item)) for path, (s, item) in found.items()]
 
 
 def _context(inputs: Inputs) -> Slice:
