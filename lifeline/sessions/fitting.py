@@ -66,8 +66,9 @@ _SOURCE_LINE = "- P000: claude session 0123456789ab lines 1000-1000 sha256 01234
 
 def _freed(fact: Fact, cap: int, measure: Callable[[str], int]) -> int:
     """What dropping ``fact`` frees at most: its line and one provenance line per source
-    (a source other facts cite stays, so this may overstate; a batch then stops early and
-    the next one goes on, which never drops more than needed)."""
+    (a source other facts cite stays, so this may overstate). The fitter scales it by what
+    the previous batch really freed, so batches converge in a few renders; a batch may
+    then drop a fact or two more than the exact minimum."""
     line = f"- [{fact.label}] {fact.flat[: cap or None]} [P000]\n"
     return measure(line + _SOURCE_LINE * len(fact.src))
 
@@ -90,13 +91,17 @@ def fit_bundle(
                 return _sized(bundle, render, text, fits=True)
     for kind, group, end in DROP_ORDER:
         facts = bundle.slices[kind].groups.get(group, [])
-        while facts and measure(text) > limit:
-            over = measure(text) - limit
-            while facts and over > 0:  # re-measured after each batch
+        scale = 1.0  # what a batch really freed per unit estimated, learnt batch by batch
+        size = measure(text)
+        while facts and size > limit:
+            estimated = 0.0
+            while facts and estimated * scale < size - limit:  # re-measured after each batch
                 gone = facts.pop(_victim(facts, end))
                 _omit(bundle, kind, group, gone)
-                over -= _freed(gone, bundle.cap, measure)
+                estimated += _freed(gone, bundle.cap, measure)
             text = render(bundle)
+            freed, size = size - measure(text), measure(text)
+            scale = min(1.0, max(0.05, freed / estimated)) if estimated else 1.0
         if measure(text) <= limit:
             return _sized(bundle, render, text, fits=True)
     if measure(text) > limit:
