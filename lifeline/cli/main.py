@@ -21,6 +21,7 @@ from lifeline.cli import (
     cmd_core,
     cmd_graph,
     cmd_health,
+    cmd_hooks,
     cmd_lines,
     cmd_projection,
     cmd_sessions,
@@ -40,6 +41,7 @@ COMMAND_MODULES = [
     cmd_health,
     cmd_graph,
     cmd_sessions,
+    cmd_hooks,
 ]
 
 # Writes the machine refuses: one line saying what to do, not a traceback.
