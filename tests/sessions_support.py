@@ -26,6 +26,7 @@ __all__ = [
     "codex_line",
     "lay_out_home",
     "open_ingester",
+    "rate_limited_session",
     "run_cli",
     "write_jsonl",
 ]
@@ -120,6 +121,27 @@ def claude_line(kind: str, uuid: str, content: Any, **extra: Any) -> dict[str, A
         rec["requestId"] = f"req_{uuid}"
     rec.update(extra)
     return rec
+
+
+def rate_limited_session(path: Path, cwd: Path, *before: dict[str, Any]) -> Path:
+    """A Claude Code session in ``cwd`` that asks, (``before``…), then hits a usage limit:
+    crashed, with ``rate_limit 429`` as its reason."""
+    return write_jsonl(
+        path,
+        [
+            claude_line("user", "u1", "Add rate limiting to /login", cwd=str(cwd)),
+            *before,
+            claude_line(
+                "assistant",
+                "a9",
+                [{"type": "text", "text": "You've hit your limit"}],
+                isApiErrorMessage=True,
+                error="rate_limit",
+                apiErrorStatus=429,
+                cwd=str(cwd),
+            ),
+        ],
+    )
 
 
 def codex_line(kind: str, payload: dict[str, Any]) -> dict[str, Any]:

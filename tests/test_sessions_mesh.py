@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.mesh_procs import cli
-from tests.sessions_support import claude_line, run_cli, write_jsonl
+from tests.sessions_support import rate_limited_session, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -33,27 +33,18 @@ def _statuses(line_file: Path) -> int:
         conn.close()
 
 
-def test_serve_sessions_ingests_and_a_peer_receives(tmp_path: Path) -> None:
+def two_nodes(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """Laptops A and B sharing the sessions line (A starts the mesh), and A's HOME."""
     a, b, home = tmp_path / "a", tmp_path / "b", tmp_path / "home"
     for root in (a, b):
         root.mkdir()
         cli("lifeline_mesh", root, "share", "sessions")
     cli("lifeline_mesh", a, "init", "--new-mesh", "team")
-    write_jsonl(
-        home / ".claude" / "projects" / "-a" / "7f3c2a10-5b6e-4d2a-9c1e-0a1b2c3d4e5f.jsonl",
-        [
-            claude_line("user", "u1", "Add rate limiting to /login", cwd=str(a)),
-            claude_line(
-                "assistant",
-                "a1",
-                [{"type": "text", "text": "You've hit your limit"}],
-                isApiErrorMessage=True,
-                error="rate_limit",
-                apiErrorStatus=429,
-                cwd=str(a),
-            ),
-        ],
-    )
+    return a, b, home
+
+
+def serve_ingest_and_sync(a: Path, b: Path, home: Path) -> None:
+    """`serve --sessions` on A until its watcher has ingested; B joins and syncs from A."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "lifeline_mesh", "--root", str(a), "serve", "--sessions"],
         stdout=subprocess.PIPE,
@@ -76,6 +67,14 @@ def test_serve_sessions_ingests_and_a_peer_receives(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0
+
+
+def test_serve_sessions_ingests_and_a_peer_receives(tmp_path: Path) -> None:
+    a, b, home = two_nodes(tmp_path)
+    rate_limited_session(
+        home / ".claude" / "projects" / "-a" / "7f3c2a10-5b6e-4d2a-9c1e-0a1b2c3d4e5f.jsonl", a
+    )
+    serve_ingest_and_sync(a, b, home)
     on_a = json.loads(run_cli(a, "sessions", "list", "--json").stdout)
     on_b = json.loads(run_cli(b, "sessions", "list", "--json").stdout)
     assert [s["id"] for s in on_b] == [s["id"] for s in on_a] and len(on_b) == 1

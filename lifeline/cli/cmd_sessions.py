@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lifeline.cli.cmd_resume import register_into
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.lines import line_path
@@ -93,6 +94,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "--interval", type=float, default=2.0, help="seconds between looks at the files (default 2)"
     )
     q.set_defaults(func=cmd_watch)
+    register_into(inner, parent)
 
 
 def _count(text: str) -> int:

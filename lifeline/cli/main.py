@@ -16,14 +16,14 @@ from types import ModuleType
 from typing import NoReturn
 
 from lifeline import __version__
-from lifeline.cli import cmd_core, cmd_projection, cmd_sessions, cmd_truth
+from lifeline.cli import cmd_core, cmd_hooks, cmd_projection, cmd_sessions, cmd_truth
 from lifeline.cli.common import global_options
 from lifeline.errors import LifelineError
 
 __all__ = ["build_parser", "main", "make_parser", "run"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
-COMMAND_MODULES = [cmd_core, cmd_truth, cmd_projection, cmd_sessions]
+COMMAND_MODULES = [cmd_core, cmd_truth, cmd_projection, cmd_sessions, cmd_hooks]
 
 
 class _Parser(argparse.ArgumentParser):

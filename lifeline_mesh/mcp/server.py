@@ -12,6 +12,7 @@ from mcp.server import MCPServer
 
 from lifeline_mesh import __version__
 from lifeline_mesh.mcp.policy import load_policy
+from lifeline_mesh.mcp.tools_bundles import register_bundles
 from lifeline_mesh.mcp.tools_mesh import register_mesh
 from lifeline_mesh.mcp.tools_read import register_reads
 from lifeline_mesh.mcp.tools_sessions import register_sessions
@@ -29,8 +30,9 @@ decisions in force, open items and where each thread stopped (`resume` has the d
 Search with `recall`; hand a sub-agent the `brief` of its thread. Record decisions, fixes \
 and open questions with `append`, supersede a wrong entry with `correct`, and before you \
 stop, record where you are with `checkpoint`. Past agent sessions (Claude Code, Codex, \
-Gemini, from every synced machine) are in `sessions_list` and `session_show`. A write \
-may become a proposal that a human approves; the result says so. Send an \
+Gemini, from every synced machine) are in `sessions_list` and `session_show`; \
+`sessions_unfinished` lists lost work and `session_bundle` gives what you need to resume \
+it. A write may become a proposal that a human approves; the result says so. Send an \
 `idempotency_key` with each write you might retry."""
 
 
@@ -48,6 +50,7 @@ def build_server(ws: Workspace) -> MCPServer[Any]:
     register_mesh(server, ws)
     register_truth(server, ws)
     register_sessions(server, ws)
+    register_bundles(server, ws)
     return server
 
 

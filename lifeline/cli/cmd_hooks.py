@@ -1,0 +1,202 @@
+"""`lifeline hooks install|uninstall|run`: the agent tools call us at session start and end.
+
+``install`` writes the tool's own hook entries (docs/sessions.md, "Hooks"); the entries
+run ``lifeline hooks run session-start|session-end --client NAME``, which read the tool's
+JSON event on stdin. Start: print the project's context and, when this project has an
+unfinished session, its bundle, as the tool's ``additionalContext``. End: ingest the
+transcript named in the event. A hook never fails the tool: errors go to stderr, exit 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from lifeline.cli.cmd_resume import decisions_in_force
+from lifeline.errors import LifelineError, NotFound
+from lifeline.lines import DEFAULT_LINE, line_path
+from lifeline.sessions.catalogue import Catalogue
+from lifeline.sessions.config import load_session_settings
+from lifeline.sessions.hooks import CLIENTS, client_of, config_path, plan_change, write_change
+from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
+from lifeline.sessions.scope import project_scope
+from lifeline.sessions.service import ingest_sources, open_ingester, sources_in
+from lifeline.sessions.unfinished import unfinished
+from lifeline.store.sqlite import SqliteStore
+from lifeline.truth.budget import Budget
+from lifeline.truth.service import build_context
+
+__all__ = ["register"]
+
+_CONTEXT_CHARS = 12_000
+_BUNDLE_CHARS = 12_000
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "hooks",
+        parents=[parent],
+        help="let Claude Code, Codex and Gemini call lifeline at session start and end",
+        description="Write (or remove) lifeline's entries in an agent tool's hook config: at "
+        "session start the tool gets the project's context and the bundle of an unfinished "
+        "session; at session end its transcript is ingested. See docs/sessions.md.",
+    )
+    inner = p.add_subparsers(dest="hooks_command", metavar="SUBCOMMAND")
+    inner.required = True
+    for name, text in (("install", "add the entries"), ("uninstall", "remove ours only")):
+        q = inner.add_parser(name, parents=[parent], help=f"{text} (idempotent; shows the diff)")
+        q.add_argument("client", choices=sorted(CLIENTS), help="the agent tool")
+        q.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
+        q.add_argument(
+            "--config-dir",
+            type=Path,
+            help="the tool's config folder (default: $CLAUDE_CONFIG_DIR, $CODEX_HOME, or ~/.…)",
+        )
+        q.set_defaults(func=cmd_install if name == "install" else cmd_uninstall)
+    q = inner.add_parser(
+        "run", parents=[parent], help="what the installed entries run (reads the event on stdin)"
+    )
+    q.add_argument("event", choices=["session-start", "session-end"])
+    q.add_argument("--client", choices=sorted(CLIENTS), required=True)
+    q.set_defaults(func=cmd_run)
+
+
+def hook_command(event: str, client: str) -> str:
+    exe = shutil.which("lifeline")
+    prefix = shlex.quote(exe) if exe else f"{shlex.quote(sys.executable)} -m lifeline"
+    return f"{prefix} hooks run {event} --client {client}"
+
+
+def _apply(args: argparse.Namespace, install: bool) -> int:
+    client = client_of(args.client)
+    path = config_path(client, args.config_dir, dict(os.environ))
+    commands = (
+        {
+            "start": hook_command("session-start", client.name),
+            "end": hook_command("session-end", client.name),
+        }
+        if install
+        else None
+    )
+    change = plan_change(path, client, commands)
+    if not change.changed:
+        print(f"{path}: already {'installed' if install else 'without lifeline hooks'}")
+        return 0
+    sys.stdout.write(change.diff())
+    if args.dry_run:
+        print(f"dry run: {path} not written")
+        return 0
+    write_change(change)
+    print(f"{'installed in' if install else 'removed from'} {path}")
+    if install and client.note:
+        print(f"note: {client.note}")
+    return 0
+
+
+async def cmd_install(args: argparse.Namespace) -> int:
+    return _apply(args, install=True)
+
+
+async def cmd_uninstall(args: argparse.Namespace) -> int:
+    return _apply(args, install=False)
+
+
+def _project(cwd: Path) -> Path | None:
+    """The nearest folder at or above ``cwd`` holding a .lifeline/ folder."""
+    for folder in (cwd, *cwd.parents):
+        if (folder / ".lifeline").is_dir():
+            return folder
+    return None
+
+
+def _event() -> dict[str, Any]:
+    try:
+        data = json.loads(sys.stdin.read() or "{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+async def _context_text(root: Path) -> str:
+    """The project's context (its main line), or "" when it has none."""
+    try:
+        path = line_path(root, DEFAULT_LINE, must_exist=True)
+    except NotFound:
+        return ""
+    store = await SqliteStore.open(path, create=False)
+    try:
+        return (await build_context(store, line=DEFAULT_LINE, budget=Budget(_CONTEXT_CHARS))).text
+    finally:
+        await store.close()
+
+
+async def _bundle_text(root: Path, event: dict[str, Any]) -> str:
+    """The bundle of this project's newest unfinished session (not the one starting)."""
+    settings = load_session_settings(root)
+    try:
+        sessions = line_path(root, settings.line, must_exist=True)
+    except NotFound:
+        return ""
+    store = await SqliteStore.open(sessions, create=False)
+    try:
+        cat = await Catalogue(store, live_window=settings.live_window).load()
+        current = str(event.get("session_id") or "")
+        lost = [
+            u for u in await unfinished(cat, project_scope(root)) if u.session.native_id != current
+        ]
+        if not lost:
+            return ""
+        req = BundleRequest(
+            ref=lost[0].session.id,
+            budget=Budget(_BUNDLE_CHARS),
+            decisions=await decisions_in_force(root),
+        )
+        try:
+            return (await build_bundle(cat, req))[1]
+        except NotReady:
+            return ""
+    finally:
+        await store.close()
+
+
+async def _start_text(root: Path, event: dict[str, Any]) -> str:
+    pieces = [await _context_text(root), await _bundle_text(root, event)]
+    return "\n\n".join(p for p in pieces if p.strip())
+
+
+async def _end(root: Path, event: dict[str, Any]) -> None:
+    transcript = event.get("transcript_path")
+    if not isinstance(transcript, str) or not Path(transcript).is_file():
+        return
+    settings = load_session_settings(root)
+    async with open_ingester(root, settings.line, settings) as ingester:
+        await ingest_sources(ingester, sources_in([Path(transcript)]))
+
+
+async def cmd_run(args: argparse.Namespace) -> int:
+    event = _event()
+    cwd = Path(str(event.get("cwd") or os.getcwd()))
+    root = getattr(args, "root", None) or _project(cwd)
+    out: dict[str, Any] = {}
+    try:
+        if root is not None and args.event == "session-start":
+            text = await _start_text(root, event)
+            if text.strip():
+                out = {
+                    "hookSpecificOutput": {
+                        "hookEventName": "SessionStart",
+                        "additionalContext": text,
+                    }
+                }
+        elif root is not None:
+            await _end(root, event)
+    except (LifelineError, OSError) as exc:  # never fail the agent tool
+        print(f"lifeline hook: {exc}", file=sys.stderr)
+    print(json.dumps(out, ensure_ascii=False))
+    return 0

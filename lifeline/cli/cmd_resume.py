@@ -1,0 +1,179 @@
+"""`lifeline sessions resume` and `lifeline sessions unfinished`: continuation bundles and
+lost work (docs/sessions.md, "Bundles"). Registered under `lifeline sessions`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from lifeline.cli.cmd_truth import _positive
+from lifeline.cli.common import print_json, root_of
+from lifeline.errors import ConfigError, NotFound
+from lifeline.lines import DEFAULT_LINE, line_path
+from lifeline.sessions.catalogue import Catalogue
+from lifeline.sessions.config import load_session_settings
+from lifeline.sessions.launch import LAUNCHERS, launch
+from lifeline.sessions.okf import export_okf
+from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
+from lifeline.sessions.scope import project_scope
+from lifeline.sessions.unfinished import unfinished
+from lifeline.store.sqlite import SqliteStore
+from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
+from lifeline.truth.service import fetch_verified, read_truth
+
+__all__ = ["NOT_READY", "decisions_in_force", "register_into"]
+
+NOT_READY = 3  # exit status: the answer is "not ready", with the reason
+
+
+def register_into(inner: Any, parent: argparse.ArgumentParser) -> None:
+    q = inner.add_parser(
+        "resume",
+        parents=[parent],
+        help="a continuation bundle for a session, or for this project's latest work",
+        description="Distill a session — merged with the sessions of the same scope and "
+        "topic — into a sized continuation bundle for a new session's first prompt. "
+        "Exit status 3 when it is not ready to resume (the reason on stderr).",
+    )
+    q.add_argument("id", nargs="?", metavar="ID", help="session id or prefix, or native id")
+    q.add_argument("--scope", help="resume the latest topic of this scope ('.': this project)")
+    q.add_argument("--topic", help="with --scope: the topic slug (prefix) or bundle key")
+    q.add_argument(
+        "--exclude", action="append", default=[], metavar="SESSION", help="leave out (repeatable)"
+    )
+    q.add_argument("--single", action="store_true", help="only the session named, no merge")
+    size = q.add_mutually_exclusive_group()
+    size.add_argument(
+        "--budget", type=_positive, help=f"limit in characters (default {DEFAULT_BUDGET_CHARS})"
+    )
+    size.add_argument("--budget-tokens", type=_positive, help="limit in estimated tokens")
+    q.add_argument("--format", choices=["md", "json"], default="md", help="default md")
+    q.add_argument(
+        "--launch", choices=sorted(LAUNCHERS), help="start this tool with the bundle as prompt"
+    )
+    q.set_defaults(func=cmd_resume)
+
+    q = inner.add_parser(
+        "unfinished",
+        parents=[parent],
+        help="crashed, interrupted and abandoned sessions with their outstanding work",
+    )
+    q.add_argument("--scope", help="only this scope ('.': this project)")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    q.set_defaults(func=cmd_unfinished)
+
+    q = inner.add_parser(
+        "export",
+        parents=[parent],
+        help="the sessions and one bundle per topic as an Open Knowledge Format v0.2 folder",
+    )
+    q.add_argument("--okf", type=Path, required=True, metavar="DIR", help="a new or empty folder")
+    q.add_argument(
+        "--budget-tokens", type=_positive, default=6000, help="each bundle's limit (default 6000)"
+    )
+    q.set_defaults(func=cmd_export)
+
+
+async def decisions_in_force(root: Path) -> tuple[tuple[str, str], ...]:
+    """(id, summary) of the project's decisions in force on its main line, if it has one."""
+    try:
+        path = line_path(root, DEFAULT_LINE, must_exist=True)
+    except NotFound:
+        return ()
+    store = await SqliteStore.open(path, create=False)
+    try:
+        truth = (await read_truth(store)).truth
+        entries = await fetch_verified(store, truth.decisions)
+    finally:
+        await store.close()
+    return tuple((i, entries[i].summary) for i in truth.decisions if i in entries)
+
+
+async def _catalogue(args: argparse.Namespace) -> Catalogue:
+    root = root_of(args)
+    settings = load_session_settings(root)
+    name = str(getattr(args, "line", None) or settings.line)
+    store = await SqliteStore.open(line_path(root, name, must_exist=True), create=False)
+    return await Catalogue(store, live_window=settings.live_window).load()
+
+
+def _scope(args: argparse.Namespace) -> str | None:
+    return project_scope(root_of(args)) if args.scope == "." else args.scope
+
+
+async def cmd_resume(args: argparse.Namespace) -> int:
+    if args.id is None and args.scope is None:
+        args.scope = "."
+    budget = (
+        Budget(args.budget_tokens, "tokens")
+        if args.budget_tokens is not None
+        else Budget(args.budget or DEFAULT_BUDGET_CHARS, "chars")
+    )
+    req = BundleRequest(
+        ref=args.id,
+        scope=_scope(args),
+        topic=args.topic,
+        exclude=tuple(args.exclude),
+        single=args.single,
+        budget=budget,
+        format="md" if args.launch else args.format,
+        decisions=await decisions_in_force(root_of(args)),
+    )
+    catalogue = await _catalogue(args)
+    try:
+        _, text = await build_bundle(catalogue, req)
+    except NotReady as exc:
+        sys.stdout.write(exc.text)
+        print(f"lifeline: {exc}", file=sys.stderr)
+        return NOT_READY
+    finally:
+        await catalogue.store.close()
+    if args.launch:
+        sys.stdout.flush()
+        launch(args.launch, text)
+    sys.stdout.write(text)
+    return 0
+
+
+async def cmd_unfinished(args: argparse.Namespace) -> int:
+    catalogue = await _catalogue(args)
+    try:
+        found = await unfinished(catalogue, _scope(args))
+    finally:
+        await catalogue.store.close()
+    if args.json:
+        print_json([u.as_json() for u in found])
+        return 0
+    if not found:
+        print("no unfinished sessions")
+        return 0
+    for u in found:
+        s = u.session
+        title = " ".join((s.facts.title or s.facts.first_prompt or "(untitled)").split())[:60]
+        when = (s.facts.last_activity or "?")[:16].replace("T", " ")
+        print(f"{s.id[:12]}  {s.tool.value:<6} {u.state:<11} {when:<16}  {title}")
+        print(f"    {s.status.reason}")
+        for group, texts in u.outstanding.items():
+            for text in texts[:5]:
+                print(f"    {group.replace('_', ' ')}: {text[:100]}")
+            if len(texts) > 5:
+                print(f"    {group.replace('_', ' ')}: … {len(texts) - 5} more")
+    return 0
+
+
+async def cmd_export(args: argparse.Namespace) -> int:
+    out: Path = args.okf
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"{out} exists and is not an empty folder; give a new one")
+    catalogue = await _catalogue(args)
+    try:
+        report = await export_okf(catalogue, out, Budget(args.budget_tokens, "tokens"))
+    finally:
+        await catalogue.store.close()
+    print(
+        f"{report.sessions} sessions and {report.bundles} bundles written to {out} "
+        f"({report.files} files, Open Knowledge Format 0.2)"
+    )
+    return 0

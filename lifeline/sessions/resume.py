@@ -1,0 +1,153 @@
+"""Building a bundle from a line: by session id or by scope, merged, fitted, rendered.
+
+What the CLI (`lifeline sessions resume`) and the MCP tool (`session_bundle`) call. Not
+ready is an answer: :class:`NotReady` carries one line saying why and, when a session was
+found, the fitted bundle whose Acceptance slice says why — never an empty or invented one.
+
+Bundles use each session's *stored* verdict, never ``live`` (which depends on the reader's
+clock), so two nodes holding the same entries build byte-identical bundles.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from lifeline.errors import LifelineError, NotFound
+from lifeline.sessions.bundle import (
+    Bundle,
+    SliceKind,
+    acceptance_text,
+    render_json,
+    render_markdown,
+)
+from lifeline.sessions.catalogue import Catalogue, filter_sessions
+from lifeline.sessions.distill import Extractor, Inputs, distill
+from lifeline.sessions.fitting import fit_bundle
+from lifeline.sessions.merge import Group, dedup_key, groups_of, is_subagent, topic_of
+from lifeline.sessions.model import Session, SessionStatus, Status
+from lifeline.truth.budget import Budget
+
+__all__ = ["BundleRequest", "NotReady", "build_bundle", "stored_verdict"]
+
+
+class NotReady(LifelineError):
+    """No bundle can be injected: ``bundle`` (when a session was found) says why."""
+
+    def __init__(self, message: str, bundle: Bundle | None = None, text: str = "") -> None:
+        super().__init__(message)
+        self.bundle = bundle
+        self.text = text
+
+
+@dataclass(frozen=True, slots=True)
+class BundleRequest:
+    ref: str | None = None  # a session id or prefix (its group is merged unless single)
+    scope: str | None = None
+    topic: str | None = None  # a group key or topic slug within the scope
+    exclude: tuple[str, ...] = ()
+    single: bool = False  # only the named session, no merge
+    budget: Budget = field(default_factory=Budget)
+    format: str = "md"
+    decisions: tuple[tuple[str, str], ...] = ()
+
+
+def stored_verdict(catalogue: Catalogue, session: Session) -> Session:
+    """``session`` with the verdict its status entry holds (``live`` is the reader's view)."""
+    stored = catalogue.sessions[session.id].status or {}
+    verdict = Status(
+        status=SessionStatus(stored.get("status", "crashed")),
+        reason=str(stored.get("reason", "no status recorded yet")),
+    )
+    return session.model_copy(update={"status": verdict})
+
+
+_CACHE: OrderedDict[tuple[str, str], Session] = OrderedDict()
+_CACHED = 32  # sessions kept with their items (a long-running server builds warm)
+
+
+async def _loaded(catalogue: Catalogue, session_id: str) -> Session:
+    """The session with its items and stored verdict. Entries are content-addressed, so a
+    session read under the same status entry has the same items: kept in a small LRU."""
+    status = catalogue.sessions[session_id].status or {}
+    key = (session_id, json.dumps(status, sort_keys=True))
+    found = _CACHE.get(key)
+    if found is None:
+        found = stored_verdict(catalogue, await catalogue.session(session_id))
+        _CACHE[key] = found
+        while len(_CACHE) > _CACHED:
+            _CACHE.popitem(last=False)
+    _CACHE.move_to_end(key)
+    return found
+
+
+def _excluded(catalogue: Catalogue, refs: Sequence[str]) -> set[str]:
+    return {catalogue.resolve(ref).header_id for ref in refs}
+
+
+def _pick_group(
+    catalogue: Catalogue, req: BundleRequest, drop: set[str]
+) -> tuple[Group, list[Group]]:
+    summaries = [stored_verdict(catalogue, s) for s in catalogue.summaries()]
+    if req.ref is not None:
+        target = next(s for s in summaries if s.id == catalogue.resolve(req.ref).header_id)
+        if req.single or is_subagent(target):
+            topic, origin = topic_of(target)
+            key = dedup_key(target.scope, topic)
+            return Group(key, target.scope, topic, origin, (target,)), []
+        topic, _ = topic_of(target)
+        key = dedup_key(target.scope, topic)
+        kept = [s for s in summaries if s.id not in drop or s.id == target.id]
+        group = next(g for g in groups_of(kept) if g.key == key)
+        return group, []
+    scope = req.scope or ""
+    found = [s for s in filter_sessions(summaries, scope=scope) if s.id not in drop]
+    groups = groups_of(found)
+    if req.topic:
+        chosen = [g for g in groups if g.key == req.topic or g.topic.startswith(req.topic)]
+        if not chosen:
+            raise NotFound(f"no topic {req.topic!r} in scope {scope}; see `lifeline sessions list`")
+        groups = chosen + [g for g in groups if g not in chosen]
+    if not groups:
+        raise NotReady(
+            f"no sessions in scope {scope!r} to resume; "
+            "ingest them with `lifeline sessions ingest` or check `lifeline sessions list --all`"
+        )
+    return groups[0], groups[1:]
+
+
+async def build_bundle(
+    catalogue: Catalogue, req: BundleRequest, extractor: Extractor | None = None
+) -> tuple[Bundle, str]:
+    """The fitted bundle and its text (``req.format``); :class:`NotReady` when it is not
+    injectable; :class:`NotFound` for an unknown or ambiguous id."""
+    drop = _excluded(catalogue, req.exclude)
+    group, others = _pick_group(catalogue, req, drop)
+    members = [m for m in group.sessions if m.id not in drop]
+    if not members:
+        raise NotReady(f"every session of topic {group.topic!r} is excluded; nothing to resume")
+    sessions = [await _loaded(catalogue, m.id) for m in members]
+    inputs = Inputs(
+        sessions=sessions,
+        key=group.key,
+        scope=group.scope,
+        topic=group.topic or "(no topic)",
+        topic_from=group.topic_from,
+        excluded=tuple(sorted(drop)),
+        other_topics=tuple(f"{g.key} {g.topic or '(no topic)'}" for g in others),
+        decisions=req.decisions,
+    )
+    bundle = distill(inputs, req.budget.limit, req.budget.unit, extractor)
+    measure = req.budget.measure()
+    render = render_json if req.format == "json" else render_markdown
+    text = fit_bundle(bundle, render, measure)
+    if not bundle.ready:
+        acceptance = bundle.slices[SliceKind.ACCEPTANCE]
+        why = "; ".join(acceptance.fields["why_not_ready"])
+        name = group.topic or members[0].id[:12]
+        raise NotReady(
+            f"{name} is not ready to resume: {why}", bundle, acceptance_text(bundle, req.format)
+        )
+    return bundle, text
