@@ -54,8 +54,17 @@ def build_corpus(home: Path, target_bytes: int) -> tuple[int, int]:
                 target = _claude_target(home / ".claude" / "projects", path.name)
                 target = target.with_name(f"{tag}{target.name[5:]}")
             elif tool == "codex":
-                target = home / ".codex" / "sessions" / "2026" / "01" / "01" / (
-                    f"rollout-2026-01-01T00-00-00-{tag}{index:03d}b-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl")
+                target = (
+                    home
+                    / ".codex"
+                    / "sessions"
+                    / "2026"
+                    / "01"
+                    / "01"
+                    / (
+                        f"rollout-2026-01-01T00-00-00-{tag}{index:03d}b-c3d4-7e5f-8a9b-0c1d2e3f4a5b.jsonl"
+                    )
+                )
             else:
                 target = home / ".gemini" / "tmp" / "p" / "chats" / f"session-{tag}.jsonl"
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -70,7 +79,9 @@ def cli(root: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "lifeline", "--root", str(root), "sessions", *args],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return time.perf_counter() - start, proc
 
@@ -121,17 +132,21 @@ def main() -> None:
         report = json.loads(proc.stdout)
         rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         line = root / ".lifeline" / "sessions.db"
-        print(f"ingest: {seconds:.1f} s = {size / 1e6 / seconds:.1f} MB/s, "
-              f"{report['turns'] / seconds:.0f} turns/s, {report['items'] / seconds:.0f} items/s "
-              f"({report['sessions']} sessions, {report['turns']} turns, {report['entries']} "
-              f"entries; line file {line.stat().st_size / 1e6:.0f} MB); peak RSS {rss:.0f} MB")
+        print(
+            f"ingest: {seconds:.1f} s = {size / 1e6 / seconds:.1f} MB/s, "
+            f"{report['turns'] / seconds:.0f} turns/s, {report['items'] / seconds:.0f} items/s "
+            f"({report['sessions']} sessions, {report['turns']} turns, {report['entries']} "
+            f"entries; line file {line.stat().st_size / 1e6:.0f} MB); peak RSS {rss:.0f} MB"
+        )
         again, proc = cli(root, "ingest", "--all", "--json", str(home))
         print(f"no-op re-ingest: {again:.2f} s ({json.loads(proc.stdout)['unchanged']} unchanged)")
         listed, proc = cli(root, "list", "--json")
         print(f"list: {listed:.2f} s for {len(json.loads(proc.stdout))} sessions")
         inproc, cli_ms = asyncio.run(append_cost(work))
-        print(f"append 100 lines to a live session: {inproc:.1f} ms in process (median of 7), "
-              f"{cli_ms:.0f} ms as a CLI process")
+        print(
+            f"append 100 lines to a live session: {inproc:.1f} ms in process (median of 7), "
+            f"{cli_ms:.0f} ms as a CLI process"
+        )
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -5,6 +5,7 @@ saves a screenshot of each page (under $LIFELINE_UI_ARTIFACTS, default tmp/artif
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -138,6 +139,11 @@ def test_sessions_list_transcript_folded_call_and_bundle(
     assert _pwned(browser) is None
     _shot(browser, artifacts, "transcript")
     browser.get(url + "/lines/sessions/unfinished")
+    deadline = time.monotonic() + 60
+    while browser.find_elements(By.ID, "not-yet"):  # found in the background
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+        browser.refresh()
     assert browser.find_elements(By.CSS_SELECTOR, "ol.unfinished > li")
     browser.find_element(By.LINK_TEXT, "bundle").click()
     assert browser.find_element(By.ID, "bundle-text").text

@@ -43,6 +43,15 @@ def _get(base: str, path: str, status: int = 200) -> str:
     return body
 
 
+def _until(base: str, path: str, pending: str) -> str:
+    """The page once it no longer shows ``pending`` (work it started in the background)."""
+    deadline = time.monotonic() + 60
+    while pending in (html := _get(base, path)):
+        assert time.monotonic() < deadline, f"{path} still shows {pending!r} after 60 s"
+        time.sleep(0.1)  # polling a background task the page started, not synchronising
+    return html
+
+
 def _listed(root: Path, *args: str) -> list[dict[str, object]]:
     done = run_cli(root, "sessions", *args, "--json")
     assert done.returncode == 0, done.stderr
@@ -124,7 +133,7 @@ def test_unfinished_lists_what_the_cli_lists_with_what_was_outstanding(
     base: str, project: Project
 ) -> None:
     lost = _listed(project.root, "unfinished")
-    html = _get(base, "/lines/sessions/unfinished")
+    html = _until(base, "/lines/sessions/unfinished", 'id="not-yet"')
     assert lost and _session_links(html) == [str(u["id"]) for u in lost]
     for u in lost:
         assert f'<span class="tag status-{u["state"]}">{u["state"]}</span>' in html
@@ -165,15 +174,9 @@ def test_witnessed_time_comes_from_a_state_statement_a_sync_produced(tmp_path: P
         cli("lifeline_mesh", b, *SYNC_JSON, address)  # B admits A's entries: B signs a state
     b_node = cli("lifeline_mesh", b, "id").stdout.strip()
     with running_viewer(b) as url:
-        deadline = time.monotonic() + 60
-        while True:
-            html = _get(url, f"/lines/ledger/entries/{entry_id}")
-            witnessed = re.search(r'<dd id="witnessed">(.*?)</dd>', html, re.S)
-            assert witnessed is not None
-            if "not computed yet" not in witnessed.group(1):
-                break
-            assert time.monotonic() < deadline, "the witness times were never computed"
-            time.sleep(0.1)  # polling a background task the page started, not synchronising
+        html = _until(url, f"/lines/ledger/entries/{entry_id}", "not computed yet")
+    witnessed = re.search(r'<dd id="witnessed">(.*?)</dd>', html, re.S)
+    assert witnessed is not None
     assert f"by <code>{b_node}</code>" in witnessed.group(1), witnessed.group(1)
     state = re.search(r'<time datetime="([^"]+)">', witnessed.group(1))
     assert state is not None

@@ -242,4 +242,5 @@ class LineReader:
         await recall(self.store, (await self.truth()).truth, "warm")
 
     async def close(self) -> None:
+        await self.sessions.close()
         await self.store.close()

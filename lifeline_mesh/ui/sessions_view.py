@@ -5,17 +5,22 @@ their results, subagents nested), the unfinished sessions, and a session's bundl
 The catalogue reads the line's small ``session`` and ``session-status`` entries once per
 change of the line; a transcript reads only its own session's parts, a page of items at a
 time is rendered. Unfinished sessions and bundles read whole sessions, so they are kept
-until the line changes.
+until the line changes; the unfinished ones are found in the background.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from lifeline.errors import LifelineError
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
 from lifeline.sessions.model import (
     Compaction,
@@ -41,10 +46,13 @@ from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["ITEMS_PAGE", "LIST_PAGE", "SessionsView", "transcript_rows"]
 
+log = logging.getLogger(__name__)
+
 LIST_PAGE = 50
 ITEMS_PAGE = 300  # top-level transcript items a page
 INPUT_CHARS = 4_000  # a tool call's input, shown folded
 MAX_DEPTH = 3
+KEPT_SESSIONS = 16  # sessions kept with their items
 SUMMARY_TTL = 30.0  # seconds a list keeps its live/not-live judgement
 
 
@@ -157,6 +165,8 @@ class _Held:
     summaries: list[Session] = field(default_factory=list)
     judged_at: float = 0.0
     unfinished: list[Unfinished] | None = None
+    finding: asyncio.Task[None] | None = None
+    loaded: OrderedDict[str, tuple[float, Session]] = field(default_factory=OrderedDict)
     bundles: dict[str, tuple[bool, str, str]] = field(default_factory=dict)
     children: dict[str, dict[str, str]] = field(default_factory=dict)  # parent → agent → id
 
@@ -205,8 +215,20 @@ class SessionsView:
 
     async def session(self, ref: str) -> Session:
         held = await self._current()
-        held.catalogue.now = datetime.now(UTC)
-        return await held.catalogue.session(ref)
+        return await self._loaded(held, held.catalogue.resolve(ref).header_id)
+
+    async def _loaded(self, held: _Held, session_id: str) -> Session:
+        """A session with its items; the last few read are kept while the line is unchanged
+        (its ``live`` judgement is as of when it was read: at most SUMMARY_TTL old)."""
+        found = held.loaded.get(session_id)
+        if found is None or time.monotonic() - found[0] > SUMMARY_TTL:
+            held.catalogue.now = datetime.now(UTC)
+            found = (time.monotonic(), await held.catalogue.session(session_id))
+            held.loaded[session_id] = found
+            while len(held.loaded) > KEPT_SESSIONS:
+                held.loaded.popitem(last=False)
+        held.loaded.move_to_end(session_id)
+        return found[1]
 
     async def transcript(self, session: Session, start: int) -> list[dict[str, Any]]:
         """Rows of items ``start`` .. ``start + ITEMS_PAGE``, subagents nested."""
@@ -226,18 +248,36 @@ class SessionsView:
                 shown.add(row["agent_id"])
                 child_id = agents.get(row["agent_id"])
                 if child_id is not None and depth < MAX_DEPTH:
-                    child = await held.catalogue.session(child_id)
+                    child = await self._loaded(held, child_id)
                     row["session"] = child
                     row["rows"] = await self._rows(child, child.items[:ITEMS_PAGE], depth + 1)
                     row["more"] = max(0, len(child.items) - ITEMS_PAGE)
             rows.append(row)
         return rows
 
-    async def unfinished(self) -> list[Unfinished]:
+    async def unfinished(self, *, wait: bool = False) -> list[Unfinished] | None:
+        """The unfinished sessions, or None while they are being found in the background
+        (it reads every candidate session whole: seconds on a large line). ``wait``: until
+        they are found (the static copy)."""
         held = await self._current()
         if held.unfinished is None:
-            held.unfinished = await unfinished(held.catalogue)
+            if held.finding is None:
+                held.finding = asyncio.get_running_loop().create_task(self._find(held))
+            if wait:
+                await held.finding
         return held.unfinished
+
+    async def _find(self, held: _Held) -> None:
+        try:
+            held.unfinished = await unfinished(held.catalogue)
+        except LifelineError as exc:
+            log.warning("viewer: unfinished sessions not found: %s", exc)
+
+    async def close(self) -> None:
+        if self._held is not None and self._held.finding is not None:
+            self._held.finding.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._held.finding
 
     async def bundle(self, session_id: str) -> tuple[bool, str, str]:
         """(ready, the bundle's markdown or its Acceptance slice, why not ready)."""

@@ -68,6 +68,7 @@ async def _listing(request: Request, line: str) -> Response:
     tool = _choice(request, "tool", TOOLS)
     number = _number(request, "page")
     rows, total = await view.listing(scope, status, tool, number)
+    await view.unfinished()  # starts finding them, for the Unfinished page
     query = {k: v for k, v in (("scope", scope), ("status", status), ("tool", tool)) if v}
     scopes = sorted({s.scope for s in await view.summaries()})
     return page(
@@ -129,7 +130,7 @@ async def bundle(request: Request) -> Response:
 async def unfinished_page(request: Request) -> Response:
     viewer = viewer_of(request)
     line = request.path_params["line"]
-    found = await (await viewer.reader(line)).sessions.unfinished()
+    found = await (await viewer.reader(line)).sessions.unfinished(wait=viewer.static)
     return page(
         request,
         "unfinished.html",
