@@ -54,17 +54,27 @@ class LineWitnesses:
 
 
 def line_key(conn: Any) -> tuple[int, ...]:
-    """A line's state: entries (count, highest row) and signed items (highest rows)."""
-    count, top = conn.execute("SELECT count(*), coalesce(max(seq), 0) FROM entries").fetchone()
-    signed: list[int] = []
-    for table in ("attestations", "statements"):
+    """A line's state: the highest row of its entries and of its signed items (rows are only
+    ever added, so a new row is a new state; reading three maxima costs microseconds)."""
+    out: list[int] = []
+    for table in ("entries", "attestations", "statements"):
         try:
-            signed.append(
+            out.append(
                 int(conn.execute(f"SELECT coalesce(max(seq), 0) FROM {table}").fetchone()[0])
             )
         except sqlite3.OperationalError:  # a line the notary never opened has no such table
-            signed.append(0)
-    return (int(count), int(top), *signed)
+            out.append(0)
+    return tuple(out)
+
+
+def _evidence(conn: sqlite3.Connection) -> list[bytes]:
+    """The signed items that can witness (states, summaries, receipts), not the authors'
+    signatures: those are most of a line's items and name no witness."""
+    rows = conn.execute(
+        "SELECT item FROM attestations WHERE role IN ('witness', 'summary')"
+        " UNION ALL SELECT item FROM statements WHERE role = 'state'"
+    ).fetchall()
+    return [bytes(r[0]) for r in rows]
 
 
 def first_other(marks: Sequence[Mark], authors: set[str]) -> Mark | None:
@@ -151,8 +161,8 @@ class WitnessCache(_LineJobs[LineWitnesses]):
         signers: FileSigners,
         local: str | None,
     ) -> LineWitnesses:
-        notary = await NotaryStore.attach(store)
-        items = await notary.items() + await notary.statements().items()
+        await NotaryStore.attach(store)  # its tables exist from here on
+        items = await store.run_read(_evidence)
         checked = await asyncio.to_thread(verify_items, items)
         trusted = [
             a for a in checked.valid if signers.status(a.node_id).state is not SignerState.UNKNOWN
