@@ -80,6 +80,8 @@ def test_the_list_shows_every_session_and_filters_by_status_tool_and_scope(
     scoped = _get(base, "/lines/sessions/sessions?scope=path:~/src/acme-api")
     assert len(_session_links(scoped)) == 1
     assert "1 session matching" in scoped
+    here = _get(base, "/lines/sessions/sessions?scope=.")  # the project's own: none there
+    assert _session_links(here) == [] and "0 sessions matching" in here
     assert "is not one of" in _get(base, "/lines/sessions/sessions?status=nope", 400)
     assert "not a page number" in _get(base, "/lines/sessions/sessions?page=-1", 400)
 

@@ -16,6 +16,7 @@ from starlette.routing import Route
 from lifeline.errors import ConfigError
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.model import SessionStatus, Tool
+from lifeline.sessions.scope import project_scope
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.render import page, viewer_of
 from lifeline_mesh.ui.sections import Section
@@ -64,6 +65,8 @@ async def _listing(request: Request, line: str) -> Response:
     viewer = viewer_of(request)
     view = (await viewer.reader(line)).sessions
     scope = request.query_params.get("scope", "").strip()[:500]
+    if scope == ".":  # as `--scope .`: this project's
+        scope = project_scope(viewer.root)
     status = _choice(request, "status", STATUSES)
     tool = _choice(request, "tool", TOOLS)
     number = _number(request, "page")
