@@ -14,6 +14,13 @@ and index the line for recall; a served viewer does both in the background at st
 The generated text has a vocabulary of 22 words, so a search for common words matches
 most of the line: the worst case for ranking. Prints figures;
 not a test.
+
+    .venv/bin/python bench/ui.py --sessions ROOT [--repeat 15]
+
+times the Sessions pages instead, on the ``sessions`` line of the project at ROOT (e.g. the
+node `bench/sessions.py --keep DIR` ingests into, DIR/node): the list (plain, filtered, a
+deep page), transcripts of random sessions, and the unfinished list and bundles, whose
+first request (cold: they read whole sessions) is reported apart.
 """
 
 from __future__ import annotations
@@ -63,6 +70,17 @@ async def timed(app: object, path: str, query: str = "") -> float:
     return took
 
 
+async def table(app: object, cases: list[tuple[str, object]], repeat: int) -> None:
+    """Median and worst server time of each case, ``repeat`` requests each."""
+    print(f"{'page':<36} {'median':>9} {'worst':>9}   (server time, {repeat} requests)")
+    for name, make in cases:
+        times = []
+        for _ in range(repeat):
+            path, query = make()  # type: ignore[operator]
+            times.append(await timed(app, path, query))
+        print(f"{name:<36} {statistics.median(times) * 1000:>7.1f}ms {max(times) * 1000:>7.1f}ms")
+
+
 def _two(rng: random.Random) -> str:
     return f"{rng.choice(WORDS)}+{rng.choice(WORDS)}"
 
@@ -79,6 +97,9 @@ async def run(root: Path, ids: list[str], repeat: int) -> None:
     )
     cold = await timed(app, line + "/search", "q=refund")
     print(f"search, first request (indexes {len(ids)} entries for recall): {cold * 1000:.0f} ms")
+    start = time.perf_counter()
+    await viewer.witness.run()  # what the first Entry page starts in the background
+    print(f"witnessed times of the line, one pass: {time.perf_counter() - start:.1f} s")
     pick = lambda: rng.choice(ids)  # noqa: E731
     cases: list[tuple[str, object]] = [
         ("truth", lambda: (line + "/", "")),
@@ -95,13 +116,47 @@ async def run(root: Path, ids: list[str], repeat: int) -> None:
         ("graph around an entry", lambda: (f"{line}/graph/{pick()}", "")),
         ("mesh", lambda: ("/mesh", "")),
     ]
-    print(f"{'page':<36} {'median':>9} {'worst':>9}   (server time, {repeat} requests)")
-    for name, make in cases:
-        times = []
-        for _ in range(repeat):
-            path, query = make()  # type: ignore[operator]
-            times.append(await timed(app, path, query))
-        print(f"{name:<36} {statistics.median(times) * 1000:>7.1f}ms {max(times) * 1000:>7.1f}ms")
+    await table(app, cases, repeat)
+    await viewer.close()
+
+
+async def run_sessions(root: Path, repeat: int) -> None:
+    from lifeline.sessions.catalogue import Catalogue
+
+    rng = random.Random(7)
+    viewer = Viewer(root)
+    app = create_app(viewer)
+    base = "/lines/sessions"
+    reader = await viewer.reader("sessions")
+    catalogue = await Catalogue(reader.store).load()
+    ids = sorted(catalogue.sessions)
+    largest = max(catalogue.summaries(), key=lambda s: s.item_count).id
+    cold = await timed(app, "/sessions")
+    print(f"{len(ids)} sessions; list, first request (reads the catalogue): {cold * 1000:.0f} ms")
+    took = await timed(app, base + "/unfinished")
+    start = time.perf_counter()
+    await reader.sessions.unfinished(wait=True)
+    print(
+        f"unfinished, first request: {took * 1000:.0f} ms (the list is found in the background:"
+        f" {time.perf_counter() - start:.1f} s more)"
+    )
+    took = await timed(app, f"{base}/sessions/{ids[0]}/bundle")
+    print(f"bundle, first request (reads whole sessions): {took * 1000:.0f} ms")
+    pages = max(1, len(ids) // 50)
+    cases: list[tuple[str, object]] = [
+        ("sessions list", lambda: (base + "/sessions", "")),
+        ("list, status=crashed", lambda: (base + "/sessions", "status=crashed")),
+        (
+            "list, tool=codex, a deep page",
+            lambda: (base + "/sessions", f"tool=codex&page={rng.randrange(pages) // 3}"),
+        ),
+        ("list, a deep page", lambda: (base + "/sessions", f"page={rng.randrange(pages)}")),
+        ("transcript, first page", lambda: (f"{base}/sessions/{rng.choice(ids)}", "")),
+        ("transcript of the largest session", lambda: (f"{base}/sessions/{largest}", "")),
+        ("unfinished (kept)", lambda: (base + "/unfinished", "")),
+        ("bundle (kept)", lambda: (f"{base}/sessions/{ids[0]}/bundle", "")),
+    ]
+    await table(app, cases, repeat)
     await viewer.close()
 
 
@@ -109,7 +164,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--sessions", type=Path, help="time the Sessions pages of this project")
     args = parser.parse_args()
+    if args.sessions is not None:
+        asyncio.run(run_sessions(args.sessions, args.repeat))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         start = time.perf_counter()

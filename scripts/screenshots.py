@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO))
 from tests.browser import chromium  # noqa: E402
 from tests.ui_project import build_project  # noqa: E402
 from tests.ui_server import running_viewer  # noqa: E402
+from tests.ui_sessions import SUBAGENT_PARENT  # noqa: E402
 
 OUT = REPO / "docs" / "img"
 
@@ -34,6 +35,9 @@ def main() -> None:
             "viewer-history.png": "/lines/ledger/history",
             "viewer-graph.png": f"/lines/ledger/graph/{ids['note']}",
             "viewer-mesh.png": "/mesh",
+            "viewer-sessions.png": "/sessions",
+            "viewer-transcript.png": f"/lines/sessions/sessions/{SUBAGENT_PARENT}?from=300",
+            "viewer-unfinished.png": "/lines/sessions/unfinished",
         }
         with running_viewer(project.root) as url, chromium(1280, 860) as driver:
             for name, path in pages.items():

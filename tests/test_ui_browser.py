@@ -5,6 +5,7 @@ saves a screenshot of each page (under $LIFELINE_UI_ARTIFACTS, default tmp/artif
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,43 @@ def test_hostile_entry_runs_no_script(
     for link in browser.find_elements(By.CSS_SELECTOR, ".body a"):
         assert link.get_attribute("href").startswith("https://"), link.get_attribute("href")
     _shot(browser, artifacts, "hostile-entry")
+
+
+def test_sessions_list_transcript_folded_call_and_bundle(
+    site: tuple[str, Project], browser: Any, artifacts: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    url, _project = site
+    browser.get(url + "/")
+    browser.find_element(By.LINK_TEXT, "Sessions").click()
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Sessions of sessions"
+    rows = browser.find_elements(By.CSS_SELECTOR, "table.sessions tbody tr")
+    assert len(rows) > 5
+    _shot(browser, artifacts, "sessions")
+    browser.find_element(By.PARTIAL_LINK_TEXT, "fix <b>login</b>").click()
+    assert _pwned(browser) is None
+    assert "<script>window.__pwned = 5</script>" in browser.find_element(By.TAG_NAME, "h1").text
+    assert browser.find_element(By.CSS_SELECTOR, "mark.redacted").text == "[REDACTED:env-secret]"
+    call = browser.find_element(By.CSS_SELECTOR, "details.call")
+    output = call.find_elements(By.TAG_NAME, "pre")[-1]
+    assert not output.is_displayed()  # folded
+    call.find_element(By.TAG_NAME, "summary").click()
+    assert output.is_displayed()
+    assert output.text == "<script>window.__pwned = 7</script> done"
+    assert _pwned(browser) is None
+    _shot(browser, artifacts, "transcript")
+    browser.get(url + "/lines/sessions/unfinished")
+    deadline = time.monotonic() + 60
+    while browser.find_elements(By.ID, "not-yet"):  # found in the background
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+        browser.refresh()
+    assert browser.find_elements(By.CSS_SELECTOR, "ol.unfinished > li")
+    browser.find_element(By.LINK_TEXT, "bundle").click()
+    assert browser.find_element(By.ID, "bundle-text").text
+    assert _pwned(browser) is None
+    _shot(browser, artifacts, "bundle")
 
 
 def test_graph_and_mesh_pages(site: tuple[str, Project], browser: Any, artifacts: Path) -> None:

@@ -17,6 +17,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import ensure_identity
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.peers import save_peers_file
+from tests.ui_sessions import add_sessions
 
 __all__ = ["HOSTILE_SUMMARY", "Project", "build_project"]
 
@@ -165,12 +166,14 @@ async def _write(root: Path, ids: dict[str, str]) -> None:
 
 
 def build_project(root: Path) -> Project:
-    """Create the project under ``root`` (a node identity, a mesh, one line, a peer table)."""
+    """Create the project under ``root`` (a node identity, a mesh, one line, a peer table,
+    and a sessions line: see tests/ui_sessions.py)."""
     root.mkdir(parents=True, exist_ok=True)
     ensure_identity(root)
     create_mesh(root, "demo-mesh")
     project = Project(root)
     asyncio.run(_write(root, project.ids))
+    add_sessions(root, root.parent / (root.name + "-home"))
     now = time.time()
     rows = [
         {

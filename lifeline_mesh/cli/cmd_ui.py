@@ -78,7 +78,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "ui",
         parents=[parent],
-        help="the read-only web viewer: truth, entries, history, mesh",
+        help="the read-only web viewer: truth, entries, history, sessions, mesh",
         description="Serve a read-only site over this project's lines and mesh (loopback "
         "by default), or write it as static files with --static DIR.",
     )

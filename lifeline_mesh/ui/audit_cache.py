@@ -1,8 +1,11 @@
-"""``verify``'s findings for the Mesh page, computed in the background and kept.
+"""Whole-line work for the viewer, computed in the background and kept per line: ``verify``'s
+findings for the Mesh page (:class:`AuditCache`) and every entry's first witnesses for the
+Entry page (:class:`WitnessCache`).
 
-An audit reads every entry and signature of a line (seconds at 100k entries), so no page
-waits for one: the page shows the last finished report with its age and asks for a new one
-when a line changed since (new rows or a new head). The static export waits for a fresh one.
+Both read every entry (and signature) of a line — seconds at 100k entries — so no page
+waits for them: a page shows the last finished result with its age and asks for a new one
+when a line changed since (new rows, a new head, new signed statements). The static export
+waits for a fresh one.
 """
 
 from __future__ import annotations
@@ -10,41 +13,81 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from lifeline.errors import LifelineError
 from lifeline.lines import line_names, line_path
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.audit import audit_line
-from lifeline_mesh.notary.rules import Policy
-from lifeline_mesh.notary.signers import FileSigners
+from lifeline_mesh.notary.rules import Policy, verify_items
+from lifeline_mesh.notary.signers import FileSigners, SignerState
+from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.notary.witnessing import Mark, first_witnesses, marks_of
 
-__all__ = ["AuditCache", "LineAudit"]
+__all__ = ["AuditCache", "LineAudit", "LineWitnesses", "WitnessCache", "first_other"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
 class LineAudit:
     line: str
-    key: tuple[int, int]  # (rows, highest row) when it ran
+    key: tuple[int, ...]  # the line's state when it ran (see _key)
     finished_at: float
     report: dict[str, Any]
 
 
-def _key(conn: Any) -> tuple[int, int]:
-    count, top = conn.execute("SELECT count(*), coalesce(max(seq), 0) FROM entries").fetchone()
-    return int(count), int(top)
+@dataclass(frozen=True, slots=True)
+class LineWitnesses:
+    line: str
+    key: tuple[int, ...]
+    finished_at: float
+    marks: dict[str, list[Mark]]  # entry id → earliest (ts, node) of up to KEEP nodes
 
 
-class AuditCache:
+def line_key(conn: Any) -> tuple[int, ...]:
+    """A line's state: the highest row of its entries and of its signed items (rows are only
+    ever added, so a new row is a new state; reading three maxima costs microseconds)."""
+    out: list[int] = []
+    for table in ("entries", "attestations", "statements"):
+        try:
+            out.append(
+                int(conn.execute(f"SELECT coalesce(max(seq), 0) FROM {table}").fetchone()[0])
+            )
+        except sqlite3.OperationalError:  # a line the notary never opened has no such table
+            out.append(0)
+    return tuple(out)
+
+
+def _evidence(conn: sqlite3.Connection) -> list[bytes]:
+    """The signed items that can witness (states, summaries, receipts), not the authors'
+    signatures: those are most of a line's items and name no witness."""
+    rows = conn.execute(
+        "SELECT item FROM attestations WHERE role IN ('witness', 'summary')"
+        " UNION ALL SELECT item FROM statements WHERE role = 'state'"
+    ).fetchall()
+    return [bytes(r[0]) for r in rows]
+
+
+def first_other(marks: Sequence[Mark], authors: set[str]) -> Mark | None:
+    """The earliest witness that is not one of the entry's authors."""
+    return next((m for m in marks if m[1] not in authors), None)
+
+
+class _LineJobs(Generic[T]):
+    """One background task at a time, redoing the lines whose state changed."""
+
     def __init__(self, root: Path) -> None:
         self.root = root
-        self.results: dict[str, LineAudit] = {}
+        self.results: dict[str, T] = {}
         self.error: str | None = None
         self._task: asyncio.Task[None] | None = None
 
@@ -53,34 +96,77 @@ class AuditCache:
         return self._task is not None and not self._task.done()
 
     def refresh(self) -> None:
-        """Start an audit of the lines that changed, unless one is already running."""
+        """Start a run over the lines that changed, unless one is already running."""
         if not self.running:
             self._task = asyncio.get_running_loop().create_task(self.run())
 
     async def run(self) -> None:
-        """Audit every line whose rows changed since its last audit."""
         try:
             path = key_path(self.root)
             local = NodeIdentity.load(path).node_id if path.exists() else None
             signers = FileSigners.load(self.root, local)
             for name in line_names(self.root):
-                await self._audit(name, signers, Policy(local))
+                path_ = line_path(self.root, name)
+                async with await SqliteStore.open(path_, create=False) as store:
+                    key = await store.run_read(line_key)
+                    held = self.results.get(name)
+                    if held is not None and getattr(held, "key", None) == key:
+                        continue
+                    self.results[name] = await self._compute(store, name, key, signers, local)
             self.error = None
         except LifelineError as exc:
             self.error = str(exc)
-            log.warning("viewer: audit failed: %s", exc)
+            log.warning("viewer: %s failed: %s", type(self).__name__, exc)
 
-    async def _audit(self, name: str, signers: FileSigners, policy: Policy) -> None:
-        async with await SqliteStore.open(line_path(self.root, name), create=False) as store:
-            key = await store.run_read(_key)
-            held = self.results.get(name)
-            if held is not None and held.key == key:
-                return
-            report = await audit_line(store, name, signers, policy)
-        self.results[name] = LineAudit(name, key, time.time(), report.to_dict())
+    async def _compute(
+        self,
+        store: SqliteStore,
+        name: str,
+        key: tuple[int, ...],
+        signers: FileSigners,
+        local: str | None,
+    ) -> T:
+        raise NotImplementedError
 
     async def stop(self) -> None:
         if self._task is not None and not self._task.done():
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+
+
+class AuditCache(_LineJobs[LineAudit]):
+    async def _compute(
+        self,
+        store: SqliteStore,
+        name: str,
+        key: tuple[int, ...],
+        signers: FileSigners,
+        local: str | None,
+    ) -> LineAudit:
+        report = await audit_line(store, name, signers, Policy(local))
+        return LineAudit(name, key, time.time(), report.to_dict())
+
+
+class WitnessCache(_LineJobs[LineWitnesses]):
+    """Every entry's first witnesses from the notary's one-pass computation (decision 0015):
+    signed ``state`` statements and ``summary`` attestations over the line's tips, and
+    first-wave witness receipts, from signers this node knows."""
+
+    async def _compute(
+        self,
+        store: SqliteStore,
+        name: str,
+        key: tuple[int, ...],
+        signers: FileSigners,
+        local: str | None,
+    ) -> LineWitnesses:
+        await NotaryStore.attach(store)  # its tables exist from here on
+        items = await store.run_read(_evidence)
+        checked = await asyncio.to_thread(verify_items, items)
+        trusted = [
+            a for a in checked.valid if signers.status(a.node_id).state is not SignerState.UNKNOWN
+        ]
+        entries = [e async for e in store.stream()]
+        marks = await asyncio.to_thread(first_witnesses, entries, marks_of(trusted))
+        return LineWitnesses(name, key, time.time(), marks)

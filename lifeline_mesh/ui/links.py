@@ -76,6 +76,27 @@ class Links:
         """Where the filter form submits (served only)."""
         return None if self.static else self._line(line) + "history"
 
+    def sessions_home(self) -> str | None:
+        return self._to("/sessions")
+
+    def sessions(self, line: str, query: dict[str, str] | None = None) -> str | None:
+        return self._to(self._line(line) + "sessions", query)
+
+    def sessions_form(self, line: str) -> str | None:
+        """Where the sessions filter form submits (served only)."""
+        return None if self.static else self._line(line) + "sessions"
+
+    def session(
+        self, line: str, session_id: str, query: dict[str, str] | None = None
+    ) -> str | None:
+        return self._to(self._line(line) + "sessions/" + quote(session_id, safe=""), query)
+
+    def bundle(self, line: str, session_id: str) -> str | None:
+        return self._to(self._line(line) + "sessions/" + quote(session_id, safe="") + "/bundle")
+
+    def unfinished(self, line: str) -> str | None:
+        return self._to(self._line(line) + "unfinished")
+
     def mesh(self) -> str | None:
         return self._to("/mesh")
 

@@ -21,6 +21,7 @@ from lifeline.truth.recall import recall
 from lifeline.truth.sections import Hit
 from lifeline.truth.service import LineTruth, read_truth
 from lifeline_mesh.ui.dag import DagNode
+from lifeline_mesh.ui.sessions_view import SessionsView
 
 __all__ = ["PAGE_SIZE", "Filters", "HistoryPage", "LineReader"]
 
@@ -183,6 +184,7 @@ class LineReader:
     def __init__(self, name: str, store: SqliteStore) -> None:
         self.name = name
         self.store = store
+        self.sessions = SessionsView(store)  # the Sessions pages' reads of this line
         self._truth: tuple[tuple[int, int], LineTruth] | None = None
 
     async def truth(self) -> LineTruth:
@@ -240,4 +242,5 @@ class LineReader:
         await recall(self.store, (await self.truth()).truth, "warm")
 
     async def close(self) -> None:
+        await self.sessions.close()
         await self.store.close()

@@ -2,17 +2,19 @@
 and :func:`page`, which adds what every page shows (sections, lines, links).
 
 Every value from a ledger reaches HTML through Jinja's autoescape, the markdown renderer
-(:mod:`lifeline_mesh.ui.markdown`) or the SVG builders' ``escape``; no template marks entry
-text safe.
+(:mod:`lifeline_mesh.ui.markdown`), the ``redactions`` filter (escapes, then marks
+``[REDACTED:…]``) or the SVG builders' ``escape``; no template marks entry text safe.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
@@ -34,6 +36,15 @@ def _epoch(seconds: object) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
 
 
+_MARKERS = re.compile(r"\[(?:REDACTED:[A-Za-z0-9_.-]{1,40}|TRUNCATED: [^\]\n]{1,200})\]")
+
+
+def _redactions(text: object) -> Markup:
+    """Untrusted text escaped, then its redaction and truncation markers shown as such."""
+    escaped = str(escape(str(text or "")))
+    return Markup(_MARKERS.sub(lambda m: f'<mark class="redacted">{m.group(0)}</mark>', escaped))
+
+
 def _short(entry_id: object) -> str:
     return str(entry_id)[:12]
 
@@ -49,6 +60,7 @@ ENV.filters["md"] = render_markdown
 ENV.filters["when"] = _when
 ENV.filters["short"] = _short
 ENV.filters["epoch"] = _epoch
+ENV.filters["redactions"] = _redactions
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
 """The viewer's state for one project: its lines (opened on first use, kept open), the
-background audit, and how pages are linked (served or static).
+background audit and witness times, and how pages are linked (served or static).
 
 Lines are opened without creating anything (``create=False``) and looked up again on each
 request, so a line a peer sends after start-up appears at once.
@@ -18,7 +18,7 @@ from lifeline.errors import LifelineError
 from lifeline.lines import DEFAULT_LINE, line_names, line_path, validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.ui.audit_cache import AuditCache
+from lifeline_mesh.ui.audit_cache import AuditCache, WitnessCache
 from lifeline_mesh.ui.reader import LineReader
 
 __all__ = ["Viewer"]
@@ -33,6 +33,7 @@ class Viewer:
     token: str | None = None
     on_link: Callable[[str], None] | None = None  # the static export collects links here
     audit: AuditCache = field(init=False)
+    witness: WitnessCache = field(init=False)
     _readers: dict[str, LineReader] = field(default_factory=dict, init=False)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _warming: asyncio.Task[None] | None = field(default=None, init=False)
@@ -41,6 +42,7 @@ class Viewer:
         # The notary keeps its tables in the line files: register its migrations first.
         load_append_hooks(self.root)
         self.audit = AuditCache(self.root)
+        self.witness = WitnessCache(self.root)
 
     def lines(self) -> list[str]:
         return line_names(self.root)
@@ -79,6 +81,7 @@ class Viewer:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._warming
         await self.audit.stop()
+        await self.witness.stop()
         for reader in self._readers.values():
             await reader.close()
         self._readers.clear()

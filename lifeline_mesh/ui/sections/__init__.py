@@ -1,8 +1,8 @@
 """The viewer's sections: one route module each, listed once here.
 
 A section has a navigation slot (its title and where it starts for the current line) and
-its routes. Adding one — the Sessions pages, when the sessions line lands — is a new module
-with a ``SECTION`` and one more name in :data:`SECTIONS`; nothing else changes.
+its routes. Adding one (as the Sessions pages were) is a new module with a ``SECTION`` and
+one more name in :data:`SECTIONS`; nothing else changes.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ class Section:
 
 
 def _sections() -> list[Section]:
-    from lifeline_mesh.ui.sections import entry, history, mesh, truth
+    from lifeline_mesh.ui.sections import entry, history, mesh, sessions, truth
 
-    return [truth.SECTION, history.SECTION, mesh.SECTION, entry.SECTION]
+    return [truth.SECTION, history.SECTION, sessions.SECTION, mesh.SECTION, entry.SECTION]
 
 
 SECTIONS: list[Section] = _sections()

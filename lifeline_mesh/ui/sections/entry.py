@@ -12,25 +12,35 @@ from lifeline.entry import Entry
 from lifeline.truth.parse import thread_of
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.mcp.signatures import entry_signatures
+from lifeline_mesh.ui.audit_cache import first_other, line_key
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.render import page, viewer_of
 from lifeline_mesh.ui.sections import Section
+from lifeline_mesh.ui.viewer import Viewer
 
 __all__ = ["SECTION", "witnessed"]
 
 MAX_CHILDREN = 200
 
 
-def witnessed(signatures: dict[str, Any]) -> dict[str, Any] | None:
-    """The earliest valid witness receipt by a node that did not sign as the author."""
+def witnessed(
+    viewer: Viewer, line: str, entry_id: str, signatures: dict[str, Any], key: tuple[int, ...]
+) -> dict[str, Any]:
+    """The entry's first witness other than its author, from the line's one-pass computation
+    (states, summaries and receipts; computed in the background, never per request)."""
+    held = viewer.witness.results.get(line)
+    if held is None:
+        return {"computed": False}
     items = signatures.get("items", [])
     authors = {i.get("node_id") for i in items if i.get("role") == "author" and i.get("valid")}
-    receipts = [
-        i
-        for i in items
-        if i.get("role") == "witness" and i.get("valid") and i.get("node_id") not in authors
-    ]
-    return min(receipts, key=lambda i: str(i.get("ts")), default=None)
+    mark = first_other(held.marks.get(entry_id, ()), {str(a) for a in authors})
+    return {
+        "computed": True,
+        "current": held.key == key,
+        "finished_at": held.finished_at,
+        "ts": mark[0] if mark else None,
+        "node_id": mark[1] if mark else None,
+    }
 
 
 def _brief(entries: dict[str, Entry], ids: list[str]) -> list[dict[str, Any]]:
@@ -56,6 +66,11 @@ async def entry_page(request: Request) -> Response:
     path = key_path(viewer.root)
     local = NodeIdentity.load(path).node_id if path.exists() else None
     sigs = await entry_signatures(viewer.root, reader.store, entry.id, entry.ts, local)
+    if viewer.static:
+        await viewer.witness.run()  # a copy shows fresh times; served pages never wait
+    else:
+        viewer.witness.refresh()
+    key = await reader.store.run_read(line_key)
     return page(
         request,
         "entry.html",
@@ -72,7 +87,7 @@ async def entry_page(request: Request) -> Response:
         pin_notes=lt.truth.pin_notes.get(entry.id, []),
         thread=thread_of(entry.body) or "",
         signatures=sigs,
-        witness=witnessed(sigs),
+        witness=witnessed(viewer, line, entry.id, sigs, key),
     )
 
 
