@@ -14,6 +14,7 @@ from types import ModuleType
 from lifeline.cli.main import make_parser, run
 from lifeline_mesh import __version__
 from lifeline_mesh.cli import (
+    cmd_ci,
     cmd_mcp,
     cmd_membership,
     cmd_notary,
@@ -32,6 +33,7 @@ COMMAND_MODULES: list[ModuleType] = [
     cmd_mcp,
     cmd_proposals,
     cmd_peers,
+    cmd_ci,
 ]
 
 
