@@ -60,6 +60,7 @@ class CiJob:
     lines: list[str]
     node_id: str = ""
     counts: dict[str, int] = field(default_factory=dict)  # entries per line after the pull
+    sync_bytes: int = 0  # protocol bytes both ways, pull and sync back (for bench/ci_fleet.py)
 
     @property
     def folder(self) -> Path:
@@ -117,9 +118,10 @@ async def start_job(root: Path, token_text: str, peer: str | None, join_peer: st
         path = line_path(root, line)
         path.parent.mkdir(parents=True, exist_ok=True)
         await (await SqliteStore.open(path)).close()  # `lifeline init` for each line
+    job = CiJob(root, peer, lines, joined.node_id)
     for report in await Node(root).sync(peer, lines):
         _say(f"pulled line {report.line!r} from {peer}: {report.entries_received} entries")
-    job = CiJob(root, peer, lines, joined.node_id)
+        job.sync_bytes += report.bytes_sent + report.bytes_received
     job.counts = {line: await _count(root, line) for line in lines}
     write_context(job)
     job.save()
@@ -185,6 +187,7 @@ async def finish_job(job: CiJob) -> bool:
             continue
         for report in reports:
             _say(f"synced line {report.line!r} back to {job.peer}: {report.entries_sent} sent")
+            job.sync_bytes += report.bytes_sent + report.bytes_received
         return True
     _warn_unsynced(job, written, error)
     return False
