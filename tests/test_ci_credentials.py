@@ -32,6 +32,7 @@ from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import Role, sign
 from lifeline_mesh.wire import membership_pb2 as pb
 from tests.conftest import make_entry
+from tests.mesh_procs import cli
 
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)
@@ -207,3 +208,24 @@ def test_racing_processes_never_spend_beyond_uses(tmp_path: Path) -> None:
         assert proc.exitcode == 0
     assert outcomes.count(True) == 25
     assert credential_rows(tmp_path, NOW)[0]["used"] == 25
+
+
+def test_members_hides_expired_runners_and_all_shows_them(
+    hub: tuple[Path, MembershipServicer, Clock],
+) -> None:
+    root, service, clock = hub
+    token = issue_credential(root, _spec(), now=NOW)
+    _, first = _join_one(service, token)
+    clock.now = NOW + 7 * HOUR  # the first runner expired: this join retires it
+    _, second = _join_one(service, token)
+    assert first.node_id in Registry.load(root).retired
+    shown = cli("lifeline_mesh", root, "members").stdout
+    assert first.node_id not in shown and second.node_id not in shown  # both expired by now
+    every = json.loads(cli("lifeline_mesh", root, "members", "--all", "--json").stdout)
+    status = {m["node_id"]: (m["status"], m.get("credential")) for m in every["members"]}
+    assert status[first.node_id] == status[second.node_id] == ("expired", "gha")
+
+
+def _join_one(service: MembershipServicer, token: Token) -> tuple[pb.JoinReply, NodeIdentity]:
+    request, identity = _request(token, service.mesh_id)
+    return service._join(request), identity
