@@ -39,6 +39,10 @@ def test_ci_run_enrolls_pulls_runs_syncs_back_and_exits_with_the_commands_status
     assert len(runners) == 1 and runners[0]["expires_at"] is not None
     rows = json.loads(cli("lifeline_mesh", hub.root, "credentials", "--json").stdout)
     assert [(r["name"], r["used"], r["runners"]) for r in rows] == [("gha", 1, 1)]
+    verified = cli("lifeline_mesh", hub.root, "verify", check=False)
+    assert verified.returncode == 0 and "unknown-signer" not in verified.stdout, verified.stdout
+    signed = json.loads(cli("lifeline_mesh", hub.root, "verify", "--json").stdout)
+    assert signed["lines"][0]["signed"] >= 1  # the runner's entry, signed by the runner
 
 
 def test_a_job_that_cannot_enroll_fails_fast_without_running(hub: Hub, tmp_path: Path) -> None:
