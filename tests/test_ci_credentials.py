@@ -23,10 +23,11 @@ from lifeline_mesh.membership.credential import (
     revoke_credential,
     rotate_credential,
 )
-from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite, join_proof
+from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite
+from lifeline_mesh.membership.join import join_request
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import RevocationList
-from lifeline_mesh.membership.service import MembershipServicer, join_message
+from lifeline_mesh.membership.service import MembershipServicer
 from lifeline_mesh.notary.rules import Policy, check_attestations
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import Role, sign
@@ -46,14 +47,7 @@ def _request(token: Token, mesh_id: str) -> tuple[pb.JoinRequest, NodeIdentity]:
     """What `join` sends for a fresh runner: CSR, node-key signature, token proof."""
     identity = NodeIdentity.generate()
     csr = make_csr(new_tls_key(), identity.node_id)
-    request = pb.JoinRequest(
-        token_id=token.token_id,
-        proof=join_proof(token.key, token.token_id, csr, identity.public_key),
-        csr_der=csr,
-        node_public_key=identity.public_key,
-        node_signature=identity.sign(join_message(mesh_id, token.token_id, csr)),
-    )
-    return request, identity
+    return join_request(token, identity, mesh_id, csr), identity
 
 
 class Clock:

@@ -13,6 +13,7 @@ from typing import Any
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline_mesh.ci import CiJob, finish_job, ingest_sessions, run_command, start_job
+from lifeline_mesh.cli.cmd_membership import TOKEN_ENV
 from lifeline_mesh.membership.credential import (
     credential_rows,
     revoke_credential,
@@ -21,8 +22,6 @@ from lifeline_mesh.membership.credential import (
 from lifeline_mesh.transport.addresses import address_arg
 
 __all__ = ["register"]
-
-TOKEN_ENV = "LIFELINE_MESH_TOKEN"
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
