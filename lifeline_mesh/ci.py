@@ -157,7 +157,7 @@ def run_command(job: CiJob, command: list[str]) -> int:
     env = {**os.environ, CONTEXT_ENV: str(job.context_file), "LIFELINE_MESH_NODE_ID": job.node_id}
     env.pop("LIFELINE_MESH_TOKEN", None)  # the command needs the context, not the secret
     try:
-        status = subprocess.run(command, env=env, cwd=job.root, check=False).returncode
+        status = subprocess.run(command, env=env, check=False).returncode  # in our cwd
         return 128 - status if status < 0 else status  # killed by signal N: 128 + N, as sh
     except OSError as exc:
         _say(f"cannot run {command[0]!r}: {exc}")
