@@ -88,6 +88,7 @@ def _result(proc: subprocess.Popen[str]) -> dict[str, float]:
 
 
 def _report(label: str, results: list[dict[str, float]], wall: float) -> None:
+    """One line of figures for ``results`` (flushed: the run may be long and piped)."""
     enroll = sorted(r["enroll_pull_s"] for r in results)
     jobs = sorted(r["job_s"] for r in results)
     p95 = enroll[max(0, round(0.95 * len(enroll)) - 1)]
@@ -96,7 +97,8 @@ def _report(label: str, results: list[dict[str, float]], wall: float) -> None:
         f"{statistics.median(enroll):.2f}s, p95 {p95:.2f}s; whole job median "
         f"{statistics.median(jobs):.2f}s; protocol bytes per job median "
         f"{statistics.median(r['bytes'] for r in results):,.0f}; "
-        f"{sum(1 for r in results if not r['synced'])} failed syncs"
+        f"{sum(1 for r in results if not r['synced'])} failed syncs",
+        flush=True,
     )
 
 
@@ -139,10 +141,16 @@ def fleet(args: argparse.Namespace, tmp: Path) -> None:
             sync_addresses=(sync,),
         )
         token = issue_credential(hub, spec).encode()
-        print(f"node serving {args.entries:,} entries; RSS {rss(proc.pid)[0]} MB before jobs")
+        print(
+            f"node serving {args.entries:,} entries; RSS {rss(proc.pid)[0]} MB before jobs",
+            flush=True,
+        )
         started, results = time.perf_counter(), []
         for n in range(args.sequential):
             results.append(_result(_job_process(tmp / f"seq{n}", token)))
+            if (n + 1) % 25 == 0:  # progress, and figures that survive an interrupted run
+                _report(f"  after {n + 1}", results, time.perf_counter() - started)
+                print(f"    node RSS {rss(proc.pid)[0]} MB", flush=True)
         _report("sequential", results, time.perf_counter() - started)
         started = time.perf_counter()
         procs = [_job_process(tmp / f"con{n}", token) for n in range(args.concurrent)]
