@@ -74,7 +74,7 @@ def _job_process(work: Path, token: str) -> subprocess.Popen[str]:
         [sys.executable, str(HERE / "ci_fleet.py"), "--job", str(work)],
         env={**os.environ, "LIFELINE_MESH_TOKEN": token},
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=(work / "job.log").open("w"),
         text=True,
     )
 
@@ -82,13 +82,20 @@ def _job_process(work: Path, token: str) -> subprocess.Popen[str]:
 def _result(proc: subprocess.Popen[str]) -> dict[str, float]:
     out, _ = proc.communicate(timeout=600)
     if proc.returncode != 0:
-        raise SystemExit(f"a job failed (exit {proc.returncode})")
+        log = Path(str(proc.args[-1])) / "job.log"
+        tail = log.read_text().strip().splitlines()[-1:] if log.exists() else []
+        return {"failed": 1, "error": tail[0] if tail else f"exit {proc.returncode}"}  # type: ignore[dict-item]
     result: dict[str, float] = json.loads(out.splitlines()[-1])
     return result
 
 
-def _report(label: str, results: list[dict[str, float]], wall: float) -> None:
+def _report(label: str, everything: list[dict[str, float]], wall: float) -> None:
     """One line of figures for ``results`` (flushed: the run may be long and piped)."""
+    results = [r for r in everything if "failed" not in r]
+    for failed in (r for r in everything if "failed" in r):
+        print(f"  a job failed: {failed['error']}", flush=True)
+    if not results:
+        return
     enroll = sorted(r["enroll_pull_s"] for r in results)
     jobs = sorted(r["job_s"] for r in results)
     p95 = enroll[max(0, round(0.95 * len(enroll)) - 1)]
