@@ -109,36 +109,15 @@ def _report(label: str, everything: list[dict[str, float]], wall: float) -> None
     )
 
 
-def _serve(root: Path) -> tuple[subprocess.Popen[str], str, str]:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lifeline_mesh",
-            "--root",
-            str(root),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--join-listen",
-            "127.0.0.1:0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert proc.stdout is not None
-    sync = proc.stdout.readline().removeprefix("listening on ").strip()
-    joins = proc.stdout.readline().removeprefix("join port on ").strip()
-    return proc, sync, joins
-
-
 def fleet(args: argparse.Namespace, tmp: Path) -> None:
+    sys.path.insert(0, str(HERE.parent))
+    from tests.mesh_procs import start_ca_serve  # the real serve, as the CI tests start it
+
     hub = tmp / "hub"
     create_mesh(hub, "fleet")
     asyncio.run(fill(line_path(hub, "ledger"), args.entries))
     NodeConfig(shared_lines=["ledger"]).save(hub)
-    proc, sync, joins = _serve(hub)
+    proc, sync, joins = start_ca_serve(hub, stderr=subprocess.DEVNULL)
     try:
         spec = CredentialSpec(
             "fleet",
@@ -179,6 +158,7 @@ def fleet(args: argparse.Namespace, tmp: Path) -> None:
 
 def simulated(n: int, tmp: Path) -> None:
     """``n`` enrollments through the real Join handler, two hours apart (1 h certificates)."""
+    sys.path.insert(0, str(HERE.parent))
     sys.path.insert(0, str(HERE.parent))
     from lifeline_mesh.membership.service import MembershipServicer
     from tests.test_ci_credentials import NOW, Clock, _request  # the test's request builder

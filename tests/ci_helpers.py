@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mesh_procs import cli
+from tests.mesh_procs import cli, start_ca_serve
 
 __all__ = ["BIN_PATH", "LIFELINE", "MESH", "Hub", "hub", "job", "stop"]
 
@@ -61,26 +61,8 @@ def hub(tmp_path: Path) -> Iterator[Hub]:
         "lifeline", root, "log", "--kind", "decision", "--summary", "Payments use Postgres"
     ).stdout.strip()
     cli("lifeline_mesh", root, "share", "ledger")
-    proc = subprocess.Popen(
-        [
-            *MESH,
-            "--root",
-            str(root),
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--join-listen",
-            "127.0.0.1:0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    proc, sync, joins = start_ca_serve(root)
     try:
-        assert proc.stdout is not None
-        sync = proc.stdout.readline().removeprefix("listening on ").strip()
-        joins = proc.stdout.readline().removeprefix("join port on ").strip()
-        assert sync and joins, proc.stderr.read() if proc.poll() is not None else "no ports"
         yield Hub(root, sync, joins, decision, proc)
     finally:
         stop(proc)
