@@ -22,6 +22,7 @@ __all__ = [
     "log_note",
     "serve",
     "shared_node",
+    "start_ca_serve",
     "wait_for_entry",
 ]
 
@@ -178,3 +179,35 @@ def join_mesh(
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=30)
     return mesh_id
+
+
+def start_ca_serve(
+    root: Path, stderr: int = subprocess.PIPE
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Start `serve` on a CA holder with a join port, both on loopback; returns the process
+    and the sync and join addresses it printed. The caller stops it (a long run passes
+    ``stderr=subprocess.DEVNULL``: nobody reads the pipe)."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lifeline_mesh",
+            "--root",
+            str(root),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--join-listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    assert proc.stdout is not None
+    sync = proc.stdout.readline().removeprefix("listening on ").strip()
+    joins = proc.stdout.readline().removeprefix("join port on ").strip()
+    if not (sync and joins):
+        proc.kill()
+        raise ServeRefused(sync, proc.communicate()[1] or "")
+    return proc, sync, joins

@@ -114,8 +114,11 @@ def test_the_guide_runs_as_written(tmp_path: Path) -> None:
     # the audit passes with exactly the notes the guide explains.
     assert "Database: PostgreSQL" in laptop_b
     assert "Retry PIX webhooks with backoff" in (tmp_path / "ci" / "context.md").read_text()
-    assert re.search(r"received [1-9]\d* \(", ci), ci
+    runner = ci.split()[-1]  # `lifeline-mesh id` on the runner, after `ci run`
+    assert re.search(rf"^{runner}\s+member\s+active .*CI runner \(ci-runners\) until", out, re.M)
+    assert "runners 1" in out, out
     assert re.search(r"^\S+\s+member\s+revoked since", out, re.M), out
+    assert "1 running runner(s) revoked" in out, out
     assert "OK: 1 line(s) verified, no problems" in auditor
     assert "note: unsigned x4" in auditor and "note: revoked-signer" in auditor
     assert "Load test: PIX path holds 800 rps" in auditor

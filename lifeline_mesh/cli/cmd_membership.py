@@ -16,10 +16,13 @@ from typing import Any
 
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
+from lifeline.lines import validate_line_name
+from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.membership.client import pull_membership
-from lifeline_mesh.membership.invite import issue_invite, parse_duration
+from lifeline_mesh.membership.credential import CredentialSpec, issue_credential
+from lifeline_mesh.membership.invite import Token, issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
-from lifeline_mesh.membership.registry import ROLES, Registry
+from lifeline_mesh.membership.registry import ROLES, Registry, iso
 from lifeline_mesh.membership.revocation import RevocationList, revoke
 from lifeline_mesh.membership.service import serve_membership
 from lifeline_mesh.transport.addresses import address_arg
@@ -31,9 +34,17 @@ MAX_TOKEN_CHARS = 4096  # a token is ~110 characters plus its join addresses
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("invite", parents=[parent], help="print a one-time join token")
+    p = sub.add_parser(
+        "invite",
+        parents=[parent],
+        help="print a one-time join token (or, with --ci, a CI credential)",
+        description="Print a one-time join token; with --ci NAME, a CI enrollment credential "
+        "to store as a CI secret: each job enrolls an ephemeral node with it (`ci run`).",
+    )
     p.add_argument("--role", choices=ROLES, default="member", help="member (default) or reader")
-    p.add_argument("--ttl", default="24h", help="how long the token works (default 24h; 10m, 7d…)")
+    p.add_argument(
+        "--ttl", default=None, help="how long the token works (default 24h, --ci 90d; 10m, 7d…)"
+    )
     p.add_argument(
         "--address",
         action="append",
@@ -41,6 +52,25 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         type=address_arg(),
         metavar="HOST:PORT",
         help="join port(s) the newcomer should dial (repeatable; else it needs --peer)",
+    )
+    ci = p.add_argument_group("CI credential")
+    ci.add_argument("--ci", metavar="NAME", help="mint a reusable CI credential named NAME")
+    ci.add_argument(
+        "--uses", default="unlimited", type=_uses, help="jobs it may enroll (default unlimited)"
+    )
+    ci.add_argument(
+        "--lines", default=None, help="lines a job pulls, L1,L2 (default: this node's shared)"
+    )
+    ci.add_argument(
+        "--job-ttl", default="6h", help="a runner certificate's life (default 6h; capped by --ttl)"
+    )
+    ci.add_argument(
+        "--sync-address",
+        action="append",
+        default=[],
+        type=address_arg(),
+        metavar="HOST:PORT",
+        help="sync port jobs pull from and sync back to (else `ci run --peer`)",
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_invite)
@@ -75,6 +105,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         type=address_arg(),
         help="first fetch revocations and new members from this member (mutual TLS)",
     )
+    p.add_argument("--all", action="store_true", help="also CI runners whose certificates expired")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_members)
 
@@ -95,14 +126,53 @@ def _fields(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in obj.__slots__}
 
 
+def _uses(text: str) -> int | None:
+    if text == "unlimited":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of uses >= 1 or 'unlimited'")
+    return int(text)
+
+
+def _credential(args: argparse.Namespace) -> Token:
+    root = root_of(args)
+    lines = args.lines.split(",") if args.lines else NodeConfig.load(root).shared_lines
+    spec = CredentialSpec(
+        name=args.ci,
+        role=args.role,
+        ttl=parse_duration(args.ttl or "90d"),
+        uses=args.uses,
+        job_ttl=parse_duration(args.job_ttl),
+        lines=tuple(validate_line_name(n.strip()) for n in lines if n.strip()),
+        addresses=tuple(args.address),
+        sync_addresses=tuple(args.sync_address),
+    )
+    return issue_credential(root, spec)
+
+
 async def cmd_invite(args: argparse.Namespace) -> int:
-    token = issue_invite(root_of(args), args.role, parse_duration(args.ttl), args.address)
+    if args.ci:
+        token = _credential(args)
+    else:
+        ttl = parse_duration(args.ttl or "24h")
+        token = issue_invite(root_of(args), args.role, ttl, args.address)
     expires = dt.datetime.fromtimestamp(token.expires, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if args.json:
-        print_json({"token": token.encode(), "role": token.role, "expires_at": expires})
+        print_json(
+            {"token": token.encode(), "role": token.role, "expires_at": expires, "ci": args.ci}
+        )
         return 0
     print(token.encode())
-    print(f"one-time {token.role} invite, expires {expires}", file=sys.stderr)
+    if args.ci:
+        uses = "unlimited uses" if args.uses is None else f"{args.uses} uses"
+        print(
+            f"CI credential {args.ci!r} ({token.role}, {uses}, lines "
+            f"{','.join(token.lines) or 'ledger'}), expires {expires}: store it as the CI "
+            "secret LIFELINE_MESH_TOKEN",
+            file=sys.stderr,
+        )
+    else:
+        print(f"one-time {token.role} invite, expires {expires}", file=sys.stderr)
     return 0
 
 
@@ -163,13 +233,7 @@ async def cmd_members(args: argparse.Namespace) -> int:
                 f"learned: {statement.node_id} revoked at {statement.revoked_at}", file=sys.stderr
             )
     registry = Registry.load(root)
-    revoked = RevocationList.load(root)
-    rows = []
-    for member in sorted(registry.members.values(), key=lambda m: m.joined_at):
-        when = revoked.revoked_at(member.node_id) or member.revoked_at
-        rows.append(
-            {**_fields(member), "status": "revoked" if when else member.status, "revoked_at": when}
-        )
+    rows = _member_rows(registry, RevocationList.load(root), show_all=args.all)
     if args.json:
         print_json({"mesh_id": registry.mesh_id, "name": registry.name, "members": rows})
         return 0
@@ -177,9 +241,42 @@ async def cmd_members(args: argparse.Namespace) -> int:
     for row in rows:
         extra = f" since {row['revoked_at']}" if row["revoked_at"] else ""
         holder = "  ca holder" if row["ca_holder"] else ""
+        if row.get("credential"):
+            holder = f"  CI runner ({row['credential']}) until {row['expires_at']}"
         status = f"{row['status']}{extra}"
         print(f"{row['node_id']}  {row['role']:<6}  {status}  joined {row['joined_at']}{holder}")
     return 0
+
+
+def _member_rows(
+    registry: Registry, revoked: RevocationList, *, show_all: bool
+) -> list[dict[str, Any]]:
+    """Members (expired runners only with ``show_all``, status ``expired``)."""
+    now = iso(dt.datetime.now(dt.UTC))
+    rows = []
+    for member in sorted(registry.members.values(), key=lambda m: m.joined_at):
+        when = revoked.revoked_at(member.node_id) or member.revoked_at
+        expired = member.expires_at is not None and member.expires_at <= now
+        if expired and not show_all:
+            continue
+        status = "revoked" if when else "expired" if expired else member.status
+        rows.append({**_fields(member), "status": status, "revoked_at": when})
+    if show_all:
+        for gone in sorted(registry.retired.values(), key=lambda r: r.expires_at):
+            when = revoked.revoked_at(gone.node_id)
+            rows.append(
+                {
+                    "node_id": gone.node_id,
+                    "role": "-",
+                    "status": "revoked" if when else "expired",
+                    "revoked_at": when,
+                    "joined_at": "-",
+                    "expires_at": gone.expires_at,
+                    "credential": gone.credential,
+                    "ca_holder": False,
+                }
+            )
+    return rows
 
 
 async def cmd_membership_serve(args: argparse.Namespace) -> int:

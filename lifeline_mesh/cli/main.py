@@ -15,6 +15,7 @@ from lifeline.cli.main import make_parser, run
 from lifeline_mesh import __version__
 from lifeline_mesh.cli import (
     cmd_capture,
+    cmd_ci,
     cmd_mcp,
     cmd_membership,
     cmd_notary,
@@ -36,6 +37,7 @@ COMMAND_MODULES: list[ModuleType] = [
     cmd_capture,
     cmd_peers,
     cmd_ui,
+    cmd_ci,
 ]
 
 

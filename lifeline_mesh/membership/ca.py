@@ -144,8 +144,17 @@ class MeshCA:
             raise BadSignature("certificate request is not self-signed by its key")
         return public
 
-    def issue(self, csr_der: bytes, node_id: str, role: str, now: dt.datetime) -> x509.Certificate:
-        """Sign a node certificate for the P-256 key in ``csr_der``; only the key is taken."""
+    def issue(
+        self,
+        csr_der: bytes,
+        node_id: str,
+        role: str,
+        now: dt.datetime,
+        not_after: dt.datetime | None = None,
+    ) -> x509.Certificate:
+        """Sign a node certificate for the P-256 key in ``csr_der``; only the key is taken.
+
+        ``not_after`` shortens it (an ephemeral CI runner's); default NODE_VALID_DAYS."""
         public = self.check_request(csr_der)
         san = x509.SubjectAlternativeName(
             [
@@ -163,7 +172,7 @@ class MeshCA:
             .public_key(public)
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - dt.timedelta(minutes=5))
-            .not_valid_after(now + dt.timedelta(days=NODE_VALID_DAYS))
+            .not_valid_after(not_after or now + dt.timedelta(days=NODE_VALID_DAYS))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(_usage(cert_sign=False), critical=True)
             .add_extension(

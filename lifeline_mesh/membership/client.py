@@ -7,6 +7,7 @@ CA) and adds members we did not know — how a member catches up without the syn
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import grpc
 
 from lifeline.errors import ConfigError, RemoteProtocolError
+from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import peer_error_from_rpc
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import Revocation, RevocationList, import_revocations
@@ -60,9 +62,11 @@ async def pull_membership(
         theirs = Registry.from_json(json.loads(reply.members_json))
     except (ValueError, ConfigError, RecursionError) as exc:
         raise RemoteProtocolError(f"{address} sent a malformed members list ({exc})") from exc
-    ours = Registry.load(root)
-    ours.merge(theirs)  # adds unknown nodes only: a peer cannot change roles we know
-    for statement in RevocationList.load(root).statements.values():
-        ours.mark_revoked(statement.node_id, statement.revoked_at)
-    ours.save(root)
+    with files.exclusive(root):  # a join or a revocation may write the registry meanwhile
+        ours = Registry.load(root)
+        ours.merge(theirs)  # adds unknown nodes only: a peer cannot change roles we know
+        ours.prune(dt.datetime.now(dt.UTC))
+        for statement in RevocationList.load(root).statements.values():
+            ours.mark_revoked(statement.node_id, statement.revoked_at)
+        ours.save(root)
     return new

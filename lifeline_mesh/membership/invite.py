@@ -21,6 +21,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.membership import files
@@ -30,6 +31,7 @@ from lifeline_mesh.membership.certs import fingerprint
 from lifeline_mesh.membership.registry import ROLES, iso
 
 __all__ = [
+    "Grant",
     "InviteBook",
     "Token",
     "issue_invite",
@@ -39,7 +41,8 @@ __all__ = [
 
 PREFIX = "lm1_"
 _HEAD = struct.Struct(">BBI8s16s32s")  # version, role, expiry (unix s), id, secret, CA fp
-_VERSION = 1
+_VERSION = 1  # a one-time invite
+_VERSION_CI = 2  # a CI credential (credential.py): reusable; the tail also names lines
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 MAX_TTL = dt.timedelta(days=365)  # an invite is for joining soon; it is not a credential
 
@@ -73,17 +76,25 @@ class Token:
     secret: bytes
     ca_fingerprint: bytes
     addresses: tuple[str, ...]
+    ci: bool = False  # a CI enrollment credential rather than a one-time invite
+    sync_addresses: tuple[str, ...] = ()  # CI: the peer(s) a job pulls from and syncs to
+    lines: tuple[str, ...] = ()  # CI: the lines a job pulls
+
+    @property
+    def kind(self) -> str:
+        return "CI credential" if self.ci else "invite token"
 
     def encode(self) -> str:
         head = _HEAD.pack(
-            _VERSION,
+            _VERSION_CI if self.ci else _VERSION,
             ROLES.index(self.role),
             self.expires,
             self.token_id,
             self.secret,
             self.ca_fingerprint,
         )
-        raw = head + ",".join(self.addresses).encode()
+        tail = [self.addresses, self.sync_addresses, self.lines] if self.ci else [self.addresses]
+        raw = head + "\n".join(",".join(part) for part in tail).encode()
         return PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
     @classmethod
@@ -99,14 +110,27 @@ class Token:
             addresses = raw[_HEAD.size :].decode()
         except (ValueError, struct.error) as exc:
             raise ConfigError(f"invite token is damaged or truncated ({exc}); {hint}") from exc
-        if version != _VERSION or role >= len(ROLES):
+        if version not in (_VERSION, _VERSION_CI) or role >= len(ROLES):
             raise ConfigError(f"invite token version {version} is not supported; {hint}")
-        addrs = tuple(a for a in addresses.split(",") if a)
-        return cls(ROLES[role], expires, tid, secret, fp, addrs)
+        parts = [tuple(a for a in part.split(",") if a) for part in addresses.split("\n")]
+        if len(parts) != (3 if version == _VERSION_CI else 1):
+            raise ConfigError(f"invite token is damaged (its address list is malformed); {hint}")
+        if version == _VERSION:
+            return cls(ROLES[role], expires, tid, secret, fp, parts[0])
+        return cls(ROLES[role], expires, tid, secret, fp, parts[0], True, parts[1], parts[2])
 
     @property
     def key(self) -> bytes:
         return hashlib.sha256(self.secret).digest()
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """What spending a token allows: a role and, for a CI runner, an expiry and a name."""
+
+    role: str
+    credential: str | None = None
+    cert_expires: dt.datetime | None = None
 
 
 def join_proof(key: bytes, token_id: bytes, csr_der: bytes, node_public_key: bytes) -> bytes:
@@ -122,11 +146,11 @@ class InviteBook:
         self.root = root
         self.path = files.path_of(root, files.INVITES)
 
-    def _load(self) -> dict[str, dict[str, str | None]]:
-        data: dict[str, dict[str, str | None]] = files.read_json(self.path, {}, private=True)
+    def load(self) -> dict[str, dict[str, Any]]:
+        data: dict[str, dict[str, Any]] = files.read_json(self.path, {}, private=True)
         return data
 
-    def _save(self, data: dict[str, dict[str, str | None]]) -> None:
+    def save(self, data: dict[str, dict[str, Any]]) -> None:
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
         files.write_atomic(self.path, text.encode(), private=True)
 
@@ -135,7 +159,7 @@ class InviteBook:
             self._record(token, now)
 
     def _record(self, token: Token, now: dt.datetime) -> None:
-        data = self._load()
+        data = self.load()
         data[token.token_id.hex()] = {
             "role": token.role,
             "expires_at": iso(dt.datetime.fromtimestamp(token.expires, dt.UTC)),
@@ -144,7 +168,7 @@ class InviteBook:
             "used_at": None,
             "used_by": None,
         }
-        self._save(data)
+        self.save(data)
 
     def consume(
         self, token_id: bytes, check: Callable[[bytes], bool], node_id: str, now: dt.datetime
@@ -155,15 +179,31 @@ class InviteBook:
         token — in one server process or in two on the same root — cannot both spend it.
         """
         with files.exclusive(self.root):
-            return self._consume(token_id, check, node_id, now)
+            return self.spend(token_id, check, node_id, now).role
 
-    def _consume(
+    def spend(
         self, token_id: bytes, check: Callable[[bytes], bool], node_id: str, now: dt.datetime
-    ) -> str:
-        data = self._load()
+    ) -> Grant:
+        """:meth:`consume` for a caller that already holds the membership lock; a CI
+        credential (credential.py) is spent once per job, up to its number of uses."""
+        from lifeline_mesh.membership.credential import spend_credential  # it imports us
+
+        data = self.load()
         entry = data.get(token_id.hex())
         if entry is None:
-            raise PermissionDenied("invite token was not issued by this node; ask for a new invite")
+            raise PermissionDenied(
+                "token was not issued by this node (or was altered); ask for a new one"
+            )
+        if entry.get("kind") == "ci":
+            grant = spend_credential(entry, check, now)
+        else:
+            grant = Grant(self._spend_invite(entry, check, node_id, now))
+        self.save(data)
+        return grant
+
+    def _spend_invite(
+        self, entry: dict[str, Any], check: Callable[[bytes], bool], node_id: str, now: dt.datetime
+    ) -> str:
         if entry["used_at"] is not None:
             raise PermissionDenied(
                 f"invite token already used at {entry['used_at']} by {entry['used_by']}; "
@@ -176,7 +216,6 @@ class InviteBook:
         if not check(bytes.fromhex(str(entry["key"]))):
             raise PermissionDenied("invite proof does not match the token; the token was altered")
         entry.update(used_at=iso(now), used_by=node_id)
-        self._save(data)
         return str(entry["role"])
 
 

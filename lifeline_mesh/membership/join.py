@@ -37,7 +37,7 @@ from lifeline_mesh.wire import membership_pb2_grpc
 
 pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
 
-__all__ = ["JOIN_TIMEOUT", "Joined", "join"]
+__all__ = ["JOIN_TIMEOUT", "Joined", "join", "join_request"]
 
 JOIN_TIMEOUT = 20.0
 
@@ -88,14 +88,7 @@ async def _join_via(
     ca_pem = await asyncio.to_thread(fetch_ca_pem, address, token.ca_fingerprint, timeout)
     mesh_id = mesh_id_of(x509.load_pem_x509_certificate(ca_pem))
     tls_key = new_tls_key()
-    csr = make_csr(tls_key, identity.node_id)
-    request = pb.JoinRequest(
-        token_id=token.token_id,
-        proof=join_proof(token.key, token.token_id, csr, identity.public_key),
-        csr_der=csr,
-        node_public_key=identity.public_key,
-        node_signature=identity.sign(join_message(mesh_id, token.token_id, csr)),
-    )
+    request = join_request(token, identity, mesh_id, make_csr(tls_key, identity.node_id))
     credentials = grpc.ssl_channel_credentials(root_certificates=ca_pem)
     async with grpc.aio.secure_channel(address, credentials, options=channel_options()) as ch:
         try:
@@ -109,6 +102,17 @@ async def _join_via(
         raise RemoteProtocolError(f"{address} sent a malformed join reply ({exc})") from exc
     _store(root, reply, registry, tls_key_pem=pem_key(tls_key))
     return Joined(identity.node_id, mesh_id, reply.role, address, False)
+
+
+def join_request(token: Token, identity: NodeIdentity, mesh_id: str, csr: bytes) -> pb.JoinRequest:
+    """The request: the CSR, proof of the node key, and the token proof bound to both."""
+    return pb.JoinRequest(
+        token_id=token.token_id,
+        proof=join_proof(token.key, token.token_id, csr, identity.public_key),
+        csr_der=csr,
+        node_public_key=identity.public_key,
+        node_signature=identity.sign(join_message(mesh_id, token.token_id, csr)),
+    )
 
 
 def _check_reply(reply: pb.JoinReply, ca_pem: bytes, node_id: str, mesh_id: str) -> None:

@@ -1,9 +1,15 @@
 """The members registry: ``<root>/.lifeline/mesh/members.json``.
 
 One entry per node: ``{node_id, role, status: active|revoked, revoked_at, joined_at,
-public_key}`` (public key in hex). The CA holder's copy is the authoritative one; joiners
-get a copy with their certificate, and revocation statements (revocation.py) update every
-copy. The notary reads signer status from here through :func:`signer_status`.
+public_key}`` (public key in hex), plus ``expires_at`` and ``credential`` for an ephemeral
+CI runner. The CA holder's copy is the authoritative one; joiners get a copy with their
+certificate, and revocation statements (revocation.py) update every copy. The notary reads
+signer status from here through :func:`signer_status`.
+
+Ephemeral runners do not stay members: once a runner's certificate has expired,
+:meth:`Registry.prune` moves it to ``retired``, one compact ``[node_id, expires_at,
+credential]`` row — enough for ``verify`` to resolve its signatures forever (and to flag
+any made after the expiry), a fifth of a member entry, and not a member any more.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from lifeline.errors import ConfigError
 from lifeline_mesh.identity import node_id_for, parse_node_id
 from lifeline_mesh.membership import files
 
-__all__ = ["ROLES", "Member", "Registry", "iso", "signer_status"]
+__all__ = ["ROLES", "Member", "Registry", "Retired", "iso", "signer_status"]
 
 ROLES = ("member", "reader")
 
@@ -36,15 +42,26 @@ class Member:
     public_key: str
     revoked_at: str | None = None
     ca_holder: bool = False
+    expires_at: str | None = None  # an ephemeral runner's certificate expiry
+    credential: str | None = None  # the CI credential that enrolled it
 
     @classmethod
     def new(
-        cls, public_key: bytes, role: str, now: dt.datetime, *, ca_holder: bool = False
+        cls,
+        public_key: bytes,
+        role: str,
+        now: dt.datetime,
+        *,
+        ca_holder: bool = False,
+        expires: dt.datetime | None = None,
+        credential: str | None = None,
     ) -> Member:
         if role not in ROLES:
             raise ConfigError(f"role {role!r} is not one of {', '.join(ROLES)}")
+        key_hex, expires_at = public_key.hex(), iso(expires) if expires else None
+        node_id = node_id_for(public_key)
         return cls(
-            node_id_for(public_key), role, "active", iso(now), public_key.hex(), None, ca_holder
+            node_id, role, "active", iso(now), key_hex, None, ca_holder, expires_at, credential
         )
 
     @classmethod
@@ -59,11 +76,30 @@ class Member:
         return member
 
 
+@dataclass(frozen=True, slots=True)
+class Retired:
+    """An ephemeral runner whose certificate expired: a signer, no longer a member."""
+
+    node_id: str
+    expires_at: str
+    credential: str
+
+    def row(self) -> list[str]:
+        return [self.node_id, self.expires_at, self.credential]
+
+    @classmethod
+    def from_row(cls, row: Any) -> Retired:
+        if not (isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row)):
+            raise ConfigError(f"retired entry {row!r} is not [node_id, expires_at, credential]")
+        return cls(parse_node_id(row[0]), row[1], row[2])
+
+
 @dataclass
 class Registry:
     mesh_id: str
     name: str = ""
     members: dict[str, Member] = field(default_factory=dict)
+    retired: dict[str, Retired] = field(default_factory=dict)
 
     @classmethod
     def load(cls, root: Path) -> Registry:
@@ -80,11 +116,20 @@ class Registry:
         if not isinstance(data, dict) or not isinstance(data.get("mesh_id"), str):
             raise ConfigError("members list has no mesh_id; restore it from another member")
         members = [Member.from_dict(m) for m in data.get("members", [])]
-        return cls(data["mesh_id"], str(data.get("name", "")), {m.node_id: m for m in members})
+        retired = [Retired.from_row(r) for r in data.get("retired", [])]
+        return cls(
+            data["mesh_id"],
+            str(data.get("name", "")),
+            {m.node_id: m for m in members},
+            {r.node_id: r for r in retired},
+        )
 
     def to_json(self) -> dict[str, Any]:
-        members = [asdict(self.members[k]) for k in sorted(self.members)]
-        return {"mesh_id": self.mesh_id, "name": self.name, "members": members}
+        members = [_compact(self.members[k]) for k in sorted(self.members)]
+        out: dict[str, Any] = {"mesh_id": self.mesh_id, "name": self.name, "members": members}
+        if self.retired:
+            out["retired"] = [self.retired[k].row() for k in sorted(self.retired)]
+        return out
 
     def save(self, root: Path) -> None:
         text = json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
@@ -102,8 +147,24 @@ class Registry:
         if other.mesh_id != self.mesh_id:
             raise ConfigError(f"members list of mesh {other.mesh_id} is not ours ({self.mesh_id})")
         for node_id, member in other.members.items():
-            if node_id not in self.members:
+            if node_id not in self.members and node_id not in self.retired:
                 self.members[node_id] = member
+        for node_id, retired in other.retired.items():
+            self.retired.setdefault(node_id, retired)
+            self.members.pop(node_id, None)
+
+    def prune(self, now: dt.datetime) -> list[Retired]:
+        """Retire the ephemeral runners whose certificates have expired; returns them."""
+        cutoff = iso(now)
+        gone = [
+            Retired(m.node_id, m.expires_at, m.credential or "")
+            for m in self.members.values()
+            if m.expires_at is not None and m.expires_at <= cutoff
+        ]
+        for retired in gone:
+            del self.members[retired.node_id]
+            self.retired[retired.node_id] = retired
+        return gone
 
     def mark_revoked(self, node_id: str, revoked_at: str) -> None:
         old = self.members.get(node_id)
@@ -111,6 +172,16 @@ class Registry:
             return  # the revocation list itself is what every check consults
         if old.revoked_at is None or revoked_at < old.revoked_at:
             self.members[node_id] = replace(old, status="revoked", revoked_at=revoked_at)
+
+
+def _compact(member: Member) -> dict[str, Any]:
+    """A member as JSON, without the two runner fields when they are empty (older readers
+    and the synced list stay as they were for permanent members)."""
+    data = asdict(member)
+    for name in ("expires_at", "credential"):
+        if data[name] is None:
+            del data[name]
+    return data
 
 
 def signer_status(root: Path, node_id: str) -> tuple[str, str | None]:
@@ -121,9 +192,12 @@ def signer_status(root: Path, node_id: str) -> tuple[str, str | None]:
     if revoked is not None:
         return "revoked", revoked
     try:
-        member = Registry.load(root).members.get(parse_node_id(node_id))
+        registry = Registry.load(root)
     except ConfigError:
-        member = None
-    if member is None:
         return "unknown", None
+    member = registry.members.get(parse_node_id(node_id))
+    if member is None:
+        return (
+            ("retired", None) if parse_node_id(node_id) in registry.retired else ("unknown", None)
+        )
     return member.status, member.revoked_at

@@ -150,6 +150,11 @@ def import_revocations(root: Path, data: bytes) -> list[Revocation]:
 
 
 def _store(root: Path, statements: list[Revocation]) -> list[Revocation]:
+    with files.exclusive(root):  # joins add members to the same registry meanwhile
+        return _store_locked(root, statements)
+
+
+def _store_locked(root: Path, statements: list[Revocation]) -> list[Revocation]:
     current = RevocationList.load(root)
     new = [s for s in statements if current.add(s)]
     if new:

@@ -104,11 +104,23 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
             expected = join_proof(key, request.token_id, request.csr_der, request.node_public_key)
             return hmac.compare_digest(expected, request.proof)
 
-        role = InviteBook(self.root).consume(request.token_id, proof_ok, node_id, now)
-        cert = ca.issue(request.csr_der, node_id, role, now)
-        with files.exclusive(self.root):  # another process may add a member meanwhile
+        # One locked step: spend the token, sign, add the member. Two joins racing for a
+        # token (in this process or another on the same root) cannot both spend it, and a
+        # credential revoked meanwhile either sees this runner or refuses it.
+        with files.exclusive(self.root):
+            grant = InviteBook(self.root).spend(request.token_id, proof_ok, node_id, now)
+            role = grant.role
+            cert = ca.issue(request.csr_der, node_id, role, now, grant.cert_expires)
             registry = Registry.load(self.root)
-            registry.add(Member.new(bytes(request.node_public_key), role, now))
+            registry.prune(now)  # expired runners leave the member list as new ones join
+            member = Member.new(
+                bytes(request.node_public_key),
+                role,
+                now,
+                expires=grant.cert_expires,
+                credential=grant.credential,
+            )
+            registry.add(member)
             registry.save(self.root)
         return pb.JoinReply(
             node_cert_pem=cert.public_bytes(serialization.Encoding.PEM),

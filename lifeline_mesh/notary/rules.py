@@ -8,13 +8,14 @@ rules and what they cannot prove.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lifeline.entry import Entry
+from lifeline.entry import Entry, format_ts
 from lifeline.errors import BadSignature, InvalidEntry
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
 from lifeline_mesh.notary.statement import Attestation, Role, decode, tips_digest, ts_micros
@@ -142,7 +143,27 @@ def _signer_findings(atts: Sequence[Attestation], signers: KnownSigners) -> list
                     "fail" if late else "note",
                 )
             )
+        if status.expires_at is not None and status.state is not SignerState.UNKNOWN:
+            out.extend(_expiry_findings(att, about, status.expires_at))
     return out
+
+
+def _expiry_findings(att: Attestation, about: str, expires_at: str) -> list[Finding]:
+    """An ephemeral runner's signature: made after its certificate expired (fail), or
+    made while it was valid by a runner that has expired since (a note: that is normal)."""
+    if att.ts >= expires_at:
+        detail = (
+            f"{att.role.value} signature by {att.node_id} at {att.ts}; its certificate "
+            f"expired at {expires_at}, so it was signed after expiry"
+        )
+        return [Finding("signed-after-expiry", about, detail, "fail")]
+    if expires_at <= format_ts(dt.datetime.now(dt.UTC)):
+        detail = (
+            f"{att.role.value} signature by {att.node_id} at {att.ts}, while it was a runner; "
+            f"its certificate expired after signing, at {expires_at}"
+        )
+        return [Finding("expired-after-signing", about, detail, "note")]
+    return []
 
 
 def check_attestations(

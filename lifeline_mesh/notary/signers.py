@@ -10,7 +10,9 @@ expected shape is::
     ]}
 
 A bare list of such objects, or of node id strings, is accepted too. Other keys (role,
-name, certificate) are ignored here.
+name, certificate) are ignored here, except ``expires_at``: an ephemeral CI runner's
+certificate expiry. Runners whose certificates expired are listed apart, in ``"retired":
+[[node_id, expires_at, credential], ...]``; they stay known signers, with that expiry.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class SignerState(enum.Enum):
 class SignerStatus:
     state: SignerState
     revoked_at: str | None = None  # stored-form ts; signatures at or after it are flagged
+    expires_at: str | None = None  # stored-form ts; an ephemeral runner's signatures after it
 
 
 class KnownSigners(Protocol):
@@ -53,32 +56,42 @@ def members_path(root: Path) -> Path:
 class FileSigners:
     """The local node plus the members listed in members.json (see module docstring)."""
 
-    def __init__(self, local: Iterable[str], revoked: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        local: Iterable[str],
+        revoked: Mapping[str, str] | None = None,
+        expires: Mapping[str, str] | None = None,
+    ) -> None:
         self._known = set(local)
         self._revoked = dict(revoked or {})
+        self._expires = dict(expires or {})
 
     def status(self, node_id: str) -> SignerStatus:
+        expires = self._expires.get(node_id)
         if node_id in self._revoked:
-            return SignerStatus(SignerState.REVOKED, self._revoked[node_id])
+            return SignerStatus(SignerState.REVOKED, self._revoked[node_id], expires)
         if node_id in self._known:
-            return SignerStatus(SignerState.KNOWN)
+            return SignerStatus(SignerState.KNOWN, None, expires)
         return SignerStatus(SignerState.UNKNOWN)
 
     @classmethod
     def load(cls, root: Path, local_node_id: str | None) -> FileSigners:
         known: set[str] = {local_node_id} if local_node_id else set()
         revoked: dict[str, str] = {}
+        expires: dict[str, str] = {}
         path = members_path(root)
         if path.exists():
-            for node_id, revoked_at in _read_members(path):
+            for node_id, revoked_at, expires_at in _read_members(path):
                 if revoked_at is None:
                     known.add(node_id)
                 else:
                     revoked[node_id] = revoked_at
-        return cls(known, revoked)
+                if expires_at is not None:
+                    expires[node_id] = expires_at
+        return cls(known, revoked, expires)
 
 
-def _read_members(path: Path) -> list[tuple[str, str | None]]:
+def _read_members(path: Path) -> list[tuple[str, str | None, str | None]]:
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -86,15 +99,31 @@ def _read_members(path: Path) -> list[tuple[str, str | None]]:
     rows = data.get("members") if isinstance(data, dict) else data
     if not isinstance(rows, list):
         raise ConfigError(f'{path} must hold {{"members": [...]}}; see docs/notary.md')
-    out: list[tuple[str, str | None]] = []
+    retired = data.get("retired", []) if isinstance(data, dict) else []
+    if not isinstance(retired, list):
+        raise ConfigError(f"{path}: retired must be a list of [node_id, expires_at, credential]")
+    rows = rows + [
+        {"node_id": r[0], "expires_at": r[1]} if isinstance(r, list) and len(r) == 3 else r
+        for r in retired
+    ]
+    out: list[tuple[str, str | None, str | None]] = []
     for row in rows:
         raw = row if isinstance(row, str) else row.get("node_id") if isinstance(row, dict) else None
         if not isinstance(raw, str):
             raise ConfigError(f"{path}: member {row!r} has no node_id string")
-        revoked = row.get("revoked_at") if isinstance(row, dict) else None
-        try:
-            when = normalize_ts(revoked) if isinstance(revoked, str) else None
-        except InvalidEntry as exc:
-            raise ConfigError(f"{path}: member {raw}: revoked_at {exc}") from exc
-        out.append((parse_node_id(raw), when))
+        get = row.get if isinstance(row, dict) else {}.get
+        out.append(
+            (
+                parse_node_id(raw),
+                _ts(path, raw, "revoked_at", get("revoked_at")),
+                _ts(path, raw, "expires_at", get("expires_at")),
+            )
+        )
     return out
+
+
+def _ts(path: Path, node_id: str, name: str, value: object) -> str | None:
+    try:
+        return normalize_ts(value) if isinstance(value, str) else None
+    except InvalidEntry as exc:
+        raise ConfigError(f"{path}: member {node_id}: {name} {exc}") from exc

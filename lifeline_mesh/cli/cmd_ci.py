@@ -1,0 +1,158 @@
+"""CI commands: `ci run|start|finish` for a job, `credentials` for the CA holder.
+
+A CI credential itself is minted by `lifeline-mesh invite --ci NAME` (cmd_membership).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+from lifeline.cli.common import print_json, root_of
+from lifeline.errors import ConfigError
+from lifeline_mesh.ci import CiJob, finish_job, ingest_sessions, run_command, start_job
+from lifeline_mesh.cli.cmd_membership import TOKEN_ENV
+from lifeline_mesh.membership.credential import (
+    credential_rows,
+    revoke_credential,
+    rotate_credential,
+)
+from lifeline_mesh.transport.addresses import address_arg
+
+__all__ = ["register"]
+
+
+def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+    ci = sub.add_parser(
+        "ci",
+        parents=[parent],
+        help="one CI job: enroll from $LIFELINE_MESH_TOKEN, pull, run, sync back",
+        description=f"Enroll an ephemeral node with the CI credential in ${TOKEN_ENV}, pull "
+        "its lines, export the context, run the command, sync back (docs/user-guide.md §3).",
+    )
+    steps = ci.add_subparsers(dest="ci_step", metavar="STEP", required=True)
+    p = steps.add_parser(
+        "run",
+        parents=[parent],
+        help="start, run CMD, finish; exits with CMD's status",
+        description="Everything a job does, in one command: `ci run [--peer HOST:PORT] -- "
+        "CMD ARG…`. Exit status: CMD's; 2 if the job could not enroll or pull (CMD not run).",
+    )
+    _peer_options(p)
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD…", help="the job")
+    p.set_defaults(func=cmd_ci_run)
+
+    p = steps.add_parser(
+        "start",
+        parents=[parent],
+        help="enroll and pull; writes .lifeline/ci/ (for jobs whose steps are separate)",
+    )
+    _peer_options(p)
+    p.set_defaults(func=cmd_ci_start)
+
+    p = steps.add_parser(
+        "finish", parents=[parent], help="ingest agent sessions if possible, then sync back"
+    )
+    p.set_defaults(func=cmd_ci_finish)
+
+    p = sub.add_parser(
+        "credentials",
+        parents=[parent],
+        help="list, rotate or revoke CI credentials (on the CA holder)",
+        description="`credentials [list]`, `credentials rotate NAME` (a new token, the old "
+        "one refused), `credentials revoke NAME` (refused, and every runner it enrolled "
+        "that still runs is revoked).",
+    )
+    p.add_argument("action", nargs="?", default="list", choices=["list", "rotate", "revoke"])
+    p.add_argument("name", nargs="?", metavar="NAME", help="the credential (rotate, revoke)")
+    p.add_argument("--reason", default="", help="revoke: why, in the signed statements")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_credentials)
+
+
+def _peer_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--peer",
+        type=address_arg(),
+        metavar="HOST:PORT",
+        help="the member to pull from and sync back to (default: the token's)",
+    )
+    p.add_argument(
+        "--join-peer",
+        type=address_arg(),
+        metavar="HOST:PORT",
+        help="the CA holder's join port (default: the token's)",
+    )
+
+
+def _token() -> str:
+    text = os.environ.get(TOKEN_ENV, "").strip()
+    if not text:
+        raise ConfigError(
+            f"${TOKEN_ENV} is empty: store the CI credential (`lifeline-mesh invite --ci NAME`) "
+            "as a CI secret of that name and pass it to the job's environment"
+        )
+    return text
+
+
+async def cmd_ci_start(args: argparse.Namespace) -> int:
+    await start_job(root_of(args), _token(), args.peer, args.join_peer)
+    return 0
+
+
+async def cmd_ci_finish(args: argparse.Namespace) -> int:
+    job = CiJob.load(root_of(args))
+    ingest_sessions(job)
+    await finish_job(job)
+    return 0  # a failed sync is a warning: the job's own status is what counts
+
+
+async def cmd_ci_run(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        raise ConfigError("no command to run; give it after --, e.g. `ci run -- make test`")
+    job = await start_job(root_of(args), _token(), args.peer, args.join_peer)
+    status = run_command(job, command)
+    ingest_sessions(job)
+    await finish_job(job)
+    return status
+
+
+async def cmd_credentials(args: argparse.Namespace) -> int:
+    root = root_of(args)
+    if args.action != "list" and not args.name:
+        raise ConfigError(f"`credentials {args.action}` needs the credential's NAME")
+    if args.action == "rotate":
+        token = rotate_credential(root, args.name)
+        if args.json:
+            print_json({"name": args.name, "token": token.encode()})
+        else:
+            print(token.encode())
+            print(
+                f"credential {args.name!r} rotated: store this token in the CI secret; "
+                "the old one is refused from now on",
+                file=sys.stderr,
+            )
+        return 0
+    if args.action == "revoke":
+        revoked = revoke_credential(root, args.name, args.reason)
+        if args.json:
+            print_json({"name": args.name, "runners_revoked": [r.node_id for r in revoked]})
+        else:
+            print(f"credential {args.name!r} revoked; {len(revoked)} running runner(s) revoked")
+        return 0
+    rows = credential_rows(root)
+    if args.json:
+        print_json(rows)
+    elif not rows:
+        print("no CI credentials; mint one with `lifeline-mesh invite --ci NAME`")
+    for row in [] if args.json else rows:
+        uses = "unlimited" if row["uses"] is None else row["uses"]
+        print(
+            f"{row['name']:<16} {row['state']:<9} {row['role']:<6} used {row['used']}/{uses}  "
+            f"runners {row['runners']}  expires {row['expires_at']}  lines "
+            f"{','.join(row['lines']) or '-'}"
+        )
+    return 0

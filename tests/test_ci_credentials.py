@@ -1,0 +1,225 @@
+"""CI credentials: uses, expiry, revocation, rotation, tampering; racing processes; short
+runner certificates; expired runners retired (bounded members list); verify's expiry rules."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import multiprocessing
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography import x509
+
+from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.membership import files
+from lifeline_mesh.membership.authz import PermissionDenied
+from lifeline_mesh.membership.ca import create_mesh, make_csr, new_tls_key
+from lifeline_mesh.membership.credential import (
+    CredentialSpec,
+    credential_rows,
+    issue_credential,
+    revoke_credential,
+    rotate_credential,
+)
+from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite
+from lifeline_mesh.membership.join import join_request
+from lifeline_mesh.membership.registry import Registry
+from lifeline_mesh.membership.revocation import RevocationList
+from lifeline_mesh.membership.service import MembershipServicer
+from lifeline_mesh.notary.rules import Policy, check_attestations
+from lifeline_mesh.notary.signers import FileSigners
+from lifeline_mesh.notary.statement import Role, sign
+from lifeline_mesh.wire import membership_pb2 as pb
+from tests.conftest import make_entry
+from tests.mesh_procs import cli
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+HOUR = dt.timedelta(hours=1)
+
+
+def _spec(name: str = "gha", **kw: Any) -> CredentialSpec:
+    return CredentialSpec(name=name, lines=("ledger",), sync_addresses=("127.0.0.1:7420",), **kw)
+
+
+def _request(token: Token, mesh_id: str) -> tuple[pb.JoinRequest, NodeIdentity]:
+    """What `join` sends for a fresh runner: CSR, node-key signature, token proof."""
+    identity = NodeIdentity.generate()
+    csr = make_csr(new_tls_key(), identity.node_id)
+    return join_request(token, identity, mesh_id, csr), identity
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> tuple[Path, MembershipServicer, Clock]:
+    create_mesh(tmp_path, "team", now=NOW)
+    clock = Clock()
+    return tmp_path, MembershipServicer(tmp_path, clock), clock
+
+
+def test_token_carries_lines_and_sync_address_and_invites_are_unchanged(tmp_path: Path) -> None:
+    create_mesh(tmp_path, "team", now=NOW)
+    token = issue_credential(tmp_path, _spec(), now=NOW)
+    back = Token.decode(token.encode())
+    assert back == token and back.ci and back.lines == ("ledger",)
+    assert back.sync_addresses == ("127.0.0.1:7420",)
+    invite = issue_invite(tmp_path, "member", HOUR, ["127.0.0.1:1"], now=NOW)
+    assert invite.encode().startswith("lm1_AQ") and not Token.decode(invite.encode()).ci
+
+
+def test_each_refusal_names_its_rule(hub: tuple[Path, MembershipServicer, Clock]) -> None:
+    root, service, clock = hub
+    token = issue_credential(root, _spec(uses=2, ttl=dt.timedelta(days=1)), now=NOW)
+    for _ in range(2):
+        service._join(_request(token, service.mesh_id)[0])
+    with pytest.raises(PermissionDenied, match=r"'gha' refused: exhausted \(all 2 uses spent\)"):
+        service._join(_request(token, service.mesh_id)[0])
+    other = issue_credential(root, _spec("nightly", ttl=dt.timedelta(days=1)), now=NOW)
+    request, _ = _request(other, service.mesh_id)
+    request.proof = bytes(32)  # what a token with an altered secret produces
+    with pytest.raises(PermissionDenied, match="'nightly' refused: altered"):
+        service._join(request)
+    states = {r["name"]: r["state"] for r in credential_rows(root, NOW)}
+    assert states == {"gha": "exhausted", "nightly": "active"}
+    clock.now = NOW + dt.timedelta(days=2)
+    with pytest.raises(PermissionDenied, match="'nightly' refused: expired at 2026-01-02"):
+        service._join(_request(other, service.mesh_id)[0])
+    assert credential_rows(root, clock.now)[0]["state"] == "expired"
+
+
+def test_rotation_refuses_the_old_token_and_revocation_ends_the_runners(
+    hub: tuple[Path, MembershipServicer, Clock],
+) -> None:
+    root, service, _ = hub
+    old = issue_credential(root, _spec(), now=NOW)
+    request, first = _request(old, service.mesh_id)
+    service._join(request)
+    new = rotate_credential(root, "gha", now=NOW + HOUR)
+    with pytest.raises(PermissionDenied, match="replaced by a rotation at 2026-01-01T01:00"):
+        service._join(_request(old, service.mesh_id)[0])
+    request, second = _request(new, service.mesh_id)
+    service._join(request)
+    revoked = revoke_credential(root, "gha", now=NOW + 2 * HOUR)
+    assert {r.node_id for r in revoked} == {first.node_id, second.node_id}
+    listed = RevocationList.load(root)
+    assert listed.revoked_at(first.node_id) == listed.revoked_at(second.node_id) is not None
+    with pytest.raises(PermissionDenied, match="'gha' refused: revoked at 2026-01-01T02:00"):
+        service._join(_request(new, service.mesh_id)[0])
+    with pytest.raises(Exception, match="no live CI credential named 'gha'"):
+        rotate_credential(root, "gha")
+
+
+def test_runner_certificate_lives_for_the_job_capped_by_the_credential(
+    hub: tuple[Path, MembershipServicer, Clock],
+) -> None:
+    root, service, _ = hub
+    six_hours = issue_credential(root, _spec(), now=NOW)
+    reply = service._join(_request(six_hours, service.mesh_id)[0])
+    cert = x509.load_pem_x509_certificate(reply.node_cert_pem)
+    assert cert.not_valid_after_utc == NOW + 6 * HOUR
+    short = issue_credential(root, _spec("short", ttl=2 * HOUR), now=NOW)
+    reply = service._join(_request(short, service.mesh_id)[0])
+    assert x509.load_pem_x509_certificate(reply.node_cert_pem).not_valid_after_utc == NOW + 2 * HOUR
+
+
+@pytest.mark.slow
+def test_500_jobs_leave_one_member_and_a_compact_retired_list(
+    hub: tuple[Path, MembershipServicer, Clock],
+) -> None:
+    root, service, clock = hub
+    token = issue_credential(root, _spec(job_ttl=HOUR), now=NOW)
+    runners = []
+    for job in range(500):
+        clock.now = NOW + job * 2 * HOUR  # one job every two hours: the last one expired
+        runners.append(service._join(_request(token, service.mesh_id)[0]))
+    registry = Registry.load(root)
+    assert len(registry.members) == 2  # the CA holder and the runner still in its job
+    assert len(registry.retired) == 499
+    synced = len(json.dumps(registry.to_json(), sort_keys=True))
+    assert synced < 499 * 80 + 2000  # a retired runner is one short row, not a member entry
+    signers = FileSigners.load(root, None)
+    ids = [Registry.from_json(json.loads(r.members_json)).members for r in runners[-1:]]
+    assert all(signers.status(node_id).state.value == "known" for node_id in ids[0])
+    assert all(signers.status(node_id).state.value == "known" for node_id in registry.retired)
+
+
+def test_verify_tells_expired_after_signing_from_signed_after_expiry(tmp_path: Path) -> None:
+    runner, local = NodeIdentity.generate(), NodeIdentity.generate()
+    path = files.path_of(tmp_path, files.MEMBERS)
+    path.parent.mkdir(parents=True)
+    expiry = "2026-01-01T06:00:00Z"
+    path.write_text(
+        json.dumps({"mesh_id": "m", "members": [], "retired": [[runner.node_id, expiry, "gha"]]})
+    )
+    during = make_entry("during the job", ts="2026-01-01T01:00:00.000000Z")
+    after = make_entry("after the job", ts="2026-01-01T07:00:00.000000Z")
+    items = [sign(runner, Role.AUTHOR, e.id, e.ts).item for e in (during, after)]
+    signers = FileSigners.load(tmp_path, local.node_id)
+    verdict = check_attestations([during, after], items, signers, Policy(local.node_id))
+    found = {(f.subject, f.check, f.severity) for f in verdict.findings}
+    assert (during.id, "expired-after-signing", "note") in found
+    assert (after.id, "signed-after-expiry", "fail") in found
+    assert not any(f.check == "unknown-signer" for f in verdict.findings)
+
+
+def _spend(root: str, token_id: str, tries: int, barrier: Any, results: Any) -> None:
+    book = InviteBook(Path(root))
+    barrier.wait()
+    for n in range(tries):
+        with files.exclusive(Path(root)):
+            try:
+                book.spend(bytes.fromhex(token_id), lambda _key: True, f"n{n}", NOW)
+                results.put(True)
+            except PermissionDenied:
+                results.put(False)
+
+
+def test_racing_processes_never_spend_beyond_uses(tmp_path: Path) -> None:
+    create_mesh(tmp_path, "team", now=NOW)
+    token = issue_credential(tmp_path, _spec(uses=25), now=NOW)
+    ctx = multiprocessing.get_context("spawn")
+    workers, tries = 4, 12
+    barrier, results = ctx.Barrier(workers), ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=_spend, args=(str(tmp_path), token.token_id.hex(), tries, barrier, results)
+        )
+        for _ in range(workers)
+    ]
+    for proc in procs:
+        proc.start()
+    outcomes = [results.get(timeout=120) for _ in range(workers * tries)]
+    for proc in procs:
+        proc.join(timeout=60)
+        assert proc.exitcode == 0
+    assert outcomes.count(True) == 25
+    assert credential_rows(tmp_path, NOW)[0]["used"] == 25
+
+
+def test_members_hides_expired_runners_and_all_shows_them(
+    hub: tuple[Path, MembershipServicer, Clock],
+) -> None:
+    root, service, clock = hub
+    token = issue_credential(root, _spec(), now=NOW)
+    _, first = _join_one(service, token)
+    clock.now = NOW + 7 * HOUR  # the first runner expired: this join retires it
+    _, second = _join_one(service, token)
+    assert first.node_id in Registry.load(root).retired
+    shown = cli("lifeline_mesh", root, "members").stdout
+    assert first.node_id not in shown and second.node_id not in shown  # both expired by now
+    every = json.loads(cli("lifeline_mesh", root, "members", "--all", "--json").stdout)
+    status = {m["node_id"]: (m["status"], m.get("credential")) for m in every["members"]}
+    assert status[first.node_id] == status[second.node_id] == ("expired", "gha")
+
+
+def _join_one(service: MembershipServicer, token: Token) -> tuple[pb.JoinReply, NodeIdentity]:
+    request, identity = _request(token, service.mesh_id)
+    return service._join(request), identity
