@@ -25,7 +25,9 @@ def test_ingest_list_show_from_the_standard_folders(tmp_path: Path) -> None:
     assert summary["sessions"] == 21 and summary["empty"] == 1 and summary["failures"] == []
     assert summary["skipped"]["metadata"] > 1000 and summary["turns"] > 20
     assert (root / ".lifeline" / "sessions.db").exists()
-    assert (root / ".lifeline" / "sessions-sources.db").exists()
+    assert (root / ".lifeline" / "sessions-sources.sqlite").exists()
+    lines = json.loads(run_cli(root, "lines", "--json", home=home).stdout)
+    assert [line["line"] for line in lines] == ["sessions"]  # the source ledger is no line
 
     again = run_cli(root, "sessions", "ingest", "--all", home=home)
     assert again.returncode == 0 and again.stdout.startswith("0 sessions ingested")

@@ -45,7 +45,7 @@ class SessionSettings:
 
 def sources_path(root: Path) -> Path:
     """The source ledger of the project at ``root`` (local, never synced)."""
-    return root / LEDGER_DIR / "sessions-sources.db"
+    return root / LEDGER_DIR / "sessions-sources.sqlite"
 
 
 def load_session_settings(root: Path) -> SessionSettings:

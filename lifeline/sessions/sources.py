@@ -1,6 +1,6 @@
 """The per-source ingest ledger: what was read of each transcript file, and where to resume.
 
-Its own SQLite file (``.lifeline/sessions-sources.db``), apart from every line's schema:
+Its own SQLite file (``.lifeline/sessions-sources.sqlite``), apart from every line's schema:
 it is local bookkeeping, never synced, and can be deleted at any time (the next ingest
 reads everything again and writes nothing new — ids are content addresses).
 
