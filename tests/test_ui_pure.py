@@ -8,7 +8,6 @@ import json
 import pytest
 
 from lifeline.sessions.model import ToolCall, ToolResult
-
 from lifeline_mesh.ui.dag import DagNode, render_dag
 from lifeline_mesh.ui.links import Links, static_file
 from lifeline_mesh.ui.markdown import MAX_RENDERED_CHARS, is_safe_link, render_markdown

@@ -83,7 +83,7 @@ def test_a_word_most_entries_hold_is_ranked_among_the_newest(
     assert set(hits) <= set(ids[-30:])  # never a whole-line ranking
     _text, more = _page(url, "q=ledger&page=1")
     assert more and set(more) <= set(ids[-30:]) and not set(more) & set(hits)
-    status, html, _ = fetch(f"{url}/lines/ledger/search?q=ledger&page=1")
+    _status, html, _ = fetch(f"{url}/lines/ledger/search?q=ledger&page=1")
     assert 'rel="prev"' in html and 'rel="next"' not in html  # 30 ranked: two pages
 
 
