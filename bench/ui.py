@@ -26,14 +26,17 @@ first request (cold: they read whole sessions) is reported apart.
     .venv/bin/python bench/ui.py --sessions ROOT --http [--before SRC]
 
 times the same pages through the real server instead: ``lifeline-mesh --root ROOT ui
---listen 127.0.0.1:0`` as a subprocess, each page fetched over HTTP on loopback (one kept-alive
-connection; the time is from the request's first byte sent to the body's last byte read, so
-it holds the server time plus a loopback round trip). ``--keep DIR`` builds the line in DIR
-once and reuses it. ``--before SRC`` runs a second server from another source tree (a
-checkout of an earlier commit: ``git archive COMMIT lifeline lifeline_mesh | tar -x -C SRC``)
-on the same project, and asks both servers the same requests in alternating order, so the
-two columns share the machine's load. Before timing, each server's background work (warm-up,
-witnessed times, audit, unfinished sessions) is waited for.
+--listen 127.0.0.1:0`` as a subprocess, each page fetched over HTTP on loopback (one
+kept-alive connection). The server time is the server's own figure, its ``Server-Timing``
+header (from the request's arrival to the response's start; pages are rendered whole before
+they start); the median round trip, from sending the request to reading the whole body, is
+printed beside it. ``--keep DIR`` builds the line in DIR once and reuses it. ``--before SRC``
+runs a second server from another source tree (a checkout of an earlier commit: ``git archive
+COMMIT lifeline lifeline_mesh | tar -x -C SRC``; it needs the ``Server-Timing`` header, so copy
+this tree's ``lifeline_mesh/ui/app.py`` into an older one) on the same project, and asks both
+servers the same requests in alternating order, so the two columns share the machine's load.
+Before timing, each server's background work (warm-up, witnessed times, audit, unfinished
+sessions) is waited for.
 """
 
 from __future__ import annotations

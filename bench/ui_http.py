@@ -44,8 +44,19 @@ class Served:
             raise SystemExit(f"{label}: the viewer printed {first!r}, not its address")
         self.conn = http.client.HTTPConnection(found[1], int(found[2]), timeout=300)
 
+    def timed(self, path: str, query: str = "") -> tuple[float, float]:
+        """(server time, round trip) in seconds: the server's own figure (its
+        ``Server-Timing`` header: from the request's arrival to the response's start) and
+        the time from sending the request to reading the whole body."""
+        took, _body, server = self._get(path, query)
+        return server, took
+
     def get(self, path: str, query: str = "") -> tuple[float, str]:
         """Seconds from sending the request to reading the whole body, and the body."""
+        took, body, _server = self._get(path, query)
+        return took, body
+
+    def _get(self, path: str, query: str) -> tuple[float, str, float]:
         for attempt in (1, 2):
             start = time.perf_counter()
             try:
@@ -61,7 +72,10 @@ class Served:
             break
         if response.status != 200:
             raise SystemExit(f"{self.label}: {path}?{query} answered {response.status}")
-        return took, body.decode()
+        found = re.search(r"app;dur=([\d.]+)", response.getheader("server-timing") or "")
+        if found is None:
+            raise SystemExit(f"{self.label}: no Server-Timing header (an older viewer?)")
+        return took, body.decode(), float(found[1]) / 1000
 
     def wait_until(self, path: str, busy: str, limit: float = 600.0) -> float:
         """Poll ``path`` until its page no longer holds ``busy``; seconds waited."""
@@ -83,26 +97,32 @@ class Served:
 
 
 def table(servers: list[Served], cases: list[Case], repeat: int) -> None:
-    """Median and worst of each case on each server; requests alternate between servers."""
-    head = f"{'page':<36}" + "".join(f" {s.label + ' median':>16} {'worst':>9}" for s in servers)
+    """Median and worst server time of each case on each server, and the median round trip;
+    requests alternate between the servers."""
+    head = f"{'page':<34}"
+    for s in servers:
+        head += f" {s.label + ' median':>15} {'worst':>8} {'http':>7}"
     if len(servers) == 2:
-        head += f" {'ratio':>7}"
-    print(head + f"   (over HTTP, {repeat} requests)")
+        head += f" {'ratio':>6}"
+    print(head + f"   (ms; server time, {repeat} requests; http: median round trip)")
     for name, make in cases:
-        times: list[list[float]] = [[] for _ in servers]
+        server: list[list[float]] = [[] for _ in servers]
+        trip: list[list[float]] = [[] for _ in servers]
         for k in range(repeat):
             path, query = make()
             order = list(range(len(servers)))
             if k % 2:
                 order.reverse()
             for i in order:
-                times[i].append(servers[i].get(path, query)[0])
-        medians = [statistics.median(t) * 1000 for t in times]
-        row = f"{name:<36}" + "".join(
-            f" {m:>14.1f}ms {max(t) * 1000:>7.1f}ms" for m, t in zip(medians, times, strict=True)
-        )
+                took, whole = servers[i].timed(path, query)
+                server[i].append(took * 1000)
+                trip[i].append(whole * 1000)
+        medians = [statistics.median(t) for t in server]
+        row = f"{name:<34}"
+        for m, t, r in zip(medians, server, trip, strict=True):
+            row += f" {m:>15.1f} {max(t):>8.1f} {statistics.median(r):>7.1f}"
         if len(servers) == 2:
-            row += f" {medians[1] / medians[0]:>7.2f}"
+            row += f" {medians[1] / medians[0]:>6.2f}"
         print(row, flush=True)
 
 
@@ -125,6 +145,9 @@ def ledger(
                 f"{s.label}: truth, first request {took * 1000:.0f} ms; witnessed times and "
                 f"the audit ready after {waited:.1f} s more"
             )
+        for s in servers:  # one server's caches may have set another's passes going again
+            s.wait_until(f"{line}/entries/{entry}", "being read again")
+            s.wait_until("/mesh", "An audit is running")
         table(servers, cases, repeat)
     finally:
         for s in servers:
