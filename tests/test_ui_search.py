@@ -91,8 +91,8 @@ def test_a_rare_word_beside_a_common_one_finds_its_old_entries_first(
     line: tuple[Path, list[str], str],
 ) -> None:
     _root, ids, url = line
-    text, hits = _page(url, "q=ledger+zephyr")
-    assert "every entry holding “zephyr”" in text
+    text, hits = _page(url, "q=ledger+zephyr+qqqzzz")
+    assert text.endswith("every entry holding “zephyr”. Rarer words narrow the search.")
     assert set(hits[:3]) == {ids[5], ids[6], ids[7]}  # far older than the newest 30
 
 

@@ -109,8 +109,9 @@ def _rank(conn: sqlite3.Connection, terms: Sequence[str]) -> _Ranked:
         for n, term in counted:
             if total + n > RANK_ALL:
                 break
-            chosen.append(term)
-            total += n
+            if n:  # a word no entry holds adds no candidate (and is not named on the page)
+                chosen.append(term)
+                total += n
         rows = conn.execute(
             f"SELECT rowid, {_SCORE} FROM recall_fts WHERE recall_fts MATCH ?"
             " ORDER BY rowid DESC LIMIT ?",
