@@ -21,6 +21,22 @@ times the Sessions pages instead, on the ``sessions`` line of the project at ROO
 node `bench/sessions.py --keep DIR` ingests into, DIR/node): the list (plain, filtered, a
 deep page), transcripts of random sessions, and the unfinished list and bundles, whose
 first request (cold: they read whole sessions) is reported apart.
+
+    .venv/bin/python bench/ui.py --n 100000 --keep DIR --http [--before SRC]
+    .venv/bin/python bench/ui.py --sessions ROOT --http [--before SRC]
+
+times the same pages through the real server instead: ``lifeline-mesh --root ROOT ui
+--listen 127.0.0.1:0`` as a subprocess, each page fetched over HTTP on loopback (one
+kept-alive connection). The server time is the server's own figure, its ``Server-Timing``
+header (from the request's arrival to the response's start; pages are rendered whole before
+they start); the median round trip, from sending the request to reading the whole body, is
+printed beside it. ``--keep DIR`` builds the line in DIR once and reuses it. ``--before SRC``
+runs a second server from another source tree (a checkout of an earlier commit: ``git archive
+COMMIT lifeline lifeline_mesh | tar -x -C SRC``; it needs the ``Server-Timing`` header, so copy
+this tree's ``lifeline_mesh/ui/app.py`` into an older one) on the same project, and asks both
+servers the same requests in alternating order, so the two columns share the machine's load.
+Before timing, each server's background work (warm-up, witnessed times, audit, unfinished
+sessions) is waited for.
 """
 
 from __future__ import annotations
@@ -36,6 +52,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import ui_http
 from truth_ledger import WORDS, generate
 
 from lifeline.lines import line_path
@@ -85,6 +102,26 @@ def _two(rng: random.Random) -> str:
     return f"{rng.choice(WORDS)}+{rng.choice(WORDS)}"
 
 
+def ledger_cases(line: str, ids: list[str], rng: random.Random) -> list[tuple[str, object]]:
+    pick = lambda: rng.choice(ids)  # noqa: E731
+    return [
+        ("truth", lambda: (line + "/", "")),
+        ("search, one common word", lambda: (line + "/search", f"q={rng.choice(WORDS)}")),
+        ("search, two common words", lambda: (line + "/search", f"q={_two(rng)}")),
+        ("search, a rare word", lambda: (line + "/search", f"q={rng.randrange(len(ids))}")),
+        ("entry", lambda: (f"{line}/entries/{pick()}", "")),
+        ("history, newest page", lambda: (line + "/history", "")),
+        ("history, page at a random cursor", lambda: (line + "/history", f"before={pick()}")),
+        ("history, kind=decision", lambda: (line + "/history", "kind=decision")),
+        ("history, thread", lambda: (line + "/history", f"thread=thread-{rng.randrange(50)}")),
+        ("history, a kind no entry has", lambda: (line + "/history", "kind=milestone")),
+        ("history, an author no entry has", lambda: (line + "/history", "author=nobody")),
+        ("history, dates", lambda: (line + "/history", "since=2026-01-01&until=2026-01-01")),
+        ("graph around an entry", lambda: (f"{line}/graph/{pick()}", "")),
+        ("mesh", lambda: ("/mesh", "")),
+    ]
+
+
 async def run(root: Path, ids: list[str], repeat: int) -> None:
     rng = random.Random(7)
     viewer = Viewer(root)
@@ -100,37 +137,54 @@ async def run(root: Path, ids: list[str], repeat: int) -> None:
     start = time.perf_counter()
     await viewer.witness.run()  # what the first Entry page starts in the background
     print(f"witnessed times of the line, one pass: {time.perf_counter() - start:.1f} s")
-    pick = lambda: rng.choice(ids)  # noqa: E731
-    cases: list[tuple[str, object]] = [
-        ("truth", lambda: (line + "/", "")),
-        ("search, common words", lambda: (line + "/search", f"q={_two(rng)}")),
-        ("search, a rare word", lambda: (line + "/search", f"q={rng.randrange(len(ids))}")),
-        ("entry", lambda: (f"{line}/entries/{pick()}", "")),
-        ("history, newest page", lambda: (line + "/history", "")),
-        ("history, page at a random cursor", lambda: (line + "/history", f"before={pick()}")),
-        ("history, kind=decision", lambda: (line + "/history", "kind=decision")),
-        ("history, thread", lambda: (line + "/history", f"thread=thread-{rng.randrange(50)}")),
-        ("history, a kind no entry has", lambda: (line + "/history", "kind=milestone")),
-        ("history, an author no entry has", lambda: (line + "/history", "author=nobody")),
-        ("history, dates", lambda: (line + "/history", "since=2026-01-01&until=2026-01-01")),
-        ("graph around an entry", lambda: (f"{line}/graph/{pick()}", "")),
-        ("mesh", lambda: ("/mesh", "")),
-    ]
+    cases = ledger_cases(line, ids, rng)
     await table(app, cases, repeat)
     await viewer.close()
 
 
-async def run_sessions(root: Path, repeat: int) -> None:
+def session_cases(
+    base: str, ids: list[str], by_size: list[str], rng: random.Random
+) -> list[tuple[str, object]]:
+    """``by_size``: session ids, most items first; the copies of the largest session (the
+    corpus repeats each fixture) give the first view of a large session, never kept yet."""
+    pages = max(1, len(ids) // 50)
+    fresh = iter(by_size)
+    largest = by_size[0]
+    return [
+        ("sessions list", lambda: (base + "/sessions", "")),
+        ("list, status=crashed", lambda: (base + "/sessions", "status=crashed")),
+        (
+            "list, tool=codex, a deep page",
+            lambda: (base + "/sessions", f"tool=codex&page={rng.randrange(pages) // 3}"),
+        ),
+        ("list, a deep page", lambda: (base + "/sessions", f"page={rng.randrange(pages)}")),
+        ("transcript, first page", lambda: (f"{base}/sessions/{rng.choice(ids)}", "")),
+        ("largest sessions, first view", lambda: (f"{base}/sessions/{next(fresh)}", "")),
+        ("transcript of the largest session", lambda: (f"{base}/sessions/{largest}", "")),
+        ("unfinished (kept)", lambda: (base + "/unfinished", "")),
+        ("bundle (kept)", lambda: (f"{base}/sessions/{ids[0]}/bundle", "")),
+    ]
+
+
+async def session_ids(root: Path) -> tuple[list[str], list[str]]:
+    """Every session id, and the ids of the largest sessions (most items first)."""
     from lifeline.sessions.catalogue import Catalogue
 
+    viewer = Viewer(root)
+    reader = await viewer.reader("sessions")
+    catalogue = await Catalogue(reader.store).load()
+    by_size = [s.id for s in sorted(catalogue.summaries(), key=lambda s: -s.item_count)]
+    await viewer.close()
+    return sorted(catalogue.sessions), by_size
+
+
+async def run_sessions(root: Path, repeat: int) -> None:
     rng = random.Random(7)
+    ids, by_size = await session_ids(root)
     viewer = Viewer(root)
     app = create_app(viewer)
     base = "/lines/sessions"
     reader = await viewer.reader("sessions")
-    catalogue = await Catalogue(reader.store).load()
-    ids = sorted(catalogue.sessions)
-    largest = max(catalogue.summaries(), key=lambda s: s.item_count).id
     cold = await timed(app, "/sessions")
     print(f"{len(ids)} sessions; list, first request (reads the catalogue): {cold * 1000:.0f} ms")
     took = await timed(app, base + "/unfinished")
@@ -142,22 +196,15 @@ async def run_sessions(root: Path, repeat: int) -> None:
     )
     took = await timed(app, f"{base}/sessions/{ids[0]}/bundle")
     print(f"bundle, first request (reads whole sessions): {took * 1000:.0f} ms")
-    pages = max(1, len(ids) // 50)
-    cases: list[tuple[str, object]] = [
-        ("sessions list", lambda: (base + "/sessions", "")),
-        ("list, status=crashed", lambda: (base + "/sessions", "status=crashed")),
-        (
-            "list, tool=codex, a deep page",
-            lambda: (base + "/sessions", f"tool=codex&page={rng.randrange(pages) // 3}"),
-        ),
-        ("list, a deep page", lambda: (base + "/sessions", f"page={rng.randrange(pages)}")),
-        ("transcript, first page", lambda: (f"{base}/sessions/{rng.choice(ids)}", "")),
-        ("transcript of the largest session", lambda: (f"{base}/sessions/{largest}", "")),
-        ("unfinished (kept)", lambda: (base + "/unfinished", "")),
-        ("bundle (kept)", lambda: (f"{base}/sessions/{ids[0]}/bundle", "")),
-    ]
-    await table(app, cases, repeat)
+    await table(app, session_cases(base, ids, by_size, rng), repeat)
     await viewer.close()
+
+
+async def line_ids(root: Path) -> list[str]:
+    async with await SqliteStore.open(line_path(root, "ledger"), create=False) as store:
+        return await store.run_read(
+            lambda conn: [r[0] for r in conn.execute("SELECT id FROM entries ORDER BY seq")]
+        )
 
 
 def main() -> None:
@@ -165,16 +212,36 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=15)
     parser.add_argument("--sessions", type=Path, help="time the Sessions pages of this project")
+    parser.add_argument("--keep", type=Path, help="build the line here once, and reuse it")
+    parser.add_argument("--http", action="store_true", help="time the real server over HTTP")
+    parser.add_argument("--before", type=Path, help="with --http: also serve this source tree")
     args = parser.parse_args()
+    if args.before is not None and not args.http:
+        parser.error("--before needs --http")
     if args.sessions is not None:
-        asyncio.run(run_sessions(args.sessions, args.repeat))
+        if args.http:
+            ids, by_size = asyncio.run(session_ids(args.sessions))
+            cases = session_cases("/lines/sessions", ids, by_size, random.Random(7))
+            ui_http.sessions(args.sessions, cases, args.repeat, args.before)  # type: ignore[arg-type]
+        else:
+            asyncio.run(run_sessions(args.sessions, args.repeat))
         return
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        start = time.perf_counter()
-        ids = asyncio.run(build(root, args.n))
-        print(f"built and signed a line of {args.n} entries in {time.perf_counter() - start:.1f} s")
-        asyncio.run(run(root, ids, args.repeat))
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        if line_path(root, "ledger").exists():
+            ids = asyncio.run(line_ids(root))
+            print(f"reusing the line of {len(ids)} entries in {root}")
+        else:
+            start = time.perf_counter()
+            ids = asyncio.run(build(root, args.n))
+            took = time.perf_counter() - start
+            print(f"built and signed a line of {args.n} entries in {took:.1f} s")
+        if args.http:
+            cases = ledger_cases("/lines/ledger", ids, random.Random(7))
+            ui_http.ledger(root, "/lines/ledger", ids[-1], cases, args.repeat, args.before)  # type: ignore[arg-type]
+        else:
+            asyncio.run(run(root, ids, args.repeat))
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ def _get(base: str, path: str) -> str:
     assert status == 200, (path, status, body[:500])
     assert "script-src 'self'" in headers["content-security-policy"]
     assert headers["x-content-type-options"] == "nosniff"
+    assert re.fullmatch(r"app;dur=\d+\.\d", headers["server-timing"])  # the server's own time
     return body
 
 

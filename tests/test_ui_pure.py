@@ -1,13 +1,17 @@
 """The viewer's pure parts: link safety and markdown, URLs for the site and its static copy,
-the DAG drawing."""
+the DAG drawing, a transcript's rows."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from lifeline.sessions.model import ToolCall, ToolResult
 from lifeline_mesh.ui.dag import DagNode, render_dag
 from lifeline_mesh.ui.links import Links, static_file
 from lifeline_mesh.ui.markdown import MAX_RENDERED_CHARS, is_safe_link, render_markdown
+from lifeline_mesh.ui.sessions_view import INPUT_CHARS, transcript_rows
 from lifeline_mesh.ui.topology import render_topology
 
 
@@ -101,3 +105,25 @@ def test_dag_draws_fork_merge_and_correction_deterministically() -> None:
 def test_topology_escapes_peer_text() -> None:
     svg = render_topology("me", [{"address": "<x>", "node_id": None, "failures": 2}])
     assert "&lt;x&gt;" in svg and 'class="peer failing"' in svg
+
+
+def test_a_huge_tool_call_shows_the_start_of_its_whole_input_and_result() -> None:
+    # An input holding a whole file (and a long list) is cut before it is indented, not
+    # after: the folded input must still start exactly as the whole input's JSON does.
+    content = "line <b>\n" * 400_000
+    call = ToolCall(
+        call_id="c1",
+        name="Write",
+        input={"file_path": "/src/app.py", "content": content, "tags": list(range(9_000))},
+    )
+    result = ToolResult(call_id="c1", output="\n\n   \n" + "first line of it\n" + "x" * 3_000_000)
+    (row,) = transcript_rows([call], {"c1": result})
+    whole = json.dumps(call.input, indent=2)
+    assert row["input"] == whole[:INPUT_CHARS] + "…"
+    assert row["arg"] == "/src/app.py"
+    assert row["outcome"] == "first line of it"
+    assert row["output"] == result.output  # the result itself is shown whole
+    small = ToolCall(call_id="c2", name="Read", input={"path": "a\nb", "n": [1, 2]})
+    (row,) = transcript_rows([small], {})
+    assert row["input"] == json.dumps(small.input, indent=2) and row["arg"] == "a"
+    assert not row["answered"]

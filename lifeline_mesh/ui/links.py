@@ -54,8 +54,8 @@ class Links:
     def truth(self, line: str) -> str | None:
         return self._to(self._line(line))
 
-    def search(self, line: str) -> str | None:
-        return None if self.static else self._line(line) + "search"
+    def search(self, line: str, query: dict[str, str] | None = None) -> str | None:
+        return None if self.static else self._to(self._line(line) + "search", query)
 
     def entry(self, line: str, entry_id: str) -> str | None:
         return self._to(self._line(line) + "entries/" + quote(entry_id, safe=""))

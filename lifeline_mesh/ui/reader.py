@@ -18,9 +18,9 @@ from typing import Any
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.recall import recall
-from lifeline.truth.sections import Hit
 from lifeline.truth.service import LineTruth, read_truth
 from lifeline_mesh.ui.dag import DagNode
+from lifeline_mesh.ui.search import Found, search
 from lifeline_mesh.ui.sessions_view import SessionsView
 
 __all__ = ["PAGE_SIZE", "Filters", "HistoryPage", "LineReader"]
@@ -233,8 +233,9 @@ class LineReader:
             for r in rows
         ]
 
-    async def search(self, query: str, k: int = 20) -> list[Hit]:
-        return await recall(self.store, (await self.truth()).truth, query, k=k)
+    async def search(self, query: str, page: int = 0) -> Found:
+        """A page of hits, ranked within a bounded set of matches (ui/search.py)."""
+        return await search(self.store, (await self.truth()).truth, query, page=page)
 
     async def warm_up(self) -> None:
         """Fold the truth and bring the recall index up to date, so the first page a reader

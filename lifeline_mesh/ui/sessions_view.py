@@ -62,10 +62,24 @@ def _key(conn: Any) -> tuple[int, int]:
 
 
 def _first_line(text: str, width: int = 100) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()[:width]
-    return ""
+    """The first non-blank line of ``text``, cut to ``width`` (never splits all of a huge
+    text: a tool's result can be megabytes)."""
+    text = text.lstrip()
+    end = text.find("\n", 0, 4 * width)
+    return text[: 4 * width if end < 0 else end].strip()[:width]
+
+
+def _clip(value: Any) -> Any:
+    """``value`` with strings and lists cut to INPUT_CHARS: its indented JSON then starts
+    with the same INPUT_CHARS characters as the whole value's, at a bounded cost (an input
+    can hold a whole file)."""
+    if isinstance(value, str):
+        return value[: INPUT_CHARS + 1]
+    if isinstance(value, dict):
+        return {k: _clip(v) for k, v in list(value.items())[:INPUT_CHARS]}
+    if isinstance(value, list):
+        return [_clip(v) for v in value[:INPUT_CHARS]]
+    return value
 
 
 def _call_arg(call: ToolCall) -> str:
@@ -80,7 +94,7 @@ def _call_arg(call: ToolCall) -> str:
 
 
 def _call_row(call: ToolCall, result: ToolResult | None) -> dict[str, Any]:
-    shown = call.input if isinstance(call.input, str) else json.dumps(call.input, indent=2)
+    shown = call.input if isinstance(call.input, str) else json.dumps(_clip(call.input), indent=2)
     return {
         "type": "call",
         "name": call.name,

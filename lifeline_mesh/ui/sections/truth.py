@@ -8,11 +8,13 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
+from lifeline.errors import ConfigError
 from lifeline.truth.parse import parse_checkpoint
 from lifeline.truth.service import LineTruth, fetch_verified
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.reader import LineReader
 from lifeline_mesh.ui.render import page, viewer_of
+from lifeline_mesh.ui.search import MAX_PAGES, PAGE
 from lifeline_mesh.ui.sections import Section
 
 __all__ = ["SECTION"]
@@ -118,8 +120,12 @@ async def truth_page(request: Request) -> Response:
 async def search_page(request: Request) -> Response:
     line = request.path_params["line"]
     query = request.query_params.get("q", "")[:MAX_QUERY]
+    raw = request.query_params.get("page", "0")
+    if not raw.isdigit() or int(raw) >= MAX_PAGES:
+        raise ConfigError(f"page={raw!r} is not a page of hits; give 0 to {MAX_PAGES - 1}")
+    number = int(raw)
     reader = await viewer_of(request).reader(line)
-    hits = await reader.search(query) if query.strip() else []
+    found = await reader.search(query, number) if query.strip() else None
     return page(
         request,
         "search.html",
@@ -127,7 +133,9 @@ async def search_page(request: Request) -> Response:
         title=f"Search {line}",
         line=line,
         query=query,
-        hits=hits,
+        found=found,
+        number=number,
+        page_size=PAGE,
     )
 
 
