@@ -7,9 +7,11 @@ certificate, and revocation statements (revocation.py) update every copy. The no
 signer status from here through :func:`signer_status`.
 
 Ephemeral runners do not stay members: once a runner's certificate has expired,
-:meth:`Registry.prune` moves it to ``retired``, one compact ``[node_id, expires_at,
-credential]`` row — enough for ``verify`` to resolve its signatures forever (and to flag
-any made after the expiry), a fifth of a member entry, and not a member any more.
+:meth:`Registry.prune` drops it, leaving nothing behind — its membership travels with its
+signatures instead (the ``enrolled`` statement, decision 0024), so this list is bounded by
+the members and the runners running at once, not by the jobs ever run. ``retired`` holds
+the compact ``[node_id, expires_at, credential]`` rows of runners that expired before
+that change (their lines carry no enrollment): read, merged and kept, never added to.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ class Member:
 
 @dataclass(frozen=True, slots=True)
 class Retired:
-    """An ephemeral runner whose certificate expired: a signer, no longer a member."""
+    """A runner that expired before decision 0024: a signer, no longer a member (legacy)."""
 
     node_id: str
     expires_at: str
@@ -153,17 +155,14 @@ class Registry:
             self.retired.setdefault(node_id, retired)
             self.members.pop(node_id, None)
 
-    def prune(self, now: dt.datetime) -> list[Retired]:
-        """Retire the ephemeral runners whose certificates have expired; returns them."""
+    def prune(self, now: dt.datetime) -> list[Member]:
+        """Drop the ephemeral runners whose certificates have expired; returns them."""
         cutoff = iso(now)
         gone = [
-            Retired(m.node_id, m.expires_at, m.credential or "")
-            for m in self.members.values()
-            if m.expires_at is not None and m.expires_at <= cutoff
+            m for m in self.members.values() if m.expires_at is not None and m.expires_at <= cutoff
         ]
-        for retired in gone:
-            del self.members[retired.node_id]
-            self.retired[retired.node_id] = retired
+        for member in gone:
+            del self.members[member.node_id]
         return gone
 
     def mark_revoked(self, node_id: str, revoked_at: str) -> None:

@@ -1,0 +1,68 @@
+"""A runner's membership travels with what it signed (decision 0024), through real processes:
+a job writes and syncs back; its runner then leaves the members list for good; a member
+that joins later still admits and verifies the runner's signatures, from the enrollment
+the line carries — and learns nothing about the runner from the membership state."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from pathlib import Path
+
+from lifeline_mesh.membership import files
+from lifeline_mesh.membership.registry import Registry
+from tests.ci_helpers import Hub, hub, job
+from tests.mesh_procs import cli
+
+__all__ = ["hub"]  # the fixture, imported
+
+
+def _enrollments(line_file: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(line_file) as conn:
+        rows = conn.execute(
+            "SELECT node_id, role FROM attestations WHERE role IN ('enrolled', 'author')"
+        ).fetchall()
+    return [(str(n), str(r)) for n, r in rows]
+
+
+def test_a_later_member_verifies_a_gone_runner_from_the_line_alone(
+    hub: Hub, tmp_path: Path
+) -> None:
+    token = hub.credential("gha")
+    log = "lifeline log --kind note --agent ci --summary"
+    writes = f"{log} 'CI: flaky test quarantined' && {log} 'CI: cache key changed'"
+    done = job(tmp_path / "job", token, "ci", "run", "--", "sh", "-c", writes)
+    assert done.returncode == 0, done.stderr
+    runner = done.stderr.split("enrolled ", 1)[1].split()[0]
+    rows = _enrollments(hub.line_file)
+    assert rows.count((runner, "enrolled")) == 1  # once, however many entries it signed
+    assert rows.count((runner, "author")) == 2
+
+    # The runner's certificate expires; the next join or pull drops it from the members.
+    with files.exclusive(hub.root):
+        registry = Registry.load(hub.root)
+        gone = registry.prune(dt.datetime.now(dt.UTC) + dt.timedelta(days=1))
+        registry.save(hub.root)
+    assert [m.node_id for m in gone] == [runner]
+    state = files.path_of(hub.root, files.MEMBERS).read_text()
+    assert runner not in state
+
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    invite = json.loads(cli("lifeline_mesh", hub.root, "invite", "--json").stdout)["token"]
+    cli("lifeline_mesh", laptop, "join", invite, "--peer", hub.join)
+    cli("lifeline", laptop, "init")
+    cli("lifeline_mesh", laptop, "share", "ledger")
+    synced = cli("lifeline_mesh", laptop, "sync", hub.sync, check=False)
+    assert synced.returncode == 0, synced.stderr  # the runner's signatures were admitted
+    assert runner not in files.path_of(laptop, files.MEMBERS).read_text()
+    report = json.loads(cli("lifeline_mesh", laptop, "verify", "--json", check=False).stdout)
+    checks = {f["check"] for line in report["lines"] for f in line["findings"]}
+    assert report["ok"] and "unknown-signer" not in checks, report
+    assert "CI: flaky test quarantined" in cli("lifeline", laptop, "history").stdout
+    seen = json.loads(cli("lifeline_mesh", laptop, "members", "--all", "--json").stdout)
+    runners = {m["node_id"]: m for m in seen["members"] if m.get("credential")}
+    assert runners[runner]["credential"] == "gha" and runners[runner]["status"] == "active"
+    listed = cli("lifeline_mesh", laptop, "members").stdout
+    assert runner not in listed  # not a member: a signer the line proves
