@@ -150,7 +150,7 @@ register_migrations(
     ],
 )
 
-ATTESTATIONS_TABLE = "attestations"  # first-wave kinds: author, witness, summary
+ATTESTATIONS_TABLE = "attestations"  # first-wave kinds (author, witness, summary), enrolled
 STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
 # Each table's row in set_summaries (lifeline/store/summary.py) is named after it; its
 # tokens are the items' ids.
