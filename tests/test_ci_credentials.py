@@ -8,6 +8,7 @@ import asyncio
 import datetime as dt
 import json
 import multiprocessing
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ from lifeline_mesh.membership.credential import (
 )
 from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite
 from lifeline_mesh.membership.join import join_request
-from lifeline_mesh.membership.registry import Registry
+from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import RevocationList
 from lifeline_mesh.membership.service import MembershipServicer
 from lifeline_mesh.notary.enrollment import EnrolledSigners, enrollment_statement
@@ -220,15 +221,23 @@ def test_an_enrollment_must_carry_the_signers_own_certificate_from_this_ca(
     assert signers.status(thief.node_id).state.value == "unknown"
 
 
-def test_legacy_retired_rows_still_resolve_their_runners(tmp_path: Path) -> None:
-    """A store from before decision 0024: its expired runners are compact retired rows."""
+def test_a_store_from_before_0024_keeps_resolving_its_runners(tmp_path: Path) -> None:
+    """Its expired runners are compact retired rows, and a runner it enrolled that is still
+    running (no enrollment in its lines) retires to one too; a newer runner leaves none."""
     runner, local = NodeIdentity.generate(), NodeIdentity.generate()
+    old, new = NodeIdentity.generate(), NodeIdentity.generate()
     path = files.path_of(tmp_path, files.MEMBERS)
     path.parent.mkdir(parents=True)
     expiry = "2026-01-01T06:00:00Z"
-    path.write_text(
-        json.dumps({"mesh_id": "m", "members": [], "retired": [[runner.node_id, expiry, "gha"]]})
-    )
+    running = Member.new(old.public_key, "member", NOW, expires=NOW + HOUR, credential="gha")
+    legacy = {k: v for k, v in asdict(running).items() if k != "carried"}  # as 0022 wrote it
+    state = {"mesh_id": "m", "members": [legacy], "retired": [[runner.node_id, expiry, "gha"]]}
+    path.write_text(json.dumps(state))
+    registry = Registry.load(tmp_path)
+    registry.add(Member.new(new.public_key, "member", NOW, expires=NOW + HOUR, credential="gha"))
+    assert [m.node_id for m in registry.prune(NOW + 2 * HOUR)] == [old.node_id, new.node_id]
+    assert sorted(registry.retired) == sorted([runner.node_id, old.node_id])
+    registry.save(tmp_path)
     during = make_entry("during the job", ts="2026-01-01T01:00:00.000000Z")
     after = make_entry("after the job", ts="2026-01-01T07:00:00.000000Z")
     items = [sign(runner, Role.AUTHOR, e.id, e.ts).item for e in (during, after)]
