@@ -45,6 +45,7 @@ def _enrollments(line_file: Path) -> list[tuple[str, str]]:
     return [(str(n), str(r)) for n, r in rows]
 
 
+@pytest.mark.slow  # a dozen CLI processes and a serving node
 def test_a_later_member_verifies_a_gone_runner_from_the_line_alone(
     hub: Hub, tmp_path: Path
 ) -> None:
