@@ -32,6 +32,9 @@ from cryptography import x509
 from lifeline.errors import ConfigError, PeerError
 from lifeline.lines import line_path, validate_line_name
 from lifeline.store.sqlite import SqliteStore
+from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
+from lifeline.truth.formats import deliver
+from lifeline.truth.service import build_context
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.invite import Token
@@ -123,7 +126,7 @@ async def start_job(root: Path, token_text: str, peer: str | None, join_peer: st
         _say(f"pulled line {report.line!r} from {peer}: {report.entries_received} entries")
         job.sync_bytes += report.bytes_sent + report.bytes_received
     job.counts = {line: await _count(root, line) for line in lines}
-    write_context(job)
+    await write_context(job)
     job.save()
     return job
 
@@ -139,14 +142,16 @@ def _lifeline(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
-def write_context(job: CiJob) -> None:
-    """Every line's context, one section per line, in the file ``$LIFELINE_CONTEXT_FILE``."""
+async def write_context(job: CiJob) -> None:
+    """Every line's context, one section per line, in the file ``$LIFELINE_CONTEXT_FILE``:
+    what `lifeline context` prints, built here (a second interpreter and its imports cost
+    a job about a second of CPU, several under a loaded runner: docs/benchmarks.md)."""
     parts = []
     for line in job.lines:
-        done = _lifeline(job.root, "--line", line, "context")
-        if done.returncode != 0:
-            raise ConfigError(f"`lifeline context` failed on line {line!r}: {done.stderr.strip()}")
-        parts.append(done.stdout if len(job.lines) == 1 else f"<!-- line {line} -->\n{done.stdout}")
+        async with await SqliteStore.open(line_path(job.root, line)) as store:
+            ctx = await build_context(store, line=line, budget=Budget(DEFAULT_BUDGET_CHARS))
+        text = deliver("markdown", ctx)
+        parts.append(text if len(job.lines) == 1 else f"<!-- line {line} -->\n{text}")
     job.folder.mkdir(parents=True, exist_ok=True)
     job.context_file.write_text("\n".join(parts))
     _say(f"context written to {job.context_file} (${CONTEXT_ENV})")

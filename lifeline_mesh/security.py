@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from cryptography import x509
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.membership import files
@@ -22,6 +23,7 @@ from lifeline_mesh.membership.authz import cert_identity_from_context
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.tls import channel_credentials, channel_options, server_credentials
+from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
 from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity
 
@@ -78,6 +80,8 @@ class TransportSecurity:
     channel_credentials: grpc.ChannelCredentials | None = None
     channel_options: list[tuple[str, Any]] = field(default_factory=list)
     role: str = "member"  # this node's role, from its own certificate
+    ca: x509.Certificate | None = None
+    ephemeral: bool = False  # a CI runner: its certificate names the credential
 
     @classmethod
     def for_root(cls, root: Path, *, insecure: bool) -> TransportSecurity:
@@ -89,7 +93,8 @@ class TransportSecurity:
                 "--new-mesh NAME` or join one with `lifeline-mesh join -` (or, on loopback "
                 "only, pass --insecure)"
             )
-        mesh_id = mesh_id_of(load_ca_cert(root))
+        ca = load_ca_cert(root)
+        mesh_id = mesh_id_of(ca)
         own = identity_from_cert(files.path_of(root, files.TLS_CERT).read_bytes())
         return cls(
             insecure=False,
@@ -99,10 +104,13 @@ class TransportSecurity:
             channel_credentials=channel_credentials(root),
             channel_options=channel_options(),
             role=own.role,
+            ca=ca,
+            ephemeral=own.credential is not None,
         )
 
     def signers(self, root: Path, local: str | None, caller: str | None) -> KnownSigners | None:
-        """Without a mesh every valid signature is admitted; with one, members only."""
+        """Without a mesh every valid signature is admitted; with one, members only — and
+        the runners whose enrollment the session proves (decision 0024)."""
         if self.insecure:
             return None
-        return SessionSigners(FileSigners.load(root, local), caller)
+        return EnrolledSigners(SessionSigners(FileSigners.load(root, local), caller), self.ca)

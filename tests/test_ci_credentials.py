@@ -1,21 +1,29 @@
 """CI credentials: uses, expiry, revocation, rotation, tampering; racing processes; short
-runner certificates; expired runners retired (bounded members list); verify's expiry rules."""
+runner certificates naming their credential; expired runners leave the members list for good
+(a membership state of constant size); verify resolves runners from their enrollment."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import multiprocessing
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
 
-from lifeline_mesh.identity import NodeIdentity
+from lifeline.errors import BadSignature
+from lifeline.lines import line_path
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import PermissionDenied
-from lifeline_mesh.membership.ca import create_mesh, make_csr, new_tls_key
+from lifeline_mesh.membership.ca import create_mesh, load_ca_cert, make_csr, new_tls_key
+from lifeline_mesh.membership.certs import identity_from_cert
 from lifeline_mesh.membership.credential import (
     CredentialSpec,
     credential_rows,
@@ -25,12 +33,14 @@ from lifeline_mesh.membership.credential import (
 )
 from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite
 from lifeline_mesh.membership.join import join_request
-from lifeline_mesh.membership.registry import Registry
+from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import RevocationList
 from lifeline_mesh.membership.service import MembershipServicer
-from lifeline_mesh.notary.rules import Policy, check_attestations
-from lifeline_mesh.notary.signers import FileSigners
-from lifeline_mesh.notary.statement import Role, sign
+from lifeline_mesh.notary.enrollment import EnrolledSigners, enrollment_statement
+from lifeline_mesh.notary.rules import Policy, check_attestations, verify_items
+from lifeline_mesh.notary.signers import FileSigners, KnownSigners
+from lifeline_mesh.notary.statement import Attestation, Role, sign
+from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.wire import membership_pb2 as pb
 from tests.conftest import make_entry
 from tests.mesh_procs import cli
@@ -130,35 +140,104 @@ def test_runner_certificate_lives_for_the_job_capped_by_the_credential(
     assert x509.load_pem_x509_certificate(reply.node_cert_pem).not_valid_after_utc == NOW + 2 * HOUR
 
 
-@pytest.mark.slow
-def test_500_jobs_leave_one_member_and_a_compact_retired_list(
+def _synced_state(root: Path) -> int:
+    """Bytes of the membership state a member sends every peer that pulls it."""
+    return len(json.dumps(Registry.load(root).to_json(), sort_keys=True))
+
+
+def test_membership_state_is_the_same_after_10_and_40_jobs(
     hub: tuple[Path, MembershipServicer, Clock],
 ) -> None:
     root, service, clock = hub
     token = issue_credential(root, _spec(job_ttl=HOUR), now=NOW)
-    runners = []
-    for job in range(500):
-        clock.now = NOW + job * 2 * HOUR  # one job every two hours: the last one expired
-        runners.append(service._join(_request(token, service.mesh_id)[0]))
+    sizes = {}
+    for job in range(40):
+        clock.now = NOW + job * 2 * HOUR  # one job every two hours: earlier ones expired
+        last = service._join(_request(token, service.mesh_id)[0])
+        if job + 1 in (10, 40):
+            sizes[job + 1] = _synced_state(root)
     registry = Registry.load(root)
-    assert len(registry.members) == 2  # the CA holder and the runner still in its job
-    assert len(registry.retired) == 499
-    synced = len(json.dumps(registry.to_json(), sort_keys=True))
-    assert synced < 499 * 80 + 2000  # a retired runner is one short row, not a member entry
-    signers = FileSigners.load(root, None)
-    ids = [Registry.from_json(json.loads(r.members_json)).members for r in runners[-1:]]
-    assert all(signers.status(node_id).state.value == "known" for node_id in ids[0])
-    assert all(signers.status(node_id).state.value == "known" for node_id in registry.retired)
+    assert len(registry.members) == 2 and not registry.retired  # CA holder + the running job
+    assert sizes[10] == sizes[40]  # not one byte per job: expired runners leave nothing
+    assert len(last.members_json) == sizes[40]
+    assert credential_rows(root, clock.now)[0]["used"] == 40
 
 
-def test_verify_tells_expired_after_signing_from_signed_after_expiry(tmp_path: Path) -> None:
+def _enrolled_runner(
+    service: MembershipServicer, token: Token
+) -> tuple[NodeIdentity, Attestation, x509.Certificate]:
+    reply, identity = _join_one(service, token)
+    cert = x509.load_pem_x509_certificate(reply.node_cert_pem)
+    return identity, enrollment_statement(identity, cert.public_bytes(Encoding.DER)), cert
+
+
+def test_verify_resolves_runners_from_their_enrollment_not_the_members_list(
+    hub: tuple[Path, MembershipServicer, Clock],
+) -> None:
+    root, service, clock = hub
+    token = issue_credential(root, _spec(job_ttl=6 * HOUR), now=NOW)
+    runner, enrolled, cert = _enrolled_runner(service, token)
+    assert identity_from_cert(cert.public_bytes(Encoding.PEM)).credential == "gha"
+    clock.now = NOW + 7 * HOUR
+    _join_one(service, token)  # the first runner expired: this join drops it for good
+    assert runner.node_id not in json.dumps(Registry.load(root).to_json())
+    during = make_entry("during the job", ts="2026-01-01T01:00:00.000000Z")
+    after = make_entry("after the job", ts="2026-01-01T07:00:00.000000Z")
+    items = [enrolled.item] + [sign(runner, Role.AUTHOR, e.id, e.ts).item for e in (during, after)]
+    local = NodeIdentity.load(key_path(root)).node_id
+
+    def findings(signers: KnownSigners) -> set[tuple[str, str, str]]:
+        checked = verify_items(items)
+        for att in checked.valid:
+            if att.role is Role.ENROLLED and isinstance(signers, EnrolledSigners):
+                signers.learn(att)
+        verdict = check_attestations([during, after], checked, signers, Policy(local))
+        return {(f.subject, f.check, f.severity) for f in verdict.findings}
+
+    found = findings(EnrolledSigners(FileSigners.load(root, local), load_ca_cert(root)))
+    assert (during.id, "expired-after-signing", "note") in found
+    assert (after.id, "signed-after-expiry", "fail") in found
+    assert not any(check == "unknown-signer" for _, check, _ in found)
+    # Without the enrollment, nothing would name the runner any more:
+    assert (during.id, "unknown-signer", "fail") in findings(FileSigners.load(root, local))
+
+
+def test_an_enrollment_must_carry_the_signers_own_certificate_from_this_ca(
+    hub: tuple[Path, MembershipServicer, Clock], tmp_path: Path
+) -> None:
+    root, service, _ = hub
+    token = issue_credential(root, _spec(), now=NOW)
+    _, _, cert = _enrolled_runner(service, token)
+    thief = NodeIdentity.generate()  # presents another runner's certificate as its own
+    stolen = enrollment_statement(thief, cert.public_bytes(Encoding.DER))
+    signers = EnrolledSigners(FileSigners.load(root, None), load_ca_cert(root))
+    with pytest.raises(BadSignature, match="carries the certificate of"):
+        signers.learn(stolen)
+    other = tmp_path / "other"
+    create_mesh(other, "elsewhere", now=NOW)  # a runner of another mesh's CA
+    foreign = EnrolledSigners(FileSigners.load(other, None), load_ca_cert(other))
+    with pytest.raises(BadSignature, match="no certificate of this mesh's CA"):
+        foreign.learn(_enrolled_runner(service, token)[1])
+    assert signers.status(thief.node_id).state.value == "unknown"
+
+
+def test_a_store_from_before_0024_keeps_resolving_its_runners(tmp_path: Path) -> None:
+    """Its expired runners are compact retired rows, and a runner it enrolled that is still
+    running (no enrollment in its lines) retires to one too; a newer runner leaves none."""
     runner, local = NodeIdentity.generate(), NodeIdentity.generate()
+    old, new = NodeIdentity.generate(), NodeIdentity.generate()
     path = files.path_of(tmp_path, files.MEMBERS)
     path.parent.mkdir(parents=True)
     expiry = "2026-01-01T06:00:00Z"
-    path.write_text(
-        json.dumps({"mesh_id": "m", "members": [], "retired": [[runner.node_id, expiry, "gha"]]})
-    )
+    running = Member.new(old.public_key, "member", NOW, expires=NOW + HOUR, credential="gha")
+    legacy = {k: v for k, v in asdict(running).items() if k != "carried"}  # as 0022 wrote it
+    state = {"mesh_id": "m", "members": [legacy], "retired": [[runner.node_id, expiry, "gha"]]}
+    path.write_text(json.dumps(state))
+    registry = Registry.load(tmp_path)
+    registry.add(Member.new(new.public_key, "member", NOW, expires=NOW + HOUR, credential="gha"))
+    assert [m.node_id for m in registry.prune(NOW + 2 * HOUR)] == [old.node_id, new.node_id]
+    assert sorted(registry.retired) == sorted([runner.node_id, old.node_id])
+    registry.save(tmp_path)
     during = make_entry("during the job", ts="2026-01-01T01:00:00.000000Z")
     after = make_entry("after the job", ts="2026-01-01T07:00:00.000000Z")
     items = [sign(runner, Role.AUTHOR, e.id, e.ts).item for e in (during, after)]
@@ -209,15 +288,21 @@ def test_members_hides_expired_runners_and_all_shows_them(
 ) -> None:
     root, service, clock = hub
     token = issue_credential(root, _spec(), now=NOW)
-    _, first = _join_one(service, token)
-    clock.now = NOW + 7 * HOUR  # the first runner expired: this join retires it
+    first, enrolled, _ = _enrolled_runner(service, token)
+    clock.now = NOW + 7 * HOUR  # the first runner expired: this join drops it
     _, second = _join_one(service, token)
-    assert first.node_id in Registry.load(root).retired
+    assert first.node_id not in Registry.load(root).members
+    asyncio.run(_hold(root, enrolled))  # a line here holds what the first runner signed
     shown = cli("lifeline_mesh", root, "members").stdout
     assert first.node_id not in shown and second.node_id not in shown  # both expired by now
     every = json.loads(cli("lifeline_mesh", root, "members", "--all", "--json").stdout)
     status = {m["node_id"]: (m["status"], m.get("credential")) for m in every["members"]}
     assert status[first.node_id] == status[second.node_id] == ("expired", "gha")
+
+
+async def _hold(root: Path, att: Attestation) -> None:
+    async with await SqliteStore.open(line_path(root, "ledger")) as store:
+        await (await NotaryStore.attach(store)).add([att])
 
 
 def _join_one(service: MembershipServicer, token: Token) -> tuple[pb.JoinReply, NodeIdentity]:

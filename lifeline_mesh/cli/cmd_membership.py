@@ -12,12 +12,14 @@ import json
 import os
 import signal
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential
 from lifeline_mesh.membership.invite import Token, issue_invite, parse_duration
@@ -25,6 +27,7 @@ from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.registry import ROLES, Registry, iso
 from lifeline_mesh.membership.revocation import RevocationList, revoke
 from lifeline_mesh.membership.service import serve_membership
+from lifeline_mesh.notary.enrollment import Runner, seen_runners
 from lifeline_mesh.transport.addresses import address_arg
 
 __all__ = ["TOKEN_ENV", "register"]
@@ -233,7 +236,8 @@ async def cmd_members(args: argparse.Namespace) -> int:
                 f"learned: {statement.node_id} revoked at {statement.revoked_at}", file=sys.stderr
             )
     registry = Registry.load(root)
-    rows = _member_rows(registry, RevocationList.load(root), show_all=args.all)
+    runners = seen_runners(root, load_ca_cert(root)).values() if args.all else ()
+    rows = _member_rows(registry, RevocationList.load(root), show_all=args.all, runners=runners)
     if args.json:
         print_json({"mesh_id": registry.mesh_id, "name": registry.name, "members": rows})
         return 0
@@ -249,9 +253,14 @@ async def cmd_members(args: argparse.Namespace) -> int:
 
 
 def _member_rows(
-    registry: Registry, revoked: RevocationList, *, show_all: bool
+    registry: Registry,
+    revoked: RevocationList,
+    *,
+    show_all: bool,
+    runners: Iterable[Runner] = (),
 ) -> list[dict[str, Any]]:
-    """Members (expired runners only with ``show_all``, status ``expired``)."""
+    """Members; with ``show_all`` also expired runners, status ``expired``: the ones this
+    node's lines hold the enrollment of (``runners``), and the legacy retired rows."""
     now = iso(dt.datetime.now(dt.UTC))
     rows = []
     for member in sorted(registry.members.values(), key=lambda m: m.joined_at):
@@ -262,6 +271,26 @@ def _member_rows(
         status = "revoked" if when else "expired" if expired else member.status
         rows.append({**_fields(member), "status": status, "revoked_at": when})
     if show_all:
+        for runner in sorted(runners, key=lambda r: r.expires_at):
+            if runner.node_id in registry.members or runner.node_id in registry.retired:
+                continue
+            when = revoked.revoked_at(runner.node_id)
+            rows.append(
+                {
+                    "node_id": runner.node_id,
+                    "role": runner.role,
+                    "status": "revoked"
+                    if when
+                    else "expired"
+                    if runner.expires_at <= now
+                    else "active",
+                    "revoked_at": when,
+                    "joined_at": "-",
+                    "expires_at": runner.expires_at[:19] + "Z",
+                    "credential": runner.credential,
+                    "ca_holder": False,
+                }
+            )
         for gone in sorted(registry.retired.values(), key=lambda r: r.expires_at):
             when = revoked.revoked_at(gone.node_id)
             rows.append(

@@ -17,11 +17,13 @@ from lifeline.errors import ConfigError
 from lifeline.ledger import utc_now
 from lifeline.lines import line_names, validate_line_name
 from lifeline_mesh.identity import NodeIdentity, ensure_identity, key_path
-from lifeline_mesh.membership.ca import create_mesh
+from lifeline_mesh.membership import files as mesh_files
+from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
 from lifeline_mesh.notary.audit import LineReport, audit_line
+from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S, Policy
 from lifeline_mesh.notary.sign import sign_unsigned
-from lifeline_mesh.notary.signers import FileSigners
+from lifeline_mesh.notary.signers import FileSigners, KnownSigners
 
 __all__ = ["register", "register_init"]
 
@@ -181,7 +183,10 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     if not lines:
         raise ConfigError(f"no lines under {root}; create one with `lifeline init`")
     local = _local_node_id(args)
-    signers = FileSigners.load(root, local)
+    ca = mesh_files.path_of(root, mesh_files.CA_CERT)
+    signers: KnownSigners = FileSigners.load(root, local)
+    if ca.exists():  # runners are resolved from their enrollments, checked against the CA
+        signers = EnrolledSigners(signers, load_ca_cert(root))
     policy = Policy(local, args.skew, args.backdate_window, args.require_signed)
 
     external_exists = external_checker(args)

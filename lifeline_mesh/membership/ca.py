@@ -21,6 +21,7 @@ from lifeline_mesh.identity import NodeIdentity
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import (
     TARGET_NAME,
+    URI_CREDENTIAL,
     URI_MESH,
     URI_NODE,
     URI_ROLE,
@@ -151,20 +152,24 @@ class MeshCA:
         role: str,
         now: dt.datetime,
         not_after: dt.datetime | None = None,
+        credential: str | None = None,
     ) -> x509.Certificate:
         """Sign a node certificate for the P-256 key in ``csr_der``; only the key is taken.
 
-        ``not_after`` shortens it (an ephemeral CI runner's); default NODE_VALID_DAYS."""
+        ``not_after`` shortens it and ``credential`` names the CI credential that enrolled
+        it (an ephemeral runner's: the certificate is then its membership, carried with
+        what it signs — decision 0024); default NODE_VALID_DAYS."""
         public = self.check_request(csr_der)
-        san = x509.SubjectAlternativeName(
-            [
-                x509.DNSName(TARGET_NAME),
-                x509.DNSName(node_dns_name(node_id)),
-                x509.UniformResourceIdentifier(URI_NODE + node_id),
-                x509.UniformResourceIdentifier(URI_MESH + self.mesh_id),
-                x509.UniformResourceIdentifier(URI_ROLE + role),
-            ]
-        )
+        names: list[x509.GeneralName] = [
+            x509.DNSName(TARGET_NAME),
+            x509.DNSName(node_dns_name(node_id)),
+            x509.UniformResourceIdentifier(URI_NODE + node_id),
+            x509.UniformResourceIdentifier(URI_MESH + self.mesh_id),
+            x509.UniformResourceIdentifier(URI_ROLE + role),
+        ]
+        if credential is not None:
+            names.append(x509.UniformResourceIdentifier(URI_CREDENTIAL + credential))
+        san = x509.SubjectAlternativeName(names)
         return (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, node_id)]))

@@ -2,9 +2,11 @@
 
 grpcio cannot handshake with ed25519 TLS keys, so a node's TLS key is P-256 and its
 certificate, issued by the mesh CA, names the node's ed25519 node id, the mesh id and the
-role in URI SANs (``lifeline-mesh://node/<id>``). TLS hostname checks need a DNS name: every
-node certificate also carries the common name ``lifeline-mesh`` (channels override the
-target name to it, since certificates name nodes, not IP addresses) and ``<node id>.node``.
+role in URI SANs (``lifeline-mesh://node/<id>``); an ephemeral CI runner's also names the
+credential that enrolled it (``lifeline-mesh://credential/<name>``, decision 0024). TLS
+hostname checks need a DNS name: every node certificate also carries the common name
+``lifeline-mesh`` (channels override the target name to it, since certificates name nodes,
+not IP addresses) and ``<node id>.node``.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from lifeline_mesh.identity import parse_node_id
 
 __all__ = [
     "TARGET_NAME",
+    "URI_CREDENTIAL",
     "URI_MESH",
     "URI_NODE",
     "URI_ROLE",
@@ -34,6 +37,7 @@ TARGET_NAME = "lifeline-mesh"
 URI_NODE = "lifeline-mesh://node/"
 URI_MESH = "lifeline-mesh://mesh/"
 URI_ROLE = "lifeline-mesh://role/"
+URI_CREDENTIAL = "lifeline-mesh://credential/"
 
 
 def node_dns_name(node_id: str) -> str:
@@ -58,6 +62,7 @@ class CertIdentity:
     node_id: str
     mesh_id: str
     role: str
+    credential: str | None = None  # the CI credential that enrolled an ephemeral runner
 
 
 def identity_from_cert(pem: bytes) -> CertIdentity:
@@ -72,7 +77,7 @@ def identity_from_cert(pem: bytes) -> CertIdentity:
     uris = san.get_values_for_type(x509.UniformResourceIdentifier)
     found = {
         prefix: next((u[len(prefix) :] for u in uris if u.startswith(prefix)), None)
-        for prefix in (URI_NODE, URI_MESH, URI_ROLE)
+        for prefix in (URI_NODE, URI_MESH, URI_ROLE, URI_CREDENTIAL)
     }
     node_id, mesh_id = found[URI_NODE], found[URI_MESH]
     if node_id is None or mesh_id is None:
@@ -84,4 +89,5 @@ def identity_from_cert(pem: bytes) -> CertIdentity:
         node_id=parse_node_id(node_id),
         mesh_id=mesh_id,
         role=found[URI_ROLE] or "reader",
+        credential=found[URI_CREDENTIAL],
     )

@@ -7,9 +7,12 @@ certificate, and revocation statements (revocation.py) update every copy. The no
 signer status from here through :func:`signer_status`.
 
 Ephemeral runners do not stay members: once a runner's certificate has expired,
-:meth:`Registry.prune` moves it to ``retired``, one compact ``[node_id, expires_at,
-credential]`` row — enough for ``verify`` to resolve its signatures forever (and to flag
-any made after the expiry), a fifth of a member entry, and not a member any more.
+:meth:`Registry.prune` drops it, leaving nothing behind — its membership travels with its
+signatures instead (the ``enrolled`` statement, decision 0024), so this list is bounded by
+the members and the runners running at once, not by the jobs ever run. ``retired`` holds
+the compact ``[node_id, expires_at, credential]`` rows of runners enrolled before that
+change (their lines carry no enrollment; ``carried`` is false): read, merged and kept, and
+added to only by those runners, so it stops growing once they have expired.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ class Member:
     ca_holder: bool = False
     expires_at: str | None = None  # an ephemeral runner's certificate expiry
     credential: str | None = None  # the CI credential that enrolled it
+    # Its certificate travels in the lines it signs in (decision 0024): at expiry it leaves
+    # no row. False for a runner enrolled before that change: it retires to a legacy row.
+    carried: bool = False
 
     @classmethod
     def new(
@@ -61,7 +67,16 @@ class Member:
         key_hex, expires_at = public_key.hex(), iso(expires) if expires else None
         node_id = node_id_for(public_key)
         return cls(
-            node_id, role, "active", iso(now), key_hex, None, ca_holder, expires_at, credential
+            node_id,
+            role,
+            "active",
+            iso(now),
+            key_hex,
+            None,
+            ca_holder,
+            expires_at,
+            credential,
+            carried=credential is not None,
         )
 
     @classmethod
@@ -78,7 +93,7 @@ class Member:
 
 @dataclass(frozen=True, slots=True)
 class Retired:
-    """An ephemeral runner whose certificate expired: a signer, no longer a member."""
+    """A runner that expired before decision 0024: a signer, no longer a member (legacy)."""
 
     node_id: str
     expires_at: str
@@ -153,17 +168,18 @@ class Registry:
             self.retired.setdefault(node_id, retired)
             self.members.pop(node_id, None)
 
-    def prune(self, now: dt.datetime) -> list[Retired]:
-        """Retire the ephemeral runners whose certificates have expired; returns them."""
+    def prune(self, now: dt.datetime) -> list[Member]:
+        """Drop the ephemeral runners whose certificates have expired; returns them. One
+        enrolled before decision 0024 (its lines carry no enrollment) retires to a row."""
         cutoff = iso(now)
         gone = [
-            Retired(m.node_id, m.expires_at, m.credential or "")
-            for m in self.members.values()
-            if m.expires_at is not None and m.expires_at <= cutoff
+            m for m in self.members.values() if m.expires_at is not None and m.expires_at <= cutoff
         ]
-        for retired in gone:
-            del self.members[retired.node_id]
-            self.retired[retired.node_id] = retired
+        for member in gone:
+            del self.members[member.node_id]
+            if not member.carried and member.expires_at is not None:
+                row = Retired(member.node_id, member.expires_at, member.credential or "")
+                self.retired[member.node_id] = row
         return gone
 
     def mark_revoked(self, node_id: str, revoked_at: str) -> None:
@@ -181,6 +197,8 @@ def _compact(member: Member) -> dict[str, Any]:
     for name in ("expires_at", "credential"):
         if data[name] is None:
             del data[name]
+    if not data["carried"]:
+        del data["carried"]
     return data
 
 

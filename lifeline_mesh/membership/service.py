@@ -110,7 +110,9 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         with files.exclusive(self.root):
             grant = InviteBook(self.root).spend(request.token_id, proof_ok, node_id, now)
             role = grant.role
-            cert = ca.issue(request.csr_der, node_id, role, now, grant.cert_expires)
+            cert = ca.issue(
+                request.csr_der, node_id, role, now, grant.cert_expires, grant.credential
+            )
             registry = Registry.load(self.root)
             registry.prune(now)  # expired runners leave the member list as new ones join
             member = Member.new(

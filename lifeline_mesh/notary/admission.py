@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
+from lifeline_mesh.notary.enrollment import LearningSigners
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
 from lifeline_mesh.notary.statement import Attestation, Role, decode, ts_micros
@@ -21,12 +22,17 @@ from lifeline_mesh.notary.statement import Attestation, Role, decode, ts_micros
 __all__ = [
     "MAX_ADMIT_ITEMS",
     "StoredContext",
+    "UnknownSigner",
     "check_entry_times",
     "check_items",
     "check_timing",
 ]
 
 MAX_ADMIT_ITEMS = 10_000  # per call; a sync batch of ~1 MiB holds far fewer
+
+
+class UnknownSigner(BadSignature):
+    """Signed by a node that is neither a member nor a runner proven so far."""
 
 
 def check_items(
@@ -72,10 +78,13 @@ def _check_signer(att: Attestation, signers: KnownSigners) -> None:
     dated after the revocation: members that learned of it later may already hold them,
     and refusing them would stop every sync with those members for good (the sets must
     converge). ``verify`` flags each one as ``revoked-signer``, and a revoked node cannot
-    connect to send new ones."""
+    connect to send new ones. An ``enrolled`` statement makes its runner known to what
+    follows (its certificate must be the mesh CA's: decision 0024)."""
+    if att.role is Role.ENROLLED and isinstance(signers, LearningSigners):
+        signers.learn(att)
     status = signers.status(att.node_id)
     if status.state is SignerState.UNKNOWN:
-        raise BadSignature(
+        raise UnknownSigner(
             f"{att.role.value} attestation signed by {att.node_id}, which is not a member of "
             "this mesh; it is refused (add the node to the members registry if it should be)"
         )

@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lifeline.audit import verify_store
+from lifeline.errors import BadSignature
 from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.notary.enrollment import LearningSigners
 from lifeline_mesh.notary.rules import (
     Checked,
     Finding,
@@ -24,6 +26,7 @@ from lifeline_mesh.notary.rules import (
     verify_items,
 )
 from lifeline_mesh.notary.signers import KnownSigners
+from lifeline_mesh.notary.statement import Role
 from lifeline_mesh.notary.storage import NotaryStore
 
 __all__ = ["LineReport", "audit_line"]
@@ -76,7 +79,25 @@ async def audit_line(
     checked = Checked()
     for part in await pending:
         checked = checked.merge(part)
+    enrollment = _learn_runners(checked, signers)
     verdict = await asyncio.to_thread(check_attestations, entries, checked, signers, policy)
+    verdict.findings[:0] = enrollment
     findings = [Finding(f.check, f.entry_id, f.detail) for f in base.findings]
     findings.extend(verdict.findings)
     return LineReport(line, verdict, findings)
+
+
+def _learn_runners(checked: Checked, signers: KnownSigners) -> list[Finding]:
+    """Resolve the line's runners from their ``enrolled`` statements (decision 0024); one
+    whose certificate is not this mesh's CA's is a failure (and its runner stays unknown)."""
+    out = []
+    for att in checked.valid:
+        if att.role is not Role.ENROLLED:
+            continue
+        if not isinstance(signers, LearningSigners):
+            break  # no mesh CA here to check them: runners stay unknown signers
+        try:
+            signers.learn(att)
+        except BadSignature as exc:
+            out.append(Finding("bad-enrollment", att.id.hex(), str(exc)))
+    return out

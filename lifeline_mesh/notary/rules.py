@@ -143,6 +143,8 @@ def _signer_findings(atts: Sequence[Attestation], signers: KnownSigners) -> list
                     "fail" if late else "note",
                 )
             )
+        if att.role is Role.ENROLLED:
+            continue  # dated at its certificate's start: nothing to say about its expiry
         if status.expires_at is not None and status.state is not SignerState.UNKNOWN:
             out.extend(_expiry_findings(att, about, status.expires_at))
     return out

@@ -22,6 +22,7 @@ from lifeline.plugins import AppendHook
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,
     MAX_SUMMARY_TIPS,
@@ -178,21 +179,29 @@ async def sign_unsigned(store: Store, identity: NodeIdentity, now: str) -> list[
 
 
 class AuthorHook:
-    """Signs every local write as its author, in the write's own transaction."""
+    """Signs every local write as its author, in the write's own transaction. An ephemeral
+    runner's hook also stores its ``enrolled`` statement with its signatures (once: the
+    statement is the same item every time), so they never travel without it."""
 
-    def __init__(self, identity: NodeIdentity) -> None:
+    def __init__(self, identity: NodeIdentity, enrolled: Attestation | None = None) -> None:
         self.identity = identity
+        self.enrolled = enrolled
 
     async def __call__(self, store: Store, entries: Sequence[Entry]) -> None:
         if entries:
-            await sign_entries(store, self.identity, entries)
+            atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
+            notary = await NotaryStore.attach(_sqlite(store))
+            await notary.add([*self._enrollment(), *atts])
 
     async def prepare(self, store: Store) -> None:
         await NotaryStore.attach(_sqlite(store))  # the attestation tables exist
 
     def in_transaction(self, conn: Any, entries: Sequence[Entry]) -> None:
         atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
-        NotaryStore.insert_in(conn, atts)
+        NotaryStore.insert_in(conn, [*self._enrollment(), *atts] if atts else atts)
+
+    def _enrollment(self) -> list[Attestation]:
+        return [self.enrolled] if self.enrolled is not None else []
 
 
 def append_hook_factory(root: Path) -> AppendHook | None:
@@ -200,4 +209,6 @@ def append_hook_factory(root: Path) -> AppendHook | None:
     path = key_path(root)
     if not path.exists():
         return None
-    return AuthorHook(NodeIdentity.load(path))
+    identity = NodeIdentity.load(path)
+    cert = runner_certificate(root)
+    return AuthorHook(identity, enrollment_statement(identity, cert) if cert else None)

@@ -11,8 +11,11 @@ expected shape is::
 
 A bare list of such objects, or of node id strings, is accepted too. Other keys (role,
 name, certificate) are ignored here, except ``expires_at``: an ephemeral CI runner's
-certificate expiry. Runners whose certificates expired are listed apart, in ``"retired":
-[[node_id, expires_at, credential], ...]``; they stay known signers, with that expiry.
+certificate expiry. Runners retired before decision 0024 are listed apart, in
+``"retired": [[node_id, expires_at, credential], ...]``; they stay known signers, with that
+expiry (newer runners are proven by the ``enrolled`` statement in the line: enrollment.py).
+The signed revocations in ``revocations.json`` beside it mark their nodes revoked, members
+or not (a revoked runner is no member any more).
 """
 
 from __future__ import annotations
@@ -88,6 +91,9 @@ class FileSigners:
                     revoked[node_id] = revoked_at
                 if expires_at is not None:
                     expires[node_id] = expires_at
+        for node_id, revoked_at in _read_revocations(mesh_dir(root) / "revocations.json"):
+            if revoked_at < revoked.get(node_id, "~"):
+                revoked[node_id] = revoked_at
         return cls(known, revoked, expires)
 
 
@@ -119,6 +125,24 @@ def _read_members(path: Path) -> list[tuple[str, str | None, str | None]]:
                 _ts(path, raw, "expires_at", get("expires_at")),
             )
         )
+    return out
+
+
+def _read_revocations(path: Path) -> list[tuple[str, str]]:
+    """``(node id, revoked_at)`` of each statement (their CA signatures were checked when
+    they were stored: membership/revocation.py)."""
+    if not path.exists():
+        return []
+    try:
+        rows = json.loads(path.read_text(encoding="utf-8")).get("statements", [])
+        pairs = [(str(r["node_id"]), str(r["revoked_at"])) for r in rows]
+    except (OSError, ValueError, AttributeError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path} is not a revocation list ({exc}); restore it") from exc
+    out = []
+    for node_id, when in pairs:
+        stamp = _ts(path, node_id, "revoked_at", when)
+        if stamp is not None:
+            out.append((parse_node_id(node_id), stamp))
     return out
 
 

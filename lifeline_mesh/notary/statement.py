@@ -20,9 +20,14 @@ valid as a signature over anything else. Roles (docs/notary.md has the full tabl
   with more tips is signed as ``n`` parts that share count, fingerprint, digest and ts.
 * ``imported`` subject = entry id; extras = the entry's ts; ts = the signer's clock: "this
   node held this unsigned entry, dated so, at ts" (custody, not authorship).
+* ``enrolled`` subject = the signer's own node id; extras = its mesh certificate (DER,
+  base64url); ts = the certificate's start: an ephemeral CI runner's membership, signed by
+  the mesh CA, carried in each line it signs in (decision 0024). Once per runner and line.
 
 ``state`` and ``imported`` are the second wave's kinds: they travel in the ``statements``
 set, which first-wave peers do not open (docs/decisions/0015-witness-statements.md).
+``enrolled`` travels in the ``attestations`` set, beside the runner's author signatures it
+vouches for (a sender sends it with them: decision 0024).
 
 The item id is ``sha256(item)``; the sync sort key is the statement ts in microseconds
 since the epoch (content-derived, so every node orders items alike).
@@ -50,6 +55,8 @@ from lifeline_mesh.identity import NodeIdentity, node_id_for
 __all__ = [
     "DOMAIN",
     "FIRST_WAVE",
+    "IN_ATTESTATIONS",
+    "MAX_CERT_CHARS",
     "MAX_ITEM_BYTES",
     "MAX_STATE_TIPS",
     "MAX_SUMMARY_TIPS",
@@ -87,12 +94,18 @@ class Role(enum.Enum):
     SUMMARY = "summary"
     STATE = "state"
     IMPORTED = "imported"
+    ENROLLED = "enrolled"
 
 
 # The kinds a first-wave peer knows (set ``attestations``); the others travel in the
 # ``statements`` set, which only second-wave peers open.
 FIRST_WAVE = frozenset({Role.AUTHOR, Role.WITNESS, Role.SUMMARY})
 _STATES = frozenset({Role.SUMMARY, Role.STATE})  # statements of a whole line's state
+# The kinds stored and reconciled in the ``attestations`` set: the first wave's, and a
+# runner's enrollment, which must travel with the author signatures it vouches for.
+IN_ATTESTATIONS = FIRST_WAVE | {Role.ENROLLED}
+MAX_CERT_CHARS = 4096  # a runner certificate is ~700 base64 characters
+_B64URL_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
 def tips_digest(tips: Sequence[str]) -> str:
@@ -306,6 +319,11 @@ def _check_fields(role: Role, subject: str, ts: str, node_id: str, extras: tuple
             raise InvalidEntry("imported attestation must name one entry id and its ts")
     elif role is Role.STATE:
         _check_state(subject, extras)
+    elif role is Role.ENROLLED:
+        if subject != node_id or len(extras) != 1:
+            raise InvalidEntry("enrolled statement must name its signer and carry one certificate")
+        if len(extras[0]) > MAX_CERT_CHARS or not _B64URL_RE.match(extras[0]):
+            raise InvalidEntry("enrolled statement certificate is not base64url of its size")
     else:
         try:
             validate_line_name(subject)

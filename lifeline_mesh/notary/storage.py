@@ -33,13 +33,15 @@ from lifeline.store.summary import (
 from lifeline_mesh.notary.admission import (
     MAX_ADMIT_ITEMS,
     StoredContext,
+    UnknownSigner,
     check_entry_times,
     check_items,
     check_timing,
 )
+from lifeline_mesh.notary.enrollment import learn_held
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners
-from lifeline_mesh.notary.statement import FIRST_WAVE, Attestation, Role, decode
+from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role, decode
 from lifeline_mesh.notary.verifier import first_bad_signature
 
 __all__ = [
@@ -148,7 +150,7 @@ register_migrations(
     ],
 )
 
-ATTESTATIONS_TABLE = "attestations"  # first-wave kinds: author, witness, summary
+ATTESTATIONS_TABLE = "attestations"  # first-wave kinds (author, witness, summary), enrolled
 STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
 # Each table's row in set_summaries (lifeline/store/summary.py) is named after it; its
 # tokens are the items' ids.
@@ -176,7 +178,7 @@ def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
 
 def table_of(role: Role) -> str:
     """The table (and reconciled set) that holds statements of ``role``."""
-    return ATTESTATIONS_TABLE if role in FIRST_WAVE else STATEMENTS_TABLE
+    return ATTESTATIONS_TABLE if role in IN_ATTESTATIONS else STATEMENTS_TABLE
 
 
 def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attestation]) -> int:
@@ -197,12 +199,12 @@ def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attesta
 
 def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
     added = 0
-    first = [a for a in atts if a.role in FIRST_WAVE]
+    first = [a for a in atts if a.role in IN_ATTESTATIONS]
     if first:
         added += _insert_counted(conn, ATTESTATIONS_TABLE, first)
     if len(first) < len(atts):
         added += _insert_counted(
-            conn, STATEMENTS_TABLE, [a for a in atts if a.role not in FIRST_WAVE]
+            conn, STATEMENTS_TABLE, [a for a in atts if a.role not in IN_ATTESTATIONS]
         )
     # Witness receipts indexed by the entries they name: admission looks up when an entry
     # was seen, the MCP server which receipts name an entry.
@@ -389,7 +391,13 @@ class NotaryStore:
             # order, with its reason, exactly as a check in-process would.
             check_items(items[: bad + 1], now, signers, skew)
             raise BadSignature(f"attestation {bad} of the batch refused: it does not verify")
-        atts = check_items(items, now, signers, skew, signatures=False)
+        try:
+            atts = check_items(items, now, signers, skew, signatures=False)
+        except UnknownSigner:
+            # A runner proven by an enrollment this line already holds (decision 0024)
+            if not await learn_held(self.store, signers):
+                raise
+            atts = check_items(items, now, signers, skew, signatures=False)
         for n, att in enumerate(atts):
             if table_of(att.role) != self.table:
                 raise InvalidEntry(

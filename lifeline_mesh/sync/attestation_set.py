@@ -6,8 +6,10 @@ the first: the session's set negotiation is the capability (decision 0015).
 
 An attestation is an opaque item: its id is ``sha256`` of its bytes, its sort key the signed
 time in microseconds (content-derived, so every node orders the set alike), and it has no
-version and no same-set dependencies. Parsing decodes and bounds it; admission (signature,
-signer, timing) is the notary's, all-or-nothing per batch.
+version and no same-set dependencies. One exception to "only what was asked": a runner's
+``enrolled`` statement goes ahead of the first of its signatures a session sends, so the
+receiver knows the runner before it checks them (decision 0024). Parsing decodes and
+bounds it; admission (signature, signer, timing) is the notary's, all-or-nothing per batch.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lifeline.errors import InvalidEntry
+from lifeline_mesh.identity import node_id_for
+from lifeline_mesh.notary.enrollment import enrollments_of, signer_ids
 from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
 from lifeline_mesh.notary.storage import ATTESTATIONS_TABLE, NotaryStore
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot
@@ -43,6 +47,8 @@ class AttestationSet:
         self.notary = notary
         self.name = ATTESTATIONS if notary.table == ATTESTATIONS_TABLE else STATEMENTS
         self.codec = AttestationCodec()
+        self._looked_up: set[bytes] = set()  # signer keys whose enrollment was looked up
+        self._pending: dict[str, bytes] = {}  # node id -> its enrollment, not sent yet
 
     async def snapshot(self) -> Snapshot:
         keys = await self.notary.keys()
@@ -53,7 +59,27 @@ class AttestationSet:
         return SetSummary(totals.count, totals.total)
 
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
-        return FetchResult(await self.notary.fetch(ids), [])
+        raws = await self.notary.fetch(ids)
+        if self.notary.table != ATTESTATIONS_TABLE:
+            return FetchResult(raws, [])
+        return FetchResult(await self._enrollments_for(raws) + raws, [])
+
+    async def _enrollments_for(self, raws: Sequence[bytes]) -> list[bytes]:
+        """The enrollments of the runners among ``raws``' signers, each once a session and
+        ahead of their signatures: a receiver then knows every runner it must accept
+        (decision 0024). Permanent members have none, and cost one lookup a session."""
+        keys = signer_ids(raws) - self._looked_up
+        if keys:
+            self._looked_up |= keys
+            nodes = sorted(node_id_for(k) for k in keys)
+            found = await self.notary.store.run_read(lambda c: enrollments_of(c, nodes))
+            self._pending.update(found)
+        if not self._pending:
+            return []
+        wanted = {node_id_for(k) for k in signer_ids(raws)}
+        out = [self._pending.pop(n) for n in sorted(wanted & self._pending.keys())]
+        held = set(raws)
+        return [raw for raw in out if raw not in held]
 
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
