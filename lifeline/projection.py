@@ -20,7 +20,16 @@ from lifeline.entry import ID_RE, Entry, normalize_ts
 from lifeline.errors import IdMismatch, InvalidEntry
 from lifeline.lines import EXTERNAL_ANCHOR
 
-__all__ = ["FORMAT_MARKER", "Projection", "is_projection", "parse", "parse_document", "render"]
+__all__ = [
+    "FORMAT_MARKER",
+    "Projection",
+    "entry_block",
+    "header",
+    "is_projection",
+    "parse",
+    "parse_document",
+    "render",
+]
 
 FORMAT_MARKER = "<!-- lifeline-projection v1 -->"
 _HEADING = "### entry "
@@ -58,13 +67,16 @@ def _mimics_lc(value: str) -> bool:
 
 def _plain_safe(value: str) -> bool:
     # Also refuse what parse would read as a quoted value or an empty/parents marker.
+    # str.isprintable is _visible for every character (false exactly for the Unicode
+    # categories "Other" and "Separator", except the space), in C.
     return (
-        bool(value)
-        and value == value.strip(" ")
-        and not value.startswith(('"', "["))
+        value.isprintable()
+        and value != ""
+        and value[0] not in ' "['
+        and value[-1] != " "
         and value != _NONE
-        and all(_visible(c) for c in value)
-        and not _mimics_lc(value)
+        and _LC_MARKS[0] not in value
+        and _LC_MARKS[1] not in value
     )
 
 
@@ -91,45 +103,72 @@ def _value(value: str) -> str:
     return value if _plain_safe(value) else _quote(value)
 
 
+_FEW: dict[str, str] = {}  # kind, author, agent...: a few values, each written many times
+
+
+def _value_of_few(value: str) -> str:
+    done = _FEW.get(value)
+    if done is None:
+        if len(_FEW) > 4096:
+            _FEW.clear()
+        done = _FEW[value] = _value(value)
+    return done
+
+
 def _fence_safe(body: str) -> bool:
-    return all(c in "\n\t" or _visible(c) for c in body) and not _mimics_lc(body)
+    # Tabs and newlines are kept by editors; every other character must be visible (in C:
+    # see _plain_safe).
+    return body.replace("\n", " ").replace("\t", " ").isprintable() and not _mimics_lc(body)
 
 
-def _render_entry(entry: Entry) -> list[str]:
-    out = [f"{_HEADING}{entry.id}", ""]
-    out.extend(f"- {name}: {_value(getattr(entry, name))}" for name in _FIELDS)
+def _fence(body: str) -> str:
+    if "`" not in body:
+        return "```"
+    run = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    return "`" * max(3, run + 1)
+
+
+def entry_block(entry: Entry) -> str:
+    """One entry's block as it follows what precedes it in the file (it starts with the
+    newline that separates it): the projection is the header then these, in stream order,
+    so a file is extended by appending blocks."""
+    eid = entry.id
+    out = [
+        f"\n{_HEADING}{eid}\n\n- ts: {_value(entry.ts)}\n- kind: {_value_of_few(entry.kind)}\n"
+        f"- author: {_value_of_few(entry.author)}\n- agent: {_value_of_few(entry.agent)}\n"
+        f"- provider: {_value_of_few(entry.provider)}\n- model: {_value_of_few(entry.model)}\n"
+        f"- summary: {_value(entry.summary)}\n"
+    ]
     if not entry.parents:
-        out.append(f"- parents: {_NONE}")
+        out.append(f"- parents: {_NONE}\n")
     elif all(ID_RE.match(p) for p in entry.parents):
-        out.append(f"- parents: {', '.join(entry.parents)}")
+        out.append(f"- parents: {', '.join(entry.parents)}\n")
     else:
-        out.append(f"- parents: {json.dumps(list(entry.parents))}")
+        out.append(f"- parents: {json.dumps(list(entry.parents))}\n")
     if entry.dedup_key is not None:
-        out.append(f"- dedup_key: {_value(entry.dedup_key)}")
-    if _fence_safe(entry.body):
-        run = max((len(m) for m in re.findall(r"`+", entry.body)), default=0)
-        fence = "`" * max(3, run + 1)
-        out.extend(["- body:", "", f"{fence}text"])
-        if entry.body:
-            out.append(entry.body)
-        out.append(fence)
+        out.append(f"- dedup_key: {_value(entry.dedup_key)}\n")
+    body = entry.body
+    if _fence_safe(body):
+        fence = _fence(body)
+        out.append(
+            f"- body:\n\n{fence}text\n{body}\n{fence}\n"
+            if body
+            else f"- body:\n\n{fence}text\n{fence}\n"
+        )
     else:
-        out.append(f"- body: {_quote(entry.body)}")
-    out.extend(["", _END.format(entry.id), ""])
-    return out
+        out.append(f"- body: {_quote(body)}\n")
+    out.append(f"\n{_END.format(eid)}\n")
+    return "".join(out)
 
 
-def render(entries: Iterable[Entry], line: str, externals: Mapping[str, str] | None = None) -> str:
-    """The projection of ``entries`` (give them in the store's stream order).
-
-    ``externals`` (parent id -> line) are the cross-line parents the line declares.
-    """
-    items = list(entries)
+def header(line: str, externals: Mapping[str, str] | None = None) -> str:
+    """The text before the first entry: the marker, the title, the notice and the
+    cross-line parents the line declares (``externals``: parent id -> line)."""
     out = [
         FORMAT_MARKER,
         f"# LIFELINE — line {line}",
         "",
-        f"> Generated from the ledger line `{line}` ({len(items)} entries, in stream order).",
+        f"> Generated from the ledger line `{line}`, entry after entry in stream order.",
         "> Do not edit: record with `lifeline log`. `lifeline ingest` reads this file back and",
         "> refuses any entry whose content no longer matches its id. Format: docs/projection.md.",
         "",
@@ -143,9 +182,16 @@ def render(entries: Iterable[Entry], line: str, externals: Mapping[str, str] | N
             for eid, other in sorted(externals.items())
         )
         out.append("")
-    for entry in items:
-        out.extend(_render_entry(entry))
     return "\n".join(out)
+
+
+def render(entries: Iterable[Entry], line: str, externals: Mapping[str, str] | None = None) -> str:
+    """The projection of ``entries`` (give them in the store's stream order): the
+    :func:`header`, then one :func:`entry_block` per entry.
+
+    ``externals`` (parent id -> line) are the cross-line parents the line declares.
+    """
+    return header(line, externals) + "".join(map(entry_block, entries))
 
 
 def is_projection(text: str) -> bool:

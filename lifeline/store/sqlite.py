@@ -39,7 +39,7 @@ from lifeline.store.summary import (
 # A hook run inside a local write's transaction: (connection, entries newly stored).
 InTransaction = Callable[[sqlite3.Connection, Sequence[Entry]], None]
 
-__all__ = ["SqliteStore"]
+__all__ = ["SqliteStore", "decode_row"]
 
 # The tips with their bodies, newest first in stream order (lifeline.ledger.choose_parents).
 # CROSS JOIN keeps the tips as the outer loop: with a plain JOIN the planner walks every
@@ -67,15 +67,32 @@ _COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, pa
 
 def _decode(row: tuple[Any, ...]) -> Entry:
     _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup = row
-    plist = json.loads(parents)
+    # The usual one-parent list is sliced rather than parsed (streams read every row).
+    inner = parents[2:66] if type(parents) is str and len(parents) == 68 else ""
+    if inner.isascii() and inner.isalnum() and parents[:2] == '["' and parents[66:] == '"]':
+        plist: Any = [inner]
+    else:
+        plist = json.loads(parents)
     if not isinstance(plist, list) or not all(isinstance(p, str) for p in plist):
         raise ValueError("parents column is not a JSON list of ids")
-    values = (eid, ts, kind, author, agent, provider, model, summary, body)
-    if not all(isinstance(v, str) for v in values):
+    if not (
+        type(eid) is str
+        and type(ts) is str
+        and type(kind) is str
+        and type(author) is str
+        and type(agent) is str
+        and type(provider) is str
+        and type(model) is str
+        and type(summary) is str
+        and type(body) is str
+    ):
         raise ValueError("a text column holds a non-text value")
     if dedup is not None and not isinstance(dedup, str):
         raise ValueError("dedup_key column holds a non-text value")
     return Entry(eid, ts, kind, author, agent, provider, model, summary, body, tuple(plist), dedup)
+
+
+decode_row = _decode  # for readers paging rows themselves (the projection file)
 
 
 class SqliteStore:
