@@ -23,6 +23,7 @@ from lifeline.lines import EXTERNAL_ANCHOR
 __all__ = [
     "FORMAT_MARKER",
     "Projection",
+    "block_of",
     "entry_block",
     "header",
     "is_projection",
@@ -132,22 +133,50 @@ def entry_block(entry: Entry) -> str:
     """One entry's block as it follows what precedes it in the file (it starts with the
     newline that separates it): the projection is the header then these, in stream order,
     so a file is extended by appending blocks."""
-    eid = entry.id
+    return block_of(
+        entry.id,
+        entry.ts,
+        entry.kind,
+        entry.author,
+        entry.agent,
+        entry.provider,
+        entry.model,
+        entry.summary,
+        entry.body,
+        entry.parents,
+        entry.dedup_key,
+    )
+
+
+def block_of(
+    eid: str,
+    ts: str,
+    kind: str,
+    author: str,
+    agent: str,
+    provider: str,
+    model: str,
+    summary: str,
+    body: str,
+    parents: tuple[str, ...],
+    dedup_key: str | None,
+) -> str:
+    """:func:`entry_block` from an entry's fields, in the order of :class:`Entry`'s (a
+    stream of rows renders without building an Entry for each)."""
     out = [
-        f"\n{_HEADING}{eid}\n\n- ts: {_value(entry.ts)}\n- kind: {_value_of_few(entry.kind)}\n"
-        f"- author: {_value_of_few(entry.author)}\n- agent: {_value_of_few(entry.agent)}\n"
-        f"- provider: {_value_of_few(entry.provider)}\n- model: {_value_of_few(entry.model)}\n"
-        f"- summary: {_value(entry.summary)}\n"
+        f"\n{_HEADING}{eid}\n\n- ts: {_value(ts)}\n- kind: {_value_of_few(kind)}\n"
+        f"- author: {_value_of_few(author)}\n- agent: {_value_of_few(agent)}\n"
+        f"- provider: {_value_of_few(provider)}\n- model: {_value_of_few(model)}\n"
+        f"- summary: {_value(summary)}\n"
     ]
-    if not entry.parents:
+    if not parents:
         out.append(f"- parents: {_NONE}\n")
-    elif all(ID_RE.match(p) for p in entry.parents):
-        out.append(f"- parents: {', '.join(entry.parents)}\n")
+    elif all(ID_RE.match(p) for p in parents):
+        out.append(f"- parents: {', '.join(parents)}\n")
     else:
-        out.append(f"- parents: {json.dumps(list(entry.parents))}\n")
-    if entry.dedup_key is not None:
-        out.append(f"- dedup_key: {_value(entry.dedup_key)}\n")
-    body = entry.body
+        out.append(f"- parents: {json.dumps(list(parents))}\n")
+    if dedup_key is not None:
+        out.append(f"- dedup_key: {_value(dedup_key)}\n")
     if _fence_safe(body):
         fence = _fence(body)
         out.append(

@@ -36,11 +36,10 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lifeline.entry import Entry
 from lifeline.fsutil import atomic_file, write_atomic
-from lifeline.projection import entry_block, header
+from lifeline.projection import block_of, header
 from lifeline.store.port import RowProblem
-from lifeline.store.sqlite import SqliteStore, decode_row
+from lifeline.store.sqlite import Fields, SqliteStore, decode_fields
 from lifeline.store.summary import ENTRIES_SET, entry_token, read_totals
 
 __all__ = ["RenderResult", "projection_state_path", "write_projection"]
@@ -123,17 +122,17 @@ class _ReadTx:
 
         await self.store.run_read(end)
 
-    async def rows(
+    async def pages(
         self,
         seq_from: int,
         seq_to: int,
         after: Key | None,
         problems: list[RowProblem],
         last: list[Key],
-    ) -> AsyncIterator[Entry]:
-        """Decoded entries with ``seq_from < seq <= seq_to`` in stream order after ``after``,
-        read in pages, the next page fetched while this one is rendered; ``last[0]`` follows
-        the key of the last row read."""
+    ) -> AsyncIterator[list[Fields]]:
+        """Pages of checked rows with ``seq_from < seq <= seq_to`` in stream order after
+        ``after``, the next page fetched while this one is rendered; ``last[0]`` follows
+        the key of the last row read. Damaged rows go to ``problems``."""
         sql = f"SELECT height, {_COLUMNS} FROM entries WHERE +seq > ? AND +seq <= ?"
         params: tuple[Any, ...] = (seq_from, seq_to)
         if after is not None:
@@ -153,13 +152,13 @@ class _ReadTx:
         try:
             while rows := await pending:
                 pending = asyncio.ensure_future(self.store.run_read(fetch))
+                page: list[Fields] = []
                 for row in rows:
                     try:
-                        entry = decode_row(row[1:])
+                        page.append(decode_fields(row[1:]))
                     except (ValueError, TypeError) as exc:
                         problems.append(RowProblem(int(row[1]), str(row[2])[:64], str(exc)))
-                        continue
-                    yield entry
+                yield page
                 tail = rows[-1]
                 last[:] = [(int(tail[0]), str(tail[3]), str(tail[2]))]
         finally:
@@ -231,14 +230,9 @@ class _Sink:
             self.blocks += blocks
             self.advance(blocks)
 
-    async def entries(self, stream: AsyncIterator[Entry]) -> None:
-        batch: list[str] = []
-        async for entry in stream:
-            batch.append(entry_block(entry))
-            if len(batch) == 500:
-                self.write("".join(batch), len(batch))
-                batch.clear()
-        self.write("".join(batch), len(batch))
+    async def pages(self, pages: AsyncIterator[list[Fields]]) -> None:
+        async for page in pages:
+            self.write("".join([block_of(*fields) for fields in page]), len(page))
 
 
 def _record(store_path: Path, state: _State) -> None:
@@ -300,7 +294,7 @@ async def _append(
         with path.open("ab") as fh:
             sink = _Sink(fh, digest, advance)
             sink.size = state.size
-            await sink.entries(tx.rows(state.seq, top, after, problems, last))
+            await sink.pages(tx.pages(state.seq, top, after, problems, last))
             fh.flush()
             os.fsync(fh.fileno())
         blocks = sink.blocks
@@ -335,7 +329,7 @@ async def _full(
     with atomic_file(path) as fh:
         sink = _Sink(fh, hashlib.sha256(), advance)
         sink.write(header(line, externals))
-        await sink.entries(tx.rows(-1, top, None, problems, last))
+        await sink.pages(tx.pages(-1, top, None, problems, last))
     if snap is None:  # no up-to-date totals to record: the next render is a full one
         projection_state_path(tx.store.path).unlink(missing_ok=True)
     else:

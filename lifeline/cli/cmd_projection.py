@@ -13,11 +13,25 @@ from lifeline.cli.common import line_of, open_line, print_json, root_of
 from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import atomic_file
-from lifeline.importer import ForeignLine, LinePlan, apply_plan, plan_import, read_lc_project
+from lifeline.importer import (
+    ForeignLine,
+    LinePlan,
+    apply_plan,
+    lc_sources,
+    plan_import,
+    read_lc_project,
+)
 from lifeline.integrity import require_intact
+from lifeline.lc_import import count_rows, import_databases
 from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
 from lifeline.lc_view import LcView, LcViewWriter
-from lifeline.lines import EXTERNAL_ANCHOR, line_names, line_path, projection_path
+from lifeline.lines import (
+    EXTERNAL_ANCHOR,
+    line_names,
+    line_path,
+    projection_path,
+    validate_line_name,
+)
 from lifeline.projection import entry_block, header, is_projection, parse_document
 from lifeline.projection_file import write_projection
 from lifeline.settings import load_limits
@@ -233,9 +247,7 @@ def _report(plans: list[LinePlan], as_json: bool, *, verb: str) -> None:
         print_json([p.to_dict() for p in plans])
         return
     for p in plans:
-        print(
-            f"{verb} {len(p.entries)} entries ({p.added} new) into line {p.name!r} from {p.source}"
-        )
+        print(f"{verb} {p.size} entries ({p.added} new) into line {p.name!r} from {p.source}")
         for parent, other in sorted(p.externals.items()):
             print(f"  cross-line parent {parent[:12]} -> line {other!r}")
         if p.anchors:
@@ -266,20 +278,30 @@ async def _opener(root: Path, name: str) -> AsyncIterator[Store]:
 
 async def cmd_import(args: argparse.Namespace) -> int:
     root = root_of(args)
-    lines = read_lc_project(args.path)
-    for line in lines:
-        target = line_path(root, line.name)
-        if target.exists() and target.resolve() == line.source.resolve():
+    dbs, _mds = lc_sources(args.path)
+    for db in dbs:
+        target = line_path(root, validate_line_name(db.stem))
+        if target.exists() and target.resolve() == db.resolve():
             raise ConfigError(
-                f"{line.source} is both the source and the target of the import; "
+                f"{db} is both the source and the target of the import; "
                 "run the import from another project folder (--root)"
             )
-    stored: dict[str, set[str]] = {}
-    for line in lines:
-        if line_path(root, line.name).exists():
-            async with _opener(root, line.name) as store:
-                stored[line.name] = await _stored_parents(store, line)
-    plans = plan_import(lines, stored, load_limits(root))
-    done = [p async for p in apply_plan(plans, lambda n: _opener(root, n))]
+    if dbs:  # streamed: memory does not grow with the ledger
+        with progress_for(args, "importing", count_rows(dbs)) as bar:
+            done = [
+                p
+                async for p in import_databases(
+                    dbs, lambda n: _opener(root, n), load_limits(root), bar.advance
+                )
+            ]
+    else:  # its LIFELINE*.md files: small, read whole (some entries cannot reproduce)
+        lines = read_lc_project(args.path)
+        stored: dict[str, set[str]] = {}
+        for line in lines:
+            if line_path(root, line.name).exists():
+                async with _opener(root, line.name) as store:
+                    stored[line.name] = await _stored_parents(store, line)
+        plans = plan_import(lines, stored, load_limits(root))
+        done = [p async for p in apply_plan(plans, lambda n: _opener(root, n))]
     _report(done, args.json, verb="imported")
     return 1 if any(p.rejected for p in done) else 0

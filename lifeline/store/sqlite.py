@@ -39,7 +39,7 @@ from lifeline.store.summary import (
 # A hook run inside a local write's transaction: (connection, entries newly stored).
 InTransaction = Callable[[sqlite3.Connection, Sequence[Entry]], None]
 
-__all__ = ["SqliteStore", "decode_row"]
+__all__ = ["Fields", "SqliteStore", "decode_fields"]
 
 # The tips with their bodies, newest first in stream order (lifeline.ledger.choose_parents).
 # CROSS JOIN keeps the tips as the outer loop: with a plain JOIN the planner walks every
@@ -65,7 +65,16 @@ WAL_AUTOCHECKPOINT_PAGES = 10_000
 _COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
 
 
+Fields = tuple[str, str, str, str, str, str, str, str, str, tuple[str, ...], str | None]
+
+
 def _decode(row: tuple[Any, ...]) -> Entry:
+    return Entry(*decode_fields(row))
+
+
+def decode_fields(row: tuple[Any, ...]) -> Fields:
+    """A row ``(seq, id, ts, ..., parents, dedup_key)`` as the fields of an Entry, in its
+    order, checked (ValueError or TypeError when the row is damaged)."""
     _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup = row
     # The usual one-parent list is sliced rather than parsed (streams read every row).
     inner = parents[2:66] if type(parents) is str and len(parents) == 68 else ""
@@ -89,10 +98,7 @@ def _decode(row: tuple[Any, ...]) -> Entry:
         raise ValueError("a text column holds a non-text value")
     if dedup is not None and not isinstance(dedup, str):
         raise ValueError("dedup_key column holds a non-text value")
-    return Entry(eid, ts, kind, author, agent, provider, model, summary, body, tuple(plist), dedup)
-
-
-decode_row = _decode  # for readers paging rows themselves (the projection file)
+    return (eid, ts, kind, author, agent, provider, model, summary, body, tuple(plist), dedup)
 
 
 class SqliteStore:
