@@ -104,22 +104,31 @@ def _value(value: str) -> str:
     return value if _plain_safe(value) else _quote(value)
 
 
-_FEW: dict[str, str] = {}  # kind, author, agent...: a few values, each written many times
+# kind, author, agent, provider, model: a few combinations, each written many times
+_FEW: dict[tuple[str, str, str, str, str], str] = {}
 
 
-def _value_of_few(value: str) -> str:
-    done = _FEW.get(value)
+def _few_fields(kind: str, author: str, agent: str, provider: str, model: str) -> str:
+    key = (kind, author, agent, provider, model)
+    done = _FEW.get(key)
     if done is None:
         if len(_FEW) > 4096:
             _FEW.clear()
-        done = _FEW[value] = _value(value)
+        done = _FEW[key] = (
+            f"- kind: {_value(kind)}\n- author: {_value(author)}\n- agent: {_value(agent)}\n"
+            f"- provider: {_value(provider)}\n- model: {_value(model)}\n"
+        )
     return done
 
 
 def _fence_safe(body: str) -> bool:
     # Tabs and newlines are kept by editors; every other character must be visible (in C:
     # see _plain_safe).
-    return body.replace("\n", " ").replace("\t", " ").isprintable() and not _mimics_lc(body)
+    return (
+        body.replace("\n", " ").replace("\t", " ").isprintable()
+        and _LC_MARKS[0] not in body
+        and _LC_MARKS[1] not in body
+    )
 
 
 def _fence(body: str) -> str:
@@ -164,13 +173,13 @@ def block_of(
     """:func:`entry_block` from an entry's fields, in the order of :class:`Entry`'s (a
     stream of rows renders without building an Entry for each)."""
     out = [
-        f"\n{_HEADING}{eid}\n\n- ts: {_value(ts)}\n- kind: {_value_of_few(kind)}\n"
-        f"- author: {_value_of_few(author)}\n- agent: {_value_of_few(agent)}\n"
-        f"- provider: {_value_of_few(provider)}\n- model: {_value_of_few(model)}\n"
-        f"- summary: {_value(summary)}\n"
+        f"\n{_HEADING}{eid}\n\n- ts: {_value(ts)}\n"
+        f"{_few_fields(kind, author, agent, provider, model)}- summary: {_value(summary)}\n"
     ]
     if not parents:
         out.append(f"- parents: {_NONE}\n")
+    elif len(parents) == 1 and ID_RE.match(parents[0]):
+        out.append(f"- parents: {parents[0]}\n")
     elif all(ID_RE.match(p) for p in parents):
         out.append(f"- parents: {', '.join(parents)}\n")
     else:
