@@ -87,6 +87,11 @@ def test_progress_draws_at_most_every_interval() -> None:
         bar.advance(0)
     assert out.getvalue().count("work [") == 2
     assert "1,000/1,000 (100%)" in out.getvalue()
+    assert out.getvalue().endswith("\r\x1b[K")
+    noted = io.StringIO()
+    with Progress("ingesting", enabled=True, stream=noted, clock=lambda: now[0]) as bar:
+        bar.update(3, 4, "a.jsonl")
+    assert "ingesting [###############.....] 3/4 (75%) a.jsonl" in noted.getvalue()
     quiet = io.StringIO()
     with Progress("work", 10, enabled=False, stream=quiet) as bar:
         bar.advance(10)

@@ -41,6 +41,7 @@ class Progress:
         self._clock = clock
         self._next = 0.0
         self._drawn = False
+        self.note = ""
 
     def __enter__(self) -> Progress:
         return self
@@ -59,6 +60,13 @@ class Progress:
         if self.enabled and self._clock() >= self._next:
             self._draw()
 
+    def update(self, done: int, total: int | None = None, note: str = "") -> None:
+        """Set how many are done (and of how many, and a note such as a file name)."""
+        if total is not None:
+            self.total = total
+        self.note = note
+        self.advance(done - self.done)
+
     def _draw(self) -> None:
         self._next = self._clock() + REDRAW_S
         if self.total:
@@ -68,6 +76,8 @@ class Progress:
             text = f"{self.label} [{bar}] {self.done:,}/{self.total:,} ({share:.0%})"
         else:
             text = f"{self.label} {self.done:,}"
+        if self.note:
+            text += f" {self.note}"
         self._stream.write(f"\r\x1b[K{text}")
         self._stream.flush()
         self._drawn = True
