@@ -26,6 +26,7 @@ the next render is a full one. Either way the file equals
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -36,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from lifeline.errors import StoreError
 from lifeline.fsutil import atomic_file, write_atomic
 from lifeline.projection import block_of, header
 from lifeline.store.port import RowProblem
@@ -235,8 +237,18 @@ class _Sink:
             self.write("".join([block_of(*fields) for fields in page]), len(page))
 
 
-def _record(store_path: Path, state: _State) -> None:
-    write_atomic(projection_state_path(store_path), state.to_json())
+def _record(store_path: Path, state: _State | None) -> None:
+    """Keep (or, with None, drop) the record of the last render. Where ``.lifeline/``
+    cannot be written, the render still stands: an old record only matches a file that is
+    still the render it describes, and the next render is whole otherwise."""
+    path = projection_state_path(store_path)
+    try:
+        if state is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_atomic(path, state.to_json())
+    except OSError:  # e.g. a read-only .lifeline/
+        return
 
 
 async def write_projection(
@@ -251,7 +263,8 @@ async def write_projection(
     """Bring ``path`` up to date with the line: append the new blocks when the file is the
     last render's (see the module's docstring), else write it whole. ``advance(n)`` is told
     of each ``n`` blocks written; undecodable rows are left out and put in ``problems``."""
-    await store.entry_totals()  # computes and keeps the totals row if it is absent
+    with contextlib.suppress(StoreError):  # a read-only line: rendered whole, no record
+        await store.entry_totals()  # computes and keeps the totals row if it is absent
     tx = _ReadTx(store)
     try:
         snap, externals = await tx.begin()
@@ -331,7 +344,7 @@ async def _full(
         sink.write(header(line, externals))
         await sink.pages(tx.pages(-1, top, None, problems, last))
     if snap is None:  # no up-to-date totals to record: the next render is a full one
-        projection_state_path(tx.store.path).unlink(missing_ok=True)
+        _record(tx.store.path, None)
     else:
         state = _State(
             STATE_VERSION,

@@ -116,3 +116,15 @@ def test_isprintable_is_the_visible_test_for_every_character() -> None:
     # The projection's fast checks rely on it (lifeline/projection.py, _plain_safe).
     odd = [c for c in map(chr, range(sys.maxunicode + 1)) if c.isprintable() != _visible(c)]
     assert odd == []
+
+
+async def test_a_record_that_cannot_be_written_leaves_the_render_standing(tmp_path: Path) -> None:
+    (tmp_path / ".lifeline").mkdir()
+    first = _chain(2)
+    await _append(tmp_path, first)
+    (tmp_path / ".lifeline" / "ledger.projection.json").mkdir()  # unwritable as a file
+    path, said = _render(tmp_path)
+    assert said.startswith("full: 2 entries") and path.read_bytes() == _full_bytes(tmp_path)
+    await _append(tmp_path, _chain(1, first[-1].id, "more"))
+    assert _render(tmp_path)[1].startswith("full: 3 entries")
+    assert path.read_bytes() == _full_bytes(tmp_path)
