@@ -176,6 +176,20 @@ def _read_state(path: Path, line: str) -> _State | None:
         return None
     if state.version != STATE_VERSION or state.line != line:
         return None
+    ints = (state.size, state.seq, state.count)
+    texts = (state.sha256, state.total, state.externals)
+    last_ok = state.last is None or (
+        isinstance(state.last, list)
+        and len(state.last) == 3
+        and isinstance(state.last[0], int)
+        and all(isinstance(v, str) for v in state.last[1:])
+    )
+    if not (all(type(v) is int for v in ints) and all(type(v) is str for v in texts) and last_ok):
+        return None  # edited by hand or damaged: render whole
+    try:
+        int(state.total, 16)
+    except ValueError:
+        return None
     return state
 
 

@@ -128,3 +128,19 @@ async def test_a_record_that_cannot_be_written_leaves_the_render_standing(tmp_pa
     await _append(tmp_path, _chain(1, first[-1].id, "more"))
     assert _render(tmp_path)[1].startswith("full: 3 entries")
     assert path.read_bytes() == _full_bytes(tmp_path)
+
+
+async def test_a_damaged_record_means_a_whole_render(tmp_path: Path) -> None:
+    (tmp_path / ".lifeline").mkdir()
+    first = _chain(2)
+    await _append(tmp_path, first)
+    _render(tmp_path)
+    record = tmp_path / ".lifeline" / "ledger.projection.json"
+    data = json.loads(record.read_text())
+    for damage in ({"total": "not hex"}, {"last": [1, 2]}, {"size": "12"}):
+        record.write_text(json.dumps(data | damage))
+        path, said = _render(tmp_path)
+        assert said.startswith("full: 2 entries"), damage
+        assert path.read_bytes() == _full_bytes(tmp_path)
+    record.write_text("{")
+    assert _render(tmp_path)[1].startswith("full: 2 entries")
