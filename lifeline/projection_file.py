@@ -41,7 +41,8 @@ from lifeline.errors import StoreError
 from lifeline.fsutil import atomic_file, write_atomic
 from lifeline.projection import block_of, header
 from lifeline.store.port import RowProblem
-from lifeline.store.sqlite import Fields, SqliteStore, decode_fields
+from lifeline.store.rows import Fields, decode_fields
+from lifeline.store.sqlite import SqliteStore
 from lifeline.store.summary import ENTRIES_SET, entry_token, read_totals
 
 __all__ = ["RenderResult", "projection_state_path", "write_projection"]

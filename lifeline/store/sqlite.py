@@ -10,7 +10,6 @@ instead of failing half-way; ``busy_timeout`` makes them wait their turn.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sqlite3
@@ -25,6 +24,7 @@ from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
+from lifeline.store.rows import decode_row as _decode
 from lifeline.store.schema import apply_migrations, migrations_pending
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_writes import append_tx, id_chunks, in_transaction
@@ -39,7 +39,7 @@ from lifeline.store.summary import (
 # A hook run inside a local write's transaction: (connection, entries newly stored).
 InTransaction = Callable[[sqlite3.Connection, Sequence[Entry]], None]
 
-__all__ = ["Fields", "SqliteStore", "decode_fields"]
+__all__ = ["SqliteStore"]
 
 # The tips with their bodies, newest first in stream order (lifeline.ledger.choose_parents).
 # CROSS JOIN keeps the tips as the outer loop: with a plain JOIN the planner walks every
@@ -63,42 +63,6 @@ CACHE_KIB = 32 * 1024
 # rarer; the WAL is still checkpointed and removed when the last connection closes.
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 _COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
-
-
-Fields = tuple[str, str, str, str, str, str, str, str, str, tuple[str, ...], str | None]
-
-
-def _decode(row: tuple[Any, ...]) -> Entry:
-    return Entry(*decode_fields(row))
-
-
-def decode_fields(row: tuple[Any, ...]) -> Fields:
-    """A row ``(seq, id, ts, ..., parents, dedup_key)`` as the fields of an Entry, in its
-    order, checked (ValueError or TypeError when the row is damaged)."""
-    _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup = row
-    # The usual one-parent list is sliced rather than parsed (streams read every row).
-    inner = parents[2:66] if type(parents) is str and len(parents) == 68 else ""
-    if inner.isascii() and inner.isalnum() and parents[:2] == '["' and parents[66:] == '"]':
-        plist: Any = [inner]
-    else:
-        plist = json.loads(parents)
-    if not isinstance(plist, list) or not all(isinstance(p, str) for p in plist):
-        raise ValueError("parents column is not a JSON list of ids")
-    if not (
-        type(eid) is str
-        and type(ts) is str
-        and type(kind) is str
-        and type(author) is str
-        and type(agent) is str
-        and type(provider) is str
-        and type(model) is str
-        and type(summary) is str
-        and type(body) is str
-    ):
-        raise ValueError("a text column holds a non-text value")
-    if dedup is not None and not isinstance(dedup, str):
-        raise ValueError("dedup_key column holds a non-text value")
-    return (eid, ts, kind, author, agent, provider, model, summary, body, tuple(plist), dedup)
 
 
 class SqliteStore:
