@@ -1,19 +1,25 @@
 """Benchmark: every read command of the `lifeline` CLI on a large line, as a user runs it.
 
 Builds a line of N entries with bench/truth_ledger.py (corrections, 50 threads of
-checkpoints, decisions, open items, pins), then runs each command as a whole process and
-prints its wall time (median of --repeat runs) and the peak RSS of the process tree.
-`history | head -3` runs through a real pipe, as a user types it. Prints figures; not a
-pass/fail test.
+checkpoints, decisions, open items, pins; the same entries also in lifeline-context 0.6's
+SQLite layout), then runs each command as a whole process and prints its wall time (median
+of --repeat runs), CPU time (user + system) and peak RSS. `history | head -3` runs through
+a real pipe, as a user types it. `import` reads the lifeline-context copy into a fresh
+folder each run; `render (after 1 append)` times the render that follows one `lifeline
+log` (untimed). With --lc (lifeline-context's `lifeline` executable) its `rebuild` and
+`verify` run on its copy too. Prints figures; not a pass/fail test.
 
     .venv/bin/python bench/scale.py --sizes 100000 1000000
     .venv/bin/python bench/scale.py --sizes 1000000 --keep /tmp/scale   # reuse the line later
+    .venv/bin/python bench/scale.py --sizes 100000 --keep /tmp/scale --only render import
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -30,43 +36,85 @@ LIFELINE = [sys.executable, "-m", "lifeline"]
 QUERY = "refund latency webhook"
 
 
-def _commands() -> list[tuple[str, list[str]]]:
+Step = tuple[str, list[str], str, list[str] | None]  # name, command, folder, untimed setup
+
+
+def _newest_id(db: Path) -> str:
+    conn = sqlite3.connect(db)
+    try:
+        return str(conn.execute("SELECT id FROM entries ORDER BY seq DESC LIMIT 1").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _commands(lc: str | None, newest: str) -> list[Step]:
     me = " ".join(LIFELINE)
-    return [
-        ("context (first)", [*LIFELINE, "context", "--budget", "8000"]),
-        ("context (warm)", [*LIFELINE, "context", "--budget", "8000"]),
-        ("recall (warm)", [*LIFELINE, "recall", QUERY]),
-        ("verify", [*LIFELINE, "verify"]),
-        ("history | head -3", ["sh", "-c", f"{me} history | head -3"]),
-        ("history --json", [*LIFELINE, "history", "--json"]),
-        ("history --limit 20", [*LIFELINE, "history", "--limit", "20"]),
-        ("render", [*LIFELINE, "render"]),
+    note = [*LIFELINE, "log", "--kind", "note", "--summary", "bench append", "--body", "b"]
+    steps: list[Step] = [
+        ("context (first)", [*LIFELINE, "context", "--budget", "8000"], "ours", None),
+        ("context (warm)", [*LIFELINE, "context", "--budget", "8000"], "ours", None),
+        ("recall (warm)", [*LIFELINE, "recall", QUERY], "ours", None),
+        ("verify", [*LIFELINE, "verify"], "ours", None),
+        ("verify --json", [*LIFELINE, "verify", "--json"], "ours", None),
+        ("show", [*LIFELINE, "show", newest[:12]], "ours", None),
+        ("show --json", [*LIFELINE, "show", "--json", newest[:12]], "ours", None),
+        ("history | head -3", ["sh", "-c", f"{me} history | head -3"], "ours", None),
+        ("history --json", [*LIFELINE, "history", "--json"], "ours", None),
+        ("history --limit 20", [*LIFELINE, "history", "--limit", "20"], "ours", None),
+        ("render (full)", [*LIFELINE, "render", "--full"], "ours", None),
+        ("render (after 1 append)", [*LIFELINE, "render"], "ours", note),
+        ("import", [*LIFELINE, "import", "../lc"], "import", ["rm", "-rf", ".lifeline"]),
     ]
+    if lc is not None:
+        steps += [
+            ("lifeline-context rebuild", [lc, "rebuild"], "lc", None),
+            ("lifeline-context verify", [lc, "verify"], "lc", None),
+        ]
+    return steps
 
 
-def _row(n: int, name: str, runs: list[tuple[float, float]]) -> str:
+def _row(n: int, name: str, runs: list[tuple[float, float, float]]) -> str:
     secs = statistics.median(r[0] for r in runs)
+    cpu = statistics.median(r[2] for r in runs)
     rss = max(r[1] for r in runs)
-    return f"| {n:,} | {name} | {secs:.3f} s | {rss:.0f} MiB |"
+    return f"| {n:,} | {name} | {secs:.3f} s | {cpu:.2f} s | {rss:.0f} MiB |"
 
 
-def bench_size(n: int, repeat: int, timeout: float, work: Path) -> None:
+def _timed_cpu(cmd: list[str], cwd: Path, timeout: float) -> tuple[float, float, float, bool]:
+    """(wall s, peak RSS MiB, CPU s of the command's processes, finished)."""
+    before = os.times()
+    took, rss, done = timed(cmd, cwd, timeout)
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (
+        after.children_system - before.children_system
+    )
+    return took, rss, cpu, done
+
+
+def bench_size(
+    n: int, repeat: int, timeout: float, work: Path, lc: str | None, only: list[str]
+) -> None:
     target = work / str(n)
     if not (target / "ours" / ".lifeline" / "ledger.db").exists():
         generator = Path(__file__).resolve().parent / "truth_ledger.py"
         start = time.perf_counter()
         subprocess.run([sys.executable, str(generator), str(n), str(target)], check=True)
         print(f"(generated {n:,} entries in {time.perf_counter() - start:.1f} s)", flush=True)
-    ours = target / "ours"
-    for name, cmd in _commands():
+    (target / "import").mkdir(exist_ok=True)
+    newest = _newest_id(target / "ours" / ".lifeline" / "ledger.db")
+    for name, cmd, folder, setup in _commands(lc, newest):
+        if only and not any(name.startswith(o) for o in only):
+            continue
         runs = []
         times = 1 if name.endswith("(first)") else repeat
         for _ in range(times):
-            took, rss, done = timed(cmd, ours, timeout)
+            if setup is not None:
+                subprocess.run(setup, cwd=target / folder, check=True, capture_output=True)
+            took, rss, cpu, done = _timed_cpu(cmd, target / folder, timeout)
             if not done:
-                print(f"| {n:,} | {name} | > {timeout:.0f} s | – |", flush=True)
+                print(f"| {n:,} | {name} | > {timeout:.0f} s | – | – |", flush=True)
                 break
-            runs.append((took, rss))
+            runs.append((took, rss, cpu))
         if runs:
             print(_row(n, name, runs), flush=True)
 
@@ -77,14 +125,17 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs per figure (median)")
     parser.add_argument("--timeout", type=float, default=300.0, help="cap per run, s")
     parser.add_argument("--keep", type=Path, help="build (or reuse) the lines in this folder")
+    parser.add_argument("--lc", help="lifeline-context 0.6's `lifeline` executable, to compare")
+    parser.add_argument("--only", nargs="*", default=[], help="only commands starting so")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="lifeline-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    print("| entries | command | time (median) | peak RSS |")
-    print("| ---: | --- | ---: | ---: |")
+    print(f"load average at start: {os.getloadavg()[0]:.1f}")
+    print("| entries | command | time (median) | CPU (median) | peak RSS |")
+    print("| ---: | --- | ---: | ---: | ---: |")
     try:
         for n in args.sizes:
-            bench_size(n, args.repeat, args.timeout, work)
+            bench_size(n, args.repeat, args.timeout, work, args.lc, args.only)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -47,50 +47,70 @@ class Report:
         }
 
 
+def _key(entry_id: str) -> int | str:
+    """What ``seen`` keeps of an id: the integer of its first 128 bits (44 bytes against a
+    64-character string's 113, so a million ids fit in ~75 MB); an id that is not hex is
+    kept whole."""
+    try:
+        return int(entry_id[:32], 16) if len(entry_id) == 64 else entry_id
+    except ValueError:
+        return entry_id
+
+
 async def verify_store(
     store: Store,
     line: str,
     *,
     external_exists: Callable[[str, str], Awaitable[bool]] | None = None,
+    advance: Callable[[int], None] = lambda _n: None,
 ) -> Report:
-    """Audit every row of ``store``. ``external_exists(line, id)`` checks cross-line parents."""
+    """Audit every row of ``store``. ``external_exists(line, id)`` checks cross-line parents;
+    ``advance(n)`` is told of every ``n`` entries read (a progress bar).
+
+    Memory does not grow with the entries' text: the stream is in height order, so an
+    entry's stored parents were read before it and are looked up as they come; only the
+    links to parents not read yet (cross-line, missing, or a damaged height) are kept for
+    the end.
+    """
     report = Report(line=line)
     problems: list[RowProblem] = []
-    seen: set[str] = set()
-    parents_of: dict[str, tuple[str, ...]] = {}
+    seen: set[int | str] = set()
+    later: list[tuple[str, str]] = []  # (entry id, parent id) in stream order
     async for entry in store.stream(problems=problems):
         report.entries += 1
-        seen.add(entry.id)
-        parents_of[entry.id] = entry.parents
+        if not report.entries % 2_000:
+            advance(2_000)
+        seen.add(_key(entry.id))
+        later.extend((entry.id, p) for p in entry.parents if _key(p) not in seen)
         try:
             entry.verify()
         except InvalidEntry as exc:
             check = "id-mismatch" if "does not match" in str(exc) else "invalid-text"
             report.findings.append(Finding(check, entry.id, str(exc)))
+    advance(report.entries % 2_000)
     for problem in problems:
         report.findings.append(
             Finding("corrupt-row", problem.entry_id, f"row {problem.rowid}: {problem.reason}")
         )
     externals = await store.externals()
-    for entry_id, parents in parents_of.items():
-        for parent in parents:
-            if parent in seen:
+    for entry_id, parent in later:
+        if _key(parent) in seen:
+            continue
+        if parent in externals:
+            other = externals[parent]
+            if other == EXTERNAL_ANCHOR:  # known by id only, in no line: nothing to look up
+                report.anchors += 1
                 continue
-            if parent in externals:
-                other = externals[parent]
-                if other == EXTERNAL_ANCHOR:  # known by id only, in no line: nothing to look up
-                    report.anchors += 1
-                    continue
-                if external_exists is not None and not await external_exists(other, parent):
-                    report.findings.append(
-                        Finding(
-                            "external-missing",
-                            entry_id,
-                            f"parent {parent[:12]} should be in line {other!r} but is not there",
-                        )
+            if external_exists is not None and not await external_exists(other, parent):
+                report.findings.append(
+                    Finding(
+                        "external-missing",
+                        entry_id,
+                        f"parent {parent[:12]} should be in line {other!r} but is not there",
                     )
-                continue
-            report.findings.append(
-                Finding("missing-parent", entry_id, f"parent {parent[:12]} is not stored")
-            )
+                )
+            continue
+        report.findings.append(
+            Finding("missing-parent", entry_id, f"parent {parent[:12]} is not stored")
+        )
     return report

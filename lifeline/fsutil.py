@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import BinaryIO
 
 from lifeline.errors import ConfigError
 
-__all__ = ["read_private", "require_private", "write_atomic"]
+__all__ = ["atomic_file", "read_private", "require_private", "write_atomic"]
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
@@ -17,13 +20,22 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     ``mode`` defaults to the existing file's mode, or 0644 for a new file (mkstemp would
     otherwise leave it 0600); pass 0o600 for key material.
     """
+    with atomic_file(path, mode=mode) as out:
+        out.write(data)
+
+
+@contextmanager
+def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
+    """A file to write ``path``'s new content into, piece by piece: on success it is
+    flushed, fsynced and renamed over ``path``; on any error it is removed and ``path`` is
+    left as it was. ``mode`` as for :func:`write_atomic`."""
     if mode is None:
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, mode)
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
+        with os.fdopen(fd, "wb", buffering=1 << 20) as out:
+            yield out
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)

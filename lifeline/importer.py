@@ -30,7 +30,15 @@ from lifeline.lines import DEFAULT_LINE, EXTERNAL_ANCHOR, validate_line_name
 from lifeline.store.port import Store
 from lifeline.validate import DEFAULT_LIMITS, HARD_LIMITS, Limits, check_admissible, over_limits
 
-__all__ = ["ForeignLine", "LinePlan", "apply_plan", "plan_import", "read_lc_project"]
+__all__ = [
+    "ForeignLine",
+    "LinePlan",
+    "apply_plan",
+    "decode_lc_row",
+    "lc_sources",
+    "plan_import",
+    "read_lc_project",
+]
 
 
 @dataclass(slots=True)
@@ -54,14 +62,20 @@ class LinePlan:
     externals: dict[str, str]
     rejected: list[Rejected]
     added: int = 0
+    kept: int | None = None  # entries kept, when ``entries`` was streamed, not held
     anchors: list[str] = field(default_factory=list)  # parents declared external anchors
     over_caps: list[str] = field(default_factory=list)  # ids over the local size caps
+
+    @property
+    def size(self) -> int:
+        """How many entries the line keeps from its source."""
+        return len(self.entries) if self.kept is None else self.kept
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "line": self.name,
             "source": str(self.source),
-            "entries": len(self.entries),
+            "entries": self.size,
             "added": self.added,
             "externals": self.externals,
             "anchors": self.anchors,
@@ -81,8 +95,24 @@ def _admit(line: ForeignLine, number: str, entry: Entry) -> None:
     line.entries.append(entry)
 
 
+def decode_lc_row(row: tuple[Any, ...]) -> tuple[Entry | None, Rejected | None]:
+    """One row ``(seq, id, ts, dedup_key, payload)`` of a lifeline-context 0.6 database as
+    an entry (its id as stored, not yet checked), or why it cannot be decoded."""
+    seq, eid, ts, dedup, payload = row
+    try:
+        data = json.loads(payload)
+        if not isinstance(data, dict):
+            raise InvalidEntry("payload is not a JSON object")
+        ts = normalize_ts(ts, naive_utc=True) if isinstance(ts, str) else ts
+        data = data | {"id": eid, "ts": ts, "dedup_key": dedup}
+        return Entry.from_dict(data, check=False), None
+    except (ValueError, TypeError, InvalidEntry) as exc:
+        return None, Rejected(str(seq), str(eid)[:64], f"undecodable row: {exc}")
+
+
 def read_lc_db(path: Path) -> ForeignLine:
-    """Read one lifeline-context database, read-only (its folder may be read-only too)."""
+    """Read one lifeline-context database, read-only (its folder may be read-only too).
+    Holds the whole line: ``lifeline import`` streams instead (:mod:`lifeline.lc_import`)."""
     line = ForeignLine(validate_line_name(path.stem), path)
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
@@ -97,18 +127,12 @@ def read_lc_db(path: Path) -> ForeignLine:
             f"cannot read {path} as a lifeline-context 0.6 ledger ({exc}); "
             "pass its project root or one of its .lifeline/*.db files"
         ) from exc
-    for seq, eid, ts, dedup, payload in rows:
-        try:
-            data = json.loads(payload)
-            if not isinstance(data, dict):
-                raise InvalidEntry("payload is not a JSON object")
-            ts = normalize_ts(ts, naive_utc=True) if isinstance(ts, str) else ts
-            data = data | {"id": eid, "ts": ts, "dedup_key": dedup}
-            entry = Entry.from_dict(data, check=False)
-        except (ValueError, TypeError, InvalidEntry) as exc:
-            line.rejected.append(Rejected(str(seq), str(eid)[:64], f"undecodable row: {exc}"))
-            continue
-        _admit(line, str(seq), entry)
+    for row in rows:
+        entry, refused = decode_lc_row(row)
+        if refused is not None:
+            line.rejected.append(refused)
+        elif entry is not None:
+            _admit(line, str(row[0]), entry)
     return line
 
 
@@ -122,11 +146,11 @@ def _read_markdown(path: Path) -> ForeignLine:
     return line
 
 
-def read_lc_project(path: Path) -> list[ForeignLine]:
-    """The lines of a lifeline-context project root, a folder of its .db files (such as its
-    .lifeline/), or one .db file."""
+def lc_sources(path: Path) -> tuple[list[Path], list[Path]]:
+    """The ``.db`` files of a lifeline-context project root, a folder of its .db files
+    (such as its .lifeline/), or one .db file; else its ``LIFELINE*.md`` files."""
     if path.is_file() and path.suffix == ".db":
-        return [read_lc_db(path)]
+        return [path], []
     if not path.is_dir():
         raise NotFound(f"{path} is neither a lifeline-context project folder nor a .db file")
     # its root (holding .lifeline/), or a folder of its .db files (its .lifeline/ itself, or
@@ -136,12 +160,20 @@ def read_lc_project(path: Path) -> list[ForeignLine]:
     if not dbs and not mds:
         dbs = sorted(path.glob("*.db"))
     if dbs:
-        return [read_lc_db(db) for db in dbs]
+        return dbs, []
     if not mds:
         raise NotFound(
             f"{path} holds neither .lifeline/*.db nor LIFELINE*.md; "
             "pass the root of a project written by lifeline-context 0.6"
         )
+    return [], mds
+
+
+def read_lc_project(path: Path) -> list[ForeignLine]:
+    """The lines of a lifeline-context project (see :func:`lc_sources`), read whole."""
+    dbs, mds = lc_sources(path)
+    if dbs:
+        return [read_lc_db(db) for db in dbs]
     return [_read_markdown(md) for md in mds]
 
 

@@ -74,7 +74,7 @@ class Recovered:
 def _rows(conn: sqlite3.Connection) -> tuple[list[Entry], int]:
     """Every entry row that reads and verifies, by ranges of ``seq`` (one by one where a
     range fails); and how many rows did not."""
-    from lifeline.store.sqlite import _decode  # one decoding rule for stored rows
+    from lifeline.store.rows import decode_row as _decode  # one rule for stored rows
 
     try:
         top = int(conn.execute("SELECT max(seq) FROM entries").fetchone()[0] or 0)

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from lifeline.entry import Entry
 
-__all__ = ["LC_KINDS", "LcView", "render_lc_view", "unwritable_reason"]
+__all__ = ["LC_KINDS", "LcView", "LcViewWriter", "render_lc_view", "unwritable_reason"]
 
 # The kinds lifeline-context 0.6.1 accepts; it refuses a whole file holding any other one.
 LC_KINDS = frozenset(
@@ -92,26 +92,41 @@ def _entry_text(n: int, e: Entry) -> str:
     return "\n".join(fields)
 
 
-def render_lc_view(entries: Iterable[Entry], line: str) -> LcView:
-    """The view of ``entries`` (parents first, as the store streams them)."""
-    view = LcView("")
-    left_out: set[str] = set()
-    blocks: list[str] = []
-    for entry in entries:
+class LcViewWriter:
+    """The view piece by piece: :meth:`head`, then :meth:`block` per entry (parents first,
+    as the store streams them); what is left out is gathered in :attr:`view`."""
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+        self.view = LcView("")
+        self._left_out: set[str] = set()
+        self._written = 0
+
+    def head(self) -> str:
+        return (
+            f"# LIFELINE — line {self.line}\n\n"
+            "> Written by lifeline-mesh (`lifeline render --format lifeline-context`) in the\n"
+            "> format of lifeline-context 0.6, for its `migrate` and `pull`. Do not edit.\n\n"
+            "## Entries\n\n"
+        )
+
+    def block(self, entry: Entry) -> str:
+        """The text that follows for ``entry`` ("" when it is left out)."""
         reason = unwritable_reason(entry)
         if reason is not None:
-            view.unwritable[entry.id] = reason
-        elif left_out.intersection(entry.parents):
-            view.descendants.append(entry.id)
+            self.view.unwritable[entry.id] = reason
+        elif self._left_out.intersection(entry.parents):
+            self.view.descendants.append(entry.id)
         else:
-            blocks.append(_entry_text(len(blocks) + 1, entry))
-            continue
-        left_out.add(entry.id)
-    head = (
-        f"# LIFELINE — line {line}\n\n"
-        "> Written by lifeline-mesh (`lifeline render --format lifeline-context`) in the\n"
-        "> format of lifeline-context 0.6, for its `migrate` and `pull`. Do not edit.\n\n"
-        "## Entries\n\n"
-    )
-    view.text = head + "\n".join(blocks)
-    return view
+            self._written += 1
+            text = _entry_text(self._written, entry)
+            return text if self._written == 1 else "\n" + text
+        self._left_out.add(entry.id)
+        return ""
+
+
+def render_lc_view(entries: Iterable[Entry], line: str) -> LcView:
+    """The view of ``entries`` (parents first, as the store streams them)."""
+    writer = LcViewWriter(line)
+    writer.view.text = writer.head() + "".join(writer.block(e) for e in entries)
+    return writer.view

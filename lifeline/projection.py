@@ -20,7 +20,17 @@ from lifeline.entry import ID_RE, Entry, normalize_ts
 from lifeline.errors import IdMismatch, InvalidEntry
 from lifeline.lines import EXTERNAL_ANCHOR
 
-__all__ = ["FORMAT_MARKER", "Projection", "is_projection", "parse", "parse_document", "render"]
+__all__ = [
+    "FORMAT_MARKER",
+    "Projection",
+    "block_of",
+    "entry_block",
+    "header",
+    "is_projection",
+    "parse",
+    "parse_document",
+    "render",
+]
 
 FORMAT_MARKER = "<!-- lifeline-projection v1 -->"
 _HEADING = "### entry "
@@ -58,13 +68,16 @@ def _mimics_lc(value: str) -> bool:
 
 def _plain_safe(value: str) -> bool:
     # Also refuse what parse would read as a quoted value or an empty/parents marker.
+    # str.isprintable is _visible for every character (false exactly for the Unicode
+    # categories "Other" and "Separator", except the space), in C.
     return (
-        bool(value)
-        and value == value.strip(" ")
-        and not value.startswith(('"', "["))
+        value.isprintable()
+        and value != ""
+        and value[0] not in ' "['
+        and value[-1] != " "
         and value != _NONE
-        and all(_visible(c) for c in value)
-        and not _mimics_lc(value)
+        and _LC_MARKS[0] not in value
+        and _LC_MARKS[1] not in value
     )
 
 
@@ -91,45 +104,109 @@ def _value(value: str) -> str:
     return value if _plain_safe(value) else _quote(value)
 
 
+# kind, author, agent, provider, model: a few combinations, each written many times
+_FEW: dict[tuple[str, str, str, str, str], str] = {}
+
+
+def _few_fields(kind: str, author: str, agent: str, provider: str, model: str) -> str:
+    key = (kind, author, agent, provider, model)
+    done = _FEW.get(key)
+    if done is None:
+        if len(_FEW) > 4096:
+            _FEW.clear()
+        done = _FEW[key] = (
+            f"- kind: {_value(kind)}\n- author: {_value(author)}\n- agent: {_value(agent)}\n"
+            f"- provider: {_value(provider)}\n- model: {_value(model)}\n"
+        )
+    return done
+
+
 def _fence_safe(body: str) -> bool:
-    return all(c in "\n\t" or _visible(c) for c in body) and not _mimics_lc(body)
+    # Tabs and newlines are kept by editors; every other character must be visible (in C:
+    # see _plain_safe).
+    return (
+        body.replace("\n", " ").replace("\t", " ").isprintable()
+        and _LC_MARKS[0] not in body
+        and _LC_MARKS[1] not in body
+    )
 
 
-def _render_entry(entry: Entry) -> list[str]:
-    out = [f"{_HEADING}{entry.id}", ""]
-    out.extend(f"- {name}: {_value(getattr(entry, name))}" for name in _FIELDS)
-    if not entry.parents:
-        out.append(f"- parents: {_NONE}")
-    elif all(ID_RE.match(p) for p in entry.parents):
-        out.append(f"- parents: {', '.join(entry.parents)}")
+def _fence(body: str) -> str:
+    if "`" not in body:
+        return "```"
+    run = max((len(m) for m in re.findall(r"`+", body)), default=0)
+    return "`" * max(3, run + 1)
+
+
+def entry_block(entry: Entry) -> str:
+    """One entry's block as it follows what precedes it in the file (it starts with the
+    newline that separates it): the projection is the header then these, in stream order,
+    so a file is extended by appending blocks."""
+    return block_of(
+        entry.id,
+        entry.ts,
+        entry.kind,
+        entry.author,
+        entry.agent,
+        entry.provider,
+        entry.model,
+        entry.summary,
+        entry.body,
+        entry.parents,
+        entry.dedup_key,
+    )
+
+
+def block_of(
+    eid: str,
+    ts: str,
+    kind: str,
+    author: str,
+    agent: str,
+    provider: str,
+    model: str,
+    summary: str,
+    body: str,
+    parents: tuple[str, ...],
+    dedup_key: str | None,
+) -> str:
+    """:func:`entry_block` from an entry's fields, in the order of :class:`Entry`'s (a
+    stream of rows renders without building an Entry for each)."""
+    out = [
+        f"\n{_HEADING}{eid}\n\n- ts: {_value(ts)}\n"
+        f"{_few_fields(kind, author, agent, provider, model)}- summary: {_value(summary)}\n"
+    ]
+    if not parents:
+        out.append(f"- parents: {_NONE}\n")
+    elif len(parents) == 1 and ID_RE.match(parents[0]):
+        out.append(f"- parents: {parents[0]}\n")
+    elif all(ID_RE.match(p) for p in parents):
+        out.append(f"- parents: {', '.join(parents)}\n")
     else:
-        out.append(f"- parents: {json.dumps(list(entry.parents))}")
-    if entry.dedup_key is not None:
-        out.append(f"- dedup_key: {_value(entry.dedup_key)}")
-    if _fence_safe(entry.body):
-        run = max((len(m) for m in re.findall(r"`+", entry.body)), default=0)
-        fence = "`" * max(3, run + 1)
-        out.extend(["- body:", "", f"{fence}text"])
-        if entry.body:
-            out.append(entry.body)
-        out.append(fence)
+        out.append(f"- parents: {json.dumps(list(parents))}\n")
+    if dedup_key is not None:
+        out.append(f"- dedup_key: {_value(dedup_key)}\n")
+    if _fence_safe(body):
+        fence = _fence(body)
+        out.append(
+            f"- body:\n\n{fence}text\n{body}\n{fence}\n"
+            if body
+            else f"- body:\n\n{fence}text\n{fence}\n"
+        )
     else:
-        out.append(f"- body: {_quote(entry.body)}")
-    out.extend(["", _END.format(entry.id), ""])
-    return out
+        out.append(f"- body: {_quote(body)}\n")
+    out.append(f"\n{_END.format(eid)}\n")
+    return "".join(out)
 
 
-def render(entries: Iterable[Entry], line: str, externals: Mapping[str, str] | None = None) -> str:
-    """The projection of ``entries`` (give them in the store's stream order).
-
-    ``externals`` (parent id -> line) are the cross-line parents the line declares.
-    """
-    items = list(entries)
+def header(line: str, externals: Mapping[str, str] | None = None) -> str:
+    """The text before the first entry: the marker, the title, the notice and the
+    cross-line parents the line declares (``externals``: parent id -> line)."""
     out = [
         FORMAT_MARKER,
         f"# LIFELINE — line {line}",
         "",
-        f"> Generated from the ledger line `{line}` ({len(items)} entries, in stream order).",
+        f"> Generated from the ledger line `{line}`, entry after entry in stream order.",
         "> Do not edit: record with `lifeline log`. `lifeline ingest` reads this file back and",
         "> refuses any entry whose content no longer matches its id. Format: docs/projection.md.",
         "",
@@ -143,9 +220,16 @@ def render(entries: Iterable[Entry], line: str, externals: Mapping[str, str] | N
             for eid, other in sorted(externals.items())
         )
         out.append("")
-    for entry in items:
-        out.extend(_render_entry(entry))
     return "\n".join(out)
+
+
+def render(entries: Iterable[Entry], line: str, externals: Mapping[str, str] | None = None) -> str:
+    """The projection of ``entries`` (give them in the store's stream order): the
+    :func:`header`, then one :func:`entry_block` per entry.
+
+    ``externals`` (parent id -> line) are the cross-line parents the line declares.
+    """
+    return header(line, externals) + "".join(map(entry_block, entries))
 
 
 def is_projection(text: str) -> bool:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.cli.main import build_parser
+from lifeline.cli.main import LIGHT_COMMANDS, build_parser, command_word
 from lifeline.ledger import Draft, Ledger
 from lifeline.store.sqlite import SqliteStore
 from tests.clirun import lifeline
@@ -20,6 +20,31 @@ def _commands() -> list[str]:
     parser = build_parser()
     subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return sorted(subs[0].choices)
+
+
+def test_a_light_command_builds_only_its_module() -> None:
+    light = {name for name in LIGHT_COMMANDS}
+    every = set(_commands())
+    assert light <= every and every - light == {"sessions", "hooks"}
+    for name, module in LIGHT_COMMANDS.items():
+        parser = build_parser(["--root", "x", "-v", name, "--help"])
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        owned = set(subs[0].choices)
+        assert name in owned and {c for c, m in LIGHT_COMMANDS.items() if m == module} == owned
+    assert command_word(["--line=a", "render"]) == "render"
+    assert command_word(["--ro", "x", "render"]) is None  # abbreviated: every module
+    assert command_word(["--help"]) is None and command_word([]) is None
+    probe = (
+        "import sys; from lifeline.cli.main import build_parser; build_parser(['render']); "
+        "from lifeline.store.schema import MIGRATIONS; "
+        "print('lifeline.sessions.model' in sys.modules, sorted(MIGRATIONS))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    everything = "import sys, lifeline.cli.main as m; m.build_parser(); " + probe.split("; ", 3)[3]
+    full = subprocess.run([sys.executable, "-c", everything], capture_output=True, text=True)
+    # every table a line gets is created whatever command opens it first
+    assert done.stdout.split(" ", 1)[0] == "False", done.stderr
+    assert done.stdout.split(" ", 1)[1] == full.stdout.split(" ", 1)[1], full.stderr
 
 
 @pytest.fixture

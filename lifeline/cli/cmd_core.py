@@ -6,8 +6,9 @@ import argparse
 import json
 import sys
 from collections import deque
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from lifeline.audit import Finding, Report, verify_store
 from lifeline.cli.common import (
@@ -19,6 +20,7 @@ from lifeline.cli.common import (
     print_json,
     root_of,
 )
+from lifeline.cli.progress import progress_for
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import ConfigError, StoreError
 from lifeline.integrity import integrity_problems, recover_line, require_intact
@@ -302,7 +304,10 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     async with open_line(args) as store:
         damage = integrity_problems(store.path)
         try:
-            report = await verify_store(store, name, external_exists=external_exists)
+            with progress_for(args, f"verifying line {name}", await store.count()) as bar:
+                report = await verify_store(
+                    store, name, external_exists=external_exists, advance=bar.advance
+                )
         except StoreError as exc:
             if not damage:
                 raise
@@ -313,10 +318,26 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         for problem in damage
     ]
     if args.json:
-        print_json(report.to_dict())
+        write_report_json(report, sys.stdout)
     else:
         _print_report(report)
     return 0 if report.ok else 1
+
+
+def write_report_json(report: Report, out: TextIO) -> None:
+    """The bytes ``print_json(report.to_dict())`` writes, one finding at a time."""
+    out.write(f'{{\n  "anchors": {report.anchors},\n  "entries": {report.entries},\n')
+    if not report.findings:
+        out.write('  "findings": [],\n')
+    else:
+        lead = '  "findings": [\n    '
+        for finding in report.findings:
+            item = json.dumps(asdict(finding), ensure_ascii=False, indent=2, sort_keys=True)
+            out.write(lead + item.replace("\n", "\n    "))  # structural newlines only
+            lead = ",\n    "
+        out.write("\n  ],\n")
+    line = json.dumps(report.line, ensure_ascii=False)
+    out.write(f'  "line": {line},\n  "ok": {"true" if report.ok else "false"}\n}}\n')
 
 
 def _print_report(report: Report) -> None:

@@ -4,20 +4,36 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from lifeline.cli.common import line_of, open_line, print_json, root_of
+from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
-from lifeline.fsutil import write_atomic
-from lifeline.importer import ForeignLine, LinePlan, apply_plan, plan_import, read_lc_project
+from lifeline.fsutil import atomic_file
+from lifeline.importer import (
+    ForeignLine,
+    LinePlan,
+    apply_plan,
+    lc_sources,
+    plan_import,
+    read_lc_project,
+)
 from lifeline.integrity import require_intact
+from lifeline.lc_import import count_rows, import_databases
 from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
-from lifeline.lc_view import LcView, render_lc_view
-from lifeline.lines import EXTERNAL_ANCHOR, line_names, line_path, projection_path
-from lifeline.projection import is_projection, parse_document, render
+from lifeline.lc_view import LcView, LcViewWriter
+from lifeline.lines import (
+    EXTERNAL_ANCHOR,
+    line_names,
+    line_path,
+    projection_path,
+    validate_line_name,
+)
+from lifeline.projection import entry_block, header, is_projection, parse_document
+from lifeline.projection_file import write_projection
 from lifeline.settings import load_limits
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
@@ -33,6 +49,12 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="write the line's projection (LIFELINE.md); prints its path",
     )
     p.add_argument("--stdout", action="store_true", help="print the projection instead")
+    p.add_argument(
+        "--full",
+        action="store_true",
+        help="write the whole file, even where only new entries' blocks would be appended "
+        "(the default when the file is exactly the previous render)",
+    )
     p.add_argument(
         "--format",
         choices=["lifeline", "lifeline-context"],
@@ -88,24 +110,58 @@ async def cmd_render(args: argparse.Namespace) -> int:
     name = line_of(args)
     problems: list[RowProblem] = []
     async with open_line(args) as store:
-        entries = [e async for e in store.stream(problems=problems)]
-        externals = await store.externals()
+        with progress_for(args, f"rendering line {name}", await store.count()) as bar:
+            if args.stdout:
+                sys.stdout.flush()
+                await _stream_view(
+                    store, name, args.format, sys.stdout.buffer, bar.advance, problems
+                )
+                sys.stdout.buffer.flush()
+                _warn_rows(problems, name)
+                return 0
+            path = projection_path(root_of(args), name)
+            if args.format == "lifeline-context":
+                with atomic_file(path) as out:
+                    await _stream_view(store, name, args.format, out, bar.advance, problems)
+            else:
+                done = await write_projection(
+                    store, name, path, problems, bar.advance, full=args.full
+                )
+                if getattr(args, "verbose", False):
+                    why = f" ({done.reason})" if done.reason else ""
+                    print(f"{done.mode}: {done.entries} entries written{why}", file=sys.stderr)
     _warn_rows(problems, name)
-    if args.format == "lifeline-context":
-        view = render_lc_view(entries, name)
-        _warn_left_out(view, name)
-        data = view.text.encode("utf-8")
-    else:
-        data = render(entries, name, externals).encode("utf-8")
-    if args.stdout:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-        return 0
-    path = projection_path(root_of(args), name)
-    write_atomic(path, data)
     print(path)
     return 0
+
+
+async def _stream_view(
+    store: SqliteStore,
+    name: str,
+    form: str,
+    out: BinaryIO,
+    advance: Callable[[int], None],
+    problems: list[RowProblem] | None = None,
+) -> None:
+    """Write the view to ``out`` block by block, as the store streams the entries."""
+    problems = [] if problems is None else problems
+    writer = LcViewWriter(name) if form == "lifeline-context" else None
+    if writer is not None:
+        out.write(writer.head().encode("utf-8"))
+    else:
+        out.write(header(name, await store.externals()).encode("utf-8"))
+    block = writer.block if writer is not None else entry_block
+    batch: list[str] = []
+    async for entry in store.stream(problems=problems):
+        batch.append(block(entry))
+        if len(batch) == 500:
+            out.write("".join(batch).encode("utf-8"))
+            advance(len(batch))
+            batch.clear()
+    out.write("".join(batch).encode("utf-8"))
+    advance(len(batch))
+    if writer is not None:
+        _warn_left_out(writer.view, name)
 
 
 def _read_text(path: Path) -> str:
@@ -191,9 +247,7 @@ def _report(plans: list[LinePlan], as_json: bool, *, verb: str) -> None:
         print_json([p.to_dict() for p in plans])
         return
     for p in plans:
-        print(
-            f"{verb} {len(p.entries)} entries ({p.added} new) into line {p.name!r} from {p.source}"
-        )
+        print(f"{verb} {p.size} entries ({p.added} new) into line {p.name!r} from {p.source}")
         for parent, other in sorted(p.externals.items()):
             print(f"  cross-line parent {parent[:12]} -> line {other!r}")
         if p.anchors:
@@ -224,20 +278,30 @@ async def _opener(root: Path, name: str) -> AsyncIterator[Store]:
 
 async def cmd_import(args: argparse.Namespace) -> int:
     root = root_of(args)
-    lines = read_lc_project(args.path)
-    for line in lines:
-        target = line_path(root, line.name)
-        if target.exists() and target.resolve() == line.source.resolve():
+    dbs, _mds = lc_sources(args.path)
+    for db in dbs:
+        target = line_path(root, validate_line_name(db.stem))
+        if target.exists() and target.resolve() == db.resolve():
             raise ConfigError(
-                f"{line.source} is both the source and the target of the import; "
+                f"{db} is both the source and the target of the import; "
                 "run the import from another project folder (--root)"
             )
-    stored: dict[str, set[str]] = {}
-    for line in lines:
-        if line_path(root, line.name).exists():
-            async with _opener(root, line.name) as store:
-                stored[line.name] = await _stored_parents(store, line)
-    plans = plan_import(lines, stored, load_limits(root))
-    done = [p async for p in apply_plan(plans, lambda n: _opener(root, n))]
+    if dbs:  # streamed: memory does not grow with the ledger
+        with progress_for(args, "importing", count_rows(dbs)) as bar:
+            done = [
+                p
+                async for p in import_databases(
+                    dbs, lambda n: _opener(root, n), load_limits(root), bar.advance
+                )
+            ]
+    else:  # its LIFELINE*.md files: small, read whole (some entries cannot reproduce)
+        lines = read_lc_project(args.path)
+        stored: dict[str, set[str]] = {}
+        for line in lines:
+            if line_path(root, line.name).exists():
+                async with _opener(root, line.name) as store:
+                    stored[line.name] = await _stored_parents(store, line)
+        plans = plan_import(lines, stored, load_limits(root))
+        done = [p async for p in apply_plan(plans, lambda n: _opener(root, n))]
     _report(done, args.json, verb="imported")
     return 1 if any(p.rejected for p in done) else 0

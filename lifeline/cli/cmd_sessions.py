@@ -16,6 +16,7 @@ from typing import Any
 
 from lifeline.cli.cmd_resume import register_into
 from lifeline.cli.common import print_json, root_of
+from lifeline.cli.progress import Progress
 from lifeline.errors import ConfigError
 from lifeline.lines import line_path
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
@@ -122,21 +123,15 @@ def _found(args: argparse.Namespace) -> list[Found]:
 
 
 class _Progress:
-    """A one-line bar on stderr, only when stderr is a terminal."""
+    """The ingest's bar (:class:`lifeline.cli.progress.Progress`), only on a terminal."""
 
     def __init__(self, enabled: bool) -> None:
-        self.enabled = enabled and sys.stderr.isatty()
+        self._bar = Progress("ingesting", enabled=enabled and sys.stderr.isatty())
 
     def __call__(self, done: int, total: int, result: FileResult | None) -> None:
-        if not self.enabled:
-            return
-        width = 30
-        filled = width * done // max(total, 1)
-        name = result.source.path.name[:40] if result else ""
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {name:<40}")
+        self._bar.update(done, total, result.source.path.name[:40] if result else "")
         if done == total:
-            sys.stderr.write("\r" + " " * (width + 60) + "\r")
-        sys.stderr.flush()
+            self._bar.close()
 
 
 def _summary(report: IngestReport) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import importlib
 import logging
 import os
 import sys
@@ -17,16 +18,6 @@ from types import ModuleType
 from typing import NoReturn
 
 from lifeline import __version__
-from lifeline.cli import (
-    cmd_core,
-    cmd_graph,
-    cmd_health,
-    cmd_hooks,
-    cmd_lines,
-    cmd_projection,
-    cmd_sessions,
-    cmd_truth,
-)
 from lifeline.cli.common import global_options
 from lifeline.errors import LifelineError
 
@@ -34,15 +25,33 @@ __all__ = ["build_parser", "main", "make_parser", "run"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
 COMMAND_MODULES = [
-    cmd_core,
-    cmd_truth,
-    cmd_projection,
-    cmd_lines,
-    cmd_health,
-    cmd_graph,
-    cmd_sessions,
-    cmd_hooks,
+    "cmd_core",
+    "cmd_truth",
+    "cmd_projection",
+    "cmd_lines",
+    "cmd_health",
+    "cmd_graph",
+    "cmd_sessions",
+    "cmd_hooks",
 ]
+# The commands of the modules that do not import the sessions' models: a command line that
+# names one builds only its module's parser. Importing every module costs ~0.2 s of CPU at
+# each start (the sessions' pydantic models); `render`, `context`, `recall`... need none of
+# it. tests/test_cli_core.py keeps this map equal to what the modules register.
+LIGHT_COMMANDS = {
+    **dict.fromkeys(["init", "log", "show", "history", "lines", "verify", "recover"], "cmd_core"),
+    **dict.fromkeys(
+        ["context", "recall", "resume", "checkpoint", "correct", "pin", "unpin"], "cmd_truth"
+    ),
+    **dict.fromkeys(["render", "ingest", "import"], "cmd_projection"),
+    **dict.fromkeys(["promote", "where"], "cmd_lines"),
+    "exam": "cmd_health",
+    **dict.fromkeys(["relate", "graph"], "cmd_graph"),
+}
+_TAKES_VALUE = ("--root", "--line")
+# Modules that register a line's migrations when imported: whatever command opens a line
+# first must create every table (a later command may run where the line is read-only).
+SCHEMA_MODULES = ["lifeline.truth.recall", "lifeline.truth.snapshot"]
 
 # Writes the machine refuses: one line saying what to do, not a traceback.
 _CANNOT_WRITE = {
@@ -80,17 +89,40 @@ def make_parser(
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_word(argv: Sequence[str]) -> str | None:
+    """The command a command line names, past the global options; None when it is not
+    plain (help, version, an abbreviated option...): then every module is loaded."""
+    words = iter(argv)
+    for word in words:
+        if word in _TAKES_VALUE:
+            next(words, None)
+        elif word.startswith(tuple(f"{o}=" for o in _TAKES_VALUE)) or word in ("-v", "--verbose"):
+            continue
+        else:
+            return None if word.startswith("-") else word
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The `lifeline` parser: every command, or, when ``argv`` names a command of
+    :data:`LIGHT_COMMANDS`, only its module's (the same parser for that command line)."""
+    for schema in SCHEMA_MODULES:
+        importlib.import_module(schema)
+    names = COMMAND_MODULES
+    command = None if argv is None else command_word(argv)
+    if command in LIGHT_COMMANDS:
+        names = [LIGHT_COMMANDS[command]]
     return make_parser(
         "lifeline",
         "The project's reasoning ledger: record why the software is what it is.",
         __version__,
-        COMMAND_MODULES,
+        [importlib.import_module(f"lifeline.cli.{name}") for name in names],
     )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     sys.exit(run(args, prog="lifeline"))
 

@@ -10,7 +10,6 @@ instead of failing half-way; ``busy_timeout`` makes them wait their turn.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import sqlite3
@@ -25,6 +24,7 @@ from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
+from lifeline.store.rows import decode_row as _decode
 from lifeline.store.schema import apply_migrations, migrations_pending
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_writes import append_tx, id_chunks, in_transaction
@@ -63,19 +63,6 @@ CACHE_KIB = 32 * 1024
 # rarer; the WAL is still checkpointed and removed when the last connection closes.
 WAL_AUTOCHECKPOINT_PAGES = 10_000
 _COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
-
-
-def _decode(row: tuple[Any, ...]) -> Entry:
-    _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup = row
-    plist = json.loads(parents)
-    if not isinstance(plist, list) or not all(isinstance(p, str) for p in plist):
-        raise ValueError("parents column is not a JSON list of ids")
-    values = (eid, ts, kind, author, agent, provider, model, summary, body)
-    if not all(isinstance(v, str) for v in values):
-        raise ValueError("a text column holds a non-text value")
-    if dedup is not None and not isinstance(dedup, str):
-        raise ValueError("dedup_key column holds a non-text value")
-    return Entry(eid, ts, kind, author, agent, provider, model, summary, body, tuple(plist), dedup)
 
 
 class SqliteStore:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.common import root_of
+from lifeline.cli.progress import Progress
 from lifeline_mesh.ui.server import DEFAULT_LISTEN, TOKEN_ENV, bind, check_listen, serve_viewer
 from lifeline_mesh.ui.viewer import Viewer
 
@@ -121,15 +122,8 @@ async def cmd_ui(args: argparse.Namespace) -> int:
 async def _export(root: Path, target: Path) -> int:
     from lifeline_mesh.ui.export import export_site
 
-    quiet = not sys.stderr.isatty()
-
-    def progress(pages: int) -> None:
-        if not quiet:
-            sys.stderr.write(f"\r{pages} pages written")
-
-    report = await export_site(root, target, progress)
-    if not quiet:
-        sys.stderr.write("\n")
+    with Progress("writing pages", enabled=sys.stderr.isatty()) as bar:
+        report = await export_site(root, target, bar.update)
     print(f"wrote {report.pages} pages to {target} (open {target / 'index.html'})")
     for path, status in report.errors[:10]:
         print(f"  {path}: HTTP {status} (written as an error page)")

@@ -1,0 +1,51 @@
+"""A stored entry row decoded and checked: the fields of an :class:`Entry`, or an error.
+
+Every stream of a line (history, verify, the projection, the truth) reads rows through
+here, so the usual shapes take the short paths: a one-parent list is sliced rather than
+parsed, and the text columns are type-checked without building a generator.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lifeline.entry import Entry
+
+__all__ = ["Fields", "decode_fields", "decode_row"]
+
+Fields = tuple[str, str, str, str, str, str, str, str, str, tuple[str, ...], str | None]
+
+
+def decode_row(row: tuple[Any, ...]) -> Entry:
+    """A row ``(seq, id, ts, ..., parents, dedup_key)`` as an Entry (see below)."""
+    return Entry(*decode_fields(row))
+
+
+def decode_fields(row: tuple[Any, ...]) -> Fields:
+    """A row ``(seq, id, ts, ..., parents, dedup_key)`` as the fields of an Entry, in its
+    order, checked (ValueError or TypeError when the row is damaged)."""
+    _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup = row
+    # The usual one-parent list is sliced rather than parsed (streams read every row).
+    inner = parents[2:66] if type(parents) is str and len(parents) == 68 else ""
+    if inner.isascii() and inner.isalnum() and parents[:2] == '["' and parents[66:] == '"]':
+        plist: Any = [inner]
+    else:
+        plist = json.loads(parents)
+    if not isinstance(plist, list) or not all(isinstance(p, str) for p in plist):
+        raise ValueError("parents column is not a JSON list of ids")
+    if not (
+        type(eid) is str
+        and type(ts) is str
+        and type(kind) is str
+        and type(author) is str
+        and type(agent) is str
+        and type(provider) is str
+        and type(model) is str
+        and type(summary) is str
+        and type(body) is str
+    ):
+        raise ValueError("a text column holds a non-text value")
+    if dedup is not None and not isinstance(dedup, str):
+        raise ValueError("dedup_key column holds a non-text value")
+    return (eid, ts, kind, author, agent, provider, model, summary, body, tuple(plist), dedup)
