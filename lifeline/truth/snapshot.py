@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TypeVar
 
 from lifeline.store.port import Store
@@ -22,7 +23,7 @@ from lifeline.truth.table import catch_up, is_current
 from lifeline.truth.tableview import full_state, shown_state
 from lifeline.truth.views import Truth, derive
 
-__all__ = ["load_shown", "load_state"]
+__all__ = ["Superseded", "load_shown", "load_state", "load_superseded"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -90,3 +91,24 @@ async def load_shown(
     if thread is not None:
         thread = resolve(state.threads, thread)
     return state, derive(state), thread
+
+
+@dataclass(frozen=True, slots=True)
+class Superseded:
+    """What is superseded, and by which correction in force (all ``recall`` needs)."""
+
+    by: dict[str, str]
+
+    def is_superseded(self, entry_id: str) -> bool:
+        return entry_id in self.by
+
+
+async def load_superseded(store: Store) -> Superseded:
+    """The superseded entries alone: one table on SQLite, a full fold elsewhere."""
+    if isinstance(store, SqliteStore):
+        found = await _read(
+            store, lambda conn: dict(conn.execute("SELECT id, by FROM truth_superseded"))
+        )
+        if found is not None:
+            return Superseded(found)
+    return Superseded(derive(await _full_fold(store)).superseded)

@@ -87,7 +87,7 @@ CREATE TABLE truth_items (
     thread TEXT NOT NULL,
     role TEXT NOT NULL
 ) WITHOUT ROWID;
-CREATE INDEX truth_items_role ON truth_items(role, ts, id) WHERE role != '';
+CREATE INDEX truth_items_role ON truth_items(role, ts, id);
 CREATE TABLE truth_marks (
     thread TEXT NOT NULL,
     ts TEXT NOT NULL,

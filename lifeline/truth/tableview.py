@@ -81,7 +81,7 @@ def _resume(
 def truth_of(conn: sqlite3.Connection, state: State, ended: list[str]) -> Truth:
     """What is in force, from the tables (``state`` holds the small accumulators)."""
     superseded = dict(conn.execute("SELECT id, by FROM truth_superseded").fetchall())
-    in_order = "SELECT id FROM truth_items WHERE role = ? ORDER BY ts, id"
+    in_order = "SELECT id FROM truth_items WHERE role = '{}' ORDER BY ts, id"
     boot = conn.execute(
         "SELECT id FROM truth_items WHERE role = 'b' ORDER BY ts DESC, id DESC LIMIT 1"
     ).fetchone()
@@ -94,8 +94,8 @@ def truth_of(conn: sqlite3.Connection, state: State, ended: list[str]) -> Truth:
     pinned += sorted(p for p in pin_notes if p not in times)
     return Truth(
         superseded=superseded,
-        decisions=_ids(conn, in_order, ("d",)),
-        open=_ids(conn, in_order, ("o",)),
+        decisions=_ids(conn, in_order.format("d")),
+        open=_ids(conn, in_order.format("o")),
         identity=boot[0] if boot else None,
         pinned=pinned,
         pin_notes=pin_notes,
@@ -144,9 +144,9 @@ def shown_state(
         decisions = _ends([d for d in truth.decisions if d not in pinned], max_items, False)
         opens = _ends(truth.open, max_items, True)
     else:
-        mine = "SELECT id FROM truth_items WHERE role = ? AND {} ORDER BY ts, id"
-        decisions = _ids(conn, mine.format("thread = ?"), ("d", thread))
-        opens = _ids(conn, mine.format("(thread = ? OR id = ?)"), ("o", thread, thread))
+        mine = "SELECT id FROM truth_items WHERE role = '{}' AND {} ORDER BY ts, id"
+        decisions = _ids(conn, mine.format("d", "thread = ?"), (thread,))
+        opens = _ids(conn, mine.format("o", "(thread = ? OR id = ?)"), (thread, thread))
         truth = Truth(
             truth.superseded,
             decisions,
@@ -159,7 +159,8 @@ def shown_state(
     wanted.update(decisions)
     wanted.update(opens)
     state.items = _items(conn, wanted)
-    for marks, part in _chunks(sorted(set(decisions))):
+    fixes = [d for d in decisions if state.items[d][0] == "correction"]  # only they replace
+    for marks, part in _chunks(sorted(set(fixes))):
         for cid, targets in conn.execute(
             f"SELECT id, targets FROM truth_corrections WHERE id IN ({marks})", part
         ):
