@@ -1,10 +1,11 @@
 """Incremental truth: the folded state kept as tables in the line's own database.
 
 :mod:`lifeline.truth.table` keeps the tables and folds the rows past their mark;
-:mod:`lifeline.truth.tableview` reads them back. Reading brings the tables up to date first
-(one write transaction, only when rows were added since), then reads in one transaction (a
-consistent view). A line that cannot be written (a read-only copy) and is behind, and any
-other store, gets a full fold in memory instead: same answers, without the speed-up.
+:mod:`lifeline.truth.tableview` reads them back. A line with rows past the mark is caught up
+and read in one write transaction; a current one is read in one read transaction (a
+consistent view either way). A line that cannot be written (a read-only copy) and is
+behind, and any other store, gets a full fold in memory instead: same answers, without the
+speed-up.
 """
 
 from __future__ import annotations
@@ -30,33 +31,34 @@ T = TypeVar("T")
 
 
 async def _read(store: SqliteStore, reader: Callable[[sqlite3.Connection], T]) -> T | None:
-    """``reader(conn)`` on current tables, or None when they cannot be brought up to date."""
-    bring_up = store.write(catch_up)
+    """``reader(conn)`` on current tables, or None when they cannot be brought up to date.
+
+    A current line is read in a read transaction. A line that is behind is caught up and
+    read in the same write transaction, so a busy writer (a node receiving a sync) can
+    never leave the reader behind again between the two."""
+
+    def caught_up(conn: sqlite3.Connection) -> T:
+        catch_up(conn)
+        return reader(conn)
+
+    bring_up = store.write(caught_up)
 
     def run(conn: sqlite3.Connection) -> T | None:
-        if not is_current(conn):
-            if store.read_only:
-                return None
-            try:
-                bring_up()
-            except sqlite3.OperationalError as exc:  # e.g. a file that turned read-only
-                log.warning("could not bring the truth tables up to date: %s", exc)
-                return None
         conn.execute("BEGIN")
         try:
-            if not is_current(conn):  # another process wrote in between: read it all next
-                return None
-            return reader(conn)
+            if is_current(conn):
+                return reader(conn)
         finally:
             conn.execute("COMMIT")
-
-    for _attempt in range(3):
-        out = await store.run_read(run)
-        if out is not None:
-            return out
         if store.read_only:
-            break
-    return None
+            return None
+        try:
+            return bring_up()
+        except sqlite3.OperationalError as exc:  # e.g. a file that turned read-only
+            log.warning("could not bring the truth tables up to date: %s", exc)
+            return None
+
+    return await store.run_read(run)
 
 
 async def _full_fold(store: Store) -> State:
