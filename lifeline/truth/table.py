@@ -29,7 +29,7 @@ from lifeline.errors import StoreError
 from lifeline.store.schema import register_migrations
 from lifeline.truth.reducers import fold
 from lifeline.truth.state import RECENT_KEEP, STATE_VERSION, State
-from lifeline.truth.views import _questions, _replaces, _superseded, _targets
+from lifeline.truth.views import corrections_of
 
 __all__ = ["CORE_FIELDS", "catch_up", "is_current", "read_core"]
 
@@ -246,11 +246,9 @@ def rederive(conn: sqlite3.Connection, rewords: list[str]) -> list[str]:
     ):
         part.items[i] = [kind, ts, "", "", thread]
         roles[i] = role
-    targets_of = _targets(part)
-    superseded, live = _superseded(targets_of)
-    as_decision = _replaces(part, targets_of, live, {"decision"})
-    reworded, closed = _questions(part, targets_of, live)
-    as_open = reworded - as_decision
+    fixes = corrections_of(part)
+    superseded, closed = fixes.superseded, fixes.closed
+    as_decision, as_open = fixes.as_decision, fixes.as_open
     changed = []
     for i, (kind, *_rest) in part.items.items():
         role = ROLE_OF_KIND.get(kind, "")
