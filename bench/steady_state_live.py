@@ -49,10 +49,12 @@ def cpu_seconds(pid: int) -> float:
 
 
 def cli_sync(root: Path, address: str) -> dict[str, float]:
-    """`lifeline-mesh sync ADDRESS --json` (no mesh here: plain loopback, no identity)."""
+    """`lifeline-mesh sync ADDRESS --json` (no mesh here: plain loopback, no identity), with
+    the whole process's wall time and peak RSS (``process_s``, ``process_mb``)."""
     argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "sync", address]
+    timer = ["/usr/bin/time", "-f", "TIME %e %M"]
     out = subprocess.run(
-        [*argv, "--insecure", "--json"],
+        [*timer, *argv, "--insecure", "--json"],
         capture_output=True,
         text=True,
         timeout=600,
@@ -62,7 +64,8 @@ def cli_sync(root: Path, address: str) -> dict[str, float]:
     if out.returncode != 0:
         raise SystemExit(f"sync failed: {out.stderr}")
     [report] = json.loads(out.stdout)
-    return dict(report)
+    took, kb = out.stderr.strip().splitlines()[-1].split()[1:]
+    return {**report, "process_s": float(took), "process_mb": int(kb) / 1024}
 
 
 def initial(n: int) -> None:
@@ -91,9 +94,22 @@ def initial(n: int) -> None:
                 sampler.join()
             time.sleep(1.0)
             after, peak = rss(server.pid)
+            checks = [cli_sync(a, address) for _ in range(5)]
     print(
         f"initial sync of {n:,} entries pulled from `serve` by `lifeline-mesh sync`: "
-        f"{report['seconds']:.1f}s, {report['entries_received']:,} received"
+        f"{report['seconds']:.1f}s, {report['entries_received']:,} received, "
+        f"{report['round_trips']} round trips, {report['bytes_sent']:,} B sent / "
+        f"{report['bytes_received']:,} B received; whole `sync` process "
+        f"{report['process_s']:.1f} s, peak RSS {report['process_mb']:.0f} MB"
+    )
+    secs = sorted(r["seconds"] * 1000 for r in checks)
+    print(
+        f"  in-sync checks after it (5): session median {statistics.median(secs):.1f} ms, "
+        f"round trips {sorted({r['round_trips'] for r in checks})}, bytes out "
+        f"{sorted({r['bytes_sent'] for r in checks})}, in "
+        f"{sorted({r['bytes_received'] for r in checks})}; whole process median "
+        f"{statistics.median(r['process_s'] for r in checks):.2f} s, peak RSS "
+        f"{max(r['process_mb'] for r in checks):.0f} MB"
     )
     print(
         f"  serve RSS: idle {idle_rss} MB, highest sample {max(samples, default=0)} MB, "

@@ -95,7 +95,7 @@ async def test_sqlite_snapshot_is_incremental_and_correct(tmp_path: Path) -> Non
         folded_now: list[int] = []
 
         def snap(conn: sqlite3.Connection) -> int:
-            return int(conn.execute("SELECT last_seq FROM truth_snapshot").fetchone()[0])
+            return int(conn.execute("SELECT last_seq FROM truth_core").fetchone()[0])
 
         folded_now.append(await store.run_read(snap))
         second = await load_state(store)
@@ -144,7 +144,7 @@ async def test_rows_removed_behind_the_triggers_back_force_a_full_fold(tmp_path:
         await load_state(store)
 
         def sneak(conn: sqlite3.Connection) -> None:
-            conn.execute("DROP TRIGGER truth_snapshot_on_delete")
+            conn.execute("DROP TRIGGER truth_on_delete")
             conn.execute("DELETE FROM entries WHERE id = ?", (entries[-1].id,))
 
         await store.run_write(sneak)

@@ -127,10 +127,10 @@ def test_a_snapshot_of_the_previous_version_is_refolded_quietly(tmp_path: Path) 
     assert lifeline(tmp_path, "context").returncode == 0  # writes the snapshot
     db = tmp_path / ".lifeline" / "ledger.db"
     conn = sqlite3.connect(db)
-    (text,) = conn.execute("SELECT state FROM truth_snapshot").fetchone()
+    (text,) = conn.execute("SELECT state FROM truth_core").fetchone()
     old = json.loads(text) | {"version": 1}
     old.pop("rewords")
-    conn.execute("UPDATE truth_snapshot SET state = ?", (json.dumps(old),))
+    conn.execute("UPDATE truth_core SET state = ?", (json.dumps(old),))
     conn.commit()
     conn.close()
     shown = lifeline(tmp_path, "context")

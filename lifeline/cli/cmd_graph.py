@@ -11,7 +11,7 @@ from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.settings import load_limits
 from lifeline.truth.graph import RELATION_TYPES, Graph, relation_body
-from lifeline.truth.service import read_truth
+from lifeline.truth.snapshot import load_superseded
 
 __all__ = ["register"]
 
@@ -76,8 +76,8 @@ async def cmd_relate(args: argparse.Namespace) -> int:
 async def cmd_graph(args: argparse.Namespace) -> int:
     async with open_line(args) as store:
         node = await store.resolve(args.id)
-        truth = (await read_truth(store)).truth
-        graph = Graph([e async for e in store.stream() if e.kind == "relation"], truth.superseded)
+        truth = await load_superseded(store)
+        graph = Graph([e async for e in store.stream() if e.kind == "relation"], truth.by)
         found = graph.around(node.id, rel=args.rel, direction=args.direction, depth=args.depth)
         ends = {
             e.id: e

@@ -13,7 +13,7 @@ from lifeline.lines import line_names, validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.promote import copies_in, promotion_draft
 from lifeline.settings import load_limits
-from lifeline.truth.service import read_truth
+from lifeline.truth.snapshot import load_superseded
 
 __all__ = ["register"]
 
@@ -42,9 +42,9 @@ async def _targets(args: argparse.Namespace) -> list[Entry]:
     async with open_line(args) as store:
         if args.ids:
             return [await store.resolve(i) for i in args.ids]
-        truth = (await read_truth(store)).truth
+        gone = await load_superseded(store)
         found = [
-            e async for e in store.stream() if e.kind == args.kind and not truth.is_superseded(e.id)
+            e async for e in store.stream() if e.kind == args.kind and not gone.is_superseded(e.id)
         ]
     if not found:
         raise NotFound(f"no {args.kind!r} entry in force in line {line_of(args)!r}")

@@ -22,7 +22,7 @@ from lifeline.sessions.scope import project_scope
 from lifeline.sessions.unfinished import unfinished
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
-from lifeline.truth.service import fetch_verified, read_truth
+from lifeline.truth.service import fetch_verified, read_shown
 
 __all__ = ["NOT_READY", "decisions_in_force", "register_into"]
 
@@ -90,7 +90,7 @@ async def decisions_in_force(root: Path) -> tuple[tuple[str, str], ...]:
         return ()
     store = await SqliteStore.open(path, create=False)
     try:
-        truth = (await read_truth(store)).truth
+        truth = (await read_shown(store)).truth
         entries = await fetch_verified(store, truth.decisions)
     finally:
         await store.close()

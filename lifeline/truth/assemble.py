@@ -8,7 +8,6 @@ relevant, recent and the footer.
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass
 
 from lifeline.truth.budget import Budget
@@ -51,7 +50,7 @@ def needed_ids(inp: Inputs) -> set[str]:
 def _marker(section: Section) -> str:
     ids = section.omitted
     # The budget fit renders many times: take the first few ids, not a sort of them all.
-    named = heapq.nsmallest(section.listed, ids)
+    named = section.first_omitted()
     listed = ": " + " ".join(f"`{short(i)}`" for i in named) if named else ""
     more = f" and {len(ids) - len(named)} more" if named and len(ids) > len(named) else ""
     return (

@@ -61,9 +61,10 @@ class Budget:
 
     @property
     def max_items(self) -> int:
-        """An upper bound on the items that can fit: every rendered item takes > 12 chars."""
+        """An upper bound on the items that can fit: every rendered item takes at least 18
+        chars (``- `<12-char id>` ``, its summary and a newline)."""
         chars = self.limit if self.unit == "chars" else self.limit * 4
-        return max(4, chars // 12)
+        return max(4, chars // 18)
 
     @property
     def item_cap_chars(self) -> int:

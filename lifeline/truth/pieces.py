@@ -7,6 +7,7 @@ cannot open a heading, a comment or a section of its own.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -84,3 +85,14 @@ class Section:
     noun: str = "items"
     empty: str = ""
     listed: int = 40  # omitted ids named in the marker; the rest are counted
+    # the smallest omitted ids seen so far, and how many of ``omitted`` that covers: the
+    # list only grows and ``listed`` only shrinks, so each render sorts only what is new
+    smallest: tuple[int, list[str]] = (0, [])
+
+    def first_omitted(self) -> list[str]:
+        """The ``listed`` smallest omitted ids, sorted."""
+        seen, best = self.smallest
+        if seen != len(self.omitted):
+            best = heapq.nsmallest(self.listed, [*best, *self.omitted[seen:]])
+            self.smallest = (len(self.omitted), best)
+        return best[: self.listed]

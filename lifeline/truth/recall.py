@@ -16,6 +16,7 @@ answers in kind).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -23,6 +24,7 @@ import sqlite3
 import unicodedata
 from collections import Counter
 from collections.abc import Sequence
+from typing import Protocol
 
 from lifeline.entry import Entry
 from lifeline.store.port import Store
@@ -30,9 +32,9 @@ from lifeline.store.schema import register_migrations
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.reducers import why_excerpt
 from lifeline.truth.sections import Hit
-from lifeline.truth.views import Truth
 
 __all__ = [
+    "CANDIDATES",
     "DEFAULT_FLOOR",
     "FTS5_AVAILABLE",
     "SUMMARY_WEIGHT",
@@ -44,6 +46,7 @@ __all__ = [
 SUMMARY_WEIGHT = 3.0
 DEFAULT_FLOOR = 0.25  # a fraction of the best hit's score, in (0, 1]
 MAX_TERMS = 16
+CANDIDATES = 10_000  # matches ranked at most, beyond those of rare words (decision 0026)
 _K1, _B = 1.2, 0.75
 
 
@@ -163,14 +166,50 @@ def catch_up(conn: sqlite3.Connection) -> int:
     return int(top - mark)
 
 
+def _newest(conn: sqlite3.Connection, query: str) -> list[int]:
+    """Row numbers of the newest ``CANDIDATES + 1`` matches of ``query`` (no scoring)."""
+    return [
+        int(r[0])
+        for r in conn.execute(
+            "SELECT rowid FROM recall_fts WHERE recall_fts MATCH ? ORDER BY rowid DESC LIMIT ?",
+            (query, CANDIDATES + 1),
+        )
+    ]
+
+
+def _bounds(conn: sqlite3.Connection, terms: Sequence[str]) -> tuple[str, tuple[object, ...]]:
+    """The rows worth scoring, as a WHERE clause: every match when there are at most
+    :data:`CANDIDATES`; else the newest :data:`CANDIDATES` and every match of a rare word
+    (one in at most :data:`CANDIDATES` entries), so an old entry holding the one telling
+    word of a query is still found. Scoring every match of words most entries hold (BM25
+    then ranks near-ties) took seconds at a million entries."""
+    newest = _newest(conn, _fts_query(terms))
+    if len(newest) <= CANDIDATES:
+        return "", ()
+    lo = newest[CANDIDATES - 1]
+    rare: set[int] = set()
+    for term in terms:
+        rows = _newest(conn, _fts_query([term]))
+        if len(rows) <= CANDIDATES:
+            rare.update(r for r in rows if r < lo)
+    if not rare:
+        return " AND recall_fts.rowid >= ?", (lo,)
+    return (
+        " AND recall_fts.rowid >= ? AND (+recall_fts.rowid >= ?"
+        " OR +recall_fts.rowid IN (SELECT value FROM json_each(?)))",
+        (min(rare), lo, json.dumps(sorted(rare))),
+    )
+
+
 def _fts_rank(
     conn: sqlite3.Connection, terms: Sequence[str], limit: int
 ) -> list[tuple[str, float]]:
+    where, args = _bounds(conn, terms)
     rows = conn.execute(
         f"SELECT e.id, -bm25(recall_fts, {SUMMARY_WEIGHT}, 1.0) AS score FROM recall_fts"
-        " JOIN entries e ON e.seq = recall_fts.rowid WHERE recall_fts MATCH ?"
+        f" JOIN entries e ON e.seq = recall_fts.rowid WHERE recall_fts MATCH ?{where}"
         " ORDER BY score DESC, e.id LIMIT ?",
-        (_fts_query(terms), limit),
+        (_fts_query(terms), *args, limit),
     ).fetchall()
     return [(str(i), float(s)) for i, s in rows]
 
@@ -221,8 +260,14 @@ async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[st
     return scan_rank([e async for e in store.stream()], terms, limit)
 
 
+class Superseding(Protocol):
+    """What recall needs of the truth: whether an entry is superseded."""
+
+    def is_superseded(self, entry_id: str) -> bool: ...
+
+
 async def recall(
-    store: Store, truth: Truth, query: str, *, k: int = 8, floor: float = DEFAULT_FLOOR
+    store: Store, truth: Superseding, query: str, *, k: int = 8, floor: float = DEFAULT_FLOOR
 ) -> list[Hit]:
     """The best ``k`` hits for ``query``, near enough to the best; tampered entries never served.
 

@@ -18,11 +18,19 @@ from lifeline.truth.budget import Budget
 from lifeline.truth.parse import parse_checkpoint
 from lifeline.truth.recall import recall
 from lifeline.truth.sections import Inputs
-from lifeline.truth.snapshot import load_state
+from lifeline.truth.snapshot import load_shown, load_state
 from lifeline.truth.state import State
 from lifeline.truth.views import Truth, derive
 
-__all__ = ["LineTruth", "build_context", "read_truth", "resolve_thread", "resume_of"]
+__all__ = [
+    "LineTruth",
+    "build_context",
+    "read_shown",
+    "read_truth",
+    "resolve_name",
+    "resolve_thread",
+    "resume_of",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +51,12 @@ async def fetch_verified(store: Store, ids: Iterable[str]) -> dict[str, Entry]:
 
 def resolve_thread(lt: LineTruth, name: str) -> str:
     """A thread by exact name, or an open entry by id prefix."""
-    known = set(lt.state.threads)
+    return resolve_name(lt.state.threads, name)
+
+
+def resolve_name(names: Iterable[str], name: str) -> str:
+    """A thread among ``names`` by exact name, or an open entry by id prefix."""
+    known = set(names)
     if name in known:
         return name
     hits = sorted(t for t in known if len(name) >= 6 and t.startswith(name.lower()))
@@ -62,19 +75,28 @@ async def build_context(
     thread: str | None = None,
     recent: int = 12,
 ) -> Context:
-    lt = await read_truth(store)
-    if thread is not None:
-        thread = resolve_thread(lt, thread)
-    hits = await recall(store, lt.truth, query) if query else []
-    probe = Inputs(lt.state, lt.truth, {}, hits, thread, recent, budget.max_items)
+    state, truth, thread = await load_shown(
+        store, thread=thread, recent=recent, max_items=budget.max_items, resolve=resolve_name
+    )
+    hits = await recall(store, truth, query) if query else []
+    probe = Inputs(state, truth, {}, hits, thread, recent, budget.max_items)
     entries = await fetch_verified(store, needed_ids(probe))
-    inp = Inputs(lt.state, lt.truth, entries, hits, thread, recent, budget.max_items)
+    inp = Inputs(state, truth, entries, hits, thread, recent, budget.max_items)
     return assemble(inp, line=line, budget=budget, tips=await store.tips(), query=bool(query))
+
+
+async def read_shown(store: Store) -> LineTruth:
+    """What is in force and the few items it names (identity, pins, thread labels), without
+    the whole state: for commands that need the truth but not every item."""
+    state, truth, _t = await load_shown(
+        store, thread=None, recent=0, max_items=0, resolve=resolve_name
+    )
+    return LineTruth(state, truth)
 
 
 async def resume_of(store: Store) -> list[dict[str, object]]:
     """Every thread's live checkpoint, parsed (``lifeline resume``)."""
-    lt = await read_truth(store)
+    lt = await read_shown(store)
     entries = await fetch_verified(store, lt.truth.resume.values())
     out: list[dict[str, object]] = []
     for thread, cid in lt.truth.resume.items():

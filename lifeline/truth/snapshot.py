@@ -1,143 +1,116 @@
-"""Incremental truth: a snapshot of the folded state kept in the line's own database.
+"""Incremental truth: the folded state kept as tables in the line's own database.
 
-The snapshot records the state and the highest ``entries.seq`` it covers. Reading the truth
-folds only the rows above that mark, since new rows always get a higher ``seq`` whatever
-order they arrive in, and the reducers do not depend on order. Triggers drop the snapshot
-on any UPDATE or DELETE of ``entries`` (a lowered ts, an altered row), so the next read
-folds everything again; a count check catches anything else. Other stores get a full fold.
+:mod:`lifeline.truth.table` keeps the tables and folds the rows past their mark;
+:mod:`lifeline.truth.tableview` reads them back. A line with rows past the mark is caught up
+and read in one write transaction; a current one is read in one read transaction (a
+consistent view either way). A line that cannot be written (a read-only copy) and is
+behind, and any other store, gets a full fold in memory instead: same answers, without the
+speed-up.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
 
-from lifeline.entry import Entry
-from lifeline.errors import StoreError
 from lifeline.store.port import Store
-from lifeline.store.schema import register_migrations
 from lifeline.store.sqlite import SqliteStore
-from lifeline.truth.reducers import fold, fold_all
-from lifeline.truth.state import OlderSnapshot, State
+from lifeline.truth.reducers import fold_all
+from lifeline.truth.state import State
+from lifeline.truth.table import catch_up, is_current
+from lifeline.truth.tableview import full_state, shown_state
+from lifeline.truth.views import Truth, derive
 
-__all__ = ["load_state"]
+__all__ = ["Superseded", "load_shown", "load_state", "load_superseded"]
 
 log = logging.getLogger(__name__)
-_CHUNK = 5_000
-
-register_migrations(
-    "truth",
-    [
-        (
-            1,
-            """
-            CREATE TABLE truth_snapshot (
-                slot INTEGER PRIMARY KEY CHECK (slot = 0),
-                last_seq INTEGER NOT NULL,
-                count INTEGER NOT NULL,
-                state TEXT NOT NULL
-            );
-            CREATE TABLE truth_generation (
-                slot INTEGER PRIMARY KEY CHECK (slot = 0),
-                n INTEGER NOT NULL
-            );
-            INSERT INTO truth_generation VALUES (0, 0);
-            CREATE TRIGGER truth_snapshot_on_update AFTER UPDATE ON entries
-            BEGIN
-                DELETE FROM truth_snapshot;
-                UPDATE truth_generation SET n = n + 1;
-            END;
-            CREATE TRIGGER truth_snapshot_on_delete AFTER DELETE ON entries
-            BEGIN
-                DELETE FROM truth_snapshot;
-                UPDATE truth_generation SET n = n + 1;
-            END;
-            """,
-        )
-    ],
-)
-
-_COLS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents"
+T = TypeVar("T")
 
 
-def _row_entry(row: tuple[Any, ...]) -> Entry:
-    _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents = row
-    return Entry(
-        eid, ts, kind, author, agent, provider, model, summary, body, tuple(json.loads(parents))
-    )
+async def _read(store: SqliteStore, reader: Callable[[sqlite3.Connection], T]) -> T | None:
+    """``reader(conn)`` on current tables, or None when they cannot be brought up to date.
 
+    A current line is read in a read transaction. A line that is behind is caught up and
+    read in the same write transaction, so a busy writer (a node receiving a sync) can
+    never leave the reader behind again between the two."""
 
-def _load(conn: sqlite3.Connection) -> tuple[State, int, int, int]:
-    """Fold what the snapshot lacks, in one read transaction (a consistent view)."""
-    conn.execute("BEGIN")
-    try:
-        return _load_tx(conn)
-    finally:
-        conn.execute("COMMIT")
+    def caught_up(conn: sqlite3.Connection) -> T:
+        catch_up(conn)
+        return reader(conn)
 
+    bring_up = store.write(caught_up)
 
-def _fold_after(conn: sqlite3.Connection, state: State, last: int) -> tuple[int, int]:
-    """Fold the rows above ``last`` into ``state``; returns (new last, rows folded)."""
-    folded = 0
-    while True:
-        rows = conn.execute(
-            f"SELECT {_COLS} FROM entries WHERE seq > ? ORDER BY seq LIMIT {_CHUNK}", (last,)
-        ).fetchall()
-        if not rows:
-            return last, folded
-        for row in rows:
-            try:
-                fold(state, _row_entry(row))
-            except (ValueError, TypeError) as exc:
-                log.warning("truth: skipping undecodable row %s: %s", row[0], exc)
-                state.count += 1
-        folded += len(rows)
-        last = int(rows[-1][0])
-
-
-def _load_tx(conn: sqlite3.Connection) -> tuple[State, int, int, int]:
-    """Returns (state, last seq folded, rows folded now, generation)."""
-    generation = int(conn.execute("SELECT n FROM truth_generation").fetchone()[0])
-    snap = conn.execute("SELECT last_seq, state FROM truth_snapshot").fetchone()
-    state, last = State(), 0
-    if snap is not None:
+    def run(conn: sqlite3.Connection) -> T | None:
+        conn.execute("BEGIN")
         try:
-            state, last = State.from_json(snap[1]), int(snap[0])
-        except OlderSnapshot:
-            log.info("truth snapshot of another version; folding the line again")
-        except (ValueError, TypeError, KeyError) as exc:
-            log.warning("truth snapshot unreadable (%s); folding the line again", exc)
-    total = int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
-    last, folded = _fold_after(conn, state, last)
-    if state.count != total and snap is not None:
-        # Rows went away or changed behind the triggers' back: trust nothing, fold it all.
-        state = State()
-        last, folded = _fold_after(conn, state, 0)
-    if state.count != total:
-        raise StoreError(f"truth fold saw {state.count} rows but the line holds {total}")
-    return state, last, folded, generation
+            if is_current(conn):
+                return reader(conn)
+        finally:
+            conn.execute("COMMIT")
+        if store.read_only:
+            return None
+        try:
+            return bring_up()
+        except sqlite3.OperationalError as exc:  # e.g. a file that turned read-only
+            log.warning("could not bring the truth tables up to date: %s", exc)
+            return None
+
+    return await store.run_read(run)
 
 
-def _save(conn: sqlite3.Connection, state: State, last: int, generation: int) -> None:
-    # An UPDATE/DELETE since the fold bumped the generation: that fold may be stale.
-    if int(conn.execute("SELECT n FROM truth_generation").fetchone()[0]) != generation:
-        return
-    conn.execute(
-        "INSERT OR REPLACE INTO truth_snapshot VALUES (0, ?, ?, ?)",
-        (last, state.count, state.to_json()),
-    )
+async def _full_fold(store: Store) -> State:
+    return fold_all([e async for e in store.stream()])
 
 
 async def load_state(store: Store) -> State:
-    """The folded state of ``store``: incremental on SQLite, a full fold otherwise."""
-    if not isinstance(store, SqliteStore):
-        return fold_all([e async for e in store.stream()])
-    state, last, folded, generation = await store.run_read(_load)
-    if folded and not store.read_only:  # a read-only folder: fold again next time
-        try:
-            await store.run_write(lambda conn: _save(conn, state, last, generation))
-        except StoreError as exc:  # a read-only file still answers, just not faster next time
-            log.warning("could not save the truth snapshot: %s", exc)
-    return state
+    """The folded state of ``store``: from the tables on SQLite, a full fold otherwise."""
+    if isinstance(store, SqliteStore):
+        state = await _read(store, full_state)
+        if state is not None:
+            return state
+    return await _full_fold(store)
+
+
+Resolver = Callable[[Iterable[str], str], str]
+
+
+async def load_shown(
+    store: Store, *, thread: str | None, recent: int, max_items: int, resolve: Resolver
+) -> tuple[State, Truth, str | None]:
+    """The state and truth a context reads, and ``thread`` resolved by ``resolve`` (see
+    :func:`~lifeline.truth.tableview.shown_state`): bounded by the budget on SQLite; the
+    whole state elsewhere."""
+    if isinstance(store, SqliteStore):
+        found = await _read(
+            store, lambda conn: shown_state(conn, thread, recent, max_items, resolve)
+        )
+        if found is not None:
+            return found
+    state = await _full_fold(store)
+    if thread is not None:
+        thread = resolve(state.threads, thread)
+    return state, derive(state), thread
+
+
+@dataclass(frozen=True, slots=True)
+class Superseded:
+    """What is superseded, and by which correction in force (all ``recall`` needs)."""
+
+    by: dict[str, str]
+
+    def is_superseded(self, entry_id: str) -> bool:
+        return entry_id in self.by
+
+
+async def load_superseded(store: Store) -> Superseded:
+    """The superseded entries alone: one table on SQLite, a full fold elsewhere."""
+    if isinstance(store, SqliteStore):
+        found = await _read(
+            store, lambda conn: dict(conn.execute("SELECT id, by FROM truth_superseded"))
+        )
+        if found is not None:
+            return Superseded(found)
+    return Superseded(derive(await _full_fold(store)).superseded)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from lifeline.truth.state import Item, State
 
-__all__ = ["Truth", "derive"]
+__all__ = ["Corrections", "Truth", "corrections_of", "derive"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,14 +144,36 @@ def _resume(state: State, superseded: dict[str, str], closed: set[str]) -> dict[
     return dict(sorted(resume.items()))
 
 
-def derive(state: State) -> Truth:
-    """Compute the views of ``state``; deterministic for the same state."""
+@dataclass(frozen=True, slots=True)
+class Corrections:
+    """What the corrections in force do: the part of the truth that depends only on the
+    corrections and the items they name (so it can be derived from those alone)."""
+
+    superseded: dict[str, str]  # superseded id -> the correction in force over it
+    as_decision: set[str]  # corrections in force standing in for a decision
+    as_open: set[str]  # rewordings shown as open questions
+    closed: set[str]  # questions closed by a correction
+
+
+def corrections_of(state: State) -> Corrections:
+    """The corrections' effects; reads ``state.items`` only for corrections and targets."""
     targets_of = _targets(state)
     superseded, live_fixes = _superseded(targets_of)
-    live = {i: it for i, it in state.items.items() if i not in superseded}
     as_decision = _replaces(state, targets_of, live_fixes, {"decision"})
     reworded, closed = _questions(state, targets_of, live_fixes)
-    as_open = reworded - as_decision
+    return Corrections(superseded, as_decision, reworded - as_decision, closed)
+
+
+def derive(state: State) -> Truth:
+    """Compute the views of ``state``; deterministic for the same state."""
+    fixes = corrections_of(state)
+    superseded, as_decision, as_open, closed = (
+        fixes.superseded,
+        fixes.as_decision,
+        fixes.as_open,
+        fixes.closed,
+    )
+    live = {i: it for i, it in state.items.items() if i not in superseded}
     decisions = [i for i, it in live.items() if it[0] == "decision"] + sorted(as_decision)
     opens = [i for i, it in live.items() if it[0] == "open"] + sorted(as_open)
     boots = _by_time(state, [i for i, it in live.items() if it[0] == "bootstrap"])

@@ -13,7 +13,8 @@ from lifeline.errors import ConfigError
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import deliver
 from lifeline.truth.recall import DEFAULT_FLOOR, recall
-from lifeline.truth.service import build_context, read_truth, resume_of
+from lifeline.truth.service import build_context, resume_of
+from lifeline.truth.snapshot import load_superseded
 from lifeline_mesh.mcp.workspace import Workspace
 
 __all__ = [
@@ -63,8 +64,8 @@ async def recall_view(ws: Workspace, line: str | None, query: str, k: int) -> di
     if not query.strip():
         raise ConfigError("query is empty; give a few words to search for")
     async with ws.store(line) as store:
-        truth = (await read_truth(store)).truth
-        hits = await recall(store, truth, query, k=k, floor=DEFAULT_FLOOR)
+        superseded = await load_superseded(store)
+        hits = await recall(store, superseded, query, k=k, floor=DEFAULT_FLOOR)
     return {
         "line": ws.line_name(line),
         "query": query,

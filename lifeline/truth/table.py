@@ -1,0 +1,317 @@
+"""The truth kept as tables in the line's own database, brought up to date past a mark.
+
+``truth_core`` holds the small accumulators of :class:`~lifeline.truth.state.State` (count,
+digest, counters, the newest entries, pins, rewordings, integrity failures) and the highest
+``entries.seq`` folded. The large ones are rows: tracked items (``truth_items``, each with
+its *role*: in the decisions in force, in Open, a live bootstrap, or none), thread marks
+(``truth_marks``: a thread's entries, checkpoints flagged), corrections and their targets,
+and what is superseded (``truth_superseded``). A reader then loads only what it shows.
+
+New rows always get a higher ``seq`` whatever order they arrive in (sync, other processes),
+so :func:`catch_up` folds the rows past the mark with the same reducers as a full fold, in
+one write transaction, and merges them. Supersession is a fixpoint over the correction
+graph (:mod:`lifeline.truth.views`): when a correction arrives, or an item some correction
+names, the graph is derived again from the corrections and the items they touch only, and
+the roles that changed are updated. Every other item's role follows from its kind. Triggers
+drop ``truth_core`` on any UPDATE or DELETE of ``entries``; the next read folds again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+from lifeline.entry import Entry
+from lifeline.errors import StoreError
+from lifeline.store.schema import register_migrations
+from lifeline.truth.reducers import fold
+from lifeline.truth.state import RECENT_KEEP, STATE_VERSION, State
+from lifeline.truth.views import corrections_of
+
+__all__ = ["CORE_FIELDS", "catch_up", "is_current", "read_core"]
+
+log = logging.getLogger(__name__)
+_CHUNK = 5_000
+_MOD = 2**256
+_VARS = 500  # ids per IN (...) list
+CORE_FIELDS = ("contributors", "kinds", "recent", "integrity", "pins", "rewords")
+ROLE_OF_KIND = {"decision": "d", "open": "o", "bootstrap": "b"}
+
+_V1 = """
+CREATE TABLE truth_snapshot (
+    slot INTEGER PRIMARY KEY CHECK (slot = 0),
+    last_seq INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    state TEXT NOT NULL
+);
+CREATE TABLE truth_generation (
+    slot INTEGER PRIMARY KEY CHECK (slot = 0),
+    n INTEGER NOT NULL
+);
+INSERT INTO truth_generation VALUES (0, 0);
+CREATE TRIGGER truth_snapshot_on_update AFTER UPDATE ON entries
+BEGIN
+    DELETE FROM truth_snapshot;
+    UPDATE truth_generation SET n = n + 1;
+END;
+CREATE TRIGGER truth_snapshot_on_delete AFTER DELETE ON entries
+BEGIN
+    DELETE FROM truth_snapshot;
+    UPDATE truth_generation SET n = n + 1;
+END;
+"""
+
+# Version 2: the whole-state JSON snapshot gives way to tables (a 1M-entry line's snapshot
+# was ~100 MB of JSON, read and derived whole by every `context`). Filled on first read.
+_V2 = """
+DROP TRIGGER truth_snapshot_on_update;
+DROP TRIGGER truth_snapshot_on_delete;
+DROP TABLE truth_snapshot;
+CREATE TABLE truth_core (
+    slot INTEGER PRIMARY KEY CHECK (slot = 0),
+    last_seq INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    digest TEXT NOT NULL,
+    ended TEXT NOT NULL,
+    state TEXT NOT NULL
+);
+CREATE TABLE truth_items (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    why TEXT NOT NULL,
+    thread TEXT NOT NULL,
+    role TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX truth_items_role ON truth_items(role, ts, id);
+CREATE TABLE truth_marks (
+    thread TEXT NOT NULL,
+    ts TEXT NOT NULL,
+    id TEXT NOT NULL,
+    cp INTEGER NOT NULL,
+    PRIMARY KEY (thread, ts, id)
+) WITHOUT ROWID;
+CREATE INDEX truth_marks_cp ON truth_marks(thread, ts, id) WHERE cp = 1;
+CREATE TABLE truth_corrections (id TEXT PRIMARY KEY, targets TEXT NOT NULL) WITHOUT ROWID;
+CREATE TABLE truth_targets (
+    target TEXT NOT NULL,
+    cid TEXT NOT NULL,
+    PRIMARY KEY (target, cid)
+) WITHOUT ROWID;
+CREATE TABLE truth_superseded (id TEXT PRIMARY KEY, by TEXT NOT NULL) WITHOUT ROWID;
+CREATE TRIGGER truth_on_update AFTER UPDATE ON entries
+BEGIN
+    DELETE FROM truth_core;
+    UPDATE truth_generation SET n = n + 1;
+END;
+CREATE TRIGGER truth_on_delete AFTER DELETE ON entries
+BEGIN
+    DELETE FROM truth_core;
+    UPDATE truth_generation SET n = n + 1;
+END;
+"""
+
+register_migrations("truth", [(1, _V1), (2, _V2)])
+
+_TABLES = (
+    "truth_items",
+    "truth_marks",
+    "truth_corrections",
+    "truth_targets",
+    "truth_superseded",
+)
+_COLS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents"
+
+
+def _row_entry(row: tuple[Any, ...]) -> Entry:
+    _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents = row
+    return Entry(
+        eid, ts, kind, author, agent, provider, model, summary, body, tuple(json.loads(parents))
+    )
+
+
+def _top(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0])
+
+
+def read_core(conn: sqlite3.Connection) -> tuple[int, State, list[str]] | None:
+    """(last seq folded, the small accumulators, threads ended) or None when absent/other."""
+    row = conn.execute("SELECT last_seq, count, digest, ended, state FROM truth_core").fetchone()
+    if row is None:
+        return None
+    data = json.loads(row[4])
+    if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+        return None
+    state = State(count=int(row[1]), digest=int(row[2], 16))
+    for name in CORE_FIELDS:
+        setattr(state, name, data[name])
+    return int(row[0]), state, list(json.loads(row[3]))
+
+
+def is_current(conn: sqlite3.Connection) -> bool:
+    """Whether the tables cover every row of the line (a few primary-key reads)."""
+    row = conn.execute(
+        "SELECT last_seq, count, json_extract(state, '$.version') FROM truth_core"
+    ).fetchone()
+    if row is None or int(row[0]) != _top(conn) or row[2] != STATE_VERSION:
+        return False
+    fresh = conn.execute("SELECT count, mark FROM set_summaries WHERE name = 'entries'").fetchone()
+    # the set's own count, when it is up to date, catches rows removed below the top
+    return fresh is None or int(fresh[1]) != int(row[0]) or int(fresh[0]) == int(row[1])
+
+
+def _write_core(conn: sqlite3.Connection, last: int, state: State, ended: Iterable[str]) -> None:
+    data: dict[str, Any] = {name: getattr(state, name) for name in CORE_FIELDS}
+    data["version"] = STATE_VERSION
+    conn.execute(
+        "INSERT OR REPLACE INTO truth_core VALUES (0, ?, ?, ?, ?, ?)",
+        (
+            last,
+            state.count,
+            f"{state.digest:064x}",
+            json.dumps(sorted(ended)),
+            json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
+        ),
+    )
+
+
+def _merge(core: State, delta: State) -> None:
+    """Add the small accumulators of ``delta`` (entries not folded before) to ``core``."""
+    core.count += delta.count
+    core.digest = (core.digest + delta.digest) % _MOD
+    for name in ("contributors", "kinds"):
+        mine: dict[str, int] = getattr(core, name)
+        for key, n in getattr(delta, name).items():
+            mine[key] = mine.get(key, 0) + n
+    core.recent = sorted(core.recent + delta.recent)[-RECENT_KEEP:]
+    core.integrity.update(delta.integrity)
+    core.pins.update(delta.pins)
+    core.rewords = sorted(set(core.rewords) | set(delta.rewords))
+
+
+def _store_rows(conn: sqlite3.Connection, delta: State) -> None:
+    conn.executemany(
+        "INSERT INTO truth_items VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [
+            (i, kind, ts, summary, why, thread, ROLE_OF_KIND.get(kind, ""))
+            for i, (kind, ts, summary, why, thread) in delta.items.items()
+        ],
+    )
+    points = {(t, ts, i) for t, marks in delta.checkpoints.items() for ts, i in marks}
+    conn.executemany(
+        "INSERT INTO truth_marks VALUES (?, ?, ?, ?)",
+        [
+            (t, ts, i, 1 if (t, ts, i) in points else 0)
+            for t, marks in delta.threads.items()
+            for ts, i in marks
+        ],
+    )
+    conn.executemany(
+        "INSERT INTO truth_corrections VALUES (?, ?)",
+        [(c, json.dumps(ts)) for c, ts in delta.corrections.items()],
+    )
+    conn.executemany(
+        "INSERT OR IGNORE INTO truth_targets VALUES (?, ?)",
+        [(t, c) for c, ts in delta.corrections.items() for t in ts],
+    )
+
+
+def _names_a_target(conn: sqlite3.Connection, ids: list[str]) -> bool:
+    for start in range(0, len(ids), _VARS):
+        part = ids[start : start + _VARS]
+        marks = ",".join("?" * len(part))
+        sql = f"SELECT 1 FROM truth_targets WHERE target IN ({marks}) LIMIT 1"
+        if conn.execute(sql, part).fetchone():
+            return True
+    return False
+
+
+def rederive(conn: sqlite3.Connection, rewords: list[str]) -> list[str]:
+    """Derive the correction graph again and store what changed; returns threads ended.
+
+    Only corrections and the items they name take part in supersession, replacement and
+    questions (:mod:`lifeline.truth.views`), so the derivation sees those items alone.
+    """
+    part = State(rewords=rewords)
+    for cid, targets in conn.execute("SELECT id, targets FROM truth_corrections"):
+        part.corrections[cid] = json.loads(targets)
+    roles: dict[str, str] = {}
+    for i, kind, ts, thread, role in conn.execute(
+        "SELECT i.id, i.kind, i.ts, i.thread, i.role FROM truth_items i"
+        " WHERE i.id IN (SELECT id FROM truth_corrections UNION SELECT target FROM truth_targets)"
+    ):
+        part.items[i] = [kind, ts, "", "", thread]
+        roles[i] = role
+    fixes = corrections_of(part)
+    superseded, closed = fixes.superseded, fixes.closed
+    as_decision, as_open = fixes.as_decision, fixes.as_open
+    changed = []
+    for i, (kind, *_rest) in part.items.items():
+        role = ROLE_OF_KIND.get(kind, "")
+        if i in superseded:
+            role = ""
+        elif i in as_decision:
+            role = "d"
+        elif i in as_open:
+            role = "o"
+        if role != roles[i]:
+            changed.append((role, i))
+    conn.executemany("UPDATE truth_items SET role = ? WHERE id = ?", changed)
+    old = dict(conn.execute("SELECT id, by FROM truth_superseded").fetchall())
+    gone = [(i,) for i in old if i not in superseded]
+    conn.executemany("DELETE FROM truth_superseded WHERE id = ?", gone)
+    conn.executemany(
+        "INSERT OR REPLACE INTO truth_superseded VALUES (?, ?)",
+        [(i, by) for i, by in superseded.items() if old.get(i) != by],
+    )
+    return sorted(closed | {part.items[q][4] for q in closed if part.items[q][4]})
+
+
+def _fold_after(conn: sqlite3.Connection, core: State, last: int) -> tuple[int, bool]:
+    """Fold the rows past ``last``; returns (new last, whether the graph must be derived)."""
+    again = False
+    while True:
+        rows = conn.execute(
+            f"SELECT {_COLS} FROM entries WHERE seq > ? ORDER BY seq LIMIT {_CHUNK}", (last,)
+        ).fetchall()
+        if not rows:
+            return last, again
+        delta = State()
+        for row in rows:
+            try:
+                fold(delta, _row_entry(row))
+            except (ValueError, TypeError) as exc:
+                log.warning("truth: skipping undecodable row %s: %s", row[0], exc)
+                delta.count += 1
+        _store_rows(conn, delta)
+        _merge(core, delta)
+        again = again or bool(delta.corrections) or _names_a_target(conn, list(delta.items))
+        last = int(rows[-1][0])
+
+
+def catch_up(conn: sqlite3.Connection) -> None:
+    """Bring the tables up to every row of the line (inside a write transaction)."""
+    found = read_core(conn)
+    ended: list[str]
+    if found is None:  # none yet, another version, or dropped by a trigger: fold it all
+        for table in _TABLES:
+            conn.execute(f"DELETE FROM {table}")
+        last, core, ended, again = 0, State(), [], True
+    else:
+        (last, core, ended), again = found, False
+    total = int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+    last, more = _fold_after(conn, core, last)
+    if core.count != total:
+        if found is None:
+            raise StoreError(f"truth fold saw {core.count} rows but the line holds {total}")
+        # Rows went away or changed behind the triggers' back: trust nothing, fold it all.
+        conn.execute("DELETE FROM truth_core")
+        catch_up(conn)
+        return
+    if again or more:
+        ended = rederive(conn, core.rewords)
+    _write_core(conn, last, core, ended)
