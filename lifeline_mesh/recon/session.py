@@ -48,9 +48,12 @@ from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, SetSummary, Snapshot
 from lifeline_mesh.recon.summaries import (
+    OPEN_CAPABILITY,
     SUMS_CAPABILITY,
     fingerprints,
+    opening_frames,
     opening_range,
+    opening_record,
     peer_summaries,
     set_of,
     whole_set_equal,
@@ -59,7 +62,9 @@ from lifeline_mesh.recon.summaries import (
 __all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
 
 PROTOCOL_VERSION = 1
-CAPABILITIES = ("range-recon", "versioned-tokens", "externals")
+# Version 1 implies the first wave's range-recon, versioned-tokens and externals (no node
+# ever read those names, so hellos no longer carry them); only later ones are negotiated.
+CAPABILITIES: tuple[str, ...] = ()
 
 
 class Role(enum.Enum):
@@ -95,6 +100,9 @@ class SessionLimits:
     short_id_bytes: int = 6  # keyed short ids in the id lists this side sends
     # Whole-set summaries first, snapshots only for sets that differ (off: a first-wave node)
     set_summaries: bool = True
+    # With set_summaries: open in the hello (one record, no Recon frames) and read such an
+    # opening as a responder (off: a node from before it; docs/protocol.md)
+    open_sums: bool = True
 
 
 @dataclass(slots=True)
@@ -155,6 +163,9 @@ class Session:
         self._summarizing: set[int] = set()
         # The frame that needed a set's snapshot, answered once it is loaded.
         self._deferred: Frame | ParsedItems | None = None
+        self._openings: list[Recon] = []  # an opening from the hello, answered once loaded
+        self._opened_in_hello = False
+        self._reopen = False  # the responder did not read our hello's opening: send ranges
         self._plan: list[Iterator[Fetch]] = []  # per set, made one fetch at a time
         self._finish_with_fin = False
         self._peer_frame_cap = self.limits.max_frame_bytes
@@ -183,6 +194,8 @@ class Session:
             return []
         # The hello needs no snapshot: sent first, it lets the responder build its own
         # snapshots while this side builds its (on a large line, half the in-sync time).
+        if self.limits.set_summaries and self.limits.open_sums:
+            return self._summarize_all()  # the hello carries them
         if self.limits.set_summaries:
             return [SendFrame(self._hello()), *self._summarize_all()]
         return [SendFrame(self._hello()), *self._load_all()]
@@ -196,12 +209,20 @@ class Session:
         if self._summarizing:
             return []
         if self.role is Role.RESPONDER:
-            return [SendFrame(self._hello())]
+            return [SendFrame(self._hello()), *self._read_opening()]
+        out: list[Effect] = []
+        if self.limits.open_sums:
+            if opening_record([s.summary for s in self._sets]) is not None:
+                self._opened_in_hello = True
+                self._phase = _Phase.LISTENING
+                self.stats.rounds = 1
+                return [SendFrame(self._hello()), SendFrame(EndOfTurn())]
+            out.append(SendFrame(self._hello()))  # a set keeps no summary: ranges follow
         unknown = [i for i, s in enumerate(self._sets) if s.summary is None and not s.loaded]
         if unknown:
             self._loading = set(unknown)
-            return [LoadSnapshot(i) for i in unknown]
-        return self._opening()
+            return [*out, *(LoadSnapshot(i) for i in unknown)]
+        return out + self._opening()
 
     def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
         self._sets[set_index].load(snap, self.limits, self._dialect)
@@ -211,8 +232,12 @@ class Session:
             return []
         if self._phase is _Phase.LOADING and not self._summarizing:
             return self._opening()
+        out: list[Effect] = []
+        openings, self._openings = self._openings, []
+        for frame in openings:
+            out += self.receive(frame, now)
         deferred, self._deferred = self._deferred, None
-        return [] if deferred is None else self.receive(deferred, now)
+        return out if deferred is None else out + self.receive(deferred, now)
 
     def _opening(self) -> list[Effect]:
         """The initiator's first ranges: one fingerprint per set, from its summary when it
@@ -220,12 +245,14 @@ class Session:
         self._phase = _Phase.LISTENING
         out: list[Effect] = []
         for index, state in enumerate(self._sets):
+            if not state.active:
+                continue
             if state.loaded or state.summary is None:
                 ranges = initial_ranges(state.snap)
             else:
                 ranges = [opening_range(state.summary)]
-            out += self._recon_frames(index, ranges)
-        self.stats.rounds = 1
+            out += self._recon_frames(index, ranges, PLAIN)  # plain: anyone reads it
+        self.stats.rounds += 1
         out.append(SendFrame(EndOfTurn()))
         return out
 
@@ -344,7 +371,10 @@ class Session:
         if self.role is Role.INITIATOR:
             for state in self._sets:
                 state.active = state.name in hello.sets
+            self._reopen = self._opened_in_hello and OPEN_CAPABILITY not in hello.capabilities
             return self._load_differing(hello)
+        if hello.opening and len(hello.opening) != len(hello.sets):
+            raise RemoteProtocolError("the hello's opening does not cover its sets one for one")
         mine = {s.name: s for s in self._sets}
         self._sets = [mine.get(name) or _inactive(name, self.limits) for name in hello.sets]
         if self.limits.set_summaries:
@@ -367,6 +397,22 @@ class Session:
         ]
         self._loading.update(need)
         return [LoadSnapshot(i) for i in need]
+
+    def _read_opening(self) -> list[Effect]:
+        """The responder, after its hello: the initiator's opening from its hello, answered
+        like the ranges it replaces. Sets found equal are done; the others are loaded and
+        their openings answered once they are (the peer's end-of-turn comes after)."""
+        peer = self.peer_hello
+        if peer is None or not peer.opening or not self.limits.open_sums:
+            return []
+        out: list[Effect] = []
+        for frame in opening_frames(peer.opening, [s.active for s in self._sets]):
+            state = self._sets[frame.set_index]
+            if not whole_set_equal(state.summary, frame):
+                self._openings.append(frame)
+                self._loading.add(frame.set_index)
+                out.append(LoadSnapshot(frame.set_index))
+        return out
 
     def _defer(self, frame: Frame | ParsedItems, index: int) -> list[Effect]:
         """A frame that needs set ``index``'s snapshot: load it, then answer the frame (the
@@ -447,6 +493,9 @@ class Session:
         self._phase = _Phase.SPEAKING
         if self.role is Role.RESPONDER:
             return self._speak(may_finish=False)
+        if self._reopen:  # the responder did not read our hello's opening: ranges now
+            self._reopen = False
+            return self._opening()
         return self._speak(may_finish=True)
 
     def _count_round(self) -> None:
@@ -500,8 +549,11 @@ class Session:
         self._phase = _Phase.LISTENING
         return [SendFrame(EndOfTurn())]
 
-    def _recon_frames(self, index: int, ranges: list[Range]) -> list[Effect]:
-        frames = SetOutbox.recon_frames(index, ranges, self._frame_budget(), self._dialect)
+    def _recon_frames(
+        self, index: int, ranges: list[Range], dialect: Dialect | None = None
+    ) -> list[Effect]:
+        form = self._dialect if dialect is None else dialect
+        frames = SetOutbox.recon_frames(index, ranges, self._frame_budget(), form)
         return [SendFrame(f) for f in frames]
 
     # -- helpers ---------------------------------------------------------------------
@@ -516,7 +568,13 @@ class Session:
             max_items=self.limits.max_items,
             salt=self._salt if self.limits.compact_ranges else b"",
             summaries=self._summaries(),
+            opening=self._opening_record(),
         )
+
+    def _opening_record(self) -> tuple[tuple[int, bytes], ...]:
+        if self.role is Role.RESPONDER or not self._opened_in_hello:
+            return ()
+        return opening_record([s.summary for s in self._sets]) or ()
 
     def _summaries(self) -> tuple[bytes, ...]:
         """The responder's whole-set fingerprints, for an initiator that reads them."""
@@ -533,6 +591,8 @@ class Session:
             caps = (*caps, COMPACT_CAPABILITY)
         if self.limits.set_summaries:
             caps = (*caps, SUMS_CAPABILITY)
+            if self.limits.open_sums and self.role is Role.RESPONDER:
+                caps = (*caps, OPEN_CAPABILITY)  # the initiator's opening says it reads it
         return caps
 
     def _summarize_all(self) -> list[Effect]:
