@@ -12,10 +12,8 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry, LocalProtocolError, PeerError, RemoteProtocolError
-from lifeline_mesh.recon.closure import OrphanPool
 from lifeline_mesh.recon.dialect import (
     COMPACT_CAPABILITY,
     PLAIN,
@@ -46,6 +44,16 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
+from lifeline_mesh.recon.session_state import (
+    PROTOCOL_VERSION,
+    Role,
+    SessionLimits,
+    SessionStats,
+    SetState,
+    capabilities,
+    check_hello,
+    inactive,
+)
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, SetSummary, Snapshot
 from lifeline_mesh.recon.summaries import (
     OPEN_CAPABILITY,
@@ -61,16 +69,6 @@ from lifeline_mesh.recon.summaries import (
 
 __all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
 
-PROTOCOL_VERSION = 1
-# Version 1 implies the first wave's range-recon, versioned-tokens and externals (no node
-# ever read those names, so hellos no longer carry them); only later ones are negotiated.
-CAPABILITIES: tuple[str, ...] = ()
-
-
-class Role(enum.Enum):
-    INITIATOR = "initiator"
-    RESPONDER = "responder"
-
 
 class _Phase(enum.Enum):
     LOADING = "loading"  # waiting for snapshots
@@ -78,65 +76,6 @@ class _Phase(enum.Enum):
     SPEAKING = "speaking"  # our turn: fetching and sending items
     DONE = "done"
     FAILED = "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class SessionLimits:
-    """Named caps; each error that trips one names it. Tests shrink them."""
-
-    max_frame_bytes: int = 1 << 20
-    max_items: int = 5_000_000  # items received per session
-    orphan_pool: int = 10_000  # orphans kept in memory
-    orphan_overflow: int = 1_000_000  # further orphans remembered by id, asked for again
-    max_item_bytes: int = 256 * 1024
-    max_rounds: int = 32
-    branch: int = 16
-    leaf: int = 12
-    fetch_chunk: int = 256
-    session_timeout: float = 3600.0
-    # Compact ranges (docs/protocol.md): offered in the hello, used when both sides offer it.
-    compact_ranges: bool = True
-    fingerprint_bytes: int = 8  # keyed fingerprints of the ranges this side sends
-    short_id_bytes: int = 6  # keyed short ids in the id lists this side sends
-    # Whole-set summaries first, snapshots only for sets that differ (off: a first-wave node)
-    set_summaries: bool = True
-    # With set_summaries: open in the hello (one record, no Recon frames) and read such an
-    # opening as a responder (off: a node from before it; docs/protocol.md)
-    open_sums: bool = True
-
-
-@dataclass(slots=True)
-class SessionStats:
-    items_sent: int = 0
-    items_received: int = 0
-    rounds: int = 0
-    orphans_dropped: int = 0
-    snapshots_loaded: int = 0  # sets whose sorted snapshot this side built (0 when in sync)
-    sent_by_set: dict[str, int] = field(default_factory=dict)
-    received_by_set: dict[str, int] = field(default_factory=dict)
-
-
-class _SetState:
-    def __init__(self, name: str, codec: ItemCodec, limits: SessionLimits) -> None:
-        self.name = name
-        self.codec = codec
-        self.active = True
-        self.snap = Snapshot.empty()
-        self.loaded = False  # the snapshot is loaded (only sets that differ ever are)
-        self.summary: SetSummary | None = None
-        self.responder = Responder(self.snap, branch=limits.branch, leaf=limits.leaf)
-        self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow)
-        self.received: set[bytes] = set()
-        self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
-        self.outbox = SetOutbox()
-
-    def load(self, snap: Snapshot, limits: SessionLimits, dialect: Dialect) -> None:
-        self.snap = snap
-        self.loaded = True
-        self.responder = Responder(snap, branch=limits.branch, leaf=limits.leaf, dialect=dialect)
-
-    def known(self, item_id: bytes) -> bool:
-        return item_id in self.received or item_id in self.externals or self.snap.knows(item_id)
 
 
 class Session:
@@ -156,7 +95,7 @@ class Session:
         self.limits = limits or SessionLimits()
         self.stats = SessionStats()
         self.peer_hello: Hello | None = None
-        self._sets = [_SetState(name, codec, self.limits) for name, codec in sets]
+        self._sets = [SetState(name, codec, self.limits) for name, codec in sets]
         self._phase = _Phase.LOADING if role is Role.INITIATOR else _Phase.LISTENING
         self._started = now
         self._loading: set[int] = set()
@@ -356,15 +295,7 @@ class Session:
     def _on_hello(self, hello: Hello) -> list[Effect]:
         if self.peer_hello is not None:
             raise RemoteProtocolError("got a second hello; the peer restarted mid-session")
-        if hello.protocol_version != PROTOCOL_VERSION:
-            raise RemoteProtocolError(
-                f"peer speaks protocol version {hello.protocol_version}, this node speaks "
-                f"{PROTOCOL_VERSION}; upgrade the older node"
-            )
-        if hello.line != self.line:
-            raise RemoteProtocolError(f"peer opened line {hello.line!r}, expected {self.line!r}")
-        if hello.max_frame_bytes < 4096:
-            raise RemoteProtocolError(f"peer frame limit {hello.max_frame_bytes} is below 4096")
+        check_hello(hello, self.line)
         self.peer_hello = hello
         self._peer_frame_cap = min(self.limits.max_frame_bytes, hello.max_frame_bytes)
         self._agree_on_form(hello)
@@ -373,10 +304,8 @@ class Session:
                 state.active = state.name in hello.sets
             self._reopen = self._opened_in_hello and OPEN_CAPABILITY not in hello.capabilities
             return self._load_differing(hello)
-        if hello.opening and len(hello.opening) != len(hello.sets):
-            raise RemoteProtocolError("the hello's opening does not cover its sets one for one")
         mine = {s.name: s for s in self._sets}
-        self._sets = [mine.get(name) or _inactive(name, self.limits) for name in hello.sets]
+        self._sets = [mine.get(name) or inactive(name, self.limits) for name in hello.sets]
         if self.limits.set_summaries:
             # The hello waits for the summaries it carries; snapshots wait for the ranges.
             return self._summarize_all() or [SendFrame(self._hello())]
@@ -481,7 +410,7 @@ class Session:
                 f"{self.limits.max_item_bytes} (cap max_item_bytes)"
             )
 
-    def _parse(self, state: _SetState, raw: bytes) -> ParsedItem:
+    def _parse(self, state: SetState, raw: bytes) -> ParsedItem:
         self._check_size(raw)
         try:
             return state.codec.parse(raw)
@@ -563,7 +492,7 @@ class Session:
             protocol_version=PROTOCOL_VERSION,
             line=self.line,
             sets=tuple(s.name for s in self._sets if s.active),
-            capabilities=self._capabilities(),
+            capabilities=capabilities(self.limits, self.role),
             max_frame_bytes=self.limits.max_frame_bytes,
             max_items=self.limits.max_items,
             salt=self._salt if self.limits.compact_ranges else b"",
@@ -585,16 +514,6 @@ class Session:
             return ()
         return fingerprints([s.summary for s in self._sets if s.active])
 
-    def _capabilities(self) -> tuple[str, ...]:
-        caps: tuple[str, ...] = CAPABILITIES
-        if self.limits.compact_ranges:
-            caps = (*caps, COMPACT_CAPABILITY)
-        if self.limits.set_summaries:
-            caps = (*caps, SUMS_CAPABILITY)
-            if self.limits.open_sums and self.role is Role.RESPONDER:
-                caps = (*caps, OPEN_CAPABILITY)  # the initiator's opening says it reads it
-        return caps
-
     def _summarize_all(self) -> list[Effect]:
         self._summarizing = {i for i, s in enumerate(self._sets) if s.active}
         if not self._summarizing and self.role is Role.INITIATOR:
@@ -611,7 +530,7 @@ class Session:
         """A set the peer opened with but we declined: its ranges are ignored, not an error."""
         return 0 <= index < len(self._sets) and not self._sets[index].active
 
-    def _state(self, index: int) -> _SetState:
+    def _state(self, index: int) -> SetState:
         if not 0 <= index < len(self._sets) or not self._sets[index].active:
             raise RemoteProtocolError(
                 f"frame names set #{index}, which this session does not reconcile "
@@ -638,15 +557,3 @@ class Session:
     def _fail(self, exc: Exception, code: str) -> list[Effect]:
         self._phase = _Phase.FAILED
         return [SendFrame(Abort(code=code, reason=str(exc))), Failed(exc)]
-
-
-def _inactive(name: str, limits: SessionLimits) -> _SetState:
-    """A set the peer offered that this node does not reconcile: frames for it are refused."""
-    state = _SetState(name, _NoCodec(), limits)
-    state.active = False
-    return state
-
-
-class _NoCodec:
-    def parse(self, raw: bytes) -> ParsedItem:
-        raise InvalidEntry("this node does not reconcile that set")
