@@ -54,6 +54,7 @@ from lifeline_mesh.transport.authz import SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
+from lifeline_mesh.wal import trim_wal
 from lifeline_mesh.watch import ChangeFeed
 
 __all__ = ["NODE_LIMITS", "Node"]
@@ -112,6 +113,7 @@ class Node:
         finally:
             try:
                 await self._witness_state(store, line)
+                await trim_wal(store)
             finally:
                 await store.close()
 
