@@ -122,6 +122,12 @@ class Session:
     def finished(self) -> bool:
         return self._phase in (_Phase.DONE, _Phase.FAILED)
 
+    @property
+    def deadline(self) -> float:
+        """When the session times out (cap session_timeout), on the driver's clock: the
+        driver waits for a frame no longer than this and then calls :meth:`tick`."""
+        return self._started + self.limits.session_timeout
+
     # -- driver inputs ---------------------------------------------------------------
 
     def start(self, now: float) -> list[Effect]:
@@ -242,6 +248,9 @@ class Session:
         return [SendFrame(f) for f in frames] + self._next_fetch()
 
     def tick(self, now: float) -> list[Effect]:
+        """Time passing without a frame: past the deadline, the session fails (timeout)."""
+        if self.finished:
+            return []
         try:
             self._check_clock(now)
         except RemoteProtocolError as exc:
