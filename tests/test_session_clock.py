@@ -53,15 +53,17 @@ async def test_a_peer_that_goes_silent_is_timed_out_at_the_session_deadline(
     stays open) is aborted at session_timeout, long before the driver's idle timeout."""
     node = make_node(tmp_path / "b", limits=dataclasses.replace(NODE_LIMITS, session_timeout=2.0))
     hello = Hello(1, "ledger", ("entries",), ("set-sums",), 1 << 20, 10**6)
-    async with serving(node) as (server, address):
-        async with grpc.aio.insecure_channel(address, options=grpc_options(1 << 20)) as ch:
-            call = ch.stream_stream(METHOD)()
-            started = time.monotonic()
-            await call.write(encode(hello).SerializeToString())
-            got = []
-            while (data := await asyncio.wait_for(call.read(), 30)) is not grpc.aio.EOF:
-                got.append(decode_bytes(data))
-            took = time.monotonic() - started
+    async with (
+        serving(node) as (server, address),
+        grpc.aio.insecure_channel(address, options=grpc_options(1 << 20)) as ch,
+    ):
+        call = ch.stream_stream(METHOD)()
+        started = time.monotonic()
+        await call.write(encode(hello).SerializeToString())
+        got = []
+        while (data := await asyncio.wait_for(call.read(), 30)) is not grpc.aio.EOF:
+            got.append(decode_bytes(data))
+        took = time.monotonic() - started
     assert isinstance(got[0], Hello)
     aborts = [f for f in got if isinstance(f, Abort)]
     assert len(aborts) == 1 and aborts[0].code == "timeout"
