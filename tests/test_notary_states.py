@@ -22,7 +22,7 @@ from lifeline_mesh.notary.statement import (
     sign,
     tips_digest,
 )
-from lifeline_mesh.notary.states import StateOf, covering_states, fingerprint
+from lifeline_mesh.notary.states import StateOf, covering_states, fingerprint, state_of
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.notary.witnessing import KEEP, first_witnesses, marks_of
 
@@ -170,3 +170,27 @@ async def test_one_entry_finds_each_nodes_first_covering_state(tmp_path: Path) -
         ]
         assert await covering(side[0]) == await covering(trunk[5])  # a fork: other tip
         assert await covering(trunk[0], budget=1) == []  # gives up within its budget
+
+
+async def test_the_state_of_a_growing_line_is_summed_from_the_rows_added(tmp_path: Path) -> None:
+    """state_of keeps each line's id sum and adds the new rows; it always equals the sum of
+    every id, also after rows were removed by hand (then it sums them all again)."""
+    entries = _chain(30)
+    path = tmp_path / "line.db"
+    async with await SqliteStore.open(path) as store:
+        for part in (entries[:10], entries[10:11], entries[11:]):
+            await store.append_many(part)
+            state = await store.run_read(state_of)
+            ids = await store.run_read(
+                lambda c: [r[0] for r in c.execute("SELECT id FROM entries")]
+            )
+            assert (state.count, state.fingerprint) == (len(ids), fingerprint(ids))
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DELETE FROM entries WHERE id = ?", (entries[29].id,))
+        conn.commit()
+        state = state_of(conn)
+        ids = [r[0] for r in conn.execute("SELECT id FROM entries")]
+        assert (state.count, state.fingerprint) == (29, fingerprint(ids))
+    finally:
+        conn.close()

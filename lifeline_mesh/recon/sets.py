@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -227,13 +227,17 @@ class Snapshot:
         )  # fmt: skip
         snap._shared = _Shared()
         index = self._shared.index
-        if index is not None and at[0] == self._n:  # all at the end: positions unchanged
-            prefixes, positions = array("Q", index[0]), array(_POSITION, index[1])
-            for k, (_h, item_id, _t) in enumerate(new):
+        if index is not None:  # carried over: cheaper than sorting every id again
+            prefixes = array("Q", index[0])
+            if at[0] == self._n:  # all at the end: the old positions stay
+                positions = array(_POSITION, index[1])
+            else:  # an old item moves up by the new items placed before it
+                positions = array(_POSITION, (p + bisect_right(at, p) for p in index[1]))
+            for k, ((_h, item_id, _t), cut) in enumerate(zip(new, at, strict=True)):
                 prefix = int.from_bytes(item_id[:8], "big")
                 where = bisect_left(prefixes, prefix)
                 prefixes.insert(where, prefix)
-                positions.insert(where, self._n + k)
+                positions.insert(where, cut + k)
             snap._shared.index = (prefixes, positions)
         snap._start_view(self._extra)
         return snap
