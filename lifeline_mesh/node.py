@@ -126,7 +126,7 @@ class Node:
         if entries is None or not entries.admitted or self.identity is None:
             return
         try:
-            await attest_state(store, self.identity, line, self.clock())
+            await attest_state(store, self.identity, line, self.clock)
         except LifelineError as exc:  # the entries are stored; the next session signs
             log.warning("line %s: no state statement signed: %s", line, exc)
 

@@ -3,6 +3,7 @@ every ancestor of their tips (decision 0015)."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -194,3 +195,41 @@ async def test_the_state_of_a_growing_line_is_summed_from_the_rows_added(tmp_pat
         assert (state.count, state.fingerprint) == (29, fingerprint(ids))
     finally:
         conn.close()
+
+
+async def test_statements_made_together_are_dated_in_the_order_they_were_made(
+    tmp_path: Path,
+) -> None:
+    """Sessions ending at once on one node (one store each) sign while entries keep
+    arriving: read inside the write transaction, the time orders the statements as the
+    counts grow, so no peer sees a smaller count after a larger one (a rollback)."""
+    entries = [  # roots: the appends race each other
+        Entry.create(ts=f"2026-03-01T10:00:{k:02d}.000000Z", kind="note", summary=f"r{k}")
+        for k in range(40)
+    ]
+    path = tmp_path / "line.db"
+    ticks = iter(range(1, 10**6))
+
+    def clock() -> str:
+        return f"2026-03-01T12:00:00.{next(ticks):06d}Z"
+
+    stores = [await SqliteStore.open(path) for _ in range(4)]
+    try:
+        await stores[0].append_many(entries[:2])
+        for k in range(2, 40, 2):
+            await asyncio.gather(
+                attest_state(stores[0], A, "ledger", clock),
+                stores[1].append_many(entries[k : k + 1]),
+                attest_state(stores[2], A, "ledger", clock),
+                stores[3].append_many(entries[k + 1 : k + 2]),
+                attest_state(stores[1], A, "ledger", clock),
+            )
+        rows = await stores[0].run_read(
+            lambda c: [bytes(r[0]) for r in c.execute("SELECT item FROM statements")]
+        )
+    finally:
+        for store in stores:
+            await store.close()
+    signed = sorted((att.ts, att.summary_count) for att in map(decode, rows))
+    counts = [count for _ts, count in signed]
+    assert len(signed) >= 20 and counts == sorted(counts)
