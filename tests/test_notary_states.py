@@ -18,6 +18,7 @@ from lifeline_mesh.notary.sign import attest_state, sign_entries, state_statemen
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,
+    Attestation,
     Role,
     decode,
     sign,
@@ -233,3 +234,36 @@ async def test_statements_made_together_are_dated_in_the_order_they_were_made(
     signed = sorted((att.ts, att.summary_count) for att in map(decode, rows))
     counts = [count for _ts, count in signed]
     assert len(signed) >= 20 and counts == sorted(counts)
+
+
+async def test_earlier_claims_are_verified_once_and_still_refuse_a_rollback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entries = _chain(30)
+    async with await SqliteStore.open(tmp_path / "line.db") as store:
+        notary = (await NotaryStore.attach(store, signers=FileSigners([B.node_id]))).statements()
+        await store.append_many(entries)
+        claims = [
+            state_statements(B, "ledger", StateOf(n, "00" * 16, (entries[n - 1].id,)), ts)[0]
+            for n, ts in ((10, "2026-03-01T12:00:00.000000Z"), (20, "2026-03-01T12:01:00.000000Z"))
+        ]
+        await notary.admit(claims)
+        checked: list[str] = []
+        real = Attestation.verify
+
+        def counted(self: Attestation, *args: object, **kwargs: object) -> object:
+            checked.append(self.ts)
+            return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(Attestation, "verify", counted)
+        for n, ts in ((25, "2026-03-01T12:02:00.000000Z"), (30, "2026-03-01T12:03:00.000000Z")):
+            later = state_statements(B, "ledger", StateOf(n, "00" * 16, (entries[n - 1].id,)), ts)
+            await notary.admit(later)
+        # each stored claim's signature was checked at most once for both admissions
+        stored = [c for c in checked if c < "2026-03-01T12:02:00"]
+        assert len(stored) == len(set(stored)) == 2
+        rollback = state_statements(
+            B, "ledger", StateOf(15, "00" * 16, (entries[14].id,)), "2026-03-01T12:04:00.000000Z"
+        )
+        with pytest.raises(InvalidEntry, match="rolled back"):
+            await notary.admit(rollback)
