@@ -1,18 +1,25 @@
 """Soak: three nodes under `serve` on loopback, writers on every node, one node killed a minute.
 
 Three real `lifeline-mesh serve` processes (mutual TLS, one mesh, each with the other two as
-static peers, no discovery) run for ``--minutes``. A writer per node appends a signed entry
-to that node's line every ``--write-every`` seconds from this process (its own SQLite
-connection, as `lifeline log` would), whether the node is up or not. Every ``--kill-every``
-seconds one node in turn is SIGKILLed — its whole process group, helpers included, as a
-crash would — and started again at once on the same port. RSS of each node's process group
-is sampled every ``--sample-every`` seconds.
+static peers, no discovery) run for ``--minutes``. With ``--prefill N`` the line starts with
+N signed entries: built once on the first node (batched appends through the ledger with the
+notary's hook, as bench/steady_state.py does) and copied to the other two before any node
+serves, so the run starts from three equal 100k lines rather than a sync storm. A writer
+per node appends a signed entry to that node's line every ``--write-every`` seconds from
+this process (its own SQLite connection, as `lifeline log` would), whether the node is up
+or not. Every ``--kill-every`` seconds one node in turn is SIGKILLed — its whole process
+group, helpers included, as a crash would — and started again at once on the same port.
 
-At the end the writers stop, and the script waits until every node holds every entry
-written anywhere, then stops the nodes (SIGTERM) and runs `lifeline-mesh verify` and
-`lifeline verify` on each. Prints figures, not pass/fail::
+Every ``--sample-every`` seconds, per node: CPU used by its process group (serve and
+helpers) over the interval, in cores; RSS of the group; the size of the line's WAL file;
+entries, attestations and statements on the line. Every 0.25 s each line is polled for new
+rows, which gives each write's arrival on every other node (propagation). At the end the
+writers stop, and the script waits until every node holds every entry written anywhere,
+then stops the nodes (SIGTERM) and runs `lifeline-mesh verify` and `lifeline verify` on
+each. Prints figures, not pass/fail (``--json FILE`` also writes the samples)::
 
     .venv/bin/python bench/soak.py --minutes 10
+    .venv/bin/python bench/soak.py --minutes 30 --prefill 100000 --write-every 2
 """
 
 from __future__ import annotations
@@ -32,6 +39,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from soak_probe import Arrivals, GroupCpu, counts, group_rss_mb, wal_mb
 
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
@@ -69,7 +79,7 @@ class SoakNode:
     peers: list[int]
     proc: subprocess.Popen[str] | None = None
     join: str = ""
-    written: list[str] = field(default_factory=list)
+    written: list[tuple[str, float]] = field(default_factory=list)  # (id, t)
     starts: int = 0
     closing: list[str] = field(default_factory=list)
 
@@ -107,25 +117,12 @@ class SoakNode:
         out, _ = self.proc.communicate(timeout=120)
         self.closing = [line for line in out.splitlines() if line.startswith("stopped")]
 
-    def rss_mb(self) -> float:
-        """Resident memory of the node's process group (serve and its helpers), MB."""
+    @property
+    def pgid(self) -> int | None:
+        """The node's process group (serve leads it), None while it is down."""
         if self.proc is None or self.proc.poll() is not None:
-            return 0.0
-        total = 0
-        for entry in os.scandir("/proc"):
-            if not entry.name.isdigit():
-                continue
-            try:
-                stat = Path(entry.path, "stat").read_text()
-                pgrp = int(stat.rsplit(")", 1)[1].split()[2])
-                if pgrp != self.proc.pid:
-                    continue
-                for line in Path(entry.path, "status").read_text().splitlines():
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-        return total / 1024
+            return None
+        return self.proc.pid
 
 
 def _ids(line: Path) -> set[str]:
@@ -136,7 +133,30 @@ def _ids(line: Path) -> set[str]:
         conn.close()
 
 
-def _setup(base: Path) -> list[SoakNode]:
+async def _prefill(root: Path, line: Path, n: int) -> None:
+    """``n`` signed entries on ``line``, written in batches through the notary's hook."""
+    async with await SqliteStore.open(line) as store:
+        ledger = Ledger(store, hooks=load_append_hooks(root))
+        for start in range(0, n, 1000):
+            await ledger.append_many([
+                Draft(kind="note", summary=f"prefill {k}", body=f"{k} " + "lorem ipsum " * 30)
+                for k in range(start, min(n, start + 1000))
+            ])  # fmt: skip
+
+
+def _copy_line(src: Path, dst: Path) -> None:
+    """A consistent copy of a line (SQLite's backup), replacing ``dst`` and its sidecars."""
+    for leftover in (dst, dst.with_name(dst.name + "-wal"), dst.with_name(dst.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+    with (
+        contextlib.closing(sqlite3.connect(src)) as a,
+        contextlib.closing(sqlite3.connect(dst)) as b,
+    ):
+        a.backup(b)
+        b.execute("PRAGMA journal_mode = WAL")
+
+
+def _setup(base: Path, prefill: int) -> list[SoakNode]:
     ports = [_free_port() for _ in NAMES]
     nodes = [
         SoakNode(n, base / n, p, [q for q in ports if q != p])
@@ -148,6 +168,12 @@ def _setup(base: Path) -> list[SoakNode]:
     _cli("lifeline_mesh", first.root, "init", "--new-mesh", "soak")
     _cli("lifeline", first.root, "init")
     _cli("lifeline_mesh", first.root, "share", "ledger")
+    template = base / "prefill.db"
+    if prefill:
+        started = time.monotonic()
+        asyncio.run(_prefill(first.root, first.line, prefill))
+        _copy_line(first.line, template)
+        print(f"prefilled {prefill:,} signed entries in {time.monotonic() - started:.0f}s")
     try:
         first.start()
         for node in nodes[1:]:
@@ -155,10 +181,13 @@ def _setup(base: Path) -> list[SoakNode]:
             _cli("lifeline_mesh", node.root, "join", "-", "--peer", first.join, stdin=token + "\n")
             _cli("lifeline", node.root, "init")
             _cli("lifeline_mesh", node.root, "share", "ledger")
+            if prefill:
+                _copy_line(template, node.line)
             node.start()
     except BaseException:
         _kill_all(nodes)  # a node that failed to start leaves none behind
         raise
+    template.unlink(missing_ok=True)
     return nodes
 
 
@@ -177,9 +206,18 @@ async def _writer(node: SoakNode, every: float, stop: asyncio.Event) -> None:
             n += 1
             draft = Draft(kind="note", summary=f"{node.name} {n}", body=f"soak write {n}")
             entry, _ = await ledger.append(draft)
-            node.written.append(entry.id)
+            node.written.append((entry.id, time.monotonic()))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), every)
+
+
+@dataclass
+class Sample:
+    t: float
+    cpu: list[float]  # cores over the interval before t
+    rss: list[float]  # MB
+    wal: list[float]  # MB
+    rows: list[tuple[int, int, int, float]]  # entries, attestations, statements, db MB
 
 
 @dataclass
@@ -188,32 +226,90 @@ class SoakResult:
     missing: dict[str, int]
     converged_s: float
     kills: list[tuple[float, str]]
-    samples: list[tuple[float, list[float]]]
+    samples: list[Sample]
+    delays: list[float]  # seconds from a write to its arrival on each other node
+    late: list[tuple[float, str, str, float]]  # (t written, from, to, delay) over 2 s
+
+
+class _Probe:
+    def __init__(self, nodes: list[SoakNode], started: float) -> None:
+        self.nodes = nodes
+        self.started = started
+        self.cpus = [GroupCpu() for _ in nodes]
+        self.last = started
+        self.arrivals = [Arrivals(n.line) for n in nodes]
+        for arrivals in self.arrivals:
+            arrivals.start_after_existing()
+
+    def sample(self) -> Sample:
+        now = time.monotonic()
+        span = max(now - self.last, 1e-6)
+        self.last = now
+        cpu = [c.sample(n.pgid) / span for c, n in zip(self.cpus, self.nodes, strict=True)]
+        return Sample(
+            t=now - self.started,
+            cpu=cpu,
+            rss=[group_rss_mb(n.pgid) for n in self.nodes],
+            wal=[wal_mb(n.line) for n in self.nodes],
+            rows=[counts(n.line) for n in self.nodes],
+        )
+
+    def poll(self) -> None:
+        now = time.monotonic()
+        for arrivals in self.arrivals:
+            arrivals.poll(now)
+
+    def delays(self) -> tuple[list[float], list[tuple[float, str, str, float]]]:
+        delays: list[float] = []
+        late: list[tuple[float, str, str, float]] = []
+        for i, src in enumerate(self.nodes):
+            for entry_id, t in src.written:
+                for j, dst in enumerate(self.nodes):
+                    if i == j:
+                        continue
+                    seen = self.arrivals[j].seen.get(entry_id)
+                    delay = (seen - t) if seen is not None else float("inf")
+                    delays.append(max(delay, 0.0))
+                    if delay > 2.0:
+                        late.append((t - self.started, src.name, dst.name, delay))
+        return delays, late
+
+
+async def _poller(probe: _Probe, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        await asyncio.to_thread(probe.poll)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 0.25)
 
 
 async def _run(args: argparse.Namespace, nodes: list[SoakNode]) -> SoakResult:
     stop = asyncio.Event()
-    writers = [asyncio.create_task(_writer(n, args.write_every, stop)) for n in nodes]
     started = time.monotonic()
+    probe = _Probe(nodes, started)
+    polling = asyncio.Event()
+    poller = asyncio.create_task(_poller(probe, polling))
+    writers = [asyncio.create_task(_writer(n, args.write_every, stop)) for n in nodes]
     end = started + args.minutes * 60
     next_kill = started + args.kill_every
-    next_sample = started
-    samples: list[tuple[float, list[float]]] = []
+    next_sample = started + args.sample_every
+    samples: list[Sample] = []
     kills: list[tuple[float, str]] = []
     while (now := time.monotonic()) < end:
         if now >= next_sample:
-            samples.append((now - started, [n.rss_mb() for n in nodes]))
+            samples.append(await asyncio.to_thread(probe.sample))
+            _print_sample(samples[-1])
             next_sample += args.sample_every
-        if now >= next_kill:
+        if now >= next_kill and args.kill_every > 0:
             victim = nodes[len(kills) % len(nodes)]
             victim.kill()
             kills.append((now - started, victim.name))
             await asyncio.to_thread(victim.start)
             next_kill += args.kill_every
-        await asyncio.sleep(min(next_sample, next_kill, end) - time.monotonic())
+        wake = min(next_sample, next_kill if args.kill_every > 0 else end, end)
+        await asyncio.sleep(max(0.0, wake - time.monotonic()))
     stop.set()
     await asyncio.gather(*writers)
-    written = {i for n in nodes for i in n.written}
+    written = {i for n in nodes for i, _t in n.written}
     converge_start = time.monotonic()
     missing = {n.name: len(written) for n in nodes}
     while time.monotonic() - converge_start < CONVERGE_TIMEOUT_S:
@@ -222,66 +318,138 @@ async def _run(args: argparse.Namespace, nodes: list[SoakNode]) -> SoakResult:
             break
         await asyncio.sleep(0.5)
     converged_s = time.monotonic() - converge_start
-    samples.append((time.monotonic() - started, [n.rss_mb() for n in nodes]))
-    return SoakResult({n.name: len(n.written) for n in nodes}, missing, converged_s, kills, samples)
+    await asyncio.sleep(0.5)
+    polling.set()
+    await poller
+    probe.poll()
+    samples.append(probe.sample())
+    delays, late = probe.delays()
+    return SoakResult(
+        {n.name: len(n.written) for n in nodes},
+        missing,
+        converged_s,
+        kills,
+        samples,
+        delays,
+        late,
+    )
 
 
-def _report(args: argparse.Namespace, nodes: list[SoakNode], result: SoakResult) -> None:
+def _print_sample(s: Sample) -> None:
+    cells = [
+        f"{c:5.3f}c {r:5.0f}MB wal {w:5.1f}MB att/e {(a + st) / max(e, 1):4.2f}"
+        for c, r, w, (e, a, st, _db) in zip(s.cpu, s.rss, s.wal, s.rows, strict=True)
+    ]
+    print(f"t={s.t:6.0f}s  " + " | ".join(cells), flush=True)
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
+
+
+def _report(args: argparse.Namespace, nodes: list[SoakNode], result: SoakResult) -> dict:
     samples = result.samples
     victims = " ".join(name for _, name in result.kills)
     print(
-        f"soak: {args.minutes:g} min, 3 nodes, mutual TLS, loopback; one SIGKILL every "
-        f"{args.kill_every:g}s ({len(result.kills)} kills: {victims})"
+        f"soak: {args.minutes:g} min, 3 nodes, mutual TLS, loopback; prefill {args.prefill:,}; "
+        f"one SIGKILL every {args.kill_every:g}s ({len(result.kills)} kills: {victims})"
     )
     print(f"writes: {result.written} (one every {args.write_every:g}s per node)")
     print(
         f"missing after the writers stopped: {result.missing}; "
         f"converged in {result.converged_s:.1f}s"
     )
+    d = result.delays
+    print(
+        f"propagation (write -> present on another node, {len(d)} arrivals, polled every "
+        f"0.25 s): median {statistics.median(d):.2f}s, p95 {_pct(d, 0.95):.2f}s, "
+        f"p99 {_pct(d, 0.99):.2f}s, max {max(d):.2f}s; {len(result.late)} over 2 s"
+    )
+    kill_times = [t for t, _ in result.kills]
+    near_kill = [x for x in result.late if any(0 <= x[0] - k < 15 for k in kill_times)]
+    print(f"  of those over 2 s, written within 15 s after a kill: {len(near_kill)}")
+    verifies = []
     for node in nodes:
         node.stop()
         verify = json.loads(_cli("lifeline_mesh", node.root, "verify", "--json"))
         plain = _cli("lifeline", node.root, "verify")
         lines = verify["lines"][0]
+        verifies.append({"ok": verify["ok"], "failures": lines["failures"]})
         print(
             f"node {node.name}: {len(_ids(node.line))} entries, started {node.starts}x; "
             f"lifeline-mesh verify ok={verify['ok']} ({lines.get('signed')} signed, "
             f"{lines['failures']} failures); lifeline verify: {plain.splitlines()[0]}; "
             f"{' '.join(node.closing)}"
         )
-    print("RSS of each node's process group (serve + helpers), MB:")
-    print("   t(s)      a      b      c")
-    for t, row in samples:
-        print(f"{t:7.0f} " + " ".join(f"{v:6.1f}" for v in row))
+    print("per sample: CPU (cores), RSS (MB), WAL (MB), (attestations+statements)/entries")
+    print("   t(s) | " + " | ".join(f"{n.name}: cpu    rss   wal  att/e" for n in nodes))
+    for s in samples:
+        row = " | ".join(
+            f"{c:8.3f} {r:6.1f} {w:5.1f} {(a + st) / max(e, 1):5.3f}"
+            for c, r, w, (e, a, st, _db) in zip(s.cpu, s.rss, s.wal, s.rows, strict=True)
+        )
+        print(f"{s.t:7.0f} | {row}")
     for i, node in enumerate(nodes):
-        values = [row[i] for _, row in samples if row[i] > 0]
-        if values:
-            print(
-                f"node {node.name}: RSS median {statistics.median(values):.1f} MB, "
-                f"min {min(values):.1f}, max {max(values):.1f}"
-            )
+        cpu = [s.cpu[i] for s in samples]
+        rss = [s.rss[i] for s in samples if s.rss[i] > 0]
+        half = len(cpu) // 2
+        e, a, st, db = samples[-1].rows[i]
+        print(
+            f"node {node.name}: CPU median {statistics.median(cpu):.3f} cores "
+            f"(first half {statistics.median(cpu[:half] or cpu):.3f}, second half "
+            f"{statistics.median(cpu[half:]):.3f}, max {max(cpu):.3f}); RSS median "
+            f"{statistics.median(rss):.1f} MB, min {min(rss):.1f}, max {max(rss):.1f}; WAL max "
+            f"{max(s.wal[i] for s in samples):.1f} MB; at the end {e} entries, {a} "
+            f"attestations, {st} statements ({(a + st) / max(e, 1):.3f} per entry), "
+            f"database {db:.1f} MB"
+        )
+    return {
+        "args": vars(args),
+        "written": result.written,
+        "missing": result.missing,
+        "converged_s": result.converged_s,
+        "kills": result.kills,
+        "propagation": {
+            "n": len(d),
+            "median": statistics.median(d),
+            "p95": _pct(d, 0.95),
+            "p99": _pct(d, 0.99),
+            "max": max(d),
+            "late": result.late,
+        },
+        "verify": verifies,
+        "samples": [vars(s) for s in samples],
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--minutes", type=float, default=10.0)
-    parser.add_argument("--kill-every", type=float, default=60.0, help="seconds")
+    parser.add_argument("--kill-every", type=float, default=60.0, help="seconds (0: never)")
     parser.add_argument("--write-every", type=float, default=0.5, help="seconds, per node")
-    parser.add_argument("--sample-every", type=float, default=15.0, help="seconds")
+    parser.add_argument("--sample-every", type=float, default=30.0, help="seconds")
+    parser.add_argument("--prefill", type=int, default=0, help="signed entries to start with")
+    parser.add_argument("--json", type=Path, help="also write the figures and samples here")
     args = parser.parse_args()
     load = os.getloadavg()
     print(
-        f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} ({os.cpu_count()} cores)"
+        f"load average at start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
+        f"({os.cpu_count()} cores)",
+        flush=True,
     )
     with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
-        nodes = _setup(Path(tmp))
+        nodes = _setup(Path(tmp), args.prefill)
         try:
             result = asyncio.run(_run(args, nodes))
-            _report(args, nodes, result)
+            figures = _report(args, nodes, result)
         finally:
             _kill_all(nodes)
     load = os.getloadavg()
     print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    if args.json:
+        figures["load"] = list(load)
+        args.json.write_text(json.dumps(figures, default=str, indent=1))
 
 
 if __name__ == "__main__":

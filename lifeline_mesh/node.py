@@ -48,12 +48,14 @@ from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
 from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import watch_lines
 from lifeline_mesh.transport.authz import SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
+from lifeline_mesh.wal import trim_wal
 from lifeline_mesh.watch import ChangeFeed
 
 __all__ = ["NODE_LIMITS", "Node"]
@@ -95,6 +97,8 @@ class Node:
         # Changes of our shared lines, announced to the peers that watch us (Watch RPC).
         self.changes = ChangeFeed(lambda: self.config().shared_lines)
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
+        # The last snapshot of each set of each line, brought up to date per session.
+        self.snapshots = SnapshotCache()
 
     def config(self) -> NodeConfig:
         return NodeConfig.load(self.root)
@@ -112,6 +116,7 @@ class Node:
         finally:
             try:
                 await self._witness_state(store, line)
+                await trim_wal(store)
             finally:
                 await store.close()
 
@@ -125,7 +130,7 @@ class Node:
             # witnesses what it wrote) and would grow the line by one per job.
             return
         try:
-            await attest_state(store, self.identity, line, self.clock())
+            await attest_state(store, self.identity, line, self.clock)
         except LifelineError as exc:  # the entries are stored; the next session signs
             log.warning("line %s: no state statement signed: %s", line, exc)
 
@@ -139,11 +144,12 @@ class Node:
         notary = NotaryStore(
             store, signers=self.security.signers(self.root, local, caller), clock=self.clock
         )
-        entries = NotarizedEntrySet(EntrySet(store, EntryCodec(load_limits(self.root))), notary)
+        codec = EntryCodec(load_limits(self.root))
+        entries = NotarizedEntrySet(EntrySet(store, codec, self.snapshots), notary)
         self._admitting[store] = entries
         sets: list[ReconSet] = [
-            AttestationSet(notary),
-            AttestationSet(notary.statements()),
+            AttestationSet(notary, self.snapshots),
+            AttestationSet(notary.statements(), self.snapshots),
             entries,
         ]
         if peer is not None and not peer.can_write:

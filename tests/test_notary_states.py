@@ -3,6 +3,7 @@ every ancestor of their tips (decision 0015)."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -17,12 +18,13 @@ from lifeline_mesh.notary.sign import attest_state, sign_entries, state_statemen
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,
+    Attestation,
     Role,
     decode,
     sign,
     tips_digest,
 )
-from lifeline_mesh.notary.states import StateOf, covering_states, fingerprint
+from lifeline_mesh.notary.states import StateOf, covering_states, fingerprint, state_of
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.notary.witnessing import KEEP, first_witnesses, marks_of
 
@@ -170,3 +172,98 @@ async def test_one_entry_finds_each_nodes_first_covering_state(tmp_path: Path) -
         ]
         assert await covering(side[0]) == await covering(trunk[5])  # a fork: other tip
         assert await covering(trunk[0], budget=1) == []  # gives up within its budget
+
+
+async def test_the_state_of_a_growing_line_is_summed_from_the_rows_added(tmp_path: Path) -> None:
+    """state_of keeps each line's id sum and adds the new rows; it always equals the sum of
+    every id, also after rows were removed by hand (then it sums them all again)."""
+    entries = _chain(30)
+    path = tmp_path / "line.db"
+    async with await SqliteStore.open(path) as store:
+        for part in (entries[:10], entries[10:11], entries[11:]):
+            await store.append_many(part)
+            state = await store.run_read(state_of)
+            ids = await store.run_read(
+                lambda c: [r[0] for r in c.execute("SELECT id FROM entries")]
+            )
+            assert (state.count, state.fingerprint) == (len(ids), fingerprint(ids))
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("DELETE FROM entries WHERE id = ?", (entries[29].id,))
+        conn.commit()
+        state = state_of(conn)
+        ids = [r[0] for r in conn.execute("SELECT id FROM entries")]
+        assert (state.count, state.fingerprint) == (29, fingerprint(ids))
+    finally:
+        conn.close()
+
+
+async def test_statements_made_together_are_dated_in_the_order_they_were_made(
+    tmp_path: Path,
+) -> None:
+    """Sessions ending at once on one node (one store each) sign while entries keep
+    arriving: read inside the write transaction, the time orders the statements as the
+    counts grow, so no peer sees a smaller count after a larger one (a rollback)."""
+    entries = [  # roots: the appends race each other
+        Entry.create(ts=f"2026-03-01T10:00:{k:02d}.000000Z", kind="note", summary=f"r{k}")
+        for k in range(40)
+    ]
+    path = tmp_path / "line.db"
+    ticks = iter(range(1, 10**6))
+
+    def clock() -> str:
+        return f"2026-03-01T12:00:00.{next(ticks):06d}Z"
+
+    stores = [await SqliteStore.open(path) for _ in range(4)]
+    try:
+        await stores[0].append_many(entries[:2])
+        for k in range(2, 40, 2):
+            await asyncio.gather(
+                attest_state(stores[0], A, "ledger", clock),
+                stores[1].append_many(entries[k : k + 1]),
+                attest_state(stores[2], A, "ledger", clock),
+                stores[3].append_many(entries[k + 1 : k + 2]),
+                attest_state(stores[1], A, "ledger", clock),
+            )
+        rows = await stores[0].run_read(
+            lambda c: [bytes(r[0]) for r in c.execute("SELECT item FROM statements")]
+        )
+    finally:
+        for store in stores:
+            await store.close()
+    signed = sorted((att.ts, att.summary_count) for att in map(decode, rows))
+    counts = [count for _ts, count in signed]
+    assert len(signed) >= 20 and counts == sorted(counts)
+
+
+async def test_earlier_claims_are_verified_once_and_still_refuse_a_rollback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    entries = _chain(30)
+    async with await SqliteStore.open(tmp_path / "line.db") as store:
+        notary = (await NotaryStore.attach(store, signers=FileSigners([B.node_id]))).statements()
+        await store.append_many(entries)
+        claims = [
+            state_statements(B, "ledger", StateOf(n, "00" * 16, (entries[n - 1].id,)), ts)[0]
+            for n, ts in ((10, "2026-03-01T12:00:00.000000Z"), (20, "2026-03-01T12:01:00.000000Z"))
+        ]
+        await notary.admit(claims)
+        checked: list[str] = []
+        real = Attestation.verify
+
+        def counted(self: Attestation, *args: object, **kwargs: object) -> object:
+            checked.append(self.ts)
+            return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(Attestation, "verify", counted)
+        for n, ts in ((25, "2026-03-01T12:02:00.000000Z"), (30, "2026-03-01T12:03:00.000000Z")):
+            later = state_statements(B, "ledger", StateOf(n, "00" * 16, (entries[n - 1].id,)), ts)
+            await notary.admit(later)
+        # each stored claim's signature was checked at most once for both admissions
+        stored = [c for c in checked if c < "2026-03-01T12:02:00"]
+        assert len(stored) == len(set(stored)) == 2
+        rollback = state_statements(
+            B, "ledger", StateOf(15, "00" * 16, (entries[14].id,)), "2026-03-01T12:04:00.000000Z"
+        )
+        with pytest.raises(InvalidEntry, match="rolled back"):
+            await notary.admit(rollback)

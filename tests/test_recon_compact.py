@@ -73,10 +73,22 @@ def test_compact_ranges_are_agreed_and_used_after_the_opening() -> None:
     sent = _spy(pair)
     r = pair.run()
     assert r.errors == [] and a.state() == b.state()
+    # The opening travels in the initiator's hello (plain: the responder's capabilities
+    # are unknown yet); every range list after it is compact.
+    hellos = [f for _, f in sent if isinstance(f, Hello)]
+    assert [len(h.opening) for h in hellos] == [1, 0]
+    assert len(hellos[0].opening[0][1]) == 16
     recons = [f for _, f in sent if isinstance(f, Recon)]
-    assert not recons[0].compact  # the opening: the responder's capabilities are unknown yet
+    assert recons and all(f.compact for f in recons)
+    assert all(len(r.fingerprint) == 8 for f in recons for r in f.ranges if r.fingerprint)
+    # A responder from before the opening in the hello gets it as a plain Recon frame.
+    a, b = _with(leaves), _with(leaves[::2])
+    pair = SessionPair([a], [b], limits=SessionLimits(branch=4, leaf=3, open_sums=False))
+    sent = _spy(pair)
+    assert pair.run().errors == [] and a.state() == b.state()
+    recons = [f for _, f in sent if isinstance(f, Recon)]
+    assert not recons[0].compact
     assert recons[1:] and all(f.compact for f in recons[1:])
-    assert all(len(r.fingerprint) == 8 for f in recons[1:] for r in f.ranges if r.fingerprint)
 
 
 def test_one_missing_item_is_found_from_the_sums_without_an_id_list() -> None:

@@ -138,13 +138,26 @@ def test_only_the_sets_that_differ_are_loaded() -> None:
 
 
 def test_first_wave_peers_still_sync_both_ways() -> None:
-    for limits, limits_b in ((FIRST_WAVE, None), (None, FIRST_WAVE)):
+    # (initiator, responder, the initiator once it knows the responder's hello, rounds of
+    # the first in-sync check): a new initiator opens in its hello; a responder that does
+    # not read that opening gets the ranges in a second round, and the transport remembers
+    # the peer for the next sessions (transport/client.py).
+    before_open = SessionLimits(open_sums=False)
+    cases = (
+        (FIRST_WAVE, None, FIRST_WAVE, 1),
+        (None, FIRST_WAVE, before_open, 2),
+        (None, before_open, before_open, 2),
+        (before_open, None, before_open, 1),
+    )
+    for limits, limits_b, known, first_check in cases:
         a, b = entry_set(BASE[:-5]), entry_set(BASE[:-9] + BASE[-5:-2])
         r = SessionPair([a], [b], limits=limits, limits_b=limits_b).run()
         assert r.errors == [] and r.done == 2
         assert a.state() == b.state()
         again = SessionPair([a], [b], limits=limits, limits_b=limits_b).run()
-        assert again.errors == [] and again.rounds == 1
+        assert again.errors == [] and again.rounds == first_check
+        known_again = SessionPair([a], [b], limits=known, limits_b=limits_b).run()
+        assert known_again.errors == [] and known_again.rounds == 1
 
 
 def test_a_first_wave_initiator_still_spares_the_responder_its_snapshot() -> None:
@@ -173,10 +186,29 @@ async def test_an_in_sync_check_between_nodes_sorts_nothing(tmp_path: Path) -> N
         [again] = await a.sync(address, ["ledger"])
     assert first.snapshots == 1 and first.entries_sent == 100  # only the entries differed
     assert again.snapshots == 0 and again.round_trips == 1
-    # Three sets (entries, attestations, statements): the initiator's opening is 231 B, over
-    # DESIGN §10's 200 (docs/protocol.md, the in-sync check); the reply stays under it.
-    assert again.bytes_sent < 240 and again.bytes_received < 200
+    # Three sets (entries, attestations, statements), their openings in one record of the
+    # hello: under DESIGN §10's 200 bytes each way (docs/protocol.md, the in-sync check).
+    assert again.bytes_sent < 200 and again.bytes_received < 200
     assert [r.snapshots for r in server.reports] == [1, 0]
+
+
+async def test_a_peer_that_does_not_read_the_opening_is_remembered(tmp_path: Path) -> None:
+    """A responder from before the opening in the hello (open_sums off) gets the ranges in
+    a second round once; the client remembers it and opens with ranges from then on."""
+    a = make_node(tmp_path / "a")
+    b = make_node(tmp_path / "b", limits=SessionLimits(open_sums=False))
+    await write(a, BASE)
+    await write(b, BASE)
+    async with serving(b) as (server, address):
+        reports = [(await a.sync(address, ["ledger"]))[0] for _ in range(3)]
+    assert [r.round_trips for r in reports] == [2, 1, 1]
+    assert all(r.snapshots == 0 and r.entries_sent == 0 for r in reports)
+    assert [r.snapshots for r in server.reports] == [0, 0, 0]
+    c = make_node(tmp_path / "c")  # a node that reads it: one round from the first session
+    await write(c, BASE)
+    async with serving(c) as (_, address):
+        reports = [(await a.sync(address, ["ledger"]))[0] for _ in range(2)]
+    assert [r.round_trips for r in reports] == [1, 1]
 
 
 def test_the_heap_is_trimmed_once_the_last_session_that_sorted_ends() -> None:

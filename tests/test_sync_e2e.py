@@ -78,9 +78,10 @@ def test_two_processes_sync_and_render_identical_history(tmp_path: Path) -> None
         assert out[0]["entries_sent"] == 2 and out[0]["entries_received"] == 2
         assert history(a) == history(b) and "late write" in history(a)
         again = json.loads(cli("lifeline_mesh", a, *SYNC_JSON, address).stdout)[0]
-        # One round trip; three sets (attestations, statements, entries: decision 0015)
-        # cost ~220 bytes: the third set's name and empty range are ~21 of them.
-        assert again["round_trips"] == 1 and again["bytes_sent"] < 240
+        # One round trip and < 200 bytes each way (DESIGN §10) with three sets
+        # (attestations, statements, entries): the opening travels in the hello.
+        assert again["round_trips"] == 1
+        assert again["bytes_sent"] < 200 and again["bytes_received"] < 200
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
         assert proc.stdout is not None

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,16 +132,22 @@ def state_statements(
 
 
 async def attest_state(
-    store: Store, identity: NodeIdentity, line: str, now: str
+    store: Store, identity: NodeIdentity, line: str, now: str | Callable[[], str]
 ) -> list[Attestation]:
     """Sign this line's state after entries from a peer were admitted: count, fingerprint,
     tips (every ancestor of a tip existed at ``now``). Nothing when the state is the one
     this node signed last, or holds fewer entries than it (a truncated store: signing it
-    would only poison its peers; ``verify`` reports it here)."""
+    would only poison its peers; ``verify`` reports it here).
+
+    Give ``now`` as a clock: it is read inside the write transaction, so this node's
+    statements are dated in the order they were made. Two sessions ending together each
+    read the time before waiting for the write lock used to sign, in the other order, a
+    larger count at the earlier time — which every peer then refuses as a rollback."""
     sqlite = _sqlite(store)
     await NotaryStore.attach(sqlite)
 
     def tx(conn: sqlite3.Connection) -> list[Attestation]:
+        stamp = now() if callable(now) else now
         state = state_of(conn)
         last = last_state(conn, identity.node_id, line)
         if last is not None:
@@ -154,7 +160,7 @@ async def attest_state(
                     line, state.count, last.summary_count, last.ts,
                 )  # fmt: skip
                 return []
-        atts = state_statements(identity, line, state, now)
+        atts = state_statements(identity, line, state, stamp)
         NotaryStore.insert_in(conn, atts)
         return atts
 

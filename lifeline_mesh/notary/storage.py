@@ -38,6 +38,7 @@ from lifeline_mesh.notary.admission import (
     check_items,
     check_timing,
 )
+from lifeline_mesh.notary.claims import stored_claim
 from lifeline_mesh.notary.enrollment import learn_held
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners
@@ -516,12 +517,9 @@ def _summaries(
         ):
             if subject != line:
                 continue
-            try:
-                held = decode(bytes(item))
-                held.verify()
-            except InvalidEntry:
-                continue  # a damaged local row is no evidence; `verify` reports it
-            out[(node_id, line)].append((held.ts, held.summary_count))
+            claim = stored_claim(bytes(item))  # verified once per process
+            if claim is not None:
+                out[(node_id, line)].append(claim)
     return out
 
 

@@ -76,6 +76,9 @@ class Hello:
     # responder, "set-summaries": each whole set's plain fingerprint, in the order of
     # ``sets`` (b"": not known)
     summaries: tuple[bytes, ...] = ()
+    # initiator, "open-sums": its opening range of each set, (count, plain fingerprint), in
+    # the order of ``sets`` (empty: its opening ranges come as Recon frames)
+    opening: tuple[tuple[int, bytes], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

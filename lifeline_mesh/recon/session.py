@@ -12,10 +12,8 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry, LocalProtocolError, PeerError, RemoteProtocolError
-from lifeline_mesh.recon.closure import OrphanPool
 from lifeline_mesh.recon.dialect import (
     COMPACT_CAPABILITY,
     PLAIN,
@@ -46,25 +44,30 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
+from lifeline_mesh.recon.session_state import (
+    PROTOCOL_VERSION,
+    Role,
+    SessionLimits,
+    SessionStats,
+    SetState,
+    capabilities,
+    check_hello,
+    inactive,
+)
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, SetSummary, Snapshot
 from lifeline_mesh.recon.summaries import (
+    OPEN_CAPABILITY,
     SUMS_CAPABILITY,
     fingerprints,
+    opening_frames,
     opening_range,
+    opening_record,
     peer_summaries,
     set_of,
     whole_set_equal,
 )
 
 __all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
-
-PROTOCOL_VERSION = 1
-CAPABILITIES = ("range-recon", "versioned-tokens", "externals")
-
-
-class Role(enum.Enum):
-    INITIATOR = "initiator"
-    RESPONDER = "responder"
 
 
 class _Phase(enum.Enum):
@@ -73,62 +76,6 @@ class _Phase(enum.Enum):
     SPEAKING = "speaking"  # our turn: fetching and sending items
     DONE = "done"
     FAILED = "failed"
-
-
-@dataclass(frozen=True, slots=True)
-class SessionLimits:
-    """Named caps; each error that trips one names it. Tests shrink them."""
-
-    max_frame_bytes: int = 1 << 20
-    max_items: int = 5_000_000  # items received per session
-    orphan_pool: int = 10_000  # orphans kept in memory
-    orphan_overflow: int = 1_000_000  # further orphans remembered by id, asked for again
-    max_item_bytes: int = 256 * 1024
-    max_rounds: int = 32
-    branch: int = 16
-    leaf: int = 12
-    fetch_chunk: int = 256
-    session_timeout: float = 3600.0
-    # Compact ranges (docs/protocol.md): offered in the hello, used when both sides offer it.
-    compact_ranges: bool = True
-    fingerprint_bytes: int = 8  # keyed fingerprints of the ranges this side sends
-    short_id_bytes: int = 6  # keyed short ids in the id lists this side sends
-    # Whole-set summaries first, snapshots only for sets that differ (off: a first-wave node)
-    set_summaries: bool = True
-
-
-@dataclass(slots=True)
-class SessionStats:
-    items_sent: int = 0
-    items_received: int = 0
-    rounds: int = 0
-    orphans_dropped: int = 0
-    snapshots_loaded: int = 0  # sets whose sorted snapshot this side built (0 when in sync)
-    sent_by_set: dict[str, int] = field(default_factory=dict)
-    received_by_set: dict[str, int] = field(default_factory=dict)
-
-
-class _SetState:
-    def __init__(self, name: str, codec: ItemCodec, limits: SessionLimits) -> None:
-        self.name = name
-        self.codec = codec
-        self.active = True
-        self.snap = Snapshot.empty()
-        self.loaded = False  # the snapshot is loaded (only sets that differ ever are)
-        self.summary: SetSummary | None = None
-        self.responder = Responder(self.snap, branch=limits.branch, leaf=limits.leaf)
-        self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow)
-        self.received: set[bytes] = set()
-        self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
-        self.outbox = SetOutbox()
-
-    def load(self, snap: Snapshot, limits: SessionLimits, dialect: Dialect) -> None:
-        self.snap = snap
-        self.loaded = True
-        self.responder = Responder(snap, branch=limits.branch, leaf=limits.leaf, dialect=dialect)
-
-    def known(self, item_id: bytes) -> bool:
-        return item_id in self.received or item_id in self.externals or self.snap.knows(item_id)
 
 
 class Session:
@@ -148,13 +95,16 @@ class Session:
         self.limits = limits or SessionLimits()
         self.stats = SessionStats()
         self.peer_hello: Hello | None = None
-        self._sets = [_SetState(name, codec, self.limits) for name, codec in sets]
+        self._sets = [SetState(name, codec, self.limits) for name, codec in sets]
         self._phase = _Phase.LOADING if role is Role.INITIATOR else _Phase.LISTENING
         self._started = now
         self._loading: set[int] = set()
         self._summarizing: set[int] = set()
         # The frame that needed a set's snapshot, answered once it is loaded.
         self._deferred: Frame | ParsedItems | None = None
+        self._openings: list[Recon] = []  # an opening from the hello, answered once loaded
+        self._opened_in_hello = False
+        self._reopen = False  # the responder did not read our hello's opening: send ranges
         self._plan: list[Iterator[Fetch]] = []  # per set, made one fetch at a time
         self._finish_with_fin = False
         self._peer_frame_cap = self.limits.max_frame_bytes
@@ -172,6 +122,12 @@ class Session:
     def finished(self) -> bool:
         return self._phase in (_Phase.DONE, _Phase.FAILED)
 
+    @property
+    def deadline(self) -> float:
+        """When the session times out (cap session_timeout), on the driver's clock: the
+        driver waits for a frame no longer than this and then calls :meth:`tick`."""
+        return self._started + self.limits.session_timeout
+
     # -- driver inputs ---------------------------------------------------------------
 
     def start(self, now: float) -> list[Effect]:
@@ -183,6 +139,8 @@ class Session:
             return []
         # The hello needs no snapshot: sent first, it lets the responder build its own
         # snapshots while this side builds its (on a large line, half the in-sync time).
+        if self.limits.set_summaries and self.limits.open_sums:
+            return self._summarize_all()  # the hello carries them
         if self.limits.set_summaries:
             return [SendFrame(self._hello()), *self._summarize_all()]
         return [SendFrame(self._hello()), *self._load_all()]
@@ -196,12 +154,20 @@ class Session:
         if self._summarizing:
             return []
         if self.role is Role.RESPONDER:
-            return [SendFrame(self._hello())]
+            return [SendFrame(self._hello()), *self._read_opening()]
+        out: list[Effect] = []
+        if self.limits.open_sums:
+            if opening_record([s.summary for s in self._sets]) is not None:
+                self._opened_in_hello = True
+                self._phase = _Phase.LISTENING
+                self.stats.rounds = 1
+                return [SendFrame(self._hello()), SendFrame(EndOfTurn())]
+            out.append(SendFrame(self._hello()))  # a set keeps no summary: ranges follow
         unknown = [i for i, s in enumerate(self._sets) if s.summary is None and not s.loaded]
         if unknown:
             self._loading = set(unknown)
-            return [LoadSnapshot(i) for i in unknown]
-        return self._opening()
+            return [*out, *(LoadSnapshot(i) for i in unknown)]
+        return out + self._opening()
 
     def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
         self._sets[set_index].load(snap, self.limits, self._dialect)
@@ -211,8 +177,12 @@ class Session:
             return []
         if self._phase is _Phase.LOADING and not self._summarizing:
             return self._opening()
+        out: list[Effect] = []
+        openings, self._openings = self._openings, []
+        for frame in openings:
+            out += self.receive(frame, now)
         deferred, self._deferred = self._deferred, None
-        return [] if deferred is None else self.receive(deferred, now)
+        return out if deferred is None else out + self.receive(deferred, now)
 
     def _opening(self) -> list[Effect]:
         """The initiator's first ranges: one fingerprint per set, from its summary when it
@@ -220,12 +190,14 @@ class Session:
         self._phase = _Phase.LISTENING
         out: list[Effect] = []
         for index, state in enumerate(self._sets):
+            if not state.active:
+                continue
             if state.loaded or state.summary is None:
                 ranges = initial_ranges(state.snap)
             else:
                 ranges = [opening_range(state.summary)]
-            out += self._recon_frames(index, ranges)
-        self.stats.rounds = 1
+            out += self._recon_frames(index, ranges, PLAIN)  # plain: anyone reads it
+        self.stats.rounds += 1
         out.append(SendFrame(EndOfTurn()))
         return out
 
@@ -276,6 +248,9 @@ class Session:
         return [SendFrame(f) for f in frames] + self._next_fetch()
 
     def tick(self, now: float) -> list[Effect]:
+        """Time passing without a frame: past the deadline, the session fails (timeout)."""
+        if self.finished:
+            return []
         try:
             self._check_clock(now)
         except RemoteProtocolError as exc:
@@ -329,24 +304,17 @@ class Session:
     def _on_hello(self, hello: Hello) -> list[Effect]:
         if self.peer_hello is not None:
             raise RemoteProtocolError("got a second hello; the peer restarted mid-session")
-        if hello.protocol_version != PROTOCOL_VERSION:
-            raise RemoteProtocolError(
-                f"peer speaks protocol version {hello.protocol_version}, this node speaks "
-                f"{PROTOCOL_VERSION}; upgrade the older node"
-            )
-        if hello.line != self.line:
-            raise RemoteProtocolError(f"peer opened line {hello.line!r}, expected {self.line!r}")
-        if hello.max_frame_bytes < 4096:
-            raise RemoteProtocolError(f"peer frame limit {hello.max_frame_bytes} is below 4096")
+        check_hello(hello, self.line)
         self.peer_hello = hello
         self._peer_frame_cap = min(self.limits.max_frame_bytes, hello.max_frame_bytes)
         self._agree_on_form(hello)
         if self.role is Role.INITIATOR:
             for state in self._sets:
                 state.active = state.name in hello.sets
+            self._reopen = self._opened_in_hello and OPEN_CAPABILITY not in hello.capabilities
             return self._load_differing(hello)
         mine = {s.name: s for s in self._sets}
-        self._sets = [mine.get(name) or _inactive(name, self.limits) for name in hello.sets]
+        self._sets = [mine.get(name) or inactive(name, self.limits) for name in hello.sets]
         if self.limits.set_summaries:
             # The hello waits for the summaries it carries; snapshots wait for the ranges.
             return self._summarize_all() or [SendFrame(self._hello())]
@@ -367,6 +335,22 @@ class Session:
         ]
         self._loading.update(need)
         return [LoadSnapshot(i) for i in need]
+
+    def _read_opening(self) -> list[Effect]:
+        """The responder, after its hello: the initiator's opening from its hello, answered
+        like the ranges it replaces. Sets found equal are done; the others are loaded and
+        their openings answered once they are (the peer's end-of-turn comes after)."""
+        peer = self.peer_hello
+        if peer is None or not peer.opening or not self.limits.open_sums:
+            return []
+        out: list[Effect] = []
+        for frame in opening_frames(peer.opening, [s.active for s in self._sets]):
+            state = self._sets[frame.set_index]
+            if not whole_set_equal(state.summary, frame):
+                self._openings.append(frame)
+                self._loading.add(frame.set_index)
+                out.append(LoadSnapshot(frame.set_index))
+        return out
 
     def _defer(self, frame: Frame | ParsedItems, index: int) -> list[Effect]:
         """A frame that needs set ``index``'s snapshot: load it, then answer the frame (the
@@ -435,7 +419,7 @@ class Session:
                 f"{self.limits.max_item_bytes} (cap max_item_bytes)"
             )
 
-    def _parse(self, state: _SetState, raw: bytes) -> ParsedItem:
+    def _parse(self, state: SetState, raw: bytes) -> ParsedItem:
         self._check_size(raw)
         try:
             return state.codec.parse(raw)
@@ -447,6 +431,9 @@ class Session:
         self._phase = _Phase.SPEAKING
         if self.role is Role.RESPONDER:
             return self._speak(may_finish=False)
+        if self._reopen:  # the responder did not read our hello's opening: ranges now
+            self._reopen = False
+            return self._opening()
         return self._speak(may_finish=True)
 
     def _count_round(self) -> None:
@@ -500,8 +487,11 @@ class Session:
         self._phase = _Phase.LISTENING
         return [SendFrame(EndOfTurn())]
 
-    def _recon_frames(self, index: int, ranges: list[Range]) -> list[Effect]:
-        frames = SetOutbox.recon_frames(index, ranges, self._frame_budget(), self._dialect)
+    def _recon_frames(
+        self, index: int, ranges: list[Range], dialect: Dialect | None = None
+    ) -> list[Effect]:
+        form = self._dialect if dialect is None else dialect
+        frames = SetOutbox.recon_frames(index, ranges, self._frame_budget(), form)
         return [SendFrame(f) for f in frames]
 
     # -- helpers ---------------------------------------------------------------------
@@ -511,12 +501,18 @@ class Session:
             protocol_version=PROTOCOL_VERSION,
             line=self.line,
             sets=tuple(s.name for s in self._sets if s.active),
-            capabilities=self._capabilities(),
+            capabilities=capabilities(self.limits, self.role),
             max_frame_bytes=self.limits.max_frame_bytes,
             max_items=self.limits.max_items,
             salt=self._salt if self.limits.compact_ranges else b"",
             summaries=self._summaries(),
+            opening=self._opening_record(),
         )
+
+    def _opening_record(self) -> tuple[tuple[int, bytes], ...]:
+        if self.role is Role.RESPONDER or not self._opened_in_hello:
+            return ()
+        return opening_record([s.summary for s in self._sets]) or ()
 
     def _summaries(self) -> tuple[bytes, ...]:
         """The responder's whole-set fingerprints, for an initiator that reads them."""
@@ -526,14 +522,6 @@ class Session:
         if not self.limits.set_summaries:
             return ()
         return fingerprints([s.summary for s in self._sets if s.active])
-
-    def _capabilities(self) -> tuple[str, ...]:
-        caps: tuple[str, ...] = CAPABILITIES
-        if self.limits.compact_ranges:
-            caps = (*caps, COMPACT_CAPABILITY)
-        if self.limits.set_summaries:
-            caps = (*caps, SUMS_CAPABILITY)
-        return caps
 
     def _summarize_all(self) -> list[Effect]:
         self._summarizing = {i for i, s in enumerate(self._sets) if s.active}
@@ -551,7 +539,7 @@ class Session:
         """A set the peer opened with but we declined: its ranges are ignored, not an error."""
         return 0 <= index < len(self._sets) and not self._sets[index].active
 
-    def _state(self, index: int) -> _SetState:
+    def _state(self, index: int) -> SetState:
         if not 0 <= index < len(self._sets) or not self._sets[index].active:
             raise RemoteProtocolError(
                 f"frame names set #{index}, which this session does not reconcile "
@@ -578,15 +566,3 @@ class Session:
     def _fail(self, exc: Exception, code: str) -> list[Effect]:
         self._phase = _Phase.FAILED
         return [SendFrame(Abort(code=code, reason=str(exc))), Failed(exc)]
-
-
-def _inactive(name: str, limits: SessionLimits) -> _SetState:
-    """A set the peer offered that this node does not reconcile: frames for it are refused."""
-    state = _SetState(name, _NoCodec(), limits)
-    state.active = False
-    return state
-
-
-class _NoCodec:
-    def parse(self, raw: bytes) -> ParsedItem:
-        raise InvalidEntry("this node does not reconcile that set")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -104,6 +104,15 @@ def _id_index(ids: bytes | bytearray) -> tuple[array[int], array[int]]:
     return array("Q", (v >> shift for v in packed)), array(_POSITION, (v & low for v in packed))
 
 
+class _Shared:
+    """The id index of a snapshot's buffers, shared by every view of them (built once)."""
+
+    __slots__ = ("index",)
+
+    def __init__(self) -> None:
+        self.index: tuple[array[int], array[int]] | None = None
+
+
 class _Keys(Sequence[tuple[int, bytes]]):
     """A read-only view of the sorted keys, for ``bisect``."""
 
@@ -161,11 +170,77 @@ class Snapshot:
         self._sums = sums
         # The id index is built on the first lookup: a side that only sends (an initial
         # sync's source) never needs it, and building it sorts a million Python ints.
-        self._index: tuple[array[int], array[int]] | None = None
+        self._shared = _Shared()
+        self._start_view(extra_known)
+
+    def _start_view(self, extra_known: Iterable[bytes]) -> None:
         self._extra: set[bytes] = set(extra_known)
         self._keys = _Keys(self)
         # per session key and width: keyed tokens by index, and the keyed hasher
         self._keyed: dict[tuple[bytes, int], tuple[array[int], Any]] = {}
+
+    def view(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
+        """The same items for another session: the buffers and the id index are shared
+        (never changed once built), the per-session state is its own."""
+        snap = Snapshot.__new__(Snapshot)
+        snap._n, snap._heights, snap._ids = self._n, self._heights, self._ids
+        snap._tokens, snap._sums, snap._shared = self._tokens, self._sums, self._shared
+        snap._start_view(extra_known)
+        return snap
+
+    def whole(self) -> tuple[int, int]:
+        """(count, sum of tokens mod 2^256) of every item: the set's summary, if current."""
+        return self._n, self._prefix_sum(self._n) % _MOD
+
+    def merged(self, rows: Iterable[tuple[int, bytes, bytes]]) -> Snapshot:
+        """A new snapshot: these items (ids this one lacks) added to this one's, in key
+        order. New buffers (views of this one are untouched); prefix sums are recomputed
+        only from the first insertion on, so items added at the end cost little."""
+        new = sorted(rows)
+        if not new:
+            return self.view(self._extra)
+        at = [bisect_left(self._keys, (height, item_id)) for height, item_id, _ in new]
+        heights, ids, tokens = array("Q"), bytearray(), bytearray()
+        previous = 0
+        for (height, item_id, token), cut in zip(new, at, strict=True):
+            heights += self._heights[previous:cut]
+            ids += self._ids[32 * previous : 32 * cut]
+            tokens += self._tokens[32 * previous : 32 * cut]
+            heights.append(height)
+            ids += item_id
+            tokens += token
+            previous = cut
+        heights += self._heights[previous:]
+        ids += self._ids[32 * previous :]
+        tokens += self._tokens[32 * previous :]
+        base = at[0] // SUM_STRIDE  # prefix sums before the first insertion stay
+        sums = bytearray(self._sums[: 32 * (base + 1)])
+        acc = int.from_bytes(sums[32 * base :], "little")
+        for n in range(base * SUM_STRIDE + 1, len(heights) + 1):
+            acc += int.from_bytes(tokens[32 * (n - 1) : 32 * n], "little")
+            if not n % SUM_STRIDE:
+                acc %= _MOD
+                sums += acc.to_bytes(32, "little")
+        snap = Snapshot.__new__(Snapshot)
+        snap._n, snap._heights, snap._ids, snap._tokens, snap._sums = (
+            len(heights), heights, ids, tokens, sums
+        )  # fmt: skip
+        snap._shared = _Shared()
+        index = self._shared.index
+        if index is not None:  # carried over: cheaper than sorting every id again
+            prefixes = array("Q", index[0])
+            if at[0] == self._n:  # all at the end: the old positions stay
+                positions = array(_POSITION, index[1])
+            else:  # an old item moves up by the new items placed before it
+                positions = array(_POSITION, (p + bisect_right(at, p) for p in index[1]))
+            for k, ((_h, item_id, _t), cut) in enumerate(zip(new, at, strict=True)):
+                prefix = int.from_bytes(item_id[:8], "big")
+                where = bisect_left(prefixes, prefix)
+                prefixes.insert(where, prefix)
+                positions.insert(where, cut + k)
+            snap._shared.index = (prefixes, positions)
+        snap._start_view(self._extra)
+        return snap
 
     @classmethod
     def empty(cls) -> Snapshot:
@@ -190,9 +265,9 @@ class Snapshot:
         """The index of ``item_id`` in key order, None when the snapshot lacks it."""
         # Sorted 8-byte id prefixes (8 MB per million items, where a set of bytes would
         # take ~100 MB); equal prefixes are checked against the full id.
-        if self._index is None:
-            self._index = _id_index(self._ids)
-        prefixes, positions = self._index
+        if self._shared.index is None:
+            self._shared.index = _id_index(self._ids)
+        prefixes, positions = self._shared.index
         prefix = int.from_bytes(item_id[:8], "big")
         k = bisect_left(prefixes, prefix)
         while k < len(prefixes) and prefixes[k] == prefix:

@@ -13,9 +13,12 @@ from lifeline_mesh.recon.frames import Frame, Hello, Items, Mode, Range, Recon, 
 from lifeline_mesh.recon.sets import ParsedItems, SetSummary
 
 __all__ = [
+    "OPEN_CAPABILITY",
     "SUMS_CAPABILITY",
     "fingerprints",
+    "opening_frames",
     "opening_range",
+    "opening_record",
     "peer_summaries",
     "set_of",
     "whole_set_equal",
@@ -24,6 +27,10 @@ __all__ = [
 # The responder's hello carries its whole-set fingerprints; a set found equal is never
 # loaded on either side.
 SUMS_CAPABILITY = "set-sums"
+# The initiator opens in its hello: one record of (count, fingerprint) per set instead of
+# one Recon frame per set. A responder that reads it lists this capability in its hello
+# and answers the record as the opening ranges; one that does not gets the ranges next turn.
+OPEN_CAPABILITY = "open-sums"
 
 
 def opening_range(summary: SetSummary) -> Range:
@@ -64,3 +71,22 @@ def set_of(frame: Frame | ParsedItems) -> int | None:
 def fingerprints(summaries: Sequence[SetSummary | None]) -> tuple[bytes, ...]:
     """A responder's hello field: each set's fingerprint, b"" when it keeps no summary."""
     return tuple(s.fingerprint() if s is not None else b"" for s in summaries)
+
+
+def opening_record(summaries: Sequence[SetSummary | None]) -> tuple[tuple[int, bytes], ...] | None:
+    """The initiator's opening for its hello: (count, fingerprint) of each whole set, the
+    same values as its opening ranges; None when a set keeps no summary (it opens with
+    ranges from its snapshot instead)."""
+    if any(s is None for s in summaries):
+        return None
+    return tuple((s.count, s.fingerprint()) for s in summaries if s is not None)
+
+
+def opening_frames(opening: Sequence[tuple[int, bytes]], active: Sequence[bool]) -> list[Recon]:
+    """The opening ranges an initiator's hello carries, as the Recon frames it would
+    otherwise have sent (one plain fingerprint over each set this side reconciles)."""
+    return [
+        Recon(index, (Range(None, Mode.FINGERPRINT, fingerprint, count),))
+        for index, ((count, fingerprint), on) in enumerate(zip(opening, active, strict=True))
+        if on
+    ]

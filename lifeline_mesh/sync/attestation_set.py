@@ -14,15 +14,17 @@ bounds it; admission (signature, signer, timing) is the notary's, all-or-nothing
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from lifeline.errors import InvalidEntry
+from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import node_id_for
 from lifeline_mesh.notary.enrollment import enrollments_of, signer_ids
 from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
 from lifeline_mesh.notary.storage import ATTESTATIONS_TABLE, NotaryStore
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
+from lifeline_mesh.sync.snapshot_cache import SetRows, SnapshotCache
 
 __all__ = ["ATTESTATIONS", "STATEMENTS", "AttestationCodec", "AttestationSet"]
 
@@ -42,15 +44,25 @@ class AttestationCodec:
         return ParsedItem(id=att.id, version=b"", deps=(), raw=raw, value=att)
 
 
+def _rows(rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes, bytes]]:
+    for key, item_id in rows:
+        yield int(key), bytes(item_id), bytes(item_id)
+
+
 class AttestationSet:
-    def __init__(self, notary: NotaryStore) -> None:
+    def __init__(self, notary: NotaryStore, cache: SnapshotCache | None = None) -> None:
         self.notary = notary
         self.name = ATTESTATIONS if notary.table == ATTESTATIONS_TABLE else STATEMENTS
         self.codec = AttestationCodec()
         self._looked_up: set[bytes] = set()  # signer keys whose enrollment was looked up
         self._pending: dict[str, bytes] = {}  # node id -> its enrollment, not sent yet
+        self.cache = cache  # a serving node's: the last snapshot, brought up to date
+        table = notary.table
+        self._rows = SetRows(table, table, "sort_key, id", "sort_key, id", _rows)  # type: ignore[arg-type]
 
     async def snapshot(self) -> Snapshot:
+        if self.cache is not None and isinstance(self.notary.store, SqliteStore):
+            return await self.cache.snapshot(self.notary.store, self._rows)
         keys = await self.notary.keys()
         return Snapshot.build((key, item_id, item_id) for key, item_id in keys)
 

@@ -244,10 +244,15 @@ async def _perform(
 async def _next_frame(
     session: Session, channel: ReadAhead, clock: Callable[[], float], idle_timeout: float
 ) -> list[Effect]:
+    # A silent peer is given up at the idle timeout, or at the session's deadline if that
+    # comes first (session_timeout counts from the start, however the peer paces frames).
+    until_deadline = session.deadline - clock()
     try:
-        async with asyncio.timeout(idle_timeout):
+        async with asyncio.timeout(max(0.0, min(idle_timeout, until_deadline))):
             frame = await channel.recv()
     except TimeoutError:
+        if until_deadline <= idle_timeout:
+            return session.tick(max(clock(), session.deadline) + 1e-3)  # past the deadline
         return session.fail(
             PeerError(f"the peer sent nothing for {idle_timeout:.0f}s; it may be overloaded"),
             "timeout",

@@ -12,6 +12,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot, token_of
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
+from lifeline_mesh.sync.snapshot_cache import SetRows, SnapshotCache
 
 __all__ = ["EntrySet"]
 
@@ -24,18 +25,26 @@ def _rows(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[int, bytes, by
         yield int(height), item_id, token_of(item_id, ts.encode("ascii"))
 
 
+ENTRY_ROWS = SetRows(ENTRIES, "entries", "height, id, ts", "height, id", _rows)  # type: ignore[arg-type]
+
+
 class EntrySet:
     """Keys are ``(height, id)`` from the store; the version of an entry is its ts."""
 
     name = ENTRIES
 
-    def __init__(self, store: Store, codec: EntryCodec | None = None) -> None:
+    def __init__(
+        self, store: Store, codec: EntryCodec | None = None, cache: SnapshotCache | None = None
+    ) -> None:
         self.store = store
         self.codec = codec or EntryCodec()
+        self.cache = cache  # a serving node's: the last snapshot, brought up to date
         self._externals: dict[str, str] | None = None
 
     async def snapshot(self) -> Snapshot:
         known = [bytes.fromhex(e) for e in await self._declared()]
+        if self.cache is not None and isinstance(self.store, SqliteStore):
+            return await self.cache.snapshot(self.store, ENTRY_ROWS, known)
         if isinstance(self.store, SqliteStore):
             # One indexed scan on the store's thread, streamed into the snapshot's flat
             # buffers: no list of a million row tuples in between.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -10,12 +11,17 @@ import grpc
 
 from lifeline.errors import LifelineError
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
+from lifeline_mesh.recon.summaries import OPEN_CAPABILITY
 from lifeline_mesh.sync.driver import SyncReport, drive
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import require_loopback
 from lifeline_mesh.transport.channels import METHOD, ClientChannel, grpc_options
 
 __all__ = ["sync_line"]
+
+# Peers whose last hello did not read an opening in our hello (nodes from before it): the
+# next sessions with them open with ranges, saving the round trip the fallback costs.
+_OPENS_WITH_RANGES: set[str] = set()
 
 
 async def sync_line(
@@ -30,6 +36,8 @@ async def sync_line(
     """Reconcile ``line`` with the peer at ``target`` (``HOST:PORT``)."""
     require_loopback(target, tls=credentials is not None, what="peer address")
     limits = limits or SessionLimits()
+    if target in _OPENS_WITH_RANGES:
+        limits = dataclasses.replace(limits, open_sums=False)
     # Ours win over the TLS defaults (e.g. the target name override), sizes included.
     mine = grpc_options(limits.max_frame_bytes)
     names = {name for name, _ in mine}
@@ -50,4 +58,16 @@ async def sync_line(
         except LifelineError:
             call.cancel()
             raise
+        finally:
+            _remember(target, session)
     return report
+
+
+def _remember(target: str, session: Session) -> None:
+    hello = session.peer_hello
+    if hello is None or not session.limits.set_summaries:
+        return
+    if OPEN_CAPABILITY in hello.capabilities:
+        _OPENS_WITH_RANGES.discard(target)
+    else:
+        _OPENS_WITH_RANGES.add(target)

@@ -24,7 +24,7 @@ from lifeline_mesh.recon.frames import (
     Want,
 )
 from lifeline_mesh.wire import sync_pb2 as pb
-from lifeline_mesh.wire.packed import pack_ranges, unpack_ranges
+from lifeline_mesh.wire.packed import pack_opening, pack_ranges, unpack_opening, unpack_ranges
 
 __all__ = ["decode", "decode_bytes", "encode"]
 
@@ -57,6 +57,7 @@ def encode(frame: Frame) -> pb.Frame:
                 max_items=frame.max_items,
                 salt=frame.salt,
                 summaries=list(frame.summaries),
+                opening=pack_opening(frame.opening),
             )
         )
     if isinstance(frame, Recon):
@@ -124,6 +125,7 @@ def decode(msg: pb.Frame) -> Frame:
             h.max_items,
             bytes(h.salt),
             tuple(bytes(x) for x in h.summaries),
+            unpack_opening(bytes(h.opening), len(h.sets)) if h.opening else (),
         )
     if kind == "recon":
         if msg.recon.packed:

@@ -20,9 +20,10 @@ from __future__ import annotations
 from lifeline.errors import RemoteProtocolError
 from lifeline_mesh.recon.frames import Bound, Mode, Range
 
-__all__ = ["pack_ranges", "unpack_ranges"]
+__all__ = ["pack_opening", "pack_ranges", "unpack_opening", "unpack_ranges"]
 
 _FULL = 32
+_PLAIN_FINGERPRINT = 16  # an opening carries plain whole-set fingerprints
 _MAX_U64 = (1 << 64) - 1
 
 
@@ -138,3 +139,32 @@ def unpack_ranges(data: bytes) -> tuple[tuple[Range, ...], int, int]:
         else:
             ranges.append(Range(upper, mode))
     return tuple(ranges), fingerprint_bytes, short_id_bytes
+
+
+def pack_opening(opening: tuple[tuple[int, bytes], ...]) -> bytes:
+    """The initiator's opening in its hello (``Hello.opening``): per set, in the order of
+    its sets, ``varint(count) ‖ 16-byte plain fingerprint``."""
+    out = bytearray()
+    for count, fingerprint in opening:
+        if len(fingerprint) != _PLAIN_FINGERPRINT:
+            raise ValueError(f"an opening fingerprint of {len(fingerprint)} bytes")
+        _varint(count, out)
+        out += fingerprint
+    return bytes(out)
+
+
+def unpack_opening(data: bytes, sets: int) -> tuple[tuple[int, bytes], ...]:
+    """(count, fingerprint) per set; one record per set of the hello, or an error."""
+    reader = _Reader(data)
+    out: list[tuple[int, bytes]] = []
+    try:
+        while reader.pos < len(data):
+            count = reader.varint("opening count")
+            out.append((count, reader.take(_PLAIN_FINGERPRINT, "opening fingerprint")))
+    except RemoteProtocolError as exc:
+        raise RemoteProtocolError(f"the hello's opening is malformed: {exc}") from exc
+    if len(out) != sets:
+        raise RemoteProtocolError(
+            f"the hello's opening covers {len(out)} sets, but the hello names {sets}"
+        )
+    return tuple(out)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dlifeline_mesh/wire/sync.proto\x12\x10lifeline_mesh.v1\"\xa0\x01\n\x05Hello\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x0c\n\x04line\x18\x02 \x01(\t\x12\x0c\n\x04sets\x18\x03 \x03(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\x12\x17\n\x0fmax_frame_bytes\x18\x05 \x01(\r\x12\x11\n\tmax_items\x18\x06 \x01(\x04\x12\x0c\n\x04salt\x18\x07 \x01(\x0c\x12\x11\n\tsummaries\x18\x08 \x03(\x0c\"<\n\x05\x42ound\x12\x0e\n\x06height\x18\x01 \x01(\x04\x12\x11\n\tid_prefix\x18\x02 \x01(\x0c\x12\x10\n\x08infinite\x18\x03 \x01(\x08\"\xcd\x01\n\x05Range\x12&\n\x05upper\x18\x01 \x01(\x0b\x32\x17.lifeline_mesh.v1.Bound\x12*\n\x04mode\x18\x02 \x01(\x0e\x32\x1c.lifeline_mesh.v1.Range.Mode\x12\x13\n\x0b\x66ingerprint\x18\x03 \x01(\x0c\x12\r\n\x05\x63ount\x18\x04 \x01(\x04\x12\x0e\n\x06tokens\x18\x05 \x01(\x0c\"<\n\x04Mode\x12\x08\n\x04SKIP\x10\x00\x12\x0f\n\x0b\x46INGERPRINT\x10\x01\x12\x0b\n\x07ID_LIST\x10\x02\x12\x0c\n\x08WANT_ALL\x10\x03\"M\n\x05Recon\x12\x0b\n\x03set\x18\x01 \x01(\r\x12\'\n\x06ranges\x18\x02 \x03(\x0b\x32\x17.lifeline_mesh.v1.Range\x12\x0e\n\x06packed\x18\x03 \x01(\x0c\"X\n\x04Want\x12\x0b\n\x03set\x18\x01 \x01(\r\x12\x0e\n\x06tokens\x18\x02 \x01(\x0c\x12\x0b\n\x03ids\x18\x03 \x03(\x0c\x12\x11\n\tshort_ids\x18\x04 \x01(\x0c\x12\x13\n\x0b\x66ull_tokens\x18\x05 \x01(\x0c\"$\n\x08\x45xternal\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x0c\n\x04line\x18\x02 \x01(\t\"R\n\x05Items\x12\x0b\n\x03set\x18\x01 \x01(\r\x12\r\n\x05items\x18\x02 \x03(\x0c\x12-\n\texternals\x18\x03 \x03(\x0b\x32\x1a.lifeline_mesh.v1.External\"%\n\x05\x41\x62ort\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x0b\n\tEndOfTurn\"\x05\n\x03\x46in\"\xb9\x02\n\x05\x46rame\x12(\n\x05hello\x18\x01 \x01(\x0b\x32\x17.lifeline_mesh.v1.HelloH\x00\x12(\n\x05recon\x18\x02 \x01(\x0b\x32\x17.lifeline_mesh.v1.ReconH\x00\x12&\n\x04want\x18\x03 \x01(\x0b\x32\x16.lifeline_mesh.v1.WantH\x00\x12(\n\x05items\x18\x04 \x01(\x0b\x32\x17.lifeline_mesh.v1.ItemsH\x00\x12(\n\x05\x61\x62ort\x18\x05 \x01(\x0b\x32\x17.lifeline_mesh.v1.AbortH\x00\x12\x32\n\x0b\x65nd_of_turn\x18\x06 \x01(\x0b\x32\x1b.lifeline_mesh.v1.EndOfTurnH\x00\x12$\n\x03\x66in\x18\x07 \x01(\x0b\x32\x15.lifeline_mesh.v1.FinH\x00\x42\x06\n\x04\x62ody\"\x1d\n\x0cWatchRequest\x12\r\n\x05lines\x18\x01 \x03(\t\",\n\nLineChange\x12\r\n\x05lines\x18\x01 \x03(\t\x12\x0f\n\x07initial\x18\x02 \x01(\x08\x32\x8d\x01\n\x04Mesh\x12<\n\x04Sync\x12\x17.lifeline_mesh.v1.Frame\x1a\x17.lifeline_mesh.v1.Frame(\x01\x30\x01\x12G\n\x05Watch\x12\x1e.lifeline_mesh.v1.WatchRequest\x1a\x1c.lifeline_mesh.v1.LineChange0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dlifeline_mesh/wire/sync.proto\x12\x10lifeline_mesh.v1\"\xb1\x01\n\x05Hello\x12\x18\n\x10protocol_version\x18\x01 \x01(\r\x12\x0c\n\x04line\x18\x02 \x01(\t\x12\x0c\n\x04sets\x18\x03 \x03(\t\x12\x14\n\x0c\x63\x61pabilities\x18\x04 \x03(\t\x12\x17\n\x0fmax_frame_bytes\x18\x05 \x01(\r\x12\x11\n\tmax_items\x18\x06 \x01(\x04\x12\x0c\n\x04salt\x18\x07 \x01(\x0c\x12\x11\n\tsummaries\x18\x08 \x03(\x0c\x12\x0f\n\x07opening\x18\t \x01(\x0c\"<\n\x05\x42ound\x12\x0e\n\x06height\x18\x01 \x01(\x04\x12\x11\n\tid_prefix\x18\x02 \x01(\x0c\x12\x10\n\x08infinite\x18\x03 \x01(\x08\"\xcd\x01\n\x05Range\x12&\n\x05upper\x18\x01 \x01(\x0b\x32\x17.lifeline_mesh.v1.Bound\x12*\n\x04mode\x18\x02 \x01(\x0e\x32\x1c.lifeline_mesh.v1.Range.Mode\x12\x13\n\x0b\x66ingerprint\x18\x03 \x01(\x0c\x12\r\n\x05\x63ount\x18\x04 \x01(\x04\x12\x0e\n\x06tokens\x18\x05 \x01(\x0c\"<\n\x04Mode\x12\x08\n\x04SKIP\x10\x00\x12\x0f\n\x0b\x46INGERPRINT\x10\x01\x12\x0b\n\x07ID_LIST\x10\x02\x12\x0c\n\x08WANT_ALL\x10\x03\"M\n\x05Recon\x12\x0b\n\x03set\x18\x01 \x01(\r\x12\'\n\x06ranges\x18\x02 \x03(\x0b\x32\x17.lifeline_mesh.v1.Range\x12\x0e\n\x06packed\x18\x03 \x01(\x0c\"X\n\x04Want\x12\x0b\n\x03set\x18\x01 \x01(\r\x12\x0e\n\x06tokens\x18\x02 \x01(\x0c\x12\x0b\n\x03ids\x18\x03 \x03(\x0c\x12\x11\n\tshort_ids\x18\x04 \x01(\x0c\x12\x13\n\x0b\x66ull_tokens\x18\x05 \x01(\x0c\"$\n\x08\x45xternal\x12\n\n\x02id\x18\x01 \x01(\x0c\x12\x0c\n\x04line\x18\x02 \x01(\t\"R\n\x05Items\x12\x0b\n\x03set\x18\x01 \x01(\r\x12\r\n\x05items\x18\x02 \x03(\x0c\x12-\n\texternals\x18\x03 \x03(\x0b\x32\x1a.lifeline_mesh.v1.External\"%\n\x05\x41\x62ort\x12\x0c\n\x04\x63ode\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"\x0b\n\tEndOfTurn\"\x05\n\x03\x46in\"\xb9\x02\n\x05\x46rame\x12(\n\x05hello\x18\x01 \x01(\x0b\x32\x17.lifeline_mesh.v1.HelloH\x00\x12(\n\x05recon\x18\x02 \x01(\x0b\x32\x17.lifeline_mesh.v1.ReconH\x00\x12&\n\x04want\x18\x03 \x01(\x0b\x32\x16.lifeline_mesh.v1.WantH\x00\x12(\n\x05items\x18\x04 \x01(\x0b\x32\x17.lifeline_mesh.v1.ItemsH\x00\x12(\n\x05\x61\x62ort\x18\x05 \x01(\x0b\x32\x17.lifeline_mesh.v1.AbortH\x00\x12\x32\n\x0b\x65nd_of_turn\x18\x06 \x01(\x0b\x32\x1b.lifeline_mesh.v1.EndOfTurnH\x00\x12$\n\x03\x66in\x18\x07 \x01(\x0b\x32\x15.lifeline_mesh.v1.FinH\x00\x42\x06\n\x04\x62ody\"\x1d\n\x0cWatchRequest\x12\r\n\x05lines\x18\x01 \x03(\t\",\n\nLineChange\x12\r\n\x05lines\x18\x01 \x03(\t\x12\x0f\n\x07initial\x18\x02 \x01(\x08\x32\x8d\x01\n\x04Mesh\x12<\n\x04Sync\x12\x17.lifeline_mesh.v1.Frame\x1a\x17.lifeline_mesh.v1.Frame(\x01\x30\x01\x12G\n\x05Watch\x12\x1e.lifeline_mesh.v1.WatchRequest\x1a\x1c.lifeline_mesh.v1.LineChange0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -32,33 +32,33 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'lifeline_mesh.wire.sync_pb2
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_HELLO']._serialized_start=52
-  _globals['_HELLO']._serialized_end=212
-  _globals['_BOUND']._serialized_start=214
-  _globals['_BOUND']._serialized_end=274
-  _globals['_RANGE']._serialized_start=277
-  _globals['_RANGE']._serialized_end=482
-  _globals['_RANGE_MODE']._serialized_start=422
-  _globals['_RANGE_MODE']._serialized_end=482
-  _globals['_RECON']._serialized_start=484
-  _globals['_RECON']._serialized_end=561
-  _globals['_WANT']._serialized_start=563
-  _globals['_WANT']._serialized_end=651
-  _globals['_EXTERNAL']._serialized_start=653
-  _globals['_EXTERNAL']._serialized_end=689
-  _globals['_ITEMS']._serialized_start=691
-  _globals['_ITEMS']._serialized_end=773
-  _globals['_ABORT']._serialized_start=775
-  _globals['_ABORT']._serialized_end=812
-  _globals['_ENDOFTURN']._serialized_start=814
-  _globals['_ENDOFTURN']._serialized_end=825
-  _globals['_FIN']._serialized_start=827
-  _globals['_FIN']._serialized_end=832
-  _globals['_FRAME']._serialized_start=835
-  _globals['_FRAME']._serialized_end=1148
-  _globals['_WATCHREQUEST']._serialized_start=1150
-  _globals['_WATCHREQUEST']._serialized_end=1179
-  _globals['_LINECHANGE']._serialized_start=1181
-  _globals['_LINECHANGE']._serialized_end=1225
-  _globals['_MESH']._serialized_start=1228
-  _globals['_MESH']._serialized_end=1369
+  _globals['_HELLO']._serialized_end=229
+  _globals['_BOUND']._serialized_start=231
+  _globals['_BOUND']._serialized_end=291
+  _globals['_RANGE']._serialized_start=294
+  _globals['_RANGE']._serialized_end=499
+  _globals['_RANGE_MODE']._serialized_start=439
+  _globals['_RANGE_MODE']._serialized_end=499
+  _globals['_RECON']._serialized_start=501
+  _globals['_RECON']._serialized_end=578
+  _globals['_WANT']._serialized_start=580
+  _globals['_WANT']._serialized_end=668
+  _globals['_EXTERNAL']._serialized_start=670
+  _globals['_EXTERNAL']._serialized_end=706
+  _globals['_ITEMS']._serialized_start=708
+  _globals['_ITEMS']._serialized_end=790
+  _globals['_ABORT']._serialized_start=792
+  _globals['_ABORT']._serialized_end=829
+  _globals['_ENDOFTURN']._serialized_start=831
+  _globals['_ENDOFTURN']._serialized_end=842
+  _globals['_FIN']._serialized_start=844
+  _globals['_FIN']._serialized_end=849
+  _globals['_FRAME']._serialized_start=852
+  _globals['_FRAME']._serialized_end=1165
+  _globals['_WATCHREQUEST']._serialized_start=1167
+  _globals['_WATCHREQUEST']._serialized_end=1196
+  _globals['_LINECHANGE']._serialized_start=1198
+  _globals['_LINECHANGE']._serialized_end=1242
+  _globals['_MESH']._serialized_start=1245
+  _globals['_MESH']._serialized_end=1386
 # @@protoc_insertion_point(module_scope)

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Hello(_message.Message):
-    __slots__ = ("protocol_version", "line", "sets", "capabilities", "max_frame_bytes", "max_items", "salt", "summaries")
+    __slots__ = ("protocol_version", "line", "sets", "capabilities", "max_frame_bytes", "max_items", "salt", "summaries", "opening")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     LINE_FIELD_NUMBER: _ClassVar[int]
     SETS_FIELD_NUMBER: _ClassVar[int]
@@ -17,6 +17,7 @@ class Hello(_message.Message):
     MAX_ITEMS_FIELD_NUMBER: _ClassVar[int]
     SALT_FIELD_NUMBER: _ClassVar[int]
     SUMMARIES_FIELD_NUMBER: _ClassVar[int]
+    OPENING_FIELD_NUMBER: _ClassVar[int]
     protocol_version: int
     line: str
     sets: _containers.RepeatedScalarFieldContainer[str]
@@ -25,7 +26,8 @@ class Hello(_message.Message):
     max_items: int
     salt: bytes
     summaries: _containers.RepeatedScalarFieldContainer[bytes]
-    def __init__(self, protocol_version: _Optional[int] = ..., line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., capabilities: _Optional[_Iterable[str]] = ..., max_frame_bytes: _Optional[int] = ..., max_items: _Optional[int] = ..., salt: _Optional[bytes] = ..., summaries: _Optional[_Iterable[bytes]] = ...) -> None: ...
+    opening: bytes
+    def __init__(self, protocol_version: _Optional[int] = ..., line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., capabilities: _Optional[_Iterable[str]] = ..., max_frame_bytes: _Optional[int] = ..., max_items: _Optional[int] = ..., salt: _Optional[bytes] = ..., summaries: _Optional[_Iterable[bytes]] = ..., opening: _Optional[bytes] = ...) -> None: ...
 
 class Bound(_message.Message):
     __slots__ = ("height", "id_prefix", "infinite")

@@ -1,0 +1,137 @@
+"""The session's parts that hold no protocol logic: limits, stats, per-set state, and the
+hello's checks and capabilities (``session.py`` is the state machine)."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from lifeline.errors import InvalidEntry, RemoteProtocolError
+from lifeline_mesh.recon.closure import OrphanPool
+from lifeline_mesh.recon.dialect import COMPACT_CAPABILITY, Dialect
+from lifeline_mesh.recon.frames import Hello
+from lifeline_mesh.recon.outbox import SetOutbox
+from lifeline_mesh.recon.ranges import Responder
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
+from lifeline_mesh.recon.summaries import OPEN_CAPABILITY, SUMS_CAPABILITY
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "Role",
+    "SessionLimits",
+    "SessionStats",
+    "SetState",
+    "capabilities",
+    "check_hello",
+    "inactive",
+]
+
+PROTOCOL_VERSION = 1
+# Version 1 implies the first wave's range-recon, versioned-tokens and externals (no node
+# ever read those names, so hellos no longer carry them); only later ones are negotiated.
+CAPABILITIES: tuple[str, ...] = ()
+
+
+class Role(enum.Enum):
+    INITIATOR = "initiator"
+    RESPONDER = "responder"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    """Named caps; each error that trips one names it. Tests shrink them."""
+
+    max_frame_bytes: int = 1 << 20
+    max_items: int = 5_000_000  # items received per session
+    orphan_pool: int = 10_000  # orphans kept in memory
+    orphan_overflow: int = 1_000_000  # further orphans remembered by id, asked for again
+    max_item_bytes: int = 256 * 1024
+    max_rounds: int = 32
+    branch: int = 16
+    leaf: int = 12
+    fetch_chunk: int = 256
+    session_timeout: float = 3600.0
+    # Compact ranges (docs/protocol.md): offered in the hello, used when both sides offer it.
+    compact_ranges: bool = True
+    fingerprint_bytes: int = 8  # keyed fingerprints of the ranges this side sends
+    short_id_bytes: int = 6  # keyed short ids in the id lists this side sends
+    # Whole-set summaries first, snapshots only for sets that differ (off: a first-wave node)
+    set_summaries: bool = True
+    # With set_summaries: open in the hello (one record, no Recon frames) and read such an
+    # opening as a responder (off: a node from before it; docs/protocol.md)
+    open_sums: bool = True
+
+
+@dataclass(slots=True)
+class SessionStats:
+    items_sent: int = 0
+    items_received: int = 0
+    rounds: int = 0
+    orphans_dropped: int = 0
+    snapshots_loaded: int = 0  # sets whose sorted snapshot this side built (0 when in sync)
+    sent_by_set: dict[str, int] = field(default_factory=dict)
+    received_by_set: dict[str, int] = field(default_factory=dict)
+
+
+class SetState:
+    """One set in a session: its snapshot (once loaded), summary, answers and outbox."""
+
+    def __init__(self, name: str, codec: ItemCodec, limits: SessionLimits) -> None:
+        self.name = name
+        self.codec = codec
+        self.active = True
+        self.snap = Snapshot.empty()
+        self.loaded = False  # the snapshot is loaded (only sets that differ ever are)
+        self.summary: SetSummary | None = None
+        self.responder = Responder(self.snap, branch=limits.branch, leaf=limits.leaf)
+        self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow)
+        self.received: set[bytes] = set()
+        self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
+        self.outbox = SetOutbox()
+
+    def load(self, snap: Snapshot, limits: SessionLimits, dialect: Dialect) -> None:
+        self.snap = snap
+        self.loaded = True
+        self.responder = Responder(snap, branch=limits.branch, leaf=limits.leaf, dialect=dialect)
+
+    def known(self, item_id: bytes) -> bool:
+        return item_id in self.received or item_id in self.externals or self.snap.knows(item_id)
+
+
+def check_hello(hello: Hello, line: str) -> None:
+    """A peer's hello this session can go on with, or the reason it cannot."""
+    if hello.protocol_version != PROTOCOL_VERSION:
+        raise RemoteProtocolError(
+            f"peer speaks protocol version {hello.protocol_version}, this node speaks "
+            f"{PROTOCOL_VERSION}; upgrade the older node"
+        )
+    if hello.line != line:
+        raise RemoteProtocolError(f"peer opened line {hello.line!r}, expected {line!r}")
+    if hello.max_frame_bytes < 4096:
+        raise RemoteProtocolError(f"peer frame limit {hello.max_frame_bytes} is below 4096")
+    if hello.opening and len(hello.opening) != len(hello.sets):
+        raise RemoteProtocolError("the hello's opening does not cover its sets one for one")
+
+
+def capabilities(limits: SessionLimits, role: Role) -> tuple[str, ...]:
+    """What this side's hello offers."""
+    caps: tuple[str, ...] = CAPABILITIES
+    if limits.compact_ranges:
+        caps = (*caps, COMPACT_CAPABILITY)
+    if limits.set_summaries:
+        caps = (*caps, SUMS_CAPABILITY)
+        if limits.open_sums and role is Role.RESPONDER:
+            caps = (*caps, OPEN_CAPABILITY)  # the initiator's opening says it reads it
+    return caps
+
+
+def inactive(name: str, limits: SessionLimits) -> SetState:
+    """A set the peer offered that this node does not reconcile: frames for it are refused."""
+    state = SetState(name, _NoCodec(), limits)
+    state.active = False
+    return state
+
+
+class _NoCodec:
+    def parse(self, raw: bytes) -> ParsedItem:
+        raise InvalidEntry("this node does not reconcile that set")
