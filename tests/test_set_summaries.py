@@ -3,7 +3,6 @@ so that an in-sync check loads no snapshot — with nodes of the first wave stil
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -224,29 +223,3 @@ def test_the_heap_is_trimmed_once_the_last_session_that_sorted_ends() -> None:
     assert trims == []
     memory.leave(built_snapshots=False)
     assert trims == [0] and memory.running == 0
-
-
-async def test_a_busy_node_trims_once_quiet_instead_of_after_every_session() -> None:
-    trims: list[int] = []
-    now = [100.0]
-    memory = SessionMemory(
-        trim=lambda pad: trims.append(pad) or 1, quiet_s=0.05, every_s=30.0, clock=lambda: now[0]
-    )
-    memory.enter()
-    memory.leave(built_snapshots=True)  # the first trim is at once
-    assert trims == [0]
-    for _ in range(5):  # a burst of sessions within seconds: no trim while they come
-        now[0] += 1.0
-        memory.enter()
-        memory.leave(built_snapshots=True)
-        assert trims == [0]
-    memory.enter()  # one still running when the quiet time is up: still no trim
-    await asyncio.sleep(0.15)
-    assert trims == [0]
-    memory.leave(built_snapshots=False)
-    await asyncio.sleep(0.15)  # quiet from then on: the snapshots' memory goes back
-    assert trims == [0, 0] and memory.running == 0
-    now[0] += 31.0  # the last trim is old: the next one is at once again
-    memory.enter()
-    memory.leave(built_snapshots=True)
-    assert trims == [0, 0, 0]
