@@ -17,10 +17,18 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/python -m lifeline_mesh.demo
 
+# The whole suite, slow tests included: most of it on TEST_WORKERS pytest-xdist workers (whole
+# files per worker, the files holding slow tests first), then the tests marked `serial` alone,
+# one at a time. Both parts always run; either failing fails the target. See decision 0027.
+TEST_WORKERS ?= 2
+PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+
 test: $(STAMP)
 	$(BIN)/ruff check lifeline lifeline_mesh tests bench
 	$(BIN)/mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not serial"; parallel=$$?; \
+	$(BIN)/python -m pytest -q -m serial; serial=$$?; \
+	test $$parallel -eq 0 && test $$serial -eq 0
 
 lint: $(STAMP)
 	$(BIN)/ruff check lifeline lifeline_mesh tests bench

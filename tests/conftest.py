@@ -7,12 +7,27 @@ The fixture lives in the repository (``tests/fixtures/``, provenance in
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lifeline.entry import Entry
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``), files holding slow tests are handed out first.
+
+    ``--dist loadfile`` gives each worker whole files, in collection order (with
+    ``--no-loadscope-reorder``): the long end-to-end files start early instead of one of them
+    starting last and running alone. Test order inside a file is unchanged. A plain
+    ``pytest`` run keeps the usual order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: the rest keep order
+
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURE = REPO / "tests" / "fixtures" / "lifeline-context-0.6.1"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import subprocess
 import sys
 
@@ -11,14 +13,22 @@ import pytest
 
 @pytest.mark.slow
 def test_demo_runs_and_the_three_nodes_agree() -> None:
-    proc = subprocess.run(
+    # Its own process group: when it overruns, the serve nodes it started go with it instead
+    # of living on, announcing on 127.0.0.1:5353 into the tests that run after this one.
+    proc = subprocess.Popen(
         [sys.executable, "-m", "lifeline_mesh.demo"],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=240,
+        start_new_session=True,
     )
-    out = proc.stdout
-    assert proc.returncode == 0, out + proc.stderr
+    try:
+        out, err = proc.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    assert proc.returncode == 0, out + err
     digests = re.findall(r"^\s+(laptop-a|laptop-b|ci-runner)\s+context sha256 (\w+)$", out, re.M)
     assert [name for name, _ in digests] == ["laptop-a", "laptop-b", "ci-runner"]
     assert len({digest for _, digest in digests}) == 1

@@ -6,6 +6,7 @@ import asyncio
 import ipaddress
 import json
 import logging
+import secrets
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -41,6 +42,10 @@ from tests.netns import (
 )
 
 LOOPBACK = "127.0.0.1"
+# Mesh names unique to this run: another test run on this host (or another worker of this
+# one) announces on the same 127.0.0.1 multicast group, and must not look like our mesh.
+RUN = secrets.token_hex(4)
+MESH_A, MESH_B = f"mesh-a-{RUN}", f"mesh-b-{RUN}"
 
 
 def _node() -> str:
@@ -174,7 +179,7 @@ async def _next(queue: asyncio.Queue[PeerEvent], timeout: float = 15) -> PeerEve
 
 @needs_multicast
 async def test_two_nodes_find_each_other_and_ignore_other_meshes() -> None:
-    a, stranger, b = _disc("mesh-a", 7001), _disc("mesh-b", 7003), _disc("mesh-a", 7002)
+    a, stranger, b = _disc(MESH_A, 7001), _disc(MESH_B, 7003), _disc(MESH_A, 7002)
     async with _running(a, stranger):
         async with _running(b):
             found_by_b = await _next(b.events)
@@ -197,10 +202,10 @@ async def test_malformed_adverts_are_ignored_and_logged(caplog: pytest.LogCaptur
         instance_name(bad_node),
         addresses=[ipaddress.ip_address(LOOPBACK).packed],
         port=7010,
-        properties={"txtvers": "1", "node": bad_node, "mesh": "mesh-a", "proto": "x"},
+        properties={"txtvers": "1", "node": bad_node, "mesh": MESH_A, "proto": "x"},
         server="bad.local.",
     )
-    a, b = _disc("mesh-a", 7011), _disc("mesh-a", 7012)
+    a, b = _disc(MESH_A, 7011), _disc(MESH_A, 7012)
     try:
         await (await raw.async_register_service(bad))
         async with _running(a, b):
@@ -216,21 +221,22 @@ async def test_malformed_adverts_are_ignored_and_logged(caplog: pytest.LogCaptur
 @needs_multicast
 async def test_allow_list_filters_nodes() -> None:
     allowed = _node()
-    watcher = _disc("mesh-a", 7020, allow=lambda node: node == allowed)
+    watcher = _disc(MESH_A, 7020, allow=lambda node: node == allowed)
     async with _running(watcher):
-        async with _running(_disc("mesh-a", 7021), _disc("mesh-a", 7022, node=allowed)):
+        async with _running(_disc(MESH_A, 7021), _disc(MESH_A, 7022, node=allowed)):
             assert await _next(watcher.events) == PeerFound(allowed, (LOOPBACK,), 7022)
         assert await _next(watcher.events) == PeerLost(allowed)
         assert watcher.events.empty()
 
 
 @needs_multicast
+@pytest.mark.serial  # needs 127.0.0.1:5353 to itself: another process takes the answer
 async def test_the_same_node_announced_twice_is_a_clear_error() -> None:
     skip_unless_same_host_conflicts_are_seen()
-    first = _disc("mesh-a", 7030)
+    first = _disc(MESH_A, 7030)
     async with _running(first):
         with pytest.raises(PeerError, match="already announces node"):
-            await _disc("mesh-a", 7031, node=first.advert.node_id).start()
+            await _disc(MESH_A, 7031, node=first.advert.node_id).start()
 
 
 # -- two hosts: network namespaces joined by a veth pair -----------------------------

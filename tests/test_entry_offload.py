@@ -166,6 +166,7 @@ def test_insert_rows_writes_what_executemany_wrote(monkeypatch: pytest.MonkeyPat
         insert_rows(got, "INSERT INTO t", [rows[0]])
 
 
+@pytest.mark.serial  # a bound on wall-clock time: run alone, not beside the other workers
 def test_insert_rows_keeps_pace_beside_a_busy_python_thread(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "t.db", check_same_thread=False)
     conn.execute("CREATE TABLE t (k INTEGER PRIMARY KEY, id TEXT UNIQUE, body TEXT)")

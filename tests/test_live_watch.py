@@ -15,7 +15,7 @@ import pytest
 from lifeline_mesh.peers import load_peers_file
 from tests.mesh_procs import free_port, log_note, serve, shared_node, wait_for_entry
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # bounds on wall-clock times: run alone
 
 FLAGS = ("--no-discovery", "--insecure")  # plain loopback; TLS is the same call
 # Far below the periodic sync (60 s): an entry seen this soon travelled live.

@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import contextlib
 import itertools
+import secrets
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -107,14 +108,17 @@ async def _serving(node: _Node) -> AsyncIterator[_Node]:
             await task
 
 
+# A mesh name unique to this run: other runs on this host announce on the same 127.0.0.1
+# multicast group, and their nodes must not look like ours.
+MESH = f"mesh-x-{secrets.token_hex(4)}"
 FAST = SchedulePolicy(period=3600, backoff_base=0.05, backoff_max=0.1)
 
 
 @needs_multicast
 async def test_two_nodes_discover_each_other_sync_and_notice_leaving(tmp_path: Path) -> None:
     opts = PeeringOptions(interfaces=["127.0.0.1"], policy=FAST, watch_interval=0.02)
-    a = _Node(tmp_path / "a", "mesh-x", 7101, opts)
-    b = _Node(tmp_path / "b", "mesh-x", 7102, opts)
+    a = _Node(tmp_path / "a", MESH, 7101, opts)
+    b = _Node(tmp_path / "b", MESH, 7102, opts)
     async with _serving(a):
         async with _serving(b):
             assert (await a.next_sync()).node_id == b.node_id
@@ -135,7 +139,7 @@ async def test_static_peers_without_discovery(tmp_path: Path) -> None:
     opts = PeeringOptions(
         static_peers=[PeerAddress("127.0.0.1", 7999)], discovery=False, policy=FAST
     )
-    node = _Node(tmp_path, "mesh-x", 7201, opts)
+    node = _Node(tmp_path, MESH, 7201, opts)
     async with _serving(node):
         peer = await node.next_sync()
         assert str(peer.address) == "127.0.0.1:7999"
@@ -198,11 +202,12 @@ async def test_run_until_stop_cancels_everything(tmp_path: Path) -> None:
 
 
 @needs_multicast
+@pytest.mark.serial  # needs 127.0.0.1:5353 to itself: another process takes the answer
 async def test_run_until_raises_a_start_failure_as_itself(tmp_path: Path) -> None:
     skip_unless_same_host_conflicts_are_seen()
     opts = PeeringOptions(interfaces=["127.0.0.1"], policy=FAST)
-    first = _Node(tmp_path / "a", "mesh-x", 7401, opts)
-    second = _Node(tmp_path / "b", "mesh-x", 7402, opts)
+    first = _Node(tmp_path / "a", MESH, 7401, opts)
+    second = _Node(tmp_path / "b", MESH, 7402, opts)
     second.peering.node_id = first.node_id  # the same node started twice
     async with _serving(first):
         with pytest.raises(PeerError, match="already announces"):

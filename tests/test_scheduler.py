@@ -82,6 +82,7 @@ async def test_concurrent_sessions_are_bounded() -> None:
     assert all(p.last_sync_at is not None and p.failures == 0 for p in sched.table)
 
 
+@pytest.mark.serial  # 20 syncs must fit in the dead peer's 0.3 s: a wall-clock bound
 async def test_dead_and_flapping_peers_do_not_hurt_the_others(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
