@@ -39,6 +39,7 @@ __all__ = [
     "FTS5_AVAILABLE",
     "SUMMARY_WEIGHT",
     "catch_up",
+    "hits_for",
     "query_terms",
     "recall",
 ]
@@ -266,6 +267,25 @@ class Superseding(Protocol):
     def is_superseded(self, entry_id: str) -> bool: ...
 
 
+async def hits_for(
+    store: Store, truth: Superseding, scored: Sequence[tuple[str, float]], k: int
+) -> list[Hit]:
+    """The hits of ``scored`` (id, relative score; best first), at most ``k``: each entry
+    read and checked against its id at read time, so a tampered one is never served."""
+    found = {e.id: e for e in await store.get_many([i for i, _s in scored])}
+    hits: list[Hit] = []
+    for eid, score in scored:
+        entry = found.get(eid)
+        if entry is None or not entry.is_intact():
+            continue
+        summary = " ".join(entry.summary.split())
+        excerpt = why_excerpt(entry.body, 300)
+        hits.append(Hit(eid, round(score, 4), truth.is_superseded(eid), summary, excerpt))
+        if len(hits) == k:
+            break
+    return hits
+
+
 async def recall(
     store: Store, truth: Superseding, query: str, *, k: int = 8, floor: float = DEFAULT_FLOOR
 ) -> list[Hit]:
@@ -284,22 +304,4 @@ async def recall(
     if best <= 0.0:
         return []
     ranked = [(i, s / best) for i, s in ranked if s >= floor * best]
-    found = {e.id: e for e in await store.get_many([i for i, _s in ranked])}
-    hits: list[Hit] = []
-    for eid, score in ranked:
-        entry = found.get(eid)
-        if entry is None or not entry.is_intact():  # anchored at read time
-            continue
-        summary = " ".join(entry.summary.split())
-        hits.append(
-            Hit(
-                eid,
-                round(score, 4),
-                truth.is_superseded(eid),
-                summary,
-                why_excerpt(entry.body, 300),
-            )
-        )
-        if len(hits) == k:
-            break
-    return hits
+    return await hits_for(store, truth, ranked, k)

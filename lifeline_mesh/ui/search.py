@@ -34,10 +34,10 @@ from lifeline.truth.recall import (
     FTS5_AVAILABLE,
     SUMMARY_WEIGHT,
     catch_up,
+    hits_for,
     query_terms,
     recall,
 )
-from lifeline.truth.reducers import why_excerpt
 from lifeline.truth.sections import Hit
 from lifeline.truth.views import Truth
 
@@ -168,22 +168,7 @@ async def search(
     kept = [(i, s / best) for i, s in ranked.scored if s >= floor * best]
     start = page * PAGE
     shown = kept[start : start + PAGE]
-    found = {e.id: e for e in await store.get_many([i for i, _s in shown])}
-    hits = []
-    for eid, score in shown:
-        entry = found.get(eid)
-        if entry is None or not entry.is_intact():  # anchored at read time
-            continue
-        summary = " ".join(entry.summary.split())
-        hits.append(
-            Hit(
-                eid,
-                round(score, 4),
-                truth.is_superseded(eid),
-                summary,
-                why_excerpt(entry.body, 300),
-            )
-        )
+    hits = await hits_for(store, truth, shown, PAGE)
     return Found(
         hits,
         min(ranked.matches, COUNT_CAP),
