@@ -17,12 +17,13 @@ from pathlib import Path
 
 from lifeline.entry import Entry
 from lifeline.errors import LifelineError, StoreError
-from lifeline.store.sqlite import SqliteStore, read_only_uri, unwritable
+from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_open import read_only_uri, unwritable
+from lifeline.store.sqlite_reads import COLUMNS
 
 __all__ = ["Recovered", "integrity_problems", "recover_line", "require_intact"]
 
 CHECK_LIMIT = 5  # problems SQLite lists at most; the first says enough
-_COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
 CHUNK = 256
 
 
@@ -81,7 +82,7 @@ def _rows(conn: sqlite3.Connection) -> tuple[list[Entry], int]:
     except sqlite3.DatabaseError:
         found = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
         top = int(found[0])
-    sql = f"SELECT {_COLUMNS} FROM entries WHERE seq BETWEEN ? AND ?"
+    sql = f"SELECT {COLUMNS} FROM entries WHERE seq BETWEEN ? AND ?"
     good: list[Entry] = []
     bad = 0
     for start in range(1, top + 1, CHUNK):

@@ -43,6 +43,7 @@ from lifeline.projection import block_of, header
 from lifeline.store.port import RowProblem
 from lifeline.store.rows import Fields, decode_fields
 from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_reads import COLUMNS
 from lifeline.store.summary import ENTRIES_SET, entry_token, read_totals
 
 __all__ = ["RenderResult", "projection_state_path", "write_projection"]
@@ -51,7 +52,6 @@ STATE_VERSION = 1
 PAGE_ROWS = 2_000
 # Beyond this many new rows, a full render costs about as much as checking them first.
 APPEND_MAX_NEW = 200_000
-_COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
 _MOD = 1 << 256
 
 Key = tuple[int, str, str]  # (height, ts, id): the stream order
@@ -136,7 +136,7 @@ class _ReadTx:
         """Pages of checked rows with ``seq_from < seq <= seq_to`` in stream order after
         ``after``, the next page fetched while this one is rendered; ``last[0]`` follows
         the key of the last row read. Damaged rows go to ``problems``."""
-        sql = f"SELECT height, {_COLUMNS} FROM entries WHERE +seq > ? AND +seq <= ?"
+        sql = f"SELECT height, {COLUMNS} FROM entries WHERE +seq > ? AND +seq <= ?"
         params: tuple[Any, ...] = (seq_from, seq_to)
         if after is not None:
             sql += " AND (height, ts, id) > (?, ?, ?)"

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from lifeline.entry import Entry
 from lifeline.store import schema
 from lifeline.store.memory import MemoryStore
-from lifeline.store.sqlite import SqliteStore, _connect_read_only
+from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_open import connect_read_only
 from lifeline.truth.budget import Budget
 from lifeline.truth.reducers import fold_all
 from lifeline.truth.service import build_context, read_shown, read_truth, resume_of
@@ -151,7 +152,7 @@ async def test_a_read_only_copy_that_is_behind_folds_in_memory(tmp_path: Path) -
         await read_shown(store)
         await store.append_many(entries[10:])
     # opened as `SqliteStore.open` opens a file in a folder it cannot write
-    store = SqliteStore(path, _connect_read_only(path), ThreadPoolExecutor(max_workers=1))
+    store = SqliteStore(path, connect_read_only(path), ThreadPoolExecutor(max_workers=1))
     store.read_only = True
     async with store:
         ctx = await build_context(store, line="l", budget=Budget(3000))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
@@ -25,8 +24,10 @@ from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
-from lifeline.store.schema import apply_migrations, migrations_pending
+from lifeline.store.schema import apply_migrations
 from lifeline.store.sqlite_json import entries_json
+from lifeline.store.sqlite_open import connect_read_only, open_failure, sidecars, unwritable
+from lifeline.store.sqlite_reads import COLUMNS, decode_or_raise, decoded_by_id, page
 from lifeline.store.sqlite_writes import append_tx, id_chunks, in_transaction
 from lifeline.store.summary import (
     ENTRIES_SET,
@@ -53,7 +54,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS = 30_000
-STREAM_CHUNK = 2_000
 # Page cache per connection. The default (2 MB) thrashes once the id indexes of a line
 # outgrow it (~20k entries): inserts of random 64-hex ids then cost a read per index.
 CACHE_KIB = 32 * 1024
@@ -62,7 +62,6 @@ CACHE_KIB = 32 * 1024
 # half the wall time of each commit on a virtual disk. 10000 pages (~40 MB of WAL) makes that
 # rarer; the WAL is still checkpointed and removed when the last connection closes.
 WAL_AUTOCHECKPOINT_PAGES = 10_000
-_COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
 
 
 class SqliteStore:
@@ -123,11 +122,11 @@ class SqliteStore:
             if not unwritable(target):
                 pool.shutdown(wait=False)
                 if not existed:  # nothing half-made is left behind (e.g. the disk is full)
-                    for leftover in (target, *_sidecars(target)):
+                    for leftover in (target, *sidecars(target)):
                         leftover.unlink(missing_ok=True)
-                raise StoreError(_open_failure(target, exc)) from exc
+                raise StoreError(open_failure(target, exc)) from exc
             try:
-                conn = await loop.run_in_executor(pool, _connect_read_only, target)
+                conn = await loop.run_in_executor(pool, connect_read_only, target)
             except (sqlite3.DatabaseError, StoreError) as again:
                 pool.shutdown(wait=False)
                 raise StoreError(
@@ -259,18 +258,18 @@ class SqliteStore:
         def tx(conn: sqlite3.Connection) -> tuple[Entry, bool]:
             if dedup_key is not None:
                 row = conn.execute(
-                    f"SELECT {_COLUMNS} FROM entries WHERE dedup_key = ?", (dedup_key,)
+                    f"SELECT {COLUMNS} FROM entries WHERE dedup_key = ?", (dedup_key,)
                 ).fetchone()
                 if row is not None:
-                    return self._decode_or_raise(row), False
+                    return decode_or_raise(self.path, row), False
             tips = conn.execute(TIPS_NEWEST_FIRST).fetchall()
             entry = build(tips)
             if append_tx(conn, [entry]).added:
                 if within is not None:
                     within(conn, [entry])
                 return entry, True
-            row = conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id = ?", (entry.id,))
-            return self._decode_or_raise(row.fetchone()), False
+            row = conn.execute(f"SELECT {COLUMNS} FROM entries WHERE id = ?", (entry.id,))
+            return decode_or_raise(self.path, row.fetchone()), False
 
         return await self.run_short_write(tx)
 
@@ -359,7 +358,7 @@ class SqliteStore:
         wanted = list(ids)
 
         def read(conn: sqlite3.Connection) -> list[Entry]:
-            rows = self._decoded(conn, wanted)
+            rows = decoded_by_id(self.path, conn, wanted)
             return [rows[i] for i in wanted if i in rows]
 
         return await self.run_read(read)
@@ -371,39 +370,12 @@ class SqliteStore:
 
         def read(conn: sqlite3.Connection) -> list[bytes]:
             found, others = entries_json(conn, wanted)
-            found.update((i, e.to_json()) for i, e in self._decoded(conn, others).items())
+            found.update(
+                (i, e.to_json()) for i, e in decoded_by_id(self.path, conn, others).items()
+            )
             return [found[i] for i in wanted if i in found]
 
         return await self.run_read(read)
-
-    def _decoded(self, conn: sqlite3.Connection, ids: list[str]) -> dict[str, Entry]:
-        """The stored entries among ``ids``; damaged rows are skipped (with a log line)."""
-        found: dict[str, Entry] = {}
-        for chunk in id_chunks(ids, 500):
-            marks = ",".join("?" * len(chunk))
-            try:
-                rows = conn.execute(
-                    f"SELECT {_COLUMNS} FROM entries WHERE id IN ({marks})", chunk
-                ).fetchall()
-            except sqlite3.OperationalError as exc:
-                if "decode" not in str(exc):
-                    raise
-                rows = self._rows_one_by_one(conn, chunk)  # text that is not UTF-8
-            for row in rows:
-                entry = self._decode_or_warn(row)
-                if entry is not None:
-                    found[entry.id] = entry
-        return found
-
-    def _rows_one_by_one(self, conn: sqlite3.Connection, ids: list[str]) -> list[Any]:
-        rows: list[Any] = []
-        for entry_id in ids:
-            try:
-                sql = f"SELECT {_COLUMNS} FROM entries WHERE id = ?"
-                rows += conn.execute(sql, (entry_id,)).fetchall()
-            except sqlite3.OperationalError as exc:
-                log.debug("skipping undecodable row %s in %s: %s", entry_id, self.path, exc)
-        return rows
 
     async def resolve(self, prefix: str) -> Entry:
         prefix = prefix.strip().lower()
@@ -491,7 +463,7 @@ class SqliteStore:
         last: tuple[int, str, str] | None = None
         while True:
             after = last
-            rows = await self.run_read(partial(_page, after=after))
+            rows = await self.run_read(partial(page, after=after))
             if not rows:
                 return
             for row in rows:
@@ -507,72 +479,6 @@ class SqliteStore:
                 yield entry
             tail = rows[-1]
             last = (tail[0], tail[3], tail[2])
-
-    def _decode_or_raise(self, row: tuple[Any, ...]) -> Entry:
-        try:
-            return _decode(row)
-        except (ValueError, TypeError) as exc:
-            raise CorruptRow(
-                f"entry {str(row[1])[:12]} is stored in {self.path.name} but its row cannot be "
-                f"decoded ({exc}); `lifeline verify` lists the damaged rows"
-            ) from exc
-
-    def _decode_or_warn(self, row: tuple[Any, ...]) -> Entry | None:
-        try:
-            return _decode(row)
-        except (ValueError, TypeError) as exc:
-            # get() turns a miss on a stored row into CorruptRow; verify reports it in full
-            log.debug("skipping undecodable row %s in %s: %s", row[0], self.path, exc)
-            return None
-
-
-def _sidecars(path: Path) -> tuple[Path, Path]:
-    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
-
-
-def _open_failure(path: Path, exc: sqlite3.Error) -> str:
-    text = str(exc)
-    if "full" in text or "disk I/O" in text:
-        return (
-            f"cannot open {path} ({text}): is the disk full? Free space and run it again; "
-            "nothing was half-written"
-        )
-    return f"cannot open {path} as a SQLite ledger ({text}); is it a lifeline line file?"
-
-
-def unwritable(path: Path) -> bool:
-    """The file exists but neither it nor its folder can be written (a read-only mount,
-    or permissions): SQLite cannot make its ``-wal``/``-shm`` files there."""
-    return path.exists() and not (os.access(path.parent, os.W_OK) and os.access(path, os.W_OK))
-
-
-def read_only_uri(path: Path) -> str:
-    """``file:`` URI to read ``path`` where no ``-shm`` can be made: immutable, unless a
-    WAL with writes in it is there (then the ordinary read-only mode, using its -shm)."""
-    wal = path.with_name(path.name + "-wal")
-    mode = "ro" if wal.exists() and wal.stat().st_size else "ro&immutable=1"
-    return f"file:{path}?mode={mode}"
-
-
-def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """A read-only connection to an up-to-date line file in a folder we cannot write."""
-    conn = sqlite3.connect(
-        read_only_uri(path), uri=True, isolation_level=None, check_same_thread=False
-    )
-    if migrations_pending(conn, "ledger"):  # others' tables: reads that need them say so
-        conn.close()
-        raise StoreError(f"{path} needs a schema upgrade, which cannot be written here")
-    return conn
-
-
-def _page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[tuple[Any, ...]]:
-    sql = f"SELECT height, {_COLUMNS} FROM entries"
-    params: tuple[Any, ...] = ()
-    if after is not None:
-        sql += " WHERE (height, ts, id) > (?, ?, ?)"
-        params = after
-    sql += f" ORDER BY height, ts, id LIMIT {STREAM_CHUNK}"
-    return conn.execute(sql, params).fetchall()
 
 
 def _append_within(

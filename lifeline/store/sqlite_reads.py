@@ -1,0 +1,79 @@
+"""Reading entry rows of a line's SQLite file: the columns, pages in stream order, rows by
+id (skipping damaged ones, which ``lifeline verify`` reports in full), and decoding with
+the one-line error that names the file."""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from lifeline.entry import Entry
+from lifeline.errors import CorruptRow
+from lifeline.store.rows import decode_row
+from lifeline.store.sqlite_writes import id_chunks
+
+__all__ = ["COLUMNS", "STREAM_CHUNK", "decode_or_raise", "decoded_by_id", "page"]
+
+log = logging.getLogger(__name__)
+
+COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
+STREAM_CHUNK = 2_000
+
+
+def page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[tuple[Any, ...]]:
+    """The next ``STREAM_CHUNK`` rows after ``after`` (height, ts, id), height first."""
+    sql = f"SELECT height, {COLUMNS} FROM entries"
+    params: tuple[Any, ...] = ()
+    if after is not None:
+        sql += " WHERE (height, ts, id) > (?, ?, ?)"
+        params = after
+    sql += f" ORDER BY height, ts, id LIMIT {STREAM_CHUNK}"
+    return conn.execute(sql, params).fetchall()
+
+
+def decode_or_raise(path: Path, row: tuple[Any, ...]) -> Entry:
+    try:
+        return decode_row(row)
+    except (ValueError, TypeError) as exc:
+        raise CorruptRow(
+            f"entry {str(row[1])[:12]} is stored in {path.name} but its row cannot be "
+            f"decoded ({exc}); `lifeline verify` lists the damaged rows"
+        ) from exc
+
+
+def decoded_by_id(path: Path, conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, Entry]:
+    """The stored entries among ``ids``; damaged rows are skipped (with a log line)."""
+    found: dict[str, Entry] = {}
+    for chunk in id_chunks(list(ids), 500):
+        marks = ",".join("?" * len(chunk))
+        try:
+            rows = conn.execute(
+                f"SELECT {COLUMNS} FROM entries WHERE id IN ({marks})", chunk
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "decode" not in str(exc):
+                raise
+            rows = _one_by_one(path, conn, chunk)  # text that is not UTF-8
+        for row in rows:
+            try:
+                entry = decode_row(row)
+            except (ValueError, TypeError) as exc:
+                # get() turns a miss on a stored row into CorruptRow; verify reports it in full
+                log.debug("skipping undecodable row %s in %s: %s", row[0], path, exc)
+                continue
+            found[entry.id] = entry
+    return found
+
+
+def _one_by_one(path: Path, conn: sqlite3.Connection, ids: Sequence[str]) -> list[Any]:
+    rows: list[Any] = []
+    for entry_id in ids:
+        try:
+            sql = f"SELECT {COLUMNS} FROM entries WHERE id = ?"
+            rows += conn.execute(sql, (entry_id,)).fetchall()
+        except sqlite3.OperationalError as exc:
+            log.debug("skipping undecodable row %s in %s: %s", entry_id, path, exc)
+    return rows
