@@ -18,6 +18,7 @@ from lifeline.truth.reducers import fold_all
 from lifeline.truth.service import build_context, read_truth
 from lifeline.truth.snapshot import load_state
 from lifeline.truth.state import State
+from tests.arrival import arrival_order
 
 KINDS = ["decision", "open", "note", "checkpoint", "correction", "fix", "bootstrap"]
 
@@ -43,18 +44,6 @@ def _ledger(seed: int, n: int) -> list[Entry]:
     return out
 
 
-def _arrival(entries: list[Entry], rng: random.Random) -> list[Entry]:
-    """A random order in which every entry comes after its parents (as sync delivers)."""
-    left, seen, out = list(entries), set[str](), list[Entry]()
-    while left:
-        ready = [e for e in left if set(e.parents) <= seen]
-        pick = rng.choice(ready)
-        left.remove(pick)
-        seen.add(pick.id)
-        out.append(pick)
-    return out
-
-
 async def _truth_bytes(entries: list[Entry]) -> tuple[str, str]:
     store = MemoryStore()
     for e in entries:
@@ -70,7 +59,7 @@ async def test_shuffled_arrival_gives_identical_bytes(
     seed: int, n: int, shuffle: random.Random
 ) -> None:
     entries = _ledger(seed, n)
-    mixed = _arrival(entries, shuffle)
+    mixed = arrival_order(entries, shuffle)
     assert await _truth_bytes(entries) == await _truth_bytes(mixed)
 
 
@@ -78,7 +67,7 @@ async def test_shuffled_arrival_gives_identical_bytes(
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 40), cut=st.integers(0, 40))
 def test_incremental_fold_equals_full_fold(seed: int, n: int, cut: int) -> None:
     entries = _ledger(seed, n)
-    order = _arrival(entries, random.Random(seed))
+    order = arrival_order(entries, random.Random(seed))
     partial = fold_all(order[:cut])
     again = State.from_json(partial.to_json())  # through the snapshot's bytes
     assert fold_all(order[cut:], again).to_json() == fold_all(entries).to_json()
@@ -127,7 +116,7 @@ async def test_lowered_ts_and_tampering_invalidate_the_snapshot(tmp_path: Path) 
 async def test_two_sqlite_nodes_same_set_same_context(tmp_path: Path) -> None:
     entries = _ledger(3, 40)
     texts = []
-    for n, order in enumerate([entries, _arrival(entries, random.Random(99))]):
+    for n, order in enumerate([entries, arrival_order(entries, random.Random(99))]):
         async with await SqliteStore.open(tmp_path / f"{n}.db") as store:
             for start in range(0, len(order), 7):  # several syncs, each folded incrementally
                 await store.append_many(order[start : start + 7])

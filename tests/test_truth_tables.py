@@ -24,6 +24,7 @@ from lifeline.truth.service import build_context, read_shown, read_truth, resume
 from lifeline.truth.snapshot import load_state
 from lifeline.truth.table import _V1
 from lifeline.truth.views import derive
+from tests.arrival import arrival_order
 
 KINDS = ["decision", "decision", "open", "note", "checkpoint", "correction", "fix", "bootstrap"]
 
@@ -61,18 +62,6 @@ def _ledger(seed: int, n: int) -> list[Entry]:
     return out
 
 
-def _arrival(entries: list[Entry], rng: random.Random) -> list[Entry]:
-    """A random order in which every entry comes after its parents (as sync delivers)."""
-    left, seen, out = list(entries), set[str](), list[Entry]()
-    while left:
-        ready = [e for e in left if set(e.parents) <= seen]
-        pick = rng.choice(ready)
-        left.remove(pick)
-        seen.add(pick.id)
-        out.append(pick)
-    return out
-
-
 async def _contexts(store: SqliteStore | MemoryStore, threads: list[str]) -> list[str]:
     out = []
     for budget in (Budget(400), Budget(1500), Budget(20_000), Budget(300, "tokens")):
@@ -94,7 +83,7 @@ async def _contexts(store: SqliteStore | MemoryStore, threads: list[str]) -> lis
 @given(seed=st.integers(0, 10_000), n=st.integers(1, 45), step=st.integers(1, 12))
 async def test_tables_equal_a_full_fold(seed: int, n: int, step: int, tmp_path: Path) -> None:
     entries = _ledger(seed, n)
-    order = _arrival(entries, random.Random(seed))
+    order = arrival_order(entries, random.Random(seed))
     reference = MemoryStore()
     for e in entries:
         await reference.append(e)
