@@ -11,6 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.discovery.zeroconf import ZeroconfDiscovery
@@ -132,6 +134,7 @@ def test_a_damaged_peers_file_is_one_clear_error(tmp_path: Path) -> None:
 
 
 @needs_multicast
+@pytest.mark.serial  # 1.5 s of browsing: other workers' mDNS traffic on 127.0.0.1 hides answers
 async def test_discover_lists_ours_and_says_why_others_are_ignored(tmp_path: Path) -> None:
     mesh_id = create_mesh(tmp_path, "team").mesh_id
     ours, theirs = NodeIdentity.generate().node_id, NodeIdentity.generate().node_id
