@@ -24,7 +24,6 @@ from lifeline_mesh.recon.dialect import (
 )
 from lifeline_mesh.recon.frames import (
     Abort,
-    Deliver,
     Done,
     Effect,
     EndOfTurn,
@@ -42,6 +41,7 @@ from lifeline_mesh.recon.frames import (
     Want,
     abort_error,
 )
+from lifeline_mesh.recon.incoming import take_items
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
 from lifeline_mesh.recon.session_state import (
@@ -50,15 +50,13 @@ from lifeline_mesh.recon.session_state import (
     SessionLimits,
     SessionStats,
     SetState,
-    capabilities,
     check_hello,
+    hello_for,
     inactive,
 )
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems, SetSummary, Snapshot
 from lifeline_mesh.recon.summaries import (
     OPEN_CAPABILITY,
-    SUMS_CAPABILITY,
-    fingerprints,
     opening_frames,
     opening_range,
     opening_record,
@@ -218,7 +216,7 @@ class Session:
         if self.finished:
             return []
         try:
-            self._check_clock(now)
+            self.limits.check_elapsed(now - self._started)
             return self._dispatch(frame)
         except (RemoteProtocolError, InvalidEntry) as exc:
             return self._fail(exc, "protocol" if isinstance(exc, RemoteProtocolError) else "item")
@@ -252,7 +250,7 @@ class Session:
         if self.finished:
             return []
         try:
-            self._check_clock(now)
+            self.limits.check_elapsed(now - self._started)
         except RemoteProtocolError as exc:
             return self._fail(exc, "timeout")
         return []
@@ -390,42 +388,7 @@ class Session:
 
     def _on_items(self, items: Items, parsed: Sequence[ParsedItem] | None = None) -> list[Effect]:
         state = self._state(items.set_index)
-        self.stats.items_received += len(items.items)
-        by_set = self.stats.received_by_set
-        by_set[state.name] = by_set.get(state.name, 0) + len(items.items)
-        if self.stats.items_received > self.limits.max_items:
-            raise RemoteProtocolError(
-                f"the peer sent more than {self.limits.max_items} items in one session "
-                "(cap max_items); sync again to continue"
-            )
-        if parsed is None or len(parsed) != len(items.items):
-            ready_items = [self._parse(state, raw) for raw in items.items]
-        else:
-            for raw in items.items:
-                self._check_size(raw)
-            ready_items = list(parsed)
-        state.externals.update(items.externals)
-        ready = state.pool.admit(ready_items, state.known, state.received.add)
-        if not ready:
-            return []
-        deps = {d for item in ready for d in item.deps}
-        declared = tuple(sorted((d, state.externals[d]) for d in deps if d in state.externals))
-        return [Deliver(items.set_index, tuple(ready), declared)]
-
-    def _check_size(self, raw: bytes) -> None:
-        if len(raw) > self.limits.max_item_bytes:
-            raise RemoteProtocolError(
-                f"the peer sent an item of {len(raw)} bytes, over the cap of "
-                f"{self.limits.max_item_bytes} (cap max_item_bytes)"
-            )
-
-    def _parse(self, state: SetState, raw: bytes) -> ParsedItem:
-        self._check_size(raw)
-        try:
-            return state.codec.parse(raw)
-        except InvalidEntry as exc:
-            # Keep the class (IdMismatch, EntryTooLarge...) so callers can tell cases apart.
-            raise type(exc)(f"the peer sent an inadmissible {state.name} item: {exc}") from exc
+        return take_items(state, items, parsed, self.stats, self.limits)
 
     def _on_end_of_turn(self) -> list[Effect]:
         self._phase = _Phase.SPEAKING
@@ -435,14 +398,6 @@ class Session:
             self._reopen = False
             return self._opening()
         return self._speak(may_finish=True)
-
-    def _count_round(self) -> None:
-        self.stats.rounds += 1
-        if self.stats.rounds > self.limits.max_rounds:
-            raise RemoteProtocolError(
-                f"reconciliation did not finish in {self.limits.max_rounds} rounds "
-                "(cap max_rounds); the peer keeps answering with new work"
-            )
 
     def _on_fin(self) -> list[Effect]:
         if self.role is Role.INITIATOR:
@@ -471,7 +426,8 @@ class Session:
                     self._plan.append(owed)
         self._finish_with_fin = may_finish and not asks and not self._plan
         if may_finish and not self._finish_with_fin:
-            self._count_round()
+            self.stats.rounds += 1
+            self.limits.check_rounds(self.stats.rounds)
         return out + self._next_fetch()
 
     def _next_fetch(self) -> list[Effect]:
@@ -497,43 +453,25 @@ class Session:
     # -- helpers ---------------------------------------------------------------------
 
     def _hello(self) -> Hello:
-        return Hello(
-            protocol_version=PROTOCOL_VERSION,
-            line=self.line,
-            sets=tuple(s.name for s in self._sets if s.active),
-            capabilities=capabilities(self.limits, self.role),
-            max_frame_bytes=self.limits.max_frame_bytes,
-            max_items=self.limits.max_items,
-            salt=self._salt if self.limits.compact_ranges else b"",
-            summaries=self._summaries(),
-            opening=self._opening_record(),
+        salt = self._salt if self.limits.compact_ranges else b""
+        opened = self._opened_in_hello
+        return hello_for(
+            self.line, self._sets, self.limits, self.role, salt, self.peer_hello, opened
         )
 
-    def _opening_record(self) -> tuple[tuple[int, bytes], ...]:
-        if self.role is Role.RESPONDER or not self._opened_in_hello:
-            return ()
-        return opening_record([s.summary for s in self._sets]) or ()
-
-    def _summaries(self) -> tuple[bytes, ...]:
-        """The responder's whole-set fingerprints, for an initiator that reads them."""
-        peer = self.peer_hello
-        if self.role is Role.INITIATOR or peer is None or SUMS_CAPABILITY not in peer.capabilities:
-            return ()
-        if not self.limits.set_summaries:
-            return ()
-        return fingerprints([s.summary for s in self._sets if s.active])
-
     def _summarize_all(self) -> list[Effect]:
-        self._summarizing = {i for i, s in enumerate(self._sets) if s.active}
-        if not self._summarizing and self.role is Role.INITIATOR:
-            raise LocalProtocolError("a session needs at least one set")
+        self._summarizing = self._active_sets()
         return [LoadSummary(i) for i in sorted(self._summarizing)]
 
     def _load_all(self) -> list[Effect]:
-        self._loading = {i for i, s in enumerate(self._sets) if s.active}
-        if not self._loading and self.role is Role.INITIATOR:
-            raise LocalProtocolError("a session needs at least one set")
+        self._loading = self._active_sets()
         return [LoadSnapshot(i) for i in sorted(self._loading)]
+
+    def _active_sets(self) -> set[int]:
+        active = {i for i, s in enumerate(self._sets) if s.active}
+        if not active and self.role is Role.INITIATOR:
+            raise LocalProtocolError("a session needs at least one set")
+        return active
 
     def _skippable(self, index: int) -> bool:
         """A set the peer opened with but we declined: its ranges are ignored, not an error."""
@@ -549,13 +487,6 @@ class Session:
 
     def _frame_budget(self) -> int:
         return self._peer_frame_cap - 1024  # headroom for framing and per-item overhead
-
-    def _check_clock(self, now: float) -> None:
-        if now - self._started > self.limits.session_timeout:
-            raise RemoteProtocolError(
-                f"session ran longer than {self.limits.session_timeout:.0f}s "
-                "(cap session_timeout); sync again to continue"
-            )
 
     def _done(self) -> list[Effect]:
         self._phase = _Phase.DONE

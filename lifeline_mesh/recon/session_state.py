@@ -4,6 +4,7 @@ hello's checks and capabilities (``session.py`` is the state machine)."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry, RemoteProtocolError
@@ -13,7 +14,12 @@ from lifeline_mesh.recon.frames import Hello
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
-from lifeline_mesh.recon.summaries import OPEN_CAPABILITY, SUMS_CAPABILITY
+from lifeline_mesh.recon.summaries import (
+    OPEN_CAPABILITY,
+    SUMS_CAPABILITY,
+    fingerprints,
+    opening_record,
+)
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -60,6 +66,20 @@ class SessionLimits:
     # With set_summaries: open in the hello (one record, no Recon frames) and read such an
     # opening as a responder (off: a node from before it; docs/protocol.md)
     open_sums: bool = True
+
+    def check_rounds(self, rounds: int) -> None:
+        if rounds > self.max_rounds:
+            raise RemoteProtocolError(
+                f"reconciliation did not finish in {self.max_rounds} rounds "
+                "(cap max_rounds); the peer keeps answering with new work"
+            )
+
+    def check_elapsed(self, seconds: float) -> None:
+        if seconds > self.session_timeout:
+            raise RemoteProtocolError(
+                f"session ran longer than {self.session_timeout:.0f}s "
+                "(cap session_timeout); sync again to continue"
+            )
 
 
 @dataclass(slots=True)
@@ -135,3 +155,38 @@ def inactive(name: str, limits: SessionLimits) -> SetState:
 class _NoCodec:
     def parse(self, raw: bytes) -> ParsedItem:
         raise InvalidEntry("this node does not reconcile that set")
+
+
+def hello_for(
+    line: str,
+    sets: Sequence[SetState],
+    limits: SessionLimits,
+    role: Role,
+    salt: bytes,
+    peer: Hello | None,
+    opened_in_hello: bool,
+) -> Hello:
+    """This side's hello: the sets it reconciles, its capabilities and caps, and the
+    whole-set sums it may carry (the initiator's opening, the responder's fingerprints)."""
+    opening: tuple[tuple[int, bytes], ...] = ()
+    if role is Role.INITIATOR and opened_in_hello:
+        opening = opening_record([s.summary for s in sets]) or ()
+    summaries: tuple[bytes, ...] = ()
+    if (
+        role is Role.RESPONDER
+        and peer is not None
+        and SUMS_CAPABILITY in peer.capabilities
+        and limits.set_summaries
+    ):
+        summaries = fingerprints([s.summary for s in sets if s.active])
+    return Hello(
+        protocol_version=PROTOCOL_VERSION,
+        line=line,
+        sets=tuple(s.name for s in sets if s.active),
+        capabilities=capabilities(limits, role),
+        max_frame_bytes=limits.max_frame_bytes,
+        max_items=limits.max_items,
+        salt=salt,
+        summaries=summaries,
+        opening=opening,
+    )
