@@ -9,6 +9,7 @@ from typing import Any
 from lifeline.cli.common import add_line_option, default_author, line_of, root_of
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.workspace import Workspace
 
 __all__ = ["register"]
@@ -45,7 +46,7 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
             "name the client, e.g. --agent claude-code"
         )
     ws = Workspace.open(
-        root_of(args).resolve(),
+        NodeHome(root_of(args).resolve()),
         agent=agent,
         author=args.author or default_author(),
         line=line_of(args),

@@ -26,8 +26,8 @@ __all__ = ["bundle_view", "register_bundles", "unfinished_view"]
 
 
 async def bundle_view(ws: Workspace, req: BundleRequest, line: str | None) -> dict[str, Any]:
-    settings = load_session_settings(ws.root)
-    req = replace(req, decisions=await decisions_in_force(ws.root))
+    settings = load_session_settings(ws.home)
+    req = replace(req, decisions=await decisions_in_force(ws.home))
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         try:
@@ -40,7 +40,7 @@ async def bundle_view(ws: Workspace, req: BundleRequest, line: str | None) -> di
 
 
 async def unfinished_view(ws: Workspace, scope: str | None, line: str | None) -> dict[str, Any]:
-    settings = load_session_settings(ws.root)
+    settings = load_session_settings(ws.home)
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         found = await unfinished(cat, scope)
