@@ -9,6 +9,7 @@
         config.json                     settings: size caps, sessions (optional)
         <line>.db                       one SQLite file per line
         <line>.projection.json          the record of its last render (lifeline/projection_file.py)
+        <line>.db.damaged-<time>        a damaged file `lifeline recover` set aside (integrity.py)
         sessions-sources.sqlite         the session importer's source ledger (never synced)
         policy.json, mesh/, ci/         the node's files (lifeline_mesh/home/node_home.py)
 
@@ -119,6 +120,16 @@ class Home:
     def render_record_path(line_file: Path) -> Path:
         """The record of a line's last render, beside its file (``<line>.projection.json``)."""
         return line_file.with_name(f"{line_file.stem}{RENDER_RECORD_SUFFIX}")
+
+    @staticmethod
+    def damaged_path(line_file: Path, stamp: str) -> Path:
+        """Where ``lifeline recover`` keeps a damaged line file (``<line>.db.damaged-<time>``)."""
+        return line_file.with_name(f"{line_file.name}.damaged-{stamp}")
+
+    @staticmethod
+    def recovering_path(line_file: Path) -> Path:
+        """The new file ``lifeline recover`` builds before it takes the line's place."""
+        return line_file.with_name(f".{line_file.name}.recovering")
 
     def projection_path(self, name: str) -> Path:
         """``LIFELINE.md`` for the default line, ``LIFELINE.<line>.md`` for the others."""
