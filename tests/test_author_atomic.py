@@ -25,13 +25,15 @@ from tests.test_sync_e2e import cli
 WRITER = """
 import asyncio, sys
 from pathlib import Path
+from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
 
 async def main(root: Path) -> None:
-    async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
-        ledger = Ledger(store, hooks=load_append_hooks(root))
+    home = Home(root)
+    async with await SqliteStore.open(home.line_path("ledger")) as store:
+        ledger = Ledger(store, hooks=load_append_hooks(home))
         n = 0
         while True:
             size = (1, 40, 600)[n % 3]  # one entry, a batch, a pipelined batch

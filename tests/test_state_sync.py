@@ -30,7 +30,7 @@ def _signed(root: Path, cls: type[Node] = Node, **kwargs: object) -> Node:
     root.mkdir(parents=True)
     NodeIdentity.generate().save(NodeHome(root).key_path)
     node = make_node(root, **kwargs)
-    return node if cls is Node else cls(root, insecure=True, **kwargs)  # type: ignore[arg-type]
+    return node if cls is Node else cls(NodeHome(root), insecure=True, **kwargs)  # type: ignore[arg-type]
 
 
 def _states(node: Node) -> list[str]:
