@@ -55,6 +55,9 @@ fi
 pyver="$("$PYTHON" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 [ "$pyver" = "3.11" ] || die "$PYTHON is Python $pyver; the image runs 3.11: set PYTHON to a 3.11"
 mkdir -p "$CACHE"
+# One build at a time per cache (two checkouts testing at once share it).
+exec 9>"$CACHE/.lock"
+flock 9
 
 # The key of the base image's content: what debootstrap is asked for.
 base_key="$(printf 'bookworm minbase %s\n' "$BASE_PACKAGES" | sha256sum | cut -c1-16)"
@@ -158,7 +161,7 @@ if [ "$postgres" = 1 ]; then
             rm -rf "$debs.tmp"
             mkdir -p "$debs.tmp/partial"
             apt-get -q -y --no-install-recommends \
-                -o Debug::NoLocking=1 \
+                -o Debug::NoLocking=1 -o APT::Sandbox::User=root \
                 -o Dir::State::status="$CACHE/base-$base_key.dpkg-status" \
                 -o Dir::Cache::archives="$debs.tmp" \
                 install --download-only postgresql >"$CACHE/postgres-debs.log" 2>&1 \

@@ -38,8 +38,20 @@ NODES = ("node-a", "node-b", "node-c")
 PENDING = {("serve", "--peer"), ("serve", "--no-discovery"), ("status", "")}
 
 
+def _defaults(value: Any) -> Any:
+    """The value with each `${VAR:-default}` replaced by its default (compose's reading when
+    VAR is unset)."""
+    if isinstance(value, str):
+        return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
+    if isinstance(value, list):
+        return [_defaults(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _defaults(v) for k, v in value.items()}
+    return value
+
+
 def _compose() -> dict[str, Any]:
-    data = parse((DOCKER / "compose.yaml").read_text(encoding="utf-8"))
+    data = _defaults(parse((DOCKER / "compose.yaml").read_text(encoding="utf-8")))
     assert isinstance(data, dict)
     return data
 
@@ -129,6 +141,10 @@ def test_bootstrap_feeds_the_joiners() -> None:
         assert services[name]["depends_on"] == {"node-a": {"condition": "service_healthy"}}
 
 
+# What docker/build.sh stages beside the Dockerfile: the build context holds only these.
+STAGED = {"wheels/deps/", "wheels/project/", "entrypoint.sh"}
+
+
 def test_dockerfile_shape() -> None:
     text = (DOCKER / "Dockerfile").read_text(encoding="utf-8")
     joined = re.sub(r"\\\n\s*", " ", text)
@@ -138,7 +154,8 @@ def test_dockerfile_shape() -> None:
         if line.strip() and not line.lstrip().startswith("#")
     ]
     ops = [op for op, _ in instructions]
-    assert instructions[0] == ("FROM", "python:3.11-slim")
+    # The base is a build argument: build.sh passes its offline one; the default is public.
+    assert instructions[:2] == [("ARG", "BASE_IMAGE=python:3.11-slim"), ("FROM", "${BASE_IMAGE}")]
     user = [arg for op, arg in instructions if op == "USER"]
     assert user and user[-1] not in ("root", "0")
     assert ops.index("USER") > max(i for i, op in enumerate(ops) if op == "RUN")
@@ -146,9 +163,13 @@ def test_dockerfile_shape() -> None:
     for op, arg in instructions:
         if op == "COPY":
             *sources, _dest = arg.split()
-            for source in sources:
-                assert (REPO / source).exists(), f"COPY source {source} is not in the repository"
-    assert "COPY docker/entrypoint.sh /usr/local/bin/lifeline-mesh-entrypoint" in joined
+            assert set(sources) <= STAGED, f"COPY {sources}: build.sh stages only {STAGED}"
+    build = (DOCKER / "build.sh").read_text(encoding="utf-8")
+    assert 'cp "$REPO/docker/Dockerfile" "$REPO/docker/entrypoint.sh" "$context/"' in build
+    # Nothing is fetched inside the build: every pip install is from the wheelhouse only.
+    installs = re.findall(r"pip install [^&]*", joined)
+    assert installs and all("--no-index" in i for i in installs), installs
+    assert "COPY entrypoint.sh /usr/local/bin/lifeline-mesh-entrypoint" in joined
     assert dict(instructions)["ENTRYPOINT"] == '["lifeline-mesh-entrypoint"]'
     health = dict(instructions)["HEALTHCHECK"]
     assert health.endswith('CMD ["lifeline-mesh-entrypoint", "health"]')
