@@ -160,12 +160,17 @@ if [ "$postgres" = 1 ]; then
             say "downloading Debian's postgresql packages for $LOCAL_BASE"
             rm -rf "$debs.tmp"
             mkdir -p "$debs.tmp/partial"
-            apt-get -q -y --no-install-recommends \
-                -o Debug::NoLocking=1 -o APT::Sandbox::User=root \
-                -o Dir::State::status="$CACHE/base-$base_key.dpkg-status" \
-                -o Dir::Cache::archives="$debs.tmp" \
-                install --download-only postgresql >"$CACHE/postgres-debs.log" 2>&1 \
-                || die "apt-get could not download postgresql (run apt-get update?); see $CACHE/postgres-debs.log"
+            download() {
+                apt-get -q -y --no-install-recommends \
+                    -o Debug::NoLocking=1 -o APT::Sandbox::User=root \
+                    -o Dir::State::status="$CACHE/base-$base_key.dpkg-status" \
+                    -o Dir::Cache::archives="$debs.tmp" \
+                    install --download-only postgresql >>"$CACHE/postgres-debs.log" 2>&1
+            }
+            : >"$CACHE/postgres-debs.log"
+            # Once more after refreshing the package lists (absent or stale ones fail).
+            download || { apt-get update -q >>"$CACHE/postgres-debs.log" 2>&1 && download; } \
+                || die "apt-get could not download postgresql; see $CACHE/postgres-debs.log"
             rmdir "$debs.tmp/partial" 2>/dev/null || true
             ls "$debs.tmp"/postgresql-1*.deb >/dev/null 2>&1 \
                 || die "no postgresql server package was downloaded; see $CACHE/postgres-debs.log"
