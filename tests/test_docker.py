@@ -460,3 +460,21 @@ def test_compose_files_publish_on_loopback_only_and_the_hub_waits_for_its_store(
         service = hub["services"][name]
         assert service["profiles"] == ["hub"] and "--store" in service["command"]
         assert service["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+
+
+def test_build_script_says_what_is_missing(tmp_path: Path) -> None:
+    build = str(DOCKER / "build.sh")
+    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    usage = subprocess.run([build, "--help"], capture_output=True, text=True, env=env)
+    assert usage.returncode == 0 and "BASE_IMAGE=python:3.11-slim" in usage.stdout
+    bad = subprocess.run([build, "--bogus"], capture_output=True, text=True, env=env)
+    assert (bad.returncode, bad.stderr) == (2, "build: unknown argument --bogus (try --help)\n")
+    none = subprocess.run([build], capture_output=True, text=True, env=env, timeout=60)
+    assert none.returncode == 2
+    if shutil.which("docker"):
+        assert (
+            none.stderr == "build: no Docker engine answers (docker info): start dockerd as root\n"
+        )
+    else:
+        assert "no docker client on PATH" in none.stderr
+    assert not (tmp_path / "no-engine.sock").exists()

@@ -214,8 +214,10 @@ def test_the_compose_mesh_syncs_signs_and_verifies(
     for name in NODES:
         _wait(
             f"every entry on {name}",
-            lambda name=name: _summaries(mesh.exec(name, "lifeline", "history", "--json"))
-            == set(written.values()),
+            lambda name=name: (
+                _summaries(mesh.exec(name, "lifeline", "history", "--json"))
+                == set(written.values())
+            ),
         )
     print(f"three entries on three nodes in {time.monotonic() - synced:.1f} s")
     for name in NODES:
