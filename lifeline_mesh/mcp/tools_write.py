@@ -18,6 +18,7 @@ from lifeline.ledger import Draft
 from lifeline.truth.parse import reword_body
 from lifeline_mesh.mcp.boundary import tool_errors
 from lifeline_mesh.mcp.checkpoint import CheckpointText
+from lifeline_mesh.mcp.shapes import WriteResult
 from lifeline_mesh.mcp.tools_read import LineArg
 from lifeline_mesh.mcp.writes import WriteGate
 
@@ -66,7 +67,7 @@ def _register_append(server: MCPServer[Any], gate: WriteGate) -> None:
         provider: ProviderArg = "unknown",
         model: ModelArg = "unknown",
         line: LineArg = None,
-    ) -> dict[str, Any]:
+    ) -> WriteResult:
         """Record an entry (decision, fix, note, ...), or propose it when the write policy
         says a human must approve. Returns the entry, or the proposal and how it is reviewed."""
         with tool_errors():
@@ -81,7 +82,7 @@ def _register_append(server: MCPServer[Any], gate: WriteGate) -> None:
                 provider=provider,
                 model=model,
             )
-            return (await gate.submit(draft, line)).to_dict()
+            return (await gate.submit(draft, line)).result()
 
 
 def _register_correct(server: MCPServer[Any], gate: WriteGate) -> None:
@@ -101,7 +102,7 @@ def _register_correct(server: MCPServer[Any], gate: WriteGate) -> None:
         provider: ProviderArg = "unknown",
         model: ModelArg = "unknown",
         line: LineArg = None,
-    ) -> dict[str, Any]:
+    ) -> WriteResult:
         """Supersede entries: records a `correction` whose parents are the corrected ids.
         The ledger is append-only; the truth shows the correction instead of them. A
         correction of an open question closes it unless `still_open` rewords it."""
@@ -119,7 +120,7 @@ def _register_correct(server: MCPServer[Any], gate: WriteGate) -> None:
                 provider=provider,
                 model=model,
             )
-            return (await gate.submit(draft, line)).to_dict()
+            return (await gate.submit(draft, line)).result()
 
 
 async def _thread(
@@ -153,7 +154,7 @@ def _register_checkpoint(server: MCPServer[Any], gate: WriteGate) -> None:
         provider: ProviderArg = "unknown",
         model: ModelArg = "unknown",
         line: LineArg = None,
-    ) -> dict[str, Any]:
+    ) -> WriteResult:
         """Record where work stopped on a thread, so the next agent (on any node) resumes:
         the goal, what is done, what comes next, what blocks, and what was tried and failed."""
         with tool_errors():
@@ -171,4 +172,4 @@ def _register_checkpoint(server: MCPServer[Any], gate: WriteGate) -> None:
                 provider=provider,
                 model=model,
             )
-            return (await gate.submit(draft, line)).to_dict()
+            return (await gate.submit(draft, line)).result()
