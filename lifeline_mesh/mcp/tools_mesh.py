@@ -9,6 +9,7 @@ from mcp.server import MCPServer
 from pydantic import Field
 
 from lifeline_mesh.mcp.boundary import tool_errors
+from lifeline_mesh.mcp.caller import as_caller
 from lifeline_mesh.mcp.proposals import ProposalBook
 from lifeline_mesh.mcp.reads import status_view
 from lifeline_mesh.mcp.shapes import NodeStatus, ProposalList, ProposalView, VerifySummary
@@ -25,7 +26,7 @@ def register_mesh(server: MCPServer[Any], ws: Workspace) -> None:
         """This node: its id, its lines (entries, tips, shared or private), pending proposals,
         the write policy in force, and its static peers."""
         with tool_errors():
-            return await status_view(ws)
+            return await status_view(as_caller(ws))
 
     @server.tool(annotations=READ_ONLY)
     async def mesh_verify(

@@ -1,6 +1,7 @@
 """Write tools: append, correct, checkpoint -- each through the write policy.
 
-The writing agent is the server's ``--agent`` (set by whoever configured the MCP client),
+The writing agent is the server's ``--agent`` (set by whoever configured the MCP client) or,
+over HTTP, the bearer token's agent (:mod:`.caller`; a reader token may not write at all);
 never a tool argument: a model cannot step around a ``deny`` by naming another agent.
 """
 
@@ -17,6 +18,7 @@ from lifeline.errors import InvalidEntry, NotFound
 from lifeline.ledger import Draft
 from lifeline.truth.parse import reword_body
 from lifeline_mesh.mcp.boundary import tool_errors
+from lifeline_mesh.mcp.caller import as_writer
 from lifeline_mesh.mcp.checkpoint import CheckpointText
 from lifeline_mesh.mcp.shapes import WriteResult
 from lifeline_mesh.mcp.tools_read import LineArg
@@ -40,7 +42,8 @@ Items = Annotated[list[str] | None, Field(description="one line per item")]
 
 
 def _draft(gate: WriteGate, **fields: Any) -> Draft:
-    ws = gate.ws
+    """A draft by the caller (a reader token is refused here, before anything is written)."""
+    ws = as_writer(gate.ws)
     return Draft(author=ws.author, agent=ws.agent, **fields)
 
 
