@@ -66,7 +66,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def _register_tokens(mcp: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
-    subs = mcp.add_subparsers(dest="mcp_command", metavar="COMMAND")
+    subs = mcp.add_subparsers(dest="mcp_command", metavar="[token]")
     tokens = subs.add_parser(
         "token",
         parents=[parent],
