@@ -21,7 +21,7 @@ from lifeline.errors import ConfigError
 from lifeline.plugins import AppendHook
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from lifeline.errors import InvalidEntry
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import node_id_for
+from lifeline_mesh.home.identity import node_id_for
 from lifeline_mesh.notary.enrollment import enrollments_of, signer_ids
 from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
 from lifeline_mesh.notary.storage import ATTESTATIONS_TABLE, NotaryStore
