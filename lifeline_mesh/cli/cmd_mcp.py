@@ -12,7 +12,7 @@ from typing import Any
 from lifeline.cli.common import add_line_option, default_author, line_of, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.mcp.tokens import DEFAULT_TTL, ROLES, TokenBook, TokenSpec
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.membership import files

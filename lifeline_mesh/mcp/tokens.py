@@ -28,7 +28,7 @@ from typing import Any
 
 from lifeline.errors import ConfigError, NotAuthenticated
 from lifeline.validate import DEFAULT_LIMITS
-from lifeline_mesh.identity import parse_node_id
+from lifeline_mesh.home.identity import parse_node_id
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.registry import iso
 
