@@ -126,14 +126,14 @@ async def cmd_token_issue(args: argparse.Namespace) -> int:
             "issue --role reader, or issue member tokens on a member node"
         )
     spec = TokenSpec(args.name, args.role, parse_duration(args.ttl), args.agent)
-    token, entry = book.issue(spec)
+    token, record = book.issue(spec)
     if args.json:
-        print_json({"token": token, **{k: v for k, v in entry.items() if k != "sha256"}})
+        print_json({"token": token, **record.model_dump(exclude={"sha256"})})
         return 0
     print(token)
     print(
-        f"MCP token {spec.name!r}: role {entry['role']}, agent {entry['agent']!r}, "
-        f"expires {entry['expires_at']}. It is shown once; keep it in the client's secret "
+        f"MCP token {spec.name!r}: role {record.role}, agent {record.agent!r}, "
+        f"expires {record.expires_at}. It is shown once; keep it in the client's secret "
         "store (e.g. a CI secret) and send it as 'Authorization: Bearer TOKEN'.",
         file=sys.stderr,
     )
@@ -143,14 +143,14 @@ async def cmd_token_issue(args: argparse.Namespace) -> int:
 async def cmd_token_list(args: argparse.Namespace) -> int:
     rows = _book(args).rows()
     if args.json:
-        print_json({"tokens": rows})
+        print_json({"tokens": [r.model_dump() for r in rows]})
         return 0
     if not rows:
         print("no MCP tokens issued here; `lifeline-mesh mcp token issue NAME` makes one")
         return 0
     for r in rows:
-        until = f"revoked {r['revoked_at']}" if r["revoked_at"] else f"until {r['expires_at']}"
-        print(f"{r['name']:<20} {r['role']:<7} {r['state']:<8} {until}  agent={r['agent']}")
+        until = f"revoked {r.revoked_at}" if r.revoked_at else f"until {r.expires_at}"
+        print(f"{r.name:<20} {r.role:<7} {r.state:<8} {until}  agent={r.agent}")
     return 0
 
 

@@ -19,12 +19,13 @@ import base64
 import datetime as dt
 import hashlib
 import hmac
-import json
 import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from lifeline.errors import ConfigError, NotAuthenticated
 from lifeline.validate import DEFAULT_LIMITS
@@ -39,7 +40,9 @@ __all__ = [
     "TOKENS_FILE",
     "Grant",
     "TokenBook",
+    "TokenRecord",
     "TokenRefused",
+    "TokenRow",
     "TokenSpec",
 ]
 
@@ -50,6 +53,48 @@ DEFAULT_TTL = dt.timedelta(days=30)
 MAX_TTL = dt.timedelta(days=365)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _TOKEN = re.compile(r"lmt1_([a-z0-9]{18})_([0-9a-f]{16})_([A-Za-z0-9_-]{43})")
+
+
+Role = Literal["reader", "member"]
+State = Literal["active", "revoked", "expired"]
+
+
+class TokenRecord(BaseModel):
+    """One token in the book: everything but the token itself (its secret's hash only)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    role: Role
+    agent: str
+    node_id: str  # the node that issued it: the only one that accepts it
+    sha256: str
+    created_at: str
+    expires_at: str
+    revoked_at: str | None = None
+
+    def state(self, now: dt.datetime) -> State:
+        if self.revoked_at is not None:
+            return "revoked"
+        if iso(now) >= self.expires_at:
+            return "expired"
+        return "active"
+
+
+class TokenRow(BaseModel):
+    """A token as `mcp token list` shows it: no hash, its state now."""
+
+    name: str
+    token_id: str
+    role: Role
+    agent: str
+    state: State
+    created_at: str
+    expires_at: str
+    revoked_at: str | None
+
+
+_BOOK = TypeAdapter(dict[str, TokenRecord])
 
 
 class TokenRefused(NotAuthenticated):
@@ -109,14 +154,6 @@ def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode("ascii")).hexdigest()
 
 
-def _state(entry: dict[str, Any], now: dt.datetime) -> str:
-    if entry.get("revoked_at") is not None:
-        return "revoked"
-    if iso(now) >= str(entry["expires_at"]):
-        return "expired"
-    return "active"
-
-
 class TokenBook:
     """The tokens a node issued, by token id (one private JSON file)."""
 
@@ -125,85 +162,84 @@ class TokenBook:
         self.node_id = node_id
         self.path = files.path_of(root, TOKENS_FILE)
 
-    def load(self) -> dict[str, dict[str, Any]]:
+    def load(self) -> dict[str, TokenRecord]:
         data = files.read_json(self.path, {}, private=True)
-        if not isinstance(data, dict):
-            raise ConfigError(f"{self.path} is not a JSON object; restore it from a backup")
-        return data
+        try:
+            return _BOOK.validate_python(data)
+        except ValidationError as exc:
+            raise ConfigError(
+                f"{self.path} is not a token book ({exc.error_count()} problem(s), first: "
+                f"{exc.errors()[0]['msg']}); restore it from a backup, or move it away and "
+                "issue new tokens"
+            ) from exc
 
-    def _save(self, data: dict[str, dict[str, Any]]) -> None:
-        text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-        files.write_atomic(self.path, text.encode("utf-8"), private=True)
+    def _save(self, data: dict[str, TokenRecord]) -> None:
+        raw = _BOOK.dump_json(data, indent=2) + b"\n"
+        files.write_atomic(self.path, raw, private=True)
 
-    def issue(self, spec: TokenSpec, now: dt.datetime | None = None) -> tuple[str, dict[str, Any]]:
-        """A new token (printed once; only its hash is kept) and its book row."""
+    def issue(self, spec: TokenSpec, now: dt.datetime | None = None) -> tuple[str, TokenRecord]:
+        """A new token (printed once; only its hash is kept) and its book record."""
         spec.check()
         now = now or dt.datetime.now(dt.UTC)
         token_id = secrets.token_hex(8)
         secret = base64.urlsafe_b64encode(secrets.token_bytes(32)).decode("ascii").rstrip("=")
-        entry: dict[str, Any] = {
-            "name": spec.name,
-            "role": spec.role,
-            "agent": spec.agent if spec.agent is not None else spec.name,
-            "node_id": self.node_id,
-            "sha256": _digest(secret),
-            "created_at": iso(now),
-            "expires_at": iso(now + spec.ttl),
-            "revoked_at": None,
-        }
+        record = TokenRecord.model_validate(
+            {
+                "name": spec.name,
+                "role": spec.role,
+                "agent": spec.agent if spec.agent is not None else spec.name,
+                "node_id": self.node_id,
+                "sha256": _digest(secret),
+                "created_at": iso(now),
+                "expires_at": iso(now + spec.ttl),
+            }
+        )
         with files.exclusive(self.root):
             data = self.load()
-            live = [
-                e for e in data.values() if e["name"] == spec.name and _state(e, now) == "active"
-            ]
-            if live:
+            if any(r.name == spec.name and r.state(now) == "active" for r in data.values()):
                 raise ConfigError(
                     f"an active MCP token named {spec.name!r} exists; revoke it first "
                     f"(`lifeline-mesh mcp token revoke {spec.name}`) or pick another name"
                 )
-            data[token_id] = entry
+            data[token_id] = record
             self._save(data)
-        return f"{PREFIX}{_compact(self.node_id)}_{token_id}_{secret}", entry
+        return f"{PREFIX}{_compact(self.node_id)}_{token_id}_{secret}", record
 
     def revoke(self, ref: str, now: dt.datetime | None = None) -> list[str]:
-        """Revoke the live tokens named ``ref`` (or with that token id); their ids."""
+        """Revoke the unrevoked tokens named ``ref`` (or with that token id); their ids."""
         now = now or dt.datetime.now(dt.UTC)
         with files.exclusive(self.root):
             data = self.load()
-            hits = [
-                tid
-                for tid, e in data.items()
-                if (e["name"] == ref or tid == ref) and e.get("revoked_at") is None
-            ]
+            hits = [tid for tid, r in data.items() if ref in (r.name, tid) and r.revoked_at is None]
             if not hits:
-                names = sorted({str(e["name"]) for e in data.values()})
+                names = sorted({r.name for r in data.values()})
                 raise ConfigError(
                     f"no unrevoked MCP token named {ref!r} on this node"
                     + (f" (known: {', '.join(names)})" if names else "")
                     + "; `lifeline-mesh mcp token list` shows them"
                 )
             for tid in hits:
-                data[tid]["revoked_at"] = iso(now)
+                data[tid] = data[tid].model_copy(update={"revoked_at": iso(now)})
             self._save(data)
         return hits
 
-    def rows(self, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+    def rows(self, now: dt.datetime | None = None) -> list[TokenRow]:
         """Every token issued here with its state, newest first (no secrets, no hashes)."""
         now = now or dt.datetime.now(dt.UTC)
         out = [
-            {
-                "name": e["name"],
-                "token_id": tid,
-                "role": e["role"],
-                "agent": e["agent"],
-                "state": _state(e, now),
-                "created_at": e["created_at"],
-                "expires_at": e["expires_at"],
-                "revoked_at": e.get("revoked_at"),
-            }
-            for tid, e in self.load().items()
+            TokenRow(
+                name=r.name,
+                token_id=tid,
+                role=r.role,
+                agent=r.agent,
+                state=r.state(now),
+                created_at=r.created_at,
+                expires_at=r.expires_at,
+                revoked_at=r.revoked_at,
+            )
+            for tid, r in self.load().items()
         ]
-        return sorted(out, key=lambda r: (r["created_at"], r["token_id"]), reverse=True)
+        return sorted(out, key=lambda r: (r.created_at, r.token_id), reverse=True)
 
     def check(self, token: str, now: dt.datetime | None = None) -> Grant:
         """The grant of ``token`` here, or :class:`TokenRefused` saying why."""
@@ -220,28 +256,28 @@ class TokenBook:
                 f"the token was issued by node {_spelled(node)}, not by this node "
                 f"({self.node_id}); ask this node's owner for a token"
             )
-        entry = self.load().get(token_id)
-        if entry is None or entry.get("node_id") != self.node_id:
+        record = self.load().get(token_id)
+        if record is None or record.node_id != self.node_id:
             raise TokenRefused(
                 f"token {token_id} is unknown here (not issued by this node's book); "
                 "issue a new one with `lifeline-mesh mcp token issue NAME`"
             )
-        if not hmac.compare_digest(str(entry["sha256"]), _digest(secret)):
+        if not hmac.compare_digest(record.sha256, _digest(secret)):
             raise TokenRefused(
-                f"token {token_id} ({entry['name']}) does not match (altered or mistyped); "
+                f"token {token_id} ({record.name}) does not match (altered or mistyped); "
                 "paste the whole token again"
             )
-        if entry.get("revoked_at") is not None:
+        if record.revoked_at is not None:
             raise TokenRefused(
-                f"token {entry['name']!r} was revoked at {entry['revoked_at']}; "
+                f"token {record.name!r} was revoked at {record.revoked_at}; "
                 "ask the node's owner for a new one"
             )
-        if iso(now) >= str(entry["expires_at"]):
+        if record.state(now) == "expired":
             raise TokenRefused(
-                f"token {entry['name']!r} expired at {entry['expires_at']}; issue a new one "
-                f"(`lifeline-mesh mcp token issue {entry['name']}`) and update the client"
+                f"token {record.name!r} expired at {record.expires_at}; issue a new one "
+                f"(`lifeline-mesh mcp token issue {record.name}`) and update the client"
             )
-        return Grant(token_id, entry["name"], entry["role"], entry["agent"], entry["expires_at"])
+        return Grant(token_id, record.name, record.role, record.agent, record.expires_at)
 
 
 def _spelled(compact: str) -> str:
