@@ -17,6 +17,7 @@
         invites.json       invites and CI credentials issued here, 0600 (membership/invite.py)
         .membership.lock   held across a read-modify-write of the membership files
         proposals.db       agents' proposals waiting for a human (mcp/proposals.py)
+        mcp-tokens.json    remote MCP bearer tokens issued here, hashed, 0600 (mcp/tokens.py)
       ci/                  a CI job's files (ci/job.py)
         job.txt            peer and lines, for `ci finish` in a later step
         lifeline-context.md  every line's context, named by $LIFELINE_CONTEXT_FILE
@@ -128,6 +129,11 @@ class NodeHome(Home):
     @property
     def proposals_path(self) -> Path:
         return self.mesh_dir / "proposals.db"
+
+    @property
+    def mcp_tokens_path(self) -> Path:
+        """The bearer tokens of remote MCP this node issued (their SHA-256 only), 0600."""
+        return self.mesh_dir / "mcp-tokens.json"
 
     @property
     def policy_path(self) -> Path:
