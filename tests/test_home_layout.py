@@ -156,6 +156,7 @@ def test_the_homes_name_the_layout_existing_projects_have(tmp_path: Path) -> Non
         home.invites_path: f"{d}/mesh/invites.json",
         home.membership_lock_path: f"{d}/mesh/.membership.lock",
         home.proposals_path: f"{d}/mesh/proposals.db",
+        home.mcp_tokens_path: f"{d}/mesh/mcp-tokens.json",
         home.ci_dir: f"{d}/ci",
         home.ci_job_path: f"{d}/ci/job.txt",
         home.ci_context_path: f"{d}/ci/lifeline-context.md",
