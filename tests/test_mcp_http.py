@@ -21,8 +21,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
-from lifeline_mesh.home.identity import NodeIdentity, key_path
-from lifeline_mesh.mcp.policy import policy_path
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.tokens import TokenBook, TokenSpec
 from tests.mesh_procs import cli
 
@@ -35,7 +35,9 @@ def _node(root: Path, *, mesh: bool = True) -> Path:
     root.mkdir()
     cli("lifeline_mesh", root, "init", *(("--new-mesh", "team") if mesh else ()))
     cli("lifeline", root, "init")
-    policy_path(root).write_text(json.dumps({"default": "direct", "kinds": {"note": "propose"}}))
+    NodeHome(root).policy_path.write_text(
+        json.dumps({"default": "direct", "kinds": {"note": "propose"}})
+    )
     return root
 
 
@@ -150,9 +152,9 @@ async def test_wrong_expired_and_revoked_tokens_get_401_with_the_reason(tmp_path
     other = _node(tmp_path / "other")
     member = _issue(root, "ci", "--role", "member")
     foreign = _issue(other, "elsewhere")
-    node_id = NodeIdentity.load(key_path(root)).node_id
+    node_id = NodeIdentity.load(NodeHome(root).key_path).node_id
     long_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=2)
-    expired, _ = TokenBook(root, node_id).issue(
+    expired, _ = TokenBook(NodeHome(root), node_id).issue(
         TokenSpec("old", ttl=dt.timedelta(hours=1)), now=long_ago
     )
     with _serving(root, "127.0.0.1:0") as url:

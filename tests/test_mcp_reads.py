@@ -7,15 +7,16 @@ from pathlib import Path
 import pytest
 
 from lifeline.errors import ConfigError, NotFound
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.reads import entry_view, history_view
 from lifeline_mesh.mcp.workspace import Workspace
 from tests.conftest import make_entry
 
 
 async def _workspace(root: Path, count: int) -> tuple[Workspace, list[str]]:
-    path = line_path(root, "ledger")
+    path = Home(root).line_path("ledger")
     path.parent.mkdir(parents=True)
     ids: list[str] = []
     async with await SqliteStore.open(path) as store:
@@ -27,7 +28,7 @@ async def _workspace(root: Path, count: int) -> tuple[Workspace, list[str]]:
             await store.append(entry)
             parents = (entry.id,)
             ids.append(entry.id)
-    return Workspace.open(root, agent="a", author="b"), ids
+    return Workspace.open(NodeHome(root), agent="a", author="b"), ids
 
 
 async def test_history_since_id_time_and_latest(tmp_path: Path) -> None:

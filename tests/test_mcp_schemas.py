@@ -15,7 +15,7 @@ import pytest
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
 
-from lifeline_mesh.mcp.policy import policy_path
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.server import build_server
 from lifeline_mesh.mcp.workspace import Workspace
 from tests.sessions_support import FIXTURES, run_cli
@@ -40,7 +40,7 @@ def _project(root: Path) -> Path:
         done = run_cli(root, *args)
         assert done.returncode == 0, done.stderr
     policy = {"default": "direct", "kinds": {"note": "propose"}}
-    policy_path(root).write_text(json.dumps(policy))
+    NodeHome(root).policy_path.write_text(json.dumps(policy))
     return root
 
 
@@ -67,7 +67,7 @@ class Checked:
 
 async def test_every_tool_lists_a_schema_and_its_results_validate(tmp_path: Path) -> None:
     root = _project(tmp_path / "p")
-    ws = Workspace.open(root, agent="claude", author="dana")
+    ws = Workspace.open(NodeHome(root), agent="claude", author="dana")
     async with Client(build_server(ws), cache=None) as client:
         tools = (await client.list_tools()).tools
         schemas = {t.name: t.output_schema for t in tools if t.output_schema is not None}
@@ -111,7 +111,7 @@ async def test_every_tool_lists_a_schema_and_its_results_validate(tmp_path: Path
 
 async def test_a_result_that_breaks_its_schema_fails_the_check(tmp_path: Path) -> None:
     """The check above can fail: a status field of the wrong type is refused."""
-    ws = Workspace.open(_project(tmp_path / "p"), agent="claude", author="dana")
+    ws = Workspace.open(NodeHome(_project(tmp_path / "p")), agent="claude", author="dana")
     async with Client(build_server(ws), cache=None) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         schema = tools["mesh_status"].output_schema

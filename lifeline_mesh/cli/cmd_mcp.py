@@ -12,10 +12,10 @@ from typing import Any
 from lifeline.cli.common import add_line_option, default_author, line_of, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.tokens import DEFAULT_TTL, ROLES, TokenBook, TokenSpec
 from lifeline_mesh.mcp.workspace import Workspace
-from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import identity_from_cert
 from lifeline_mesh.membership.invite import parse_duration
 from lifeline_mesh.transport.addresses import address_arg, split_address
@@ -103,24 +103,24 @@ def _register_tokens(mcp: argparse.ArgumentParser, parent: argparse.ArgumentPars
 
 
 def _book(args: argparse.Namespace) -> TokenBook:
-    root = root_of(args).resolve()
-    path = key_path(root)
+    home = NodeHome(root_of(args).resolve())
+    path = home.key_path
     if not path.exists():
         raise ConfigError(
-            f"{root} has no node identity; run `lifeline-mesh init` first (tokens are bound "
+            f"{home.root} has no node identity; run `lifeline-mesh init` first (tokens are bound "
             "to the node that issues them)"
         )
-    return TokenBook(root, NodeIdentity.load(path).node_id)
+    return TokenBook(home, NodeIdentity.load(path).node_id)
 
 
-def _mesh_role(root: Path) -> str | None:
-    cert = files.path_of(root, files.TLS_CERT)
+def _mesh_role(home: NodeHome) -> str | None:
+    cert = home.tls_cert_path
     return identity_from_cert(cert.read_bytes()).role if cert.exists() else None
 
 
 async def cmd_token_issue(args: argparse.Namespace) -> int:
     book = _book(args)
-    if args.role == "member" and _mesh_role(book.root) == "reader":
+    if args.role == "member" and _mesh_role(book.home) == "reader":
         raise ConfigError(
             "this node is a reader in its mesh, so it cannot hand out write access; "
             "issue --role reader, or issue member tokens on a member node"
@@ -173,7 +173,7 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     if args.http is None and (args.insecure or args.tls_cert or args.tls_key):
         raise ConfigError("--insecure, --tls-cert and --tls-key go with --http HOST:PORT")
     ws = Workspace.open(
-        root_of(args).resolve(),
+        NodeHome(root_of(args).resolve()),
         agent=agent,
         author=args.author or default_author(),
         line=line_of(args),

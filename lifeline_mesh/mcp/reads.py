@@ -14,7 +14,6 @@ from typing import Any
 
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
-from lifeline.lines import line_names
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.proposals import ProposalBook
@@ -39,7 +38,7 @@ async def entry_view(ws: Workspace, ref: str, line: str | None) -> EntryView:
     async with ws.store(line) as store:
         entry = await store.resolve(ref)
         children = await store.children(entry.id)
-        signatures = await entry_signatures(ws.root, store, entry.id, entry.ts, ws.node_id())
+        signatures = await entry_signatures(ws.home, store, entry.id, entry.ts, ws.node_id())
     return EntryView(
         **entry.to_dict(),
         line=ws.line_name(line),
@@ -123,9 +122,9 @@ async def history_view(
 
 async def status_view(ws: Workspace) -> NodeStatus:
     """Node id, lines (entries, tips, shared or private), pending proposals, policy."""
-    config = NodeConfig.load(ws.root)
+    config = NodeConfig.load(ws.home)
     lines: list[LineStatus] = []
-    for name in line_names(ws.root):
+    for name in ws.home.line_names():
         async with ws.store(name) as store:
             lines.append(
                 LineStatus(
@@ -135,14 +134,14 @@ async def status_view(ws: Workspace) -> NodeStatus:
                     shared=name in config.shared_lines,
                 )
             )
-    pending = await asyncio.to_thread(ProposalBook(ws.root).find, status="pending")
+    pending = await asyncio.to_thread(ProposalBook(ws.home).find, status="pending")
     return NodeStatus(
         node_id=ws.node_id(),
-        root=str(ws.root),
+        root=str(ws.home.root),
         agent=ws.agent,
         default_line=ws.line,
         lines=lines,
         pending_proposals=len(pending),
-        policy=load_policy(ws.root).source,
+        policy=load_policy(ws.home).source,
         peers=list(config.peers),
     )

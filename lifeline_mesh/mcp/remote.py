@@ -32,6 +32,7 @@ from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lifeline.errors import ConfigError
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.server import build_server
 from lifeline_mesh.mcp.tokens import TokenBook, TokenRefused
 from lifeline_mesh.mcp.workspace import Workspace
@@ -50,7 +51,7 @@ class HttpOptions:
     cert: Path | None = None  # default: the node's mesh certificate
     key: Path | None = None
 
-    def check(self, root: Path) -> tuple[Path, Path] | None:
+    def check(self, home: NodeHome) -> tuple[Path, Path] | None:
         """The certificate and key to serve, or None for plain HTTP; refuses what is unsafe."""
         where = f"{self.host}:{self.port}"
         if self.insecure:
@@ -65,8 +66,8 @@ class HttpOptions:
             return None
         if (self.cert is None) != (self.key is None):
             raise ConfigError("give --tls-cert and --tls-key together (a certificate and its key)")
-        cert = self.cert or files.path_of(root, files.TLS_CERT)
-        key = self.key or files.path_of(root, files.TLS_KEY)
+        cert = self.cert or home.tls_cert_path
+        key = self.key or home.tls_key_path
         for path in (cert, key):
             if not path.exists():
                 raise ConfigError(
@@ -182,7 +183,7 @@ async def serve_http(ws: Workspace, opts: HttpOptions, book: TokenBook) -> None:
     """Serve until SIGINT/SIGTERM; prints the URL once it listens."""
     import uvicorn  # only this command needs it
 
-    tls = opts.check(ws.root)
+    tls = opts.check(ws.home)
     server = build_server(ws)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,

@@ -2,7 +2,7 @@
 
 A token is ``lmt1_<node id>_<token id>_<secret>`` (about 85 characters): the node id of the
 node that issued it (a token works only there), 8 random bytes naming it in the book, and
-32 random bytes of secret. The node keeps, in ``.lifeline/mesh/mcp-tokens.json`` (0600,
+32 random bytes of secret. The node keeps, in ``NodeHome.mcp_tokens_path`` (0600,
 written under the membership lock like the invite book), only ``sha256(secret)`` with the
 token's name, role, agent, expiry and revocation time -- never the token itself, which is
 printed once. A token's role is ``reader`` (the read tools) or ``member`` (the write tools
@@ -22,7 +22,6 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
@@ -30,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from lifeline.errors import ConfigError, NotAuthenticated
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.home.identity import parse_node_id
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.registry import iso
 
@@ -37,7 +37,6 @@ __all__ = [
     "DEFAULT_TTL",
     "MAX_TTL",
     "ROLES",
-    "TOKENS_FILE",
     "Grant",
     "TokenBook",
     "TokenRecord",
@@ -48,7 +47,6 @@ __all__ = [
 
 PREFIX = "lmt1_"
 ROLES = ("reader", "member")
-TOKENS_FILE = "mcp-tokens.json"
 DEFAULT_TTL = dt.timedelta(days=30)
 MAX_TTL = dt.timedelta(days=365)
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -157,10 +155,10 @@ def _digest(secret: str) -> str:
 class TokenBook:
     """The tokens a node issued, by token id (one private JSON file)."""
 
-    def __init__(self, root: Path, node_id: str) -> None:
-        self.root = root
+    def __init__(self, home: NodeHome, node_id: str) -> None:
+        self.home = home
         self.node_id = node_id
-        self.path = files.path_of(root, TOKENS_FILE)
+        self.path = home.mcp_tokens_path
 
     def load(self) -> dict[str, TokenRecord]:
         data = files.read_json(self.path, {}, private=True)
@@ -194,7 +192,7 @@ class TokenBook:
                 "expires_at": iso(now + spec.ttl),
             }
         )
-        with files.exclusive(self.root):
+        with files.exclusive(self.home):
             data = self.load()
             if any(r.name == spec.name and r.state(now) == "active" for r in data.values()):
                 raise ConfigError(
@@ -208,7 +206,7 @@ class TokenBook:
     def revoke(self, ref: str, now: dt.datetime | None = None) -> list[str]:
         """Revoke the unrevoked tokens named ``ref`` (or with that token id); their ids."""
         now = now or dt.datetime.now(dt.UTC)
-        with files.exclusive(self.root):
+        with files.exclusive(self.home):
             data = self.load()
             hits = [tid for tid, r in data.items() if ref in (r.name, tid) and r.revoked_at is None]
             if not hits:

@@ -27,8 +27,8 @@ __all__ = ["bundle_view", "register_bundles", "unfinished_view"]
 
 
 async def bundle_view(ws: Workspace, req: BundleRequest, line: str | None) -> BundleResult:
-    settings = load_session_settings(ws.root)
-    req = replace(req, decisions=await decisions_in_force(ws.root))
+    settings = load_session_settings(ws.home)
+    req = replace(req, decisions=await decisions_in_force(ws.home))
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         try:
@@ -39,7 +39,7 @@ async def bundle_view(ws: Workspace, req: BundleRequest, line: str | None) -> Bu
 
 
 async def unfinished_view(ws: Workspace, scope: str | None, line: str | None) -> UnfinishedList:
-    settings = load_session_settings(ws.root)
+    settings = load_session_settings(ws.home)
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         found = await unfinished(cat, scope)

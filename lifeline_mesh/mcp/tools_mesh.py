@@ -51,7 +51,7 @@ def register_mesh(server: MCPServer[Any], ws: Workspace) -> None:
         ] = "pending",
     ) -> ProposalList:
         """Proposals on this node and their decisions (approving is for humans, at the CLI)."""
-        book = ProposalBook(ws.root)
+        book = ProposalBook(ws.home)
         with tool_errors():
             found = await asyncio.to_thread(book.find, status=None if status == "all" else status)
         return ProposalList(proposals=[ProposalView.of(p) for p in found])

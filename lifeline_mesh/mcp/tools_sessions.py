@@ -31,7 +31,7 @@ SessionLine = Annotated[
 async def sessions_view(
     ws: Workspace, line: str | None, scope: str | None, status: str | None, tool: str | None
 ) -> SessionList:
-    settings = load_session_settings(ws.root)
+    settings = load_session_settings(ws.home)
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         found = filter_sessions(cat.summaries(), scope=scope, status=status, tool=tool)
@@ -41,7 +41,7 @@ async def sessions_view(
 async def session_page(
     ws: Workspace, ref: str, line: str | None, offset: int, limit: int
 ) -> SessionPage:
-    settings = load_session_settings(ws.root)
+    settings = load_session_settings(ws.home)
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         session = await cat.session(ref)

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from lifeline.errors import ConfigError, NotFound
-from lifeline.lines import line_names
+from lifeline.errors import ConfigError
 from lifeline_mesh.mcp.shapes import AuditFailure, LineAudit, VerifySummary
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.notary.audit import LineReport, audit_line
@@ -45,24 +44,19 @@ async def verify_summary(
     ws: Workspace, line: str | None, *, require_signed: bool = False
 ) -> VerifySummary:
     """Audit one line (or every line): ok overall, and a summary per line."""
-    lines = [ws.line_name(line)] if line else line_names(ws.root)
+    lines = [ws.line_name(line)] if line else ws.home.line_names()
     if not lines:
-        raise ConfigError(f"no lines under {ws.root}; create one with `lifeline init`")
+        raise ConfigError(f"no lines under {ws.home.root}; create one with `lifeline init`")
     local = ws.node_id()
-    signers = FileSigners.load(ws.root, local)
+    signers = FileSigners.load(ws.home, local)
     policy = Policy(local, require_signed=require_signed)
-
-    async def external_exists(other: str, entry_id: str) -> bool:
-        try:
-            async with ws.store(other) as foreign:
-                return bool(await foreign.contains([entry_id]))
-        except NotFound:
-            return False
 
     summaries: list[LineAudit] = []
     for name in lines:
         async with ws.store(name) as store:
-            report = await audit_line(store, name, signers, policy, external_exists=external_exists)
+            report = await audit_line(
+                store, name, signers, policy, external_exists=ws.home.exists_in
+            )
         summaries.append(_line_summary(report))
     return VerifySummary(
         ok=all(s.ok for s in summaries),

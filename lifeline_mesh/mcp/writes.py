@@ -58,11 +58,11 @@ class WriteGate:
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
-        self.book = ProposalBook(ws.root)
+        self.book = ProposalBook(ws.home)
 
     async def submit(self, draft: Draft, line: str | None = None) -> Outcome:
         name = self.ws.line_name(line)
-        policy = load_policy(self.ws.root)
+        policy = load_policy(self.ws.home)
         ruling = policy.decide(draft.agent, draft.kind)
         if ruling.mode is Mode.DENY:
             raise PolicyDenied(

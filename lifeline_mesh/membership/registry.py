@@ -20,11 +20,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.identity import node_id_for, parse_node_id
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 
 __all__ = ["ROLES", "Member", "Registry", "Retired", "iso", "signer_status"]
@@ -117,8 +117,8 @@ class Registry:
     retired: dict[str, Retired] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path) -> Registry:
-        path = files.path_of(root, files.MEMBERS)
+    def load(cls, home: NodeHome) -> Registry:
+        path = home.members_path
         data = files.read_json(path, None)
         if data is None:
             raise ConfigError(
@@ -146,9 +146,9 @@ class Registry:
             out["retired"] = [self.retired[k].row() for k in sorted(self.retired)]
         return out
 
-    def save(self, root: Path) -> None:
+    def save(self, home: NodeHome) -> None:
         text = json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
-        files.write_atomic(files.path_of(root, files.MEMBERS), text.encode())
+        files.write_atomic(home.members_path, text.encode())
 
     def add(self, member: Member) -> None:
         """Add or update a member; a revoked node stays revoked."""
@@ -202,15 +202,15 @@ def _compact(member: Member) -> dict[str, Any]:
     return data
 
 
-def signer_status(root: Path, node_id: str) -> tuple[str, str | None]:
+def signer_status(home: NodeHome, node_id: str) -> tuple[str, str | None]:
     """``(status, revoked_at)`` of a signer: status is active, revoked or unknown."""
     from lifeline_mesh.membership.revocation import RevocationList  # revocation imports us
 
-    revoked = RevocationList.load(root).revoked_at(node_id)
+    revoked = RevocationList.load(home).revoked_at(node_id)
     if revoked is not None:
         return "revoked", revoked
     try:
-        registry = Registry.load(root)
+        registry = Registry.load(home)
     except ConfigError:
         return "unknown", None
     member = registry.members.get(parse_node_id(node_id))
