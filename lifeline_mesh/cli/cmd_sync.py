@@ -21,6 +21,7 @@ from lifeline_mesh.home.state import serve_lock
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.peering.service import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
+from lifeline_mesh.sync.fast import ENV, PLAIN, FastPaths
 from lifeline_mesh.transport.addresses import address_arg, split_address
 
 __all__ = ["register"]
@@ -44,6 +45,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "listen host, a free port); printed as `join port on HOST:PORT`",
     )
     _insecure(p)
+    _fast_paths(p)
     add_peering_arguments(p)
     add_serve_ui_arguments(p)
     p.add_argument(
@@ -65,6 +67,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     add_line_option(p, "sync only this line (default: every shared line)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _insecure(p)
+    _fast_paths(p)
     p.set_defaults(func=cmd_sync)
 
     p = sub.add_parser("share", parents=[parent], help="share a line with the mesh")
@@ -88,6 +91,19 @@ def _insecure(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _fast_paths(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-fast-paths",
+        action="store_true",
+        help="sync without helper processes, read-ahead or pipelined admission: slower, "
+        f"stores exactly the same (also {ENV}=off)",
+    )
+
+
+def _fast(args: argparse.Namespace) -> FastPaths:
+    return PLAIN if args.no_fast_paths else FastPaths.from_env()
+
+
 async def cmd_serve(args: argparse.Namespace) -> int:
     root = root_of(args)
     with serve_lock(root):
@@ -99,7 +115,7 @@ async def _serve(args: argparse.Namespace, root: Path) -> int:
         print(
             f"restored {root / '.lifeline' / '.gitignore'} (keeps keys out of git)", file=sys.stderr
         )
-    node = Node(root, insecure=args.insecure)
+    node = Node(root, insecure=args.insecure, fast=_fast(args))
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
@@ -132,7 +148,7 @@ async def _serve(args: argparse.Namespace, root: Path) -> int:
 
 
 async def cmd_sync(args: argparse.Namespace) -> int:
-    node = Node(root_of(args), insecure=args.insecure)
+    node = Node(root_of(args), insecure=args.insecure, fast=_fast(args))
     chosen = getattr(args, "line", None)
     lines = [validate_line_name(chosen)] if chosen else node.config().shared_lines
     if not lines:

@@ -48,6 +48,7 @@ from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
@@ -80,9 +81,13 @@ class Node:
         insecure: bool = False,
         limits: SessionLimits | None = None,
         clock: Callable[[], str] = utc_now,
+        fast: FastPaths | None = None,
     ) -> None:
         self.root = root
         self.limits = limits or NODE_LIMITS
+        # The overlaps of every session (helper processes, read-ahead, pipelined admission);
+        # LIFELINE_FAST_PATHS=off or `--no-fast-paths` turns them off (sync/fast.py).
+        self.fast = fast if fast is not None else FastPaths.from_env()
         self.security = TransportSecurity.for_root(root, insecure=insecure)
         self.clock = clock
         path = key_path(root)
@@ -180,6 +185,7 @@ class Node:
             extend=self._extend,
             announcements=self.changes,
             on_session=InboundLog(self.root).record,
+            fast=self.fast,
         )
 
     async def serve(
@@ -195,7 +201,8 @@ class Node:
         in sync with static and discovered peers on its own (DESIGN §8)."""
         server = self.server(join_listen)
         address = await server.start(listen)
-        offload.warm_up()  # helper processes ready before the first large batch arrives
+        if self.fast.helpers:
+            offload.warm_up()  # helper processes ready before the first large batch arrives
         try:
             with recorded_node_state(self.root, self._state(address, peering)):
                 if ready is not None:
@@ -301,6 +308,7 @@ class Node:
                         credentials=self.security.channel_credentials,
                         limits=self.limits,
                         extra_options=self.security.channel_options,
+                        fast=self.fast,
                     )
                 )
         return reports

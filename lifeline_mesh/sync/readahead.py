@@ -25,18 +25,26 @@ Prepare = Callable[[Frame], Awaitable[Frame | ParsedItems]]
 
 class ReadAhead:
     """``prepare``, if given, runs on each frame before it is queued (the driver parses
-    large batches of entries in helper processes there, ahead of the session)."""
+    large batches of entries in helper processes there, ahead of the session). With
+    ``depth`` 0 nothing is read ahead: each :meth:`recv` reads one frame from the channel.
+    """
 
     def __init__(self, channel: Channel, depth: int = 2, prepare: Prepare | None = None) -> None:
         self._channel = channel
         self._prepare = prepare
+        self._depth = depth
         self._queue: asyncio.Queue[Frame | ParsedItems | LifelineError | None] = asyncio.Queue(
-            depth
+            max(1, depth)
         )
         self._task: asyncio.Task[None] | None = None
 
     async def recv(self) -> Frame | ParsedItems | None:
         """The next frame, None at the end; the channel's errors are re-raised here."""
+        if self._depth == 0:
+            frame = await self._channel.recv()
+            if frame is not None and self._prepare is not None:
+                return await self._prepare(frame)
+            return frame
         if self._task is None:
             self._task = asyncio.create_task(self._pump())
         item = await self._queue.get()
