@@ -68,8 +68,7 @@ log = logging.getLogger(__name__)
 # wins). Each received batch is one transaction, and each commit writes every index page
 # its rows touched; ids are random, so a batch of 1,000 already touches a large share of
 # the leaves of a big line's id indexes, and larger batches write each such page once for
-# more rows. An initial sync of 100k signed entries: 14.3 s with 1,000 per fetch, 12.4 s
-# with 3,200, 11.9 s with 6,400 (docs/benchmarks.md, Sync).
+# more rows (docs/benchmarks.md, "Figures behind the code").
 NODE_LIMITS = SessionLimits(fetch_chunk=6400, max_frame_bytes=8 << 20)
 
 
