@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lifeline.cli.common import default_author, open_line, print_json, root_of
+from lifeline.cli.common import add_json_option, default_author, open_line, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
@@ -35,7 +35,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("rel", metavar="REL", choices=RELATION_TYPES, help=", ".join(RELATION_TYPES))
     p.add_argument("target", metavar="TO", help="id or prefix of the entry it points to")
-    p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+    add_json_option(p, "print the stored entry as JSON")
     p.set_defaults(func=cmd_relate)
 
     p = sub.add_parser(
@@ -50,7 +50,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="out: what it points to (e.g. depends on); in: what points to it (default both)",
     )
     p.add_argument("--depth", type=_depth, default=1, help="hops to follow (0: all; default 1)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_graph)
 
 

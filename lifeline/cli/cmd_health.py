@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lifeline.cli.common import line_of, open_line, print_json
+from lifeline.cli.common import add_json_option, line_of, open_line, print_json
 from lifeline.truth.exam import CHECK_POINTS, SHOWN_GAPS, examine
 from lifeline.truth.service import read_truth, resume_of
 
@@ -29,7 +29,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="score what a fresh agent learns from the context (what, why, decided, next)",
     )
     p.add_argument("--min", type=_score, help="exit 1 when the score is below this (for CI)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_exam)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lifeline.cli.common import line_of, open_line, print_json, root_of
+from lifeline.cli.common import add_json_option, line_of, open_line, print_json, root_of
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, NotFound
 from lifeline.ledger import Ledger
@@ -27,12 +27,12 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("ids", metavar="ID|PREFIX", nargs="*", help="the entries to copy")
     p.add_argument("--to", required=True, metavar="LINE", help="the line that receives them")
     p.add_argument("--kind", help="instead of ids: every entry in force of this kind")
-    p.add_argument("--json", action="store_true", help="print the copies as JSON")
+    add_json_option(p, "print the copies as JSON")
     p.set_defaults(func=cmd_promote)
 
     p = sub.add_parser("where", parents=[parent], help="which lines hold an entry (or a copy)")
     p.add_argument("id", metavar="ID|PREFIX")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_where)
 
 

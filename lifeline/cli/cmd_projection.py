@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lifeline.cli.common import line_of, open_line, print_json, root_of
+from lifeline.cli.common import add_json_option, line_of, open_line, print_json, root_of
 from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import atomic_file
@@ -70,7 +70,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="read a projection (ours or lifeline-context's LIFELINE.md) into the line",
     )
     p.add_argument("file", metavar="FILE", type=Path, help="the markdown file to read")
-    p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(
@@ -82,7 +82,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         type=Path,
         help="its project root, a folder of its .db files (e.g. its .lifeline/), or one .db",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_import)
 
 

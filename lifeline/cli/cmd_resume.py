@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.cmd_truth import _positive
-from lifeline.cli.common import print_json, root_of
+from lifeline.cli.common import add_json_option, print_json, root_of
 from lifeline.errors import ConfigError, NotFound
 from lifeline.lines import DEFAULT_LINE, line_path
 from lifeline.sessions.bundle import PROVIDER_FORMATS
@@ -67,7 +67,7 @@ def register_into(inner: Any, parent: argparse.ArgumentParser) -> None:
         help="crashed, interrupted and abandoned sessions with their outstanding work",
     )
     q.add_argument("--scope", help="only this scope ('.': this project)")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(q)
     q.set_defaults(func=cmd_unfinished)
 
     q = inner.add_parser(

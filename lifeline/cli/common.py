@@ -62,6 +62,13 @@ def add_line_option(
     parser.add_argument("--line", default=argparse.SUPPRESS, help=help)
 
 
+def add_json_option(
+    parser: argparse._ActionsContainer, help: str = "machine-readable output"
+) -> None:
+    """``--json`` of a read command: its output as JSON (printed with :func:`print_json`)."""
+    parser.add_argument("--json", action="store_true", help=help)
+
+
 def find_root(start: Path) -> Path:
     """The nearest folder from ``start`` upward that holds ``.lifeline/``, as git finds
     ``.git``; the search stops at a repository's root (a folder with ``.git``) and at the

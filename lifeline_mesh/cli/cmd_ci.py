@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-from lifeline.cli.common import print_json, root_of
+from lifeline.cli.common import add_json_option, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline_mesh.ci.job import CiJob, finish_job, ingest_sessions, run_command, start_job
 from lifeline_mesh.cli.cmd_membership import TOKEN_ENV
@@ -68,7 +68,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", default="list", choices=["list", "rotate", "revoke"])
     p.add_argument("name", nargs="?", metavar="NAME", help="the credential (rotate, revoke)")
     p.add_argument("--reason", default="", help="revoke: why, in the signed statements")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_credentials)
 
 

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from lifeline.cli.common import print_json, root_of
+from lifeline.cli.common import add_json_option, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline_mesh.home.config import NodeConfig
@@ -75,7 +75,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="sync port jobs pull from and sync back to (else `ci run --peer`)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_invite)
 
     p = sub.add_parser("join", parents=[parent], help="join a mesh with an invite token")
@@ -92,13 +92,13 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         type=address_arg(),
         help="dial this member instead of the token's",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_join)
 
     p = sub.add_parser("revoke", parents=[parent], help="revoke a node (needs the CA key)")
     p.add_argument("node_id", metavar="NODE_ID")
     p.add_argument("--reason", default="", help="why, recorded in the signed statement")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_revoke)
 
     p = sub.add_parser("members", parents=[parent], help="list members, roles and status")
@@ -109,7 +109,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="first fetch revocations and new members from this member (mutual TLS)",
     )
     p.add_argument("--all", action="store_true", help="also CI runners whose certificates expired")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_members)
 
     p = sub.add_parser(

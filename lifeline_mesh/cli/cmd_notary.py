@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 from lifeline.cli.common import (
+    add_json_option,
     add_line_option,
     external_checker,
     open_line,
@@ -33,7 +34,7 @@ NOTES_SHOWN = 3  # notes (e.g. thousands of unsigned imports) are summarised, no
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     register_init(sub, parent)
     p = sub.add_parser("id", parents=[parent], help="print this node's id")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_id)
 
     p = sub.add_parser(
@@ -44,7 +45,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "signatures, signers, times. Exit 0 when clean, 1 when anything failed.",
     )
     add_line_option(p, "audit only this line (default: every line)")
-    p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_json_option(p, "machine-readable report")
     p.add_argument(
         "--skew",
         type=_seconds,
@@ -82,7 +83,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         action="store_true",
         help="attest the unsigned entries (required: the only kind of signing done here)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_sign)
 
 
@@ -96,7 +97,7 @@ def register_init(sub: Any, parent: argparse.ArgumentParser) -> argparse.Argumen
         metavar="NAME",
         help="also create a new mesh: its CA, with this node as the first member",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_init)
     return p
 

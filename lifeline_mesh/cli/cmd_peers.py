@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lifeline.cli.common import print_json, root_of
+from lifeline.cli.common import add_json_option, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.ignore import tracked_private_files
 from lifeline.lines import line_names, line_path
@@ -35,7 +35,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         parents=[parent],
         help="static and discovered peers: last sync, last error, next attempt",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_peers)
 
     p = sub.add_parser(
@@ -43,7 +43,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         parents=[parent],
         help="this node: id, mesh, lines and their counts, listening address",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser(
@@ -60,7 +60,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "listen address)",
     )
     p.add_argument("--seconds", type=float, default=3.0, help="how long to listen (default: 3)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_discover)
 
 

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from lifeline.cli.common import default_author, print_json, root_of
+from lifeline.cli.common import add_json_option, default_author, print_json, root_of
 from lifeline_mesh.mcp.proposals import Proposal, ProposalBook
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
@@ -21,7 +21,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--all", action="store_true", help="include approved and rejected ones (the trail)"
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_proposals)
 
     p = sub.add_parser(
@@ -29,14 +29,14 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("id", metavar="ID|PREFIX", help="the proposal (see `lifeline-mesh proposals`)")
     p.add_argument("--by", default=None, help="who approves (default: $LIFELINE_AUTHOR or $USER)")
-    p.add_argument("--json", action="store_true", help="print the decision and entry as JSON")
+    add_json_option(p, "print the decision and entry as JSON")
     p.set_defaults(func=cmd_approve)
 
     p = sub.add_parser("reject", parents=[parent], help="refuse a pending proposal, with a reason")
     p.add_argument("id", metavar="ID|PREFIX", help="the proposal (see `lifeline-mesh proposals`)")
     p.add_argument("--reason", required=True, help="why (kept in the audit trail)")
     p.add_argument("--by", default=None, help="who rejects (default: $LIFELINE_AUTHOR or $USER)")
-    p.add_argument("--json", action="store_true", help="print the decision as JSON")
+    add_json_option(p, "print the decision as JSON")
     p.set_defaults(func=cmd_reject)
 
 

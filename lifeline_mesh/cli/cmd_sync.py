@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lifeline.cli.common import add_line_option, print_json, root_of
+from lifeline.cli.common import add_json_option, add_line_option, print_json, root_of
 from lifeline.errors import ConfigError, NotAuthenticated, PeerError
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import line_names, line_path, validate_line_name
@@ -65,7 +65,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
     add_line_option(p, "sync only this line (default: every shared line)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     _insecure(p)
     _fast_paths(p)
     p.set_defaults(func=cmd_sync)
@@ -79,7 +79,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_unshare)
 
     p = sub.add_parser("lines", parents=[parent], help="the node's lines and which are shared")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_lines)
 
 
