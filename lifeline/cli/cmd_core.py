@@ -8,10 +8,11 @@ import sys
 from collections import deque
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from lifeline.audit import Finding, Report, verify_store
 from lifeline.cli.common import (
+    Commands,
     add_json_option,
     default_author,
     entry_text,
@@ -35,7 +36,7 @@ from lifeline.store.sqlite import SqliteStore
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("init", parents=[parent], help="create the line (default: ledger)")
     p.set_defaults(func=cmd_init)
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lifeline.cli.common import add_json_option, default_author, open_line, print_json, root_of
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    default_author,
+    open_line,
+    print_json,
+    root_of,
+)
 from lifeline.errors import ConfigError
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
@@ -26,7 +33,7 @@ def _depth(text: str) -> int:
     return value
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "relate", parents=[parent], help="record a typed relation between two entries"
     )

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from lifeline.cli.common import add_json_option, line_of, open_line, print_json
+from lifeline.cli.common import Commands, add_json_option, line_of, open_line, print_json
 from lifeline.truth.exam import CHECK_POINTS, SHOWN_GAPS, examine
 from lifeline.truth.service import read_truth, resume_of
 
@@ -22,7 +21,7 @@ def _score(text: str) -> int:
     return value
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "exam",
         parents=[parent],

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from lifeline.cli.common import add_json_option, line_of, open_line, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, line_of, open_line, print_json, root_of
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, NotFound
 from lifeline.ledger import Ledger
@@ -18,7 +17,7 @@ from lifeline.truth.snapshot import load_superseded
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "promote",
         parents=[parent],

@@ -7,9 +7,9 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from lifeline.cli.common import add_json_option, line_of, open_line, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, line_of, open_line, print_json, root_of
 from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import atomic_file
@@ -42,7 +42,7 @@ from lifeline.validate import HARD_LIMITS, check_admissible, over_limits
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "render",
         parents=[parent],

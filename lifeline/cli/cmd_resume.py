@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from lifeline.cli.cmd_truth import _positive
-from lifeline.cli.common import add_json_option, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, print_json, root_of
 from lifeline.errors import ConfigError, NotFound
 from lifeline.lines import DEFAULT_LINE, line_path
 from lifeline.sessions.bundle import PROVIDER_FORMATS
@@ -29,7 +28,7 @@ __all__ = ["NOT_READY", "decisions_in_force", "register_into"]
 NOT_READY = 3  # exit status: the answer is "not ready", with the reason
 
 
-def register_into(inner: Any, parent: argparse.ArgumentParser) -> None:
+def register_into(inner: Commands, parent: argparse.ArgumentParser) -> None:
     q = inner.add_parser(
         "resume",
         parents=[parent],

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.cmd_resume import register_into
-from lifeline.cli.common import add_json_option, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, print_json, root_of
 from lifeline.cli.progress import Progress
 from lifeline.errors import ConfigError
 from lifeline.lines import line_path
@@ -40,7 +40,7 @@ __all__ = ["register"]
 _TOOLS = [t.value for t in Tool]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "sessions",
         parents=[parent],

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from lifeline.cli.common import (
+    Commands,
     add_json_option,
     default_author,
     line_of,
@@ -52,7 +52,7 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _register_reads(sub: Any, parent: argparse.ArgumentParser) -> None:
+def _register_reads(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("context", parents=[parent], help="the current truth as budgeted markdown")
     size = p.add_mutually_exclusive_group()
     size.add_argument(
@@ -89,7 +89,7 @@ def _register_reads(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_resume)
 
 
-def _register_writes(sub: Any, parent: argparse.ArgumentParser) -> None:
+def _register_writes(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("checkpoint", parents=[parent], help="record where a thread stopped")
     p.add_argument("--thread", required=True, help="thread name, or the id of an open entry")
     for block in BLOCKS:
@@ -123,7 +123,7 @@ def _register_writes(sub: Any, parent: argparse.ArgumentParser) -> None:
         p.set_defaults(func=cmd_pin if name == "pin" else cmd_unpin)
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     _register_reads(sub, parent)
     _register_writes(sub, parent)
 

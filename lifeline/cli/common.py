@@ -9,7 +9,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, NotFound
@@ -18,6 +18,8 @@ from lifeline.lines import DEFAULT_LINE, LEDGER_DIR, line_path, validate_line_na
 from lifeline.store.sqlite import SqliteStore
 
 __all__ = [
+    "Commands",
+    "add_json_option",
     "add_line_option",
     "default_author",
     "entry_text",
@@ -60,6 +62,11 @@ def add_line_option(
     parser: argparse.ArgumentParser, help: str = f"the line to use (default: {DEFAULT_LINE})"
 ) -> None:
     parser.add_argument("--line", default=argparse.SUPPRESS, help=help)
+
+
+# The sub-command table each command module's ``register(sub, parent)`` adds its parsers to.
+# (a string: the class is not subscriptable at run time before Python 3.12)
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def add_json_option(

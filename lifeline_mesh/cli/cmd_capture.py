@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.capture import AGENT, GIT_LOG_FORMAT, commit_draft, parse_git_log
-from lifeline.cli.common import add_json_option, default_author, line_of, print_json, root_of
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    default_author,
+    line_of,
+    print_json,
+    root_of,
+)
 from lifeline.errors import ConfigError
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
@@ -20,7 +27,7 @@ from lifeline_mesh.mcp.writes import WriteGate
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "capture",
         parents=[parent],

@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
-from lifeline.cli.common import add_json_option, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline_mesh.ci.job import CiJob, finish_job, ingest_sessions, run_command, start_job
 from lifeline_mesh.cli.cmd_membership import TOKEN_ENV
@@ -24,7 +23,7 @@ from lifeline_mesh.transport.addresses import address_arg
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     ci = sub.add_parser(
         "ci",
         parents=[parent],

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
 
-from lifeline.cli.common import add_line_option, default_author, line_of, root_of
+from lifeline.cli.common import Commands, add_line_option, default_author, line_of, root_of
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.mcp.workspace import Workspace
@@ -14,7 +13,7 @@ from lifeline_mesh.mcp.workspace import Workspace
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "mcp",
         parents=[parent],

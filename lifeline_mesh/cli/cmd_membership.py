@@ -1,6 +1,6 @@
 """Membership commands: invite, join, revoke, members, membership-serve.
 
-A mesh itself is created by `lifeline-mesh init --new-mesh NAME` (cmd_notary).
+A mesh itself is created by `lifeline-mesh init --new-mesh NAME` (cmd_init).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from lifeline.cli.common import add_json_option, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline_mesh.home.config import NodeConfig
@@ -36,7 +36,7 @@ TOKEN_ENV = "LIFELINE_MESH_TOKEN"
 MAX_TOKEN_CHARS = 4096  # a token is ~110 characters plus its join addresses
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "invite",
         parents=[parent],

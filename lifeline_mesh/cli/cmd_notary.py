@@ -1,12 +1,12 @@
-"""`lifeline-mesh` identity and notary commands: init, id, verify, sign."""
+"""`lifeline-mesh` identity and notary commands: id, verify, sign."""
 
 from __future__ import annotations
 
 import argparse
 from collections import Counter
-from typing import Any
 
 from lifeline.cli.common import (
+    Commands,
     add_json_option,
     add_line_option,
     external_checker,
@@ -17,22 +17,21 @@ from lifeline.cli.common import (
 from lifeline.errors import ConfigError
 from lifeline.ledger import utc_now
 from lifeline.lines import line_names, validate_line_name
-from lifeline_mesh.home.identity import NodeIdentity, ensure_identity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.membership import files as mesh_files
-from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
+from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.notary.audit import LineReport, audit_line
 from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S, Policy
 from lifeline_mesh.notary.sign import sign_unsigned
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners
 
-__all__ = ["register", "register_init"]
+__all__ = ["register"]
 
 NOTES_SHOWN = 3  # notes (e.g. thousands of unsigned imports) are summarised, not listed
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
-    register_init(sub, parent)
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("id", parents=[parent], help="print this node's id")
     add_json_option(p)
     p.set_defaults(func=cmd_id)
@@ -87,21 +86,6 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_sign)
 
 
-def register_init(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """`init` is returned so that later options (e.g. a new mesh) can be added to it."""
-    p: argparse.ArgumentParser = sub.add_parser(
-        "init", parents=[parent], help="create this node's identity (and with --new-mesh, a mesh)"
-    )
-    p.add_argument(
-        "--new-mesh",
-        metavar="NAME",
-        help="also create a new mesh: its CA, with this node as the first member",
-    )
-    add_json_option(p)
-    p.set_defaults(func=cmd_init)
-    return p
-
-
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -110,29 +94,6 @@ def _seconds(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is negative; give seconds >= 0")
     return value
-
-
-async def cmd_init(args: argparse.Namespace) -> int:
-    root = root_of(args)
-    identity, created = ensure_identity(root)
-    mesh = create_mesh(root, args.new_mesh) if args.new_mesh else None
-    if args.json:
-        report = {"node_id": identity.node_id, "created": created, "key": str(key_path(root))}
-        if mesh is not None:
-            report |= {
-                "mesh_id": mesh.mesh_id,
-                "mesh": mesh.name,
-                "ca_fingerprint": mesh.fingerprint_hex,
-            }
-        print_json(report)
-        return 0
-    if created:
-        print(f"created node identity {identity.node_id} (key {key_path(root)}, mode 0600)")
-    else:
-        print(f"node identity already exists: {identity.node_id}")
-    if mesh is not None:
-        print(f"created mesh {mesh.name!r} ({mesh.mesh_id}); this node holds its CA")
-    return 0
 
 
 async def cmd_id(args: argparse.Namespace) -> int:

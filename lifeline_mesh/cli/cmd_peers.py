@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lifeline.cli.common import add_json_option, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.ignore import tracked_private_files
 from lifeline.lines import line_names, line_path
@@ -29,7 +29,7 @@ __all__ = ["peers_report", "register", "status_report"]
 MAX_LISTEN_S = 600.0
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "peers",
         parents=[parent],

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
 
-from lifeline.cli.common import add_json_option, default_author, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, default_author, print_json, root_of
 from lifeline_mesh.mcp.proposals import Proposal, ProposalBook
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
@@ -14,7 +13,7 @@ from lifeline_mesh.mcp.writes import WriteGate
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "proposals", parents=[parent], help="list proposals written by agents (pending first)"
     )

@@ -7,9 +7,8 @@ import asyncio
 import signal
 import sys
 from pathlib import Path
-from typing import Any
 
-from lifeline.cli.common import add_json_option, add_line_option, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, add_line_option, print_json, root_of
 from lifeline.errors import ConfigError, NotAuthenticated, PeerError
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import line_names, line_path, validate_line_name
@@ -27,7 +26,7 @@ from lifeline_mesh.transport.addresses import address_arg, split_address
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", parents=[parent], help="run the gRPC peer until SIGINT/SIGTERM")
     p.add_argument(
         "--listen",

@@ -10,9 +10,8 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
-from lifeline.cli.common import root_of
+from lifeline.cli.common import Commands, root_of
 from lifeline.cli.progress import Progress
 from lifeline_mesh.ui.server import DEFAULT_LISTEN, TOKEN_ENV, bind, check_listen, serve_viewer
 from lifeline_mesh.ui.viewer import Viewer
@@ -75,7 +74,7 @@ async def ui_beside(
         await task
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "ui",
         parents=[parent],
