@@ -7,6 +7,8 @@ row for row, in every table of the line.
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import shutil
 import sqlite3
 from pathlib import Path
@@ -15,16 +17,20 @@ from typing import Any
 import pytest
 
 from lifeline.entry import Entry
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, PeerError
 from lifeline.lines import line_path
 from lifeline_mesh.helpers import pool
 from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.node.root import NODE_LIMITS
 from lifeline_mesh.notary import verifier
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.recon.session import SessionLimits
-from lifeline_mesh.sync import entry_offload
+from lifeline_mesh.recon.sets import Snapshot
+from lifeline_mesh.sync import driver, entry_offload
+from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.fast import ENV, FAST, PLAIN, FastPaths
-from tests.sync_helpers import make_node, serving
+from tests.recon_helpers import chain
+from tests.sync_helpers import make_node, serving, write
 
 N = 400
 NOW = "2026-03-01T12:00:00.000000Z"
@@ -115,6 +121,31 @@ async def test_a_sync_without_fast_paths_stores_exactly_what_a_fast_one_stores(
     assert fast.keys() == plain.keys()
     for table in fast:
         assert fast[table] == plain[table], f"table {table} differs"
+
+
+@pytest.mark.serial  # wall-clock bounds: a loaded machine's stalls would pass for silence
+async def test_without_read_ahead_a_silent_peer_still_ends_in_the_idle_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wait for a frame is given up at the idle timeout while the read stays pending
+    (cancelling it would cancel the gRPC call and lose the reason)."""
+    monkeypatch.setattr(driver, "IDLE_TIMEOUT", 0.6)
+    built = EntrySet.snapshot
+
+    async def slow(self: EntrySet) -> Snapshot:
+        if self.cache is b.snapshots:  # the serving side is silent for longer than that
+            await asyncio.sleep(1.5)
+        return await built(self)
+
+    monkeypatch.setattr(EntrySet, "snapshot", slow)
+    no_keep_alive = dataclasses.replace(NODE_LIMITS, keep_alive=False)
+    a = make_node(tmp_path / "a", limits=no_keep_alive, fast=PLAIN)
+    b = make_node(tmp_path / "b", fast=PLAIN)
+    await write(a, chain(40, "a"))
+    await write(b, chain(30, "b"))
+    async with serving(b) as (_, address):
+        with pytest.raises(PeerError, match="sent nothing for 1s"):
+            await a.sync(address, ["ledger"])
 
 
 def test_the_switch_reads_the_environment() -> None:
