@@ -121,7 +121,7 @@ def format_ts(moment: datetime) -> str:
         raise InvalidEntry(f"timestamp {moment!r} has no time zone; pass an aware datetime")
     if moment.utcoffset():
         moment = moment.astimezone(UTC)
-    # isoformat is ~3x cheaper than strftime; year < 1000 would lose its padding there
+    # isoformat is cheaper than strftime; year < 1000 would lose its padding there
     if moment.year < 1000:
         return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     return moment.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"

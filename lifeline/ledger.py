@@ -188,7 +188,8 @@ class Ledger:
         self._hooks = tuple(h for h in hooks if not any(h is a for a in self._atomic))
         self._prepared = not self._atomic
         self._within: InTransaction | None = self._run_within if self._atomic else None
-        # checked once: isinstance on a runtime protocol costs ~20 µs, a write ~200 µs
+        # checked once: isinstance on a runtime protocol is a tenth of a write's cost
+        # (docs/benchmarks.md, "Figures behind the code")
         self._onto_tips = store.append_onto_tips if isinstance(store, TipsAppender) else None
         self._chunked = store.append_chunks if isinstance(store, ChunkAppender) else None
 

@@ -8,10 +8,12 @@ import sys
 from collections import deque
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from lifeline.audit import Finding, Report, verify_store
 from lifeline.cli.common import (
+    Commands,
+    add_json_option,
     default_author,
     entry_text,
     external_checker,
@@ -32,7 +34,7 @@ from lifeline.store.sqlite import SqliteStore
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("init", parents=[parent], help="create the line (default: ledger)")
     p.set_defaults(func=cmd_init)
 
@@ -52,30 +54,30 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("--provider", default="none", help="model provider (default: none)")
     p.add_argument("--model", default="human", help="model name (default: human)")
     p.add_argument("--dedup-key", help="idempotency key: a retried write records once")
-    p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+    add_json_option(p, "print the stored entry as JSON")
     p.set_defaults(func=cmd_log)
 
     p = sub.add_parser("show", parents=[parent], help="one entry by id or unique prefix")
     p.add_argument("id", metavar="ID|PREFIX")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("history", parents=[parent], help="every entry, in the ledger's order")
     p.add_argument("--kind", help="only entries of this kind")
     p.add_argument("--limit", type=_count, help="only the last N entries")
     form = p.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="one JSON array, written as it is read")
+    add_json_option(form, "one JSON array, written as it is read")
     form.add_argument("--jsonl", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_history)
 
     p = sub.add_parser("lines", parents=[parent], help="the lines of this project")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_lines)
 
     p = sub.add_parser(
         "verify", parents=[parent], help="check ids, parents and rows; exit 1 on any problem"
     )
-    p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_verify)
 
     p = sub.add_parser(

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lifeline.cli.common import default_author, home_of, open_line, print_json
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    default_author,
+    home_of,
+    open_line,
+    print_json,
+)
 from lifeline.errors import ConfigError
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
@@ -25,7 +32,7 @@ def _depth(text: str) -> int:
     return value
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "relate", parents=[parent], help="record a typed relation between two entries"
     )
@@ -34,7 +41,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("rel", metavar="REL", choices=RELATION_TYPES, help=", ".join(RELATION_TYPES))
     p.add_argument("target", metavar="TO", help="id or prefix of the entry it points to")
-    p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+    add_json_option(p, "print the stored entry as JSON")
     p.set_defaults(func=cmd_relate)
 
     p = sub.add_parser(
@@ -49,7 +56,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="out: what it points to (e.g. depends on); in: what points to it (default both)",
     )
     p.add_argument("--depth", type=_depth, default=1, help="hops to follow (0: all; default 1)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_graph)
 
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from lifeline.cli.common import line_of, open_line, print_json
+from lifeline.cli.common import Commands, add_json_option, line_of, open_line, print_json
 from lifeline.truth.exam import CHECK_POINTS, SHOWN_GAPS, examine
 from lifeline.truth.service import read_truth, resume_of
 
@@ -22,14 +21,14 @@ def _score(text: str) -> int:
     return value
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "exam",
         parents=[parent],
         help="score what a fresh agent learns from the context (what, why, decided, next)",
     )
     p.add_argument("--min", type=_score, help="exit 1 when the score is below this (for CI)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_exam)
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.cmd_resume import decisions_in_force
+from lifeline.cli.common import Commands
 from lifeline.errors import LifelineError
 from lifeline.home import Home
 from lifeline.lines import DEFAULT_LINE
@@ -38,7 +39,7 @@ _CONTEXT_CHARS = 12_000
 _BUNDLE_CHARS = 12_000
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "hooks",
         parents=[parent],

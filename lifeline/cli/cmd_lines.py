@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from lifeline.cli.common import home_of, line_of, open_line, print_json
+from lifeline.cli.common import Commands, add_json_option, home_of, line_of, open_line, print_json
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, NotFound
 from lifeline.ledger import Ledger
@@ -17,7 +16,7 @@ from lifeline.truth.snapshot import load_superseded
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "promote",
         parents=[parent],
@@ -26,12 +25,12 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("ids", metavar="ID|PREFIX", nargs="*", help="the entries to copy")
     p.add_argument("--to", required=True, metavar="LINE", help="the line that receives them")
     p.add_argument("--kind", help="instead of ids: every entry in force of this kind")
-    p.add_argument("--json", action="store_true", help="print the copies as JSON")
+    add_json_option(p, "print the copies as JSON")
     p.set_defaults(func=cmd_promote)
 
     p = sub.add_parser("where", parents=[parent], help="which lines hold an entry (or a copy)")
     p.add_argument("id", metavar="ID|PREFIX")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_where)
 
 

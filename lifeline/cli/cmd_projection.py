@@ -7,9 +7,9 @@ import sys
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from lifeline.cli.common import home_of, line_of, open_line, print_json
+from lifeline.cli.common import Commands, add_json_option, home_of, line_of, open_line, print_json
 from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import atomic_file
@@ -36,7 +36,7 @@ from lifeline.validate import HARD_LIMITS, check_admissible, over_limits
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "render",
         parents=[parent],
@@ -64,7 +64,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="read a projection (ours or lifeline-context's LIFELINE.md) into the line",
     )
     p.add_argument("file", metavar="FILE", type=Path, help="the markdown file to read")
-    p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(
@@ -76,7 +76,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         type=Path,
         help="its project root, a folder of its .db files (e.g. its .lifeline/), or one .db",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_import)
 
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from lifeline.cli.cmd_truth import _positive
-from lifeline.cli.common import home_of, print_json
+from lifeline.cli.common import Commands, add_json_option, home_of, print_json
 from lifeline.errors import ConfigError
 from lifeline.home import Home
 from lifeline.lines import DEFAULT_LINE
@@ -30,7 +29,7 @@ __all__ = ["NOT_READY", "decisions_in_force", "register_into"]
 NOT_READY = 3  # exit status: the answer is "not ready", with the reason
 
 
-def register_into(inner: Any, parent: argparse.ArgumentParser) -> None:
+def register_into(inner: Commands, parent: argparse.ArgumentParser) -> None:
     q = inner.add_parser(
         "resume",
         parents=[parent],
@@ -68,7 +67,7 @@ def register_into(inner: Any, parent: argparse.ArgumentParser) -> None:
         help="crashed, interrupted and abandoned sessions with their outstanding work",
     )
     q.add_argument("--scope", help="only this scope ('.': this project)")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(q)
     q.set_defaults(func=cmd_unfinished)
 
     q = inner.add_parser(

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.cmd_resume import register_into
-from lifeline.cli.common import home_of, print_json
+from lifeline.cli.common import Commands, add_json_option, home_of, print_json
 from lifeline.cli.progress import Progress
 from lifeline.errors import ConfigError
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
@@ -39,7 +39,7 @@ __all__ = ["register"]
 _TOOLS = [t.value for t in Tool]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "sessions",
         parents=[parent],
@@ -68,19 +68,19 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         action="store_true",
         help="every project's sessions (default: this project's scope only)",
     )
-    q.add_argument("--json", action="store_true", help="print the summary as JSON")
+    add_json_option(q, "print the summary as JSON")
     q.set_defaults(func=cmd_ingest)
 
     q = inner.add_parser("list", parents=[parent], help="the sessions in the line")
     q.add_argument("--scope", help="only this scope ('.' for this project's); see `show`")
     q.add_argument("--status", choices=[s.value for s in SessionStatus], help="only this status")
     q.add_argument("--tool", choices=_TOOLS, help="only this tool")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(q)
     q.set_defaults(func=cmd_list)
 
     q = inner.add_parser("show", parents=[parent], help="one session as a readable transcript")
     q.add_argument("id", metavar="ID", help="session id or prefix, or the tool's own session id")
-    q.add_argument("--json", action="store_true", help="the normalized session as JSON")
+    add_json_option(q, "the normalized session as JSON")
     q.add_argument("--offset", type=_count, default=0, help="skip the first N items (--json)")
     q.add_argument("--limit", type=_count, help="at most N items (--json)")
     q.set_defaults(func=cmd_show)

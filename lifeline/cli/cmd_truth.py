@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from lifeline.cli.common import default_author, home_of, line_of, open_line, print_json
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    default_author,
+    home_of,
+    line_of,
+    open_line,
+    print_json,
+)
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
 from lifeline.integrity import require_intact
@@ -44,7 +51,7 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _register_reads(sub: Any, parent: argparse.ArgumentParser) -> None:
+def _register_reads(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("context", parents=[parent], help="the current truth as budgeted markdown")
     size = p.add_mutually_exclusive_group()
     size.add_argument(
@@ -73,15 +80,15 @@ def _register_reads(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="abstention floor, a fraction of the best hit's score: weaker hits are not shown"
         f" (default {DEFAULT_FLOOR}; 0 shows every match)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_recall)
 
     p = sub.add_parser("resume", parents=[parent], help="where each thread stopped")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_resume)
 
 
-def _register_writes(sub: Any, parent: argparse.ArgumentParser) -> None:
+def _register_writes(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("checkpoint", parents=[parent], help="record where a thread stopped")
     p.add_argument("--thread", required=True, help="thread name, or the id of an open entry")
     for block in BLOCKS:
@@ -92,7 +99,7 @@ def _register_writes(sub: Any, parent: argparse.ArgumentParser) -> None:
             metavar="ITEM",
             help=f"a '{block}' item (repeatable)",
         )
-    p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+    add_json_option(p, "print the stored entry as JSON")
     p.set_defaults(func=cmd_checkpoint)
 
     p = sub.add_parser("correct", parents=[parent], help="supersede an entry with a correction")
@@ -105,17 +112,17 @@ def _register_writes(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="the entry is an open question: reword it and keep it open (default: a correction"
         " of an open question closes it)",
     )
-    p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+    add_json_option(p, "print the stored entry as JSON")
     p.set_defaults(func=cmd_correct)
 
     for name, helptext in (("pin", "keep an entry in every context"), ("unpin", "undo a pin")):
         p = sub.add_parser(name, parents=[parent], help=helptext)
         p.add_argument("id", metavar="ID|PREFIX")
-        p.add_argument("--json", action="store_true", help="print the stored entry as JSON")
+        add_json_option(p, "print the stored entry as JSON")
         p.set_defaults(func=cmd_pin if name == "pin" else cmd_unpin)
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     _register_reads(sub, parent)
     _register_writes(sub, parent)
 

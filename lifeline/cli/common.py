@@ -9,7 +9,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError
@@ -18,6 +18,8 @@ from lifeline.lines import DEFAULT_LINE, validate_line_name
 from lifeline.store.sqlite import SqliteStore
 
 __all__ = [
+    "Commands",
+    "add_json_option",
     "add_line_option",
     "default_author",
     "entry_text",
@@ -61,6 +63,18 @@ def add_line_option(
     parser: argparse.ArgumentParser, help: str = f"the line to use (default: {DEFAULT_LINE})"
 ) -> None:
     parser.add_argument("--line", default=argparse.SUPPRESS, help=help)
+
+
+# The sub-command table each command module's ``register(sub, parent)`` adds its parsers to.
+# (a string: the class is not subscriptable at run time before Python 3.12)
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def add_json_option(
+    parser: argparse._ActionsContainer, help: str = "machine-readable output"
+) -> None:
+    """``--json`` of a read command: its output as JSON (printed with :func:`print_json`)."""
+    parser.add_argument("--json", action="store_true", help=help)
 
 
 def find_root(start: Path) -> Path:

@@ -76,7 +76,7 @@ _CACHED = 32  # sessions kept with their items (a long-running server builds war
 def _gc_paused() -> Iterator[None]:
     """The cyclic collector off while a bundle is built: reading a long session makes tens
     of thousands of objects that all stay alive, and each collection pass would walk them
-    again (a 5,000-turn session read in 2.0 s with it on, 0.75 s off). Nothing built here
+    again (docs/benchmarks.md, "Figures behind the code"). Nothing built here
     forms garbage cycles; reference counting frees the rest as usual."""
     was = gc.isenabled()
     gc.disable()

@@ -44,7 +44,7 @@ __all__ = ["SqliteStore"]
 
 # The tips with their bodies, newest first in stream order (lifeline.ledger.choose_parents).
 # CROSS JOIN keeps the tips as the outer loop: with a plain JOIN the planner walks every
-# entry by the order index and probes the tips, O(line) per write (5x slower at 10k).
+# entry by the order index and probes the tips, O(line) per write.
 TIPS_NEWEST_FIRST = (
     "SELECT e.id, e.body FROM tips t CROSS JOIN entries e ON e.id = t.id"
     " ORDER BY e.height DESC, e.ts DESC, e.id DESC"
@@ -175,11 +175,12 @@ class SqliteStore:
     def _inline(self, fn: Callable[[sqlite3.Connection], T]) -> tuple[bool, T | None]:
         """Run the write transaction ``fn`` here and now, if that costs no waiting.
 
-        A round trip to the worker thread costs ~100 µs on a small machine, as much as a
-        one-entry write transaction itself. So a short local write runs on the caller's
-        thread when nothing is queued for the worker (so it overtakes no earlier operation),
-        the connection is free, and SQLite's write lock is free at once (busy timeout 0:
-        with another process writing, it would wait, so it goes to the worker instead).
+        A round trip to the worker thread costs as much as a one-entry write transaction
+        itself (docs/benchmarks.md, "Figures behind the code"). So a short local write runs
+        on the caller's thread when nothing is queued for the worker (so it overtakes no
+        earlier operation), the connection is free, and SQLite's write lock is free at once
+        (busy timeout 0: with another process writing, it would wait, so it goes to the
+        worker instead).
         Returns ``(False, None)`` when it did not run.
         """
         if self._queued or self._closed or not self._lock.acquire(blocking=False):

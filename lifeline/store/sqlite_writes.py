@@ -9,15 +9,16 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from lifeline.entry import Entry
 from lifeline.store.order import order_batch
 from lifeline.store.port import AppendResult
 from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
 
-__all__ = ["append_tx", "id_chunks", "in_transaction", "insert_rows"]
+__all__ = ["ENTRY_COLUMNS", "EntryRow", "append_tx", "id_chunks", "in_transaction", "insert_rows"]
 
 T = TypeVar("T")
 ROWS_PER_STATEMENT = 1024  # a full statement's text is reused from the statement cache
@@ -30,8 +31,8 @@ def insert_rows(
 
     ``executemany`` runs one statement per row and gives up the interpreter lock around
     each; under a busy event-loop thread, winning it back costs up to a switch interval
-    (5 ms) a row, so a batch written during a sync crawled (`bench/lock_convoy.py`: 10k
-    rows took 20 s beside a busy Python thread, against 0.16 s this way; decision 0014).
+    (5 ms) a row, so a batch written during a sync crawled (`bench/lock_convoy.py`;
+    decision 0014; docs/benchmarks.md, "Figures behind the code").
     With ``returning`` (column names), the rows actually inserted are returned (``INSERT OR
     IGNORE`` returns none for the rows it ignored).
     """
@@ -57,11 +58,67 @@ def _values_sql(head: str, width: int, count: int) -> str:
     return f"{head} VALUES {','.join([one] * count)}"
 
 
+class EntryRow(NamedTuple):
+    """One new row of the ``entries`` table, in its column order."""
+
+    seq: int
+    id: str
+    ts: str
+    kind: str
+    author: str
+    agent: str
+    provider: str
+    model: str
+    summary: str
+    body: str
+    parents: str  # JSON list of ids
+    dedup_key: str | None
+    height: int
+
+
+ENTRY_COLUMNS = ", ".join(EntryRow._fields)
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What one batch changes: new rows (numbered), their links, and lowered ts."""
+
+    rows: list[EntryRow] = field(default_factory=list)
+    links: list[tuple[int, int]] = field(default_factory=list)  # (parent seq, child seq)
+    foreign: list[tuple[str, int]] = field(default_factory=list)  # (external parent, seq)
+    lowered: list[str] = field(default_factory=list)  # ids stored with a later ts
+    relabelled: list[tuple[str, str, str]] = field(default_factory=list)  # (id, old, new ts)
+    new_ts: dict[str, str] = field(default_factory=dict)  # id -> its lowered ts
+
+
 def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResult:
     """Store ``entries`` on ``conn`` inside a write transaction already begun: heights,
     row numbers, parent links, the tips, dedup keys and earliest ts (see SqliteStore)."""
-    own = {e.id for e in entries}
     totals = totals_for_update(conn, ENTRIES_SET, "entries")  # sync's whole-set summary
+    plan = _plan(conn, entries)
+    if plan.lowered:
+        conn.executemany(
+            "UPDATE entries SET ts = ? WHERE id = ? AND ts > ?",
+            [(plan.new_ts[i], i, plan.new_ts[i]) for i in plan.lowered],
+        )
+    if plan.rows:
+        _insert(conn, entries, _unique_keys(conn, plan.rows), plan)
+    if plan.rows or plan.relabelled:
+        bump_totals(
+            conn,
+            ENTRIES_SET,
+            totals,
+            mark=plan.rows[-1].seq if plan.rows else None,  # rows are numbered in order
+            added=[entry_token(r.id, r.ts) for r in plan.rows]
+            + [entry_token(i, new) for i, _, new in plan.relabelled],
+            removed=[entry_token(i, old) for i, old, _ in plan.relabelled],
+        )
+    return AppendResult(tuple(r.id for r in plan.rows), tuple(plan.lowered))
+
+
+def _plan(conn: sqlite3.Connection, entries: Sequence[Entry]) -> _Plan:
+    """Heights from the parents, a row number for each new entry, and its links."""
+    own = {e.id for e in entries}
     named = {p for e in entries for p in e.parents}
     # One lookup for heights, row numbers and stored ts; externals only for parents
     # found nowhere else.
@@ -69,90 +126,66 @@ def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResul
     existing_ts = {i: stamps[i] for i in own if i in stamps}
     unresolved = named - own - known.keys()
     externals = _externals_among(conn, unresolved) if unresolved else {}
-    ordered = order_batch(entries, known.get, externals)
-    new_rows: list[tuple[Any, ...]] = []
-    links: list[tuple[int, int]] = []
-    foreign: list[tuple[str, int]] = []
-    lowered: list[str] = []
-    relabelled: list[tuple[str, str, str]] = []  # (id, old ts, new ts): the set's totals
+    plan = _Plan()
     seq = _last_seq(conn) if len(existing_ts) < len(own) else 0
-    for entry, height in ordered:
+    for entry, height in order_batch(entries, known.get, externals):
         old_ts = existing_ts.get(entry.id)
         if old_ts is not None:
             if entry.ts < old_ts:
-                lowered.append(entry.id)
-                relabelled.append((entry.id, old_ts, entry.ts))
-                existing_ts[entry.id] = entry.ts
+                plan.lowered.append(entry.id)
+                plan.relabelled.append((entry.id, old_ts, entry.ts))
+                existing_ts[entry.id] = plan.new_ts[entry.id] = entry.ts
             continue
         existing_ts[entry.id] = entry.ts
         seq += 1  # rows are numbered here, so links can name them before they exist
         seqs[entry.id] = seq
-        new_rows.append(
-            (
-                seq,
-                entry.id,
-                entry.ts,
-                entry.kind,
-                entry.author,
-                entry.agent,
-                entry.provider,
-                entry.model,
-                entry.summary,
-                entry.body,
-                _parents_json(entry.parents),
-                entry.dedup_key,
-                height,
-            )
-        )
+        plan.rows.append(_row(seq, entry, height))
         for parent in set(entry.parents):
             parent_seq = seqs.get(parent)
             if parent_seq is None:
-                foreign.append((parent, seq))
+                plan.foreign.append((parent, seq))
             else:
-                links.append((parent_seq, seq))
-    if lowered:
-        conn.executemany(
-            "UPDATE entries SET ts = ? WHERE id = ? AND ts > ?",
-            [(existing_ts[i], i, existing_ts[i]) for i in lowered],
-        )
-    if new_rows:
-        keys = [r[11] for r in new_rows if r[11] is not None]
-        taken = _taken_keys(conn, keys)
-        seen: set[str] = set()
-        for n, row in enumerate(new_rows):
-            key = row[11]
-            if key is not None and (key in taken or key in seen):
-                new_rows[n] = (*row[:11], None, row[12])
-            elif key is not None:
-                seen.add(key)
-        fresh = {r[1] for r in new_rows}
-        insert_rows(
-            conn,
-            "INSERT INTO entries (seq, id, ts, kind, author, agent, provider, model,"
-            " summary, body, parents, dedup_key, height)",
-            new_rows,
-        )
-        insert_rows(conn, "INSERT OR IGNORE INTO links", links)
-        insert_rows(conn, "INSERT OR IGNORE INTO foreign_links", foreign)
-        # Only the batch's net effect on the tips: a chain of 1,000 adds one tip and
-        # removes one, instead of 1,000 inserts and 1,000 deletes.
-        parents = {p for e in entries if e.id in fresh for p in e.parents}
-        conn.executemany(
-            "INSERT OR IGNORE INTO tips VALUES (?)",
-            [(i,) for i in fresh if i not in parents],
-        )
-        conn.executemany("DELETE FROM tips WHERE id = ?", [(p,) for p in parents if p not in fresh])
-    if new_rows or relabelled:
-        bump_totals(
-            conn,
-            ENTRIES_SET,
-            totals,
-            mark=new_rows[-1][0] if new_rows else None,  # rows are numbered in order
-            added=[entry_token(r[1], r[2]) for r in new_rows]
-            + [entry_token(i, new) for i, _, new in relabelled],
-            removed=[entry_token(i, old) for i, old, _ in relabelled],
-        )
-    return AppendResult(tuple(r[1] for r in new_rows), tuple(lowered))
+                plan.links.append((parent_seq, seq))
+    return plan
+
+
+def _row(seq: int, e: Entry, height: int) -> EntryRow:
+    return EntryRow(
+        seq, e.id, e.ts, e.kind, e.author, e.agent, e.provider, e.model, e.summary, e.body,
+        _parents_json(e.parents), e.dedup_key, height,
+    )  # fmt: skip
+
+
+def _unique_keys(conn: sqlite3.Connection, rows: list[EntryRow]) -> list[EntryRow]:
+    """``rows`` with a dedup key already stored, or met earlier in the batch, cleared."""
+    taken = _taken_keys(conn, [r.dedup_key for r in rows if r.dedup_key is not None])
+    seen: set[str] = set()
+    out: list[EntryRow] = []
+    for row in rows:
+        key = row.dedup_key
+        if key is not None and (key in taken or key in seen):
+            row = row._replace(dedup_key=None)
+        elif key is not None:
+            seen.add(key)
+        out.append(row)
+    return out
+
+
+def _insert(
+    conn: sqlite3.Connection, entries: Sequence[Entry], rows: list[EntryRow], plan: _Plan
+) -> None:
+    """The new rows, their links, and the batch's net effect on the tips."""
+    insert_rows(conn, f"INSERT INTO entries ({ENTRY_COLUMNS})", rows)
+    insert_rows(conn, "INSERT OR IGNORE INTO links", plan.links)
+    insert_rows(conn, "INSERT OR IGNORE INTO foreign_links", plan.foreign)
+    # Only the net effect: a chain of 1,000 adds one tip and removes one, instead of
+    # 1,000 inserts and 1,000 deletes.
+    fresh = {r.id for r in rows}
+    parents = {p for e in entries if e.id in fresh for p in e.parents}
+    conn.executemany(
+        "INSERT OR IGNORE INTO tips VALUES (?)", [(i,) for i in fresh if i not in parents]
+    )
+    conn.executemany("DELETE FROM tips WHERE id = ?", [(p,) for p in parents if p not in fresh])
 
 
 def in_transaction(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:

@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.capture import AGENT, GIT_LOG_FORMAT, commit_draft, parse_git_log
-from lifeline.cli.common import default_author, line_of, print_json, root_of
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    default_author,
+    line_of,
+    print_json,
+    root_of,
+)
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.workspace import Workspace
@@ -21,7 +28,7 @@ from lifeline_mesh.mcp.writes import WriteGate
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "capture",
         parents=[parent],
@@ -31,7 +38,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     span.add_argument("--last", type=int, default=20, help="the last N commits (default 20)")
     span.add_argument("--since", metavar="REV", help="the commits after REV (REV..HEAD)")
     p.add_argument("--repo", type=Path, help="the git work tree (default: the project root)")
-    p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_capture)
 
 

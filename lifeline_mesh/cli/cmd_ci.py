@@ -8,9 +8,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
 
-from lifeline.cli.common import print_json
+from lifeline.cli.common import Commands, add_json_option, print_json
 from lifeline.errors import ConfigError
 from lifeline_mesh.ci.job import CiJob, finish_job, ingest_sessions, run_command, start_job
 from lifeline_mesh.cli.cmd_membership import TOKEN_ENV
@@ -25,7 +24,7 @@ from lifeline_mesh.transport.addresses import address_arg
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     ci = sub.add_parser(
         "ci",
         parents=[parent],
@@ -69,7 +68,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("action", nargs="?", default="list", choices=["list", "rotate", "revoke"])
     p.add_argument("name", nargs="?", metavar="NAME", help="the credential (rotate, revoke)")
     p.add_argument("--reason", default="", help="revoke: why, in the signed statements")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_credentials)
 
 

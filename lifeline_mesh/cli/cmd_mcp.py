@@ -7,9 +7,16 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
-from lifeline.cli.common import add_line_option, default_author, line_of, print_json, root_of
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    add_line_option,
+    default_author,
+    line_of,
+    print_json,
+    root_of,
+)
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.home.identity import NodeIdentity
@@ -23,7 +30,7 @@ from lifeline_mesh.transport.addresses import address_arg, split_address
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "mcp",
         parents=[parent],
@@ -90,10 +97,10 @@ def _register_tokens(mcp: argparse.ArgumentParser, parent: argparse.ArgumentPars
     p.add_argument(
         "--agent", default=None, help="the agent its writes are recorded under (default: NAME)"
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_token_issue)
     p = actions.add_parser("list", parents=[parent], help="the tokens issued here and their state")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_token_list)
     p = actions.add_parser(
         "revoke", parents=[parent], help="refuse a token from its next request on"

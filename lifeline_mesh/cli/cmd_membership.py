@@ -1,6 +1,6 @@
 """Membership commands: invite, join, revoke, members, membership-serve.
 
-A mesh itself is created by `lifeline-mesh init --new-mesh NAME` (cmd_notary).
+A mesh itself is created by `lifeline-mesh init --new-mesh NAME` (cmd_init).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from lifeline.cli.common import print_json
+from lifeline.cli.common import Commands, add_json_option, print_json
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline_mesh.cli.home_arg import node_home
@@ -37,7 +37,7 @@ TOKEN_ENV = "LIFELINE_MESH_TOKEN"
 MAX_TOKEN_CHARS = 4096  # a token is ~110 characters plus its join addresses
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "invite",
         parents=[parent],
@@ -76,7 +76,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="sync port jobs pull from and sync back to (else `ci run --peer`)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_invite)
 
     p = sub.add_parser("join", parents=[parent], help="join a mesh with an invite token")
@@ -93,13 +93,13 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         type=address_arg(),
         help="dial this member instead of the token's",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_join)
 
     p = sub.add_parser("revoke", parents=[parent], help="revoke a node (needs the CA key)")
     p.add_argument("node_id", metavar="NODE_ID")
     p.add_argument("--reason", default="", help="why, recorded in the signed statement")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_revoke)
 
     p = sub.add_parser("members", parents=[parent], help="list members, roles and status")
@@ -110,7 +110,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         help="first fetch revocations and new members from this member (mutual TLS)",
     )
     p.add_argument("--all", action="store_true", help="also CI runners whose certificates expired")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_members)
 
     p = sub.add_parser(

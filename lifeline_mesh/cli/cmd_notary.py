@@ -1,12 +1,13 @@
-"""`lifeline-mesh` identity and notary commands: init, id, verify, sign."""
+"""`lifeline-mesh` identity and notary commands: id, verify, sign."""
 
 from __future__ import annotations
 
 import argparse
 from collections import Counter
-from typing import Any
 
 from lifeline.cli.common import (
+    Commands,
+    add_json_option,
     add_line_option,
     external_checker,
     open_line,
@@ -16,23 +17,22 @@ from lifeline.errors import ConfigError
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
 from lifeline_mesh.cli.home_arg import node_home
-from lifeline_mesh.home.identity import NodeIdentity, ensure_identity
-from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.notary.audit import LineReport, audit_line
 from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S, Policy
 from lifeline_mesh.notary.sign import sign_unsigned
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners
 
-__all__ = ["register", "register_init"]
+__all__ = ["register"]
 
 NOTES_SHOWN = 3  # notes (e.g. thousands of unsigned imports) are summarised, not listed
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
-    register_init(sub, parent)
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("id", parents=[parent], help="print this node's id")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_id)
 
     p = sub.add_parser(
@@ -43,7 +43,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "signatures, signers, times. Exit 0 when clean, 1 when anything failed.",
     )
     add_line_option(p, "audit only this line (default: every line)")
-    p.add_argument("--json", action="store_true", help="machine-readable report")
+    add_json_option(p, "machine-readable report")
     p.add_argument(
         "--skew",
         type=_seconds,
@@ -81,23 +81,8 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         action="store_true",
         help="attest the unsigned entries (required: the only kind of signing done here)",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_sign)
-
-
-def register_init(sub: Any, parent: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """`init` is returned so that later options (e.g. a new mesh) can be added to it."""
-    p: argparse.ArgumentParser = sub.add_parser(
-        "init", parents=[parent], help="create this node's identity (and with --new-mesh, a mesh)"
-    )
-    p.add_argument(
-        "--new-mesh",
-        metavar="NAME",
-        help="also create a new mesh: its CA, with this node as the first member",
-    )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=cmd_init)
-    return p
 
 
 def _seconds(text: str) -> float:
@@ -108,29 +93,6 @@ def _seconds(text: str) -> float:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is negative; give seconds >= 0")
     return value
-
-
-async def cmd_init(args: argparse.Namespace) -> int:
-    home = node_home(args)
-    identity, created = ensure_identity(home)
-    mesh = create_mesh(home, args.new_mesh) if args.new_mesh else None
-    if args.json:
-        report = {"node_id": identity.node_id, "created": created, "key": str(home.key_path)}
-        if mesh is not None:
-            report |= {
-                "mesh_id": mesh.mesh_id,
-                "mesh": mesh.name,
-                "ca_fingerprint": mesh.fingerprint_hex,
-            }
-        print_json(report)
-        return 0
-    if created:
-        print(f"created node identity {identity.node_id} (key {home.key_path}, mode 0600)")
-    else:
-        print(f"node identity already exists: {identity.node_id}")
-    if mesh is not None:
-        print(f"created mesh {mesh.name!r} ({mesh.mesh_id}); this node holds its CA")
-    return 0
 
 
 async def cmd_id(args: argparse.Namespace) -> int:

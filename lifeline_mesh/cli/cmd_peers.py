@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from lifeline.cli.common import print_json
+from lifeline.cli.common import Commands, add_json_option, print_json
 from lifeline.errors import ConfigError
 from lifeline.ignore import tracked_private_files
 from lifeline_mesh.cli.home_arg import node_home
@@ -28,13 +28,13 @@ __all__ = ["peers_report", "register", "status_report"]
 MAX_LISTEN_S = 600.0
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "peers",
         parents=[parent],
         help="static and discovered peers: last sync, last error, next attempt",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_peers)
 
     p = sub.add_parser(
@@ -42,7 +42,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         parents=[parent],
         help="this node: id, mesh, lines and their counts, listening address",
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_status)
 
     p = sub.add_parser(
@@ -59,7 +59,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "listen address)",
     )
     p.add_argument("--seconds", type=float, default=3.0, help="how long to listen (default: 3)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_discover)
 
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
 
-from lifeline.cli.common import default_author, print_json, root_of
+from lifeline.cli.common import Commands, add_json_option, default_author, print_json, root_of
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.proposals import Proposal, ProposalBook
@@ -16,14 +15,14 @@ from lifeline_mesh.mcp.writes import WriteGate
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "proposals", parents=[parent], help="list proposals written by agents (pending first)"
     )
     p.add_argument(
         "--all", action="store_true", help="include approved and rejected ones (the trail)"
     )
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_proposals)
 
     p = sub.add_parser(
@@ -31,14 +30,14 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("id", metavar="ID|PREFIX", help="the proposal (see `lifeline-mesh proposals`)")
     p.add_argument("--by", default=None, help="who approves (default: $LIFELINE_AUTHOR or $USER)")
-    p.add_argument("--json", action="store_true", help="print the decision and entry as JSON")
+    add_json_option(p, "print the decision and entry as JSON")
     p.set_defaults(func=cmd_approve)
 
     p = sub.add_parser("reject", parents=[parent], help="refuse a pending proposal, with a reason")
     p.add_argument("id", metavar="ID|PREFIX", help="the proposal (see `lifeline-mesh proposals`)")
     p.add_argument("--reason", required=True, help="why (kept in the audit trail)")
     p.add_argument("--by", default=None, help="who rejects (default: $LIFELINE_AUTHOR or $USER)")
-    p.add_argument("--json", action="store_true", help="print the decision as JSON")
+    add_json_option(p, "print the decision as JSON")
     p.set_defaults(func=cmd_reject)
 
 

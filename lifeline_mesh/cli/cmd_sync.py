@@ -6,9 +6,8 @@ import argparse
 import asyncio
 import signal
 import sys
-from typing import Any
 
-from lifeline.cli.common import add_line_option, print_json
+from lifeline.cli.common import Commands, add_json_option, add_line_option, print_json
 from lifeline.errors import ConfigError, NotAuthenticated, PeerError
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import validate_line_name
@@ -22,12 +21,13 @@ from lifeline_mesh.home.state import serve_lock
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.peering.service import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
+from lifeline_mesh.sync.fast import ENV, PLAIN, FastPaths
 from lifeline_mesh.transport.addresses import address_arg, split_address
 
 __all__ = ["register"]
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("serve", parents=[parent], help="run the gRPC peer until SIGINT/SIGTERM")
     p.add_argument(
         "--listen",
@@ -45,6 +45,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "listen host, a free port); printed as `join port on HOST:PORT`",
     )
     _insecure(p)
+    _fast_paths(p)
     add_peering_arguments(p)
     add_serve_ui_arguments(p)
     p.add_argument(
@@ -64,8 +65,9 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
     add_line_option(p, "sync only this line (default: every shared line)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     _insecure(p)
+    _fast_paths(p)
     p.set_defaults(func=cmd_sync)
 
     p = sub.add_parser("share", parents=[parent], help="share a line with the mesh")
@@ -77,7 +79,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_unshare)
 
     p = sub.add_parser("lines", parents=[parent], help="the node's lines and which are shared")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    add_json_option(p)
     p.set_defaults(func=cmd_lines)
 
 
@@ -89,6 +91,19 @@ def _insecure(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _fast_paths(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-fast-paths",
+        action="store_true",
+        help="sync without helper processes, read-ahead or pipelined admission: slower, "
+        f"stores exactly the same (also {ENV}=off)",
+    )
+
+
+def _fast(args: argparse.Namespace) -> FastPaths:
+    return PLAIN if args.no_fast_paths else FastPaths.from_env()
+
+
 async def cmd_serve(args: argparse.Namespace) -> int:
     home = node_home(args)
     with serve_lock(home):
@@ -98,7 +113,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
-    node = Node(home, insecure=args.insecure)
+    node = Node(home, insecure=args.insecure, fast=_fast(args))
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
@@ -131,7 +146,7 @@ async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
 
 
 async def cmd_sync(args: argparse.Namespace) -> int:
-    node = Node(node_home(args), insecure=args.insecure)
+    node = Node(node_home(args), insecure=args.insecure, fast=_fast(args))
     chosen = getattr(args, "line", None)
     lines = [validate_line_name(chosen)] if chosen else node.config().shared_lines
     if not lines:

@@ -10,8 +10,8 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
 
+from lifeline.cli.common import Commands
 from lifeline.cli.progress import Progress
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.node_home import NodeHome
@@ -76,7 +76,7 @@ async def ui_beside(
         await task
 
 
-def register(sub: Any, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "ui",
         parents=[parent],

@@ -16,6 +16,7 @@ from lifeline_mesh import __version__
 from lifeline_mesh.cli import (
     cmd_capture,
     cmd_ci,
+    cmd_init,
     cmd_mcp,
     cmd_membership,
     cmd_notary,
@@ -29,6 +30,7 @@ __all__ = ["build_parser", "main"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
 COMMAND_MODULES: list[ModuleType] = [
+    cmd_init,
     cmd_notary,
     cmd_sync,
     cmd_membership,

@@ -1,8 +1,8 @@
 """Helper processes beside the node's own, for the CPU-heavy checks of large received batches.
 
 An initial sync receives signatures and entries by the hundred thousand: each signature
-must be verified (about 60 µs on our benchmark machine) and each entry parsed and its id
-recomputed (about 18 µs; bench/lock_convoy.py). Threads do not help: the node's process
+must be verified and each entry parsed and its id recomputed (docs/benchmarks.md,
+"Figures behind the code"). Threads do not help: the node's process
 has one interpreter lock, and the thread that stores a batch needs it for the Python half
 of each write, so a parse in the event loop's thread and a write in the store's thread ran
 one after the other (bench/cpu_timeline.py shows the cores each side uses). A helper
@@ -21,21 +21,38 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextvars
 import marshal
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from lifeline_mesh.helpers.worker import U32, read_exact
 
-__all__ = ["MAX_FAILURES", "run_split", "warm_up", "worker_count"]
+__all__ = ["MAX_FAILURES", "allowed", "run_split", "warm_up", "worker_count"]
 
 MAX_FAILURES = 3  # failures in a row after which a helper is not started again
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+# Off for a session run without fast paths (lifeline_mesh.sync.fast): then every part is
+# done in this process, which gives the same answers.
+_ALLOWED: contextvars.ContextVar[bool] = contextvars.ContextVar("helpers_allowed", default=True)
+
+
+@contextmanager
+def allowed(on: bool) -> Iterator[None]:
+    """Within this block (and the tasks and threads it starts), use the helpers iff ``on``."""
+    token = _ALLOWED.set(on)
+    try:
+        yield
+    finally:
+        _ALLOWED.reset(token)
 
 
 def worker_count() -> int:
@@ -148,8 +165,11 @@ async def run_split(
 
     Each part is sent as ``payload(part)`` with ``op``; ``local(part)`` must give the same
     answer, and is used when a helper cannot. The parts run at once, each on a thread of
-    the event loop's executor that waits on its helper's pipes.
+    the event loop's executor that waits on its helper's pipes. Where helpers are not
+    :func:`allowed`, the whole of ``items`` is one part, done by ``local`` on such a thread.
     """
+    if not _ALLOWED.get():
+        return [(0, await asyncio.to_thread(local, items))]
     workers = _workers()
     size = -(-len(items) // len(workers)) or 1
     parts = [(k, items[k : k + size]) for k in range(0, len(items), size)]

@@ -47,6 +47,7 @@ from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
@@ -66,8 +67,7 @@ log = logging.getLogger(__name__)
 # wins). Each received batch is one transaction, and each commit writes every index page
 # its rows touched; ids are random, so a batch of 1,000 already touches a large share of
 # the leaves of a big line's id indexes, and larger batches write each such page once for
-# more rows. An initial sync of 100k signed entries: 14.3 s with 1,000 per fetch, 12.4 s
-# with 3,200, 11.9 s with 6,400 (docs/benchmarks.md, Sync).
+# more rows (docs/benchmarks.md, "Figures behind the code").
 NODE_LIMITS = SessionLimits(fetch_chunk=6400, max_frame_bytes=8 << 20)
 
 
@@ -79,9 +79,13 @@ class Node:
         insecure: bool = False,
         limits: SessionLimits | None = None,
         clock: Callable[[], str] = utc_now,
+        fast: FastPaths | None = None,
     ) -> None:
         self.home = home
         self.limits = limits or NODE_LIMITS
+        # The overlaps of every session (helper processes, read-ahead, pipelined admission);
+        # LIFELINE_FAST_PATHS=off or `--no-fast-paths` turns them off (sync/fast.py).
+        self.fast = fast if fast is not None else FastPaths.from_env()
         self.security = TransportSecurity.for_home(home, insecure=insecure)
         self.clock = clock
         path = home.key_path
@@ -174,6 +178,7 @@ class Node:
             extend=self._extend,
             announcements=self.changes,
             on_session=InboundLog(self.home).record,
+            fast=self.fast,
         )
 
     async def serve(
@@ -189,7 +194,8 @@ class Node:
         in sync with static and discovered peers on its own (DESIGN §8)."""
         server = self.server(join_listen)
         address = await server.start(listen)
-        offload.warm_up()  # helper processes ready before the first large batch arrives
+        if self.fast.helpers:
+            offload.warm_up()  # helper processes ready before the first large batch arrives
         try:
             with recorded_node_state(self.home, self._state(address, peering)):
                 if ready is not None:
@@ -295,6 +301,7 @@ class Node:
                         credentials=self.security.channel_credentials,
                         limits=self.limits,
                         extra_options=self.security.channel_options,
+                        fast=self.fast,
                     )
                 )
         return reports

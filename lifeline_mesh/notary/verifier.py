@@ -1,7 +1,7 @@
 """Checking many ed25519 signatures in helper processes, beside the node's own process.
 
-Admission has to verify every received attestation (about 60 µs each on our benchmark
-machine), and an initial sync receives them by the hundred thousand. A helper process
+Admission has to verify every received attestation, and an initial sync receives them by
+the hundred thousand (docs/benchmarks.md, Notary). A helper process
 (lifeline_mesh.helpers.pool) verifies at full speed on another core while this process decodes
 and stores.
 

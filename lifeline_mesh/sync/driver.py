@@ -2,11 +2,12 @@
 
 It performs the session's effects against the sets (load snapshot, fetch, admit) and the
 channel (send), in order, and hands the session the next frame only when the effects are
-done. Bounded overlaps keep both peers busy: frames are read ahead (two at most; a large
-batch of entries is parsed meanwhile in the helper processes), and one received batch is
-stored while the next is parsed and, for a set that checks signatures before storing,
-verified. A slow store therefore still slows the peer, through the
-transport's flow control. Input from the peer never escapes as anything but our error
+done. With its fast paths (:mod:`lifeline_mesh.sync.fast`), bounded overlaps keep both
+peers busy: frames are read ahead (two at most; a large batch of entries is parsed
+meanwhile in the helper processes), and one received batch is stored while the next is
+parsed and, for a set that checks signatures before storing, verified. Without them it is
+the plain loop, and stores exactly the same. A slow store still slows the peer, through
+the transport's flow control. Input from the peer never escapes as anything but our error
 tree.
 """
 
@@ -44,6 +45,7 @@ from lifeline_mesh.recon.session_state import KEEP_ALIVE_CAPABILITY
 from lifeline_mesh.recon.sets import ParsedItem, ParsedItems
 from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.entry_offload import preparse
+from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.memory import SESSIONS
 from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet, Summarizing
 from lifeline_mesh.sync.readahead import ReadAhead
@@ -57,6 +59,7 @@ IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session 
 # often to a peer that reads them, so a long build on a large line is not taken for a dead peer.
 KEEP_ALIVE_EVERY = 15.0
 ADMIT_DEPTH = 2  # received batches in flight: one being stored, the next being checked
+READ_AHEAD = 2  # frames received ahead of the session
 
 
 @dataclass(slots=True)
@@ -90,8 +93,22 @@ async def drive(
     first: Frame | None = None,
     clock: Callable[[], float] = time.monotonic,
     idle_timeout: float | None = None,
+    fast: FastPaths = FAST,
 ) -> SyncReport:
     """Run ``session`` to the end; raise a ProtocolError/PeerError when it fails."""
+    with fast.applied():
+        return await _drive(session, channel, sets, first, clock, idle_timeout, fast)
+
+
+async def _drive(
+    session: Session,
+    channel: Channel,
+    sets: Sequence[ReconSet],
+    first: Frame | None,
+    clock: Callable[[], float],
+    idle_timeout: float | None,
+    fast: FastPaths,
+) -> SyncReport:
     idle = IDLE_TIMEOUT if idle_timeout is None else idle_timeout
     started = clock()
     report = SyncReport(line=session.line, role=session.role.value)
@@ -99,9 +116,13 @@ async def drive(
     if first is not None:
         effects.extend(session.receive(first, clock()))
     by_name = {s.name: s for s in sets}
-    admitter = _Admitter(report)
+    admitter = _Admitter(report, ADMIT_DEPTH if fast.pipelined else 1, overlap=fast.pipelined)
     busy = KeepingAlive(session, channel)
-    reader = ReadAhead(channel, prepare=lambda f: _preparse(session, f))
+    reader = ReadAhead(
+        channel,
+        depth=READ_AHEAD if fast.read_ahead else 0,
+        prepare=(lambda f: _preparse(session, f)) if fast.helpers else None,
+    )
     clean = False
     SESSIONS.enter()
     try:
@@ -201,12 +222,14 @@ class _Admitter:
     At most ``depth`` batches are in flight. Each batch is stored (one transaction) only
     after the one before it is, so parents are stored before children. A set that is
     :class:`Preparing` checks a batch (signatures) while the batch before it is stored;
-    once a batch fails, no later batch is stored.
+    once a batch fails, no later batch is stored. Without ``overlap`` (no fast paths) each
+    batch is admitted in one call before the driver goes on.
     """
 
-    def __init__(self, report: SyncReport, depth: int = ADMIT_DEPTH) -> None:
+    def __init__(self, report: SyncReport, depth: int = ADMIT_DEPTH, *, overlap: bool = True):
         self._report = report
         self._depth = depth
+        self._overlap = overlap
         self._tasks: deque[asyncio.Task[AdmitResult | None]] = deque()
 
     async def submit(self, session: Session, target: ReconSet, eff: Deliver) -> list[Effect]:
@@ -215,6 +238,9 @@ class _Admitter:
             if failed:
                 return failed
         items = [i for i in eff.items if isinstance(i, ParsedItem)]
+        if not self._overlap:
+            self._tasks.append(asyncio.ensure_future(_admit(target, items, eff)))
+            return await self.drain(session)
         before = self._tasks[-1] if self._tasks else None
         self._tasks.append(asyncio.ensure_future(_admit_after(before, target, items, eff)))
         return []
@@ -263,6 +289,11 @@ async def _admit_after(
             return None  # the session fails on the earlier batch; store nothing after it
     if prepared is not None:
         return await prepared.commit()
+    return await target.admit(items, eff.externals)
+
+
+async def _admit(target: ReconSet, items: list[ParsedItem], eff: Deliver) -> AdmitResult | None:
+    """Admit one batch in one call (no fast paths)."""
     return await target.admit(items, eff.externals)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from lifeline.errors import LifelineError
 from lifeline_mesh.recon.frames import Abort, Fin, Frame
@@ -25,24 +26,48 @@ Prepare = Callable[[Frame], Awaitable[Frame | ParsedItems]]
 
 class ReadAhead:
     """``prepare``, if given, runs on each frame before it is queued (the driver parses
-    large batches of entries in helper processes there, ahead of the session)."""
+    large batches of entries in helper processes there, ahead of the session). With
+    ``depth`` 0 nothing is read ahead: each :meth:`recv` reads one frame from the channel.
+    """
 
     def __init__(self, channel: Channel, depth: int = 2, prepare: Prepare | None = None) -> None:
         self._channel = channel
         self._prepare = prepare
+        self._depth = depth
         self._queue: asyncio.Queue[Frame | ParsedItems | LifelineError | None] = asyncio.Queue(
-            depth
+            max(1, depth)
         )
         self._task: asyncio.Task[None] | None = None
+        self._pending: asyncio.Task[Frame | ParsedItems | None] | None = None  # depth 0
 
     async def recv(self) -> Frame | ParsedItems | None:
         """The next frame, None at the end; the channel's errors are re-raised here."""
+        if self._depth == 0:
+            return await self._one()
         if self._task is None:
             self._task = asyncio.create_task(self._pump())
         item = await self._queue.get()
         if isinstance(item, LifelineError):
             raise item
         return item
+
+    async def _one(self) -> Frame | ParsedItems | None:
+        """One frame read now. A wait given up (the idle timeout) leaves the read pending
+        for the next call: cancelling it would cancel the whole gRPC call."""
+        if self._pending is None:
+            self._pending = asyncio.ensure_future(self._read())
+        pending = self._pending
+        try:
+            return await asyncio.shield(pending)
+        finally:
+            if pending.done():
+                self._pending = None
+
+    async def _read(self) -> Frame | ParsedItems | None:
+        frame = await self._channel.recv()
+        if frame is not None and self._prepare is not None:
+            return await self._prepare(frame)
+        return frame
 
     async def _pump(self) -> None:
         while True:
@@ -65,7 +90,8 @@ class ReadAhead:
         Cancelling a pending read cancels the whole gRPC call, so a clean session lets the
         read finish (the peer ends the call right after ``Fin``).
         """
-        task, self._task = self._task, None
+        task: asyncio.Task[Any] | None = self._task or self._pending
+        self._task = self._pending = None
         if task is None or task.done():
             return
         if clean:

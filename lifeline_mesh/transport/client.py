@@ -13,6 +13,7 @@ from lifeline.errors import LifelineError
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.recon.summaries import OPEN_CAPABILITY
 from lifeline_mesh.sync.driver import SyncReport, drive
+from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import require_loopback
 from lifeline_mesh.transport.channels import METHOD, ClientChannel, grpc_options
@@ -32,6 +33,7 @@ async def sync_line(
     credentials: grpc.ChannelCredentials | None = None,
     limits: SessionLimits | None = None,
     extra_options: Sequence[tuple[str, Any]] = (),
+    fast: FastPaths = FAST,
 ) -> SyncReport:
     """Reconcile ``line`` with the peer at ``target`` (``HOST:PORT``)."""
     require_loopback(target, tls=credentials is not None, what="peer address")
@@ -53,7 +55,7 @@ async def sync_line(
             Role.INITIATOR, line, [(s.name, s.codec) for s in sets], time.monotonic(), limits
         )
         try:
-            report = await drive(session, channel, sets)
+            report = await drive(session, channel, sets, fast=fast)
             await channel.close()
         except LifelineError:
             call.cancel()

@@ -20,6 +20,7 @@ from lifeline.store.port import Store
 from lifeline_mesh.recon.frames import EndOfTurn, Hello
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import SyncReport, drive
+from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import require_loopback
 from lifeline_mesh.transport.announce import Announcements, WatchService, identity_of
@@ -52,8 +53,10 @@ class SyncServer:
         extend: Callable[[grpc.aio.Server], None] | None = None,
         announcements: Announcements | None = None,
         on_session: SessionHook | None = None,
+        fast: FastPaths = FAST,
     ) -> None:
         self._open_line = open_line
+        self._fast = fast
         self._is_shared = is_shared
         self._make_sets = make_sets
         self._authorizer = authorizer or AllowAll()
@@ -161,7 +164,7 @@ class SyncServer:
                     time.monotonic(),
                     self.limits,
                 )
-                report = await drive(session, channel, sets, first=hello)
+                report = await drive(session, channel, sets, first=hello, fast=self._fast)
             self.reports.append(report)
             if self._on_session is not None:
                 self._on_session(peer.identity, hello.line, report, None)
