@@ -214,7 +214,7 @@ class Session:
         return None
 
     def receive(self, frame: Frame | ParsedItems, now: float) -> list[Effect]:
-        if self.finished:
+        if self.finished or isinstance(frame, KeepAlive):  # a busy peer: the driver waits on
             return []
         try:
             self.limits.check_elapsed(now - self._started)
@@ -265,8 +265,6 @@ class Session:
     # -- frame handling --------------------------------------------------------------
 
     def _dispatch(self, frame: Frame | ParsedItems) -> list[Effect]:
-        if isinstance(frame, KeepAlive):
-            return []  # the peer is busy; the driver's idle timer has started again
         if isinstance(frame, Abort):
             raise abort_error(frame)
         if self._phase is not _Phase.LISTENING:
