@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
-import lifeline_mesh.notary.schema  # noqa: F401  (registers the notary's tables)
 from lifeline.entry import Entry
-from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
+from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry, StoreError
 from lifeline.ledger import utc_now
-from lifeline.store.schema import apply_migrations
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.store.summary import (
@@ -42,6 +39,7 @@ from lifeline_mesh.notary.admission import (
 from lifeline_mesh.notary.claims import stored_claim
 from lifeline_mesh.notary.enrollment import learn_held
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
+from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role, decode
 from lifeline_mesh.notary.verifier import first_bad_signature
@@ -169,9 +167,6 @@ def receipts_naming(
     return found
 
 
-_MIGRATED: weakref.WeakSet[SqliteStore] = weakref.WeakSet()
-
-
 class NotaryStore:
     """The attestations of one line. Create with :meth:`attach` on an open SqliteStore."""
 
@@ -203,12 +198,11 @@ class NotaryStore:
         backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
         table: str = ATTESTATIONS_TABLE,
     ) -> NotaryStore:
-        # The store may have been opened before this module registered its migration
-        # (e.g. by `lifeline log`, which loads hooks after opening the line). Once per
-        # store: a local write then costs one thread hop for its signature, not two.
-        if store not in _MIGRATED:
-            await store.run_read(apply_migrations)
-            _MIGRATED.add(store)
+        if NOTARY_COMPONENT not in store.schema:  # the tables are made when the line opens
+            raise StoreError(
+                f"{store.path.name} was opened without the notary's tables; open it with "
+                "the line schema (lifeline.store.schema.line_schema), which includes them"
+            )
         return cls(
             store,
             signers=signers,
