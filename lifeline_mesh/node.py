@@ -27,6 +27,7 @@ from lifeline.lines import line_path, validate_line_name
 from lifeline.settings import load_limits
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import require_tables
 from lifeline_mesh import offload
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.identity import NodeIdentity, key_path
@@ -35,6 +36,7 @@ from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
+from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.sign import attest_state
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering import Peering, PeeringOptions
@@ -137,15 +139,16 @@ class Node:
     def make_sets(self, store: Store, peer: SessionPeer | None = None) -> Sequence[ReconSet]:
         """The sets of one session: attestations, statements (a first-wave peer does not
         open this set, so it never receives a kind it would refuse), then entries."""
-        if not isinstance(store, SqliteStore):
-            return [EntrySet(store)]
+        # A line synced without its notary would take entries unchecked and never pass on
+        # their signatures: a store without the notary's tables is refused, loudly.
+        line = require_tables(store, NOTARY_COMPONENT, "a node syncing a line")
         caller = peer_node_id(peer.identity) if peer is not None else None
         local = self.identity.node_id if self.identity else None
         notary = NotaryStore(
-            store, signers=self.security.signers(self.root, local, caller), clock=self.clock
+            line, signers=self.security.signers(self.root, local, caller), clock=self.clock
         )
         codec = EntryCodec(load_limits(self.root))
-        entries = NotarizedEntrySet(EntrySet(store, codec, self.snapshots), notary)
+        entries = NotarizedEntrySet(EntrySet(line, codec, self.snapshots), notary)
         self._admitting[store] = entries
         sets: list[ReconSet] = [
             AttestationSet(notary, self.snapshots),

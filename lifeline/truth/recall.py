@@ -28,7 +28,7 @@ from typing import Protocol
 
 from lifeline.entry import Entry
 from lifeline.store.port import Store
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import tables_of
 from lifeline.truth.reducers import why_excerpt
 from lifeline.truth.sections import Hit
 
@@ -244,8 +244,9 @@ def scan_rank(
 
 
 async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
-    if FTS5_AVAILABLE and isinstance(store, SqliteStore):
-        index_tx = store.write(catch_up)
+    sql = tables_of(store, "recall")
+    if sql is not None:
+        index_tx = sql.write(catch_up)
 
         def ranked(conn: sqlite3.Connection) -> list[tuple[str, float]]:
             # one thread hop: the catch-up transaction (if any) and the query together
@@ -257,7 +258,7 @@ async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[st
             return _fts_rank(conn, terms, limit)
 
         try:
-            return await store.run_read(ranked)
+            return await sql.run_read(ranked)
         except LookupError:
             pass
     return scan_rank([e async for e in store.stream()], terms, limit)

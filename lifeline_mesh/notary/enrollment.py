@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import serialization
 
 from lifeline.entry import format_ts
 from lifeline.errors import BadSignature, InvalidEntry, PeerError
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.config import mesh_dir
 from lifeline_mesh.identity import NodeIdentity
 from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
@@ -182,7 +182,7 @@ def signer_ids(raws: Iterable[bytes]) -> set[bytes]:
     return {bytes(raw[-96:-64]) for raw in raws}
 
 
-async def learn_held(store: SqliteStore, signers: KnownSigners | None) -> bool:
+async def learn_held(store: SqlLine, signers: KnownSigners | None) -> bool:
     """Teach ``signers`` the runners this line's enrollments prove, once per session;
     True if that was done now (a caller then checks its batch again)."""
     if not isinstance(signers, EnrolledSigners) or signers.loaded_held:

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.entry import Entry
-from lifeline.errors import ConfigError
 from lifeline.plugins import AppendHook
 from lifeline.store.port import Store
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
+from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,
     MAX_SUMMARY_TIPS,
@@ -56,13 +56,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def _sqlite(store: Store) -> SqliteStore:
-    if not isinstance(store, SqliteStore):
-        raise ConfigError(
-            f"attestations are stored in the line's SQLite file; {type(store).__name__} "
-            "cannot hold them (open the line with SqliteStore)"
-        )
-    return store
+def _sqlite(store: Store) -> SqlLine:
+    return require_tables(store, NOTARY_COMPONENT, "storing attestations")
 
 
 async def sign_entries(

@@ -1,8 +1,9 @@
 """Attestation storage beside the entries, and the sync adapter for the attestation set.
 
 Attestations live in the ``attestations`` table of the line's own SQLite file (component
-``notary`` of the schema migrations), written through ``SqliteStore.run_write`` so a batch
-of attestations commits in one transaction, alone or together with nothing.
+``notary`` of the line's schema), written through the second storage tier
+(:class:`~lifeline.store.tiers.SqlLine` ``run_write``) so a batch of attestations commits in
+one transaction, alone or together with the entries it came with.
 
 For reconciliation the set is opaque: :meth:`NotaryStore.keys` gives ``(sort key, id)``
 sorted, :meth:`fetch` the items' bytes, :meth:`admit` verifies and stores a received batch
@@ -19,7 +20,6 @@ from collections.abc import Callable, Iterable, Sequence
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry, StoreError
 from lifeline.ledger import utc_now
-from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.store.summary import (
     SetTotals,
@@ -28,6 +28,7 @@ from lifeline.store.summary import (
     read_totals,
     totals_for_update,
 )
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.admission import (
     MAX_ADMIT_ITEMS,
     StoredContext,
@@ -168,11 +169,11 @@ def receipts_naming(
 
 
 class NotaryStore:
-    """The attestations of one line. Create with :meth:`attach` on an open SqliteStore."""
+    """The attestations of one line. Create with :meth:`attach` on a line of the SQL tier."""
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: SqlLine,
         *,
         signers: KnownSigners | None = None,
         clock: Callable[[], str] = utc_now,
@@ -190,7 +191,7 @@ class NotaryStore:
     @classmethod
     async def attach(
         cls,
-        store: SqliteStore,
+        store: SqlLine,
         *,
         signers: KnownSigners | None = None,
         clock: Callable[[], str] = utc_now,

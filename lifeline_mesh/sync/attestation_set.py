@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from lifeline.errors import InvalidEntry
-from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.identity import node_id_for
 from lifeline_mesh.notary.enrollment import enrollments_of, signer_ids
 from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
@@ -61,7 +60,7 @@ class AttestationSet:
         self._rows = SetRows(table, table, "sort_key, id", "sort_key, id", _rows)  # type: ignore[arg-type]
 
     async def snapshot(self) -> Snapshot:
-        if self.cache is not None and isinstance(self.notary.store, SqliteStore):
+        if self.cache is not None:
             return await self.cache.snapshot(self.notary.store, self._rows)
         keys = await self.notary.keys()
         return Snapshot.build((key, item_id, item_id) for key, item_id in keys)

@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from lifeline.entry import Entry
 from lifeline.errors import PermissionDenied
 from lifeline.store.port import AppendResult
-from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.sync.entry_set import EntrySet
@@ -55,21 +54,17 @@ class NotarizedEntrySet(_Wrapper):
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult:
         entries = [i.value for i in items if isinstance(i.value, Entry)]
-        store = self.inner.store
-        if not isinstance(store, SqliteStore):
-            await self.notary.check_entries(entries)
-            result = await self.inner.append(items, externals)
-        else:
-            declared = self.inner.externals_of(externals)
-            notary = self.notary
+        declared = self.inner.externals_of(externals)
+        notary = self.notary
+        store = notary.store  # the line, in the SQL tier (Node.make_sets)
 
-            def tx(conn: sqlite3.Connection) -> AppendResult:
-                # One transaction per received batch: the check against the attestations
-                # held, then the entries.
-                notary.check_entries_in(conn, entries)
-                return SqliteStore.append_in(conn, entries, declared)
+        def tx(conn: sqlite3.Connection) -> AppendResult:
+            # One transaction per received batch: the check against the attestations held,
+            # then the entries.
+            notary.check_entries_in(conn, entries)
+            return store.append_in(conn, entries, declared)
 
-            result = await store.run_write(tx)
+        result = await store.run_write(tx)
         self.admitted += len(result.added)
         return AdmitResult(result.count, len(result.ts_lowered))
 
