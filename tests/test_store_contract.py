@@ -294,7 +294,7 @@ async def test_concurrent_appenders_on_one_line_converge(
         stored = [await first.get(i) for i in ids]
         assert totals.count == len(ids)
         assert totals.total == sum(entry_token(e.id, e.ts) for e in stored) % (1 << 256)
-        tokens = await first.tokens()
+        tokens = await first.snapshot_rows()
         assert sum(int.from_bytes(t, "little") for _, _, t in tokens) % (1 << 256) == totals.total
     finally:
         for s in stores:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import asyncpg
     from asyncpg.pool import PoolConnectionProxy
 
-__all__ = ["LEDGER", "Conn", "Migrations", "apply_pg_migrations", "line_id_of"]
+__all__ = ["LEDGER", "Conn", "Migrations", "apply_pg_migrations", "line_id_of", "lock_key"]
 
 # A connection of its own or one lent by a pool.
 Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
@@ -32,6 +32,12 @@ Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyn
 Migrations = dict[str, Sequence[tuple[int, Sequence[str]]]]
 
 _LOCK_KEY = 0x11FE11E  # pg_advisory_xact_lock key of schema changes and line creation
+
+
+def lock_key() -> int:
+    """The advisory lock key schema changes and line creation take turns on."""
+    return _LOCK_KEY
+
 
 LEDGER: Migrations = {
     "ledger": [
@@ -44,6 +50,7 @@ LEDGER: Migrations = {
                     next_seq  bigint NOT NULL DEFAULT 1,
                     n         bigint NOT NULL DEFAULT 0,
                     token_sum bytea NOT NULL DEFAULT decode(repeat('00', 32), 'hex'),
+                    id_sum    bytea NOT NULL DEFAULT decode(repeat('00', 32), 'hex'),
                     version   bigint NOT NULL DEFAULT 0
                 )""",
                 """CREATE TABLE entries (
@@ -66,6 +73,7 @@ LEDGER: Migrations = {
                 """CREATE TABLE links (
                     line_id int NOT NULL, parent bytea NOT NULL, child bytea NOT NULL,
                     PRIMARY KEY (line_id, parent, child))""",
+                "CREATE INDEX links_child ON links (line_id, child)",
                 """CREATE TABLE tips (
                     line_id int NOT NULL, id bytea NOT NULL, PRIMARY KEY (line_id, id))""",
                 """CREATE TABLE externals (

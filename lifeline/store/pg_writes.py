@@ -32,14 +32,17 @@ def id_bytes(entry_id: str) -> bytes:
     return raw
 
 
-async def lock_line(conn: Conn, line_id: int) -> tuple[int, SetTotals]:
-    """Take the line's write lock (inside a transaction): its next row number and totals."""
+async def lock_line(conn: Conn, line_id: int) -> tuple[int, SetTotals, int]:
+    """Take the line's write lock (inside a transaction): its next row number, its totals
+    and the sum of its ids (the notary's state fingerprint, lifeline_mesh/notary/states)."""
     row = await conn.fetchrow(
-        "SELECT next_seq, n, token_sum FROM lines WHERE line_id = $1 FOR UPDATE", line_id
+        "SELECT next_seq, n, token_sum, id_sum FROM lines WHERE line_id = $1 FOR UPDATE",
+        line_id,
     )
     if row is None:
         raise InvalidEntry(f"line {line_id} is gone from the database")
-    return int(row[0]), SetTotals(int(row[1]), int.from_bytes(row[2], "little"))
+    totals = SetTotals(int(row[1]), int.from_bytes(row[2], "little"))
+    return int(row[0]), totals, int.from_bytes(row[3], "big")
 
 
 async def declare_locked(conn: Conn, line_id: int, externals: Sequence[tuple[str, str]]) -> None:
@@ -57,7 +60,7 @@ async def declare_locked(conn: Conn, line_id: int, externals: Sequence[tuple[str
 async def append_locked(conn: Conn, line_id: int, entries: Sequence[Entry]) -> AppendResult:
     """Store ``entries`` inside a transaction: takes the line lock, then writes heights, row
     numbers, links, tips, dedup keys, earliest ts and the line's totals (see PgStore)."""
-    next_seq, totals = await lock_line(conn, line_id)
+    next_seq, totals, id_sum = await lock_line(conn, line_id)
     if not entries:
         return AppendResult(())
     own = {e.id for e in entries}
@@ -102,16 +105,18 @@ async def append_locked(conn: Conn, line_id: int, entries: Sequence[Entry]) -> A
     for entry, _ in fresh:
         count += 1
         total += entry_token(entry.id, entry.ts)
+        id_sum += int(entry.id, 16)
     for eid, (old, new) in lowered.items():
         total += entry_token(eid, new) - entry_token(eid, old)
     if fresh or lowered:
         await conn.execute(
-            "UPDATE lines SET next_seq = $2, n = $3, token_sum = $4, version = version + 1"
-            " WHERE line_id = $1",
+            "UPDATE lines SET next_seq = $2, n = $3, token_sum = $4, id_sum = $5,"
+            " version = version + 1 WHERE line_id = $1",
             line_id,
             next_seq + len(fresh),
             count,
             (total % _MOD).to_bytes(32, "little"),
+            (id_sum % _MOD).to_bytes(32, "big"),
         )
     return AppendResult(tuple(e.id for e, _ in fresh), tuple(lowered))
 

@@ -14,21 +14,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from typing import Any
 
 import asyncpg
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
-from lifeline.store.pg_schema import LEDGER, Migrations, apply_pg_migrations, line_id_of
+from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
 from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.summary import SetTotals
 
-__all__ = ["PgDatabase", "PgStore", "is_postgres_url"]
+__all__ = ["DATABASE_ERRORS", "PgDatabase", "PgStore", "is_postgres_url"]
 
 log = logging.getLogger(__name__)
 PAGE = 2000  # rows per keyset page of stream()
+# What a lost or failing database raises through asyncpg.
+DATABASE_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
 
 
 def is_postgres_url(target: str) -> bool:
@@ -67,7 +70,7 @@ class PgDatabase:
             pool = await asyncpg.create_pool(
                 dsn, min_size=min_size, max_size=max_size, timeout=timeout
             )
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DATABASE_ERRORS as exc:
             raise _pg_error(dsn, exc) from exc
         db = cls(dsn, pool)
         try:
@@ -82,7 +85,7 @@ class PgDatabase:
         try:
             async with self.pool.acquire() as conn:
                 await apply_pg_migrations(conn, {**LEDGER, **migrations})
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DATABASE_ERRORS as exc:
             raise _pg_error(self.dsn, exc) from exc
 
     async def line(self, name: str, *, create: bool = True) -> PgStore:
@@ -90,7 +93,7 @@ class PgDatabase:
         try:
             async with self.pool.acquire() as conn:
                 line_id = await line_id_of(conn, name, create=create)
-        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        except DATABASE_ERRORS as exc:
             raise _pg_error(self.dsn, exc) from exc
         if line_id is None:
             raise NotFound(f"no line {name!r} in {self.dsn.split('@')[-1]}")
@@ -141,6 +144,18 @@ class PgStore:
         async with self.db.pool.acquire() as conn:
             return await conn.fetch(sql, self.line_id, *args)
 
+    async def fetch_line(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """Rows of ``sql``, whose ``$1`` is this line's number (for other tiers' tables)."""
+        return await self._fetch(sql, *args)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        """A connection in one transaction (committed on success, rolled back on error),
+        for a component that writes its tables and this line's together; it takes the
+        line's lock first (``lifeline.store.pg_writes.lock_line``)."""
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            yield conn
+
     # -- writes --------------------------------------------------------------------
 
     async def append(self, entry: Entry) -> bool:
@@ -160,6 +175,11 @@ class PgStore:
         """Count and token sum of the whole line: its ``lines`` row, no entry read."""
         row = (await self._fetch("SELECT n, token_sum FROM lines WHERE line_id = $1"))[0]
         return SetTotals(int(row[0]), int.from_bytes(row[1], "little"))
+
+    async def id_totals(self) -> tuple[int, int]:
+        """``(count, sum of ids mod 2^256)``: the notary's state fingerprint, one row."""
+        row = (await self._fetch("SELECT n, id_sum FROM lines WHERE line_id = $1"))[0]
+        return int(row[0]), int.from_bytes(row[1], "big")
 
     async def get(self, entry_id: str) -> Entry:
         found = await self.get_many([entry_id])
@@ -245,13 +265,13 @@ class PgStore:
         )
         return [(int(h), bytes(i).hex()) for h, i in rows]
 
-    async def tokens(self) -> list[tuple[int, str, bytes]]:
+    async def snapshot_rows(self) -> list[tuple[int, bytes, bytes]]:
         """``(height, id, token)`` of every entry in key order: a sync snapshot's input,
         with each token as the database computed it (``sha256(id ‖ 0 ‖ ts)``)."""
         rows = await self._fetch(
             "SELECT height, id, token FROM entries WHERE line_id = $1 ORDER BY height, id"
         )
-        return [(int(h), bytes(i).hex(), bytes(t)) for h, i, t in rows]
+        return [(int(h), bytes(i), bytes(t)) for h, i, t in rows]
 
     async def stream(self, *, problems: list[RowProblem] | None = None) -> AsyncIterator[Entry]:
         # Keyset pages over the (line_id, height, ts, id) index: bounded memory at any size.

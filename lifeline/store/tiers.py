@@ -34,7 +34,7 @@ from lifeline.store.port import AppendResult, Store
 from lifeline.store.schema import Schema
 from lifeline.store.summary import SetTotals
 
-__all__ = ["SqlLine", "Summarized", "require_tables", "tables_of"]
+__all__ = ["SqlLine", "Summarized", "TokenRows", "require_tables", "tables_of"]
 
 T = TypeVar("T")
 
@@ -49,6 +49,15 @@ class Summarized(Protocol):
 
     async def get_many_json(self, ids: Iterable[str]) -> list[bytes]:
         """``[e.to_json() for e in get_many(ids)]``, without decoding the entries."""
+        ...
+
+
+@runtime_checkable
+class TokenRows(Protocol):
+    """A store that keeps each entry's fingerprint token (PostgreSQL's generated column)."""
+
+    async def snapshot_rows(self) -> list[tuple[int, bytes, bytes]]:
+        """``(height, id bytes, token)`` of every entry, in key order."""
         ...
 
 

@@ -15,6 +15,7 @@ from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import line_names, line_path, validate_line_name
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.watch import watch_project
+from lifeline.store.postgres import is_postgres_url
 from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
 from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.node import Node
@@ -44,6 +45,14 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "listen host, a free port); printed as `join port on HOST:PORT`",
     )
     _insecure(p)
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        type=_store_url,
+        help="keep the lines in a PostgreSQL database (postgresql://user@host/db) instead of "
+        ".lifeline/lines/: a hub; several serve processes may share one database (docs/hub.md)",
+    )
     add_peering_arguments(p)
     add_serve_ui_arguments(p)
     p.add_argument(
@@ -80,6 +89,14 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_lines)
 
 
+def _store_url(value: str) -> str:
+    if not is_postgres_url(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a PostgreSQL URL; give postgresql://USER@HOST[:PORT]/DATABASE"
+        )
+    return value
+
+
 def _insecure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--insecure",
@@ -99,7 +116,16 @@ async def _serve(args: argparse.Namespace, root: Path) -> int:
         print(
             f"restored {root / '.lifeline' / '.gitignore'} (keeps keys out of git)", file=sys.stderr
         )
-    node = Node(root, insecure=args.insecure)
+    node = Node(root, insecure=args.insecure, store_url=getattr(args, "store", None))
+    try:
+        if node.store_url is not None:
+            await node.database()  # unreachable: one line and a non-zero exit, before listening
+        return await _serve_node(args, node)
+    finally:
+        await node.close()
+
+
+async def _serve_node(args: argparse.Namespace, node: Node) -> int:
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"

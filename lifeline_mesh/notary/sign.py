@@ -19,9 +19,12 @@ from typing import Any
 from lifeline.entry import Entry
 from lifeline.plugins import AppendHook
 from lifeline.store.port import Store
+from lifeline.store.postgres import PgStore
 from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
+from lifeline_mesh.notary.pg_storage import PgNotaryStore
+from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,
@@ -60,12 +63,19 @@ def _sqlite(store: Store) -> SqlLine:
     return require_tables(store, NOTARY_COMPONENT, "storing attestations")
 
 
+async def _notary(store: Store) -> Notary:
+    """The line's notary storage: PostgreSQL's for a hub's line, else the line file's."""
+    if isinstance(store, PgStore):
+        return PgNotaryStore(store)
+    return await NotaryStore.attach(_sqlite(store))
+
+
 async def sign_entries(
     store: Store, identity: NodeIdentity, entries: Sequence[Entry]
 ) -> list[Attestation]:
     """Sign ``(author, entry id, ts, node id)`` for each entry and store the attestations."""
     atts = [sign(identity, Role.AUTHOR, e.id, e.ts) for e in entries]
-    notary = await NotaryStore.attach(_sqlite(store))
+    notary = await _notary(store)
     await notary.add(atts)
     return atts
 
@@ -79,7 +89,7 @@ async def witness(
     """
     atts = receipts(identity, entry_ids, now)
     if atts:
-        notary = await NotaryStore.attach(_sqlite(store))
+        notary = await _notary(store)
         await notary.add(atts)
     return atts
 
@@ -107,7 +117,7 @@ async def summarize(
         return None
     ids = [i for _h, i in keys]
     att = sign(identity, Role.SUMMARY, line, now, str(len(ids)), fingerprint(ids), *tips)
-    notary = await NotaryStore.attach(_sqlite(store))
+    notary = await _notary(store)
     await notary.add([att])
     return att
 
@@ -138,13 +148,9 @@ async def attest_state(
     statements are dated in the order they were made. Two sessions ending together each
     read the time before waiting for the write lock used to sign, in the other order, a
     larger count at the earlier time — which every peer then refuses as a rollback."""
-    sqlite = _sqlite(store)
-    await NotaryStore.attach(sqlite)
 
-    def tx(conn: sqlite3.Connection) -> list[Attestation]:
+    def make(state: StateOf, last: Attestation | None) -> list[Attestation]:
         stamp = now() if callable(now) else now
-        state = state_of(conn)
-        last = last_state(conn, identity.node_id, line)
         if last is not None:
             if last.state_key == (str(state.count), state.fingerprint, tips_digest(state.tips)):
                 return []
@@ -155,7 +161,15 @@ async def attest_state(
                     line, state.count, last.summary_count, last.ts,
                 )  # fmt: skip
                 return []
-        atts = state_statements(identity, line, state, stamp)
+        return state_statements(identity, line, state, stamp)
+
+    if isinstance(store, PgStore):  # a hub's line: the same statement, PostgreSQL's tables
+        return await PgNotaryStore(store).sign_state(identity.node_id, line, make)
+    sqlite = _sqlite(store)
+    await NotaryStore.attach(sqlite)
+
+    def tx(conn: sqlite3.Connection) -> list[Attestation]:
+        atts = make(state_of(conn), last_state(conn, identity.node_id, line))
         NotaryStore.insert_in(conn, atts)
         return atts
 
@@ -191,7 +205,7 @@ class AuthorHook:
     async def __call__(self, store: Store, entries: Sequence[Entry]) -> None:
         if entries:
             atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
-            notary = await NotaryStore.attach(_sqlite(store))
+            notary = await _notary(store)
             await notary.add([*self._enrollment(), *atts])
 
     async def prepare(self, store: Store) -> None:

@@ -8,7 +8,7 @@ from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline.lines import validate_line_name
 from lifeline.store.port import AppendResult, Store
-from lifeline.store.tiers import SqlLine, Summarized
+from lifeline.store.tiers import SqlLine, Summarized, TokenRows
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot, token_of
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
@@ -54,6 +54,8 @@ class EntrySet:
                     known,
                 )
             )
+        if isinstance(self.store, TokenRows):
+            return Snapshot.build(await self.store.snapshot_rows(), known)
         keys = await self.store.keys()
         rows: list[tuple[int, bytes, bytes]] = []
         for k in range(0, len(keys), _CHUNK):
