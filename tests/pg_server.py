@@ -19,9 +19,11 @@ import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -30,8 +32,11 @@ from lifeline.store import MemoryStore, SqliteStore, Store
 from lifeline.store.postgres import PgStore
 
 __all__ = [
+    "HOW_TO",
+    "Cluster",
     "database_url",
     "fresh_database",
+    "hub",
     "line_name",
     "open_test_store",
     "pg_server",
@@ -94,6 +99,18 @@ class Cluster:
             "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
             "--locale=C.UTF-8", "--no-sync", "--no-instructions",
         )  # fmt: skip
+        self.resume()
+
+    def halt(self) -> None:
+        """Stop the server (fast: sessions are cut), keeping its data."""
+        self._run(
+            str(self.bin_dir / "pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "-s",
+            "stop",
+        )  # fmt: skip
+
+    def resume(self) -> None:
+        """Start the server on its data (again)."""
+        data = self.dir / "data"
         options = (
             f"-c listen_addresses='' -k {self.dir} -c fsync=off -c synchronous_commit=off"
             " -c full_page_writes=off -c max_connections=200"
@@ -180,6 +197,32 @@ async def open_test_store(request: pytest.FixtureRequest, kind: str, tmp_path: P
         return MemoryStore()
     server: str = request.getfixturevalue("pg_server")
     return await PgStore.open(server, line_name())
+
+
+@contextmanager
+def hub(root: Path, url: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`serve --store URL` on a free loopback port until the block ends (SIGTERM, clean
+    exit required); yields the process and the address it printed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve", "--insecure",
+         "--listen", "127.0.0.1:0", "--store", url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        if not first.startswith("listening on "):
+            proc.kill()
+            raise AssertionError(f"serve did not start: {first!r} {proc.communicate()[1]}")
+        yield proc, first.removeprefix("listening on ").strip()
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def line_name() -> str:

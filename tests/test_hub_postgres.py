@@ -10,15 +10,13 @@ import json
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import asyncpg
 import pytest
 
 from tests.mesh_procs import cli, log_note, shared_node
-from tests.pg_server import fresh_database
+from tests.pg_server import fresh_database, hub
 
 pytestmark = pytest.mark.slow
 
@@ -111,32 +109,6 @@ def test_two_hub_processes_on_one_database_converge(pg_server: str, tmp_path: Pa
             assert hub_ids <= signers  # the hubs' state statements reached the laptops
     for proc in (one, two):
         assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-
-
-@contextmanager
-def hub(root: Path, url: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """`serve --store URL` on a free loopback port until the block ends (SIGTERM, clean
-    exit required); yields the process and the address it printed."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve", "--insecure",
-         "--listen", "127.0.0.1:0", "--store", url],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        if not first.startswith("listening on "):
-            proc.kill()
-            raise AssertionError(f"serve did not start: {first!r} {proc.communicate()[1]}")
-        yield proc, first.removeprefix("listening on ").strip()
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 def test_an_unreachable_database_stops_serve_with_one_line(tmp_path: Path) -> None:
