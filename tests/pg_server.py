@@ -76,8 +76,9 @@ def _missing(reason: str) -> None:
 class Cluster:
     """A throwaway cluster started from ``bin_dir``; :attr:`url` reaches it."""
 
-    def __init__(self, bin_dir: Path) -> None:
+    def __init__(self, bin_dir: Path, *, durable: bool = False) -> None:
         self.bin_dir = bin_dir
+        self.durable = durable  # fsync on, as a real server runs (benchmarks)
         self.dir = Path(tempfile.mkdtemp(prefix="pgtest."))
         self.as_user: list[str] = []
         if os.geteuid() == 0:
@@ -111,10 +112,9 @@ class Cluster:
     def resume(self) -> None:
         """Start the server on its data (again)."""
         data = self.dir / "data"
-        options = (
-            f"-c listen_addresses='' -k {self.dir} -c fsync=off -c synchronous_commit=off"
-            " -c full_page_writes=off -c max_connections=200"
-        )
+        options = f"-c listen_addresses='' -k {self.dir} -c max_connections=200"
+        if not self.durable:  # a test database needs no durability
+            options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         self._run(
             str(self.bin_dir / "pg_ctl"),
             "-D", str(data), "-l", str(self.dir / "server.log"), "-w", "-s", "-o", options,
