@@ -40,7 +40,7 @@ from pathlib import Path
 from lifeline.entry import Entry
 from lifeline.ledger import Draft, Ledger
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import ensure_identity
+from lifeline_mesh.home.identity import ensure_identity
 from lifeline_mesh.notary.sign import append_hook_factory
 
 __all__ = ["main"]

@@ -38,8 +38,8 @@ from memory import fill, rss
 from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.ci import finish_job, start_job
-from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.ci.job import finish_job, start_job
+from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential

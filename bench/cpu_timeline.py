@@ -36,7 +36,7 @@ def _roles(bench_pid: int) -> dict[str, str]:
             continue
         if "serve --insecure" in cmd:
             roles[pid] = "recv"
-        elif "lifeline_mesh.worker" in cmd or "lifeline_mesh.sigworker" in cmd:
+        elif "lifeline_mesh.helpers.worker" in cmd or "lifeline_mesh.sigworker" in cmd:
             roles[pid] = "helpers"
     return roles
 

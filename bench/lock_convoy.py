@@ -30,9 +30,9 @@ from sync_signed import build
 
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.validate import DEFAULT_LIMITS
+from lifeline_mesh.helpers.worker import parse_entries
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.sync.entry_offload import parsed_items
-from lifeline_mesh.worker import parse_entries
 
 SCHEMA = "CREATE TABLE t (seq INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, body TEXT)"
 

@@ -24,8 +24,8 @@ from serving import serving, timed_sync
 from lifeline.entry import Entry, format_ts
 from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.config import NodeConfig
-from lifeline_mesh.node import Node
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.node.root import Node
 
 BATCH = 20_000
 

@@ -27,7 +27,7 @@ from nacl.signing import VerifyKey
 from lifeline.entry import Entry, format_ts
 from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.sign import sign_entries, witness
 from lifeline_mesh.notary.signers import members_path
 from lifeline_mesh.notary.statement import Role, decode, sign

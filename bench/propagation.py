@@ -30,7 +30,7 @@ from pathlib import Path
 
 from lifeline.ledger import Draft, Ledger
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.watch import CHANGE_POLL_S
+from lifeline_mesh.peering.changes import CHANGE_POLL_S
 
 POLL_S = 0.001  # how often this script looks at B's line (well under the figures measured)
 QUIET_POLLS = 4  # poll intervals to wait between runs so each write meets idle nodes

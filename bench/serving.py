@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import lifeline_mesh
-from lifeline_mesh.node import Node
+from lifeline_mesh.node.root import Node
 from lifeline_mesh.sync.driver import SyncReport
 
 __all__ = ["serving", "timed_sync"]

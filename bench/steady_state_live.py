@@ -38,7 +38,7 @@ from memory import fill, rss
 from serving import TREE, serving
 
 from lifeline.lines import line_path
-from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.home.config import NodeConfig
 
 IDLE_SAMPLE_S = 3.0
 

@@ -83,8 +83,8 @@ async def grpc_initial_sync(entries: list[Entry]) -> None:
     Plain gRPC on 127.0.0.1 (``--insecure``): this times the sync and the receiving store,
     not the TLS handshake, and the entries carry no signatures.
     """
-    from lifeline_mesh.config import NodeConfig
-    from lifeline_mesh.node import Node
+    from lifeline_mesh.home.config import NodeConfig
+    from lifeline_mesh.node.root import Node
 
     with tempfile.TemporaryDirectory() as tmp:
         roots = [Path(tmp) / name for name in "ab"]

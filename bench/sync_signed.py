@@ -23,9 +23,9 @@ from serving import serving, timed_sync
 from lifeline.entry import Entry
 from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.config import NodeConfig
-from lifeline_mesh.identity import NodeIdentity, key_path
-from lifeline_mesh.node import Node
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.node.root import Node
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import decode
 from lifeline_mesh.notary.storage import NotaryStore

@@ -57,7 +57,7 @@ from truth_ledger import WORDS, generate
 
 from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import ensure_identity
+from lifeline_mesh.home.identity import ensure_identity
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.ui.app import create_app

@@ -1,7 +1,7 @@
 """Write docs/cli.md from the parsers themselves, so the reference never drifts.
 
-    python scripts/gen_cli_doc.py          # rewrite docs/cli.md
-    python scripts/gen_cli_doc.py --check  # exit 1 when docs/cli.md is stale
+python scripts/gen_cli_doc.py          # rewrite docs/cli.md
+python scripts/gen_cli_doc.py --check  # exit 1 when docs/cli.md is stale
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_path
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.sign import summarize, witness
 from lifeline_mesh.notary.signers import members_path
 from lifeline_mesh.notary.statement import Attestation, Role, decode, sign, tips_digest

@@ -11,8 +11,8 @@ from typing import Any
 import grpc
 
 from lifeline.entry import Entry
-from lifeline_mesh.config import NodeConfig
-from lifeline_mesh.node import Node
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.node.root import Node
 from lifeline_mesh.transport.channels import METHOD, grpc_options
 from lifeline_mesh.transport.server import SyncServer
 from lifeline_mesh.wire.codec import decode_bytes

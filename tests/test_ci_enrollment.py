@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 from lifeline.errors import BadSignature
 from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential

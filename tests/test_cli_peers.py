@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.discovery.zeroconf import ZeroconfDiscovery
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.state import NodeState, recorded_node_state, state_path, write_node_state
 from lifeline_mesh.membership import create_mesh
-from lifeline_mesh.peers import PeerAddress, PeerState, save_peers_file
-from lifeline_mesh.schedule import SchedulePolicy
-from lifeline_mesh.scheduler import SyncScheduler
-from lifeline_mesh.state import NodeState, recorded_node_state, state_path, write_node_state
+from lifeline_mesh.peering.schedule import SchedulePolicy
+from lifeline_mesh.peering.scheduler import SyncScheduler
+from lifeline_mesh.peering.table import PeerAddress, PeerState, save_peers_file
 from tests.conftest import make_entry
 from tests.netns import needs_multicast
 

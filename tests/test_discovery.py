@@ -33,7 +33,7 @@ from lifeline_mesh.discovery.advert import (
     parse_txt,
 )
 from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from tests.netns import (
     needs_multicast,
     netns_unavailable,

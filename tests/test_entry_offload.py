@@ -24,7 +24,7 @@ from lifeline.errors import IdMismatch, InvalidEntry
 from lifeline.store import sqlite_writes
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.validate import Limits
-from lifeline_mesh import offload
+from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.frames import Items, LoadSnapshot
 from lifeline_mesh.recon.session import Role, Session, SessionLimits

@@ -17,7 +17,7 @@ import pytest
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.summary import entry_token
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.sign import sign_entries
 from tests.mesh_procs import cli, log_note, shared_node
 from tests.pg_server import HOW_TO, Cluster, fresh_database, hub, server_binaries

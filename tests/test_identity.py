@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from lifeline.errors import BadSignature, ConfigError, NotFound
-from lifeline_mesh.identity import NodeIdentity, key_path, parse_node_id, verify_signature
+from lifeline_mesh.home.identity import NodeIdentity, key_path, parse_node_id, verify_signature
 
 
 def test_node_id_is_short_typeable_and_checked() -> None:

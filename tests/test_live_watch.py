@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeline_mesh.peers import load_peers_file
+from lifeline_mesh.peering.table import load_peers_file
 from tests.mesh_procs import free_port, log_note, serve, shared_node, wait_for_entry
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]  # bounds on wall-clock times: run alone

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from lifeline.errors import BadSignature, ConfigError, NotFound
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import Authorizer, PermissionDenied, authorize
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, load_ca_cert, make_csr, new_tls_key

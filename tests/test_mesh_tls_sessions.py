@@ -9,12 +9,12 @@ import grpc
 import pytest
 
 from lifeline.errors import PermissionDenied
-from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.membership.invite import issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.tls import channel_credentials, channel_options
-from lifeline_mesh.node import Node
+from lifeline_mesh.node.root import Node
 from lifeline_mesh.recon.frames import Abort, Hello, Items
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.transport.client import sync_line

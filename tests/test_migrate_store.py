@@ -13,7 +13,7 @@ import pytest
 
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.sign import sign_entries
 from tests.mesh_procs import cli, log_note, shared_node
 from tests.pg_server import fresh_database

@@ -12,7 +12,7 @@ import pytest
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Role, decode
 from lifeline_mesh.notary.storage import NotaryStore

@@ -12,7 +12,7 @@ from typing import Any
 from lifeline.entry import Entry
 from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import key_path
+from lifeline_mesh.home.identity import key_path
 from tests.notary_corpus import CASES, build
 
 

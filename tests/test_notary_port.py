@@ -14,7 +14,7 @@ from lifeline.store.port import Store
 from lifeline.store.postgres import PgDatabase, PgStore
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.summary import SetTotals
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.pg_schema import PG_NOTARY
 from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary

@@ -14,7 +14,7 @@ from lifeline.entry import Entry
 from lifeline.errors import BadSignature
 from lifeline.store.schema import _statements, apply_migrations, line_schema
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.sign import receipts, witness
 from lifeline_mesh.notary.statement import Role, sign
 from lifeline_mesh.notary.storage import NotaryStore, receipts_naming

@@ -9,7 +9,7 @@ import pytest
 
 from lifeline.errors import BadSignature, ConfigError
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.admission import check_items
 from lifeline_mesh.notary.rules import Policy, check_attestations
 from lifeline_mesh.notary.sign import witness

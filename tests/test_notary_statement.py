@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.statement import (
     MAX_ITEM_BYTES,
     MAX_WITNESS_IDS,

@@ -12,7 +12,7 @@ import pytest
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.rules import Policy, check_attestations
 from lifeline_mesh.notary.sign import attest_state, sign_entries, state_statements
 from lifeline_mesh.notary.signers import FileSigners

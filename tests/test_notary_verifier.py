@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lifeline.errors import InvalidEntry
-from lifeline_mesh import offload
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.helpers import pool as offload
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary import verifier
 from lifeline_mesh.notary.statement import (
     Attestation,

@@ -15,11 +15,16 @@ import pytest
 
 from lifeline.errors import ConfigError, PeerError
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.config import NodeConfig
-from lifeline_mesh.identity import NodeIdentity
-from lifeline_mesh.peering import Peering, PeeringOptions, add_peering_arguments, peering_options
-from lifeline_mesh.peers import PeerAddress, PeerState, load_peers_file
-from lifeline_mesh.schedule import SchedulePolicy
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.peering.schedule import SchedulePolicy
+from lifeline_mesh.peering.service import (
+    Peering,
+    PeeringOptions,
+    add_peering_arguments,
+    peering_options,
+)
+from lifeline_mesh.peering.table import PeerAddress, PeerState, load_peers_file
 from tests.conftest import make_entry
 from tests.netns import needs_multicast, skip_unless_same_host_conflicts_are_seen
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.peers import PeerAddress, PeerSource, PeerTable
-from lifeline_mesh.schedule import Planner, SchedulePolicy, backoff_delay
+from lifeline_mesh.peering.schedule import Planner, SchedulePolicy, backoff_delay
+from lifeline_mesh.peering.table import PeerAddress, PeerSource, PeerTable
 
 POLICY = SchedulePolicy(
     period=60, period_jitter=0.1, backoff_base=1, backoff_max=300, backoff_jitter=0.5

@@ -18,10 +18,10 @@ import pytest
 from lifeline.errors import PeerError
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.discovery.advert import PeerFound
-from lifeline_mesh.peers import PeerAddress, PeerState, load_peers_file, save_peers_file
-from lifeline_mesh.schedule import SchedulePolicy
-from lifeline_mesh.scheduler import SyncScheduler
-from lifeline_mesh.watch import LineWatcher
+from lifeline_mesh.peering.changes import LineWatcher
+from lifeline_mesh.peering.schedule import SchedulePolicy
+from lifeline_mesh.peering.scheduler import SyncScheduler
+from lifeline_mesh.peering.table import PeerAddress, PeerState, load_peers_file, save_peers_file
 from tests.conftest import make_entry
 
 FAST = SchedulePolicy(period=3600, backoff_base=0.01, backoff_max=0.05, backoff_jitter=0.5)
@@ -86,7 +86,7 @@ async def test_concurrent_sessions_are_bounded() -> None:
 async def test_dead_and_flapping_peers_do_not_hurt_the_others(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="lifeline_mesh.scheduler")
+    caplog.set_level(logging.DEBUG, logger="lifeline_mesh.peering.scheduler")
     calls: Counter[int] = Counter()
 
     async def sync_one(peer: PeerState) -> str:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from lifeline_mesh.peers import load_peers_file
-from lifeline_mesh.state import state_path
+from lifeline_mesh.home.state import state_path
+from lifeline_mesh.peering.table import load_peers_file
 from tests.mesh_procs import cli, free_port, join_mesh, serve, wait_for_entry
 from tests.mesh_procs import log_note as _log
 from tests.mesh_procs import shared_node as _node

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import grpc
 
-from lifeline_mesh.node import NODE_LIMITS
+from lifeline_mesh.node.root import NODE_LIMITS
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.frames import Abort, Failed, Hello
 from lifeline_mesh.recon.session import Role, Session, SessionLimits

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.sets import Snapshot

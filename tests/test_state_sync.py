@@ -10,8 +10,8 @@ from pathlib import Path
 
 from lifeline.lines import line_path
 from lifeline.store.port import Store
-from lifeline_mesh.identity import NodeIdentity, key_path
-from lifeline_mesh.node import NODE_LIMITS, Node
+from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.node.root import NODE_LIMITS, Node
 from lifeline_mesh.sync.attestation_set import STATEMENTS
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.authz import SessionPeer

@@ -56,7 +56,7 @@ async def test_a_node_refuses_to_sync_a_line_it_cannot_notarize(tmp_path: Path) 
     node = make_node(tmp_path / "n")
     with pytest.raises(StoreError, match="a node syncing a line needs the notary tables"):
         node.make_sets(MemoryStore())
-    from lifeline_mesh.identity import NodeIdentity
+    from lifeline_mesh.home.identity import NodeIdentity
 
     identity = NodeIdentity.generate()
     with pytest.raises(StoreError, match="which a MemoryStore cannot hold"):

@@ -17,7 +17,7 @@ import pytest
 
 from lifeline.entry import Entry
 from lifeline.errors import LifelineError
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary import verifier
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Attestation, Role, sign

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import lifeline_mesh.wal as wal
+import lifeline_mesh.node.wal as wal
 from lifeline.lines import line_path
 from tests.recon_helpers import chain
 from tests.sync_helpers import make_node, serving, write

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from lifeline.errors import PeerError, PermissionDenied, Refused
-from lifeline_mesh.node import Node
+from lifeline_mesh.node.root import Node
+from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.transport.announce import LineChange, watch_lines
 from lifeline_mesh.transport.authz import Access, PeerIdentity
 from lifeline_mesh.transport.server import SyncServer
-from lifeline_mesh.watch import ChangeFeed
 from tests.sync_helpers import make_node, serving
 
 

@@ -14,9 +14,9 @@ from lifeline.ledger import Draft, Ledger
 from lifeline.lines import line_path
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import ensure_identity
+from lifeline_mesh.home.identity import ensure_identity
 from lifeline_mesh.membership.ca import create_mesh
-from lifeline_mesh.peers import save_peers_file
+from lifeline_mesh.peering.table import save_peers_file
 from tests.ui_sessions import add_sessions
 
 __all__ = ["HOSTILE_SUMMARY", "Project", "build_project"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
-from lifeline_mesh.ci import CiJob, finish_job, ingest_sessions, run_command, start_job
+from lifeline_mesh.ci.job import CiJob, finish_job, ingest_sessions, run_command, start_job
 from lifeline_mesh.cli.cmd_membership import TOKEN_ENV
 from lifeline_mesh.membership.credential import (
     credential_rows,

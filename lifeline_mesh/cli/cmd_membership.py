@@ -18,7 +18,7 @@ from typing import Any
 from lifeline.cli.common import print_json, root_of
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
-from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential

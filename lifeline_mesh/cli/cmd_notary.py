@@ -16,7 +16,7 @@ from lifeline.cli.common import (
 from lifeline.errors import ConfigError
 from lifeline.ledger import utc_now
 from lifeline.lines import line_names, validate_line_name
-from lifeline_mesh.identity import NodeIdentity, ensure_identity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, ensure_identity, key_path
 from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
 from lifeline_mesh.notary.audit import LineReport, audit_line

@@ -17,12 +17,12 @@ from lifeline.errors import ConfigError
 from lifeline.ignore import tracked_private_files
 from lifeline.lines import line_names, line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.discovery.survey import survey
-from lifeline_mesh.identity import NodeIdentity, key_path
-from lifeline_mesh.inbound import load_inbound
-from lifeline_mesh.peers import PeerAddress, load_peers_file
-from lifeline_mesh.state import local_mesh_id, pid_alive, read_node_state
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.inbound import load_inbound
+from lifeline_mesh.home.state import local_mesh_id, pid_alive, read_node_state
+from lifeline_mesh.peering.table import PeerAddress, load_peers_file
 
 __all__ = ["peers_report", "register", "status_report"]
 

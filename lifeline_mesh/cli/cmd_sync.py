@@ -17,10 +17,10 @@ from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.watch import watch_project
 from lifeline.store.postgres import is_postgres_url
 from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
-from lifeline_mesh.config import NodeConfig
-from lifeline_mesh.node import Node
-from lifeline_mesh.peering import add_peering_arguments, peering_options
-from lifeline_mesh.state import serve_lock
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.state import serve_lock
+from lifeline_mesh.node.root import Node
+from lifeline_mesh.peering.service import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.transport.addresses import address_arg, split_address
 

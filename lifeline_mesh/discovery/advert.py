@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.identity import parse_node_id
+from lifeline_mesh.home.identity import parse_node_id
 
 __all__ = [
     "PROTOCOL_VERSION",

@@ -25,7 +25,7 @@ from typing import Any
 
 from lifeline.errors import AmbiguousPrefix, ConfigError, NotFound, StoreError
 from lifeline.ledger import Draft
-from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.home.config import mesh_dir
 
 __all__ = ["Decision", "Proposal", "ProposalBook", "proposals_path"]
 

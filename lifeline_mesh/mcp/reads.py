@@ -15,7 +15,7 @@ from typing import Any
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.lines import line_names
-from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.proposals import ProposalBook
 from lifeline_mesh.mcp.signatures import entry_signatures

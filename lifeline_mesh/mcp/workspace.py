@@ -17,7 +17,7 @@ from lifeline.lines import DEFAULT_LINE, line_path, validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.settings import load_limits
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 
 __all__ = ["Workspace"]
 

@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from lifeline.errors import BadSignature, ConfigError, NotFound
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import (
     TARGET_NAME,

@@ -18,7 +18,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from lifeline.errors import PeerError
-from lifeline_mesh.identity import parse_node_id
+from lifeline_mesh.home.identity import parse_node_id
 
 __all__ = [
     "TARGET_NAME",

@@ -18,7 +18,7 @@ from typing import Any
 from lifeline import fsutil
 from lifeline.errors import ConfigError
 from lifeline.fsutil import read_private
-from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.home.config import mesh_dir
 
 __all__ = [
     "CA_CERT",

@@ -22,7 +22,7 @@ import grpc
 from cryptography import x509
 
 from lifeline.errors import ConfigError, PeerError, RemoteProtocolError
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import NotAuthenticated, PermissionDenied, peer_error_from_rpc
 from lifeline_mesh.membership.ca import make_csr, new_tls_key, pem_key

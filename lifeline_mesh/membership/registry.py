@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.identity import node_id_for, parse_node_id
+from lifeline_mesh.home.identity import node_id_for, parse_node_id
 from lifeline_mesh.membership import files
 
 __all__ = ["ROLES", "Member", "Registry", "Retired", "iso", "signer_status"]

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from lifeline.entry import format_ts
 from lifeline.errors import BadSignature, ConfigError
-from lifeline_mesh.identity import NodeIdentity, key_path, parse_node_id
+from lifeline_mesh.home.identity import NodeIdentity, key_path, parse_node_id
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
 from lifeline_mesh.membership.certs import mesh_id_of

@@ -21,7 +21,7 @@ import grpc
 from cryptography.hazmat.primitives import serialization
 
 from lifeline.errors import BadSignature, ConfigError, PeerError
-from lifeline_mesh.identity import NodeIdentity, key_path, node_id_for, verify_signature
+from lifeline_mesh.home.identity import NodeIdentity, key_path, node_id_for, verify_signature
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import Authorizer, PermissionDenied, status_for
 from lifeline_mesh.membership.ca import MeshCA, load_ca_cert

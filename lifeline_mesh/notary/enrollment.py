@@ -33,8 +33,8 @@ from cryptography.hazmat.primitives import serialization
 
 from lifeline.entry import format_ts
 from lifeline.errors import BadSignature, InvalidEntry, PeerError
-from lifeline_mesh.config import mesh_dir
-from lifeline_mesh.identity import NodeIdentity
+from lifeline_mesh.home.config import mesh_dir
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
 from lifeline_mesh.notary.signers import KnownSigners, SignerState, SignerStatus
 from lifeline_mesh.notary.statement import Attestation, Role, decode, sign

@@ -21,7 +21,7 @@ from lifeline.plugins import AppendHook
 from lifeline.store.port import Store
 from lifeline.store.postgres import PgStore
 from lifeline.store.tiers import SqlLine, require_tables
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
 from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary

@@ -29,8 +29,8 @@ from typing import Any, Protocol
 
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
-from lifeline_mesh.config import mesh_dir
-from lifeline_mesh.identity import parse_node_id
+from lifeline_mesh.home.config import mesh_dir
+from lifeline_mesh.home.identity import parse_node_id
 
 __all__ = ["FileSigners", "KnownSigners", "SignerState", "SignerStatus", "members_path"]
 

@@ -50,7 +50,7 @@ from nacl.signing import VerifyKey
 from lifeline.entry import ID_RE, normalize_ts
 from lifeline.errors import BadSignature, ConfigError, EntryTooLarge, InvalidEntry
 from lifeline.lines import validate_line_name
-from lifeline_mesh.identity import NodeIdentity, node_id_for
+from lifeline_mesh.home.identity import NodeIdentity, node_id_for
 
 __all__ = [
     "DOMAIN",

@@ -2,7 +2,7 @@
 
 Admission has to verify every received attestation (about 60 µs each on our benchmark
 machine), and an initial sync receives them by the hundred thousand. A helper process
-(lifeline_mesh.offload) verifies at full speed on another core while this process decodes
+(lifeline_mesh.helpers.pool) verifies at full speed on another core while this process decodes
 and stores.
 
 A helper only answers "which is the first item whose signature does not verify over its
@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from lifeline_mesh.offload import run_split
-from lifeline_mesh.worker import VERIFY, first_bad_in
+from lifeline_mesh.helpers.pool import run_split
+from lifeline_mesh.helpers.worker import VERIFY, first_bad_in
 
 __all__ = ["MIN_OFFLOAD", "first_bad_in", "first_bad_signature"]
 

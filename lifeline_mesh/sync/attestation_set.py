@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from lifeline.errors import InvalidEntry
 from lifeline.store.tiers import SqlLine
-from lifeline_mesh.identity import node_id_for
+from lifeline_mesh.home.identity import node_id_for
 from lifeline_mesh.notary.enrollment import signer_ids
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE
 from lifeline_mesh.notary.port import Notary

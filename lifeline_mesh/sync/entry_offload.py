@@ -1,4 +1,4 @@
-"""Received entries parsed and admitted in the helper processes (lifeline_mesh.offload).
+"""Received entries parsed and admitted in the helper processes (lifeline_mesh.helpers.pool).
 
 During an initial sync the node's process parses a batch while its store thread writes the
 one before; both need the interpreter lock, so they ran one after the other. A helper
@@ -17,11 +17,11 @@ from dataclasses import astuple
 from typing import Any
 
 from lifeline.entry import Entry
-from lifeline_mesh.offload import run_split
+from lifeline_mesh.helpers.pool import run_split
+from lifeline_mesh.helpers.worker import ENTRIES, parse_entries
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.frames import Frame, Items
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, ParsedItems
-from lifeline_mesh.worker import ENTRIES, parse_entries
 
 __all__ = ["MIN_OFFLOAD", "parse_in_helpers", "parsed_items", "preparse"]
 

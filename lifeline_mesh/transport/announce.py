@@ -60,7 +60,7 @@ class Subscription(Protocol):
 
 
 class Announcements(Protocol):
-    """Where the server learns of its lines' changes (``lifeline_mesh.watch.ChangeFeed``)."""
+    """Where the server learns of its lines' changes (``peering.changes.ChangeFeed``)."""
 
     def shared_lines(self) -> Sequence[str]: ...
 

@@ -23,7 +23,7 @@ from typing import Any, Generic, TypeVar
 from lifeline.errors import LifelineError
 from lifeline.lines import line_names, line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.notary.audit import audit_line
 from lifeline_mesh.notary.rules import Policy, verify_items
 from lifeline_mesh.notary.signers import FileSigners, SignerState

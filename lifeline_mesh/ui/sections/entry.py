@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from lifeline.entry import Entry
 from lifeline.truth.parse import thread_of
-from lifeline_mesh.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.mcp.signatures import entry_signatures
 from lifeline_mesh.ui.audit_cache import first_other, line_key
 from lifeline_mesh.ui.links import Links

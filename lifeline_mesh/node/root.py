@@ -29,26 +29,28 @@ from lifeline.store.port import Store
 from lifeline.store.postgres import DATABASE_ERRORS, PgDatabase, PgStore
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.tiers import require_tables
-from lifeline_mesh import offload
-from lifeline_mesh.config import NodeConfig
-from lifeline_mesh.identity import NodeIdentity, key_path
-from lifeline_mesh.inbound import InboundLog
+from lifeline_mesh.helpers import pool as offload
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.inbound import InboundLog
+from lifeline_mesh.home.state import NodeState, local_mesh_id, recorded_node_state
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
+from lifeline_mesh.node.security import TransportSecurity, peer_node_id
+from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.pg_schema import PG_NOTARY
 from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.sign import attest_state
 from lifeline_mesh.notary.storage import NotaryStore
-from lifeline_mesh.peering import Peering, PeeringOptions
-from lifeline_mesh.peers import PeerState
+from lifeline_mesh.peering.changes import ChangeFeed
+from lifeline_mesh.peering.service import Peering, PeeringOptions
+from lifeline_mesh.peering.table import PeerState
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
-from lifeline_mesh.security import TransportSecurity, peer_node_id
-from lifeline_mesh.state import NodeState, local_mesh_id, recorded_node_state
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
@@ -61,8 +63,6 @@ from lifeline_mesh.transport.authz import SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
-from lifeline_mesh.wal import trim_wal
-from lifeline_mesh.watch import ChangeFeed
 
 __all__ = ["NODE_LIMITS", "Node"]
 

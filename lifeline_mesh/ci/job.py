@@ -35,11 +35,11 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import deliver
 from lifeline.truth.service import build_context
-from lifeline_mesh.config import NodeConfig
+from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.invite import Token
 from lifeline_mesh.membership.join import join
-from lifeline_mesh.node import Node
+from lifeline_mesh.node.root import Node
 
 __all__ = [
     "CONTEXT_ENV",

@@ -20,9 +20,9 @@ import logging
 import random
 from collections.abc import AsyncIterator, Callable
 
-from lifeline_mesh.peers import PeerState
-from lifeline_mesh.schedule import SchedulePolicy, backoff_delay
-from lifeline_mesh.scheduler import SyncScheduler, describe_failure
+from lifeline_mesh.peering.schedule import SchedulePolicy, backoff_delay
+from lifeline_mesh.peering.scheduler import SyncScheduler, describe_failure
+from lifeline_mesh.peering.table import PeerState
 
 __all__ = ["WATCH_BACKOFF", "PeerWatches", "WatchOne"]
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from lifeline.errors import LifelineError
 from lifeline_mesh.discovery.advert import PeerFound
-from lifeline_mesh.peers import PeerAddress, PeerState, PeerTable
-from lifeline_mesh.schedule import Planner, SchedulePolicy
+from lifeline_mesh.peering.schedule import Planner, SchedulePolicy
+from lifeline_mesh.peering.table import PeerAddress, PeerState, PeerTable
 
 __all__ = [
     "MAX_CONCURRENT_SESSIONS",

@@ -23,7 +23,7 @@ from nacl.signing import SigningKey
 from lifeline.errors import BadSignature, ConfigError, NotFound
 from lifeline.fsutil import read_private
 from lifeline.ignore import ensure_ignore_file
-from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.home.config import mesh_dir
 
 __all__ = [
     "NodeIdentity",

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.home.config import mesh_dir
 from lifeline_mesh.membership import files as membership_files
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.certs import mesh_id_of

@@ -23,19 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.config import NodeConfig
 from lifeline_mesh.discovery.advert import PeerFound, PeerLost
 from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
-from lifeline_mesh.peer_watch import PeerWatches, WatchOne
-from lifeline_mesh.peers import PeerAddress, save_peers_file
-from lifeline_mesh.schedule import SchedulePolicy
-from lifeline_mesh.scheduler import (
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.peering.changes import CHANGE_POLL_S, ChangeFeed, LineWatcher
+from lifeline_mesh.peering.schedule import SchedulePolicy
+from lifeline_mesh.peering.scheduler import (
     MAX_CONCURRENT_SESSIONS,
     SESSION_TIMEOUT_S,
     SyncOne,
     SyncScheduler,
 )
-from lifeline_mesh.watch import CHANGE_POLL_S, ChangeFeed, LineWatcher
+from lifeline_mesh.peering.table import PeerAddress, save_peers_file
+from lifeline_mesh.peering.watches import PeerWatches, WatchOne
 
 __all__ = ["Peering", "PeeringOptions", "add_peering_arguments", "peering_options"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.fsutil import write_atomic
-from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.home.config import mesh_dir
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.transport.authz import PeerIdentity
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lifeline_mesh.peers import PeerState, PeerTable
+from lifeline_mesh.peering.table import PeerState, PeerTable
 
 __all__ = [
     "BACKOFF_BASE_S",

@@ -1,4 +1,4 @@
-"""A helper process: ``python -m lifeline_mesh.worker`` (the pool is lifeline_mesh.offload).
+"""A helper process: ``python -m lifeline_mesh.helpers.worker`` (its pool: ``helpers/pool.py``).
 
 It does the CPU-heavy checks of large received batches, so that the node's own process
 decodes and stores while it works. Requests, by operation code:

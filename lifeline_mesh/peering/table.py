@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.config import mesh_dir
+from lifeline_mesh.home.config import mesh_dir
 from lifeline_mesh.transport.addresses import split_address
 
 __all__ = [

@@ -9,7 +9,7 @@ one after the other (bench/cpu_timeline.py shows the cores each side uses). A he
 process works at full speed on another core while this process stores; the node keeps
 only what it must do itself.
 
-The helpers are ``python -m lifeline_mesh.worker`` (one per core, at most four), plain child
+The helpers are ``python -m lifeline_mesh.helpers.worker`` (one per core, at most four), plain child
 processes (not ``multiprocessing``, which re-imports the parent's main script). Each
 answers one request at a time and exits when its stdin closes, so it never outlives the
 node. :func:`run_split` cuts a batch into one part per helper and runs the parts at once.
@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from lifeline_mesh.worker import U32, read_exact
+from lifeline_mesh.helpers.worker import U32, read_exact
 
 __all__ = ["MAX_FAILURES", "run_split", "warm_up", "worker_count"]
 
@@ -58,7 +58,7 @@ class _Worker:
             # path set at run time (a checkout, a test run): hand it our sys.path.
             env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
             proc = self._proc = subprocess.Popen(
-                [sys.executable, "-m", "lifeline_mesh.worker"],
+                [sys.executable, "-m", "lifeline_mesh.helpers.worker"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 env=env,
