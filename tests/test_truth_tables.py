@@ -136,7 +136,8 @@ async def test_a_read_only_copy_that_is_behind_folds_in_memory(tmp_path: Path) -
         await read_shown(store)
         await store.append_many(entries[10:])
     # opened as `SqliteStore.open` opens a file in a folder it cannot write
-    store = SqliteStore(path, connect_read_only(path), ThreadPoolExecutor(max_workers=1))
+    pool = ThreadPoolExecutor(max_workers=1)
+    store = SqliteStore(path, connect_read_only(path), pool, schema.line_schema())
     store.read_only = True
     async with store:
         ctx = await build_context(store, line="l", budget=Budget(3000))

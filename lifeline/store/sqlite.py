@@ -68,14 +68,10 @@ class SqliteStore:
     """One line in one SQLite file. Open with :meth:`open`; use as an async context manager."""
 
     def __init__(
-        self,
-        path: Path,
-        conn: sqlite3.Connection,
-        pool: ThreadPoolExecutor,
-        schema: Schema | None = None,
+        self, path: Path, conn: sqlite3.Connection, pool: ThreadPoolExecutor, schema: Schema
     ) -> None:
         self.path = path
-        self.schema: Schema = schema if schema is not None else line_schema()
+        self.schema = schema  # the components whose tables it was opened with
         self._conn = conn
         self._pool = pool
         self._closed = False
@@ -99,9 +95,8 @@ class SqliteStore:
     async def open(
         cls, path: str | Path, *, create: bool = True, schema: Schema | None = None
     ) -> SqliteStore:
-        """Open (and with ``create``, make) the line file at ``path``, bringing it to
-        ``schema``: by default :func:`~lifeline.store.schema.line_schema`, the ledger's
-        tables and every installed component's (truth, recall, the notary)."""
+        """Open (with ``create``, make) the line file at ``path`` with ``schema``'s tables
+        (default: :func:`~lifeline.store.schema.line_schema`, every component's)."""
         wanted = schema if schema is not None else line_schema()
         target = Path(path)
         if not create and not target.exists():
