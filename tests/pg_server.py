@@ -50,7 +50,12 @@ HOW_TO = (
 
 
 def server_binaries() -> Path | None:
-    """The folder holding ``initdb`` and ``pg_ctl``, or None."""
+    """The folder holding ``initdb`` and ``pg_ctl``, or None. ``LIFELINE_TEST_PG_BIN``
+    names the folder to use (e.g. another major version's), and only that one."""
+    chosen = os.environ.get("LIFELINE_TEST_PG_BIN")
+    if chosen:
+        folder = Path(chosen)
+        return folder if (folder / "initdb").exists() and (folder / "pg_ctl").exists() else None
     debian = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: int(Path(p).parent.name))
     for folder in reversed(debian):
         if (Path(folder) / "initdb").exists() and (Path(folder) / "pg_ctl").exists():
