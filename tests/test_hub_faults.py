@@ -22,7 +22,7 @@ from lifeline_mesh.notary.sign import sign_entries
 from tests.mesh_procs import cli, log_note, shared_node
 from tests.pg_server import HOW_TO, Cluster, fresh_database, hub, server_binaries
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # real processes, a loaded box
 
 
 @pytest.fixture
