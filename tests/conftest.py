@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from lifeline.entry import Entry
+from tests.pg_server import pg_server  # noqa: F401  (the session's PostgreSQL server)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

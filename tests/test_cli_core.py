@@ -36,8 +36,8 @@ def test_a_light_command_builds_only_its_module() -> None:
     assert command_word(["--help"]) is None and command_word([]) is None
     probe = (
         "import sys; from lifeline.cli.main import build_parser; build_parser(['render']); "
-        "from lifeline.store.schema import MIGRATIONS; "
-        "print('lifeline.sessions.model' in sys.modules, sorted(MIGRATIONS))"
+        "from lifeline.store.schema import line_schema; "
+        "print('lifeline.sessions.model' in sys.modules, sorted(line_schema()))"
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     everything = "import sys, lifeline.cli.main as m; m.build_parser(); " + probe.split("; ", 3)[3]

@@ -12,7 +12,7 @@ import pytest
 
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature
-from lifeline.store.schema import MIGRATIONS, _statements, apply_migrations
+from lifeline.store.schema import _statements, apply_migrations, line_schema
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.sign import receipts, witness
@@ -41,10 +41,10 @@ async def test_a_shared_key_never_mixes_up_two_entries(tmp_path: Path) -> None:
 async def test_receipts_of_the_first_schema_are_kept(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     conn = sqlite3.connect(path, isolation_level=None)
-    apply_migrations(conn)  # with every component registered, then back to notary v1
+    apply_migrations(conn, line_schema())  # every component, then back to notary v1
     conn.execute("DROP TABLE witnessed_keys")
     conn.execute("DELETE FROM schema_migrations WHERE component = 'notary' AND version = 2")
-    version, script = MIGRATIONS["notary"][0]
+    version, script = line_schema()["notary"][0]
     assert version == 1
     for statement in _statements(script):
         if "CREATE TABLE witnessed" in statement:

@@ -65,21 +65,18 @@ async def test_edits_of_unindexed_and_indexed_rows_keep_the_index_sound(tmp_path
         assert await store.run_read(_fts_state) == (3, 3, 2)
 
 
-async def test_line_from_recall_v1_keeps_working(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_line_from_recall_v1_keeps_working(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
-    v1 = [m for m in schema.MIGRATIONS["recall"] if m[0] == 1]
-    with monkeypatch.context() as patch:
-        patch.setitem(schema.MIGRATIONS, "recall", v1)
-        async with await SqliteStore.open(path) as old:
-            await old.append_many([_note(1, "alpha gateway"), _note(2, "beta queue")])
-            assert (
-                await old.run_read(
-                    lambda c: c.execute("SELECT count(*) FROM recall_fts_docsize").fetchone()[0]
-                )
-                == 2
-            )  # indexed by the v1 trigger at write time
+    v1 = [m for m in schema.line_schema()["recall"] if m[0] == 1]
+    # the line as a release with recall v1 made it
+    async with await SqliteStore.open(path, schema={**schema.line_schema(), "recall": v1}) as old:
+        await old.append_many([_note(1, "alpha gateway"), _note(2, "beta queue")])
+        assert (
+            await old.run_read(
+                lambda c: c.execute("SELECT count(*) FROM recall_fts_docsize").fetchone()[0]
+            )
+            == 2
+        )  # indexed by the v1 trigger at write time
     async with await SqliteStore.open(path) as store:
         versions = await store.run_read(
             lambda c: c.execute(

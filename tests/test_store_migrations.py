@@ -6,7 +6,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from lifeline.store.schema import MIGRATIONS, _statements
+from lifeline.store.schema import LEDGER, _statements
 from lifeline.store.sqlite import SqliteStore
 from tests.conftest import make_entry
 
@@ -18,7 +18,7 @@ def _line_at_ledger_v1(path: Path) -> sqlite3.Connection:
         "CREATE TABLE schema_migrations (component TEXT NOT NULL, version INTEGER NOT NULL,"
         " applied_at REAL NOT NULL, PRIMARY KEY (component, version))"
     )
-    version, script = MIGRATIONS["ledger"][0]
+    version, script = LEDGER["ledger"][0]
     assert version == 1
     for statement in _statements(script):
         conn.execute(statement)

@@ -9,7 +9,6 @@ import sqlite3
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -104,21 +103,17 @@ async def test_tables_equal_a_full_fold(seed: int, n: int, step: int, tmp_path: 
         assert await _contexts(store, threads) == want
 
 
-async def test_a_line_with_the_old_snapshot_migrates(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_line_with_the_old_snapshot_migrates(tmp_path: Path) -> None:
     entries = _ledger(5, 60)
     path = tmp_path / "old.db"
-    old = {**schema.MIGRATIONS, "truth": [(1, _V1)]}
-    monkeypatch.setattr(schema, "MIGRATIONS", old)
-    async with await SqliteStore.open(path) as store:
+    old = {**schema.line_schema(), "truth": [(1, _V1)]}
+    async with await SqliteStore.open(path, schema=old) as store:
         await store.append_many(entries[:40])
 
         def snapshot(conn: sqlite3.Connection) -> None:  # as the old release left it
             conn.execute("INSERT INTO truth_snapshot VALUES (0, 40, 40, '{}')")
 
         await store.run_write(snapshot)
-    monkeypatch.undo()
     async with await SqliteStore.open(path) as store:
         tables = await store.run_read(
             lambda c: {r[0] for r in c.execute("SELECT name FROM sqlite_master")}
@@ -141,7 +136,8 @@ async def test_a_read_only_copy_that_is_behind_folds_in_memory(tmp_path: Path) -
         await read_shown(store)
         await store.append_many(entries[10:])
     # opened as `SqliteStore.open` opens a file in a folder it cannot write
-    store = SqliteStore(path, connect_read_only(path), ThreadPoolExecutor(max_workers=1))
+    pool = ThreadPoolExecutor(max_workers=1)
+    store = SqliteStore(path, connect_read_only(path), pool, schema.line_schema())
     store.read_only = True
     async with store:
         ctx = await build_context(store, line="l", budget=Budget(3000))

@@ -50,9 +50,6 @@ LIGHT_COMMANDS = {
     **dict.fromkeys(["relate", "graph"], "cmd_graph"),
 }
 _TAKES_VALUE = ("--root", "--line")
-# Modules that register a line's migrations when imported: whatever command opens a line
-# first must create every table (a later command may run where the line is read-only).
-SCHEMA_MODULES = ["lifeline.truth.recall", "lifeline.truth.snapshot"]
 
 # Writes the machine refuses: one line saying what to do, not a traceback.
 _CANNOT_WRITE = {
@@ -107,8 +104,6 @@ def command_word(argv: Sequence[str]) -> str | None:
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The `lifeline` parser: every command, or, when ``argv`` names a command of
     :data:`LIGHT_COMMANDS`, only its module's (the same parser for that command line)."""
-    for schema in SCHEMA_MODULES:
-        importlib.import_module(schema)
     names = COMMAND_MODULES
     command = None if argv is None else command_word(argv)
     if command in LIGHT_COMMANDS:

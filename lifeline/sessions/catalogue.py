@@ -30,6 +30,7 @@ from lifeline.sessions.model import (
 from lifeline.sessions.scope import scope_matches
 from lifeline.sessions.status import LIVE_WINDOW, judge
 from lifeline.store.port import Store
+from lifeline.store.tiers import SqlLine
 
 __all__ = ["Catalogue", "StoredSession", "filter_sessions"]
 
@@ -43,9 +44,8 @@ class StoredSession:
 
 async def _rows(store: Store, kind: str) -> list[tuple[str, str, str]]:
     """(id, ts, body) of every entry of ``kind``: one query on SQLite, a scan elsewhere."""
-    run_read = getattr(store, "run_read", None)
-    if run_read is not None:
-        rows: list[tuple[str, str, str]] = await run_read(
+    if isinstance(store, SqlLine):
+        rows: list[tuple[str, str, str]] = await store.run_read(
             lambda conn: conn.execute(
                 "SELECT id, ts, body FROM entries WHERE kind = ?", (kind,)
             ).fetchall()

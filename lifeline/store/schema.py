@@ -1,19 +1,36 @@
 """The SQLite schema as numbered migrations, per component.
 
 Each migration runs in the same transaction that records it in ``schema_migrations``, so a
-crash leaves a database either before or after a migration, never half-way. Higher layers
-(recall, the notary) register their own component's migrations; the ledger's are here.
+crash leaves a database either before or after a migration, never half-way.
+
+A line's schema is passed to the store when the line is opened (``SqliteStore.open(path,
+schema=...)``): the ledger's migrations (here) plus those of the components that keep
+tables beside the entries (truth, recall, the notary). :func:`line_schema` is the schema
+every line gets: the ledger's and each component named in the ``lifeline.schema`` entry-point
+group, so whichever command opens a line first creates every table, and nothing depends on
+which modules happen to be imported (decision 0029).
 """
 
 from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from importlib.metadata import entry_points
 
-__all__ = ["MIGRATIONS", "apply_migrations", "migrations_pending", "register_migrations"]
+__all__ = [
+    "LEDGER",
+    "Schema",
+    "apply_migrations",
+    "line_schema",
+    "migrations_pending",
+]
 
-# component -> ordered list of (version, sql script)
-MIGRATIONS: dict[str, list[tuple[int, str]]] = {
+# component -> ordered (version, sql script)
+Schema = Mapping[str, Sequence[tuple[int, str]]]
+
+LEDGER: dict[str, list[tuple[int, str]]] = {
     "ledger": [
         (
             1,
@@ -98,13 +115,27 @@ MIGRATIONS: dict[str, list[tuple[int, str]]] = {
 }
 
 
-def register_migrations(component: str, migrations: list[tuple[int, str]]) -> None:
-    """Add a component's migrations (idempotent for the same list)."""
-    MIGRATIONS[component] = sorted(migrations)
+def line_schema() -> dict[str, Sequence[tuple[int, str]]]:
+    """The schema of a line: the ledger's, plus every installed component's."""
+    return dict(_components())
 
 
-def migrations_pending(conn: sqlite3.Connection, component: str | None = None) -> bool:
-    """Whether ``conn``'s file lacks a migration registered here (of ``component`` only,
+@lru_cache(maxsize=1)
+def _components() -> tuple[tuple[str, tuple[tuple[int, str], ...]], ...]:
+    found: dict[str, tuple[tuple[int, str], ...]] = {
+        name: tuple(steps) for name, steps in LEDGER.items()
+    }
+    for point in sorted(entry_points(group="lifeline.schema"), key=lambda p: p.name):
+        steps = point.load()
+        if steps:  # e.g. recall without FTS5 in this SQLite: no tables
+            found[point.name] = tuple(sorted(steps))
+    return tuple(found.items())
+
+
+def migrations_pending(
+    conn: sqlite3.Connection, schema: Schema, component: str | None = None
+) -> bool:
+    """Whether ``conn``'s file lacks a migration of ``schema`` (of ``component`` only,
     when given); a read-only check."""
     try:
         done = set(conn.execute("SELECT component, version FROM schema_migrations").fetchall())
@@ -112,20 +143,21 @@ def migrations_pending(conn: sqlite3.Connection, component: str | None = None) -
         return True
     return any(
         (c, v) not in done
-        for c, steps in MIGRATIONS.items()
+        for c, steps in schema.items()
         if component in (None, c)
         for v, _ in steps
     )
 
 
-def apply_migrations(conn: sqlite3.Connection) -> None:
-    """Bring ``conn`` (autocommit mode) up to the newest version of every component."""
+def apply_migrations(conn: sqlite3.Connection, schema: Schema) -> None:
+    """Bring ``conn`` (autocommit mode) up to the newest version of every component of
+    ``schema`` (the ledger's first, whether named or not)."""
     conn.execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations ("
         " component TEXT NOT NULL, version INTEGER NOT NULL, applied_at REAL NOT NULL,"
         " PRIMARY KEY (component, version))"
     )
-    for component, steps in sorted(MIGRATIONS.items()):
+    for component, steps in sorted({**schema, **LEDGER}.items(), key=_ledger_first):
         for version, script in steps:
             done = conn.execute(
                 "SELECT 1 FROM schema_migrations WHERE component = ? AND version = ?",
@@ -150,6 +182,10 @@ def apply_migrations(conn: sqlite3.Connection) -> None:
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
+
+
+def _ledger_first(item: tuple[str, Sequence[tuple[int, str]]]) -> tuple[bool, str]:
+    return item[0] != "ledger", item[0]
 
 
 def _statements(script: str) -> list[str]:

@@ -24,7 +24,7 @@ from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
-from lifeline.store.schema import apply_migrations
+from lifeline.store.schema import Schema, apply_migrations, line_schema
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_open import connect_read_only, open_failure, sidecars, unwritable
 from lifeline.store.sqlite_reads import COLUMNS, decode_or_raise, decoded_by_id, page
@@ -67,8 +67,11 @@ WAL_AUTOCHECKPOINT_PAGES = 10_000
 class SqliteStore:
     """One line in one SQLite file. Open with :meth:`open`; use as an async context manager."""
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, pool: ThreadPoolExecutor) -> None:
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection, pool: ThreadPoolExecutor, schema: Schema
+    ) -> None:
         self.path = path
+        self.schema = schema  # the components whose tables it was opened with
         self._conn = conn
         self._pool = pool
         self._closed = False
@@ -89,8 +92,12 @@ class SqliteStore:
     # -- lifecycle -----------------------------------------------------------------
 
     @classmethod
-    async def open(cls, path: str | Path, *, create: bool = True) -> SqliteStore:
-        """Open (and with ``create``, make) the line file at ``path``, migrating it."""
+    async def open(
+        cls, path: str | Path, *, create: bool = True, schema: Schema | None = None
+    ) -> SqliteStore:
+        """Open (with ``create``, make) the line file at ``path`` with ``schema``'s tables
+        (default: :func:`~lifeline.store.schema.line_schema`, every component's)."""
+        wanted = schema if schema is not None else line_schema()
         target = Path(path)
         if not create and not target.exists():
             raise NotFound(f"no line file at {target}; create the line with `lifeline init`")
@@ -111,7 +118,7 @@ class SqliteStore:
             conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
             conn.execute("PRAGMA temp_store = MEMORY")  # sorts for keys() etc. stay off disk
             conn.execute("PRAGMA foreign_keys = OFF")
-            apply_migrations(conn)
+            apply_migrations(conn, wanted)
             return conn
 
         read_only = False
@@ -134,7 +141,7 @@ class SqliteStore:
                     f"failed too ({again})"
                 ) from again
             read_only = True
-        store = cls(target, conn, pool)
+        store = cls(target, conn, pool, wanted)
         store.read_only = read_only
         return store
 

@@ -8,7 +8,7 @@ import sqlite3
 from pathlib import Path
 
 from lifeline.errors import StoreError
-from lifeline.store.schema import migrations_pending
+from lifeline.store.schema import LEDGER, migrations_pending
 
 __all__ = ["connect_read_only", "open_failure", "read_only_uri", "sidecars", "unwritable"]
 
@@ -46,7 +46,7 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     conn = sqlite3.connect(
         read_only_uri(path), uri=True, isolation_level=None, check_same_thread=False
     )
-    if migrations_pending(conn, "ledger"):  # others' tables: reads that need them say so
+    if migrations_pending(conn, LEDGER):  # others' tables: reads that need them say so
         conn.close()
         raise StoreError(f"{path} needs a schema upgrade, which cannot be written here")
     return conn

@@ -28,8 +28,7 @@ from typing import Protocol
 
 from lifeline.entry import Entry
 from lifeline.store.port import Store
-from lifeline.store.schema import register_migrations
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import tables_of
 from lifeline.truth.reducers import why_excerpt
 from lifeline.truth.sections import Hit
 
@@ -37,6 +36,7 @@ __all__ = [
     "CANDIDATES",
     "DEFAULT_FLOOR",
     "FTS5_AVAILABLE",
+    "RECALL_MIGRATIONS",
     "SUMMARY_WEIGHT",
     "catch_up",
     "hits_for",
@@ -63,13 +63,15 @@ def _probe_fts5() -> bool:
 
 FTS5_AVAILABLE = _probe_fts5()
 
-if FTS5_AVAILABLE:
-    register_migrations(
-        "recall",
-        [
-            (
-                1,
-                """
+# The recall index in a line (component "recall"; lifeline/store/schema.py, line_schema):
+# none where this SQLite lacks FTS5 (recall then scans).
+RECALL_MIGRATIONS: list[tuple[int, str]] = (
+    []
+    if not FTS5_AVAILABLE
+    else [
+        (
+            1,
+            """
                 CREATE VIRTUAL TABLE recall_fts USING fts5(
                     summary, body, content='entries', content_rowid='seq',
                     tokenize='unicode61 remove_diacritics 2'
@@ -90,13 +92,13 @@ if FTS5_AVAILABLE:
                 END;
                 INSERT INTO recall_fts(recall_fts) VALUES ('rebuild');
                 """,
-            ),
-            (
-                2,
-                # Off the write path: indexing moves to read time (catch-up past the mark).
-                # Updates and deletes only touch rows already indexed: 'delete' of a row
-                # that was never inserted would corrupt an external-content index.
-                """
+        ),
+        (
+            2,
+            # Off the write path: indexing moves to read time (catch-up past the mark).
+            # Updates and deletes only touch rows already indexed: 'delete' of a row
+            # that was never inserted would corrupt an external-content index.
+            """
                 DROP TRIGGER recall_on_insert;
                 DROP TRIGGER recall_on_delete;
                 DROP TRIGGER recall_on_update;
@@ -118,9 +120,9 @@ if FTS5_AVAILABLE:
                     VALUES (new.seq, new.summary, new.body);
                 END;
                 """,
-            ),
-        ],
-    )
+        ),
+    ]
+)
 
 
 def _fold_text(text: str) -> str:
@@ -242,8 +244,9 @@ def scan_rank(
 
 
 async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
-    if FTS5_AVAILABLE and isinstance(store, SqliteStore):
-        index_tx = store.write(catch_up)
+    sql = tables_of(store, "recall")
+    if sql is not None:
+        index_tx = sql.write(catch_up)
 
         def ranked(conn: sqlite3.Connection) -> list[tuple[str, float]]:
             # one thread hop: the catch-up transaction (if any) and the query together
@@ -255,7 +258,7 @@ async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[st
             return _fts_rank(conn, terms, limit)
 
         try:
-            return await store.run_read(ranked)
+            return await sql.run_read(ranked)
         except LookupError:
             pass
     return scan_rank([e async for e in store.stream()], terms, limit)

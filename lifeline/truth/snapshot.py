@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from lifeline.store.port import Store
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import SqlLine, tables_of
 from lifeline.truth.reducers import fold_all
 from lifeline.truth.state import State
 from lifeline.truth.table import catch_up, is_current
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-async def _read(store: SqliteStore, reader: Callable[[sqlite3.Connection], T]) -> T | None:
+async def _read(store: SqlLine, reader: Callable[[sqlite3.Connection], T]) -> T | None:
     """``reader(conn)`` on current tables, or None when they cannot be brought up to date.
 
     A current line is read in a read transaction. A line that is behind is caught up and
@@ -67,8 +67,9 @@ async def _full_fold(store: Store) -> State:
 
 async def load_state(store: Store) -> State:
     """The folded state of ``store``: from the tables on SQLite, a full fold otherwise."""
-    if isinstance(store, SqliteStore):
-        state = await _read(store, full_state)
+    sql = tables_of(store, "truth")
+    if sql is not None:
+        state = await _read(sql, full_state)
         if state is not None:
             return state
     return await _full_fold(store)
@@ -83,10 +84,9 @@ async def load_shown(
     """The state and truth a context reads, and ``thread`` resolved by ``resolve`` (see
     :func:`~lifeline.truth.tableview.shown_state`): bounded by the budget on SQLite; the
     whole state elsewhere."""
-    if isinstance(store, SqliteStore):
-        found = await _read(
-            store, lambda conn: shown_state(conn, thread, recent, max_items, resolve)
-        )
+    sql = tables_of(store, "truth")
+    if sql is not None:
+        found = await _read(sql, lambda conn: shown_state(conn, thread, recent, max_items, resolve))
         if found is not None:
             return found
     state = await _full_fold(store)
@@ -107,9 +107,10 @@ class Superseded:
 
 async def load_superseded(store: Store) -> Superseded:
     """The superseded entries alone: one table on SQLite, a full fold elsewhere."""
-    if isinstance(store, SqliteStore):
+    sql = tables_of(store, "truth")
+    if sql is not None:
         found = await _read(
-            store, lambda conn: dict(conn.execute("SELECT id, by FROM truth_superseded"))
+            sql, lambda conn: dict(conn.execute("SELECT id, by FROM truth_superseded"))
         )
         if found is not None:
             return Superseded(found)

@@ -26,12 +26,11 @@ from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import StoreError
-from lifeline.store.schema import register_migrations
 from lifeline.truth.reducers import fold
 from lifeline.truth.state import RECENT_KEEP, STATE_VERSION, State
 from lifeline.truth.views import corrections_of
 
-__all__ = ["CORE_FIELDS", "catch_up", "is_current", "read_core"]
+__all__ = ["CORE_FIELDS", "TRUTH_MIGRATIONS", "catch_up", "is_current", "read_core"]
 
 log = logging.getLogger(__name__)
 _CHUNK = 5_000
@@ -115,7 +114,8 @@ BEGIN
 END;
 """
 
-register_migrations("truth", [(1, _V1), (2, _V2)])
+# The truth tables in a line (component "truth"; lifeline/store/schema.py, line_schema).
+TRUTH_MIGRATIONS = [(1, _V1), (2, _V2)]
 
 _TABLES = (
     "truth_items",

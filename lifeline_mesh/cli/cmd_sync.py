@@ -13,6 +13,7 @@ from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import validate_line_name
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.watch import watch_project
+from lifeline.store.postgres import is_postgres_url
 from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.config import NodeConfig
@@ -46,6 +47,14 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     _insecure(p)
     _fast_paths(p)
+    p.add_argument(
+        "--store",
+        default=None,
+        metavar="URL",
+        type=_store_url,
+        help="keep the lines in a PostgreSQL database (postgresql://user@host/db) instead of "
+        ".lifeline/lines/: a hub; several serve processes may share one database (docs/hub.md)",
+    )
     add_peering_arguments(p)
     add_serve_ui_arguments(p)
     p.add_argument(
@@ -83,6 +92,14 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_lines)
 
 
+def _store_url(value: str) -> str:
+    if not is_postgres_url(value):
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a PostgreSQL URL; give postgresql://USER@HOST[:PORT]/DATABASE"
+        )
+    return value
+
+
 def _insecure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--insecure",
@@ -113,7 +130,18 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
-    node = Node(home, insecure=args.insecure, fast=_fast(args))
+    node = Node(
+        home, insecure=args.insecure, fast=_fast(args), store_url=getattr(args, "store", None)
+    )
+    try:
+        if node.store_url is not None:
+            await node.database()  # unreachable: one line and a non-zero exit, before listening
+        return await _serve_node(args, node)
+    finally:
+        await node.close()
+
+
+async def _serve_node(args: argparse.Namespace, node: Node) -> int:
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"

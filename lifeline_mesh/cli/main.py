@@ -16,6 +16,7 @@ from lifeline_mesh import __version__
 from lifeline_mesh.cli import (
     cmd_capture,
     cmd_ci,
+    cmd_hub,
     cmd_init,
     cmd_mcp,
     cmd_membership,
@@ -40,6 +41,7 @@ COMMAND_MODULES: list[ModuleType] = [
     cmd_peers,
     cmd_ui,
     cmd_ci,
+    cmd_hub,
 ]
 
 

@@ -21,11 +21,12 @@ from pathlib import Path
 
 import grpc
 
-from lifeline.errors import LifelineError
+from lifeline.errors import LifelineError, StoreError
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.postgres import DATABASE_ERRORS, PgDatabase, PgStore
+from lifeline.store.tiers import require_tables
 from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
@@ -37,6 +38,10 @@ from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
 from lifeline_mesh.node.wal import trim_wal
+from lifeline_mesh.notary.pg_schema import PG_NOTARY
+from lifeline_mesh.notary.pg_storage import PgNotaryStore
+from lifeline_mesh.notary.port import Notary
+from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.sign import attest_state
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering.changes import ChangeFeed
@@ -80,8 +85,12 @@ class Node:
         limits: SessionLimits | None = None,
         clock: Callable[[], str] = utc_now,
         fast: FastPaths | None = None,
+        store_url: str | None = None,
     ) -> None:
         self.home = home
+        # Lines in a PostgreSQL database (a hub) instead of .lifeline/lines/ (docs/hub.md)
+        self.store_url = store_url
+        self._db: PgDatabase | None = None
         self.limits = limits or NODE_LIMITS
         # The overlaps of every session (helper processes, read-ahead, pipelined admission);
         # LIFELINE_FAST_PATHS=off or `--no-fast-paths` turns them off (sync/fast.py).
@@ -111,12 +120,42 @@ class Node:
 
     @asynccontextmanager
     async def open_line(self, line: str) -> AsyncIterator[Store]:
+        if self.store_url is not None:
+            async with self._open_pg_line(validate_line_name(line)) as pg:
+                yield pg
+            return
         async with self.home.open_line(validate_line_name(line), create=True) as store:
             try:
                 yield store
             finally:
                 await self._witness_state(store, line)
                 await trim_wal(store)
+
+    async def database(self) -> PgDatabase:
+        """The hub's database (connected, its schema brought up to date, on first use)."""
+        if self.store_url is None:
+            raise StoreError("this node keeps its lines in .lifeline/, not in a database")
+        if self._db is None:
+            self._db = await PgDatabase.connect(self.store_url, migrations=PG_NOTARY)
+        return self._db
+
+    async def close(self) -> None:
+        if self._db is not None:
+            await self._db.close()
+            self._db = None
+
+    @asynccontextmanager
+    async def _open_pg_line(self, line: str) -> AsyncIterator[PgStore]:
+        db = await self.database()
+        store = await db.line(line)
+        try:
+            yield store
+            await self._witness_state(store, line)
+        except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
+            raise StoreError(
+                f"line {line}: the database failed during the session ({type(exc).__name__}:"
+                f" {exc}); nothing half-written, the next session reconnects"
+            ) from exc
 
     async def _witness_state(self, store: Store, line: str) -> None:
         """One state statement after a session that admitted new entries (none otherwise)."""
@@ -135,19 +174,26 @@ class Node:
     def make_sets(self, store: Store, peer: SessionPeer | None = None) -> Sequence[ReconSet]:
         """The sets of one session: attestations, statements (a first-wave peer does not
         open this set, so it never receives a kind it would refuse), then entries."""
-        if not isinstance(store, SqliteStore):
-            return [EntrySet(store)]
         caller = peer_node_id(peer.identity) if peer is not None else None
         local = self.identity.node_id if self.identity else None
-        notary = NotaryStore(
-            store, signers=self.security.signers(self.home, local, caller), clock=self.clock
-        )
+        signers = self.security.signers(self.home, local, caller)
         codec = EntryCodec(self.home.limits())
-        entries = NotarizedEntrySet(EntrySet(store, codec, self.snapshots), notary)
+        notary: Notary
+        if isinstance(store, PgStore):  # a hub's line: the notary's PostgreSQL twin
+            notary = PgNotaryStore(store, signers=signers, clock=self.clock)
+            entries = NotarizedEntrySet(EntrySet(store, codec), notary)
+            cache = None  # snapshots come from the stored tokens (SnapshotCache is SQLite's)
+        else:
+            # A line synced without its notary would take entries unchecked and never pass
+            # on their signatures: a store without the notary's tables is refused, loudly.
+            line = require_tables(store, NOTARY_COMPONENT, "a node syncing a line")
+            notary = NotaryStore(line, signers=signers, clock=self.clock)
+            entries = NotarizedEntrySet(EntrySet(line, codec, self.snapshots), notary)
+            cache = self.snapshots
         self._admitting[store] = entries
         sets: list[ReconSet] = [
-            AttestationSet(notary, self.snapshots),
-            AttestationSet(notary.statements(), self.snapshots),
+            AttestationSet(notary, cache),
+            AttestationSet(notary.statements(), cache),
             entries,
         ]
         if peer is not None and not peer.can_write:

@@ -8,32 +8,5 @@ signs on this node; ``audit`` drives ``lifeline-mesh verify``.
 
 from __future__ import annotations
 
-from lifeline_mesh.notary.sign import (
-    append_hook_factory,
-    attest_state,
-    sign_entries,
-    sign_unsigned,
-    summarize,
-    witness,
-)
-from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
-from lifeline_mesh.notary.statement import Attestation, Role, decode, sign
-from lifeline_mesh.notary.storage import NotaryStore
-
-__all__ = [
-    "Attestation",
-    "FileSigners",
-    "KnownSigners",
-    "NotaryStore",
-    "Role",
-    "SignerState",
-    "SignerStatus",
-    "append_hook_factory",
-    "attest_state",
-    "decode",
-    "sign",
-    "sign_entries",
-    "sign_unsigned",
-    "summarize",
-    "witness",
-]
+# No re-exports: `lifeline` reads this package's schema module when it opens a line
+# (lifeline/store/schema.py, line_schema), which must not load the rest of the notary.

@@ -15,7 +15,7 @@ from typing import Any
 
 from lifeline.audit import verify_store
 from lifeline.errors import BadSignature
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.enrollment import LearningSigners
 from lifeline_mesh.notary.rules import (
     Checked,
@@ -59,7 +59,7 @@ class LineReport:
 
 
 async def audit_line(
-    store: SqliteStore,
+    store: SqlLine,
     line: str,
     signers: KnownSigners,
     policy: Policy,

@@ -23,7 +23,7 @@ import base64
 import contextlib
 import datetime as dt
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
@@ -32,7 +32,6 @@ from cryptography.hazmat.primitives import serialization
 
 from lifeline.entry import format_ts
 from lifeline.errors import BadSignature, InvalidEntry, PeerError
-from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
@@ -181,13 +180,15 @@ def signer_ids(raws: Iterable[bytes]) -> set[bytes]:
     return {bytes(raw[-96:-64]) for raw in raws}
 
 
-async def learn_held(store: SqliteStore, signers: KnownSigners | None) -> bool:
-    """Teach ``signers`` the runners this line's enrollments prove, once per session;
-    True if that was done now (a caller then checks its batch again)."""
+async def learn_held(
+    held: Callable[[], Awaitable[list[Attestation]]], signers: KnownSigners | None
+) -> bool:
+    """Teach ``signers`` the runners this line's enrollments prove (``held()`` reads them),
+    once per session; True if that was done now (a caller then checks its batch again)."""
     if not isinstance(signers, EnrolledSigners) or signers.loaded_held:
         return False
     signers.loaded_held = True
-    for att in await store.run_read(held_enrollments):
+    for att in await held():
         try:
             signers.learn(att)
         except BadSignature:

@@ -1,21 +1,17 @@
 """The notary's tables in a line's SQLite file, as schema migrations of the component
-``notary`` (registered when this module is imported; the store applies them when it opens
-the line, lifeline/store/schema.py)."""
+``notary`` (named in the ``lifeline.schema`` entry-point group, so every line is opened with them;
+lifeline/store/schema.py, line_schema)."""
 
 from __future__ import annotations
 
-from lifeline.store.schema import register_migrations
-
-__all__ = ["NOTARY_COMPONENT"]
+__all__ = ["NOTARY_COMPONENT", "NOTARY_MIGRATIONS"]
 
 NOTARY_COMPONENT = "notary"
 
-register_migrations(
-    NOTARY_COMPONENT,
-    [
-        (
-            1,
-            """
+NOTARY_MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        """
             CREATE TABLE attestations (
                 seq      INTEGER PRIMARY KEY AUTOINCREMENT,
                 id       BLOB NOT NULL UNIQUE,
@@ -36,15 +32,15 @@ register_migrations(
                 PRIMARY KEY (entry_id, att_id)
             ) WITHOUT ROWID;
             """,
-        ),
-        (
-            2,
-            # Receipts indexed by a 16-hex-character key of each entry they name and the
-            # receipt's row, instead of (entry id, receipt id, node, ts) per row: ~30 bytes
-            # an index row instead of ~180, so a received batch rewrites far fewer index
-            # pages. A key names candidates; the receipt itself says whether it names the
-            # entry (see receipts_naming).
-            """
+    ),
+    (
+        2,
+        # Receipts indexed by a 16-hex-character key of each entry they name and the
+        # receipt's row, instead of (entry id, receipt id, node, ts) per row: ~30 bytes
+        # an index row instead of ~180, so a received batch rewrites far fewer index
+        # pages. A key names candidates; the receipt itself says whether it names the
+        # entry (see receipts_naming).
+        """
             CREATE TABLE witnessed_keys (
                 entry_key TEXT NOT NULL,
                 att_seq   INTEGER NOT NULL,
@@ -55,24 +51,24 @@ register_migrations(
                 JOIN attestations a ON a.id = w.att_id;
             DROP TABLE witnessed;
             """,
-        ),
-        (
-            3,
-            # Attestations found by role and a 16-character key of their subject (entry ids
-            # are random: the shorter the key, the fewer index pages a batch rewrites).
-            # Queries use SUBJECT_KEY verbatim, so that SQLite uses this index, and then
-            # compare the whole subject.
-            """
+    ),
+    (
+        3,
+        # Attestations found by role and a 16-character key of their subject (entry ids
+        # are random: the shorter the key, the fewer index pages a batch rewrites).
+        # Queries use SUBJECT_KEY verbatim, so that SQLite uses this index, and then
+        # compare the whole subject.
+        """
             CREATE INDEX attestations_subject_key ON attestations(role, substr(subject, 1, 16));
             DROP INDEX attestations_subject;
             """,
-        ),
-        (
-            4,
-            # The second wave's statements (state, imported) in their own table: they are
-            # reconciled as the set `statements`, which first-wave peers do not open, so
-            # they never receive a kind they would refuse. Nothing signed is converted.
-            """
+    ),
+    (
+        4,
+        # The second wave's statements (state, imported) in their own table: they are
+        # reconciled as the set `statements`, which first-wave peers do not open, so
+        # they never receive a kind they would refuse. Nothing signed is converted.
+        """
             CREATE TABLE statements (
                 seq      INTEGER PRIMARY KEY AUTOINCREMENT,
                 id       BLOB NOT NULL UNIQUE,
@@ -87,14 +83,14 @@ register_migrations(
             CREATE INDEX statements_signer ON statements(role, node_id, sort_key);
             CREATE INDEX statements_subject_key ON statements(role, substr(subject, 1, 16));
             """,
-        ),
-        (
-            6,
-            # Each table's whole-set fingerprint (ledger migration 3's set_summaries) is
-            # recomputed from the rows after the migrations before this one, which may
-            # have changed the tables without keeping it (decision 0016); an empty table's
-            # row is known at once and kept from the first insert.
-            """
+    ),
+    (
+        6,
+        # Each table's whole-set fingerprint (ledger migration 3's set_summaries) is
+        # recomputed from the rows after the migrations before this one, which may
+        # have changed the tables without keeping it (decision 0016); an empty table's
+        # row is known at once and kept from the first insert.
+        """
             DELETE FROM set_summaries WHERE name IN ('attestations', 'statements');
             INSERT INTO set_summaries
                 SELECT 'attestations', 0, zeroblob(32), 0
@@ -103,6 +99,5 @@ register_migrations(
                 SELECT 'statements', 0, zeroblob(32), 0
                 WHERE NOT EXISTS (SELECT 1 FROM statements);
             """,
-        ),
-    ],
-)
+    ),
+]

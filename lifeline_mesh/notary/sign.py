@@ -16,14 +16,17 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from lifeline.entry import Entry
-from lifeline.errors import ConfigError
 from lifeline.home import Home
 from lifeline.plugins import AppendHook
 from lifeline.store.port import Store
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.postgres import PgStore
+from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
+from lifeline_mesh.notary.pg_storage import PgNotaryStore
+from lifeline_mesh.notary.port import Notary
+from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,
     MAX_SUMMARY_TIPS,
@@ -57,13 +60,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def _sqlite(store: Store) -> SqliteStore:
-    if not isinstance(store, SqliteStore):
-        raise ConfigError(
-            f"attestations are stored in the line's SQLite file; {type(store).__name__} "
-            "cannot hold them (open the line with SqliteStore)"
-        )
-    return store
+def _sqlite(store: Store) -> SqlLine:
+    return require_tables(store, NOTARY_COMPONENT, "storing attestations")
+
+
+async def _notary(store: Store) -> Notary:
+    """The line's notary storage: PostgreSQL's for a hub's line, else the line file's."""
+    if isinstance(store, PgStore):
+        return PgNotaryStore(store)
+    return await NotaryStore.attach(_sqlite(store))
 
 
 async def sign_entries(
@@ -71,7 +76,7 @@ async def sign_entries(
 ) -> list[Attestation]:
     """Sign ``(author, entry id, ts, node id)`` for each entry and store the attestations."""
     atts = [sign(identity, Role.AUTHOR, e.id, e.ts) for e in entries]
-    notary = await NotaryStore.attach(_sqlite(store))
+    notary = await _notary(store)
     await notary.add(atts)
     return atts
 
@@ -85,7 +90,7 @@ async def witness(
     """
     atts = receipts(identity, entry_ids, now)
     if atts:
-        notary = await NotaryStore.attach(_sqlite(store))
+        notary = await _notary(store)
         await notary.add(atts)
     return atts
 
@@ -113,7 +118,7 @@ async def summarize(
         return None
     ids = [i for _h, i in keys]
     att = sign(identity, Role.SUMMARY, line, now, str(len(ids)), fingerprint(ids), *tips)
-    notary = await NotaryStore.attach(_sqlite(store))
+    notary = await _notary(store)
     await notary.add([att])
     return att
 
@@ -144,13 +149,9 @@ async def attest_state(
     statements are dated in the order they were made. Two sessions ending together each
     read the time before waiting for the write lock used to sign, in the other order, a
     larger count at the earlier time — which every peer then refuses as a rollback."""
-    sqlite = _sqlite(store)
-    await NotaryStore.attach(sqlite)
 
-    def tx(conn: sqlite3.Connection) -> list[Attestation]:
+    def make(state: StateOf, last: Attestation | None) -> list[Attestation]:
         stamp = now() if callable(now) else now
-        state = state_of(conn)
-        last = last_state(conn, identity.node_id, line)
         if last is not None:
             if last.state_key == (str(state.count), state.fingerprint, tips_digest(state.tips)):
                 return []
@@ -161,7 +162,15 @@ async def attest_state(
                     line, state.count, last.summary_count, last.ts,
                 )  # fmt: skip
                 return []
-        atts = state_statements(identity, line, state, stamp)
+        return state_statements(identity, line, state, stamp)
+
+    if isinstance(store, PgStore):  # a hub's line: the same statement, PostgreSQL's tables
+        return await PgNotaryStore(store).sign_state(identity.node_id, line, make)
+    sqlite = _sqlite(store)
+    await NotaryStore.attach(sqlite)
+
+    def tx(conn: sqlite3.Connection) -> list[Attestation]:
+        atts = make(state_of(conn), last_state(conn, identity.node_id, line))
         NotaryStore.insert_in(conn, atts)
         return atts
 
@@ -197,7 +206,7 @@ class AuthorHook:
     async def __call__(self, store: Store, entries: Sequence[Entry]) -> None:
         if entries:
             atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
-            notary = await NotaryStore.attach(_sqlite(store))
+            notary = await _notary(store)
             await notary.add([*self._enrollment(), *atts])
 
     async def prepare(self, store: Store) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "fingerprint",
     "last_state",
     "state_of",
+    "sum_fingerprint",
     "unsigned_entries",
 ]
 
@@ -36,6 +37,11 @@ def fingerprint(ids: Iterable[str]) -> str:
     for entry_id in ids:
         total += int(entry_id, 16)
         count += 1
+    return _fingerprint(total, count)
+
+
+def sum_fingerprint(total: int, count: int) -> str:
+    """:func:`fingerprint` of ids whose sum (mod 2^256) and count are known."""
     return _fingerprint(total, count)
 
 

@@ -1,8 +1,9 @@
 """Attestation storage beside the entries, and the sync adapter for the attestation set.
 
 Attestations live in the ``attestations`` table of the line's own SQLite file (component
-``notary`` of the schema migrations), written through ``SqliteStore.run_write`` so a batch
-of attestations commits in one transaction, alone or together with nothing.
+``notary`` of the line's schema), written through the second storage tier
+(:class:`~lifeline.store.tiers.SqlLine` ``run_write``) so a batch of attestations commits in
+one transaction, alone or together with the entries it came with.
 
 For reconciliation the set is opaque: :meth:`NotaryStore.keys` gives ``(sort key, id)``
 sorted, :meth:`fetch` the items' bytes, :meth:`admit` verifies and stores a received batch
@@ -13,16 +14,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import weakref
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 
-import lifeline_mesh.notary.schema  # noqa: F401  (registers the notary's tables)
 from lifeline.entry import Entry
-from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
+from lifeline.errors import InvalidEntry, StoreError
 from lifeline.ledger import utc_now
-from lifeline.store.schema import apply_migrations
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.port import AppendResult
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.store.summary import (
     SetTotals,
@@ -31,20 +29,15 @@ from lifeline.store.summary import (
     read_totals,
     totals_for_update,
 )
-from lifeline_mesh.notary.admission import (
-    MAX_ADMIT_ITEMS,
-    StoredContext,
-    UnknownSigner,
-    check_entry_times,
-    check_items,
-    check_timing,
-)
+from lifeline.store.tiers import SqlLine
+from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
 from lifeline_mesh.notary.claims import stored_claim
-from lifeline_mesh.notary.enrollment import learn_held
+from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
+from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, STATEMENTS_TABLE, table_of, verify_batch
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
+from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role, decode
-from lifeline_mesh.notary.verifier import first_bad_signature
 
 __all__ = [
     "ATTESTATIONS_TABLE",
@@ -55,8 +48,6 @@ __all__ = [
     "table_of",
 ]
 
-ATTESTATIONS_TABLE = "attestations"  # first-wave kinds (author, witness, summary), enrolled
-STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
 # Each table's row in set_summaries (lifeline/store/summary.py) is named after it; its
 # tokens are the items' ids.
 
@@ -79,11 +70,6 @@ def _chunks(items: Sequence[str] | Sequence[bytes], size: int = _CHUNK) -> Itera
 
 def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
     return [(a.id, a.sort_key, a.role.value, a.subject, a.node_id, a.ts, a.item) for a in atts]
-
-
-def table_of(role: Role) -> str:
-    """The table (and reconciled set) that holds statements of ``role``."""
-    return ATTESTATIONS_TABLE if role in IN_ATTESTATIONS else STATEMENTS_TABLE
 
 
 def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attestation]) -> int:
@@ -169,15 +155,12 @@ def receipts_naming(
     return found
 
 
-_MIGRATED: weakref.WeakSet[SqliteStore] = weakref.WeakSet()
-
-
 class NotaryStore:
-    """The attestations of one line. Create with :meth:`attach` on an open SqliteStore."""
+    """The attestations of one line. Create with :meth:`attach` on a line of the SQL tier."""
 
     def __init__(
         self,
-        store: SqliteStore,
+        store: SqlLine,
         *,
         signers: KnownSigners | None = None,
         clock: Callable[[], str] = utc_now,
@@ -195,7 +178,7 @@ class NotaryStore:
     @classmethod
     async def attach(
         cls,
-        store: SqliteStore,
+        store: SqlLine,
         *,
         signers: KnownSigners | None = None,
         clock: Callable[[], str] = utc_now,
@@ -203,12 +186,11 @@ class NotaryStore:
         backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
         table: str = ATTESTATIONS_TABLE,
     ) -> NotaryStore:
-        # The store may have been opened before this module registered its migration
-        # (e.g. by `lifeline log`, which loads hooks after opening the line). Once per
-        # store: a local write then costs one thread hop for its signature, not two.
-        if store not in _MIGRATED:
-            await store.run_read(apply_migrations)
-            _MIGRATED.add(store)
+        if NOTARY_COMPONENT not in store.schema:  # the tables are made when the line opens
+            raise StoreError(
+                f"{store.path.name} was opened without the notary's tables; open it with "
+                "the line schema (lifeline.store.schema.line_schema), which includes them"
+            )
         return cls(
             store,
             signers=signers,
@@ -281,35 +263,22 @@ class NotaryStore:
         No store access, so a sync verifies one batch while the previous one is written.
         Raises for the first bad item in batch order. The result is for :meth:`commit`.
         """
-        if len(items) > MAX_ADMIT_ITEMS:
-            raise EntryTooLarge(
-                f"{len(items)} attestations in one batch, over the cap of {MAX_ADMIT_ITEMS}; "
-                "send smaller batches"
-            )
-        now, signers, skew = self._clock(), self.signers, self.skew_s
-        raws = [i.item if isinstance(i, Attestation) else i for i in items]
-        # The signatures are checked in a worker process (large batches) while this one
-        # decodes and stores; the other rules here.
-        bad = await first_bad_signature(raws)
-        if bad >= 0:
-            # Re-check up to the bad one here: the refusal names the first bad item in batch
-            # order, with its reason, exactly as a check in-process would.
-            check_items(items[: bad + 1], now, signers, skew)
-            raise BadSignature(f"attestation {bad} of the batch refused: it does not verify")
-        try:
-            atts = check_items(items, now, signers, skew, signatures=False)
-        except UnknownSigner:
-            # A runner proven by an enrollment this line already holds (decision 0024)
-            if not await learn_held(self.store, signers):
-                raise
-            atts = check_items(items, now, signers, skew, signatures=False)
-        for n, att in enumerate(atts):
-            if table_of(att.role) != self.table:
-                raise InvalidEntry(
-                    f"attestation {n} of the batch refused: a {att.role.value} statement "
-                    f"belongs to the set {table_of(att.role)!r}, not {self.table!r}"
-                )
-        return atts
+        return await verify_batch(
+            items,
+            now=self._clock(),
+            signers=self.signers,
+            skew_s=self.skew_s,
+            table=self.table,
+            held=self.held_enrollments,
+        )
+
+    async def held_enrollments(self) -> list[Attestation]:
+        """Every well-formed ``enrolled`` statement the line holds."""
+        return await self.store.run_read(held_enrollments)
+
+    async def enrollments_of(self, node_ids: Sequence[str]) -> dict[str, bytes]:
+        """The ``enrolled`` statement held for each of ``node_ids`` that has one."""
+        return await self.store.run_read(lambda c: enrollments_of(c, node_ids))
 
     async def commit(self, atts: Sequence[Attestation]) -> int:
         """Store attestations that passed :meth:`prepare`, after the checks against what is
@@ -337,6 +306,19 @@ class NotaryStore:
         sql = f"SELECT count(*) FROM {self.table}"
         row = await self.store.run_read(lambda c: c.execute(sql).fetchone())
         return int(row[0])
+
+    async def admit_entries(
+        self, entries: Sequence[Entry], externals: Sequence[tuple[str, str]]
+    ) -> AppendResult:
+        """Received entries checked against the attestations held and stored, in one
+        transaction (with their cross-line declarations ``(id, line)``)."""
+        store = self.store
+
+        def tx(conn: sqlite3.Connection) -> AppendResult:
+            self.check_entries_in(conn, entries)
+            return store.append_in(conn, entries, externals)
+
+        return await store.run_write(tx)
 
     async def check_entries(self, entries: Sequence[Entry]) -> None:
         """Admission check for received entries against the attestations already held."""

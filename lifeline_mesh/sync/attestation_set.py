@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from lifeline.errors import InvalidEntry
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.home.identity import node_id_for
-from lifeline_mesh.notary.enrollment import enrollments_of, signer_ids
+from lifeline_mesh.notary.enrollment import signer_ids
+from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE
+from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
-from lifeline_mesh.notary.storage import ATTESTATIONS_TABLE, NotaryStore
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
 from lifeline_mesh.sync.snapshot_cache import SetRows, SnapshotCache
@@ -50,7 +51,7 @@ def _rows(rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes, bytes
 
 
 class AttestationSet:
-    def __init__(self, notary: NotaryStore, cache: SnapshotCache | None = None) -> None:
+    def __init__(self, notary: Notary, cache: SnapshotCache | None = None) -> None:
         self.notary = notary
         self.name = ATTESTATIONS if notary.table == ATTESTATIONS_TABLE else STATEMENTS
         self.codec = AttestationCodec()
@@ -61,7 +62,7 @@ class AttestationSet:
         self._rows = SetRows(table, table, "sort_key, id", "sort_key, id", _rows)  # type: ignore[arg-type]
 
     async def snapshot(self) -> Snapshot:
-        if self.cache is not None and isinstance(self.notary.store, SqliteStore):
+        if self.cache is not None and isinstance(self.notary.store, SqlLine):
             return await self.cache.snapshot(self.notary.store, self._rows)
         keys = await self.notary.keys()
         return Snapshot.build((key, item_id, item_id) for key, item_id in keys)
@@ -84,7 +85,7 @@ class AttestationSet:
         if keys:
             self._looked_up |= keys
             nodes = sorted(node_id_for(k) for k in keys)
-            found = await self.notary.store.run_read(lambda c: enrollments_of(c, nodes))
+            found = await self.notary.enrollments_of(nodes)
             self._pending.update(found)
         if not self._pending:
             return []
@@ -108,7 +109,7 @@ class AttestationSet:
 
 
 class _Verified:
-    def __init__(self, notary: NotaryStore, atts: list[Attestation]) -> None:
+    def __init__(self, notary: Notary, atts: list[Attestation]) -> None:
         self._notary = notary
         self._atts = atts
 

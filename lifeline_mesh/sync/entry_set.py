@@ -8,7 +8,7 @@ from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline.lines import validate_line_name
 from lifeline.store.port import AppendResult, Store
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import SqlLine, Summarized, TokenRows
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot, token_of
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
@@ -43,9 +43,9 @@ class EntrySet:
 
     async def snapshot(self) -> Snapshot:
         known = [bytes.fromhex(e) for e in await self._declared()]
-        if self.cache is not None and isinstance(self.store, SqliteStore):
+        if self.cache is not None and isinstance(self.store, SqlLine):
             return await self.cache.snapshot(self.store, ENTRY_ROWS, known)
-        if isinstance(self.store, SqliteStore):
+        if isinstance(self.store, SqlLine):
             # One indexed scan on the store's thread, streamed into the snapshot's flat
             # buffers: no list of a million row tuples in between.
             return await self.store.run_read(
@@ -54,6 +54,8 @@ class EntrySet:
                     known,
                 )
             )
+        if isinstance(self.store, TokenRows):
+            return Snapshot.build(await self.store.snapshot_rows(), known)
         keys = await self.store.keys()
         rows: list[tuple[int, bytes, bytes]] = []
         for k in range(0, len(keys), _CHUNK):
@@ -63,8 +65,9 @@ class EntrySet:
         return Snapshot.build(rows, known)
 
     async def summary(self) -> SetSummary | None:
-        """Count and sum of tokens of the line's entries, kept by the store (SQLite)."""
-        if not isinstance(self.store, SqliteStore):
+        """Count and sum of tokens of the line's entries, kept by the store (SQLite,
+        PostgreSQL): an in-sync check reads no entry."""
+        if not isinstance(self.store, Summarized):
             return None
         totals = await self.store.entry_totals()
         return SetSummary(totals.count, totals.total)
@@ -76,8 +79,8 @@ class EntrySet:
 
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
         declared = await self._declared()
-        if not declared and isinstance(self.store, SqliteStore):
-            # no cross-line parents to declare: the JSON straight from SQLite
+        if not declared and isinstance(self.store, Summarized):
+            # no cross-line parents to declare: the JSON as the store keeps it
             return FetchResult(await self.store.get_many_json(i.hex() for i in ids), [])
         entries = await self.store.get_many(i.hex() for i in ids)
         externals = sorted(

@@ -10,14 +10,11 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 
 from lifeline.entry import Entry
 from lifeline.errors import PermissionDenied
-from lifeline.store.port import AppendResult
-from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import AdmitResult, FetchResult, ReconSet, Summarizing
@@ -45,7 +42,7 @@ class _Wrapper:
 
 
 class NotarizedEntrySet(_Wrapper):
-    def __init__(self, inner: EntrySet, notary: NotaryStore) -> None:
+    def __init__(self, inner: EntrySet, notary: Notary) -> None:
         super().__init__(inner)
         self.inner = inner
         self.notary = notary
@@ -55,21 +52,9 @@ class NotarizedEntrySet(_Wrapper):
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult:
         entries = [i.value for i in items if isinstance(i.value, Entry)]
-        store = self.inner.store
-        if not isinstance(store, SqliteStore):
-            await self.notary.check_entries(entries)
-            result = await self.inner.append(items, externals)
-        else:
-            declared = self.inner.externals_of(externals)
-            notary = self.notary
-
-            def tx(conn: sqlite3.Connection) -> AppendResult:
-                # One transaction per received batch: the check against the attestations
-                # held, then the entries.
-                notary.check_entries_in(conn, entries)
-                return SqliteStore.append_in(conn, entries, declared)
-
-            result = await store.run_write(tx)
+        # One transaction per received batch: the check against the attestations held,
+        # then the entries.
+        result = await self.notary.admit_entries(entries, self.inner.externals_of(externals))
         self.admitted += len(result.added)
         return AdmitResult(result.count, len(result.ts_lowered))
 

@@ -21,8 +21,8 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from lifeline.store.sqlite import SqliteStore
 from lifeline.store.summary import read_totals, table_mark
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.recon.sets import Snapshot
 
 __all__ = ["CACHE_MAX_ITEMS", "SetRows", "SnapshotCache"]
@@ -59,7 +59,7 @@ class SnapshotCache:
         self.updated = 0  # snapshots brought up to date from the rows added
 
     async def snapshot(
-        self, store: SqliteStore, spec: SetRows, extra_known: Iterable[bytes] = ()
+        self, store: SqlLine, spec: SetRows, extra_known: Iterable[bytes] = ()
     ) -> Snapshot:
         key = (str(store.path), spec.name)
         async with self._locks.setdefault(key, asyncio.Lock()):

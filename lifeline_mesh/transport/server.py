@@ -152,6 +152,7 @@ class SyncServer:
         context: grpc.aio.ServicerContext[Any, Any],
         peer: SessionPeer,
     ) -> None:
+        driving = False
         try:
             async with self._open_line(hello.line) as store:
                 sets = self._make_sets(store, peer)
@@ -164,16 +165,22 @@ class SyncServer:
                     time.monotonic(),
                     self.limits,
                 )
+                driving = True
                 report = await drive(session, channel, sets, first=hello, fast=self._fast)
             self.reports.append(report)
             if self._on_session is not None:
                 self._on_session(peer.identity, hello.line, report, None)
         except LifelineError as exc:
-            # The session already told the peer (Abort frame); the node keeps serving.
+            # Once driving, the session told the peer (Abort frame); a line that could not
+            # be opened (e.g. a hub's database is down) is refused with its reason here.
+            # Either way the node keeps serving.
             self.failures.append(str(exc))
             log.warning("sync session from %s failed: %s", context.peer(), exc)
             if self._on_session is not None:
                 self._on_session(peer.identity, hello.line, None, str(exc))
+            if not driving:
+                await _drain_first_turn(channel)
+                await context.abort(status_for(exc), str(exc))
 
 
 async def _drain_first_turn(channel: ServerChannel, limit: int = 64) -> None:

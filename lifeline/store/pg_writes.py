@@ -1,0 +1,214 @@
+"""The write side of the PostgreSQL adapter: one batch stored inside a transaction that
+holds the line's lock (its ``lines`` row, ``FOR UPDATE``). Writers of one line take turns,
+writers of different lines run in parallel, and nothing is retried: under the lock every
+read the batch depends on (stored ids, heights, dedup keys, the next row number) is stable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from lifeline.entry import Entry
+from lifeline.errors import InvalidEntry
+from lifeline.store.order import order_batch
+from lifeline.store.pg_schema import Conn
+from lifeline.store.port import AppendResult
+from lifeline.store.summary import SetTotals, entry_token
+
+__all__ = ["append_locked", "declare_locked", "id_bytes", "lock_line"]
+
+_MOD = 1 << 256
+
+
+def id_bytes(entry_id: str) -> bytes:
+    """An id as the 32 bytes stored; anything that is not 64 hex digits is refused."""
+    try:
+        raw = bytes.fromhex(entry_id)
+    except ValueError:
+        raw = b""
+    if len(raw) != 32:
+        raise InvalidEntry(f"{entry_id[:80]!r} is not an entry id (64 hex digits)")
+    return raw
+
+
+async def lock_line(conn: Conn, line_id: int) -> tuple[int, SetTotals, int]:
+    """Take the line's write lock (inside a transaction): its next row number, its totals
+    and the sum of its ids (the notary's state fingerprint, lifeline_mesh/notary/states)."""
+    row = await conn.fetchrow(
+        "SELECT next_seq, n, token_sum, id_sum FROM lines WHERE line_id = $1 FOR UPDATE",
+        line_id,
+    )
+    if row is None:
+        raise InvalidEntry(f"line {line_id} is gone from the database")
+    totals = SetTotals(int(row[1]), int.from_bytes(row[2], "little"))
+    return int(row[0]), totals, int.from_bytes(row[3], "big")
+
+
+async def declare_locked(conn: Conn, line_id: int, externals: Sequence[tuple[str, str]]) -> None:
+    """Record cross-line references ``(id, line)`` (inside the locked transaction)."""
+    await conn.execute(
+        "INSERT INTO externals (line_id, id, line)"
+        " SELECT $1, * FROM unnest($2::bytea[], $3::text[])"
+        " ON CONFLICT (line_id, id) DO UPDATE SET line = excluded.line",
+        line_id,
+        [id_bytes(i) for i, _ in externals],
+        [line for _, line in externals],
+    )
+
+
+async def append_locked(conn: Conn, line_id: int, entries: Sequence[Entry]) -> AppendResult:
+    """Store ``entries`` inside a transaction: takes the line lock, then writes heights, row
+    numbers, links, tips, dedup keys, earliest ts and the line's totals (see PgStore)."""
+    next_seq, totals, id_sum = await lock_line(conn, line_id)
+    if not entries:
+        return AppendResult(())
+    own = {e.id for e in entries}
+    named = {p for e in entries for p in e.parents}
+    wanted = own | named
+    stored: dict[str, tuple[int, str]] = {}
+    for eid, height, ts in await conn.fetch(
+        "SELECT id, height, ts FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])",
+        line_id,
+        [id_bytes(i) for i in wanted],
+    ):
+        stored[eid.hex()] = (int(height), ts)
+    unresolved = named - own - stored.keys()
+    externals: dict[str, str] = {}
+    if unresolved:
+        for eid, line in await conn.fetch(
+            "SELECT id, line FROM externals WHERE line_id = $1 AND id = ANY($2::bytea[])",
+            line_id,
+            [id_bytes(i) for i in unresolved],
+        ):
+            externals[eid.hex()] = line
+    heights = {i: h for i, (h, _) in stored.items()}
+    ordered = order_batch(entries, heights.get, externals)
+    stamps = {i: ts for i, (_, ts) in stored.items() if i in own}
+    fresh: list[tuple[Entry, int]] = []
+    lowered: dict[str, tuple[str, str]] = {}  # id -> (old ts, new ts)
+    for entry, height in ordered:
+        old = stamps.get(entry.id)
+        if old is not None:
+            if entry.ts < old:
+                lowered[entry.id] = (lowered.get(entry.id, (old, old))[0], entry.ts)
+                stamps[entry.id] = entry.ts
+            continue
+        stamps[entry.id] = entry.ts
+        fresh.append((entry, height))
+    if lowered:
+        await _lower_ts(conn, line_id, lowered)
+    if fresh:
+        fresh = await _drop_taken_keys(conn, line_id, fresh)
+        await _insert(conn, line_id, next_seq, fresh)
+    count, total = totals.count, totals.total
+    for entry, _ in fresh:
+        count += 1
+        total += entry_token(entry.id, entry.ts)
+        id_sum += int(entry.id, 16)
+    for eid, (old, new) in lowered.items():
+        total += entry_token(eid, new) - entry_token(eid, old)
+    if fresh or lowered:
+        await conn.execute(
+            "UPDATE lines SET next_seq = $2, n = $3, token_sum = $4, id_sum = $5,"
+            " version = version + 1 WHERE line_id = $1",
+            line_id,
+            next_seq + len(fresh),
+            count,
+            (total % _MOD).to_bytes(32, "little"),
+            (id_sum % _MOD).to_bytes(32, "big"),
+        )
+    return AppendResult(tuple(e.id for e, _ in fresh), tuple(lowered))
+
+
+async def _lower_ts(conn: Conn, line_id: int, lowered: dict[str, tuple[str, str]]) -> None:
+    """Earliest ts wins: the stored entry (its doc too: the token column follows)."""
+    ids = [id_bytes(i) for i in lowered]
+    docs = await conn.fetch(
+        "SELECT id, doc FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])", line_id, ids
+    )
+    new_docs = [
+        (raw, Entry.from_json(doc, check=False).with_ts(lowered[raw.hex()][1])) for raw, doc in docs
+    ]
+    await conn.execute(
+        "UPDATE entries e SET ts = u.ts, doc = u.doc"
+        " FROM unnest($2::bytea[], $3::text[], $4::text[]) AS u(id, ts, doc)"
+        " WHERE e.line_id = $1 AND e.id = u.id AND e.ts > u.ts",
+        line_id,
+        [raw for raw, _ in new_docs],
+        [e.ts for _, e in new_docs],
+        [e.to_json().decode() for _, e in new_docs],
+    )
+
+
+async def _drop_taken_keys(
+    conn: Conn, line_id: int, fresh: list[tuple[Entry, int]]
+) -> list[tuple[Entry, int]]:
+    """A dedup key already held (stored, or earlier in the batch) is dropped from the
+    newcomer, which is still stored: the set of ids never depends on arrival order."""
+    keys = [e.dedup_key.encode() for e, _ in fresh if e.dedup_key is not None]
+    if not keys:
+        return fresh
+    taken = {
+        bytes(r[0])
+        for r in await conn.fetch(
+            "SELECT dedup FROM entries WHERE line_id = $1 AND dedup = ANY($2::bytea[])",
+            line_id,
+            keys,
+        )
+    }
+    out: list[tuple[Entry, int]] = []
+    for entry, height in fresh:
+        if entry.dedup_key is not None:
+            key = entry.dedup_key.encode()
+            if key in taken:
+                entry = replace(entry, dedup_key=None)
+            else:
+                taken.add(key)
+        out.append((entry, height))
+    return out
+
+
+async def _insert(conn: Conn, line_id: int, next_seq: int, fresh: list[tuple[Entry, int]]) -> None:
+    ids = [id_bytes(e.id) for e, _ in fresh]
+    await conn.execute(
+        "INSERT INTO entries (line_id, id, seq, height, ts, dedup, doc)"
+        " SELECT $1, * FROM unnest($2::bytea[], $3::bigint[], $4::int[], $5::text[],"
+        " $6::bytea[], $7::text[])",
+        line_id,
+        ids,
+        list(range(next_seq, next_seq + len(fresh))),
+        [h for _, h in fresh],
+        [e.ts for e, _ in fresh],
+        [None if e.dedup_key is None else e.dedup_key.encode() for e, _ in fresh],
+        [e.to_json().decode() for e, _ in fresh],
+    )
+    parents: list[bytes] = []
+    children: list[bytes] = []
+    for (entry, _), child in zip(fresh, ids, strict=True):
+        for parent in set(entry.parents):
+            parents.append(id_bytes(parent))
+            children.append(child)
+    if parents:
+        await conn.execute(
+            "INSERT INTO links (line_id, parent, child)"
+            " SELECT $1, * FROM unnest($2::bytea[], $3::bytea[]) ON CONFLICT DO NOTHING",
+            line_id,
+            parents,
+            children,
+        )
+    # The batch's net effect on the tips only.
+    named = set(parents)
+    new_tips = [i for i in ids if i not in named]
+    await conn.execute(
+        "INSERT INTO tips (line_id, id) SELECT $1, * FROM unnest($2::bytea[])"
+        " ON CONFLICT DO NOTHING",
+        line_id,
+        new_tips,
+    )
+    fresh_ids = set(ids)
+    gone = [p for p in named if p not in fresh_ids]
+    if gone:
+        await conn.execute(
+            "DELETE FROM tips WHERE line_id = $1 AND id = ANY($2::bytea[])", line_id, gone
+        )

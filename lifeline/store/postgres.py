@@ -1,0 +1,307 @@
+"""PgStore: the store port on PostgreSQL (asyncpg), many lines in one database.
+
+A hub's lines live in one database (lifeline/store/pg_schema.py): each :class:`PgStore` is
+one line of a :class:`PgDatabase`, which owns the connection pool. Every write is one
+transaction that first locks the line's ``lines`` row, so several processes (hub replicas)
+may write the same line at once: they take turns, lose nothing, and row numbers stay gapless
+in commit order. The line's count and token sum are kept in that row by the same
+transaction, so sync's whole-set fingerprint (:meth:`PgStore.entry_totals`) reads one row and
+no entry. Entries are kept as their JSON text, exactly what a sync sends
+(:meth:`PgStore.get_many_json` is a plain read), and U+0000 survives in it escaped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from lifeline.entry import Entry
+from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
+from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
+from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes
+from lifeline.store.port import AppendResult, RowProblem
+from lifeline.store.summary import SetTotals
+
+__all__ = ["DATABASE_ERRORS", "PgDatabase", "PgStore", "is_postgres_url"]
+
+log = logging.getLogger(__name__)
+PAGE = 2000  # rows per keyset page of stream()
+# What a lost or failing database raises through asyncpg.
+DATABASE_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+def is_postgres_url(target: str) -> bool:
+    """Whether a ``--store`` value names a PostgreSQL database rather than a folder."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def _pg_error(dsn: str, exc: BaseException) -> StoreError:
+    shown = dsn.split("@")[-1] if "@" in dsn else dsn
+    return StoreError(
+        f"cannot use the PostgreSQL database {shown} ({type(exc).__name__}: {exc}); "
+        "check that the server runs and the URL, user and password are right"
+    )
+
+
+class PgDatabase:
+    """One PostgreSQL database holding many lines; owns the pool and the schema."""
+
+    def __init__(self, dsn: str, pool: asyncpg.Pool) -> None:
+        self.dsn = dsn
+        self.pool = pool
+        self._closed = False
+
+    @classmethod
+    async def connect(
+        cls,
+        dsn: str,
+        *,
+        migrations: Migrations | None = None,
+        min_size: int = 1,
+        max_size: int = 8,
+        timeout: float = 10.0,
+    ) -> PgDatabase:
+        """Connect and bring the schema (the ledger's, plus ``migrations``) up to date."""
+        try:
+            pool = await asyncpg.create_pool(
+                dsn, min_size=min_size, max_size=max_size, timeout=timeout
+            )
+        except DATABASE_ERRORS as exc:
+            raise _pg_error(dsn, exc) from exc
+        db = cls(dsn, pool)
+        try:
+            await db.migrate(migrations or {})
+        except BaseException:
+            await pool.close()
+            raise
+        return db
+
+    async def migrate(self, migrations: Migrations) -> None:
+        """Apply the ledger's schema and ``migrations`` (another tier's tables)."""
+        try:
+            async with self.pool.acquire() as conn:
+                await apply_pg_migrations(conn, {**LEDGER, **migrations})
+        except DATABASE_ERRORS as exc:
+            raise _pg_error(self.dsn, exc) from exc
+
+    async def line(self, name: str, *, create: bool = True) -> PgStore:
+        """The store of line ``name`` (made, with its partition, when new and ``create``)."""
+        try:
+            async with self.pool.acquire() as conn:
+                line_id = await line_id_of(conn, name, create=create)
+        except DATABASE_ERRORS as exc:
+            raise _pg_error(self.dsn, exc) from exc
+        if line_id is None:
+            raise NotFound(f"no line {name!r} in {self.dsn.split('@')[-1]}")
+        return PgStore(self, name, line_id)
+
+    async def lines(self) -> list[str]:
+        async with self.pool.acquire() as conn:
+            return [r[0] for r in await conn.fetch("SELECT name FROM lines ORDER BY name")]
+
+    async def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            await self.pool.close()
+
+
+class PgStore:
+    """One line of a :class:`PgDatabase`. Open with :meth:`open`, or ``db.line(name)``."""
+
+    def __init__(self, db: PgDatabase, name: str, line_id: int, *, owns_db: bool = False):
+        self.db = db
+        self.name = name
+        self.line_id = line_id
+        self._owns_db = owns_db
+
+    @classmethod
+    async def open(cls, dsn: str, line: str, *, create: bool = True) -> PgStore:
+        """A line in its own pool (closing the store closes the pool)."""
+        db = await PgDatabase.connect(dsn)
+        try:
+            store = await db.line(line, create=create)
+        except BaseException:
+            await db.close()
+            raise
+        store._owns_db = True
+        return store
+
+    async def close(self) -> None:
+        if self._owns_db:
+            await self.db.close()
+
+    async def __aenter__(self) -> PgStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _fetch(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        async with self.db.pool.acquire() as conn:
+            return await conn.fetch(sql, self.line_id, *args)
+
+    async def fetch_line(self, sql: str, *args: Any) -> list[asyncpg.Record]:
+        """Rows of ``sql``, whose ``$1`` is this line's number (for other tiers' tables)."""
+        return await self._fetch(sql, *args)
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[Conn]:
+        """A connection in one transaction (committed on success, rolled back on error),
+        for a component that writes its tables and this line's together; it takes the
+        line's lock first (``lifeline.store.pg_writes.lock_line``)."""
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            yield conn
+
+    # -- writes --------------------------------------------------------------------
+
+    async def append(self, entry: Entry) -> bool:
+        return bool((await self.append_many([entry])).added)
+
+    async def append_many(self, entries: Sequence[Entry]) -> AppendResult:
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            return await append_locked(conn, self.line_id, entries)
+
+    async def declare_external(self, entry_id: str, line: str) -> None:
+        async with self.db.pool.acquire() as conn, conn.transaction():
+            await declare_locked(conn, self.line_id, [(entry_id, line)])
+
+    # -- reads ---------------------------------------------------------------------
+
+    async def entry_totals(self) -> SetTotals:
+        """Count and token sum of the whole line: its ``lines`` row, no entry read."""
+        row = (await self._fetch("SELECT n, token_sum FROM lines WHERE line_id = $1"))[0]
+        return SetTotals(int(row[0]), int.from_bytes(row[1], "little"))
+
+    async def id_totals(self) -> tuple[int, int]:
+        """``(count, sum of ids mod 2^256)``: the notary's state fingerprint, one row."""
+        row = (await self._fetch("SELECT n, id_sum FROM lines WHERE line_id = $1"))[0]
+        return int(row[0]), int.from_bytes(row[1], "big")
+
+    async def get(self, entry_id: str) -> Entry:
+        found = await self.get_many([entry_id])
+        if not found:
+            raise NotFound(f"no entry {entry_id[:64]!r} in line {self.name}")
+        return found[0]
+
+    async def _docs(self, ids: list[str]) -> dict[str, str]:
+        wanted = [raw for raw in (_maybe_id(i) for i in ids) if raw is not None]
+        rows = await self._fetch(
+            "SELECT id, doc FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])", wanted
+        )
+        return {bytes(r[0]).hex(): r[1] for r in rows}
+
+    async def get_many(self, ids: Iterable[str]) -> list[Entry]:
+        wanted = list(ids)
+        docs = await self._docs(wanted)
+        return [Entry.from_json(docs[i], check=False) for i in wanted if i in docs]
+
+    async def get_many_json(self, ids: Iterable[str]) -> list[bytes]:
+        """What a sync sends: the stored JSON of the entries among ``ids``, in that order."""
+        wanted = list(ids)
+        docs = await self._docs(wanted)
+        return [docs[i].encode() for i in wanted if i in docs]
+
+    async def resolve(self, prefix: str) -> Entry:
+        prefix = prefix.strip().lower()
+        if not prefix or len(prefix) > 64 or any(c not in "0123456789abcdef" for c in prefix):
+            shown = repr(prefix[:80]) + ("…" if len(prefix) > 80 else "")
+            raise NotFound(f"{shown} is not an id prefix; ids are lowercase hex")
+        lo = bytes.fromhex(prefix.ljust(64, "0"))
+        hi = bytes.fromhex(prefix.ljust(64, "f"))
+        rows = await self._fetch(
+            "SELECT id FROM entries WHERE line_id = $1 AND id BETWEEN $2 AND $3"
+            " ORDER BY id LIMIT 2",
+            lo,
+            hi,
+        )
+        if not rows:
+            raise NotFound(f"no entry id starts with {prefix!r}; `lifeline history` lists them")
+        if len(rows) > 1:
+            raise AmbiguousPrefix(
+                f"prefix {prefix!r} matches more than one entry; type more characters"
+            )
+        return await self.get(bytes(rows[0][0]).hex())
+
+    async def contains(self, ids: Iterable[str]) -> set[str]:
+        wanted = [raw for raw in (_maybe_id(i) for i in ids) if raw is not None]
+        rows = await self._fetch(
+            "SELECT id FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])", wanted
+        )
+        return {bytes(r[0]).hex() for r in rows}
+
+    async def children(self, entry_id: str) -> list[str]:
+        raw = _maybe_id(entry_id)
+        if raw is None:
+            return []
+        rows = await self._fetch(
+            "SELECT child FROM links WHERE line_id = $1 AND parent = $2 ORDER BY child", raw
+        )
+        return [bytes(r[0]).hex() for r in rows]
+
+    async def tips(self) -> list[str]:
+        rows = await self._fetch("SELECT id FROM tips WHERE line_id = $1 ORDER BY id")
+        return [bytes(r[0]).hex() for r in rows]
+
+    async def count(self) -> int:
+        return (await self.entry_totals()).count
+
+    async def by_dedup_key(self, key: str) -> Entry | None:
+        rows = await self._fetch(
+            "SELECT doc FROM entries WHERE line_id = $1 AND dedup = $2", key.encode()
+        )
+        return Entry.from_json(rows[0][0], check=False) if rows else None
+
+    async def externals(self) -> dict[str, str]:
+        rows = await self._fetch("SELECT id, line FROM externals WHERE line_id = $1")
+        return {bytes(r[0]).hex(): r[1] for r in rows}
+
+    async def keys(self) -> list[tuple[int, str]]:
+        rows = await self._fetch(
+            "SELECT height, id FROM entries WHERE line_id = $1 ORDER BY height, id"
+        )
+        return [(int(h), bytes(i).hex()) for h, i in rows]
+
+    async def snapshot_rows(self) -> list[tuple[int, bytes, bytes]]:
+        """``(height, id, token)`` of every entry in key order: a sync snapshot's input,
+        with each token as the database computed it (``sha256(id ‖ 0 ‖ ts)``)."""
+        rows = await self._fetch(
+            "SELECT height, id, token FROM entries WHERE line_id = $1 ORDER BY height, id"
+        )
+        return [(int(h), bytes(i), bytes(t)) for h, i, t in rows]
+
+    async def stream(self, *, problems: list[RowProblem] | None = None) -> AsyncIterator[Entry]:
+        # Keyset pages over the (line_id, height, ts, id) index: bounded memory at any size.
+        after: tuple[int, str, bytes] = (-1, "", b"")
+        while True:
+            rows = await self._fetch(
+                "SELECT height, ts, id, seq, doc FROM entries WHERE line_id = $1"
+                " AND (height, ts, id) > ($2, $3, $4) ORDER BY height, ts, id LIMIT $5",
+                *after,
+                PAGE,
+            )
+            for _height, _ts, raw, seq, doc in rows:
+                try:
+                    entry = Entry.from_json(doc, check=False)
+                except InvalidEntry as exc:
+                    problem = RowProblem(int(seq), bytes(raw).hex(), str(exc))
+                    if problems is not None:
+                        problems.append(problem)
+                    else:
+                        log.warning("skipping undecodable row %s of %s: %s", seq, self.name, exc)
+                    continue
+                yield entry
+            if len(rows) < PAGE:
+                return
+            last = rows[-1]
+            after = (int(last[0]), last[1], bytes(last[2]))
+
+
+def _maybe_id(entry_id: str) -> bytes | None:
+    try:
+        return id_bytes(entry_id)
+    except InvalidEntry:
+        return None

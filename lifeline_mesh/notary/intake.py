@@ -1,0 +1,66 @@
+"""The checks of a received batch of attestations that need nothing stored: shape,
+signature, signer, not future-dated, and the set it belongs to. Shared by every notary
+storage (SQLite, lifeline_mesh/notary/storage.py; PostgreSQL, pg_storage.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+
+from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
+from lifeline_mesh.notary.admission import MAX_ADMIT_ITEMS, UnknownSigner, check_items
+from lifeline_mesh.notary.enrollment import learn_held
+from lifeline_mesh.notary.signers import KnownSigners
+from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role
+from lifeline_mesh.notary.verifier import first_bad_signature
+
+__all__ = ["ATTESTATIONS_TABLE", "STATEMENTS_TABLE", "table_of", "verify_batch"]
+
+ATTESTATIONS_TABLE = "attestations"  # first-wave kinds (author, witness, summary), enrolled
+STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
+
+
+def table_of(role: Role) -> str:
+    """The table (and reconciled set) that holds statements of ``role``."""
+    return ATTESTATIONS_TABLE if role in IN_ATTESTATIONS else STATEMENTS_TABLE
+
+
+async def verify_batch(
+    items: Sequence[bytes | Attestation],
+    *,
+    now: str,
+    signers: KnownSigners | None,
+    skew_s: float,
+    table: str,
+    held: Callable[[], Awaitable[list[Attestation]]],
+) -> list[Attestation]:
+    """The batch decoded and checked; raises for the first bad item in batch order.
+
+    ``held`` reads the ``enrolled`` statements the line holds: a runner proven by one of
+    them is known (decision 0024)."""
+    if len(items) > MAX_ADMIT_ITEMS:
+        raise EntryTooLarge(
+            f"{len(items)} attestations in one batch, over the cap of {MAX_ADMIT_ITEMS}; "
+            "send smaller batches"
+        )
+    raws = [i.item if isinstance(i, Attestation) else i for i in items]
+    # The signatures are checked in a worker process (large batches) while this one
+    # decodes and stores; the other rules here.
+    bad = await first_bad_signature(raws)
+    if bad >= 0:
+        # Re-check up to the bad one here: the refusal names the first bad item in batch
+        # order, with its reason, exactly as a check in-process would.
+        check_items(items[: bad + 1], now, signers, skew_s)
+        raise BadSignature(f"attestation {bad} of the batch refused: it does not verify")
+    try:
+        atts = check_items(items, now, signers, skew_s, signatures=False)
+    except UnknownSigner:
+        if not await learn_held(held, signers):
+            raise
+        atts = check_items(items, now, signers, skew_s, signatures=False)
+    for n, att in enumerate(atts):
+        if table_of(att.role) != table:
+            raise InvalidEntry(
+                f"attestation {n} of the batch refused: a {att.role.value} statement "
+                f"belongs to the set {table_of(att.role)!r}, not {table!r}"
+            )
+    return atts

@@ -1,0 +1,350 @@
+"""The notary's storage on PostgreSQL: the twin of lifeline_mesh/notary/storage.py for a
+line of a :class:`~lifeline.store.postgres.PgDatabase` (a hub, issue 22).
+
+Same rules, same pure checks (lifeline_mesh/notary/admission.py, intake.py); only the
+reads and writes differ. Every write is one transaction that first takes the line's lock
+(its ``lines`` row), so a received batch's checks against what is held and its insert see
+one state, also with several hub processes writing the line; received entries are checked
+against the author signatures held and appended in the same transaction
+(:meth:`PgNotaryStore.admit_entries`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+
+from lifeline.entry import Entry
+from lifeline.errors import InvalidEntry
+from lifeline.ledger import utc_now
+from lifeline.store.pg_schema import Conn
+from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes, lock_line
+from lifeline.store.port import AppendResult
+from lifeline.store.postgres import PgStore
+from lifeline.store.summary import SetTotals
+from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
+from lifeline_mesh.notary.claims import stored_claim
+from lifeline_mesh.notary.intake import (
+    ATTESTATIONS_TABLE,
+    STATEMENTS_TABLE,
+    table_of,
+    verify_batch,
+)
+from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
+from lifeline_mesh.notary.signers import KnownSigners
+from lifeline_mesh.notary.statement import Attestation, Role, decode
+from lifeline_mesh.notary.states import StateOf, sum_fingerprint
+
+__all__ = ["PgNotaryStore"]
+
+_MOD = 1 << 256
+
+
+class PgNotaryStore:
+    """The attestations (or statements) of one line in PostgreSQL."""
+
+    def __init__(
+        self,
+        store: PgStore,
+        *,
+        signers: KnownSigners | None = None,
+        clock: Callable[[], str] = utc_now,
+        skew_s: float = DEFAULT_SKEW_S,
+        backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
+        table: str = ATTESTATIONS_TABLE,
+    ) -> None:
+        self.store = store
+        self.table = table
+        self.signers = signers
+        self._clock = clock
+        self.skew_s = skew_s
+        self.backdate_window_s = backdate_window_s
+
+    def statements(self) -> PgNotaryStore:
+        return PgNotaryStore(
+            self.store,
+            signers=self.signers,
+            clock=self._clock,
+            skew_s=self.skew_s,
+            backdate_window_s=self.backdate_window_s,
+            table=STATEMENTS_TABLE,
+        )
+
+    @property
+    def _line(self) -> int:
+        return self.store.line_id
+
+    # -- the opaque set --------------------------------------------------------------
+
+    async def keys(self) -> list[tuple[int, bytes]]:
+        rows = await self.store.fetch_line(
+            f"SELECT sort_key, id FROM {self.table} WHERE line_id = $1 ORDER BY sort_key, id"
+        )
+        return [(int(k), bytes(i)) for k, i in rows]
+
+    async def totals(self) -> SetTotals:
+        rows = await self.store.fetch_line(
+            "SELECT n, token_sum FROM notary_totals WHERE line_id = $1 AND name = $2",
+            self.table,
+        )
+        if not rows:
+            return SetTotals(0, 0)
+        return SetTotals(int(rows[0][0]), int.from_bytes(rows[0][1], "little"))
+
+    async def fetch(self, ids: Sequence[bytes]) -> list[bytes]:
+        rows = await self.store.fetch_line(
+            f"SELECT id, item FROM {self.table} WHERE line_id = $1 AND id = ANY($2::bytea[])",
+            list(ids),
+        )
+        found = {bytes(i): bytes(b) for i, b in rows}
+        return [found[i] for i in ids if i in found]
+
+    async def items(self) -> list[bytes]:
+        rows = await self.store.fetch_line(
+            f"SELECT item FROM {self.table} WHERE line_id = $1 ORDER BY sort_key, id"
+        )
+        return [bytes(r[0]) for r in rows]
+
+    async def count(self) -> int:
+        return (await self.totals()).count
+
+    # -- admission -------------------------------------------------------------------
+
+    async def admit(self, items: Sequence[bytes | Attestation]) -> int:
+        return await self.commit(await self.prepare(items))
+
+    async def prepare(self, items: Sequence[bytes | Attestation]) -> list[Attestation]:
+        return await verify_batch(
+            items,
+            now=self._clock(),
+            signers=self.signers,
+            skew_s=self.skew_s,
+            table=self.table,
+            held=self.held_enrollments,
+        )
+
+    async def commit(self, atts: Sequence[Attestation]) -> int:
+        async with self.store.transaction() as conn:
+            await lock_line(conn, self._line)
+            check_timing(atts, await _context(conn, self._line, atts), self.skew_s,
+                         self.backdate_window_s)  # fmt: skip
+            return await insert(conn, self._line, atts)
+
+    async def add(self, atts: Sequence[Attestation]) -> int:
+        """Store attestations this node just signed (no peer input, no checks needed)."""
+        async with self.store.transaction() as conn:
+            await lock_line(conn, self._line)
+            return await insert(conn, self._line, atts)
+
+    async def admit_entries(
+        self, entries: Sequence[Entry], externals: Sequence[tuple[str, str]]
+    ) -> AppendResult:
+        """Received entries checked against the author signatures held, declared and
+        appended: one transaction under the line's lock."""
+        async with self.store.transaction() as conn:
+            await lock_line(conn, self._line)
+            await self._check_entries(conn, entries)
+            if externals:
+                await declare_locked(conn, self._line, externals)
+            return await append_locked(conn, self._line, entries)
+
+    async def _check_entries(self, conn: Conn, entries: Sequence[Entry]) -> None:
+        own = {e.id: e.ts for e in entries}
+        outside = sorted({p for e in entries for p in e.parents} - own.keys())
+        signed: dict[str, set[str]] = defaultdict(set)
+        for subject, ts in await conn.fetch(
+            "SELECT subject, ts FROM attestations WHERE line_id = $1 AND role = 'author'"
+            " AND subject = ANY($2::text[])",
+            self._line,
+            sorted(own),
+        ):
+            signed[subject].add(ts)
+        known = await _entry_ts(conn, self._line, outside)
+        known.update(own)
+        check_entry_times(entries, signed, known, self.skew_s)
+
+    async def held_enrollments(self) -> list[Attestation]:
+        rows = await self.store.fetch_line(
+            "SELECT item FROM attestations WHERE line_id = $1 AND role = 'enrolled'"
+        )
+        return _decoded(bytes(r[0]) for r in rows)
+
+    async def enrollments_of(self, node_ids: Sequence[str]) -> dict[str, bytes]:
+        rows = await self.store.fetch_line(
+            "SELECT item FROM attestations WHERE line_id = $1 AND role = 'enrolled'"
+            " AND node_id = ANY($2::text[]) ORDER BY sort_key, id",
+            list(node_ids),
+        )
+        found: dict[str, bytes] = {}
+        for (item,) in rows:
+            found.setdefault(decode(bytes(item)).node_id, bytes(item))
+        return found
+
+    # -- this node's state statements -------------------------------------------------
+
+    async def sign_state(
+        self,
+        node_id: str,
+        line: str,
+        make: Callable[[StateOf, Attestation | None], list[Attestation]],
+    ) -> list[Attestation]:
+        """Under the line's lock: the line's state now and ``node_id``'s newest state
+        statement about it, given to ``make``; what it returns is stored."""
+        async with self.store.transaction() as conn:
+            await lock_line(conn, self._line)
+            row = await conn.fetchrow("SELECT n, id_sum FROM lines WHERE line_id = $1", self._line)
+            assert row is not None  # the lock above found it
+            count, total = int(row[0]), int.from_bytes(row[1], "big")
+            tips = tuple(
+                bytes(r[0]).hex()
+                for r in await conn.fetch(
+                    "SELECT id FROM tips WHERE line_id = $1 ORDER BY id", self._line
+                )
+            )
+            state = StateOf(count, sum_fingerprint(total, count), tips)
+            last = None
+            for (item,) in await conn.fetch(
+                "SELECT item FROM statements WHERE line_id = $1 AND role = 'state'"
+                " AND node_id = $2 ORDER BY sort_key DESC LIMIT 8",
+                self._line,
+                node_id,
+            ):
+                found = _decoded([bytes(item)])
+                if found and found[0].subject == line:
+                    last = found[0]
+                    break
+            atts = make(state, last)
+            await insert(conn, self._line, atts)
+            return atts
+
+
+async def insert(conn: Conn, line_id: int, atts: Sequence[Attestation]) -> int:
+    """Store ``atts`` (inside a transaction holding the line's lock), keeping each set's
+    totals and the receipts' index; returns how many were new."""
+    added = 0
+    for table in (ATTESTATIONS_TABLE, STATEMENTS_TABLE):
+        mine = [a for a in atts if table_of(a.role) == table]
+        if not mine:
+            continue
+        new = await conn.fetch(
+            f"INSERT INTO {table} (line_id, id, sort_key, role, subject, node_id, ts, item)"
+            " SELECT $1, * FROM unnest($2::bytea[], $3::bigint[], $4::text[], $5::text[],"
+            " $6::text[], $7::text[], $8::bytea[]) ON CONFLICT DO NOTHING RETURNING id",
+            line_id,
+            [a.id for a in mine],
+            [a.sort_key for a in mine],
+            [a.role.value for a in mine],
+            [a.subject for a in mine],
+            [a.node_id for a in mine],
+            [a.ts for a in mine],
+            [a.item for a in mine],
+        )
+        if new:
+            added += len(new)
+            await _bump(conn, line_id, table, [bytes(r[0]) for r in new])
+    receipts = [a for a in atts if a.role is Role.WITNESS]
+    if receipts:
+        pairs = [(e, a.id) for a in receipts for e in a.extras]
+        await conn.execute(
+            "INSERT INTO witnessed (line_id, entry_id, att_id)"
+            " SELECT $1, * FROM unnest($2::text[], $3::bytea[]) ON CONFLICT DO NOTHING",
+            line_id,
+            [e for e, _ in pairs],
+            [i for _, i in pairs],
+        )
+    return added
+
+
+async def _bump(conn: Conn, line_id: int, table: str, ids: list[bytes]) -> None:
+    row = await conn.fetchrow(
+        "SELECT n, token_sum FROM notary_totals WHERE line_id = $1 AND name = $2",
+        line_id,
+        table,
+    )
+    count, total = (0, 0) if row is None else (int(row[0]), int.from_bytes(row[1], "little"))
+    count += len(ids)
+    total = (total + sum(int.from_bytes(i, "little") for i in ids)) % _MOD
+    await conn.execute(
+        "INSERT INTO notary_totals (line_id, name, n, token_sum) VALUES ($1, $2, $3, $4)"
+        " ON CONFLICT (line_id, name) DO UPDATE SET n = excluded.n, token_sum = excluded.token_sum",
+        line_id,
+        table,
+        count,
+        total.to_bytes(32, "little"),
+    )
+
+
+async def _entry_ts(conn: Conn, line_id: int, ids: Sequence[str]) -> dict[str, str]:
+    wanted = [id_bytes(i) for i in ids if len(i) == 64]
+    if not wanted:
+        return {}
+    rows = await conn.fetch(
+        "SELECT id, ts FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])",
+        line_id,
+        wanted,
+    )
+    return {bytes(i).hex(): ts for i, ts in rows}
+
+
+async def _context(conn: Conn, line_id: int, atts: Sequence[Attestation]) -> StoredContext:
+    """What is held that bears on ``atts``: the subjects' parents and their ts, earlier
+    claims by the same nodes about the same lines, and receipts naming the subjects."""
+    subjects = sorted({a.subject for a in atts if a.role is Role.AUTHOR and len(a.subject) == 64})
+    parents: dict[str, tuple[str, ...]] = {}
+    if subjects:
+        stored = await _entry_ts(conn, line_id, subjects)
+        named: dict[str, list[str]] = {s: [] for s in stored}
+        for child, parent in await conn.fetch(
+            "SELECT child, parent FROM links WHERE line_id = $1 AND child = ANY($2::bytea[])",
+            line_id,
+            [id_bytes(s) for s in stored],
+        ):
+            named[bytes(child).hex()].append(bytes(parent).hex())
+        parents = {s: tuple(sorted(ps)) for s, ps in named.items()}
+    entry_ts = await _entry_ts(conn, line_id, sorted({p for ps in parents.values() for p in ps}))
+    summaries: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
+    kinds = (Role.SUMMARY, Role.STATE)
+    for a in atts:
+        if a.role in kinds:
+            summaries[(a.node_id, a.subject)].append((a.ts, a.summary_count))
+    for role, node_id, line in sorted({(a.role.value, a.node_id, a.subject) for a in atts
+                                       if a.role in kinds}):  # fmt: skip
+        for (item,) in await conn.fetch(
+            f"SELECT item FROM {table_of(Role(role))} WHERE line_id = $1 AND role = $2"
+            " AND subject = $3 AND node_id = $4",
+            line_id,
+            role,
+            line,
+            node_id,
+        ):
+            claim = stored_claim(bytes(item))
+            if claim is not None:
+                summaries[(node_id, line)].append(claim)
+    witnessed: dict[str, list[tuple[str, str]]] = defaultdict(list)
+    for a in atts:
+        if a.role is Role.WITNESS:
+            for entry_id in a.extras:
+                witnessed[entry_id].append((a.ts, a.node_id))
+    if subjects:
+        for entry_id, item in await conn.fetch(
+            "SELECT w.entry_id, a.item FROM witnessed w JOIN attestations a"
+            " ON a.line_id = w.line_id AND a.id = w.att_id"
+            " WHERE w.line_id = $1 AND w.entry_id = ANY($2::text[]) ORDER BY a.sort_key, a.id",
+            line_id,
+            subjects,
+        ):
+            for receipt in _decoded([bytes(item)]):
+                if receipt.role is Role.WITNESS:
+                    witnessed[entry_id].append((receipt.ts, receipt.node_id))
+    return StoredContext(entry_ts, parents, summaries, witnessed)
+
+
+def _decoded(items: Iterable[bytes]) -> list[Attestation]:
+    """The items that decode (a damaged row is skipped: ``verify`` reports it)."""
+    out: list[Attestation] = []
+    for item in items:
+        try:
+            out.append(decode(item))
+        except InvalidEntry:
+            continue
+    return out

@@ -1,0 +1,78 @@
+"""What sync and the node need from a line's notary storage, whatever holds it: the SQLite
+file of the line (:class:`~lifeline_mesh.notary.storage.NotaryStore`) or a PostgreSQL
+database (:class:`~lifeline_mesh.notary.pg_storage.PgNotaryStore`). One contract, tested
+on both (tests/test_notary_port.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from lifeline.entry import Entry
+from lifeline.store.port import AppendResult, Store
+from lifeline.store.summary import SetTotals
+from lifeline_mesh.notary.statement import Attestation
+
+__all__ = ["Notary"]
+
+
+class Notary(Protocol):
+    """One line's attestations (or statements: :meth:`statements`) as a reconciled set,
+    and the admission of received entries against them."""
+
+    @property
+    def store(self) -> Store:
+        """The line's entry store."""
+        ...
+
+    @property
+    def table(self) -> str:
+        """Which set this object reconciles: ``attestations`` or ``statements``."""
+        ...
+
+    def statements(self) -> Notary:
+        """The same line's second-wave statements (state, imported), as their own set."""
+        ...
+
+    async def keys(self) -> list[tuple[int, bytes]]:
+        """``(sort key, id)`` of every item of the set, sorted."""
+        ...
+
+    async def totals(self) -> SetTotals:
+        """Count and sum of the ids of every item of the set (kept by each write)."""
+        ...
+
+    async def fetch(self, ids: Sequence[bytes]) -> list[bytes]:
+        """The items among ``ids`` that are stored, in the order asked."""
+        ...
+
+    async def prepare(self, items: Sequence[bytes | Attestation]) -> list[Attestation]:
+        """The checks that need nothing stored (raises for the first bad item)."""
+        ...
+
+    async def commit(self, atts: Sequence[Attestation]) -> int:
+        """Checks against what is held, then store: one transaction, all or nothing."""
+        ...
+
+    async def admit(self, items: Sequence[bytes | Attestation]) -> int:
+        """:meth:`prepare` then :meth:`commit`; how many were new."""
+        ...
+
+    async def add(self, atts: Sequence[Attestation]) -> int:
+        """Store attestations this node just signed."""
+        ...
+
+    async def items(self) -> list[bytes]: ...
+
+    async def count(self) -> int: ...
+
+    async def admit_entries(
+        self, entries: Sequence[Entry], externals: Sequence[tuple[str, str]]
+    ) -> AppendResult:
+        """Received entries checked against the attestations held and stored, with their
+        cross-line declarations, in one transaction."""
+        ...
+
+    async def enrollments_of(self, node_ids: Sequence[str]) -> dict[str, bytes]:
+        """The ``enrolled`` statement held for each of ``node_ids`` that has one."""
+        ...
