@@ -112,7 +112,7 @@ def _report(label: str, everything: list[dict[str, float]], wall: float) -> None
 
 def fleet(args: argparse.Namespace, tmp: Path) -> None:
     sys.path.insert(0, str(HERE.parent))
-    from tests.mesh_procs import start_ca_serve  # the real serve, as the CI tests start it
+    from tests.support.mesh_procs import start_ca_serve  # the real serve, as the CI tests start it
 
     hub = tmp / "hub"
     create_mesh(hub, "fleet")
@@ -168,7 +168,7 @@ def simulated(n: int, tmp: Path) -> None:
     the membership state each syncing peer receives, at checkpoints along the way."""
     sys.path.insert(0, str(HERE.parent))
     from lifeline_mesh.membership.service import MembershipServicer
-    from tests.test_ci_credentials import NOW, Clock, _request  # the test's request builder
+    from tests.ci.test_ci_credentials import NOW, Clock, _request  # the test's request builder
 
     root = tmp / "sim"
     create_mesh(root, "sim", now=NOW)
