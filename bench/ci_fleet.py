@@ -168,7 +168,7 @@ def simulated(n: int, tmp: Path) -> None:
     the membership state each syncing peer receives, at checkpoints along the way."""
     sys.path.insert(0, str(HERE.parent))
     from lifeline_mesh.membership.service import MembershipServicer
-    from tests.ci.test_ci_credentials import NOW, Clock, _request  # the test's request builder
+    from tests.support.ci_helpers import NOW, Clock, runner_request  # as the CI tests join
 
     root = tmp / "sim"
     create_mesh(root, "sim", now=NOW)
@@ -180,7 +180,7 @@ def simulated(n: int, tmp: Path) -> None:
     started = time.perf_counter()
     for job in range(n):
         clock.now = NOW + job * dt.timedelta(hours=2)
-        reply = service._join(_request(token, service.mesh_id)[0])
+        reply = service._join(runner_request(token, service.mesh_id)[0])
         kept.members.update(Registry.from_json(json.loads(reply.members_json)).members)
         if job + 1 in checkpoints:
             registry = Registry.load(root)

@@ -22,7 +22,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import PermissionDenied
-from lifeline_mesh.membership.ca import create_mesh, load_ca_cert, make_csr, new_tls_key
+from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
 from lifeline_mesh.membership.certs import identity_from_cert
 from lifeline_mesh.membership.credential import (
     CredentialSpec,
@@ -32,7 +32,6 @@ from lifeline_mesh.membership.credential import (
     rotate_credential,
 )
 from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite
-from lifeline_mesh.membership.join import join_request
 from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import RevocationList
 from lifeline_mesh.membership.service import MembershipServicer
@@ -42,10 +41,10 @@ from lifeline_mesh.notary.signers import FileSigners, KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role, sign
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.wire import membership_pb2 as pb
+from tests.support.ci_helpers import NOW, Clock, runner_request
 from tests.support.entries import make_entry
 from tests.support.mesh_procs import cli
 
-NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 HOUR = dt.timedelta(hours=1)
 
 
@@ -53,23 +52,8 @@ def _spec(name: str = "gha", **kw: Any) -> CredentialSpec:
     return CredentialSpec(name=name, lines=("ledger",), sync_addresses=("127.0.0.1:7420",), **kw)
 
 
-def _request(token: Token, mesh_id: str) -> tuple[pb.JoinRequest, NodeIdentity]:
-    """What `join` sends for a fresh runner: CSR, node-key signature, token proof."""
-    identity = NodeIdentity.generate()
-    csr = make_csr(new_tls_key(), identity.node_id)
-    return join_request(token, identity, mesh_id, csr), identity
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = NOW
-
-    def __call__(self) -> dt.datetime:
-        return self.now
-
-
 @pytest.fixture
-def hub(tmp_path: Path) -> tuple[Path, MembershipServicer, Clock]:
+def ca(tmp_path: Path) -> tuple[Path, MembershipServicer, Clock]:
     create_mesh(tmp_path, "team", now=NOW)
     clock = Clock()
     return tmp_path, MembershipServicer(tmp_path, clock), clock
@@ -85,15 +69,15 @@ def test_token_carries_lines_and_sync_address_and_invites_are_unchanged(tmp_path
     assert invite.encode().startswith("lm1_AQ") and not Token.decode(invite.encode()).ci
 
 
-def test_each_refusal_names_its_rule(hub: tuple[Path, MembershipServicer, Clock]) -> None:
-    root, service, clock = hub
+def test_each_refusal_names_its_rule(ca: tuple[Path, MembershipServicer, Clock]) -> None:
+    root, service, clock = ca
     token = issue_credential(root, _spec(uses=2, ttl=dt.timedelta(days=1)), now=NOW)
     for _ in range(2):
-        service._join(_request(token, service.mesh_id)[0])
+        service._join(runner_request(token, service.mesh_id)[0])
     with pytest.raises(PermissionDenied, match=r"'gha' refused: exhausted \(all 2 uses spent\)"):
-        service._join(_request(token, service.mesh_id)[0])
+        service._join(runner_request(token, service.mesh_id)[0])
     other = issue_credential(root, _spec("nightly", ttl=dt.timedelta(days=1)), now=NOW)
-    request, _ = _request(other, service.mesh_id)
+    request, _ = runner_request(other, service.mesh_id)
     request.proof = bytes(32)  # what a token with an altered secret produces
     with pytest.raises(PermissionDenied, match="'nightly' refused: altered"):
         service._join(request)
@@ -101,42 +85,42 @@ def test_each_refusal_names_its_rule(hub: tuple[Path, MembershipServicer, Clock]
     assert states == {"gha": "exhausted", "nightly": "active"}
     clock.now = NOW + dt.timedelta(days=2)
     with pytest.raises(PermissionDenied, match="'nightly' refused: expired at 2026-01-02"):
-        service._join(_request(other, service.mesh_id)[0])
+        service._join(runner_request(other, service.mesh_id)[0])
     assert credential_rows(root, clock.now)[0]["state"] == "expired"
 
 
 def test_rotation_refuses_the_old_token_and_revocation_ends_the_runners(
-    hub: tuple[Path, MembershipServicer, Clock],
+    ca: tuple[Path, MembershipServicer, Clock],
 ) -> None:
-    root, service, _ = hub
+    root, service, _ = ca
     old = issue_credential(root, _spec(), now=NOW)
-    request, first = _request(old, service.mesh_id)
+    request, first = runner_request(old, service.mesh_id)
     service._join(request)
     new = rotate_credential(root, "gha", now=NOW + HOUR)
     with pytest.raises(PermissionDenied, match="replaced by a rotation at 2026-01-01T01:00"):
-        service._join(_request(old, service.mesh_id)[0])
-    request, second = _request(new, service.mesh_id)
+        service._join(runner_request(old, service.mesh_id)[0])
+    request, second = runner_request(new, service.mesh_id)
     service._join(request)
     revoked = revoke_credential(root, "gha", now=NOW + 2 * HOUR)
     assert {r.node_id for r in revoked} == {first.node_id, second.node_id}
     listed = RevocationList.load(root)
     assert listed.revoked_at(first.node_id) == listed.revoked_at(second.node_id) is not None
     with pytest.raises(PermissionDenied, match="'gha' refused: revoked at 2026-01-01T02:00"):
-        service._join(_request(new, service.mesh_id)[0])
+        service._join(runner_request(new, service.mesh_id)[0])
     with pytest.raises(Exception, match="no live CI credential named 'gha'"):
         rotate_credential(root, "gha")
 
 
 def test_runner_certificate_lives_for_the_job_capped_by_the_credential(
-    hub: tuple[Path, MembershipServicer, Clock],
+    ca: tuple[Path, MembershipServicer, Clock],
 ) -> None:
-    root, service, _ = hub
+    root, service, _ = ca
     six_hours = issue_credential(root, _spec(), now=NOW)
-    reply = service._join(_request(six_hours, service.mesh_id)[0])
+    reply = service._join(runner_request(six_hours, service.mesh_id)[0])
     cert = x509.load_pem_x509_certificate(reply.node_cert_pem)
     assert cert.not_valid_after_utc == NOW + 6 * HOUR
     short = issue_credential(root, _spec("short", ttl=2 * HOUR), now=NOW)
-    reply = service._join(_request(short, service.mesh_id)[0])
+    reply = service._join(runner_request(short, service.mesh_id)[0])
     assert x509.load_pem_x509_certificate(reply.node_cert_pem).not_valid_after_utc == NOW + 2 * HOUR
 
 
@@ -146,14 +130,14 @@ def _synced_state(root: Path) -> int:
 
 
 def test_membership_state_is_the_same_after_10_and_40_jobs(
-    hub: tuple[Path, MembershipServicer, Clock],
+    ca: tuple[Path, MembershipServicer, Clock],
 ) -> None:
-    root, service, clock = hub
+    root, service, clock = ca
     token = issue_credential(root, _spec(job_ttl=HOUR), now=NOW)
     sizes = {}
     for job in range(40):
         clock.now = NOW + job * 2 * HOUR  # one job every two hours: earlier ones expired
-        last = service._join(_request(token, service.mesh_id)[0])
+        last = service._join(runner_request(token, service.mesh_id)[0])
         if job + 1 in (10, 40):
             sizes[job + 1] = _synced_state(root)
     registry = Registry.load(root)
@@ -172,9 +156,9 @@ def _enrolled_runner(
 
 
 def test_verify_resolves_runners_from_their_enrollment_not_the_members_list(
-    hub: tuple[Path, MembershipServicer, Clock],
+    ca: tuple[Path, MembershipServicer, Clock],
 ) -> None:
-    root, service, clock = hub
+    root, service, clock = ca
     token = issue_credential(root, _spec(job_ttl=6 * HOUR), now=NOW)
     runner, enrolled, cert = _enrolled_runner(service, token)
     assert identity_from_cert(cert.public_bytes(Encoding.PEM)).credential == "gha"
@@ -203,9 +187,9 @@ def test_verify_resolves_runners_from_their_enrollment_not_the_members_list(
 
 
 def test_an_enrollment_must_carry_the_signers_own_certificate_from_this_ca(
-    hub: tuple[Path, MembershipServicer, Clock], tmp_path: Path
+    ca: tuple[Path, MembershipServicer, Clock], tmp_path: Path
 ) -> None:
-    root, service, _ = hub
+    root, service, _ = ca
     token = issue_credential(root, _spec(), now=NOW)
     _, _, cert = _enrolled_runner(service, token)
     thief = NodeIdentity.generate()  # presents another runner's certificate as its own
@@ -284,9 +268,9 @@ def test_racing_processes_never_spend_beyond_uses(tmp_path: Path) -> None:
 
 
 def test_members_hides_expired_runners_and_all_shows_them(
-    hub: tuple[Path, MembershipServicer, Clock],
+    ca: tuple[Path, MembershipServicer, Clock],
 ) -> None:
-    root, service, clock = hub
+    root, service, clock = ca
     token = issue_credential(root, _spec(), now=NOW)
     first, enrolled, _ = _enrolled_runner(service, token)
     clock.now = NOW + 7 * HOUR  # the first runner expired: this join drops it
@@ -306,5 +290,5 @@ async def _hold(root: Path, att: Attestation) -> None:
 
 
 def _join_one(service: MembershipServicer, token: Token) -> tuple[pb.JoinReply, NodeIdentity]:
-    request, identity = _request(token, service.mesh_id)
+    request, identity = runner_request(token, service.mesh_id)
     return service._join(request), identity

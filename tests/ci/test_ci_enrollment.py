@@ -29,12 +29,9 @@ from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import Attestation, Role, sign
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.sync.attestation_set import AttestationSet
-from tests.ci.test_ci_credentials import _request
-from tests.support.ci_helpers import Hub, hub, job
+from tests.support.ci_helpers import Hub, job, runner_request
 from tests.support.entries import make_entry
 from tests.support.mesh_procs import cli
-
-__all__ = ["hub"]  # the fixture, imported
 
 
 def _enrollments(line_file: Path) -> list[tuple[str, str]]:
@@ -93,7 +90,7 @@ def _runner(root: Path) -> tuple[NodeIdentity, Attestation]:
     create_mesh(root, "team")
     service = MembershipServicer(root)
     token = issue_credential(root, CredentialSpec("gha", lines=("ledger",)))
-    request, identity = _request(token, service.mesh_id)
+    request, identity = runner_request(token, service.mesh_id)
     cert = x509.load_pem_x509_certificate(service._join(request).node_cert_pem)
     registry = Registry.load(root)
     registry.prune(cert.not_valid_after_utc)  # the job is over: the runner is no member

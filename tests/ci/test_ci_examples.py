@@ -14,11 +14,9 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from tests.support.ci_helpers import BIN_PATH, Hub, hub
+from tests.support.ci_helpers import BIN_PATH, Hub
 from tests.support.mesh_procs import cli
 from tests.support.paths import REPO
-
-__all__ = ["hub"]  # the fixture, imported
 
 EXAMPLES = REPO / "examples" / "ci"
 GITHUB, GITLAB = EXAMPLES / "github-actions.yml", EXAMPLES / "gitlab-ci.yml"

@@ -10,11 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.ci_helpers import LIFELINE, MESH, Hub, hub, job, stop
+from tests.support.ci_helpers import LIFELINE, MESH, Hub, job, stop
 from tests.support.mesh_procs import cli, has_entry
-
-__all__ = ["hub"]  # the fixture, imported
-
 
 AGENT = (
     'grep -q "Payments use Postgres" "$LIFELINE_CONTEXT_FILE" && '

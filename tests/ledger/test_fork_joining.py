@@ -20,8 +20,8 @@ from lifeline.store.memory import MemoryStore
 from lifeline.store.sqlite import TIPS_NEWEST_FIRST, SqliteStore
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.mcp.policy import policy_path
-from tests.mcp.test_mcp_stdio import _call, _client
 from tests.support.clirun import lifeline
+from tests.support.mcp_client import call_tool, mcp_client
 
 THREADS = 150
 LEAVES = 900
@@ -157,10 +157,10 @@ async def test_cli_log_and_checkpoint_on_a_leafy_line(tmp_path: Path) -> None:
 async def test_mcp_append_and_checkpoint_on_a_leafy_line(tmp_path: Path) -> None:
     entries = await _leafy_project(tmp_path)
     policy_path(tmp_path).write_text(json.dumps({"default": "direct"}))
-    async with _client(tmp_path) as client:
-        done = await _call(client, "append", kind="note", summary="from an agent")
+    async with mcp_client(tmp_path) as client:
+        done = await call_tool(client, "append", kind="note", summary="from an agent")
         assert len(done["entry"]["parents"]) == JOIN_TIPS
-        cp = await _call(client, "checkpoint", thread="t9", next=["resume here"])
+        cp = await call_tool(client, "checkpoint", thread="t9", next=["resume here"])
         assert _thread_head(entries, "t9") in cp["entry"]["parents"]
 
 

@@ -18,8 +18,8 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import HARD_LIMITS
 from lifeline_mesh.notary.rules import Policy, check_attestations
 from lifeline_mesh.notary.signers import FileSigners
-from tests.mcp.test_mcp_stdio import _client, _error, _project
 from tests.support.clirun import lifeline
+from tests.support.mcp_client import mcp_client, new_project, tool_error
 
 REDIS = "584d0d181f11617bd98eecb258d86f595a5912250b7c0534964ff6fc47e86a03"
 
@@ -163,10 +163,10 @@ def test_render_for_lifeline_context_reads_back_here(tmp_path: Path, lc_fixture:
 
 
 async def test_mcp_writes_honour_the_caps_of_config_json(tmp_path: Path) -> None:
-    root = await _project(tmp_path, {"default": "direct"})
+    root = await new_project(tmp_path, {"default": "direct"})
     settings_path(root).write_text(json.dumps({"limits": {"body_bytes": 10}}))
-    async with _client(root) as client:
-        said = await _error(client, "append", kind="note", summary="s", body="x" * 50)
+    async with mcp_client(root) as client:
+        said = await tool_error(client, "append", kind="note", summary="s", body="x" * 50)
         assert "over the cap of 10" in said
 
 

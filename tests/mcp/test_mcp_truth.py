@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp.types import TextContent, TextResourceContents
 
-from tests.mcp.test_mcp_stdio import _call, _client, _error, _project, _run
+from tests.support.mcp_client import call_tool, mcp_client, new_project, run_module, tool_error
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -26,20 +26,20 @@ async def _text(client: Any, tool: str, **args: Any) -> str:
 
 
 async def test_context_brief_recall_resume(tmp_path: Path) -> None:
-    root = await _project(tmp_path, {"default": "direct"})
-    async with _client(root) as client:
+    root = await new_project(tmp_path, {"default": "direct"})
+    async with mcp_client(root) as client:
         names = {t.name for t in (await client.list_tools()).tools}
         assert {"context", "brief", "recall", "resume", "mesh_verify"} <= names
-        await _call(
+        await call_tool(
             client,
             "append",
             kind="decision",
             summary="Database: PostgreSQL",
             body="Audit trail needs cross-row ACID transactions.",
         )
-        opened = await _call(client, "append", kind="open", summary="Queue: SQS or Rabbit")
+        opened = await call_tool(client, "append", kind="open", summary="Queue: SQS or Rabbit")
         open_id = opened["entry"]["id"]
-        await _call(
+        await call_tool(
             client,
             "checkpoint",
             thread="main",
@@ -47,10 +47,10 @@ async def test_context_brief_recall_resume(tmp_path: Path) -> None:
             next=["run the load test"],
             tried=["SQS FIFO: 300 msg/s cap"],
         )
-        await _call(client, "checkpoint", thread=open_id, next=["compare costs"])
+        await call_tool(client, "checkpoint", thread=open_id, next=["compare costs"])
 
         text = await _text(client, "context")
-        cli = _run("--root", str(root), "context", module="lifeline")
+        cli = run_module("--root", str(root), "context", module="lifeline")
         assert cli.returncode == 0, cli.stderr
         assert text == cli.stdout  # one assembly, same bytes through either front end
         assert "Database: PostgreSQL" in text and "run the load test" in text
@@ -64,21 +64,21 @@ async def test_context_brief_recall_resume(tmp_path: Path) -> None:
         assert brief.startswith(f"# Brief — thread {open_id}")
         assert "compare costs" in brief and "run the load test" not in brief
 
-        hits = await _call(client, "recall", query="ACID audit trail")
+        hits = await call_tool(client, "recall", query="ACID audit trail")
         assert [h["summary"] for h in hits["hits"]][:1] == ["Database: PostgreSQL"]
-        none = await _call(client, "recall", query="kubernetes helm chart")
+        none = await call_tool(client, "recall", query="kubernetes helm chart")
         assert none["hits"] == [] and none["abstained"] is True
 
-        resume = await _call(client, "resume")
+        resume = await call_tool(client, "resume")
         by_thread = {t["thread"]: t["blocks"] for t in resume["threads"]}
         assert by_thread["main"]["next"] == ["run the load test"]
         assert by_thread[open_id]["next"] == ["compare costs"]
 
-        both = await _error(client, "context", budget=5000, budget_tokens=900)
+        both = await tool_error(client, "context", budget=5000, budget_tokens=900)
         assert "pass only one of them" in both
-        assert "too small" in await _error(client, "context", budget=10)
-        assert "no thread 'nowhere'" in await _error(client, "brief", thread="nowhere")
-        assert "query is empty" in await _error(client, "recall", query="  ")
+        assert "too small" in await tool_error(client, "context", budget=10)
+        assert "no thread 'nowhere'" in await tool_error(client, "brief", thread="nowhere")
+        assert "query is empty" in await tool_error(client, "recall", query="  ")
 
 
 @pytest.mark.slow
@@ -88,9 +88,9 @@ async def test_mcp_write_reaches_a_second_node_through_sync(tmp_path: Path) -> N
     server shows."""
     a, b = tmp_path / "a", tmp_path / "b"
     for root in (a, b):
-        await _project(root, {"default": "direct"})
-        assert _run("share", "ledger", "--root", str(root)).returncode == 0
-    made = _run("init", "--new-mesh", "team", "--root", str(b))
+        await new_project(root, {"default": "direct"})
+        assert run_module("share", "ledger", "--root", str(root)).returncode == 0
+    made = run_module("init", "--new-mesh", "team", "--root", str(b))
     assert made.returncode == 0, made.stderr
     server = subprocess.Popen(
         [sys.executable, "-m", "lifeline_mesh", "serve", "--root", str(b)],
@@ -103,26 +103,26 @@ async def test_mcp_write_reaches_a_second_node_through_sync(tmp_path: Path) -> N
         # The server prints its sync address, then its join address, once each is bound.
         address = server.stdout.readline().split()[-1]
         join_address = server.stdout.readline().split()[-1]
-        token = _run("invite", "--address", join_address, "--root", str(b)).stdout.strip()
-        joined = _run("join", token, "--root", str(a))
+        token = run_module("invite", "--address", join_address, "--root", str(b)).stdout.strip()
+        joined = run_module("join", token, "--root", str(a))
         assert joined.returncode == 0, joined.stderr
-        a_id = _run("id", "--root", str(a)).stdout.strip()
-        b_id = _run("id", "--root", str(b)).stdout.strip()
-        async with _client(a, agent="laptop-a") as client_a, _client(b) as client_b:
-            written = await _call(client_a, "append", kind="decision", summary="Made on A")
+        a_id = run_module("id", "--root", str(a)).stdout.strip()
+        b_id = run_module("id", "--root", str(b)).stdout.strip()
+        async with mcp_client(a, agent="laptop-a") as client_a, mcp_client(b) as client_b:
+            written = await call_tool(client_a, "append", kind="decision", summary="Made on A")
             entry_id = written["entry"]["id"]
-            assert (await _call(client_b, "history"))["entries"] == []
-            synced = _run("sync", address, "--root", str(a), "--json")
+            assert (await call_tool(client_b, "history"))["entries"] == []
+            synced = run_module("sync", address, "--root", str(a), "--json")
             assert synced.returncode == 0, synced.stderr
-            seen = (await _call(client_b, "history"))["entries"]
+            seen = (await call_tool(client_b, "history"))["entries"]
             assert [(e["id"], e["agent"]) for e in seen] == [(entry_id, "laptop-a")]
             assert "Made on A" in await _text(client_b, "context")
-            sigs = (await _call(client_b, "entry", id=entry_id))["signatures"]
+            sigs = (await call_tool(client_b, "entry", id=entry_id))["signatures"]
             assert sigs["signed"] is True
             by_role = {(s["role"], s["node_id"], s["valid"]) for s in sigs["items"]}
             # B witnessed it with the one state it signed after admitting it (decision 0015)
             assert ("author", a_id, True) in by_role and ("state", b_id, True) in by_role
-            assert (await _call(client_b, "mesh_verify"))["ok"] is True
+            assert (await call_tool(client_b, "mesh_verify"))["ok"] is True
     finally:
         server.terminate()
         server.wait(timeout=30)

@@ -17,27 +17,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.mesh_procs import cli
+
 pytestmark = pytest.mark.slow
 
 
 def mesh(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return _run("lifeline_mesh", root, *args, check=check)
+    return cli("lifeline_mesh", root, *args, check=check)
 
 
 def ledger(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return _run("lifeline", root, *args, check=check)
-
-
-def _run(module: str, root: Path, *args: str, check: bool) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", module, "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{module} {args}: exit {proc.returncode}: {proc.stderr}")
-    return proc
+    return cli("lifeline", root, *args, check=check)
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from lifeline.lines import line_path
-from tests.sync.test_sync_e2e import cli
+from tests.support.mesh_procs import cli
 
 WRITER = """
 import asyncio, sys

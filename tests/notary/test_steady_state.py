@@ -11,16 +11,7 @@ import pytest
 
 from lifeline.lines import line_path
 from lifeline_mesh.notary.signers import members_path
-from tests.sync.test_sync_e2e import SYNC_JSON, cli, serve
-
-
-def _signed_node(root: Path, *summaries: str) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    cli("lifeline", root, "init")
-    cli("lifeline_mesh", root, "init")  # a node identity: every local write is signed
-    cli("lifeline_mesh", root, "share", "ledger")
-    for s in summaries:
-        cli("lifeline", root, "log", "--kind", "decision", "--summary", s, "--author", "t")
+from tests.support.mesh_procs import SYNC_JSON, cli, serve_insecure, signed_node
 
 
 def _evidence(root: Path) -> dict[str, int]:
@@ -44,9 +35,9 @@ def _sync(root: Path, address: str) -> dict[str, object]:
 @pytest.mark.slow
 def test_no_op_syncs_sign_nothing(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    _signed_node(a, "Database: PostgreSQL", "Queue: none")
-    _signed_node(b, "Cache: redis")
-    with serve(b) as (_proc, address):
+    signed_node(a, "Database: PostgreSQL", "Queue: none")
+    signed_node(b, "Cache: redis")
+    with serve_insecure(b) as (_proc, address):
         first = _sync(a, address)
         assert first["entries_received"] == 1 and first["entries_sent"] == 2
         _sync(a, address)  # each side's state statement of the first sync crosses over

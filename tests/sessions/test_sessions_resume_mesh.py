@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.sessions.test_sessions_mesh import serve_ingest_and_sync, two_nodes
-from tests.support.sessions_support import claude_line, rate_limited_session, run_cli
+from tests.support.sessions_support import (
+    claude_line,
+    rate_limited_session,
+    run_cli,
+    serve_ingest_and_sync,
+    two_nodes,
+)
 
 pytestmark = pytest.mark.slow
 TODOS = {

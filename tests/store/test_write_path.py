@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -117,15 +118,24 @@ async def test_a_local_write_never_overtakes_queued_work(tmp_path: Path) -> None
     async with await SqliteStore.open(tmp_path / "l.db") as store:
         ledger = Ledger(store)
 
+        holding, release = threading.Event(), threading.Event()
+
         def slow_count(conn: sqlite3.Connection) -> int:
-            time.sleep(0.1)
+            holding.set()  # the worker runs the read: it holds the connection
+            assert release.wait(30), "never released"
             return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
 
         counted = asyncio.create_task(store.run_read(slow_count))
-        await asyncio.sleep(0.01)  # handed to the worker, which holds the connection
+        assert await asyncio.to_thread(holding.wait, 30), "the read never started"
         hops = _count_hops(store)
-        await ledger.append(Draft(kind="note", summary="after the read"))
+        appended = asyncio.create_task(ledger.append(Draft(kind="note", summary="after the read")))
+        deadline = time.monotonic() + 30
+        while not hops and not appended.done():  # until the write has queued (or, wrongly, run)
+            assert time.monotonic() < deadline, "the write neither queued nor ran"
+            await asyncio.sleep(0)
+        release.set()
         assert await counted == 0  # the read ran first, as it was asked first
+        await appended
         assert len(hops) == 1 and await store.count() == 1
 
 

@@ -1,23 +1,29 @@
-"""A real serving CA holder for the CI tests, and jobs run as real `lifeline-mesh` processes."""
+"""A real serving CA holder for the CI tests (the ``hub`` fixture in tests/ci/conftest.py
+starts one), jobs run as real `lifeline-mesh` processes, and the in-process pieces of a
+runner's join: a settable clock and the request `join` sends."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.membership.ca import make_csr, new_tls_key
+from lifeline_mesh.membership.invite import Token
+from lifeline_mesh.membership.join import join_request
+from lifeline_mesh.wire import membership_pb2 as pb
+from tests.support.mesh_procs import cli
 
-from tests.support.mesh_procs import cli, start_ca_serve
-
-__all__ = ["BIN_PATH", "LIFELINE", "MESH", "Hub", "hub", "job", "stop"]
+__all__ = ["BIN_PATH", "LIFELINE", "MESH", "NOW", "Clock", "Hub", "job", "runner_request", "stop"]
 
 MESH = (sys.executable, "-m", "lifeline_mesh")
 LIFELINE = (sys.executable, "-m", "lifeline")
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 BIN_PATH = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 
@@ -50,24 +56,6 @@ class Hub:
         return self.root / ".lifeline" / "ledger.db"
 
 
-@pytest.fixture
-def hub(tmp_path: Path) -> Iterator[Hub]:
-    """A CA holder with one shared line holding one decision, serving sync and joins."""
-    root = tmp_path / "hub"
-    root.mkdir()
-    cli("lifeline_mesh", root, "init", "--new-mesh", "team")
-    cli("lifeline", root, "init")
-    decision = cli(
-        "lifeline", root, "log", "--kind", "decision", "--summary", "Payments use Postgres"
-    ).stdout.strip()
-    cli("lifeline_mesh", root, "share", "ledger")
-    proc, sync, joins = start_ca_serve(root)
-    try:
-        yield Hub(root, sync, joins, decision, proc)
-    finally:
-        stop(proc)
-
-
 def stop(proc: subprocess.Popen[str]) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -80,3 +68,20 @@ def job(workdir: Path, token: str, *args: str) -> subprocess.CompletedProcess[st
     return subprocess.run(
         [*MESH, *args], cwd=workdir, env=env, capture_output=True, text=True, timeout=120
     )
+
+
+class Clock:
+    """A clock the test sets (``clock.now = …``); starts at ``NOW``."""
+
+    def __init__(self) -> None:
+        self.now = NOW
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def runner_request(token: Token, mesh_id: str) -> tuple[pb.JoinRequest, NodeIdentity]:
+    """What `join` sends for a fresh runner: CSR, node-key signature, token proof."""
+    identity = NodeIdentity.generate()
+    csr = make_csr(new_tls_key(), identity.node_id)
+    return join_request(token, identity, mesh_id, csr), identity

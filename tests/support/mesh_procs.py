@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = [
+    "SYNC_JSON",
     "ServeRefused",
     "cli",
     "free_port",
@@ -21,10 +22,15 @@ __all__ = [
     "join_mesh",
     "log_note",
     "serve",
+    "serve_insecure",
     "shared_node",
+    "signed_node",
     "start_ca_serve",
     "wait_for_entry",
 ]
+
+
+SYNC_JSON = ("sync", "--insecure", "--json")  # `lifeline-mesh sync` without membership
 
 
 def cli(
@@ -47,6 +53,17 @@ def shared_node(root: Path) -> Path:
     cli("lifeline", root, "init")
     cli("lifeline_mesh", root, "share", "ledger")
     return root / ".lifeline" / "ledger.db"
+
+
+def signed_node(root: Path, *summaries: str) -> None:
+    """A node with an identity (every local write is signed) sharing ``ledger``, holding one
+    decision per summary."""
+    root.mkdir(parents=True, exist_ok=True)
+    cli("lifeline", root, "init")
+    cli("lifeline_mesh", root, "init")
+    cli("lifeline_mesh", root, "share", "ledger")
+    for s in summaries:
+        cli("lifeline", root, "log", "--kind", "decision", "--summary", s, "--author", "t")
 
 
 def log_note(root: Path, summary: str) -> str:
@@ -94,6 +111,27 @@ def serve(root: Path, *args: str, wrap: Sequence[str] = ()) -> Iterator[subproce
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+@contextmanager
+def serve_insecure(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Run `serve --insecure` (no membership) until the block ends, then kill it; yields the
+    process and the address it listens on."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "serve", "--insecure", "--root", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # blocks until the server is bound
+        assert first.startswith("listening on "), (first, proc.stderr.read() if proc.stderr else "")
+        yield proc, first.split()[-1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
 
 
 def has_entry(line_file: Path, entry_id: str) -> bool:

@@ -8,50 +8,14 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
+from tests.support.mesh_procs import SYNC_JSON, cli, serve_insecure
 from tests.support.recon_helpers import chain
-
-SYNC_JSON = ("sync", "--insecure", "--json")
-
-
-def cli(
-    module: str, root: Path, *args: str, check: bool = True
-) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", module, *args, "--root", str(root)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"{module} {args} failed ({proc.returncode}): {proc.stderr}")
-    return proc
-
-
-@contextmanager
-def serve(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "serve", "--insecure", "--root", str(root)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()  # blocks until the server is bound
-        assert first.startswith("listening on "), (first, proc.stderr.read() if proc.stderr else "")
-        yield proc, first.split()[-1]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=30)
 
 
 def init(root: Path, *summaries: str) -> None:
@@ -71,7 +35,7 @@ def test_two_processes_sync_and_render_identical_history(tmp_path: Path) -> None
     a, b = tmp_path / "a", tmp_path / "b"
     init(a, "Database: PostgreSQL", "Queue: none")
     init(b, "Cache: redis")
-    with serve(b) as (proc, address):
+    with serve_insecure(b) as (proc, address):
         # written by another process while the server runs: must be seen by the next session
         cli("lifeline", b, "log", "--kind", "fix", "--summary", "late write", "--author", "t")
         out = json.loads(cli("lifeline_mesh", a, *SYNC_JSON, address).stdout)
@@ -96,7 +60,7 @@ def test_unshared_line_is_refused_end_to_end(tmp_path: Path) -> None:
     init(a, "written-on-a")
     init(b, "written-on-b")
     cli("lifeline_mesh", b, "unshare", "ledger")
-    with serve(b) as (_, address):
+    with serve_insecure(b) as (_, address):
         proc = cli("lifeline_mesh", a, "sync", address, "--insecure", check=False)
     assert proc.returncode == 2
     assert "not shared on this node" in proc.stderr and "Traceback" not in proc.stderr
@@ -129,7 +93,7 @@ async def test_sigkill_mid_sync_leaves_an_intact_store_that_converges(tmp_path: 
     total = 20_000
     await _fill(a, total)
     db = line_path(b, "ledger")
-    with serve(b) as (proc, address):
+    with serve_insecure(b) as (proc, address):
         client = subprocess.Popen(
             [
                 sys.executable,
@@ -156,7 +120,7 @@ async def test_sigkill_mid_sync_leaves_an_intact_store_that_converges(tmp_path: 
     assert client.returncode == 2
     verify = cli("lifeline", b, "verify", check=False)
     assert verify.returncode == 0, verify.stdout + verify.stderr
-    with serve(b) as (_, address):
+    with serve_insecure(b) as (_, address):
         report = json.loads(
             cli("lifeline_mesh", a, "sync", address, "--insecure", "--json").stdout
         )[0]

@@ -12,8 +12,8 @@ from lifeline.entry import Entry
 from lifeline.truth.parse import reword_body, rewords
 from lifeline.truth.reducers import fold_all
 from lifeline.truth.views import Truth, derive
-from tests.mcp.test_mcp_stdio import _call, _client, _project
 from tests.support.clirun import lifeline
+from tests.support.mcp_client import call_tool, mcp_client, new_project
 
 
 def _at(n: int) -> str:
@@ -108,12 +108,12 @@ def test_cli_correct_closes_or_rewords(tmp_path: Path) -> None:
 
 
 async def test_mcp_correct_closes_or_rewords(tmp_path: Path) -> None:
-    root = await _project(tmp_path, {"default": "direct"})
-    async with _client(root) as client:
-        q1 = (await _call(client, "append", kind="open", summary="Queue?"))["entry"]["id"]
-        q2 = (await _call(client, "append", kind="open", summary="CDN?"))["entry"]["id"]
-        await _call(client, "correct", ids=[q1], summary="Queue: RabbitMQ")
-        kept = await _call(client, "correct", ids=[q2], summary="CDN: A or B?", still_open=True)
+    root = await new_project(tmp_path, {"default": "direct"})
+    async with mcp_client(root) as client:
+        q1 = (await call_tool(client, "append", kind="open", summary="Queue?"))["entry"]["id"]
+        q2 = (await call_tool(client, "append", kind="open", summary="CDN?"))["entry"]["id"]
+        await call_tool(client, "correct", ids=[q1], summary="Queue: RabbitMQ")
+        kept = await call_tool(client, "correct", ids=[q2], summary="CDN: A or B?", still_open=True)
         assert kept["entry"]["body"].startswith("status: open")
         context = lifeline(root, "context").stdout
         opens = context.split("## Open", 1)[1].split("\n## ", 1)[0]

@@ -15,12 +15,11 @@ import pytest
 from lifeline.lines import line_path
 from lifeline_mesh.ui import sessions_view
 from lifeline_mesh.ui.sections import sessions as sessions_section
-from tests.notary.test_steady_state import _signed_node
+from tests.support.mesh_procs import SYNC_JSON, cli, serve_insecure, signed_node
 from tests.support.sessions_support import run_cli
 from tests.support.ui_project import Project, build_project
 from tests.support.ui_server import fetch, running_viewer
 from tests.support.ui_sessions import HOSTILE_NATIVE, SUBAGENT_PARENT
-from tests.sync.test_sync_e2e import SYNC_JSON, cli, serve
 
 CODEX_CRASHED = "019a93b9-f380-7600-98ff-940e6b99603c"
 
@@ -168,11 +167,11 @@ def test_no_sessions_line_says_how_to_get_one(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_witnessed_time_comes_from_a_state_statement_a_sync_produced(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    _signed_node(a, "Database: PostgreSQL")
-    _signed_node(b, "Cache: redis")
+    signed_node(a, "Database: PostgreSQL")
+    signed_node(b, "Cache: redis")
     head = json.loads(cli("lifeline", a, "history", "--json").stdout)
     entry_id = next(e["id"] for e in head if e["summary"] == "Database: PostgreSQL")
-    with serve(a) as (_proc, address):
+    with serve_insecure(a) as (_proc, address):
         cli("lifeline_mesh", b, *SYNC_JSON, address)  # B admits A's entries: B signs a state
     b_node = cli("lifeline_mesh", b, "id").stdout.strip()
     with running_viewer(b) as url:
