@@ -33,19 +33,3 @@ def test_store_and_entry_do_not_import_the_cli_or_truth() -> None:
     for path in core:
         bad = {n for n in _imports(path) if n.startswith(("lifeline.cli", "lifeline.truth"))}
         assert bad == set(), path
-
-
-def test_tests_share_helpers_only_through_tests_support() -> None:
-    """A test module imports no other test module and no conftest (fixtures reach tests by
-    pytest's lookup, helpers from tests/support/), and the support modules import no test."""
-    offenders = []
-    for path in (REPO / "tests").rglob("*.py"):
-        if "fixtures" in path.relative_to(REPO / "tests").parts:
-            continue
-        for name in _imports(path):
-            parts = name.split(".")
-            if parts[0] == "tests" and (
-                "conftest" in parts or any(p.startswith("test_") for p in parts)
-            ):
-                offenders.append(f"{path.relative_to(REPO)} imports {name}")
-    assert offenders == []
