@@ -324,7 +324,7 @@ def test_readme_says_how_the_docker_files_are_tested() -> None:
     docker_readme = (DOCKER / "README.md").read_text(encoding="utf-8")
     assert "tests/deploy/test_docker_engine.py" in docker_readme
     assert "untested here" not in docker_readme.lower()
-    assert (REPO / "tests" / "test_docker_engine.py").exists()
+    assert (REPO / "tests" / "deploy" / "test_docker_engine.py").exists()
 
 
 def _free_ports(n: int) -> list[int]:
