@@ -88,6 +88,8 @@ class Proposal:
         return "pending" if self.decision is None else self.decision.verdict
 
     def to_dict(self) -> dict[str, Any]:
+        """The proposal as JSON data (``lifeline-mesh proposals --json``; the MCP tools
+        answer the same fields, typed: :class:`~lifeline_mesh.mcp.shapes.ProposalView`)."""
         out: dict[str, Any] = {
             "id": self.id,
             "created_at": self.created_at,
