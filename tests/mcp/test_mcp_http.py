@@ -12,19 +12,18 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
 
 import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CallToolResult, TextContent
 
 from lifeline_mesh.home.identity import NodeIdentity, key_path
 from lifeline_mesh.mcp.policy import policy_path
 from lifeline_mesh.mcp.tokens import TokenBook, TokenSpec
-from tests.mesh_procs import cli
+from tests.support.mcp_client import call_tool, tool_text
+from tests.support.mesh_procs import cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -84,19 +83,6 @@ async def _client(root: Path, url: str, token: str) -> AsyncIterator[Client]:
         yield client
 
 
-def _text(result: CallToolResult) -> str:
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
-
-
-async def _call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, _text(result)
-    assert result.structured_content is not None
-    return result.structured_content
-
-
 async def _refusal(root: Path, url: str, token: str | None) -> tuple[int, str]:
     """What the server answers an MCP initialize sent with ``token``."""
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
@@ -117,26 +103,26 @@ async def test_reader_reads_member_writes_under_the_policy(tmp_path: Path) -> No
         async with _client(root, url, member) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert {"context", "append", "checkpoint", "mesh_status"} <= names
-            written = await _call(client, "append", kind="decision", summary="Queue: SQS")
+            written = await call_tool(client, "append", kind="decision", summary="Queue: SQS")
             assert written["status"] == "recorded" and written["policy_rule"] == "default"
             entry = written["entry"]
             assert (entry["agent"], entry["author"]) == ("ci", "token:ci-write")
-            shown = await _call(client, "entry", id=entry["id"])
+            shown = await call_tool(client, "entry", id=entry["id"])
             assert shown["signatures"]["signed"] is True  # signed by the node, as on stdio
-            proposed = await _call(client, "append", kind="note", summary="maybe Kafka")
+            proposed = await call_tool(client, "append", kind="note", summary="maybe Kafka")
             assert proposed["status"] == "proposed"  # the write policy applies over HTTP too
             assert proposed["proposal"]["draft"]["agent"] == "ci"
         async with _client(root, url, reader) as client:
-            history = await _call(client, "history", limit=5)
+            history = await call_tool(client, "history", limit=5)
             assert [e["summary"] for e in history["entries"]] == ["Queue: SQS"]
-            assert (await _call(client, "mesh_status"))["agent"] == "ci-read"
+            assert (await call_tool(client, "mesh_status"))["agent"] == "ci-read"
             context = await client.call_tool("context", {})
-            assert "Queue: SQS" in _text(context)
+            assert "Queue: SQS" in tool_text(context)
             refused = await client.call_tool("append", {"kind": "decision", "summary": "x"})
             assert refused.is_error
-            assert "token 'ci-read' has role 'reader', which may not write" in _text(refused)
+            assert "token 'ci-read' has role 'reader', which may not write" in tool_text(refused)
             refused = await client.call_tool("checkpoint", {"next": ["y"]})
-            assert refused.is_error and "may not write" in _text(refused)
+            assert refused.is_error and "may not write" in tool_text(refused)
     listed = json.loads(cli("lifeline_mesh", root, "mcp", "token", "list", "--json").stdout)
     assert {t["name"]: t["role"] for t in listed["tokens"]} == {
         "ci-write": "member",
@@ -157,7 +143,7 @@ async def test_wrong_expired_and_revoked_tokens_get_401_with_the_reason(tmp_path
     )
     with _serving(root, "127.0.0.1:0") as url:
         async with _client(root, url, member) as client:
-            await _call(client, "mesh_status")
+            await call_tool(client, "mesh_status")
         cases = {
             None: "no bearer token",
             "hunter2": "is not an MCP token of lifeline-mesh",
@@ -207,7 +193,7 @@ async def test_plain_http_on_loopback_still_needs_a_token(tmp_path: Path) -> Non
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {reader}"}) as http,
             Client(streamable_http_client(url, http_client=http), cache=None) as client,
         ):
-            assert (await _call(client, "mesh_status"))["agent"] == "local"
+            assert (await call_tool(client, "mesh_status"))["agent"] == "local"
         async with httpx2.AsyncClient() as http:
             answer = await http.post(url, json={})
         assert answer.status_code == 401 and "no bearer token" in answer.text

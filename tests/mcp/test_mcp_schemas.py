@@ -18,7 +18,7 @@ from mcp.types import CallToolResult, TextContent
 from lifeline_mesh.mcp.policy import policy_path
 from lifeline_mesh.mcp.server import build_server
 from lifeline_mesh.mcp.workspace import Workspace
-from tests.sessions_support import FIXTURES, run_cli
+from tests.support.sessions_support import FIXTURES, run_cli
 
 pytestmark = pytest.mark.timeout(180)
 
