@@ -41,7 +41,7 @@ from lifeline.sessions.resume import BundleRequest, build_bundle  # noqa: E402
 from lifeline.sessions.service import ingest_sources, open_ingester, sources_in  # noqa: E402
 from lifeline.store.sqlite import SqliteStore  # noqa: E402
 from lifeline.truth.budget import Budget, estimate_tokens  # noqa: E402
-from tests.sessions_support import FIXTURES, claude_line, lay_out_home, write_jsonl  # noqa: E402
+from tests.support.sessions_support import FIXTURES, claude_line, lay_out_home, write_jsonl  # noqa: E402
 
 
 def produced_text(session: Session) -> tuple[int, int]:

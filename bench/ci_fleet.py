@@ -112,7 +112,7 @@ def _report(label: str, everything: list[dict[str, float]], wall: float) -> None
 
 def fleet(args: argparse.Namespace, tmp: Path) -> None:
     sys.path.insert(0, str(HERE.parent))
-    from tests.mesh_procs import start_ca_serve  # the real serve, as the CI tests start it
+    from tests.support.mesh_procs import start_ca_serve  # the real serve, as the CI tests start it
 
     hub = tmp / "hub"
     create_mesh(NodeHome(hub), "fleet")
@@ -168,7 +168,7 @@ def simulated(n: int, tmp: Path) -> None:
     the membership state each syncing peer receives, at checkpoints along the way."""
     sys.path.insert(0, str(HERE.parent))
     from lifeline_mesh.membership.service import MembershipServicer
-    from tests.test_ci_credentials import NOW, Clock, _request  # the test's request builder
+    from tests.support.ci_helpers import NOW, Clock, runner_request  # as the CI tests join
 
     root = tmp / "sim"
     create_mesh(NodeHome(root), "sim", now=NOW)
@@ -182,7 +182,7 @@ def simulated(n: int, tmp: Path) -> None:
     started = time.perf_counter()
     for job in range(n):
         clock.now = NOW + job * dt.timedelta(hours=2)
-        reply = service._join(_request(token, service.mesh_id)[0])
+        reply = service._join(runner_request(token, service.mesh_id)[0])
         kept.members.update(Registry.from_json(json.loads(reply.members_json)).members)
         if job + 1 in checkpoints:
             registry = Registry.load(NodeHome(root))

@@ -3,7 +3,7 @@
     python bench/hub_store.py [N] [BATCH]      (defaults 20000 entries, 1000 a batch)
 
 Starts a throwaway PostgreSQL cluster with default durability (fsync on) from Debian's
-binaries (tests/pg_server.py), or uses LIFELINE_TEST_PG=postgresql://… . SQLite runs as the
+binaries (tests/support/pg_server.py), or uses LIFELINE_TEST_PG=postgresql://… . SQLite runs as the
 node runs it (WAL, synchronous=NORMAL). Prints entries/s of ``append_many`` for each, and
 the median time of the whole-line fingerprint (``entry_totals``, what sync's in-sync check
 reads) and of a full sync snapshot, each side by side.
@@ -25,7 +25,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.sync.entry_set import EntrySet
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's tests/
-from tests.pg_server import Cluster, line_name, server_binaries
+from tests.support.pg_server import Cluster, line_name, server_binaries
 
 
 def entries(n: int) -> list[Entry]:

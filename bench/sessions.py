@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 from lifeline.home import Home  # noqa: E402
 from lifeline.sessions.config import SessionSettings  # noqa: E402
 from lifeline.sessions.service import open_ingester, sources_in  # noqa: E402
-from tests.sessions_support import FIXTURES, _claude_target  # noqa: E402
+from tests.support.sessions_support import FIXTURES, _claude_target  # noqa: E402
 
 SPOTTER = "marot__spotter__258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python scripts/screenshots.py
 
-Builds the sample project the browser tests use (tests/ui_project.py), serves it on
+Builds the sample project the browser tests use (tests/support/ui_project.py), serves it on
 127.0.0.1 (a free port), and has headless Chromium (Debian's chromium + chromium-driver,
 through Selenium) save one PNG per main page.
 """
@@ -16,10 +16,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.browser import chromium  # noqa: E402
-from tests.ui_project import build_project  # noqa: E402
-from tests.ui_server import running_viewer  # noqa: E402
-from tests.ui_sessions import SUBAGENT_PARENT  # noqa: E402
+from tests.support.browser import chromium  # noqa: E402
+from tests.support.ui_project import build_project  # noqa: E402
+from tests.support.ui_server import running_viewer  # noqa: E402
+from tests.support.ui_sessions import SUBAGENT_PARENT  # noqa: E402
 
 OUT = REPO / "docs" / "img"
 

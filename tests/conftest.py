@@ -1,7 +1,8 @@
-"""Shared fixtures: paths to the lifeline-context 0.6.1 fixture and entry factories.
+"""Shared fixtures (the lifeline-context 0.6.1 fixture) and the xdist scheduling hook.
 
 The fixture lives in the repository (``tests/fixtures/``, provenance in
-``tests/fixtures/PROVENANCE.md``), so a clone alone runs every test.
+``tests/fixtures/PROVENANCE.md``), so a clone alone runs every test. Plain helpers live in
+``tests/support/``; nothing imports from this file.
 """
 
 from __future__ import annotations
@@ -13,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from lifeline.entry import Entry
-from tests.pg_server import pg_server  # noqa: F401  (the session's PostgreSQL server)
+from tests.support.paths import LC_FIXTURE
+from tests.support.pg_server import pg_server  # noqa: F401  (the session's PostgreSQL server)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -30,38 +31,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.path not in slow_files)  # stable: the rest keep order
 
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURE = REPO / "tests" / "fixtures" / "lifeline-context-0.6.1"
-
-
 @pytest.fixture
 def lc_fixture() -> Path:
-    if not FIXTURE.is_dir():
-        pytest.skip(f"the lifeline-context fixture is not at {FIXTURE}")
-    return FIXTURE
+    if not LC_FIXTURE.is_dir():
+        pytest.skip(f"the lifeline-context fixture is not at {LC_FIXTURE}")
+    return LC_FIXTURE
 
 
 @pytest.fixture
 def lc_expected(lc_fixture: Path) -> dict[str, list[dict[str, Any]]]:
     data: dict[str, list[dict[str, Any]]] = json.loads((lc_fixture / "expected.json").read_text())
     return data
-
-
-def make_entry(
-    summary: str,
-    parents: tuple[str, ...] = (),
-    *,
-    kind: str = "note",
-    ts: str = "2026-01-01T00:00:00Z",
-    body: str = "",
-    dedup_key: str | None = None,
-) -> Entry:
-    return Entry.create(
-        ts=ts,
-        kind=kind,
-        summary=summary,
-        body=body,
-        author="t",
-        parents=parents,
-        dedup_key=dedup_key,
-    )

@@ -37,7 +37,7 @@ COMMAND_MODULES = [
 # The commands of the modules that do not import the sessions' models: a command line that
 # names one builds only its module's parser. Importing every module adds the sessions'
 # pydantic models to each start (docs/benchmarks.md, "Figures behind the code");
-# `render`, `context`, `recall`... need none of it. tests/test_cli_core.py keeps this map
+# `render`, `context`, `recall`... need none of it. tests/cli/test_cli_core.py keeps this map
 # equal to what the modules register.
 LIGHT_COMMANDS = {
     **dict.fromkeys(["init", "log", "show", "history", "lines", "verify", "recover"], "cmd_core"),

@@ -3,7 +3,7 @@
 A line is a set of entries closed under parents (a parent is either stored in the line or
 declared as an external, cross-line reference). Adapters: :class:`~lifeline.store.sqlite.
 SqliteStore` and the in-memory twin :class:`~lifeline.store.memory.MemoryStore`; one contract
-suite (``tests/test_store_contract.py``) runs on both.
+suite (``tests/store/test_store_contract.py``) runs on both.
 
 Semantics every adapter keeps:
 

@@ -1,7 +1,7 @@
 """What sync and the node need from a line's notary storage, whatever holds it: the SQLite
 file of the line (:class:`~lifeline_mesh.notary.storage.NotaryStore`) or a PostgreSQL
 database (:class:`~lifeline_mesh.notary.pg_storage.PgNotaryStore`). One contract, tested
-on both (tests/test_notary_port.py)."""
+on both (tests/notary/test_notary_port.py)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,79 @@
+"""Keys never reach git: `.lifeline/.gitignore` on every init, repaired by serve, status warns."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lifeline.ignore import IGNORE_TEXT
+from tests.support.mesh_procs import cli, serve
+
+pytestmark = pytest.mark.skipif(
+    subprocess.run(["git", "--version"], capture_output=True, check=False).returncode != 0,
+    reason="git is not installed",
+)
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+def test_git_add_all_stages_no_key_db_or_invite(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")
+    cli("lifeline", tmp_path, "init")
+    cli("lifeline", tmp_path, "--line", "research", "init")
+    cli("lifeline", tmp_path, "log", "--kind", "note", "--summary", "first")
+    cli("lifeline", tmp_path, "render")
+    cli("lifeline_mesh", tmp_path, "init", "--new-mesh", "team")
+    cli("lifeline_mesh", tmp_path, "invite")
+    mesh = tmp_path / ".lifeline" / "mesh"
+    for secret in ("ca.key", "node.key", "tls.key", "invites.json"):
+        assert (mesh / secret).exists(), secret
+    git(tmp_path, "add", "-A")
+    staged = git(tmp_path, "ls-files").split()
+    assert "LIFELINE.md" in staged
+    assert [s for s in staged if s.startswith(".lifeline/")] == [".lifeline/.gitignore"]
+    text = (tmp_path / ".lifeline" / ".gitignore").read_text()
+    assert "ca.key" in text and text.startswith("#")  # says why
+
+
+def test_mesh_init_alone_writes_the_ignore_file(tmp_path: Path) -> None:
+    cli("lifeline_mesh", tmp_path, "init")
+    assert (tmp_path / ".lifeline" / ".gitignore").read_text() == IGNORE_TEXT
+
+
+def test_serve_restores_a_deleted_or_edited_ignore_file(tmp_path: Path) -> None:
+    cli("lifeline_mesh", tmp_path, "init", "--new-mesh", "team")
+    ignore = tmp_path / ".lifeline" / ".gitignore"
+    ignore.write_text("# emptied by hand\n")
+    with serve(tmp_path, "--no-discovery") as proc:
+        assert ignore.read_text() == IGNORE_TEXT
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert "restored" in err and ".gitignore" in err
+
+
+def test_status_warns_when_git_tracks_a_secret(tmp_path: Path) -> None:
+    git(tmp_path, "init", "-q")
+    cli("lifeline_mesh", tmp_path, "init", "--new-mesh", "team")
+    clean = cli("lifeline_mesh", tmp_path, "status")
+    assert "warning" not in clean.stderr
+    git(tmp_path, "add", "-f", ".lifeline/mesh/ca.key")
+    out = cli("lifeline_mesh", tmp_path, "status")
+    assert out.stderr.count("\n") == 1
+    assert "git tracks 1 file(s)" in out.stderr and ".lifeline/mesh/ca.key" in out.stderr
+    assert "git rm -r --cached .lifeline" in out.stderr
+    report = json.loads(cli("lifeline_mesh", tmp_path, "status", "--json").stdout)
+    assert report["tracked_by_git"] == [".lifeline/mesh/ca.key"]
+
+
+def test_status_outside_a_repository_reports_no_git(tmp_path: Path) -> None:
+    cli("lifeline_mesh", tmp_path, "init")
+    report = json.loads(cli("lifeline_mesh", tmp_path, "status", "--json").stdout)
+    assert report["tracked_by_git"] is None

@@ -1,0 +1,150 @@
+"""The notary's storage contract, on a line file (SQLite) and on a hub's database
+(PostgreSQL): the same sets, the same refusals, one transaction per admitted batch."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from lifeline.entry import Entry
+from lifeline.errors import BadSignature, InvalidEntry
+from lifeline.store.port import Store
+from lifeline.store.postgres import PgDatabase, PgStore
+from lifeline.store.sqlite import SqliteStore
+from lifeline.store.summary import SetTotals
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.notary.pg_schema import PG_NOTARY
+from lifeline_mesh.notary.pg_storage import PgNotaryStore
+from lifeline_mesh.notary.port import Notary
+from lifeline_mesh.notary.sign import attest_state, sign_entries, state_statements
+from lifeline_mesh.notary.statement import Role, decode, sign
+from lifeline_mesh.notary.states import StateOf
+from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.recon.entry_codec import EntryCodec
+from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.guards import NotarizedEntrySet
+from tests.support.pg_server import line_name
+
+NOW = "2026-03-01T12:00:00.000000Z"
+
+
+def _chain(n: int, tag: str = "e") -> list[Entry]:
+    out: list[Entry] = []
+    for k in range(n):
+        parents = (out[-1].id,) if out else ()
+        ts = f"2026-03-01T10:00:{k:02d}.000000Z"
+        out.append(Entry.create(ts=ts, kind="note", summary=f"{tag}{k}", parents=parents))
+    return out
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+async def line(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    if request.param == "sqlite":
+        async with await SqliteStore.open(tmp_path / "line.db") as store:
+            yield store
+        return
+    db = await PgDatabase.connect(request.getfixturevalue("pg_server"), migrations=PG_NOTARY)
+    try:
+        yield await db.line(line_name())
+    finally:
+        await db.close()
+
+
+async def _notary(store: Store) -> Notary:
+    if isinstance(store, PgStore):
+        return PgNotaryStore(store, clock=lambda: NOW)
+    assert isinstance(store, SqliteStore)
+    return await NotaryStore.attach(store, clock=lambda: NOW)
+
+
+async def test_attestations_form_the_same_set_on_every_store(line: Store) -> None:
+    author = NodeIdentity.generate()
+    entries = _chain(3)
+    notary = await _notary(line)
+    atts = [sign(author, Role.AUTHOR, e.id, e.ts) for e in entries]
+    assert await notary.admit(atts) == 3
+    assert await notary.admit(atts) == 0  # idempotent
+    assert await notary.keys() == sorted((a.sort_key, a.id) for a in atts)
+    total = sum(int.from_bytes(a.id, "little") for a in atts) % (1 << 256)
+    assert await notary.totals() == SetTotals(3, total)
+    assert await notary.fetch([atts[2].id, b"\x00" * 32, atts[0].id]) == [
+        atts[2].item,
+        atts[0].item,
+    ]
+    assert await notary.count() == 3 and len(await notary.items()) == 3
+    assert await notary.statements().count() == 0
+    forged = bytearray(atts[0].item)
+    forged[-1] ^= 1
+    with pytest.raises(BadSignature, match="attestation 0 of the batch refused"):
+        await notary.admit([bytes(forged)])
+    [state] = state_statements(author, "ledger", StateOf(0, "00" * 16, ()), NOW)
+    with pytest.raises(InvalidEntry, match="belongs to the set 'statements'"):
+        await notary.admit([state])
+
+
+async def test_a_refused_entry_leaves_nothing_of_its_batch(line: Store) -> None:
+    author = NodeIdentity.generate()
+    first, second = _chain(2)
+    notary = await _notary(line)
+    guarded = NotarizedEntrySet(EntrySet(line), notary)
+    await sign_entries(line, author, [first, second])  # held before the entries arrive
+    codec = EntryCodec()
+    edited = second.with_ts("2026-03-01T10:00:59.000000Z")  # not the time signed
+    with pytest.raises(BadSignature, match="time was edited"):
+        await guarded.admit([codec.parse(e.to_json()) for e in (first, edited)], [])
+    assert await line.count() == 0 and guarded.admitted == 0
+    honest = [codec.parse(e.to_json()) for e in (first, second)]
+    assert (await guarded.admit(honest, [])).added == 2
+    other = "c" * 64
+    child = Entry.create(ts=NOW, kind="note", summary="child", parents=(other, second.id))
+    result = await guarded.admit(
+        [codec.parse(child.to_json())], [(bytes.fromhex(other), "research")]
+    )
+    assert result.added == 1 and await line.externals() == {other: "research"}
+    assert await line.count() == 3 and guarded.admitted == 3
+
+
+async def test_a_backdated_signature_is_refused_against_the_stored_parent(line: Store) -> None:
+    author = NodeIdentity.generate()
+    first, second = _chain(2)
+    await line.append_many([first, second])
+    notary = await _notary(line)
+    early = sign(author, Role.AUTHOR, second.id, "2026-03-01T09:00:00.000000Z")
+    with pytest.raises(InvalidEntry, match="backdated"):
+        await notary.admit([early])
+    assert await notary.count() == 0
+
+
+async def test_the_state_statement_is_signed_once_per_state(line: Store) -> None:
+    node = NodeIdentity.generate()
+    await line.append_many(_chain(4))
+    [statement] = await attest_state(line, node, "ledger", lambda: NOW)
+    assert statement.role is Role.STATE and statement.summary_count == 4
+    assert await attest_state(line, node, "ledger", lambda: NOW) == []  # nothing changed
+    await line.append_many(_chain(2, "more"))
+    [later] = await attest_state(line, node, "ledger", lambda: "2026-03-01T12:00:01.000000Z")
+    assert later.summary_count == 6 and later.extras[1] != statement.extras[1]
+    notary = (await _notary(line)).statements()
+    assert sorted(await notary.items()) == sorted([statement.item, later.item])
+    assert {decode(i).role for i in await notary.items()} == {Role.STATE}
+
+
+async def test_the_state_fingerprint_is_the_same_on_both_stores(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    node = NodeIdentity.generate()
+    entries = _chain(5)
+    signed = []
+    async with await SqliteStore.open(tmp_path / "a.db") as sqlite:
+        await sqlite.append_many(entries)
+        signed += await attest_state(sqlite, node, "ledger", lambda: NOW)
+    db = await PgDatabase.connect(request.getfixturevalue("pg_server"), migrations=PG_NOTARY)
+    try:
+        pg = await db.line(line_name())
+        await pg.append_many(entries)
+        signed += await attest_state(pg, node, "ledger", lambda: NOW)
+    finally:
+        await db.close()
+    assert signed[0].item == signed[1].item  # same node, time and state: the same bytes

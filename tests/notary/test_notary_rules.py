@@ -1,0 +1,85 @@
+"""Pure verification rules and signer registry: revocation, notes, members.json shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from lifeline.errors import BadSignature, ConfigError
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.notary.admission import check_items
+from lifeline_mesh.notary.rules import Policy, check_attestations
+from lifeline_mesh.notary.sign import witness
+from lifeline_mesh.notary.signers import FileSigners, SignerState
+from lifeline_mesh.notary.statement import MAX_WITNESS_IDS, Role, decode, sign
+from lifeline_mesh.notary.storage import NotaryStore
+from tests.support.entries import make_entry
+
+A, B = NodeIdentity.generate(), NodeIdentity.generate()
+T0, T1, T2 = "2026-02-01T00:00:00.000000Z", "2026-03-01T00:00:00.000000Z", "2026-04-01T00:00:00Z"
+
+
+def test_revoked_signer_fails_only_for_signatures_after_revocation() -> None:
+    early, late = make_entry("early", ts=T0), make_entry("late", ts=T2)
+    items = [
+        sign(B, Role.AUTHOR, early.id, early.ts).item,
+        sign(B, Role.AUTHOR, late.id, late.ts).item,
+    ]
+    signers = FileSigners([A.node_id], revoked={B.node_id: T1})
+    verdict = check_attestations([early, late], items, signers, Policy(A.node_id))
+    by_subject = {f.subject: f for f in verdict.findings}
+    assert by_subject[late.id].check == "revoked-signer" and by_subject[late.id].severity == "fail"
+    assert by_subject[early.id].severity == "note"
+    # Admission stores both: members that learned of the revocation later may already hold
+    # the late one, and refusing it would stop their syncs for good. verify flags it.
+    assert len(check_items(items, "2026-05-01T00:00:00.000000Z", signers)) == 2
+    stranger = FileSigners([A.node_id])
+    with pytest.raises(BadSignature, match="not a member"):
+        check_items([items[1]], "2026-05-01T00:00:00.000000Z", stranger)
+
+
+def test_attestations_for_entries_not_here_yet_are_notes_unless_ours() -> None:
+    absent = make_entry("elsewhere")
+    theirs = sign(B, Role.AUTHOR, absent.id, T0).item
+    signers = FileSigners([A.node_id, B.node_id])
+    verdict = check_attestations([], [theirs], signers, Policy(A.node_id))
+    assert [(f.check, f.severity) for f in verdict.findings] == [("attested-missing", "note")]
+    ours = sign(A, Role.AUTHOR, absent.id, T0).item
+    verdict = check_attestations([], [ours], signers, Policy(A.node_id))
+    assert [(f.check, f.severity) for f in verdict.findings] == [("truncated", "fail")]
+
+
+def test_members_file_shapes_and_errors(tmp_path: Path) -> None:
+    path = NodeHome(tmp_path).members_path
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps([B.node_id.upper(), {"node_id": A.node_id}]))
+    signers = FileSigners.load(NodeHome(tmp_path), None)
+    assert signers.status(B.node_id).state is SignerState.KNOWN
+    path.write_text(json.dumps({"members": [{"node_id": B.node_id, "revoked_at": "2026-03-01Z"}]}))
+    with pytest.raises(ConfigError, match="revoked_at"):
+        FileSigners.load(NodeHome(tmp_path), A.node_id)
+    path.write_text(json.dumps({"members": [{"node_id": B.node_id, "revoked_at": T2}]}))
+    status = FileSigners.load(NodeHome(tmp_path), A.node_id).status(B.node_id)
+    assert (
+        status.state is SignerState.REVOKED and status.revoked_at == "2026-04-01T00:00:00.000000Z"
+    )
+    path.write_text(json.dumps({"members": [{"name": "no id"}]}))
+    with pytest.raises(ConfigError, match="no node_id"):
+        FileSigners.load(NodeHome(tmp_path), A.node_id)
+    path.write_text("{")
+    with pytest.raises(ConfigError, match="not readable JSON"):
+        FileSigners.load(NodeHome(tmp_path), A.node_id)
+
+
+async def test_a_large_batch_gets_one_receipt_per_slice(tmp_path: Path) -> None:
+    ids = [f"{n:064x}" for n in range(MAX_WITNESS_IDS + 5)]
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        receipts = await witness(store, A, list(reversed(ids)), T0)
+        assert [len(r.extras) for r in receipts] == [MAX_WITNESS_IDS, 5]
+        notary = await NotaryStore.attach(store)
+        stored = [decode(i) for i in await notary.items()]
+    assert sorted(e for r in stored for e in r.extras) == ids

@@ -1,0 +1,251 @@
+"""Helpers to run real `lifeline-mesh serve` nodes as subprocesses (tests and benchmarks)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = [
+    "SYNC_JSON",
+    "ServeRefused",
+    "cli",
+    "free_port",
+    "has_entry",
+    "join_mesh",
+    "log_note",
+    "serve",
+    "serve_insecure",
+    "shared_node",
+    "signed_node",
+    "start_ca_serve",
+    "wait_for_entry",
+]
+
+
+SYNC_JSON = ("sync", "--insecure", "--json")  # `lifeline-mesh sync` without membership
+
+
+def cli(
+    module: str, root: Path, *args: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", module, "--root", str(root), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{module} {args} failed ({proc.returncode}): {proc.stderr}")
+    return proc
+
+
+def shared_node(root: Path) -> Path:
+    """`lifeline init` and `lifeline-mesh share ledger` in ``root``; returns the line file."""
+    root.mkdir(parents=True, exist_ok=True)
+    cli("lifeline", root, "init")
+    cli("lifeline_mesh", root, "share", "ledger")
+    return root / ".lifeline" / "ledger.db"
+
+
+def signed_node(root: Path, *summaries: str) -> None:
+    """A node with an identity (every local write is signed) sharing ``ledger``, holding one
+    decision per summary."""
+    root.mkdir(parents=True, exist_ok=True)
+    cli("lifeline", root, "init")
+    cli("lifeline_mesh", root, "init")
+    cli("lifeline_mesh", root, "share", "ledger")
+    for s in summaries:
+        cli("lifeline", root, "log", "--kind", "decision", "--summary", s, "--author", "t")
+
+
+def log_note(root: Path, summary: str) -> str:
+    """`lifeline log` a note; returns its id."""
+    out = cli("lifeline", root, "log", "--kind", "note", "--summary", summary, "--json").stdout
+    return str(json.loads(out)["id"])
+
+
+class ServeRefused(AssertionError):
+    """`serve` exited instead of listening; ``stderr`` says why."""
+
+    def __init__(self, first_line: str, stderr: str) -> None:
+        super().__init__(f"serve did not start: {first_line!r} {stderr}")
+        self.stderr = stderr
+
+
+def free_port() -> int:
+    """A port free right now (the kernel picks it); the node binds it a moment later."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def serve(root: Path, *args: str, wrap: Sequence[str] = ()) -> Iterator[subprocess.Popen[str]]:
+    """Run `serve` until the block ends, then SIGTERM it and require a clean exit."""
+    proc = subprocess.Popen(
+        [*wrap, sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # printed once the server is bound
+        if not first.startswith("listening on "):
+            proc.kill()
+            raise ServeRefused(first, proc.communicate()[1])
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@contextmanager
+def serve_insecure(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """Run `serve --insecure` (no membership) until the block ends, then kill it; yields the
+    process and the address it listens on."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "serve", "--insecure", "--root", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()  # blocks until the server is bound
+        assert first.startswith("listening on "), (first, proc.stderr.read() if proc.stderr else "")
+        yield proc, first.split()[-1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+
+
+def has_entry(line_file: Path, entry_id: str) -> bool:
+    if not line_file.exists():
+        return False
+    conn = sqlite3.connect(f"file:{line_file}?mode=ro", uri=True, timeout=5)
+    try:
+        return (
+            conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone() is not None
+        )
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        conn.close()
+
+
+def wait_for_entry(line_file: Path, entry_id: str, *, deadline_s: float = 30.0) -> float:
+    """Poll until ``entry_id`` is stored in ``line_file``; returns the monotonic time seen."""
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if has_entry(line_file, entry_id):
+            return time.monotonic()
+        time.sleep(0.005)
+    raise AssertionError(f"{entry_id[:12]} did not reach {line_file} within {deadline_s}s")
+
+
+def join_mesh(
+    ca_root: Path,
+    others: Sequence[Path],
+    *,
+    host: str = "127.0.0.1",
+    wrap_ca: Sequence[str] = (),
+    wraps: Sequence[Sequence[str]] = (),
+) -> str:
+    """Create a mesh on ``ca_root`` and join every root of ``others`` to it with the real
+    commands (init --new-mesh, membership-serve, invite, join). Returns the mesh id."""
+    created = cli("lifeline_mesh", ca_root, "init", "--new-mesh", "team", "--json")
+    mesh_id = str(json.loads(created.stdout)["mesh_id"])
+    proc = subprocess.Popen(
+        [
+            *wrap_ca,
+            sys.executable,
+            "-m",
+            "lifeline_mesh",
+            "--root",
+            str(ca_root),
+            "membership-serve",
+            "--listen",
+            f"{host}:0",
+            "--mtls-listen",
+            f"{host}:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        ports = json.loads(proc.stdout.readline())  # printed once it listens
+        for n, root in enumerate(others):
+            token = json.loads(cli("lifeline_mesh", ca_root, "invite", "--json").stdout)["token"]
+            wrap = list(wraps[n]) if n < len(wraps) else []
+            joined = subprocess.run(
+                [
+                    *wrap,
+                    sys.executable,
+                    "-m",
+                    "lifeline_mesh",
+                    "--root",
+                    str(root),
+                    "join",
+                    token,
+                    "--peer",
+                    f"{host}:{ports['join_port']}",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            if joined.returncode != 0:
+                raise AssertionError(f"join failed: {joined.stderr}")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=30)
+    return mesh_id
+
+
+def start_ca_serve(
+    root: Path, stderr: int = subprocess.PIPE
+) -> tuple[subprocess.Popen[str], str, str]:
+    """Start `serve` on a CA holder with a join port, both on loopback; returns the process
+    and the sync and join addresses it printed. The caller stops it (a long run passes
+    ``stderr=subprocess.DEVNULL``: nobody reads the pipe)."""
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lifeline_mesh",
+            "--root",
+            str(root),
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--join-listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    assert proc.stdout is not None
+    sync = proc.stdout.readline().removeprefix("listening on ").strip()
+    joins = proc.stdout.readline().removeprefix("join port on ").strip()
+    if not (sync and joins):
+        proc.kill()
+        raise ServeRefused(sync, proc.communicate()[1] or "")
+    return proc, sync, joins

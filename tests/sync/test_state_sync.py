@@ -1,0 +1,81 @@
+"""State statements over real gRPC sessions (decision 0015): one per session that admitted
+entries, however many batches it took; none for a no-op session; and a first-wave peer
+(which does not open the `statements` set) still syncs, and never receives one."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from lifeline.store.port import Store
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.node.root import NODE_LIMITS, Node
+from lifeline_mesh.sync.attestation_set import STATEMENTS
+from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.transport.authz import SessionPeer
+from tests.support.recon_helpers import chain
+from tests.support.sync_helpers import make_node, serving, write
+
+
+class FirstWaveNode(Node):
+    """A peer of the first wave: it reconciles attestations and entries only."""
+
+    def make_sets(self, store: Store, peer: SessionPeer | None = None) -> Sequence[ReconSet]:
+        return [s for s in super().make_sets(store, peer) if s.name != STATEMENTS]
+
+
+def _signed(root: Path, cls: type[Node] = Node, **kwargs: object) -> Node:
+    root.mkdir(parents=True)
+    NodeIdentity.generate().save(NodeHome(root).key_path)
+    node = make_node(root, **kwargs)
+    return node if cls is Node else cls(NodeHome(root), insecure=True, **kwargs)  # type: ignore[arg-type]
+
+
+def _states(node: Node) -> list[str]:
+    conn = sqlite3.connect(node.home.line_path("ledger"))
+    try:
+        return [r[0] for r in conn.execute("SELECT node_id FROM statements WHERE role = 'state'")]
+    finally:
+        conn.close()
+
+
+async def test_a_whole_line_received_in_many_batches_gets_one_state(tmp_path: Path) -> None:
+    origin = _signed(tmp_path / "origin")
+    small = NODE_LIMITS.__class__(fetch_chunk=50, max_frame_bytes=64 << 10)
+    joiner = _signed(tmp_path / "joiner", limits=small)
+    await write(origin, chain(1200, "o", body="x" * 200))
+    async with serving(origin) as (_server, address):
+        [first] = await joiner.sync(address, ["ledger"])
+        assert first.entries_received == 1200
+        assert _states(joiner) == [joiner.identity.node_id]  # type: ignore[union-attr]
+        assert _states(origin) == []  # it learned nothing
+        [second] = await joiner.sync(address, ["ledger"])
+        assert second.signatures_sent == 1 and second.entries_received == 0
+        assert len(_states(origin)) == 1 and len(_states(joiner)) == 1
+        for _ in range(3):
+            [again] = await joiner.sync(address, ["ledger"])
+            assert again.round_trips == 1 and again.signatures_sent == 0
+    assert len(_states(origin)) == 1 and len(_states(joiner)) == 1
+
+
+async def test_a_first_wave_peer_syncs_without_the_statements_set(tmp_path: Path) -> None:
+    old = _signed(tmp_path / "old", FirstWaveNode)
+    new = _signed(tmp_path / "new")
+    await write(old, chain(30, "old"))
+    await write(new, chain(20, "new"))
+    async with serving(old) as (_server, address):
+        [report] = await new.sync(address, ["ledger"])
+        assert report.entries_sent == 20 and report.entries_received == 30
+        [again] = await new.sync(address, ["ledger"])
+        assert again.round_trips == 1 and again.signatures_sent == 0
+    new_id = new.identity.node_id  # type: ignore[union-attr]
+    assert new_id in _states(new)  # the new node witnessed what it learned
+    # the old one never received a kind it would refuse (this stand-in, built from today's
+    # code, stores a state of its own where a first-wave node signed a receipt)
+    assert new_id not in _states(old)
+    async with serving(new) as (_server, address):
+        [back] = await old.sync(address, ["ledger"])  # the old node dialing the new one
+        assert back.entries_received == 0 and back.signatures_received == 0
+    assert new_id not in _states(old)
