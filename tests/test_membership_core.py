@@ -19,14 +19,14 @@ from lifeline_mesh.membership.authz import Authorizer, PermissionDenied, authori
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, load_ca_cert, make_csr, new_tls_key
 from lifeline_mesh.membership.certs import CertIdentity, fingerprint, identity_from_cert
 from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite, parse_duration
-from lifeline_mesh.membership.registry import Member, Registry, signer_status
+from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import (
     RevocationList,
     export_revocations,
     import_revocations,
     revoke,
+    signer_status,
 )
-from lifeline_mesh.membership.tls import require_loopback
 
 NOW = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
 

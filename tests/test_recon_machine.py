@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from lifeline.entry import Entry
-from lifeline_mesh.recon.pair import MemorySet, SessionPair
+from lifeline_mesh.testing.pair import MemorySet, SessionPair
 from lifeline_mesh.recon.session import SessionLimits
 from tests.recon_helpers import entry_set
 

@@ -18,13 +18,14 @@ from lifeline_mesh.membership.authz import (
 from lifeline_mesh.membership.ca import MeshCA, MeshInfo, create_mesh
 from lifeline_mesh.membership.certs import CertIdentity, identity_from_cert
 from lifeline_mesh.membership.invite import Token, issue_invite, parse_duration
-from lifeline_mesh.membership.registry import Member, Registry, signer_status
+from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import (
     Revocation,
     RevocationList,
     export_revocations,
     import_revocations,
     revoke,
+    signer_status,
 )
 from lifeline_mesh.membership.tls import (
     channel_credentials,

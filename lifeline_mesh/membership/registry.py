@@ -4,7 +4,8 @@ One entry per node: ``{node_id, role, status: active|revoked, revoked_at, joined
 public_key}`` (public key in hex), plus ``expires_at`` and ``credential`` for an ephemeral
 CI runner. The CA holder's copy is the authoritative one; joiners get a copy with their
 certificate, and revocation statements (revocation.py) update every copy. The notary reads
-signer status from here through :func:`signer_status`.
+signer status from here (:func:`~lifeline_mesh.membership.revocation.signer_status`
+adds the revocation list).
 
 Ephemeral runners do not stay members: once a runner's certificate has expired,
 :meth:`Registry.prune` drops it, leaving nothing behind — its membership travels with its
@@ -27,7 +28,7 @@ from lifeline.errors import ConfigError
 from lifeline_mesh.home.identity import node_id_for, parse_node_id
 from lifeline_mesh.membership import files
 
-__all__ = ["ROLES", "Member", "Registry", "Retired", "iso", "signer_status"]
+__all__ = ["ROLES", "Member", "Registry", "Retired", "iso"]
 
 ROLES = ("member", "reader")
 
@@ -201,21 +202,3 @@ def _compact(member: Member) -> dict[str, Any]:
         del data["carried"]
     return data
 
-
-def signer_status(root: Path, node_id: str) -> tuple[str, str | None]:
-    """``(status, revoked_at)`` of a signer: status is active, revoked or unknown."""
-    from lifeline_mesh.membership.revocation import RevocationList  # revocation imports us
-
-    revoked = RevocationList.load(root).revoked_at(node_id)
-    if revoked is not None:
-        return "revoked", revoked
-    try:
-        registry = Registry.load(root)
-    except ConfigError:
-        return "unknown", None
-    member = registry.members.get(parse_node_id(node_id))
-    if member is None:
-        return (
-            ("retired", None) if parse_node_id(node_id) in registry.retired else ("unknown", None)
-        )
-    return member.status, member.revoked_at
