@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, PermissionDenied
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import PermissionDenied
 from lifeline_mesh.membership.ca import MeshCA
 from lifeline_mesh.membership.certs import fingerprint
 from lifeline_mesh.membership.registry import ROLES, iso

@@ -27,10 +27,11 @@ from typing import Any
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.identity import node_id_for, parse_node_id
 from lifeline_mesh.membership import files
+from lifeline_mesh.transport.authz import MeshRole
 
 __all__ = ["ROLES", "Member", "Registry", "Retired", "iso"]
 
-ROLES = ("member", "reader")
+ROLES = tuple(MeshRole)  # in the order invite tokens number them
 
 
 def iso(when: dt.datetime) -> str:
@@ -40,7 +41,7 @@ def iso(when: dt.datetime) -> str:
 @dataclass(frozen=True, slots=True)
 class Member:
     node_id: str
-    role: str
+    role: MeshRole
     status: str
     joined_at: str
     public_key: str
@@ -63,13 +64,11 @@ class Member:
         expires: dt.datetime | None = None,
         credential: str | None = None,
     ) -> Member:
-        if role not in ROLES:
-            raise ConfigError(f"role {role!r} is not one of {', '.join(ROLES)}")
         key_hex, expires_at = public_key.hex(), iso(expires) if expires else None
         node_id = node_id_for(public_key)
         return cls(
             node_id,
-            role,
+            MeshRole.parse(role),
             "active",
             iso(now),
             key_hex,
@@ -84,6 +83,7 @@ class Member:
     def from_dict(cls, data: dict[str, Any]) -> Member:
         try:
             member = cls(**{k: data[k] for k in data if k in cls.__dataclass_fields__})
+            member = replace(member, role=MeshRole(member.role))
             key = bytes.fromhex(member.public_key)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"members entry {data!r} is malformed ({exc})") from exc
@@ -201,4 +201,3 @@ def _compact(member: Member) -> dict[str, Any]:
     if not data["carried"]:
         del data["carried"]
     return data
-
