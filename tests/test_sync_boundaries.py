@@ -22,6 +22,7 @@ from lifeline.errors import (
     PermissionDenied,
     RemoteProtocolError,
 )
+from lifeline_mesh.transport.channels import open_channel
 from lifeline_mesh.transport.errors import Refused, error_from_rpc, status_for
 
 REPO = Path(__file__).resolve().parent.parent
@@ -97,3 +98,12 @@ def test_every_sync_command_has_help(command: str) -> None:
         check=True,
     ).stdout
     assert f"lifeline-mesh {command}" in out
+
+
+def test_every_dial_checks_its_address_before_opening_a_channel() -> None:
+    """One channel set-up for sessions, watches and membership calls: plain text only to
+    loopback, and a malformed address is one clear error, before any connection."""
+    with pytest.raises(ConfigError, match="not a loopback address and this node has no TLS"):
+        open_channel("192.0.2.1:7420", None)
+    with pytest.raises(ConfigError, match="is not HOST:PORT"):
+        open_channel("nonsense", grpc.ssl_channel_credentials())
