@@ -24,6 +24,7 @@ __all__ = [
     "Frame",
     "Hello",
     "Items",
+    "KeepAlive",
     "LoadSnapshot",
     "LoadSummary",
     "Mode",
@@ -132,7 +133,13 @@ class Fin:
     """The initiator is done; the session ends after this frame."""
 
 
-Frame = Hello | Recon | Want | Items | Abort | EndOfTurn | Fin
+@dataclass(frozen=True, slots=True)
+class KeepAlive:
+    """The sender is busy and still there (capability ``keep-alive``): the receiver's idle
+    timer starts again; the session itself ignores it, in any phase."""
+
+
+Frame = Hello | Recon | Want | Items | Abort | EndOfTurn | Fin | KeepAlive
 
 
 # -- effects --------------------------------------------------------------------------

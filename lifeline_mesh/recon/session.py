@@ -33,6 +33,7 @@ from lifeline_mesh.recon.frames import (
     Frame,
     Hello,
     Items,
+    KeepAlive,
     LoadSnapshot,
     LoadSummary,
     Range,
@@ -264,6 +265,8 @@ class Session:
     # -- frame handling --------------------------------------------------------------
 
     def _dispatch(self, frame: Frame | ParsedItems) -> list[Effect]:
+        if isinstance(frame, KeepAlive):
+            return []  # the peer is busy; the driver's idle timer has started again
         if isinstance(frame, Abort):
             raise abort_error(frame)
         if self._phase is not _Phase.LISTENING:

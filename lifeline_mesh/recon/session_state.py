@@ -22,6 +22,7 @@ from lifeline_mesh.recon.summaries import (
 )
 
 __all__ = [
+    "KEEP_ALIVE_CAPABILITY",
     "PROTOCOL_VERSION",
     "Role",
     "SessionLimits",
@@ -36,6 +37,9 @@ PROTOCOL_VERSION = 1
 # Version 1 implies the first wave's range-recon, versioned-tokens and externals (no node
 # ever read those names, so hellos no longer carry them); only later ones are negotiated.
 CAPABILITIES: tuple[str, ...] = ()
+# The sender of a hello with this reads KeepAlive frames (the driver sends them to it while
+# it builds a snapshot or stores a batch, so a long silence is not taken for a dead peer).
+KEEP_ALIVE_CAPABILITY = "keep-alive"
 
 
 class Role(enum.Enum):
@@ -66,6 +70,8 @@ class SessionLimits:
     # With set_summaries: open in the hello (one record, no Recon frames) and read such an
     # opening as a responder (off: a node from before it; docs/protocol.md)
     open_sums: bool = True
+    # Read KeepAlive frames, and say so in the hello (off: a node from before them)
+    keep_alive: bool = True
 
     def check_rounds(self, rounds: int) -> None:
         if rounds > self.max_rounds:
@@ -136,6 +142,8 @@ def check_hello(hello: Hello, line: str) -> None:
 def capabilities(limits: SessionLimits, role: Role) -> tuple[str, ...]:
     """What this side's hello offers."""
     caps: tuple[str, ...] = CAPABILITIES
+    if limits.keep_alive:
+        caps = (*caps, KEEP_ALIVE_CAPABILITY)
     if limits.compact_ranges:
         caps = (*caps, COMPACT_CAPABILITY)
     if limits.set_summaries:

@@ -34,11 +34,13 @@ from lifeline_mesh.recon.frames import (
     Fin,
     Frame,
     Items,
+    KeepAlive,
     LoadSnapshot,
     LoadSummary,
     SendFrame,
 )
 from lifeline_mesh.recon.session import Session
+from lifeline_mesh.recon.session_state import KEEP_ALIVE_CAPABILITY
 from lifeline_mesh.recon.sets import ParsedItem, ParsedItems
 from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.entry_offload import preparse
@@ -51,6 +53,9 @@ __all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session gives up
+# While this side is busy (a snapshot, a fetch, a batch being stored) it sends a KeepAlive this
+# often to a peer that reads them, so a long build on a large line is not taken for a dead peer.
+KEEP_ALIVE_EVERY = 15.0
 ADMIT_DEPTH = 2  # received batches in flight: one being stored, the next being checked
 
 
@@ -84,9 +89,10 @@ async def drive(
     *,
     first: Frame | None = None,
     clock: Callable[[], float] = time.monotonic,
-    idle_timeout: float = IDLE_TIMEOUT,
+    idle_timeout: float | None = None,
 ) -> SyncReport:
     """Run ``session`` to the end; raise a ProtocolError/PeerError when it fails."""
+    idle = IDLE_TIMEOUT if idle_timeout is None else idle_timeout
     started = clock()
     report = SyncReport(line=session.line, role=session.role.value)
     effects: deque[Effect] = deque(session.start(started))
@@ -94,6 +100,7 @@ async def drive(
         effects.extend(session.receive(first, clock()))
     by_name = {s.name: s for s in sets}
     admitter = _Admitter(report)
+    busy = KeepingAlive(session, channel)
     reader = ReadAhead(channel, prepare=lambda f: _preparse(session, f))
     clean = False
     SESSIONS.enter()
@@ -112,17 +119,23 @@ async def drive(
                     raise eff.error
                 if isinstance(eff, Deliver):
                     target = by_name[session.set_names[eff.set_index]]
-                    effects.extend(await admitter.submit(session, target, eff))
+                    async with busy:
+                        effects.extend(await admitter.submit(session, target, eff))
                     continue
                 if _ends_turn(eff):
                     # Finish storing what arrived before handing the turn over: a refusal
                     # must reach the peer while it still listens, not after it has ended.
-                    failed = await admitter.drain(session)
+                    async with busy:
+                        failed = await admitter.drain(session)
                     if failed:
                         effects = deque(failed)
                         continue
-                effects.extend(await _perform(eff, session, channel, by_name, clock))
-            effects.extend(await _next_frame(session, reader, clock, idle_timeout))
+                if isinstance(eff, SendFrame):
+                    await channel.send(eff.frame)
+                    continue
+                async with busy:
+                    effects.extend(await _perform(eff, session, by_name, clock))
+            effects.extend(await _next_frame(session, reader, clock, idle))
     finally:
         await reader.close(clean=clean)
         await admitter.cancel()
@@ -140,6 +153,42 @@ async def _preparse(session: Session, frame: Frame) -> Frame | ParsedItems:
     except Exception:  # the session parses it and words any refusal
         log.debug("parsing a batch in the helper processes failed", exc_info=True)
         return frame
+
+
+class KeepingAlive:
+    """``async with busy:`` around work that may outlast the peer's idle timeout: meanwhile a
+    KeepAlive goes out every ``KEEP_ALIVE_EVERY`` seconds, if the peer's hello said it reads
+    them. Nothing else is sent while the work runs, so the frames never interleave; a send
+    in progress is finished, never cancelled (that would cancel the whole call)."""
+
+    def __init__(self, session: Session, channel: Channel) -> None:
+        self._session = session
+        self._channel = channel
+        self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+        self.sent = 0
+
+    async def __aenter__(self) -> None:
+        peer = self._session.peer_hello
+        if peer is not None and KEEP_ALIVE_CAPABILITY in peer.capabilities:
+            self._stop.clear()
+            self._task = asyncio.create_task(self._tick())
+
+    async def __aexit__(self, *exc: object) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            self._stop.set()
+            with contextlib.suppress(LifelineError):
+                await task  # a failed send: the next frame's send or read reports it
+
+    async def _tick(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._stop.wait(), KEEP_ALIVE_EVERY)
+                return
+            except TimeoutError:
+                await self._channel.send(KeepAlive())
+                self.sent += 1
 
 
 def _ends_turn(eff: Effect) -> bool:
@@ -220,13 +269,9 @@ async def _admit_after(
 async def _perform(
     eff: Effect,
     session: Session,
-    channel: Channel,
     sets: dict[str, ReconSet],
     clock: Callable[[], float],
 ) -> list[Effect]:
-    if isinstance(eff, SendFrame):
-        await channel.send(eff.frame)
-        return []
     names = session.set_names
     if isinstance(eff, LoadSummary):
         target = sets[names[eff.set_index]]

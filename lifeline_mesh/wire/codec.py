@@ -18,6 +18,7 @@ from lifeline_mesh.recon.frames import (
     Frame,
     Hello,
     Items,
+    KeepAlive,
     Mode,
     Range,
     Recon,
@@ -84,6 +85,8 @@ def encode(frame: Frame) -> pb.Frame:
         return pb.Frame(abort=pb.Abort(code=frame.code, reason=frame.reason))
     if isinstance(frame, EndOfTurn):
         return pb.Frame(end_of_turn=pb.EndOfTurn())
+    if isinstance(frame, KeepAlive):
+        return pb.Frame(keep_alive=pb.KeepAlive())
     return pb.Frame(fin=pb.Fin())
 
 
@@ -150,6 +153,8 @@ def decode(msg: pb.Frame) -> Frame:
         return EndOfTurn()
     if kind == "fin":
         return Fin()
+    if kind == "keep_alive":
+        return KeepAlive()
     raise RemoteProtocolError("frame has no body (empty or from a newer protocol); upgrade")
 
 

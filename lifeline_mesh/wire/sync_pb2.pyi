@@ -121,8 +121,12 @@ class Fin(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
+class KeepAlive(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class Frame(_message.Message):
-    __slots__ = ("hello", "recon", "want", "items", "abort", "end_of_turn", "fin")
+    __slots__ = ("hello", "recon", "want", "items", "abort", "end_of_turn", "fin", "keep_alive")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     RECON_FIELD_NUMBER: _ClassVar[int]
     WANT_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +134,7 @@ class Frame(_message.Message):
     ABORT_FIELD_NUMBER: _ClassVar[int]
     END_OF_TURN_FIELD_NUMBER: _ClassVar[int]
     FIN_FIELD_NUMBER: _ClassVar[int]
+    KEEP_ALIVE_FIELD_NUMBER: _ClassVar[int]
     hello: Hello
     recon: Recon
     want: Want
@@ -137,7 +142,8 @@ class Frame(_message.Message):
     abort: Abort
     end_of_turn: EndOfTurn
     fin: Fin
-    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., recon: _Optional[_Union[Recon, _Mapping]] = ..., want: _Optional[_Union[Want, _Mapping]] = ..., items: _Optional[_Union[Items, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., end_of_turn: _Optional[_Union[EndOfTurn, _Mapping]] = ..., fin: _Optional[_Union[Fin, _Mapping]] = ...) -> None: ...
+    keep_alive: KeepAlive
+    def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., recon: _Optional[_Union[Recon, _Mapping]] = ..., want: _Optional[_Union[Want, _Mapping]] = ..., items: _Optional[_Union[Items, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., end_of_turn: _Optional[_Union[EndOfTurn, _Mapping]] = ..., fin: _Optional[_Union[Fin, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAlive, _Mapping]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
     __slots__ = ("lines",)
