@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test lint typecheck proto docs clean
+.PHONY: demo test lint typecheck proto docs docker clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,11 @@ proto: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/python scripts/gen_cli_doc.py
+
+# The node and PostgreSQL images, built offline (base image by debootstrap, host-built
+# wheels); needs a Docker engine. See docker/README.md.
+docker:
+	docker/build.sh --postgres
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
