@@ -38,9 +38,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from lifeline.entry import Entry
+from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import ensure_identity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.sign import append_hook_factory
 
 __all__ = ["main"]
@@ -75,8 +77,8 @@ async def _batches(ledger: Ledger, size: int, batch: int) -> tuple[float, int]:
 
 
 def _signing_ledger(store: SqliteStore, root: Path) -> Ledger:
-    ensure_identity(root)
-    hook = append_hook_factory(root)
+    ensure_identity(NodeHome(root))
+    hook = append_hook_factory(Home(root))
     assert hook is not None
     return Ledger(store, hooks=[hook])
 

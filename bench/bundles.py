@@ -33,6 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from lifeline.home import Home  # noqa: E402
 from lifeline.sessions.catalogue import Catalogue  # noqa: E402
 from lifeline.sessions.config import SessionSettings  # noqa: E402
 from lifeline.sessions.model import Reply, Session, Thinking, Tool, ToolCall, Usage  # noqa: E402
@@ -135,7 +136,7 @@ def write_corpus(base: Path) -> list[Path]:
 
 
 async def ingest(root: Path, paths: list[Path]) -> None:
-    async with open_ingester(root, "sessions", SessionSettings()) as ingester:
+    async with open_ingester(Home(root), "sessions", SessionSettings()) as ingester:
         await ingest_sources(ingester, sources_in(paths))
 
 

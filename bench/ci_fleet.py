@@ -35,12 +35,12 @@ from pathlib import Path
 
 from memory import fill, rss
 
+from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
-from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.ci.job import finish_job, start_job
 from lifeline_mesh.home.config import NodeConfig
-from lifeline_mesh.membership import files
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential
 from lifeline_mesh.membership.invite import parse_duration
@@ -53,10 +53,10 @@ HERE = Path(__file__).resolve().parent
 async def one_job(root: Path, token: str) -> dict[str, float]:
     """What a CI job does (the `ci run` steps, without a command process in between)."""
     started = time.perf_counter()
-    job = await start_job(root, token, None, None)
+    job = await start_job(NodeHome(root), token, None, None)
     enrolled = time.perf_counter()
-    hook = append_hook_factory(root)
-    async with await SqliteStore.open(line_path(root, "ledger")) as store:
+    hook = append_hook_factory(Home(root))
+    async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
         ledger = Ledger(store, hooks=[hook] if hook else [])
         for n in range(5):
             await ledger.append(Draft(kind="note", summary=f"job finding {n}", agent="ci"))
@@ -115,9 +115,9 @@ def fleet(args: argparse.Namespace, tmp: Path) -> None:
     from tests.mesh_procs import start_ca_serve  # the real serve, as the CI tests start it
 
     hub = tmp / "hub"
-    create_mesh(hub, "fleet")
-    asyncio.run(fill(line_path(hub, "ledger"), args.entries))
-    NodeConfig(shared_lines=["ledger"]).save(hub)
+    create_mesh(NodeHome(hub), "fleet")
+    asyncio.run(fill(Home(hub).line_path("ledger"), args.entries))
+    NodeConfig(shared_lines=["ledger"]).save(NodeHome(hub))
     proc, sync, joins = start_ca_serve(hub, stderr=subprocess.DEVNULL)
     try:
         spec = CredentialSpec(
@@ -127,7 +127,7 @@ def fleet(args: argparse.Namespace, tmp: Path) -> None:
             addresses=(joins,),
             sync_addresses=(sync,),
         )
-        token = issue_credential(hub, spec).encode()
+        token = issue_credential(NodeHome(hub), spec).encode()
         print(
             f"node serving {args.entries:,} entries; RSS {rss(proc.pid)[0]} MB before jobs",
             flush=True,
@@ -142,15 +142,15 @@ def fleet(args: argparse.Namespace, tmp: Path) -> None:
         started = time.perf_counter()
         procs = [_job_process(tmp / f"con{n}", token) for n in range(args.concurrent)]
         _report("concurrent", [_result(p) for p in procs], time.perf_counter() - started)
-        registry = Registry.load(hub)
+        registry = Registry.load(NodeHome(hub))
         state = json.dumps(registry.to_json(), sort_keys=True)
-        on_disk = files.path_of(hub, files.MEMBERS).stat().st_size
+        on_disk = NodeHome(hub).members_path.stat().st_size
         print(
             f"after {args.sequential + args.concurrent} jobs: {len(registry.members)} members, "
             f"{len(registry.retired)} retired rows; membership state sent to each syncing "
             f"peer {len(state):,} bytes (members.json {on_disk:,})"
         )
-        with sqlite3.connect(line_path(hub, "ledger")) as conn:
+        with sqlite3.connect(Home(hub).line_path("ledger")) as conn:
             count, size = conn.execute(
                 "SELECT count(*), coalesce(sum(length(item)), 0) FROM attestations"
                 " WHERE role = 'enrolled'"
@@ -171,11 +171,13 @@ def simulated(n: int, tmp: Path) -> None:
     from tests.test_ci_credentials import NOW, Clock, _request  # the test's request builder
 
     root = tmp / "sim"
-    create_mesh(root, "sim", now=NOW)
+    create_mesh(NodeHome(root), "sim", now=NOW)
     clock = Clock()
-    service = MembershipServicer(root, clock)
-    token = issue_credential(root, CredentialSpec("sim", job_ttl=dt.timedelta(hours=1)), NOW)
-    kept = Registry.load(root)  # the same runners, had they stayed members
+    service = MembershipServicer(NodeHome(root), clock)
+    token = issue_credential(
+        NodeHome(root), CredentialSpec("sim", job_ttl=dt.timedelta(hours=1)), NOW
+    )
+    kept = Registry.load(NodeHome(root))  # the same runners, had they stayed members
     checkpoints = sorted({c for c in (100, 500, 1000, n) if c <= n})
     started = time.perf_counter()
     for job in range(n):
@@ -183,7 +185,7 @@ def simulated(n: int, tmp: Path) -> None:
         reply = service._join(_request(token, service.mesh_id)[0])
         kept.members.update(Registry.from_json(json.loads(reply.members_json)).members)
         if job + 1 in checkpoints:
-            registry = Registry.load(root)
+            registry = Registry.load(NodeHome(root))
             size = len(json.dumps(registry.to_json(), sort_keys=True))
             grown = len(json.dumps(kept.to_json(), sort_keys=True))
             print(

@@ -22,9 +22,10 @@ from pathlib import Path
 from serving import serving, timed_sync
 
 from lifeline.entry import Entry, format_ts
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import Node
 
 BATCH = 20_000
@@ -62,16 +63,16 @@ async def run(n: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         a, b = Path(tmp) / "a", Path(tmp) / "b"
         started = time.perf_counter()
-        await fill(line_path(a, "ledger"), n)
+        await fill(Home(a).line_path("ledger"), n)
         print(f"built {n:,} entries in {time.perf_counter() - started:.1f}s")
-        line_path(b, "ledger").parent.mkdir(parents=True)
-        shutil.copy(line_path(a, "ledger"), line_path(b, "ledger"))
+        Home(b).line_path("ledger").parent.mkdir(parents=True)
+        shutil.copy(Home(a).line_path("ledger"), Home(b).line_path("ledger"))
         for root in (a, b):
-            NodeConfig(shared_lines=["ledger"]).save(root)
+            NodeConfig(shared_lines=["ledger"]).save(NodeHome(root))
         os.sync()  # the files just written go to disk now, not during the timed session
         with serving(b) as (server, address):
             idle = rss(server.pid)
-            report, took = await timed_sync(Node(a, insecure=True), address)
+            report, took = await timed_sync(Node(NodeHome(a), insecure=True), address)
             after = rss(server.pid)
         print(f"serve holding {n:,} entries: RSS idle {idle[0]} MB")
         print(

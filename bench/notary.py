@@ -25,11 +25,11 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from nacl.signing import VerifyKey
 
 from lifeline.entry import Entry, format_ts
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.sign import sign_entries, witness
-from lifeline_mesh.notary.signers import members_path
 from lifeline_mesh.notary.statement import Role, decode, sign
 
 __all__ = ["main"]
@@ -126,11 +126,11 @@ def bench_attestations(n: int) -> None:
 
 async def _build_line(root: Path, n: int) -> None:
     ident = NodeIdentity.generate()
-    ident.save(key_path(root))
+    ident.save(NodeHome(root).key_path)
     peer = NodeIdentity.generate()
-    members_path(root).write_text(json.dumps({"members": [{"node_id": peer.node_id}]}))
+    NodeHome(root).members_path.write_text(json.dumps({"members": [{"node_id": peer.node_id}]}))
     batch = 5_000
-    async with await SqliteStore.open(line_path(root, "ledger")) as store:
+    async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
         parent: tuple[str, ...] = ()
         for start in range(0, n, batch):
             entries = []

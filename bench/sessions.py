@@ -35,6 +35,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from lifeline.home import Home  # noqa: E402
 from lifeline.sessions.config import SessionSettings  # noqa: E402
 from lifeline.sessions.service import open_ingester, sources_in  # noqa: E402
 from tests.sessions_support import FIXTURES, _claude_target  # noqa: E402
@@ -94,7 +95,7 @@ async def append_cost(work: Path) -> tuple[float, float]:
     live.write_bytes(b"".join(lines[:1000]))
     root = work / "append-node"
     inproc, cli_ms = [], []
-    async with open_ingester(root, "sessions", SessionSettings()) as ingester:
+    async with open_ingester(Home(root), "sessions", SessionSettings()) as ingester:
         ((adapter, source),) = sources_in([live])
         await ingester.ingest(adapter, source)
         for n in range(7):

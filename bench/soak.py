@@ -43,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from soak_probe import Arrivals, GroupCpu, counts, group_rss_mb, wal_mb
 
+from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
@@ -136,7 +137,7 @@ def _ids(line: Path) -> set[str]:
 async def _prefill(root: Path, line: Path, n: int) -> None:
     """``n`` signed entries on ``line``, written in batches through the notary's hook."""
     async with await SqliteStore.open(line) as store:
-        ledger = Ledger(store, hooks=load_append_hooks(root))
+        ledger = Ledger(store, hooks=load_append_hooks(Home(root)))
         for start in range(0, n, 1000):
             await ledger.append_many([
                 Draft(kind="note", summary=f"prefill {k}", body=f"{k} " + "lorem ipsum " * 30)
@@ -198,7 +199,7 @@ def _kill_all(nodes: list[SoakNode]) -> None:
 
 
 async def _writer(node: SoakNode, every: float, stop: asyncio.Event) -> None:
-    hooks = load_append_hooks(node.root)
+    hooks = load_append_hooks(Home(node.root))
     n = 0
     async with await SqliteStore.open(node.line) as store:
         ledger = Ledger(store, hooks=hooks)

@@ -36,8 +36,8 @@ from typing import Any
 
 from serving import TREE, serving
 
+from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
-from lifeline.lines import line_path
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
 
@@ -67,7 +67,7 @@ def sync(root: Path, address: str) -> dict[str, Any]:
 
 def evidence(root: Path) -> dict[str, tuple[int, int]]:
     """role -> (rows, bytes) over both notary tables of the line."""
-    conn = sqlite3.connect(f"file:{line_path(root, 'ledger')}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{Home(root).line_path('ledger')}?mode=ro", uri=True)
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         rows = [
@@ -108,8 +108,8 @@ def no_op_checks(base: Path, checks: int) -> None:
 
 async def fill(root: Path, n: int) -> int:
     """``n`` signed entries on ``root``'s line; returns their canonical bytes."""
-    async with await SqliteStore.open(line_path(root, "ledger")) as store:
-        ledger = Ledger(store, hooks=load_append_hooks(root))
+    async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
+        ledger = Ledger(store, hooks=load_append_hooks(Home(root)))
         for start in range(0, n, 1000):
             await ledger.append_many([
                 Draft(kind="note", summary=f"entry {k}", body=f"{k} " + "lorem ipsum " * 30)

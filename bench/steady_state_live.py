@@ -37,8 +37,9 @@ from pathlib import Path
 from memory import fill, rss
 from serving import TREE, serving
 
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.node_home import NodeHome
 
 IDLE_SAMPLE_S = 3.0
 
@@ -72,9 +73,9 @@ def initial(n: int) -> None:
     """`serve` B holds n entries; A, empty, pulls them all with one `sync`."""
     with tempfile.TemporaryDirectory() as tmp:
         a, b = Path(tmp) / "a", Path(tmp) / "b"
-        asyncio.run(fill(line_path(b, "ledger"), n))
+        asyncio.run(fill(Home(b).line_path("ledger"), n))
         for root in (a, b):
-            NodeConfig(shared_lines=["ledger"]).save(root)
+            NodeConfig(shared_lines=["ledger"]).save(NodeHome(root))
         os.sync()
         with serving(b) as (server, address):
             idle_rss = rss(server.pid)[0]
@@ -121,12 +122,12 @@ def run(n: int, checks: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         a, b = Path(tmp) / "a", Path(tmp) / "b"
         started = time.perf_counter()
-        asyncio.run(fill(line_path(a, "ledger"), n))
+        asyncio.run(fill(Home(a).line_path("ledger"), n))
         print(f"built {n:,} entries in {time.perf_counter() - started:.1f}s (code: {TREE})")
-        line_path(b, "ledger").parent.mkdir(parents=True)
-        shutil.copy(line_path(a, "ledger"), line_path(b, "ledger"))
+        Home(b).line_path("ledger").parent.mkdir(parents=True)
+        shutil.copy(Home(a).line_path("ledger"), Home(b).line_path("ledger"))
         for root in (a, b):
-            NodeConfig(shared_lines=["ledger"]).save(root)
+            NodeConfig(shared_lines=["ledger"]).save(NodeHome(root))
         os.sync()
         with serving(b) as (server, address):
             idle_rss = rss(server.pid)[0]

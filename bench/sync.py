@@ -22,6 +22,7 @@ from pathlib import Path
 from serving import serving, timed_sync
 
 from lifeline.entry import Entry, format_ts
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.testing.pair import MemorySet, SessionPair
@@ -90,8 +91,8 @@ async def grpc_initial_sync(entries: list[Entry]) -> None:
         roots = [Path(tmp) / name for name in "ab"]
         for root in roots:
             root.mkdir()
-            NodeConfig(shared_lines=["ledger"]).save(root)
-        sender = Node(roots[0], insecure=True)
+            NodeConfig(shared_lines=["ledger"]).save(NodeHome(root))
+        sender = Node(NodeHome(roots[0]), insecure=True)
         async with sender.open_line("ledger") as store:
             for k in range(0, len(entries), 5000):
                 await store.append_many(entries[k : k + 5000])

@@ -21,10 +21,11 @@ from pathlib import Path
 from serving import serving, timed_sync
 
 from lifeline.entry import Entry
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.config import NodeConfig
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import decode
@@ -48,9 +49,9 @@ def build(n: int) -> list[Entry]:
 
 async def prepare(root: Path, n: int) -> list[bytes]:
     root.mkdir(parents=True)
-    NodeConfig(shared_lines=["ledger"]).save(root)
-    identity, _ = NodeIdentity.load_or_create(root)
-    path = line_path(root, "ledger")
+    NodeConfig(shared_lines=["ledger"]).save(NodeHome(root))
+    identity, _ = NodeIdentity.load_or_create(NodeHome(root))
+    path = Home(root).line_path("ledger")
     path.parent.mkdir(parents=True, exist_ok=True)
     entries = build(n)
     async with await SqliteStore.open(path) as store:
@@ -73,11 +74,11 @@ async def run(n: int) -> None:
         a, b = Path(tmp) / "a", Path(tmp) / "b"
         items = await prepare(a, n)
         b.mkdir()
-        NodeConfig(shared_lines=["ledger"]).save(b)
-        NodeIdentity.load_or_create(b)
-        assert key_path(b).exists()
+        NodeConfig(shared_lines=["ledger"]).save(NodeHome(b))
+        NodeIdentity.load_or_create(NodeHome(b))
+        assert NodeHome(b).key_path.exists()
         limit = bare_verify(items)
-        node_a = Node(a, insecure=True)
+        node_a = Node(NodeHome(a), insecure=True)
         with serving(b) as (_, address):
             report, took = await timed_sync(node_a, address)
         print(f"n = {n:,} entries + {len(items):,} author signatures")

@@ -55,9 +55,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ui_http
 from truth_ledger import WORDS, generate
 
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import ensure_identity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.ui.app import create_app
@@ -66,10 +67,10 @@ from lifeline_mesh.ui.viewer import Viewer
 
 
 async def build(root: Path, n: int) -> list[str]:
-    identity, _ = ensure_identity(root)
-    create_mesh(root, "bench")
+    identity, _ = ensure_identity(NodeHome(root))
+    create_mesh(NodeHome(root), "bench")
     entries = generate(n)
-    path = line_path(root, "ledger")
+    path = Home(root).line_path("ledger")
     path.parent.mkdir(parents=True, exist_ok=True)
     async with await SqliteStore.open(path) as store:
         for k in range(0, n, 5000):
@@ -124,7 +125,7 @@ def ledger_cases(line: str, ids: list[str], rng: random.Random) -> list[tuple[st
 
 async def run(root: Path, ids: list[str], repeat: int) -> None:
     rng = random.Random(7)
-    viewer = Viewer(root)
+    viewer = Viewer(NodeHome(root))
     app = create_app(viewer)
     line = "/lines/ledger"
     cold = await timed(app, line + "/")
@@ -170,7 +171,7 @@ async def session_ids(root: Path) -> tuple[list[str], list[str]]:
     """Every session id, and the ids of the largest sessions (most items first)."""
     from lifeline.sessions.catalogue import Catalogue
 
-    viewer = Viewer(root)
+    viewer = Viewer(NodeHome(root))
     reader = await viewer.reader("sessions")
     catalogue = await Catalogue(reader.store).load()
     by_size = [s.id for s in sorted(catalogue.summaries(), key=lambda s: -s.item_count)]
@@ -181,7 +182,7 @@ async def session_ids(root: Path) -> tuple[list[str], list[str]]:
 async def run_sessions(root: Path, repeat: int) -> None:
     rng = random.Random(7)
     ids, by_size = await session_ids(root)
-    viewer = Viewer(root)
+    viewer = Viewer(NodeHome(root))
     app = create_app(viewer)
     base = "/lines/sessions"
     reader = await viewer.reader("sessions")
@@ -201,7 +202,7 @@ async def run_sessions(root: Path, repeat: int) -> None:
 
 
 async def line_ids(root: Path) -> list[str]:
-    async with await SqliteStore.open(line_path(root, "ledger"), create=False) as store:
+    async with await SqliteStore.open(Home(root).line_path("ledger"), create=False) as store:
         return await store.run_read(
             lambda conn: [r[0] for r in conn.execute("SELECT id FROM entries ORDER BY seq")]
         )
@@ -229,7 +230,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        if line_path(root, "ledger").exists():
+        if Home(root).line_path("ledger").exists():
             ids = asyncio.run(line_ids(root))
             print(f"reusing the line of {len(ids)} entries in {root}")
         else:

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lifeline.fsutil import write_atomic
-from lifeline.lines import LEDGER_DIR
 
-__all__ = ["IGNORE_FILE", "IGNORE_TEXT", "ensure_ignore_file", "tracked_private_files"]
+if TYPE_CHECKING:
+    from lifeline.home import Home
 
-IGNORE_FILE = ".gitignore"
+__all__ = ["IGNORE_TEXT", "ensure_ignore_file", "tracked_private_files"]
+
 IGNORE_TEXT = """\
 # Written by lifeline; `lifeline init`, `lifeline-mesh init` and `lifeline-mesh serve`
 # restore it. Nothing in .lifeline/ belongs in git: the .db files are the ledger (share it
@@ -34,38 +35,37 @@ IGNORE_TEXT = """\
 GIT_TIMEOUT_S = 10.0
 
 
-def ensure_ignore_file(root: Path) -> bool:
-    """Write ``<root>/.lifeline/.gitignore`` unless it already says :data:`IGNORE_TEXT`.
+def ensure_ignore_file(home: Home) -> bool:
+    """Write ``home.ignore_path`` unless it already says :data:`IGNORE_TEXT`.
 
     Returns whether it was (re)written. A read-only ``.lifeline/`` is left as it is: the
     caller's own write reports that directory.
     """
-    folder = root / LEDGER_DIR
-    path = folder / IGNORE_FILE
+    path = home.ignore_path
     try:
         if path.read_text(encoding="utf-8") == IGNORE_TEXT:
             return False
     except (OSError, UnicodeDecodeError):
         pass
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        home.dir.mkdir(parents=True, exist_ok=True)
         write_atomic(path, IGNORE_TEXT.encode("utf-8"), mode=0o644)
     except OSError:  # a read-only folder or mount: the caller's own write says so
         return False
     return True
 
 
-def tracked_private_files(root: Path) -> list[str] | None:
-    """Files under ``.lifeline/`` that git tracks and should not (paths relative to ``root``).
+def tracked_private_files(home: Home) -> list[str] | None:
+    """Files under ``.lifeline/`` that git tracks and should not (paths relative to the root).
 
-    None when git is not installed or ``root`` is not in a work tree.
+    None when git is not installed or the root is not in a work tree.
     """
     git = shutil.which("git")
-    if git is None or not (root / LEDGER_DIR).is_dir():
+    if git is None or not home.exists():
         return None
     try:
         done = subprocess.run(
-            [git, "-C", str(root), "ls-files", "-z", "--", LEDGER_DIR],
+            [git, "-C", str(home.root), "ls-files", "-z", "--", home.relative(home.dir)],
             capture_output=True,
             timeout=GIT_TIMEOUT_S,
             check=False,
@@ -74,6 +74,6 @@ def tracked_private_files(root: Path) -> list[str] | None:
         return None
     if done.returncode != 0:
         return None
-    allowed = {f"{LEDGER_DIR}/{IGNORE_FILE}", f"{LEDGER_DIR}/config.json"}
+    allowed = home.committable()
     names = [n for n in done.stdout.decode("utf-8", "replace").split("\0") if n]
     return sorted(n for n in names if n not in allowed)

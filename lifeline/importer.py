@@ -25,6 +25,7 @@ from typing import Any
 
 from lifeline.entry import Entry, normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
+from lifeline.home import Home
 from lifeline.lc_markdown import Rejected, parse_lc_markdown
 from lifeline.lines import DEFAULT_LINE, EXTERNAL_ANCHOR, validate_line_name
 from lifeline.store.port import Store
@@ -155,7 +156,7 @@ def lc_sources(path: Path) -> tuple[list[Path], list[Path]]:
         raise NotFound(f"{path} is neither a lifeline-context project folder nor a .db file")
     # its root (holding .lifeline/), or a folder of its .db files (its .lifeline/ itself, or
     # that folder moved aside to migrate a project in place)
-    dbs = sorted((path / ".lifeline").glob("*.db"))
+    dbs = Home(path).db_files()
     mds = sorted(path.glob("LIFELINE*.md"))
     if not dbs and not mds:
         dbs = sorted(path.glob("*.db"))

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from lifeline.entry import Entry
 from lifeline.errors import LifelineError, StoreError
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_open import read_only_uri, unwritable
 from lifeline.store.sqlite_reads import COLUMNS
@@ -144,8 +145,8 @@ def _height(entry: Entry, by_id: dict[str, Entry], memo: dict[str, int]) -> int:
 async def recover_line(path: Path, now: dt.datetime | None = None) -> Recovered:
     """Rebuild the line file at ``path`` from what still reads; keep the damaged file."""
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
-    damaged = path.with_name(f"{path.name}.damaged-{stamp}")
-    fresh = path.with_name(f".{path.name}.recovering")
+    damaged = Home.damaged_path(path, stamp)
+    fresh = Home.recovering_path(path)
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
     try:
         readable, unreadable = _rows(conn)

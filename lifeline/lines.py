@@ -1,19 +1,15 @@
-"""Lines: independent ledgers of one project, one SQLite file each under ``.lifeline/``."""
+"""Lines: independent ledgers of one project, one SQLite file each (:mod:`lifeline.home`)."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from lifeline.errors import ConfigError, NotFound
+from lifeline.errors import ConfigError
 
 __all__ = [
     "DEFAULT_LINE",
     "EXTERNAL_ANCHOR",
-    "LEDGER_DIR",
-    "line_names",
-    "line_path",
-    "projection_path",
+    "is_line_name",
     "validate_line_name",
 ]
 
@@ -21,7 +17,6 @@ DEFAULT_LINE = "ledger"
 # What a declared external parent names instead of a line when it is an *anchor*: an entry
 # known only by its id (an import could not reproduce it), in no line. Not a valid line name.
 EXTERNAL_ANCHOR = "(anchor)"
-LEDGER_DIR = ".lifeline"
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -35,28 +30,5 @@ def validate_line_name(name: str) -> str:
     return name
 
 
-def line_path(root: Path, name: str, *, must_exist: bool = False) -> Path:
-    """The file of line ``name`` under project ``root``."""
-    path = root / LEDGER_DIR / f"{validate_line_name(name)}.db"
-    if must_exist and not path.exists():
-        known = ", ".join(line_names(root)) or "none"
-        raise NotFound(
-            f"line {name!r} does not exist under {root} (lines: {known}); "
-            f"create it with `lifeline --line {name} init`"
-        )
-    return path
-
-
-def line_names(root: Path) -> list[str]:
-    """The lines present under ``root``, sorted."""
-    folder = root / LEDGER_DIR
-    if not folder.is_dir():
-        return []
-    return sorted(p.stem for p in folder.glob("*.db") if _NAME.fullmatch(p.stem))
-
-
-def projection_path(root: Path, name: str) -> Path:
-    """``LIFELINE.md`` for the default line, ``LIFELINE.<line>.md`` for the others."""
-    if name == DEFAULT_LINE:
-        return root / "LIFELINE.md"
-    return root / f"LIFELINE.{validate_line_name(name)}.md"
+def is_line_name(name: str) -> bool:
+    return _NAME.fullmatch(name) is not None

@@ -2,8 +2,8 @@
 
 The ledger never imports the layers above it. A package that wants to act on every local
 write (sign it, index it) declares a factory under the ``lifeline.append_hooks`` entry-point
-group; ``factory(root)`` returns a hook, or None when it has nothing to do for that project
-(for instance no node identity there).
+group; ``factory(home)`` (the project's :class:`lifeline.home.Home`) returns a hook, or None
+when it has nothing to do for that project (for instance no node identity there).
 
 A hook that must commit with the write itself (a signature that may never be missing from
 a stored entry) is a :class:`TransactionalHook`: on a store that can run it inside the
@@ -17,11 +17,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import entry_points
-from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lifeline.entry import Entry
 from lifeline.store.port import Store
+
+if TYPE_CHECKING:
+    from lifeline.home import Home
 
 __all__ = ["AppendHook", "InTransaction", "TransactionalHook", "load_append_hooks"]
 
@@ -46,12 +48,12 @@ class TransactionalHook(Protocol):
         """Inside the write transaction; raising rolls the whole write back."""
 
 
-def load_append_hooks(root: Path) -> list[AppendHook]:
+def load_append_hooks(home: Home) -> list[AppendHook]:
     hooks: list[AppendHook] = []
     for point in sorted(entry_points(group="lifeline.append_hooks"), key=lambda p: p.name):
         factory = point.load()
-        hook = factory(root)
+        hook = factory(home)
         if hook is not None:
-            log.debug("append hook %s active for %s", point.name, root)
+            log.debug("append hook %s active for %s", point.name, home.root)
             hooks.append(hook)
     return hooks

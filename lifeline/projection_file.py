@@ -39,6 +39,7 @@ from typing import Any, BinaryIO
 
 from lifeline.errors import StoreError
 from lifeline.fsutil import atomic_file, write_atomic
+from lifeline.home import Home
 from lifeline.projection import block_of, header
 from lifeline.store.port import RowProblem
 from lifeline.store.rows import Fields, decode_fields
@@ -46,7 +47,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_reads import COLUMNS
 from lifeline.store.summary import ENTRIES_SET, entry_token, read_totals
 
-__all__ = ["RenderResult", "projection_state_path", "write_projection"]
+__all__ = ["RenderResult", "write_projection"]
 
 STATE_VERSION = 1
 PAGE_ROWS = 2_000
@@ -81,11 +82,6 @@ class _State:
 
     def to_json(self) -> bytes:
         return (json.dumps(asdict(self), sort_keys=True) + "\n").encode("utf-8")
-
-
-def projection_state_path(store_path: Path) -> Path:
-    """The record of the last render, beside the line's file (``<line>.projection.json``)."""
-    return store_path.with_name(f"{store_path.stem}.projection.json")
 
 
 def _externals_digest(externals: dict[str, str]) -> str:
@@ -256,7 +252,7 @@ def _record(store_path: Path, state: _State | None) -> None:
     """Keep (or, with None, drop) the record of the last render. Where ``.lifeline/``
     cannot be written, the render still stands: an old record only matches a file that is
     still the render it describes, and the next render is whole otherwise."""
-    path = projection_state_path(store_path)
+    path = Home.render_record_path(store_path)
     try:
         if state is None:
             path.unlink(missing_ok=True)
@@ -284,7 +280,7 @@ async def write_projection(
     try:
         snap, externals = await tx.begin()
         ext = _externals_digest(externals)
-        state = None if full else _read_state(projection_state_path(store.path), line)
+        state = None if full else _read_state(Home.render_record_path(store.path), line)
         reason = "" if state is None else "the file is not the last render's"
         if state is not None and snap is not None:
             digest = _file_digest(path, state.size)

@@ -1,4 +1,4 @@
-"""Project settings in ``<root>/.lifeline/config.json`` (optional), e.g. the size caps.
+"""Project settings (``Home.settings_path``, optional), e.g. the size caps.
 
 ::
 
@@ -18,19 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline.lines import LEDGER_DIR
 from lifeline.validate import DEFAULT_LIMITS, Limits
 
-__all__ = ["load_limits", "settings_path"]
+__all__ = ["read_limits"]
 
 
-def settings_path(root: Path) -> Path:
-    return root / LEDGER_DIR / "config.json"
-
-
-def load_limits(root: Path) -> Limits:
-    """The size caps for this project: defaults overridden by config.json's ``limits``."""
-    path = settings_path(root)
+def read_limits(path: Path) -> Limits:
+    """The size caps in settings file ``path``: defaults overridden by its ``limits``."""
     if not path.exists():
         return DEFAULT_LIMITS
     try:

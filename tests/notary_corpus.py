@@ -18,13 +18,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from lifeline.entry import Entry, format_ts
+from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
-from lifeline.lines import line_path
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.sign import summarize, witness
-from lifeline_mesh.notary.signers import members_path
 from lifeline_mesh.notary.statement import Attestation, Role, decode, sign, tips_digest
 from lifeline_mesh.notary.storage import NotaryStore, table_of
 
@@ -48,17 +48,17 @@ class Corpus:
 
     @property
     def path(self) -> Path:
-        return line_path(self.root, "ledger")
+        return Home(self.root).line_path("ledger")
 
 
 async def build(root: Path) -> Corpus:
     corpus = Corpus(root, NodeIdentity.generate(), NodeIdentity.generate(), NodeIdentity.generate())
-    corpus.a.save(key_path(root))
+    corpus.a.save(NodeHome(root).key_path)
     members = {"members": [{"node_id": corpus.b.node_id, "role": "member"}]}
-    members_path(root).write_text(json.dumps(members))
+    NodeHome(root).members_path.write_text(json.dumps(members))
     times = iter(at(60 * k) for k in range(N))
     async with await SqliteStore.open(corpus.path) as store:
-        ledger = Ledger(store, clock=lambda: next(times), hooks=load_append_hooks(root))
+        ledger = Ledger(store, clock=lambda: next(times), hooks=load_append_hooks(Home(root)))
         for k in range(N):
             entry, _ = await ledger.append(Draft(kind="decision", summary=f"decision {k}"))
             corpus.entries.append(entry)
@@ -152,7 +152,7 @@ async def resigned_other_node(c: Corpus, store: SqliteStore) -> set[str]:
 
 
 async def backdated_before_parent(c: Corpus, store: SqliteStore) -> set[str]:
-    ledger = Ledger(store, clock=lambda: at(-2 * 86_400), hooks=load_append_hooks(c.root))
+    ledger = Ledger(store, clock=lambda: at(-2 * 86_400), hooks=load_append_hooks(Home(c.root)))
     await ledger.append(Draft(kind="decision", summary="we always did it this way"))
     return {"ts-before-parent"}
 

@@ -12,6 +12,7 @@ import grpc
 
 from lifeline.entry import Entry
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.transport.channels import METHOD, grpc_options
 from lifeline_mesh.transport.server import SyncServer
@@ -21,9 +22,9 @@ from lifeline_mesh.wire.codec import decode_bytes
 def make_node(root: Path, *, shared: tuple[str, ...] = ("ledger",), **kwargs: Any) -> Node:
     """A node on loopback without a mesh (plain text): the protocol tests' setting."""
     root.mkdir(parents=True, exist_ok=True)
-    NodeConfig(shared_lines=list(shared)).save(root)
+    NodeConfig(shared_lines=list(shared)).save(NodeHome(root))
     kwargs.setdefault("insecure", True)
-    return Node(root, **kwargs)
+    return Node(NodeHome(root), **kwargs)
 
 
 async def write(node: Node, entries: list[Entry], line: str = "ledger") -> None:

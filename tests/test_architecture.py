@@ -81,6 +81,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             f"{L}.truth",
             M,
             f"{M}.home",
+            f"{M}.membership",  # remote MCP: its token book and TLS files
             f"{M}.notary",
         }
     ),

@@ -19,20 +19,21 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.lines import line_path
+from lifeline.home import Home
 from tests.test_sync_e2e import cli
 
 WRITER = """
 import asyncio, sys
 from pathlib import Path
+from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
-from lifeline.lines import line_path
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
 
 async def main(root: Path) -> None:
-    async with await SqliteStore.open(line_path(root, "ledger")) as store:
-        ledger = Ledger(store, hooks=load_append_hooks(root))
+    home = Home(root)
+    async with await SqliteStore.open(home.line_path("ledger")) as store:
+        ledger = Ledger(store, hooks=load_append_hooks(home))
         n = 0
         while True:
             size = (1, 40, 600)[n % 3]  # one entry, a batch, a pipelined batch
@@ -50,7 +51,7 @@ asyncio.run(main(Path(sys.argv[1])))
 
 def _unsigned(root: Path) -> tuple[int, int]:
     """(entries stored, entries without an author attestation)."""
-    conn = sqlite3.connect(line_path(root, "ledger"))
+    conn = sqlite3.connect(Home(root).line_path("ledger"))
     try:
         stored = conn.execute("SELECT count(*) FROM entries").fetchone()[0]
         missing = conn.execute(

@@ -16,9 +16,10 @@ from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
 from lifeline.errors import BadSignature
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential
@@ -60,12 +61,12 @@ def test_a_later_member_verifies_a_gone_runner_from_the_line_alone(
     assert rows.count((runner, "author")) == 2
 
     # The runner's certificate expires; the next join or pull drops it from the members.
-    with files.exclusive(hub.root):
-        registry = Registry.load(hub.root)
+    with files.exclusive(NodeHome(hub.root)):
+        registry = Registry.load(NodeHome(hub.root))
         gone = registry.prune(dt.datetime.now(dt.UTC) + dt.timedelta(days=1))
-        registry.save(hub.root)
+        registry.save(NodeHome(hub.root))
     assert [m.node_id for m in gone] == [runner]
-    state = files.path_of(hub.root, files.MEMBERS).read_text()
+    state = NodeHome(hub.root).members_path.read_text()
     assert runner not in state
 
     laptop = tmp_path / "laptop"
@@ -76,7 +77,7 @@ def test_a_later_member_verifies_a_gone_runner_from_the_line_alone(
     cli("lifeline_mesh", laptop, "share", "ledger")
     synced = cli("lifeline_mesh", laptop, "sync", hub.sync, check=False)
     assert synced.returncode == 0, synced.stderr  # the runner's signatures were admitted
-    assert runner not in files.path_of(laptop, files.MEMBERS).read_text()
+    assert runner not in NodeHome(laptop).members_path.read_text()
     report = json.loads(cli("lifeline_mesh", laptop, "verify", "--json", check=False).stdout)
     checks = {f["check"] for line in report["lines"] for f in line["findings"]}
     assert report["ok"] and "unknown-signer" not in checks, report
@@ -90,26 +91,26 @@ def test_a_later_member_verifies_a_gone_runner_from_the_line_alone(
 
 def _runner(root: Path) -> tuple[NodeIdentity, Attestation]:
     """A runner enrolled through the real Join handler, and its enrolled statement."""
-    create_mesh(root, "team")
-    service = MembershipServicer(root)
-    token = issue_credential(root, CredentialSpec("gha", lines=("ledger",)))
+    create_mesh(NodeHome(root), "team")
+    service = MembershipServicer(NodeHome(root))
+    token = issue_credential(NodeHome(root), CredentialSpec("gha", lines=("ledger",)))
     request, identity = _request(token, service.mesh_id)
     cert = x509.load_pem_x509_certificate(service._join(request).node_cert_pem)
-    registry = Registry.load(root)
+    registry = Registry.load(NodeHome(root))
     registry.prune(cert.not_valid_after_utc)  # the job is over: the runner is no member
-    registry.save(root)
+    registry.save(NodeHome(root))
     return identity, enrollment_statement(identity, cert.public_bytes(Encoding.DER))
 
 
 def _signers(root: Path) -> EnrolledSigners:
-    return EnrolledSigners(FileSigners.load(root, None), load_ca_cert(root))
+    return EnrolledSigners(FileSigners.load(NodeHome(root), None), load_ca_cert(NodeHome(root)))
 
 
 async def _admission(root: Path) -> None:
     runner, enrolled = _runner(root)
     first, second = make_entry("first finding"), make_entry("second finding")
     by_runner = [sign(runner, Role.AUTHOR, e.id, e.ts) for e in (first, second)]
-    async with await SqliteStore.open(line_path(root, "ledger")) as store:
+    async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
         notary = await NotaryStore.attach(store, signers=_signers(root))
         with pytest.raises(BadSignature, match="not a member of this mesh"):
             await notary.admit([by_runner[0].item])  # no proof of the runner yet

@@ -17,7 +17,8 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.discovery.zeroconf import ZeroconfDiscovery
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
-from lifeline_mesh.home.state import NodeState, recorded_node_state, state_path, write_node_state
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.home.state import NodeState, recorded_node_state, write_node_state
 from lifeline_mesh.membership import create_mesh
 from lifeline_mesh.peering.schedule import SchedulePolicy
 from lifeline_mesh.peering.scheduler import SyncScheduler
@@ -50,18 +51,18 @@ def test_status_of_an_empty_project(tmp_path: Path) -> None:
 
 
 async def test_status_shows_identity_lines_and_the_serving_node(tmp_path: Path) -> None:
-    mesh = create_mesh(tmp_path, "team")
-    identity, _ = NodeIdentity.load_or_create(tmp_path)
-    NodeConfig(shared_lines=["ledger"]).save(tmp_path)
+    mesh = create_mesh(NodeHome(tmp_path), "team")
+    identity, _ = NodeIdentity.load_or_create(NodeHome(tmp_path))
+    NodeConfig(shared_lines=["ledger"]).save(NodeHome(tmp_path))
     async with await SqliteStore.open(tmp_path / ".lifeline" / "ledger.db") as store:
         await store.append_many([make_entry("a"), make_entry("b")])
     async with await SqliteStore.open(tmp_path / ".lifeline" / "notes.db") as store:
         await store.append(make_entry("c"))
     state = NodeState(os.getpid(), "127.0.0.1:7411", time.time(), identity.node_id)
-    with recorded_node_state(tmp_path, state):
+    with recorded_node_state(NodeHome(tmp_path), state):
         report = await asyncio.to_thread(_json, tmp_path, "status")
         text = (await asyncio.to_thread(_mesh, tmp_path, "status")).stdout
-    assert not state_path(tmp_path).exists()  # removed when the node stops
+    assert not NodeHome(tmp_path).state_path.exists()  # removed when the node stops
     assert report["node_id"] == identity.node_id
     assert report["mesh_id"] == mesh.mesh_id and len(mesh.mesh_id) == 16
     assert report["serving"] is True and report["listen"] == "127.0.0.1:7411"
@@ -79,13 +80,13 @@ def test_status_ignores_a_state_file_left_by_a_dead_node(tmp_path: Path) -> None
         capture_output=True,
         check=True,
     )
-    write_node_state(tmp_path, NodeState(int(gone.stdout), "127.0.0.1:1", 0.0))
+    write_node_state(NodeHome(tmp_path), NodeState(int(gone.stdout), "127.0.0.1:1", 0.0))
     report = _json(tmp_path, "status")
     assert report["serving"] is False and report["listen"] is None
 
 
 async def test_peers_shows_the_table_the_node_wrote(tmp_path: Path) -> None:
-    NodeConfig(peers=["10.9.9.9:7411", "127.0.0.1:7000"]).save(tmp_path)
+    NodeConfig(peers=["10.9.9.9:7411", "127.0.0.1:7000"]).save(NodeHome(tmp_path))
     synced = asyncio.Event()
 
     async def sync_one(peer: PeerState) -> str:
@@ -94,7 +95,7 @@ async def test_peers_shows_the_table_the_node_wrote(tmp_path: Path) -> None:
         return "received 3, sent 1"
 
     def persist(rows: list[dict[str, Any]]) -> None:
-        save_peers_file(tmp_path, rows, pid=os.getpid(), wall_now=time.time())
+        save_peers_file(NodeHome(tmp_path), rows, pid=os.getpid(), wall_now=time.time())
         if sum(1 for r in rows if r["last_sync_at"] or r["last_error"]) == 2:
             synced.set()
 
@@ -119,7 +120,7 @@ async def test_peers_shows_the_table_the_node_wrote(tmp_path: Path) -> None:
 
 
 def test_a_bad_configured_peer_is_one_clear_error(tmp_path: Path) -> None:
-    NodeConfig(peers=["10.0.0.1"]).save(tmp_path)
+    NodeConfig(peers=["10.0.0.1"]).save(NodeHome(tmp_path))
     result = _mesh(tmp_path, "peers")
     assert result.returncode == 2
     assert "'10.0.0.1' is not HOST:PORT" in result.stderr and "Traceback" not in result.stderr
@@ -136,7 +137,7 @@ def test_a_damaged_peers_file_is_one_clear_error(tmp_path: Path) -> None:
 @needs_multicast
 @pytest.mark.serial  # 1.5 s of browsing: other workers' mDNS traffic on 127.0.0.1 hides answers
 async def test_discover_lists_ours_and_says_why_others_are_ignored(tmp_path: Path) -> None:
-    mesh_id = create_mesh(tmp_path, "team").mesh_id
+    mesh_id = create_mesh(NodeHome(tmp_path), "team").mesh_id
     ours, theirs = NodeIdentity.generate().node_id, NodeIdentity.generate().node_id
     ads = [
         ZeroconfDiscovery(node_id=n, mesh_id=m, port=p, interfaces=["127.0.0.1"])

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from lifeline.entry import Entry
+from lifeline.home import Home
 from lifeline.ledger import JOIN_TIPS, Draft, Ledger, choose_parents
-from lifeline.lines import line_path
 from lifeline.store.memory import MemoryStore
 from lifeline.store.sqlite import TIPS_NEWEST_FIRST, SqliteStore
 from lifeline.validate import DEFAULT_LIMITS
-from lifeline_mesh.mcp.policy import policy_path
+from lifeline_mesh.home.node_home import NodeHome
 from tests.clirun import lifeline
 from tests.test_mcp_stdio import _call, _client
 
@@ -132,7 +132,7 @@ async def test_concurrent_forks_converge() -> None:
 
 
 async def _leafy_project(root: Path) -> list[Entry]:
-    path = line_path(root, "ledger")
+    path = Home(root).line_path("ledger")
     path.parent.mkdir(parents=True)
     entries = _leafy_line()
     async with await SqliteStore.open(path) as store:
@@ -146,7 +146,7 @@ async def test_cli_log_and_checkpoint_on_a_leafy_line(tmp_path: Path) -> None:
     assert logged.returncode == 0, logged.stderr
     cp = lifeline(tmp_path, "checkpoint", "--thread", "t42", "--next", "go on", "--json")
     assert cp.returncode == 0, cp.stderr
-    async with await SqliteStore.open(line_path(tmp_path, "ledger")) as store:
+    async with await SqliteStore.open(Home(tmp_path).line_path("ledger")) as store:
         wrote = [e async for e in store.stream()][len(entries) :]
         assert wrote[0].summary == "after import"
         assert _thread_head(entries, "t42") in wrote[1].parents
@@ -156,7 +156,7 @@ async def test_cli_log_and_checkpoint_on_a_leafy_line(tmp_path: Path) -> None:
 @pytest.mark.timeout(120)
 async def test_mcp_append_and_checkpoint_on_a_leafy_line(tmp_path: Path) -> None:
     entries = await _leafy_project(tmp_path)
-    policy_path(tmp_path).write_text(json.dumps({"default": "direct"}))
+    NodeHome(tmp_path).policy_path.write_text(json.dumps({"default": "direct"}))
     async with _client(tmp_path) as client:
         done = await _call(client, "append", kind="note", summary="from an agent")
         assert len(done["entry"]["parents"]) == JOIN_TIPS

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from lifeline.errors import BadSignature, ConfigError, NotFound
-from lifeline_mesh.home.identity import NodeIdentity, key_path, parse_node_id, verify_signature
+from lifeline_mesh.home.identity import NodeIdentity, parse_node_id, verify_signature
+from lifeline_mesh.home.node_home import NodeHome
 
 
 def test_node_id_is_short_typeable_and_checked() -> None:
@@ -30,11 +31,11 @@ def test_node_id_is_short_typeable_and_checked() -> None:
 
 
 def test_key_file_is_private_and_reloads(tmp_path: Path) -> None:
-    ident, created = NodeIdentity.load_or_create(tmp_path)
+    ident, created = NodeIdentity.load_or_create(NodeHome(tmp_path))
     assert created
-    path = key_path(tmp_path)
+    path = NodeHome(tmp_path).key_path
     assert path.stat().st_mode & 0o777 == 0o600
-    again, created = NodeIdentity.load_or_create(tmp_path)
+    again, created = NodeIdentity.load_or_create(NodeHome(tmp_path))
     assert not created and again.node_id == ident.node_id
     assert ident.node_id in repr(ident) and path.read_text().strip() not in repr(ident)
     os.chmod(path, 0o644)
@@ -44,7 +45,7 @@ def test_key_file_is_private_and_reloads(tmp_path: Path) -> None:
 
 def test_missing_key_says_how_to_create(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="lifeline-mesh init"):
-        NodeIdentity.load(key_path(tmp_path))
+        NodeIdentity.load(NodeHome(tmp_path).key_path)
 
 
 def test_signatures_verify_and_tampering_is_caught() -> None:

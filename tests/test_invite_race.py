@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from lifeline.errors import PermissionDenied
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.membership.invite import InviteBook, issue_invite
 from lifeline_mesh.membership.registry import Registry
@@ -27,7 +28,7 @@ LIFELINE_MESH = (sys.executable, "-m", "lifeline_mesh")
 
 def _spend(root: str, token_ids: list[str], barrier: Any, results: Any, worker: int) -> None:
     """One racing process: each round, every worker tries the same token at once."""
-    book = InviteBook(Path(root))
+    book = InviteBook(NodeHome(Path(root)))
     for n, token_id in enumerate(token_ids):
         barrier.wait()
         try:
@@ -38,9 +39,9 @@ def _spend(root: str, token_ids: list[str], barrier: Any, results: Any, worker: 
 
 
 def test_racing_processes_spend_each_token_once(tmp_path: Path) -> None:
-    create_mesh(tmp_path, "team")
+    create_mesh(NodeHome(tmp_path), "team")
     ttl = dt.timedelta(hours=1)
-    tokens = [issue_invite(tmp_path, "member", ttl, [], now=NOW) for _ in range(ROUNDS)]
+    tokens = [issue_invite(NodeHome(tmp_path), "member", ttl, [], now=NOW) for _ in range(ROUNDS)]
     ids = [t.token_id.hex() for t in tokens]
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(WORKERS)
@@ -105,4 +106,4 @@ def test_two_join_servers_on_one_root_let_one_of_two_racing_joins_in(tmp_path: P
         for server in servers:
             server.terminate()
             server.communicate(timeout=30)
-    assert len(Registry.load(ca).members) == 1 + 4
+    assert len(Registry.load(NodeHome(ca)).members) == 1 + 4

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from lifeline.entry import normalize_ts
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from tests.clirun import lifeline
 from tests.lc_venv import lc_command, run_lc
@@ -103,7 +103,7 @@ async def test_its_ledger_imports_whole_and_stays_writable(written: Path, tmp_pa
     assert len(rows) >= 5 * THREADS + 3
     done = lifeline(tmp_path, "import", str(written), "--json")
     assert done.returncode == 0, done.stderr
-    async with await SqliteStore.open(line_path(tmp_path, "ledger")) as store:
+    async with await SqliteStore.open(Home(tmp_path).line_path("ledger")) as store:
         stored = {e.id: e async for e in store.stream()}
         tips = len(await store.tips())
     assert tips > 64  # thread leaves are never joined by lifeline-context

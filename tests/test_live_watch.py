@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.peering.table import load_peers_file
 from tests.mesh_procs import free_port, log_note, serve, shared_node, wait_for_entry
 
@@ -26,11 +27,11 @@ def _wait_watching(root: Path, deadline_s: float = 30.0) -> None:
     """Until the node's peer table says its Watch call to the peer is open."""
     end = time.monotonic() + deadline_s
     while time.monotonic() < end:
-        data = load_peers_file(root)
+        data = load_peers_file(NodeHome(root))
         if data and data["peers"] and all(row.get("watching") for row in data["peers"]):
             return
         time.sleep(0.02)
-    raise AssertionError(f"no open watch after {deadline_s}s: {load_peers_file(root)}")
+    raise AssertionError(f"no open watch after {deadline_s}s: {load_peers_file(NodeHome(root))}")
 
 
 def _stop(proc: subprocess.Popen[str]) -> float:

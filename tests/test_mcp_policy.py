@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.mcp.policy import BUILTIN, Mode, WritePolicy, load_policy, policy_path
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.mcp.policy import BUILTIN, Mode, WritePolicy, load_policy
 
 POLICY = {
     "default": "propose",
@@ -64,16 +65,16 @@ def test_malformed_policy_is_a_config_error(data: Any, says: str) -> None:
 
 
 def test_no_file_means_the_builtin_policy(tmp_path: Path) -> None:
-    assert load_policy(tmp_path) is BUILTIN
+    assert load_policy(NodeHome(tmp_path)) is BUILTIN
     assert BUILTIN.decide("any", "decision").mode is Mode.PROPOSE
     assert BUILTIN.decide("any", "checkpoint").mode is Mode.DIRECT
 
 
 def test_file_is_read_and_bad_json_is_loud(tmp_path: Path) -> None:
-    path = policy_path(tmp_path)
+    path = NodeHome(tmp_path).policy_path
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps({"default": "deny"}))
-    assert load_policy(tmp_path).decide("a", "note").mode is Mode.DENY
+    assert load_policy(NodeHome(tmp_path)).decide("a", "note").mode is Mode.DENY
     path.write_text('{"default": "direct",')
     with pytest.raises(ConfigError, match="is not valid JSON"):
-        load_policy(tmp_path)
+        load_policy(NodeHome(tmp_path))

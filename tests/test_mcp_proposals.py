@@ -12,21 +12,22 @@ from pathlib import Path
 import pytest
 
 from lifeline.errors import ConfigError, NotFound
+from lifeline.home import Home
 from lifeline.ledger import Draft
-from lifeline.lines import line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.mcp.policy import PolicyDenied, policy_path
-from lifeline_mesh.mcp.proposals import ProposalBook, proposals_path
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.mcp.policy import PolicyDenied
+from lifeline_mesh.mcp.proposals import ProposalBook
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
 
 
 async def _project(root: Path, policy: dict[str, object]) -> WriteGate:
-    path = line_path(root, "ledger")
+    path = Home(root).line_path("ledger")
     path.parent.mkdir(parents=True)
     await (await SqliteStore.open(path)).close()
-    policy_path(root).write_text(json.dumps(policy))
-    return WriteGate(Workspace.open(root, agent="bot", author="ann"))
+    NodeHome(root).policy_path.write_text(json.dumps(policy))
+    return WriteGate(Workspace.open(NodeHome(root), agent="bot", author="ann"))
 
 
 def _draft(summary: str = "Use SQLite", key: str | None = None) -> Draft:
@@ -41,7 +42,7 @@ def _draft(summary: str = "Use SQLite", key: str | None = None) -> Draft:
 
 
 async def _count(root: Path) -> int:
-    async with await SqliteStore.open(line_path(root, "ledger"), create=False) as store:
+    async with await SqliteStore.open(Home(root).line_path("ledger"), create=False) as store:
         return await store.count()
 
 
@@ -80,7 +81,7 @@ async def test_decisions_are_final(tmp_path: Path) -> None:
         await gate.reject(a.id, "lead", " ")
     with pytest.raises(NotFound, match="no proposal"):
         await gate.approve("ffff", "lead")
-    book = ProposalBook(tmp_path)
+    book = ProposalBook(NodeHome(tmp_path))
     assert [p.status for p in book.find()] == ["approved", "rejected"]
     assert book.check_trail() == []
     # The book refuses a second decision even when called directly.
@@ -93,7 +94,7 @@ async def test_trail_cannot_be_rewritten_and_tampering_is_detected(tmp_path: Pat
     proposal = (await gate.submit(_draft())).proposal
     assert proposal is not None
     await gate.reject(proposal.id, "lead", "duplicate of an older decision")
-    conn = sqlite3.connect(proposals_path(tmp_path), isolation_level=None)
+    conn = sqlite3.connect(NodeHome(tmp_path).proposals_path, isolation_level=None)
     for sql in (
         "UPDATE decisions SET verdict = 'approved'",
         "DELETE FROM decisions",
@@ -106,7 +107,7 @@ async def test_trail_cannot_be_rewritten_and_tampering_is_detected(tmp_path: Pat
     conn.execute("DROP TRIGGER decisions_immutable")
     conn.execute("UPDATE decisions SET reason = 'looks fine'")
     conn.close()
-    assert ProposalBook(tmp_path).check_trail() == [
+    assert ProposalBook(NodeHome(tmp_path)).check_trail() == [
         f"decision #1 on proposal {proposal.id} was altered or removed"
     ]
     shown = subprocess.run(
@@ -129,7 +130,7 @@ async def test_direct_deny_and_broken_policy(tmp_path: Path) -> None:
     assert (await gate.submit(_draft(key="x"))).status == "duplicate"
     with pytest.raises(PolicyDenied, match=r"denies agent 'bot' writing a 'release'.*agents\.bot"):
         await gate.submit(Draft(kind="release", summary="v1", agent="bot"))
-    policy_path(tmp_path).write_text('{"default": "dirct"}')
+    NodeHome(tmp_path).policy_path.write_text('{"default": "dirct"}')
     with pytest.raises(ConfigError, match="'dirct'; use one of"):
         await gate.submit(_draft("C"))
     assert await _count(tmp_path) == 1

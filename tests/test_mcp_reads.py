@@ -7,15 +7,16 @@ from pathlib import Path
 import pytest
 
 from lifeline.errors import ConfigError, NotFound
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.reads import entry_view, history_view
 from lifeline_mesh.mcp.workspace import Workspace
 from tests.conftest import make_entry
 
 
 async def _workspace(root: Path, count: int) -> tuple[Workspace, list[str]]:
-    path = line_path(root, "ledger")
+    path = Home(root).line_path("ledger")
     path.parent.mkdir(parents=True)
     ids: list[str] = []
     async with await SqliteStore.open(path) as store:
@@ -27,20 +28,20 @@ async def _workspace(root: Path, count: int) -> tuple[Workspace, list[str]]:
             await store.append(entry)
             parents = (entry.id,)
             ids.append(entry.id)
-    return Workspace.open(root, agent="a", author="b"), ids
+    return Workspace.open(NodeHome(root), agent="a", author="b"), ids
 
 
 async def test_history_since_id_time_and_latest(tmp_path: Path) -> None:
     ws, ids = await _workspace(tmp_path, 6)
     after = await history_view(ws, None, ids[1][:8], 3, None)
-    assert [e["id"] for e in after["entries"]] == ids[2:5] and after["more"] is True
+    assert [e.id for e in after.entries] == ids[2:5] and after.more is True
     by_time = await history_view(ws, None, "2026-01-01T00:00:03+00:00", 10, None)
-    assert [e["id"] for e in by_time["entries"]] == ids[4:] and by_time["more"] is False
+    assert [e.id for e in by_time.entries] == ids[4:] and by_time.more is False
     for empty in (None, "", "  "):
         latest = await history_view(ws, None, empty, 2, None)
-        assert [e["id"] for e in latest["entries"]] == ids[4:] and latest["more"] is True
+        assert [e.id for e in latest.entries] == ids[4:] and latest.more is True
     fixes = await history_view(ws, None, None, 50, "fix")
-    assert [e["summary"] for e in fixes["entries"]] == ["e1", "e3", "e5"]
+    assert [e.summary for e in fixes.entries] == ["e1", "e3", "e5"]
 
 
 async def test_history_and_entry_errors(tmp_path: Path) -> None:
@@ -54,4 +55,4 @@ async def test_history_and_entry_errors(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="line 'other' does not exist"):
         await history_view(ws, "other", None, 5, None)
     view = await entry_view(ws, ids[0][:6], None)
-    assert view["children"] == [ids[1]] and view["intact"] is True
+    assert view.children == [ids[1]] and view.intact is True

@@ -16,9 +16,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.types import CallToolResult, TextContent, TextResourceContents
 
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.mcp.policy import policy_path
+from lifeline_mesh.home.node_home import NodeHome
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -30,11 +30,11 @@ def _run(*args: str, module: str = "lifeline_mesh") -> subprocess.CompletedProce
 
 
 async def _project(root: Path, policy: dict[str, Any] | None) -> Path:
-    path = line_path(root, "ledger")
+    path = Home(root).line_path("ledger")
     path.parent.mkdir(parents=True)
     await (await SqliteStore.open(path)).close()
     if policy is not None:
-        policy_path(root).write_text(json.dumps(policy))
+        NodeHome(root).policy_path.write_text(json.dumps(policy))
     return root
 
 
@@ -178,7 +178,7 @@ async def test_retries_corrections_checkpoints_and_clear_errors(tmp_path: Path) 
 
         bad_line = await _error(client, "append", kind="note", summary="x", line="nope")
         assert "line 'nope' does not exist" in bad_line and "lifeline --line nope init" in bad_line
-        assert not line_path(root, "nope").exists()
+        assert not Home(root).line_path("nope").exists()
         bad_name = await _error(client, "history", line="../etc")
         assert "line name '../etc' is not valid" in bad_name
         big = await _error(client, "append", kind="note", summary="x", body="y" * 70_000)
@@ -227,10 +227,10 @@ async def test_broken_policy_stops_start_up_and_refuses_writes(tmp_path: Path) -
     assert started.returncode == 2
     assert "'allow'; use one of: direct, propose, deny" in started.stderr
 
-    policy_path(root).write_text(json.dumps({"default": "direct"}))
+    NodeHome(root).policy_path.write_text(json.dumps({"default": "direct"}))
     async with _client(root) as client:
         await _call(client, "append", kind="note", summary="ok")
-        policy_path(root).write_text("{ not json")
+        NodeHome(root).policy_path.write_text("{ not json")
         broken = await _error(client, "append", kind="note", summary="after the edit")
         assert "is not valid JSON" in broken
         assert len((await _call(client, "history"))["entries"]) == 1
@@ -263,7 +263,7 @@ async def test_writes_are_signed_by_the_node_and_verify_summarises(tmp_path: Pat
         assert [(s["line"], s["entries"], s["signed"]) for s in report["lines"]] == [
             ("ledger", 2, 2)
         ]
-        conn = sqlite3.connect(line_path(root, "ledger"))
+        conn = sqlite3.connect(Home(root).line_path("ledger"))
         with conn:
             conn.execute("UPDATE entries SET summary = 'forged' WHERE id = ?", (note["id"],))
         conn.close()

@@ -14,6 +14,7 @@ from cryptography.hazmat.primitives.serialization import Encoding
 
 from lifeline.errors import BadSignature, ConfigError, NotAuthenticated, NotFound, PermissionDenied
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import MeshAuthorizer, authorize
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, load_ca_cert, make_csr, new_tls_key
@@ -58,10 +59,11 @@ def test_bad_durations_are_refused(text: str) -> None:
 
 
 def test_create_mesh_writes_private_keys_and_first_member(tmp_path: Path) -> None:
-    info = create_mesh(tmp_path, "team", NOW)
-    for name in (files.CA_KEY, files.TLS_KEY):
-        assert files.path_of(tmp_path, name).stat().st_mode & 0o777 == 0o600
-    registry = Registry.load(tmp_path)
+    info = create_mesh(NodeHome(tmp_path), "team", NOW)
+    home = NodeHome(tmp_path)
+    for path in (home.ca_key_path, home.tls_key_path):
+        assert path.stat().st_mode & 0o777 == 0o600
+    registry = Registry.load(NodeHome(tmp_path))
     (me,) = registry.members.values()
     assert (me.node_id, me.role, me.status, me.ca_holder) == (
         info.node_id,
@@ -69,11 +71,11 @@ def test_create_mesh_writes_private_keys_and_first_member(tmp_path: Path) -> Non
         "active",
         True,
     )
-    cert_pem = files.path_of(tmp_path, files.TLS_CERT).read_bytes()
+    cert_pem = NodeHome(tmp_path).tls_cert_path.read_bytes()
     got = identity_from_cert(cert_pem)
     assert (got.node_id, got.mesh_id, got.role) == (info.node_id, info.mesh_id, "member")
     with pytest.raises(ConfigError, match="already belongs to mesh"):
-        create_mesh(tmp_path, "again", NOW)
+        create_mesh(NodeHome(tmp_path), "again", NOW)
 
 
 def test_ca_issues_only_for_p256_requests(tmp_path: Path) -> None:
@@ -96,13 +98,13 @@ def test_ca_issues_only_for_p256_requests(tmp_path: Path) -> None:
 
 def test_invite_needs_the_ca_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not hold the mesh CA key"):
-        issue_invite(tmp_path, "member", parse_duration("1h"), [])
+        issue_invite(NodeHome(tmp_path), "member", parse_duration("1h"), [])
 
 
 def test_invite_book_single_use_expiry_and_proof(tmp_path: Path) -> None:
-    create_mesh(tmp_path, "team", NOW)
-    token = issue_invite(tmp_path, "member", parse_duration("10m"), [], NOW)
-    book = InviteBook(tmp_path)
+    create_mesh(NodeHome(tmp_path), "team", NOW)
+    token = issue_invite(NodeHome(tmp_path), "member", parse_duration("10m"), [], NOW)
+    book = InviteBook(NodeHome(tmp_path))
     assert book.path.stat().st_mode & 0o777 == 0o600
     with pytest.raises(PermissionDenied, match="does not match"):
         book.consume(token.token_id, lambda key: False, "n", NOW)
@@ -128,9 +130,9 @@ def test_roles_table() -> None:
 def _second_member(ca_root: Path) -> str:
     """Register a member directly in the CA holder's registry (no network needed here)."""
     node = NodeIdentity.generate()
-    registry = Registry.load(ca_root)
+    registry = Registry.load(NodeHome(ca_root))
     registry.add(Member.new(node.public_key, "member", NOW))
-    registry.save(ca_root)
+    registry.save(NodeHome(ca_root))
     return node.node_id
 
 
@@ -138,42 +140,38 @@ def test_revocations_are_signed_exchanged_and_verified(tmp_path: Path) -> None:
     a, b, stranger = tmp_path / "a", tmp_path / "b", tmp_path / "s"
     for p in (a, b, stranger):
         p.mkdir()
-    create_mesh(a, "team", NOW)
+    create_mesh(NodeHome(a), "team", NOW)
     victim = _second_member(a)
-    statement = revoke(a, victim, "laptop stolen", NOW)
-    assert signer_status(a, victim) == ("revoked", "2026-05-01T12:00:00.000000Z")
-    assert Registry.load(a).members[victim].status == "revoked"
+    statement = revoke(NodeHome(a), victim, "laptop stolen", NOW)
+    assert signer_status(NodeHome(a), victim) == ("revoked", "2026-05-01T12:00:00.000000Z")
+    assert Registry.load(NodeHome(a)).members[victim].status == "revoked"
     # A member holding only the CA certificate checks and imports the statement.
-    files.write_atomic(
-        files.path_of(b, files.CA_CERT), files.path_of(a, files.CA_CERT).read_bytes()
-    )
-    data = export_revocations(a)
-    assert [s.node_id for s in import_revocations(b, data)] == [victim]
-    assert import_revocations(b, data) == []  # idempotent
-    assert RevocationList.load(b).revoked_at(victim) == statement.revoked_at
+    files.write_atomic(NodeHome(b).ca_cert_path, NodeHome(a).ca_cert_path.read_bytes())
+    data = export_revocations(NodeHome(a))
+    assert [s.node_id for s in import_revocations(NodeHome(b), data)] == [victim]
+    assert import_revocations(NodeHome(b), data) == []  # idempotent
+    assert RevocationList.load(NodeHome(b)).revoked_at(victim) == statement.revoked_at
     # Tampered statement: refused, nothing stored.
     raw = json.loads(data)
     raw["statements"][0]["revoked_at"] = "2030-01-01T00:00:00Z"
-    create_mesh(stranger, "other", NOW)
+    create_mesh(NodeHome(stranger), "other", NOW)
     with pytest.raises(BadSignature, match="is not for our mesh"):
-        import_revocations(stranger, data)
+        import_revocations(NodeHome(stranger), data)
     c = tmp_path / "c"
-    files.write_atomic(
-        files.path_of(c, files.CA_CERT), files.path_of(a, files.CA_CERT).read_bytes()
-    )
+    files.write_atomic(NodeHome(c).ca_cert_path, NodeHome(a).ca_cert_path.read_bytes())
     with pytest.raises(BadSignature, match="not signed by this mesh's CA"):
-        import_revocations(c, json.dumps(raw).encode())
+        import_revocations(NodeHome(c), json.dumps(raw).encode())
     with pytest.raises(BadSignature, match="not valid JSON statements"):
-        import_revocations(c, b'{"statements":' + b"[" * 100_000 + b"]" * 100_000 + b"}")
-    assert RevocationList.load(c).statements == {}
+        import_revocations(NodeHome(c), b'{"statements":' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    assert RevocationList.load(NodeHome(c)).statements == {}
 
 
 def test_ca_holder_cannot_revoke_itself_and_unknown_status(tmp_path: Path) -> None:
-    info = create_mesh(tmp_path, "team", NOW)
+    info = create_mesh(NodeHome(tmp_path), "team", NOW)
     with pytest.raises(ConfigError, match="cannot revoke itself"):
-        revoke(tmp_path, info.node_id)
-    assert signer_status(tmp_path, info.node_id) == ("active", None)
-    assert signer_status(tmp_path, NodeIdentity.generate().node_id) == ("unknown", None)
+        revoke(NodeHome(tmp_path), info.node_id)
+    assert signer_status(NodeHome(tmp_path), info.node_id) == ("active", None)
+    assert signer_status(NodeHome(tmp_path), NodeIdentity.generate().node_id) == ("unknown", None)
 
 
 def test_fingerprint_pins_the_ca(tmp_path: Path) -> None:
@@ -183,7 +181,7 @@ def test_fingerprint_pins_the_ca(tmp_path: Path) -> None:
 
 def test_missing_ca_says_how_to_join(tmp_path: Path) -> None:
     with pytest.raises(NotFound, match="lifeline-mesh join -"):
-        load_ca_cert(tmp_path)
+        load_ca_cert(NodeHome(tmp_path))
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "[::1]:80", "localhost:9", "127.8.0.1:5"])
@@ -199,12 +197,12 @@ def test_insecure_refused_elsewhere(address: str) -> None:
 
 
 def test_authorizer_roles_only_narrow(tmp_path: Path) -> None:
-    info = create_mesh(tmp_path, "team", NOW)
+    info = create_mesh(NodeHome(tmp_path), "team", NOW)
     node = NodeIdentity.generate()
-    registry = Registry.load(tmp_path)
+    registry = Registry.load(NodeHome(tmp_path))
     registry.add(Member.new(node.public_key, "member", NOW))
-    registry.save(tmp_path)
-    auth = MeshAuthorizer(tmp_path, info.mesh_id)
+    registry.save(NodeHome(tmp_path))
+    auth = MeshAuthorizer(NodeHome(tmp_path), info.mesh_id)
     member, reader = MeshRole.MEMBER, MeshRole.READER
     # The certificate says reader: a members list saying member does not widen it.
     with pytest.raises(PermissionDenied, match="role 'reader', which may not write"):
@@ -213,7 +211,7 @@ def test_authorizer_roles_only_narrow(tmp_path: Path) -> None:
     auth.check(CertIdentity(node.node_id, info.mesh_id, member), Access.WRITE)
     # The registry narrows a member to reader: refused at once (file change is seen).
     registry.add(Member.new(node.public_key, "reader", NOW))
-    registry.save(tmp_path)
+    registry.save(NodeHome(tmp_path))
     with pytest.raises(PermissionDenied, match="may not write"):
         auth.check(CertIdentity(node.node_id, info.mesh_id, member), Access.WRITE)
     with pytest.raises(PermissionDenied, match="of mesh 0000, not ours"):
@@ -221,8 +219,8 @@ def test_authorizer_roles_only_narrow(tmp_path: Path) -> None:
 
 
 def test_authorizer_refuses_a_caller_without_a_certificate(tmp_path: Path) -> None:
-    info = create_mesh(tmp_path, "team", NOW)
-    auth = MeshAuthorizer(tmp_path, info.mesh_id)
+    info = create_mesh(NodeHome(tmp_path), "team", NOW)
+    auth = MeshAuthorizer(NodeHome(tmp_path), info.mesh_id)
     with pytest.raises(NotAuthenticated, match="no client certificate"):
         auth.caller(PeerIdentity("ipv4:127.0.0.1:5"), Access.READ)
     garbage = PeerIdentity("ipv4:127.0.0.1:5", {"x509_pem_cert": (b"not a certificate",)})

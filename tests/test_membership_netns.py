@@ -136,8 +136,10 @@ def test_ci_runner_joins_from_another_namespace(
         assert json.loads(joined.stdout)["address"] == f"{SERVER_IP}:{ports['join_port']}"
         check = (
             "import asyncio, sys; from pathlib import Path; "
+            "from lifeline_mesh.home.node_home import NodeHome; "
             "from lifeline_mesh.membership.client import whoami; "
-            "r = asyncio.run(whoami(Path(sys.argv[1]), sys.argv[2])); print(r.role, r.node_id)"
+            "r = asyncio.run(whoami(NodeHome(Path(sys.argv[1])), sys.argv[2])); "
+            "print(r.role, r.node_id)"
         )
         seen = subprocess.run(
             [

@@ -10,6 +10,7 @@ import pytest
 
 from lifeline.errors import PermissionDenied
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.membership.invite import issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
@@ -40,16 +41,16 @@ async def _mesh(tmp_path: Path, role: str) -> AsyncIterator[tuple[Node, str, Nod
     a_root, b_root = tmp_path / "a", tmp_path / "b"
     for root in (a_root, b_root):
         root.mkdir()
-        NodeConfig(shared_lines=["ledger"]).save(root)
-    create_mesh(a_root, "team")
-    a = Node(a_root)
+        NodeConfig(shared_lines=["ledger"]).save(NodeHome(root))
+    create_mesh(NodeHome(a_root), "team")
+    a = Node(NodeHome(a_root))
     server = a.server(join_listen="127.0.0.1:0")
     address = await server.start("127.0.0.1:0")
     assert a.join_address is not None
-    token = issue_invite(a_root, role, parse_duration("1h"), [a.join_address])
-    await join(b_root, token.encode())
+    token = issue_invite(NodeHome(a_root), role, parse_duration("1h"), [a.join_address])
+    await join(NodeHome(b_root), token.encode())
     try:
-        yield a, address, Node(b_root)
+        yield a, address, Node(NodeHome(b_root))
     finally:
         await server.stop(0)
 
@@ -57,7 +58,9 @@ async def _mesh(tmp_path: Path, role: str) -> AsyncIterator[tuple[Node, str, Nod
 async def _raw(
     root: Path, address: str, frames: list[bytes]
 ) -> tuple[list[object], grpc.StatusCode]:
-    return await raw_session(address, frames, channel_credentials(root), channel_options()[:1])
+    return await raw_session(
+        address, frames, channel_credentials(NodeHome(root)), channel_options()[:1]
+    )
 
 
 async def test_garbage_from_a_member_aborts_only_its_session(
@@ -65,11 +68,11 @@ async def test_garbage_from_a_member_aborts_only_its_session(
 ) -> None:
     a, address, b = mesh
     await write(b, chain(5, "b"))
-    _, code = await _raw(b.root, address, [b"\xff\xff\xff\xff\xff\xff\xff\xff\x01"])
+    _, code = await _raw(b.home.root, address, [b"\xff\xff\xff\xff\xff\xff\xff\xff\x01"])
     assert code is grpc.StatusCode.INVALID_ARGUMENT
     hello = encode(Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6)).SerializeToString()
     cut = encode(Items(0, (b'{"id": "trunc',))).SerializeToString()
-    got, _ = await _raw(b.root, address, [hello, cut[: len(cut) // 2]])
+    got, _ = await _raw(b.home.root, address, [hello, cut[: len(cut) // 2]])
     assert isinstance(got[-1], Abort) and "not a valid protobuf Frame" in got[-1].reason
     # The honest session that follows goes through, signatures and all.
     [report] = await b.sync(address, ["ledger"])

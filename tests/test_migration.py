@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.entry import Entry, normalize_ts
-from lifeline.lines import EXTERNAL_ANCHOR, line_path
-from lifeline.settings import settings_path
+from lifeline.home import Home
+from lifeline.lines import EXTERNAL_ANCHOR
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import HARD_LIMITS
 from lifeline_mesh.notary.rules import Policy, check_attestations
@@ -50,7 +50,7 @@ def _add_row(db: Path, entry: Entry) -> None:
 
 
 async def _ids(root: Path, line: str = "ledger") -> dict[str, Entry]:
-    async with await SqliteStore.open(line_path(root, line)) as store:
+    async with await SqliteStore.open(Home(root).line_path(line)) as store:
         return {e.id: e async for e in store.stream()}
 
 
@@ -65,8 +65,8 @@ async def test_import_keeps_history_over_local_caps_and_reads_zoneless_ts(
     conn.commit()
     conn.close()
     target = tmp_path / "new"
-    settings_path(target).parent.mkdir(parents=True)
-    settings_path(target).write_text(json.dumps({"limits": {"body_bytes": 40}}))
+    Home(target).settings_path.parent.mkdir(parents=True)
+    Home(target).settings_path.write_text(json.dumps({"limits": {"body_bytes": 40}}))
 
     done = lifeline(target, "import", str(project / ".lifeline"), "--json")  # the folder works
     assert done.returncode == 0, done.stderr
@@ -82,8 +82,8 @@ async def test_import_keeps_history_over_local_caps_and_reads_zoneless_ts(
     text = lifeline(tmp_path / "again", "import", str(project))
     assert "exceed this project's size caps" not in text.stdout  # default caps: none over
     again = tmp_path / "third"
-    settings_path(again).parent.mkdir(parents=True)
-    settings_path(again).write_text(json.dumps({"limits": {"body_bytes": 40}}))
+    Home(again).settings_path.parent.mkdir(parents=True)
+    Home(again).settings_path.write_text(json.dumps({"limits": {"body_bytes": 40}}))
     shown = lifeline(again, "import", str(project)).stdout
     assert f"{len(long_bodies)} entr(y/ies) exceed this project's size caps" in shown
 
@@ -126,7 +126,7 @@ async def test_a_markdown_only_project_keeps_every_reproducible_entry(
     assert [r["id"] for r in report["rejected"]] == [REDIS]
     assert report["anchors"] == [REDIS]
     assert report["added"] == len(lc_expected["ledger"]) - 1  # its descendants are kept
-    async with await SqliteStore.open(line_path(target, "ledger")) as store:
+    async with await SqliteStore.open(Home(target).line_path("ledger")) as store:
         assert (await store.externals())[REDIS] == EXTERNAL_ANCHOR
     verified = lifeline(target, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
@@ -164,7 +164,7 @@ def test_render_for_lifeline_context_reads_back_here(tmp_path: Path, lc_fixture:
 
 async def test_mcp_writes_honour_the_caps_of_config_json(tmp_path: Path) -> None:
     root = await _project(tmp_path, {"default": "direct"})
-    settings_path(root).write_text(json.dumps({"limits": {"body_bytes": 10}}))
+    Home(root).settings_path.write_text(json.dumps({"limits": {"body_bytes": 10}}))
     async with _client(root) as client:
         said = await _error(client, "append", kind="note", summary="s", body="x" * 50)
         assert "over the cap of 10" in said

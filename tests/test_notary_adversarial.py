@@ -11,6 +11,7 @@ from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import check_admissible
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.audit import LineReport, audit_line
 from lifeline_mesh.notary.rules import Policy
 from lifeline_mesh.notary.signers import FileSigners
@@ -36,7 +37,7 @@ STAGE = {
 
 
 async def _audit(store: SqliteStore, corpus: Corpus) -> LineReport:
-    signers = FileSigners.load(corpus.root, corpus.a.node_id)
+    signers = FileSigners.load(NodeHome(corpus.root), corpus.a.node_id)
     return await audit_line(store, "ledger", signers, Policy(local_node_id=corpus.a.node_id))
 
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.entry import Entry
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.home.identity import key_path
+from lifeline_mesh.home.node_home import NodeHome
 from tests.notary_corpus import CASES, build
 
 
@@ -33,10 +33,10 @@ def test_init_id_and_signed_writes(tmp_path: Path) -> None:
     assert first.returncode == 0, first.stderr
     created = _run("lifeline_mesh", tmp_path, "init")
     assert created.returncode == 0 and "created node identity" in created.stdout
-    assert key_path(tmp_path).stat().st_mode & 0o777 == 0o600
+    assert NodeHome(tmp_path).key_path.stat().st_mode & 0o777 == 0o600
     node_id = _run("lifeline_mesh", tmp_path, "id").stdout.strip()
     assert node_id in created.stdout
-    assert key_path(tmp_path).read_text().strip() not in created.stdout + node_id
+    assert NodeHome(tmp_path).key_path.read_text().strip() not in created.stdout + node_id
     again = _run("lifeline_mesh", tmp_path, "init")
     assert "already exists" in again.stdout and node_id in again.stdout
     second = _run("lifeline", tmp_path, "log", "--kind", "decision", "--summary", "signed")
@@ -96,9 +96,9 @@ async def test_imported_lifeline_context_entries_are_unsigned_not_forged(
 ) -> None:
     lines = {name: [Entry.from_dict(row) for row in rows] for name, rows in lc_expected.items()}
     home = {e.id: name for name, entries in lines.items() for e in entries}
-    line_path(tmp_path, "ledger").parent.mkdir(parents=True)
+    Home(tmp_path).line_path("ledger").parent.mkdir(parents=True)
     for name, entries in lines.items():
-        async with await SqliteStore.open(line_path(tmp_path, name)) as store:
+        async with await SqliteStore.open(Home(tmp_path).line_path(name)) as store:
             for parent in {p for e in entries for p in e.parents if home[p] != name}:
                 await store.declare_external(parent, home[parent])
             await store.append_many(entries)

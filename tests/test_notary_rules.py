@@ -10,10 +10,11 @@ import pytest
 from lifeline.errors import BadSignature, ConfigError
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.admission import check_items
 from lifeline_mesh.notary.rules import Policy, check_attestations
 from lifeline_mesh.notary.sign import witness
-from lifeline_mesh.notary.signers import FileSigners, SignerState, members_path
+from lifeline_mesh.notary.signers import FileSigners, SignerState
 from lifeline_mesh.notary.statement import MAX_WITNESS_IDS, Role, decode, sign
 from lifeline_mesh.notary.storage import NotaryStore
 from tests.conftest import make_entry
@@ -53,25 +54,25 @@ def test_attestations_for_entries_not_here_yet_are_notes_unless_ours() -> None:
 
 
 def test_members_file_shapes_and_errors(tmp_path: Path) -> None:
-    path = members_path(tmp_path)
+    path = NodeHome(tmp_path).members_path
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps([B.node_id.upper(), {"node_id": A.node_id}]))
-    signers = FileSigners.load(tmp_path, None)
+    signers = FileSigners.load(NodeHome(tmp_path), None)
     assert signers.status(B.node_id).state is SignerState.KNOWN
     path.write_text(json.dumps({"members": [{"node_id": B.node_id, "revoked_at": "2026-03-01Z"}]}))
     with pytest.raises(ConfigError, match="revoked_at"):
-        FileSigners.load(tmp_path, A.node_id)
+        FileSigners.load(NodeHome(tmp_path), A.node_id)
     path.write_text(json.dumps({"members": [{"node_id": B.node_id, "revoked_at": T2}]}))
-    status = FileSigners.load(tmp_path, A.node_id).status(B.node_id)
+    status = FileSigners.load(NodeHome(tmp_path), A.node_id).status(B.node_id)
     assert (
         status.state is SignerState.REVOKED and status.revoked_at == "2026-04-01T00:00:00.000000Z"
     )
     path.write_text(json.dumps({"members": [{"name": "no id"}]}))
     with pytest.raises(ConfigError, match="no node_id"):
-        FileSigners.load(tmp_path, A.node_id)
+        FileSigners.load(NodeHome(tmp_path), A.node_id)
     path.write_text("{")
     with pytest.raises(ConfigError, match="not readable JSON"):
-        FileSigners.load(tmp_path, A.node_id)
+        FileSigners.load(NodeHome(tmp_path), A.node_id)
 
 
 async def test_a_large_batch_gets_one_receipt_per_slice(tmp_path: Path) -> None:

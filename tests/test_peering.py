@@ -17,6 +17,7 @@ from lifeline.errors import ConfigError, PeerError
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.peering.schedule import SchedulePolicy
 from lifeline_mesh.peering.service import (
     Peering,
@@ -72,9 +73,9 @@ class _Node:
         self.root = root
         self.node_id = NodeIdentity.generate().node_id
         self.synced: asyncio.Queue[PeerState] = asyncio.Queue()
-        self.line = root / ".lifeline" / "ledger.db"
+        self.line = NodeHome(root).line_path("ledger")
         self.peering = Peering(
-            root,
+            NodeHome(root),
             options,
             self._sync_one,
             node_id=self.node_id,
@@ -136,7 +137,7 @@ async def test_two_nodes_discover_each_other_sync_and_notice_leaving(tmp_path: P
         async with asyncio.timeout(15):
             while len(a.peering.scheduler.table):  # b said goodbye
                 await asyncio.sleep(0.01)
-        data = load_peers_file(a.root)
+        data = load_peers_file(NodeHome(a.root))
         assert data is not None and data["peers"] == []
 
 
@@ -149,7 +150,7 @@ async def test_static_peers_without_discovery(tmp_path: Path) -> None:
         peer = await node.next_sync()
         assert str(peer.address) == "127.0.0.1:7999"
         assert node.peering.discovery is None
-    data = load_peers_file(tmp_path)
+    data = load_peers_file(NodeHome(tmp_path))
     assert data is not None and data["peers"][0]["address"] == "127.0.0.1:7999"
 
 
@@ -188,10 +189,10 @@ async def test_run_until_stop_cancels_everything(tmp_path: Path) -> None:
         policy=FAST,
         watch_interval=0.01,
     )
-    line = tmp_path / ".lifeline" / "ledger.db"
+    line = NodeHome(tmp_path).line_path("ledger")
     line.parent.mkdir(parents=True)
     peering = Peering(
-        tmp_path, opts, sync_one, node_id="n", mesh_id=None, port=1, line_files=[line]
+        NodeHome(tmp_path), opts, sync_one, node_id="n", mesh_id=None, port=1, line_files=[line]
     )
     stop = asyncio.Event()
     async with asyncio.timeout(10), asyncio.TaskGroup() as tg:

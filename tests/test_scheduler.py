@@ -18,6 +18,7 @@ import pytest
 from lifeline.errors import PeerError
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.discovery.advert import PeerFound
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.peering.changes import LineWatcher
 from lifeline_mesh.peering.schedule import SchedulePolicy
 from lifeline_mesh.peering.scheduler import SyncScheduler
@@ -174,14 +175,14 @@ async def test_cancellation_stops_sessions_and_table_is_persisted(tmp_path: Path
         return "never"
 
     def persist(rows: list[dict[str, object]]) -> None:
-        save_peers_file(tmp_path, rows, pid=1, wall_now=0.0)
+        save_peers_file(NodeHome(tmp_path), rows, pid=1, wall_now=0.0)
 
     sched = SyncScheduler(sync_one, policy=FAST, on_update=persist)
     sched.add_static(PeerAddress("127.0.0.1", 7411))
     async with _running(sched):
         async with asyncio.timeout(5):
             await started.wait()
-        data = load_peers_file(tmp_path)
+        data = load_peers_file(NodeHome(tmp_path))
         assert data is not None and data["peers"][0]["syncing"] is True
     assert cancelled.is_set()
     assert data["peers"][0]["address"] == "127.0.0.1:7411"

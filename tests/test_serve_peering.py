@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeline_mesh.home.state import state_path
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.peering.table import load_peers_file
 from tests.mesh_procs import cli, free_port, join_mesh, serve, wait_for_entry
 from tests.mesh_procs import log_note as _log
@@ -59,7 +59,7 @@ def test_a_write_on_one_node_reaches_the_other_without_a_command(tmp_path: Path)
             # The closing line counts both directions: sessions served and syncs started.
             closing = re.search(r"stopped after (\d+) sessions in .* and (\d+) syncs out", out)
             assert closing and int(closing[1]) >= 1 and int(closing[2]) >= 1, out
-    assert not state_path(a).exists() and not state_path(b).exists()
+    assert not NodeHome(a).state_path.exists() and not NodeHome(b).state_path.exists()
     assert json.loads(cli("lifeline_mesh", a, "status", "--json").stdout)["serving"] is False
 
 
@@ -121,7 +121,7 @@ def test_nodes_of_one_mesh_find_each_other_on_the_lan_and_converge(tmp_path: Pat
         node_b.send_signal(signal.SIGTERM)
         assert node_b.wait(timeout=30) == 0
         deadline = time.monotonic() + 20
-        while (load_peers_file(a) or {"peers": [None]})["peers"]:
+        while (load_peers_file(NodeHome(a)) or {"peers": [None]})["peers"]:
             assert time.monotonic() < deadline, "a still lists b after b stopped"
             time.sleep(0.05)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lifeline.errors import ConfigError
-from lifeline.settings import load_limits, settings_path
+from lifeline.home import Home
 from lifeline.validate import DEFAULT_LIMITS
 
 
@@ -24,7 +24,7 @@ def _cli(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_defaults_without_a_file(tmp_path: Path) -> None:
-    assert load_limits(tmp_path) == DEFAULT_LIMITS
+    assert Home(tmp_path).limits() == DEFAULT_LIMITS
 
 
 @pytest.mark.parametrize(
@@ -37,15 +37,15 @@ def test_defaults_without_a_file(tmp_path: Path) -> None:
     ],
 )
 def test_bad_settings_are_loud(tmp_path: Path, content: str, words: str) -> None:
-    settings_path(tmp_path).parent.mkdir()
-    settings_path(tmp_path).write_text(content)
+    Home(tmp_path).settings_path.parent.mkdir()
+    Home(tmp_path).settings_path.write_text(content)
     with pytest.raises(ConfigError, match=words):
-        load_limits(tmp_path)
+        Home(tmp_path).limits()
 
 
 def test_the_cli_enforces_a_configured_cap(tmp_path: Path) -> None:
     assert _cli(tmp_path, "init").returncode == 0
-    settings_path(tmp_path).write_text(json.dumps({"limits": {"body_bytes": 10}}))
+    Home(tmp_path).settings_path.write_text(json.dumps({"limits": {"body_bytes": 10}}))
     refused = _cli(tmp_path, "log", "--kind", "note", "--summary", "s", "--body", "x" * 11)
     assert refused.returncode == 2 and "over the cap of 10" in refused.stderr
     assert (

@@ -8,9 +8,9 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from lifeline.lines import line_path
 from lifeline.store.port import Store
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import NODE_LIMITS, Node
 from lifeline_mesh.sync.attestation_set import STATEMENTS
 from lifeline_mesh.sync.port import ReconSet
@@ -28,13 +28,13 @@ class FirstWaveNode(Node):
 
 def _signed(root: Path, cls: type[Node] = Node, **kwargs: object) -> Node:
     root.mkdir(parents=True)
-    NodeIdentity.generate().save(key_path(root))
+    NodeIdentity.generate().save(NodeHome(root).key_path)
     node = make_node(root, **kwargs)
-    return node if cls is Node else cls(root, insecure=True, **kwargs)  # type: ignore[arg-type]
+    return node if cls is Node else cls(NodeHome(root), insecure=True, **kwargs)  # type: ignore[arg-type]
 
 
 def _states(node: Node) -> list[str]:
-    conn = sqlite3.connect(line_path(node.root, "ledger"))
+    conn = sqlite3.connect(node.home.line_path("ledger"))
     try:
         return [r[0] for r in conn.execute("SELECT node_id FROM statements WHERE role = 'state'")]
     finally:

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.lines import line_path
-from lifeline_mesh.notary.signers import members_path
+from lifeline.home import Home
+from lifeline_mesh.home.node_home import NodeHome
 from tests.test_sync_e2e import SYNC_JSON, cli, serve
 
 
@@ -25,7 +25,7 @@ def _signed_node(root: Path, *summaries: str) -> None:
 
 def _evidence(root: Path) -> dict[str, int]:
     """Rows per kind of signed statement in the line's file."""
-    conn = sqlite3.connect(f"file:{line_path(root, 'ledger')}?mode=ro", uri=True)
+    conn = sqlite3.connect(f"file:{Home(root).line_path('ledger')}?mode=ro", uri=True)
     try:
         rows = conn.execute(
             "SELECT role, count(*) FROM attestations GROUP BY role"
@@ -62,6 +62,6 @@ def test_no_op_syncs_sign_nothing(tmp_path: Path) -> None:
         # one new state, by the node that learned something (a); b learned nothing new
         assert _evidence(a)["state"] == 3 and _evidence(a)["author"] == 4
     b_id = json.loads(cli("lifeline_mesh", b, "id", "--json").stdout)["node_id"]
-    members_path(a).write_text(json.dumps({"members": [{"node_id": b_id}]}))
+    NodeHome(a).members_path.write_text(json.dumps({"members": [{"node_id": b_id}]}))
     verify = json.loads(cli("lifeline_mesh", a, "verify", "--json").stdout)
     assert verify["ok"] and verify["lines"][0]["signed"] == 4, verify

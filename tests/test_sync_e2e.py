@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from tests.recon_helpers import chain
 
@@ -112,7 +112,7 @@ def _count(path: Path) -> int:
 
 
 async def _fill(root: Path, n: int) -> None:
-    store = await SqliteStore.open(line_path(root, "ledger"))
+    store = await SqliteStore.open(Home(root).line_path("ledger"))
     try:
         entries = chain(n, "bulk", body="k" * 900)
         for k in range(0, n, 5000):
@@ -128,7 +128,7 @@ async def test_sigkill_mid_sync_leaves_an_intact_store_that_converges(tmp_path: 
     init(b)
     total = 20_000
     await _fill(a, total)
-    db = line_path(b, "ledger")
+    db = Home(b).line_path("ledger")
     with serve(b) as (proc, address):
         client = subprocess.Popen(
             [

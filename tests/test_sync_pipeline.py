@@ -18,6 +18,7 @@ import pytest
 from lifeline.entry import Entry
 from lifeline.errors import LifelineError
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary import verifier
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Attestation, Role, sign
@@ -88,7 +89,7 @@ async def test_a_bad_signature_in_a_later_batch_stores_nothing_of_that_batch(
 ) -> None:
     if offload:
         monkeypatch.setattr(verifier, "MIN_OFFLOAD", 1)  # every batch goes to the workers
-    identity, _ = NodeIdentity.load_or_create(tmp_path / "a")
+    identity, _ = NodeIdentity.load_or_create(NodeHome(tmp_path / "a"))
     entries = _chain(N)
     # Small frames: the attestations travel in many batches (~15 items each).
     a = make_node(tmp_path / "a", limits=SessionLimits(max_frame_bytes=4096))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lifeline.entry import Entry
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.ui import search
 from tests.mesh_procs import cli
@@ -24,7 +24,7 @@ LINE = 300  # entries; every one holds "ledger", one in three "middle", three ol
 
 
 async def _write(root: Path) -> list[str]:
-    path = line_path(root, "ledger")
+    path = Home(root).line_path("ledger")
     path.parent.mkdir(parents=True, exist_ok=True)
     entries: list[Entry] = []
     for n in range(LINE):

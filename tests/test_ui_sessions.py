@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.lines import line_path
+from lifeline.home import Home
 from lifeline_mesh.ui import sessions_view
 from lifeline_mesh.ui.sections import sessions as sessions_section
 from tests.sessions_support import run_cli
@@ -182,7 +182,7 @@ def test_witnessed_time_comes_from_a_state_statement_a_sync_produced(tmp_path: P
     assert f"by <code>{b_node}</code>" in witnessed.group(1), witnessed.group(1)
     state = re.search(r'<time datetime="([^"]+)">', witnessed.group(1))
     assert state is not None
-    conn = sqlite3.connect(line_path(b, "ledger"))
+    conn = sqlite3.connect(Home(b).line_path("ledger"))
     try:
         signed = conn.execute(
             "SELECT ts FROM statements WHERE role = 'state' AND node_id = ?", (b_node,)

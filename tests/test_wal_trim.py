@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import lifeline_mesh.node.wal as wal
-from lifeline.lines import line_path
 from tests.recon_helpers import chain
 from tests.sync_helpers import make_node, serving, write
 
@@ -21,7 +20,7 @@ async def test_a_session_truncates_a_wal_over_the_limit(
 ) -> None:
     a, b = make_node(tmp_path / "a"), make_node(tmp_path / "b")
     await write(a, BASE)
-    line = line_path(b.root, "ledger")
+    line = b.home.line_path("ledger")
     log = line.with_name(line.name + "-wal")
     await write(b, BASE[:10])
     keeper = sqlite3.connect(line)  # another process's open connection: the WAL stays

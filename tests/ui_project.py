@@ -10,11 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lifeline.entry import Entry
+from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
-from lifeline.lines import line_path
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import ensure_identity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.peering.table import save_peers_file
 from tests.ui_sessions import add_sessions
@@ -38,10 +39,10 @@ class Project:
 
 
 async def _write(root: Path, ids: dict[str, str]) -> None:
-    path = line_path(root, "ledger")
+    path = Home(root).line_path("ledger")
     path.parent.mkdir(parents=True, exist_ok=True)
     async with await SqliteStore.open(path) as store:
-        ledger = Ledger(store, hooks=load_append_hooks(root))
+        ledger = Ledger(store, hooks=load_append_hooks(Home(root)))
 
         async def log(name: str, draft: Draft) -> str:
             entry, _new = await ledger.append(draft)
@@ -169,8 +170,8 @@ def build_project(root: Path) -> Project:
     """Create the project under ``root`` (a node identity, a mesh, one line, a peer table,
     and a sessions line: see tests/ui_sessions.py)."""
     root.mkdir(parents=True, exist_ok=True)
-    ensure_identity(root)
-    create_mesh(root, "demo-mesh")
+    ensure_identity(NodeHome(root))
+    create_mesh(NodeHome(root), "demo-mesh")
     project = Project(root)
     asyncio.run(_write(root, project.ids))
     add_sessions(root, root.parent / (root.name + "-home"))
@@ -197,5 +198,5 @@ def build_project(root: Path) -> Project:
             "last_error": "<script>window.__pwned=5</script> connection refused",
         },
     ]
-    save_peers_file(root, rows, pid=0, wall_now=now)
+    save_peers_file(NodeHome(root), rows, pid=0, wall_now=now)
     return project

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.ui.server import bind, serve_viewer
 from lifeline_mesh.ui.viewer import Viewer
 
@@ -32,7 +33,7 @@ def running_viewer(root: Path, token: str | None = None) -> Iterator[str]:
             urls.append(url.split("/?")[0].rstrip("/"))
             ready.set()
 
-        await serve_viewer(Viewer(root, token=token), sock, stop, on_ready)
+        await serve_viewer(Viewer(NodeHome(root), token=token), sock, stop, on_ready)
 
     thread = threading.Thread(target=asyncio.run, args=(main(),), daemon=True)
     thread.start()

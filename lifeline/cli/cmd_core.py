@@ -15,19 +15,17 @@ from lifeline.cli.common import (
     default_author,
     entry_text,
     external_checker,
+    home_of,
     line_of,
     open_line,
     print_json,
-    root_of,
 )
 from lifeline.cli.progress import progress_for
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import ConfigError, StoreError
 from lifeline.integrity import integrity_problems, recover_line, require_intact
 from lifeline.ledger import Draft, Ledger
-from lifeline.lines import line_names, line_path
 from lifeline.plugins import load_append_hooks
-from lifeline.settings import load_limits
 from lifeline.store.port import RowProblem
 from lifeline.store.sqlite import SqliteStore
 
@@ -104,7 +102,7 @@ def _count(text: str) -> int:
 
 async def cmd_init(args: argparse.Namespace) -> int:
     name = line_of(args)
-    path = line_path(root_of(args), name)
+    path = home_of(args).line_path(name)
     existed = path.exists()
     async with open_line(args, create=True):
         pass
@@ -165,7 +163,7 @@ async def _resolve_parents(args: argparse.Namespace, store: SqliteStore) -> tupl
 
 
 async def cmd_log(args: argparse.Namespace) -> int:
-    limits = load_limits(root_of(args))
+    limits = home_of(args).limits()
     body = _read_body(args, limits.body_bytes)
     async with open_line(args) as store:
         await require_intact(store, line_of(args))
@@ -180,7 +178,7 @@ async def cmd_log(args: argparse.Namespace) -> int:
             parents=await _resolve_parents(args, store),
             dedup_key=args.dedup_key,
         )
-        hooks = load_append_hooks(root_of(args))
+        hooks = load_append_hooks(home_of(args))
         entry, _created = await Ledger(store, hooks=hooks, limits=limits).append(draft)
     if args.json:
         print_json(entry.to_dict())
@@ -278,18 +276,15 @@ def _one_line(text: str) -> str:
 
 
 async def cmd_lines(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = home_of(args)
     rows = []
-    for name in line_names(root):
-        store = await SqliteStore.open(line_path(root, name))
-        try:
+    for name in home.line_names():
+        async with home.open_line(name) as store:
             rows.append({"line": name, "entries": await store.count()})
-        finally:
-            await store.close()
     if args.json:
         print_json(rows)
     elif not rows:
-        print(f"no lines under {root}; create one with `lifeline init`")
+        print(f"no lines under {home.root}; create one with `lifeline init`")
     else:
         for row in rows:
             print(f"{row['line']:<20} {row['entries']:>8} entries")
@@ -356,7 +351,7 @@ def _print_report(report: Report) -> None:
 
 async def cmd_recover(args: argparse.Namespace) -> int:
     name = line_of(args)
-    path = line_path(root_of(args), name, must_exist=True)
+    path = home_of(args).line_path(name, must_exist=True)
     damage = integrity_problems(path)
     if not damage:
         print(f"line {name!r} passes SQLite's integrity check; nothing to recover")

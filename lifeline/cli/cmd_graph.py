@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lifeline.cli.common import default_author, open_line, print_json, root_of
+from lifeline.cli.common import default_author, home_of, open_line, print_json
 from lifeline.errors import ConfigError
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
-from lifeline.settings import load_limits
 from lifeline.truth.graph import RELATION_TYPES, Graph, relation_body
 from lifeline.truth.snapshot import load_superseded
 
@@ -55,7 +54,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 async def cmd_relate(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = home_of(args)
     async with open_line(args) as store:
         source, target = await store.resolve(args.source), await store.resolve(args.target)
         if source.kind == "relation" or target.kind == "relation":
@@ -67,7 +66,7 @@ async def cmd_relate(args: argparse.Namespace) -> int:
             author=default_author(),
             parents=(source.id, target.id),
         )
-        ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
+        ledger = Ledger(store, hooks=load_append_hooks(home), limits=home.limits())
         entry, _new = await ledger.append(draft)
     print_json(entry.to_dict()) if args.json else print(entry.id)
     return 0

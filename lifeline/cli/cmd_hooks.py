@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.cmd_resume import decisions_in_force
-from lifeline.errors import LifelineError, NotFound
-from lifeline.lines import DEFAULT_LINE, line_path
+from lifeline.errors import LifelineError
+from lifeline.home import Home
+from lifeline.lines import DEFAULT_LINE
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.hooks import CLIENTS, client_of, config_path, plan_change, write_change
@@ -28,7 +29,6 @@ from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
 from lifeline.sessions.scope import project_scope
 from lifeline.sessions.service import ingest_sources, open_ingester, sources_in
 from lifeline.sessions.unfinished import unfinished
-from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import Budget
 from lifeline.truth.service import build_context
 
@@ -107,11 +107,11 @@ async def cmd_uninstall(args: argparse.Namespace) -> int:
     return _apply(args, install=False)
 
 
-def _project(cwd: Path) -> Path | None:
-    """The nearest folder at or above ``cwd`` holding a .lifeline/ folder."""
+def _project(cwd: Path) -> Home | None:
+    """The nearest home at or above ``cwd`` (None when no folder there has one)."""
     for folder in (cwd, *cwd.parents):
-        if (folder / ".lifeline").is_dir():
-            return folder
+        if Home(folder).exists():
+            return Home(folder)
     return None
 
 
@@ -123,70 +123,63 @@ def _event() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-async def _context_text(root: Path) -> str:
+async def _context_text(home: Home) -> str:
     """The project's context (its main line), or "" when it has none."""
-    try:
-        path = line_path(root, DEFAULT_LINE, must_exist=True)
-    except NotFound:
+    if not home.has_line(DEFAULT_LINE):
         return ""
-    store = await SqliteStore.open(path, create=False)
-    try:
+    async with home.open_line(DEFAULT_LINE) as store:
         return (await build_context(store, line=DEFAULT_LINE, budget=Budget(_CONTEXT_CHARS))).text
-    finally:
-        await store.close()
 
 
-async def _bundle_text(root: Path, event: dict[str, Any]) -> str:
+async def _bundle_text(home: Home, event: dict[str, Any]) -> str:
     """The bundle of this project's newest unfinished session (not the one starting)."""
-    settings = load_session_settings(root)
-    try:
-        sessions = line_path(root, settings.line, must_exist=True)
-    except NotFound:
+    settings = load_session_settings(home)
+    if not home.has_line(settings.line):
         return ""
-    store = await SqliteStore.open(sessions, create=False)
-    try:
+    async with home.open_line(settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         current = str(event.get("session_id") or "")
         lost = [
-            u for u in await unfinished(cat, project_scope(root)) if u.session.native_id != current
+            u
+            for u in await unfinished(cat, project_scope(home.root))
+            if u.session.native_id != current
         ]
         if not lost:
             return ""
         req = BundleRequest(
             ref=lost[0].session.id,
             budget=Budget(_BUNDLE_CHARS),
-            decisions=await decisions_in_force(root),
+            decisions=await decisions_in_force(home),
         )
         try:
             return (await build_bundle(cat, req))[1]
         except NotReady:
             return ""
-    finally:
-        await store.close()
 
 
-async def _start_text(root: Path, event: dict[str, Any]) -> str:
-    pieces = [await _context_text(root), await _bundle_text(root, event)]
+async def _start_text(home: Home, event: dict[str, Any]) -> str:
+    pieces = [await _context_text(home), await _bundle_text(home, event)]
     return "\n\n".join(p for p in pieces if p.strip())
 
 
-async def _end(root: Path, event: dict[str, Any]) -> None:
+async def _end(home: Home, event: dict[str, Any]) -> None:
     transcript = event.get("transcript_path")
     if not isinstance(transcript, str) or not Path(transcript).is_file():
         return
-    settings = load_session_settings(root)
-    async with open_ingester(root, settings.line, settings) as ingester:
+    settings = load_session_settings(home)
+    async with open_ingester(home, settings.line, settings) as ingester:
         await ingest_sources(ingester, sources_in([Path(transcript)]))
 
 
 async def cmd_run(args: argparse.Namespace) -> int:
     event = _event()
     cwd = Path(str(event.get("cwd") or os.getcwd()))
-    root = getattr(args, "root", None) or _project(cwd)
+    given = getattr(args, "root", None)
+    home = Home(given) if given is not None else _project(cwd)
     out: dict[str, Any] = {}
     try:
-        if root is not None and args.event == "session-start":
-            text = await _start_text(root, event)
+        if home is not None and args.event == "session-start":
+            text = await _start_text(home, event)
             if text.strip():
                 out = {
                     "hookSpecificOutput": {
@@ -194,8 +187,8 @@ async def cmd_run(args: argparse.Namespace) -> int:
                         "additionalContext": text,
                     }
                 }
-        elif root is not None:
-            await _end(root, event)
+        elif home is not None:
+            await _end(home, event)
     except (LifelineError, OSError) as exc:  # never fail the agent tool
         print(f"lifeline hook: {exc}", file=sys.stderr)
     print(json.dumps(out, ensure_ascii=False))

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lifeline.cli.common import line_of, open_line, print_json, root_of
+from lifeline.cli.common import home_of, line_of, open_line, print_json
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, NotFound
 from lifeline.ledger import Ledger
-from lifeline.lines import line_names, validate_line_name
+from lifeline.lines import validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.promote import copies_in, promotion_draft
-from lifeline.settings import load_limits
 from lifeline.truth.snapshot import load_superseded
 
 __all__ = ["register"]
@@ -56,10 +55,10 @@ async def cmd_promote(args: argparse.Namespace) -> int:
     if source == target:
         raise ConfigError(f"--to {target} is the line the entries come from; name another line")
     drafts = [promotion_draft(e, source) for e in await _targets(args)]
-    root = root_of(args)
+    home = home_of(args)
     copies: list[tuple[Entry, bool]] = []
     async with open_line(args, line=target, create=True) as store:
-        ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
+        ledger = Ledger(store, hooks=load_append_hooks(home), limits=home.limits())
         for draft in drafts:
             copies.append(await ledger.append(draft))
     if args.json:
@@ -77,11 +76,11 @@ async def _resolve_anywhere(args: argparse.Namespace, names: list[str]) -> str:
                 return (await store.resolve(args.id)).id
             except NotFound:
                 continue
-    raise NotFound(f"no line under {root_of(args)} holds an entry starting with {args.id!r}")
+    raise NotFound(f"no line under {home_of(args).root} holds an entry starting with {args.id!r}")
 
 
 async def cmd_where(args: argparse.Namespace) -> int:
-    names = line_names(root_of(args))
+    names = home_of(args).line_names()
     full = await _resolve_anywhere(args, names)
     found: list[dict[str, str]] = []
     for name in names:

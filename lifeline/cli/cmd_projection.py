@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lifeline.cli.common import line_of, open_line, print_json, root_of
+from lifeline.cli.common import home_of, line_of, open_line, print_json
 from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import atomic_file
+from lifeline.home import Home
 from lifeline.importer import (
     ForeignLine,
     LinePlan,
@@ -25,16 +26,9 @@ from lifeline.integrity import require_intact
 from lifeline.lc_import import count_rows, import_databases
 from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
 from lifeline.lc_view import LcView, LcViewWriter
-from lifeline.lines import (
-    EXTERNAL_ANCHOR,
-    line_names,
-    line_path,
-    projection_path,
-    validate_line_name,
-)
+from lifeline.lines import EXTERNAL_ANCHOR, validate_line_name
 from lifeline.projection import entry_block, header, is_projection, parse_document
 from lifeline.projection_file import write_projection
-from lifeline.settings import load_limits
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import HARD_LIMITS, check_admissible, over_limits
@@ -119,7 +113,7 @@ async def cmd_render(args: argparse.Namespace) -> int:
                 sys.stdout.buffer.flush()
                 _warn_rows(problems, name)
                 return 0
-            path = projection_path(root_of(args), name)
+            path = home_of(args).projection_path(name)
             if args.format == "lifeline-context":
                 with atomic_file(path) as out:
                     await _stream_view(store, name, args.format, out, bar.advance, problems)
@@ -180,13 +174,13 @@ async def _stored_parents(store: Store, line: ForeignLine) -> set[str]:
     return await store.contains(wanted) | (wanted & set(await store.externals()))
 
 
-async def _in_other_lines(root: Path, name: str, ids: set[str]) -> dict[str, str]:
+async def _in_other_lines(home: Home, name: str, ids: set[str]) -> dict[str, str]:
     """Where the ``ids`` missing from line ``name`` live among the project's other lines."""
     found: dict[str, str] = {}
-    for other in line_names(root):
+    for other in home.line_names():
         if other == name or not ids - found.keys():
             continue
-        async with _opener(root, other) as store:
+        async with home.open_line(other) as store:
             found.update(dict.fromkeys(await store.contains(ids - found.keys()), other))
     return found
 
@@ -209,15 +203,15 @@ def _read_ingest(path: Path, text: str, name: str) -> tuple[ForeignLine, dict[st
 
 
 async def _ingest_plan(
-    root: Path, store: Store, foreign: ForeignLine, declared: dict[str, str], ours: bool
+    home: Home, store: Store, foreign: ForeignLine, declared: dict[str, str], ours: bool
 ) -> LinePlan:
     own = {e.id for e in foreign.entries}
     missing = {p for e in foreign.entries for p in e.parents} - own - declared.keys()
     missing -= await _stored_parents(store, foreign)
-    declared.update(await _in_other_lines(root, foreign.name, missing))
+    declared.update(await _in_other_lines(home, foreign.name, missing))
     for parent, other in declared.items():
         await store.declare_external(parent, other)
-    limits = load_limits(root)
+    limits = home.limits()
     if ours:  # all-or-nothing: append_many refuses the whole batch on a gap
         plan = LinePlan(foreign.name, foreign.source, foreign.entries, declared, [])
         plan.over_caps = [e.id for e in foreign.entries if over_limits(e, limits) is not None]
@@ -236,7 +230,7 @@ async def cmd_ingest(args: argparse.Namespace) -> int:
     foreign, declared, ours = _read_ingest(args.file, _read_text(args.file), name)
     async with open_line(args, create=True) as store:
         await require_intact(store, name)
-        plan = await _ingest_plan(root_of(args), store, foreign, declared, ours)
+        plan = await _ingest_plan(home_of(args), store, foreign, declared, ours)
         plan.added = (await store.append_many(plan.entries)).count
     _report([plan], args.json, verb="ingested")
     return 1 if plan.rejected else 0
@@ -265,22 +259,15 @@ def _report(plans: list[LinePlan], as_json: bool, *, verb: str) -> None:
             print(f"  not imported: #{r.number} {r.entry_id[:12]}: {r.reason}", file=sys.stderr)
 
 
-@asynccontextmanager
-async def _opener(root: Path, name: str) -> AsyncIterator[Store]:
-    path = line_path(root, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    store = await SqliteStore.open(path)
-    try:
-        yield store
-    finally:
-        await store.close()
-
-
 async def cmd_import(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = home_of(args)
+
+    def opener(name: str) -> AbstractAsyncContextManager[Store]:
+        return home.open_line(name, create=True)
+
     dbs, _mds = lc_sources(args.path)
     for db in dbs:
-        target = line_path(root, validate_line_name(db.stem))
+        target = home.line_path(validate_line_name(db.stem))
         if target.exists() and target.resolve() == db.resolve():
             raise ConfigError(
                 f"{db} is both the source and the target of the import; "
@@ -288,20 +275,15 @@ async def cmd_import(args: argparse.Namespace) -> int:
             )
     if dbs:  # streamed: memory does not grow with the ledger
         with progress_for(args, "importing", count_rows(dbs)) as bar:
-            done = [
-                p
-                async for p in import_databases(
-                    dbs, lambda n: _opener(root, n), load_limits(root), bar.advance
-                )
-            ]
+            done = [p async for p in import_databases(dbs, opener, home.limits(), bar.advance)]
     else:  # its LIFELINE*.md files: small, read whole (some entries cannot reproduce)
         lines = read_lc_project(args.path)
         stored: dict[str, set[str]] = {}
         for line in lines:
-            if line_path(root, line.name).exists():
-                async with _opener(root, line.name) as store:
+            if home.line_path(line.name).exists():
+                async with home.open_line(line.name) as store:
                     stored[line.name] = await _stored_parents(store, line)
-        plans = plan_import(lines, stored, load_limits(root))
-        done = [p async for p in apply_plan(plans, lambda n: _opener(root, n))]
+        plans = plan_import(lines, stored, home.limits())
+        done = [p async for p in apply_plan(plans, opener)]
     _report(done, args.json, verb="imported")
     return 1 if any(p.rejected for p in done) else 0

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.cmd_truth import _positive
-from lifeline.cli.common import print_json, root_of
-from lifeline.errors import ConfigError, NotFound
-from lifeline.lines import DEFAULT_LINE, line_path
+from lifeline.cli.common import home_of, print_json
+from lifeline.errors import ConfigError
+from lifeline.home import Home
+from lifeline.lines import DEFAULT_LINE
 from lifeline.sessions.bundle import PROVIDER_FORMATS
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
@@ -82,31 +83,26 @@ def register_into(inner: Any, parent: argparse.ArgumentParser) -> None:
     q.set_defaults(func=cmd_export)
 
 
-async def decisions_in_force(root: Path) -> tuple[tuple[str, str], ...]:
+async def decisions_in_force(home: Home) -> tuple[tuple[str, str], ...]:
     """(id, summary) of the project's decisions in force on its main line, if it has one."""
-    try:
-        path = line_path(root, DEFAULT_LINE, must_exist=True)
-    except NotFound:
+    if not home.has_line(DEFAULT_LINE):
         return ()
-    store = await SqliteStore.open(path, create=False)
-    try:
+    async with home.open_line(DEFAULT_LINE) as store:
         truth = (await read_shown(store)).truth
         entries = await fetch_verified(store, truth.decisions)
-    finally:
-        await store.close()
     return tuple((i, entries[i].summary) for i in truth.decisions if i in entries)
 
 
 async def _catalogue(args: argparse.Namespace) -> Catalogue:
-    root = root_of(args)
-    settings = load_session_settings(root)
+    home = home_of(args)
+    settings = load_session_settings(home)
     name = str(getattr(args, "line", None) or settings.line)
-    store = await SqliteStore.open(line_path(root, name, must_exist=True), create=False)
+    store = await SqliteStore.open(home.line_path(name, must_exist=True), create=False)
     return await Catalogue(store, live_window=settings.live_window).load()
 
 
 def _scope(args: argparse.Namespace) -> str | None:
-    return project_scope(root_of(args)) if args.scope == "." else args.scope
+    return project_scope(home_of(args).root) if args.scope == "." else args.scope
 
 
 async def cmd_resume(args: argparse.Namespace) -> int:
@@ -125,7 +121,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         single=args.single,
         budget=budget,
         format="md" if args.launch else args.format,
-        decisions=await decisions_in_force(root_of(args)),
+        decisions=await decisions_in_force(home_of(args)),
     )
     catalogue = await _catalogue(args)
     try:

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.cmd_resume import register_into
-from lifeline.cli.common import print_json, root_of
+from lifeline.cli.common import home_of, print_json
 from lifeline.cli.progress import Progress
 from lifeline.errors import ConfigError
-from lifeline.lines import line_path
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
 from lifeline.sessions.config import SessionSettings, load_session_settings
 from lifeline.sessions.model import SessionStatus, Tool
@@ -156,11 +155,11 @@ def _summary(report: IngestReport) -> str:
 
 
 async def cmd_ingest(args: argparse.Namespace) -> int:
-    root = root_of(args)
-    settings = load_session_settings(root)
+    home = home_of(args)
+    settings = load_session_settings(home)
     found = _found(args)
-    scope = None if (args.all or args.paths) else project_scope(root)
-    async with open_ingester(root, _line(args, settings), settings) as ingester:
+    scope = None if (args.all or args.paths) else project_scope(home.root)
+    async with open_ingester(home, _line(args, settings), settings) as ingester:
         report = await ingest_sources(
             ingester, found, scope=scope, progress=_Progress(not args.json)
         )
@@ -172,9 +171,9 @@ async def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 async def _catalogue(args: argparse.Namespace) -> Catalogue:
-    root = root_of(args)
-    settings = load_session_settings(root)
-    path = line_path(root, _line(args, settings), must_exist=True)
+    home = home_of(args)
+    settings = load_session_settings(home)
+    path = home.line_path(_line(args, settings), must_exist=True)
     store = await SqliteStore.open(path, create=False)
     return await Catalogue(store, live_window=settings.live_window).load()
 
@@ -182,7 +181,7 @@ async def _catalogue(args: argparse.Namespace) -> Catalogue:
 async def cmd_list(args: argparse.Namespace) -> int:
     catalogue = await _catalogue(args)
     try:
-        scope = project_scope(root_of(args)) if args.scope == "." else args.scope
+        scope = project_scope(home_of(args).root) if args.scope == "." else args.scope
         found = filter_sessions(
             catalogue.summaries(), scope=scope, status=args.status, tool=args.tool
         )
@@ -226,9 +225,9 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_watch(args: argparse.Namespace) -> int:
-    root = root_of(args)
-    settings = load_session_settings(root)
-    scope = None if args.all else project_scope(root)
+    home = home_of(args)
+    settings = load_session_settings(home)
+    scope = None if args.all else project_scope(home.root)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -236,7 +235,7 @@ async def cmd_watch(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
     args.paths = []
     print(f"watching {'every project' if scope is None else scope}; Ctrl-C stops", flush=True)
-    async with open_ingester(root, _line(args, settings), settings) as ingester:
+    async with open_ingester(home, _line(args, settings), settings) as ingester:
         await watch(ingester, lambda: _found(args), scope, stop, args.interval, _announce)
     print("stopped", flush=True)
     return 0

@@ -5,13 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lifeline.cli.common import default_author, line_of, open_line, print_json, root_of
+from lifeline.cli.common import default_author, home_of, line_of, open_line, print_json
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
 from lifeline.integrity import require_intact
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
-from lifeline.settings import load_limits
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import FORMATS, deliver
@@ -186,9 +185,9 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 
 async def _write(args: argparse.Namespace, store: SqliteStore, draft: Draft) -> int:
-    root = root_of(args)
+    home = home_of(args)
     await require_intact(store, line_of(args))
-    ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
+    ledger = Ledger(store, hooks=load_append_hooks(home), limits=home.limits())
     entry, _new = await ledger.append(draft)
     _print_entry(args, entry)
     return 0

@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.entry import Entry
-from lifeline.errors import ConfigError, NotFound
-from lifeline.ignore import ensure_ignore_file
-from lifeline.lines import DEFAULT_LINE, LEDGER_DIR, line_path, validate_line_name
+from lifeline.errors import ConfigError
+from lifeline.home import Home
+from lifeline.lines import DEFAULT_LINE, validate_line_name
 from lifeline.store.sqlite import SqliteStore
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "external_checker",
     "find_root",
     "global_options",
+    "home_of",
     "open_line",
     "print_json",
     "root_of",
@@ -63,16 +64,8 @@ def add_line_option(
 
 
 def find_root(start: Path) -> Path:
-    """The nearest folder from ``start`` upward that holds ``.lifeline/``, as git finds
-    ``.git``; the search stops at a repository's root (a folder with ``.git``) and at the
-    filesystem root. ``start`` itself when none holds one (where `init` creates it)."""
-    here = start.resolve()
-    for folder in (here, *here.parents):
-        if (folder / LEDGER_DIR).is_dir():
-            return folder
-        if (folder / ".git").exists():
-            break
-    return start
+    """The root of the nearest home from ``start`` upward (:meth:`Home.find`)."""
+    return Home.find(start).root
 
 
 def root_of(args: argparse.Namespace) -> Path:
@@ -92,6 +85,14 @@ def root_of(args: argparse.Namespace) -> Path:
     return root
 
 
+def home_of(args: argparse.Namespace) -> Home:
+    """The command's :class:`Home`, built once from :func:`root_of` (kept on ``args``)."""
+    home = getattr(args, "home", None)
+    if not isinstance(home, Home):
+        home = args.home = Home(root_of(args))
+    return home
+
+
 def line_of(args: argparse.Namespace) -> str:
     return validate_line_name(getattr(args, "line", None) or DEFAULT_LINE)
 
@@ -101,29 +102,14 @@ async def open_line(
     args: argparse.Namespace, *, create: bool = False, line: str | None = None
 ) -> AsyncIterator[SqliteStore]:
     """Open the selected line; a line that does not exist is an error unless ``create``."""
-    name = line or line_of(args)
-    path = line_path(root_of(args), name, must_exist=not create)
-    if create:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        ensure_ignore_file(root_of(args))
-    store = await SqliteStore.open(path)
-    try:
+    async with home_of(args).open_line(line or line_of(args), create=create) as store:
         yield store
-    finally:
-        await store.close()
 
 
 def external_checker(args: argparse.Namespace) -> Callable[[str, str], Awaitable[bool]]:
     """``exists(line, id)`` for cross-line parents: is ``id`` stored in line ``line``?"""
 
-    async def exists(other: str, entry_id: str) -> bool:
-        try:
-            async with open_line(args, line=other) as foreign:
-                return bool(await foreign.contains([entry_id]))
-        except NotFound:
-            return False
-
-    return exists
+    return home_of(args).exists_in
 
 
 def default_author() -> str:

@@ -20,15 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline.lines import LEDGER_DIR, validate_line_name
+from lifeline.home import Home
+from lifeline.lines import validate_line_name
 from lifeline.sessions.pack import Caps
-from lifeline.settings import settings_path
 
 __all__ = [
     "DEFAULT_SESSIONS_LINE",
     "SessionSettings",
     "load_session_settings",
-    "sources_path",
 ]
 
 DEFAULT_SESSIONS_LINE = "sessions"
@@ -43,13 +42,8 @@ class SessionSettings:
     live_window: timedelta = timedelta(minutes=10)
 
 
-def sources_path(root: Path) -> Path:
-    """The source ledger of the project at ``root`` (local, never synced)."""
-    return root / LEDGER_DIR / "sessions-sources.sqlite"
-
-
-def load_session_settings(root: Path) -> SessionSettings:
-    path = settings_path(root)
+def load_session_settings(home: Home) -> SessionSettings:
+    path = home.settings_path
     if not path.exists():
         return SessionSettings()
     try:

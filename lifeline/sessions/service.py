@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+from lifeline.home import Home
 from lifeline.ledger import Ledger
-from lifeline.lines import line_path
 from lifeline.plugins import load_append_hooks
 from lifeline.sessions.claude import ClaudeAdapter
 from lifeline.sessions.codex import CodexAdapter
-from lifeline.sessions.config import SessionSettings, sources_path
+from lifeline.sessions.config import SessionSettings
 from lifeline.sessions.gemini import GeminiAdapter
 from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import Tool
@@ -23,8 +23,6 @@ from lifeline.sessions.port import Adapter, SourceFile
 from lifeline.sessions.report import FileResult, IngestReport
 from lifeline.sessions.scope import scope_for, scope_matches
 from lifeline.sessions.sources import SourceLedger
-from lifeline.settings import load_limits
-from lifeline.store.sqlite import SqliteStore
 
 __all__ = [
     "ADAPTERS",
@@ -169,18 +167,15 @@ async def ingest_sources(
 
 @asynccontextmanager
 async def open_ingester(
-    root: Path, line: str, settings: SessionSettings
+    home: Home, line: str, settings: SessionSettings
 ) -> AsyncIterator[Ingester]:
     """The sessions line (created when missing), its source ledger, and an Ingester."""
-    path = line_path(root, line)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    store = await SqliteStore.open(path)
-    sources = SourceLedger(sources_path(root), line)
-    try:
-        if await store.count() == 0 and sources.count():  # the line was deleted: start over
-            sources.forget()
-        ledger = Ledger(store, hooks=load_append_hooks(root), limits=load_limits(root))
-        yield Ingester(ledger, sources, caps=settings.caps, patterns=settings.patterns)
-    finally:
-        sources.close()
-        await store.close()
+    async with home.open_line(line, create=True) as store:
+        sources = SourceLedger(home.sources_path, line)
+        try:
+            if await store.count() == 0 and sources.count():  # the line was deleted: start over
+                sources.forget()
+            ledger = Ledger(store, hooks=load_append_hooks(home), limits=home.limits())
+            yield Ingester(ledger, sources, caps=settings.caps, patterns=settings.patterns)
+        finally:
+            sources.close()

@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from pathlib import Path
 
+from lifeline.home import Home
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import Tool
@@ -44,7 +44,7 @@ async def watch(
 
 
 async def watch_project(
-    root: Path,
+    home: Home,
     stop: asyncio.Event,
     *,
     every_project: bool = False,
@@ -53,7 +53,7 @@ async def watch_project(
     announce: Callable[[FileResult], None] | None = None,
 ) -> None:
     """Watch the tools' standard folders into the project's sessions line until ``stop``."""
-    settings = load_session_settings(root)
-    scope = None if every_project else project_scope(root)
-    async with open_ingester(root, settings.line, settings) as ingester:
+    settings = load_session_settings(home)
+    scope = None if every_project else project_scope(home.root)
+    async with open_ingester(home, settings.line, settings) as ingester:
         await watch(ingester, lambda: default_sources(tools), scope, stop, interval, announce)

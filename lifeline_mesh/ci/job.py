@@ -30,13 +30,12 @@ from pathlib import Path
 from cryptography import x509
 
 from lifeline.errors import ConfigError, PeerError
-from lifeline.lines import line_path, validate_line_name
-from lifeline.store.sqlite import SqliteStore
+from lifeline.lines import validate_line_name
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import deliver
 from lifeline.truth.service import build_context
 from lifeline_mesh.home.config import NodeConfig
-from lifeline_mesh.membership import files
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.invite import Token
 from lifeline_mesh.membership.join import join
 from lifeline_mesh.node.root import Node
@@ -51,14 +50,12 @@ __all__ = [
 ]
 
 CONTEXT_ENV = "LIFELINE_CONTEXT_FILE"
-CONTEXT_FILE = "lifeline-context.md"  # under .lifeline/ci/
-JOB_FILE = "job.txt"  # peer and lines, for `ci finish` in a later step of the same job
 SYNC_ATTEMPTS = 2
 
 
 @dataclass
 class CiJob:
-    root: Path
+    home: NodeHome
     peer: str
     lines: list[str]
     node_id: str = ""
@@ -66,43 +63,39 @@ class CiJob:
     sync_bytes: int = 0  # protocol bytes both ways, pull and sync back (for bench/ci_fleet.py)
 
     @property
-    def folder(self) -> Path:
-        return self.root / ".lifeline" / "ci"
-
-    @property
     def context_file(self) -> Path:
-        return self.folder / CONTEXT_FILE
+        return self.home.ci_context_path
 
     def save(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.home.ci_dir.mkdir(parents=True, exist_ok=True)
         rows = [self.peer, self.node_id, *(f"{n} {self.counts.get(n, 0)}" for n in self.lines)]
-        (self.folder / JOB_FILE).write_text("\n".join(rows) + "\n")
+        self.home.ci_job_path.write_text("\n".join(rows) + "\n")
 
     @classmethod
-    def load(cls, root: Path) -> CiJob:
-        path = root / ".lifeline" / "ci" / JOB_FILE
+    def load(cls, home: NodeHome) -> CiJob:
+        """The job ``ci start`` recorded (peer and lines, for a later step of the same job)."""
+        path = home.ci_job_path
         if not path.exists():
             raise ConfigError(
-                f"no CI job was started in {root}; run `lifeline-mesh ci start` first"
+                f"no CI job was started in {home.root}; run `lifeline-mesh ci start` first"
             )
         peer, node_id, *rows = path.read_text().splitlines()
         counts = {name: int(n) for name, n in (row.split() for row in rows)}
-        return cls(root, peer, list(counts), node_id, counts)
+        return cls(home, peer, list(counts), node_id, counts)
 
 
 def _say(text: str) -> None:
     print(f"lifeline-mesh ci: {text}", file=sys.stderr, flush=True)
 
 
-async def _count(root: Path, line: str) -> int:
-    store = await SqliteStore.open(line_path(root, line))
-    try:
+async def _count(home: NodeHome, line: str) -> int:
+    async with home.open_line(line, create=True) as store:
         return await store.count()
-    finally:
-        await store.close()
 
 
-async def start_job(root: Path, token_text: str, peer: str | None, join_peer: str | None) -> CiJob:
+async def start_job(
+    home: NodeHome, token_text: str, peer: str | None, join_peer: str | None
+) -> CiJob:
     """Enroll, pull the lines and write the context file; raises on anything that fails."""
     token = Token.decode(token_text)
     peer = peer or next(iter(token.sync_addresses), None)
@@ -112,33 +105,32 @@ async def start_job(root: Path, token_text: str, peer: str | None, join_peer: st
             "port), or mint the credential with `invite --ci NAME --sync-address HOST:PORT`"
         )
     lines = [validate_line_name(n) for n in token.lines] or ["ledger"]
-    joined = await join(root, token_text, join_peer)
-    _say(f"enrolled {joined.node_id} ({joined.role}) in mesh {joined.mesh_id}; {_expiry(root)}")
-    config = NodeConfig.load(root)
+    joined = await join(home, token_text, join_peer)
+    _say(f"enrolled {joined.node_id} ({joined.role}) in mesh {joined.mesh_id}; {_expiry(home)}")
+    config = NodeConfig.load(home)
     config.shared_lines = sorted({*config.shared_lines, *lines})
-    config.save(root)
+    config.save(home)
     for line in lines:
-        path = line_path(root, line)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        await (await SqliteStore.open(path)).close()  # `lifeline init` for each line
-    job = CiJob(root, peer, lines, joined.node_id)
-    for report in await Node(root).sync(peer, lines):
+        async with home.open_line(line, create=True):  # `lifeline init` for each line
+            pass
+    job = CiJob(home, peer, lines, joined.node_id)
+    for report in await Node(home).sync(peer, lines):
         _say(f"pulled line {report.line!r} from {peer}: {report.entries_received} entries")
         job.sync_bytes += report.bytes_sent + report.bytes_received
-    job.counts = {line: await _count(root, line) for line in lines}
+    job.counts = {line: await _count(home, line) for line in lines}
     await write_context(job)
     job.save()
     return job
 
 
-def _expiry(root: Path) -> str:
-    cert = x509.load_pem_x509_certificate(files.path_of(root, files.TLS_CERT).read_bytes())
+def _expiry(home: NodeHome) -> str:
+    cert = x509.load_pem_x509_certificate(home.tls_cert_path.read_bytes())
     when = cert.not_valid_after_utc.strftime("%Y-%m-%dT%H:%M:%SZ")
     return f"its certificate expires at {when}"
 
 
-def _lifeline(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "lifeline", "--root", str(root), *args]
+def _lifeline(home: NodeHome, *args: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "lifeline", "--root", str(home.root), *args]
     return subprocess.run(argv, capture_output=True, text=True, check=False)
 
 
@@ -148,11 +140,11 @@ async def write_context(job: CiJob) -> None:
     a job about a second of CPU, several under a loaded runner: docs/benchmarks.md)."""
     parts = []
     for line in job.lines:
-        async with await SqliteStore.open(line_path(job.root, line)) as store:
+        async with job.home.open_line(line, create=True) as store:
             ctx = await build_context(store, line=line, budget=Budget(DEFAULT_BUDGET_CHARS))
         text = deliver("markdown", ctx)
         parts.append(text if len(job.lines) == 1 else f"<!-- line {line} -->\n{text}")
-    job.folder.mkdir(parents=True, exist_ok=True)
+    job.home.ci_dir.mkdir(parents=True, exist_ok=True)
     job.context_file.write_text("\n".join(parts))
     _say(f"context written to {job.context_file} (${CONTEXT_ENV})")
 
@@ -171,21 +163,21 @@ def run_command(job: CiJob, command: list[str]) -> int:
 
 def ingest_sessions(job: CiJob) -> None:
     """The hook for the job's agent sessions: ``lifeline sessions ingest`` if it exists."""
-    if _lifeline(job.root, "sessions", "--help").returncode != 0:
+    if _lifeline(job.home, "sessions", "--help").returncode != 0:
         return  # this lifeline has no session ingestion: nothing to do
     for line in job.lines:
-        done = _lifeline(job.root, "--line", line, "sessions", "ingest")
+        done = _lifeline(job.home, "--line", line, "sessions", "ingest")
         if done.returncode != 0:
             _say(f"warning: `lifeline sessions ingest` failed on {line!r}: {done.stderr.strip()}")
 
 
 async def finish_job(job: CiJob) -> bool:
     """Sync back; on failure keep everything and say how to deliver it. True if synced."""
-    written = {line: await _count(job.root, line) - job.counts.get(line, 0) for line in job.lines}
+    written = {line: await _count(job.home, line) - job.counts.get(line, 0) for line in job.lines}
     error: Exception | None = None
     for attempt in range(SYNC_ATTEMPTS):
         try:
-            reports = await Node(job.root).sync(job.peer, job.lines)
+            reports = await Node(job.home).sync(job.peer, job.lines)
         except (PeerError, ConfigError, OSError) as exc:
             error = exc
             if attempt + 1 < SYNC_ATTEMPTS:
@@ -202,21 +194,21 @@ async def finish_job(job: CiJob) -> bool:
 def _warn_unsynced(job: CiJob, written: dict[str, int], error: Exception | None) -> None:
     saved = []
     for line in job.lines:
-        done = _lifeline(job.root, "--line", line, "render", "--stdout")
+        done = _lifeline(job.home, "--line", line, "render", "--stdout")
         if done.returncode == 0:
-            path = job.folder / f"unsynced-{line}.md"
+            path = job.home.ci_unsynced_path(line)
             path.write_text(done.stdout)
             saved.append(str(path))
     total = sum(written.values())
-    root = job.root.resolve()
+    folder = job.home.dir.resolve()
     _say(f"WARNING: sync back to {job.peer} failed: {error}")
     _say(
-        f"WARNING: the {total} entries this job wrote are NOT lost: they are in {root}/.lifeline "
+        f"WARNING: the {total} entries this job wrote are NOT lost: they are in {folder} "
         f"({', '.join(f'{n}: {c}' for n, c in written.items())}); projections: "
         f"{', '.join(saved) or 'none'}"
     )
     _say(
-        f"to recover them, keep {root}/.lifeline (e.g. upload it as a job artifact) and run "
-        f"`lifeline-mesh --root DIR sync {job.peer}` before {_expiry(job.root).split()[-1]}; "
+        f"to recover them, keep {folder} (e.g. upload it as a job artifact) and run "
+        f"`lifeline-mesh --root DIR sync {job.peer}` before {_expiry(job.home).split()[-1]}; "
         "or, later, on any member: `lifeline --line LINE ingest unsynced-LINE.md`"
     )

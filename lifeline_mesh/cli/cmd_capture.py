@@ -14,6 +14,7 @@ from typing import Any
 from lifeline.capture import AGENT, GIT_LOG_FORMAT, commit_draft, parse_git_log
 from lifeline.cli.common import default_author, line_of, print_json, root_of
 from lifeline.errors import ConfigError
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
 
@@ -53,9 +54,9 @@ def _git_log(repo: Path, since: str | None, last: int) -> str:
 
 
 async def cmd_capture(args: argparse.Namespace) -> int:
-    root = root_of(args).resolve()
-    commits = parse_git_log(_git_log(args.repo or root, args.since, args.last))
-    gate = WriteGate(Workspace.open(root, agent=AGENT, author=default_author()))
+    home = NodeHome(root_of(args).resolve())
+    commits = parse_git_log(_git_log(args.repo or home.root, args.since, args.last))
+    gate = WriteGate(Workspace.open(home, agent=AGENT, author=default_author()))
     rows: list[dict[str, Any]] = []
     for commit in commits:
         draft = commit_draft(commit)

@@ -10,10 +10,11 @@ import os
 import sys
 from typing import Any
 
-from lifeline.cli.common import print_json, root_of
+from lifeline.cli.common import print_json
 from lifeline.errors import ConfigError
 from lifeline_mesh.ci.job import CiJob, finish_job, ingest_sessions, run_command, start_job
 from lifeline_mesh.cli.cmd_membership import TOKEN_ENV
+from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.membership.credential import (
     credential_rows,
     revoke_credential,
@@ -98,12 +99,12 @@ def _token() -> str:
 
 
 async def cmd_ci_start(args: argparse.Namespace) -> int:
-    await start_job(root_of(args), _token(), args.peer, args.join_peer)
+    await start_job(node_home(args), _token(), args.peer, args.join_peer)
     return 0
 
 
 async def cmd_ci_finish(args: argparse.Namespace) -> int:
-    job = CiJob.load(root_of(args))
+    job = CiJob.load(node_home(args))
     ingest_sessions(job)
     await finish_job(job)
     return 0  # a failed sync is a warning: the job's own status is what counts
@@ -113,7 +114,7 @@ async def cmd_ci_run(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise ConfigError("no command to run; give it after --, e.g. `ci run -- make test`")
-    job = await start_job(root_of(args), _token(), args.peer, args.join_peer)
+    job = await start_job(node_home(args), _token(), args.peer, args.join_peer)
     status = run_command(job, command)
     ingest_sessions(job)
     await finish_job(job)
@@ -121,11 +122,11 @@ async def cmd_ci_run(args: argparse.Namespace) -> int:
 
 
 async def cmd_credentials(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = node_home(args)
     if args.action != "list" and not args.name:
         raise ConfigError(f"`credentials {args.action}` needs the credential's NAME")
     if args.action == "rotate":
-        token = rotate_credential(root, args.name)
+        token = rotate_credential(home, args.name)
         if args.json:
             print_json({"name": args.name, "token": token.encode()})
         else:
@@ -137,13 +138,13 @@ async def cmd_credentials(args: argparse.Namespace) -> int:
             )
         return 0
     if args.action == "revoke":
-        revoked = revoke_credential(root, args.name, args.reason)
+        revoked = revoke_credential(home, args.name, args.reason)
         if args.json:
             print_json({"name": args.name, "runners_revoked": [r.node_id for r in revoked]})
         else:
             print(f"credential {args.name!r} revoked; {len(revoked)} running runner(s) revoked")
         return 0
-    rows = credential_rows(root)
+    rows = credential_rows(home)
     if args.json:
         print_json(rows)
     elif not rows:

@@ -15,9 +15,10 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from lifeline.cli.common import print_json, root_of
+from lifeline.cli.common import print_json
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
+from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.client import pull_membership
@@ -138,8 +139,8 @@ def _uses(text: str) -> int | None:
 
 
 def _credential(args: argparse.Namespace) -> Token:
-    root = root_of(args)
-    lines = args.lines.split(",") if args.lines else NodeConfig.load(root).shared_lines
+    home = node_home(args)
+    lines = args.lines.split(",") if args.lines else NodeConfig.load(home).shared_lines
     spec = CredentialSpec(
         name=args.ci,
         role=args.role,
@@ -150,7 +151,7 @@ def _credential(args: argparse.Namespace) -> Token:
         addresses=tuple(args.address),
         sync_addresses=tuple(args.sync_address),
     )
-    return issue_credential(root, spec)
+    return issue_credential(home, spec)
 
 
 async def cmd_invite(args: argparse.Namespace) -> int:
@@ -158,7 +159,7 @@ async def cmd_invite(args: argparse.Namespace) -> int:
         token = _credential(args)
     else:
         ttl = parse_duration(args.ttl or "24h")
-        token = issue_invite(root_of(args), args.role, ttl, args.address)
+        token = issue_invite(node_home(args), args.role, ttl, args.address)
     expires = dt.datetime.fromtimestamp(token.expires, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if args.json:
         print_json(
@@ -202,7 +203,7 @@ def _token_text(arg: str | None) -> str:
 
 async def cmd_join(args: argparse.Namespace) -> int:
     text = _token_text(args.token)
-    joined = await join(root_of(args), text, args.peer)
+    joined = await join(node_home(args), text, args.peer)
     if args.json:
         print_json(_fields(joined))
     else:
@@ -213,9 +214,9 @@ async def cmd_join(args: argparse.Namespace) -> int:
 
 
 async def cmd_revoke(args: argparse.Namespace) -> int:
-    root = root_of(args)
-    statement = revoke(root, args.node_id, args.reason)
-    if statement.node_id not in Registry.load(root).members:
+    home = node_home(args)
+    statement = revoke(home, args.node_id, args.reason)
+    if statement.node_id not in Registry.load(home).members:
         print(
             f"warning: {statement.node_id} is not in the members list; revoked anyway",
             file=sys.stderr,
@@ -228,16 +229,16 @@ async def cmd_revoke(args: argparse.Namespace) -> int:
 
 
 async def cmd_members(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = node_home(args)
     if args.pull:
-        new = await pull_membership(root, args.pull)
+        new = await pull_membership(home, args.pull)
         for statement in new:
             print(
                 f"learned: {statement.node_id} revoked at {statement.revoked_at}", file=sys.stderr
             )
-    registry = Registry.load(root)
-    runners = seen_runners(root, load_ca_cert(root)).values() if args.all else ()
-    rows = _member_rows(registry, RevocationList.load(root), show_all=args.all, runners=runners)
+    registry = Registry.load(home)
+    runners = seen_runners(home, load_ca_cert(home)).values() if args.all else ()
+    rows = _member_rows(registry, RevocationList.load(home), show_all=args.all, runners=runners)
     if args.json:
         print_json({"mesh_id": registry.mesh_id, "name": registry.name, "members": rows})
         return 0
@@ -309,7 +310,7 @@ def _member_rows(
 
 
 async def cmd_membership_serve(args: argparse.Namespace) -> int:
-    served = await serve_membership(root_of(args), args.listen, args.mtls_listen)
+    served = await serve_membership(node_home(args), args.listen, args.mtls_listen)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -11,13 +11,12 @@ from lifeline.cli.common import (
     external_checker,
     open_line,
     print_json,
-    root_of,
 )
 from lifeline.errors import ConfigError
 from lifeline.ledger import utc_now
-from lifeline.lines import line_names, validate_line_name
-from lifeline_mesh.home.identity import NodeIdentity, ensure_identity, key_path
-from lifeline_mesh.membership import files as mesh_files
+from lifeline.lines import validate_line_name
+from lifeline_mesh.cli.home_arg import node_home
+from lifeline_mesh.home.identity import NodeIdentity, ensure_identity
 from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
 from lifeline_mesh.notary.audit import LineReport, audit_line
 from lifeline_mesh.notary.enrollment import EnrolledSigners
@@ -112,11 +111,11 @@ def _seconds(text: str) -> float:
 
 
 async def cmd_init(args: argparse.Namespace) -> int:
-    root = root_of(args)
-    identity, created = ensure_identity(root)
-    mesh = create_mesh(root, args.new_mesh) if args.new_mesh else None
+    home = node_home(args)
+    identity, created = ensure_identity(home)
+    mesh = create_mesh(home, args.new_mesh) if args.new_mesh else None
     if args.json:
-        report = {"node_id": identity.node_id, "created": created, "key": str(key_path(root))}
+        report = {"node_id": identity.node_id, "created": created, "key": str(home.key_path)}
         if mesh is not None:
             report |= {
                 "mesh_id": mesh.mesh_id,
@@ -126,7 +125,7 @@ async def cmd_init(args: argparse.Namespace) -> int:
         print_json(report)
         return 0
     if created:
-        print(f"created node identity {identity.node_id} (key {key_path(root)}, mode 0600)")
+        print(f"created node identity {identity.node_id} (key {home.key_path}, mode 0600)")
     else:
         print(f"node identity already exists: {identity.node_id}")
     if mesh is not None:
@@ -135,7 +134,7 @@ async def cmd_init(args: argparse.Namespace) -> int:
 
 
 async def cmd_id(args: argparse.Namespace) -> int:
-    identity = NodeIdentity.load(key_path(root_of(args)))
+    identity = NodeIdentity.load(node_home(args).key_path)
     if args.json:
         print_json({"node_id": identity.node_id})
     else:
@@ -149,12 +148,12 @@ async def cmd_sign(args: argparse.Namespace) -> int:
             "nothing to sign: local writes are signed as they are written; "
             "use `lifeline-mesh sign --unsigned` to attest imported or unsigned entries"
         )
-    root = root_of(args)
-    identity = NodeIdentity.load(key_path(root))
+    home = node_home(args)
+    identity = NodeIdentity.load(home.key_path)
     line = getattr(args, "line", None)
-    lines = [validate_line_name(line)] if line else line_names(root)
+    lines = [validate_line_name(line)] if line else home.line_names()
     if not lines:
-        raise ConfigError(f"no lines under {root}; create one with `lifeline init`")
+        raise ConfigError(f"no lines under {home.root}; create one with `lifeline init`")
     now = utc_now()
     done: dict[str, int] = {}
     for name in lines:
@@ -172,21 +171,21 @@ async def cmd_sign(args: argparse.Namespace) -> int:
 
 
 def _local_node_id(args: argparse.Namespace) -> str | None:
-    path = key_path(root_of(args))
+    path = node_home(args).key_path
     return NodeIdentity.load(path).node_id if path.exists() else None
 
 
 async def cmd_verify(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = node_home(args)
     line = getattr(args, "line", None)
-    lines = [validate_line_name(line)] if line else line_names(root)
+    lines = [validate_line_name(line)] if line else home.line_names()
     if not lines:
-        raise ConfigError(f"no lines under {root}; create one with `lifeline init`")
+        raise ConfigError(f"no lines under {home.root}; create one with `lifeline init`")
     local = _local_node_id(args)
-    ca = mesh_files.path_of(root, mesh_files.CA_CERT)
-    signers: KnownSigners = FileSigners.load(root, local)
+    ca = home.ca_cert_path
+    signers: KnownSigners = FileSigners.load(home, local)
     if ca.exists():  # runners are resolved from their enrollments, checked against the CA
-        signers = EnrolledSigners(signers, load_ca_cert(root))
+        signers = EnrolledSigners(signers, load_ca_cert(home))
     policy = Policy(local, args.skew, args.backdate_window, args.require_signed)
 
     external_exists = external_checker(args)

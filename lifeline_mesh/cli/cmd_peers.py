@@ -9,18 +9,17 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-from lifeline.cli.common import print_json, root_of
+from lifeline.cli.common import print_json
 from lifeline.errors import ConfigError
 from lifeline.ignore import tracked_private_files
-from lifeline.lines import line_names, line_path
-from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.discovery.survey import survey
 from lifeline_mesh.home.config import NodeConfig
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.inbound import load_inbound
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import local_mesh_id, pid_alive, read_node_state
 from lifeline_mesh.peering.table import PeerAddress, load_peers_file
 
@@ -83,14 +82,14 @@ def _static_row(address: str) -> dict[str, Any]:
     }
 
 
-def peers_report(root: Path) -> dict[str, Any]:
+def peers_report(home: NodeHome) -> dict[str, Any]:
     """The node's peer table if a node wrote one, plus configured peers it does not list."""
-    data = load_peers_file(root) or {"peers": [], "pid": None, "updated_at": None}
+    data = load_peers_file(home) or {"peers": [], "pid": None, "updated_at": None}
     pid = data.get("pid")
     running = isinstance(pid, int) and pid_alive(pid)
     rows: list[dict[str, Any]] = [r for r in data["peers"] if isinstance(r, dict)]
     listed = {r.get("key") for r in rows}
-    for text in NodeConfig.load(root).peers:
+    for text in NodeConfig.load(home).peers:
         address = str(PeerAddress.parse(text))
         if f"static:{address}" not in listed:
             rows.append(_static_row(address))
@@ -99,32 +98,32 @@ def peers_report(root: Path) -> dict[str, Any]:
         "pid": pid if running else None,
         "updated_at": data.get("updated_at"),
         "peers": rows,
-        "inbound": load_inbound(root),
+        "inbound": load_inbound(home),
     }
 
 
-async def _line_counts(root: Path, shared: list[str]) -> list[dict[str, Any]]:
+async def _line_counts(home: NodeHome, shared: list[str]) -> list[dict[str, Any]]:
     out = []
-    for name in line_names(root):
-        async with await SqliteStore.open(line_path(root, name), create=False) as store:
+    for name in home.line_names():
+        async with home.open_line(name) as store:
             count = await store.count()
         out.append({"name": name, "entries": count, "shared": name in shared})
     return out
 
 
-def _own_node_id(root: Path) -> str | None:
-    return NodeIdentity.load(key_path(root)).node_id if key_path(root).exists() else None
+def _own_node_id(home: NodeHome) -> str | None:
+    return NodeIdentity.load(home.key_path).node_id if home.key_path.exists() else None
 
 
-async def status_report(root: Path) -> dict[str, Any]:
-    config = NodeConfig.load(root)
-    state = read_node_state(root)
+async def status_report(home: NodeHome) -> dict[str, Any]:
+    config = NodeConfig.load(home)
+    state = read_node_state(home)
     running = state is not None and pid_alive(state.pid)
-    node_id = _own_node_id(root)
-    mesh_id = local_mesh_id(root)
-    peers = peers_report(root)["peers"]
+    node_id = _own_node_id(home)
+    mesh_id = local_mesh_id(home)
+    peers = peers_report(home)["peers"]
     return {
-        "root": str(root.resolve()),
+        "root": str(home.root.resolve()),
         "node_id": node_id,
         "mesh_id": mesh_id,
         "serving": running,
@@ -133,9 +132,9 @@ async def status_report(root: Path) -> dict[str, Any]:
         "started_at": state.started_at if state and running else None,
         "discovery": state.discovery if state and running else None,
         "interfaces": state.interfaces if state and running else [],
-        "lines": await _line_counts(root, config.shared_lines),
+        "lines": await _line_counts(home, config.shared_lines),
         "peers": {"total": len(peers), "failing": sum(1 for p in peers if p.get("failures"))},
-        "tracked_by_git": tracked_private_files(root),
+        "tracked_by_git": tracked_private_files(home),
     }
 
 
@@ -249,7 +248,7 @@ def render_status(report: dict[str, Any]) -> str:
 
 
 async def cmd_peers(args: argparse.Namespace) -> int:
-    report = peers_report(root_of(args))
+    report = peers_report(node_home(args))
     if args.json:
         print_json(report)
     else:
@@ -258,7 +257,7 @@ async def cmd_peers(args: argparse.Namespace) -> int:
 
 
 async def cmd_status(args: argparse.Namespace) -> int:
-    report = await status_report(root_of(args))
+    report = await status_report(node_home(args))
     tracked = report["tracked_by_git"]
     if tracked:
         print(
@@ -276,14 +275,14 @@ async def cmd_status(args: argparse.Namespace) -> int:
 
 
 async def cmd_discover(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = node_home(args)
     if not 0 < args.seconds <= MAX_LISTEN_S:
         raise ConfigError(f"--seconds {args.seconds:g} is out of range; use 0 < S <= 600")
-    config = NodeConfig.load(root)
+    config = NodeConfig.load(home)
     interfaces = args.interface or [config.listen.rpartition(":")[0].strip("[]")]
-    mesh_id = local_mesh_id(root)
+    mesh_id = local_mesh_id(home)
     found = await survey(
-        interfaces, listen_for=args.seconds, mesh_id=mesh_id, own_node_id=_own_node_id(root) or ""
+        interfaces, listen_for=args.seconds, mesh_id=mesh_id, own_node_id=_own_node_id(home) or ""
     )
     if args.json:
         print_json(

@@ -7,6 +7,8 @@ import asyncio
 from typing import Any
 
 from lifeline.cli.common import default_author, print_json, root_of
+from lifeline_mesh.cli.home_arg import node_home
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.proposals import Proposal, ProposalBook
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
@@ -41,8 +43,8 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
 
 
 def _gate(args: argparse.Namespace) -> WriteGate:
-    root = root_of(args).resolve()
-    return WriteGate(Workspace.open(root, agent="human", author=default_author()))
+    home = NodeHome(root_of(args).resolve())
+    return WriteGate(Workspace.open(home, agent="human", author=default_author()))
 
 
 def _line(p: Proposal) -> str:
@@ -56,7 +58,7 @@ def _line(p: Proposal) -> str:
 
 
 async def cmd_proposals(args: argparse.Namespace) -> int:
-    book = ProposalBook(root_of(args).resolve())
+    book = ProposalBook(node_home(args))
     found = await asyncio.to_thread(book.find, status=None if args.all else "pending")
     problems = await asyncio.to_thread(book.check_trail)
     if args.json:

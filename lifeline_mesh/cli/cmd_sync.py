@@ -6,17 +6,18 @@ import argparse
 import asyncio
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
-from lifeline.cli.common import add_line_option, print_json, root_of
+from lifeline.cli.common import add_line_option, print_json
 from lifeline.errors import ConfigError, NotAuthenticated, PeerError
 from lifeline.ignore import ensure_ignore_file
-from lifeline.lines import line_names, line_path, validate_line_name
+from lifeline.lines import validate_line_name
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.watch import watch_project
 from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
+from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import serve_lock
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.peering.service import add_peering_arguments, peering_options
@@ -90,17 +91,15 @@ def _insecure(p: argparse.ArgumentParser) -> None:
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    root = root_of(args)
-    with serve_lock(root):
-        return await _serve(args, root)
+    home = node_home(args)
+    with serve_lock(home):
+        return await _serve(args, home)
 
 
-async def _serve(args: argparse.Namespace, root: Path) -> int:
-    if ensure_ignore_file(root):
-        print(
-            f"restored {root / '.lifeline' / '.gitignore'} (keeps keys out of git)", file=sys.stderr
-        )
-    node = Node(root, insecure=args.insecure)
+async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
+    if ensure_ignore_file(home):
+        print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
+    node = Node(home, insecure=args.insecure)
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
@@ -116,8 +115,8 @@ async def _serve(args: argparse.Namespace, root: Path) -> int:
             sys.stdout.write(f"join port on {node.join_address}\n")
         sys.stdout.flush()
 
-    sessions_line = load_session_settings(node.root).line if args.sessions else None
-    async with ui_beside(args, node.root, stop), asyncio.TaskGroup() as group:
+    sessions_line = load_session_settings(node.home).line if args.sessions else None
+    async with ui_beside(args, node.home, stop), asyncio.TaskGroup() as group:
         if sessions_line is not None:
             group.create_task(_watch_sessions(node, sessions_line, stop))
         try:
@@ -133,7 +132,7 @@ async def _serve(args: argparse.Namespace, root: Path) -> int:
 
 
 async def cmd_sync(args: argparse.Namespace) -> int:
-    node = Node(root_of(args), insecure=args.insecure)
+    node = Node(node_home(args), insecure=args.insecure)
     chosen = getattr(args, "line", None)
     lines = [validate_line_name(chosen)] if chosen else node.config().shared_lines
     if not lines:
@@ -172,34 +171,34 @@ def _report_text(r: SyncReport, peer: str) -> str:
 
 
 async def cmd_share(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = node_home(args)
     name = validate_line_name(args.name)
     # Sharing a line that does not exist is a typo, except the sessions line, which the
     # first ingest creates (`serve --sessions` right after sharing it).
-    if name != load_session_settings(root).line:
-        line_path(root, name, must_exist=True)
-    config = NodeConfig.load(root)
+    if name != load_session_settings(home).line:
+        home.line_path(name, must_exist=True)
+    config = NodeConfig.load(home)
     if name not in config.shared_lines:
         config.shared_lines = sorted([*config.shared_lines, name])
-        config.save(root)
+        config.save(home)
     print(f"line {name!r} is shared with the mesh")
     return 0
 
 
 async def cmd_unshare(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = node_home(args)
     name = validate_line_name(args.name)
-    config = NodeConfig.load(root)
+    config = NodeConfig.load(home)
     config.shared_lines = [line for line in config.shared_lines if line != name]
-    config.save(root)
+    config.save(home)
     print(f"line {name!r} is private: it is neither offered to nor accepted from peers")
     return 0
 
 
 async def cmd_lines(args: argparse.Namespace) -> int:
-    root = root_of(args)
-    shared = set(NodeConfig.load(root).shared_lines)
-    names = sorted(set(line_names(root)) | shared)
+    home = node_home(args)
+    shared = set(NodeConfig.load(home).shared_lines)
+    names = sorted(set(home.line_names()) | shared)
     rows = [{"line": n, "shared": n in shared} for n in names]
     if args.json:
         print_json(rows)
@@ -219,4 +218,4 @@ async def _watch_sessions(node: Node, line: str, stop: asyncio.Event) -> None:
             f"`lifeline-mesh share {line}` for peers to receive them",
             file=sys.stderr,
         )
-    await watch_project(node.root, stop)
+    await watch_project(node.home, stop)

@@ -12,8 +12,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from lifeline.cli.common import root_of
 from lifeline.cli.progress import Progress
+from lifeline_mesh.cli.home_arg import node_home
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.ui.server import DEFAULT_LISTEN, TOKEN_ENV, bind, check_listen, serve_viewer
 from lifeline_mesh.ui.viewer import Viewer
 
@@ -53,7 +54,7 @@ def add_serve_ui_arguments(p: argparse.ArgumentParser) -> None:
 
 @asynccontextmanager
 async def ui_beside(
-    args: argparse.Namespace, root: Path, stop: asyncio.Event
+    args: argparse.Namespace, home: NodeHome, stop: asyncio.Event
 ) -> AsyncIterator[None]:
     """With ``--ui``, the viewer runs for as long as the block (it stops with ``stop``)."""
     if not getattr(args, "ui", False):
@@ -67,7 +68,7 @@ async def ui_beside(
         sys.stdout.write(f"viewer on {url}\n")
         sys.stdout.flush()
 
-    task = asyncio.create_task(serve_viewer(Viewer(root, token=token), sock, stop, ready))
+    task = asyncio.create_task(serve_viewer(Viewer(home, token=token), sock, stop, ready))
     try:
         yield
     finally:
@@ -99,9 +100,9 @@ def viewer_token(value: str | None) -> str | None:
 
 
 async def cmd_ui(args: argparse.Namespace) -> int:
-    root = root_of(args)
+    home = node_home(args)
     if args.static is not None:
-        return await _export(root, args.static)
+        return await _export(home, args.static)
     token = viewer_token(args.token)
     host, port = check_listen(args.listen, remote=args.remote, token=token)
     sock = bind(host, port)
@@ -114,16 +115,16 @@ async def cmd_ui(args: argparse.Namespace) -> int:
         sys.stdout.write(f"viewer on {url}\n")
         sys.stdout.flush()
 
-    await serve_viewer(Viewer(root, token=token), sock, stop, ready)
+    await serve_viewer(Viewer(home, token=token), sock, stop, ready)
     print("viewer stopped")
     return 0
 
 
-async def _export(root: Path, target: Path) -> int:
+async def _export(home: NodeHome, target: Path) -> int:
     from lifeline_mesh.ui.export import export_site
 
     with Progress("writing pages", enabled=sys.stderr.isatty()) as bar:
-        report = await export_site(root, target, bar.update)
+        report = await export_site(home, target, bar.update)
     print(f"wrote {report.pages} pages to {target} (open {target / 'index.html'})")
     for path, status in report.errors[:10]:
         print(f"  {path}: HTTP {status} (written as an error page)")

@@ -1,1 +1,2 @@
-"""The node's own files under ``.lifeline/mesh/``: config, identity, run state, inbound callers."""
+"""The node's home (``node_home.py``: every file of the node under ``.lifeline/``) and what
+is read from it: config, identity, run state, inbound callers."""

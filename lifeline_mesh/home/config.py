@@ -1,4 +1,4 @@
-"""The node's own files under ``<root>/.lifeline/mesh/`` and its config file.
+"""The node's config file (``NodeHome.config_path``).
 
 ``config.json`` holds what the user set: which lines are shared with the mesh, static peers,
 the listen address. It is written 0600 (it names the node's peers); key material lives beside
@@ -9,19 +9,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline.fsutil import write_atomic
-from lifeline.lines import LEDGER_DIR, validate_line_name
+from lifeline.lines import validate_line_name
+from lifeline_mesh.home.node_home import NodeHome
 
-__all__ = ["NodeConfig", "mesh_dir"]
-
-
-def mesh_dir(root: Path) -> Path:
-    """Where the node keeps its key, certificates and config."""
-    return root / LEDGER_DIR / "mesh"
+__all__ = ["NodeConfig"]
 
 
 @dataclass(slots=True)
@@ -32,12 +27,8 @@ class NodeConfig:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def path(cls, root: Path) -> Path:
-        return mesh_dir(root) / "config.json"
-
-    @classmethod
-    def load(cls, root: Path) -> NodeConfig:
-        path = cls.path(root)
+    def load(cls, home: NodeHome) -> NodeConfig:
+        path = home.config_path
         if not path.exists():
             return cls()
         try:
@@ -52,9 +43,9 @@ class NodeConfig:
             validate_line_name(line)
         return config
 
-    def save(self, root: Path) -> None:
+    def save(self, home: NodeHome) -> None:
         """Write atomically (temp file + rename), so a crash never leaves half a config."""
-        path = self.path(root)
+        path = home.config_path
         path.parent.mkdir(parents=True, exist_ok=True)
         data = asdict(self)
         data.update(data.pop("extra"))

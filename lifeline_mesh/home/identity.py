@@ -23,12 +23,11 @@ from nacl.signing import SigningKey
 from lifeline.errors import BadSignature, ConfigError, NotFound
 from lifeline.fsutil import read_private
 from lifeline.ignore import ensure_ignore_file
-from lifeline_mesh.home.config import mesh_dir
+from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = [
     "NodeIdentity",
     "ensure_identity",
-    "key_path",
     "node_id_for",
     "parse_node_id",
     "verify_signature",
@@ -36,7 +35,6 @@ __all__ = [
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lowercase
 _TYPO = str.maketrans({"o": "0", "i": "1", "l": "1", "u": "v"})
-KEY_FILE = "node.key"
 
 
 def _b32(data: bytes, chars: int) -> str:
@@ -87,10 +85,6 @@ def verify_signature(public_key: bytes, signature: bytes, message: bytes) -> Non
             f"signature by {node_id_for(public_key) if len(public_key) == 32 else '?'} "
             "does not verify; the signed statement or the signature was altered"
         ) from exc
-
-
-def key_path(root: Path) -> Path:
-    return mesh_dir(root) / KEY_FILE
 
 
 @dataclass(frozen=True)
@@ -155,10 +149,10 @@ class NodeIdentity:
             ) from exc
 
     @classmethod
-    def load_or_create(cls, root: Path) -> tuple[NodeIdentity, bool]:
-        """The identity of ``root``, created when missing; keys never reach git (ignore.py)."""
-        ensure_ignore_file(root)
-        path = key_path(root)
+    def load_or_create(cls, home: NodeHome) -> tuple[NodeIdentity, bool]:
+        """The identity of ``home``, created when missing; keys never reach git (ignore.py)."""
+        ensure_ignore_file(home)
+        path = home.key_path
         if path.exists():
             return cls.load(path), False
         identity = cls.generate()
@@ -166,12 +160,12 @@ class NodeIdentity:
         return identity, True
 
 
-def ensure_identity(root: Path) -> tuple[NodeIdentity, bool]:
-    """The node identity of project ``root``, created (mode 0600) when missing.
+def ensure_identity(home: NodeHome) -> tuple[NodeIdentity, bool]:
+    """The node identity of ``home``, created (mode 0600) when missing.
 
     Returns the identity and whether it was created now. ``lifeline-mesh init`` and the
     node's composition root both call this.
     """
-    if not root.is_dir():
-        raise ConfigError(f"--root {root} is not a directory; pass the project folder")
-    return NodeIdentity.load_or_create(root)
+    if not home.root.is_dir():
+        raise ConfigError(f"--root {home.root} is not a directory; pass the project folder")
+    return NodeIdentity.load_or_create(home)

@@ -1,6 +1,6 @@
 """Nodes that synced in: the caller of every session a node served, and how it went.
 
-``serve`` keeps ``<root>/.lifeline/mesh/inbound.json`` (one row per calling node, the last
+``serve`` keeps ``NodeHome.inbound_path`` (one row per calling node, the last
 session of each) so that ``lifeline-mesh peers`` lists the nodes that dial this one as well
 as those it dials.
 """
@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from lifeline.fsutil import write_atomic
-from lifeline_mesh.home.config import mesh_dir
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.transport.authz import PeerIdentity
 
-__all__ = ["INBOUND_FILE", "InboundLog", "load_inbound"]
+__all__ = ["InboundLog", "load_inbound"]
 
-INBOUND_FILE = "inbound.json"
 NODE_URI = b"lifeline-mesh://node/"
 
 
@@ -33,10 +31,10 @@ def _node_id(identity: PeerIdentity) -> str | None:
 class InboundLog:
     """The last session of each caller, written to ``inbound.json`` after every session."""
 
-    def __init__(self, root: Path) -> None:
-        self.path = mesh_dir(root) / INBOUND_FILE
+    def __init__(self, home: NodeHome) -> None:
+        self.path = home.inbound_path
         self.rows: dict[str, dict[str, Any]] = {
-            str(r.get("node_id") or r.get("address")): r for r in load_inbound(root)
+            str(r.get("node_id") or r.get("address")): r for r in load_inbound(home)
         }
 
     def record(
@@ -61,9 +59,9 @@ class InboundLog:
             pass
 
 
-def load_inbound(root: Path) -> list[dict[str, Any]]:
+def load_inbound(home: NodeHome) -> list[dict[str, Any]]:
     """The rows the last (or running) node wrote; [] when none or unreadable."""
-    path = mesh_dir(root) / INBOUND_FILE
+    path = home.inbound_path
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

@@ -1,4 +1,4 @@
-"""The running node's state file, ``<root>/.lifeline/mesh/state.json``.
+"""The running node's state file (``NodeHome.state_path``) and its serve lock.
 
 ``lifeline-mesh serve`` writes it once it listens (address, pid, node and mesh id, discovery
 settings) and removes it when it stops, so ``lifeline-mesh status`` in another shell can tell
@@ -15,17 +15,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.home.config import mesh_dir
-from lifeline_mesh.membership import files as membership_files
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.certs import mesh_id_of
 
 __all__ = [
-    "STATE_FILE",
     "NodeState",
     "clear_node_state",
     "local_mesh_id",
@@ -33,12 +30,8 @@ __all__ = [
     "read_node_state",
     "recorded_node_state",
     "serve_lock",
-    "state_path",
     "write_node_state",
 ]
-
-STATE_FILE = "state.json"
-LOCK_FILE = "serve.lock"  # held by the one `serve` of a root; the kernel drops it at exit
 
 
 @dataclass(slots=True)
@@ -53,15 +46,11 @@ class NodeState:
     lines: list[str] = field(default_factory=list)
 
 
-def state_path(root: Path) -> Path:
-    return mesh_dir(root) / STATE_FILE
-
-
-def local_mesh_id(root: Path) -> str | None:
+def local_mesh_id(home: NodeHome) -> str | None:
     """The mesh this node belongs to (from its mesh CA certificate), None when in no mesh."""
-    if not membership_files.path_of(root, membership_files.CA_CERT).exists():
+    if not home.in_mesh():
         return None
-    return mesh_id_of(load_ca_cert(root))
+    return mesh_id_of(load_ca_cert(home))
 
 
 def pid_alive(pid: int) -> bool:
@@ -77,9 +66,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def write_node_state(root: Path, state: NodeState) -> None:
-    """Record that a node serves ``root`` (atomic replace)."""
-    path = state_path(root)
+def write_node_state(home: NodeHome, state: NodeState) -> None:
+    """Record that a node serves ``home`` (atomic replace)."""
+    path = home.state_path
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -88,19 +77,19 @@ def write_node_state(root: Path, state: NodeState) -> None:
     os.replace(tmp, path)
 
 
-def clear_node_state(root: Path, pid: int) -> None:
+def clear_node_state(home: NodeHome, pid: int) -> None:
     """Remove the state file if it is ``pid``'s (never another node's)."""
     try:
-        current = read_node_state(root)
+        current = read_node_state(home)
     except ConfigError:
         current = None
     if current is not None and current.pid == pid:
-        state_path(root).unlink(missing_ok=True)
+        home.state_path.unlink(missing_ok=True)
 
 
-def read_node_state(root: Path) -> NodeState | None:
+def read_node_state(home: NodeHome) -> NodeState | None:
     """The recorded state, or None when no node recorded one."""
-    path = state_path(root)
+    path = home.state_path
     if not path.exists():
         return None
     try:
@@ -114,23 +103,23 @@ def read_node_state(root: Path) -> NodeState | None:
 
 
 @contextmanager
-def recorded_node_state(root: Path, state: NodeState) -> Iterator[NodeState]:
+def recorded_node_state(home: NodeHome, state: NodeState) -> Iterator[NodeState]:
     """Write the state file for the duration of a ``with`` block."""
-    write_node_state(root, state)
+    write_node_state(home, state)
     try:
         yield state
     finally:
-        clear_node_state(root, state.pid)
+        clear_node_state(home, state.pid)
 
 
 @contextmanager
-def serve_lock(root: Path) -> Iterator[None]:
+def serve_lock(home: NodeHome) -> Iterator[None]:
     """Hold the root's exclusive serve lock, or refuse naming the process that holds it.
 
     A lock, not a pid file: the kernel releases it when its holder exits, even by SIGKILL,
     so a killed node never blocks the next one.
     """
-    path = mesh_dir(root) / LOCK_FILE
+    path = home.serve_lock_path
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
@@ -139,7 +128,7 @@ def serve_lock(root: Path) -> Iterator[None]:
         except BlockingIOError:
             holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
             raise ConfigError(
-                f"another `lifeline-mesh serve` (pid {holder}) already serves {root}; "
+                f"another `lifeline-mesh serve` (pid {holder}) already serves {home.root}; "
                 "stop it first, or use that node (`lifeline-mesh status`)"
             ) from None
         os.ftruncate(fd, 0)

@@ -7,14 +7,13 @@ computed there, once, for the CLI and for MCP alike.
 
 from __future__ import annotations
 
-from typing import Any
-
 from lifeline.errors import ConfigError
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import deliver
 from lifeline.truth.recall import DEFAULT_FLOOR, recall
 from lifeline.truth.service import build_context, resume_of
 from lifeline.truth.snapshot import load_superseded
+from lifeline_mesh.mcp.shapes import RecallHit, RecallView, ResumeThread, ResumeView
 from lifeline_mesh.mcp.workspace import Workspace
 
 __all__ = [
@@ -59,32 +58,34 @@ async def context_text(
     return deliver(fmt, ctx)
 
 
-async def recall_view(ws: Workspace, line: str | None, query: str, k: int) -> dict[str, Any]:
+async def recall_view(ws: Workspace, line: str | None, query: str, k: int) -> RecallView:
     """Entries most relevant to ``query``, each anchored to its id; no shared word, no hit."""
     if not query.strip():
         raise ConfigError("query is empty; give a few words to search for")
     async with ws.store(line) as store:
         superseded = await load_superseded(store)
         hits = await recall(store, superseded, query, k=k, floor=DEFAULT_FLOOR)
-    return {
-        "line": ws.line_name(line),
-        "query": query,
-        "hits": [
-            {
-                "id": h.entry_id,
-                "score": h.score,
-                "superseded": h.superseded,
-                "summary": h.summary,
-                "excerpt": h.excerpt,
-            }
+    return RecallView(
+        line=ws.line_name(line),
+        query=query,
+        hits=[
+            RecallHit(
+                id=h.entry_id,
+                score=h.score,
+                superseded=h.superseded,
+                summary=h.summary,
+                excerpt=h.excerpt,
+            )
             for h in hits
         ],
-        "abstained": not hits,
-    }
+        abstained=not hits,
+    )
 
 
-async def resume_view(ws: Workspace, line: str | None) -> dict[str, Any]:
+async def resume_view(ws: Workspace, line: str | None) -> ResumeView:
     """Where work stopped: the live checkpoint of every thread, oldest first."""
     async with ws.store(line) as store:
         threads = await resume_of(store)
-    return {"line": ws.line_name(line), "threads": threads}
+    return ResumeView(
+        line=ws.line_name(line), threads=[ResumeThread.model_validate(t) for t in threads]
+    )

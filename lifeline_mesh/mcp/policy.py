@@ -1,6 +1,6 @@
 """The write policy: may this agent write this kind directly, only propose it, or not at all.
 
-The policy lives in ``<root>/.lifeline/policy.json`` (the same shape lifeline-context 0.6.1
+The policy lives in ``NodeHome.policy_path`` (the same shape lifeline-context 0.6.1
 wrote, so a project keeps its policy when it joins a mesh)::
 
     {
@@ -24,15 +24,12 @@ import enum
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline.lines import LEDGER_DIR
+from lifeline_mesh.home.node_home import NodeHome
 
-__all__ = ["BUILTIN", "Mode", "PolicyDenied", "Ruling", "WritePolicy", "load_policy", "policy_path"]
-
-POLICY_FILE = "policy.json"
+__all__ = ["BUILTIN", "Mode", "PolicyDenied", "Ruling", "WritePolicy", "load_policy"]
 
 
 class PolicyDenied(ConfigError):
@@ -136,13 +133,9 @@ def _agent_rules(value: Any, where: str) -> _AgentRules:
     return _AgentRules(default=default, kinds=_kind_map(value.get("kinds", {}), f"{where}.kinds"))
 
 
-def policy_path(root: Path) -> Path:
-    return root / LEDGER_DIR / POLICY_FILE
-
-
-def load_policy(root: Path) -> WritePolicy:
+def load_policy(home: NodeHome) -> WritePolicy:
     """The project's policy, read now (so an edit applies to the next write)."""
-    path = policy_path(root)
+    path = home.policy_path
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

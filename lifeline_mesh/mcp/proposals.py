@@ -1,6 +1,6 @@
 """Proposals: drafts an agent may not write directly, kept aside until a human decides.
 
-They live in ``<root>/.lifeline/mesh/proposals.db`` (not in a line: a proposal is never
+They live in ``NodeHome.proposals_path`` (not in a line: a proposal is never
 synced and never part of the truth). Two tables:
 
 * ``proposals`` -- one row per draft, immutable once written;
@@ -20,14 +20,13 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import AmbiguousPrefix, ConfigError, NotFound, StoreError
 from lifeline.ledger import Draft
-from lifeline_mesh.home.config import mesh_dir
+from lifeline_mesh.home.node_home import NodeHome
 
-__all__ = ["Decision", "Proposal", "ProposalBook", "proposals_path"]
+__all__ = ["Decision", "Proposal", "ProposalBook"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS proposals (
@@ -61,10 +60,6 @@ BEGIN SELECT RAISE(ABORT, 'the decision trail is append-only'); END;
 GENESIS = "0" * 64
 
 
-def proposals_path(root: Path) -> Path:
-    return mesh_dir(root) / "proposals.db"
-
-
 @dataclass(frozen=True, slots=True)
 class Decision:
     verdict: str  # approved | rejected
@@ -88,6 +83,8 @@ class Proposal:
         return "pending" if self.decision is None else self.decision.verdict
 
     def to_dict(self) -> dict[str, Any]:
+        """The proposal as JSON data (``lifeline-mesh proposals --json``; the MCP tools
+        answer the same fields, typed: :class:`~lifeline_mesh.mcp.shapes.ProposalView`)."""
         out: dict[str, Any] = {
             "id": self.id,
             "created_at": self.created_at,
@@ -136,8 +133,8 @@ def _digest(prev: str, row: tuple[Any, ...]) -> str:
 class ProposalBook:
     """The node's proposals and their decision trail (one SQLite file)."""
 
-    def __init__(self, root: Path) -> None:
-        self.path = proposals_path(root)
+    def __init__(self, home: NodeHome) -> None:
+        self.path = home.proposals_path
 
     @contextmanager
     def _connect(self, *, write: bool) -> Iterator[sqlite3.Connection]:

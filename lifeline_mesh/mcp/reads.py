@@ -14,10 +14,17 @@ from typing import Any
 
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
-from lifeline.lines import line_names
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.proposals import ProposalBook
+from lifeline_mesh.mcp.shapes import (
+    EntryFields,
+    EntryView,
+    History,
+    LineStatus,
+    NodeStatus,
+    Signatures,
+)
 from lifeline_mesh.mcp.signatures import entry_signatures
 from lifeline_mesh.mcp.workspace import Workspace
 
@@ -26,18 +33,19 @@ __all__ = ["MAX_HISTORY", "entry_view", "history_view", "status_view"]
 MAX_HISTORY = 500
 
 
-async def entry_view(ws: Workspace, ref: str, line: str | None) -> dict[str, Any]:
+async def entry_view(ws: Workspace, ref: str, line: str | None) -> EntryView:
     """One entry by id or unique prefix: content, children and signatures."""
     async with ws.store(line) as store:
         entry = await store.resolve(ref)
         children = await store.children(entry.id)
-        signatures = await entry_signatures(ws.root, store, entry.id, entry.ts, ws.node_id())
-    view = entry.to_dict()
-    view["line"] = ws.line_name(line)
-    view["children"] = children
-    view["intact"] = entry.is_intact()
-    view["signatures"] = signatures
-    return view
+        signatures = await entry_signatures(ws.home, store, entry.id, entry.ts, ws.node_id())
+    return EntryView(
+        **entry.to_dict(),
+        line=ws.line_name(line),
+        children=children,
+        intact=entry.is_intact(),
+        signatures=Signatures.model_validate(signatures),
+    )
 
 
 def _since_filter(since: str | None) -> tuple[str | None, str | None]:
@@ -89,7 +97,7 @@ def _select_ids(
 
 async def history_view(
     ws: Workspace, line: str | None, since: str | None, limit: int, kind: str | None
-) -> dict[str, Any]:
+) -> History:
     """Entries after ``since`` (an id: after it in the ledger's order; a time: later ts),
     oldest first, at most ``limit``; without ``since``, the last ``limit`` entries."""
     if not 1 <= limit <= MAX_HISTORY:
@@ -103,37 +111,37 @@ async def history_view(
         more = len(ids) > limit
         ids = ids[:limit] if (ref or ts) else ids[-limit:]
         chosen = await store.get_many(ids)
-    return {
-        "line": ws.line_name(line),
-        "since": since,
-        "count": len(chosen),
-        "more": more,
-        "entries": [e.to_dict() for e in chosen],
-    }
+    return History(
+        line=ws.line_name(line),
+        since=since,
+        count=len(chosen),
+        more=more,
+        entries=[EntryFields.of(e) for e in chosen],
+    )
 
 
-async def status_view(ws: Workspace) -> dict[str, Any]:
+async def status_view(ws: Workspace) -> NodeStatus:
     """Node id, lines (entries, tips, shared or private), pending proposals, policy."""
-    config = NodeConfig.load(ws.root)
-    lines: list[dict[str, Any]] = []
-    for name in line_names(ws.root):
+    config = NodeConfig.load(ws.home)
+    lines: list[LineStatus] = []
+    for name in ws.home.line_names():
         async with ws.store(name) as store:
             lines.append(
-                {
-                    "name": name,
-                    "entries": await store.count(),
-                    "tips": len(await store.tips()),
-                    "shared": name in config.shared_lines,
-                }
+                LineStatus(
+                    name=name,
+                    entries=await store.count(),
+                    tips=len(await store.tips()),
+                    shared=name in config.shared_lines,
+                )
             )
-    pending = await asyncio.to_thread(ProposalBook(ws.root).find, status="pending")
-    return {
-        "node_id": ws.node_id(),
-        "root": str(ws.root),
-        "agent": ws.agent,
-        "default_line": ws.line,
-        "lines": lines,
-        "pending_proposals": len(pending),
-        "policy": load_policy(ws.root).source,
-        "peers": list(config.peers),
-    }
+    pending = await asyncio.to_thread(ProposalBook(ws.home).find, status="pending")
+    return NodeStatus(
+        node_id=ws.node_id(),
+        root=str(ws.home.root),
+        agent=ws.agent,
+        default_line=ws.line,
+        lines=lines,
+        pending_proposals=len(pending),
+        policy=load_policy(ws.home).source,
+        peers=list(config.peers),
+    )

@@ -40,7 +40,7 @@ it. A write may become a proposal that a human approves; the result says so. Sen
 
 def build_server(ws: Workspace) -> MCPServer[Any]:
     """A server for ``ws``. Checks the write policy now: a broken policy stops start-up."""
-    load_policy(ws.root)
+    load_policy(ws.home)
     server: MCPServer[Any] = MCPServer(
         "lifeline-mesh",
         version=__version__,

@@ -11,11 +11,11 @@ a known member, unknown, or revoked (:class:`~lifeline_mesh.notary.signers.FileS
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import InvalidEntry
 from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import Role, decode
 from lifeline_mesh.notary.states import covering_states
@@ -75,12 +75,12 @@ def _describe(item: bytes, signers: FileSigners, entry_ts: str) -> dict[str, Any
 
 
 async def entry_signatures(
-    root: Path, store: SqliteStore, entry_id: str, entry_ts: str, local_node_id: str | None
+    home: NodeHome, store: SqliteStore, entry_id: str, entry_ts: str, local_node_id: str | None
 ) -> dict[str, Any]:
     """``{"signed": bool, "items": [...]}``: signed means a valid author signature exists."""
     await NotaryStore.attach(store)  # the notary's tables exist even in a line it never saw
     items = await store.run_read(lambda conn: _items_about(conn, entry_id))
-    signers = FileSigners.load(root, local_node_id)
+    signers = FileSigners.load(home, local_node_id)
     described = [_describe(item, signers, entry_ts) for item in items]
     signed = any(d.get("role") == "author" and d["valid"] for d in described)
     return {"signed": signed, "items": described}

@@ -18,6 +18,7 @@ from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
 from lifeline.sessions.unfinished import unfinished
 from lifeline.truth.budget import Budget
 from lifeline_mesh.mcp.boundary import tool_errors
+from lifeline_mesh.mcp.shapes_sessions import BundleResult, UnfinishedList, UnfinishedSession
 from lifeline_mesh.mcp.tools_read import READ_ONLY
 from lifeline_mesh.mcp.tools_sessions import SessionLine
 from lifeline_mesh.mcp.workspace import Workspace
@@ -25,26 +26,26 @@ from lifeline_mesh.mcp.workspace import Workspace
 __all__ = ["bundle_view", "register_bundles", "unfinished_view"]
 
 
-async def bundle_view(ws: Workspace, req: BundleRequest, line: str | None) -> dict[str, Any]:
-    settings = load_session_settings(ws.root)
-    req = replace(req, decisions=await decisions_in_force(ws.root))
+async def bundle_view(ws: Workspace, req: BundleRequest, line: str | None) -> BundleResult:
+    settings = load_session_settings(ws.home)
+    req = replace(req, decisions=await decisions_in_force(ws.home))
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         try:
             _, text = await build_bundle(cat, req)
         except NotReady as exc:
-            return {"ready": False, "why": str(exc), "acceptance": exc.text or None}
-    out: dict[str, Any] = {"ready": True}
-    out["bundle"] = json.loads(text) if req.format == "json" else text
-    return out
+            return BundleResult(ready=False, why=str(exc), acceptance=exc.text or None)
+    return BundleResult(ready=True, bundle=json.loads(text) if req.format == "json" else text)
 
 
-async def unfinished_view(ws: Workspace, scope: str | None, line: str | None) -> dict[str, Any]:
-    settings = load_session_settings(ws.root)
+async def unfinished_view(ws: Workspace, scope: str | None, line: str | None) -> UnfinishedList:
+    settings = load_session_settings(ws.home)
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         found = await unfinished(cat, scope)
-    return {"sessions": [u.as_json() for u in found], "count": len(found)}
+    return UnfinishedList(
+        sessions=[UnfinishedSession.model_validate(u.as_json()) for u in found], count=len(found)
+    )
 
 
 def register_bundles(server: MCPServer[Any], ws: Workspace) -> None:
@@ -64,7 +65,7 @@ def register_bundles(server: MCPServer[Any], ws: Workspace) -> None:
             list[str] | None, Field(description="session ids to leave out of the merge")
         ] = None,
         line: SessionLine = None,
-    ) -> dict[str, Any]:
+    ) -> BundleResult:
         """A continuation bundle to resume earlier work: Acceptance (is it ready), Contract
         (rules to honour), Context, Intent (goal, latest request), Provenance, Worklog (what
         is outstanding) and Dedup (the sessions merged: same scope and topic, any tool or
@@ -78,14 +79,14 @@ def register_bundles(server: MCPServer[Any], ws: Workspace) -> None:
                 format=format,
             )
             if id is None and scope is None:
-                return {"ready": False, "why": "give a session id or a scope"}
+                return BundleResult(ready=False, why="give a session id or a scope")
             return await bundle_view(ws, req, line)
 
     @server.tool(annotations=READ_ONLY)
     async def sessions_unfinished(
         scope: Annotated[str | None, Field(description="only this scope or inside it")] = None,
         line: SessionLine = None,
-    ) -> dict[str, Any]:
+    ) -> UnfinishedList:
         """Crashed, interrupted and abandoned agent sessions of every synced machine, newest
         first, each with what was outstanding (todos, unanswered calls, queued input)."""
         with tool_errors():

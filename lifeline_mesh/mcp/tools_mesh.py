@@ -9,8 +9,10 @@ from mcp.server import MCPServer
 from pydantic import Field
 
 from lifeline_mesh.mcp.boundary import tool_errors
+from lifeline_mesh.mcp.caller import as_caller
 from lifeline_mesh.mcp.proposals import ProposalBook
 from lifeline_mesh.mcp.reads import status_view
+from lifeline_mesh.mcp.shapes import NodeStatus, ProposalList, ProposalView, VerifySummary
 from lifeline_mesh.mcp.tools_read import READ_ONLY
 from lifeline_mesh.mcp.verify import verify_summary
 from lifeline_mesh.mcp.workspace import Workspace
@@ -20,11 +22,11 @@ __all__ = ["register_mesh"]
 
 def register_mesh(server: MCPServer[Any], ws: Workspace) -> None:
     @server.tool(annotations=READ_ONLY)
-    async def mesh_status() -> dict[str, Any]:
+    async def mesh_status() -> NodeStatus:
         """This node: its id, its lines (entries, tips, shared or private), pending proposals,
         the write policy in force, and its static peers."""
         with tool_errors():
-            return await status_view(ws)
+            return await status_view(as_caller(ws))
 
     @server.tool(annotations=READ_ONLY)
     async def mesh_verify(
@@ -34,7 +36,7 @@ def register_mesh(server: MCPServer[Any], ws: Workspace) -> None:
         require_signed: Annotated[
             bool, Field(description="count unsigned entries as failures")
         ] = False,
-    ) -> dict[str, Any]:
+    ) -> VerifySummary:
         """Audit the ledger: ids match content, parents present, node signatures valid and
         by known signers, times consistent with witnesses. A summary per line; `ok` is false
         when anything fails."""
@@ -47,9 +49,9 @@ def register_mesh(server: MCPServer[Any], ws: Workspace) -> None:
             Literal["pending", "approved", "rejected", "all"],
             Field(description="which proposals to list"),
         ] = "pending",
-    ) -> dict[str, Any]:
+    ) -> ProposalList:
         """Proposals on this node and their decisions (approving is for humans, at the CLI)."""
-        book = ProposalBook(ws.root)
+        book = ProposalBook(ws.home)
         with tool_errors():
             found = await asyncio.to_thread(book.find, status=None if status == "all" else status)
-        return {"proposals": [p.to_dict() for p in found]}
+        return ProposalList(proposals=[ProposalView.of(p) for p in found])

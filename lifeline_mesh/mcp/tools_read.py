@@ -11,6 +11,7 @@ from pydantic import Field
 
 from lifeline_mesh.mcp.boundary import resource_errors, tool_errors
 from lifeline_mesh.mcp.reads import MAX_HISTORY, entry_view, history_view
+from lifeline_mesh.mcp.shapes import EntryView, History
 from lifeline_mesh.mcp.workspace import Workspace
 
 __all__ = ["READ_ONLY", "LineArg", "register_reads"]
@@ -28,7 +29,7 @@ def register_reads(server: MCPServer[Any], ws: Workspace) -> None:
     async def entry(
         id: Annotated[str, Field(description="an entry id, or a unique prefix of one")],
         line: LineArg = None,
-    ) -> dict[str, Any]:
+    ) -> EntryView:
         """One entry in full: fields, parents, children, and the node signatures on it."""
         with tool_errors():
             return await entry_view(ws, id, line)
@@ -45,7 +46,7 @@ def register_reads(server: MCPServer[Any], ws: Workspace) -> None:
         limit: Annotated[int, Field(ge=1, le=MAX_HISTORY, description="at most this many")] = 50,
         kind: Annotated[str | None, Field(description="only entries of this kind")] = None,
         line: LineArg = None,
-    ) -> dict[str, Any]:
+    ) -> History:
         """Entries since a point, oldest first; `more` says whether the limit cut the list."""
         with tool_errors():
             return await history_view(ws, line, since, limit, kind)
@@ -59,4 +60,6 @@ def register_reads(server: MCPServer[Any], ws: Workspace) -> None:
     async def entry_resource(id: str) -> str:
         with resource_errors():
             view = await entry_view(ws, id, None)
-        return json.dumps(view, ensure_ascii=False, indent=2, sort_keys=True)
+        return json.dumps(
+            view.model_dump(mode="json"), ensure_ascii=False, indent=2, sort_keys=True
+        )

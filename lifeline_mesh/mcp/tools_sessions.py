@@ -16,6 +16,7 @@ from lifeline.sessions.catalogue import Catalogue, filter_sessions
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.model import SessionStatus, Tool
 from lifeline_mesh.mcp.boundary import tool_errors
+from lifeline_mesh.mcp.shapes_sessions import SessionList, SessionPage, SessionSummary
 from lifeline_mesh.mcp.tools_read import READ_ONLY
 from lifeline_mesh.mcp.workspace import Workspace
 
@@ -29,30 +30,22 @@ SessionLine = Annotated[
 
 async def sessions_view(
     ws: Workspace, line: str | None, scope: str | None, status: str | None, tool: str | None
-) -> dict[str, Any]:
-    settings = load_session_settings(ws.root)
+) -> SessionList:
+    settings = load_session_settings(ws.home)
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         found = filter_sessions(cat.summaries(), scope=scope, status=status, tool=tool)
-    return {
-        "sessions": [s.model_dump(mode="json", exclude={"items"}) for s in found],
-        "count": len(found),
-    }
+    return SessionList(sessions=[SessionSummary.of(s) for s in found], count=len(found))
 
 
 async def session_page(
     ws: Workspace, ref: str, line: str | None, offset: int, limit: int
-) -> dict[str, Any]:
-    settings = load_session_settings(ws.root)
+) -> SessionPage:
+    settings = load_session_settings(ws.home)
     async with ws.store(line or settings.line) as store:
         cat = await Catalogue(store, live_window=settings.live_window).load()
         session = await cat.session(ref)
-    items = session.items[offset : offset + limit]
-    view = session.model_dump(mode="json", exclude={"items"}, exclude_none=True)
-    view["items"] = [i.model_dump(mode="json", exclude_none=True) for i in items]
-    view["offset"], view["limit"], view["total"] = offset, limit, len(session.items)
-    view["more"] = offset + len(items) < len(session.items)
-    return view
+    return SessionPage.page(session, offset, limit)
 
 
 def register_sessions(server: MCPServer[Any], ws: Workspace) -> None:
@@ -67,7 +60,7 @@ def register_sessions(server: MCPServer[Any], ws: Workspace) -> None:
         ] = None,
         tool: Annotated[str | None, Field(description="|".join(t.value for t in Tool))] = None,
         line: SessionLine = None,
-    ) -> dict[str, Any]:
+    ) -> SessionList:
         """Agent sessions (Claude Code, Codex, Gemini) of every synced machine: tool, title,
         scope, status with its one-line reason (crashed, interrupted, live…), turn count."""
         with tool_errors():
@@ -79,7 +72,7 @@ def register_sessions(server: MCPServer[Any], ws: Workspace) -> None:
         offset: Annotated[int, Field(ge=0, description="skip this many items")] = 0,
         limit: Annotated[int, Field(ge=1, le=MAX_ITEMS, description="at most this many")] = 100,
         line: SessionLine = None,
-    ) -> dict[str, Any]:
+    ) -> SessionPage:
         """One session: its facts and status, then a page of its items in order (prompts,
         replies, tool calls and results, compactions, errors, todos), each with provenance;
         `more` says whether another page follows."""

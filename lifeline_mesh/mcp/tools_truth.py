@@ -16,6 +16,7 @@ from lifeline_mesh.mcp.context import (
     recall_view,
     resume_view,
 )
+from lifeline_mesh.mcp.shapes import RecallView, ResumeView
 from lifeline_mesh.mcp.tools_read import READ_ONLY, LineArg
 from lifeline_mesh.mcp.workspace import Workspace
 
@@ -89,14 +90,14 @@ def _register_lookups(server: MCPServer[Any], ws: Workspace) -> None:
         query: Annotated[str, Field(description="plain words; no search syntax needed")],
         k: Annotated[int, Field(ge=1, le=50, description="at most this many hits")] = 8,
         line: LineArg = None,
-    ) -> dict[str, Any]:
+    ) -> RecallView:
         """Search the ledger (BM25 over summaries and bodies). Each hit names its entry id
         and whether it was superseded; a weak match returns nothing rather than noise."""
         with tool_errors():
             return await recall_view(ws, line, query, k)
 
     @server.tool(annotations=READ_ONLY)
-    async def resume(line: LineArg = None) -> dict[str, Any]:
+    async def resume(line: LineArg = None) -> ResumeView:
         """Where work stopped: every thread's live checkpoint (goal, done, next, blocked,
         tried). Pick up from `next`, and do not retry what is under `tried`."""
         with tool_errors():

@@ -1,6 +1,7 @@
 """Write tools: append, correct, checkpoint -- each through the write policy.
 
-The writing agent is the server's ``--agent`` (set by whoever configured the MCP client),
+The writing agent is the server's ``--agent`` (set by whoever configured the MCP client) or,
+over HTTP, the bearer token's agent (:mod:`.caller`; a reader token may not write at all);
 never a tool argument: a model cannot step around a ``deny`` by naming another agent.
 """
 
@@ -17,7 +18,9 @@ from lifeline.errors import InvalidEntry, NotFound
 from lifeline.ledger import Draft
 from lifeline.truth.parse import reword_body
 from lifeline_mesh.mcp.boundary import tool_errors
+from lifeline_mesh.mcp.caller import as_writer
 from lifeline_mesh.mcp.checkpoint import CheckpointText
+from lifeline_mesh.mcp.shapes import WriteResult
 from lifeline_mesh.mcp.tools_read import LineArg
 from lifeline_mesh.mcp.writes import WriteGate
 
@@ -39,7 +42,8 @@ Items = Annotated[list[str] | None, Field(description="one line per item")]
 
 
 def _draft(gate: WriteGate, **fields: Any) -> Draft:
-    ws = gate.ws
+    """A draft by the caller (a reader token is refused here, before anything is written)."""
+    ws = as_writer(gate.ws)
     return Draft(author=ws.author, agent=ws.agent, **fields)
 
 
@@ -66,7 +70,7 @@ def _register_append(server: MCPServer[Any], gate: WriteGate) -> None:
         provider: ProviderArg = "unknown",
         model: ModelArg = "unknown",
         line: LineArg = None,
-    ) -> dict[str, Any]:
+    ) -> WriteResult:
         """Record an entry (decision, fix, note, ...), or propose it when the write policy
         says a human must approve. Returns the entry, or the proposal and how it is reviewed."""
         with tool_errors():
@@ -81,7 +85,7 @@ def _register_append(server: MCPServer[Any], gate: WriteGate) -> None:
                 provider=provider,
                 model=model,
             )
-            return (await gate.submit(draft, line)).to_dict()
+            return (await gate.submit(draft, line)).result()
 
 
 def _register_correct(server: MCPServer[Any], gate: WriteGate) -> None:
@@ -101,7 +105,7 @@ def _register_correct(server: MCPServer[Any], gate: WriteGate) -> None:
         provider: ProviderArg = "unknown",
         model: ModelArg = "unknown",
         line: LineArg = None,
-    ) -> dict[str, Any]:
+    ) -> WriteResult:
         """Supersede entries: records a `correction` whose parents are the corrected ids.
         The ledger is append-only; the truth shows the correction instead of them. A
         correction of an open question closes it unless `still_open` rewords it."""
@@ -119,7 +123,7 @@ def _register_correct(server: MCPServer[Any], gate: WriteGate) -> None:
                 provider=provider,
                 model=model,
             )
-            return (await gate.submit(draft, line)).to_dict()
+            return (await gate.submit(draft, line)).result()
 
 
 async def _thread(
@@ -153,7 +157,7 @@ def _register_checkpoint(server: MCPServer[Any], gate: WriteGate) -> None:
         provider: ProviderArg = "unknown",
         model: ModelArg = "unknown",
         line: LineArg = None,
-    ) -> dict[str, Any]:
+    ) -> WriteResult:
         """Record where work stopped on a thread, so the next agent (on any node) resumes:
         the goal, what is done, what comes next, what blocks, and what was tried and failed."""
         with tool_errors():
@@ -171,4 +175,4 @@ def _register_checkpoint(server: MCPServer[Any], gate: WriteGate) -> None:
                 provider=provider,
                 model=model,
             )
-            return (await gate.submit(draft, line)).to_dict()
+            return (await gate.submit(draft, line)).result()

@@ -8,10 +8,9 @@ a cap, each naming its rule and subject), and notes counted by rule.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
-from lifeline.errors import ConfigError, NotFound
-from lifeline.lines import line_names
+from lifeline.errors import ConfigError
+from lifeline_mesh.mcp.shapes import AuditFailure, LineAudit, VerifySummary
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.notary.audit import LineReport, audit_line
 from lifeline_mesh.notary.rules import Policy
@@ -22,51 +21,46 @@ __all__ = ["FAILURES_SHOWN", "verify_summary"]
 FAILURES_SHOWN = 20
 
 
-def _line_summary(report: LineReport) -> dict[str, Any]:
+def _line_summary(report: LineReport) -> LineAudit:
     v = report.verdict
     notes = Counter(f.check for f in report.findings if f.severity == "note")
-    return {
-        "line": report.line,
-        "ok": report.ok,
-        "entries": v.entries,
-        "signed": v.signed,
-        "unsigned": v.unsigned,
-        "attestations": v.attestations,
-        "failures": len(report.failures),
-        "failures_shown": [
-            {"check": f.check, "subject": f.subject, "detail": f.detail}
+    return LineAudit(
+        line=report.line,
+        ok=report.ok,
+        entries=v.entries,
+        signed=v.signed,
+        unsigned=v.unsigned,
+        attestations=v.attestations,
+        failures=len(report.failures),
+        failures_shown=[
+            AuditFailure(check=f.check, subject=f.subject, detail=f.detail)
             for f in report.failures[:FAILURES_SHOWN]
         ],
-        "notes": dict(sorted(notes.items())),
-    }
+        notes=dict(sorted(notes.items())),
+    )
 
 
 async def verify_summary(
     ws: Workspace, line: str | None, *, require_signed: bool = False
-) -> dict[str, Any]:
+) -> VerifySummary:
     """Audit one line (or every line): ok overall, and a summary per line."""
-    lines = [ws.line_name(line)] if line else line_names(ws.root)
+    lines = [ws.line_name(line)] if line else ws.home.line_names()
     if not lines:
-        raise ConfigError(f"no lines under {ws.root}; create one with `lifeline init`")
+        raise ConfigError(f"no lines under {ws.home.root}; create one with `lifeline init`")
     local = ws.node_id()
-    signers = FileSigners.load(ws.root, local)
+    signers = FileSigners.load(ws.home, local)
     policy = Policy(local, require_signed=require_signed)
 
-    async def external_exists(other: str, entry_id: str) -> bool:
-        try:
-            async with ws.store(other) as foreign:
-                return bool(await foreign.contains([entry_id]))
-        except NotFound:
-            return False
-
-    summaries: list[dict[str, Any]] = []
+    summaries: list[LineAudit] = []
     for name in lines:
         async with ws.store(name) as store:
-            report = await audit_line(store, name, signers, policy, external_exists=external_exists)
+            report = await audit_line(
+                store, name, signers, policy, external_exists=ws.home.exists_in
+            )
         summaries.append(_line_summary(report))
-    return {
-        "ok": all(s["ok"] for s in summaries),
-        "node_id": local,
-        "lines": summaries,
-        "full_report": "run `lifeline-mesh verify` (add --json) for every finding",
-    }
+    return VerifySummary(
+        ok=all(s.ok for s in summaries),
+        node_id=local,
+        lines=summaries,
+        full_report="run `lifeline-mesh verify` (add --json) for every finding",
+    )

@@ -1,4 +1,4 @@
-"""What an MCP session works on: the project root, its lines, who is writing.
+"""What an MCP session works on: the project's home, its lines, who is writing.
 
 Lines are opened per call, read-only in intent and never created: the node's sync writes
 into the same SQLite files from another process, and a line that appears after start-up
@@ -10,14 +10,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from pathlib import Path
 
 from lifeline.ledger import Ledger
-from lifeline.lines import DEFAULT_LINE, line_path, validate_line_name
+from lifeline.lines import DEFAULT_LINE, validate_line_name
 from lifeline.plugins import load_append_hooks
-from lifeline.settings import load_limits
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = ["Workspace"]
 
@@ -26,18 +25,20 @@ __all__ = ["Workspace"]
 class Workspace:
     """One project seen by one writer (an agent, or a human at the CLI)."""
 
-    root: Path
+    home: NodeHome
     agent: str
     author: str
     line: str = DEFAULT_LINE
 
     @classmethod
-    def open(cls, root: Path, *, agent: str, author: str, line: str = DEFAULT_LINE) -> Workspace:
+    def open(
+        cls, home: NodeHome, *, agent: str, author: str, line: str = DEFAULT_LINE
+    ) -> Workspace:
         """A workspace; importing the append hooks' packages now registers their schema
         migrations before any line opens (the notary keeps its tables in the line's file)."""
-        load_append_hooks(root)
+        load_append_hooks(home)
         return cls(
-            root=root,
+            home=home,
             agent=agent,
             author=author,
             line=validate_line_name(line),
@@ -49,12 +50,8 @@ class Workspace:
     @asynccontextmanager
     async def store(self, line: str | None = None) -> AsyncIterator[SqliteStore]:
         """Open an existing line (NotFound names the lines there are)."""
-        path = line_path(self.root, self.line_name(line), must_exist=True)
-        store = await SqliteStore.open(path, create=False)
-        try:
+        async with self.home.open_line(self.line_name(line)) as store:
             yield store
-        finally:
-            await store.close()
 
     def ledger(self, store: SqliteStore) -> Ledger:
         """Local writes on ``store``, signed by the node when its notary hook is installed.
@@ -63,11 +60,11 @@ class Workspace:
         by `lifeline-mesh init` or `join` while the server runs signs the very next write.
         The size caps of `.lifeline/config.json` are read again too, as `lifeline log` does.
         """
-        return Ledger(store, limits=load_limits(self.root), hooks=load_append_hooks(self.root))
+        return Ledger(store, limits=self.home.limits(), hooks=load_append_hooks(self.home))
 
     def node_id(self) -> str | None:
         """This node's id, or None when the project has no node identity yet."""
-        path = key_path(self.root)
+        path = self.home.key_path
         if not path.exists():
             return None
         return NodeIdentity.load(path).node_id

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
-from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError
 from lifeline.ledger import Draft, utc_now
 from lifeline_mesh.mcp.policy import Mode, PolicyDenied, load_policy
 from lifeline_mesh.mcp.proposals import Proposal, ProposalBook
+from lifeline_mesh.mcp.shapes import EntryFields, ProposalView, WriteResult, WriteStatus
 from lifeline_mesh.mcp.workspace import Workspace
 
 __all__ = ["Outcome", "WriteGate"]
@@ -28,22 +28,29 @@ class Outcome:
     """What a write did: ``recorded``, ``duplicate`` (the key was already recorded),
     ``proposed`` or ``already-proposed``; and the rule of the policy that applied."""
 
-    status: str
+    status: WriteStatus
     rule: str
     entry: Entry | None = None
     proposal: Proposal | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"status": self.status, "policy_rule": self.rule}
-        if self.entry is not None:
-            out["entry"] = self.entry.to_dict()
+    def result(self) -> WriteResult:
+        """What the write tools answer."""
         if self.proposal is not None:
-            out["proposal"] = self.proposal.to_dict()
-            out["next_step"] = (
-                f"a human reviews it: `lifeline-mesh approve {self.proposal.id}` "
-                f"or `lifeline-mesh reject {self.proposal.id} --reason ...`"
+            pid = self.proposal.id
+            return WriteResult(
+                status=self.status,
+                policy_rule=self.rule,
+                proposal=ProposalView.of(self.proposal),
+                next_step=f"a human reviews it: `lifeline-mesh approve {pid}` "
+                f"or `lifeline-mesh reject {pid} --reason ...`",
             )
-        return out
+        if self.entry is not None:
+            return WriteResult(
+                status=self.status,
+                policy_rule=self.rule,
+                entry=EntryFields.of(self.entry),
+            )
+        return WriteResult(status=self.status, policy_rule=self.rule)
 
 
 class WriteGate:
@@ -51,11 +58,11 @@ class WriteGate:
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
-        self.book = ProposalBook(ws.root)
+        self.book = ProposalBook(ws.home)
 
     async def submit(self, draft: Draft, line: str | None = None) -> Outcome:
         name = self.ws.line_name(line)
-        policy = load_policy(self.ws.root)
+        policy = load_policy(self.ws.home)
         ruling = policy.decide(draft.agent, draft.kind)
         if ruling.mode is Mode.DENY:
             raise PolicyDenied(

@@ -13,10 +13,9 @@ status codes through the one table in ``transport/errors.py``.
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 from lifeline.errors import NotAuthenticated, PeerError, PermissionDenied
-from lifeline_mesh.membership import files
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import CertIdentity, identity_from_cert
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import RevocationList
@@ -57,19 +56,19 @@ class MeshAuthorizer:
     next call without a restart.
     """
 
-    def __init__(self, root: Path, mesh_id: str) -> None:
-        self.root = root
+    def __init__(self, home: NodeHome, mesh_id: str) -> None:
+        self.home = home
         self.mesh_id = mesh_id
         self._stamp: tuple[int, int] | None = None
         self._revoked = RevocationList({})
         self._roles: dict[str, MeshRole] = {}
 
     def _refresh(self) -> None:
-        paths = [files.path_of(self.root, n) for n in (files.REVOCATIONS, files.MEMBERS)]
+        paths = [self.home.revocations_path, self.home.members_path]
         stamp = (*(p.stat().st_mtime_ns if p.exists() else 0 for p in paths),)
         if stamp != self._stamp:
-            self._revoked = RevocationList.load(self.root)
-            registry = Registry.load(self.root) if paths[1].exists() else None
+            self._revoked = RevocationList.load(self.home)
+            registry = Registry.load(self.home) if paths[1].exists() else None
             members = registry.members.values() if registry else []
             self._roles = {m.node_id: m.role for m in members}
             self._stamp = (stamp[0], stamp[1])

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -18,6 +17,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from lifeline.errors import BadSignature, ConfigError, NotFound
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import (
     TARGET_NAME,
@@ -75,8 +75,8 @@ def make_csr(key: ec.EllipticCurvePrivateKey, node_id: str) -> bytes:
     return csr.public_bytes(serialization.Encoding.DER)
 
 
-def load_ca_cert(root: Path) -> x509.Certificate:
-    path = files.path_of(root, files.CA_CERT)
+def load_ca_cert(home: NodeHome) -> x509.Certificate:
+    path = home.ca_cert_path
     if not path.exists():
         raise NotFound(
             f"this node is not in a mesh (no {path}); create one with "
@@ -97,8 +97,8 @@ class MeshCA:
         return mesh_id_of(self.cert)
 
     @classmethod
-    def load(cls, root: Path) -> MeshCA:
-        path = files.path_of(root, files.CA_KEY)
+    def load(cls, home: NodeHome) -> MeshCA:
+        path = home.ca_key_path
         if not path.exists():
             raise ConfigError(
                 f"this node does not hold the mesh CA key ({path}); run this command on the "
@@ -107,7 +107,7 @@ class MeshCA:
         key = serialization.load_pem_private_key(files.read_private(path), password=None)
         if not isinstance(key, ec.EllipticCurvePrivateKey):
             raise ConfigError(f"{path} does not hold a P-256 CA key; restore it from backup")
-        return cls(key, load_ca_cert(root))
+        return cls(key, load_ca_cert(home))
 
     @classmethod
     def generate(cls, name: str, now: dt.datetime) -> MeshCA:
@@ -206,27 +206,27 @@ def _usage(*, cert_sign: bool) -> x509.KeyUsage:
     )
 
 
-def create_mesh(root: Path, name: str, now: dt.datetime | None = None) -> MeshInfo:
+def create_mesh(home: NodeHome, name: str, now: dt.datetime | None = None) -> MeshInfo:
     """Create a mesh: its CA, and this node as its first member (role member)."""
     if not name.strip() or len(name) > 64:
         raise ConfigError(f"mesh name {name!r} must be 1-64 characters")
-    if files.path_of(root, files.CA_CERT).exists():
+    if home.ca_cert_path.exists():
         raise ConfigError(
-            f"this node already belongs to mesh {mesh_id_of(load_ca_cert(root))}; "
+            f"this node already belongs to mesh {mesh_id_of(load_ca_cert(home))}; "
             "a node belongs to one mesh (use another --root for another mesh)"
         )
     now = now or dt.datetime.now(dt.UTC)
-    identity, _ = NodeIdentity.load_or_create(root)
+    identity, _ = NodeIdentity.load_or_create(home)
     ca = MeshCA.generate(name.strip(), now)
     tls_key = new_tls_key()
     cert = ca.issue(make_csr(tls_key, identity.node_id), identity.node_id, MeshRole.MEMBER, now)
-    files.write_atomic(files.path_of(root, files.CA_KEY), pem_key(ca.key), private=True)
-    files.write_atomic(files.path_of(root, files.TLS_KEY), pem_key(tls_key), private=True)
-    files.write_atomic(files.path_of(root, files.TLS_CERT), _pem(cert))
-    files.write_atomic(files.path_of(root, files.CA_CERT), _pem(ca.cert))
+    files.write_atomic(home.ca_key_path, pem_key(ca.key), private=True)
+    files.write_atomic(home.tls_key_path, pem_key(tls_key), private=True)
+    files.write_atomic(home.tls_cert_path, _pem(cert))
+    files.write_atomic(home.ca_cert_path, _pem(ca.cert))
     registry = Registry(mesh_id=ca.mesh_id, name=name.strip())
     registry.add(Member.new(identity.public_key, MeshRole.MEMBER, now, ca_holder=True))
-    registry.save(root)
+    registry.save(home)
     return MeshInfo(name.strip(), ca.mesh_id, identity.node_id, fingerprint(ca.cert).hex())
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from pathlib import Path
 from typing import Any
 
 import grpc
 
 from lifeline.errors import ConfigError, RemoteProtocolError
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import Revocation, RevocationList, import_revocations
@@ -32,10 +32,10 @@ CALL_TIMEOUT = 10.0
 
 
 async def whoami(
-    root: Path, address: str, peer_node_id: str | None = None, timeout: float = CALL_TIMEOUT
+    home: NodeHome, address: str, peer_node_id: str | None = None, timeout: float = CALL_TIMEOUT
 ) -> pb.WhoAmIReply:
     """Ask ``address`` who it sees calling; raises a PeerError (Refused when it refuses us)."""
-    creds = channel_credentials(root)
+    creds = channel_credentials(home)
     async with open_channel(address, creds, channel_options(peer_node_id)) as ch:
         try:
             reply: pb.WhoAmIReply = await pb_grpc.MembershipStub(ch).WhoAmI(
@@ -47,10 +47,10 @@ async def whoami(
 
 
 async def pull_membership(
-    root: Path, address: str, timeout: float = CALL_TIMEOUT
+    home: NodeHome, address: str, timeout: float = CALL_TIMEOUT
 ) -> list[Revocation]:
     """Import the revocations and new members ``address`` knows; returns new revocations."""
-    creds = channel_credentials(root)
+    creds = channel_credentials(home)
     async with open_channel(address, creds, channel_options()) as ch:
         try:
             reply = await pb_grpc.MembershipStub(ch).Revocations(
@@ -58,16 +58,16 @@ async def pull_membership(
             )
         except grpc.aio.AioRpcError as exc:
             raise error_from_rpc(exc, address) from exc
-    new = import_revocations(root, reply.revocations_json.encode())
+    new = import_revocations(home, reply.revocations_json.encode())
     try:
         theirs = Registry.from_json(json.loads(reply.members_json))
     except (ValueError, ConfigError, RecursionError) as exc:
         raise RemoteProtocolError(f"{address} sent a malformed members list ({exc})") from exc
-    with files.exclusive(root):  # a join or a revocation may write the registry meanwhile
-        ours = Registry.load(root)
+    with files.exclusive(home):  # a join or a revocation may write the registry meanwhile
+        ours = Registry.load(home)
         ours.merge(theirs)  # adds unknown nodes only: a peer cannot change roles we know
         ours.prune(dt.datetime.now(dt.UTC))
-        for statement in RevocationList.load(root).statements.values():
+        for statement in RevocationList.load(home).statements.values():
             ours.mark_revoked(statement.node_id, statement.revoked_at)
-        ours.save(root)
+        ours.save(home)
     return new

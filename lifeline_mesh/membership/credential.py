@@ -20,10 +20,10 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError, PermissionDenied
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA
 from lifeline_mesh.membership.certs import fingerprint
@@ -83,8 +83,8 @@ def _current(data: dict[str, dict[str, Any]], name: str) -> tuple[str, dict[str,
     return None
 
 
-def _mint(root: Path, spec: CredentialSpec, now: dt.datetime) -> tuple[Token, dict[str, Any]]:
-    ca = MeshCA.load(root)
+def _mint(home: NodeHome, spec: CredentialSpec, now: dt.datetime) -> tuple[Token, dict[str, Any]]:
+    ca = MeshCA.load(home)
     token = Token(
         role=MeshRole.parse(spec.role, what="--role"),
         expires=int((now + spec.ttl).timestamp()),
@@ -118,19 +118,19 @@ def _mint(root: Path, spec: CredentialSpec, now: dt.datetime) -> tuple[Token, di
     return token, entry
 
 
-def issue_credential(root: Path, spec: CredentialSpec, now: dt.datetime | None = None) -> Token:
+def issue_credential(home: NodeHome, spec: CredentialSpec, now: dt.datetime | None = None) -> Token:
     """Make and record a CI credential; a live one of the same name must be rotated."""
     spec.check()
     now = now or dt.datetime.now(dt.UTC)
-    book = InviteBook(root)
-    with files.exclusive(root):
+    book = InviteBook(home)
+    with files.exclusive(home):
         data = book.load()
         if _current(data, spec.name) is not None:
             raise ConfigError(
                 f"a CI credential named {spec.name!r} exists; rotate it "
                 f"(`lifeline-mesh credentials rotate {spec.name}`) or revoke it first"
             )
-        token, entry = _mint(root, spec, now)
+        token, entry = _mint(home, spec, now)
         data[token.token_id.hex()] = entry
         book.save(data)
     return token
@@ -173,15 +173,15 @@ def spend_credential(
     return Grant(MeshRole.parse(str(entry["role"])), name, cert_expires)
 
 
-def credential_rows(root: Path, now: dt.datetime | None = None) -> list[dict[str, Any]]:
+def credential_rows(home: NodeHome, now: dt.datetime | None = None) -> list[dict[str, Any]]:
     """Every CI credential this node issued, newest first, with its state and runners."""
     now = now or dt.datetime.now(dt.UTC)
     try:
-        registry: Registry | None = Registry.load(root)
+        registry: Registry | None = Registry.load(home)
     except ConfigError:
         registry = None
     rows = []
-    for token_id, entry in InviteBook(root).load().items():
+    for token_id, entry in InviteBook(home).load().items():
         if entry.get("kind") != "ci":
             continue
         name = entry["name"]
@@ -232,11 +232,11 @@ def _find(data: dict[str, dict[str, Any]], name: str) -> tuple[str, dict[str, An
     return found
 
 
-def rotate_credential(root: Path, name: str, now: dt.datetime | None = None) -> Token:
+def rotate_credential(home: NodeHome, name: str, now: dt.datetime | None = None) -> Token:
     """A new secret under ``name``, same settings and lifetime; the old token is refused."""
     now = now or dt.datetime.now(dt.UTC)
-    book = InviteBook(root)
-    with files.exclusive(root):
+    book = InviteBook(home)
+    with files.exclusive(home):
         data = book.load()
         _, old = _find(data, name)
         spec = CredentialSpec(
@@ -249,7 +249,7 @@ def rotate_credential(root: Path, name: str, now: dt.datetime | None = None) -> 
             addresses=tuple(old["addresses"]),
             sync_addresses=tuple(old["sync_addresses"]),
         )
-        token, entry = _mint(root, spec, now)
+        token, entry = _mint(home, spec, now)
         old["replaced_at"] = iso(now)
         data[token.token_id.hex()] = entry
         book.save(data)
@@ -257,23 +257,23 @@ def rotate_credential(root: Path, name: str, now: dt.datetime | None = None) -> 
 
 
 def revoke_credential(
-    root: Path, name: str, reason: str = "", now: dt.datetime | None = None
+    home: NodeHome, name: str, reason: str = "", now: dt.datetime | None = None
 ) -> list[Revocation]:
     """Refuse ``name`` from now on and revoke every runner it enrolled that still runs.
 
     The credential is marked in the same locked step in which a join spends it and adds
     its runner, so a runner is either in the list revoked here or refused."""
     now = now or dt.datetime.now(dt.UTC)
-    book = InviteBook(root)
-    with files.exclusive(root):
+    book = InviteBook(home)
+    with files.exclusive(home):
         data = book.load()
         _find(data, name)
         for entry in data.values():
             if entry.get("kind") == "ci" and entry.get("name") == name and _live(entry):
                 entry["revoked_at"] = iso(now)
         book.save(data)
-        registry = Registry.load(root)
+        registry = Registry.load(home)
         registry.prune(now)
         runners = sorted(m.node_id for m in registry.members.values() if m.credential == name)
     why = reason or f"CI credential {name} revoked"
-    return [revoke(root, node_id, why, now) for node_id in runners]
+    return [revoke(home, node_id, why, now) for node_id in runners]

@@ -1,4 +1,4 @@
-"""Where membership material lives under ``<root>/.lifeline/mesh/`` and how it is written.
+"""How membership material (``NodeHome``'s mesh files) is written, read and locked.
 
 One rule for every secret file (``node.key``, ``tls.key``, ``ca.key``, ``invites.json``):
 it is written 0600 through a temp file and a rename, so a crash never leaves half a key, and
@@ -18,35 +18,14 @@ from typing import Any
 from lifeline import fsutil
 from lifeline.errors import ConfigError
 from lifeline.fsutil import read_private
-from lifeline_mesh.home.config import mesh_dir
+from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = [
-    "CA_CERT",
-    "CA_KEY",
-    "INVITES",
-    "MEMBERS",
-    "REVOCATIONS",
-    "TLS_CERT",
-    "TLS_KEY",
     "exclusive",
-    "path_of",
     "read_json",
     "read_private",
     "write_atomic",
 ]
-
-CA_CERT = "ca.pem"  # the mesh CA certificate: every member has it
-CA_KEY = "ca.key"  # the CA private key: only the node that created the mesh
-TLS_KEY = "tls.key"  # this node's P-256 TLS key
-TLS_CERT = "tls.pem"  # this node's certificate, issued by the mesh CA
-MEMBERS = "members.json"
-REVOCATIONS = "revocations.json"
-INVITES = "invites.json"  # invites this node issued and whether they were used
-LOCK = ".membership.lock"  # held across a read-modify-write of the files above
-
-
-def path_of(root: Path, name: str) -> Path:
-    return mesh_dir(root) / name
 
 
 def write_atomic(path: Path, data: bytes, *, private: bool = False) -> None:
@@ -56,10 +35,10 @@ def write_atomic(path: Path, data: bytes, *, private: bool = False) -> None:
 
 
 @contextmanager
-def exclusive(root: Path) -> Iterator[None]:
+def exclusive(home: NodeHome) -> Iterator[None]:
     """Hold the node's membership lock: one read-modify-write of its files at a time, across
-    every process on ``root`` (e.g. two joins spending one invite). Never nest it."""
-    path = path_of(root, LOCK)
+    every process on its root (e.g. two joins spending one invite). Never nest it."""
+    path = home.membership_lock_path
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:

@@ -20,10 +20,10 @@ import secrets
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError, PermissionDenied
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA
 from lifeline_mesh.membership.certs import fingerprint
@@ -142,9 +142,9 @@ def join_proof(key: bytes, token_id: bytes, csr_der: bytes, node_public_key: byt
 class InviteBook:
     """The invites this node issued (``invites.json``): single use, expiry, proof check."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.path = files.path_of(root, files.INVITES)
+    def __init__(self, home: NodeHome) -> None:
+        self.home = home
+        self.path = home.invites_path
 
     def load(self) -> dict[str, dict[str, Any]]:
         data: dict[str, dict[str, Any]] = files.read_json(self.path, {}, private=True)
@@ -155,7 +155,7 @@ class InviteBook:
         files.write_atomic(self.path, text.encode(), private=True)
 
     def record(self, token: Token, now: dt.datetime) -> None:
-        with files.exclusive(self.root):
+        with files.exclusive(self.home):
             self._record(token, now)
 
     def _record(self, token: Token, now: dt.datetime) -> None:
@@ -178,7 +178,7 @@ class InviteBook:
         Holds the membership lock from the read to the write, so two joins racing for one
         token — in one server process or in two on the same root — cannot both spend it.
         """
-        with files.exclusive(self.root):
+        with files.exclusive(self.home):
             return self.spend(token_id, check, node_id, now).role
 
     def spend(
@@ -220,7 +220,7 @@ class InviteBook:
 
 
 def issue_invite(
-    root: Path,
+    home: NodeHome,
     role: str,
     ttl: dt.timedelta,
     addresses: list[str],
@@ -230,7 +230,7 @@ def issue_invite(
     mesh_role = MeshRole.parse(role, what="--role")
     check_ttl(ttl)
     now = now or dt.datetime.now(dt.UTC)
-    ca = MeshCA.load(root)
+    ca = MeshCA.load(home)
     token = Token(
         role=mesh_role,
         expires=int((now + ttl).timestamp()),
@@ -240,5 +240,5 @@ def issue_invite(
         addresses=tuple(addresses),
     )
     token.encode()  # anything that cannot be encoded fails here, before the book is written
-    InviteBook(root).record(token, now)
+    InviteBook(home).record(token, now)
     return token

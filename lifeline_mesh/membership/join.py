@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import grpc
@@ -29,6 +28,7 @@ from lifeline.errors import (
     RemoteProtocolError,
 )
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import make_csr, new_tls_key, pem_key
 from lifeline_mesh.membership.certs import fingerprint, identity_from_cert, mesh_id_of
@@ -59,11 +59,11 @@ class Joined:
 
 
 async def join(
-    root: Path, token_text: str, peer: str | None = None, timeout: float = JOIN_TIMEOUT
+    home: NodeHome, token_text: str, peer: str | None = None, timeout: float = JOIN_TIMEOUT
 ) -> Joined:
     """Join the mesh of ``token_text`` through ``peer`` (or the token's addresses)."""
     token = Token.decode(token_text)
-    existing = files.path_of(root, files.CA_CERT)
+    existing = home.ca_cert_path
     if existing.exists():
         mesh = mesh_id_of(x509.load_pem_x509_certificate(existing.read_bytes()))
         raise ConfigError(
@@ -73,11 +73,11 @@ async def join(
     addresses = [peer] if peer else list(token.addresses)
     if not addresses:
         raise ConfigError("the token names no address; pass --peer HOST:PORT of the inviter")
-    identity, created = NodeIdentity.load_or_create(root)
+    identity, created = NodeIdentity.load_or_create(home)
     errors: list[PeerError] = []
     for address in addresses:
         try:
-            joined = await _join_via(root, token, identity, address, timeout)
+            joined = await _join_via(home, token, identity, address, timeout)
         except (PermissionDenied, NotAuthenticated):
             raise  # the mesh refused this token: another address would say the same
         except PeerError as exc:
@@ -90,7 +90,7 @@ async def join(
 
 
 async def _join_via(
-    root: Path, token: Token, identity: NodeIdentity, address: str, timeout: float
+    home: NodeHome, token: Token, identity: NodeIdentity, address: str, timeout: float
 ) -> Joined:
     ca_pem = await asyncio.to_thread(fetch_ca_pem, address, token.ca_fingerprint, timeout)
     mesh_id = mesh_id_of(x509.load_pem_x509_certificate(ca_pem))
@@ -107,7 +107,7 @@ async def _join_via(
         registry = Registry.from_json(json.loads(reply.members_json))
     except (ValueError, ConfigError, RecursionError) as exc:
         raise RemoteProtocolError(f"{address} sent a malformed join reply ({exc})") from exc
-    _store(root, reply, registry, tls_key_pem=pem_key(tls_key))
+    _store(home, reply, registry, tls_key_pem=pem_key(tls_key))
     return Joined(identity.node_id, mesh_id, reply.role, address, False)
 
 
@@ -138,10 +138,10 @@ def _check_reply(reply: pb.JoinReply, ca_pem: bytes, node_id: str, mesh_id: str)
         raise PeerError(f"the certificate we received names {got.node_id}, not us ({node_id})")
 
 
-def _store(root: Path, reply: pb.JoinReply, registry: Registry, tls_key_pem: bytes) -> None:
-    files.write_atomic(files.path_of(root, files.TLS_KEY), tls_key_pem, private=True)
-    files.write_atomic(files.path_of(root, files.TLS_CERT), bytes(reply.node_cert_pem))
+def _store(home: NodeHome, reply: pb.JoinReply, registry: Registry, tls_key_pem: bytes) -> None:
+    files.write_atomic(home.tls_key_path, tls_key_pem, private=True)
+    files.write_atomic(home.tls_cert_path, bytes(reply.node_cert_pem))
     # CA last: its presence is what marks this node as joined.
-    files.write_atomic(files.path_of(root, files.CA_CERT), bytes(reply.ca_cert_pem))
-    registry.save(root)
-    import_revocations(root, reply.revocations_json.encode())
+    files.write_atomic(home.ca_cert_path, bytes(reply.ca_cert_pem))
+    registry.save(home)
+    import_revocations(home, reply.revocations_json.encode())

@@ -21,11 +21,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.identity import node_id_for, parse_node_id
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.transport.authz import MeshRole
 
@@ -118,8 +118,8 @@ class Registry:
     retired: dict[str, Retired] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, root: Path) -> Registry:
-        path = files.path_of(root, files.MEMBERS)
+    def load(cls, home: NodeHome) -> Registry:
+        path = home.members_path
         data = files.read_json(path, None)
         if data is None:
             raise ConfigError(
@@ -147,9 +147,9 @@ class Registry:
             out["retired"] = [self.retired[k].row() for k in sorted(self.retired)]
         return out
 
-    def save(self, root: Path) -> None:
+    def save(self, home: NodeHome) -> None:
         text = json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
-        files.write_atomic(files.path_of(root, files.MEMBERS), text.encode())
+        files.write_atomic(home.members_path, text.encode())
 
     def add(self, member: Member) -> None:
         """Add or update a member; a revoked node stays revoked."""

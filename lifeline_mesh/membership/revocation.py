@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from cryptography.exceptions import InvalidSignature
@@ -22,7 +21,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from lifeline.entry import format_ts
 from lifeline.errors import BadSignature, ConfigError
-from lifeline_mesh.home.identity import NodeIdentity, key_path, parse_node_id
+from lifeline_mesh.home.identity import NodeIdentity, parse_node_id
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
 from lifeline_mesh.membership.certs import mesh_id_of
@@ -77,15 +77,15 @@ class RevocationList:
     statements: dict[str, Revocation]
 
     @classmethod
-    def load(cls, root: Path) -> RevocationList:
-        data = files.read_json(files.path_of(root, files.REVOCATIONS), {"statements": []})
+    def load(cls, home: NodeHome) -> RevocationList:
+        data = files.read_json(home.revocations_path, {"statements": []})
         items = [Revocation.from_dict(d) for d in data.get("statements", [])]
         return cls({r.node_id: r for r in items})
 
-    def save(self, root: Path) -> None:
+    def save(self, home: NodeHome) -> None:
         items = [asdict(self.statements[k]) for k in sorted(self.statements)]
         text = json.dumps({"statements": items}, indent=2, sort_keys=True) + "\n"
-        files.write_atomic(files.path_of(root, files.REVOCATIONS), text.encode())
+        files.write_atomic(home.revocations_path, text.encode())
 
     def revoked_at(self, node_id: str) -> str | None:
         statement = self.statements.get(node_id)
@@ -101,15 +101,15 @@ class RevocationList:
 
 
 def revoke(
-    root: Path, node_id: str, reason: str = "", now: dt.datetime | None = None
+    home: NodeHome, node_id: str, reason: str = "", now: dt.datetime | None = None
 ) -> Revocation:
     """Sign and store a revocation of ``node_id`` (needs the CA key)."""
     target = parse_node_id(node_id)
-    ca = MeshCA.load(root)
-    me = NodeIdentity.load(key_path(root)).node_id
+    ca = MeshCA.load(home)
+    me = NodeIdentity.load(home.key_path).node_id
     if target == me:
         raise ConfigError(f"{target} is this node (the CA holder); it cannot revoke itself")
-    existing = RevocationList.load(root).statements.get(target)
+    existing = RevocationList.load(home).statements.get(target)
     if existing is not None:
         return existing
     # Microseconds, like entry and attestation times: a signature made a moment before the
@@ -118,24 +118,24 @@ def revoke(
     draft = Revocation(ca.mesh_id, target, when, reason, me)
     signature = ca.key.sign(draft.signed_bytes(), ec.ECDSA(hashes.SHA256()))
     statement = Revocation(**{**asdict(draft), "signature": signature.hex()})
-    _store(root, [statement])
+    _store(home, [statement])
     return statement
 
 
-def export_revocations(root: Path) -> bytes:
+def export_revocations(home: NodeHome) -> bytes:
     """Every statement this node knows, as JSON bytes for the wire."""
-    statements = RevocationList.load(root).statements
+    statements = RevocationList.load(home).statements
     items = [asdict(statements[k]) for k in sorted(statements)]
     return json.dumps({"statements": items}, sort_keys=True, separators=(",", ":")).encode()
 
 
-def import_revocations(root: Path, data: bytes) -> list[Revocation]:
+def import_revocations(home: NodeHome, data: bytes) -> list[Revocation]:
     """Verify statements from a peer against our CA and store the new ones.
 
     One bad statement refuses the whole batch (BadSignature), so a peer cannot slip forged
     statements in among good ones; nothing is stored in that case.
     """
-    ca_cert = load_ca_cert(root)
+    ca_cert = load_ca_cert(home)
     public = ca_cert.public_key()
     assert isinstance(public, ec.EllipticCurvePublicKey)
     try:
@@ -147,36 +147,36 @@ def import_revocations(root: Path, data: bytes) -> list[Revocation]:
         if statement.mesh_id != mesh_id_of(ca_cert):
             raise BadSignature(f"revocation for mesh {statement.mesh_id} is not for our mesh")
         statement.verify(public)
-    return _store(root, statements)
+    return _store(home, statements)
 
 
-def _store(root: Path, statements: list[Revocation]) -> list[Revocation]:
-    with files.exclusive(root):  # joins add members to the same registry meanwhile
-        return _store_locked(root, statements)
+def _store(home: NodeHome, statements: list[Revocation]) -> list[Revocation]:
+    with files.exclusive(home):  # joins add members to the same registry meanwhile
+        return _store_locked(home, statements)
 
 
-def _store_locked(root: Path, statements: list[Revocation]) -> list[Revocation]:
-    current = RevocationList.load(root)
+def _store_locked(home: NodeHome, statements: list[Revocation]) -> list[Revocation]:
+    current = RevocationList.load(home)
     new = [s for s in statements if current.add(s)]
     if new:
-        current.save(root)
+        current.save(home)
         try:
-            registry = Registry.load(root)
+            registry = Registry.load(home)
         except ConfigError:
             return new
         for statement in new:
             registry.mark_revoked(statement.node_id, statement.revoked_at)
-        registry.save(root)
+        registry.save(home)
     return new
 
 
-def signer_status(root: Path, node_id: str) -> tuple[str, str | None]:
+def signer_status(home: NodeHome, node_id: str) -> tuple[str, str | None]:
     """``(status, revoked_at)`` of a signer: status is active, revoked or unknown."""
-    revoked = RevocationList.load(root).revoked_at(node_id)
+    revoked = RevocationList.load(home).revoked_at(node_id)
     if revoked is not None:
         return "revoked", revoked
     try:
-        registry = Registry.load(root)
+        registry = Registry.load(home)
     except ConfigError:
         return "unknown", None
     member = registry.members.get(parse_node_id(node_id))

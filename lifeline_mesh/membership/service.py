@@ -13,7 +13,6 @@ import hashlib
 import hmac
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
@@ -24,7 +23,8 @@ from lifeline.errors import (
     PermissionDenied,
     RemoteProtocolError,
 )
-from lifeline_mesh.home.identity import NodeIdentity, key_path, node_id_for, verify_signature
+from lifeline_mesh.home.identity import NodeIdentity, node_id_for, verify_signature
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import MeshAuthorizer
 from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
@@ -62,12 +62,12 @@ def _now() -> dt.datetime:
 
 
 class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
-    def __init__(self, root: Path, clock: Clock = _now) -> None:
-        self.root = root
+    def __init__(self, home: NodeHome, clock: Clock = _now) -> None:
+        self.home = home
         self.clock = clock
-        self.mesh_id = mesh_id_of(load_ca_cert(root))
-        self.node_id = NodeIdentity.load(key_path(root)).node_id
-        self.authorizer = MeshAuthorizer(root, self.mesh_id)
+        self.mesh_id = mesh_id_of(load_ca_cert(home))
+        self.node_id = NodeIdentity.load(home.key_path).node_id
+        self.authorizer = MeshAuthorizer(home, self.mesh_id)
 
     async def Join(self, request: Any, context: Any) -> Any:
         # A malformed or forged request is INVALID_ARGUMENT (RemoteProtocolError,
@@ -87,11 +87,11 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
             request.node_signature,
             join_message(self.mesh_id, request.token_id, request.csr_der),
         )
-        revoked = RevocationList.load(self.root).revoked_at(node_id)
+        revoked = RevocationList.load(self.home).revoked_at(node_id)
         if revoked is not None:
             raise PermissionDenied(f"node {node_id} was revoked at {revoked}; it cannot rejoin")
         try:
-            ca = MeshCA.load(self.root)
+            ca = MeshCA.load(self.home)
         except ConfigError as exc:
             raise ConfigError(
                 f"node {self.node_id} does not hold the mesh CA key and cannot complete joins; "
@@ -107,13 +107,13 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         # One locked step: spend the token, sign, add the member. Two joins racing for a
         # token (in this process or another on the same root) cannot both spend it, and a
         # credential revoked meanwhile either sees this runner or refuses it.
-        with files.exclusive(self.root):
-            grant = InviteBook(self.root).spend(request.token_id, proof_ok, node_id, now)
+        with files.exclusive(self.home):
+            grant = InviteBook(self.home).spend(request.token_id, proof_ok, node_id, now)
             role = grant.role
             cert = ca.issue(
                 request.csr_der, node_id, role, now, grant.cert_expires, grant.credential
             )
-            registry = Registry.load(self.root)
+            registry = Registry.load(self.home)
             registry.prune(now)  # expired runners leave the member list as new ones join
             member = Member.new(
                 bytes(request.node_public_key),
@@ -123,12 +123,12 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
                 credential=grant.credential,
             )
             registry.add(member)
-            registry.save(self.root)
+            registry.save(self.home)
         return pb.JoinReply(
             node_cert_pem=cert.public_bytes(serialization.Encoding.PEM),
-            ca_cert_pem=files.path_of(self.root, files.CA_CERT).read_bytes(),
+            ca_cert_pem=self.home.ca_cert_path.read_bytes(),
             members_json=json.dumps(registry.to_json(), sort_keys=True),
-            revocations_json=export_revocations(self.root).decode(),
+            revocations_json=export_revocations(self.home).decode(),
             role=role,
             mesh_id=self.mesh_id,
         )
@@ -151,8 +151,8 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         except LifelineError as exc:
             await context.abort(status_for(exc), str(exc))
         return pb.RevocationsReply(
-            revocations_json=export_revocations(self.root).decode(),
-            members_json=json.dumps(Registry.load(self.root).to_json(), sort_keys=True),
+            revocations_json=export_revocations(self.home).decode(),
+            members_json=json.dumps(Registry.load(self.home).to_json(), sort_keys=True),
         )
 
 
@@ -171,20 +171,20 @@ def _check_sizes(request: Any) -> None:
             )
 
 
-def add_membership(server: Any, root: Path, clock: Clock = _now) -> MembershipServicer:
+def add_membership(server: Any, home: NodeHome, clock: Clock = _now) -> MembershipServicer:
     """Register the Membership service on a node's gRPC server."""
-    servicer = MembershipServicer(root, clock)
+    servicer = MembershipServicer(home, clock)
     pb_grpc.add_MembershipServicer_to_server(servicer, server)
     return servicer
 
 
-def add_join_port(server: Any, root: Path, listen: str) -> int:
+def add_join_port(server: Any, home: NodeHome, listen: str) -> int:
     """Open a join port (server-authenticated TLS) on a node's server; returns the port.
 
     Calls on this port carry no client certificate, so every other service must refuse
     them (``membership.authz.cert_identity`` raises NotAuthenticated) — only Join works here.
     """
-    port: int = server.add_secure_port(listen, join_server_credentials(root))
+    port: int = server.add_secure_port(listen, join_server_credentials(home))
     if not port:
         raise ConfigError(f"cannot listen on {listen} for joins (address in use?)")
     return port

@@ -20,6 +20,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from lifeline.errors import ConfigError, PeerError
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import TARGET_NAME, fingerprint, node_dns_name
 from lifeline_mesh.transport.addresses import split_address
@@ -37,65 +38,64 @@ MAX_MESSAGE = 4 * 1024 * 1024
 FETCH_TIMEOUT = 10.0
 
 
-def _read(root: Path, name: str) -> bytes:
-    path = files.path_of(root, name)
+def _read(path: Path, *, private: bool = False) -> bytes:
     if not path.exists():
         raise ConfigError(
             f"{path} is missing; this node has no mesh certificate — "
             "run `lifeline-mesh join -` (or `init --new-mesh NAME` for a new mesh)"
         )
-    return files.read_private(path) if name == files.TLS_KEY else path.read_bytes()
+    return files.read_private(path) if private else path.read_bytes()
 
 
-def _mtimes(root: Path) -> tuple[int, ...]:
-    names = (files.TLS_KEY, files.TLS_CERT, files.CA_CERT)
-    return tuple(os.stat(files.path_of(root, n)).st_mtime_ns for n in names)
+def _mtimes(home: NodeHome) -> tuple[int, ...]:
+    paths = (home.tls_key_path, home.tls_cert_path, home.ca_cert_path)
+    return tuple(os.stat(p).st_mtime_ns for p in paths)
 
 
-def _server_config(root: Path, client_auth: bool) -> Any:
-    chain = _read(root, files.TLS_CERT) + _read(root, files.CA_CERT)
+def _server_config(home: NodeHome, client_auth: bool) -> Any:
+    chain = _read(home.tls_cert_path) + _read(home.ca_cert_path)
     return grpc.ssl_server_certificate_configuration(
-        [(_read(root, files.TLS_KEY), chain)],
-        root_certificates=_read(root, files.CA_CERT) if client_auth else None,
+        [(_read(home.tls_key_path, private=True), chain)],
+        root_certificates=_read(home.ca_cert_path) if client_auth else None,
     )
 
 
-def _credentials(root: Path, client_auth: bool) -> grpc.ServerCredentials:
-    seen = [_mtimes(root)]
+def _credentials(home: NodeHome, client_auth: bool) -> grpc.ServerCredentials:
+    seen = [_mtimes(home)]
 
     def fetch() -> Any:
         # Called by gRPC before each handshake: return a new config only when files changed.
         try:
-            now = _mtimes(root)
+            now = _mtimes(home)
             if now == seen[0]:
                 return None
-            config = _server_config(root, client_auth)
+            config = _server_config(home, client_auth)
         except (OSError, ConfigError):
             return None  # keep serving with what we have; a half-written file is retried
         seen[0] = now
         return config
 
     return grpc.dynamic_ssl_server_credentials(
-        _server_config(root, client_auth), fetch, require_client_authentication=client_auth
+        _server_config(home, client_auth), fetch, require_client_authentication=client_auth
     )
 
 
-def server_credentials(root: Path) -> grpc.ServerCredentials:
+def server_credentials(home: NodeHome) -> grpc.ServerCredentials:
     """Mutual TLS: the client must present a certificate from our mesh CA."""
-    return _credentials(root, client_auth=True)
+    return _credentials(home, client_auth=True)
 
 
-def join_server_credentials(root: Path) -> grpc.ServerCredentials:
+def join_server_credentials(home: NodeHome) -> grpc.ServerCredentials:
     """Server-authenticated TLS for the join port (a joiner has no certificate yet)."""
-    return _credentials(root, client_auth=False)
+    return _credentials(home, client_auth=False)
 
 
-def channel_credentials(root: Path) -> grpc.ChannelCredentials:
+def channel_credentials(home: NodeHome) -> grpc.ChannelCredentials:
     """Client side of mutual TLS: trust only our mesh CA, present our node certificate."""
     return grpc.ssl_channel_credentials(
-        root_certificates=_read(root, files.CA_CERT),
-        private_key=_read(root, files.TLS_KEY),
-        certificate_chain=_read(root, files.TLS_CERT),
+        root_certificates=_read(home.ca_cert_path),
+        private_key=_read(home.tls_key_path, private=True),
+        certificate_chain=_read(home.tls_cert_path),
     )
 
 

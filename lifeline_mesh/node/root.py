@@ -25,17 +25,16 @@ import grpc
 
 from lifeline.errors import LifelineError, LocalProtocolError
 from lifeline.ledger import utc_now
-from lifeline.lines import line_path, validate_line_name
-from lifeline.settings import load_limits
+from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.inbound import InboundLog
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import NodeState, local_mesh_id, recorded_node_state
 from lifeline_mesh.membership import RevocationList
-from lifeline_mesh.membership import files as mesh_files
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
 from lifeline_mesh.membership.tls import server_credentials
@@ -78,17 +77,17 @@ NODE_LIMITS = SessionLimits(fetch_chunk=6400, max_frame_bytes=8 << 20)
 class Node:
     def __init__(
         self,
-        root: Path,
+        home: NodeHome,
         *,
         insecure: bool = False,
         limits: SessionLimits | None = None,
         clock: Callable[[], str] = utc_now,
     ) -> None:
-        self.root = root
+        self.home = home
         self.limits = limits or NODE_LIMITS
-        self.security = TransportSecurity.for_root(root, insecure=insecure)
+        self.security = TransportSecurity.for_home(home, insecure=insecure)
         self.clock = clock
-        path = key_path(root)
+        path = home.key_path
         self.identity = NodeIdentity.load(path) if path.exists() else None
         self.join_address: str | None = None
         self._join_listen: str | None = None
@@ -104,24 +103,19 @@ class Node:
         self.snapshots = SnapshotCache()
 
     def config(self) -> NodeConfig:
-        return NodeConfig.load(self.root)
+        return NodeConfig.load(self.home)
 
     def is_shared(self, line: str) -> bool:
         return line in self.config().shared_lines
 
     @asynccontextmanager
     async def open_line(self, line: str) -> AsyncIterator[Store]:
-        path = line_path(self.root, validate_line_name(line))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        store = await SqliteStore.open(path)
-        try:
-            yield store
-        finally:
+        async with self.home.open_line(validate_line_name(line), create=True) as store:
             try:
+                yield store
+            finally:
                 await self._witness_state(store, line)
                 await trim_wal(store)
-            finally:
-                await store.close()
 
     async def _witness_state(self, store: Store, line: str) -> None:
         """One state statement after a session that admitted new entries (none otherwise)."""
@@ -145,9 +139,9 @@ class Node:
         caller = peer_node_id(peer.identity) if peer is not None else None
         local = self.identity.node_id if self.identity else None
         notary = NotaryStore(
-            store, signers=self.security.signers(self.root, local, caller), clock=self.clock
+            store, signers=self.security.signers(self.home, local, caller), clock=self.clock
         )
-        codec = EntryCodec(load_limits(self.root))
+        codec = EntryCodec(self.home.limits())
         entries = NotarizedEntrySet(EntrySet(store, codec, self.snapshots), notary)
         self._admitting[store] = entries
         sets: list[ReconSet] = [
@@ -163,9 +157,9 @@ class Node:
         """Membership service on the sync port; a join port where the CA key lives."""
         if self.security.insecure:
             return
-        add_membership(server, self.root)
-        if mesh_files.path_of(self.root, mesh_files.CA_KEY).exists() and self._join_listen:
-            port = add_join_port(server, self.root, self._join_listen)
+        add_membership(server, self.home)
+        if self.home.ca_key_path.exists() and self._join_listen:
+            port = add_join_port(server, self.home, self._join_listen)
             host = self._join_listen.rpartition(":")[0]
             self.join_address = f"{host}:{port}"
 
@@ -182,7 +176,7 @@ class Node:
             limits=self.limits,
             extend=self._extend,
             announcements=self.changes,
-            on_session=InboundLog(self.root).record,
+            on_session=InboundLog(self.home).record,
         )
 
     async def serve(
@@ -200,7 +194,7 @@ class Node:
         address = await server.start(listen)
         offload.warm_up()  # helper processes ready before the first large batch arrives
         try:
-            with recorded_node_state(self.root, self._state(address, peering)):
+            with recorded_node_state(self.home, self._state(address, peering)):
                 if ready is not None:
                     ready(address)
                 if peering is None:
@@ -212,7 +206,7 @@ class Node:
         return server
 
     def _state(self, address: str, peering: PeeringOptions | None) -> NodeState:
-        mesh_id = local_mesh_id(self.root)
+        mesh_id = local_mesh_id(self.home)
         discovery = peering is not None and peering.discovery and mesh_id is not None
         return NodeState(
             pid=os.getpid(),
@@ -227,20 +221,20 @@ class Node:
 
     def peering(self, options: PeeringOptions, address: str) -> Peering:
         """Static peers, LAN discovery, the line watcher and the scheduler of this node."""
-        root = self.root
+        home = self.home
 
         def shared_line_files() -> list[Path]:
-            return [line_path(root, name) for name in self.config().shared_lines]
+            return [home.line_path(name) for name in self.config().shared_lines]
 
         def not_revoked(node_id: str) -> bool:
-            return RevocationList.load(root).revoked_at(node_id) is None
+            return RevocationList.load(home).revoked_at(node_id) is None
 
         return Peering(
-            root,
+            home,
             options,
             self.sync_peer,
             node_id=self.identity.node_id if self.identity else "",
-            mesh_id=local_mesh_id(root),
+            mesh_id=local_mesh_id(home),
             port=split_address(address)[1],
             line_files=shared_line_files,
             allow=not_revoked,
@@ -289,7 +283,7 @@ class Node:
                 )
         if not self.security.insecure:
             # Learn the members and revocations the peer knows: signers we must accept.
-            await pull_membership(self.root, peer)
+            await pull_membership(self.home, peer)
         reports = []
         for line in lines:
             async with self.open_line(line) as store:
@@ -331,21 +325,21 @@ def _no_line(*args: object) -> NoReturn:
 
 
 async def serve_membership(
-    root: Path, listen: str = "127.0.0.1:0", mtls_listen: str = "127.0.0.1:0"
+    home: NodeHome, listen: str = "127.0.0.1:0", mtls_listen: str = "127.0.0.1:0"
 ) -> MembershipServer:
     """Start a standalone Membership server (``membership-serve``): a join port and a
     mutual-TLS port, on the same server a node runs."""
     join_ports: list[int] = []
 
     def extend(server: grpc.aio.Server) -> None:
-        add_membership(server, root)
-        join_ports.append(add_join_port(server, root, listen))
+        add_membership(server, home)
+        join_ports.append(add_join_port(server, home, listen))
 
     server = SyncServer(
         _no_line,
         _shares_nothing,
         _no_line,
-        credentials=server_credentials(root),
+        credentials=server_credentials(home),
         extend=extend,
     )
     address = await server.start(mtls_listen)

@@ -1,6 +1,6 @@
 """How a node secures its transport, composed from its files (DESIGN §7).
 
-``TransportSecurity.for_root`` reads the node's mesh certificate, key and CA: mutual TLS
+``TransportSecurity.for_home`` reads the node's mesh certificate, key and CA: mutual TLS
 with the membership authorizer, or — only with ``insecure`` and only on loopback — plain
 text that lets every caller in. Signers known to the notary are the members registry plus,
 for one session, the caller whose certificate TLS just verified.
@@ -9,14 +9,13 @@ for one session, the caller whose certificate TLS just verified.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
 from cryptography import x509
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.membership import files
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.authz import MeshAuthorizer, cert_identity
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
@@ -62,33 +61,33 @@ class TransportSecurity:
     ephemeral: bool = False  # a CI runner: its certificate names the credential
 
     @classmethod
-    def for_root(cls, root: Path, *, insecure: bool) -> TransportSecurity:
+    def for_home(cls, home: NodeHome, *, insecure: bool) -> TransportSecurity:
         if insecure:
             return cls(insecure=True)
-        if not files.path_of(root, files.CA_CERT).exists():
+        if not home.in_mesh():
             raise ConfigError(
-                f"{root} has no mesh certificate: create a mesh with `lifeline-mesh init "
+                f"{home.root} has no mesh certificate: create a mesh with `lifeline-mesh init "
                 "--new-mesh NAME` or join one with `lifeline-mesh join -` (or, on loopback "
                 "only, pass --insecure)"
             )
-        ca = load_ca_cert(root)
+        ca = load_ca_cert(home)
         mesh_id = mesh_id_of(ca)
-        own = identity_from_cert(files.path_of(root, files.TLS_CERT).read_bytes())
+        own = identity_from_cert(home.tls_cert_path.read_bytes())
         return cls(
             insecure=False,
             mesh_id=mesh_id,
-            authorizer=MeshAuthorizer(root, mesh_id),
-            server_credentials=server_credentials(root),
-            channel_credentials=channel_credentials(root),
+            authorizer=MeshAuthorizer(home, mesh_id),
+            server_credentials=server_credentials(home),
+            channel_credentials=channel_credentials(home),
             channel_options=channel_options(),
             role=own.role,
             ca=ca,
             ephemeral=own.credential is not None,
         )
 
-    def signers(self, root: Path, local: str | None, caller: str | None) -> KnownSigners | None:
+    def signers(self, home: NodeHome, local: str | None, caller: str | None) -> KnownSigners | None:
         """Without a mesh every valid signature is admitted; with one, members only — and
         the runners whose enrollment the session proves (decision 0024)."""
         if self.insecure:
             return None
-        return EnrolledSigners(SessionSigners(FileSigners.load(root, local), caller), self.ca)
+        return EnrolledSigners(SessionSigners(FileSigners.load(home, local), caller), self.ca)

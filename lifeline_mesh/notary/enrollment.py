@@ -25,7 +25,6 @@ import datetime as dt
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from cryptography import x509
@@ -34,8 +33,8 @@ from cryptography.hazmat.primitives import serialization
 from lifeline.entry import format_ts
 from lifeline.errors import BadSignature, InvalidEntry, PeerError
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.home.config import mesh_dir
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
 from lifeline_mesh.notary.signers import KnownSigners, SignerState, SignerStatus
 from lifeline_mesh.notary.statement import Attestation, Role, decode, sign
@@ -76,9 +75,9 @@ def _ts(when: dt.datetime) -> str:
     return format_ts(when.astimezone(dt.UTC))
 
 
-def runner_certificate(root: Path) -> bytes | None:
+def runner_certificate(home: NodeHome) -> bytes | None:
     """This node's certificate (DER) when it is an ephemeral runner's, else None."""
-    path = mesh_dir(root) / "tls.pem"
+    path = home.tls_cert_path
     if not path.exists():
         return None
     pem = path.read_bytes()
@@ -196,14 +195,12 @@ async def learn_held(store: SqliteStore, signers: KnownSigners | None) -> bool:
     return True
 
 
-def seen_runners(root: Path, ca_cert: x509.Certificate) -> dict[str, Runner]:
+def seen_runners(home: NodeHome, ca_cert: x509.Certificate) -> dict[str, Runner]:
     """The runners whose enrollment a line of this node holds (``members --all``): what the
     node has seen, read-only and without opening the lines for writing."""
-    from lifeline.lines import line_names, line_path  # the line layout
-
     found: dict[str, Runner] = {}
-    for name in line_names(root):
-        uri = line_path(root, name).resolve().as_uri() + "?mode=ro"
+    for name in home.line_names():
+        uri = home.line_path(name).resolve().as_uri() + "?mode=ro"
         try:
             with contextlib.closing(sqlite3.connect(uri, uri=True)) as conn:
                 held = held_enrollments(conn)

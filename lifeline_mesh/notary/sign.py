@@ -13,15 +13,16 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError
+from lifeline.home import Home
 from lifeline.plugins import AppendHook
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,
@@ -210,11 +211,12 @@ class AuthorHook:
         return [self.enrolled] if self.enrolled is not None else []
 
 
-def append_hook_factory(root: Path) -> AppendHook | None:
-    """Entry point: sign every local write when ``root`` has a node identity."""
-    path = key_path(root)
+def append_hook_factory(project: Home) -> AppendHook | None:
+    """Entry point: sign every local write when the project has a node identity."""
+    home = NodeHome.of(project)
+    path = home.key_path
     if not path.exists():
         return None
     identity = NodeIdentity.load(path)
-    cert = runner_certificate(root)
+    cert = runner_certificate(home)
     return AuthorHook(identity, enrollment_statement(identity, cert) if cert else None)

@@ -1,7 +1,7 @@
 """Who may sign: the ``KnownSigners`` interface and its default, file-based implementation.
 
 The membership layer will provide the real registry. Until then :class:`FileSigners` knows
-the local node and the node ids listed in ``<root>/.lifeline/mesh/members.json``, whose
+the local node and the node ids listed in the members file (``NodeHome.members_path``), whose
 expected shape is::
 
     {"members": [
@@ -29,10 +29,10 @@ from typing import Any, Protocol
 
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
-from lifeline_mesh.home.config import mesh_dir
 from lifeline_mesh.home.identity import parse_node_id
+from lifeline_mesh.home.node_home import NodeHome
 
-__all__ = ["FileSigners", "KnownSigners", "SignerState", "SignerStatus", "members_path"]
+__all__ = ["FileSigners", "KnownSigners", "SignerState", "SignerStatus"]
 
 
 class SignerState(enum.Enum):
@@ -50,10 +50,6 @@ class SignerStatus:
 
 class KnownSigners(Protocol):
     def status(self, node_id: str) -> SignerStatus: ...
-
-
-def members_path(root: Path) -> Path:
-    return mesh_dir(root) / "members.json"
 
 
 class FileSigners:
@@ -78,11 +74,11 @@ class FileSigners:
         return SignerStatus(SignerState.UNKNOWN)
 
     @classmethod
-    def load(cls, root: Path, local_node_id: str | None) -> FileSigners:
+    def load(cls, home: NodeHome, local_node_id: str | None) -> FileSigners:
         known: set[str] = {local_node_id} if local_node_id else set()
         revoked: dict[str, str] = {}
         expires: dict[str, str] = {}
-        path = members_path(root)
+        path = home.members_path
         if path.exists():
             for node_id, revoked_at, expires_at in _read_members(path):
                 if revoked_at is None:
@@ -91,7 +87,7 @@ class FileSigners:
                     revoked[node_id] = revoked_at
                 if expires_at is not None:
                     expires[node_id] = expires_at
-        for node_id, revoked_at in _read_revocations(mesh_dir(root) / "revocations.json"):
+        for node_id, revoked_at in _read_revocations(home.revocations_path):
             if revoked_at < revoked.get(node_id, "~"):
                 revoked[node_id] = revoked_at
         return cls(known, revoked, expires)

@@ -26,6 +26,7 @@ from lifeline.errors import ConfigError
 from lifeline_mesh.discovery.advert import PeerFound, PeerLost
 from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.peering.changes import CHANGE_POLL_S, ChangeFeed, LineWatcher
 from lifeline_mesh.peering.schedule import SchedulePolicy
 from lifeline_mesh.peering.scheduler import (
@@ -111,7 +112,7 @@ class Peering:
 
     def __init__(
         self,
-        root: Path,
+        home: NodeHome,
         options: PeeringOptions,
         sync_one: SyncOne,
         *,
@@ -124,7 +125,7 @@ class Peering:
         watch_one: WatchOne | None = None,
         feed: ChangeFeed | None = None,
     ) -> None:
-        self.root = root
+        self.home = home
         self.options = options
         self.node_id = node_id
         self.mesh_id = mesh_id
@@ -152,7 +153,7 @@ class Peering:
             self.watches.refresh()
             for row in rows:
                 row["watching"] = row["key"] in self.watches.live
-        save_peers_file(self.root, rows, pid=os.getpid(), wall_now=time.time())
+        save_peers_file(self.home, rows, pid=os.getpid(), wall_now=time.time())
 
     def _persist_now(self) -> None:
         try:

@@ -2,7 +2,7 @@
 
 Static peers come from the config file and ``--peer HOST:PORT``; discovered peers come and
 go with LAN adverts. A static peer that is also discovered stays one row (it learns its
-node id). The table is written to ``<root>/.lifeline/mesh/peers.json`` after each change so
+node id). The table is written to ``NodeHome.peers_path`` after each change so
 ``lifeline-mesh peers`` can show it from another process while the node runs.
 """
 
@@ -15,25 +15,20 @@ import os
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.home.config import mesh_dir
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.transport.addresses import split_address
 
 __all__ = [
-    "PEERS_FILE",
     "PeerAddress",
     "PeerSource",
     "PeerState",
     "PeerTable",
     "load_peers_file",
-    "peers_path",
     "save_peers_file",
 ]
-
-PEERS_FILE = "peers.json"
 
 
 class PeerSource(enum.Enum):
@@ -163,13 +158,11 @@ class PeerTable:
         return [p.to_json(mono_now=mono_now, wall_now=wall_now) for p in self]
 
 
-def peers_path(root: Path) -> Path:
-    return mesh_dir(root) / PEERS_FILE
-
-
-def save_peers_file(root: Path, rows: list[dict[str, Any]], *, pid: int, wall_now: float) -> None:
+def save_peers_file(
+    home: NodeHome, rows: list[dict[str, Any]], *, pid: int, wall_now: float
+) -> None:
     """Write the table atomically so a reader never sees half a file."""
-    path = peers_path(root)
+    path = home.peers_path
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"version": 1, "pid": pid, "updated_at": wall_now, "peers": rows}
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peers-")
@@ -179,9 +172,9 @@ def save_peers_file(root: Path, rows: list[dict[str, Any]], *, pid: int, wall_no
     os.replace(tmp, path)
 
 
-def load_peers_file(root: Path) -> dict[str, Any] | None:
+def load_peers_file(home: NodeHome) -> dict[str, Any] | None:
     """The last table a node wrote, or None when no node has run here."""
-    path = peers_path(root)
+    path = home.peers_path
     if not path.exists():
         return None
     try:

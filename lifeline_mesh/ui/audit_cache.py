@@ -17,13 +17,12 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from lifeline.errors import LifelineError
-from lifeline.lines import line_names, line_path
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.audit import audit_line
 from lifeline_mesh.notary.rules import Policy, verify_items
 from lifeline_mesh.notary.signers import FileSigners, SignerState
@@ -85,8 +84,8 @@ def first_other(marks: Sequence[Mark], authors: set[str]) -> Mark | None:
 class _LineJobs(Generic[T]):
     """One background task at a time, redoing the lines whose state changed."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
+    def __init__(self, home: NodeHome) -> None:
+        self.home = home
         self.results: dict[str, T] = {}
         self.error: str | None = None
         self._task: asyncio.Task[None] | None = None
@@ -102,12 +101,11 @@ class _LineJobs(Generic[T]):
 
     async def run(self) -> None:
         try:
-            path = key_path(self.root)
+            path = self.home.key_path
             local = NodeIdentity.load(path).node_id if path.exists() else None
-            signers = FileSigners.load(self.root, local)
-            for name in line_names(self.root):
-                path_ = line_path(self.root, name)
-                async with await SqliteStore.open(path_, create=False) as store:
+            signers = FileSigners.load(self.home, local)
+            for name in self.home.line_names():
+                async with self.home.open_line(name) as store:
                     key = await store.run_read(line_key)
                     held = self.results.get(name)
                     if held is not None and getattr(held, "key", None) == key:

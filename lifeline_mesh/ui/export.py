@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.ui.app import ASSETS, create_app
 from lifeline_mesh.ui.links import static_file
 from lifeline_mesh.ui.viewer import Viewer
@@ -61,11 +62,11 @@ async def asgi_get(app: Any, path: str, query: str = "") -> tuple[int, bytes]:
 
 
 async def export_site(
-    root: Path, target: Path, progress: Callable[[int], None] | None = None
+    home: NodeHome, target: Path, progress: Callable[[int], None] | None = None
 ) -> ExportReport:
-    """Write the site of ``root`` under ``target`` (created; existing pages replaced)."""
+    """Write the site of ``home`` under ``target`` (created; existing pages replaced)."""
     found: list[str] = []
-    viewer = Viewer(root, static=True, on_link=found.append)
+    viewer = Viewer(home, static=True, on_link=found.append)
     app = create_app(viewer)
     report = ExportReport()
     target.mkdir(parents=True, exist_ok=True)

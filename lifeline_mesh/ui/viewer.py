@@ -12,12 +12,12 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from lifeline.errors import LifelineError
-from lifeline.lines import DEFAULT_LINE, line_names, line_path, validate_line_name
+from lifeline.lines import DEFAULT_LINE, validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.ui.audit_cache import AuditCache, WitnessCache
 from lifeline_mesh.ui.reader import LineReader
 
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Viewer:
-    root: Path
+    home: NodeHome
     static: bool = False
     token: str | None = None
     on_link: Callable[[str], None] | None = None  # the static export collects links here
@@ -40,12 +40,12 @@ class Viewer:
 
     def __post_init__(self) -> None:
         # The notary keeps its tables in the line files: register its migrations first.
-        load_append_hooks(self.root)
-        self.audit = AuditCache(self.root)
-        self.witness = WitnessCache(self.root)
+        load_append_hooks(self.home)
+        self.audit = AuditCache(self.home)
+        self.witness = WitnessCache(self.home)
 
     def lines(self) -> list[str]:
-        return line_names(self.root)
+        return self.home.line_names()
 
     def default_line(self) -> str | None:
         names = self.lines()
@@ -59,7 +59,7 @@ class Viewer:
         async with self._lock:
             found = self._readers.get(name)
             if found is None:
-                path = line_path(self.root, name, must_exist=True)
+                path = self.home.line_path(name, must_exist=True)
                 found = LineReader(name, await SqliteStore.open(path, create=False))
                 self._readers[name] = found
             return found

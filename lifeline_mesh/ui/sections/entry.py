@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from lifeline.entry import Entry
 from lifeline.truth.parse import thread_of
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.mcp.signatures import entry_signatures
 from lifeline_mesh.ui.audit_cache import first_other, line_key
 from lifeline_mesh.ui.links import Links
@@ -63,9 +63,9 @@ async def entry_page(request: Request) -> Response:
     children = await reader.children(entry.id)
     shown_children = children[:MAX_CHILDREN]
     near = await reader.entries([*entry.parents, *shown_children])
-    path = key_path(viewer.root)
+    path = viewer.home.key_path
     local = NodeIdentity.load(path).node_id if path.exists() else None
-    sigs = await entry_signatures(viewer.root, reader.store, entry.id, entry.ts, local)
+    sigs = await entry_signatures(viewer.home, reader.store, entry.id, entry.ts, local)
     if viewer.static:
         await viewer.witness.run()  # a copy shows fresh times; served pages never wait
     else:

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from lifeline.errors import ConfigError
 from lifeline_mesh.cli.cmd_peers import peers_report
 from lifeline_mesh.home.config import NodeConfig
-from lifeline_mesh.home.identity import NodeIdentity, key_path
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.state import local_mesh_id, pid_alive, read_node_state
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.ui.links import Links
@@ -29,20 +29,20 @@ FINDINGS_SHOWN = 100
 
 
 def _node(viewer: Viewer) -> dict[str, Any]:
-    path = key_path(viewer.root)
-    state = read_node_state(viewer.root)
+    path = viewer.home.key_path
+    state = read_node_state(viewer.home)
     serving = state is not None and pid_alive(state.pid)
     return {
         "node_id": NodeIdentity.load(path).node_id if path.exists() else None,
-        "mesh_id": local_mesh_id(viewer.root),
+        "mesh_id": local_mesh_id(viewer.home),
         "serving": state.listen if state is not None and serving else None,
-        "root": str(viewer.root.resolve()),
+        "root": str(viewer.home.root.resolve()),
     }
 
 
 def _members(viewer: Viewer) -> tuple[str, list[dict[str, Any]]]:
     try:
-        registry = Registry.load(viewer.root)
+        registry = Registry.load(viewer.home)
     except ConfigError:
         return "", []
     return registry.name, [
@@ -63,7 +63,7 @@ def _count(conn: sqlite3.Connection) -> int:
 
 
 async def _lines(viewer: Viewer) -> list[dict[str, Any]]:
-    shared = set(NodeConfig.load(viewer.root).shared_lines)
+    shared = set(NodeConfig.load(viewer.home).shared_lines)
     out = []
     for name in viewer.lines():
         reader = await viewer.reader(name)
@@ -101,7 +101,7 @@ async def mesh_page(request: Request) -> Response:
         viewer.audit.refresh()
     node = _node(viewer)
     name, members = _members(viewer)
-    peers = peers_report(viewer.root)
+    peers = peers_report(viewer.home)
     for row in peers["peers"]:
         row["health"] = peer_health(row)
     return page(

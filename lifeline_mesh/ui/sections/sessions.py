@@ -45,7 +45,7 @@ def _choice(request: Request, name: str, allowed: list[str]) -> str:
 async def home(request: Request) -> Response:
     """The configured sessions line's list (``sessions.line`` in settings)."""
     viewer = viewer_of(request)
-    line = load_session_settings(viewer.root).line
+    line = load_session_settings(viewer.home).line
     if line not in viewer.lines():
         return page(
             request,
@@ -66,7 +66,7 @@ async def _listing(request: Request, line: str) -> Response:
     view = (await viewer.reader(line)).sessions
     scope = request.query_params.get("scope", "").strip()[:500]
     if scope == ".":  # as `--scope .`: this project's
-        scope = project_scope(viewer.root)
+        scope = project_scope(viewer.home.root)
     status = _choice(request, "status", STATUSES)
     tool = _choice(request, "tool", TOOLS)
     number = _number(request, "page")

@@ -1,0 +1,175 @@
+"""The project's home: the one owner of the ``<root>/.lifeline/`` layout.
+
+::
+
+    <root>/
+      LIFELINE.md, LIFELINE.<line>.md   readable projections (safe to commit)
+      .lifeline/
+        .gitignore                      keeps the folder out of git (lifeline/ignore.py)
+        config.json                     settings: size caps, sessions (optional)
+        <line>.db                       one SQLite file per line
+        <line>.projection.json          the record of its last render (lifeline/projection_file.py)
+        <line>.db.damaged-<time>        a damaged file `lifeline recover` set aside (integrity.py)
+        sessions-sources.sqlite         the session importer's source ledger (never synced)
+        policy.json, mesh/, ci/         the node's files (lifeline_mesh/home/node_home.py)
+
+Every entry point builds one :class:`Home` (the node's entry points a
+:class:`lifeline_mesh.home.node_home.NodeHome`, which adds the node's files) and passes it
+down; no other module names a file under ``.lifeline/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeline.errors import NotFound
+from lifeline.lines import DEFAULT_LINE, is_line_name, validate_line_name
+from lifeline.store.sqlite import SqliteStore
+from lifeline.validate import Limits
+
+__all__ = ["Home"]
+
+LEDGER_DIR = ".lifeline"
+SETTINGS_FILE = "config.json"
+IGNORE_FILE = ".gitignore"
+SOURCES_FILE = "sessions-sources.sqlite"
+LINE_SUFFIX = ".db"
+RENDER_RECORD_SUFFIX = ".projection.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Home:
+    """One project: its root folder and what lives under ``.lifeline/``."""
+
+    root: Path
+
+    @classmethod
+    def find(cls, start: Path) -> Home:
+        """The nearest folder from ``start`` upward that holds ``.lifeline/``, as git finds
+        ``.git``; the search stops at a repository's root (a folder with ``.git``) and at
+        the filesystem root. ``start`` itself when none holds one (where `init` creates it)."""
+        here = start.resolve()
+        for folder in (here, *here.parents):
+            if cls(folder).exists():
+                return cls(folder)
+            if (folder / ".git").exists():
+                break
+        return cls(start)
+
+    # The layout.
+
+    @property
+    def dir(self) -> Path:
+        """``<root>/.lifeline``."""
+        return self.root / LEDGER_DIR
+
+    def exists(self) -> bool:
+        return self.dir.is_dir()
+
+    @property
+    def settings_path(self) -> Path:
+        return self.dir / SETTINGS_FILE
+
+    @property
+    def ignore_path(self) -> Path:
+        return self.dir / IGNORE_FILE
+
+    @property
+    def sources_path(self) -> Path:
+        """The session importer's source ledger (local, never synced)."""
+        return self.dir / SOURCES_FILE
+
+    def committable(self) -> set[str]:
+        """Files under ``.lifeline/`` that belong in git, relative to the root (posix)."""
+        return {self.relative(self.ignore_path), self.relative(self.settings_path)}
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix()
+
+    # Lines.
+
+    def line_path(self, name: str, *, must_exist: bool = False) -> Path:
+        """The file of line ``name``."""
+        path = self.dir / f"{validate_line_name(name)}{LINE_SUFFIX}"
+        if must_exist and not path.exists():
+            known = ", ".join(self.line_names()) or "none"
+            raise NotFound(
+                f"line {name!r} does not exist under {self.root} (lines: {known}); "
+                f"create it with `lifeline --line {name} init`"
+            )
+        return path
+
+    def has_line(self, name: str) -> bool:
+        return self.line_path(name).exists()
+
+    def line_names(self) -> list[str]:
+        """The lines present, sorted."""
+        if not self.dir.is_dir():
+            return []
+        return sorted(p.stem for p in self.dir.glob(f"*{LINE_SUFFIX}") if is_line_name(p.stem))
+
+    def db_files(self) -> list[Path]:
+        """Every ``.db`` file under ``.lifeline/``, line name or not (a foreign project's
+        files, e.g. lifeline-context's, are read by the importer)."""
+        return sorted(self.dir.glob(f"*{LINE_SUFFIX}"))
+
+    @staticmethod
+    def render_record_path(line_file: Path) -> Path:
+        """The record of a line's last render, beside its file (``<line>.projection.json``)."""
+        return line_file.with_name(f"{line_file.stem}{RENDER_RECORD_SUFFIX}")
+
+    @staticmethod
+    def damaged_path(line_file: Path, stamp: str) -> Path:
+        """Where ``lifeline recover`` keeps a damaged line file (``<line>.db.damaged-<time>``)."""
+        return line_file.with_name(f"{line_file.name}.damaged-{stamp}")
+
+    @staticmethod
+    def recovering_path(line_file: Path) -> Path:
+        """The new file ``lifeline recover`` builds before it takes the line's place."""
+        return line_file.with_name(f".{line_file.name}.recovering")
+
+    def projection_path(self, name: str) -> Path:
+        """``LIFELINE.md`` for the default line, ``LIFELINE.<line>.md`` for the others."""
+        if name == DEFAULT_LINE:
+            return self.root / "LIFELINE.md"
+        return self.root / f"LIFELINE.{validate_line_name(name)}.md"
+
+    @asynccontextmanager
+    async def open_line(self, name: str, *, create: bool = False) -> AsyncIterator[SqliteStore]:
+        """Open line ``name``; one that does not exist is NotFound unless ``create``.
+
+        ``create`` makes ``.lifeline/`` (with its ignore file) when missing."""
+        path = self.line_path(name, must_exist=not create)
+        if create:
+            self.prepare()
+        store = await SqliteStore.open(path, create=create)
+        try:
+            yield store
+        finally:
+            await store.close()
+
+    async def exists_in(self, line: str, entry_id: str) -> bool:
+        """Whether ``entry_id`` is stored in line ``line`` (False when there is no such line)."""
+        try:
+            async with self.open_line(line) as store:
+                return bool(await store.contains([entry_id]))
+        except NotFound:
+            return False
+
+    def prepare(self) -> None:
+        """Make ``.lifeline/`` and keep it out of git."""
+        from lifeline.ignore import ensure_ignore_file  # ignore.py uses this module
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        ensure_ignore_file(self)
+
+    # Settings.
+
+    def limits(self) -> Limits:
+        """The size caps: defaults overridden by ``config.json``'s ``limits`` (read now)."""
+        from lifeline.settings import read_limits  # settings.py parses; this module locates
+
+        return read_limits(self.settings_path)

@@ -1,0 +1,159 @@
+"""The node's home: the project's :class:`~lifeline.home.Home` plus the node's own files.
+
+::
+
+    <root>/.lifeline/
+      policy.json          what MCP agents may do (mcp/policy.py)
+      mesh/                the node's files, 0700; never synced
+        config.json        shared lines, static peers, listen address (home/config.py)
+        node.key           ed25519 signing key, 0600 (home/identity.py)
+        state.json         the running `serve` (home/state.py), serve.lock its lock
+        inbound.json       the last session of each caller (home/inbound.py)
+        peers.json         the peer table (peering/table.py)
+        ca.pem, ca.key     the mesh CA certificate; its key only where the mesh was made
+        tls.pem, tls.key   this node's mesh certificate and its P-256 key
+        members.json       the members registry (membership/registry.py)
+        revocations.json   signed revocations (membership/revocation.py)
+        invites.json       invites and CI credentials issued here, 0600 (membership/invite.py)
+        .membership.lock   held across a read-modify-write of the membership files
+        proposals.db       agents' proposals waiting for a human (mcp/proposals.py)
+        mcp-tokens.json    remote MCP bearer tokens issued here, hashed, 0600 (mcp/tokens.py)
+      ci/                  a CI job's files (ci/job.py)
+        job.txt            peer and lines, for `ci finish` in a later step
+        lifeline-context.md  every line's context, named by $LIFELINE_CONTEXT_FILE
+        unsynced-<line>.md   a line's projection when the job could not sync back
+
+Built once by each entry point of ``lifeline-mesh`` (its commands, ``serve``, the MCP
+server, the viewer, the demo, CI) and passed down; no other module names these files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lifeline.home import Home
+
+__all__ = ["NodeHome"]
+
+MESH_DIR = "mesh"
+CI_DIR = "ci"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeHome(Home):
+    """A project seen by its node: the lines and settings, and the node's files."""
+
+    @classmethod
+    def of(cls, home: Home) -> NodeHome:
+        return home if isinstance(home, NodeHome) else cls(home.root)
+
+    @property
+    def mesh_dir(self) -> Path:
+        """Where the node keeps its key, certificates, config and run state."""
+        return self.dir / MESH_DIR
+
+    # The node's config, identity and run state.
+
+    @property
+    def config_path(self) -> Path:
+        return self.mesh_dir / "config.json"
+
+    @property
+    def key_path(self) -> Path:
+        return self.mesh_dir / "node.key"
+
+    @property
+    def state_path(self) -> Path:
+        return self.mesh_dir / "state.json"
+
+    @property
+    def serve_lock_path(self) -> Path:
+        """Held by the one ``serve`` of a root; the kernel drops it at exit."""
+        return self.mesh_dir / "serve.lock"
+
+    @property
+    def inbound_path(self) -> Path:
+        return self.mesh_dir / "inbound.json"
+
+    @property
+    def peers_path(self) -> Path:
+        return self.mesh_dir / "peers.json"
+
+    # Membership.
+
+    @property
+    def ca_cert_path(self) -> Path:
+        """The mesh CA certificate: every member has it."""
+        return self.mesh_dir / "ca.pem"
+
+    @property
+    def ca_key_path(self) -> Path:
+        """The CA private key: only on the node that created the mesh."""
+        return self.mesh_dir / "ca.key"
+
+    @property
+    def tls_cert_path(self) -> Path:
+        """This node's certificate, issued by the mesh CA."""
+        return self.mesh_dir / "tls.pem"
+
+    @property
+    def tls_key_path(self) -> Path:
+        """This node's P-256 TLS key."""
+        return self.mesh_dir / "tls.key"
+
+    @property
+    def members_path(self) -> Path:
+        return self.mesh_dir / "members.json"
+
+    @property
+    def revocations_path(self) -> Path:
+        return self.mesh_dir / "revocations.json"
+
+    @property
+    def invites_path(self) -> Path:
+        """Invites and CI credentials this node issued, and whether they were used."""
+        return self.mesh_dir / "invites.json"
+
+    @property
+    def membership_lock_path(self) -> Path:
+        """Held across a read-modify-write of the membership files."""
+        return self.mesh_dir / ".membership.lock"
+
+    def in_mesh(self) -> bool:
+        """Whether this node holds a mesh CA certificate (it joined or made a mesh)."""
+        return self.ca_cert_path.exists()
+
+    # Agents.
+
+    @property
+    def proposals_path(self) -> Path:
+        return self.mesh_dir / "proposals.db"
+
+    @property
+    def mcp_tokens_path(self) -> Path:
+        """The bearer tokens of remote MCP this node issued (their SHA-256 only), 0600."""
+        return self.mesh_dir / "mcp-tokens.json"
+
+    @property
+    def policy_path(self) -> Path:
+        """The agent policy (beside the lines: the shape lifeline-context uses)."""
+        return self.dir / "policy.json"
+
+    # CI jobs.
+
+    @property
+    def ci_dir(self) -> Path:
+        return self.dir / CI_DIR
+
+    @property
+    def ci_job_path(self) -> Path:
+        return self.ci_dir / "job.txt"
+
+    @property
+    def ci_context_path(self) -> Path:
+        return self.ci_dir / "lifeline-context.md"
+
+    def ci_unsynced_path(self, line: str) -> Path:
+        """A line's projection kept when a job could not sync back."""
+        return self.ci_dir / f"unsynced-{line}.md"
