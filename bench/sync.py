@@ -24,8 +24,8 @@ from serving import serving, timed_sync
 from lifeline.entry import Entry, format_ts
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.recon.entry_codec import EntryCodec
-from lifeline_mesh.recon.pair import MemorySet, SessionPair
 from lifeline_mesh.recon.session import SessionLimits
+from lifeline_mesh.testing.pair import MemorySet, SessionPair
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -27,7 +27,7 @@ from lifeline_mesh.membership.invite import Token, issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.registry import ROLES, Registry, iso
 from lifeline_mesh.membership.revocation import RevocationList, revoke
-from lifeline_mesh.membership.service import serve_membership
+from lifeline_mesh.node.root import serve_membership
 from lifeline_mesh.notary.enrollment import Runner, seen_runners
 from lifeline_mesh.transport.addresses import address_arg
 

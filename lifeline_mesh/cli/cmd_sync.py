@@ -24,6 +24,7 @@ from lifeline_mesh.peering.service import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.fast import ENV, PLAIN, FastPaths
 from lifeline_mesh.transport.addresses import address_arg, split_address
+from lifeline_mesh.transport.authz import MeshRole
 
 __all__ = ["register"]
 
@@ -191,7 +192,7 @@ async def cmd_sync(args: argparse.Namespace) -> int:
     if args.json:
         print_json([r.to_dict() for r in reports])
     else:
-        reader = node.security.role == "reader"
+        reader = node.security.role is MeshRole.READER
         for report in reports:
             print(_report_text(report, args.peer))
             if reader:

@@ -30,6 +30,7 @@ from lifeline_mesh.membership.certs import (
     node_dns_name,
 )
 from lifeline_mesh.membership.registry import Member, Registry
+from lifeline_mesh.transport.authz import MeshRole
 
 __all__ = [
     "CA_VALID_DAYS",
@@ -149,7 +150,7 @@ class MeshCA:
         self,
         csr_der: bytes,
         node_id: str,
-        role: str,
+        role: MeshRole,
         now: dt.datetime,
         not_after: dt.datetime | None = None,
         credential: str | None = None,
@@ -218,13 +219,13 @@ def create_mesh(home: NodeHome, name: str, now: dt.datetime | None = None) -> Me
     identity, _ = NodeIdentity.load_or_create(home)
     ca = MeshCA.generate(name.strip(), now)
     tls_key = new_tls_key()
-    cert = ca.issue(make_csr(tls_key, identity.node_id), identity.node_id, "member", now)
+    cert = ca.issue(make_csr(tls_key, identity.node_id), identity.node_id, MeshRole.MEMBER, now)
     files.write_atomic(home.ca_key_path, pem_key(ca.key), private=True)
     files.write_atomic(home.tls_key_path, pem_key(tls_key), private=True)
     files.write_atomic(home.tls_cert_path, _pem(cert))
     files.write_atomic(home.ca_cert_path, _pem(ca.cert))
     registry = Registry(mesh_id=ca.mesh_id, name=name.strip())
-    registry.add(Member.new(identity.public_key, "member", now, ca_holder=True))
+    registry.add(Member.new(identity.public_key, MeshRole.MEMBER, now, ca_holder=True))
     registry.save(home)
     return MeshInfo(name.strip(), ca.mesh_id, identity.node_id, fingerprint(ca.cert).hex())
 

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 
 from lifeline.errors import PeerError
 from lifeline_mesh.home.identity import parse_node_id
+from lifeline_mesh.transport.authz import MeshRole
 
 __all__ = [
     "TARGET_NAME",
@@ -61,7 +62,7 @@ def mesh_id_of(ca_cert: x509.Certificate) -> str:
 class CertIdentity:
     node_id: str
     mesh_id: str
-    role: str
+    role: MeshRole
     credential: str | None = None  # the CI credential that enrolled an ephemeral runner
 
 
@@ -85,9 +86,12 @@ def identity_from_cert(pem: bytes) -> CertIdentity:
             f"peer certificate {cert.subject.rfc4514_string()!r} names no node id or mesh id; "
             "it was not issued by `lifeline-mesh join`"
         )
+    role = found[URI_ROLE] or MeshRole.READER
+    if role not in tuple(MeshRole):
+        raise PeerError(f"peer certificate names role {role!r}, which this node does not know")
     return CertIdentity(
         node_id=parse_node_id(node_id),
         mesh_id=mesh_id,
-        role=found[URI_ROLE] or "reader",
+        role=MeshRole(role),
         credential=found[URI_CREDENTIAL],
     )

@@ -16,10 +16,11 @@ import grpc
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import peer_error_from_rpc
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import Revocation, RevocationList, import_revocations
 from lifeline_mesh.membership.tls import channel_credentials, channel_options
+from lifeline_mesh.transport.channels import open_channel
+from lifeline_mesh.transport.errors import error_from_rpc
 from lifeline_mesh.wire import membership_pb2 as pb
 from lifeline_mesh.wire import membership_pb2_grpc
 
@@ -33,15 +34,15 @@ CALL_TIMEOUT = 10.0
 async def whoami(
     home: NodeHome, address: str, peer_node_id: str | None = None, timeout: float = CALL_TIMEOUT
 ) -> pb.WhoAmIReply:
-    """Ask ``address`` who it sees calling; raises a PeerError when it refuses us."""
+    """Ask ``address`` who it sees calling; raises a PeerError (Refused when it refuses us)."""
     creds = channel_credentials(home)
-    async with grpc.aio.secure_channel(address, creds, options=channel_options(peer_node_id)) as ch:
+    async with open_channel(address, creds, channel_options(peer_node_id)) as ch:
         try:
             reply: pb.WhoAmIReply = await pb_grpc.MembershipStub(ch).WhoAmI(
                 pb.WhoAmIRequest(), timeout=timeout
             )
-        except grpc.RpcError as exc:
-            raise peer_error_from_rpc(exc, address) from exc
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc, address) from exc
     return reply
 
 
@@ -50,13 +51,13 @@ async def pull_membership(
 ) -> list[Revocation]:
     """Import the revocations and new members ``address`` knows; returns new revocations."""
     creds = channel_credentials(home)
-    async with grpc.aio.secure_channel(address, creds, options=channel_options()) as ch:
+    async with open_channel(address, creds, channel_options()) as ch:
         try:
             reply = await pb_grpc.MembershipStub(ch).Revocations(
                 pb.RevocationsRequest(), timeout=timeout
             )
-        except grpc.RpcError as exc:
-            raise peer_error_from_rpc(exc, address) from exc
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc, address) from exc
     new = import_revocations(home, reply.revocations_json.encode())
     try:
         theirs = Registry.from_json(json.loads(reply.members_json))

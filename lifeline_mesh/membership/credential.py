@@ -22,15 +22,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, PermissionDenied
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import PermissionDenied
 from lifeline_mesh.membership.ca import MeshCA
 from lifeline_mesh.membership.certs import fingerprint
 from lifeline_mesh.membership.invite import Grant, InviteBook, Token
-from lifeline_mesh.membership.registry import ROLES, Registry, iso
+from lifeline_mesh.membership.registry import Registry, iso
 from lifeline_mesh.membership.revocation import Revocation, revoke
+from lifeline_mesh.transport.authz import MeshRole
 
 __all__ = [
     "DEFAULT_JOB_TTL",
@@ -63,8 +63,7 @@ class CredentialSpec:
             raise ConfigError(
                 f"credential name {self.name!r} must be 1-64 letters, digits, '.', '_' or '-'"
             )
-        if self.role not in ROLES:
-            raise ConfigError(f"--role {self.role!r} is not one of {', '.join(ROLES)}")
+        MeshRole.parse(self.role, what="--role")
         if not dt.timedelta(0) < self.ttl <= MAX_CREDENTIAL_TTL:
             raise ConfigError(f"--ttl must be positive and at most {MAX_CREDENTIAL_TTL.days}d")
         if self.uses is not None and self.uses < 1:
@@ -87,7 +86,7 @@ def _current(data: dict[str, dict[str, Any]], name: str) -> tuple[str, dict[str,
 def _mint(home: NodeHome, spec: CredentialSpec, now: dt.datetime) -> tuple[Token, dict[str, Any]]:
     ca = MeshCA.load(home)
     token = Token(
-        role=spec.role,
+        role=MeshRole.parse(spec.role, what="--role"),
         expires=int((now + spec.ttl).timestamp()),
         token_id=secrets.token_bytes(8),
         secret=secrets.token_bytes(16),
@@ -171,7 +170,7 @@ def spend_credential(
     entry.update(used=int(entry["used"]) + 1, last_used_at=iso(now))
     expires = dt.datetime.fromisoformat(str(entry["expires_at"]).replace("Z", "+00:00"))
     cert_expires = min(now + dt.timedelta(seconds=int(entry["job_ttl_s"])), expires)
-    return Grant(str(entry["role"]), name, cert_expires)
+    return Grant(MeshRole.parse(str(entry["role"])), name, cert_expires)
 
 
 def credential_rows(home: NodeHome, now: dt.datetime | None = None) -> list[dict[str, Any]]:

@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, PermissionDenied
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import PermissionDenied
 from lifeline_mesh.membership.ca import MeshCA
 from lifeline_mesh.membership.certs import fingerprint
 from lifeline_mesh.membership.registry import ROLES, iso
+from lifeline_mesh.transport.authz import MeshRole
 
 __all__ = [
     "Grant",
@@ -70,7 +70,7 @@ def check_ttl(ttl: dt.timedelta) -> dt.timedelta:
 
 @dataclass(frozen=True, slots=True)
 class Token:
-    role: str
+    role: MeshRole
     expires: int  # unix seconds
     token_id: bytes
     secret: bytes
@@ -128,7 +128,7 @@ class Token:
 class Grant:
     """What spending a token allows: a role and, for a CI runner, an expiry and a name."""
 
-    role: str
+    role: MeshRole
     credential: str | None = None
     cert_expires: dt.datetime | None = None
 
@@ -172,7 +172,7 @@ class InviteBook:
 
     def consume(
         self, token_id: bytes, check: Callable[[bytes], bool], node_id: str, now: dt.datetime
-    ) -> str:
+    ) -> MeshRole:
         """Check and spend an invite; returns its role. Refusals say which rule failed.
 
         Holds the membership lock from the read to the write, so two joins racing for one
@@ -203,7 +203,7 @@ class InviteBook:
 
     def _spend_invite(
         self, entry: dict[str, Any], check: Callable[[bytes], bool], node_id: str, now: dt.datetime
-    ) -> str:
+    ) -> MeshRole:
         if entry["used_at"] is not None:
             raise PermissionDenied(
                 f"invite token already used at {entry['used_at']} by {entry['used_by']}; "
@@ -216,7 +216,7 @@ class InviteBook:
         if not check(bytes.fromhex(str(entry["key"]))):
             raise PermissionDenied("invite proof does not match the token; the token was altered")
         entry.update(used_at=iso(now), used_by=node_id)
-        return str(entry["role"])
+        return MeshRole.parse(str(entry["role"]))
 
 
 def issue_invite(
@@ -227,13 +227,12 @@ def issue_invite(
     now: dt.datetime | None = None,
 ) -> Token:
     """Make and record a one-time invite (only the CA holder can complete a join)."""
-    if role not in ROLES:
-        raise ConfigError(f"--role {role!r} is not one of {', '.join(ROLES)}")
+    mesh_role = MeshRole.parse(role, what="--role")
     check_ttl(ttl)
     now = now or dt.datetime.now(dt.UTC)
     ca = MeshCA.load(home)
     token = Token(
-        role=role,
+        role=mesh_role,
         expires=int((now + ttl).timestamp()),
         token_id=secrets.token_bytes(8),
         secret=secrets.token_bytes(16),

@@ -20,11 +20,16 @@ from typing import Any
 import grpc
 from cryptography import x509
 
-from lifeline.errors import ConfigError, PeerError, RemoteProtocolError
+from lifeline.errors import (
+    ConfigError,
+    NotAuthenticated,
+    PeerError,
+    PermissionDenied,
+    RemoteProtocolError,
+)
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import NotAuthenticated, PermissionDenied, peer_error_from_rpc
 from lifeline_mesh.membership.ca import make_csr, new_tls_key, pem_key
 from lifeline_mesh.membership.certs import fingerprint, identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.invite import Token, join_proof
@@ -32,6 +37,8 @@ from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import import_revocations
 from lifeline_mesh.membership.service import join_message
 from lifeline_mesh.membership.tls import channel_options, fetch_ca_pem
+from lifeline_mesh.transport.channels import open_channel
+from lifeline_mesh.transport.errors import error_from_rpc
 from lifeline_mesh.wire import membership_pb2 as pb
 from lifeline_mesh.wire import membership_pb2_grpc
 
@@ -90,11 +97,11 @@ async def _join_via(
     tls_key = new_tls_key()
     request = join_request(token, identity, mesh_id, make_csr(tls_key, identity.node_id))
     credentials = grpc.ssl_channel_credentials(root_certificates=ca_pem)
-    async with grpc.aio.secure_channel(address, credentials, options=channel_options()) as ch:
+    async with open_channel(address, credentials, channel_options()) as ch:
         try:
             reply = await pb_grpc.MembershipStub(ch).Join(request, timeout=timeout)
-        except grpc.RpcError as exc:
-            raise peer_error_from_rpc(exc, address) from exc
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc, address) from exc
     try:
         _check_reply(reply, ca_pem, identity.node_id, mesh_id)
         registry = Registry.from_json(json.loads(reply.members_json))

@@ -4,7 +4,8 @@ One entry per node: ``{node_id, role, status: active|revoked, revoked_at, joined
 public_key}`` (public key in hex), plus ``expires_at`` and ``credential`` for an ephemeral
 CI runner. The CA holder's copy is the authoritative one; joiners get a copy with their
 certificate, and revocation statements (revocation.py) update every copy. The notary reads
-signer status from here through :func:`signer_status`.
+signer status from here (:func:`~lifeline_mesh.membership.revocation.signer_status`
+adds the revocation list).
 
 Ephemeral runners do not stay members: once a runner's certificate has expired,
 :meth:`Registry.prune` drops it, leaving nothing behind — its membership travels with its
@@ -26,10 +27,11 @@ from lifeline.errors import ConfigError
 from lifeline_mesh.home.identity import node_id_for, parse_node_id
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
+from lifeline_mesh.transport.authz import MeshRole
 
-__all__ = ["ROLES", "Member", "Registry", "Retired", "iso", "signer_status"]
+__all__ = ["ROLES", "Member", "Registry", "Retired", "iso"]
 
-ROLES = ("member", "reader")
+ROLES = tuple(MeshRole)  # in the order invite tokens number them
 
 
 def iso(when: dt.datetime) -> str:
@@ -39,7 +41,7 @@ def iso(when: dt.datetime) -> str:
 @dataclass(frozen=True, slots=True)
 class Member:
     node_id: str
-    role: str
+    role: MeshRole
     status: str
     joined_at: str
     public_key: str
@@ -62,13 +64,11 @@ class Member:
         expires: dt.datetime | None = None,
         credential: str | None = None,
     ) -> Member:
-        if role not in ROLES:
-            raise ConfigError(f"role {role!r} is not one of {', '.join(ROLES)}")
         key_hex, expires_at = public_key.hex(), iso(expires) if expires else None
         node_id = node_id_for(public_key)
         return cls(
             node_id,
-            role,
+            MeshRole.parse(role),
             "active",
             iso(now),
             key_hex,
@@ -83,6 +83,7 @@ class Member:
     def from_dict(cls, data: dict[str, Any]) -> Member:
         try:
             member = cls(**{k: data[k] for k in data if k in cls.__dataclass_fields__})
+            member = replace(member, role=MeshRole(member.role))
             key = bytes.fromhex(member.public_key)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"members entry {data!r} is malformed ({exc})") from exc
@@ -200,22 +201,3 @@ def _compact(member: Member) -> dict[str, Any]:
     if not data["carried"]:
         del data["carried"]
     return data
-
-
-def signer_status(home: NodeHome, node_id: str) -> tuple[str, str | None]:
-    """``(status, revoked_at)`` of a signer: status is active, revoked or unknown."""
-    from lifeline_mesh.membership.revocation import RevocationList  # revocation imports us
-
-    revoked = RevocationList.load(home).revoked_at(node_id)
-    if revoked is not None:
-        return "revoked", revoked
-    try:
-        registry = Registry.load(home)
-    except ConfigError:
-        return "unknown", None
-    member = registry.members.get(parse_node_id(node_id))
-    if member is None:
-        return (
-            ("retired", None) if parse_node_id(node_id) in registry.retired else ("unknown", None)
-        )
-    return member.status, member.revoked_at

@@ -34,6 +34,7 @@ __all__ = [
     "export_revocations",
     "import_revocations",
     "revoke",
+    "signer_status",
 ]
 
 _DOMAIN = b"lifeline-mesh/revoke/v1\n"
@@ -167,3 +168,20 @@ def _store_locked(home: NodeHome, statements: list[Revocation]) -> list[Revocati
             registry.mark_revoked(statement.node_id, statement.revoked_at)
         registry.save(home)
     return new
+
+
+def signer_status(home: NodeHome, node_id: str) -> tuple[str, str | None]:
+    """``(status, revoked_at)`` of a signer: status is active, revoked or unknown."""
+    revoked = RevocationList.load(home).revoked_at(node_id)
+    if revoked is not None:
+        return "revoked", revoked
+    try:
+        registry = Registry.load(home)
+    except ConfigError:
+        return "unknown", None
+    member = registry.members.get(parse_node_id(node_id))
+    if member is None:
+        return (
+            ("retired", None) if parse_node_id(node_id) in registry.retired else ("unknown", None)
+        )
+    return member.status, member.revoked_at

@@ -13,39 +13,38 @@ import hashlib
 import hmac
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import grpc
 from cryptography.hazmat.primitives import serialization
 
-from lifeline.errors import BadSignature, ConfigError, PeerError
+from lifeline.errors import (
+    ConfigError,
+    LifelineError,
+    PermissionDenied,
+    RemoteProtocolError,
+)
 from lifeline_mesh.home.identity import NodeIdentity, node_id_for, verify_signature
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import Authorizer, PermissionDenied, status_for
+from lifeline_mesh.membership.authz import MeshAuthorizer
 from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
 from lifeline_mesh.membership.certs import mesh_id_of
 from lifeline_mesh.membership.invite import InviteBook, join_proof
 from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import RevocationList, export_revocations
-from lifeline_mesh.membership.tls import (
-    MAX_MESSAGE,
-    join_server_credentials,
-    server_credentials,
-)
+from lifeline_mesh.membership.tls import join_server_credentials
+from lifeline_mesh.transport.authz import Access, identity_of
+from lifeline_mesh.transport.errors import status_for
 from lifeline_mesh.wire import membership_pb2 as pb
 from lifeline_mesh.wire import membership_pb2_grpc
 
 pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
 
 __all__ = [
-    "MembershipServer",
     "MembershipServicer",
     "add_join_port",
     "add_membership",
     "join_message",
-    "serve_membership",
 ]
 
 Clock = Callable[[], dt.datetime]
@@ -68,15 +67,16 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         self.clock = clock
         self.mesh_id = mesh_id_of(load_ca_cert(home))
         self.node_id = NodeIdentity.load(home.key_path).node_id
-        self.authorizer = Authorizer(home, self.mesh_id)
+        self.authorizer = MeshAuthorizer(home, self.mesh_id)
 
     async def Join(self, request: Any, context: Any) -> Any:
+        # A malformed or forged request is INVALID_ARGUMENT (RemoteProtocolError,
+        # BadSignature), a spent or expired token PERMISSION_DENIED, a node that cannot
+        # sign certificates FAILED_PRECONDITION: the one table in transport/errors.py.
         try:
             return self._join(request)
-        except PeerError as exc:
+        except LifelineError as exc:
             await context.abort(status_for(exc), str(exc))
-        except (BadSignature, ConfigError) as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
 
     def _join(self, request: Any) -> Any:
         # Everything below is synchronous: no other join can interleave and reuse a token.
@@ -93,7 +93,7 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         try:
             ca = MeshCA.load(self.home)
         except ConfigError as exc:
-            raise PeerError(
+            raise ConfigError(
                 f"node {self.node_id} does not hold the mesh CA key and cannot complete joins; "
                 "join through the node that created the mesh"
             ) from exc
@@ -135,17 +135,20 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
 
     async def WhoAmI(self, request: Any, context: Any) -> Any:
         try:
-            peer = self.authorizer(context, "read")
-        except PeerError as exc:
+            peer = self.authorizer.caller(identity_of(context), Access.READ)
+        except LifelineError as exc:
             await context.abort(status_for(exc), str(exc))
         return pb.WhoAmIReply(
-            node_id=peer.node_id, mesh_id=peer.mesh_id, role=peer.role, server_node_id=self.node_id
+            node_id=peer.node_id,
+            mesh_id=peer.mesh_id,
+            role=peer.role.value,
+            server_node_id=self.node_id,
         )
 
     async def Revocations(self, request: Any, context: Any) -> Any:
         try:
-            self.authorizer(context, "read")
-        except PeerError as exc:
+            self.authorizer.caller(identity_of(context), Access.READ)
+        except LifelineError as exc:
             await context.abort(status_for(exc), str(exc))
         return pb.RevocationsReply(
             revocations_json=export_revocations(self.home).decode(),
@@ -162,7 +165,7 @@ def _check_sizes(request: Any) -> None:
     }
     for name, (size, low, high) in sizes.items():
         if not low <= size <= high:
-            raise ConfigError(
+            raise RemoteProtocolError(
                 f"join request field {name} has {size} bytes, expected {low}-{high}; "
                 "the joiner is not lifeline-mesh or the token is damaged"
             )
@@ -179,41 +182,9 @@ def add_join_port(server: Any, home: NodeHome, listen: str) -> int:
     """Open a join port (server-authenticated TLS) on a node's server; returns the port.
 
     Calls on this port carry no client certificate, so every other service must refuse
-    them (``identity_from_context`` raises NotAuthenticated) — only Join works here.
+    them (``membership.authz.cert_identity`` raises NotAuthenticated) — only Join works here.
     """
     port: int = server.add_secure_port(listen, join_server_credentials(home))
     if not port:
         raise ConfigError(f"cannot listen on {listen} for joins (address in use?)")
     return port
-
-
-@dataclass
-class MembershipServer:
-    server: grpc.aio.Server
-    join_port: int
-    mtls_port: int
-
-    async def stop(self) -> None:
-        await self.server.stop(grace=None)
-
-
-async def serve_membership(
-    home: NodeHome,
-    listen: str = "127.0.0.1:0",
-    mtls_listen: str = "127.0.0.1:0",
-    clock: Clock = _now,
-) -> MembershipServer:
-    """Start a standalone Membership server: a join port and a mutual-TLS port."""
-    server = grpc.aio.server(
-        options=[
-            ("grpc.max_receive_message_length", MAX_MESSAGE),
-            ("grpc.max_send_message_length", MAX_MESSAGE),
-        ]
-    )
-    add_membership(server, home, clock)
-    join_port = server.add_secure_port(listen, join_server_credentials(home))
-    mtls_port = server.add_secure_port(mtls_listen, server_credentials(home))
-    if not join_port or not mtls_port:
-        raise ConfigError(f"cannot listen on {listen} / {mtls_listen} (address in use?)")
-    await server.start()
-    return MembershipServer(server, join_port, mtls_port)

@@ -1,4 +1,4 @@
-"""TLS for gRPC: mutual-TLS credentials from the node's files, target names, loopback rule.
+"""TLS for gRPC: mutual-TLS credentials from the node's files, target names, the CA fetch.
 
 Every connection is mutual TLS with certificates issued by the mesh CA. The server reads
 its key, chain and trusted root through a certificate-config fetcher, so a renewed
@@ -9,7 +9,6 @@ CA fingerprint from its invite, gets the CA (see :func:`fetch_ca_pem`).
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import socket
 import ssl
@@ -24,7 +23,7 @@ from lifeline.errors import ConfigError, PeerError
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import TARGET_NAME, fingerprint, node_dns_name
-from lifeline_mesh.transport import addresses
+from lifeline_mesh.transport.addresses import split_address
 
 __all__ = [
     "MAX_MESSAGE",
@@ -32,9 +31,7 @@ __all__ = [
     "channel_options",
     "fetch_ca_pem",
     "join_server_credentials",
-    "require_loopback",
     "server_credentials",
-    "split_address",
 ]
 
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -111,26 +108,6 @@ def channel_options(node_id: str | None = None) -> list[tuple[str, Any]]:
         ("grpc.max_receive_message_length", MAX_MESSAGE),
         ("grpc.max_send_message_length", MAX_MESSAGE),
     ]
-
-
-def split_address(address: str) -> tuple[str, int]:
-    return addresses.split_address(address)
-
-
-def require_loopback(address: str) -> None:
-    """Plain-text transport (``--insecure``) is allowed only on loopback addresses."""
-    host, _ = split_address(address)
-    if host == "localhost":
-        return
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        raise ConfigError(
-            f"--insecure refused for {address}: plain-text transport is only allowed on "
-            "loopback (127.0.0.1, ::1); drop --insecure to use mutual TLS"
-        )
 
 
 def fetch_ca_pem(address: str, pinned: bytes, timeout: float = FETCH_TIMEOUT) -> bytes:

@@ -17,11 +17,13 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 import grpc
 
-from lifeline.errors import LifelineError, StoreError
+from lifeline.errors import LifelineError, LocalProtocolError, StoreError
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
@@ -36,6 +38,7 @@ from lifeline_mesh.home.state import NodeState, local_mesh_id, recorded_node_sta
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
+from lifeline_mesh.membership.tls import server_credentials
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
 from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.pg_schema import PG_NOTARY
@@ -58,12 +61,12 @@ from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import watch_lines
-from lifeline_mesh.transport.authz import SessionPeer
+from lifeline_mesh.transport.authz import MeshRole, SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
 
-__all__ = ["NODE_LIMITS", "Node"]
+__all__ = ["NODE_LIMITS", "MembershipServer", "Node", "serve_membership"]
 
 log = logging.getLogger(__name__)
 
@@ -290,7 +293,7 @@ class Node:
             watch_one=self.watch_peer,
             # A reader sends nothing in its sessions: announcing its changes would only
             # start sessions that carry nothing, so its watchers hear heartbeats only.
-            feed=None if self.security.role == "reader" else self.changes,
+            feed=None if self.security.role is MeshRole.READER else self.changes,
         )
 
     async def watch_peer(self, peer: PeerState) -> AsyncIterator[bool]:
@@ -337,7 +340,7 @@ class Node:
         for line in lines:
             async with self.open_line(line) as store:
                 sets = self.make_sets(store, None)
-                if self.security.role == "reader":
+                if self.security.role is MeshRole.READER:
                     sets = [SendNothing(s) for s in sets]
                 reports.append(
                     await sync_line(
@@ -351,3 +354,46 @@ class Node:
                     )
                 )
         return reports
+
+
+@dataclass
+class MembershipServer:
+    """A node's server that shares no line: the Membership service on a mutual-TLS port
+    (sync sessions there are refused, as on a node that shares nothing) and a join port."""
+
+    server: SyncServer
+    join_port: int
+    mtls_port: int
+
+    async def stop(self) -> None:
+        await self.server.stop(grace=0)
+
+
+def _shares_nothing(line: str) -> bool:
+    return False
+
+
+def _no_line(*args: object) -> NoReturn:
+    raise LocalProtocolError("the membership server shares no line; no session reaches here")
+
+
+async def serve_membership(
+    home: NodeHome, listen: str = "127.0.0.1:0", mtls_listen: str = "127.0.0.1:0"
+) -> MembershipServer:
+    """Start a standalone Membership server (``membership-serve``): a join port and a
+    mutual-TLS port, on the same server a node runs."""
+    join_ports: list[int] = []
+
+    def extend(server: grpc.aio.Server) -> None:
+        add_membership(server, home)
+        join_ports.append(add_join_port(server, home, listen))
+
+    server = SyncServer(
+        _no_line,
+        _shares_nothing,
+        _no_line,
+        credentials=server_credentials(home),
+        extend=extend,
+    )
+    address = await server.start(mtls_listen)
+    return MembershipServer(server, join_ports[0], split_address(address)[1])

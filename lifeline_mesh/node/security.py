@@ -8,7 +8,6 @@ for one session, the caller whose certificate TLS just verified.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,43 +16,22 @@ from cryptography import x509
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.membership.authz import Authorizer as MembershipAuthorizer
-from lifeline_mesh.membership.authz import cert_identity_from_context
+from lifeline_mesh.membership.authz import MeshAuthorizer, cert_identity
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.tls import channel_credentials, channel_options, server_credentials
 from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
-from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity
+from lifeline_mesh.transport.authz import AllowAll, Authorizer, MeshRole, PeerIdentity
 
-__all__ = ["MeshAuthorizer", "SessionSigners", "TransportSecurity", "peer_node_id"]
-
-
-class _AuthShim:
-    """What membership's authorizer reads from a gRPC context: its auth context."""
-
-    def __init__(self, auth: Mapping[str, tuple[bytes, ...]]) -> None:
-        self._auth = {k: list(v) for k, v in auth.items()}
-
-    def auth_context(self) -> dict[str, list[bytes]]:
-        return self._auth
-
-
-class MeshAuthorizer:
-    """The transport's authorizer on top of the membership checks (mesh, role, revoked)."""
-
-    def __init__(self, home: NodeHome, mesh_id: str) -> None:
-        self._inner = MembershipAuthorizer(home, mesh_id)
-
-    async def authorize(self, peer: PeerIdentity, line: str, access: Access) -> None:
-        self._inner(_AuthShim(peer.auth_context), "read" if access is Access.READ else "write")
+__all__ = ["SessionSigners", "TransportSecurity", "peer_node_id"]
 
 
 def peer_node_id(peer: PeerIdentity) -> str | None:
     """The caller's node id from its verified certificate, or None without TLS."""
     if not peer.auth_context.get("x509_pem_cert"):
         return None
-    return cert_identity_from_context(_AuthShim(peer.auth_context)).node_id
+    return cert_identity(peer).node_id
 
 
 class SessionSigners:
@@ -78,7 +56,7 @@ class TransportSecurity:
     server_credentials: grpc.ServerCredentials | None = None
     channel_credentials: grpc.ChannelCredentials | None = None
     channel_options: list[tuple[str, Any]] = field(default_factory=list)
-    role: str = "member"  # this node's role, from its own certificate
+    role: MeshRole = MeshRole.MEMBER  # this node's role, from its own certificate
     ca: x509.Certificate | None = None
     ephemeral: bool = False  # a CI runner: its certificate names the credential
 

@@ -79,12 +79,7 @@ class ReceiveOnly(_Wrapper):
 class SendNothing(_Wrapper):
     """This node is a reader: fetch nothing to send, admit what arrives."""
 
-    def __init__(self, inner: ReconSet) -> None:
-        super().__init__(inner)
-        self.withheld = 0
-
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
-        self.withheld += len(ids)
         return FetchResult([], [])
 
     async def admit(

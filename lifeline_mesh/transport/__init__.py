@@ -1,8 +1,9 @@
-"""gRPC transport of mesh sync: addresses, status mapping, authorization hook, server, client."""
+"""gRPC for every service of a node: addresses, channels, the status table, the
+authorization hook and roles, the sync server and client."""
 
 from __future__ import annotations
 
-from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity
+from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, MeshRole, PeerIdentity
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
@@ -11,6 +12,7 @@ __all__ = [
     "Access",
     "AllowAll",
     "Authorizer",
+    "MeshRole",
     "PeerIdentity",
     "Refused",
     "SyncServer",

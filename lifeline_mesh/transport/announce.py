@@ -24,8 +24,8 @@ from typing import Any, Protocol
 import grpc
 
 from lifeline.errors import LifelineError, PeerError, Refused
-from lifeline_mesh.transport.addresses import require_loopback
-from lifeline_mesh.transport.authz import Access, Authorizer, PeerIdentity
+from lifeline_mesh.transport.authz import Access, Authorizer, PeerIdentity, identity_of
+from lifeline_mesh.transport.channels import open_channel
 from lifeline_mesh.transport.errors import error_from_rpc, status_for
 from lifeline_mesh.wire import sync_pb2 as pb
 
@@ -36,7 +36,6 @@ __all__ = [
     "Announcements",
     "LineChange",
     "WatchService",
-    "identity_of",
     "watch_lines",
 ]
 
@@ -133,12 +132,6 @@ class WatchService:
         return out
 
 
-def identity_of(context: grpc.aio.ServicerContext[Any, Any]) -> PeerIdentity:
-    """Who is calling, from the gRPC auth context (the verified certificate under mTLS)."""
-    auth = {key: tuple(values) for key, values in (context.auth_context() or {}).items()}
-    return PeerIdentity(address=context.peer() or "", auth_context=auth)
-
-
 async def watch_lines(
     target: str,
     lines: Sequence[str],
@@ -151,12 +144,7 @@ async def watch_lines(
     ends; yields each announcement (heartbeats are not yielded). Raises our errors: a
     PeerError when the peer is unreachable, silent for ``idle`` seconds, or too old to
     announce (UNIMPLEMENTED)."""
-    require_loopback(target, tls=credentials is not None, what="peer address")
-    if credentials is None:
-        channel = grpc.aio.insecure_channel(target, options=list(options))
-    else:
-        channel = grpc.aio.secure_channel(target, credentials, options=list(options))
-    async with channel:
+    async with open_channel(target, credentials, options) as channel:
         call = channel.unary_stream(
             WATCH_METHOD,
             request_serializer=pb.WatchRequest.SerializeToString,

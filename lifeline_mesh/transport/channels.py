@@ -1,23 +1,28 @@
-"""Frame channels over a grpc.aio stream, carrying raw serialized frames.
+"""How a node dials (:func:`open_channel`, the one gRPC channel set-up), and the frame
+channels of a sync session over a grpc.aio stream, carrying raw serialized frames.
 
-The method is registered without (de)serializers so that garbage bytes reach our decoder
-(and become a clear RemoteProtocolError) instead of failing inside grpc, and so that the
-byte counts are exactly the frames' payload.
+Every outgoing call — a sync session, a Watch, whoami, a membership pull, a join — opens
+its channel here: TLS when it has credentials, plain text only to a loopback address.
+The Sync method is registered without (de)serializers so that garbage bytes reach our
+decoder (and become a clear RemoteProtocolError) instead of failing inside grpc, and so
+that the byte counts are exactly the frames' payload.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import grpc
 
 from lifeline.errors import PeerError
 from lifeline_mesh.recon.frames import Abort, Frame, abort_error
+from lifeline_mesh.transport.addresses import require_loopback
 from lifeline_mesh.transport.errors import error_from_rpc
 from lifeline_mesh.wire.codec import decode_bytes, encode
 
-__all__ = ["METHOD", "ClientChannel", "ServerChannel", "grpc_options"]
+__all__ = ["METHOD", "ClientChannel", "ServerChannel", "grpc_options", "open_channel"]
 
 METHOD = "/lifeline_mesh.v1.Mesh/Sync"
 
@@ -29,6 +34,19 @@ def grpc_options(max_frame_bytes: int) -> list[tuple[str, Any]]:
         ("grpc.max_receive_message_length", limit),
         ("grpc.max_send_message_length", limit),
     ]
+
+
+def open_channel(
+    target: str,
+    credentials: grpc.ChannelCredentials | None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> grpc.aio.Channel:
+    """A channel to ``target`` (``HOST:PORT``): TLS with ``credentials``; without them
+    plain text, refused (ConfigError) unless ``target`` is a loopback address."""
+    require_loopback(target, tls=credentials is not None, what="peer address")
+    if credentials is None:
+        return grpc.aio.insecure_channel(target, options=list(options))
+    return grpc.aio.secure_channel(target, credentials, options=list(options))
 
 
 class ServerChannel:

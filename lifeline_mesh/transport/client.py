@@ -15,8 +15,7 @@ from lifeline_mesh.recon.summaries import OPEN_CAPABILITY
 from lifeline_mesh.sync.driver import SyncReport, drive
 from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.port import ReconSet
-from lifeline_mesh.transport.addresses import require_loopback
-from lifeline_mesh.transport.channels import METHOD, ClientChannel, grpc_options
+from lifeline_mesh.transport.channels import METHOD, ClientChannel, grpc_options, open_channel
 
 __all__ = ["sync_line"]
 
@@ -36,7 +35,6 @@ async def sync_line(
     fast: FastPaths = FAST,
 ) -> SyncReport:
     """Reconcile ``line`` with the peer at ``target`` (``HOST:PORT``)."""
-    require_loopback(target, tls=credentials is not None, what="peer address")
     limits = limits or SessionLimits()
     if target in _OPENS_WITH_RANGES:
         limits = dataclasses.replace(limits, open_sums=False)
@@ -44,11 +42,7 @@ async def sync_line(
     mine = grpc_options(limits.max_frame_bytes)
     names = {name for name, _ in mine}
     options = [*mine, *(o for o in extra_options if o[0] not in names)]
-    if credentials is None:
-        grpc_channel = grpc.aio.insecure_channel(target, options=options)
-    else:
-        grpc_channel = grpc.aio.secure_channel(target, credentials, options=options)
-    async with grpc_channel:
+    async with open_channel(target, credentials, options) as grpc_channel:
         call = grpc_channel.stream_stream(METHOD)()
         channel = ClientChannel(call, target)
         session = Session(

@@ -1,8 +1,11 @@
 """One table between our error tree and gRPC status codes, both directions (CONVENTIONS).
 
-The server aborts a call with ``status_for(exc)``; the client turns an ``AioRpcError`` back
-into a PeerError or RemoteProtocolError with ``error_from_rpc``. Errors found inside a
-running session travel as an ``Abort`` frame instead, so the peer sees our exact reason.
+Every service of a node (sync sessions, Watch, Membership) aborts a refused call with
+``status_for(exc)``, and every client (a session, a watch, whoami, a membership pull, a
+join) turns an ``AioRpcError`` back into our error with ``error_from_rpc``: refused (not
+authenticated, not allowed, no trust between the two certificates) is told apart from
+unreachable. Errors found inside a running session travel as an ``Abort`` frame instead, so
+the peer sees our exact reason.
 """
 
 from __future__ import annotations
@@ -42,8 +45,6 @@ STATUS_TABLE: tuple[tuple[type[LifelineError], grpc.StatusCode], ...] = (
 
 _HANDSHAKE = ("handshake", "ssl", "certificate", "tls", "alert", "socket closed", "verification")
 _PEER = {
-    grpc.StatusCode.UNAVAILABLE,
-    grpc.StatusCode.DEADLINE_EXCEEDED,
     grpc.StatusCode.CANCELLED,
     grpc.StatusCode.INVALID_ARGUMENT,
     grpc.StatusCode.NOT_FOUND,
@@ -94,19 +95,34 @@ def error_from_rpc(
     if code is grpc.StatusCode.UNAUTHENTICATED:
         return NotAuthenticated(f"peer {target} refused us as not authenticated: {detail}")
     if code is grpc.StatusCode.PERMISSION_DENIED:
-        return PermissionDenied(f"peer {target} refused the session: {detail}")
+        return PermissionDenied(f"peer {target} refused us: {detail}")
     if code is grpc.StatusCode.UNAVAILABLE and any(h in detail.lower() for h in _HANDSHAKE):
         return NotAuthenticated(
-            f"TLS handshake with {target} failed ({detail}): it does not accept our "
-            "certificate or we do not accept its (not a member, another mesh's certificate, "
-            "or a revoked node); check `lifeline-mesh members` on both sides"
+            f"refused: {target} and this node do not trust each other (TLS handshake failed: "
+            f"{_reason(detail)}) — not a member of this mesh, a certificate of another mesh, "
+            "or a revoked node; check `lifeline-mesh members` on both sides"
         )
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         return RemoteProtocolError(
             f"peer {target}: a message was over a size limit ({detail}); "
             "lower max_frame_bytes or check the peer's limits"
         )
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return PeerError(f"peer {target} timed out ({detail}); is it overloaded or far away?")
+    if code is grpc.StatusCode.UNAVAILABLE:
+        return PeerError(
+            f"peer {target} is unreachable (unavailable: {detail}); "
+            "is `lifeline-mesh serve` running there?"
+        )
     if code in _PEER:
-        hint = "; is `lifeline-mesh serve` running there?" if code.name == "UNAVAILABLE" else ""
-        return PeerError(f"peer {target}: {code.name.lower()}: {detail}{hint}")
-    return RemoteProtocolError(f"peer {target} failed the session ({code.name}): {detail}")
+        return PeerError(f"peer {target}: {code.name.lower()}: {detail}")
+    return RemoteProtocolError(f"peer {target} failed the call ({code.name}): {detail}")
+
+
+def _reason(detail: str) -> str:
+    """The informative tail of gRPC's handshake error (e.g. CERTIFICATE_VERIFY_FAILED ...)."""
+    for marker in ("SSL_ERROR_SSL: ", "Tls handshake failed "):
+        if marker in detail:
+            tail = detail.split(marker, 1)[1]
+            return tail.split(":", 2)[-1].strip(" :OK") if "error:" in tail else tail.strip()
+    return detail.strip()

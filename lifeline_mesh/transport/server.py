@@ -23,8 +23,15 @@ from lifeline_mesh.sync.driver import SyncReport, drive
 from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import require_loopback
-from lifeline_mesh.transport.announce import Announcements, WatchService, identity_of
-from lifeline_mesh.transport.authz import Access, AllowAll, Authorizer, PeerIdentity, SessionPeer
+from lifeline_mesh.transport.announce import Announcements, WatchService
+from lifeline_mesh.transport.authz import (
+    Access,
+    AllowAll,
+    Authorizer,
+    PeerIdentity,
+    SessionPeer,
+    identity_of,
+)
 from lifeline_mesh.transport.channels import METHOD, ServerChannel, grpc_options
 from lifeline_mesh.transport.errors import Refused, status_for
 

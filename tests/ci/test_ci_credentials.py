@@ -16,13 +16,12 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from lifeline.errors import BadSignature
+from lifeline.errors import BadSignature, PermissionDenied
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import PermissionDenied
 from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
 from lifeline_mesh.membership.certs import identity_from_cert
 from lifeline_mesh.membership.credential import (

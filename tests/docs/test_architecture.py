@@ -1,8 +1,11 @@
-"""The import rules docs/architecture.md states, checked on our own import statements (AST).
+"""The import rules of docs/architecture.md, checked on every import statement (AST).
 
-tests/docs/test_layers.py keeps the ledger free of the node; this file keeps the reconciliation
-core pure, the composition root the only user of the gRPC server and client, protobuf inside
-its adapters, and the page itself naming only modules that exist.
+One table says which packages each package may import (``MAY_IMPORT``); every ``import``
+of every module of ``lifeline`` and ``lifeline_mesh`` — at the top or inside a function —
+is checked against it, so a new arrow between packages fails here until the table (and
+the page's "Import rules") says it is meant. Beside the table: the reconciliation core
+uses no I/O library, protobuf stays in its adapters, only the composition root uses the
+gRPC server and client, and every module path the page names exists.
 """
 
 from __future__ import annotations
@@ -10,18 +13,143 @@ from __future__ import annotations
 import ast
 import re
 import sys
+from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 from tests.support.paths import REPO
 
 MESH = REPO / "lifeline_mesh"
 
-# recon/ may use the standard library, the ledger's pure parts and itself.
-RECON_ALLOWED = ("lifeline.entry", "lifeline.errors", "lifeline.validate", "lifeline_mesh.recon")
+L, M = "lifeline", "lifeline_mesh"
+
+# package -> the other first-party packages its modules may import (each may import itself
+# and any third-party library, but see the I/O and protobuf rules below). A package is a
+# folder (`lifeline.store`, `lifeline_mesh.sync`) or the loose modules at the top of
+# `lifeline` or `lifeline_mesh`; a key naming one module overrides its package's row.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    # The ledger: usable alone; it never imports the node.
+    L: frozenset({f"{L}.store", f"{L}.truth"}),
+    f"{L}.entry": frozenset(),  # the canonical form is pure
+    f"{L}.__main__": frozenset({f"{L}.cli"}),
+    f"{L}.store": frozenset({L}),
+    f"{L}.truth": frozenset({L, f"{L}.store"}),
+    f"{L}.sessions": frozenset({L, f"{L}.store", f"{L}.truth"}),
+    f"{L}.cli": frozenset({L, f"{L}.store", f"{L}.truth", f"{L}.sessions"}),
+    # The node, bottom up.
+    M: frozenset(),
+    f"{M}.__main__": frozenset({f"{M}.cli"}),
+    f"{M}.recon": frozenset({L}),  # the pure core: the entry, its errors, itself
+    f"{M}.wire": frozenset({L, f"{M}.recon"}),
+    f"{M}.testing": frozenset({f"{M}.recon", f"{M}.wire"}),
+    f"{M}.helpers": frozenset({L}),
+    f"{M}.discovery": frozenset({L, f"{M}.home"}),
+    # home/ reads membership's files and names sync's report and transport's caller: a
+    # knot the node's one home object is to untie (KNOWN_KNOTS).
+    f"{M}.home": frozenset({L, f"{M}.membership", f"{M}.sync", f"{M}.transport"}),
+    f"{M}.notary": frozenset({L, f"{L}.store", f"{M}.helpers", f"{M}.home", f"{M}.membership"}),
+    f"{M}.sync": frozenset(
+        {L, f"{L}.store", f"{M}.recon", f"{M}.helpers", f"{M}.home", f"{M}.notary"}
+    ),
+    # transport/ runs sessions (sync/) over gRPC; lifeline.store only for the opener's type.
+    f"{M}.transport": frozenset({L, f"{L}.store", f"{M}.recon", f"{M}.sync", f"{M}.wire"}),
+    # membership/ rides on transport/ (status table, errors, authorizer, channels).
+    f"{M}.membership": frozenset({L, f"{M}.home", f"{M}.transport", f"{M}.wire"}),
+    f"{M}.peering": frozenset({L, f"{M}.discovery", f"{M}.home", f"{M}.transport"}),
+    f"{M}.node": frozenset(
+        {
+            L,
+            f"{L}.store",
+            f"{M}.helpers",
+            f"{M}.home",
+            f"{M}.membership",
+            f"{M}.notary",
+            f"{M}.peering",
+            f"{M}.recon",
+            f"{M}.sync",
+            f"{M}.transport",
+        }
+    ),
+    f"{M}.ci": frozenset(
+        {L, f"{L}.store", f"{L}.truth", f"{M}.home", f"{M}.membership", f"{M}.node"}
+    ),
+    f"{M}.mcp": frozenset(
+        {
+            L,
+            f"{L}.cli",
+            f"{L}.sessions",
+            f"{L}.store",
+            f"{L}.truth",
+            M,
+            f"{M}.home",
+            f"{M}.membership",  # remote MCP: its token book and TLS files
+            f"{M}.notary",
+        }
+    ),
+    # ui/ borrows the peers report of cli/ (KNOWN_KNOTS).
+    f"{M}.hub": frozenset({L, f"{L}.store", f"{M}.notary"}),
+    f"{M}.ui": frozenset(
+        {
+            L,
+            f"{L}.sessions",
+            f"{L}.store",
+            f"{L}.truth",
+            f"{M}.cli",
+            f"{M}.home",
+            f"{M}.mcp",
+            f"{M}.membership",
+            f"{M}.notary",
+            f"{M}.transport",
+        }
+    ),
+    f"{M}.cli": frozenset(
+        {
+            L,
+            f"{L}.cli",
+            f"{L}.sessions",
+            f"{L}.store",
+            M,
+            f"{M}.ci",
+            f"{M}.discovery",
+            f"{M}.hub",
+            f"{M}.home",
+            f"{M}.mcp",
+            f"{M}.membership",
+            f"{M}.node",
+            f"{M}.notary",
+            f"{M}.peering",
+            f"{M}.sync",
+            f"{M}.transport",
+            f"{M}.ui",
+        }
+    ),
+}
+
+# Groups of the node's packages that import each other today. No new cycle may appear,
+# and none may grow; each is a debt named on the page.
+KNOWN_KNOTS = (
+    frozenset({f"{M}.home", f"{M}.membership", f"{M}.notary", f"{M}.sync", f"{M}.transport"}),
+    frozenset({f"{M}.cli", f"{M}.ui"}),
+)
+
+# recon/ may use the standard library minus anything that does I/O (or reads a clock),
+# the ledger's pure parts and itself.
+NO_IO = {"asyncio", "sqlite3", "socket", "ssl", "selectors", "time"}
+RECON_ALLOWED = ("lifeline.entry", "lifeline.errors", "lifeline.validate", f"{M}.recon")
 PROTOBUF_USERS = {"membership/service.py", "membership/client.py", "membership/join.py"}
 
 
-def _imports(path: Path) -> set[str]:
+def _modules() -> Iterator[tuple[str, Path]]:
+    for top in (L, M):
+        for path in sorted((REPO / top).rglob("*.py")):
+            if "_pb2" in path.name:
+                continue  # generated
+            parts = path.relative_to(REPO).with_suffix("").parts
+            yield ".".join(parts).removesuffix(".__init__"), path
+
+
+@cache
+def _imports(path: Path) -> frozenset[str]:
     """Absolute module names imported, plus `module.name` for each `from module import name`."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -30,19 +158,71 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
             names.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return names
+    return frozenset(names)
 
 
-def _sources(folder: Path) -> list[Path]:
-    return [p for p in sorted(folder.rglob("*.py")) if "_pb2" not in p.name]
+def package_of(module: str) -> str | None:
+    """The package a first-party module belongs to (None for anything else)."""
+    parts = module.split(".")
+    if parts[0] not in (L, M):
+        return None
+    if len(parts) > 1 and (REPO / parts[0] / parts[1]).is_dir():
+        return f"{parts[0]}.{parts[1]}"
+    return parts[0]
+
+
+def _row(module: str) -> str:
+    """The table row for a module: its own, else its package's."""
+    return module if module in MAY_IMPORT else str(package_of(module))
+
+
+def test_every_package_has_a_row() -> None:
+    packages = {package_of(module) for module, _ in _modules()}
+    assert packages - MAY_IMPORT.keys() == set()
+    assert {p for row in MAY_IMPORT.values() for p in row} <= packages
+
+
+def test_every_import_is_allowed_by_the_table() -> None:
+    offenders = []
+    for module, path in _modules():
+        mine = package_of(module)
+        allowed = MAY_IMPORT[_row(module)]
+        for name in _imports(path):
+            other = package_of(name)
+            if other is not None and other != mine and other not in allowed:
+                offenders.append(f"{path.relative_to(REPO)} imports {name} ({other})")
+    assert sorted(set(offenders)) == []
+
+
+def test_the_ledger_never_imports_the_node() -> None:
+    ledger_rows = {k: v for k, v in MAY_IMPORT.items() if k == L or k.startswith(f"{L}.")}
+    assert all(package_of(p) != M and not p.startswith(M) for v in ledger_rows.values() for p in v)
+
+
+def test_no_new_cycle_between_the_nodes_packages() -> None:
+    graph = {k: {p for p in v if p.startswith(f"{M}.")} for k, v in MAY_IMPORT.items()}
+    graph = {k: v for k, v in graph.items() if k.startswith(f"{M}.") and k.count(".") == 1}
+
+    def reach(start: str) -> set[str]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph.get(todo.pop(), set()) - seen:
+                seen.add(nxt)
+                todo.append(nxt)
+        return seen
+
+    cyclic = [a for a in graph if a in reach(a)]
+    knots = {frozenset({a} | {b for b in reach(a) if a in reach(b)}) for a in cyclic}
+    assert [k for k in knots if not any(k <= known for known in KNOWN_KNOTS)] == []
 
 
 def test_the_reconciliation_core_does_no_io() -> None:
-    stdlib = sys.stdlib_module_names - {"asyncio", "sqlite3", "socket", "ssl", "selectors"}
+    """recon/ imports the standard library minus I/O, the ledger's pure parts and itself."""
+    stdlib = sys.stdlib_module_names - NO_IO
     offenders = {}
-    for path in _sources(MESH / "recon"):
-        if path.name == "pair.py":
-            continue  # the in-memory test harness encodes real frames to count bytes
+    for module, path in _modules():
+        if package_of(module) != f"{M}.recon":
+            continue
         bad = {
             name
             for name in _imports(path)
@@ -58,8 +238,8 @@ def test_the_reconciliation_core_does_no_io() -> None:
 def test_only_the_composition_root_uses_the_grpc_server_and_client() -> None:
     users = {
         str(path.relative_to(MESH))
-        for path in _sources(MESH)
-        if {"lifeline_mesh.transport.server", "lifeline_mesh.transport.client"} & _imports(path)
+        for path in sorted(MESH.rglob("*.py"))
+        if {f"{M}.transport.server", f"{M}.transport.client"} & _imports(path)
         and path.parent.name != "transport"
     }
     assert users <= {"node/root.py"}
@@ -67,9 +247,9 @@ def test_only_the_composition_root_uses_the_grpc_server_and_client() -> None:
 
 def test_protobuf_stays_in_its_adapters() -> None:
     users = set()
-    for path in _sources(MESH):
+    for path in sorted(MESH.rglob("*.py")):
         relative = str(path.relative_to(MESH))
-        if relative.startswith(("wire/", "transport/")):
+        if "_pb2" in path.name or relative.startswith(("wire/", "transport/")):
             continue
         if any("_pb2" in name for name in _imports(path)):
             users.add(relative)
@@ -82,3 +262,12 @@ def test_every_module_path_on_the_architecture_page_exists() -> None:
     assert len(paths) > 40  # the extraction works
     missing = sorted(p for p in paths if not (REPO / p).exists())
     assert missing == []
+
+
+def test_the_import_table_is_on_the_architecture_page() -> None:
+    """docs/architecture.md "Import rules" lists each row of MAY_IMPORT as it is."""
+    text = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("## Import rules") :]
+    rows = dict(re.findall(r"^\| `([\w.]+)` \| (.*) \|$", section, re.M))
+    page = {k: frozenset(re.findall(r"`([\w.]+)`", v)) for k, v in rows.items()}
+    assert page == MAY_IMPORT

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from lifeline.errors import PermissionDenied
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.membership.authz import PermissionDenied
 from lifeline_mesh.membership.ca import create_mesh
 from lifeline_mesh.membership.invite import InviteBook, issue_invite
 from lifeline_mesh.membership.registry import Registry

@@ -12,22 +12,24 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from lifeline.errors import BadSignature, ConfigError, NotFound
+from lifeline.errors import BadSignature, ConfigError, NotAuthenticated, NotFound, PermissionDenied
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import Authorizer, PermissionDenied, authorize
+from lifeline_mesh.membership.authz import MeshAuthorizer, authorize
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, load_ca_cert, make_csr, new_tls_key
 from lifeline_mesh.membership.certs import CertIdentity, fingerprint, identity_from_cert
 from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite, parse_duration
-from lifeline_mesh.membership.registry import Member, Registry, signer_status
+from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import (
     RevocationList,
     export_revocations,
     import_revocations,
     revoke,
+    signer_status,
 )
-from lifeline_mesh.membership.tls import require_loopback
+from lifeline_mesh.transport.addresses import require_loopback
+from lifeline_mesh.transport.authz import ROLE_ACCESS, Access, MeshRole, PeerIdentity
 
 NOW = dt.datetime(2026, 5, 1, 12, 0, tzinfo=dt.UTC)
 
@@ -117,12 +119,12 @@ def test_invite_book_single_use_expiry_and_proof(tmp_path: Path) -> None:
 
 
 def test_roles_table() -> None:
-    authorize("n", "member", "write")
-    authorize("n", "reader", "read")
+    authorize("n", MeshRole.MEMBER, Access.WRITE)
+    authorize("n", MeshRole.READER, Access.READ)
     with pytest.raises(PermissionDenied, match="role 'reader', which may not write"):
-        authorize("n", "reader", "write")
+        authorize("n", MeshRole.READER, Access.WRITE)
     with pytest.raises(PermissionDenied, match="revoked at 2026"):
-        authorize("n", "member", "read", revoked_at="2026-01-01T00:00:00Z")
+        authorize("n", MeshRole.MEMBER, Access.READ, revoked_at="2026-01-01T00:00:00Z")
 
 
 def _second_member(ca_root: Path) -> str:
@@ -184,33 +186,50 @@ def test_missing_ca_says_how_to_join(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("address", ["127.0.0.1:1", "[::1]:80", "localhost:9", "127.8.0.1:5"])
 def test_insecure_allowed_on_loopback(address: str) -> None:
-    require_loopback(address)
+    assert require_loopback(address, tls=False, what="peer address")[1] > 0
 
 
 @pytest.mark.parametrize("address", ["10.0.0.1:1", "0.0.0.0:80", "example.org:9", "[::]:5"])
 def test_insecure_refused_elsewhere(address: str) -> None:
-    with pytest.raises(ConfigError, match="only allowed on loopback"):
-        require_loopback(address)
+    with pytest.raises(ConfigError, match="not a loopback address and this node has no TLS"):
+        require_loopback(address, tls=False, what="peer address")
+    require_loopback(address, tls=True, what="peer address")  # with TLS any host will do
 
 
-def test_authorizer_roles_only_narrow_and_unknown_nodes_are_refused(tmp_path: Path) -> None:
+def test_authorizer_roles_only_narrow(tmp_path: Path) -> None:
     info = create_mesh(NodeHome(tmp_path), "team", NOW)
     node = NodeIdentity.generate()
     registry = Registry.load(NodeHome(tmp_path))
     registry.add(Member.new(node.public_key, "member", NOW))
     registry.save(NodeHome(tmp_path))
-    auth = Authorizer(NodeHome(tmp_path), info.mesh_id)
+    auth = MeshAuthorizer(NodeHome(tmp_path), info.mesh_id)
+    member, reader = MeshRole.MEMBER, MeshRole.READER
     # The certificate says reader: a members list saying member does not widen it.
-    with pytest.raises(PermissionDenied, match="may not write"):
-        auth.check(CertIdentity(node.node_id, info.mesh_id, "reader"), "write")
-    auth.check(CertIdentity(node.node_id, info.mesh_id, "member"), "write")
-    auth.check_node(node.node_id, "write")
+    with pytest.raises(PermissionDenied, match="role 'reader', which may not write"):
+        auth.check(CertIdentity(node.node_id, info.mesh_id, reader), Access.WRITE)
+    assert auth.check(CertIdentity(node.node_id, info.mesh_id, reader), Access.READ).role is reader
+    auth.check(CertIdentity(node.node_id, info.mesh_id, member), Access.WRITE)
     # The registry narrows a member to reader: refused at once (file change is seen).
     registry.add(Member.new(node.public_key, "reader", NOW))
     registry.save(NodeHome(tmp_path))
     with pytest.raises(PermissionDenied, match="may not write"):
-        auth.check(CertIdentity(node.node_id, info.mesh_id, "member"), "write")
-    with pytest.raises(PermissionDenied, match="not in this node's members list"):
-        auth.check_node(NodeIdentity.generate().node_id, "read")
+        auth.check(CertIdentity(node.node_id, info.mesh_id, member), Access.WRITE)
     with pytest.raises(PermissionDenied, match="of mesh 0000, not ours"):
-        auth.check(CertIdentity(node.node_id, "0000", "member"), "read")
+        auth.check(CertIdentity(node.node_id, "0000", member), Access.READ)
+
+
+def test_authorizer_refuses_a_caller_without_a_certificate(tmp_path: Path) -> None:
+    info = create_mesh(NodeHome(tmp_path), "team", NOW)
+    auth = MeshAuthorizer(NodeHome(tmp_path), info.mesh_id)
+    with pytest.raises(NotAuthenticated, match="no client certificate"):
+        auth.caller(PeerIdentity("ipv4:127.0.0.1:5"), Access.READ)
+    garbage = PeerIdentity("ipv4:127.0.0.1:5", {"x509_pem_cert": (b"not a certificate",)})
+    with pytest.raises(NotAuthenticated, match="not a lifeline-mesh node certificate"):
+        auth.caller(garbage, Access.READ)
+
+
+def test_roles_parse_with_one_clear_error() -> None:
+    assert MeshRole.parse("reader") is MeshRole.READER
+    with pytest.raises(ConfigError, match="role 'admin' is not one of member, reader"):
+        MeshRole.parse("admin")
+    assert ROLE_ACCESS[MeshRole.READER] == {Access.READ}

@@ -14,17 +14,10 @@ import grpc
 import pytest
 from cryptography.hazmat.primitives.serialization import Encoding
 
-from lifeline.errors import PeerError
+from lifeline.errors import LifelineError, NotAuthenticated, PeerError, PermissionDenied
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.authz import (
-    Authorizer,
-    NotAuthenticated,
-    PermissionDenied,
-    identity_from_context,
-    peer_error_from_rpc,
-    status_for,
-)
+from lifeline_mesh.membership.authz import MeshAuthorizer
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, make_csr, new_tls_key, pem_key
 from lifeline_mesh.membership.certs import TARGET_NAME, identity_from_cert
 from lifeline_mesh.membership.client import pull_membership, whoami
@@ -32,13 +25,16 @@ from lifeline_mesh.membership.invite import Token, issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import RevocationList, revoke
-from lifeline_mesh.membership.service import MembershipServer, serve_membership
 from lifeline_mesh.membership.tls import (
     channel_credentials,
     channel_options,
     fetch_ca_pem,
     server_credentials,
 )
+from lifeline_mesh.node.root import MembershipServer, serve_membership
+from lifeline_mesh.transport.authz import Access, identity_of
+from lifeline_mesh.transport.channels import open_channel
+from lifeline_mesh.transport.errors import error_from_rpc, status_for
 from lifeline_mesh.wire import membership_pb2, membership_pb2_grpc
 
 HOUR = parse_duration("1h")
@@ -122,15 +118,14 @@ async def test_join_port_refuses_member_calls_without_certificate(mesh: Mesh) ->
 
 async def _write_server(root: Path, mesh_id: str) -> tuple[grpc.aio.Server, int]:
     """A server with one 'write' method guarded by the authorizer, as the sync service is."""
-    authorizer = Authorizer(NodeHome(root), mesh_id)
+    authorizer = MeshAuthorizer(NodeHome(root), mesh_id)
 
     async def put(request: bytes, context: Any) -> bytes:
         try:
-            authorizer(context, "write")
-        except PeerError as exc:
+            peer = authorizer.caller(identity_of(context), Access.WRITE)
+        except LifelineError as exc:
             await context.abort(status_for(exc), str(exc))
-        node_id, peer_mesh = identity_from_context(context)
-        return f"{node_id} {peer_mesh}".encode()
+        return f"{peer.node_id} {peer.mesh_id}".encode()
 
     handler = grpc.method_handlers_generic_handler(
         "test.Lines", {"Put": grpc.unary_unary_rpc_method_handler(put)}
@@ -145,12 +140,12 @@ async def _write_server(root: Path, mesh_id: str) -> tuple[grpc.aio.Server, int]
 async def _put(root: Path, port: int) -> bytes:
     target = f"127.0.0.1:{port}"
     creds = channel_credentials(NodeHome(root))
-    async with grpc.aio.secure_channel(target, creds, options=channel_options()) as channel:
+    async with open_channel(target, creds, channel_options()) as channel:
         call = channel.unary_unary("/test.Lines/Put")
         try:
             result: bytes = await call(b"x", timeout=5)
-        except grpc.RpcError as exc:
-            raise peer_error_from_rpc(exc, target) from exc
+        except grpc.aio.AioRpcError as exc:
+            raise error_from_rpc(exc, target) from exc
     return result
 
 
@@ -290,22 +285,3 @@ async def test_unreachable_is_not_reported_as_refused(mesh: Mesh) -> None:
         with pytest.raises(PeerError, match="unreachable") as info:
             await whoami(NodeHome(root), address, timeout=5)
     assert not isinstance(info.value, (NotAuthenticated, PermissionDenied))
-
-
-@pytest.mark.parametrize(
-    ("code", "details", "kind", "text"),
-    [
-        (grpc.StatusCode.UNAUTHENTICATED, "no cert", NotAuthenticated, "not authenticated"),
-        (grpc.StatusCode.PERMISSION_DENIED, "revoked", PermissionDenied, "refused us: revoked"),
-        (grpc.StatusCode.UNAVAILABLE, "Ssl handshake failed", NotAuthenticated, "not a member"),
-        (grpc.StatusCode.UNAVAILABLE, "Connection refused", PeerError, "unreachable"),
-        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline", PeerError, "timed out"),
-        (grpc.StatusCode.INTERNAL, "boom", PeerError, "failed the call"),
-    ],
-)
-def test_rpc_errors_map_to_clear_peer_errors(
-    code: grpc.StatusCode, details: str, kind: type[PeerError], text: str
-) -> None:
-    exc = grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
-    mapped = peer_error_from_rpc(exc, "10.0.0.9:7431")
-    assert type(mapped) is kind and text in str(mapped) and "10.0.0.9:7431" in str(mapped)

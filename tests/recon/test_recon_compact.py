@@ -28,8 +28,8 @@ from lifeline_mesh.recon.frames import (
     Recon,
     Want,
 )
-from lifeline_mesh.recon.pair import MemorySet, SessionPair
 from lifeline_mesh.recon.ranges import Responder
+from lifeline_mesh.testing.pair import MemorySet, SessionPair
 from lifeline_mesh.wire.codec import decode_bytes, encode
 from lifeline_mesh.wire.packed import pack_ranges, unpack_ranges
 from tests.support.recon_helpers import blob_set, chain, entry_set, open_responder

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from lifeline.entry import Entry
-from lifeline_mesh.recon.pair import MemorySet, SessionPair
 from lifeline_mesh.recon.session import SessionLimits
+from lifeline_mesh.testing.pair import MemorySet, SessionPair
 from tests.support.recon_helpers import entry_set
 
 LIMITS = SessionLimits(branch=4, leaf=3)  # small, so that few items exercise deep splits

@@ -24,7 +24,7 @@ from lifeline_mesh.recon.frames import (
     SendFrame,
     Want,
 )
-from lifeline_mesh.recon.pair import SessionPair
+from lifeline_mesh.testing.pair import SessionPair
 from lifeline_mesh.wire.codec import decode_bytes, encode
 from tests.support.recon_helpers import blob_set, chain, entry_set, open_responder
 

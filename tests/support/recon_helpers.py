@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta
 from lifeline.entry import Entry, format_ts
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.frames import Effect, Hello, LoadSnapshot, LoadSummary
-from lifeline_mesh.recon.pair import MemorySet
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.sets import ParsedItem, Snapshot
+from lifeline_mesh.testing.pair import MemorySet
 
 _BASE = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -10,6 +10,7 @@ import grpc
 import pytest
 
 from lifeline.errors import (
+    BadSignature,
     ConfigError,
     IdMismatch,
     LifelineError,
@@ -20,6 +21,7 @@ from lifeline.errors import (
     PermissionDenied,
     RemoteProtocolError,
 )
+from lifeline_mesh.transport.channels import open_channel
 from lifeline_mesh.transport.errors import Refused, error_from_rpc, status_for
 from tests.support.paths import REPO
 
@@ -27,10 +29,13 @@ from tests.support.paths import REPO
 @pytest.mark.parametrize(
     ("error", "code"),
     [
+        (NotAuthenticated("x"), grpc.StatusCode.UNAUTHENTICATED),
+        (PermissionDenied("x"), grpc.StatusCode.PERMISSION_DENIED),
         (Refused("x"), grpc.StatusCode.PERMISSION_DENIED),
         (PeerError("x"), grpc.StatusCode.UNAVAILABLE),
         (RemoteProtocolError("x"), grpc.StatusCode.INVALID_ARGUMENT),
         (IdMismatch("x"), grpc.StatusCode.INVALID_ARGUMENT),
+        (BadSignature("x"), grpc.StatusCode.INVALID_ARGUMENT),
         (LocalProtocolError("x"), grpc.StatusCode.INTERNAL),
         (NotFound("x"), grpc.StatusCode.NOT_FOUND),
         (ConfigError("x"), grpc.StatusCode.FAILED_PRECONDITION),
@@ -45,20 +50,25 @@ def _rpc(code: grpc.StatusCode, details: str) -> grpc.aio.AioRpcError:
 
 
 @pytest.mark.parametrize(
-    ("code", "cls", "words"),
+    ("code", "details", "cls", "words"),
     [
-        (grpc.StatusCode.PERMISSION_DENIED, PermissionDenied, "refused the session: nope"),
-        (grpc.StatusCode.UNAUTHENTICATED, NotAuthenticated, "not authenticated: nope"),
-        (grpc.StatusCode.UNAVAILABLE, PeerError, "is `lifeline-mesh serve` running there?"),
-        (grpc.StatusCode.RESOURCE_EXHAUSTED, RemoteProtocolError, "over a size limit"),
-        (grpc.StatusCode.INTERNAL, RemoteProtocolError, "failed the session (INTERNAL)"),
-        (grpc.StatusCode.INVALID_ARGUMENT, PeerError, "invalid_argument: nope"),
+        (grpc.StatusCode.PERMISSION_DENIED, "nope", PermissionDenied, "refused us: nope"),
+        (grpc.StatusCode.UNAUTHENTICATED, "nope", NotAuthenticated, "not authenticated: nope"),
+        (grpc.StatusCode.UNAVAILABLE, "nope", PeerError, "is `lifeline-mesh serve` running there?"),
+        (grpc.StatusCode.UNAVAILABLE, "Connection refused", PeerError, "unreachable (unavailable"),
+        (grpc.StatusCode.UNAVAILABLE, "Ssl handshake failed", NotAuthenticated, "not a member"),
+        (grpc.StatusCode.DEADLINE_EXCEEDED, "Deadline", PeerError, "timed out (Deadline)"),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "nope", RemoteProtocolError, "over a size limit"),
+        (grpc.StatusCode.INTERNAL, "nope", RemoteProtocolError, "failed the call (INTERNAL)"),
+        (grpc.StatusCode.INVALID_ARGUMENT, "nope", PeerError, "invalid_argument: nope"),
+        (grpc.StatusCode.FAILED_PRECONDITION, "no CA key", PeerError, "failed_precondition"),
     ],
 )
 def test_grpc_errors_come_back_as_ours(
-    code: grpc.StatusCode, cls: type[LifelineError], words: str
+    code: grpc.StatusCode, details: str, cls: type[LifelineError], words: str
 ) -> None:
-    error = error_from_rpc(_rpc(code, "nope"), "127.0.0.1:9")
+    """One mapper for every call a node makes: sessions, watches, whoami, pulls, joins."""
+    error = error_from_rpc(_rpc(code, details), "127.0.0.1:9")
     assert type(error) is cls and words in str(error) and "127.0.0.1:9" in str(error)
 
 
@@ -86,3 +96,12 @@ def test_every_sync_command_has_help(command: str) -> None:
         check=True,
     ).stdout
     assert f"lifeline-mesh {command}" in out
+
+
+def test_every_dial_checks_its_address_before_opening_a_channel() -> None:
+    """One channel set-up for sessions, watches and membership calls: plain text only to
+    loopback, and a malformed address is one clear error, before any connection."""
+    with pytest.raises(ConfigError, match="not a loopback address and this node has no TLS"):
+        open_channel("192.0.2.1:7420", None)
+    with pytest.raises(ConfigError, match="is not HOST:PORT"):
+        open_channel("nonsense", grpc.ssl_channel_credentials())

@@ -2,7 +2,8 @@
 
 Like h11's ``ConnectionPair``: frames pass through the real protobuf codec, so byte counts
 are the bytes a transport would carry (payload, without HTTP/2 framing). Used by the
-protocol tests, the property tests and ``bench/sync.py``.
+protocol tests, the property tests and ``bench/sync.py``; it lives outside ``recon/`` because
+it uses the codec of ``wire/``, which the pure core must not import.
 """
 
 from __future__ import annotations
