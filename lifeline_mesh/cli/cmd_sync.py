@@ -54,7 +54,8 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         metavar="URL",
         type=_store_url,
         help="keep the lines in a PostgreSQL database (postgresql://user@host/db) instead of "
-        ".lifeline/lines/: a hub; several serve processes may share one database (docs/hub.md)",
+        "the line files in .lifeline/: a hub; several serve processes may share one database "
+        "(docs/hub.md)",
     )
     add_peering_arguments(p)
     add_serve_ui_arguments(p)
