@@ -75,19 +75,23 @@ def test_truth_to_entry_to_parent_to_history(
 
 def test_search_and_filter_forms(site: tuple[str, Project], browser: Any, artifacts: Path) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     url, project = site
     browser.get(url + "/lines/ledger/")
     box = browser.find_element(By.ID, "q")
     box.send_keys("webhook retries")
     box.submit()
+    WebDriverWait(browser, 15).until(staleness_of(box))  # the results page has replaced it
     hits = browser.find_elements(By.CSS_SELECTOR, "ol.hits li a.eid")
     assert hits and any(h.get_attribute("href").endswith(project.ids["left"]) for h in hits)
     _shot(browser, artifacts, "search")
     browser.get(url + "/lines/ledger/history")
     Select(browser.find_element(By.NAME, "kind")).select_by_visible_text("decision")
-    browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    button = browser.find_element(By.CSS_SELECTOR, "form.filters button")
+    button.click()
+    WebDriverWait(browser, 15).until(staleness_of(button))
     kinds = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "tbody .tag.kind")}
     assert kinds == {"decision"}
 
