@@ -91,7 +91,7 @@ class Node:
         store_url: str | None = None,
     ) -> None:
         self.home = home
-        # Lines in a PostgreSQL database (a hub) instead of the line files in .lifeline/ (docs/hub.md)
+        # Lines in a PostgreSQL database (a hub), not the line files in .lifeline/ (docs/hub.md)
         self.store_url = store_url
         self._db: PgDatabase | None = None
         self.limits = limits or NODE_LIMITS
