@@ -21,6 +21,7 @@ import asyncpg
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
+from lifeline.store.pg_dsn import connect_options
 from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
 from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes
 from lifeline.store.port import AppendResult, RowProblem
@@ -66,9 +67,10 @@ class PgDatabase:
         timeout: float = 10.0,
     ) -> PgDatabase:
         """Connect and bring the schema (the ledger's, plus ``migrations``) up to date."""
+        plain, options = connect_options(dsn)  # e.g. ?statement_cache_size=0 (pg_dsn.py)
         try:
             pool = await asyncpg.create_pool(
-                dsn, min_size=min_size, max_size=max_size, timeout=timeout
+                plain, min_size=min_size, max_size=max_size, timeout=timeout, **options
             )
         except DATABASE_ERRORS as exc:
             raise _pg_error(dsn, exc) from exc

@@ -14,6 +14,7 @@ from lifeline.lines import validate_line_name
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.watch import watch_project
 from lifeline.store.postgres import is_postgres_url
+from lifeline_mesh.cli.cmd_hub import hub_store
 from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.config import NodeConfig
@@ -132,9 +133,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
-    node = Node(
-        home, insecure=args.insecure, fast=_fast(args), store_url=getattr(args, "store", None)
-    )
+    store = hub_store(home, getattr(args, "store", None))
+    node = Node(home, insecure=args.insecure, fast=_fast(args), store_url=store)
     try:
         if node.store_url is not None:
             await node.database()  # unreachable: one line and a non-zero exit, before listening
