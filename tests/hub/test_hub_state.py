@@ -155,3 +155,30 @@ def test_hub_init_refusals(pg_server: str, tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert serve.returncode != 0 and "holds a hub node" in serve.stderr, serve.stderr
+
+
+def test_hub_init_from_a_laptop_moves_its_node_in(pg_server: str, tmp_path: Path) -> None:
+    """`hub init --from ROOT`: the laptop's node (the mesh's CA holder) becomes the hub node:
+    its key, CA key, members, invites and MCP tokens in the database; TLS issued here."""
+    laptop = tmp_path / "laptop"
+    laptop.mkdir()
+    made = json.loads(_mesh(laptop, "init", "--new-mesh", "team", "--json").stdout)
+    _invite(laptop)
+    _mesh(laptop, "mcp", "token", "issue", "agent-a")
+    url = asyncio.run(fresh_database(pg_server))
+    hub = tmp_path / "hub"
+    report = _hub_init(hub, url, "--from", str(laptop))
+    assert report["node_id"] == made["node_id"] and report["mesh_id"] == made["mesh_id"]
+    assert {"node.key", "ca.key", "members.json", "invites.json", "mcp-tokens.json"} <= set(
+        report["imported"]  # type: ignore[arg-type]
+    )
+    assert report["tls"] == "issued"
+    assert _mesh(hub, "id").stdout.strip() == made["node_id"]
+    rows = json.loads(_mesh(hub, "mcp", "token", "list", "--json").stdout)["tokens"]
+    assert [r["name"] for r in rows] == ["agent-a"]
+    again = json.loads(
+        _mesh(
+            tmp_path / "hub", "hub", "init", "--store", url, "--from", str(laptop), "--json"
+        ).stdout
+    )
+    assert again["imported"] == [] and "node.key" in again["kept"]  # resumable, nothing lost
