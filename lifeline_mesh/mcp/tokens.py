@@ -6,8 +6,9 @@ node that issued it (a token works only there), 8 random bytes naming it in the 
 file, or a hub's database; written under the membership lock like the invite book), only
 ``sha256(secret)`` with the token's name, role, agent, expiry and revocation time -- never
 the token itself, which is printed once. A token's role is ``reader`` (the read tools) or
-``member`` (the write tools too, under the write policy, as the token's agent). Revoking takes effect at the next
-request: the book is read on every check (a hub's, at most 2 s old: hub/pg_state.py).
+``member`` (the write tools too, under the write policy, as the token's agent). Revoking
+takes effect at the next request: the book is read on every check (a hub's, at most 2 s
+old: hub/pg_state.py).
 
 Refusals name the rule: *not a token*, *issued by another node*, *unknown*, *does not
 match*, *revoked at T*, *expired at T*; each says what to do.
