@@ -111,8 +111,7 @@ def init_hub(
     if new_mesh is not None:
         if CA_CERT in held or db.read(CA_CERT) is not None:
             raise ConfigError("the hub node already belongs to a mesh; drop --new-mesh")
-        report.mesh_id = create_mesh(home, new_mesh, now).mesh_id
-        db.write(CA_CERT, home.ca_cert_path.read_bytes())
+        report.mesh_id = create_mesh(home, new_mesh, now).mesh_id  # CA cert and key in db
         report.tls = "issued"
     else:
         report.tls = _tls(home, db, identity, source, now or dt.datetime.now(dt.UTC))
