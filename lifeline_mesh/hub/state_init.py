@@ -170,6 +170,8 @@ def _tls(
     if ca_pem is None:
         return "none"  # not in a mesh: the hub serves --insecure (behind a proxy)
     if home.tls_cert_path.exists() and home.tls_key_path.exists():
+        if not home.ca_cert_path.exists():
+            fsutil.write_atomic(home.ca_cert_path, ca_pem, mode=0o644)
         return "kept"
     ca_key = db.read(CA_KEY)
     if ca_key is not None:

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from tests.support.mesh_procs import cli, log_note, shared_node, start_ca_serve
@@ -182,3 +183,58 @@ def test_hub_init_from_a_laptop_moves_its_node_in(pg_server: str, tmp_path: Path
         ).stdout
     )
     assert again["imported"] == [] and "node.key" in again["kept"]  # resumable, nothing lost
+
+
+@pytest.mark.timeout(900)
+def test_a_hub_that_joined_a_laptop_mesh_shares_its_tls_key(pg_server: str, tmp_path: Path) -> None:
+    """The mesh's CA key stays on a laptop: the hub node joins it once (through its first
+    process); a second process cannot be issued a certificate, says to copy the first's TLS
+    credentials, and then serves the laptop over mTLS as the same node."""
+    leader = tmp_path / "leader"
+    leader.mkdir()
+    _mesh(leader, "init", "--new-mesh", "team")
+    shared_node(leader)
+    url = asyncio.run(fresh_database(pg_server))
+    hub_a, hub_b = tmp_path / "hub-a", tmp_path / "hub-b"
+    made = _hub_init(hub_a, url)
+    assert made["tls"] == "none" and made["mesh_id"] is None
+    proc, _, join_port = start_ca_serve(leader)
+    try:
+        _mesh(hub_a, "join", _invite(leader), "--peer", join_port)
+    finally:
+        _stop(proc)
+    hub_b.mkdir()
+    refused = _mesh(hub_b, "hub", "init", "--store", url, check=False)
+    assert refused.returncode != 0 and "copy tls.pem and tls.key" in refused.stderr
+    for name in ("tls.pem", "tls.key"):
+        source = hub_a / ".lifeline" / "mesh" / name
+        target = hub_b / ".lifeline" / "mesh" / name
+        target.write_bytes(source.read_bytes())
+        target.chmod(0o600)
+    again = _hub_init(hub_b, url)
+    assert again["tls"] == "kept" and again["node_id"] == made["node_id"]
+    members = json.loads(_mesh(hub_b, "members", "--json").stdout)["members"]
+    assert made["node_id"] in {m["node_id"] for m in members}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(hub_b), "serve", "--listen",
+         "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert server.stdout is not None
+        first = server.stdout.readline()
+        assert first.startswith("listening on "), first
+        note = log_note(leader, "from the mesh's leader to the hub's second process")
+        _sync(leader, first.removeprefix("listening on ").strip())
+    finally:
+        _stop(server)
+    assert note in _ids(leader)
+    assert asyncio.run(_hub_count(url)) == len(_ids(leader))  # all of it reached the hub
+
+
+async def _hub_count(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT n FROM lines WHERE name = 'ledger'"))
+    finally:
+        await conn.close()
