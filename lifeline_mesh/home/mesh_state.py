@@ -7,9 +7,10 @@ the default). A hub whose lines live in PostgreSQL keeps them in that database i
 (``lifeline_mesh/hub/pg_state.py``), so every hub process on the database is one node and a
 process holds nothing of its own but its TLS credentials (docs/hub.md, decision 0032).
 
-A root whose state lives elsewhere says so in ``.lifeline/mesh/hub.json``; the entry point
-that opens the root binds the adapter (:func:`bind_state`) before anything reads a document.
-A bound root opened without that binding is refused rather than read from empty files.
+A root whose state lives elsewhere says so in ``NodeHome.hub_binding_path`` (``hub.json``);
+the entry point that opens the root binds the adapter (:func:`bind_state`) before anything
+reads a document. A bound root opened without that binding is refused rather than read
+from empty files.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from lifeline.fsutil import read_private
 from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = [
-    "BINDING",
     "CA_CERT",
     "CA_KEY",
     "DOCUMENTS",
@@ -47,16 +47,32 @@ __all__ = [
     "unbind_state",
 ]
 
-NODE_KEY = "node.key"
-CA_KEY = "ca.key"
-CA_CERT = "ca.pem"
-MEMBERS = "members.json"
-REVOCATIONS = "revocations.json"
-INVITES = "invites.json"
-MCP_TOKENS = "mcp-tokens.json"
+# The documents by name (their files: NodeHome's key_path, ca_key_path, ... below).
+NODE_KEY = "node-key"
+CA_KEY = "ca-key"
+CA_CERT = "ca-cert"
+MEMBERS = "members"
+REVOCATIONS = "revocations"
+INVITES = "invites"
+MCP_TOKENS = "mcp-tokens"
 DOCUMENTS = (NODE_KEY, CA_CERT, CA_KEY, MEMBERS, REVOCATIONS, INVITES, MCP_TOKENS)
 PRIVATE = frozenset({NODE_KEY, CA_KEY, INVITES, MCP_TOKENS})
-BINDING = "hub.json"  # in .lifeline/mesh/: {"store": "postgresql://…"}
+
+
+def _file_of(home: NodeHome, name: str) -> Path:
+    paths = {
+        NODE_KEY: home.key_path,
+        CA_KEY: home.ca_key_path,
+        CA_CERT: home.ca_cert_path,
+        MEMBERS: home.members_path,
+        REVOCATIONS: home.revocations_path,
+        INVITES: home.invites_path,
+        MCP_TOKENS: home.mcp_tokens_path,
+    }
+    try:
+        return paths[name]
+    except KeyError:
+        raise ValueError(f"no node document named {name!r}") from None
 
 
 class MeshState(Protocol):
@@ -95,7 +111,7 @@ class FileState:
         self.home = home
 
     def path(self, name: str) -> Path:
-        return self.home.mesh_dir / name
+        return _file_of(self.home, name)
 
     def where(self, name: str) -> str:
         return str(self.path(name))
@@ -152,7 +168,7 @@ def unbind_state(root: Path) -> None:
 
 def binding_of(home: NodeHome) -> str | None:
     """The store URL a root's documents live in (``hub.json``), or None: its files."""
-    path = home.mesh_dir / BINDING
+    path = home.hub_binding_path
     if not path.exists():
         return None
     try:
@@ -172,10 +188,10 @@ def state_of(home: NodeHome) -> MeshState:
     bound = _BOUND.get(home.root.resolve())
     if bound is not None:
         return bound
-    if (home.mesh_dir / BINDING).exists():
+    if home.hub_binding_path.exists():
         raise ConfigError(
             f"{home.root} is a hub process whose identity and membership live in a database "
-            f"({home.mesh_dir / BINDING}); run this through `lifeline-mesh --root {home.root}`"
+            f"({home.hub_binding_path}); run this through `lifeline-mesh --root {home.root}`"
         )
     return FileState(home)
 

@@ -125,6 +125,12 @@ class NodeHome(Home):
         """Held across a read-modify-write of the membership files."""
         return self.mesh_dir / ".membership.lock"
 
+    @property
+    def hub_binding_path(self) -> Path:
+        """A hub process root's database (``{"store": URL}``, 0600): its documents live
+        there, not in the files above (home/mesh_state.py)."""
+        return self.mesh_dir / "hub.json"
+
     def in_mesh(self) -> bool:
         """Whether this node holds a mesh CA certificate (it joined or made a mesh)."""
         return self.ca_cert_path.exists()

@@ -22,7 +22,6 @@ from lifeline import fsutil
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.mesh_state import (
-    BINDING,
     CA_CERT,
     CA_KEY,
     DOCUMENTS,
@@ -150,7 +149,7 @@ def _import(files: FileState, db: PgState, held: set[str], report: HubInit) -> N
 
 
 def _bind(home: NodeHome, url: str, db: PgState) -> None:
-    path = home.mesh_dir / BINDING
+    path = home.hub_binding_path
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = json.dumps({"store": url}, indent=2) + "\n"
     fsutil.write_atomic(path, text.encode(), mode=0o600)  # the URL may hold a password

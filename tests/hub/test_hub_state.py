@@ -170,7 +170,7 @@ def test_hub_init_from_a_laptop_moves_its_node_in(pg_server: str, tmp_path: Path
     hub = tmp_path / "hub"
     report = _hub_init(hub, url, "--from", str(laptop))
     assert report["node_id"] == made["node_id"] and report["mesh_id"] == made["mesh_id"]
-    assert {"node.key", "ca.key", "members.json", "invites.json", "mcp-tokens.json"} <= set(
+    assert {"node-key", "ca-key", "members", "invites", "mcp-tokens"} <= set(
         report["imported"]  # type: ignore[arg-type]
     )
     assert report["tls"] == "issued"
@@ -182,7 +182,7 @@ def test_hub_init_from_a_laptop_moves_its_node_in(pg_server: str, tmp_path: Path
             tmp_path / "hub", "hub", "init", "--store", url, "--from", str(laptop), "--json"
         ).stdout
     )
-    assert again["imported"] == [] and "node.key" in again["kept"]  # resumable, nothing lost
+    assert again["imported"] == [] and "node-key" in again["kept"]  # resumable, nothing lost
 
 
 @pytest.mark.timeout(900)
