@@ -106,9 +106,9 @@ class PgState:
             ) from exc
         except DATABASE_ERRORS as exc:
             raise StoreError(
-                f"cannot use the hub database {shown_url(self.url)} for the node's identity "
-                f"and membership ({type(exc).__name__}: {exc}); check that the server runs "
-                "and the URL, user and password are right"
+                f"cannot use the PostgreSQL database {shown_url(self.url)} for the node's "
+                f"identity and membership ({type(exc).__name__}: {exc}); check that the server "
+                "runs and the URL, user and password are right"
             ) from exc
 
     async def _connection(self) -> asyncpg.Connection:

@@ -138,7 +138,7 @@ def test_hub_init_refusals(pg_server: str, tmp_path: Path) -> None:
     root.mkdir()
     done = _mesh(root, "hub", "init", "--store", dead, check=False)
     assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert "cannot use the hub database 127.0.0.1:1/none" in done.stderr
+    assert "cannot use the PostgreSQL database 127.0.0.1:1/none" in done.stderr
     assert not (root / ".lifeline" / "mesh" / "hub.json").exists()
 
     url = asyncio.run(fresh_database(pg_server))
