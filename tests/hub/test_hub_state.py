@@ -124,6 +124,11 @@ def test_two_hub_processes_are_one_node_over_mtls(pg_server: str, tmp_path: Path
             rows = json.loads(_mesh(hub_b, "mcp", "token", "list", "--json").stdout)
             assert [r["name"] for r in rows["tokens"]] == ["ci-docs"]
             assert issued["token"].startswith("lmt1_")
+        except BaseException:
+            for name, proc in (("A", proc_a), ("B", proc_b)):  # say why a process is gone
+                if proc.poll() is not None:
+                    print(f"hub process {name} exited {proc.returncode}: {proc.communicate()[1]}")
+            raise
         finally:
             _stop(proc_b)
     finally:
