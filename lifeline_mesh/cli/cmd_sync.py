@@ -18,6 +18,7 @@ from lifeline_mesh.cli.cmd_hub import hub_store
 from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.mesh_state import binding_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import serve_lock
 from lifeline_mesh.node.root import Node
@@ -147,6 +148,10 @@ async def _serve_node(args: argparse.Namespace, node: Node) -> int:
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
+    if binding_of(node.home) is not None:
+        # A hub process is reached by its address; its sibling processes are the same node
+        # and would collide announcing it on the LAN (docs/hub.md).
+        args.no_discovery = True
     peering = peering_options(args, config, listen_host=split_address(listen, listen=True)[0])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
