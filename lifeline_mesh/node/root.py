@@ -58,6 +58,7 @@ from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
 from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import watch_lines
@@ -114,6 +115,7 @@ class Node:
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
         # The last snapshot of each set of each line, brought up to date per session.
         self.snapshots = SnapshotCache()
+        self.pg_snapshots = PgSnapshots()  # a hub's: brought up to date by bucket sums
 
     def config(self) -> NodeConfig:
         return NodeConfig.load(self.home)
@@ -184,8 +186,8 @@ class Node:
         notary: Notary
         if isinstance(store, PgStore):  # a hub's line: the notary's PostgreSQL twin
             notary = PgNotaryStore(store, signers=signers, clock=self.clock)
-            entries = NotarizedEntrySet(EntrySet(store, codec), notary)
-            cache = None  # snapshots come from the stored tokens (SnapshotCache is SQLite's)
+            entries = NotarizedEntrySet(EntrySet(store, codec, self.pg_snapshots), notary)
+            cache = None  # the notary's sets: snapshots from the stored tokens
         else:
             # A line synced without its notary would take entries unchecked and never pass
             # on their signatures: a store without the notary's tables is refused, loudly.
