@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from lifeline.store.pg_schema import BUCKET_HEIGHTS, Conn
 
-__all__ = ["BUCKET_HEIGHTS", "BucketSums", "bucket_of", "bucket_sums", "bump_buckets", "rows_between"]
+__all__ = [
+    "BUCKET_HEIGHTS",
+    "BucketSums",
+    "bucket_of",
+    "bucket_sums",
+    "bump_buckets",
+    "rows_between",
+]
 
 _MOD = 1 << 256
 

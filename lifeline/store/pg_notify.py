@@ -2,11 +2,11 @@
 just wrote, heard through PostgreSQL ``LISTEN``/``NOTIFY``.
 
 Every write that changes a line's set (pg_writes.append_locked) sends ``NOTIFY
-lifeline_lines, '<version>:<line name>'`` inside its own transaction, so the notification is delivered
-only when the write commits, and never for a write rolled back. :class:`LineListener` holds
-one dedicated connection (not one of the pool's: a pooled connection is lent to sessions
-and its listeners would go with it) that listens on that channel and hands each notified
-line to ``on_lines``.
+lifeline_lines, '<version>:<line name>'`` inside its own transaction, so the notification
+is delivered only when the write commits, and never for a write rolled back.
+:class:`LineListener` holds one dedicated connection (not one of the pool's: a pooled
+connection is lent to sessions and its listeners would go with it) that listens on that
+channel and hands each notified line to ``on_lines``.
 
 Notifications sent while no connection listens are lost, so the listener also keeps each
 line's ``version`` (bumped by every such write): after it (re)connects it reads every
@@ -99,10 +99,10 @@ class LineListener:
                         await asyncio.shield(conn.close(timeout=2))
             await asyncio.sleep(RETRY_S[min(failures, len(RETRY_S)) - 1])
 
-    def _heard(self, _conn: object, _pid: int, _channel: str, payload: str) -> None:
+    def _heard(self, _conn: object, _pid: int, _channel: str, payload: object) -> None:
         """A notification: ``'<version>:<line>'`` (the line's version after the write)."""
         self.notified += 1
-        version, _, name = payload.partition(":")
+        version, _, name = str(payload).partition(":")
         if self._versions is not None and version.isdigit():
             self._versions[name] = max(int(version), self._versions.get(name, 0))
         self._report([name])

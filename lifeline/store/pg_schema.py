@@ -23,7 +23,15 @@ if TYPE_CHECKING:
     import asyncpg
     from asyncpg.pool import PoolConnectionProxy
 
-__all__ = ["BUCKET_HEIGHTS", "LEDGER", "Conn", "Migrations", "apply_pg_migrations", "line_id_of", "lock_key"]
+__all__ = [
+    "BUCKET_HEIGHTS",
+    "LEDGER",
+    "Conn",
+    "Migrations",
+    "apply_pg_migrations",
+    "line_id_of",
+    "lock_key",
+]
 
 # A connection of its own or one lent by a pool.
 Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"

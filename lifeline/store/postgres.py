@@ -160,9 +160,11 @@ class PgStore:
     async def read_view(self) -> AsyncIterator[Conn]:
         """A connection in one read-only REPEATABLE READ transaction: every read sees the
         same committed state (the line's totals, buckets and rows agree)."""
-        async with self.db.pool.acquire() as conn:
-            async with conn.transaction(isolation="repeatable_read", readonly=True):
-                yield conn
+        async with (
+            self.db.pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            yield conn
 
     # -- writes --------------------------------------------------------------------
 

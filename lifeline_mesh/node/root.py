@@ -57,8 +57,8 @@ from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
-from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.sync.pg_snapshots import PgSnapshots
+from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import watch_lines
