@@ -30,6 +30,7 @@ __all__ = ["CHANNEL", "LineListener", "notify_sql"]
 log = logging.getLogger(__name__)
 
 CHANNEL = "lifeline_lines"
+APPLICATION = "lifeline line listener"  # its connection in pg_stat_activity
 RECHECK_S = 30.0  # the safety net: every line's version compared this often
 RETRY_S = (0.2, 0.5, 1.0, 2.0, 5.0)  # reconnect back-off, then every 5 s
 
@@ -57,12 +58,17 @@ class LineListener:
         self.dsn = dsn
         self._on_lines = on_lines
         self._recheck = recheck
-        self._connect = connect or (lambda dsn: asyncpg.connect(dsn, timeout=10))
+        self._connect = connect or (
+            lambda dsn: asyncpg.connect(
+                dsn, timeout=10, server_settings={"application_name": APPLICATION}
+            )
+        )
         self._versions: dict[str, int] | None = None  # None: nothing read yet (baseline)
         self._lost = asyncio.Event()
         self.connects = 0  # connections made so far (status, tests)
         self.notified = 0  # notifications received so far
         self.listening = asyncio.Event()  # set while a connection listens
+        self.server_pid: int | None = None  # the listening connection's server process
 
     async def run(self) -> None:
         failures = 0
@@ -74,6 +80,7 @@ class LineListener:
                 self._lost.clear()
                 conn.add_termination_listener(lambda _c: self._lost.set())
                 await conn.add_listener(CHANNEL, self._heard)
+                self.server_pid = conn.get_server_pid()
                 self.connects += 1
                 if failures:
                     log.info("listening for line changes in the database again")

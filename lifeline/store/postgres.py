@@ -21,6 +21,7 @@ import asyncpg
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
+from lifeline.store.pg_maintain import Maintenance
 from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
 from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes
 from lifeline.store.port import AppendResult, RowProblem
@@ -53,6 +54,7 @@ class PgDatabase:
     def __init__(self, dsn: str, pool: asyncpg.Pool) -> None:
         self.dsn = dsn
         self.pool = pool
+        self.maintenance = Maintenance(pool)  # VACUUM ANALYZE after a large load
         self._closed = False
 
     @classmethod
@@ -106,6 +108,7 @@ class PgDatabase:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            await self.maintenance.close()
             await self.pool.close()
 
 

@@ -16,7 +16,7 @@ import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
@@ -39,6 +39,7 @@ from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
 from lifeline_mesh.membership.tls import server_credentials
+from lifeline_mesh.node.hub_feed import hub_feed
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
 from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.pg_schema import PG_NOTARY
@@ -155,6 +156,9 @@ class Node:
         store = await db.line(line)
         try:
             yield store
+            entries = self._admitting.get(store)
+            if entries is not None:  # a large load: VACUUM ANALYZE, in the background
+                db.maintenance.admitted(store.line_id, entries.admitted)
             await self._witness_state(store, line)
         except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
             raise StoreError(
@@ -247,14 +251,21 @@ class Node:
         address = await server.start(listen)
         if self.fast.helpers:
             offload.warm_up()  # helper processes ready before the first large batch arrives
+        keeper = None if peering is None else self.peering(peering, address)
         try:
             with recorded_node_state(self.home, self._state(address, peering)):
-                if ready is not None:
-                    ready(address)
-                if peering is None:
-                    await stop.wait()
-                else:
-                    await self.peering(peering, address).run_until(stop)
+                async with AsyncExitStack() as feeds:
+                    if self.store_url is not None:  # a hub: writes of every hub process
+                        local = None if keeper is None else keeper.scheduler.local_change
+                        await feeds.enter_async_context(
+                            hub_feed(self.store_url, self.changes, local)
+                        )
+                    if ready is not None:
+                        ready(address)
+                    if keeper is None:
+                        await stop.wait()
+                    else:
+                        await keeper.run_until(stop)
         finally:
             await server.stop()
         return server
