@@ -16,6 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import asyncpg
 
@@ -27,12 +28,53 @@ from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.summary import SetTotals
 
-__all__ = ["DATABASE_ERRORS", "PgDatabase", "PgStore", "is_postgres_url"]
+__all__ = [
+    "DATABASE_ERRORS",
+    "TIMEOUTS",
+    "PgDatabase",
+    "PgStore",
+    "is_postgres_url",
+    "session_failure",
+]
 
 log = logging.getLogger(__name__)
 PAGE = 2000  # rows per keyset page of stream()
 # What a lost or failing database raises through asyncpg.
 DATABASE_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+# Bounds on a slow or blocked database (docs/hub.md, "Faults and timeouts"), set on every
+# pooled connection unless the URL sets them (``…/db?lock_timeout=30s``): a session waiting
+# longer than this for a line's writer lock, or for one statement, fails with the reason
+# and writes nothing; a transaction left idle (a hub process cut off mid-session) is ended
+# by the server so it cannot hold a line's lock for ever.
+TIMEOUTS = {
+    "lock_timeout": "10s",
+    "statement_timeout": "60s",
+    "idle_in_transaction_session_timeout": "60s",
+}
+
+
+def _settings(dsn: str) -> dict[str, str]:
+    """:data:`TIMEOUTS`, less those the URL's query sets itself."""
+    given = set(parse_qs(urlsplit(dsn).query))
+    return {name: value for name, value in TIMEOUTS.items() if name not in given}
+
+
+def session_failure(line: str, exc: BaseException) -> StoreError:
+    """A session's database failure as one line saying what happened and what follows."""
+    if isinstance(exc, asyncpg.LockNotAvailableError):
+        what = (
+            "waited too long for the line's writer lock (lock_timeout): another session or "
+            "hub process holds it, or the database is slow"
+        )
+    elif isinstance(exc, asyncpg.QueryCanceledError):
+        what = f"a statement took too long (statement_timeout): the database is slow ({exc})"
+    elif isinstance(exc, TimeoutError):
+        what = "the database did not answer in time"
+    else:
+        what = f"the database failed during the session ({type(exc).__name__}: {exc})"
+    return StoreError(f"line {line}: {what}; nothing half-written, the next session tries again")
 
 
 def is_postgres_url(target: str) -> bool:
@@ -70,7 +112,11 @@ class PgDatabase:
         """Connect and bring the schema (the ledger's, plus ``migrations``) up to date."""
         try:
             pool = await asyncpg.create_pool(
-                dsn, min_size=min_size, max_size=max_size, timeout=timeout
+                dsn,
+                min_size=min_size,
+                max_size=max_size,
+                timeout=timeout,
+                server_settings=_settings(dsn),
             )
         except DATABASE_ERRORS as exc:
             raise _pg_error(dsn, exc) from exc
@@ -156,8 +202,11 @@ class PgStore:
         """A connection in one transaction (committed on success, rolled back on error),
         for a component that writes its tables and this line's together; it takes the
         line's lock first (``lifeline.store.pg_writes.lock_line``)."""
-        async with self.db.pool.acquire() as conn, conn.transaction():
-            yield conn
+        try:
+            async with self.db.pool.acquire() as conn, conn.transaction():
+                yield conn
+        except DATABASE_ERRORS as exc:  # the reason reaches the peer (the session's Abort)
+            raise session_failure(self.name, exc) from exc
 
     @asynccontextmanager
     async def read_view(self) -> AsyncIterator[Conn]:
@@ -175,11 +224,11 @@ class PgStore:
         return bool((await self.append_many([entry])).added)
 
     async def append_many(self, entries: Sequence[Entry]) -> AppendResult:
-        async with self.db.pool.acquire() as conn, conn.transaction():
+        async with self.transaction() as conn:
             return await append_locked(conn, self.line_id, entries)
 
     async def declare_external(self, entry_id: str, line: str) -> None:
-        async with self.db.pool.acquire() as conn, conn.transaction():
+        async with self.transaction() as conn:
             await declare_locked(conn, self.line_id, [(entry_id, line)])
 
     # -- reads ---------------------------------------------------------------------

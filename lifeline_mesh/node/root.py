@@ -27,7 +27,7 @@ from lifeline.errors import LifelineError, LocalProtocolError, StoreError
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
-from lifeline.store.postgres import DATABASE_ERRORS, PgDatabase, PgStore
+from lifeline.store.postgres import DATABASE_ERRORS, PgDatabase, PgStore, session_failure
 from lifeline.store.tiers import require_tables
 from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
@@ -161,10 +161,7 @@ class Node:
                 db.maintenance.admitted(store.line_id, entries.admitted)
             await self._witness_state(store, line)
         except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
-            raise StoreError(
-                f"line {line}: the database failed during the session ({type(exc).__name__}:"
-                f" {exc}); nothing half-written, the next session reconnects"
-            ) from exc
+            raise session_failure(line, exc) from exc
 
     async def _witness_state(self, store: Store, line: str) -> None:
         """One state statement after a session that admitted new entries (none otherwise)."""

@@ -86,9 +86,7 @@ class PgSnapshots:
         snap = Snapshot.build((int(h), bytes(i), bytes(t)) for h, i, t in rows)
         return _Held(snap, version, buckets)
 
-    async def _update(
-        self, conn: Conn, line_id: int, held: _Held, buckets: BucketSums
-    ) -> Snapshot:
+    async def _update(self, conn: Conn, line_id: int, held: _Held, buckets: BucketSums) -> Snapshot:
         """``held``'s snapshot with the rows of every bucket that differs read again."""
         differ = sorted(b for b in buckets.keys() | held.buckets.keys()
                         if buckets.get(b) != held.buckets.get(b))  # fmt: skip
