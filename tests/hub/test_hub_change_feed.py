@@ -45,9 +45,9 @@ def test_a_write_through_one_hub_process_is_announced_by_the_other(
     shared_node(tmp_path / "hub-b")
     shared_node(writer)
     watched_line = shared_node(watcher)
-    with hub(tmp_path / "hub-a", url) as (_a, address_a), hub(tmp_path / "hub-b", url) as (
-        _b,
-        address_b,
+    with (
+        hub(tmp_path / "hub-a", url) as (_a, address_a),
+        hub(tmp_path / "hub-b", url) as (_b, address_b),
     ):
         dial = ("--listen", "127.0.0.1:0", "--peer", address_b, "--no-discovery", "--insecure")
         with serve(watcher, *dial):

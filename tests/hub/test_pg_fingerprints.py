@@ -54,9 +54,10 @@ async def test_buckets_follow_every_write_and_updated_snapshots_read_few_rows(
     pg_server: str,
 ) -> None:
     name = line_name()
-    async with await PgStore.open(pg_server, name) as store, await PgStore.open(
-        pg_server, name
-    ) as other:  # another hub process's pool on the same line
+    async with (
+        await PgStore.open(pg_server, name) as store,
+        await PgStore.open(pg_server, name) as other,
+    ):  # another hub process's pool on the same line
         cache = PgSnapshots()
         await store.append_many(BASE[:500])
         async with store.read_view() as conn:
