@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import asyncpg
 
@@ -55,10 +55,31 @@ TIMEOUTS = {
 }
 
 
+COMMAND_TIMEOUT_S = 120.0  # the client's bound on any one query (a stalled network)
+
+
 def _settings(dsn: str) -> dict[str, str]:
     """:data:`TIMEOUTS`, less those the URL's query sets itself."""
     given = set(parse_qs(urlsplit(dsn).query))
     return {name: value for name, value in TIMEOUTS.items() if name not in given}
+
+
+def client_options(dsn: str) -> tuple[str, float]:
+    """The URL without ``command_timeout`` (seconds, this client's own bound on a query,
+    which is no server setting), and that bound."""
+    parts = urlsplit(dsn)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    given = query.pop("command_timeout", None)
+    if not given:
+        return dsn, COMMAND_TIMEOUT_S
+    try:
+        seconds = float(given[-1])
+    except ValueError:
+        raise StoreError(
+            f"command_timeout={given[-1]!r} in the database URL is not a number of seconds"
+        ) from None
+    plain = parts._replace(query=urlencode(query, doseq=True)).geturl()
+    return plain, seconds
 
 
 def session_failure(line: str, exc: BaseException) -> StoreError:
@@ -71,7 +92,7 @@ def session_failure(line: str, exc: BaseException) -> StoreError:
     elif isinstance(exc, asyncpg.QueryCanceledError):
         what = f"a statement took too long (statement_timeout): the database is slow ({exc})"
     elif isinstance(exc, TimeoutError):
-        what = "the database did not answer in time"
+        what = "the database did not answer in time (command_timeout): it or the network is slow"
     else:
         what = f"the database failed during the session ({type(exc).__name__}: {exc})"
     return StoreError(f"line {line}: {what}; nothing half-written, the next session tries again")
@@ -84,6 +105,11 @@ def is_postgres_url(target: str) -> bool:
 
 def _pg_error(dsn: str, exc: BaseException) -> StoreError:
     shown = dsn.split("@")[-1] if "@" in dsn else dsn
+    if isinstance(exc, TimeoutError):
+        return StoreError(
+            f"the PostgreSQL database {shown} did not answer in time (command_timeout): the "
+            "database or the network to it is slow; nothing was written, try again"
+        )
     return StoreError(
         f"cannot use the PostgreSQL database {shown} ({type(exc).__name__}: {exc}); "
         "check that the server runs and the URL, user and password are right"
@@ -95,6 +121,7 @@ class PgDatabase:
 
     def __init__(self, dsn: str, pool: asyncpg.Pool) -> None:
         self.dsn = dsn
+        self.plain_dsn = client_options(dsn)[0]  # what asyncpg is given (the listener too)
         self.pool = pool
         self.maintenance = Maintenance(pool)  # VACUUM ANALYZE after a large load
         self._closed = False
@@ -110,13 +137,15 @@ class PgDatabase:
         timeout: float = 10.0,
     ) -> PgDatabase:
         """Connect and bring the schema (the ledger's, plus ``migrations``) up to date."""
+        plain, command_timeout = client_options(dsn)
         try:
             pool = await asyncpg.create_pool(
-                dsn,
+                plain,
                 min_size=min_size,
                 max_size=max_size,
                 timeout=timeout,
-                server_settings=_settings(dsn),
+                command_timeout=command_timeout,
+                server_settings=_settings(plain),
             )
         except DATABASE_ERRORS as exc:
             raise _pg_error(dsn, exc) from exc

@@ -263,9 +263,8 @@ class Node:
                 async with AsyncExitStack() as feeds:
                     if self.store_url is not None:  # a hub: writes of every hub process
                         local = None if keeper is None else keeper.scheduler.local_change
-                        await feeds.enter_async_context(
-                            hub_feed(self.store_url, self.changes, local)
-                        )
+                        dsn = (await self.database()).plain_dsn
+                        await feeds.enter_async_context(hub_feed(dsn, self.changes, local))
                     if ready is not None:
                         ready(address)
                     if keeper is None:
