@@ -133,7 +133,8 @@ def fleet(args: argparse.Namespace, tmp: Path, hubs: list[tuple[subprocess.Popen
         write_cpu = cpu["converge"][k] - cpu["write"][k]
         print(f"   hub {k + 1}: {n} sessions, {n / result.write_seconds:.1f} sessions/s, "
               f"CPU {write_cpu:.2f} s ({100 * write_cpu / result.write_seconds:.0f}% of one "
-              f"core); converge phase CPU {used[k] - cpu['converge'][k]:.2f} s")  # fmt: skip
+              f"core), {1000 * write_cpu / max(n, 1):.0f} ms CPU a session; converge phase "
+              f"CPU {used[k] - cpu['converge'][k]:.2f} s")  # fmt: skip
     ok = all(c == result.written for c in result.counts)
     print(f"   convergence (one more session each, every node at once): "
           f"{result.converge_seconds:.2f} s; every node holds all {result.written}: {ok}"
@@ -162,9 +163,10 @@ def big_line(args: argparse.Namespace, tmp: Path, url: str, hub: str, hub_root: 
         for kind in ("hub", "sqlite"):
             rows = initial[kind]
             assert all(r["entries_received"] == args.big for r in rows), rows
-            print(f"   initial sync from the {kind:6}: median "
-                  f"{med([r['seconds'] for r in rows]):.2f} s of {[round(r['seconds'], 2) for r in rows]}, "
-                  f"{rows[0]['bytes_received'] / 1e6:.1f} MB in, {rows[0]['round_trips']} round trips")  # fmt: skip
+            took = [round(r["seconds"], 2) for r in rows]
+            mb = rows[0]["bytes_received"] / 1e6
+            print(f"   initial sync from the {kind:6}: median {med(took):.2f} s of {took}, "
+                  f"{mb:.1f} MB in, {rows[0]['round_trips']} round trips")  # fmt: skip
         ratio = med([r["seconds"] for r in initial["hub"]]) / med(
             [r["seconds"] for r in initial["sqlite"]]
         )
@@ -181,9 +183,11 @@ def big_line(args: argparse.Namespace, tmp: Path, url: str, hub: str, hub_root: 
     for kind in ("hub", "sqlite"):
         rows = checks[kind]
         assert all(r["entries_received"] == r["entries_sent"] == 0 for r in rows), rows
-        print(f"   against the {kind:6}: {med([r['bytes_sent'] + r['bytes_received'] for r in rows]):.0f} B "
-              f"({rows[0]['bytes_sent']} out, {rows[0]['bytes_received']} in), "
-              f"{rows[0]['round_trips']} round trip(s), client {med([r['seconds'] for r in rows]) * 1000:.1f} ms")  # fmt: skip
+        size = med([r["bytes_sent"] + r["bytes_received"] for r in rows])
+        client = med([r["seconds"] for r in rows]) * 1000
+        print(f"   against the {kind:6}: {size:.0f} B ({rows[0]['bytes_sent']} out, "
+              f"{rows[0]['bytes_received']} in), {rows[0]['round_trips']} round trip(s), "
+              f"client {client:.1f} ms")  # fmt: skip
     print(f"   the hub's server-side session time: median {med(server) * 1000:.1f} ms "
           f"of {[round(s * 1000, 1) for s in server]} (goal < 20 ms)")  # fmt: skip
 

@@ -92,12 +92,15 @@ def run_fleet(
 ) -> FleetResult:
     """Start ``nodes`` workers, time the write phase and convergence."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    worker = [sys.executable, __file__]
     procs = [
         subprocess.Popen(
-            [sys.executable, __file__, str(tmp / f"node{i:03d}"), *hubs, str(i), str(rounds),
-             str(per)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env,
-        )  # fmt: skip
+            [*worker, str(tmp / f"node{i:03d}"), *hubs, str(i), str(rounds), str(per)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         for i in range(nodes)
     ]
     try:

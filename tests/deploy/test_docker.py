@@ -455,12 +455,17 @@ def test_compose_files_publish_on_loopback_only_and_the_hub_waits_for_its_store(
         "${LIFELINE_PG_PASSWORD"
     )
     assert postgres["image"] == "lifeline-postgres:dev"
-    # The hub processes need `serve --store` (not in lifeline-mesh yet): a profile keeps
-    # them out of a plain `up` until then.
+    # Two hub processes on the one database, a laptop syncing through both (run for real by
+    # tests/deploy/test_docker_engine.py): no profile keeps any of them out of `up`.
+    store = "postgresql://lifeline:lifeline-trial@postgres:5432/lifeline"
     for name in ("hub-1", "hub-2"):
         service = hub["services"][name]
-        assert service["profiles"] == ["hub"] and "--store" in service["command"]
-        assert service["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+        assert "profiles" not in service and service["environment"]["LIFELINE_MESH_STORE"] == store
+    assert hub["services"]["hub-1"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
+    assert hub["services"]["hub-2"]["depends_on"] == {"hub-1": {"condition": "service_healthy"}}
+    laptop = hub["services"]["laptop"]
+    assert "LIFELINE_MESH_STORE" not in laptop["environment"]
+    assert laptop["environment"]["LIFELINE_MESH_PEERS"].split() == ["hub-1:7420", "hub-2:7420"]
 
 
 def test_build_script_says_what_is_missing(tmp_path: Path) -> None:
