@@ -19,7 +19,9 @@ Prints, each with its median and the SQLite node beside it where there is one:
    trips, client seconds) and the hub's server-side session time (its inbound.json).
 4. **Batched append** on PostgreSQL vs SQLite (bench/hub_store.py, ``--append`` entries).
 
-Not a test: figures. 1M entries (`--big 1000000`) takes long on a loaded machine.
+Not a test: figures. At 1M entries the initial syncs take long on a loaded machine:
+`--big 1000000 --runs 0 --nodes 0 --append 0` measures only the in-sync check (the source
+node, migrated into the hub's database, checks against the hub).
 """
 
 from __future__ import annotations
@@ -115,7 +117,9 @@ def med(values: list[float]) -> float:
     return statistics.median(values)
 
 
-def fleet(args: argparse.Namespace, tmp: Path, hubs: list[tuple[subprocess.Popen[str], str]]):
+def fleet(
+    args: argparse.Namespace, tmp: Path, hubs: list[tuple[subprocess.Popen[str], str]]
+) -> int:
     cpu: dict[str, list[float]] = {}
 
     def mark(phase: str) -> None:
@@ -151,45 +155,62 @@ def big_line(args: argparse.Namespace, tmp: Path, url: str, hub: str, hub_root: 
     started = time.perf_counter()
     cli(source, "migrate-store", str(source), url, "--line", BIG)
     print(f"   migrate-store into the hub's database: {time.perf_counter() - started:.1f} s")
-    initial: dict[str, list[dict[str, float]]] = {"hub": [], "sqlite": []}
-    fresh = iter(range(1000))
     with serve(source) as (_, sqlite_node):
-        for _ in range(args.runs):
-            for kind, address in (("hub", hub), ("sqlite", sqlite_node)):
-                empty = tmp / f"empty-{kind}-{next(fresh)}"
-                make_root(empty, [BIG])
-                initial[kind].append(sync_json(empty, address, BIG))
-        holder = empty  # holds every entry now
-        for kind in ("hub", "sqlite"):
-            rows = initial[kind]
-            assert all(r["entries_received"] == args.big for r in rows), rows
-            took = [round(r["seconds"], 2) for r in rows]
-            mb = rows[0]["bytes_received"] / 1e6
-            print(f"   initial sync from the {kind:6}: median {med(took):.2f} s of {took}, "
-                  f"{mb:.1f} MB in, {rows[0]['round_trips']} round trips")  # fmt: skip
-        ratio = med([r["seconds"] for r in initial["hub"]]) / med(
-            [r["seconds"] for r in initial["sqlite"]]
-        )
-        print(f"   hub / SQLite node: {ratio:.2f}x (goal: within 1.5x)")
-        checks: dict[str, list[dict[str, float]]] = {"hub": [], "sqlite": []}
-        server: list[float] = []
-        sync_json(holder, hub, BIG)  # its own state statement goes first (not an in-sync check)
-        sync_json(holder, sqlite_node, BIG)
-        for _ in range(max(5, args.runs)):
-            checks["hub"].append(sync_json(holder, hub, BIG))
-            server.append(server_seconds(hub_root))
-            checks["sqlite"].append(sync_json(holder, sqlite_node, BIG))
-    print(f"\n3. in-sync check of {args.big:,} entries (`sync --json`, median of {len(server)})")
-    for kind in ("hub", "sqlite"):
-        rows = checks[kind]
+        sources = {"hub": (hub, hub_root), "sqlite": (sqlite_node, source)}
+        holder = initial_syncs(args, tmp, sources) if args.runs else None
+        if holder is None:  # no initial sync: the source itself checks against the hub
+            holder, sources = source, {"hub": sources["hub"]}
+        in_sync_checks(args, holder, sources)
+
+
+def initial_syncs(
+    args: argparse.Namespace, tmp: Path, sources: dict[str, tuple[str, Path]]
+) -> Path:
+    """``--runs`` initial syncs from each source, alternating; returns a node holding all."""
+    initial: dict[str, list[dict[str, float]]] = {kind: [] for kind in sources}
+    for run in range(args.runs):
+        for kind, (address, _) in sources.items():
+            empty = tmp / f"empty-{kind}-{run}"
+            make_root(empty, [BIG])
+            initial[kind].append(sync_json(empty, address, BIG))
+    for kind, rows in initial.items():
+        assert all(r["entries_received"] == args.big for r in rows), rows
+        took = [round(r["seconds"], 2) for r in rows]
+        mb = rows[0]["bytes_received"] / 1e6
+        print(f"   initial sync from the {kind:6}: median {med(took):.2f} s of {took}, "
+              f"{mb:.1f} MB in, {rows[0]['round_trips']} round trips")  # fmt: skip
+    ratio = med([r["seconds"] for r in initial["hub"]]) / med(
+        [r["seconds"] for r in initial["sqlite"]]
+    )
+    print(f"   hub / SQLite node: {ratio:.2f}x (goal: within 1.5x)")
+    return empty
+
+
+def in_sync_checks(
+    args: argparse.Namespace, holder: Path, sources: dict[str, tuple[str, Path]]
+) -> None:
+    """The in-sync check of ``holder`` against each source: `sync --json` and the serving
+    side's own session time (its inbound.json)."""
+    checks: dict[str, list[dict[str, float]]] = {kind: [] for kind in sources}
+    server: dict[str, list[float]] = {kind: [] for kind in sources}
+    for address, _ in sources.values():
+        sync_json(holder, address, BIG)  # its own state statement goes first (not a check)
+    for _ in range(max(5, args.runs)):
+        for kind, (address, root) in sources.items():
+            checks[kind].append(sync_json(holder, address, BIG))
+            server[kind].append(server_seconds(root))
+    runs = len(server["hub"])
+    print(f"\n3. in-sync check of {args.big:,} entries (`sync --json`, median of {runs})")
+    for kind, rows in checks.items():
         assert all(r["entries_received"] == r["entries_sent"] == 0 for r in rows), rows
         size = med([r["bytes_sent"] + r["bytes_received"] for r in rows])
         client = med([r["seconds"] for r in rows]) * 1000
+        served = [round(s * 1000, 1) for s in server[kind]]
         print(f"   against the {kind:6}: {size:.0f} B ({rows[0]['bytes_sent']} out, "
               f"{rows[0]['bytes_received']} in), {rows[0]['round_trips']} round trip(s), "
-              f"client {client:.1f} ms")  # fmt: skip
-    print(f"   the hub's server-side session time: median {med(server) * 1000:.1f} ms "
-          f"of {[round(s * 1000, 1) for s in server]} (goal < 20 ms)")  # fmt: skip
+              f"client {client:.1f} ms; server side median {med(served):.1f} ms of "
+              f"{served}")  # fmt: skip
+    print("   (goal for the hub: 1 round trip, < 200 B each way, < 20 ms server time)")
 
 
 async def fresh_db(server: str) -> str:
@@ -224,10 +245,11 @@ def run(args: argparse.Namespace, server: str) -> None:
             make_root(root, ["ledger", BIG])
         hubs = [stack.enter_context(serve(root, "--store", url)) for root in roots]
         print(f"two hub processes on one database: {hubs[0][1]}, {hubs[1][1]}")
-        written = fleet(args, tmp, hubs)
-        n, signed = asyncio.run(hub_rows(url))
-        print(f"   the hub's database: {n} entries, {signed} author signatures "
-              f"(written: {written})")  # fmt: skip
+        if args.nodes:
+            written = fleet(args, tmp, hubs)
+            n, signed = asyncio.run(hub_rows(url))
+            print(f"   the hub's database: {n} entries, {signed} author signatures "
+                  f"(written: {written})")  # fmt: skip
         if args.big:
             big_line(args, tmp, url, hubs[0][1], roots[0])
     if args.append:
@@ -238,11 +260,13 @@ def run(args: argparse.Namespace, server: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, default=20, help="fleet nodes (processes)")
+    parser.add_argument("--nodes", type=int, default=20, help="fleet nodes (0: skip 1.)")
     parser.add_argument("--rounds", type=int, default=3, help="sessions per fleet node")
     parser.add_argument("--per", type=int, default=5, help="notes each node appends a round")
     parser.add_argument("--big", type=int, default=100_000, help="entries for 2. and 3. (0: skip)")
-    parser.add_argument("--runs", type=int, default=3, help="initial syncs from each source")
+    parser.add_argument(
+        "--runs", type=int, default=3, help="initial syncs from each source (0: only the check)"
+    )
     parser.add_argument("--append", type=int, default=20_000, help="entries for 4. (0: skip)")
     args = parser.parse_args()
     given = os.environ.get("LIFELINE_TEST_PG")
