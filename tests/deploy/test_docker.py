@@ -57,9 +57,11 @@ def _compose() -> dict[str, Any]:
     return data
 
 
-def _documented_topology() -> dict[str, dict[str, list[str]]]:
+def _documented_topology(heading: str = "## Topology") -> dict[str, dict[str, list[str]]]:
+    """The service table under ``heading`` in docker/README.md."""
     text = (DOCKER / "README.md").read_text(encoding="utf-8")
-    rows = [line for line in text.splitlines() if re.match(r"^\| (bootstrap|node-\w) \|", line)]
+    section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [r for r in section.splitlines() if re.match(r"^\| (?!service )[a-z][\w-]* \|", r)]
     table: dict[str, dict[str, list[str]]] = {}
     for row in rows:
         name, _role, peers, volumes, ports = (c.strip() for c in row.strip("|").split("|"))
@@ -109,6 +111,26 @@ def test_compose_matches_the_documented_topology() -> None:
     declared = set(compose["volumes"])
     used = {v.split(":")[0] for s in services.values() for v in s["volumes"]}
     assert used == declared
+
+
+def test_the_hub_compose_file_matches_its_documented_topology() -> None:
+    hub = _defaults(parse((DOCKER / "compose.hub.yml").read_text(encoding="utf-8")))
+    services = hub["services"]
+    documented = _documented_topology("## The hub: two processes on PostgreSQL")
+    assert set(services) == {"postgres", "bootstrap", "hub-1", "hub-2", "laptop"}
+    assert set(documented) == set(services)
+    for name, doc in documented.items():
+        service = services[name]
+        assert service["volumes"] == doc["volumes"], name
+        assert service.get("ports", []) == doc["ports"], name
+        assert _env(service, "LIFELINE_MESH_PEERS").split() == doc["peers"], name
+    boot = _env(services["bootstrap"], "LIFELINE_MESH_INVITE_FOR").split()
+    assert (
+        boot == ["hub-2", "laptop"]
+        and _env(services["bootstrap"], "LIFELINE_MESH_JOIN_ADDRESS") == "hub-1:7421"
+    )
+    used = {v.split(":")[0] for s in services.values() for v in s["volumes"]}
+    assert used == set(hub["volumes"])
 
 
 def test_every_node_peers_with_the_other_two_on_the_sync_port() -> None:
