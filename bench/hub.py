@@ -135,10 +135,16 @@ def fleet(
     for k, (_, address) in enumerate(hubs):
         n = result.sessions[address]
         write_cpu = cpu["converge"][k] - cpu["write"][k]
+        bad = result.failed[address]
+        if bad:
+            print(f"   hub {k + 1}: {len(bad)} of its sessions failed: {sorted(set(bad))}")
         print(f"   hub {k + 1}: {n} sessions, {n / result.write_seconds:.1f} sessions/s, "
               f"CPU {write_cpu:.2f} s ({100 * write_cpu / result.write_seconds:.0f}% of one "
               f"core), {1000 * write_cpu / max(n, 1):.0f} ms CPU a session; converge phase "
               f"CPU {used[k] - cpu['converge'][k]:.2f} s")  # fmt: skip
+    if result.converge_failed:
+        print(f"   convergence: {len(result.converge_failed)} sessions failed and were tried "
+              f"again: {sorted(set(result.converge_failed))}")  # fmt: skip
     ok = all(c == result.written for c in result.counts)
     print(f"   convergence (one more session each, every node at once): "
           f"{result.converge_seconds:.2f} s; every node holds all {result.written}: {ok}"

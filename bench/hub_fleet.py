@@ -67,13 +67,27 @@ async def _worker(root: Path, hubs: list[str], index: int, rounds: int, per: int
         await _write(root, identity, [f"{root.name} round {r} note {k}" for k in range(per)])
         hub = hubs[(index + r) % 2]
         started = time.perf_counter()
-        [report] = await node.sync(hub, [LINE])
+        error = await _sync(node, hub)
         took = time.perf_counter() - started
-        sessions.append({"hub": hub, "seconds": took, "round_trips": report.round_trips})
+        sessions.append({"hub": hub, "seconds": took, "error": error})
     print(json.dumps({"sessions": sessions}), flush=True)
     assert sys.stdin.readline().strip() == "converge"
-    await node.sync(hubs[(index + rounds) % 2], [LINE])
-    print(json.dumps({"count": await _count(root)}), flush=True)
+    errors = []
+    for k in range(4):  # the other hub first; a failed session is tried again, alternating
+        error = await _sync(node, hubs[(index + rounds + k) % 2])
+        if error is None:
+            break
+        errors.append(error)
+    print(json.dumps({"count": await _count(root), "errors": errors}), flush=True)
+
+
+async def _sync(node: Node, hub: str) -> str | None:
+    """One session; None, or why it failed (the fleet goes on and reports it)."""
+    try:
+        await node.sync(hub, [LINE])
+    except (Exception, asyncio.CancelledError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 @dataclass
@@ -85,6 +99,8 @@ class FleetResult:
     sessions: dict[str, int]  # per hub address, in the write phase
     session_seconds: list[float]  # client-side, every session of the write phase
     counts: list[int]  # entries each node holds at the end
+    failed: dict[str, list[str]]  # per hub address, why sessions failed (write phase)
+    converge_failed: list[str]  # sessions of the convergence phase that failed (tried again)
 
 
 def run_fleet(
@@ -121,7 +137,8 @@ def run_fleet(
             assert p.stdin is not None
             p.stdin.write("converge\n")
             p.stdin.flush()
-        counts = [int(json.loads(p.stdout.readline())["count"]) for p in procs if p.stdout]
+        ends = [json.loads(p.stdout.readline()) for p in procs if p.stdout]
+        counts = [int(end["count"]) for end in ends]
         converged = time.perf_counter()
         for p in procs:
             assert p.wait(timeout=120) == 0, "a fleet node failed"
@@ -131,13 +148,24 @@ def run_fleet(
                 p.kill()
                 p.wait()
     sessions = {hub: 0 for hub in hubs}
+    failed: dict[str, list[str]] = {hub: [] for hub in hubs}
     seconds: list[float] = []
     for report in reports:
         for s in report["sessions"]:
             sessions[s["hub"]] += 1
             seconds.append(float(s["seconds"]))
+            if s["error"] is not None:
+                failed[s["hub"]].append(s["error"])
     return FleetResult(
-        nodes, nodes * rounds * per, wrote - started, converged - wrote, sessions, seconds, counts
+        nodes,
+        nodes * rounds * per,
+        wrote - started,
+        converged - wrote,
+        sessions,
+        seconds,
+        counts,
+        failed,
+        [e for end in ends for e in end["errors"]],
     )
 
 
