@@ -27,6 +27,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.compose_docs import defaults as _defaults
+from tests.support.compose_docs import documented_topology as _documented_topology
+from tests.support.compose_docs import service_env as _env
 from tests.support.paths import REPO
 from tests.support.yaml_subset import YamlSubsetError, parse
 
@@ -39,44 +42,10 @@ NODES = ("node-a", "node-b", "node-c")
 PENDING = {("serve", "--peer"), ("serve", "--no-discovery"), ("status", "")}
 
 
-def _defaults(value: Any) -> Any:
-    """The value with each `${VAR:-default}` replaced by its default (compose's reading when
-    VAR is unset)."""
-    if isinstance(value, str):
-        return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
-    if isinstance(value, list):
-        return [_defaults(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _defaults(v) for k, v in value.items()}
-    return value
-
-
 def _compose() -> dict[str, Any]:
     data = _defaults(parse((DOCKER / "compose.yaml").read_text(encoding="utf-8")))
     assert isinstance(data, dict)
     return data
-
-
-def _documented_topology(heading: str = "## Topology") -> dict[str, dict[str, list[str]]]:
-    """The service table under ``heading`` in docker/README.md."""
-    text = (DOCKER / "README.md").read_text(encoding="utf-8")
-    section = text.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
-    rows = [r for r in section.splitlines() if re.match(r"^\| (?!service )[a-z][\w-]* \|", r)]
-    table: dict[str, dict[str, list[str]]] = {}
-    for row in rows:
-        name, _role, peers, volumes, ports = (c.strip() for c in row.strip("|").split("|"))
-
-        def cells(value: str) -> list[str]:
-            return [] if value == "—" else [v.strip() for v in value.split(",")]
-
-        table[name] = {"peers": cells(peers), "volumes": cells(volumes), "ports": cells(ports)}
-    return table
-
-
-def _env(service: dict[str, Any], key: str) -> str:
-    value = (service.get("environment") or {}).get(key, "")
-    assert isinstance(value, str)
-    return value
 
 
 def _dockerfile_env(key: str) -> str:

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.deploy.test_docker import DOCKER, _defaults, _documented_topology, _env
+from tests.support.compose_docs import DOCKER
+from tests.support.compose_docs import defaults as _defaults
+from tests.support.compose_docs import documented_topology as _documented_topology
+from tests.support.compose_docs import service_env as _env
 from tests.support.yaml_subset import parse
 
 
