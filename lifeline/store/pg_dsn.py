@@ -4,8 +4,9 @@ asyncpg sends every query parameter it does not know to the server as a setting,
 taken out of the URL first: ``command_timeout`` (seconds; the store reads it itself, see
 ``postgres.client_options``) and ``statement_cache_size``. ``statement_cache_size=0``
 turns the driver's prepared-statement cache off, which a transaction-mode pooler
-(PgBouncer ``pool_mode = transaction``, managed poolers) needs: there, consecutive transactions of one client may run on different server
-connections, and a statement prepared on one is unknown on the next (docs/hub.md).
+(PgBouncer ``pool_mode = transaction``, managed poolers) needs: there, consecutive
+transactions of one client may run on different server connections, and a statement
+prepared on one is unknown on the next (docs/hub.md).
 """
 
 from __future__ import annotations
