@@ -29,7 +29,8 @@ from lifeline.entry import Entry
 from lifeline.errors import BadSignature
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.audit_items import AttestationIndex, ItemPass
-from lifeline_mesh.notary.audit_reads import enrolled_items, reverse_page, ts_of_ids
+from lifeline_mesh.notary.audit_reads import enrolled_items, ts_of_ids
+from lifeline_mesh.notary.audit_walk import witness_windows
 from lifeline_mesh.notary.enrollment import LearningSigners
 from lifeline_mesh.notary.findings_log import FindingLog
 from lifeline_mesh.notary.rules import (
@@ -43,12 +44,10 @@ from lifeline_mesh.notary.rules import (
     summary_truncation,
     unsigned_severity,
     verify_items,
-    window_findings,
 )
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role
 from lifeline_mesh.notary.storage import NotaryStore
-from lifeline_mesh.notary.witnessing import Mark, hand_down, marks_of, ranked
 
 __all__ = ["SECTIONS", "LineReport", "audit_line", "write_json"]
 
@@ -139,7 +138,7 @@ async def audit_line(
     items = ItemPass(store, signers, policy, log, workers)
     await items.run()
     verdict.attestations = items.count
-    windows = await _witness_windows(store, items.index, items.trusted_evidence(), policy)
+    windows = await witness_windows(store, items.index, items.trusted_evidence(), policy)
     walk = _ForwardPass(store, items.index, policy, log, verdict, windows)
     base = await verify_store(store, line, external_exists=external_exists, each_page=walk.page)
     verdict.entries = base.entries
@@ -238,35 +237,6 @@ def _first(keys: dict[str, str], n: int) -> Iterator[str]:
         if i >= n:
             return
         yield key
-
-
-async def _witness_windows(
-    store: SqlLine, index: AttestationIndex, evidence: list[Attestation], policy: Policy
-) -> dict[str, list[Finding]]:
-    """Each signed entry against its first witness (rules.window_findings), for a line
-    with evidence: the line walked from children to parents a page at a time, each
-    entry's marks dropped once it is visited. Only the findings are kept."""
-    marks = marks_of(evidence)
-    if not marks:
-        return {}
-    best: dict[str, list[Mark]] = ranked(marks)
-    out: dict[str, list[Finding]] = {}
-    before: tuple[int, str, str] | None = None
-    while True:
-        rows, before = await store.run_read(partial(reverse_page, before=before))
-        visited = [(entry, best.pop(entry.id)) for entry in rows if entry.id in best]
-        for entry, mine in visited:
-            if mine:
-                hand_down(best, mine, entry.parents)
-        signed = await index.about(Role.AUTHOR, [e.id for e, mine in visited if mine])
-        for entry, mine in visited:
-            authors = signed.get(entry.id)
-            if authors and mine:
-                found = window_findings(entry, authors, {entry.id: mine}, policy)
-                if found:
-                    out[entry.id] = found
-        if before is None:
-            return out
 
 
 def _learn_runners(valid: Sequence[Attestation], signers: KnownSigners) -> list[Finding]:

@@ -33,7 +33,9 @@ from lifeline_mesh.notary.statement import Attestation, Role, decode
 
 __all__ = ["AttestationIndex", "ItemPass"]
 
-EVIDENCE = frozenset({Role.WITNESS, Role.SUMMARY, Role.STATE})
+# Kept for the whole audit: statements of a whole line's state (a few per sync). Receipts,
+# which name every entry in the first wave, are looked up a page at a time instead.
+EVIDENCE = frozenset({Role.SUMMARY, Role.STATE})
 Checked = Attestation | Finding
 
 
@@ -155,6 +157,8 @@ class ItemPass:
             index.roles.add(result.role)
             if result.role in EVIDENCE:
                 self.evidence.append(result)
+            elif result.role is Role.WITNESS:
+                pass
             elif (result.role.value, result.subject) != (row[2], row[3]):
                 index.odd[result.subject].append(result)
         self.log.extend(signer_findings(valid, self.signers), "signers")
