@@ -25,6 +25,7 @@ __all__ = [
     "held_ids",
     "item_page",
     "items_about",
+    "receipts_of",
     "reverse_page",
     "ts_of_ids",
 ]
@@ -102,6 +103,29 @@ def ts_of_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, str]:
         sql = f"SELECT id, ts FROM entries WHERE id IN ({marks})"
         found.update((str(i), str(t)) for i, t in conn.execute(sql, chunk) if type(t) is str)
     return found
+
+
+def receipts_of(
+    conn: sqlite3.Connection, ids: Sequence[str], known: set[int]
+) -> tuple[list[int], list[tuple[int, bytes]]]:
+    """The rows (seq) of the receipts whose index names one of ``ids`` (by its 16-character
+    key: candidates, the caller checks the receipt's ids), and the items of those not in
+    ``known`` (each receipt read once, not once per entry it names)."""
+    keys = sorted({i[:16] for i in ids})
+    seqs: set[int] = set()
+    for start in range(0, len(keys), LOOKUP):
+        chunk = keys[start : start + LOOKUP]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT DISTINCT att_seq FROM witnessed_keys WHERE entry_key IN ({marks})"
+        seqs.update(int(r[0]) for r in conn.execute(sql, chunk))
+    wanted = sorted(seqs - known)
+    items: list[tuple[int, bytes]] = []
+    for start in range(0, len(wanted), LOOKUP):
+        part = wanted[start : start + LOOKUP]
+        marks = ",".join("?" * len(part))
+        sql = f"SELECT seq, item FROM attestations WHERE seq IN ({marks})"
+        items.extend((int(q), bytes(b)) for q, b in conn.execute(sql, part))
+    return sorted(seqs), items
 
 
 REVERSE_PAGE = 2_000
