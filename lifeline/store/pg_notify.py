@@ -25,6 +25,8 @@ from typing import Any
 
 import asyncpg
 
+from lifeline.store.pg_dsn import connect_options
+
 __all__ = ["CHANNEL", "LineListener", "notify_sql"]
 
 log = logging.getLogger(__name__)
@@ -60,7 +62,9 @@ class LineListener:
         self._recheck = recheck
         self._connect = connect or (
             lambda dsn: asyncpg.connect(
-                dsn, timeout=10, server_settings={"application_name": APPLICATION}
+                connect_options(dsn)[0],  # without the driver's options (pg_dsn.py)
+                timeout=10,
+                server_settings={"application_name": APPLICATION},
             )
         )
         self._versions: dict[str, int] | None = None  # None: nothing read yet (baseline)

@@ -22,6 +22,7 @@ import asyncpg
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
+from lifeline.store.pg_dsn import connect_options
 from lifeline.store.pg_maintain import Maintenance
 from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
 from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes
@@ -138,6 +139,7 @@ class PgDatabase:
     ) -> PgDatabase:
         """Connect and bring the schema (the ledger's, plus ``migrations``) up to date."""
         plain, command_timeout = client_options(dsn)
+        plain, options = connect_options(plain)  # e.g. ?statement_cache_size=0 (pg_dsn.py)
         try:
             pool = await asyncpg.create_pool(
                 plain,
@@ -146,6 +148,7 @@ class PgDatabase:
                 timeout=timeout,
                 command_timeout=command_timeout,
                 server_settings=_settings(plain),
+                **options,
             )
         except DATABASE_ERRORS as exc:
             raise _pg_error(dsn, exc) from exc

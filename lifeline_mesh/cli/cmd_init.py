@@ -7,6 +7,7 @@ import argparse
 from lifeline.cli.common import Commands, add_json_option, print_json
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.identity import ensure_identity
+from lifeline_mesh.home.mesh_state import NODE_KEY, state_of
 from lifeline_mesh.membership.ca import create_mesh
 
 __all__ = ["register"]
@@ -30,7 +31,11 @@ async def cmd_init(args: argparse.Namespace) -> int:
     identity, created = ensure_identity(home)
     mesh = create_mesh(home, args.new_mesh) if args.new_mesh else None
     if args.json:
-        report = {"node_id": identity.node_id, "created": created, "key": str(home.key_path)}
+        report = {
+            "node_id": identity.node_id,
+            "created": created,
+            "key": state_of(home).where(NODE_KEY),
+        }
         if mesh is not None:
             report |= {
                 "mesh_id": mesh.mesh_id,
@@ -40,7 +45,8 @@ async def cmd_init(args: argparse.Namespace) -> int:
         print_json(report)
         return 0
     if created:
-        print(f"created node identity {identity.node_id} (key {home.key_path}, mode 0600)")
+        where = state_of(home).where(NODE_KEY)
+        print(f"created node identity {identity.node_id} (key {where}, mode 0600)")
     else:
         print(f"node identity already exists: {identity.node_id}")
     if mesh is not None:

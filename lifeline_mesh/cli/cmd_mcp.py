@@ -19,6 +19,7 @@ from lifeline.cli.common import (
 )
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS
+from lifeline_mesh.cli.home_arg import attach_state, node_home
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.tokens import DEFAULT_TTL, ROLES, TokenBook, TokenSpec
@@ -110,14 +111,14 @@ def _register_tokens(mcp: argparse.ArgumentParser, parent: argparse.ArgumentPars
 
 
 def _book(args: argparse.Namespace) -> TokenBook:
-    home = NodeHome(root_of(args).resolve())
-    path = home.key_path
-    if not path.exists():
+    home = node_home(args)
+    identity = NodeIdentity.maybe_of(home)
+    if identity is None:
         raise ConfigError(
             f"{home.root} has no node identity; run `lifeline-mesh init` first (tokens are bound "
             "to the node that issues them)"
         )
-    return TokenBook(home, NodeIdentity.load(path).node_id)
+    return TokenBook(home, identity.node_id)
 
 
 def _mesh_role(home: NodeHome) -> str | None:
@@ -180,7 +181,7 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     if args.http is None and (args.insecure or args.tls_cert or args.tls_key):
         raise ConfigError("--insecure, --tls-cert and --tls-key go with --http HOST:PORT")
     ws = Workspace.open(
-        NodeHome(root_of(args).resolve()),
+        attach_state(NodeHome(root_of(args).resolve())),
         agent=agent,
         author=args.author or default_author(),
         line=line_of(args),

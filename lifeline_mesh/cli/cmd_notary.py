@@ -96,7 +96,7 @@ def _seconds(text: str) -> float:
 
 
 async def cmd_id(args: argparse.Namespace) -> int:
-    identity = NodeIdentity.load(node_home(args).key_path)
+    identity = NodeIdentity.of(node_home(args))
     if args.json:
         print_json({"node_id": identity.node_id})
     else:
@@ -111,7 +111,7 @@ async def cmd_sign(args: argparse.Namespace) -> int:
             "use `lifeline-mesh sign --unsigned` to attest imported or unsigned entries"
         )
     home = node_home(args)
-    identity = NodeIdentity.load(home.key_path)
+    identity = NodeIdentity.of(home)
     line = getattr(args, "line", None)
     lines = [validate_line_name(line)] if line else home.line_names()
     if not lines:
@@ -133,8 +133,8 @@ async def cmd_sign(args: argparse.Namespace) -> int:
 
 
 def _local_node_id(args: argparse.Namespace) -> str | None:
-    path = node_home(args).key_path
-    return NodeIdentity.load(path).node_id if path.exists() else None
+    identity = NodeIdentity.maybe_of(node_home(args))
+    return identity.node_id if identity is not None else None
 
 
 async def cmd_verify(args: argparse.Namespace) -> int:

@@ -112,7 +112,8 @@ async def _line_counts(home: NodeHome, shared: list[str]) -> list[dict[str, Any]
 
 
 def _own_node_id(home: NodeHome) -> str | None:
-    return NodeIdentity.load(home.key_path).node_id if home.key_path.exists() else None
+    identity = NodeIdentity.maybe_of(home)
+    return identity.node_id if identity is not None else None
 
 
 async def status_report(home: NodeHome) -> dict[str, Any]:

@@ -14,9 +14,11 @@ from lifeline.lines import validate_line_name
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.watch import watch_project
 from lifeline.store.postgres import is_postgres_url
+from lifeline_mesh.cli.cmd_hub import hub_store
 from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.mesh_state import binding_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import serve_lock
 from lifeline_mesh.node.root import Node
@@ -132,9 +134,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
-    node = Node(
-        home, insecure=args.insecure, fast=_fast(args), store_url=getattr(args, "store", None)
-    )
+    store = hub_store(home, getattr(args, "store", None))
+    node = Node(home, insecure=args.insecure, fast=_fast(args), store_url=store)
     try:
         if node.store_url is not None:
             await node.database()  # unreachable: one line and a non-zero exit, before listening
@@ -147,6 +148,10 @@ async def _serve_node(args: argparse.Namespace, node: Node) -> int:
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
+    if binding_of(node.home) is not None:
+        # A hub process is reached by its address; its sibling processes are the same node
+        # and would collide announcing it on the LAN (docs/hub.md).
+        args.no_discovery = True
     peering = peering_options(args, config, listen_host=split_address(listen, listen=True)[0])
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

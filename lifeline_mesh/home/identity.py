@@ -23,6 +23,7 @@ from nacl.signing import SigningKey
 from lifeline.errors import BadSignature, ConfigError, NotFound
 from lifeline.fsutil import read_private
 from lifeline.ignore import ensure_ignore_file
+from lifeline_mesh.home.mesh_state import NODE_KEY, state_of
 from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = [
@@ -136,28 +137,54 @@ class NodeIdentity:
         with os.fdopen(fd, "w") as fh:
             fh.write(raw.hex() + "\n")
 
+    def to_text(self) -> bytes:
+        """The private key as stored: raw 32 bytes in hex, one line."""
+        return (self._seed().hex() + "\n").encode("ascii")
+
+    @classmethod
+    def from_text(cls, data: bytes, where: str) -> NodeIdentity:
+        try:
+            raw = bytes.fromhex(data.decode("ascii").strip())
+            return cls(Ed25519PrivateKey.from_private_bytes(raw))
+        except ValueError as exc:  # also UnicodeDecodeError
+            raise ConfigError(
+                f"{where} does not hold an ed25519 key; restore it from backup"
+            ) from exc
+
     @classmethod
     def load(cls, path: Path) -> NodeIdentity:
         if not path.exists():
             raise NotFound(f"no node identity at {path}; create one with `lifeline-mesh init`")
-        try:
-            raw = bytes.fromhex(read_private(path).decode("ascii").strip())
-            return cls(Ed25519PrivateKey.from_private_bytes(raw))
-        except ValueError as exc:  # also UnicodeDecodeError
-            raise ConfigError(
-                f"{path} does not hold an ed25519 key; restore it from backup"
-            ) from exc
+        return cls.from_text(read_private(path), str(path))
+
+    @classmethod
+    def maybe_of(cls, home: NodeHome) -> NodeIdentity | None:
+        """The identity of ``home`` (its key file, or a hub's database), None without one."""
+        state = state_of(home)
+        data = state.read(NODE_KEY)
+        return None if data is None else cls.from_text(data, state.where(NODE_KEY))
+
+    @classmethod
+    def of(cls, home: NodeHome) -> NodeIdentity:
+        """The identity of ``home``; NotFound without one."""
+        identity = cls.maybe_of(home)
+        if identity is None:
+            where = state_of(home).where(NODE_KEY)
+            raise NotFound(f"no node identity at {where}; create one with `lifeline-mesh init`")
+        return identity
 
     @classmethod
     def load_or_create(cls, home: NodeHome) -> tuple[NodeIdentity, bool]:
         """The identity of ``home``, created when missing; keys never reach git (ignore.py)."""
         ensure_ignore_file(home)
-        path = home.key_path
-        if path.exists():
-            return cls.load(path), False
+        state = state_of(home)
+        identity = cls.maybe_of(home)
+        if identity is not None:
+            return identity, False
         identity = cls.generate()
-        identity.save(path)
-        return identity, True
+        if state.create(NODE_KEY, identity.to_text()):
+            return identity, True
+        return cls.of(home), False  # another process made it meanwhile
 
 
 def ensure_identity(home: NodeHome) -> tuple[NodeIdentity, bool]:

@@ -18,13 +18,18 @@
         .membership.lock   held across a read-modify-write of the membership files
         proposals.db       agents' proposals waiting for a human (mcp/proposals.py)
         mcp-tokens.json    remote MCP bearer tokens issued here, hashed, 0600 (mcp/tokens.py)
+        hub.json           a hub process root: the database that holds the node's key,
+                           CA key, members, revocations, invites and MCP tokens instead of
+                           the files above (home/mesh_state.py, hub/pg_state.py), 0600
       ci/                  a CI job's files (ci/job.py)
         job.txt            peer and lines, for `ci finish` in a later step
         lifeline-context.md  every line's context, named by $LIFELINE_CONTEXT_FILE
         unsynced-<line>.md   a line's projection when the job could not sync back
 
-Built once by each entry point of ``lifeline-mesh`` (its commands, ``serve``, the MCP
-server, the viewer, the demo, CI) and passed down; no other module names these files.
+The identity and membership documents are read through ``mesh_state.state_of(home)``, never
+by path, so a hub process finds them in its database. Built once by each entry point of
+``lifeline-mesh`` (its commands, ``serve``, the MCP server, the viewer, the demo, CI) and
+passed down; no other module names these files.
 """
 
 from __future__ import annotations
@@ -119,6 +124,12 @@ class NodeHome(Home):
     def membership_lock_path(self) -> Path:
         """Held across a read-modify-write of the membership files."""
         return self.mesh_dir / ".membership.lock"
+
+    @property
+    def hub_binding_path(self) -> Path:
+        """A hub process root's database (``{"store": URL}``, 0600): its documents live
+        there, not in the files above (home/mesh_state.py)."""
+        return self.mesh_dir / "hub.json"
 
     def in_mesh(self) -> bool:
         """Whether this node holds a mesh CA certificate (it joined or made a mesh)."""

@@ -2,12 +2,13 @@
 
 A token is ``lmt1_<node id>_<token id>_<secret>`` (about 85 characters): the node id of the
 node that issued it (a token works only there), 8 random bytes naming it in the book, and
-32 random bytes of secret. The node keeps, in ``NodeHome.mcp_tokens_path`` (0600,
-written under the membership lock like the invite book), only ``sha256(secret)`` with the
-token's name, role, agent, expiry and revocation time -- never the token itself, which is
-printed once. A token's role is ``reader`` (the read tools) or ``member`` (the write tools
-too, under the write policy, as the token's agent). Revoking takes effect at the next
-request: the book is read on every check.
+32 random bytes of secret. The node keeps, in its ``mcp-tokens.json`` document (a 0600
+file, or a hub's database; written under the membership lock like the invite book), only
+``sha256(secret)`` with the token's name, role, agent, expiry and revocation time -- never
+the token itself, which is printed once. A token's role is ``reader`` (the read tools) or
+``member`` (the write tools too, under the write policy, as the token's agent). Revoking
+takes effect at the next request: the book is read on every check (a hub's, at most 2 s
+old: hub/pg_state.py).
 
 Refusals name the rule: *not a token*, *issued by another node*, *unknown*, *does not
 match*, *revoked at T*, *expired at T*; each says what to do.
@@ -29,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from lifeline.errors import ConfigError, NotAuthenticated
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.home.identity import parse_node_id
+from lifeline_mesh.home.mesh_state import MCP_TOKENS, read_doc_json, state_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.registry import iso
@@ -158,22 +160,22 @@ class TokenBook:
     def __init__(self, home: NodeHome, node_id: str) -> None:
         self.home = home
         self.node_id = node_id
-        self.path = home.mcp_tokens_path
 
     def load(self) -> dict[str, TokenRecord]:
-        data = files.read_json(self.path, {}, private=True)
+        data = read_doc_json(self.home, MCP_TOKENS, {})
         try:
             return _BOOK.validate_python(data)
         except ValidationError as exc:
+            where = state_of(self.home).where(MCP_TOKENS)
             raise ConfigError(
-                f"{self.path} is not a token book ({exc.error_count()} problem(s), first: "
+                f"{where} is not a token book ({exc.error_count()} problem(s), first: "
                 f"{exc.errors()[0]['msg']}); restore it from a backup, or move it away and "
                 "issue new tokens"
             ) from exc
 
     def _save(self, data: dict[str, TokenRecord]) -> None:
         raw = _BOOK.dump_json(data, indent=2) + b"\n"
-        files.write_atomic(self.path, raw, private=True)
+        state_of(self.home).write(MCP_TOKENS, raw)
 
     def issue(self, spec: TokenSpec, now: dt.datetime | None = None) -> tuple[str, TokenRecord]:
         """A new token (printed once; only its hash is kept) and its book record."""

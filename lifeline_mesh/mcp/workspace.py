@@ -64,7 +64,5 @@ class Workspace:
 
     def node_id(self) -> str | None:
         """This node's id, or None when the project has no node identity yet."""
-        path = self.home.key_path
-        if not path.exists():
-            return None
-        return NodeIdentity.load(path).node_id
+        identity = NodeIdentity.maybe_of(self.home)
+        return identity.node_id if identity is not None else None

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lifeline.errors import NotAuthenticated, PeerError, PermissionDenied
+from lifeline_mesh.home.mesh_state import MEMBERS, REVOCATIONS, state_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import CertIdentity, identity_from_cert
 from lifeline_mesh.membership.registry import Registry
@@ -64,11 +65,11 @@ class MeshAuthorizer:
         self._roles: dict[str, MeshRole] = {}
 
     def _refresh(self) -> None:
-        paths = [self.home.revocations_path, self.home.members_path]
-        stamp = (*(p.stat().st_mtime_ns if p.exists() else 0 for p in paths),)
+        state = state_of(self.home)  # files, or a hub's database (read again every 2 s)
+        stamp = (state.stamp(REVOCATIONS), state.stamp(MEMBERS))
         if stamp != self._stamp:
             self._revoked = RevocationList.load(self.home)
-            registry = Registry.load(self.home) if paths[1].exists() else None
+            registry = Registry.load(self.home) if stamp[1] else None
             members = registry.members.values() if registry else []
             self._roles = {m.node_id: m.role for m in members}
             self._stamp = (stamp[0], stamp[1])

@@ -17,6 +17,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from lifeline.errors import BadSignature, ConfigError, NotFound
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.mesh_state import CA_CERT, CA_KEY, state_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import (
@@ -98,15 +99,16 @@ class MeshCA:
 
     @classmethod
     def load(cls, home: NodeHome) -> MeshCA:
-        path = home.ca_key_path
-        if not path.exists():
+        state = state_of(home)
+        where, pem = state.where(CA_KEY), state.read(CA_KEY)
+        if pem is None:
             raise ConfigError(
-                f"this node does not hold the mesh CA key ({path}); run this command on the "
+                f"this node does not hold the mesh CA key ({where}); run this command on the "
                 "node that created the mesh (`lifeline-mesh members` shows it as ca holder)"
             )
-        key = serialization.load_pem_private_key(files.read_private(path), password=None)
+        key = serialization.load_pem_private_key(pem, password=None)
         if not isinstance(key, ec.EllipticCurvePrivateKey):
-            raise ConfigError(f"{path} does not hold a P-256 CA key; restore it from backup")
+            raise ConfigError(f"{where} does not hold a P-256 CA key; restore it from backup")
         return cls(key, load_ca_cert(home))
 
     @classmethod
@@ -220,10 +222,11 @@ def create_mesh(home: NodeHome, name: str, now: dt.datetime | None = None) -> Me
     ca = MeshCA.generate(name.strip(), now)
     tls_key = new_tls_key()
     cert = ca.issue(make_csr(tls_key, identity.node_id), identity.node_id, MeshRole.MEMBER, now)
-    files.write_atomic(home.ca_key_path, pem_key(ca.key), private=True)
+    state_of(home).write(CA_KEY, pem_key(ca.key))
     files.write_atomic(home.tls_key_path, pem_key(tls_key), private=True)
     files.write_atomic(home.tls_cert_path, _pem(cert))
     files.write_atomic(home.ca_cert_path, _pem(ca.cert))
+    state_of(home).write(CA_CERT, _pem(ca.cert))  # a hub's other processes read it there
     registry = Registry(mesh_id=ca.mesh_id, name=name.strip())
     registry.add(Member.new(identity.public_key, MeshRole.MEMBER, now, ca_holder=True))
     registry.save(home)

@@ -7,9 +7,7 @@ it is refused when read while other users can read it (:func:`read_private`).
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +16,7 @@ from typing import Any
 from lifeline import fsutil
 from lifeline.errors import ConfigError
 from lifeline.fsutil import read_private
+from lifeline_mesh.home.mesh_state import state_of
 from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = [
@@ -36,16 +35,11 @@ def write_atomic(path: Path, data: bytes, *, private: bool = False) -> None:
 
 @contextmanager
 def exclusive(home: NodeHome) -> Iterator[None]:
-    """Hold the node's membership lock: one read-modify-write of its files at a time, across
-    every process on its root (e.g. two joins spending one invite). Never nest it."""
-    path = home.membership_lock_path
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    """Hold the node's membership lock: one read-modify-write of its documents at a time,
+    across every process sharing them (e.g. two joins spending one invite: two processes on
+    one root, or two hub processes on one database). Never nest it."""
+    with state_of(home).exclusive():
         yield
-    finally:
-        os.close(fd)  # releases the lock
 
 
 def read_json(path: Path, default: Any, *, private: bool = False) -> Any:

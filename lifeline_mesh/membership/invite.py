@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeline.errors import ConfigError, PermissionDenied
+from lifeline_mesh.home.mesh_state import INVITES, read_doc_json, state_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA
@@ -144,15 +145,14 @@ class InviteBook:
 
     def __init__(self, home: NodeHome) -> None:
         self.home = home
-        self.path = home.invites_path
 
     def load(self) -> dict[str, dict[str, Any]]:
-        data: dict[str, dict[str, Any]] = files.read_json(self.path, {}, private=True)
+        data: dict[str, dict[str, Any]] = read_doc_json(self.home, INVITES, {})
         return data
 
     def save(self, data: dict[str, dict[str, Any]]) -> None:
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-        files.write_atomic(self.path, text.encode(), private=True)
+        state_of(self.home).write(INVITES, text.encode())
 
     def record(self, token: Token, now: dt.datetime) -> None:
         with files.exclusive(self.home):

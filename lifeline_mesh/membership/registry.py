@@ -25,8 +25,8 @@ from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.identity import node_id_for, parse_node_id
+from lifeline_mesh.home.mesh_state import MEMBERS, read_doc_json, state_of
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.membership import files
 from lifeline_mesh.transport.authz import MeshRole
 
 __all__ = ["ROLES", "Member", "Registry", "Retired", "iso"]
@@ -119,11 +119,11 @@ class Registry:
 
     @classmethod
     def load(cls, home: NodeHome) -> Registry:
-        path = home.members_path
-        data = files.read_json(path, None)
+        data = read_doc_json(home, MEMBERS, None)
         if data is None:
+            where = state_of(home).where(MEMBERS)
             raise ConfigError(
-                f"no members registry at {path}; this node has not created or joined a mesh"
+                f"no members registry at {where}; this node has not created or joined a mesh"
             )
         return cls.from_json(data)
 
@@ -149,7 +149,7 @@ class Registry:
 
     def save(self, home: NodeHome) -> None:
         text = json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
-        files.write_atomic(home.members_path, text.encode())
+        state_of(home).write(MEMBERS, text.encode())
 
     def add(self, member: Member) -> None:
         """Add or update a member; a revoked node stays revoked."""

@@ -22,6 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from lifeline.entry import format_ts
 from lifeline.errors import BadSignature, ConfigError
 from lifeline_mesh.home.identity import NodeIdentity, parse_node_id
+from lifeline_mesh.home.mesh_state import REVOCATIONS, read_doc_json, state_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
@@ -78,14 +79,14 @@ class RevocationList:
 
     @classmethod
     def load(cls, home: NodeHome) -> RevocationList:
-        data = files.read_json(home.revocations_path, {"statements": []})
+        data = read_doc_json(home, REVOCATIONS, {"statements": []})
         items = [Revocation.from_dict(d) for d in data.get("statements", [])]
         return cls({r.node_id: r for r in items})
 
     def save(self, home: NodeHome) -> None:
         items = [asdict(self.statements[k]) for k in sorted(self.statements)]
         text = json.dumps({"statements": items}, indent=2, sort_keys=True) + "\n"
-        files.write_atomic(home.revocations_path, text.encode())
+        state_of(home).write(REVOCATIONS, text.encode())
 
     def revoked_at(self, node_id: str) -> str | None:
         statement = self.statements.get(node_id)
@@ -106,7 +107,7 @@ def revoke(
     """Sign and store a revocation of ``node_id`` (needs the CA key)."""
     target = parse_node_id(node_id)
     ca = MeshCA.load(home)
-    me = NodeIdentity.load(home.key_path).node_id
+    me = NodeIdentity.of(home).node_id
     if target == me:
         raise ConfigError(f"{target} is this node (the CA holder); it cannot revoke itself")
     existing = RevocationList.load(home).statements.get(target)

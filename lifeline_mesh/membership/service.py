@@ -66,7 +66,7 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         self.home = home
         self.clock = clock
         self.mesh_id = mesh_id_of(load_ca_cert(home))
-        self.node_id = NodeIdentity.load(home.key_path).node_id
+        self.node_id = NodeIdentity.of(home).node_id
         self.authorizer = MeshAuthorizer(home, self.mesh_id)
 
     async def Join(self, request: Any, context: Any) -> Any:

@@ -39,6 +39,7 @@ from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.inbound import InboundLog
+from lifeline_mesh.home.mesh_state import CA_KEY, state_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import NodeState, local_mesh_id, recorded_node_state
 from lifeline_mesh.membership import RevocationList
@@ -108,8 +109,7 @@ class Node:
         self.fast = fast if fast is not None else FastPaths.from_env()
         self.security = TransportSecurity.for_home(home, insecure=insecure)
         self.clock = clock
-        path = home.key_path
-        self.identity = NodeIdentity.load(path) if path.exists() else None
+        self.identity = NodeIdentity.maybe_of(home)
         self.join_address: str | None = None
         self._join_listen: str | None = None
         # The entry set of each open session's store: what it admitted decides whether the
@@ -220,7 +220,7 @@ class Node:
         if self.security.insecure:
             return
         add_membership(server, self.home)
-        if self.home.ca_key_path.exists() and self._join_listen:
+        if state_of(self.home).read(CA_KEY) is not None and self._join_listen:
             port = add_join_port(server, self.home, self._join_listen)
             host = self._join_listen.rpartition(":")[0]
             self.join_address = f"{host}:{port}"

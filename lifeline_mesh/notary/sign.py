@@ -223,9 +223,8 @@ class AuthorHook:
 def append_hook_factory(project: Home) -> AppendHook | None:
     """Entry point: sign every local write when the project has a node identity."""
     home = NodeHome.of(project)
-    path = home.key_path
-    if not path.exists():
+    identity = NodeIdentity.maybe_of(home)
+    if identity is None:
         return None
-    identity = NodeIdentity.load(path)
     cert = runner_certificate(home)
     return AuthorHook(identity, enrollment_statement(identity, cert) if cert else None)

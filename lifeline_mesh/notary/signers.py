@@ -1,7 +1,7 @@
 """Who may sign: the ``KnownSigners`` interface and its default, file-based implementation.
 
 The membership layer will provide the real registry. Until then :class:`FileSigners` knows
-the local node and the node ids listed in the members file (``NodeHome.members_path``), whose
+the local node and the node ids listed in the members document (``members.json``), whose
 expected shape is::
 
     {"members": [
@@ -24,12 +24,12 @@ import enum
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline_mesh.home.identity import parse_node_id
+from lifeline_mesh.home.mesh_state import MEMBERS, REVOCATIONS, state_of
 from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = ["FileSigners", "KnownSigners", "SignerState", "SignerStatus"]
@@ -78,24 +78,26 @@ class FileSigners:
         known: set[str] = {local_node_id} if local_node_id else set()
         revoked: dict[str, str] = {}
         expires: dict[str, str] = {}
-        path = home.members_path
-        if path.exists():
-            for node_id, revoked_at, expires_at in _read_members(path):
+        state = state_of(home)
+        members = state.read(MEMBERS)
+        if members is not None:
+            for node_id, revoked_at, expires_at in _read_members(state.where(MEMBERS), members):
                 if revoked_at is None:
                     known.add(node_id)
                 else:
                     revoked[node_id] = revoked_at
                 if expires_at is not None:
                     expires[node_id] = expires_at
-        for node_id, revoked_at in _read_revocations(home.revocations_path):
+        revocations = state.read(REVOCATIONS)
+        for node_id, revoked_at in _read_revocations(state.where(REVOCATIONS), revocations):
             if revoked_at < revoked.get(node_id, "~"):
                 revoked[node_id] = revoked_at
         return cls(known, revoked, expires)
 
 
-def _read_members(path: Path) -> list[tuple[str, str | None, str | None]]:
+def _read_members(path: str, text: bytes) -> list[tuple[str, str | None, str | None]]:
     try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
+        data: Any = json.loads(text.decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path} is not readable JSON ({exc}); fix or remove it") from exc
     rows = data.get("members") if isinstance(data, dict) else data
@@ -124,13 +126,13 @@ def _read_members(path: Path) -> list[tuple[str, str | None, str | None]]:
     return out
 
 
-def _read_revocations(path: Path) -> list[tuple[str, str]]:
+def _read_revocations(path: str, raw: bytes | None) -> list[tuple[str, str]]:
     """``(node id, revoked_at)`` of each statement (their CA signatures were checked when
     they were stored: membership/revocation.py)."""
-    if not path.exists():
+    if raw is None:
         return []
     try:
-        rows = json.loads(path.read_text(encoding="utf-8")).get("statements", [])
+        rows = json.loads(raw.decode("utf-8")).get("statements", [])
         pairs = [(str(r["node_id"]), str(r["revoked_at"])) for r in rows]
     except (OSError, ValueError, AttributeError, KeyError, TypeError) as exc:
         raise ConfigError(f"{path} is not a revocation list ({exc}); restore it") from exc
@@ -142,7 +144,7 @@ def _read_revocations(path: Path) -> list[tuple[str, str]]:
     return out
 
 
-def _ts(path: Path, node_id: str, name: str, value: object) -> str | None:
+def _ts(path: str, node_id: str, name: str, value: object) -> str | None:
     try:
         return normalize_ts(value) if isinstance(value, str) else None
     except InvalidEntry as exc:

@@ -101,8 +101,8 @@ class _LineJobs(Generic[T]):
 
     async def run(self) -> None:
         try:
-            path = self.home.key_path
-            local = NodeIdentity.load(path).node_id if path.exists() else None
+            identity = NodeIdentity.maybe_of(self.home)
+            local = identity.node_id if identity is not None else None
             signers = FileSigners.load(self.home, local)
             for name in self.home.line_names():
                 async with self.home.open_line(name) as store:

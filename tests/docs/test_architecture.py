@@ -87,7 +87,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         }
     ),
     # ui/ borrows the peers report of cli/ (KNOWN_KNOTS).
-    f"{M}.hub": frozenset({L, f"{L}.store", f"{M}.notary"}),
+    # hub/: the lines' copy (notary) and the node's documents in PostgreSQL (home's port,
+    # membership's CA to issue each hub process its TLS certificate).
+    f"{M}.hub": frozenset(
+        {L, f"{L}.store", f"{M}.home", f"{M}.membership", f"{M}.notary", f"{M}.transport"}
+    ),
     f"{M}.ui": frozenset(
         {
             L,

@@ -105,7 +105,7 @@ def test_invite_book_single_use_expiry_and_proof(tmp_path: Path) -> None:
     create_mesh(NodeHome(tmp_path), "team", NOW)
     token = issue_invite(NodeHome(tmp_path), "member", parse_duration("10m"), [], NOW)
     book = InviteBook(NodeHome(tmp_path))
-    assert book.path.stat().st_mode & 0o777 == 0o600
+    assert NodeHome(tmp_path).invites_path.stat().st_mode & 0o777 == 0o600
     with pytest.raises(PermissionDenied, match="does not match"):
         book.consume(token.token_id, lambda key: False, "n", NOW)
     later = NOW + dt.timedelta(minutes=11)

@@ -18,7 +18,7 @@ from tests.support.entries import make_entry
 from tests.support.pg_server import open_test_store
 
 
-@pytest.fixture(params=["sqlite", "memory", "postgres"])
+@pytest.fixture(params=["sqlite", "memory", "postgres", "postgres-nocache"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     s = await open_test_store(request, request.param, tmp_path)
     yield s

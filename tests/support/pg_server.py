@@ -38,6 +38,7 @@ __all__ = [
     "fresh_database",
     "hub",
     "line_name",
+    "no_statement_cache",
     "open_test_store",
     "pg_server",
     "server_binaries",
@@ -195,13 +196,21 @@ async def fresh_database(server: str) -> str:
 
 async def open_test_store(request: pytest.FixtureRequest, kind: str, tmp_path: Path) -> Store:
     """A fresh store of ``kind`` (sqlite, memory, postgres: a new line of the session's
-    server, which is started on first use, or the test skips or fails as said above)."""
+    server, which is started on first use, or the test skips or fails as said above;
+    postgres-nocache: the same with the prepared-statement cache off)."""
     if kind == "sqlite":
         return await SqliteStore.open(tmp_path / "line.db")
     if kind == "memory":
         return MemoryStore()
     server: str = request.getfixturevalue("pg_server")
+    if kind == "postgres-nocache":  # as behind a transaction-mode pooler (docs/hub.md)
+        return await PgStore.open(no_statement_cache(server), line_name())
     return await PgStore.open(server, line_name())
+
+
+def no_statement_cache(url: str) -> str:
+    """``url`` with the driver's prepared-statement cache turned off."""
+    return url + ("&" if "?" in url else "?") + "statement_cache_size=0"
 
 
 @contextmanager

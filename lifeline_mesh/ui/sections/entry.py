@@ -63,8 +63,8 @@ async def entry_page(request: Request) -> Response:
     children = await reader.children(entry.id)
     shown_children = children[:MAX_CHILDREN]
     near = await reader.entries([*entry.parents, *shown_children])
-    path = viewer.home.key_path
-    local = NodeIdentity.load(path).node_id if path.exists() else None
+    identity = NodeIdentity.maybe_of(viewer.home)
+    local = identity.node_id if identity is not None else None
     sigs = await entry_signatures(viewer.home, reader.store, entry.id, entry.ts, local)
     if viewer.static:
         await viewer.witness.run()  # a copy shows fresh times; served pages never wait

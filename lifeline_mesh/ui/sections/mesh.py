@@ -29,11 +29,11 @@ FINDINGS_SHOWN = 100
 
 
 def _node(viewer: Viewer) -> dict[str, Any]:
-    path = viewer.home.key_path
+    identity = NodeIdentity.maybe_of(viewer.home)
     state = read_node_state(viewer.home)
     serving = state is not None and pid_alive(state.pid)
     return {
-        "node_id": NodeIdentity.load(path).node_id if path.exists() else None,
+        "node_id": identity.node_id if identity is not None else None,
         "mesh_id": local_mesh_id(viewer.home),
         "serving": state.listen if state is not None and serving else None,
         "root": str(viewer.home.root.resolve()),
