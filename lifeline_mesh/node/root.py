@@ -157,9 +157,11 @@ class Node:
         if store not in self._callers:
             self._held[store] = held  # our own session: sync() reads it
             return
-        caller = self._callers.pop(store)
+        self._inbound_ended(store, None if held is None else {line: held})
+
+    def _inbound_ended(self, store: Store, marks: dict[str, int] | None) -> None:
+        caller = self._callers.pop(store, None)
         if self._peering is not None:
-            marks = None if held is None else {line: held}
             self._peering.scheduler.inbound_ended(caller, marks)
 
     async def database(self) -> PgDatabase:
@@ -187,6 +189,9 @@ class Node:
                 f"line {line}: the database failed during the session ({type(exc).__name__}:"
                 f" {exc}); nothing half-written, the next session reconnects"
             ) from exc
+        finally:
+            if store in self._callers:  # a session dialed to us: what it left is not known
+                self._inbound_ended(store, None)
 
     async def _witness_state(self, store: Store, line: str) -> None:
         """One state statement after a session that admitted new entries (none otherwise)."""

@@ -171,8 +171,6 @@ class Session:
     def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
         self._sets[set_index].load(snap, self.limits, self._dialect)
         self.stats.snapshots_loaded += 1
-        if not getattr(snap, "kept", False):  # a kept snapshot's memory stays with its cache
-            self.stats.snapshots_built += 1
         self._loading.discard(set_index)
         if self._loading:
             return []

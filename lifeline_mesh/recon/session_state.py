@@ -95,7 +95,6 @@ class SessionStats:
     rounds: int = 0
     orphans_dropped: int = 0
     snapshots_loaded: int = 0  # sets whose sorted snapshot this side built (0 when in sync)
-    snapshots_built: int = 0  # of those, built for this session alone (not kept in a cache)
     sent_by_set: dict[str, int] = field(default_factory=dict)
     received_by_set: dict[str, int] = field(default_factory=dict)
 

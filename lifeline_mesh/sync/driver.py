@@ -161,10 +161,7 @@ async def _drive(
         await reader.close(clean=clean)
         await admitter.cancel()
         session.release_snapshots()
-        SESSIONS.leave(
-            built_snapshots=session.stats.snapshots_built > 0,
-            loaded_snapshots=session.stats.snapshots_loaded > 0,
-        )
+        SESSIONS.leave(built_snapshots=session.stats.snapshots_loaded > 0)
 
 
 async def _preparse(session: Session, frame: Frame) -> Frame | ParsedItems:

@@ -42,24 +42,18 @@ class SessionMemory:
         self._trim = trim if trim is not None else _load_trim()
         self.running = 0
         self._dirty = False  # a snapshot was built since the last trim
-        self._loaded = False  # a snapshot was loaded (built, or brought up to date) since
         self.trims = 0
 
     def enter(self) -> None:
         self.running += 1
 
-    def leave(self, built_snapshots: bool, loaded_snapshots: bool | None = None) -> None:
-        """A session ends. ``built_snapshots``: it built a snapshot for itself alone (a
-        full collection first: a cycle may hold one); ``loaded_snapshots``: it used any,
-        maybe one a cache brought up to date (a new copy, the old one freed: trim only)."""
+    def leave(self, built_snapshots: bool) -> None:
         self.running -= 1
         self._dirty = self._dirty or built_snapshots
-        self._loaded = self._loaded or bool(loaded_snapshots) or built_snapshots
-        if self.running or not self._loaded:
+        if self.running or not self._dirty:
             return
-        if self._dirty:
-            gc.collect()  # cycles holding a snapshot (a failed session's traceback) go first
-        self._dirty = self._loaded = False
+        self._dirty = False
+        gc.collect()  # cycles holding a snapshot (a failed session's traceback) go first
         if self._trim is not None:
             self._trim(0)
             self.trims += 1

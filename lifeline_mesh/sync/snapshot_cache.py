@@ -69,14 +69,11 @@ class SnapshotCache:
                 self.updated += 1
             else:
                 self.built += 1
-            if len(snap) > self.max_items:
+            if len(snap) <= self.max_items:
+                self._held[key] = _Held(snap, mark)
+            else:
                 self._held.pop(key, None)
-                return snap.view(extra_known)
-            self._held[key] = _Held(snap, mark)
-            view = snap.view(extra_known)
-            # Kept here: the session's end frees nothing of it, so it asks for no trim.
-            view.kept = True  # type: ignore[attr-defined]
-            return view
+            return snap.view(extra_known)
 
 
 def _read(
