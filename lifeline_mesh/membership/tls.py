@@ -22,7 +22,13 @@ from cryptography.hazmat.primitives import serialization
 from lifeline.errors import ConfigError, PeerError
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.certs import TARGET_NAME, fingerprint, node_dns_name
+from lifeline_mesh.membership.certs import (
+    TARGET_NAME,
+    CertIdentity,
+    fingerprint,
+    identity_from_cert,
+    node_dns_name,
+)
 from lifeline_mesh.transport.addresses import split_address
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "fetch_ca_pem",
     "join_server_credentials",
     "server_credentials",
+    "serving_node",
 ]
 
 MAX_MESSAGE = 4 * 1024 * 1024
@@ -108,6 +115,40 @@ def channel_options(node_id: str | None = None) -> list[tuple[str, Any]]:
         ("grpc.max_receive_message_length", MAX_MESSAGE),
         ("grpc.max_send_message_length", MAX_MESSAGE),
     ]
+
+
+def serving_node(home: NodeHome, address: str, timeout: float = FETCH_TIMEOUT) -> CertIdentity:
+    """Who serves at ``address``: the node its certificate names, verified against our CA.
+
+    grpcio shows a client nothing of the server's certificate, so a node that must know
+    whom it is about to send to (a static peer address may now be served by a revoked
+    node) asks with one mutual-TLS handshake of its own, then dials with
+    ``channel_options(node_id)``: the gRPC channel's own handshake must present that same
+    node's certificate, so the answer cannot change between the two.
+    """
+    host, port = split_address(address)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False  # certificates name nodes, not addresses: read below
+    context.load_verify_locations(cadata=_read(home.ca_cert_path).decode())
+    context.load_cert_chain(home.tls_cert_path, home.tls_key_path)
+    context.set_alpn_protocols(["h2"])
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            context.wrap_socket(raw, server_hostname=TARGET_NAME) as tls,
+        ):
+            der = tls.getpeercert(binary_form=True)
+    except ssl.SSLError as exc:
+        raise PeerError(
+            f"the TLS handshake with {address} failed ({exc.reason or exc}): it is not a "
+            "member of this mesh, or it holds a certificate of another mesh"
+        ) from exc
+    except OSError as exc:
+        raise PeerError(f"cannot reach {address} ({exc})") from exc
+    if der is None:
+        raise PeerError(f"{address} presented no certificate")
+    pem = x509.load_der_x509_certificate(der).public_bytes(serialization.Encoding.PEM)
+    return identity_from_cert(pem)
 
 
 def fetch_ca_pem(address: str, pinned: bytes, timeout: float = FETCH_TIMEOUT) -> bytes:

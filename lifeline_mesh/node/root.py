@@ -19,11 +19,17 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import grpc
 
-from lifeline.errors import LifelineError, LocalProtocolError, StoreError
+from lifeline.errors import (
+    LifelineError,
+    LocalProtocolError,
+    PeerError,
+    PermissionDenied,
+    StoreError,
+)
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
@@ -38,7 +44,7 @@ from lifeline_mesh.home.state import NodeState, local_mesh_id, recorded_node_sta
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
-from lifeline_mesh.membership.tls import server_credentials
+from lifeline_mesh.membership.tls import channel_options, server_credentials, serving_node
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
 from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.pg_schema import PG_NOTARY
@@ -119,6 +125,9 @@ class Node:
         self._callers: weakref.WeakKeyDictionary[Store, str | None] = weakref.WeakKeyDictionary()
         self._held: weakref.WeakKeyDictionary[Store, int | None] = weakref.WeakKeyDictionary()
         self._peering: Peering | None = None
+        # The node each static peer address was found to serve (its certificate), pinned
+        # in the channels we dial there: what we send goes to that node or nowhere.
+        self._pins: dict[str, str] = {}
 
     def config(self) -> NodeConfig:
         return NodeConfig.load(self.home)
@@ -381,29 +390,50 @@ class Node:
                     f"line {line!r} is not shared on this node, so it is never sent or "
                     f"accepted; run `lifeline-mesh share {line}` first"
                 )
+        options = self.security.channel_options
         if not self.security.insecure:
             # Learn the members and revocations the peer knows: signers we must accept.
             await pull_membership(self.home, peer)
+            options = await self._pin(peer)
         reports = []
         for line in lines:
             async with self.open_line(line) as store:
                 sets = self.make_sets(store, None)
                 if self.security.role is MeshRole.READER:
                     sets = [SendNothing(s) for s in sets]
-                reports.append(
-                    await sync_line(
+                try:
+                    report = await sync_line(
                         peer,
                         line,
                         sets,
                         credentials=self.security.channel_credentials,
                         limits=self.limits,
-                        extra_options=self.security.channel_options,
+                        extra_options=options,
                         fast=self.fast,
                     )
-                )
+                except PeerError:
+                    self._pins.pop(peer, None)  # another node may serve there now: ask again
+                    raise
+                reports.append(report)
             if held is not None:
                 held[line] = self._held.pop(store, None)
         return reports
+
+    async def _pin(self, peer: str) -> list[tuple[str, Any]]:
+        """Channel options that admit only the node serving at ``peer`` — refused when that
+        node is revoked, so nothing of ours reaches a revoked node at an address we dial."""
+        node_id = self._pins.get(peer)
+        if node_id is None:
+            node_id = (await asyncio.to_thread(serving_node, self.home, peer)).node_id
+        revoked = RevocationList.load(self.home).revoked_at(node_id)
+        if revoked is not None:
+            self._pins.pop(peer, None)
+            raise PermissionDenied(
+                f"{peer} is served by node {node_id}, revoked at {revoked}: nothing is sent "
+                "to it; drop the address from `serve --peer` and the node's config"
+            )
+        self._pins[peer] = node_id
+        return channel_options(node_id)
 
 
 @dataclass
