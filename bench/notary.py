@@ -1,7 +1,8 @@
 """Notary benchmarks: ed25519 sign/verify throughput, bare verification of 100k
 attestations, and `lifeline-mesh verify` on lines of 10k and 100k signed entries.
 
-Run: ``.venv/bin/python bench/notary.py [--sizes 10000,100000] [--n 20000]``.
+Run: ``.venv/bin/python bench/notary.py [--sizes 10000,100000] [--n 20000]``
+(``--verify-only --keep DIR`` times only `lifeline-mesh verify`, on lines kept in DIR).
 cryptography (key handling, signing) is compared with PyNaCl (verification).
 Prints figures; not a pass/fail test.
 """
@@ -148,22 +149,38 @@ async def _build_line(root: Path, n: int) -> None:
             await witness(store, peer, [e.id for e in entries], seen)
 
 
-def bench_cli(sizes: list[int]) -> None:
-    print("`lifeline-mesh verify` (subprocess, wall time)")
+def bench_cli(sizes: list[int], keep: Path | None = None) -> None:
+    """Each line built (or reused from ``keep``/signed-N), then `lifeline-mesh verify`
+    and `verify --json` timed as subprocesses: wall, CPU and peak RSS of each."""
+    print("`lifeline-mesh verify` (subprocess: wall, CPU, peak RSS)")
     for n in sizes:
         with tempfile.TemporaryDirectory(prefix="notary-bench-") as tmp:
-            root = Path(tmp)
-            t0 = time.perf_counter()
-            asyncio.run(_build_line(root, n))
-            built = time.perf_counter() - t0
-            cmd = [sys.executable, "-m", "lifeline_mesh", "--root", tmp, "verify", "--json"]
-            t0 = time.perf_counter()
-            done = subprocess.run(cmd, capture_output=True, text=True, env=os.environ.copy())
-            elapsed = time.perf_counter() - t0
-            status = {0: "clean", 1: "FINDINGS"}.get(done.returncode, f"error {done.returncode}")
-            print(
-                f"  n = {n:>7}: {elapsed:6.2f} s ({status}; line built and signed in {built:.1f} s)"
-            )
+            root = Path(tmp) if keep is None else keep / f"signed-{n}"
+            built = 0.0
+            if not (root / ".lifeline").exists():
+                root.mkdir(parents=True, exist_ok=True)
+                t0 = time.perf_counter()
+                asyncio.run(_build_line(root, n))
+                built = time.perf_counter() - t0
+            for extra in ([], ["--json"]):
+                cmd = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "verify"]
+                elapsed, cpu, rss, code = _measured([*cmd, *extra])
+                status = {0: "clean", 1: "FINDINGS"}.get(code, f"error {code}")
+                print(
+                    f"  n = {n:>7} verify {' '.join(extra):<6}: {elapsed:6.2f} s, "
+                    f"CPU {cpu:6.2f} s, peak {rss / 1024:5.0f} MB ({status}; "
+                    f"line built and signed in {built:.1f} s)"
+                )
+
+
+def _measured(cmd: list[str]) -> tuple[float, float, int, int]:
+    """Wall time, CPU time (user + system), peak RSS (KB) and exit code of one process."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, env=os.environ.copy())
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss, proc.returncode
 
 
 def main() -> None:
@@ -171,10 +188,13 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=20_000, help="statements for the primitives")
     parser.add_argument("--attestations", type=int, default=100_000)
     parser.add_argument("--sizes", default="10000,100000", help="line sizes for verify")
+    parser.add_argument("--keep", type=Path, help="keep (and reuse) the lines under this folder")
+    parser.add_argument("--verify-only", action="store_true", help="only the verify runs")
     args = parser.parse_args()
-    bench_primitives(args.n)
-    bench_attestations(args.attestations)
-    bench_cli([int(s) for s in args.sizes.split(",") if s])
+    if not args.verify_only:
+        bench_primitives(args.n)
+        bench_attestations(args.attestations)
+    bench_cli([int(s) for s in args.sizes.split(",") if s], args.keep)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@
 #                   Run again on an initialised volume, it changes nothing.
 #   node            join the mesh first if LIFELINE_MESH_NODE has no certificate yet (token
 #                   read from $LIFELINE_MESH_TOKENS/$LIFELINE_MESH_NODE), create and share the
-#                   line, then serve with the static peers of LIFELINE_MESH_PEERS.
+#                   line, then serve with the static peers of LIFELINE_MESH_PEERS (and, with
+#                   LIFELINE_MESH_STORE set, the lines in that PostgreSQL database: a hub).
 #   health          exit 0 when this container's node is serving (the image's HEALTHCHECK).
 #   anything else   passed to lifeline-mesh, e.g. `members`, `verify --json`, `lines`.
 #
@@ -18,6 +19,8 @@
 #   LIFELINE_MESH_JOIN_LISTEN   join port, served by the CA holder only (default 0.0.0.0:7421)
 #   LIFELINE_MESH_JOIN_ADDRESS  the join port as other nodes reach it, e.g. node-a:7421
 #   LIFELINE_MESH_PEERS         static peers, space separated HOST:PORT
+#   LIFELINE_MESH_STORE         a hub's database, postgresql://USER:PASSWORD@HOST:PORT/DB
+#                               (passed as `serve --store`; unset: the line files in /data)
 #   LIFELINE_MESH_INVITE_FOR    node names to invite (bootstrap), space separated
 #   LIFELINE_MESH_INVITE_TTL    how long those invites work (default 1h)
 #   LIFELINE_MESH_TOKENS        directory of invite files (default /tokens)
@@ -80,6 +83,9 @@ node() {
     done
     if [ -f "$MESH/ca.key" ]; then
         set -- "$@" --join-listen "$JOIN_LISTEN"
+    fi
+    if [ -n "${LIFELINE_MESH_STORE:-}" ]; then
+        set -- "$@" --store "$LIFELINE_MESH_STORE"
     fi
     exec lifeline-mesh serve --listen "$LISTEN" --no-discovery "$@"
 }

@@ -6,10 +6,11 @@ signature checks on top.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.lines import EXTERNAL_ANCHOR
 from lifeline.store.port import RowProblem, Store
@@ -63,9 +64,12 @@ async def verify_store(
     *,
     external_exists: Callable[[str, str], Awaitable[bool]] | None = None,
     advance: Callable[[int], None] = lambda _n: None,
+    each_page: Callable[[Sequence[Entry]], Awaitable[None]] | None = None,
 ) -> Report:
     """Audit every row of ``store``. ``external_exists(line, id)`` checks cross-line parents;
-    ``advance(n)`` is told of every ``n`` entries read (a progress bar).
+    ``advance(n)`` is told of every ``n`` entries read (a progress bar); ``each_page`` is
+    given the entries read, in stream order, 2,000 at a time (so that a caller's own checks
+    share this one read of the line).
 
     Memory does not grow with the entries' text: the stream is in height order, so an
     entry's stored parents were read before it and are looked up as they come; only the
@@ -76,18 +80,28 @@ async def verify_store(
     problems: list[RowProblem] = []
     seen: set[int | str] = set()
     later: list[tuple[str, str]] = []  # (entry id, parent id) in stream order
+    page: list[Entry] = []
     async for entry in store.stream(problems=problems):
         report.entries += 1
         if not report.entries % 2_000:
             advance(2_000)
+        if each_page is not None:
+            page.append(entry)
+            if len(page) >= 2_000:
+                await each_page(page)
+                page = []
         seen.add(_key(entry.id))
-        later.extend((entry.id, p) for p in entry.parents if _key(p) not in seen)
+        for parent in entry.parents:
+            if _key(parent) not in seen:
+                later.append((entry.id, parent))
         try:
             entry.verify()
         except InvalidEntry as exc:
             check = "id-mismatch" if "does not match" in str(exc) else "invalid-text"
             report.findings.append(Finding(check, entry.id, str(exc)))
     advance(report.entries % 2_000)
+    if page and each_page is not None:
+        await each_page(page)
     for problem in problems:
         report.findings.append(
             Finding("corrupt-row", problem.entry_id, f"row {problem.rowid}: {problem.reason}")

@@ -6,7 +6,7 @@ import argparse
 
 from lifeline.cli.common import Commands, add_json_option, line_of, open_line, print_json
 from lifeline.truth.exam import CHECK_POINTS, SHOWN_GAPS, examine
-from lifeline.truth.service import read_truth, resume_of
+from lifeline.truth.service import read_for_exam, resume_of
 
 __all__ = ["register"]
 
@@ -34,7 +34,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
 
 async def cmd_exam(args: argparse.Namespace) -> int:
     async with open_line(args) as store:
-        lt = await read_truth(store)
+        lt = await read_for_exam(store)  # not the whole state: bounded by what is in force
         exam = examine(lt.state, lt.truth, await resume_of(store))
     failed = args.min is not None and exam.score < args.min
     if args.json:

@@ -123,6 +123,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     sys.exit(run(args, prog="lifeline"))
 
 
+def _run_command(args: argparse.Namespace) -> int:
+    """``args.func`` run. A read that must first fold the whole line into the truth tables
+    (the first after an upgrade that changed them: ~2 minutes at a million entries) shows
+    how far it is on a terminal (lifeline.truth.table.SHOWN_FOLD)."""
+    from lifeline.cli.progress import progress_for
+    from lifeline.truth.progress import set_fold_progress
+
+    bar = progress_for(args, "bringing the truth tables up to date (once, after an upgrade)")
+
+    def shown(done: int, total: int) -> None:
+        bar.update(done, total)
+        if done >= total:
+            bar.close()  # what the command prints next starts on a clean line
+
+    set_fold_progress(shown if bar.enabled else None)
+    try:
+        return int(asyncio.run(args.func(args)))
+    finally:
+        bar.close()
+        set_fold_progress(None)
+
+
 def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
     verbose = bool(getattr(args, "verbose", False))
     logging.basicConfig(
@@ -130,7 +152,7 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         format="%(levelname)s %(name)s: %(message)s",
     )
     try:
-        code: int = asyncio.run(args.func(args))
+        code: int = _run_command(args)
         sys.stdout.flush()
         return code
     except LifelineError as exc:

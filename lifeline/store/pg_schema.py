@@ -23,7 +23,15 @@ if TYPE_CHECKING:
     import asyncpg
     from asyncpg.pool import PoolConnectionProxy
 
-__all__ = ["LEDGER", "Conn", "Migrations", "apply_pg_migrations", "line_id_of", "lock_key"]
+__all__ = [
+    "BUCKET_HEIGHTS",
+    "LEDGER",
+    "Conn",
+    "Migrations",
+    "apply_pg_migrations",
+    "line_id_of",
+    "lock_key",
+]
 
 # A connection of its own or one lent by a pool.
 Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyncpg.Record]"
@@ -31,6 +39,14 @@ Conn: TypeAlias = "asyncpg.Connection[asyncpg.Record] | PoolConnectionProxy[asyn
 # component -> ordered (version, list of statements)
 Migrations = dict[str, Sequence[tuple[int, Sequence[str]]]]
 
+# Heights per fingerprint bucket (lifeline/store/pg_buckets.py; decision 0033). Fixed: the
+# stored buckets are sums over it.
+BUCKET_HEIGHTS = 256
+# A token (32 bytes, little-endian) as a number, for the buckets kept before migration 2.
+_TOKEN_VALUE = (
+    "(SELECT round(sum(get_byte(e.token, k)::numeric * power(256::numeric, k)))"
+    " FROM generate_series(0, 31) AS k)"
+)
 _LOCK_KEY = 0x11FE11E  # pg_advisory_xact_lock key of schema changes and line creation
 
 
@@ -80,7 +96,21 @@ LEDGER: Migrations = {
                     line_id int NOT NULL, id bytea NOT NULL, line text COLLATE "C" NOT NULL,
                     PRIMARY KEY (line_id, id))""",
             ],
-        )
+        ),
+        (
+            2,
+            [
+                """CREATE TABLE fp_buckets (
+                    line_id   int NOT NULL,
+                    bucket    int NOT NULL,
+                    n         bigint NOT NULL,
+                    token_sum numeric NOT NULL,
+                    PRIMARY KEY (line_id, bucket))""",
+                "INSERT INTO fp_buckets (line_id, bucket, n, token_sum)"
+                f" SELECT e.line_id, e.height / {BUCKET_HEIGHTS}, count(*), sum({_TOKEN_VALUE})"
+                f" FROM entries e GROUP BY e.line_id, e.height / {BUCKET_HEIGHTS}",
+            ],
+        ),
     ]
 }
 

@@ -12,6 +12,8 @@ from dataclasses import replace
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.store.order import order_batch
+from lifeline.store.pg_buckets import bucket_of, bump_buckets
+from lifeline.store.pg_notify import notify_sql
 from lifeline.store.pg_schema import Conn
 from lifeline.store.port import AppendResult
 from lifeline.store.summary import SetTotals, entry_token
@@ -102,16 +104,25 @@ async def append_locked(conn: Conn, line_id: int, entries: Sequence[Entry]) -> A
         fresh = await _drop_taken_keys(conn, line_id, fresh)
         await _insert(conn, line_id, next_seq, fresh)
     count, total = totals.count, totals.total
-    for entry, _ in fresh:
+    buckets: dict[int, tuple[int, int]] = {}  # height bucket -> (count, token sum) added
+    for entry, height in fresh:
         count += 1
-        total += entry_token(entry.id, entry.ts)
+        token = entry_token(entry.id, entry.ts)
+        total += token
         id_sum += int(entry.id, 16)
+        _add(buckets, height, 1, token)
     for eid, (old, new) in lowered.items():
-        total += entry_token(eid, new) - entry_token(eid, old)
+        delta = entry_token(eid, new) - entry_token(eid, old)
+        total += delta
+        _add(buckets, stored[eid][0], 0, delta)
     if fresh or lowered:
+        await bump_buckets(conn, line_id, buckets)
+        # The line's totals, and its change announced to every hub process (at commit).
         await conn.execute(
-            "UPDATE lines SET next_seq = $2, n = $3, token_sum = $4, id_sum = $5,"
-            " version = version + 1 WHERE line_id = $1",
+            notify_sql(
+                "UPDATE lines SET next_seq = $2, n = $3, token_sum = $4, id_sum = $5,"
+                " version = version + 1 WHERE line_id = $1"
+            ),
             line_id,
             next_seq + len(fresh),
             count,
@@ -119,6 +130,12 @@ async def append_locked(conn: Conn, line_id: int, entries: Sequence[Entry]) -> A
             (id_sum % _MOD).to_bytes(32, "big"),
         )
     return AppendResult(tuple(e.id for e, _ in fresh), tuple(lowered))
+
+
+def _add(buckets: dict[int, tuple[int, int]], height: int, n: int, token: int) -> None:
+    key = bucket_of(height)
+    had_n, had_sum = buckets.get(key, (0, 0))
+    buckets[key] = (had_n + n, had_sum + token)
 
 
 async def _lower_ts(conn: Conn, line_id: int, lowered: dict[str, tuple[str, str]]) -> None:

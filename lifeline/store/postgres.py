@@ -16,22 +16,86 @@ import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import asyncpg
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
+from lifeline.store.pg_maintain import Maintenance
 from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
 from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.summary import SetTotals
 
-__all__ = ["DATABASE_ERRORS", "PgDatabase", "PgStore", "is_postgres_url"]
+__all__ = [
+    "DATABASE_ERRORS",
+    "TIMEOUTS",
+    "PgDatabase",
+    "PgStore",
+    "is_postgres_url",
+    "session_failure",
+]
 
 log = logging.getLogger(__name__)
 PAGE = 2000  # rows per keyset page of stream()
 # What a lost or failing database raises through asyncpg.
 DATABASE_ERRORS = (OSError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+# Bounds on a slow or blocked database (docs/hub.md, "Faults and timeouts"), set on every
+# pooled connection unless the URL sets them (``…/db?lock_timeout=30s``): a session waiting
+# longer than this for a line's writer lock, or for one statement, fails with the reason
+# and writes nothing; a transaction left idle (a hub process cut off mid-session) is ended
+# by the server so it cannot hold a line's lock for ever.
+TIMEOUTS = {
+    "lock_timeout": "10s",
+    "statement_timeout": "60s",
+    "idle_in_transaction_session_timeout": "60s",
+}
+
+
+COMMAND_TIMEOUT_S = 120.0  # the client's bound on any one query (a stalled network)
+
+
+def _settings(dsn: str) -> dict[str, str]:
+    """:data:`TIMEOUTS`, less those the URL's query sets itself."""
+    given = set(parse_qs(urlsplit(dsn).query))
+    return {name: value for name, value in TIMEOUTS.items() if name not in given}
+
+
+def client_options(dsn: str) -> tuple[str, float]:
+    """The URL without ``command_timeout`` (seconds, this client's own bound on a query,
+    which is no server setting), and that bound."""
+    parts = urlsplit(dsn)
+    query = parse_qs(parts.query, keep_blank_values=True)
+    given = query.pop("command_timeout", None)
+    if not given:
+        return dsn, COMMAND_TIMEOUT_S
+    try:
+        seconds = float(given[-1])
+    except ValueError:
+        raise StoreError(
+            f"command_timeout={given[-1]!r} in the database URL is not a number of seconds"
+        ) from None
+    plain = parts._replace(query=urlencode(query, doseq=True)).geturl()
+    return plain, seconds
+
+
+def session_failure(line: str, exc: BaseException) -> StoreError:
+    """A session's database failure as one line saying what happened and what follows."""
+    if isinstance(exc, asyncpg.LockNotAvailableError):
+        what = (
+            "waited too long for the line's writer lock (lock_timeout): another session or "
+            "hub process holds it, or the database is slow"
+        )
+    elif isinstance(exc, asyncpg.QueryCanceledError):
+        what = f"a statement took too long (statement_timeout): the database is slow ({exc})"
+    elif isinstance(exc, TimeoutError):
+        what = "the database did not answer in time (command_timeout): it or the network is slow"
+    else:
+        what = f"the database failed during the session ({type(exc).__name__}: {exc})"
+    return StoreError(f"line {line}: {what}; nothing half-written, the next session tries again")
 
 
 def is_postgres_url(target: str) -> bool:
@@ -41,6 +105,11 @@ def is_postgres_url(target: str) -> bool:
 
 def _pg_error(dsn: str, exc: BaseException) -> StoreError:
     shown = dsn.split("@")[-1] if "@" in dsn else dsn
+    if isinstance(exc, TimeoutError):
+        return StoreError(
+            f"the PostgreSQL database {shown} did not answer in time (command_timeout): the "
+            "database or the network to it is slow; nothing was written, try again"
+        )
     return StoreError(
         f"cannot use the PostgreSQL database {shown} ({type(exc).__name__}: {exc}); "
         "check that the server runs and the URL, user and password are right"
@@ -52,7 +121,9 @@ class PgDatabase:
 
     def __init__(self, dsn: str, pool: asyncpg.Pool) -> None:
         self.dsn = dsn
+        self.plain_dsn = client_options(dsn)[0]  # what asyncpg is given (the listener too)
         self.pool = pool
+        self.maintenance = Maintenance(pool)  # VACUUM ANALYZE after a large load
         self._closed = False
 
     @classmethod
@@ -66,9 +137,15 @@ class PgDatabase:
         timeout: float = 10.0,
     ) -> PgDatabase:
         """Connect and bring the schema (the ledger's, plus ``migrations``) up to date."""
+        plain, command_timeout = client_options(dsn)
         try:
             pool = await asyncpg.create_pool(
-                dsn, min_size=min_size, max_size=max_size, timeout=timeout
+                plain,
+                min_size=min_size,
+                max_size=max_size,
+                timeout=timeout,
+                command_timeout=command_timeout,
+                server_settings=_settings(plain),
             )
         except DATABASE_ERRORS as exc:
             raise _pg_error(dsn, exc) from exc
@@ -106,6 +183,7 @@ class PgDatabase:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            await self.maintenance.close()
             await self.pool.close()
 
 
@@ -153,7 +231,20 @@ class PgStore:
         """A connection in one transaction (committed on success, rolled back on error),
         for a component that writes its tables and this line's together; it takes the
         line's lock first (``lifeline.store.pg_writes.lock_line``)."""
-        async with self.db.pool.acquire() as conn, conn.transaction():
+        try:
+            async with self.db.pool.acquire() as conn, conn.transaction():
+                yield conn
+        except DATABASE_ERRORS as exc:  # the reason reaches the peer (the session's Abort)
+            raise session_failure(self.name, exc) from exc
+
+    @asynccontextmanager
+    async def read_view(self) -> AsyncIterator[Conn]:
+        """A connection in one read-only REPEATABLE READ transaction: every read sees the
+        same committed state (the line's totals, buckets and rows agree)."""
+        async with (
+            self.db.pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
             yield conn
 
     # -- writes --------------------------------------------------------------------
@@ -162,11 +253,11 @@ class PgStore:
         return bool((await self.append_many([entry])).added)
 
     async def append_many(self, entries: Sequence[Entry]) -> AppendResult:
-        async with self.db.pool.acquire() as conn, conn.transaction():
+        async with self.transaction() as conn:
             return await append_locked(conn, self.line_id, entries)
 
     async def declare_external(self, entry_id: str, line: str) -> None:
-        async with self.db.pool.acquire() as conn, conn.transaction():
+        async with self.transaction() as conn:
             await declare_locked(conn, self.line_id, [(entry_id, line)])
 
     # -- reads ---------------------------------------------------------------------

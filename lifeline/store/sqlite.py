@@ -27,7 +27,7 @@ from lifeline.store.rows import decode_row as _decode
 from lifeline.store.schema import Schema, apply_migrations, line_schema
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_open import connect_read_only, open_failure, sidecars, unwritable
-from lifeline.store.sqlite_reads import COLUMNS, decode_or_raise, decoded_by_id, page
+from lifeline.store.sqlite_reads import COLUMNS, decode_or_raise, decoded_by_id, pages
 from lifeline.store.sqlite_writes import append_tx, id_chunks, in_transaction
 from lifeline.store.summary import (
     ENTRIES_SET,
@@ -467,13 +467,9 @@ class SqliteStore:
         return [(int(h), i) for h, i in rows]
 
     async def stream(self, *, problems: list[RowProblem] | None = None) -> AsyncIterator[Entry]:
-        # Keyset pagination over the (height, ts, id) index: bounded memory at any size.
-        last: tuple[int, str, str] | None = None
-        while True:
-            after = last
-            rows = await self.run_read(partial(page, after=after))
-            if not rows:
-                return
+        # Keyset pagination over the (height, ts, id) index: bounded memory at any size;
+        # the next page is read while the caller works through this one (sqlite_reads).
+        async for rows in pages(self.run_read):
             for row in rows:
                 try:
                     entry = _decode(row[1:])
@@ -485,8 +481,6 @@ class SqliteStore:
                         log.warning("skipping undecodable row %s in %s: %s", row[1], self.path, exc)
                     continue
                 yield entry
-            tail = rows[-1]
-            last = (tail[0], tail[3], tail[2])
 
 
 def _append_within(

@@ -4,9 +4,11 @@ the one-line error that names the file."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from lifeline.errors import CorruptRow
 from lifeline.store.rows import decode_row
 from lifeline.store.sqlite_writes import id_chunks
 
-__all__ = ["COLUMNS", "STREAM_CHUNK", "decode_or_raise", "decoded_by_id", "page"]
+__all__ = ["COLUMNS", "STREAM_CHUNK", "decode_or_raise", "decoded_by_id", "page", "pages"]
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,33 @@ def page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[t
         params = after
     sql += f" ORDER BY height, ts, id LIMIT {STREAM_CHUNK}"
     return conn.execute(sql, params).fetchall()
+
+
+Rows = list[tuple[Any, ...]]
+
+
+async def pages(
+    run_read: Callable[[Callable[[sqlite3.Connection], Rows]], Awaitable[Rows]],
+) -> AsyncIterator[Rows]:
+    """Every page of rows in stream order. The next page is read on the store's worker
+    thread (SQLite releases the GIL) while the caller decodes this one, so a whole-line
+    read uses both cores; two pages are held at most."""
+    pending: asyncio.Future[Rows] | None = asyncio.ensure_future(
+        run_read(partial(page, after=None))
+    )
+    try:
+        while pending is not None:
+            rows = await pending
+            pending = None
+            if len(rows) == STREAM_CHUNK:
+                tail = rows[-1]
+                after = (tail[0], tail[3], tail[2])
+                pending = asyncio.ensure_future(run_read(partial(page, after=after)))
+            if rows:
+                yield rows
+    finally:
+        if pending is not None:  # the caller stopped early (e.g. `history | head`)
+            pending.cancel()
 
 
 def decode_or_raise(path: Path, row: tuple[Any, ...]) -> Entry:

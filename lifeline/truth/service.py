@@ -7,6 +7,7 @@ hands everything to :func:`~lifeline.truth.assemble.assemble`.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -90,6 +91,16 @@ async def read_shown(store: Store) -> LineTruth:
     the whole state: for commands that need the truth but not every item."""
     state, truth, _t = await load_shown(
         store, thread=None, recent=0, max_items=0, resolve=resolve_name
+    )
+    return LineTruth(state, truth)
+
+
+async def read_for_exam(store: Store) -> LineTruth:
+    """Every decision in force and open question with its item, and the items the truth
+    names (identity, pins), in one read: what ``exam`` scores, without the whole state
+    (every item, thread mark and correction of the line). The same answers elsewhere."""
+    state, truth, _t = await load_shown(
+        store, thread=None, recent=0, max_items=sys.maxsize, resolve=resolve_name
     )
     return LineTruth(state, truth)
 

@@ -26,11 +26,19 @@ from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import StoreError
+from lifeline.truth.progress import fold_progress
 from lifeline.truth.reducers import fold
 from lifeline.truth.state import RECENT_KEEP, STATE_VERSION, State
 from lifeline.truth.views import corrections_of
 
-__all__ = ["CORE_FIELDS", "TRUTH_MIGRATIONS", "catch_up", "is_current", "read_core"]
+__all__ = [
+    "CORE_FIELDS",
+    "SHOWN_FOLD",
+    "TRUTH_MIGRATIONS",
+    "catch_up",
+    "is_current",
+    "read_core",
+]
 
 log = logging.getLogger(__name__)
 _CHUNK = 5_000
@@ -38,6 +46,11 @@ _MOD = 2**256
 _VARS = 500  # ids per IN (...) list
 CORE_FIELDS = ("contributors", "kinds", "recent", "integrity", "pins", "rewords")
 ROLE_OF_KIND = {"decision": "d", "open": "o", "bootstrap": "b"}
+# A fold of at least this many rows is reported to the progress hook: the first read of a
+# line whose tables are missing or of another STATE_VERSION (after an upgrade, or a line
+# written by an older tree) folds every row, ~2 minutes at a million entries.
+SHOWN_FOLD = 20_000
+
 
 _V1 = """
 CREATE TABLE truth_snapshot (
@@ -271,9 +284,12 @@ def rederive(conn: sqlite3.Connection, rewords: list[str]) -> list[str]:
     return sorted(closed | {part.items[q][4] for q in closed if part.items[q][4]})
 
 
-def _fold_after(conn: sqlite3.Connection, core: State, last: int) -> tuple[int, bool]:
-    """Fold the rows past ``last``; returns (new last, whether the graph must be derived)."""
+def _fold_after(conn: sqlite3.Connection, core: State, last: int, behind: int) -> tuple[int, bool]:
+    """Fold the rows past ``last`` (``behind`` of them); returns (new last, whether the
+    graph must be derived)."""
     again = False
+    shown = fold_progress() if behind >= SHOWN_FOLD else None
+    done = 0
     while True:
         rows = conn.execute(
             f"SELECT {_COLS} FROM entries WHERE seq > ? ORDER BY seq LIMIT {_CHUNK}", (last,)
@@ -289,6 +305,9 @@ def _fold_after(conn: sqlite3.Connection, core: State, last: int) -> tuple[int, 
                 delta.count += 1
         _store_rows(conn, delta)
         _merge(core, delta)
+        done += len(rows)
+        if shown is not None:
+            shown(done, behind)
         again = again or bool(delta.corrections) or _names_a_target(conn, list(delta.items))
         last = int(rows[-1][0])
 
@@ -304,7 +323,7 @@ def catch_up(conn: sqlite3.Connection) -> None:
     else:
         (last, core, ended), again = found, False
     total = int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
-    last, more = _fold_after(conn, core, last)
+    last, more = _fold_after(conn, core, last, total - core.count)
     if core.count != total:
         if found is None:
             raise StoreError(f"truth fold saw {core.count} rows but the line holds {total}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections import Counter
+import sys
 
 from lifeline.cli.common import (
     Commands,
@@ -19,7 +19,7 @@ from lifeline.lines import validate_line_name
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.membership.ca import load_ca_cert
-from lifeline_mesh.notary.audit import LineReport, audit_line
+from lifeline_mesh.notary.audit import LineReport, audit_line, write_json
 from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S, Policy
 from lifeline_mesh.notary.sign import sign_unsigned
@@ -159,16 +159,20 @@ async def cmd_verify(args: argparse.Namespace) -> int:
                 await audit_line(store, name, signers, policy, external_exists=external_exists)
             )
     ok = all(r.ok for r in reports)
-    if args.json:
-        print_json({"ok": ok, "node_id": local, "lines": [r.to_dict() for r in reports]})
-    else:
-        _print_reports(reports, require_signed=args.require_signed)
+    try:
+        if args.json:  # written as the findings are read back: a line may hold millions
+            write_json(sys.stdout, {"ok": ok, "node_id": local}, reports)
+        else:
+            _print_reports(reports, require_signed=args.require_signed)
+    finally:
+        for report in reports:
+            report.log.close()
     return 0 if ok else 1
 
 
 def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
     failed = [r for r in reports if not r.ok]
-    total = sum(len(r.failures) for r in reports)
+    total = sum(r.log.fails for r in reports)
     if failed:
         print(f"FAILED: {total} problem(s) in {len(failed)} of {len(reports)} line(s)")
     else:
@@ -178,14 +182,12 @@ def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
         print(
             f"\nline {report.line!r}: {v.entries} entries ({v.signed} signed, {v.imported} "
             f"imported, {v.unsigned} unsigned), {v.attestations} attestations, "
-            f"{len(report.failures)} failure(s)"
+            f"{report.log.fails} failure(s)"
         )
-        for f in report.failures:
+        for f in report.log.failures():
             print(f"  {f.check:<21} {f.subject[:12]}  {f.detail}")
-        notes = [f for f in report.findings if f.severity == "note"]
-        for check, n in sorted(Counter(f.check for f in notes).items()):
-            examples = ", ".join(f.subject[:12] for f in notes if f.check == check)
-            shown = examples.split(", ")[:NOTES_SHOWN]
+        for check, n in sorted(report.log.notes.items()):
+            shown = [s[:12] for s in report.log.examples(check)][:NOTES_SHOWN]
             more = f" and {n - len(shown)} more" if n > len(shown) else ""
             print(f"  note: {check} x{n} ({', '.join(shown)}{more})")
         if v.unsigned and not require_signed:

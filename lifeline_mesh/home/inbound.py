@@ -51,6 +51,8 @@ class InboundLog:
             "line": line,
             "last_session_at": time.time(),
             "result": result,
+            # the session's time on this side (a hub's server time, bench/hub.py reads it)
+            "seconds": round(report.seconds, 6) if report is not None else None,
         }
         try:
             data = json.dumps({"inbound": list(self.rows.values())}, indent=2, sort_keys=True)

@@ -7,7 +7,7 @@ a cap, each naming its rule and subject), and notes counted by rule.
 
 from __future__ import annotations
 
-from collections import Counter
+from itertools import islice
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.mcp.shapes import AuditFailure, LineAudit, VerifySummary
@@ -23,7 +23,7 @@ FAILURES_SHOWN = 20
 
 def _line_summary(report: LineReport) -> LineAudit:
     v = report.verdict
-    notes = Counter(f.check for f in report.findings if f.severity == "note")
+    notes = report.log.notes  # counted as the audit ran: the findings are not read back
     return LineAudit(
         line=report.line,
         ok=report.ok,
@@ -31,10 +31,10 @@ def _line_summary(report: LineReport) -> LineAudit:
         signed=v.signed,
         unsigned=v.unsigned,
         attestations=v.attestations,
-        failures=len(report.failures),
+        failures=report.log.fails,
         failures_shown=[
             AuditFailure(check=f.check, subject=f.subject, detail=f.detail)
-            for f in report.failures[:FAILURES_SHOWN]
+            for f in islice(report.log.failures(), FAILURES_SHOWN)
         ],
         notes=dict(sorted(notes.items())),
     )

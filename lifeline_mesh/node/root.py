@@ -16,7 +16,7 @@ import os
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
@@ -33,7 +33,7 @@ from lifeline.errors import (
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
-from lifeline.store.postgres import DATABASE_ERRORS, PgDatabase, PgStore
+from lifeline.store.postgres import DATABASE_ERRORS, PgDatabase, PgStore, session_failure
 from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
@@ -45,6 +45,7 @@ from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
 from lifeline_mesh.membership.tls import channel_options, server_credentials, serving_node
+from lifeline_mesh.node.hub_feed import hub_feed
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
 from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.pg_schema import PG_NOTARY
@@ -63,6 +64,7 @@ from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
+from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.transport.addresses import split_address
@@ -125,6 +127,7 @@ class Node:
         self._callers: weakref.WeakKeyDictionary[Store, str | None] = weakref.WeakKeyDictionary()
         self._held: weakref.WeakKeyDictionary[Store, int | None] = weakref.WeakKeyDictionary()
         self._peering: Peering | None = None
+        self.pg_snapshots = PgSnapshots()  # a hub's: brought up to date by bucket sums
         # The node each static peer address was found to serve (its certificate), pinned
         # in the channels we dial there: what we send goes to that node or nowhere.
         self._pins: dict[str, str] = {}
@@ -192,12 +195,12 @@ class Node:
         store = await db.line(line)
         try:
             yield store
+            entries = self._admitting.get(store)
+            if entries is not None:  # a large load: VACUUM ANALYZE, in the background
+                db.maintenance.admitted(store.line_id, entries.admitted)
             await self._witness_state(store, line)
         except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
-            raise StoreError(
-                f"line {line}: the database failed during the session ({type(exc).__name__}:"
-                f" {exc}); nothing half-written, the next session reconnects"
-            ) from exc
+            raise session_failure(line, exc) from exc
         finally:
             if store in self._callers:  # a session dialed to us: what it left is not known
                 self._inbound_ended(store, None)
@@ -226,8 +229,8 @@ class Node:
         notary: Notary
         if isinstance(store, PgStore):  # a hub's line: the notary's PostgreSQL twin
             notary = PgNotaryStore(store, signers=signers, clock=self.clock)
-            entries = NotarizedEntrySet(EntrySet(store, codec), notary)
-            cache = None  # snapshots come from the stored tokens (SnapshotCache is SQLite's)
+            entries = NotarizedEntrySet(EntrySet(store, codec, self.pg_snapshots), notary)
+            cache = None  # the notary's sets: snapshots from the stored tokens
         else:
             # A line synced without its notary would take entries unchecked and never pass
             # on their signatures: a store without the notary's tables is refused, loudly.
@@ -292,14 +295,20 @@ class Node:
         address = await server.start(listen)
         if self.fast.helpers:
             offload.warm_up()  # helper processes ready before the first large batch arrives
+        keeper = None if peering is None else self.peering(peering, address)
         try:
             with recorded_node_state(self.home, self._state(address, peering)):
-                if ready is not None:
-                    ready(address)
-                if peering is None:
-                    await stop.wait()
-                else:
-                    await self.peering(peering, address).run_until(stop)
+                async with AsyncExitStack() as feeds:
+                    if self.store_url is not None:  # a hub: writes of every hub process
+                        local = None if keeper is None else keeper.scheduler.local_change
+                        dsn = (await self.database()).plain_dsn
+                        await feeds.enter_async_context(hub_feed(dsn, self.changes, local))
+                    if ready is not None:
+                        ready(address)
+                    if keeper is None:
+                        await stop.wait()
+                    else:
+                        await keeper.run_until(stop)
         finally:
             await server.stop()
         return server

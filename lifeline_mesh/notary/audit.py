@@ -1,61 +1,124 @@
 """Drives ``lifeline-mesh verify`` for one line: the ledger's audit plus the notary's rules.
 
-Reads the line (entries, attestations) through the store, runs
-:func:`lifeline.audit.verify_store` (ids, closure, bad rows) and
-:func:`lifeline_mesh.notary.rules.check_attestations`, and merges both into one report.
+The same findings as :func:`lifeline_mesh.notary.rules.check_attestations` over the whole
+line, in the same order, but in memory bounded by a page, not by the line (issue 21):
+
+1. the runners' enrollments, learned first (they decide which signers are known);
+2. every item, a page at a time in (sort_key, id) order: decoded and verified in threads
+   (libsodium releases the GIL), its signer judged; only the line-wide evidence (receipts,
+   summaries, states) is kept, and the ids the items name are checked against the store;
+3. when there is evidence, the line walked once from children to parents for each signed
+   entry's first witness (only the walk's frontier held, and the few findings it makes);
+4. the ledger's own audit (:func:`lifeline.audit.verify_store`) reading the line once, and
+   each page of its entries judged with the attestations about them, looked up by subject.
+
+Findings go to a :class:`FindingLog` (spilled to a temporary file past a few thousand).
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import os
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import IO, Any
 
 from lifeline.audit import verify_store
+from lifeline.entry import Entry
 from lifeline.errors import BadSignature
 from lifeline.store.tiers import SqlLine
+from lifeline_mesh.notary.audit_items import AttestationIndex, ItemPass
+from lifeline_mesh.notary.audit_reads import enrolled_items, ts_of_ids
+from lifeline_mesh.notary.audit_walk import witness_windows
 from lifeline_mesh.notary.enrollment import LearningSigners
+from lifeline_mesh.notary.findings_log import FindingLog
 from lifeline_mesh.notary.rules import (
-    Checked,
+    UNSIGNED,
     Finding,
     Policy,
     Verdict,
-    check_attestations,
+    entry_findings,
+    missing_findings,
+    state_findings,
+    summary_truncation,
+    unsigned_severity,
     verify_items,
 )
 from lifeline_mesh.notary.signers import KnownSigners
-from lifeline_mesh.notary.statement import Role
+from lifeline_mesh.notary.statement import Attestation, Role
 from lifeline_mesh.notary.storage import NotaryStore
 
-__all__ = ["LineReport", "audit_line"]
+__all__ = ["SECTIONS", "LineReport", "audit_line", "write_json"]
+
+# A report's findings in the order check_attestations lists them, the ledger's first.
+SECTIONS = ("ledger", "enrolled", "items", "signers", "entries", "truncation", "states")
+RECENT = 20_000  # entries whose ts the forward pass remembers (parents are usually recent)
 
 
 @dataclass(slots=True)
 class LineReport:
     line: str
     verdict: Verdict
-    findings: list[Finding] = field(default_factory=list)
+    log: FindingLog = field(default_factory=FindingLog)
+
+    @property
+    def findings(self) -> list[Finding]:
+        """Every finding, read back (a small report's; a large one streams :attr:`log`)."""
+        return list(self.log)
 
     @property
     def failures(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "fail"]
+        return list(self.log.failures())
 
     @property
     def ok(self) -> bool:
-        return not self.failures
+        return not self.log.fails
 
-    def to_dict(self) -> dict[str, Any]:
+    def counts(self) -> dict[str, Any]:
         counts = self.verdict.to_dict()
         counts.pop("findings")
-        return {
-            "line": self.line,
-            "ok": self.ok,
-            **counts,
-            "failures": len(self.failures),
-            "findings": [asdict(f) for f in self.findings],
-        }
+        return {"line": self.line, "ok": self.ok, **counts, "failures": self.log.fails}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.counts(), "findings": [_as_dict(f) for f in self.log]}
+
+
+def _as_dict(f: Finding) -> dict[str, str]:
+    return {"check": f.check, "subject": f.subject, "detail": f.detail, "severity": f.severity}
+
+
+def write_json(out: IO[str], head: dict[str, Any], reports: Sequence[LineReport]) -> None:
+    """``json.dumps({**head, "lines": [r.to_dict() ...]}, indent=2, sort_keys=True)``,
+    byte for byte, each report's findings written as they are read back."""
+
+    def dumps(value: object) -> str:
+        return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=True)
+
+    marker = "\x00findings-{}\x00"
+    doc = {**head, "lines": [{**r.counts(), "findings": marker.format(i)} for i, r in
+                             enumerate(reports)]}  # fmt: skip
+    text = dumps(doc)
+    for i, report in enumerate(reports):
+        quoted = dumps(marker.format(i))
+        before, text = text.split(quoted, 1)
+        out.write(before)
+        indent = before[before.rfind("\n") + 1 :]
+        indent = indent[: len(indent) - len(indent.lstrip(" "))]
+        _write_array(out, report.log, indent, dumps)
+    out.write(text + "\n")
+
+
+def _write_array(
+    out: IO[str], findings: FindingLog, indent: str, dumps: Callable[[object], str]
+) -> None:
+    inner = indent + "  "
+    first = True
+    for finding in findings:
+        body = dumps(_as_dict(finding)).replace("\n", "\n" + inner)
+        out.write(("[\n" if first else ",\n") + inner + body)
+        first = False
+    out.write("[]" if first else "\n" + indent + "]")
 
 
 async def audit_line(
@@ -66,32 +129,121 @@ async def audit_line(
     *,
     external_exists: Callable[[str, str], Awaitable[bool]] | None = None,
 ) -> LineReport:
-    notary = await NotaryStore.attach(store)
-    items = await notary.items() + await notary.statements().items()
-    # Signature checks are CPU-bound and libsodium releases the GIL: verify slices in
-    # threads, one per core, while the ledger's own audit reads the line.
+    await NotaryStore.attach(store)  # raises when the line has no notary tables
+    log = FindingLog(SECTIONS)
+    verdict = Verdict()
     workers = max(1, min(os.cpu_count() or 1, 8))
-    size = -(-len(items) // workers) or 1
-    slices = [items[i : i + size] for i in range(0, len(items), size)]
-    pending = asyncio.gather(*(asyncio.to_thread(verify_items, s) for s in slices))
-    base = await verify_store(store, line, external_exists=external_exists)
-    entries = [e async for e in store.stream()]
-    checked = Checked()
-    for part in await pending:
-        checked = checked.merge(part)
-    enrollment = _learn_runners(checked, signers)
-    verdict = await asyncio.to_thread(check_attestations, entries, checked, signers, policy)
-    verdict.findings[:0] = enrollment
-    findings = [Finding(f.check, f.entry_id, f.detail) for f in base.findings]
-    findings.extend(verdict.findings)
-    return LineReport(line, verdict, findings)
+    enrolled = verify_items(await store.run_read(enrolled_items))
+    log.extend(_learn_runners(enrolled.valid, signers), "enrolled")
+    items = ItemPass(store, signers, policy, log, workers)
+    await items.run()
+    verdict.attestations = items.count
+    windows = await witness_windows(store, items.index, items.trusted_evidence(), policy)
+    walk = _ForwardPass(store, items.index, policy, log, verdict, windows)
+    base = await verify_store(store, line, external_exists=external_exists, each_page=walk.page)
+    verdict.entries = base.entries
+    log.extend((Finding(f.check, f.entry_id, f.detail) for f in base.findings), "ledger")
+    evidence = items.evidence
+    held = await items.held_tips()
+    log.extend(summary_truncation(evidence, held, base.entries, policy), "truncation")
+    log.extend(missing_findings(items.missing), "truncation")
+    log.extend(state_findings(evidence, held, policy), "states")
+    return LineReport(line, verdict, log)
 
 
-def _learn_runners(checked: Checked, signers: KnownSigners) -> list[Finding]:
+class _ForwardPass:
+    """Each page of the ledger audit's stream, judged with its attestations."""
+
+    def __init__(
+        self,
+        store: SqlLine,
+        index: AttestationIndex,
+        policy: Policy,
+        log: FindingLog,
+        verdict: Verdict,
+        windows: dict[str, list[Finding]],
+    ) -> None:
+        self.store, self.index, self.policy = store, index, policy
+        self.log, self.verdict, self.windows = log, verdict, windows
+        self.recent: dict[str, str] = {}
+
+    async def page(self, entries: Sequence[Entry]) -> None:
+        recent = self.recent
+        for entry in entries:  # the page itself first: a parent may be on it
+            recent[entry.id] = entry.ts
+        unknown = [p for e in entries for p in e.parents if p not in recent]
+        found = await self.store.run_read(partial(ts_of_ids, ids=unknown)) if unknown else {}
+        ts_of = _Either(recent, found)
+        ids = [e.id for e in entries]
+        authors = await self.index.about(Role.AUTHOR, ids)
+        imports = await self.index.about(Role.IMPORTED, ids, trusted_only=True)
+        policy, verdict, log = self.policy, self.verdict, self.log
+        severity = unsigned_severity(policy)
+        run: list[str] = []  # a run of unsigned entries with nothing else to say: one call
+        for entry in entries:
+            mine, held = authors.get(entry.id, ()), imports.get(entry.id, ())
+            if not mine and not held:
+                verdict.unsigned += 1
+                if not _after_any(ts_of, entry):
+                    run.append(entry.id)
+                    continue
+            if run:
+                log.extend_same("unsigned", UNSIGNED, severity, run, "entries")
+                run = []
+            log.extend(entry_findings(entry, mine, held, ts_of, policy), "entries")
+            if mine:
+                verdict.signed += 1
+                log.extend(self.windows.pop(entry.id, ()), "entries")
+            elif held:
+                verdict.imported += 1
+        if run:
+            log.extend_same("unsigned", UNSIGNED, severity, run, "entries")
+        if len(recent) > RECENT:  # oldest first (insertion order): drop the older half
+            for key in list(_first(recent, len(recent) - RECENT // 2)):
+                del recent[key]
+
+
+def _after_any(ts_of: Mapping[str, str], entry: Entry) -> bool:
+    """Whether a parent's stored ts may be after the entry's (entry_findings decides). Times
+    in the stored form (27 characters) order as strings."""
+    ts = entry.ts
+    for parent in entry.parents:
+        other = ts_of.get(parent)
+        if other is not None and (other > ts or len(other) != 27 or len(ts) != 27):
+            return True
+    return False
+
+
+class _Either(Mapping[str, str]):
+    """Two mappings read as one (the recent entries, then those looked up)."""
+
+    def __init__(self, first: Mapping[str, str], second: Mapping[str, str]) -> None:
+        self.first, self.second = first, second
+
+    def __getitem__(self, key: str) -> str:
+        found = self.first.get(key)
+        return self.second[key] if found is None else found
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.first
+        yield from self.second
+
+    def __len__(self) -> int:
+        return len(self.first) + len(self.second)
+
+
+def _first(keys: dict[str, str], n: int) -> Iterator[str]:
+    for i, key in enumerate(keys):
+        if i >= n:
+            return
+        yield key
+
+
+def _learn_runners(valid: Sequence[Attestation], signers: KnownSigners) -> list[Finding]:
     """Resolve the line's runners from their ``enrolled`` statements (decision 0024); one
     whose certificate is not this mesh's CA's is a failure (and its runner stays unknown)."""
     out = []
-    for att in checked.valid:
+    for att in valid:
         if att.role is not Role.ENROLLED:
             continue
         if not isinstance(signers, LearningSigners):

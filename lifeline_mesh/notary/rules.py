@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -31,12 +31,21 @@ from lifeline_mesh.notary.witnessing import Mark, first_witnesses, marks_of
 __all__ = [
     "DEFAULT_BACKDATE_WINDOW_S",
     "DEFAULT_SKEW_S",
+    "UNSIGNED",
     "Checked",
     "Finding",
     "Policy",
     "Verdict",
+    "canonical_ts",
     "check_attestations",
+    "entry_findings",
+    "missing_findings",
+    "signer_findings",
+    "state_findings",
+    "summary_truncation",
+    "unsigned_severity",
     "verify_items",
+    "window_findings",
 ]
 
 # Clocks of honest nodes on NTP agree within seconds; five minutes leaves room for a laptop
@@ -124,7 +133,7 @@ def _hex_id(item: bytes) -> str:
     return hashlib.sha256(item).hexdigest()
 
 
-def _signer_findings(atts: Sequence[Attestation], signers: KnownSigners) -> list[Finding]:
+def signer_findings(atts: Sequence[Attestation], signers: KnownSigners) -> list[Finding]:
     out: list[Finding] = []
     for att in atts:
         status = signers.status(att.node_id)
@@ -189,7 +198,7 @@ def check_attestations(
     verdict = Verdict(entries=len(entries), attestations=checked.count)
     verdict.findings.extend(checked.findings)
     atts = checked.valid
-    verdict.findings.extend(_signer_findings(atts, signers))
+    verdict.findings.extend(signer_findings(atts, signers))
     trusted = [a for a in atts if signers.status(a.node_id).state is not SignerState.UNKNOWN]
     authors: dict[str, list[Attestation]] = defaultdict(list)
     imports: dict[str, list[Attestation]] = defaultdict(list)
@@ -201,23 +210,51 @@ def check_attestations(
             imports[att.subject].append(att)
     # Earliest witnesses of every entry, in one pass over the line (witnessing.py).
     witnesses = first_witnesses(entries, marks_of(trusted))
-    by_id = {e.id: e for e in entries}
+    ts_of = {e.id: e.ts for e in entries}
     for entry in entries:
         mine, held = authors.get(entry.id, []), imports.get(entry.id, [])
-        verdict.findings.extend(_entry_findings(entry, mine, held, by_id, policy))
+        verdict.findings.extend(entry_findings(entry, mine, held, ts_of, policy))
         if mine:
             verdict.signed += 1
-            signer_ids = {a.node_id for a in mine}
-            witness = _first_other(witnesses.get(entry.id, ()), signer_ids)
-            if witness is not None:
-                verdict.findings.extend(_window(entry, witness, policy))
+            verdict.findings.extend(window_findings(entry, mine, witnesses, policy))
         elif held:
             verdict.imported += 1
         else:
             verdict.unsigned += 1
-    verdict.findings.extend(_truncation(atts, by_id, policy))
-    verdict.findings.extend(state_findings(atts, by_id, policy))
+    verdict.findings.extend(summary_truncation(atts, ts_of, len(ts_of), policy))
+    missing: dict[str, bool] = {}
+    for att in atts:
+        for entry_id in att.entry_ids():
+            if entry_id not in ts_of:
+                missing[entry_id] = missing.get(entry_id, False) or _local(att, policy)
+    verdict.findings.extend(missing_findings(missing))
+    verdict.findings.extend(state_findings(atts, ts_of, policy))
     return verdict
+
+
+def window_findings(
+    entry: Entry,
+    authors: Sequence[Attestation],
+    witnesses: Mapping[str, Sequence[Mark]],
+    policy: Policy,
+) -> list[Finding]:
+    """A signed entry against its first witness that is not one of its authors."""
+    witness = _first_other(witnesses.get(entry.id, ()), {a.node_id for a in authors})
+    return [] if witness is None else _window(entry, witness, policy)
+
+
+def _local(att: Attestation, policy: Policy) -> bool:
+    return att.node_id == policy.local_node_id
+
+
+UNSIGNED = (
+    "no author signature (imported unsigned, e.g. from lifeline-context, or "
+    "written without a node identity); not a forgery by itself"
+)
+
+
+def unsigned_severity(policy: Policy) -> str:
+    return "fail" if policy.require_signed else "note"
 
 
 def _first_other(marks: Sequence[Mark], authors: set[str]) -> Mark | None:
@@ -225,26 +262,20 @@ def _first_other(marks: Sequence[Mark], authors: set[str]) -> Mark | None:
     return next((m for m in marks if m[1] not in authors), None)
 
 
-def _entry_findings(
+def entry_findings(
     entry: Entry,
-    authors: list[Attestation],
-    imports: list[Attestation],
-    by_id: dict[str, Entry],
+    authors: Sequence[Attestation],
+    imports: Sequence[Attestation],
+    ts_of: Mapping[str, str],
     policy: Policy,
 ) -> list[Finding]:
+    """One entry's own rules: signed or not, its ts as signed, not before its parents
+    (``ts_of`` maps at least the entry's stored parents to their ts)."""
     out: list[Finding] = []
     if not authors and imports:
         out.append(_imported(entry, imports))
     elif not authors:
-        out.append(
-            Finding(
-                "unsigned",
-                entry.id,
-                "no author signature (imported unsigned, e.g. from lifeline-context, or "
-                "written without a node identity); not a forgery by itself",
-                "fail" if policy.require_signed else "note",
-            )
-        )
+        out.append(Finding("unsigned", entry.id, UNSIGNED, unsigned_severity(policy)))
     elif all(a.ts != entry.ts for a in authors):
         signed = ", ".join(sorted({a.ts for a in authors}))
         out.append(
@@ -259,13 +290,15 @@ def _entry_findings(
     # the proposal's older ts): its timing is a note, as the unsigned finding itself.
     timing = "fail" if authors or policy.require_signed else "note"
     for parent in entry.parents:
-        other = by_id.get(parent)
-        if other is not None and _seconds(other.ts, entry.ts) > policy.skew_s:
+        other = ts_of.get(parent)
+        if other is None or (other <= entry.ts and canonical_ts(other) and canonical_ts(entry.ts)):
+            continue  # stored-form times order as strings: not after, so not a backdate
+        if _seconds(other, entry.ts) > policy.skew_s:
             out.append(
                 Finding(
                     "ts-before-parent",
                     entry.id,
-                    f"ts {entry.ts} is before its parent {parent[:12]}'s ts {other.ts} "
+                    f"ts {entry.ts} is before its parent {parent[:12]}'s ts {other} "
                     f"(more than the {policy.skew_s:g}s skew tolerance); possible backdate",
                     timing,
                 )
@@ -273,7 +306,7 @@ def _entry_findings(
     return out
 
 
-def _imported(entry: Entry, imports: list[Attestation]) -> Finding:
+def _imported(entry: Entry, imports: Sequence[Attestation]) -> Finding:
     if all(a.extras[0] != entry.ts for a in imports):
         signed = ", ".join(sorted({a.extras[0] for a in imports}))
         return Finding(
@@ -290,6 +323,11 @@ def _imported(entry: Entry, imports: list[Attestation]) -> Finding:
         f"{first.ts}: its ts is as trustworthy as its source",
         "note",
     )
+
+
+def canonical_ts(ts: str) -> bool:
+    """The stored form (``2026-01-02T03:04:05.123456Z``), where string order is time order."""
+    return len(ts) == 27 and ts[26] == "Z" and ts[10] == "T"
 
 
 def _seconds(later: str, earlier: str) -> float:
@@ -321,33 +359,35 @@ def _window(entry: Entry, witness: tuple[str, str], policy: Policy) -> list[Find
     return []
 
 
-def _truncation(
-    atts: Sequence[Attestation], by_id: dict[str, Entry], policy: Policy
+def summary_truncation(
+    atts: Iterable[Attestation], held: Container[str], count: int, policy: Policy
 ) -> list[Finding]:
-    """Entries this node signed for but no longer holds: a truncated or rolled-back store."""
+    """This node's own summaries and states naming more entries (or tips) than the store
+    holds (``count`` entries): a truncated or rolled-back store."""
     out: list[Finding] = []
-    missing: dict[str, bool] = {}
     for att in atts:
-        local = att.node_id == policy.local_node_id
-        if att.role is Role.SUMMARY or att.role is Role.STATE:
-            if att.role is Role.STATE and not local:
-                continue  # see state_findings
-            gone = [t for t in att.summary_tips if t not in by_id]
-            if local and (gone or att.summary_count > len(by_id)):
-                out.append(
-                    Finding(
-                        "truncated",
-                        att.id.hex(),
-                        f"this node signed ({att.role.value}) at {att.ts} that line "
-                        f"{att.subject!r} held "
-                        f"{att.summary_count} entries (tips {len(att.summary_tips)}); it now "
-                        f"holds {len(by_id)} and {len(gone)} of those tips are gone",
-                    )
-                )
+        if att.role is not Role.SUMMARY and att.role is not Role.STATE:
             continue
-        for entry_id in att.entry_ids():
-            if entry_id not in by_id:
-                missing[entry_id] = missing.get(entry_id, False) or local
+        if att.role is Role.STATE and not _local(att, policy):
+            continue  # see state_findings
+        gone = [t for t in att.summary_tips if t not in held]
+        if _local(att, policy) and (gone or att.summary_count > count):
+            out.append(
+                Finding(
+                    "truncated",
+                    att.id.hex(),
+                    f"this node signed ({att.role.value}) at {att.ts} that line "
+                    f"{att.subject!r} held "
+                    f"{att.summary_count} entries (tips {len(att.summary_tips)}); it now "
+                    f"holds {count} and {len(gone)} of those tips are gone",
+                )
+            )
+    return out
+
+
+def missing_findings(missing: Mapping[str, bool]) -> list[Finding]:
+    """Entries signed for (id → whether this node signed) that the store does not hold."""
+    out: list[Finding] = []
     for entry_id, local in sorted(missing.items()):
         if local:
             detail = (
@@ -374,7 +414,7 @@ def _reordered(top: Attestation, att: Attestation) -> Finding:
 
 
 def state_findings(
-    atts: Sequence[Attestation], by_id: dict[str, Entry], policy: Policy
+    atts: Iterable[Attestation], held: Container[str], policy: Policy
 ) -> list[Finding]:
     """Rules for state statements: a node's count never falls; parts agree with their
     digest; tips another node names that this store does not hold are noted."""
@@ -400,7 +440,7 @@ def state_findings(
             )
         if top is None or att.summary_count > top.summary_count:
             highest[key] = att
-        gone = [t for t in att.summary_tips if t not in by_id]
+        gone = [t for t in att.summary_tips if t not in held]
         if gone and att.node_id != policy.local_node_id:
             out.append(
                 Finding(

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from lifeline.entry import Entry
 from lifeline_mesh.notary.statement import Attestation, Role
 
-__all__ = ["KEEP", "Mark", "first_witnesses", "marks_of"]
+__all__ = ["KEEP", "Mark", "first_witnesses", "hand_down", "marks_of", "rank", "ranked"]
 
 # Distinct nodes remembered per entry: an entry has one author (rarely two), so three
 # earliest witnesses always include the earliest one that is not an author.
@@ -43,7 +43,7 @@ def marks_of(atts: Iterable[Attestation]) -> dict[str, list[Mark]]:
     return out
 
 
-def _rank(marks: Iterable[Mark]) -> list[Mark]:
+def rank(marks: Iterable[Mark]) -> list[Mark]:
     """The earliest mark of each node, earliest first, at most KEEP nodes."""
     best: dict[str, str] = {}
     for ts, node in marks:
@@ -60,15 +60,26 @@ def first_witnesses(
     ``entries`` must list parents before children (the store's stream order); each is
     visited once, children first, and hands its marks to its parents in the line.
     """
-    best = {entry_id: _rank(own) for entry_id, own in marks.items()}
+    best = ranked(marks)
     for entry in reversed(entries):
         mine = best.get(entry.id)
-        if not mine:
-            continue
-        for parent in entry.parents:
-            held = best.get(parent)
-            if held is None:
-                best[parent] = mine  # shared, never mutated: a chain costs no copies
-            elif held != mine:
-                best[parent] = _rank((*held, *mine))
+        if mine:
+            hand_down(best, mine, entry.parents)
     return best
+
+
+def ranked(marks: Mapping[str, Sequence[Mark]]) -> dict[str, list[Mark]]:
+    """Each named entry's own marks, ranked (the start of a walk)."""
+    return {entry_id: rank(own) for entry_id, own in marks.items()}
+
+
+def hand_down(best: dict[str, list[Mark]], mine: list[Mark], parents: Iterable[str]) -> None:
+    """One step of the walk: an entry's earliest marks handed to its parents. A caller
+    walking the line in pages may pop an entry's marks once visited (its children all
+    came before it), so that only the walk's frontier is held."""
+    for parent in parents:
+        held = best.get(parent)
+        if held is None:
+            best[parent] = mine  # shared, never mutated: a chain costs no copies
+        elif held != mine:
+            best[parent] = rank((*held, *mine))

@@ -242,6 +242,36 @@ class Snapshot:
         snap._start_view(self._extra)
         return snap
 
+    def replaced(self, lo: int, hi: int, rows: Iterable[tuple[int, bytes, bytes]]) -> Snapshot:
+        """A new snapshot: items ``lo..hi`` replaced by ``rows`` (in key order, every key
+        between item ``lo - 1``'s and item ``hi``'s). Buffers are copied by slices and the
+        prefix sums recomputed from ``lo`` on only; the id index is built again on use."""
+        heights, ids, tokens = array("Q", self._heights[:lo]), bytearray(), bytearray()
+        ids += self._ids[: 32 * lo]
+        tokens += self._tokens[: 32 * lo]
+        for height, item_id, token in rows:
+            heights.append(height)
+            ids += item_id
+            tokens += token
+        heights += self._heights[hi:]
+        ids += self._ids[32 * hi :]
+        tokens += self._tokens[32 * hi :]
+        base = lo // SUM_STRIDE
+        sums = bytearray(self._sums[: 32 * (base + 1)])
+        acc = int.from_bytes(sums[32 * base :], "little")
+        for n in range(base * SUM_STRIDE + 1, len(heights) + 1):
+            acc += int.from_bytes(tokens[32 * (n - 1) : 32 * n], "little")
+            if not n % SUM_STRIDE:
+                acc %= _MOD
+                sums += acc.to_bytes(32, "little")
+        snap = Snapshot.__new__(Snapshot)
+        snap._n, snap._heights, snap._ids, snap._tokens, snap._sums = (
+            len(heights), heights, ids, tokens, sums
+        )  # fmt: skip
+        snap._shared = _Shared()
+        snap._start_view(self._extra)
+        return snap
+
     @classmethod
     def empty(cls) -> Snapshot:
         return cls([], [], [])

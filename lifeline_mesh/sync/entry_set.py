@@ -8,9 +8,11 @@ from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline.lines import validate_line_name
 from lifeline.store.port import AppendResult, Store
+from lifeline.store.postgres import PgStore
 from lifeline.store.tiers import SqlLine, Summarized, TokenRows
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot, token_of
+from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
 from lifeline_mesh.sync.snapshot_cache import SetRows, SnapshotCache
 
@@ -34,7 +36,10 @@ class EntrySet:
     name = ENTRIES
 
     def __init__(
-        self, store: Store, codec: EntryCodec | None = None, cache: SnapshotCache | None = None
+        self,
+        store: Store,
+        codec: EntryCodec | None = None,
+        cache: SnapshotCache | PgSnapshots | None = None,
     ) -> None:
         self.store = store
         self.codec = codec or EntryCodec()
@@ -43,7 +48,9 @@ class EntrySet:
 
     async def snapshot(self) -> Snapshot:
         known = [bytes.fromhex(e) for e in await self._declared()]
-        if self.cache is not None and isinstance(self.store, SqlLine):
+        if isinstance(self.cache, PgSnapshots) and isinstance(self.store, PgStore):
+            return await self.cache.snapshot(self.store, known)  # a hub's: by buckets
+        if isinstance(self.cache, SnapshotCache) and isinstance(self.store, SqlLine):
             return await self.cache.snapshot(self.store, ENTRY_ROWS, known)
         if isinstance(self.store, SqlLine):
             # One indexed scan on the store's thread, streamed into the snapshot's flat

@@ -27,6 +27,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.compose_docs import defaults as _defaults
+from tests.support.compose_docs import documented_topology as _documented_topology
+from tests.support.compose_docs import service_env as _env
 from tests.support.paths import REPO
 from tests.support.yaml_subset import YamlSubsetError, parse
 
@@ -39,42 +42,10 @@ NODES = ("node-a", "node-b", "node-c")
 PENDING = {("serve", "--peer"), ("serve", "--no-discovery"), ("status", "")}
 
 
-def _defaults(value: Any) -> Any:
-    """The value with each `${VAR:-default}` replaced by its default (compose's reading when
-    VAR is unset)."""
-    if isinstance(value, str):
-        return re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", value)
-    if isinstance(value, list):
-        return [_defaults(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _defaults(v) for k, v in value.items()}
-    return value
-
-
 def _compose() -> dict[str, Any]:
     data = _defaults(parse((DOCKER / "compose.yaml").read_text(encoding="utf-8")))
     assert isinstance(data, dict)
     return data
-
-
-def _documented_topology() -> dict[str, dict[str, list[str]]]:
-    text = (DOCKER / "README.md").read_text(encoding="utf-8")
-    rows = [line for line in text.splitlines() if re.match(r"^\| (bootstrap|node-\w) \|", line)]
-    table: dict[str, dict[str, list[str]]] = {}
-    for row in rows:
-        name, _role, peers, volumes, ports = (c.strip() for c in row.strip("|").split("|"))
-
-        def cells(value: str) -> list[str]:
-            return [] if value == "—" else [v.strip() for v in value.split(",")]
-
-        table[name] = {"peers": cells(peers), "volumes": cells(volumes), "ports": cells(ports)}
-    return table
-
-
-def _env(service: dict[str, Any], key: str) -> str:
-    value = (service.get("environment") or {}).get(key, "")
-    assert isinstance(value, str)
-    return value
 
 
 def _dockerfile_env(key: str) -> str:
@@ -443,7 +414,7 @@ def test_the_compose_topology_runs_on_loopback(tmp_path: Path) -> None:
             proc.wait(timeout=30)
 
 
-def test_compose_files_publish_on_loopback_only_and_the_hub_waits_for_its_store() -> None:
+def test_compose_files_publish_on_loopback_only_and_postgres_takes_its_password() -> None:
     hub = _defaults(parse((DOCKER / "compose.hub.yml").read_text(encoding="utf-8")))
     for services in (_compose()["services"], hub["services"]):
         for name, service in services.items():
@@ -455,12 +426,6 @@ def test_compose_files_publish_on_loopback_only_and_the_hub_waits_for_its_store(
         "${LIFELINE_PG_PASSWORD"
     )
     assert postgres["image"] == "lifeline-postgres:dev"
-    # The hub processes need `serve --store` (not in lifeline-mesh yet): a profile keeps
-    # them out of a plain `up` until then.
-    for name in ("hub-1", "hub-2"):
-        service = hub["services"][name]
-        assert service["profiles"] == ["hub"] and "--store" in service["command"]
-        assert service["depends_on"] == {"postgres": {"condition": "service_healthy"}}
 
 
 def test_build_script_says_what_is_missing(tmp_path: Path) -> None:

@@ -7,8 +7,11 @@ three-node mesh of docker/compose.yaml comes up, every node writes, the entries 
 node over the compose network, `verify` finds them signed and witnessed, and a node on this
 host joins and syncs through the ports compose publishes on 127.0.0.1. The PostgreSQL service
 of docker/compose.hub.yml comes up healthy, takes a password login over the compose network,
-refuses a wrong one, and keeps its data across a restart. Every compose project is taken down
-with its volumes and network, and the test checks that nothing of it is left.
+refuses a wrong one, and keeps its data across a restart; its two hub processes (`serve
+--store`) come up on that database, a laptop-like container syncs through both, a node on this
+host joins through hub-1 and syncs with hub-2, every entry reaches every node and the database,
+`verify` is clean, and after the database restarts the hubs serve again. Every compose project
+is taken down with its volumes and network, and the test checks that nothing of it is left.
 
 Without a Docker engine these tests skip with how to get one; with CI set they fail instead.
 """
@@ -277,17 +280,39 @@ def test_the_compose_mesh_syncs_signs_and_verifies(
     assert mesh.exec("node-a", "lifeline-mesh", "members").count(" active ") == 4
 
 
-def test_the_hub_compose_postgres_takes_password_logins(
-    project: Callable[..., Compose],
+def _host_synced(root: Path, address: str) -> bool:
+    """One sync from the host node; False when it failed (a hub still reconnecting)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "sync", address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return proc.returncode == 0
+
+
+def test_the_hub_compose_serves_one_postgres_through_two_processes(
+    project: Callable[..., Compose], tmp_path: Path
 ) -> None:
-    (pg_port,) = _free_ports(1)
+    pg_port, hub_1, join_1, hub_2 = _free_ports(4)
     password = secrets.token_urlsafe(12)
     hub = project(
         DOCKER / "compose.hub.yml",
-        {"LIFELINE_PG_PORT": str(pg_port), "LIFELINE_PG_PASSWORD": password},
+        {
+            "LIFELINE_PG_PORT": str(pg_port),
+            "LIFELINE_PG_PASSWORD": password,
+            "LIFELINE_HUB_PORT_1": str(hub_1),
+            "LIFELINE_HUB_JOIN_PORT_1": str(join_1),
+            "LIFELINE_HUB_PORT_2": str(hub_2),
+        },
     )
-    hub("up", "-d", "postgres")
-    hub.wait_healthy("postgres")
+    started = time.monotonic()
+    # Compose's order: postgres healthy and bootstrap done, hub-1 healthy, hub-2 and laptop.
+    hub("up", "-d")
+    for name in ("postgres", "hub-1", "hub-2", "laptop"):
+        hub.wait_healthy(name)
+    print(f"hub up and healthy in {time.monotonic() - started:.1f} s")
+    assert hub.health("bootstrap").startswith("exited")
 
     def psql(secret: str, sql: str) -> subprocess.CompletedProcess[str]:
         # A second container on the compose network, logging in over TCP by service name.
@@ -304,7 +329,54 @@ def test_the_hub_compose_postgres_takes_password_logins(
     assert wrong.returncode != 0 and "password authentication failed" in wrong.stderr
     superuser = psql(password, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
     assert superuser.stdout.strip() == "f", superuser.stdout  # the hub's role is no superuser
+
+    # The laptop writes; its scheduled syncs carry the entry into the database through a hub.
+    hub.exec("laptop", "lifeline", "log", "--kind", "note", "--summary", "written on the laptop")
+    # A node on this host joins through hub-1 and reads the laptop's entry from hub-2.
+    token = hub.exec(
+        "hub-1", "lifeline-mesh", "invite", "--address", f"127.0.0.1:{join_1}", "--ttl", "5m"
+    ).strip()
+    host = tmp_path / "host"
+    host.mkdir()
+    _host(host, "lifeline", "init")
+    _host(host, "lifeline_mesh", "share", "ledger")
+    _host(host, "lifeline_mesh", "join", LIFELINE_MESH_TOKEN=token)
+    _wait(
+        "the laptop's entry on the host, through hub-2",
+        lambda: (
+            _host_synced(host, f"127.0.0.1:{hub_2}")
+            and "written on the laptop" in _host(host, "lifeline", "history")
+        ),
+    )
+    _host(host, "lifeline", "log", "--kind", "note", "--summary", "written on the host")
+    _host(host, "lifeline_mesh", "sync", f"127.0.0.1:{hub_1}")
+    both = {"written on the laptop", "written on the host"}
+    _wait(
+        "the host's entry on the laptop",
+        lambda: _summaries(hub.exec("laptop", "lifeline", "history", "--json")) == both,
+    )
+    _verified(hub.exec("laptop", "lifeline-mesh", "verify", "--json"), entries=2)
+    _verified(_host(host, "lifeline_mesh", "verify", "--json"), entries=2)
+    # Both entries, each with its author signature, in the one database.
+    rows = psql(
+        password,
+        "SELECT l.n, (SELECT count(*) FROM attestations a WHERE a.line_id = l.line_id"
+        " AND a.role = 'author') FROM lines l WHERE l.name = 'ledger'",
+    )
+    assert rows.returncode == 0 and rows.stdout.strip() == "2|2", (rows.stdout, rows.stderr)
+    # hub-1 holds the CA: every member joined through it (hub-2's own list has what it has
+    # learnt; membership in the database comes with the hub's stateless processes)
+    assert hub.exec("hub-1", "lifeline-mesh", "members").count(" active ") == 4
+
+    # The database restarts: its data stays, and the hubs reconnect and serve again.
     hub("restart", "postgres")
     hub.wait_healthy("postgres")
     kept = psql(password, "SELECT x FROM probe")
     assert kept.returncode == 0 and kept.stdout.strip() == "42", kept.stderr
+    _host(host, "lifeline", "log", "--kind", "note", "--summary", "after the restart")
+    _wait("a sync through hub-2 after the restart",
+          lambda: _host_synced(host, f"127.0.0.1:{hub_2}"))  # fmt: skip
+    _wait(
+        "the entry written after the restart on the laptop",
+        lambda: "after the restart" in hub.exec("laptop", "lifeline", "history"),
+    )

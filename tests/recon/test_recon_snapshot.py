@@ -43,3 +43,28 @@ def test_positions_are_found_even_when_prefixes_repeat() -> None:
     stranger = b"\x42" * 8 + b"\x00" * 24  # a known prefix, an unknown id
     assert snap.position(stranger) is None and not snap.knows(stranger)
     assert Snapshot.empty().position(ids[0]) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(min_value=0, max_value=4 * SUM_STRIDE + 3), data=st.data())
+def test_a_replaced_run_equals_a_snapshot_built_from_scratch(n: int, data: st.DataObject) -> None:
+    """``replaced`` (a hub's snapshot brought up to date by buckets): items lo..hi swapped
+    for other rows of the same key span give the snapshot a full build gives."""
+    ids = [hashlib.sha256(f"item {h}".encode()).digest() for h in range(n)]
+    rows = [(h, i, hashlib.sha256(b"t" + i).digest()) for h, i in enumerate(ids)]
+    lo = data.draw(st.integers(min_value=0, max_value=n))
+    hi = data.draw(st.integers(min_value=lo, max_value=n))
+    extra = data.draw(st.integers(min_value=0, max_value=2 * SUM_STRIDE))
+    span = max(1, hi - lo)  # new rows at the heights of the replaced run, a few per height
+    new = sorted(
+        (lo + k % span, hashlib.sha256(f"new {k}".encode()).digest(), bytes([k % 256]) * 32)
+        for k in range(extra)
+    ) if hi > lo else []  # fmt: skip
+    got = Snapshot.build(rows).replaced(lo, hi, new)
+    fresh = Snapshot.build([*rows[:lo], *new, *rows[hi:]])
+    assert len(got) == len(fresh) and got.whole() == fresh.whole()
+    assert [got.key(i) for i in range(len(got))] == [fresh.key(i) for i in range(len(fresh))]
+    for a in range(0, len(got) + 1, 5):
+        assert got.range_sum(a, len(got)) == fresh.range_sum(a, len(got))
+    for i in range(len(got)):
+        assert got.position(got.item_id(i)) == i

@@ -205,11 +205,15 @@ async def open_test_store(request: pytest.FixtureRequest, kind: str, tmp_path: P
 
 
 @contextmanager
-def hub(root: Path, url: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
+def hub(
+    root: Path, url: str, *, insecure: bool = True
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`serve --store URL` on a free loopback port until the block ends (SIGTERM, clean
-    exit required); yields the process and the address it printed."""
+    exit required); yields the process and the address it printed. ``insecure=False``:
+    mutual TLS, for a hub that joined a mesh (no LAN discovery either way)."""
+    plain = ["--insecure"] if insecure else ["--no-discovery"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve", "--insecure",
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve", *plain,
          "--listen", "127.0.0.1:0", "--store", url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip

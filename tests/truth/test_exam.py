@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
 from lifeline.entry import Entry
+from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.exam import examine
 from lifeline.truth.reducers import fold_all
+from lifeline.truth.service import resume_of
 from lifeline.truth.views import derive
 from tests.support.clirun import lifeline
 
@@ -65,3 +68,35 @@ def test_cli_text_json_and_min(tmp_path: Path) -> None:
     assert "100/100" in ok("exam")
     bad = lifeline(tmp_path, "exam", "--min", "101")
     assert bad.returncode == 2 and "not a score from 0 to 100" in bad.stderr
+
+
+def test_the_cli_scores_what_a_full_fold_scores(tmp_path: Path) -> None:
+    """`exam` reads only what is in force (issue 21); its report is the one the whole
+    state gives: decisions with and without a why, a corrected one, open questions with and
+    without a checkpoint, a closed one."""
+
+    def ok(*args: str) -> str:
+        done = lifeline(tmp_path, *args)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    ok("init")
+    ok("log", "--kind", "bootstrap", "--summary", "Project: atlas", "--body", "a map service")
+    bare = ok("log", "--kind", "decision", "--summary", "Use Kafka")
+    ok("log", "--kind", "decision", "--summary", "Use Postgres", "--body", "ACID")
+    ok("correct", bare[:12], "--summary", "Use NATS")
+    ok("log", "--kind", "decision", "--summary", "Use Redis")
+    asked = ok("log", "--kind", "open", "--summary", "Which CDN?")
+    ok("log", "--kind", "open", "--summary", "Which region?")
+    closed = ok("log", "--kind", "open", "--summary", "Which font?")
+    ok("correct", closed[:12], "--summary", "Inter", "--body", "readable")
+    ok("checkpoint", "--thread", asked[:10], "--next", "compare prices")
+    got = json.loads(ok("exam", "--json"))
+
+    async def whole() -> dict[str, Any]:
+        async with await SqliteStore.open(tmp_path / ".lifeline" / "ledger.db") as store:
+            state = fold_all([e async for e in store.stream()])
+            return examine(state, derive(state), await resume_of(store)).to_dict()
+
+    assert got == asyncio.run(whole()) | {"line": "ledger"}
+    assert {g["check"] for g in got["gaps"]} == {"why", "next"}

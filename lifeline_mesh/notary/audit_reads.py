@@ -1,0 +1,154 @@
+"""The reads of a streaming audit (``audit.py``): pages of items, lookups by subject and id.
+
+Each function runs on the store's reader (``SqlLine.run_read``) and returns at most one
+page, so that the audit of a line holds a bounded part of it at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Sequence
+from typing import Any
+
+from lifeline.entry import Entry
+from lifeline.store.rows import decode_row
+from lifeline.store.sqlite_reads import COLUMNS
+from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, STATEMENTS_TABLE
+
+__all__ = [
+    "ITEM_PAGE",
+    "LOOKUP",
+    "TABLES",
+    "ItemRow",
+    "enrolled_items",
+    "held_ids",
+    "item_page",
+    "items_about",
+    "receipts_of",
+    "reverse_page",
+    "ts_of_ids",
+]
+
+ITEM_PAGE = 4_000  # items read, decoded and verified at a time
+LOOKUP = 500  # ids per IN (...) lookup
+TABLES = (ATTESTATIONS_TABLE, STATEMENTS_TABLE)  # in the order a report lists their items
+SUBJECT_KEY = "substr(subject, 1, 16)"  # as the index is declared (storage.SUBJECT_KEY)
+
+ItemRow = tuple[int, bytes, str, str, bytes]  # sort_key, id, role, subject, item
+
+
+def item_page(
+    conn: sqlite3.Connection, table: str, after: tuple[int, bytes] | None
+) -> list[ItemRow]:
+    """The next :data:`ITEM_PAGE` items of ``table`` in (sort_key, id) order."""
+    sql = f"SELECT sort_key, id, role, subject, item FROM {table}"
+    params: tuple[Any, ...] = ()
+    if after is not None:
+        sql += " WHERE (sort_key, id) > (?, ?)"
+        params = after
+    sql += f" ORDER BY sort_key, id LIMIT {ITEM_PAGE}"
+    return [
+        (int(k), bytes(i), str(r), str(s), bytes(b)) for k, i, r, s, b in conn.execute(sql, params)
+    ]
+
+
+def enrolled_items(conn: sqlite3.Connection) -> list[bytes]:
+    """Every item stored as an ``enrolled`` statement, in report order."""
+    out: list[bytes] = []
+    for table in TABLES:
+        sql = f"SELECT item FROM {table} WHERE role = 'enrolled' ORDER BY sort_key, id"
+        out.extend(bytes(r[0]) for r in conn.execute(sql))
+    return out
+
+
+def items_about(
+    conn: sqlite3.Connection, table: str, role: str, subjects: Sequence[str]
+) -> list[tuple[bytes, bytes]]:
+    """(sha256 of the item, item) of the ``role`` items of ``table`` whose subject column
+    is one of ``subjects``, in (sort_key, id) order within each lookup."""
+    out: list[tuple[bytes, bytes]] = []
+    for start in range(0, len(subjects), LOOKUP):
+        chunk = [s[:16] for s in subjects[start : start + LOOKUP]]
+        marks = ",".join("?" * len(chunk))
+        sql = (
+            f"SELECT item FROM {table} WHERE role = ? AND {SUBJECT_KEY} IN ({marks})"
+            " ORDER BY sort_key, id"
+        )
+        for (item,) in conn.execute(sql, [role, *chunk]):
+            raw = bytes(item)
+            out.append((hashlib.sha256(raw).digest(), raw))
+    return out
+
+
+def held_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
+    """Those of ``ids`` the line stores."""
+    found: set[str] = set()
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), LOOKUP):
+        chunk = unique[start : start + LOOKUP]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id FROM entries WHERE id IN ({marks})"
+        found.update(str(r[0]) for r in conn.execute(sql, chunk))
+    return found
+
+
+def ts_of_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, str]:
+    """The stored ts of those of ``ids`` the line holds."""
+    found: dict[str, str] = {}
+    unique = list(dict.fromkeys(ids))
+    for start in range(0, len(unique), LOOKUP):
+        chunk = unique[start : start + LOOKUP]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT id, ts FROM entries WHERE id IN ({marks})"
+        found.update((str(i), str(t)) for i, t in conn.execute(sql, chunk) if type(t) is str)
+    return found
+
+
+def receipts_of(
+    conn: sqlite3.Connection, ids: Sequence[str], known: set[int]
+) -> tuple[list[int], list[tuple[int, bytes]]]:
+    """The rows (seq) of the receipts whose index names one of ``ids`` (by its 16-character
+    key: candidates, the caller checks the receipt's ids), and the items of those not in
+    ``known`` (each receipt read once, not once per entry it names)."""
+    keys = sorted({i[:16] for i in ids})
+    seqs: set[int] = set()
+    for start in range(0, len(keys), LOOKUP):
+        chunk = keys[start : start + LOOKUP]
+        marks = ",".join("?" * len(chunk))
+        sql = f"SELECT DISTINCT att_seq FROM witnessed_keys WHERE entry_key IN ({marks})"
+        seqs.update(int(r[0]) for r in conn.execute(sql, chunk))
+    wanted = sorted(seqs - known)
+    items: list[tuple[int, bytes]] = []
+    for start in range(0, len(wanted), LOOKUP):
+        part = wanted[start : start + LOOKUP]
+        marks = ",".join("?" * len(part))
+        sql = f"SELECT seq, item FROM attestations WHERE seq IN ({marks})"
+        items.extend((int(q), bytes(b)) for q, b in conn.execute(sql, part))
+    return sorted(seqs), items
+
+
+REVERSE_PAGE = 2_000
+
+
+def reverse_page(
+    conn: sqlite3.Connection, before: tuple[int, str, str] | None
+) -> tuple[list[Entry], tuple[int, str, str] | None]:
+    """The next entries in reverse stream order (children before parents), damaged rows
+    left out as the forward stream leaves them; and where the page ended
+    (None at the start of the line)."""
+    sql = f"SELECT height, {COLUMNS} FROM entries"
+    params: tuple[Any, ...] = ()
+    if before is not None:
+        sql += " WHERE (height, ts, id) < (?, ?, ?)"
+        params = before
+    sql += f" ORDER BY height DESC, ts DESC, id DESC LIMIT {REVERSE_PAGE}"
+    rows = conn.execute(sql, params).fetchall()
+    out: list[Entry] = []
+    for row in rows:
+        try:
+            out.append(decode_row(row[1:]))
+        except (ValueError, TypeError):
+            continue
+    end = (rows[-1][0], rows[-1][3], rows[-1][2]) if len(rows) == REVERSE_PAGE else None
+    return out, end

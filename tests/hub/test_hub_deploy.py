@@ -1,0 +1,92 @@
+"""The systemd unit of a hub process (deploy/systemd/, docs/hub.md): its ExecStart, with the
+settings of the example settings file, is a command line the real `lifeline-mesh` parser
+takes as `serve --store` of that database, on the state directory systemd makes; and
+`systemd-analyze verify` (where installed) finds nothing wrong with the unit."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lifeline_mesh.cli.cmd_sync import cmd_serve
+from lifeline_mesh.cli.main import build_parser
+from tests.support.paths import REPO
+
+UNIT = REPO / "deploy" / "systemd" / "lifeline-hub@.service"
+SETTINGS = REPO / "deploy" / "systemd" / "lifeline-hub.env.example"
+
+
+def _unit(text: str) -> dict[str, dict[str, list[str]]]:
+    """Sections of a unit file: each key's values, in order (keys may repeat)."""
+    sections: dict[str, dict[str, list[str]]] = {}
+    current: dict[str, list[str]] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")):
+            continue
+        if line.startswith("["):
+            current = sections.setdefault(line.strip("[]"), {})
+            continue
+        key, _, value = line.partition("=")
+        current.setdefault(key.strip(), []).append(value.strip())
+    return sections
+
+
+def _settings(instance: str) -> dict[str, str]:
+    service = _unit(UNIT.read_text(encoding="utf-8"))["Service"]
+    env = dict(item.split("=", 1) for item in service["Environment"])
+    assert service["EnvironmentFile"] == [f"/etc/lifeline-hub/{'%i'}.env"]
+    for raw in SETTINGS.read_text(encoding="utf-8").splitlines():
+        if raw.strip() and not raw.startswith("#"):
+            key, _, value = raw.partition("=")
+            env[key] = value  # the settings file overrides Environment=, as in systemd
+    return {k: v.replace("%i", instance) for k, v in env.items()}
+
+
+def _exec_start(instance: str) -> list[str]:
+    """ExecStart as systemd runs it: %i the instance, each ${VAR} one whole argument."""
+    service = _unit(UNIT.read_text(encoding="utf-8"))["Service"]
+    [command] = service["ExecStart"]
+    env = _settings(instance)
+    words = shlex.split(command.replace("%i", instance))
+    return [re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], w) for w in words]
+
+
+def test_the_units_command_line_is_serve_store_for_the_real_parser() -> None:
+    argv = _exec_start("1")
+    assert argv[0] == "/opt/lifeline/bin/lifeline-mesh"  # the image's venv (docker/Dockerfile)
+    args = build_parser().parse_args(argv[1:])
+    assert args.func is cmd_serve
+    env = _settings("1")
+    assert args.store == env["LIFELINE_HUB_STORE"] and args.listen == env["LIFELINE_HUB_LISTEN"]
+    assert args.no_discovery and not args.insecure  # mutual TLS; no multicast off the LAN
+    service = _unit(UNIT.read_text(encoding="utf-8"))["Service"]
+    # --root is the state directory systemd makes for the instance, and the working folder
+    [state] = service["StateDirectory"]
+    assert Path(args.root) == Path("/var/lib") / state.replace("%i", "1")
+    assert service["WorkingDirectory"] == ["/var/lib/lifeline-hub/%i"]
+    # the password reaches the driver through PGPASSWORD, never the command line (ps)
+    assert "PGPASSWORD" in env and "@" in args.store
+    assert ":" not in args.store.removeprefix("postgresql://").split("@")[0]
+    assert "on-failure" in service["Restart"]  # an unreachable database exits non-zero
+
+
+def test_the_unit_passes_systemd_analyze(tmp_path: Path) -> None:
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("no systemd-analyze here (Debian's `systemd` package has it)")
+    real = Path(sys.executable).with_name("lifeline-mesh")
+    assert real.exists()
+    text = UNIT.read_text(encoding="utf-8").replace("/opt/lifeline/bin/lifeline-mesh", str(real))
+    copy = tmp_path / "lifeline-hub@1.service"
+    copy.write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [analyze, "verify", str(copy)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
