@@ -69,6 +69,12 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         action="store_true",
         help="--http: plain HTTP, refused off loopback (e.g. behind a TLS proxy on this host)",
     )
+    p.add_argument(
+        "--stateless",
+        action="store_true",
+        help="--http: keep no MCP session between requests, so any hub process behind a "
+        "load balancer can answer any request (no sticky sessions; docs/hub.md)",
+    )
     p.set_defaults(func=cmd_mcp)
     _register_tokens(p, parent)
 
@@ -178,8 +184,10 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
             f"--agent {agent!r} must be 1 to {DEFAULT_LIMITS.field_bytes} bytes; "
             "name the client, e.g. --agent claude-code"
         )
-    if args.http is None and (args.insecure or args.tls_cert or args.tls_key):
-        raise ConfigError("--insecure, --tls-cert and --tls-key go with --http HOST:PORT")
+    if args.http is None and (args.insecure or args.tls_cert or args.tls_key or args.stateless):
+        raise ConfigError(
+            "--insecure, --tls-cert, --tls-key and --stateless go with --http HOST:PORT"
+        )
     ws = Workspace.open(
         attach_state(NodeHome(root_of(args).resolve())),
         agent=agent,
@@ -192,7 +200,9 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     from lifeline_mesh.mcp.remote import HttpOptions, serve_http
 
     host, port = split_address(args.http, what="--http", listen=True)
-    opts = HttpOptions(host, port, args.insecure, args.tls_cert, args.tls_key)
+    opts = HttpOptions(
+        host, port, args.insecure, args.tls_cert, args.tls_key, stateless=args.stateless
+    )
     book = _book(args)
     book.load()  # a damaged or world-readable token book stops start-up, not the first call
     await serve_http(ws, opts, book)

@@ -50,6 +50,8 @@ class HttpOptions:
     insecure: bool = False  # plain HTTP: loopback only
     cert: Path | None = None  # default: the node's mesh certificate
     key: Path | None = None
+    # No session held between requests: any process of a hub can answer any request.
+    stateless: bool = False
 
     def check(self, home: NodeHome) -> tuple[Path, Path] | None:
         """The certificate and key to serve, or None for plain HTTP; refuses what is unsafe."""
@@ -188,6 +190,7 @@ async def serve_http(ws: Workspace, opts: HttpOptions, book: TokenBook) -> None:
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         host=opts.host,
+        stateless_http=opts.stateless,
         # Every request must carry a bearer token, which a page rebinding a name to this
         # address does not have: the Host/Origin allow-list would only refuse real clients
         # that reach the node by a name of its own.

@@ -220,3 +220,52 @@ def test_token_commands_refuse_what_they_cannot_do(tmp_path: Path) -> None:
     gone = cli("lifeline_mesh", root, "mcp", "token", "revoke", "nope", check=False)
     assert gone.returncode == 2 and "no unrevoked MCP token named 'nope'" in gone.stderr
     assert (root / ".lifeline" / "mesh" / "mcp-tokens.json").stat().st_mode & 0o077 == 0
+
+
+@pytest.mark.parametrize("stateless", [True, False])
+async def test_stateless_serving_lets_any_process_answer_a_session(
+    tmp_path: Path, stateless: bool
+) -> None:
+    """Behind a load balancer a client's requests may reach different hub processes: with
+    --stateless a process answers a request whose session began at another; without it
+    that process refuses (it holds no such session)."""
+    root = _node(tmp_path / "hub")
+    token = _issue(root, "ci-read")
+    extra = ("--stateless",) if stateless else ()
+    accept = {"Accept": "application/json, text/event-stream"}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "lb-test", "version": "1"},
+        },
+    }
+    call = {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "mesh_status", "arguments": {}},
+    }
+    with (
+        _serving(root, "127.0.0.1:0", *extra) as first,
+        _serving(root, "127.0.0.1:0", *extra) as second,
+    ):
+        async with _http(root, token) as http:
+            opened = await http.post(first, json=init, headers=accept)
+            assert opened.status_code == 200, opened.text
+            headers = dict(accept)
+            if "mcp-session-id" in opened.headers:
+                headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+            assert ("mcp-session-id" in headers) is not stateless
+            answer = await http.post(second, json=call, headers=headers)
+    if stateless:
+        assert answer.status_code == 200, answer.text
+        data = [ln[len("data: ") :] for ln in answer.text.splitlines() if ln.startswith("data: ")]
+        result = json.loads(data[0] if data else answer.text)["result"]
+        assert not result.get("isError"), result
+        assert result["structuredContent"]["agent"] == "ci-read", result
+    else:
+        assert answer.status_code in (400, 404), answer.text
