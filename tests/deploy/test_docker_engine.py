@@ -8,9 +8,11 @@ node over the compose network, `verify` finds them signed and witnessed, and a n
 host joins and syncs through the ports compose publishes on 127.0.0.1. The PostgreSQL service
 of docker/compose.hub.yml comes up healthy, takes a password login over the compose network,
 refuses a wrong one, and keeps its data across a restart; its two hub processes (`serve
---store`) come up on that database, a laptop-like container syncs through both, a node on this
-host joins through hub-1 and syncs with hub-2, every entry reaches every node and the database,
-`verify` is clean, and after the database restarts the hubs serve again. Every compose project
+--store`) come up on that database as one node (`hub init`: one node id, no key on their
+volumes, the same members listed through either), a laptop-like container joins through hub-2
+with an invite made on hub-1's root and syncs through both, a node on this host joins through
+hub-1 with an invite issued through hub-2 and syncs with both, every entry reaches every node
+and the database, `verify` is clean, and after the database restarts the hubs serve again. Every compose project
 is taken down with its volumes and network, and the test checks that nothing of it is left.
 
 Without a Docker engine these tests skip with how to get one; with CI set they fail instead.
