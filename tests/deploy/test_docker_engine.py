@@ -12,8 +12,9 @@ refuses a wrong one, and keeps its data across a restart; its two hub processes 
 volumes, the same members listed through either), a laptop-like container joins through hub-2
 with an invite made on hub-1's root and syncs through both, a node on this host joins through
 hub-1 with an invite issued through hub-2 and syncs with both, every entry reaches every node
-and the database, `verify` is clean, and after the database restarts the hubs serve again. Every compose project
-is taken down with its volumes and network, and the test checks that nothing of it is left.
+and the database, `verify` is clean, and after the database restarts the hubs serve again.
+Every compose project is taken down with its volumes and network, and the test checks that
+nothing of it is left.
 
 Without a Docker engine these tests skip with how to get one; with CI set they fail instead.
 """
