@@ -226,7 +226,7 @@ class SoakResult:
     written: dict[str, int]
     missing: dict[str, int]
     converged_s: float
-    kills: list[tuple[float, str]]
+    kills: list[tuple[float, str, float]]  # (t killed, node, t listening again)
     samples: list[Sample]
     delays: list[float]  # seconds from a write to its arrival on each other node
     late: list[tuple[float, str, str, float]]  # (t written, from, to, delay) over 2 s
@@ -294,7 +294,7 @@ async def _run(args: argparse.Namespace, nodes: list[SoakNode]) -> SoakResult:
     next_kill = started + args.kill_every
     next_sample = started + args.sample_every
     samples: list[Sample] = []
-    kills: list[tuple[float, str]] = []
+    kills: list[tuple[float, str, float]] = []
     while (now := time.monotonic()) < end:
         if now >= next_sample:
             samples.append(await asyncio.to_thread(probe.sample))
@@ -303,8 +303,8 @@ async def _run(args: argparse.Namespace, nodes: list[SoakNode]) -> SoakResult:
         if now >= next_kill and args.kill_every > 0:
             victim = nodes[len(kills) % len(nodes)]
             victim.kill()
-            kills.append((now - started, victim.name))
             await asyncio.to_thread(victim.start)
+            kills.append((now - started, victim.name, time.monotonic() - started))
             next_kill += args.kill_every
         wake = min(next_sample, next_kill if args.kill_every > 0 else end, end)
         await asyncio.sleep(max(0.0, wake - time.monotonic()))
@@ -351,7 +351,7 @@ def _pct(values: list[float], q: float) -> float:
 
 def _report(args: argparse.Namespace, nodes: list[SoakNode], result: SoakResult) -> dict:
     samples = result.samples
-    victims = " ".join(name for _, name in result.kills)
+    victims = " ".join(name for _, name, _ in result.kills)
     print(
         f"soak: {args.minutes:g} min, 3 nodes, mutual TLS, loopback; prefill {args.prefill:,}; "
         f"one SIGKILL every {args.kill_every:g}s ({len(result.kills)} kills: {victims})"
@@ -367,9 +367,24 @@ def _report(args: argparse.Namespace, nodes: list[SoakNode], result: SoakResult)
         f"0.25 s): median {statistics.median(d):.2f}s, p95 {_pct(d, 0.95):.2f}s, "
         f"p99 {_pct(d, 0.99):.2f}s, max {max(d):.2f}s; {len(result.late)} over 2 s"
     )
-    kill_times = [t for t, _ in result.kills]
+    kill_times = [t for t, _, _ in result.kills]
     near_kill = [x for x in result.late if any(0 <= x[0] - k < 15 for k in kill_times)]
     print(f"  of those over 2 s, written within 15 s after a kill: {len(near_kill)}")
+    if result.kills:
+        down = [back - t for t, _, back in result.kills]
+        # A late arrival to or from the node restarted, landing within 3 s after it listened
+        # again: it waited for the restart, not for a peer's back-off.
+        waited = [
+            x
+            for x in result.late
+            for t, name, back in result.kills
+            if name in x[1:3] and t <= x[0] + x[3] and x[0] + x[3] - back < 3.0
+        ]
+        print(
+            f"  restart (SIGKILL to listening again): median {statistics.median(down):.1f}s, "
+            f"max {max(down):.1f}s; late arrivals to or from the restarted node landing within "
+            f"3 s after it listened: {len(waited)}"
+        )
     verifies = []
     for node in nodes:
         node.stop()

@@ -77,6 +77,7 @@ def _static_row(address: str) -> dict[str, Any]:
         "last_error": None,
         "last_error_at": None,
         "failures": 0,
+        "syncs": 0,
         "next_attempt_at": None,
         "syncing": False,
     }

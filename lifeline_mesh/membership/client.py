@@ -65,9 +65,11 @@ async def pull_membership(
         raise RemoteProtocolError(f"{address} sent a malformed members list ({exc})") from exc
     with files.exclusive(home):  # a join or a revocation may write the registry meanwhile
         ours = Registry.load(home)
+        before = ours.to_json()
         ours.merge(theirs)  # adds unknown nodes only: a peer cannot change roles we know
         ours.prune(dt.datetime.now(dt.UTC))
         for statement in RevocationList.load(home).statements.values():
             ours.mark_revoked(statement.node_id, statement.revoked_at)
-        ours.save(home)
+        if ours.to_json() != before:  # written only when it changed (each session asks)
+            ours.save(home)
     return new

@@ -34,7 +34,7 @@ from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
 from lifeline.store.postgres import DATABASE_ERRORS, PgDatabase, PgStore, session_failure
-from lifeline.store.tiers import require_tables
+from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
@@ -122,6 +122,11 @@ class Node:
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
         # The last snapshot of each set of each line, brought up to date per session.
         self.snapshots = SnapshotCache()
+        # Who dialed each served session (node id or None), and what each session of ours
+        # left the peer holding: the scheduler's ``synced`` (fewer sessions per change).
+        self._callers: weakref.WeakKeyDictionary[Store, str | None] = weakref.WeakKeyDictionary()
+        self._held: weakref.WeakKeyDictionary[Store, int | None] = weakref.WeakKeyDictionary()
+        self._peering: Peering | None = None
         self.pg_snapshots = PgSnapshots()  # a hub's: brought up to date by bucket sums
         # The node each static peer address was found to serve (its certificate), pinned
         # in the channels we dial there: what we send goes to that node or nowhere.
@@ -140,11 +145,36 @@ class Node:
                 yield pg
             return
         async with self.home.open_line(validate_line_name(line), create=True) as store:
+            start = await _line_mark(store)
+            ok = False
             try:
                 yield store
+                ok = True
             finally:
+                entries = self._admitting.get(store)
                 await self._witness_state(store, line)
                 await trim_wal(store)
+                await self._session_ended(store, line, start if ok else None, entries)
+
+    async def _session_ended(
+        self, store: Store, line: str, start: int | None, entries: NotarizedEntrySet | None
+    ) -> None:
+        """Tell the scheduler what the peer now holds: every row up to the line's highest,
+        when nothing but this session's admissions was written meanwhile (else unknown)."""
+        held = None
+        if start is not None and entries is not None and self.security.role is not MeshRole.READER:
+            end = await _line_mark(store)
+            if end is not None and end - start == entries.admitted:
+                held = end
+        if store not in self._callers:
+            self._held[store] = held  # our own session: sync() reads it
+            return
+        self._inbound_ended(store, None if held is None else {line: held})
+
+    def _inbound_ended(self, store: Store, marks: dict[str, int] | None) -> None:
+        caller = self._callers.pop(store, None)
+        if self._peering is not None:
+            self._peering.scheduler.inbound_ended(caller, marks)
 
     async def database(self) -> PgDatabase:
         """The hub's database (connected, its schema brought up to date, on first use)."""
@@ -171,6 +201,9 @@ class Node:
             await self._witness_state(store, line)
         except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
             raise session_failure(line, exc) from exc
+        finally:
+            if store in self._callers:  # a session dialed to us: what it left is not known
+                self._inbound_ended(store, None)
 
     async def _witness_state(self, store: Store, line: str) -> None:
         """One state statement after a session that admitted new entries (none otherwise)."""
@@ -206,6 +239,10 @@ class Node:
             entries = NotarizedEntrySet(EntrySet(line, codec, self.snapshots), notary)
             cache = self.snapshots
         self._admitting[store] = entries
+        if peer is not None:  # a session dialed to us
+            self._callers[store] = caller
+            if self._peering is not None:
+                self._peering.scheduler.inbound_started(caller)
         sets: list[ReconSet] = [
             AttestationSet(notary, cache),
             AttestationSet(notary.statements(), cache),
@@ -240,6 +277,7 @@ class Node:
             announcements=self.changes,
             on_session=InboundLog(self.home).record,
             fast=self.fast,
+            node_id=self.identity.node_id if self.identity else None,
         )
 
     async def serve(
@@ -299,7 +337,7 @@ class Node:
         def not_revoked(node_id: str) -> bool:
             return RevocationList.load(home).revoked_at(node_id) is None
 
-        return Peering(
+        self._peering = Peering(
             home,
             options,
             self.sync_peer,
@@ -313,6 +351,7 @@ class Node:
             # start sessions that carry nothing, so its watchers hear heartbeats only.
             feed=None if self.security.role is MeshRole.READER else self.changes,
         )
+        return self._peering
 
     async def watch_peer(self, peer: PeerState) -> AsyncIterator[bool]:
         """The Watch call to ``peer``: True when it is accepted, then False for each change
@@ -323,6 +362,8 @@ class Node:
             credentials=self.security.channel_credentials,
             options=self.security.channel_options,
         ):
+            if change.initial and change.node_id and self._peering is not None:
+                self._peering.scheduler.learned(peer.key, change.node_id)
             if change.initial or set(change.lines) & set(self.config().shared_lines):
                 yield change.initial
 
@@ -332,19 +373,26 @@ class Node:
         if not lines:
             return "nothing to sync: no line is shared (`lifeline-mesh share LINE`)"
         self.outbound["syncs"] += 1
+        held: dict[str, int | None] = {}
         try:
-            reports = await self.sync(str(peer.address), lines)
+            reports = await self.sync(str(peer.address), lines, held)
         except BaseException:
             self.outbound["failed"] += 1
             raise
+        if self._peering is not None:
+            marks = {line: mark for line, mark in held.items() if mark is not None}
+            self._peering.scheduler.synced(peer.key, marks)
         return "; ".join(
             f"{r.line}: sent {r.entries_sent}, received {r.entries_received} "
             f"({r.entries_added} new), {r.bytes_sent}/{r.bytes_received} bytes out/in"
             for r in reports
         )
 
-    async def sync(self, peer: str, lines: Sequence[str]) -> list[SyncReport]:
-        """One session per line with ``peer``; every line must be shared here."""
+    async def sync(
+        self, peer: str, lines: Sequence[str], held: dict[str, int | None] | None = None
+    ) -> list[SyncReport]:
+        """One session per line with ``peer``; every line must be shared here. ``held``
+        gets, per line, the highest row the peer is known to hold after it (or None)."""
         for line in lines:
             if not self.is_shared(line):
                 raise Refused(
@@ -376,6 +424,8 @@ class Node:
                     self._pins.pop(peer, None)  # another node may serve there now: ask again
                     raise
                 reports.append(report)
+            if held is not None:
+                held[line] = self._held.pop(store, None)
         return reports
 
     async def _pin(self, peer: str) -> list[tuple[str, Any]]:
@@ -406,6 +456,14 @@ class MembershipServer:
 
     async def stop(self) -> None:
         await self.server.stop(grace=0)
+
+
+async def _line_mark(store: Store) -> int | None:
+    """The line's highest row number (None: empty, or not a SQLite line)."""
+    if not isinstance(store, SqlLine):
+        return None
+    row = await store.run_read(lambda c: c.execute("SELECT max(seq) FROM entries").fetchone())
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def _shares_nothing(line: str) -> bool:

@@ -17,7 +17,7 @@ from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
 from lifeline_mesh.notary.enrollment import LearningSigners
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
-from lifeline_mesh.notary.statement import Attestation, Role, decode, ts_micros
+from lifeline_mesh.notary.statement import Attestation, Role, decode, made_together, ts_micros
 
 __all__ = [
     "MAX_ADMIT_ITEMS",
@@ -117,7 +117,9 @@ def check_timing(
             _check_witnessed(att, ctx.witnessed.get(att.subject, []), skew_s, backdate_window_s)
         elif att.role is Role.SUMMARY or att.role is Role.STATE:
             for ts, count in ctx.summary_counts.get((att.node_id, att.subject), []):
-                if ts < att.ts and count > att.summary_count:
+                # Signed together, two statements may be dated in the wrong order: that is
+                # no rollback (decision 0035), and refusing it would cut the node off.
+                if ts < att.ts and count > att.summary_count and not made_together(ts, att.ts):
                     raise InvalidEntry(
                         f"{att.role.value} statement by {att.node_id} at {att.ts} says line "
                         f"{att.subject!r} holds "

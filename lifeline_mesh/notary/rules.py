@@ -18,7 +18,14 @@ from typing import Any
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import BadSignature, InvalidEntry
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
-from lifeline_mesh.notary.statement import Attestation, Role, decode, tips_digest, ts_micros
+from lifeline_mesh.notary.statement import (
+    Attestation,
+    Role,
+    decode,
+    made_together,
+    tips_digest,
+    ts_micros,
+)
 from lifeline_mesh.notary.witnessing import Mark, first_witnesses, marks_of
 
 __all__ = [
@@ -394,6 +401,18 @@ def missing_findings(missing: Mapping[str, bool]) -> list[Finding]:
     return out
 
 
+def _reordered(top: Attestation, att: Attestation) -> Finding:
+    return Finding(
+        "reordered-states",
+        att.id.hex(),
+        f"{att.node_id} signed at {att.ts} that line {att.subject!r} held "
+        f"{att.summary_count} entries, and at {top.ts}, less than a second earlier, "
+        f"{top.summary_count}: two statements made together and dated in the wrong order "
+        "(decision 0035), not a rollback",
+        "note",
+    )
+
+
 def state_findings(
     atts: Iterable[Attestation], held: Container[str], policy: Policy
 ) -> list[Finding]:
@@ -409,7 +428,9 @@ def state_findings(
         top = highest.get(key)
         if top is not None and top.summary_count > att.summary_count and top.ts < att.ts:
             out.append(
-                Finding(
+                _reordered(top, att)
+                if made_together(top.ts, att.ts)
+                else Finding(
                     "rollback",
                     att.id.hex(),
                     f"{att.node_id} signed at {att.ts} that line {att.subject!r} held "

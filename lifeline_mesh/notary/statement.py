@@ -61,9 +61,11 @@ __all__ = [
     "MAX_STATE_TIPS",
     "MAX_SUMMARY_TIPS",
     "MAX_WITNESS_IDS",
+    "REORDER_WINDOW_S",
     "Attestation",
     "Role",
     "decode",
+    "made_together",
     "sign",
     "tips_digest",
     "ts_micros",
@@ -116,6 +118,18 @@ def tips_digest(tips: Sequence[str]) -> str:
 def _frame(value: str) -> bytes:
     raw = value.encode("utf-8")
     return str(len(raw)).encode("ascii") + b":" + raw + b"\n"
+
+
+# Two statements by one node signed less than this apart may carry their counts in the
+# wrong order (decision 0035): before 6b440fc, two sessions ending together read the time
+# before waiting for the write lock. That is no rollback: losing entries and signing again
+# takes a restart, never a fraction of a second.
+REORDER_WINDOW_S = 1.0
+
+
+def made_together(earlier: str, later: str) -> bool:
+    """Were two stored-form times less than ``REORDER_WINDOW_S`` apart?"""
+    return abs(ts_micros(later) - ts_micros(earlier)) < REORDER_WINDOW_S * 1_000_000
 
 
 def ts_micros(ts: str) -> int:

@@ -88,6 +88,7 @@ class LineWatcher:
         self._lock = threading.Lock()
         self._closed = False
         self.polls = 0  # polls done so far, the first being the baseline (for status and tests)
+        self.marks: dict[Path, int | None] = {}  # each line's highest row at the last poll
 
     def _poll(self) -> dict[Path, int | None]:
         with self._lock:
@@ -118,6 +119,7 @@ class LineWatcher:
                 await asyncio.sleep(self._interval)
                 current = await asyncio.to_thread(self._poll)
                 self.polls += 1
+                self.marks = current
                 changed = [p for p in current if current[p] != last.get(p)]
                 if changed:
                     on_change()

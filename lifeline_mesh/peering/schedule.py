@@ -16,6 +16,17 @@ a fake clock. Rules:
   drawn in ``[(1 - backoff_jitter) * d, d]``;
 * a peer is never in two sessions at once; each peer has its own schedule, so one dead or
   flapping peer never delays another.
+
+Fewer sessions per change (issue 14's soak: a write cost a dozen sessions across three
+nodes). A change seen with its lines' highest rows (``marks``) skips a peer known to hold
+them already (a session with it ended holding them: the change came from that peer), and
+waits ``RELAY_DELAY_S`` when it may be a relay (a session is running, or another peer
+brought it) so that the session which brought it is recorded first and the two nodes
+that both received it sync once, not twice. An announcement from a peer that dials us
+itself waits ``ANNOUNCE_GRACE_S``: that peer's own session usually carries the change (the
+writer pushes), and ours runs only when no session with it ran meanwhile. Such wake-ups are
+conditional (:class:`Wake`): checked again when due, dropped when no longer needed. A
+session that peer dialed to us ends its back-off here (it is up again).
 """
 
 from __future__ import annotations
@@ -23,14 +34,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lifeline_mesh.peering.table import PeerState, PeerTable
+from lifeline_mesh.peering.table import PeerState, PeerTable, Wake
 
 __all__ = [
+    "ANNOUNCE_GRACE_S",
     "BACKOFF_BASE_S",
     "BACKOFF_JITTER",
     "BACKOFF_MAX_S",
     "PERIODIC_SYNC_S",
     "PERIOD_JITTER",
+    "RELAY_DELAY_S",
     "Planner",
     "SchedulePolicy",
     "backoff_delay",
@@ -41,6 +54,11 @@ PERIOD_JITTER = 0.1  # the period is drawn in [(1 - j) * period, period]
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 300.0
 BACKOFF_JITTER = 0.5  # "equal jitter": half the delay is random
+RELAY_DELAY_S = 0.5  # a change that may be a relay waits [0.5, 1] × this (jitter: one of
+# two nodes that both received a change syncs with the other; the other then need not)
+ANNOUNCE_GRACE_S = 1.0  # an announcing peer that dials us has this long to bring it itself
+ANNOUNCE_SLACK_S = 1.0  # a session with it that began this long before counts as its answer
+DIALS_US_S = 2 * PERIODIC_SYNC_S  # it dialed us this recently: it dials us on its changes
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,41 +88,125 @@ class Planner:
     def appeared(self, key: str, now: float) -> None:
         """A peer was added or re-announced itself: try it now (a node that comes back on
         the LAN is worth one attempt even while it is in back-off)."""
-        self.table.get(key).next_attempt = now
+        peer = self.table.get(key)
+        peer.next_attempt = now
+        peer.wake = None
 
-    def local_change(self, now: float) -> list[str]:
-        """Entries were appended here: healthy peers are due now. Returns their keys."""
+    def _wake(
+        self,
+        peer: PeerState,
+        at: float,
+        *,
+        marks: dict[str, int] | None = None,
+        announced: float | None = None,
+        hard: bool = False,
+    ) -> bool:
+        """Make ``peer`` due at ``at`` (earliest wins), on the conditions given (``hard``:
+        none). A running session is followed by one more when still needed."""
+        if peer.in_flight:
+            peer.resync = True  # the running session may have read its ranges before it
+            if peer.pending is None:
+                peer.pending = Wake(fallback=0.0)
+            peer.pending.add(marks, announced, hard)
+            return True
+        if peer.wake is None:
+            if peer.next_attempt <= at:
+                return False  # due sooner anyway, on no condition
+            peer.wake = Wake(fallback=peer.next_attempt)
+        peer.wake.add(marks, announced, hard)
+        peer.next_attempt = min(peer.next_attempt, at)
+        return True
+
+    def _needed(self, peer: PeerState, now: float) -> bool:
+        """Is a conditional wake-up of ``peer`` still worth a session at ``now``?"""
+        wake = peer.wake
+        if wake is None or wake.hard or wake.fallback <= now:
+            return True
+        if any(peer.synced.get(line, -1) < mark for line, mark in wake.marks.items()):
+            return True
+        if wake.announced is None:
+            return False
+        touched = peer.touched_at
+        return touched is None or touched < wake.announced - ANNOUNCE_SLACK_S
+
+    def _relay(self, marks: dict[str, int]) -> bool:
+        """Did a session with some peer bring these rows (every line's, at least)?"""
+        peers = list(self.table)
+        return all(any(p.synced.get(line, -1) >= m for p in peers) for line, m in marks.items())
+
+    def local_change(
+        self, now: float, marks: dict[str, int] | None = None, *, busy: bool = False
+    ) -> list[str]:
+        """Entries were appended here: healthy peers are due now. Returns their keys.
+        With ``marks`` (the changed lines' highest rows), a peer known to hold them is
+        skipped, and a change that may be a relay (``busy``: a session is running) waits
+        ``RELAY_DELAY_S`` (jittered), then runs only if still needed."""
         woken = []
+        delay = 0.0
+        if marks is not None and (busy or self._relay(marks)):
+            delay = RELAY_DELAY_S * (1.0 - 0.5 * self._rand())
         for peer in self.table:
             if peer.failures:
                 continue
-            if peer.in_flight:
-                # The running session may have listed its ids before this append.
-                peer.resync = True
-            elif peer.next_attempt > now:
-                peer.next_attempt = now
+            if marks is None:
+                self._wake(peer, now, hard=True)
+            elif peer.in_flight or any(peer.synced.get(n, -1) < m for n, m in marks.items()):
+                self._wake(peer, now + delay, marks=marks)
+            else:
+                continue  # the change came from this peer (or it has it already)
             woken.append(peer.key)
         return woken
 
+    def dials_us(self, peer: PeerState, now: float) -> bool:
+        return peer.dialed_in_at is not None and now - peer.dialed_in_at < DIALS_US_S
+
     def remote_change(self, key: str, now: float, *, fresh: bool = False) -> bool:
         """Peer ``key`` announced a change (``fresh``: its Watch call was just accepted):
-        it is due now. Returns whether anything changed."""
+        it is due now — or, when it dials us itself, once ``ANNOUNCE_GRACE_S`` has passed
+        with no session with it. Returns whether anything changed."""
         if key not in self.table:
             return False
         peer = self.table.get(key)
         if peer.failures and not fresh:
             return False
-        if peer.in_flight:
-            peer.resync = True  # the running session may have read its ranges before it
-        elif peer.next_attempt > now:
-            peer.next_attempt = now
-        else:
+        if fresh or not self.dials_us(peer, now):
+            return self._wake(peer, now, hard=True)
+        return self._wake(peer, now + ANNOUNCE_GRACE_S, announced=now)
+
+    def dialed_in(self, key: str, now: float) -> None:
+        """A session that ``key`` dialed to us began."""
+        peer = self.table.get(key)
+        peer.dialed_in_at = peer.touched_at = now
+
+    def synced(self, key: str, now: float, marks: dict[str, int] | None) -> bool:
+        """A session with ``key`` (either way) ended well; ``marks``: the highest row of
+        each line it now holds (when known). A peer in back-off is up again: its back-off
+        ends and it is due now. Returns whether it was in back-off."""
+        if key not in self.table:
             return False
+        peer = self.table.get(key)
+        peer.touched_at = now
+        for line, mark in (marks or {}).items():
+            peer.synced[line] = max(mark, peer.synced.get(line, mark))
+        if not peer.failures or peer.in_flight:
+            return False
+        peer.failures = 0
+        peer.last_error = None
+        peer.next_attempt = now
+        peer.wake = None
         return True
 
     def due(self, now: float) -> list[PeerState]:
-        """Peers whose time has come and that are not already syncing, earliest first."""
-        ready = [p for p in self.table if not p.in_flight and p.next_attempt <= now]
+        """Peers whose time has come and that are not already syncing, earliest first. A
+        conditional wake-up no longer needed goes back to the peer's plain schedule."""
+        ready = []
+        for peer in self.table:
+            if peer.in_flight or peer.next_attempt > now:
+                continue
+            if not self._needed(peer, now) and peer.wake is not None:
+                peer.next_attempt, peer.wake = peer.wake.fallback, None
+                continue
+            ready.append(peer)
         return sorted(ready, key=lambda p: (p.next_attempt, p.key))
 
     def next_wakeup(self) -> float | None:
@@ -114,6 +216,8 @@ class Planner:
 
     def started(self, peer: PeerState) -> None:
         peer.in_flight = True
+        peer.syncs += 1
+        peer.wake = None  # this session answers what made it due
 
     def succeeded(self, peer: PeerState, now: float, wall: float, result: str) -> None:
         peer.in_flight = False
@@ -121,17 +225,24 @@ class Planner:
         peer.last_sync_at = wall
         peer.last_result = result
         peer.last_error = None
+        peer.touched_at = now
+        jitter = 1.0 - self.policy.period_jitter * self._rand()
+        peer.next_attempt = now + self.policy.period * jitter
+        pending, peer.pending = peer.pending, None
         if peer.resync:
             peer.resync = False
-            peer.next_attempt = now
-        else:
-            jitter = 1.0 - self.policy.period_jitter * self._rand()
-            peer.next_attempt = now + self.policy.period * jitter
+            if pending is None or pending.hard:
+                peer.next_attempt = now
+            else:  # once more right after, unless this session answered it
+                peer.wake = Wake(fallback=peer.next_attempt)
+                peer.wake.add(pending.marks, pending.announced, False)
+                peer.next_attempt = now
 
     def failed(self, peer: PeerState, now: float, wall: float, error: str) -> float:
         """Record a failure; returns the back-off delay chosen."""
         peer.in_flight = False
         peer.resync = False  # the back-off decides; the next session sends everything anyway
+        peer.pending = None
         peer.failures += 1
         peer.last_error = error
         peer.last_error_at = wall

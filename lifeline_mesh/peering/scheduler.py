@@ -75,6 +75,8 @@ class SyncScheduler:
         self._wall = wall
         self._on_update = on_update
         self._wake = asyncio.Event()
+        self.inbound = 0  # sessions dialed to us, running now
+        self.on_back: Callable[[str], None] | None = None  # a peer in back-off is up again
 
     # -- inputs (call from the event loop) ---------------------------------------------
 
@@ -95,10 +97,47 @@ class SyncScheduler:
         self.table.lost(node_id)
         self._changed()
 
-    def local_change(self) -> None:
-        """New entries here (from the line watcher): healthy peers sync now."""
-        if self.planner.local_change(self._clock()):
+    def local_change(self, marks: dict[str, int] | None = None) -> None:
+        """New entries here (from the line watcher; ``marks``: each changed line's highest
+        row): healthy peers that may lack them sync now (``Planner.local_change``)."""
+        busy = self.inbound > 0 or any(p.in_flight for p in self.table)
+        if self.planner.local_change(self._clock(), marks, busy=busy):
             self._changed()
+
+    def _by_node(self, node_id: str | None) -> str | None:
+        if node_id is None:
+            return None
+        return next((p.key for p in self.table if p.node_id == node_id), None)
+
+    def learned(self, key: str, node_id: str) -> None:
+        """Peer ``key`` told us its node id (its Watch call's first message)."""
+        if key in self.table and self.table.get(key).node_id != node_id:
+            self.table.learned(self.table.get(key), node_id)
+
+    def inbound_started(self, node_id: str | None) -> None:
+        """A session dialed to us began (``node_id``: the caller's, when known)."""
+        self.inbound += 1
+        key = self._by_node(node_id)
+        if key is not None:
+            self.planner.dialed_in(key, self._clock())
+
+    def inbound_ended(self, node_id: str | None, marks: dict[str, int] | None) -> None:
+        """A session dialed to us ended; ``marks`` when it ended well (see ``synced``)."""
+        self.inbound = max(0, self.inbound - 1)
+        key = self._by_node(node_id)
+        if key is not None and marks is not None:
+            self.synced(key, marks)
+
+    def synced(self, key: str, marks: dict[str, int]) -> None:
+        """A session with ``key`` ended well; it holds each line up to ``marks``. A peer in
+        back-off is up again: sync with it now and watch it again at once."""
+        if self.planner.synced(key, self._clock(), marks):
+            log.info("%s is up again (it dialed us)", self.table.get(key).address)
+            if self.on_back is not None:
+                self.on_back(key)
+            self._changed()
+        else:
+            self._wake.set()
 
     def remote_change(self, key: str, *, fresh: bool = False) -> None:
         """Peer ``key`` announced a change over its Watch call: sync with it now."""

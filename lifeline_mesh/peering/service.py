@@ -103,6 +103,14 @@ def peering_options(
     return PeeringOptions(static_peers=peers, discovery=discovery, interfaces=interfaces)
 
 
+PEERS_FILE_EVERY_S = 2.0  # `peers` shows times at most this stale while sessions run
+_TIMES = frozenset({"last_sync_at", "next_attempt_at", "last_result", "syncing", "syncs"})
+
+
+def _nothing() -> None:
+    pass
+
+
 class _Stopped(Exception):
     """Raised inside the peering task group to end it: the group then cancels every task."""
 
@@ -147,19 +155,46 @@ class Peering:
             if watch_one is None
             else PeerWatches(self.scheduler, watch_one, on_live=self._persist_now)
         )
+        if self.watches is not None:
+            self.scheduler.on_back = self.watches.poke
+        self._written: list[dict[str, Any]] | None = None  # the table last written
+        self._written_at = 0.0
+        self._flush: asyncio.TimerHandle | None = None
 
     def _persist(self, rows: list[dict[str, Any]]) -> None:
+        """Write the table when a row changed in what it says (a peer, an error, a watch);
+        times and results alone are written at most every ``PEERS_FILE_EVERY_S``."""
         if self.watches is not None:
             self.watches.refresh()
             for row in rows:
                 row["watching"] = row["key"] in self.watches.live
+        shape = [{k: v for k, v in row.items() if k not in _TIMES} for row in rows]
+        now = time.monotonic()
+        if shape == self._written and now - self._written_at < PEERS_FILE_EVERY_S:
+            if self._flush is None:
+                loop = asyncio.get_running_loop()
+                self._flush = loop.call_later(PEERS_FILE_EVERY_S, self._persist_later)
+            return
+        self._written, self._written_at = shape, now
         save_peers_file(self.home, rows, pid=os.getpid(), wall_now=time.time())
+
+    def _persist_later(self) -> None:
+        self._flush = None
+        self._written = None  # the times have moved on: write them
+        self._persist_now()
 
     def _persist_now(self) -> None:
         try:
             self._persist(self.scheduler.rows())
         except OSError as exc:  # a full disk must not stop watching
             log.warning("cannot record the peer table: %s", exc)
+
+    def _lines_changed(self, watcher: LineWatcher, paths: list[Path]) -> None:
+        """The line watcher saw new rows: peers that may lack them sync; watchers hear."""
+        marks = {p.stem: m for p in paths if (m := watcher.marks.get(p)) is not None}
+        self.scheduler.local_change(marks if len(marks) == len(paths) else None)
+        if self.feed is not None:
+            self.feed.publish_paths(paths)
 
     async def start(self, tg: asyncio.TaskGroup) -> None:
         """Announce (when enabled), then start every loop as a task of ``tg``."""
@@ -170,8 +205,10 @@ class Peering:
         # Static peers first: the mDNS probe below takes about two seconds.
         tg.create_task(self.scheduler.run(tg), name="scheduler")
         watcher = LineWatcher(self.line_files, interval=self.options.watch_interval)
-        publish = None if self.feed is None else self.feed.publish_paths
-        tg.create_task(watcher.run(self.scheduler.local_change, publish), name="line watcher")
+        tg.create_task(
+            watcher.run(_nothing, lambda paths: self._lines_changed(watcher, paths)),
+            name="line watcher",
+        )
         if self.watches is not None:
             self.watches.start(tg)
         if self.options.discovery and self.mesh_id:
@@ -206,6 +243,10 @@ class Peering:
             if len(rest.exceptions) == 1 and isinstance(rest.exceptions[0], Exception):
                 raise rest.exceptions[0] from None
             raise rest from None
+        finally:
+            if self._flush is not None:  # stopped: no write after this
+                self._flush.cancel()
+                self._flush = None
 
     async def _discover(self, discovery: ZeroconfDiscovery) -> None:
         """Feed LAN events to the scheduler; withdraw the advert when cancelled."""

@@ -26,6 +26,7 @@ __all__ = [
     "PeerSource",
     "PeerState",
     "PeerTable",
+    "Wake",
     "load_peers_file",
     "save_peers_file",
 ]
@@ -55,6 +56,26 @@ class PeerAddress:
 
 
 @dataclass(slots=True)
+class Wake:
+    """Why a peer was made due early, so the scheduler can tell at its time whether the
+    session is still needed: ``marks``, our lines' highest rows it may lack; ``announced``,
+    when it announced a change (answered by any session with it since); ``fallback``, the
+    attempt time to go back to when neither holds; ``hard``: needed whatever happened."""
+
+    fallback: float
+    marks: dict[str, int] = field(default_factory=dict)
+    announced: float | None = None
+    hard: bool = False
+
+    def add(self, marks: dict[str, int] | None, announced: float | None, hard: bool) -> None:
+        for line, mark in (marks or {}).items():
+            self.marks[line] = max(mark, self.marks.get(line, mark))
+        if announced is not None:
+            self.announced = max(announced, self.announced or announced)
+        self.hard = self.hard or hard
+
+
+@dataclass(slots=True)
 class PeerState:
     """One peer and its sync bookkeeping (times: ``*_at`` wall clock, ``next_attempt`` the
     scheduler's monotonic clock)."""
@@ -68,10 +89,19 @@ class PeerState:
     last_error_at: float | None = None
     last_result: str | None = None
     failures: int = 0
+    syncs: int = 0  # sessions with it this node started (since it started)
     next_attempt: float = 0.0
     in_flight: bool = False
     resync: bool = False  # a local change arrived during the running session
     addresses: tuple[PeerAddress, ...] = field(default_factory=tuple)
+    # Fewer sessions per change (``schedule.py``): what this peer is known to hold (the
+    # highest row of each line it held when a session with it ended), when it last dialed
+    # us, when a session with it last ran, and the conditions of a pending wake-up.
+    synced: dict[str, int] = field(default_factory=dict)
+    dialed_in_at: float | None = None
+    touched_at: float | None = None
+    wake: Wake | None = None  # the next attempt is conditional (None: it is not)
+    pending: Wake | None = None  # conditions of changes seen while a session ran
 
     def to_json(self, *, mono_now: float, wall_now: float) -> dict[str, Any]:
         wait = max(0.0, self.next_attempt - mono_now)
@@ -85,6 +115,7 @@ class PeerState:
             "last_error": self.last_error,
             "last_error_at": self.last_error_at,
             "failures": self.failures,
+            "syncs": self.syncs,
             "next_attempt_at": None if self.in_flight else wall_now + wait,
             "syncing": self.in_flight,
         }

@@ -53,6 +53,7 @@ class PeerWatches:
         self._tg: asyncio.TaskGroup | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.live: set[str] = set()  # keys of peers whose call is open now
+        self._pokes: dict[str, asyncio.Event] = {}  # ends a back-off wait early
         self._on_live = on_live  # told when a call opens or ends (the peer table shows it)
 
     def start(self, tg: asyncio.TaskGroup) -> None:
@@ -68,11 +69,20 @@ class PeerWatches:
             self._tasks[key] = self._tg.create_task(self._run(key), name=f"watch {key}")
         for key in self._tasks.keys() - keys:
             self._tasks.pop(key).cancel()
+            self._pokes.pop(key, None)
             self.live.discard(key)
+
+    def poke(self, key: str) -> None:
+        """``key`` is up again (it dialed us): a call in back-off is dialled at once."""
+        event = self._pokes.get(key)
+        if event is not None and key not in self.live:
+            event.set()
 
     async def _run(self, key: str) -> None:
         failures = 0
+        poke = self._pokes.setdefault(key, asyncio.Event())
         while key in self.scheduler.table:
+            poke.clear()
             peer = self.scheduler.table.get(key)
             try:
                 async for fresh in self._watch_one(peer):
@@ -87,7 +97,12 @@ class PeerWatches:
             if key in self.live:
                 self.live.discard(key)
                 self._live_changed()
-            await asyncio.sleep(backoff_delay(failures, self._policy, self._rand))
+            try:
+                async with asyncio.timeout(backoff_delay(failures, self._policy, self._rand)):
+                    await poke.wait()
+                failures = 0  # poked: the peer is up again
+            except TimeoutError:
+                pass
 
     def _live_changed(self) -> None:
         if self._on_live is not None:

@@ -48,10 +48,12 @@ WATCH_IDLE_S = 3 * WATCH_HEARTBEAT_S
 
 @dataclass(frozen=True, slots=True)
 class LineChange:
-    """An announcement: these lines changed (``initial``: the call was just accepted)."""
+    """An announcement: these lines changed (``initial``: the call was just accepted;
+    ``node_id``: on the initial one, the announcing node's id when it has one)."""
 
     lines: tuple[str, ...]
     initial: bool = False
+    node_id: str | None = None
 
 
 class Subscription(Protocol):
@@ -78,8 +80,10 @@ class WatchService:
         is_shared: Callable[[str], bool],
         authorizer: Authorizer,
         heartbeat: float = WATCH_HEARTBEAT_S,
+        node_id: str | None = None,
     ) -> None:
         self._announcements = announcements
+        self._node_id = node_id
         self._is_shared = is_shared
         self._authorizer = authorizer
         self._heartbeat = heartbeat
@@ -110,7 +114,7 @@ class WatchService:
                 await context.abort(status_for(exc), str(exc))
                 return
             self.calls += 1
-            yield pb.LineChange(lines=sorted(first), initial=True)
+            yield pb.LineChange(lines=sorted(first), initial=True, node_id=self._node_id or "")
             while (changed := await sub.next(self._heartbeat)) is not None:
                 lines = await self._readable(peer, wanted, changed) if changed else []
                 if lines or not changed:  # an announcement, or a heartbeat
@@ -157,7 +161,7 @@ async def watch_lines(
                 if msg is grpc.aio.EOF:
                     return  # the peer is stopping: the caller dials again later
                 if msg.lines or msg.initial:
-                    yield LineChange(tuple(msg.lines), msg.initial)
+                    yield LineChange(tuple(msg.lines), msg.initial, msg.node_id or None)
         except grpc.aio.AioRpcError as exc:
             raise error_from_rpc(exc, target) from exc
         except TimeoutError:

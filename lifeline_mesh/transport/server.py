@@ -61,6 +61,7 @@ class SyncServer:
         announcements: Announcements | None = None,
         on_session: SessionHook | None = None,
         fast: FastPaths = FAST,
+        node_id: str | None = None,
     ) -> None:
         self._open_line = open_line
         self._fast = fast
@@ -76,7 +77,7 @@ class SyncServer:
         self.watch = (
             None
             if announcements is None
-            else WatchService(announcements, is_shared, self._authorizer)
+            else WatchService(announcements, is_shared, self._authorizer, node_id=node_id)
         )
         self.reports: list[SyncReport] = []
         self.failures: list[str] = []

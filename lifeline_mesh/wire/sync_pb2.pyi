@@ -152,9 +152,11 @@ class WatchRequest(_message.Message):
     def __init__(self, lines: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class LineChange(_message.Message):
-    __slots__ = ("lines", "initial")
+    __slots__ = ("lines", "initial", "node_id")
     LINES_FIELD_NUMBER: _ClassVar[int]
     INITIAL_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
     lines: _containers.RepeatedScalarFieldContainer[str]
     initial: bool
-    def __init__(self, lines: _Optional[_Iterable[str]] = ..., initial: _Optional[bool] = ...) -> None: ...
+    node_id: str
+    def __init__(self, lines: _Optional[_Iterable[str]] = ..., initial: _Optional[bool] = ..., node_id: _Optional[str] = ...) -> None: ...

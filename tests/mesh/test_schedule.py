@@ -11,8 +11,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.peering.schedule import Planner, SchedulePolicy, backoff_delay
-from lifeline_mesh.peering.table import PeerAddress, PeerSource, PeerTable
+from lifeline_mesh.peering.schedule import (
+    ANNOUNCE_GRACE_S,
+    RELAY_DELAY_S,
+    Planner,
+    SchedulePolicy,
+    backoff_delay,
+)
+from lifeline_mesh.peering.table import PeerAddress, PeerSource, PeerState, PeerTable
 
 POLICY = SchedulePolicy(
     period=60, period_jitter=0.1, backoff_base=1, backoff_max=300, backoff_jitter=0.5
@@ -249,3 +255,86 @@ class PlannerMachine(RuleBasedStateMachine):
 
 
 TestPlannerMachine = PlannerMachine.TestCase
+
+
+# -- fewer sessions per change (issue 14's soak) ------------------------------------
+
+
+def _two_synced(planner: Planner) -> tuple[PeerState, PeerState]:
+    a = planner.table.add_static(PeerAddress("10.0.0.1", 1))
+    c = planner.table.add_static(PeerAddress("10.0.0.3", 1))
+    for peer in (a, c):
+        planner.started(peer)
+        planner.succeeded(peer, 0.0, 0.0, "ok")
+    return a, c
+
+
+def test_a_change_a_peer_brought_is_not_sent_back_and_its_relay_waits() -> None:
+    planner = _planner(rand=0.0)  # the longest relay delay
+    a, c = _two_synced(planner)
+    planner.synced(a.key, 10.0, {"ledger": 42})  # a session with a left us at row 42
+    # Our watcher sees rows up to 42: a brought them; c may lack them, a relay.
+    assert planner.local_change(10.1, {"ledger": 42}) == [c.key]
+    assert planner.due(10.1) == []
+    assert planner.due(10.1 + RELAY_DELAY_S) == [c]
+    assert a.next_attempt == 60.0  # a keeps its periodic schedule
+
+
+def test_a_relay_the_other_side_already_made_is_dropped() -> None:
+    planner = _planner(rand=0.0)
+    a, c = _two_synced(planner)
+    planner.synced(a.key, 10.0, {"ledger": 42})
+    planner.local_change(10.1, {"ledger": 42})
+    planner.synced(c.key, 10.3, {"ledger": 42})  # c dialed us first and now holds row 42
+    assert planner.due(11.0) == []
+    assert c.wake is None and c.next_attempt == 60.0  # back to its periodic sync
+
+
+def test_a_write_here_goes_to_every_healthy_peer_at_once() -> None:
+    planner = _planner()
+    a, c = _two_synced(planner)
+    planner.synced(a.key, 10.0, {"ledger": 42})
+    assert planner.local_change(20.0, {"ledger": 43}) == [a.key, c.key]
+    assert planner.due(20.0) == [a, c]
+
+
+def test_an_announcement_from_a_peer_that_dials_us_waits_for_its_own_session() -> None:
+    planner = _planner()
+    a, c = _two_synced(planner)
+    planner.dialed_in(a.key, 5.0)  # a dials us: it pushes its own changes
+    assert planner.remote_change(a.key, 10.0)
+    assert planner.due(10.0) == []
+    planner.dialed_in(a.key, 10.05)  # ...and so it does
+    assert planner.due(10.0 + ANNOUNCE_GRACE_S) == []
+    # Another announcement, and this time a's session does not come: we dial.
+    assert planner.remote_change(a.key, 30.0)
+    assert planner.due(30.0 + ANNOUNCE_GRACE_S) == [a]
+    # c never dialed us (a runner's office node, say): its announcements are answered at once.
+    assert planner.remote_change(c.key, 30.0) and c in planner.due(30.0)
+
+
+def test_a_peer_in_back_off_that_dials_us_is_up_again() -> None:
+    planner = _planner()
+    peer = planner.table.add_static(PeerAddress("10.0.0.1", 1))
+    for _ in range(4):
+        planner.started(peer)
+        planner.failed(peer, 0.0, 0.0, "connection refused")
+    assert peer.next_attempt >= 4.0 and planner.local_change(1.0, {"ledger": 5}) == []
+    assert planner.synced(peer.key, 1.0, {"ledger": 5})  # its session to us went through
+    assert peer.failures == 0 and planner.due(1.0) == [peer]
+    assert planner.local_change(2.0, {"ledger": 6}) == [peer.key]  # writes reach it again
+
+
+def test_a_change_during_a_session_that_carried_it_costs_no_second_session() -> None:
+    planner = _planner()
+    peer = planner.table.add_static(PeerAddress("10.0.0.1", 1))
+    planner.started(peer)
+    planner.local_change(5.0, {"ledger": 7})  # seen mid-session: maybe after its ranges
+    planner.synced(peer.key, 6.0, {"ledger": 7})  # it did carry row 7
+    planner.succeeded(peer, 6.0, 0.0, "ok")
+    assert planner.due(6.0) == []
+    planner.started(peer)
+    planner.local_change(7.0, {"ledger": 9})
+    planner.synced(peer.key, 8.0, {"ledger": 8})  # row 9 came after its ranges
+    planner.succeeded(peer, 8.0, 0.0, "ok")
+    assert planner.due(8.0) == [peer]

@@ -4,14 +4,24 @@ entries, however many batches it took; none for a no-op session; and a first-wav
 
 from __future__ import annotations
 
+import datetime as dt
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
+
+from lifeline.entry import Entry, format_ts
+from lifeline.errors import LifelineError
 from lifeline.store.port import Store
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import NODE_LIMITS, Node
+from lifeline_mesh.notary.rules import Policy, state_findings
+from lifeline_mesh.notary.sign import state_statements
+from lifeline_mesh.notary.statement import decode
+from lifeline_mesh.notary.states import StateOf, fingerprint
+from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.sync.attestation_set import STATEMENTS
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.authz import SessionPeer
@@ -79,3 +89,61 @@ async def test_a_first_wave_peer_syncs_without_the_statements_set(tmp_path: Path
         [back] = await old.sync(address, ["ledger"])  # the old node dialing the new one
         assert back.entries_received == 0 and back.signatures_received == 0
     assert new_id not in _states(old)
+
+
+async def _store_pair(node: Node, entries: list[Entry], gap_s: float) -> None:
+    """Put in ``node``'s line the pair the statement order bug (fixed in 6b440fc) left: its
+    statement of the whole line, then one of all but the last entry, ``gap_s`` later."""
+    identity = node.identity
+    assert identity is not None
+    first = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=30)
+    pair = [
+        state_statements(
+            identity,
+            "ledger",
+            StateOf(n, fingerprint(e.id for e in entries[:n]), (entries[n - 1].id,)),
+            format_ts(first + dt.timedelta(seconds=k * gap_s)),
+        )[0]
+        for k, n in enumerate((len(entries), len(entries) - 1))
+    ]
+    async with node.open_line("ledger") as store:
+        await NotaryStore.attach(store)  # type: ignore[arg-type]
+        await store.run_write(lambda conn: NotaryStore.insert_in(conn, pair))  # type: ignore[attr-defined]
+
+
+async def test_a_pair_of_statements_made_together_in_the_wrong_order_is_accepted(
+    tmp_path: Path,
+) -> None:
+    """Decision 0035: a node whose store holds the bug's pair (a larger count dated 1 ms
+    before a smaller one) is no longer refused by its peers, and `verify` notes the pair."""
+    origin, joiner = _signed(tmp_path / "origin"), _signed(tmp_path / "joiner")
+    entries = chain(30, "o")
+    await write(origin, entries)
+    await _store_pair(origin, entries, gap_s=0.001)
+    async with serving(origin) as (_server, address):
+        [first] = await joiner.sync(address, ["ledger"])
+        assert first.entries_received == 30
+        assert _states(joiner).count(origin.identity.node_id) == 2  # type: ignore[union-attr]
+        [again] = await joiner.sync(address, ["ledger"])
+        assert again.signatures_sent == 1  # the joiner's own statement, admitted there
+        [third] = await joiner.sync(address, ["ledger"])
+        assert third.round_trips == 1  # in sync: nothing refused, nothing left over
+    async with joiner.open_line("ledger") as store:
+        rows = await store.run_read(  # type: ignore[attr-defined]
+            lambda c: [bytes(r[0]) for r in c.execute("SELECT item FROM statements")]
+        )
+    by_id = {e.id: e for e in entries}
+    findings = state_findings([decode(r) for r in rows], by_id, Policy())
+    assert [f.check for f in findings if f.severity == "fail"] == []
+    assert [f.check for f in findings] == ["reordered-states"]
+
+
+async def test_a_smaller_count_signed_seconds_later_is_still_a_rollback(tmp_path: Path) -> None:
+    origin, joiner = _signed(tmp_path / "origin"), _signed(tmp_path / "joiner")
+    entries = chain(30, "o")
+    await write(origin, entries)
+    await _store_pair(origin, entries, gap_s=2.0)
+    async with serving(origin) as (_server, address):
+        with pytest.raises(LifelineError, match="rolled back"):
+            await joiner.sync(address, ["ledger"])
+    assert _states(joiner) == []

@@ -1,0 +1,89 @@
+"""Fewer sessions per change, with real `serve` nodes over mutual TLS (issue 14's soak).
+
+Three nodes of one mesh, each with the other two as static peers and a Watch call open to
+each. Before, one write cost about a dozen sessions across the three: the writer dialed
+both peers, both peers — told over their Watch calls — dialed it back, and each node that
+received the write dialed everyone again. Now the writer pushes, a peer that hears of the
+change from a node that dials it waits for that node's session, a change is never sent
+back to the node it came from, and of the two nodes that received it only one syncs with
+the other. Every write still arrives everywhere within seconds.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.peering.table import load_peers_file
+from tests.support.mesh_procs import (
+    free_port,
+    join_mesh,
+    log_note,
+    serve,
+    shared_node,
+    wait_for_entry,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # counts sessions over wall-clock waits
+
+WRITES = 6
+QUIET_S = 4.0  # after the start-up syncs and after each write: the mesh settles
+# Start-up: each node syncs each peer once when it appears and once when its Watch call
+# opens (the call's first message), a few more when those overlap.
+START_UP_BOUND = 3 * 6
+PER_WRITE_BOUND = 6  # the writer's two pushes, one relay between the receivers; 12 before
+STOPPED = re.compile(r"stopped after (\d+) sessions in \((\d+) failed\) and (\d+) syncs out")
+
+
+def _stop(proc: subprocess.Popen[str]) -> tuple[int, int]:
+    """SIGTERM; (sessions served, syncs started) from its closing line."""
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    found = STOPPED.search(out)
+    assert found, out
+    return int(found[1]), int(found[3])
+
+
+def test_a_write_costs_a_few_sessions_not_a_dozen(tmp_path: Path) -> None:
+    roots = [tmp_path / name for name in "abc"]
+    lines = [shared_node(root) for root in roots]
+    join_mesh(roots[0], roots[1:])
+    ports = [free_port() for _ in roots]
+    with ExitStack() as stack:
+        procs = []
+        for n, root in enumerate(roots):
+            peers = [a for m, p in enumerate(ports) if m != n for a in ("--peer", f"127.0.0.1:{p}")]
+            args = ("--listen", f"127.0.0.1:{ports[n]}", "--no-discovery", *peers)
+            procs.append(stack.enter_context(serve(root, *args)))
+        # The start-up syncs settle: a first write has reached everyone.
+        first = log_note(roots[0], "settle")
+        for line in lines[1:]:
+            wait_for_entry(line, first)
+        time.sleep(QUIET_S)
+        started = [_syncs_so_far(root) for root in roots]
+        for n in range(WRITES):
+            writer = n % 3
+            entry = log_note(roots[writer], f"write {n}")
+            for m, line in enumerate(lines):
+                if m != writer:
+                    wait_for_entry(line, entry, deadline_s=20.0)
+            time.sleep(QUIET_S)
+        counts = [_stop(proc) for proc in procs]
+    syncs = sum(c[1] for c in counts)
+    during = syncs - sum(started)
+    assert during <= PER_WRITE_BOUND * WRITES, (counts, started)
+
+
+def _syncs_so_far(root: Path) -> int:
+    """Sessions the node has started so far, from its peer table (one row per peer)."""
+    data = load_peers_file(NodeHome(root))
+    assert data is not None
+    return sum(int(row["syncs"]) for row in data["peers"])
