@@ -4,11 +4,17 @@
 #   bootstrap NAME  one-shot, on the first node's volume: create the line, the node identity
 #                   and mesh NAME (this node holds its CA), share the line, and write one
 #                   invite per node in LIFELINE_MESH_INVITE_FOR to $LIFELINE_MESH_TOKENS/<node>.
-#                   Run again on an initialised volume, it changes nothing.
+#                   With LIFELINE_MESH_STORE set, the node is a hub whose identity, CA key and
+#                   membership are in that database (`hub init --store URL --new-mesh NAME`):
+#                   the volume is the first hub process's root. Run again on an initialised
+#                   volume, it changes nothing.
 #   node            join the mesh first if LIFELINE_MESH_NODE has no certificate yet (token
 #                   read from $LIFELINE_MESH_TOKENS/$LIFELINE_MESH_NODE), create and share the
-#                   line, then serve with the static peers of LIFELINE_MESH_PEERS (and, with
-#                   LIFELINE_MESH_STORE set, the lines in that PostgreSQL database: a hub).
+#                   line, then serve with the static peers of LIFELINE_MESH_PEERS. With
+#                   LIFELINE_MESH_STORE set it is a process of the hub node in that database
+#                   instead: `hub init --store URL` once (no invite: its TLS certificate is
+#                   issued from the CA key in the database), then `serve --store URL`, with a
+#                   join port whenever the database holds the mesh's CA key.
 #   health          exit 0 when this container's node is serving (the image's HEALTHCHECK).
 #   anything else   passed to lifeline-mesh, e.g. `members`, `verify --json`, `lines`.
 #
@@ -20,7 +26,8 @@
 #   LIFELINE_MESH_JOIN_ADDRESS  the join port as other nodes reach it, e.g. node-a:7421
 #   LIFELINE_MESH_PEERS         static peers, space separated HOST:PORT
 #   LIFELINE_MESH_STORE         a hub's database, postgresql://USER:PASSWORD@HOST:PORT/DB
-#                               (passed as `serve --store`; unset: the line files in /data)
+#                               (`hub init --store`, `serve --store`; unset: a node of its
+#                               own, its lines in /data)
 #   LIFELINE_MESH_INVITE_FOR    node names to invite (bootstrap), space separated
 #   LIFELINE_MESH_INVITE_TTL    how long those invites work (default 1h)
 #   LIFELINE_MESH_TOKENS        directory of invite files (default /tokens)
@@ -31,6 +38,7 @@ TOKENS="${LIFELINE_MESH_TOKENS:-/tokens}"
 LISTEN="${LIFELINE_MESH_LISTEN:-0.0.0.0:7420}"
 JOIN_LISTEN="${LIFELINE_MESH_JOIN_LISTEN:-0.0.0.0:7421}"
 MESH=".lifeline/mesh"
+STORE="${LIFELINE_MESH_STORE:-}"
 
 say() { printf 'entrypoint: %s\n' "$*" >&2; }
 die() { say "$*"; exit 2; }
@@ -46,7 +54,14 @@ ensure_line() {
 bootstrap() {
     [ $# -eq 1 ] || die "usage: bootstrap MESH_NAME"
     [ -n "${LIFELINE_MESH_JOIN_ADDRESS:-}" ] || die "set LIFELINE_MESH_JOIN_ADDRESS (e.g. node-a:7421)"
-    if [ -f "$MESH/ca.key" ]; then
+    if [ -n "$STORE" ]; then
+        if [ -f "$MESH/hub.json" ]; then
+            say "this volume is already a process of the hub node; not creating another mesh"
+        else
+            # The hub node (its key, the mesh CA key, the members) is made in the database.
+            lifeline-mesh hub init --store "$STORE" --new-mesh "$1"
+        fi
+    elif [ -f "$MESH/ca.key" ]; then
         say "this volume already holds a mesh CA; not creating another mesh"
     else
         lifeline-mesh init --new-mesh "$1"
@@ -68,6 +83,13 @@ bootstrap() {
 
 join_once() {
     [ -f "$MESH/tls.pem" ] && return 0
+    if [ -n "$STORE" ]; then
+        # Another process of the hub node in the database: no invite, the same node id, a
+        # TLS certificate of its own issued from the CA key there (kept when run again).
+        lifeline-mesh hub init --store "$STORE"
+        [ -f "$MESH/tls.pem" ] || die "the hub node in LIFELINE_MESH_STORE is in no mesh yet; run the bootstrap service first"
+        return 0
+    fi
     name="${LIFELINE_MESH_NODE:?set LIFELINE_MESH_NODE to this node's name}"
     [ -s "$TOKENS/$name" ] || die "no certificate yet and no invite at $TOKENS/$name; run the bootstrap service first"
     # The token goes through the environment, not the command line (ps would show it).
@@ -81,11 +103,12 @@ node() {
     for peer in ${LIFELINE_MESH_PEERS:-}; do
         set -- "$@" --peer "$peer"
     done
-    if [ -f "$MESH/ca.key" ]; then
+    if [ -n "$STORE" ]; then
+        # Every process of the hub node redeems invites when the CA key is in the database
+        # (serve opens no join port without it).
+        set -- "$@" --join-listen "$JOIN_LISTEN" --store "$STORE"
+    elif [ -f "$MESH/ca.key" ]; then
         set -- "$@" --join-listen "$JOIN_LISTEN"
-    fi
-    if [ -n "${LIFELINE_MESH_STORE:-}" ]; then
-        set -- "$@" --store "$LIFELINE_MESH_STORE"
     fi
     exec lifeline-mesh serve --listen "$LISTEN" --no-discovery "$@"
 }

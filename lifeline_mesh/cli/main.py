@@ -45,7 +45,7 @@ COMMANDS = {
     **dict.fromkeys(["discover", "peers", "status"], "cmd_peers"),
     "ui": "cmd_ui",
     **dict.fromkeys(["ci", "credentials"], "cmd_ci"),
-    "migrate-store": "cmd_hub",
+    **dict.fromkeys(["hub", "migrate-store"], "cmd_hub"),
 }
 
 

@@ -8,10 +8,13 @@ node over the compose network, `verify` finds them signed and witnessed, and a n
 host joins and syncs through the ports compose publishes on 127.0.0.1. The PostgreSQL service
 of docker/compose.hub.yml comes up healthy, takes a password login over the compose network,
 refuses a wrong one, and keeps its data across a restart; its two hub processes (`serve
---store`) come up on that database, a laptop-like container syncs through both, a node on this
-host joins through hub-1 and syncs with hub-2, every entry reaches every node and the database,
-`verify` is clean, and after the database restarts the hubs serve again. Every compose project
-is taken down with its volumes and network, and the test checks that nothing of it is left.
+--store`) come up on that database as one node (`hub init`: one node id, no key on their
+volumes, the same members listed through either), a laptop-like container joins through hub-2
+with an invite made on hub-1's root and syncs through both, a node on this host joins through
+hub-1 with an invite issued through hub-2 and syncs with both, every entry reaches every node
+and the database, `verify` is clean, and after the database restarts the hubs serve again.
+Every compose project is taken down with its volumes and network, and the test checks that
+nothing of it is left.
 
 Without a Docker engine these tests skip with how to get one; with CI set they fail instead.
 """
@@ -294,7 +297,7 @@ def _host_synced(root: Path, address: str) -> bool:
 def test_the_hub_compose_serves_one_postgres_through_two_processes(
     project: Callable[..., Compose], tmp_path: Path
 ) -> None:
-    pg_port, hub_1, join_1, hub_2 = _free_ports(4)
+    pg_port, hub_1, join_1, hub_2, join_2 = _free_ports(5)
     password = secrets.token_urlsafe(12)
     hub = project(
         DOCKER / "compose.hub.yml",
@@ -304,15 +307,24 @@ def test_the_hub_compose_serves_one_postgres_through_two_processes(
             "LIFELINE_HUB_PORT_1": str(hub_1),
             "LIFELINE_HUB_JOIN_PORT_1": str(join_1),
             "LIFELINE_HUB_PORT_2": str(hub_2),
+            "LIFELINE_HUB_JOIN_PORT_2": str(join_2),
         },
     )
     started = time.monotonic()
-    # Compose's order: postgres healthy and bootstrap done, hub-1 healthy, hub-2 and laptop.
+    # Compose's order: postgres healthy, bootstrap done, hub-1 and hub-2 healthy, laptop.
     hub("up", "-d")
     for name in ("postgres", "hub-1", "hub-2", "laptop"):
         hub.wait_healthy(name)
     print(f"hub up and healthy in {time.monotonic() - started:.1f} s")
     assert hub.health("bootstrap").startswith("exited")
+    # hub-1 and hub-2 are two processes of one node: one id, no node key on either volume
+    # (it is in the database), each with a TLS certificate of its own
+    node_id = hub.exec("hub-1", "lifeline-mesh", "id").strip()
+    assert node_id and hub.exec("hub-2", "lifeline-mesh", "id").strip() == node_id
+    for name in ("hub-1", "hub-2"):
+        held = hub.exec(name, "ls", "/data/.lifeline/mesh").split()
+        assert "hub.json" in held and "tls.pem" in held, (name, held)
+        assert "node.key" not in held and "ca.key" not in held, (name, held)
 
     def psql(secret: str, sql: str) -> subprocess.CompletedProcess[str]:
         # A second container on the compose network, logging in over TCP by service name.
@@ -332,9 +344,11 @@ def test_the_hub_compose_serves_one_postgres_through_two_processes(
 
     # The laptop writes; its scheduled syncs carry the entry into the database through a hub.
     hub.exec("laptop", "lifeline", "log", "--kind", "note", "--summary", "written on the laptop")
-    # A node on this host joins through hub-1 and reads the laptop's entry from hub-2.
+    # A node on this host joins with an invite issued through hub-2, redeemed at hub-1's join
+    # port (the laptop's, written by bootstrap on hub-1's root, was redeemed at hub-2's), and
+    # reads the laptop's entry from hub-2.
     token = hub.exec(
-        "hub-1", "lifeline-mesh", "invite", "--address", f"127.0.0.1:{join_1}", "--ttl", "5m"
+        "hub-2", "lifeline-mesh", "invite", "--address", f"127.0.0.1:{join_1}", "--ttl", "5m"
     ).strip()
     host = tmp_path / "host"
     host.mkdir()
@@ -364,9 +378,17 @@ def test_the_hub_compose_serves_one_postgres_through_two_processes(
         " AND a.role = 'author') FROM lines l WHERE l.name = 'ledger'",
     )
     assert rows.returncode == 0 and rows.stdout.strip() == "2|2", (rows.stdout, rows.stderr)
-    # hub-1 holds the CA: every member joined through it (hub-2's own list has what it has
-    # learnt; membership in the database comes with the hub's stateless processes)
-    assert hub.exec("hub-1", "lifeline-mesh", "members").count(" active ") == 4
+    # One membership, in the database: the hub node, the laptop and the host, the same
+    # through either process
+    listed = {
+        name: sorted(
+            (m["node_id"], m["status"])
+            for m in json.loads(hub.exec(name, "lifeline-mesh", "members", "--json"))["members"]
+        )
+        for name in ("hub-1", "hub-2")
+    }
+    assert listed["hub-1"] == listed["hub-2"], listed
+    assert len(listed["hub-1"]) == 3 and node_id in {n for n, _ in listed["hub-1"]}, listed
 
     # The database restarts: its data stays, and the hubs reconnect and serve again.
     hub("restart", "postgres")

@@ -30,10 +30,11 @@ def test_the_hub_compose_file_matches_its_documented_topology() -> None:
         assert service["volumes"] == doc["volumes"], name
         assert service.get("ports", []) == doc["ports"], name
         assert _env(service, "LIFELINE_MESH_PEERS").split() == doc["peers"], name
+    # the hub processes need no invite (one node); the laptop's is redeemed at hub-2
     boot = _env(services["bootstrap"], "LIFELINE_MESH_INVITE_FOR").split()
     assert (
-        boot == ["hub-2", "laptop"]
-        and _env(services["bootstrap"], "LIFELINE_MESH_JOIN_ADDRESS") == "hub-1:7421"
+        boot == ["laptop"]
+        and _env(services["bootstrap"], "LIFELINE_MESH_JOIN_ADDRESS") == "hub-2:7421"
     )
     used = {v.split(":")[0] for s in services.values() for v in s["volumes"]}
     assert used == set(hub["volumes"])
@@ -41,14 +42,23 @@ def test_the_hub_compose_file_matches_its_documented_topology() -> None:
 
 def test_the_hub_processes_share_one_database_and_the_laptop_its_own_files() -> None:
     hub = _hub()
-    # Two hub processes on the one database, a laptop syncing through both (run for real by
-    # tests/deploy/test_docker_engine.py): no profile keeps any of them out of `up`.
+    # One hub node made in the database by bootstrap (`hub init --new-mesh`), two processes
+    # of it, a laptop syncing through both (run for real by tests/deploy/test_docker_engine.py):
+    # no profile keeps any of them out of `up`.
     store = "postgresql://lifeline:lifeline-trial@postgres:5432/lifeline"
-    for name in ("hub-1", "hub-2"):
-        service = hub["services"][name]
+    services = hub["services"]
+    healthy, done = (
+        {"condition": "service_healthy"},
+        {"condition": "service_completed_successfully"},
+    )
+    for name in ("bootstrap", "hub-1", "hub-2"):
+        service = services[name]
         assert "profiles" not in service and service["environment"]["LIFELINE_MESH_STORE"] == store
-    assert hub["services"]["hub-1"]["depends_on"]["postgres"] == {"condition": "service_healthy"}
-    assert hub["services"]["hub-2"]["depends_on"] == {"hub-1": {"condition": "service_healthy"}}
+        assert service["depends_on"]["postgres"] == healthy, name
+    for name in ("hub-1", "hub-2"):  # both wait for the node (and its CA) in the database only
+        assert services[name]["depends_on"] == {"bootstrap": done, "postgres": healthy}, name
+        assert "tokens:/tokens:ro" not in services[name]["volumes"], name  # no invite to read
+    assert services["laptop"]["depends_on"] == {"hub-1": healthy, "hub-2": healthy}
     laptop = hub["services"]["laptop"]
     assert "LIFELINE_MESH_STORE" not in laptop["environment"]
     assert laptop["environment"]["LIFELINE_MESH_PEERS"].split() == ["hub-1:7420", "hub-2:7420"]
