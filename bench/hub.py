@@ -21,7 +21,9 @@ Prints, each with its median and the SQLite node beside it where there is one:
 
 Not a test: figures. At 1M entries the initial syncs take long on a loaded machine:
 `--big 1000000 --runs 0 --nodes 0 --append 0` measures only the in-sync check (the source
-node, migrated into the hub's database, checks against the hub).
+node, migrated into the hub's database, checks against the hub); writing and signing a
+million entries first takes long, so `--source ROOT --runs 0 --nodes 0 --append 0` takes an
+existing line instead (e.g. `bench/truth_ledger.py 1000000 DIR` made `DIR/ours`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -113,6 +116,11 @@ async def make_big(root: Path, n: int) -> None:
             await sign_entries(store, identity, entries[k : k + 5000])
 
 
+async def count_entries(path: Path) -> int:
+    async with await SqliteStore.open(path) as store:
+        return (await store.entry_totals()).count
+
+
 def med(values: list[float]) -> float:
     return statistics.median(values)
 
@@ -155,9 +163,16 @@ def fleet(
 def big_line(args: argparse.Namespace, tmp: Path, url: str, hub: str, hub_root: Path) -> None:
     source = tmp / "source"
     started = time.perf_counter()
-    asyncio.run(make_big(source, args.big))
-    print(f"\n2. {args.big:,} signed entries written to a SQLite node in "
-          f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+    if args.source:  # an existing line (e.g. bench/truth_ledger.py's 1M), copied as `big`
+        make_root(source, [BIG])
+        shutil.copyfile(Home(args.source).line_path(args.source_line), Home(source).line_path(BIG))
+        args.big = asyncio.run(count_entries(Home(source).line_path(BIG)))
+        print(f"\n2. {args.big:,} entries of {args.source} copied in "
+              f"{time.perf_counter() - started:.1f} s")  # fmt: skip
+    else:
+        asyncio.run(make_big(source, args.big))
+        print(f"\n2. {args.big:,} signed entries written to a SQLite node in "
+              f"{time.perf_counter() - started:.1f} s")  # fmt: skip
     started = time.perf_counter()
     cli(source, "migrate-store", str(source), url, "--line", BIG)
     print(f"   migrate-store into the hub's database: {time.perf_counter() - started:.1f} s")
@@ -274,6 +289,13 @@ def main() -> None:
         "--runs", type=int, default=3, help="initial syncs from each source (0: only the check)"
     )
     parser.add_argument("--append", type=int, default=20_000, help="entries for 4. (0: skip)")
+    parser.add_argument(
+        "--source",
+        type=Path,
+        help="for 2. and 3.: copy a line of this node root instead of writing --big entries "
+        "(e.g. the 1M line of bench/truth_ledger.py; its entries are unsigned)",
+    )
+    parser.add_argument("--source-line", default="ledger", help="the line of --source")
     args = parser.parse_args()
     given = os.environ.get("LIFELINE_TEST_PG")
     if given:
