@@ -213,19 +213,7 @@ class Snapshot:
         heights += self._heights[previous:]
         ids += self._ids[32 * previous :]
         tokens += self._tokens[32 * previous :]
-        base = at[0] // SUM_STRIDE  # prefix sums before the first insertion stay
-        sums = bytearray(self._sums[: 32 * (base + 1)])
-        acc = int.from_bytes(sums[32 * base :], "little")
-        for n in range(base * SUM_STRIDE + 1, len(heights) + 1):
-            acc += int.from_bytes(tokens[32 * (n - 1) : 32 * n], "little")
-            if not n % SUM_STRIDE:
-                acc %= _MOD
-                sums += acc.to_bytes(32, "little")
-        snap = Snapshot.__new__(Snapshot)
-        snap._n, snap._heights, snap._ids, snap._tokens, snap._sums = (
-            len(heights), heights, ids, tokens, sums
-        )  # fmt: skip
-        snap._shared = _Shared()
+        snap = self._successor(heights, ids, tokens, at[0])
         index = self._shared.index
         if index is not None:  # carried over: cheaper than sorting every id again
             prefixes = array("Q", index[0])
@@ -256,7 +244,16 @@ class Snapshot:
         heights += self._heights[hi:]
         ids += self._ids[32 * hi :]
         tokens += self._tokens[32 * hi :]
-        base = lo // SUM_STRIDE
+        snap = self._successor(heights, ids, tokens, lo)
+        snap._start_view(self._extra)
+        return snap
+
+    def _successor(
+        self, heights: array[int], ids: bytearray, tokens: bytearray, first: int
+    ) -> Snapshot:
+        """A snapshot of these buffers, where items before ``first`` are ours unchanged: our
+        prefix sums up to there stay, the rest are summed again (no id index, no view)."""
+        base = first // SUM_STRIDE
         sums = bytearray(self._sums[: 32 * (base + 1)])
         acc = int.from_bytes(sums[32 * base :], "little")
         for n in range(base * SUM_STRIDE + 1, len(heights) + 1):
@@ -269,7 +266,6 @@ class Snapshot:
             len(heights), heights, ids, tokens, sums
         )  # fmt: skip
         snap._shared = _Shared()
-        snap._start_view(self._extra)
         return snap
 
     @classmethod
