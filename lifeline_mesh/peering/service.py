@@ -168,7 +168,12 @@ class Peering:
             self.watches.refresh()
             for row in rows:
                 row["watching"] = row["key"] in self.watches.live
-        shape = [{k: v for k, v in row.items() if k not in _TIMES} for row in rows]
+        # A peer's first sync is news (``peers`` shows it at once); later times are not.
+        shape = [
+            {k: v for k, v in row.items() if k not in _TIMES}
+            | {"synced": row.get("last_sync_at") is not None}
+            for row in rows
+        ]
         now = time.monotonic()
         if shape == self._written and now - self._written_at < PEERS_FILE_EVERY_S:
             if self._flush is None:

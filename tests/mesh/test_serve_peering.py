@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.peering.service import PEERS_FILE_EVERY_S
 from lifeline_mesh.peering.table import load_peers_file
 from tests.support.mesh_procs import cli, free_port, join_mesh, serve, wait_for_entry
 from tests.support.mesh_procs import log_note as _log
@@ -38,9 +39,16 @@ def test_a_write_on_one_node_reaches_the_other_without_a_command(tmp_path: Path)
         status = json.loads(cli("lifeline_mesh", a, "status", "--json").stdout)
         assert status["serving"] and status["listen"] == f"127.0.0.1:{pa}"
         assert status["pid"] == node_a.pid and status["lines"][0]["entries"] == 2
-        peers = json.loads(cli("lifeline_mesh", b, "peers", "--json").stdout)
-        assert peers["node_running"] and len(peers["peers"]) == 1
-        row = peers["peers"][0]
+        # The peer table is written when a row says something new, its times at most every
+        # PEERS_FILE_EVERY_S: b's row shows its session with a within that.
+        deadline = time.monotonic() + 2 * PEERS_FILE_EVERY_S
+        while True:
+            peers = json.loads(cli("lifeline_mesh", b, "peers", "--json").stdout)
+            assert peers["node_running"] and len(peers["peers"]) == 1
+            row = peers["peers"][0]
+            if row["last_sync_at"] is not None or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
         assert row["address"] == f"127.0.0.1:{pa}" and row["last_sync_at"] is not None
         assert row["failures"] == 0 and row["last_error"] is None
         # ... and the nodes that synced in, with their last session.
