@@ -120,7 +120,7 @@ class Node:
         self.changes = ChangeFeed(lambda: self.config().shared_lines)
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
         # The last snapshot of each set of each line, brought up to date per session.
-        self.snapshots = SnapshotCache()
+        self.snapshots = SnapshotCache(directory=home.snapshots_dir)
         # Who dialed each served session (node id or None), and what each session of ours
         # left the peer holding: the scheduler's ``synced`` (fewer sessions per change).
         self._callers: weakref.WeakKeyDictionary[Store, str | None] = weakref.WeakKeyDictionary()
@@ -176,12 +176,12 @@ class Node:
         if store not in self._callers:
             self._held[store] = held  # our own session: sync() reads it
             return
-        self._inbound_ended(store, None if held is None else {line: held})
+        self._inbound_ended(store, None if held is None else {line: held}, ok=start is not None)
 
-    def _inbound_ended(self, store: Store, marks: dict[str, int] | None) -> None:
+    def _inbound_ended(self, store: Store, marks: dict[str, int] | None, *, ok: bool) -> None:
         caller = self._callers.pop(store, None)
         if self._peering is not None:
-            self._peering.scheduler.inbound_ended(caller, marks)
+            self._peering.scheduler.inbound_ended(caller, marks, ok=ok)
 
     async def database(self) -> PgDatabase:
         """The hub's database (connected, its schema brought up to date, on first use)."""
@@ -205,17 +205,19 @@ class Node:
 
         db = await self.database()
         store = await db.line(line)
+        ok = False
         try:
             yield store
             entries = self._admitting.get(store)
             if entries is not None:  # a large load: VACUUM ANALYZE, in the background
                 db.maintenance.admitted(store.line_id, entries.admitted)
             await self._witness_state(store, line)
+            ok = True
         except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
             raise session_failure(line, exc) from exc
         finally:
             if store in self._callers:  # a session dialed to us: what it left is not known
-                self._inbound_ended(store, None)
+                self._inbound_ended(store, None, ok=ok)
 
     async def _witness_state(self, store: Store, line: str) -> None:
         """One state statement after a session that admitted new entries (none otherwise)."""

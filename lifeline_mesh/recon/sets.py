@@ -278,6 +278,25 @@ class Snapshot:
         snap._shared = _Shared()
         return snap
 
+    def buffers(self) -> tuple[array[int], bytearray, bytearray, bytearray]:
+        """Heights, ids, tokens and stored prefix sums, as :meth:`from_buffers` takes them
+        (the snapshot's own: never change them)."""
+        return self._heights, self._ids, self._tokens, self._sums
+
+    @classmethod
+    def from_buffers(
+        cls, heights: array[int], ids: bytearray, tokens: bytearray, sums: bytearray
+    ) -> Snapshot:
+        """The snapshot whose :meth:`buffers` these were (sizes checked, not contents)."""
+        n = len(heights)
+        if len(ids) != 32 * n or len(tokens) != 32 * n or len(sums) != 32 * (n // SUM_STRIDE + 1):
+            raise ValueError("snapshot buffers of inconsistent sizes")
+        snap = cls.__new__(cls)
+        snap._n, snap._heights, snap._ids, snap._tokens, snap._sums = n, heights, ids, tokens, sums
+        snap._shared = _Shared()
+        snap._start_view(())
+        return snap
+
     @classmethod
     def empty(cls) -> Snapshot:
         return cls([], [], [])
