@@ -130,13 +130,15 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
-    # Imported here, not above: `serve` starts listening sooner without what it may not
-    # use (the hub's PostgreSQL driver, the viewer, the sessions' models; decision 0039).
-    from lifeline_mesh.cli.cmd_hub import hub_store
-
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
-    store = hub_store(home, getattr(args, "store", None))
+    store = getattr(args, "store", None)
+    if store is not None or binding_of(home) is not None:
+        # A hub's: imported only then. `serve` of line files listens sooner without the
+        # PostgreSQL driver (nor the viewer, nor the sessions' models; decision 0039).
+        from lifeline_mesh.cli.cmd_hub import hub_store
+
+        store = hub_store(home, store)
     node = Node(home, insecure=args.insecure, fast=_fast(args), store_url=store)
     try:
         if node.store_url is not None:
