@@ -309,8 +309,6 @@ class Node:
         in sync with static and discovered peers on its own (DESIGN §8)."""
         server = self.server(join_listen)
         address = await server.start(listen)
-        if self.fast.helpers:
-            offload.warm_up()  # helper processes ready before the first large batch arrives
         keeper = None if peering is None else self.peering(peering, address)
         try:
             with recorded_node_state(self.home, self._state(address, peering)):
@@ -323,6 +321,8 @@ class Node:
                         await feeds.enter_async_context(hub_feed(dsn, self.changes, local))
                     if ready is not None:
                         ready(address)
+                    if self.fast.helpers:  # ready before the first large batch arrives
+                        offload.warm_up()
                     if keeper is None:
                         await stop.wait()
                     else:
