@@ -162,8 +162,6 @@ class Peering:
         self._written: list[dict[str, Any]] | None = None  # the table last written
         self._written_at = 0.0
         self._flush: asyncio.TimerHandle | None = None
-        self._unwritten: list[dict[str, Any]] | None = None  # the table a write waits for
-        self._writer: asyncio.Task[None] | None = None
 
     def _persist(self, rows: list[dict[str, Any]]) -> None:
         """Write the table when a row changed in what it says (a peer, an error, a watch);
@@ -185,31 +183,7 @@ class Peering:
                 self._flush = loop.call_later(PEERS_FILE_EVERY_S, self._persist_later)
             return
         self._written, self._written_at = shape, now
-        self._write(rows)
-
-    def _write(self, rows: list[dict[str, Any]]) -> None:
-        """The file is replaced on a thread: a rename over a file waits for its data to
-        reach the disk, ~0.1-0.3 s on a busy machine, and a restarted node writes the
-        table a dozen times while its first sessions run (decision 0039). The latest
-        table waiting is written next; none is written twice."""
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # no event loop: write it here
-            save_peers_file(self.home, rows, pid=os.getpid(), wall_now=time.time())
-            return
-        self._unwritten = rows
-        if self._writer is None or self._writer.done():
-            self._writer = loop.create_task(self._write_waiting(), name="peer table")
-
-    async def _write_waiting(self) -> None:
-        while (rows := self._unwritten) is not None:
-            self._unwritten = None
-            try:
-                await asyncio.to_thread(
-                    save_peers_file, self.home, rows, pid=os.getpid(), wall_now=time.time()
-                )
-            except OSError as exc:  # a full disk must not stop syncing
-                log.warning("cannot record the peer table: %s", exc)
+        save_peers_file(self.home, rows, pid=os.getpid(), wall_now=time.time())
 
     def _persist_later(self) -> None:
         self._flush = None
@@ -282,8 +256,6 @@ class Peering:
             if self._flush is not None:  # stopped: no write after this
                 self._flush.cancel()
                 self._flush = None
-            if self._writer is not None:  # but the table waiting is written
-                await asyncio.wait([self._writer])
 
     async def _discover(self, discovery: ZeroconfDiscovery) -> None:
         """Feed LAN events to the scheduler; withdraw the advert when cancelled."""

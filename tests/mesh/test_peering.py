@@ -137,9 +137,8 @@ async def test_two_nodes_discover_each_other_sync_and_notice_leaving(tmp_path: P
         async with asyncio.timeout(15):
             while len(a.peering.scheduler.table):  # b said goodbye
                 await asyncio.sleep(0.01)
-            # the table file follows (written on a thread: decision 0039)
-            while (data := load_peers_file(NodeHome(a.root))) is None or data["peers"]:
-                await asyncio.sleep(0.01)
+        data = load_peers_file(NodeHome(a.root))
+        assert data is not None and data["peers"] == []
 
 
 async def test_static_peers_without_discovery(tmp_path: Path) -> None:
