@@ -128,7 +128,9 @@ async def audit_line(
     policy: Policy,
     *,
     external_exists: Callable[[str, str], Awaitable[bool]] | None = None,
+    advance: Callable[[int], None] = lambda _n: None,
 ) -> LineReport:
+    """The report of ``line``; ``advance(n)`` is told of every ``n`` entries checked."""
     await NotaryStore.attach(store)  # raises when the line has no notary tables
     log = FindingLog(SECTIONS)
     verdict = Verdict()
@@ -140,7 +142,9 @@ async def audit_line(
     verdict.attestations = items.count
     windows = await witness_windows(store, items.index, items.trusted_evidence(), policy)
     walk = _ForwardPass(store, items.index, policy, log, verdict, windows)
-    base = await verify_store(store, line, external_exists=external_exists, each_page=walk.page)
+    base = await verify_store(
+        store, line, external_exists=external_exists, advance=advance, each_page=walk.page
+    )
     verdict.entries = base.entries
     log.extend((Finding(f.check, f.entry_id, f.detail) for f in base.findings), "ledger")
     evidence = items.evidence

@@ -8,6 +8,7 @@ import asyncio
 import hashlib
 import json
 import os
+import pty
 import sqlite3
 import subprocess
 import sys
@@ -178,3 +179,34 @@ async def test_the_notary_audit_in_workers_finds_what_the_serial_one_finds(
         parallel = await audit_line(store, "ledger", signers, policy)
     assert parallel.findings == serial.findings
     assert parallel.counts() == serial.counts()
+
+
+@pytest.mark.parametrize("module", ["lifeline", "lifeline_mesh"])
+def test_progress_is_shown_on_a_terminal_and_not_with_json(tmp_path: Path, module: str) -> None:
+    assert run(tmp_path, "lifeline", "init", env={}).returncode == 0
+    asyncio.run(_fill(tmp_path / ".lifeline" / "ledger.db"))
+    for args, shown in [((), True), (("--json",), False)]:
+        main, child = pty.openpty()
+        done = subprocess.run(
+            [sys.executable, "-m", module, "--root", str(tmp_path), "verify", *args],
+            stdout=subprocess.PIPE,
+            stderr=child,
+            timeout=120,
+            check=False,
+            env={**os.environ, **PARALLEL},
+        )
+        os.close(child)
+        drawn = b""
+        while True:
+            try:
+                chunk = os.read(main, 4096)
+            except OSError:  # the terminal's other end is closed: all read
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        os.close(main)
+        assert done.returncode == 0
+        assert (b"\r\x1b[Kverifying line ledger [" in drawn) is shown  # redraws are throttled
+        assert (f"/{N} (".encode() in drawn) is shown
+        assert b"\x1b[K" not in done.stdout
