@@ -3,7 +3,6 @@ findings of the last audit (``verify``), each linked to its entry."""
 
 from __future__ import annotations
 
-import sqlite3
 from collections import Counter
 from typing import Any
 
@@ -58,17 +57,15 @@ def _members(viewer: Viewer) -> tuple[str, list[dict[str, Any]]]:
     ]
 
 
-def _count(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
-
-
 async def _lines(viewer: Viewer) -> list[dict[str, Any]]:
     shared = set(NodeConfig.load(viewer.home).shared_lines)
     out = []
     for name in viewer.lines():
         reader = await viewer.reader(name)
         out.append(
-            {"name": name, "entries": await reader.store.run_read(_count), "shared": name in shared}
+            # the count the truth keeps (cached by the line's head): `count(*)` read every
+            # entry's index row on each request, 215 ms at 1M entries
+            {"name": name, "entries": await reader.count(), "shared": name in shared}
         )
     return out
 
