@@ -18,6 +18,7 @@ import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
 from lifeline.errors import LifelineError
@@ -30,19 +31,35 @@ from lifeline_mesh.notary.signers import FileSigners, SignerState
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.notary.witnessing import Mark, hand_down, marks_of, ranked
 
-__all__ = ["AuditCache", "LineAudit", "LineWitnesses", "WitnessCache", "first_other"]
+__all__ = [
+    "FINDINGS_SHOWN",
+    "AuditCache",
+    "LineAudit",
+    "LineWitnesses",
+    "WitnessCache",
+    "first_other",
+]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
+FINDINGS_SHOWN = 100  # failures the Mesh page lists; it counts the rest
+
+
 @dataclass(frozen=True, slots=True)
 class LineAudit:
+    """What the Mesh page shows of an audit: its counts, the first FINDINGS_SHOWN failures
+    and the notes counted by check, not every finding (a note per unsigned entry is a
+    million dicts, ~340 MB, at 1M entries)."""
+
     line: str
     key: tuple[int, ...]  # the line's state when it ran (see _key)
     finished_at: float
-    report: dict[str, Any]
+    report: dict[str, Any]  # LineReport.counts(): entries, signed, failures, ok...
+    failures: list[dict[str, str]]  # the first FINDINGS_SHOWN failures
+    notes: list[tuple[str, int]]  # (check, how many), by check
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +194,15 @@ class AuditCache(_LineJobs[LineAudit]):
         local: str | None,
     ) -> LineAudit:
         report = await audit_line(store, name, signers, Policy(local))
-        return LineAudit(name, key, time.time(), report.to_dict())
+        try:
+            failures = [
+                {"check": f.check, "subject": f.subject, "detail": f.detail}
+                for f in islice(report.log.failures(), FINDINGS_SHOWN)
+            ]
+            notes = sorted(report.log.notes.items())
+            return LineAudit(name, key, time.time(), report.counts(), failures, notes)
+        finally:
+            report.log.close()
 
 
 class WitnessCache(_LineJobs[LineWitnesses]):

@@ -3,7 +3,6 @@ findings of the last audit (``verify``), each linked to its entry."""
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 from starlette.requests import Request
@@ -23,8 +22,6 @@ from lifeline_mesh.ui.topology import peer_health, render_topology
 from lifeline_mesh.ui.viewer import Viewer
 
 __all__ = ["SECTION"]
-
-FINDINGS_SHOWN = 100
 
 
 def _node(viewer: Viewer) -> dict[str, Any]:
@@ -74,17 +71,14 @@ def _audits(viewer: Viewer) -> list[dict[str, Any]]:
     out = []
     for name in sorted(viewer.audit.results):
         held = viewer.audit.results[name]
-        findings = held.report.get("findings", [])
-        failures = [f for f in findings if f.get("severity") == "fail"]
-        notes = Counter(f.get("check") for f in findings if f.get("severity") == "note")
         out.append(
             {
                 "line": name,
                 "report": held.report,
                 "finished_at": held.finished_at,
-                "failures": failures[:FINDINGS_SHOWN],
-                "more": max(0, len(failures) - FINDINGS_SHOWN),
-                "notes": sorted(notes.items()),
+                "failures": held.failures,
+                "more": max(0, int(held.report.get("failures", 0)) - len(held.failures)),
+                "notes": held.notes,
             }
         )
     return out
