@@ -29,6 +29,7 @@ __all__ = ["PAGE_SIZE", "SHOWN", "Filters", "HistoryPage", "LineReader", "read_s
 PAGE_SIZE = 50
 SHOWN = 100  # newest items of each list the Truth page shows; the timeline has the rest
 SCAN_BUDGET = 20_000  # entries a filtered page examines at most (see _history_sql)
+THREAD_SCAN = 500  # a thread with more entries is paged down the index first (_thread_window)
 DAG_DEPTH = 3
 DAG_MAX_NODES = 48
 _ROW = "id, ts, kind, author, agent, summary, height, parents"
@@ -98,6 +99,48 @@ def _filter_sql(f: Filters, thread_ids: list[str] | None) -> tuple[list[str], li
     return where, params
 
 
+_ORDER = " ORDER BY height DESC, ts DESC, id DESC"
+
+
+def _edge(conn: sqlite3.Connection, bounds: list[str], params: list[Any]) -> tuple[Any, ...] | None:
+    """The far end of a window of SCAN_BUDGET entries past the cursor, read from the
+    (height, ts, id) index alone; None when the rest of the line fits in the window."""
+    found = conn.execute(
+        "SELECT height, ts, id FROM entries"
+        + (" WHERE " + " AND ".join(bounds) if bounds else "")
+        + _ORDER
+        + f" LIMIT 1 OFFSET {SCAN_BUDGET}",
+        params,
+    ).fetchone()
+    return tuple(found) if found is not None else None
+
+
+def _thread_window(
+    conn: sqlite3.Connection,
+    f: Filters,
+    bounds: list[str],
+    params: list[Any],
+    where: tuple[list[str], list[Any]],
+) -> HistoryPage | None:
+    """A long thread's page read down the (height, ts, id) index within a window of
+    SCAN_BUDGET entries: each index entry is tested against the thread's ids, and only
+    the matching rows are read (a row's height is stored after its body, so looking the
+    thread's ids up reads every one of its entries whole: 4k rows, 0.1–1.5 s at 1M).
+    None when fewer than a page of the thread lies in the window and the line goes on:
+    the caller then looks the ids up (the same page either way)."""
+    edge = _edge(conn, bounds, params)
+    bounds, params = list(bounds), list(params)
+    if edge is not None:
+        bounds.append("(height, ts, id) > (?, ?, ?)")
+        params.extend(edge)
+    sql = f"SELECT {_ROW} FROM entries INDEXED BY entries_order"
+    sql += " WHERE " + " AND ".join(bounds + where[0]) + _ORDER + " LIMIT ?"
+    rows = [_row(r) for r in conn.execute(sql, (*params, *where[1], PAGE_SIZE + 1))]
+    if len(rows) > PAGE_SIZE:
+        return HistoryPage(rows[:PAGE_SIZE], rows[PAGE_SIZE - 1]["id"], f)
+    return HistoryPage(rows, None, f) if edge is None else None
+
+
 def _history_sql(
     conn: sqlite3.Connection, f: Filters, thread_ids: list[str] | None, before: str | None
 ) -> HistoryPage:
@@ -112,25 +155,20 @@ def _history_sql(
             bounds.append("(height, ts, id) < (?, ?, ?)")
             params.extend(key)
     where, filter_params = _filter_sql(f, thread_ids)
-    order = " ORDER BY height DESC, ts DESC, id DESC"
+    if thread_ids is not None and len(thread_ids) > THREAD_SCAN:
+        found = _thread_window(conn, f, bounds, params, (where, filter_params))
+        if found is not None:
+            return found
     edge: tuple[Any, ...] | None = None
     if where and thread_ids is None:
-        # The window's far end, read from the (height, ts, id) index alone; None when the
-        # rest of the line fits in the window.
-        edge = conn.execute(
-            "SELECT height, ts, id FROM entries"
-            + (" WHERE " + " AND ".join(bounds) if bounds else "")
-            + order
-            + f" LIMIT 1 OFFSET {SCAN_BUDGET}",
-            params,
-        ).fetchone()
+        edge = _edge(conn, bounds, params)
         if edge is not None:
             bounds.append("(height, ts, id) > (?, ?, ?)")
             params.extend(edge)
     sql = f"SELECT {_ROW} FROM entries"
     if bounds or where:
         sql += " WHERE " + " AND ".join(bounds + where)
-    sql += order + " LIMIT ?"
+    sql += _ORDER + " LIMIT ?"
     rows = [_row(r) for r in conn.execute(sql, (*params, *filter_params, PAGE_SIZE + 1))]
     if len(rows) > PAGE_SIZE:
         return HistoryPage(rows[:PAGE_SIZE], rows[PAGE_SIZE - 1]["id"], f)

@@ -270,3 +270,40 @@ def test_timeline_and_walk_queries_follow_the_index(project: tuple[Path, list[En
             continue
         assert "entries_order" in plan, plan  # down the (height, ts, id) index
         assert "TEMP B-TREE" not in plan, plan  # in its order: no sort of the line
+
+
+def test_a_long_thread_pages_down_the_index_to_the_same_pages(
+    project: tuple[Path, list[Entry]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every page of a thread (alone and with a kind), looked up by id as before, and read
+    down the index within a window: one that holds whole pages, and one so small that
+    most pages fall back to the lookup."""
+    root, _entries = project
+
+    async def walk(line: LineReader, f: Filters) -> list[tuple[list[str], str | None]]:
+        pages, before = [], None
+        while True:
+            page = await line.history(f, before)
+            pages.append(([r["id"] for r in page.rows], page.older))
+            if page.older is None:
+                return pages
+            before = page.older
+
+    async def main() -> None:
+        async with await SqliteStore.open(Home(root).line_path("ledger"), create=False) as s:
+            line = LineReader("ledger", s)
+            for f in (Filters(thread="thread-2"), Filters(kind="checkpoint", thread="thread-5")):
+                monkeypatch.setattr(reader, "THREAD_SCAN", 10**9)
+                looked_up = await walk(line, f)
+                assert len(looked_up) > 1 and looked_up[0][0]
+                monkeypatch.setattr(reader, "THREAD_SCAN", 10)
+                indexed, seen = await _traced(s, lambda f=f: walk(line, f))
+                assert indexed == looked_up
+                used = [q for q in seen if "INDEXED BY entries_order" in q]
+                plan = await s.run_read(lambda c, q=used[0]: _plan(c, q))
+                assert "entries_order" in plan and "TEMP B-TREE" not in plan, plan
+                monkeypatch.setattr(reader, "SCAN_BUDGET", 150)
+                assert await walk(line, f) == looked_up
+                monkeypatch.setattr(reader, "SCAN_BUDGET", 20_000)
+
+    asyncio.run(main())
