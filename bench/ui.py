@@ -36,7 +36,15 @@ COMMIT lifeline lifeline_mesh | tar -x -C SRC``; it needs the ``Server-Timing`` 
 this tree's ``lifeline_mesh/ui/app.py`` into an older one) on the same project, and asks both
 servers the same requests in alternating order, so the two columns share the machine's load.
 Before timing, each server's background work (warm-up, witnessed times, audit, unfinished
-sessions) is waited for.
+sessions) is waited for; each server's resident memory (now and peak) is printed as it
+stops.
+
+``--keep DIR`` also takes a line another tool made, e.g. the 1M line of
+``bench/truth_ledger.py 1000000 OUT`` (``OUT/ours`` holds ``.lifeline/ledger.db``; its
+entries are not signed). The ledger cases include the home page's redirect, the packaged
+assets, the timeline at a deep cursor (query and path forms, with a kind), a search for
+three common words never asked before (a first ranking; rankings are kept per line) and
+deeper pages of a common word's hits.
 """
 
 from __future__ import annotations
