@@ -295,10 +295,21 @@ class Snapshot:
         return self._bisect((bound.height, bound.id_prefix))
 
     def _bisect(self, key: tuple[int, bytes]) -> int:
-        # Over positions, keyed by the item's key: no object that refers back to the
-        # snapshot is kept, so a snapshot is freed as soon as its session drops it, with
-        # no cycle for the garbage collector to find (sync/memory.py).
-        return bisect_left(range(self._n), key, key=self.key)
+        """``bisect_left`` of ``key`` among the sorted keys: the heights in C (the array),
+        then the ids among the few items of that height. Nothing that refers back to the
+        snapshot is kept, so a snapshot is freed as soon as its session drops it, with no
+        cycle for the garbage collector to find (sync/memory.py)."""
+        height, item_id = key
+        lo = bisect_left(self._heights, height)
+        hi = bisect_right(self._heights, height, lo)
+        ids = self._ids
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ids[32 * mid : 32 * mid + 32] < item_id:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def range_sum(self, lo: int, hi: int) -> bytes:
         """The sum of the tokens of items ``lo..hi`` mod 2^256, 32 bytes little-endian."""
