@@ -133,7 +133,7 @@ class Node:
         self._pins: dict[str, str] = {}
 
     def config(self) -> NodeConfig:
-        return NodeConfig.load(self.home)
+        return NodeConfig.current(self.home)
 
     def is_shared(self, line: str) -> bool:
         return line in self.config().shared_lines
