@@ -39,6 +39,12 @@ class ReadAhead:
         )
         self._task: asyncio.Task[None] | None = None
         self._pending: asyncio.Task[Frame | ParsedItems | None] | None = None  # depth 0
+        self._preparing = False
+
+    @property
+    def holding(self) -> bool:
+        """Frames received that the session has not taken yet (queued or being prepared)."""
+        return self._preparing or not self._queue.empty()
 
     async def recv(self) -> Frame | ParsedItems | None:
         """The next frame, None at the end; the channel's errors are re-raised here."""
@@ -77,7 +83,12 @@ class ReadAhead:
                 await self._queue.put(exc)
                 return
             if frame is not None and self._prepare is not None:
-                await self._queue.put(await self._prepare(frame))
+                self._preparing = True
+                try:
+                    prepared = await self._prepare(frame)
+                finally:
+                    self._preparing = False
+                await self._queue.put(prepared)
             else:
                 await self._queue.put(frame)
             # Nothing may follow these; not reading on lets the call end cleanly.
