@@ -6,9 +6,9 @@ session that pulls a million entries held ~100 MB for this alone (issue 21: the 
 `sync` process peaked at 373 MB). Here the latest ids stay in a set (a parent is nearly
 always among them), and older ones are sealed into sorted runs: the ids side by side in
 one bytes object, and their first 8 bytes in an ``array('Q')`` to bisect — 40 bytes an
-id. A run holds at least an eighth of what was sealed before it, so a million ids make
-~25 runs, and a lookup that misses every run (rare: an orphan's parent) costs a
-bisection in each, ~1 µs. Exact: a
+id. A run holds at least a sixteenth of what was sealed before it, so a million ids make
+16 runs and five million ~40, and a lookup that misses every run (rare: an orphan's
+parent) costs a bisection in each, ~1 µs. Exact: a
 prefix match is confirmed on the whole id. Pure: no I/O.
 """
 
@@ -77,4 +77,4 @@ class ReceivedIds:
         if ids:
             self._runs.append(_Run(ids))
             self._sealed += len(ids)
-        self._limit = max(self._min_run, self._sealed // 8) + len(self._recent)
+        self._limit = max(self._min_run, self._sealed // 16) + len(self._recent)

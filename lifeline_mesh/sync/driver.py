@@ -61,6 +61,7 @@ IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session 
 KEEP_ALIVE_EVERY = 15.0
 ADMIT_DEPTH = 2  # received batches in flight: one being stored, the next being checked
 READ_AHEAD = 2  # frames received ahead of the session
+TRIM_EVERY = 16  # received batches stored between two returns of free heap memory
 
 
 @dataclass(slots=True)
@@ -259,6 +260,7 @@ class _Admitter:
         self._depth = depth
         self._overlap = overlap
         self._tasks: deque[asyncio.Task[AdmitResult | None]] = deque()
+        self._settled = 0
 
     @property
     def in_flight(self) -> bool:
@@ -298,6 +300,9 @@ class _Admitter:
         if result is not None:
             self._report.entries_added += result.added
             self._report.ts_lowered += result.updated
+        self._settled += 1
+        if self._settled % TRIM_EVERY == 0:
+            SESSIONS.trim()  # freed batches, spread over several threads' heaps
         return []
 
     async def cancel(self) -> None:

@@ -34,8 +34,10 @@ class ReadAhead:
         self._channel = channel
         self._prepare = prepare
         self._depth = depth
+        # ``depth`` frames in hand at most: those queued and the one being prepared (each
+        # batch of a large sync costs memory several times its size once parsed)
         self._queue: asyncio.Queue[Frame | ParsedItems | LifelineError | None] = asyncio.Queue(
-            max(1, depth)
+            max(1, depth - 1)
         )
         self._task: asyncio.Task[None] | None = None
         self._pending: asyncio.Task[Frame | ParsedItems | None] | None = None  # depth 0
