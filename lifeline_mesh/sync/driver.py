@@ -268,7 +268,10 @@ class _Admitter:
         return bool(self._tasks)
 
     async def submit(self, session: Session, target: ReconSet, eff: Deliver) -> list[Effect]:
-        while len(self._tasks) >= self._depth:
+        # A batch with nothing to check before it is stored would only wait for the one
+        # ahead of it: it is taken when that one is stored, not held meanwhile.
+        depth = self._depth if isinstance(target, Preparing) else 1
+        while len(self._tasks) >= depth:
             failed = await self._settle_oldest(session)
             if failed:
                 return failed
