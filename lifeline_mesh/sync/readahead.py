@@ -108,9 +108,21 @@ class ReadAhead:
         if task is None or task.done():
             return
         if clean:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), timeout)
+            await self._drain_until(task, timeout)
         if not task.done():
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError, LifelineError):
             await task
+
+    async def _drain_until(self, task: asyncio.Task[Any], timeout: float) -> None:
+        """Wait for the pump to reach the end of the stream, dropping what it still queues
+        (a keep-alive the peer sent as the session ended): a full queue would hold it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not task.done() and (left := deadline - loop.time()) > 0:
+            getter = asyncio.ensure_future(self._queue.get())
+            await asyncio.wait({task, getter}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                getter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await getter
