@@ -26,6 +26,7 @@ __all__ = [
     "HASHED_FIELDS",
     "ID_RE",
     "KNOWN_KINDS",
+    "LC_KINDS",
     "Entry",
     "canonical_bytes",
     "compute_id",
@@ -33,7 +34,8 @@ __all__ = [
     "normalize_ts",
 ]
 
-KNOWN_KINDS: frozenset[str] = frozenset(
+# The kinds lifeline-context 0.6.1 knows (it refuses a whole LIFELINE.md holding any other).
+LC_KINDS: frozenset[str] = frozenset(
     {
         "bootstrap",
         "decision",
@@ -52,12 +54,10 @@ KNOWN_KINDS: frozenset[str] = frozenset(
         "debt",
         "relation",
         "checkpoint",
-        # agent sessions (DESIGN §9, docs/decisions/0019-session-entries.md)
-        "session",
-        "session-part",
-        "session-status",
     }
 )
+# ... and ours: agent sessions (DESIGN §9, docs/decisions/0019-session-entries.md)
+KNOWN_KINDS: frozenset[str] = LC_KINDS | {"session", "session-part", "session-status"}
 
 # The stored form exactly; days 29-31 are checked against their month below. Anything else
 # (other zones, no fraction, spaces) takes the full parse.

@@ -15,32 +15,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from lifeline.entry import Entry
+from lifeline.entry import LC_KINDS, Entry
 
 __all__ = ["LC_KINDS", "LcView", "LcViewWriter", "render_lc_view", "unwritable_reason"]
 
-# The kinds lifeline-context 0.6.1 accepts; it refuses a whole file holding any other one.
-LC_KINDS = frozenset(
-    [
-        "bootstrap",
-        "decision",
-        "feature",
-        "fix",
-        "incident",
-        "milestone",
-        "release",
-        "note",
-        "open",
-        "correction",
-        "service",
-        "api",
-        "test",
-        "requirement",
-        "debt",
-        "relation",
-        "checkpoint",
-    ]
-)
 _BODY_END = "<!-- lifeline:end -->"
 _HEAD_MARK = "### #"
 _LINE_FIELDS = ("author", "agent", "provider", "model", "kind", "summary")

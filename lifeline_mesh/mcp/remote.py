@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import socket
 import ssl
 import sys
 from dataclasses import dataclass
@@ -37,6 +36,7 @@ from lifeline_mesh.mcp.server import build_server
 from lifeline_mesh.mcp.tokens import TokenBook, TokenRefused
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.membership import files
+from lifeline_mesh.transport.addresses import listen_socket
 
 __all__ = ["HttpOptions", "TokenAuth", "serve_http"]
 
@@ -166,21 +166,6 @@ class TokenAuth:
         await send({"type": "http.response.body", "body": body})
 
 
-def _bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(
-            f"cannot listen on {host}:{port} ({exc.strerror}); pick another --http address"
-        ) from exc
-    sock.listen(128)
-    return sock
-
-
 async def serve_http(ws: Workspace, opts: HttpOptions, book: TokenBook) -> None:
     """Serve until SIGINT/SIGTERM; prints the URL once it listens."""
     import uvicorn  # only this command needs it
@@ -196,7 +181,7 @@ async def serve_http(ws: Workspace, opts: HttpOptions, book: TokenBook) -> None:
         # that reach the node by a name of its own.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
-    sock = _bind(opts.host, opts.port)
+    sock = listen_socket(opts.host, opts.port, hint="pick another --http address")
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"

@@ -1,22 +1,62 @@
 """The checks of a received batch of attestations that need nothing stored: shape,
 signature, signer, not future-dated, and the set it belongs to. Shared by every notary
-storage (SQLite, lifeline_mesh/notary/storage.py; PostgreSQL, pg_storage.py)."""
+storage (SQLite, lifeline_mesh/notary/storage.py; PostgreSQL, pg_storage.py), with
+``NotarySet``, the settings both are made with."""
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
+from typing import Generic, Self, TypeVar
 
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
+from lifeline.ledger import utc_now
 from lifeline_mesh.notary.admission import MAX_ADMIT_ITEMS, UnknownSigner, check_items
 from lifeline_mesh.notary.enrollment import learn_held
+from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role
 from lifeline_mesh.notary.verifier import first_bad_signature
 
-__all__ = ["ATTESTATIONS_TABLE", "STATEMENTS_TABLE", "table_of", "verify_batch"]
+__all__ = ["ATTESTATIONS_TABLE", "STATEMENTS_TABLE", "NotarySet", "table_of", "verify_batch"]
 
 ATTESTATIONS_TABLE = "attestations"  # first-wave kinds (author, witness, summary), enrolled
 STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
+
+
+StoreT = TypeVar("StoreT")
+
+
+class NotarySet(Generic[StoreT]):
+    """What both notary storages are made with: the line's store, which of its two sets
+    (``table``), the signers known and the admission clock and windows."""
+
+    def __init__(
+        self,
+        store: StoreT,
+        *,
+        signers: KnownSigners | None = None,
+        clock: Callable[[], str] = utc_now,
+        skew_s: float = DEFAULT_SKEW_S,
+        backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
+        table: str = ATTESTATIONS_TABLE,
+    ) -> None:
+        self.store = store
+        self.table = table  # which of the two sets this object reconciles
+        self.signers = signers
+        self._clock = clock
+        self.skew_s = skew_s
+        self.backdate_window_s = backdate_window_s
+
+    def statements(self) -> Self:
+        """The same line's second-wave statements (state, imported), as their own set."""
+        return type(self)(
+            self.store,
+            signers=self.signers,
+            clock=self._clock,
+            skew_s=self.skew_s,
+            backdate_window_s=self.backdate_window_s,
+            table=STATEMENTS_TABLE,
+        )
 
 
 def table_of(role: Role) -> str:

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
-from lifeline.ledger import utc_now
 from lifeline.store.pg_schema import Conn
 from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes, lock_line
 from lifeline.store.port import AppendResult
@@ -27,11 +26,10 @@ from lifeline_mesh.notary.claims import stored_claim
 from lifeline_mesh.notary.intake import (
     ATTESTATIONS_TABLE,
     STATEMENTS_TABLE,
+    NotarySet,
     table_of,
     verify_batch,
 )
-from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
-from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.states import StateOf, sum_fingerprint
 
@@ -40,35 +38,8 @@ __all__ = ["PgNotaryStore"]
 _MOD = 1 << 256
 
 
-class PgNotaryStore:
+class PgNotaryStore(NotarySet[PgStore]):
     """The attestations (or statements) of one line in PostgreSQL."""
-
-    def __init__(
-        self,
-        store: PgStore,
-        *,
-        signers: KnownSigners | None = None,
-        clock: Callable[[], str] = utc_now,
-        skew_s: float = DEFAULT_SKEW_S,
-        backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
-        table: str = ATTESTATIONS_TABLE,
-    ) -> None:
-        self.store = store
-        self.table = table
-        self.signers = signers
-        self._clock = clock
-        self.skew_s = skew_s
-        self.backdate_window_s = backdate_window_s
-
-    def statements(self) -> PgNotaryStore:
-        return PgNotaryStore(
-            self.store,
-            signers=self.signers,
-            clock=self._clock,
-            skew_s=self.skew_s,
-            backdate_window_s=self.backdate_window_s,
-            table=STATEMENTS_TABLE,
-        )
 
     @property
     def _line(self) -> int:

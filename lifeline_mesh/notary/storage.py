@@ -33,7 +33,13 @@ from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
 from lifeline_mesh.notary.claims import stored_claim
 from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
-from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, STATEMENTS_TABLE, table_of, verify_batch
+from lifeline_mesh.notary.intake import (
+    ATTESTATIONS_TABLE,
+    STATEMENTS_TABLE,
+    NotarySet,
+    table_of,
+    verify_batch,
+)
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.signers import KnownSigners
@@ -155,25 +161,8 @@ def receipts_naming(
     return found
 
 
-class NotaryStore:
+class NotaryStore(NotarySet[SqlLine]):
     """The attestations of one line. Create with :meth:`attach` on a line of the SQL tier."""
-
-    def __init__(
-        self,
-        store: SqlLine,
-        *,
-        signers: KnownSigners | None = None,
-        clock: Callable[[], str] = utc_now,
-        skew_s: float = DEFAULT_SKEW_S,
-        backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
-        table: str = ATTESTATIONS_TABLE,
-    ) -> None:
-        self.store = store
-        self.table = table  # which of the two sets this object reconciles
-        self.signers = signers
-        self._clock = clock
-        self.skew_s = skew_s
-        self.backdate_window_s = backdate_window_s
 
     @classmethod
     async def attach(
@@ -198,17 +187,6 @@ class NotaryStore:
             skew_s=skew_s,
             backdate_window_s=backdate_window_s,
             table=table,
-        )
-
-    def statements(self) -> NotaryStore:
-        """The same line's second-wave statements (state, imported), as their own set."""
-        return NotaryStore(
-            self.store,
-            signers=self.signers,
-            clock=self._clock,
-            skew_s=self.skew_s,
-            backdate_window_s=self.backdate_window_s,
-            table=STATEMENTS_TABLE,
         )
 
     # -- the opaque set --------------------------------------------------------------

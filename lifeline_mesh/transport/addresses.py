@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import re
+import socket
 from collections.abc import Callable
 
 from lifeline.errors import ConfigError
 
-__all__ = ["address_arg", "require_loopback", "split_address"]
+__all__ = ["address_arg", "listen_socket", "require_loopback", "split_address"]
 
 _PORT = re.compile(r"[0-9]{1,5}")
 _HOST = re.compile(r"[A-Za-z0-9._%-]+")  # a name, an IPv4 address, or an IPv6 zone id part
@@ -82,3 +83,19 @@ def require_loopback(value: str, *, tls: bool, what: str, listen: bool = False) 
             "credentials; use 127.0.0.1 or ::1, or set up mesh membership (mutual TLS) first"
         )
     return host, port
+
+
+def listen_socket(host: str, port: int, *, hint: str) -> socket.socket:
+    """A listening, non-blocking TCP socket on ``host:port`` (IPv6 when the host has a
+    colon), or a ConfigError that names the address and ends with ``hint``."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port} ({exc.strerror}); {hint}") from exc
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 import uvicorn
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.transport.addresses import split_address
+from lifeline_mesh.transport.addresses import listen_socket, split_address
 from lifeline_mesh.ui.app import create_app
 from lifeline_mesh.ui.viewer import Viewer
 
@@ -57,20 +57,9 @@ def check_listen(listen: str, *, remote: bool, token: str | None) -> tuple[str, 
 
 
 def bind(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(
-            f"cannot listen on {host}:{port} ({exc.strerror}); pick another port with "
-            "--listen 127.0.0.1:PORT (port 0 picks a free one)"
-        ) from exc
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
+    return listen_socket(
+        host, port, hint="pick another port with --listen 127.0.0.1:PORT (port 0 picks a free one)"
+    )
 
 
 class _Server(uvicorn.Server):

@@ -16,7 +16,6 @@ import os
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ import pytest
 from tests.support.compose_docs import defaults as _defaults
 from tests.support.compose_docs import documented_topology as _documented_topology
 from tests.support.compose_docs import service_env as _env
+from tests.support.mesh_procs import free_ports
 from tests.support.paths import REPO
 from tests.support.yaml_subset import YamlSubsetError, parse
 
@@ -306,16 +306,6 @@ def test_readme_says_how_the_docker_files_are_tested() -> None:
     assert (REPO / "tests" / "deploy" / "test_docker_engine.py").exists()
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def _wait_for(what: str, check: Callable[[], bool], procs: list[subprocess.Popen[str]]) -> None:
     deadline = time.monotonic() + 60
     while not check():
@@ -339,7 +329,7 @@ def test_the_compose_topology_runs_on_loopback(tmp_path: Path) -> None:
     services = _compose()["services"]
     sync_port = _dockerfile_env("LIFELINE_MESH_LISTEN").rsplit(":", 1)[1]
     join_port = _dockerfile_env("LIFELINE_MESH_JOIN_LISTEN").rsplit(":", 1)[1]
-    *ports, join = _free_ports(len(NODES) + 1)
+    *ports, join = free_ports(len(NODES) + 1)
     hosts = {f"{n}:{sync_port}": f"127.0.0.1:{p}" for n, p in zip(NODES, ports, strict=True)}
     hosts[f"node-a:{join_port}"] = f"127.0.0.1:{join}"
     (tmp_path / "tokens").mkdir()

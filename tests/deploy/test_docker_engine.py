@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.mesh_procs import free_ports
 from tests.support.paths import REPO
 
 DOCKER = REPO / "docker"
@@ -87,16 +87,6 @@ def images(compose_command: list[str]) -> None:
     )
     assert proc.returncode == 0, f"docker/build.sh failed:\n{proc.stderr}"
     print(f"docker/build.sh --postgres: {time.monotonic() - started:.1f} s\n{proc.stderr}")
-
-
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
 
 
 class Compose:
@@ -223,7 +213,7 @@ def _verified(report_json: str, entries: int) -> dict[str, Any]:
 def test_the_compose_mesh_syncs_signs_and_verifies(
     project: Callable[..., Compose], tmp_path: Path
 ) -> None:
-    port_a, join_a, port_b, port_c = _free_ports(4)
+    port_a, join_a, port_b, port_c = free_ports(4)
     mesh = project(
         DOCKER / "compose.yaml",
         {
@@ -297,7 +287,7 @@ def _host_synced(root: Path, address: str) -> bool:
 def test_the_hub_compose_serves_one_postgres_through_two_processes(
     project: Callable[..., Compose], tmp_path: Path
 ) -> None:
-    pg_port, hub_1, join_1, hub_2, join_2 = _free_ports(5)
+    pg_port, hub_1, join_1, hub_2, join_2 = free_ports(5)
     password = secrets.token_urlsafe(12)
     hub = project(
         DOCKER / "compose.hub.yml",

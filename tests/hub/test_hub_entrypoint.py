@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.mesh_procs import free_ports, terminate
 from tests.support.paths import REPO
 from tests.support.pg_server import fresh_database
 
@@ -26,29 +26,10 @@ pytestmark = pytest.mark.slow
 ENTRYPOINT = REPO / "docker" / "entrypoint.sh"
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
-
-
 @pytest.mark.timeout(600)
 def test_the_entrypoint_makes_two_roots_one_hub_node(pg_server: str, tmp_path: Path) -> None:
     url = asyncio.run(fresh_database(pg_server))
-    sync_1, sync_2, join_2, laptop_port = _free_ports(4)
+    sync_1, sync_2, join_2, laptop_port = free_ports(4)
     tokens = tmp_path / "tokens"
     base = {
         **os.environ,
@@ -139,4 +120,4 @@ def test_the_entrypoint_makes_two_roots_one_hub_node(pg_server: str, tmp_path: P
         assert laptop_id in members["hub-2"] and ids["hub-1"] in members["hub-2"], members
     finally:
         for proc in procs:
-            _stop(proc)
+            terminate(proc)

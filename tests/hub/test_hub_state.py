@@ -16,7 +16,7 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.support.mesh_procs import cli, log_note, shared_node, start_ca_serve
+from tests.support.mesh_procs import cli, log_note, shared_node, start_ca_serve, terminate
 from tests.support.pg_server import fresh_database
 
 pytestmark = pytest.mark.slow
@@ -34,15 +34,6 @@ def _hub_init(root: Path, url: str, *extra: str) -> dict[str, object]:
     assert isinstance(report, dict)
     shared_node(root)  # the ledger line is shared (config), nothing else
     return report
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    proc.terminate()
-    try:
-        proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.communicate()
 
 
 def _join(root: Path, token: str, join_address: str) -> str:
@@ -130,9 +121,9 @@ def test_two_hub_processes_are_one_node_over_mtls(pg_server: str, tmp_path: Path
                     print(f"hub process {name} exited {proc.returncode}: {proc.communicate()[1]}")
             raise
         finally:
-            _stop(proc_b)
+            terminate(proc_b)
     finally:
-        _stop(proc_a)
+        terminate(proc_a)
 
 
 def test_hub_init_refusals(pg_server: str, tmp_path: Path) -> None:
@@ -207,7 +198,7 @@ def test_a_hub_that_joined_a_laptop_mesh_shares_its_tls_key(pg_server: str, tmp_
     try:
         _mesh(hub_a, "join", _invite(leader), "--peer", join_port)
     finally:
-        _stop(proc)
+        terminate(proc)
     hub_b.mkdir()
     refused = _mesh(hub_b, "hub", "init", "--store", url, check=False)
     assert refused.returncode != 0 and "copy tls.pem and tls.key" in refused.stderr
@@ -232,7 +223,7 @@ def test_a_hub_that_joined_a_laptop_mesh_shares_its_tls_key(pg_server: str, tmp_
         note = log_note(leader, "from the mesh's leader to the hub's second process")
         _sync(leader, first.removeprefix("listening on ").strip())
     finally:
-        _stop(server)
+        terminate(server)
     assert note in _ids(leader)
     assert asyncio.run(_hub_count(url)) == len(_ids(leader))  # all of it reached the hub
 

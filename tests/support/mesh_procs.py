@@ -18,6 +18,7 @@ __all__ = [
     "ServeRefused",
     "cli",
     "free_port",
+    "free_ports",
     "has_entry",
     "join_mesh",
     "log_note",
@@ -26,6 +27,7 @@ __all__ = [
     "shared_node",
     "signed_node",
     "start_ca_serve",
+    "terminate",
     "wait_for_entry",
 ]
 
@@ -85,6 +87,27 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct ports free right now (all held open together while the kernel picks)."""
+    sockets = [socket.socket() for _ in range(n)]
+    for sock in sockets:
+        sock.bind(("127.0.0.1", 0))
+    ports = [int(sock.getsockname()[1]) for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+def terminate(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM and reap; SIGKILL if it has not exited within 30 s."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
 
 
 @contextmanager
