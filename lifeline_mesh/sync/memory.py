@@ -68,6 +68,13 @@ class SessionMemory:
     def enter(self) -> None:
         self.running += 1
 
+    def trim(self) -> None:
+        """Return free heap memory now: a long session calls this between batches, so the
+        heap of a large transfer does not keep the high-water mark of every batch."""
+        if self._trim is not None:
+            self._trim(0)
+            self.trims += 1
+
     def leave(self, built_snapshots: bool) -> None:
         self.running -= 1
         self._dirty = self._dirty or built_snapshots
