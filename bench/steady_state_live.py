@@ -58,7 +58,7 @@ def cli_sync(root: Path, address: str) -> dict[str, float]:
         [*timer, *argv, "--insecure", "--json"],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=3600,
         cwd=TREE,
         env={**os.environ, "PYTHONPATH": str(TREE)},
     )

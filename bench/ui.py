@@ -36,7 +36,15 @@ COMMIT lifeline lifeline_mesh | tar -x -C SRC``; it needs the ``Server-Timing`` 
 this tree's ``lifeline_mesh/ui/app.py`` into an older one) on the same project, and asks both
 servers the same requests in alternating order, so the two columns share the machine's load.
 Before timing, each server's background work (warm-up, witnessed times, audit, unfinished
-sessions) is waited for.
+sessions) is waited for; each server's resident memory (now and peak) is printed as it
+stops.
+
+``--keep DIR`` also takes a line another tool made, e.g. the 1M line of
+``bench/truth_ledger.py 1000000 OUT`` (``OUT/ours`` holds ``.lifeline/ledger.db``; its
+entries are not signed). The ledger cases include the home page's redirect, the packaged
+assets, the timeline at a deep cursor (query and path forms, with a kind), a search for
+three common words never asked before (a first ranking; rankings are kept per line) and
+deeper pages of a common word's hits.
 """
 
 from __future__ import annotations
@@ -83,7 +91,7 @@ async def timed(app: object, path: str, query: str = "") -> float:
     start = time.perf_counter()
     status, _body = await asgi_get(app, path, query)
     took = time.perf_counter() - start
-    if status != 200:
+    if status not in (200, 307):  # 307: the home page sends to a line
         raise SystemExit(f"{path}?{query} answered {status}")
     return took
 
@@ -103,16 +111,35 @@ def _two(rng: random.Random) -> str:
     return f"{rng.choice(WORDS)}+{rng.choice(WORDS)}"
 
 
+def _fresh(rng: random.Random) -> object:
+    """Three distinct common words, a new set each time (a ranking never asked before)."""
+    sets = [(a, b, c) for a in WORDS for b in WORDS for c in WORDS if a < b < c]
+    rng.shuffle(sets)
+    return iter("+".join(s) for s in sets)
+
+
 def ledger_cases(line: str, ids: list[str], rng: random.Random) -> list[tuple[str, object]]:
     pick = lambda: rng.choice(ids)  # noqa: E731
+    fresh = _fresh(rng)
     return [
+        ("home (redirect)", lambda: ("/", "")),
         ("truth", lambda: (line + "/", "")),
         ("search, one common word", lambda: (line + "/search", f"q={rng.choice(WORDS)}")),
         ("search, two common words", lambda: (line + "/search", f"q={_two(rng)}")),
         ("search, a rare word", lambda: (line + "/search", f"q={rng.randrange(len(ids))}")),
+        ("search, 3 common words, new", lambda: (line + "/search", f"q={next(fresh)}")),  # type: ignore[call-overload]
+        (
+            "search, common word, page 2-10",
+            lambda: (line + "/search", f"q={rng.choice(WORDS)}&page={rng.randrange(1, 10)}"),
+        ),
         ("entry", lambda: (f"{line}/entries/{pick()}", "")),
         ("history, newest page", lambda: (line + "/history", "")),
         ("history, page at a random cursor", lambda: (line + "/history", f"before={pick()}")),
+        ("history, /before-ID path", lambda: (f"{line}/history/before-{pick()}", "")),
+        (
+            "history, decision, random cursor",
+            lambda: (line + "/history", f"kind=decision&before={pick()}"),
+        ),
         ("history, kind=decision", lambda: (line + "/history", "kind=decision")),
         ("history, thread", lambda: (line + "/history", f"thread=thread-{rng.randrange(50)}")),
         ("history, a kind no entry has", lambda: (line + "/history", "kind=milestone")),
@@ -120,6 +147,9 @@ def ledger_cases(line: str, ids: list[str], rng: random.Random) -> list[tuple[st
         ("history, dates", lambda: (line + "/history", "since=2026-01-01&until=2026-01-01")),
         ("graph around an entry", lambda: (f"{line}/graph/{pick()}", "")),
         ("mesh", lambda: ("/mesh", "")),
+        ("sessions (home)", lambda: ("/sessions", "")),
+        ("asset style.css", lambda: ("/assets/style.css", "")),
+        ("asset copy.js", lambda: ("/assets/copy.js", "")),
     ]
 
 

@@ -70,7 +70,7 @@ class Served:
                 continue
             took = time.perf_counter() - start
             break
-        if response.status != 200:
+        if response.status not in (200, 307):  # 307: the home page sends to a line
             raise SystemExit(f"{self.label}: {path}?{query} answered {response.status}")
         found = re.search(r"app;dur=([\d.]+)", response.getheader("server-timing") or "")
         if found is None:
@@ -86,7 +86,17 @@ class Served:
             time.sleep(0.5)
         return time.perf_counter() - start
 
+    def memory(self) -> str:
+        """The server's resident memory now and at its peak (VmRSS, VmHWM), in MB."""
+        try:
+            status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        except OSError:
+            return "memory unknown"
+        kb = dict(re.findall(r"^(VmRSS|VmHWM):\s+(\d+) kB", status, re.M))
+        return f"RSS {int(kb['VmRSS']) / 1024:.0f} MB, peak {int(kb['VmHWM']) / 1024:.0f} MB"
+
     def close(self) -> None:
+        print(f"{self.label}: {self.memory()}", flush=True)
         self.conn.close()
         self.proc.send_signal(signal.SIGINT)
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 from collections import deque
@@ -299,17 +300,22 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     external_exists = external_checker(args)
 
     async with open_line(args) as store:
-        damage = integrity_problems(store.path)
+        # SQLite's quick check reads the whole file on a thread of its own (SQLite releases
+        # the GIL) while the rows are checked
+        checking = asyncio.ensure_future(asyncio.to_thread(integrity_problems, store.path))
         try:
             with progress_for(args, f"verifying line {name}", await store.count()) as bar:
                 report = await verify_store(
                     store, name, external_exists=external_exists, advance=bar.advance
                 )
         except StoreError as exc:
+            damage = await checking
             if not damage:
                 raise
             report = Report(line=name)
             damage.append(str(exc))
+        else:
+            damage = await checking
     report.findings[:0] = [
         Finding("sqlite-integrity", "-", f"{problem[:200]}; run `lifeline recover`")
         for problem in damage

@@ -8,11 +8,11 @@ parsed, and the text columns are type-checked without building a generator.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from lifeline.entry import Entry
 
-__all__ = ["Fields", "decode_fields", "decode_row"]
+__all__ = ["Fields", "Links", "decode_fields", "decode_row", "links_of", "parents_of"]
 
 Fields = tuple[str, str, str, str, str, str, str, str, str, tuple[str, ...], str | None]
 
@@ -26,14 +26,7 @@ def decode_fields(row: tuple[Any, ...]) -> Fields:
     """A row ``(seq, id, ts, ..., parents, dedup_key)`` as the fields of an Entry, in its
     order, checked (ValueError or TypeError when the row is damaged)."""
     _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup = row
-    # The usual one-parent list is sliced rather than parsed (streams read every row).
-    inner = parents[2:66] if type(parents) is str and len(parents) == 68 else ""
-    if inner.isascii() and inner.isalnum() and parents[:2] == '["' and parents[66:] == '"]':
-        plist: Any = [inner]
-    else:
-        plist = json.loads(parents)
-    if not isinstance(plist, list) or not all(isinstance(p, str) for p in plist):
-        raise ValueError("parents column is not a JSON list of ids")
+    plist = parents_of(parents)
     if not (
         type(eid) is str
         and type(ts) is str
@@ -48,4 +41,45 @@ def decode_fields(row: tuple[Any, ...]) -> Fields:
         raise ValueError("a text column holds a non-text value")
     if dedup is not None and not isinstance(dedup, str):
         raise ValueError("dedup_key column holds a non-text value")
-    return (eid, ts, kind, author, agent, provider, model, summary, body, tuple(plist), dedup)
+    return (eid, ts, kind, author, agent, provider, model, summary, body, plist, dedup)
+
+
+def parents_of(parents: Any) -> tuple[str, ...]:
+    """The parents column as a tuple of ids (ValueError or TypeError when it is not a JSON
+    list of strings)."""
+    # The usual one-parent list is sliced rather than parsed (streams read every row).
+    inner = parents[2:66] if type(parents) is str and len(parents) == 68 else ""
+    if inner.isascii() and inner.isalnum() and parents[:2] == '["' and parents[66:] == '"]':
+        return (inner,)
+    plist = json.loads(parents)
+    if not isinstance(plist, list) or not all(isinstance(p, str) for p in plist):
+        raise ValueError("parents column is not a JSON list of ids")
+    return tuple(plist)
+
+
+class Links(NamedTuple):
+    """What an audit's forward pass needs of an entry: its id, ts and parents."""
+
+    id: str
+    ts: str
+    parents: tuple[str, ...]
+
+
+def links_of(rows: list[tuple[Any, ...]]) -> list[Links]:
+    """The rows of a light stream (``sqlite_reads.link_pages``) that decode as entries
+    (the same rows :func:`decode_fields` accepts), as :class:`Links`."""
+    out: list[Links] = []
+    add = out.append
+    for _height, eid, ts, parents, types_ok in rows:
+        if types_ok != 1 or type(eid) is not str or type(ts) is not str:
+            continue
+        if type(parents) is str and len(parents) == 68:  # parents_of's usual case, inline
+            inner = parents[2:66]
+            if parents[:2] == '["' and parents[66:] == '"]' and inner.isascii() and inner.isalnum():
+                add(Links(eid, ts, (inner,)))
+                continue
+        try:
+            add(Links(eid, ts, parents_of(parents)))
+        except (ValueError, TypeError):
+            continue
+    return out

@@ -17,7 +17,16 @@ from lifeline.errors import CorruptRow
 from lifeline.store.rows import decode_row
 from lifeline.store.sqlite_writes import id_chunks
 
-__all__ = ["COLUMNS", "STREAM_CHUNK", "decode_or_raise", "decoded_by_id", "page", "pages"]
+__all__ = [
+    "COLUMNS",
+    "LINK_COLUMNS",
+    "STREAM_CHUNK",
+    "decode_or_raise",
+    "decoded_by_id",
+    "link_pages",
+    "page",
+    "pages",
+]
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +34,23 @@ COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, par
 STREAM_CHUNK = 2_000
 
 
-def page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[tuple[Any, ...]]:
-    """The next ``STREAM_CHUNK`` rows after ``after`` (height, ts, id), height first."""
-    sql = f"SELECT height, {COLUMNS} FROM entries"
+# What the rows of a light stream (``link_pages``) hold besides height, id, ts, parents:
+# whether the other columns have the types a decoded row needs (``rows.links_of``).
+TYPES_OK = (
+    "typeof(kind) = 'text' AND typeof(author) = 'text' AND typeof(agent) = 'text' "
+    "AND typeof(provider) = 'text' AND typeof(model) = 'text' AND typeof(summary) = 'text' "
+    "AND typeof(body) = 'text' AND (dedup_key IS NULL OR typeof(dedup_key) = 'text')"
+)
+LINK_COLUMNS = f"id, ts, parents, {TYPES_OK}"
+
+
+def page(
+    conn: sqlite3.Connection, after: tuple[int, str, str] | None, columns: str = COLUMNS
+) -> list[tuple[Any, ...]]:
+    """The next ``STREAM_CHUNK`` rows after ``after`` (height, ts, id), height first;
+    each row is ``(height, <columns>)``, whose first three are ``seq, id, ts`` or
+    ``id, ts, ...``."""
+    sql = f"SELECT height, {columns} FROM entries"
     params: tuple[Any, ...] = ()
     if after is not None:
         sql += " WHERE (height, ts, id) > (?, ?, ?)"
@@ -37,16 +60,27 @@ def page(conn: sqlite3.Connection, after: tuple[int, str, str] | None) -> list[t
 
 
 Rows = list[tuple[Any, ...]]
+RunRead = Callable[[Callable[[sqlite3.Connection], Rows]], Awaitable[Rows]]
 
 
-async def pages(
-    run_read: Callable[[Callable[[sqlite3.Connection], Rows]], Awaitable[Rows]],
-) -> AsyncIterator[Rows]:
+async def pages(run_read: RunRead) -> AsyncIterator[Rows]:
     """Every page of rows in stream order. The next page is read on the store's worker
     thread (SQLite releases the GIL) while the caller decodes this one, so a whole-line
     read uses both cores; two pages are held at most."""
+    async for rows in _prefetched(run_read, COLUMNS, 2):
+        yield rows
+
+
+async def link_pages(run_read: RunRead) -> AsyncIterator[Rows]:
+    """Every page of rows in stream order, each ``(height, id, ts, parents, types_ok)``:
+    the light stream of an audit whose rows are checked elsewhere."""
+    async for rows in _prefetched(run_read, LINK_COLUMNS, 1):
+        yield rows
+
+
+async def _prefetched(run_read: RunRead, columns: str, id_at: int) -> AsyncIterator[Rows]:
     pending: asyncio.Future[Rows] | None = asyncio.ensure_future(
-        run_read(partial(page, after=None))
+        run_read(partial(page, after=None, columns=columns))
     )
     try:
         while pending is not None:
@@ -54,8 +88,10 @@ async def pages(
             pending = None
             if len(rows) == STREAM_CHUNK:
                 tail = rows[-1]
-                after = (tail[0], tail[3], tail[2])
-                pending = asyncio.ensure_future(run_read(partial(page, after=after)))
+                after = (tail[0], tail[id_at + 1], tail[id_at])
+                pending = asyncio.ensure_future(
+                    run_read(partial(page, after=after, columns=columns))
+                )
             if rows:
                 yield rows
     finally:

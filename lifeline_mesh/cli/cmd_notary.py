@@ -13,6 +13,7 @@ from lifeline.cli.common import (
     open_line,
     print_json,
 )
+from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
@@ -155,9 +156,17 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     reports: list[LineReport] = []
     for name in lines:
         async with open_line(args, line=name) as store:
-            reports.append(
-                await audit_line(store, name, signers, policy, external_exists=external_exists)
-            )
+            with progress_for(args, f"verifying line {name}", await store.count()) as bar:
+                reports.append(
+                    await audit_line(
+                        store,
+                        name,
+                        signers,
+                        policy,
+                        external_exists=external_exists,
+                        advance=bar.advance,
+                    )
+                )
     ok = all(r.ok for r in reports)
     try:
         if args.json:  # written as the findings are read back: a line may hold millions

@@ -8,10 +8,11 @@ as those it dials.
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from typing import Any
 
-from lifeline.fsutil import write_atomic
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.transport.authz import PeerIdentity
@@ -56,7 +57,16 @@ class InboundLog:
         }
         try:
             data = json.dumps({"inbound": list(self.rows.values())}, indent=2, sort_keys=True)
-            write_atomic(self.path, data.encode("utf-8") + b"\n")
+            # Replaced whole (a reader never sees half of it) but not fsynced: it is a
+            # report rewritten after every session, and a crash loses only its last rows.
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".inbound-")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    out.write(data.encode("utf-8") + b"\n")
+                os.replace(tmp, self.path)
+            except BaseException:
+                os.unlink(tmp)
+                raise
         except OSError:  # a full disk must not stop serving; the table is only a report
             pass
 

@@ -140,7 +140,7 @@ class Node:
         return self._pg_snapshots
 
     def config(self) -> NodeConfig:
-        return NodeConfig.load(self.home)
+        return NodeConfig.current(self.home)
 
     def is_shared(self, line: str) -> bool:
         return line in self.config().shared_lines

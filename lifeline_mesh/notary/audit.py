@@ -22,10 +22,10 @@ import os
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import islice
 from typing import IO, Any
 
-from lifeline.audit import verify_store
-from lifeline.entry import Entry
+from lifeline.audit import Linked, verify_store
 from lifeline.errors import BadSignature
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.audit_items import AttestationIndex, ItemPass
@@ -128,7 +128,9 @@ async def audit_line(
     policy: Policy,
     *,
     external_exists: Callable[[str, str], Awaitable[bool]] | None = None,
+    advance: Callable[[int], None] = lambda _n: None,
 ) -> LineReport:
+    """The report of ``line``; ``advance(n)`` is told of every ``n`` entries checked."""
     await NotaryStore.attach(store)  # raises when the line has no notary tables
     log = FindingLog(SECTIONS)
     verdict = Verdict()
@@ -140,7 +142,9 @@ async def audit_line(
     verdict.attestations = items.count
     windows = await witness_windows(store, items.index, items.trusted_evidence(), policy)
     walk = _ForwardPass(store, items.index, policy, log, verdict, windows)
-    base = await verify_store(store, line, external_exists=external_exists, each_page=walk.page)
+    base = await verify_store(
+        store, line, external_exists=external_exists, advance=advance, each_page=walk.page
+    )
     verdict.entries = base.entries
     log.extend((Finding(f.check, f.entry_id, f.detail) for f in base.findings), "ledger")
     evidence = items.evidence
@@ -167,25 +171,28 @@ class _ForwardPass:
         self.log, self.verdict, self.windows = log, verdict, windows
         self.recent: dict[str, str] = {}
 
-    async def page(self, entries: Sequence[Entry]) -> None:
+    async def page(self, entries: Sequence[Linked]) -> None:
         recent = self.recent
-        for entry in entries:  # the page itself first: a parent may be on it
-            recent[entry.id] = entry.ts
+        ids = [e.id for e in entries]
+        recent.update([(e.id, e.ts) for e in entries])  # first: a parent may be on the page
         unknown = [p for e in entries for p in e.parents if p not in recent]
         found = await self.store.run_read(partial(ts_of_ids, ids=unknown)) if unknown else {}
         ts_of = _Either(recent, found)
-        ids = [e.id for e in entries]
         authors = await self.index.about(Role.AUTHOR, ids)
         imports = await self.index.about(Role.IMPORTED, ids, trusted_only=True)
         policy, verdict, log = self.policy, self.verdict, self.log
         severity = unsigned_severity(policy)
         run: list[str] = []  # a run of unsigned entries with nothing else to say: one call
-        for entry in entries:
-            mine, held = authors.get(entry.id, ()), imports.get(entry.id, ())
+        unsigned = 0
+        nothing: tuple[Attestation, ...] = ()
+        for entry in entries:  # the usual entry (unsigned, after its parents) in few steps
+            eid = entry.id
+            mine = authors.get(eid, nothing) if authors else nothing
+            held = imports.get(eid, nothing) if imports else nothing
             if not mine and not held:
-                verdict.unsigned += 1
-                if not _after_any(ts_of, entry):
-                    run.append(entry.id)
+                unsigned += 1
+                if not _after_any(recent, found, entry):
+                    run.append(eid)
                     continue
             if run:
                 log.extend_same("unsigned", UNSIGNED, severity, run, "entries")
@@ -193,22 +200,25 @@ class _ForwardPass:
             log.extend(entry_findings(entry, mine, held, ts_of, policy), "entries")
             if mine:
                 verdict.signed += 1
-                log.extend(self.windows.pop(entry.id, ()), "entries")
+                log.extend(self.windows.pop(eid, ()), "entries")
             elif held:
                 verdict.imported += 1
+        verdict.unsigned += unsigned
         if run:
             log.extend_same("unsigned", UNSIGNED, severity, run, "entries")
         if len(recent) > RECENT:  # oldest first (insertion order): drop the older half
-            for key in list(_first(recent, len(recent) - RECENT // 2)):
+            for key in list(islice(recent, len(recent) - RECENT // 2)):
                 del recent[key]
 
 
-def _after_any(ts_of: Mapping[str, str], entry: Entry) -> bool:
+def _after_any(recent: dict[str, str], found: dict[str, str], entry: Linked) -> bool:
     """Whether a parent's stored ts may be after the entry's (entry_findings decides). Times
     in the stored form (27 characters) order as strings."""
     ts = entry.ts
     for parent in entry.parents:
-        other = ts_of.get(parent)
+        other = recent.get(parent)
+        if other is None:
+            other = found.get(parent)
         if other is not None and (other > ts or len(other) != 27 or len(ts) != 27):
             return True
     return False
@@ -230,13 +240,6 @@ class _Either(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self.first) + len(self.second)
-
-
-def _first(keys: dict[str, str], n: int) -> Iterator[str]:
-    for i, key in enumerate(keys):
-        if i >= n:
-            return
-        yield key
 
 
 def _learn_runners(valid: Sequence[Attestation], signers: KnownSigners) -> list[Finding]:

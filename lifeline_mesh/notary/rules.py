@@ -15,6 +15,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lifeline.audit import Linked
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import BadSignature, InvalidEntry
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
@@ -263,7 +264,7 @@ def _first_other(marks: Sequence[Mark], authors: set[str]) -> Mark | None:
 
 
 def entry_findings(
-    entry: Entry,
+    entry: Linked,
     authors: Sequence[Attestation],
     imports: Sequence[Attestation],
     ts_of: Mapping[str, str],
@@ -306,7 +307,7 @@ def entry_findings(
     return out
 
 
-def _imported(entry: Entry, imports: Sequence[Attestation]) -> Finding:
+def _imported(entry: Linked, imports: Sequence[Attestation]) -> Finding:
     if all(a.extras[0] != entry.ts for a in imports):
         signed = ", ".join(sorted({a.extras[0] for a in imports}))
         return Finding(

@@ -41,7 +41,7 @@ class OrphanPool:
             if item.id in self._waiting:
                 continue
             missing = [d for d in item.deps if not known(d)]
-            if known(item.id) or not missing:
+            if not missing or known(item.id):  # (its own id is looked up only if need be)
                 self._overflow.discard(item.id)
                 ready.append(item)
                 mark(item.id)

@@ -34,9 +34,19 @@ _FP_PERSON = b"fingerprint"
 # can reveal one missing item; larger parts get a keyed hash of the plain sum, which costs
 # nothing per item (prefix sums). A range known to differ by exactly one item is answered
 # with a keyed sum up to ECHO_LIMIT items. So a session hashes the items of small ranges and
-# of ranges one item apart, not the whole set.
-SUM_LIMIT = 1024
+# of ranges one item apart, not the whole set. Parts of up to 64 items: a split then hashes
+# at most 16 × 64 items (a range of 6,250 split into parts of 390 used to hash all 6,250 on
+# both sides — a third of a node's CPU at steady state); a part one apart that is larger
+# costs one more message (its echo) instead.
+SUM_LIMIT = 64
 ECHO_LIMIT = 1 << 16
+# A range one item apart and wider than NARROW_ABOVE is not echoed: it is split into parts
+# of about NARROW_PART items (NARROW_BRANCH at most), keyed hashes of their plain sums, and
+# the one part left one apart is echoed. At 100k items one new item then costs each side
+# ~100 keyed tokens instead of ~6,250 (a node's CPU at steady state, docs/benchmarks.md).
+NARROW_ABOVE = 1024
+NARROW_PART = 64
+NARROW_BRANCH = 32
 
 
 def session_key(initiator_salt: bytes, responder_salt: bytes) -> bytes:

@@ -137,6 +137,12 @@ class Responder:
             self.reply.add(Range(rng.upper, Mode.WANT_ALL))
         elif rng.summed and mine == rng.count + 1 and self._decode_one(rng, lo, hi, incoming):
             self.reply.add(Range(rng.upper, Mode.SKIP))
+        elif self._narrows(rng, mine):
+            # One item apart in a wide range: a keyed sum of it would hash every item on
+            # both sides. Parts of about NARROW_PART items, each a keyed hash of its plain
+            # sum (no hashing per item), leave one part one apart, which is echoed.
+            parts = min(forms.NARROW_BRANCH, -(-mine // forms.NARROW_PART))
+            self._split(lo, hi, rng.upper, parts=parts, summed=False)
         elif self._echoes(rng, mine, incoming):
             # One item apart: most likely a single difference. Our keyed sum of the whole
             # range lets the side holding the item find it from the difference of the sums.
@@ -158,6 +164,14 @@ class Responder:
             return False
         return mine + 1 == rng.count or (mine == rng.count + 1 and not rng.summed)
 
+    def _narrows(self, rng: Range, mine: int) -> bool:
+        """Whether a range one item apart is too wide to echo cheaply: split it finely
+        instead. Only our own fingerprints are sent, so the form it came in does not
+        matter (a plain opening is narrowed too)."""
+        if not self.dialect.compact or mine <= forms.NARROW_ABOVE:
+            return False
+        return abs(mine - rng.count) == 1
+
     def _decode_one(self, rng: Range, lo: int, hi: int, incoming: Dialect) -> bool:
         """We hold one item more than the peer: if the difference of the keyed sums is the
         keyed token of exactly one of our items, the peer's items are ours without it (see
@@ -171,11 +185,13 @@ class Responder:
         self._send(found[0], found[0] + 1)
         return True
 
-    def _split(self, lo: int, hi: int, upper: Bound | None) -> None:
+    def _split(
+        self, lo: int, hi: int, upper: Bound | None, parts: int = 0, summed: bool = True
+    ) -> None:
         count = hi - lo
         # A small range splits into fewer parts, each about one id list long: an isolated
         # difference then costs a few fingerprints instead of `branch` of them.
-        parts = min(self.branch, max(2, -(-count // self.leaf)))
+        parts = parts or min(self.branch, max(2, -(-count // self.leaf)))
         step, extra = divmod(count, parts)
         start = lo
         for part in range(parts):
@@ -183,9 +199,9 @@ class Responder:
             if end == start:
                 continue
             bound = upper if end == hi else self.snap.bound_before(end)
-            summed = self.dialect.compact and end - start <= forms.SUM_LIMIT
-            fingerprint = self.dialect.fingerprint(self.snap, start, end, summed)
-            self.reply.add(Range(bound, Mode.FINGERPRINT, fingerprint, end - start, summed=summed))
+            keyed = summed and self.dialect.compact and end - start <= forms.SUM_LIMIT
+            fingerprint = self.dialect.fingerprint(self.snap, start, end, keyed)
+            self.reply.add(Range(bound, Mode.FINGERPRINT, fingerprint, end - start, summed=keyed))
             start = end
 
     def _offer(self, lo: int, hi: int, upper: Bound | None) -> Range:

@@ -123,19 +123,6 @@ class _Shared:
         self.scans = 0
 
 
-class _Keys(Sequence[tuple[int, bytes]]):
-    """A read-only view of the sorted keys, for ``bisect``."""
-
-    def __init__(self, snap: Snapshot) -> None:
-        self._snap = snap
-
-    def __len__(self) -> int:
-        return len(self._snap)
-
-    def __getitem__(self, i: int) -> tuple[int, bytes]:  # type: ignore[override]
-        return self._snap.key(i)
-
-
 class Snapshot:
     """The local items of one set at session start, sorted by ``(height, id)``."""
 
@@ -185,7 +172,6 @@ class Snapshot:
 
     def _start_view(self, extra_known: Iterable[bytes]) -> None:
         self._extra: set[bytes] = set(extra_known)
-        self._keys = _Keys(self)
         # per session key and width: keyed tokens by index, and the keyed hasher
         self._keyed: dict[tuple[bytes, int], tuple[array[int], Any]] = {}
 
@@ -209,7 +195,7 @@ class Snapshot:
         new = sorted(rows)
         if not new:
             return self.view(self._extra)
-        at = [bisect_left(self._keys, (height, item_id)) for height, item_id, _ in new]
+        at = [self._bisect((height, item_id)) for height, item_id, _ in new]
         heights, ids, tokens = array("Q"), bytearray(), bytearray()
         previous = 0
         for (height, item_id, token), cut in zip(new, at, strict=True):
@@ -353,7 +339,24 @@ class Snapshot:
         """The first index whose key is not below ``bound`` (``len`` for +infinity)."""
         if bound is None:
             return self._n
-        return bisect_left(self._keys, (bound.height, bound.id_prefix))
+        return self._bisect((bound.height, bound.id_prefix))
+
+    def _bisect(self, key: tuple[int, bytes]) -> int:
+        """``bisect_left`` of ``key`` among the sorted keys: the heights in C (the array),
+        then the ids among the few items of that height. Nothing that refers back to the
+        snapshot is kept, so a snapshot is freed as soon as its session drops it, with no
+        cycle for the garbage collector to find (sync/memory.py)."""
+        height, item_id = key
+        lo = bisect_left(self._heights, height)
+        hi = bisect_right(self._heights, height, lo)
+        ids = self._ids
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if ids[32 * mid : 32 * mid + 32] < item_id:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
 
     def range_sum(self, lo: int, hi: int) -> bytes:
         """The sum of the tokens of items ``lo..hi`` mod 2^256, 32 bytes little-endian."""

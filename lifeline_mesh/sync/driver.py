@@ -55,11 +55,13 @@ __all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session gives up
-# While this side is busy (a snapshot, a fetch, a batch being stored) it sends a KeepAlive this
-# often to a peer that reads them, so a long build on a large line is not taken for a dead peer.
+# While this side is busy (a snapshot, a fetch, received batches not yet stored) and has sent
+# nothing for this long, it sends a KeepAlive to a peer that reads them, so a long build on a
+# large line, or a backlog stored after a long transfer, is not taken for a dead peer.
 KEEP_ALIVE_EVERY = 15.0
 ADMIT_DEPTH = 2  # received batches in flight: one being stored, the next being checked
 READ_AHEAD = 2  # frames received ahead of the session
+TRIM_EVERY = 16  # received batches stored between two returns of free heap memory
 
 
 @dataclass(slots=True)
@@ -117,12 +119,12 @@ async def _drive(
         effects.extend(session.receive(first, clock()))
     by_name = {s.name: s for s in sets}
     admitter = _Admitter(report, ADMIT_DEPTH if fast.pipelined else 1, overlap=fast.pipelined)
-    busy = KeepingAlive(session, channel)
     reader = ReadAhead(
         channel,
         depth=READ_AHEAD if fast.read_ahead else 0,
         prepare=(lambda f: _preparse(session, f)) if fast.helpers else None,
     )
+    busy = KeepingAlive(session, channel, lambda: admitter.in_flight or reader.holding)
     clean = False
     SESSIONS.enter()
     try:
@@ -152,12 +154,14 @@ async def _drive(
                         effects = deque(failed)
                         continue
                 if isinstance(eff, SendFrame):
-                    await channel.send(eff.frame)
+                    await busy.send(eff.frame)
                     continue
                 async with busy:
                     effects.extend(await _perform(eff, session, by_name, clock))
             effects.extend(await _next_frame(session, reader, clock, idle))
+            busy.watch()
     finally:
+        await busy.close()
         await reader.close(clean=clean)
         await admitter.cancel()
         session.release_snapshots()
@@ -177,25 +181,48 @@ async def _preparse(session: Session, frame: Frame) -> Frame | ParsedItems:
 
 
 class KeepingAlive:
-    """``async with busy:`` around work that may outlast the peer's idle timeout: meanwhile a
-    KeepAlive goes out every ``KEEP_ALIVE_EVERY`` seconds, if the peer's hello said it reads
-    them. Nothing else is sent while the work runs, so the frames never interleave; a send
-    in progress is finished, never cancelled (that would cancel the whole call)."""
+    """Keeps a waiting peer from taking this side for dead: while this side has work the
+    peer waits on, a KeepAlive goes out whenever nothing was sent for ``KEEP_ALIVE_EVERY``
+    seconds, if the peer's hello said it reads them. Work is a block under ``async with
+    busy:`` (a snapshot, a fetch, a batch being stored) or ``pending()``: batches received
+    and not yet stored, which after a long transfer on a loaded machine kept the receiver
+    silent for over a minute while the sender waited for its turn (issue 21's initial sync
+    of 1M). Every frame of the session goes through :meth:`send`, one at a time, so they
+    never interleave; a send in progress is finished, never cancelled (that would cancel
+    the whole call)."""
 
-    def __init__(self, session: Session, channel: Channel) -> None:
+    def __init__(
+        self, session: Session, channel: Channel, pending: Callable[[], bool] = lambda: False
+    ) -> None:
         self._session = session
         self._channel = channel
+        self._pending = pending
+        self._lock = asyncio.Lock()
+        self._last = time.monotonic()  # when this side last sent a frame
+        self._busy = 0
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self.sent = 0
 
+    async def send(self, frame: Frame) -> None:
+        async with self._lock:
+            await self._channel.send(frame)
+            self._last = time.monotonic()
+
     async def __aenter__(self) -> None:
-        peer = self._session.peer_hello
-        if peer is not None and KEEP_ALIVE_CAPABILITY in peer.capabilities:
-            self._stop.clear()
-            self._task = asyncio.create_task(self._tick())
+        self._busy += 1
+        self.watch()
 
     async def __aexit__(self, *exc: object) -> None:
+        self._busy -= 1
+
+    def watch(self) -> None:
+        """Start sending keep-alives when due (once the peer's hello says it reads them)."""
+        peer = self._session.peer_hello
+        if self._task is None and peer is not None and KEEP_ALIVE_CAPABILITY in peer.capabilities:
+            self._task = asyncio.create_task(self._tick())
+
+    async def close(self) -> None:
         task, self._task = self._task, None
         if task is not None:
             self._stop.set()
@@ -205,11 +232,13 @@ class KeepingAlive:
     async def _tick(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self._stop.wait(), KEEP_ALIVE_EVERY)
+                await asyncio.wait_for(self._stop.wait(), KEEP_ALIVE_EVERY / 4)
                 return
             except TimeoutError:
-                await self._channel.send(KeepAlive())
-                self.sent += 1
+                due = time.monotonic() - self._last >= KEEP_ALIVE_EVERY
+                if due and (self._busy or self._pending()):
+                    await self.send(KeepAlive())
+                    self.sent += 1
 
 
 def _ends_turn(eff: Effect) -> bool:
@@ -231,9 +260,18 @@ class _Admitter:
         self._depth = depth
         self._overlap = overlap
         self._tasks: deque[asyncio.Task[AdmitResult | None]] = deque()
+        self._settled = 0
+
+    @property
+    def in_flight(self) -> bool:
+        """Batches received and not yet stored."""
+        return bool(self._tasks)
 
     async def submit(self, session: Session, target: ReconSet, eff: Deliver) -> list[Effect]:
-        while len(self._tasks) >= self._depth:
+        # A batch with nothing to check before it is stored would only wait for the one
+        # ahead of it: it is taken when that one is stored, not held meanwhile.
+        depth = self._depth if isinstance(target, Preparing) else 1
+        while len(self._tasks) >= depth:
             failed = await self._settle_oldest(session)
             if failed:
                 return failed
@@ -265,6 +303,9 @@ class _Admitter:
         if result is not None:
             self._report.entries_added += result.added
             self._report.ts_lowered += result.updated
+        self._settled += 1
+        if self._settled % TRIM_EVERY == 0:
+            SESSIONS.trim()  # freed batches, spread over several threads' heaps
         return []
 
     async def cancel(self) -> None:

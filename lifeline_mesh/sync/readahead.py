@@ -34,11 +34,19 @@ class ReadAhead:
         self._channel = channel
         self._prepare = prepare
         self._depth = depth
+        # ``depth`` frames in hand at most: those queued and the one being prepared (each
+        # batch of a large sync costs memory several times its size once parsed)
         self._queue: asyncio.Queue[Frame | ParsedItems | LifelineError | None] = asyncio.Queue(
-            max(1, depth)
+            max(1, depth - 1)
         )
         self._task: asyncio.Task[None] | None = None
         self._pending: asyncio.Task[Frame | ParsedItems | None] | None = None  # depth 0
+        self._preparing = False
+
+    @property
+    def holding(self) -> bool:
+        """Frames received that the session has not taken yet (queued or being prepared)."""
+        return self._preparing or not self._queue.empty()
 
     async def recv(self) -> Frame | ParsedItems | None:
         """The next frame, None at the end; the channel's errors are re-raised here."""
@@ -77,7 +85,12 @@ class ReadAhead:
                 await self._queue.put(exc)
                 return
             if frame is not None and self._prepare is not None:
-                await self._queue.put(await self._prepare(frame))
+                self._preparing = True
+                try:
+                    prepared = await self._prepare(frame)
+                finally:
+                    self._preparing = False
+                await self._queue.put(prepared)
             else:
                 await self._queue.put(frame)
             # Nothing may follow these; not reading on lets the call end cleanly.
@@ -95,9 +108,21 @@ class ReadAhead:
         if task is None or task.done():
             return
         if clean:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(task), timeout)
+            await self._drain_until(task, timeout)
         if not task.done():
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError, LifelineError):
             await task
+
+    async def _drain_until(self, task: asyncio.Task[Any], timeout: float) -> None:
+        """Wait for the pump to reach the end of the stream, dropping what it still queues
+        (a keep-alive the peer sent as the session ended): a full queue would hold it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not task.done() and (left := deadline - loop.time()) > 0:
+            getter = asyncio.ensure_future(self._queue.get())
+            await asyncio.wait({task, getter}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+            if not getter.done():
+                getter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await getter

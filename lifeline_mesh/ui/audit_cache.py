@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Generic, TypeVar
 
 from lifeline.errors import LifelineError
@@ -27,21 +29,37 @@ from lifeline_mesh.notary.audit import audit_line
 from lifeline_mesh.notary.rules import Policy, verify_items
 from lifeline_mesh.notary.signers import FileSigners, SignerState
 from lifeline_mesh.notary.storage import NotaryStore
-from lifeline_mesh.notary.witnessing import Mark, first_witnesses, marks_of
+from lifeline_mesh.notary.witnessing import Mark, hand_down, marks_of, ranked
 
-__all__ = ["AuditCache", "LineAudit", "LineWitnesses", "WitnessCache", "first_other"]
+__all__ = [
+    "FINDINGS_SHOWN",
+    "AuditCache",
+    "LineAudit",
+    "LineWitnesses",
+    "WitnessCache",
+    "first_other",
+]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 
+FINDINGS_SHOWN = 100  # failures the Mesh page lists; it counts the rest
+
+
 @dataclass(frozen=True, slots=True)
 class LineAudit:
+    """What the Mesh page shows of an audit: its counts, the first FINDINGS_SHOWN failures
+    and the notes counted by check, not every finding (a note per unsigned entry is a
+    million dicts, ~340 MB, at 1M entries)."""
+
     line: str
     key: tuple[int, ...]  # the line's state when it ran (see _key)
     finished_at: float
-    report: dict[str, Any]
+    report: dict[str, Any]  # LineReport.counts(): entries, signed, failures, ok...
+    failures: list[dict[str, str]]  # the first FINDINGS_SHOWN failures
+    notes: list[tuple[str, int]]  # (check, how many), by check
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +92,39 @@ def _evidence(conn: sqlite3.Connection) -> list[bytes]:
         " UNION ALL SELECT item FROM statements WHERE role = 'state'"
     ).fetchall()
     return [bytes(r[0]) for r in rows]
+
+
+WALK_PAGE = 5_000  # entries (id and parents only) read at a time by the witness walk
+
+
+def _walk_page(conn: sqlite3.Connection, after: tuple[Any, ...] | None) -> list[tuple[Any, ...]]:
+    """The next WALK_PAGE entries, children before parents: newest first in the store's
+    (height, ts, id) order, read from its index and rows (id and parents alone)."""
+    bound = " WHERE (height, ts, id) < (?, ?, ?)" if after is not None else ""
+    return conn.execute(
+        f"SELECT height, ts, id, parents FROM entries{bound}"
+        " ORDER BY height DESC, ts DESC, id DESC LIMIT ?",
+        (*(after or ()), WALK_PAGE),
+    ).fetchall()
+
+
+async def walk_witnesses(store: SqliteStore, marks: dict[str, list[Mark]]) -> dict[str, list[Mark]]:
+    """:func:`~lifeline_mesh.notary.witnessing.first_witnesses` over the line in pages: the
+    same walk (children first, each entry's marks handed to its parents), holding a page of
+    ids and parents rather than every entry of the line (1.2 GB more at 1M entries), and
+    no walk at all when no statement names an entry."""
+    best = ranked(marks)
+    after: tuple[Any, ...] | None = None
+    while best:
+        rows = await store.run_read(lambda conn, a=after: _walk_page(conn, a))  # type: ignore[misc]
+        for _height, _ts, entry_id, parents in rows:
+            mine = best.get(entry_id)
+            if mine:
+                hand_down(best, mine, json.loads(parents))
+        if len(rows) < WALK_PAGE:
+            break
+        after = tuple(rows[-1][:3])
+    return best
 
 
 def first_other(marks: Sequence[Mark], authors: set[str]) -> Mark | None:
@@ -143,7 +194,15 @@ class AuditCache(_LineJobs[LineAudit]):
         local: str | None,
     ) -> LineAudit:
         report = await audit_line(store, name, signers, Policy(local))
-        return LineAudit(name, key, time.time(), report.to_dict())
+        try:
+            failures = [
+                {"check": f.check, "subject": f.subject, "detail": f.detail}
+                for f in islice(report.log.failures(), FINDINGS_SHOWN)
+            ]
+            notes = sorted(report.log.notes.items())
+            return LineAudit(name, key, time.time(), report.counts(), failures, notes)
+        finally:
+            report.log.close()
 
 
 class WitnessCache(_LineJobs[LineWitnesses]):
@@ -165,6 +224,5 @@ class WitnessCache(_LineJobs[LineWitnesses]):
         trusted = [
             a for a in checked.valid if signers.status(a.node_id).state is not SignerState.UNKNOWN
         ]
-        entries = [e async for e in store.stream()]
-        marks = await asyncio.to_thread(first_witnesses, entries, marks_of(trusted))
+        marks = await walk_witnesses(store, marks_of(trusted))
         return LineWitnesses(name, key, time.time(), marks)

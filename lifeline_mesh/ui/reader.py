@@ -18,15 +18,18 @@ from typing import Any
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.recall import recall
-from lifeline.truth.service import LineTruth, read_truth
+from lifeline.truth.service import LineTruth, resolve_name
+from lifeline.truth.snapshot import load_shown
 from lifeline_mesh.ui.dag import DagNode
-from lifeline_mesh.ui.search import Found, search
+from lifeline_mesh.ui.search import Found, RankCache, search
 from lifeline_mesh.ui.sessions_view import SessionsView
 
-__all__ = ["PAGE_SIZE", "Filters", "HistoryPage", "LineReader"]
+__all__ = ["PAGE_SIZE", "SHOWN", "Filters", "HistoryPage", "LineReader", "read_shown"]
 
 PAGE_SIZE = 50
+SHOWN = 100  # newest items of each list the Truth page shows; the timeline has the rest
 SCAN_BUDGET = 20_000  # entries a filtered page examines at most (see _history_sql)
+THREAD_SCAN = 500  # a thread with more entries is paged down the index first (_thread_window)
 DAG_DEPTH = 3
 DAG_MAX_NODES = 48
 _ROW = "id, ts, kind, author, agent, summary, height, parents"
@@ -96,6 +99,48 @@ def _filter_sql(f: Filters, thread_ids: list[str] | None) -> tuple[list[str], li
     return where, params
 
 
+_ORDER = " ORDER BY height DESC, ts DESC, id DESC"
+
+
+def _edge(conn: sqlite3.Connection, bounds: list[str], params: list[Any]) -> tuple[Any, ...] | None:
+    """The far end of a window of SCAN_BUDGET entries past the cursor, read from the
+    (height, ts, id) index alone; None when the rest of the line fits in the window."""
+    found = conn.execute(
+        "SELECT height, ts, id FROM entries"
+        + (" WHERE " + " AND ".join(bounds) if bounds else "")
+        + _ORDER
+        + f" LIMIT 1 OFFSET {SCAN_BUDGET}",
+        params,
+    ).fetchone()
+    return tuple(found) if found is not None else None
+
+
+def _thread_window(
+    conn: sqlite3.Connection,
+    f: Filters,
+    bounds: list[str],
+    params: list[Any],
+    where: tuple[list[str], list[Any]],
+) -> HistoryPage | None:
+    """A long thread's page read down the (height, ts, id) index within a window of
+    SCAN_BUDGET entries: each index entry is tested against the thread's ids, and only
+    the matching rows are read (a row's height is stored after its body, so looking the
+    thread's ids up reads every one of its entries whole: 4k rows, 0.1–1.5 s at 1M).
+    None when fewer than a page of the thread lies in the window and the line goes on:
+    the caller then looks the ids up (the same page either way)."""
+    edge = _edge(conn, bounds, params)
+    bounds, params = list(bounds), list(params)
+    if edge is not None:
+        bounds.append("(height, ts, id) > (?, ?, ?)")
+        params.extend(edge)
+    sql = f"SELECT {_ROW} FROM entries INDEXED BY entries_order"
+    sql += " WHERE " + " AND ".join(bounds + where[0]) + _ORDER + " LIMIT ?"
+    rows = [_row(r) for r in conn.execute(sql, (*params, *where[1], PAGE_SIZE + 1))]
+    if len(rows) > PAGE_SIZE:
+        return HistoryPage(rows[:PAGE_SIZE], rows[PAGE_SIZE - 1]["id"], f)
+    return HistoryPage(rows, None, f) if edge is None else None
+
+
 def _history_sql(
     conn: sqlite3.Connection, f: Filters, thread_ids: list[str] | None, before: str | None
 ) -> HistoryPage:
@@ -110,25 +155,20 @@ def _history_sql(
             bounds.append("(height, ts, id) < (?, ?, ?)")
             params.extend(key)
     where, filter_params = _filter_sql(f, thread_ids)
-    order = " ORDER BY height DESC, ts DESC, id DESC"
+    if thread_ids is not None and len(thread_ids) > THREAD_SCAN:
+        found = _thread_window(conn, f, bounds, params, (where, filter_params))
+        if found is not None:
+            return found
     edge: tuple[Any, ...] | None = None
     if where and thread_ids is None:
-        # The window's far end, read from the (height, ts, id) index alone; None when the
-        # rest of the line fits in the window.
-        edge = conn.execute(
-            "SELECT height, ts, id FROM entries"
-            + (" WHERE " + " AND ".join(bounds) if bounds else "")
-            + order
-            + f" LIMIT 1 OFFSET {SCAN_BUDGET}",
-            params,
-        ).fetchone()
+        edge = _edge(conn, bounds, params)
         if edge is not None:
             bounds.append("(height, ts, id) > (?, ?, ?)")
             params.extend(edge)
     sql = f"SELECT {_ROW} FROM entries"
     if bounds or where:
         sql += " WHERE " + " AND ".join(bounds + where)
-    sql += order + " LIMIT ?"
+    sql += _ORDER + " LIMIT ?"
     rows = [_row(r) for r in conn.execute(sql, (*params, *filter_params, PAGE_SIZE + 1))]
     if len(rows) > PAGE_SIZE:
         return HistoryPage(rows[:PAGE_SIZE], rows[PAGE_SIZE - 1]["id"], f)
@@ -172,6 +212,32 @@ def _window(conn: sqlite3.Connection, focus: str) -> list[dict[str, Any]]:
     return list(found.values())
 
 
+async def read_shown(store: SqliteStore) -> LineTruth:
+    """The truth the pages read, bounded by what they show rather than by the line.
+
+    ``truth`` is whole (what is superseded, the ids in force, each thread's live
+    checkpoint); ``state`` holds the small accumulators (count, head, kinds, pins,
+    integrity), every thread's name with no marks (a thread's marks are read when the
+    timeline is filtered by it: :func:`_thread_ids`), and only the items a page can quote:
+    the newest SHOWN decisions and open questions (and more), pins, the identity and the
+    threads' labels. At 1M entries this holds ~70 MB where the whole state held ~250 MB,
+    and reads in about a second where folding it back took 6–8 s. A line whose tables
+    cannot be brought up to date (a read-only copy that is behind) is folded whole."""
+    state, truth, _thread = await load_shown(
+        store, thread=None, recent=0, max_items=2 * SHOWN, resolve=resolve_name
+    )
+    return LineTruth(state, truth)
+
+
+def _thread_ids(conn: sqlite3.Connection, thread: str) -> list[str] | None:
+    """The ids marked with ``thread`` (None when the line has no truth tables)."""
+    try:
+        rows = conn.execute("SELECT id FROM truth_marks WHERE thread = ?", (thread,))
+        return [r[0] for r in rows]
+    except sqlite3.OperationalError:
+        return None
+
+
 def _truth_key(conn: sqlite3.Connection) -> tuple[int, int]:
     top = conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0]
     gen = conn.execute("SELECT n FROM truth_generation").fetchone()
@@ -186,12 +252,13 @@ class LineReader:
         self.store = store
         self.sessions = SessionsView(store)  # the Sessions pages' reads of this line
         self._truth: tuple[tuple[int, int], LineTruth] | None = None
+        self._rankings = RankCache()  # search: the last rankings of this line
 
     async def truth(self) -> LineTruth:
         """The truth, folded again only when the line changed since the last read."""
         key = await self.store.run_read(_truth_key)
         if self._truth is None or self._truth[0] != key:
-            self._truth = (key, await read_truth(self.store))
+            self._truth = (key, await read_shown(self.store))
         return self._truth[1]
 
     async def count(self) -> int:
@@ -213,6 +280,9 @@ class LineReader:
         if f.thread:
             marks = (await self.truth()).state.threads.get(f.thread, [])
             thread_ids = [m[1] for m in marks]
+            if not thread_ids:  # the marks were not loaded (read_shown): read them now
+                thread_ids = await self.store.run_read(partial(_thread_ids, thread=f.thread))
+                thread_ids = thread_ids or []
         return await self.store.run_read(
             partial(_history_sql, f=f, thread_ids=thread_ids, before=before)
         )
@@ -235,7 +305,8 @@ class LineReader:
 
     async def search(self, query: str, page: int = 0) -> Found:
         """A page of hits, ranked within a bounded set of matches (ui/search.py)."""
-        return await search(self.store, (await self.truth()).truth, query, page=page)
+        truth = (await self.truth()).truth
+        return await search(self.store, truth, query, page=page, cache=self._rankings)
 
     async def warm_up(self) -> None:
         """Fold the truth and bring the recall index up to date, so the first page a reader

@@ -41,13 +41,14 @@ from lifeline.truth.recall import (
 from lifeline.truth.sections import Hit
 from lifeline.truth.views import Truth
 
-__all__ = ["COUNT_CAP", "NEWEST", "PAGE", "RANK_ALL", "Found", "search"]
+__all__ = ["COUNT_CAP", "KEPT", "NEWEST", "PAGE", "RANK_ALL", "Found", "RankCache", "search"]
 
 COUNT_CAP = 10_000  # matches counted at most
 RANK_ALL = 2_000  # up to this many matches, every one is ranked
 NEWEST = 1_000  # beyond: the newest matches ranked with the selective words' matches
 PAGE = 20  # hits a page
 MAX_PAGES = 50  # pages offered; a reader refines the query instead
+KEPT = 16  # rankings kept per line (RankCache)
 
 _SCORE = f"-bm25(recall_fts, {SUMMARY_WEIGHT}, 1.0)"
 
@@ -132,7 +133,40 @@ def _rank(conn: sqlite3.Connection, terms: Sequence[str]) -> _Ranked:
     return _Ranked(scored, matches, matches <= RANK_ALL, tuple(chosen))
 
 
-async def _ranked(store: SqliteStore, terms: Sequence[str]) -> _Ranked:
+class RankCache:
+    """The last KEPT rankings of a line, by query words and the line's state (its highest
+    row and the generation its triggers raise when a row changes or goes).
+
+    BM25 counts every entry that holds each of the query's words, on every query: for a
+    word most entries hold, that is a walk over most of the line (~60 ms a word at 1M
+    entries, however few hits are scored). So a ranking is kept: the next page of hits, the
+    same query again, a reader going back, read it from here until the line changes."""
+
+    def __init__(self) -> None:
+        self._held: dict[tuple[tuple[str, ...], tuple[int, int]], _Ranked] = {}
+
+    def get(self, terms: Sequence[str], key: tuple[int, int]) -> _Ranked | None:
+        return self._held.get((tuple(terms), key))
+
+    def put(self, terms: Sequence[str], key: tuple[int, int], ranked: _Ranked) -> None:
+        self._held.pop((tuple(terms), key), None)
+        self._held[(tuple(terms), key)] = ranked
+        while len(self._held) > KEPT:
+            del self._held[next(iter(self._held))]  # the oldest first
+
+
+def _state(conn: sqlite3.Connection) -> tuple[int, int]:
+    top = conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0]
+    try:
+        gen = conn.execute("SELECT n FROM truth_generation").fetchone()
+    except sqlite3.OperationalError:  # no truth tables: the highest row alone
+        gen = None
+    return int(top), int(gen[0]) if gen else -1
+
+
+async def _ranked(
+    store: SqliteStore, terms: Sequence[str], cache: RankCache | None = None
+) -> _Ranked:
     index_tx = store.write(catch_up)
 
     def ranked(conn: sqlite3.Connection) -> _Ranked:
@@ -142,22 +176,35 @@ async def _ranked(store: SqliteStore, terms: Sequence[str]) -> _Ranked:
                 index_tx()
             except sqlite3.OperationalError as exc:  # e.g. a read-only copy of a line
                 raise LookupError(f"cannot bring the recall index up to date: {exc}") from exc
-        return _rank(conn, terms)
+        if cache is None:
+            return _rank(conn, terms)
+        key = _state(conn)
+        found = cache.get(terms, key)
+        if found is None:
+            found = _rank(conn, terms)
+            cache.put(terms, key, found)
+        return found
 
     return await store.run_read(ranked)
 
 
 async def search(
-    store: SqliteStore, truth: Truth, query: str, *, page: int = 0, floor: float = DEFAULT_FLOOR
+    store: SqliteStore,
+    truth: Truth,
+    query: str,
+    *,
+    page: int = 0,
+    floor: float = DEFAULT_FLOOR,
+    cache: RankCache | None = None,
 ) -> Found:
-    """Page ``page`` (from 0) of the hits for ``query``."""
+    """Page ``page`` (from 0) of the hits for ``query`` (its ranking kept in ``cache``)."""
     terms = query_terms(query)
     if not terms:
         return Found([], 0, False, True, (), False)
     try:
         if not FTS5_AVAILABLE:
             raise LookupError("no FTS5 in this SQLite")
-        ranked = await _ranked(store, terms)
+        ranked = await _ranked(store, terms, cache)
     except LookupError:
         every = await recall(store, truth, query, k=PAGE * MAX_PAGES, floor=floor)
         part = every[page * PAGE : (page + 1) * PAGE]

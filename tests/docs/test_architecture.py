@@ -84,7 +84,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             f"{M}.home",
             f"{M}.membership",  # remote MCP: its token book and TLS files
             f"{M}.notary",
-            f"{M}.transport",  # the listening socket (transport/addresses.py)
+            f"{M}.transport",  # remote MCP: its listening socket (transport/addresses.py)
         }
     ),
     # ui/ borrows the peers report of cli/ (KNOWN_KNOTS).

@@ -22,6 +22,7 @@ from lifeline_mesh.recon.session import Role, Session
 from lifeline_mesh.recon.session_state import KEEP_ALIVE_CAPABILITY
 from lifeline_mesh.sync import driver
 from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.guards import NotarizedEntrySet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.wire.codec import decode_bytes, encode
 from tests.support.recon_helpers import chain
@@ -95,3 +96,33 @@ async def test_without_the_capability_no_keep_alive_is_sent_and_the_wait_times_o
     async with serving(b) as (_, address):
         with pytest.raises(PeerError, match="sent nothing for 1s"):
             await a.sync(address, ["ledger"])
+
+
+@pytest.mark.serial
+async def test_a_backlog_of_received_batches_stored_slowly_keeps_the_session_alive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node pulling a line stores each batch in less than the keep-alive period, but the
+    batches still in hand after the transfer take longer than the peer's idle timeout: the
+    peer, waiting for the turn, hears keep-alives meanwhile (before, nothing went out
+    between the short stores, and it gave up, as at 1M entries on a loaded machine)."""
+    monkeypatch.setattr(driver, "IDLE_TIMEOUT", 1.0)
+    monkeypatch.setattr(driver, "KEEP_ALIVE_EVERY", 0.4)
+    small = dataclasses.replace(NODE_LIMITS, fetch_chunk=10)
+    a, b = make_node(tmp_path / "a", limits=small), make_node(tmp_path / "b", limits=small)
+    await write(b, chain(120, "b"))
+    admit = NotarizedEntrySet.admit
+    slow = a.snapshots
+
+    async def slowly(self: NotarizedEntrySet, *args):  # type: ignore[no-untyped-def]
+        if self.inner.cache is slow:
+            await asyncio.sleep(0.25)
+        return await admit(self, *args)
+
+    monkeypatch.setattr(NotarizedEntrySet, "admit", slowly)
+    async with serving(b) as (server, address):
+        [report] = await a.sync(address, ["ledger"])
+    assert report.entries_received == 120
+    assert report.seconds > 2.5  # twelve batches stored one after another
+    assert await history(a) == await history(b)
+    assert server.failures == []

@@ -3,8 +3,6 @@ findings of the last audit (``verify``), each linked to its entry."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections import Counter
 from typing import Any
 
 from starlette.requests import Request
@@ -24,8 +22,6 @@ from lifeline_mesh.ui.topology import peer_health, render_topology
 from lifeline_mesh.ui.viewer import Viewer
 
 __all__ = ["SECTION"]
-
-FINDINGS_SHOWN = 100
 
 
 def _node(viewer: Viewer) -> dict[str, Any]:
@@ -58,17 +54,15 @@ def _members(viewer: Viewer) -> tuple[str, list[dict[str, Any]]]:
     ]
 
 
-def _count(conn: sqlite3.Connection) -> int:
-    return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
-
-
 async def _lines(viewer: Viewer) -> list[dict[str, Any]]:
     shared = set(NodeConfig.load(viewer.home).shared_lines)
     out = []
     for name in viewer.lines():
         reader = await viewer.reader(name)
         out.append(
-            {"name": name, "entries": await reader.store.run_read(_count), "shared": name in shared}
+            # the count the truth keeps (cached by the line's head): `count(*)` read every
+            # entry's index row on each request, 215 ms at 1M entries
+            {"name": name, "entries": await reader.count(), "shared": name in shared}
         )
     return out
 
@@ -77,17 +71,14 @@ def _audits(viewer: Viewer) -> list[dict[str, Any]]:
     out = []
     for name in sorted(viewer.audit.results):
         held = viewer.audit.results[name]
-        findings = held.report.get("findings", [])
-        failures = [f for f in findings if f.get("severity") == "fail"]
-        notes = Counter(f.get("check") for f in findings if f.get("severity") == "note")
         out.append(
             {
                 "line": name,
                 "report": held.report,
                 "finished_at": held.finished_at,
-                "failures": failures[:FINDINGS_SHOWN],
-                "more": max(0, len(failures) - FINDINGS_SHOWN),
-                "notes": sorted(notes.items()),
+                "failures": held.failures,
+                "more": max(0, int(held.report.get("failures", 0)) - len(held.failures)),
+                "notes": held.notes,
             }
         )
     return out

@@ -12,14 +12,13 @@ from lifeline.errors import ConfigError
 from lifeline.truth.parse import parse_checkpoint
 from lifeline.truth.service import LineTruth, fetch_verified
 from lifeline_mesh.ui.links import Links
-from lifeline_mesh.ui.reader import LineReader
+from lifeline_mesh.ui.reader import SHOWN, LineReader
 from lifeline_mesh.ui.render import page, viewer_of
 from lifeline_mesh.ui.search import MAX_PAGES, PAGE
 from lifeline_mesh.ui.sections import Section
 
 __all__ = ["SECTION"]
 
-SHOWN = 100  # newest items of each list on the page; the timeline has the rest
 MAX_QUERY = 500
 
 

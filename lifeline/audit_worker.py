@@ -1,0 +1,212 @@
+"""One range of a line's rows checked in a process of its own: the ledger's audit of a large
+line on every core (``lifeline/audit_parallel.py`` starts one per core).
+
+``python -m lifeline.audit_worker PATH LO HI`` reads the rows whose ``seq`` is in
+``(LO, HI]`` in ``seq`` order (the table in its own order: the cheapest read SQLite has)
+and checks each as the serial stream of ``lifeline/audit.py`` does: decoded (else a
+corrupt row), its id recomputed from its content (else an id mismatch), its parents
+stored. A parent not among the range's own rows is looked up by id in the file at the end
+(a row that does not decode does not count, as in the stream). The findings carry each
+row's stream position ``(height, ts, id)``, so the parent process lists them in the order
+the serial audit does.
+
+Output on stdout: frames, each a 4-byte big-endian length and a ``marshal``'d list of
+records: ``("n", rows)`` (progress), ``("id", pos, check, entry_id, detail)``,
+``("row", pos, entry_id, detail)``, ``("parent", pos, entry_id, parent)`` (a parent
+stored nowhere readable), ``("end", entries)``; on a SQLite error ``("error", text)``
+and exit status 1.
+
+The usual row (text columns, no parent or one, ASCII) is checked without building an
+:class:`Entry`; any other row, and any row that fails, takes the serial audit's own code
+(``decode_fields``, :meth:`Entry.verify`), so every finding's words are the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from lifeline.entry import Entry
+from lifeline.errors import InvalidEntry
+from lifeline.store.rows import decode_fields, decode_row
+from lifeline.store.sqlite_open import unwritable
+
+__all__ = ["PROGRESS_EVERY", "check_range", "connect", "main", "row_key"]
+
+PROGRESS_EVERY = 2_000  # rows between progress records (one frame each)
+LOOKUP = 500  # ids per IN (...) lookup of parents outside the range
+_COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
+_RANGE = f"SELECT {_COLUMNS}, height FROM entries WHERE seq > ? AND seq <= ? ORDER BY seq"
+
+Record = tuple[Any, ...]
+
+
+def row_key(entry_id: str) -> int | str:
+    """What the audit's set of seen ids keeps of an id (as ``lifeline.audit``)."""
+    try:
+        return int(entry_id[:32], 16) if len(entry_id) == 64 else entry_id
+    except ValueError:
+        return entry_id
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A read-only connection to the line file (immutable where no -shm can be made)."""
+    uri = f"file:{quote(str(path))}?mode=ro"
+    wal = path.with_name(path.name + "-wal")
+    if unwritable(path) and not (wal.exists() and wal.stat().st_size):
+        uri += "&immutable=1"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30)
+    conn.execute("PRAGMA cache_size = -4096")  # a scan in table order needs no large cache
+    return conn
+
+
+def check_range(
+    conn: sqlite3.Connection, lo: int, hi: int, send: Callable[[list[Record]], None]
+) -> int:
+    """Check the rows with ``lo < seq <= hi``; ``send`` is given the records a page at a
+    time. Returns the number of entries decoded."""
+    seen: set[int | str] = set()
+    later: list[tuple[str, str, tuple[Any, Any, Any]]] = []  # (entry id, parent, position)
+    out: list[Record] = []
+    entries = rows = 0
+    sha256 = hashlib.sha256
+    for row in conn.execute(_RANGE, (lo, hi)):
+        rows += 1
+        if rows == PROGRESS_EVERY:
+            out.append(("n", rows))
+            send(out)
+            out, rows = [], 0
+        _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup, h = row
+        # The usual row: one parent sliced from its 68 characters (or none), text columns.
+        if type(parents) is str and len(parents) == 68:
+            parent = parents[2:66]
+            usual = (
+                parents[:2] == '["'
+                and parents[66:] == '"]'
+                and parent.isascii()
+                and parent.isalnum()
+            )
+        else:
+            parent = ""
+            usual = parents == "[]"
+        if (
+            usual
+            and type(eid) is str
+            and type(ts) is str
+            and type(kind) is str
+            and type(author) is str
+            and type(agent) is str
+            and type(provider) is str
+            and type(model) is str
+            and type(summary) is str
+            and type(body) is str
+            and (dedup is None or type(dedup) is str)
+        ):
+            text = body.strip()
+            form = (
+                f"v2\n{len(kind)}:{kind}\n{len(author)}:{author}\n{len(agent)}:{agent}\n"
+                f"{len(provider)}:{provider}\n{len(model)}:{model}\n{len(summary)}:{summary}\n"
+                f"{len(text)}:{text}\n"
+            )
+            if parent:
+                form += f"64:{parent}\n"
+            if form.isascii() and sha256(form.encode("ascii")).hexdigest() == eid:
+                entries += 1
+                seen.add(int(eid[:32], 16))  # a sha256 in hex: row_key, without the call
+                if parent:
+                    try:
+                        key: int | str = int(parent[:32], 16)
+                    except ValueError:
+                        key = parent
+                    if key not in seen:
+                        later.append((eid, parent, (h, ts, eid)))
+                continue
+        entries += _check_row(row, seen, later, out)
+    if rows:
+        out.append(("n", rows))
+    out.extend(_unresolved(conn, seen, later))
+    out.append(("end", entries))
+    send(out)
+    return entries
+
+
+def _check_row(
+    row: tuple[Any, ...],
+    seen: set[int | str],
+    later: list[tuple[str, str, tuple[Any, Any, Any]]],
+    out: list[Record],
+) -> int:
+    """Any other row, as the serial audit checks it; 1 when it decoded."""
+    position = (row[12], row[2], row[1])
+    try:
+        entry = Entry(*decode_fields(row[:12]))
+    except (ValueError, TypeError) as exc:
+        out.append(("row", position, str(row[1])[:64], f"row {int(row[0])}: {exc}"))
+        return 0
+    seen.add(row_key(entry.id))
+    for parent in entry.parents:
+        if row_key(parent) not in seen:
+            later.append((entry.id, parent, position))
+    try:
+        entry.verify()
+    except InvalidEntry as exc:
+        check = "id-mismatch" if "does not match" in str(exc) else "invalid-text"
+        out.append(("id", position, check, entry.id, str(exc)))
+    return 1
+
+
+def _unresolved(
+    conn: sqlite3.Connection,
+    seen: set[int | str],
+    later: list[tuple[str, str, tuple[Any, Any, Any]]],
+) -> list[Record]:
+    """The parent links whose parent is not a decodable row of the file, in range order."""
+    outside = [link for link in later if row_key(link[1]) not in seen]
+    if not outside:
+        return []
+    stored = _decodable(conn, list(dict.fromkeys(p for _e, p, _pos in outside)))
+    return [("parent", pos, eid, p) for eid, p, pos in outside if p not in stored]
+
+
+def _decodable(conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
+    found: set[str] = set()
+    for start in range(0, len(ids), LOOKUP):
+        chunk = ids[start : start + LOOKUP]
+        marks = ",".join("?" * len(chunk))
+        for row in conn.execute(f"SELECT {_COLUMNS} FROM entries WHERE id IN ({marks})", chunk):
+            try:
+                found.add(decode_row(row).id)
+            except (ValueError, TypeError):
+                continue
+    return found
+
+
+def _frame(records: list[Record]) -> None:
+    data = marshal.dumps(records)
+    out = sys.stdout.buffer
+    out.write(len(data).to_bytes(4, "big") + data)
+    out.flush()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    path, lo, hi = argv if argv is not None else sys.argv[1:]
+    try:
+        conn = connect(Path(path))
+        try:
+            check_range(conn, int(lo), int(hi), _frame)
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        _frame([("error", str(exc))])
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
