@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lifeline.entry import Entry
@@ -49,6 +48,10 @@ class TransactionalHook(Protocol):
 
 
 def load_append_hooks(home: Home) -> list[AppendHook]:
+    # Imported here: importlib.metadata (and the email package under it) costs every
+    # process that imports the ledger ~50 ms of CPU, and most never load a hook.
+    from importlib.metadata import entry_points
+
     hooks: list[AppendHook] = []
     for point in sorted(entry_points(group="lifeline.append_hooks"), key=lambda p: p.name):
         factory = point.load()

@@ -11,12 +11,16 @@ prepared on one is unknown on the next (docs/hub.md).
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any, TypeGuard
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lifeline.errors import ConfigError
 
-__all__ = ["DRIVER_OPTIONS", "connect_options"]
+if TYPE_CHECKING:
+    from lifeline.store.postgres import PgStore
+
+__all__ = ["DRIVER_OPTIONS", "connect_options", "is_pg_store", "is_postgres_url"]
 
 DRIVER_OPTIONS = ("statement_cache_size", "command_timeout")
 
@@ -49,3 +53,15 @@ def connect_options(dsn: str) -> tuple[str, dict[str, Any]]:
     if not options:
         return dsn, {}
     return urlunsplit(parts._replace(query=urlencode(kept, safe="/"))), options
+
+
+def is_postgres_url(target: str) -> bool:
+    """Whether a ``--store`` value names a PostgreSQL database rather than a folder."""
+    return target.startswith(("postgresql://", "postgres://"))
+
+
+def is_pg_store(store: object) -> TypeGuard[PgStore]:
+    """Whether ``store`` is a PostgreSQL line, without importing the driver: a process
+    that never opened one (every `serve` of line files) never loads it."""
+    module = sys.modules.get("lifeline.store.postgres")
+    return module is not None and isinstance(store, module.PgStore)

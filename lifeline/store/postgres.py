@@ -22,7 +22,7 @@ import asyncpg
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
-from lifeline.store.pg_dsn import connect_options
+from lifeline.store.pg_dsn import connect_options, is_postgres_url
 from lifeline.store.pg_maintain import Maintenance
 from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
 from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes
@@ -97,11 +97,6 @@ def session_failure(line: str, exc: BaseException) -> StoreError:
     else:
         what = f"the database failed during the session ({type(exc).__name__}: {exc})"
     return StoreError(f"line {line}: {what}; nothing half-written, the next session tries again")
-
-
-def is_postgres_url(target: str) -> bool:
-    """Whether a ``--store`` value names a PostgreSQL database rather than a folder."""
-    return target.startswith(("postgresql://", "postgres://"))
 
 
 def _pg_error(dsn: str, exc: BaseException) -> StoreError:

@@ -6,17 +6,15 @@ import argparse
 import asyncio
 import signal
 import sys
+from contextlib import AbstractAsyncContextManager, nullcontext
 
 from lifeline.cli.common import Commands, add_json_option, add_line_option, print_json
 from lifeline.errors import ConfigError, NotAuthenticated, PeerError
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import validate_line_name
-from lifeline.sessions.config import load_session_settings
-from lifeline.sessions.watch import watch_project
-from lifeline.store.postgres import is_postgres_url
-from lifeline_mesh.cli.cmd_hub import hub_store
-from lifeline_mesh.cli.cmd_ui import add_serve_ui_arguments, ui_beside
+from lifeline.store.pg_dsn import is_postgres_url
 from lifeline_mesh.cli.home_arg import node_home
+from lifeline_mesh.cli.ui_args import add_serve_ui_arguments
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.mesh_state import binding_of
 from lifeline_mesh.home.node_home import NodeHome
@@ -136,7 +134,13 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
-    store = hub_store(home, getattr(args, "store", None))
+    store = getattr(args, "store", None)
+    if store is not None or binding_of(home) is not None:
+        # A hub's: imported only then. `serve` of line files listens sooner without the
+        # PostgreSQL driver (nor the viewer, nor the sessions' models; decision 0039).
+        from lifeline_mesh.cli.cmd_hub import hub_store
+
+        store = hub_store(home, store)
     node = Node(home, insecure=args.insecure, fast=_fast(args), store_url=store)
     try:
         if node.store_url is not None:
@@ -166,8 +170,8 @@ async def _serve_node(args: argparse.Namespace, node: Node) -> int:
             sys.stdout.write(f"join port on {node.join_address}\n")
         sys.stdout.flush()
 
-    sessions_line = load_session_settings(node.home).line if args.sessions else None
-    async with ui_beside(args, node.home, stop), asyncio.TaskGroup() as group:
+    sessions_line = _sessions_line(node.home) if args.sessions else None
+    async with _ui_beside(args, node.home, stop), asyncio.TaskGroup() as group:
         if sessions_line is not None:
             group.create_task(_watch_sessions(node, sessions_line, stop))
         try:
@@ -180,6 +184,23 @@ async def _serve_node(args: argparse.Namespace, node: Node) -> int:
         f"({len(server.failures)} failed) and {out['syncs']} syncs out ({out['failed']} failed)"
     )
     return 0
+
+
+def _sessions_line(home: NodeHome) -> str:
+    from lifeline.sessions.config import load_session_settings
+
+    return load_session_settings(home).line
+
+
+def _ui_beside(
+    args: argparse.Namespace, home: NodeHome, stop: asyncio.Event
+) -> AbstractAsyncContextManager[None]:
+    """``serve --ui``: the viewer beside the node (imported only then)."""
+    if not getattr(args, "ui", False):
+        return nullcontext()
+    from lifeline_mesh.cli.cmd_ui import ui_beside
+
+    return ui_beside(args, home, stop)
 
 
 async def cmd_sync(args: argparse.Namespace) -> int:
@@ -226,7 +247,7 @@ async def cmd_share(args: argparse.Namespace) -> int:
     name = validate_line_name(args.name)
     # Sharing a line that does not exist is a typo, except the sessions line, which the
     # first ingest creates (`serve --sessions` right after sharing it).
-    if name != load_session_settings(home).line:
+    if name != _sessions_line(home):
         home.line_path(name, must_exist=True)
     config = NodeConfig.load(home)
     if name not in config.shared_lines:
@@ -269,4 +290,6 @@ async def _watch_sessions(node: Node, line: str, stop: asyncio.Event) -> None:
             f"`lifeline-mesh share {line}` for peers to receive them",
             file=sys.stderr,
         )
+    from lifeline.sessions.watch import watch_project
+
     await watch_project(node.home, stop)

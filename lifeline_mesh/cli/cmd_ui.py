@@ -14,42 +14,12 @@ from pathlib import Path
 from lifeline.cli.common import Commands
 from lifeline.cli.progress import Progress
 from lifeline_mesh.cli.home_arg import node_home
+from lifeline_mesh.cli.ui_args import TOKEN_ENV, add_serve_ui_arguments, add_ui_arguments
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.ui.server import DEFAULT_LISTEN, TOKEN_ENV, bind, check_listen, serve_viewer
+from lifeline_mesh.ui.server import bind, check_listen, serve_viewer
 from lifeline_mesh.ui.viewer import Viewer
 
 __all__ = ["add_serve_ui_arguments", "add_ui_arguments", "register", "ui_beside", "viewer_token"]
-
-
-def add_ui_arguments(p: argparse.ArgumentParser, *, prefix: str = "") -> None:
-    """The viewer's listen options (``ui``: --listen; ``serve --ui``: --ui-listen)."""
-    p.add_argument(
-        f"--{prefix}listen",
-        default=DEFAULT_LISTEN,
-        metavar="HOST:PORT",
-        help=f"where the viewer listens (default: {DEFAULT_LISTEN}; port 0 = a free port)",
-    )
-    p.add_argument(
-        f"--{prefix}remote",
-        action="store_true",
-        help=f"allow a non-loopback listen address (requires a token: {TOKEN_ENV} or "
-        f"--{prefix}token)",
-    )
-    p.add_argument(
-        f"--{prefix}token",
-        default=None,
-        metavar="TOKEN",
-        help=f"require this token (default: ${TOKEN_ENV}, if set); prefer the variable, "
-        "a command line is visible to other users",
-    )
-
-
-def add_serve_ui_arguments(p: argparse.ArgumentParser) -> None:
-    """``serve --ui`` and its ``--ui-listen``, ``--ui-remote``, ``--ui-token``."""
-    p.add_argument(
-        "--ui", action="store_true", help="also serve the read-only web viewer (see `ui`)"
-    )
-    add_ui_arguments(p, prefix="ui-")
 
 
 @asynccontextmanager

@@ -8,8 +8,9 @@ discovery is only a hint for *whom to dial*: the mTLS handshake decides who is a
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from lifeline.errors import ConfigError
@@ -21,9 +22,11 @@ __all__ = [
     "TXT_VERSION",
     "Advert",
     "AdvertRejected",
+    "PeerEvent",
     "PeerFound",
     "PeerLost",
     "admit",
+    "check_interfaces",
     "instance_name",
     "parse_txt",
 ]
@@ -139,3 +142,30 @@ def admit(
     if allow is not None and not allow(advert.node_id):
         raise AdvertRejected(f"node {advert.node_id} is not on the allow-list")
     return advert
+
+
+PeerEvent = PeerFound | PeerLost
+
+
+def check_interfaces(interfaces: Sequence[str]) -> list[str]:
+    """Validate the interface addresses: IP literals, at least one, never the wildcard."""
+    if not interfaces:
+        raise ConfigError(
+            "discovery needs at least one interface address (e.g. --interface 192.168.1.20); "
+            "it never announces on every interface, or pass --no-discovery"
+        )
+    out: list[str] = []
+    for text in interfaces:
+        try:
+            addr = ipaddress.ip_address(text.strip())
+        except ValueError as exc:
+            raise ConfigError(
+                f"interface {text!r} is not an IP address; pass the address of the interface "
+                "to announce on (`ip addr` lists them)"
+            ) from exc
+        if addr.is_unspecified:
+            raise ConfigError(
+                f"interface {text!r} means every interface; name the one address to announce on"
+            )
+        out.append(str(addr))
+    return out

@@ -21,14 +21,16 @@ from collections.abc import Callable, Sequence
 from zeroconf import IPVersion, NonUniqueNameException, ServiceStateChange, Zeroconf
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
-from lifeline.errors import ConfigError, PeerError
+from lifeline.errors import PeerError
 from lifeline_mesh.discovery.advert import (
     SERVICE_TYPE,
     Advert,
     AdvertRejected,
+    PeerEvent,
     PeerFound,
     PeerLost,
     admit,
+    check_interfaces,
     instance_name,
     parse_txt,
 )
@@ -45,31 +47,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 RESOLVE_TIMEOUT_MS = 3_000  # how long one SRV/TXT/A lookup may take before we give up on it
-PeerEvent = PeerFound | PeerLost
-
-
-def check_interfaces(interfaces: Sequence[str]) -> list[str]:
-    """Validate the interface addresses: IP literals, at least one, never the wildcard."""
-    if not interfaces:
-        raise ConfigError(
-            "discovery needs at least one interface address (e.g. --interface 192.168.1.20); "
-            "it never announces on every interface, or pass --no-discovery"
-        )
-    out: list[str] = []
-    for text in interfaces:
-        try:
-            addr = ipaddress.ip_address(text.strip())
-        except ValueError as exc:
-            raise ConfigError(
-                f"interface {text!r} is not an IP address; pass the address of the interface "
-                "to announce on (`ip addr` lists them)"
-            ) from exc
-        if addr.is_unspecified:
-            raise ConfigError(
-                f"interface {text!r} means every interface; name the one address to announce on"
-            )
-        out.append(str(addr))
-    return out
 
 
 def ip_version_of(addresses: Sequence[str]) -> IPVersion:

@@ -82,6 +82,11 @@ class NodeHome(Home):
         return self.mesh_dir / "inbound.json"
 
     @property
+    def snapshots_dir(self) -> Path:
+        """The serving node's snapshots of its sets, kept between runs (a cache)."""
+        return self.mesh_dir / "snapshots"
+
+    @property
     def peers_path(self) -> Path:
         return self.mesh_dir / "peers.json"
 

@@ -17,23 +17,21 @@ import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from lifeline.errors import (
     LifelineError,
-    LocalProtocolError,
     PeerError,
     PermissionDenied,
     StoreError,
 )
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
+from lifeline.store.pg_dsn import is_pg_store
 from lifeline.store.port import Store
-from lifeline.store.postgres import DATABASE_ERRORS, PgDatabase, PgStore, session_failure
 from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
@@ -45,12 +43,10 @@ from lifeline_mesh.home.state import NodeState, local_mesh_id, recorded_node_sta
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
-from lifeline_mesh.membership.tls import channel_options, server_credentials, serving_node
-from lifeline_mesh.node.hub_feed import hub_feed
+from lifeline_mesh.membership.tls import channel_options, serving_node
+from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
 from lifeline_mesh.node.wal import trim_wal
-from lifeline_mesh.notary.pg_schema import PG_NOTARY
-from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.sign import attest_state
@@ -65,7 +61,6 @@ from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
-from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.transport.addresses import split_address
@@ -74,6 +69,10 @@ from lifeline_mesh.transport.authz import MeshRole, SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
+
+if TYPE_CHECKING:  # a hub's (--store): imported when used, `serve` of line files never does
+    from lifeline.store.postgres import PgDatabase, PgStore
+    from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 
 __all__ = ["NODE_LIMITS", "MembershipServer", "Node", "serve_membership"]
 
@@ -121,16 +120,24 @@ class Node:
         self.changes = ChangeFeed(lambda: self.config().shared_lines)
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
         # The last snapshot of each set of each line, brought up to date per session.
-        self.snapshots = SnapshotCache()
+        self.snapshots = SnapshotCache(directory=home.snapshots_dir)
         # Who dialed each served session (node id or None), and what each session of ours
         # left the peer holding: the scheduler's ``synced`` (fewer sessions per change).
         self._callers: weakref.WeakKeyDictionary[Store, str | None] = weakref.WeakKeyDictionary()
         self._held: weakref.WeakKeyDictionary[Store, int | None] = weakref.WeakKeyDictionary()
         self._peering: Peering | None = None
-        self.pg_snapshots = PgSnapshots()  # a hub's: brought up to date by bucket sums
+        self._pg_snapshots: PgSnapshots | None = None  # a hub's: up to date by bucket sums
         # The node each static peer address was found to serve (its certificate), pinned
         # in the channels we dial there: what we send goes to that node or nowhere.
         self._pins: dict[str, str] = {}
+
+    @property
+    def pg_snapshots(self) -> PgSnapshots:
+        if self._pg_snapshots is None:
+            from lifeline_mesh.sync.pg_snapshots import PgSnapshots
+
+            self._pg_snapshots = PgSnapshots()
+        return self._pg_snapshots
 
     def config(self) -> NodeConfig:
         return NodeConfig.current(self.home)
@@ -169,18 +176,21 @@ class Node:
         if store not in self._callers:
             self._held[store] = held  # our own session: sync() reads it
             return
-        self._inbound_ended(store, None if held is None else {line: held})
+        self._inbound_ended(store, None if held is None else {line: held}, ok=start is not None)
 
-    def _inbound_ended(self, store: Store, marks: dict[str, int] | None) -> None:
+    def _inbound_ended(self, store: Store, marks: dict[str, int] | None, *, ok: bool) -> None:
         caller = self._callers.pop(store, None)
         if self._peering is not None:
-            self._peering.scheduler.inbound_ended(caller, marks)
+            self._peering.scheduler.inbound_ended(caller, marks, ok=ok)
 
     async def database(self) -> PgDatabase:
         """The hub's database (connected, its schema brought up to date, on first use)."""
         if self.store_url is None:
             raise StoreError("this node keeps its lines in .lifeline/, not in a database")
         if self._db is None:
+            from lifeline.store.postgres import PgDatabase
+            from lifeline_mesh.notary.pg_schema import PG_NOTARY
+
             self._db = await PgDatabase.connect(self.store_url, migrations=PG_NOTARY)
         return self._db
 
@@ -191,19 +201,23 @@ class Node:
 
     @asynccontextmanager
     async def _open_pg_line(self, line: str) -> AsyncIterator[PgStore]:
+        from lifeline.store.postgres import DATABASE_ERRORS, session_failure
+
         db = await self.database()
         store = await db.line(line)
+        ok = False
         try:
             yield store
             entries = self._admitting.get(store)
             if entries is not None:  # a large load: VACUUM ANALYZE, in the background
                 db.maintenance.admitted(store.line_id, entries.admitted)
             await self._witness_state(store, line)
+            ok = True
         except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
             raise session_failure(line, exc) from exc
         finally:
             if store in self._callers:  # a session dialed to us: what it left is not known
-                self._inbound_ended(store, None)
+                self._inbound_ended(store, None, ok=ok)
 
     async def _witness_state(self, store: Store, line: str) -> None:
         """One state statement after a session that admitted new entries (none otherwise)."""
@@ -227,7 +241,9 @@ class Node:
         signers = self.security.signers(self.home, local, caller)
         codec = EntryCodec(self.home.limits())
         notary: Notary
-        if isinstance(store, PgStore):  # a hub's line: the notary's PostgreSQL twin
+        if is_pg_store(store):  # a hub's line: the notary's PostgreSQL twin
+            from lifeline_mesh.notary.pg_storage import PgNotaryStore
+
             notary = PgNotaryStore(store, signers=signers, clock=self.clock)
             entries = NotarizedEntrySet(EntrySet(store, codec, self.pg_snapshots), notary)
             cache = None  # the notary's sets: snapshots from the stored tokens
@@ -293,18 +309,20 @@ class Node:
         in sync with static and discovered peers on its own (DESIGN §8)."""
         server = self.server(join_listen)
         address = await server.start(listen)
-        if self.fast.helpers:
-            offload.warm_up()  # helper processes ready before the first large batch arrives
         keeper = None if peering is None else self.peering(peering, address)
         try:
             with recorded_node_state(self.home, self._state(address, peering)):
                 async with AsyncExitStack() as feeds:
                     if self.store_url is not None:  # a hub: writes of every hub process
+                        from lifeline_mesh.node.hub_feed import hub_feed
+
                         local = None if keeper is None else keeper.scheduler.local_change
                         dsn = (await self.database()).plain_dsn
                         await feeds.enter_async_context(hub_feed(dsn, self.changes, local))
                     if ready is not None:
                         ready(address)
+                    if self.fast.helpers:  # ready before the first large batch arrives
+                        offload.warm_up()
                     if keeper is None:
                         await stop.wait()
                     else:
@@ -445,52 +463,9 @@ class Node:
         return channel_options(node_id)
 
 
-@dataclass
-class MembershipServer:
-    """A node's server that shares no line: the Membership service on a mutual-TLS port
-    (sync sessions there are refused, as on a node that shares nothing) and a join port."""
-
-    server: SyncServer
-    join_port: int
-    mtls_port: int
-
-    async def stop(self) -> None:
-        await self.server.stop(grace=0)
-
-
 async def _line_mark(store: Store) -> int | None:
     """The line's highest row number (None: empty, or not a SQLite line)."""
     if not isinstance(store, SqlLine):
         return None
     row = await store.run_read(lambda c: c.execute("SELECT max(seq) FROM entries").fetchone())
     return None if row is None or row[0] is None else int(row[0])
-
-
-def _shares_nothing(line: str) -> bool:
-    return False
-
-
-def _no_line(*args: object) -> NoReturn:
-    raise LocalProtocolError("the membership server shares no line; no session reaches here")
-
-
-async def serve_membership(
-    home: NodeHome, listen: str = "127.0.0.1:0", mtls_listen: str = "127.0.0.1:0"
-) -> MembershipServer:
-    """Start a standalone Membership server (``membership-serve``): a join port and a
-    mutual-TLS port, on the same server a node runs."""
-    join_ports: list[int] = []
-
-    def extend(server: grpc.aio.Server) -> None:
-        add_membership(server, home)
-        join_ports.append(add_join_port(server, home, listen))
-
-    server = SyncServer(
-        _no_line,
-        _shares_nothing,
-        _no_line,
-        credentials=server_credentials(home),
-        extend=extend,
-    )
-    address = await server.start(mtls_listen)
-    return MembershipServer(server, join_ports[0], split_address(address)[1])

@@ -18,13 +18,12 @@ from typing import Any
 from lifeline.entry import Entry
 from lifeline.home import Home
 from lifeline.plugins import AppendHook
+from lifeline.store.pg_dsn import is_pg_store
 from lifeline.store.port import Store
-from lifeline.store.postgres import PgStore
 from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
-from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.statement import (
@@ -66,7 +65,9 @@ def _sqlite(store: Store) -> SqlLine:
 
 async def _notary(store: Store) -> Notary:
     """The line's notary storage: PostgreSQL's for a hub's line, else the line file's."""
-    if isinstance(store, PgStore):
+    if is_pg_store(store):
+        from lifeline_mesh.notary.pg_storage import PgNotaryStore
+
         return PgNotaryStore(store)
     return await NotaryStore.attach(_sqlite(store))
 
@@ -164,7 +165,9 @@ async def attest_state(
                 return []
         return state_statements(identity, line, state, stamp)
 
-    if isinstance(store, PgStore):  # a hub's line: the same statement, PostgreSQL's tables
+    if is_pg_store(store):  # a hub's line: the same statement, PostgreSQL's tables
+        from lifeline_mesh.notary.pg_storage import PgNotaryStore
+
         return await PgNotaryStore(store).sign_state(identity.node_id, line, make)
     sqlite = _sqlite(store)
     await NotaryStore.attach(sqlite)

@@ -188,6 +188,14 @@ class Planner:
         peer.touched_at = now
         for line, mark in (marks or {}).items():
             peer.synced[line] = max(mark, peer.synced.get(line, mark))
+        return self.up_again(key, now)
+
+    def up_again(self, key: str, now: float) -> bool:
+        """A session with ``key`` ended well: a back-off with it ends and it is due now
+        (what it holds is left as it was). Returns whether it was in back-off."""
+        if key not in self.table:
+            return False
+        peer = self.table.get(key)
         if not peer.failures or peer.in_flight:
             return False
         peer.failures = 0

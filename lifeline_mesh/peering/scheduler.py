@@ -121,21 +121,30 @@ class SyncScheduler:
         if key is not None:
             self.planner.dialed_in(key, self._clock())
 
-    def inbound_ended(self, node_id: str | None, marks: dict[str, int] | None) -> None:
-        """A session dialed to us ended; ``marks`` when it ended well (see ``synced``)."""
+    def inbound_ended(
+        self, node_id: str | None, marks: dict[str, int] | None, *, ok: bool = False
+    ) -> None:
+        """A session dialed to us ended; ``marks`` when it ended well and what the peer
+        holds is known (see ``synced``). ``ok`` without marks (other rows were written
+        while it ran): the peer is up all the same, so a back-off with it ends now."""
         self.inbound = max(0, self.inbound - 1)
         key = self._by_node(node_id)
         if key is not None and marks is not None:
             self.synced(key, marks)
+        elif key is not None and ok and self.planner.up_again(key, self._clock()):
+            self._back(key)
+
+    def _back(self, key: str) -> None:
+        log.info("%s is up again (it dialed us)", self.table.get(key).address)
+        if self.on_back is not None:
+            self.on_back(key)
+        self._changed()
 
     def synced(self, key: str, marks: dict[str, int]) -> None:
         """A session with ``key`` ended well; it holds each line up to ``marks``. A peer in
         back-off is up again: sync with it now and watch it again at once."""
         if self.planner.synced(key, self._clock(), marks):
-            log.info("%s is up again (it dialed us)", self.table.get(key).address)
-            if self.on_back is not None:
-                self.on_back(key)
-            self._changed()
+            self._back(key)
         else:
             self._wake.set()
 

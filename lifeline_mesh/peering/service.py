@@ -20,11 +20,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.discovery.advert import PeerFound, PeerLost
-from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
+from lifeline_mesh.discovery.advert import PeerEvent, PeerFound, PeerLost, check_interfaces
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.peering.changes import CHANGE_POLL_S, ChangeFeed, LineWatcher
@@ -37,6 +36,9 @@ from lifeline_mesh.peering.scheduler import (
 )
 from lifeline_mesh.peering.table import PeerAddress, save_peers_file
 from lifeline_mesh.peering.watches import PeerWatches, WatchOne
+
+if TYPE_CHECKING:  # imported once serve listens, and only with discovery on
+    from lifeline_mesh.discovery.zeroconf import ZeroconfDiscovery
 
 __all__ = ["Peering", "PeeringOptions", "add_peering_arguments", "peering_options"]
 
@@ -217,6 +219,8 @@ class Peering:
         if self.watches is not None:
             self.watches.start(tg)
         if self.options.discovery and self.mesh_id:
+            from lifeline_mesh.discovery.zeroconf import ZeroconfDiscovery
+
             self.discovery = ZeroconfDiscovery(
                 node_id=self.node_id,
                 mesh_id=self.mesh_id,

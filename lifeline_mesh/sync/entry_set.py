@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline.lines import validate_line_name
+from lifeline.store.pg_dsn import is_pg_store
 from lifeline.store.port import AppendResult, Store
-from lifeline.store.postgres import PgStore
 from lifeline.store.tiers import SqlLine, Summarized, TokenRows
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot, token_of
-from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 from lifeline_mesh.sync.port import AdmitResult, FetchResult
 from lifeline_mesh.sync.snapshot_cache import SetRows, SnapshotCache
+
+if TYPE_CHECKING:
+    from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 
 __all__ = ["EntrySet"]
 
@@ -48,7 +51,7 @@ class EntrySet:
 
     async def snapshot(self) -> Snapshot:
         known = [bytes.fromhex(e) for e in await self._declared()]
-        if isinstance(self.cache, PgSnapshots) and isinstance(self.store, PgStore):
+        if is_pg_store(self.store) and not isinstance(self.cache, SnapshotCache | None):
             return await self.cache.snapshot(self.store, known)  # a hub's: by buckets
         if isinstance(self.cache, SnapshotCache) and isinstance(self.store, SqlLine):
             return await self.cache.snapshot(self.store, ENTRY_ROWS, known)

@@ -10,6 +10,9 @@ the set's whole-set summary (count and sum of tokens, kept by every write): equa
 the set; otherwise (a ts lowered in place, a summary not kept) it is built again from the
 rows. Everything is read in one read transaction, so rows and summary agree.
 
+With a ``directory``, the snapshots held are also kept on disk (``snapshot_file.py``): a
+restarted node starts from them instead of building each set again.
+
 Sets over ``max_items`` are not kept (a million-entry line would hold ~110 MB per set for
 good); they are built for each session as before.
 """
@@ -17,15 +20,26 @@ good); they are built for each session as before.
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from lifeline.store.summary import read_totals, table_mark
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.recon.sets import Snapshot
+from lifeline_mesh.sync.snapshot_file import (
+    SAVE_EVERY_S,
+    load_snapshot,
+    save_snapshot,
+    snapshot_path,
+)
 
 __all__ = ["CACHE_MAX_ITEMS", "SetRows", "SnapshotCache"]
+
+log = logging.getLogger(__name__)
 
 CACHE_MAX_ITEMS = 300_000
 
@@ -51,12 +65,22 @@ class _Held:
 
 
 class SnapshotCache:
-    def __init__(self, max_items: int = CACHE_MAX_ITEMS) -> None:
+    def __init__(
+        self,
+        max_items: int = CACHE_MAX_ITEMS,
+        directory: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.max_items = max_items
+        self.directory = directory  # where the held snapshots are also kept (or nowhere)
+        self._clock = clock
         self._held: dict[tuple[str, str], _Held] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._saved: dict[tuple[str, str], tuple[float, int]] = {}  # when, and which mark
+        self._saving: set[asyncio.Task[None]] = set()
         self.built = 0  # snapshots built from every row
         self.updated = 0  # snapshots brought up to date from the rows added
+        self.loaded = 0  # snapshots a fresh process started from (their file)
 
     async def snapshot(
         self, store: SqlLine, spec: SetRows, extra_known: Iterable[bytes] = ()
@@ -64,6 +88,13 @@ class SnapshotCache:
         key = (str(store.path), spec.name)
         async with self._locks.setdefault(key, asyncio.Lock()):
             held = self._held.get(key)
+            path = None
+            if self.directory is not None:
+                path = snapshot_path(self.directory, Path(store.path), spec.name)
+                if held is None and (found := await asyncio.to_thread(load_snapshot, path)):
+                    held = _Held(*found)
+                    self.loaded += 1
+                    self._saved[key] = (self._clock(), held.mark)
             snap, mark, updated = await store.run_read(lambda conn: _read(conn, spec, held))
             if updated:
                 self.updated += 1
@@ -71,9 +102,38 @@ class SnapshotCache:
                 self.built += 1
             if len(snap) <= self.max_items:
                 self._held[key] = _Held(snap, mark)
+                if path is not None:
+                    self._save(key, path, snap, mark, built=not updated)
             else:
                 self._held.pop(key, None)
             return snap.view(extra_known)
+
+    def _save(
+        self, key: tuple[str, str], path: Path, snap: Snapshot, mark: int, *, built: bool
+    ) -> None:
+        """Write ``snap`` to its file in the background: after a build, else at most once
+        every ``SAVE_EVERY_S`` (a restarted node then merges at most that many seconds of
+        rows into it)."""
+        now = self._clock()
+        when, saved_mark = self._saved.get(key, (None, None))
+        if saved_mark == mark or (not built and when is not None and now - when < SAVE_EVERY_S):
+            return
+        self._saved[key] = (now, mark)
+        task = asyncio.create_task(asyncio.to_thread(_write, path, snap, mark))
+        self._saving.add(task)
+        task.add_done_callback(self._saving.discard)
+
+    async def flush(self) -> None:
+        """Wait for the snapshot files being written."""
+        while self._saving:
+            await asyncio.gather(*self._saving)
+
+
+def _write(path: Path, snap: Snapshot, mark: int) -> None:
+    try:
+        save_snapshot(path, snap, mark)
+    except OSError as exc:  # a full disk costs the next start a build, nothing else
+        log.warning("cannot keep the snapshot %s: %s", path, exc)
 
 
 def _read(

@@ -18,14 +18,12 @@ from collections.abc import Callable, Iterator
 import uvicorn
 
 from lifeline.errors import ConfigError
+from lifeline_mesh.cli.ui_args import DEFAULT_LISTEN, TOKEN_ENV
 from lifeline_mesh.transport.addresses import listen_socket, split_address
 from lifeline_mesh.ui.app import create_app
 from lifeline_mesh.ui.viewer import Viewer
 
 __all__ = ["DEFAULT_LISTEN", "TOKEN_ENV", "bind", "check_listen", "is_loopback", "serve_viewer"]
-
-DEFAULT_LISTEN = "127.0.0.1:8470"
-TOKEN_ENV = "LIFELINE_UI_TOKEN"
 
 
 def is_loopback(host: str) -> bool:

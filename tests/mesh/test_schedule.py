@@ -18,6 +18,7 @@ from lifeline_mesh.peering.schedule import (
     SchedulePolicy,
     backoff_delay,
 )
+from lifeline_mesh.peering.scheduler import SyncScheduler
 from lifeline_mesh.peering.table import PeerAddress, PeerSource, PeerState, PeerTable
 
 POLICY = SchedulePolicy(
@@ -323,6 +324,36 @@ def test_a_peer_in_back_off_that_dials_us_is_up_again() -> None:
     assert planner.synced(peer.key, 1.0, {"ledger": 5})  # its session to us went through
     assert peer.failures == 0 and planner.due(1.0) == [peer]
     assert planner.local_change(2.0, {"ledger": 6}) == [peer.key]  # writes reach it again
+
+
+def test_a_session_it_dialed_ends_a_back_off_even_when_what_it_holds_is_unknown() -> None:
+    """A restarted node dials its peers at once; under steady writes its sessions rarely
+    know what the peer holds (other rows were written meanwhile). The peer is up all the
+    same: the back-off ends, and what it holds and when it was last touched stay as they
+    were (an announcement is not taken as answered by such a session)."""
+    now = [0.0]
+
+    async def never(peer: PeerState) -> None:
+        raise AssertionError("no session runs in this test")
+
+    scheduler = SyncScheduler(never, clock=lambda: now[0])
+    back: list[str] = []
+    scheduler.on_back = back.append
+    peer = scheduler.add_static(PeerAddress("10.0.0.1", 1))
+    scheduler.table.learned(peer, "node-x")
+    for _ in range(4):
+        scheduler.planner.started(peer)
+        scheduler.planner.failed(peer, 0.0, 0.0, "connection refused")
+    now[0] = 3.0
+    scheduler.inbound_started("node-x")
+    scheduler.inbound_ended("node-x", None)  # it failed: nothing is known
+    assert peer.failures == 4 and back == []
+    scheduler.inbound_started("node-x")
+    now[0] = 3.5
+    scheduler.inbound_ended("node-x", None, ok=True)
+    assert peer.failures == 0 and back == [peer.key] and scheduler.planner.due(3.5) == [peer]
+    assert peer.synced == {} and peer.touched_at == 3.0  # set when it dialed, not now
+    assert scheduler.inbound == 0
 
 
 def test_a_change_during_a_session_that_carried_it_costs_no_second_session() -> None:

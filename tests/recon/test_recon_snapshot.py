@@ -8,7 +8,7 @@ import hashlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lifeline_mesh.recon.sets import SUM_STRIDE, Snapshot
+from lifeline_mesh.recon.sets import SCANNED_LOOKUPS, SUM_STRIDE, Snapshot
 
 
 def _snapshot(n: int, shared_prefix_every: int = 0) -> tuple[Snapshot, list[bytes], list[bytes]]:
@@ -43,6 +43,18 @@ def test_positions_are_found_even_when_prefixes_repeat() -> None:
     stranger = b"\x42" * 8 + b"\x00" * 24  # a known prefix, an unknown id
     assert snap.position(stranger) is None and not snap.knows(stranger)
     assert Snapshot.empty().position(ids[0]) is None
+
+
+def test_lookups_scan_until_the_index_pays_and_both_answer_alike() -> None:
+    """The first lookups scan the ids (a restarted node's first sessions check a few
+    parents), later ones use the id index; a byte run that spans two ids is no match."""
+    snap, ids, _tokens = _snapshot(SCANNED_LOOKUPS + 40, shared_prefix_every=4)
+    across = ids[3][16:] + ids[4][:16]  # 32 bytes of the buffer that are no item's id
+    assert snap.position(across) is None and snap.position(ids[4]) == 4
+    assert snap._shared.index is None  # answered by scanning
+    answers = [snap.position(i) for i in ids]
+    assert answers == list(range(len(ids))) and snap._shared.index is not None
+    assert snap.position(across) is None and snap.view().position(ids[7]) == 7
 
 
 @settings(max_examples=60, deadline=None)

@@ -39,7 +39,7 @@ async def test_entries_brought_up_to_date_equal_a_fresh_snapshot(tmp_path: Path)
         cached, plain = EntrySet(store, cache=cache), EntrySet(store)
         await store.append_many(BASE[:60])
         first, at_first = await cached.snapshot(), await plain.snapshot()
-        first.position(first.item_id(0))  # its id index is built: the update extends it
+        first.index_ids()  # its id index is built: the update extends it
         _same(first, at_first)
         await store.append_many(BASE[60:])  # at the end of the key order
         _same(await cached.snapshot(), await plain.snapshot())
@@ -88,3 +88,34 @@ async def test_a_serving_node_updates_its_snapshots_between_sessions(tmp_path: P
     assert b.snapshots.updated >= 2 and b.snapshots.built <= 3
     async with a.open_line("ledger") as sa, b.open_line("ledger") as sb:
         assert [e.id async for e in sa.stream()] == [e.id async for e in sb.stream()]
+
+
+async def test_a_fresh_process_starts_from_the_snapshots_kept_on_disk(tmp_path: Path) -> None:
+    """A restarted node reads its snapshots back and merges the rows written since; a file
+    that does not match the line (damaged, or rows changed in place) is built again."""
+    kept = tmp_path / "snapshots"
+    async with await SqliteStore.open(tmp_path / "line.db") as store:
+        await store.append_many(BASE[:60])
+        first = SnapshotCache(directory=kept)
+        _same(await EntrySet(store, cache=first).snapshot(), await EntrySet(store).snapshot())
+        await first.flush()
+        assert (first.built, first.loaded) == (1, 0) and len(list(kept.iterdir())) == 1
+        await store.append_many(BASE[60:])  # written while no node served it
+        second = SnapshotCache(directory=kept)  # the restarted process
+        _same(await EntrySet(store, cache=second).snapshot(), await EntrySet(store).snapshot())
+        assert (second.built, second.updated, second.loaded) == (0, 1, 1)
+        await second.flush()  # brought up to date right after a load: not written again yet
+        (path,) = kept.iterdir()
+        data = bytearray(path.read_bytes())
+        data[-40] ^= 1  # one flipped bit in the stored tokens
+        path.write_bytes(bytes(data))
+        third = SnapshotCache(directory=kept)
+        _same(await EntrySet(store, cache=third).snapshot(), await EntrySet(store).snapshot())
+        assert (third.built, third.loaded) == (1, 0)  # refused by its checksum, built again
+        await third.flush()
+        old = BASE[5]  # an earlier ts of a held entry: its token changes in place
+        earlier = old.to_json().replace(old.ts.encode(), b"2025-12-31T00:00:00Z")
+        await store.append_many([Entry.from_json(earlier)])
+        fourth = SnapshotCache(directory=kept)
+        _same(await EntrySet(store, cache=fourth).snapshot(), await EntrySet(store).snapshot())
+        assert (fourth.built, fourth.loaded) == (1, 1)  # loaded, did not match: built again
