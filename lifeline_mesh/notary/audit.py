@@ -174,9 +174,14 @@ class _ForwardPass:
     async def page(self, entries: Sequence[Linked]) -> None:
         recent = self.recent
         ids = [e.id for e in entries]
-        recent.update([(e.id, e.ts) for e in entries])  # first: a parent may be on the page
-        unknown = [p for e in entries for p in e.parents if p not in recent]
-        found = await self.store.run_read(partial(ts_of_ids, ids=unknown)) if unknown else {}
+        found: dict[str, str] = {}
+        # In worker processes only the entries that may be after a parent carry parents
+        # (lifeline/audit_parallel.py): a page without any has no time to look up.
+        if any(e.parents for e in entries):
+            recent.update([(e.id, e.ts) for e in entries])  # first: a parent may be on the page
+            unknown = [p for e in entries for p in e.parents if p not in recent]
+            if unknown:
+                found = await self.store.run_read(partial(ts_of_ids, ids=unknown))
         ts_of = _Either(recent, found)
         authors = await self.index.about(Role.AUTHOR, ids)
         imports = await self.index.about(Role.IMPORTED, ids, trusted_only=True)
@@ -191,7 +196,7 @@ class _ForwardPass:
             held = imports.get(eid, nothing) if imports else nothing
             if not mine and not held:
                 unsigned += 1
-                if not _after_any(recent, found, entry):
+                if not entry.parents or not _after_any(recent, found, entry):
                     run.append(eid)
                     continue
             if run:
