@@ -175,13 +175,15 @@ class _ForwardPass:
         recent = self.recent
         ids = [e.id for e in entries]
         found: dict[str, str] = {}
-        # In worker processes only the entries that may be after a parent carry parents
-        # (lifeline/audit_parallel.py): a page without any has no time to look up.
-        if any(e.parents for e in entries):
+        # From worker processes only the entries that may be after a parent carry parents
+        # (lifeline/audit_parallel.py): their parents' times are looked up, and ``recent``
+        # (a cache for the serial stream, where every entry has its parents) is not kept.
+        linked = [e for e in entries if e.parents]
+        if len(linked) * 2 > len(entries):
             recent.update([(e.id, e.ts) for e in entries])  # first: a parent may be on the page
-            unknown = [p for e in entries for p in e.parents if p not in recent]
-            if unknown:
-                found = await self.store.run_read(partial(ts_of_ids, ids=unknown))
+        unknown = [p for e in linked for p in e.parents if p not in recent]
+        if unknown:
+            found = await self.store.run_read(partial(ts_of_ids, ids=unknown))
         ts_of = _Either(recent, found)
         authors = await self.index.about(Role.AUTHOR, ids)
         imports = await self.index.about(Role.IMPORTED, ids, trusted_only=True)
