@@ -28,16 +28,24 @@ import marshal
 import os
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from functools import partial
 from itertools import pairwise
-from typing import Any
+from typing import Any, overload
 
 from lifeline.errors import StoreError
 from lifeline.store.rows import Links, parents_of
 from lifeline.store.sqlite import SqliteStore
 
-__all__ = ["MAX_WORKERS", "PARALLEL_MIN", "Merged", "check_in_workers", "parallel_min", "workers"]
+__all__ = [
+    "MAX_WORKERS",
+    "PARALLEL_MIN",
+    "Merged",
+    "StreamPage",
+    "check_in_workers",
+    "parallel_min",
+    "workers",
+]
 
 PARALLEL_MIN = 50_000  # below this, starting processes costs more than a second core saves
 MAX_WORKERS = 8
@@ -49,7 +57,41 @@ _WORKERS_ENV = "LIFELINE_VERIFY_WORKERS"
 log = logging.getLogger(__name__)
 
 Position = tuple[Any, Any, Any]  # (height, ts, id) as stored
-Page = tuple[list[Links], Position | None]  # entries, and where the page ended
+
+
+class StreamPage(Sequence[Links]):
+    """A page of the stream given to ``each_page`` after the workers: ids and times in
+    stream order, the parents of the late entries (by index; none for the others). Read
+    as :class:`Links`, or by its lists (the notary's pass over a run of unsigned entries)."""
+
+    __slots__ = ("ids", "linked", "times")
+
+    def __init__(
+        self, ids: list[str], times: list[str], linked: dict[int, tuple[str, ...]]
+    ) -> None:
+        self.ids, self.times, self.linked = ids, times, linked
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> Links: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Links]: ...
+    def __getitem__(self, index: int | slice) -> Links | list[Links]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self.ids))[index]]
+        if index < 0:
+            index += len(self.ids)
+        return Links(self.ids[index], self.times[index], self.linked.get(index, ()))
+
+    def __iter__(self) -> Iterator[Links]:
+        linked = self.linked
+        for i, (eid, ts) in enumerate(zip(self.ids, self.times, strict=True)):
+            yield Links(eid, ts, linked.get(i, ()))
+
+
+Page = tuple[StreamPage, Position | None]  # entries, and where the page ended
 
 
 def parallel_min() -> int:
@@ -205,27 +247,23 @@ def _stream_page(
     """The decodable entries of the next :data:`PAGE` rows (seq ≤ ``hi``) after ``after``
     in stream order, and where the page ended (None at the end). Only the entries in
     ``late`` (all when None) carry their parents."""
-    sql = "SELECT height, ts, id" + ("" if late is not None else ", parents")
-    sql += " FROM entries WHERE seq <= ?"
+    sql = "SELECT height, ts, id FROM entries WHERE seq <= ?"
     params: tuple[Any, ...] = (hi,)
     if after is not None:
         sql += " AND (height, ts, id) > (?, ?, ?)"
         params += after
     sql += f" ORDER BY height, ts, id LIMIT {PAGE}"
     rows = conn.execute(sql, params).fetchall()
-    end = (rows[-1][0], rows[-1][1], rows[-1][2]) if len(rows) == PAGE else None
+    end = rows[-1] if len(rows) == PAGE else None
     if corrupt:
-        rows = [r for r in rows if (r[0], r[1], r[2]) not in corrupt]
-    if late is None:
-        return [Links(eid, ts, _parents(parents)) for _h, ts, eid, parents in rows], end
-    out = [Links(eid, ts, ()) for _h, ts, eid in rows]
-    marked = [i for i, entry in enumerate(out) if entry.id in late]
+        rows = [r for r in rows if r not in corrupt]
+    ids: list[str] = [r[2] for r in rows]
+    marked = range(len(ids)) if late is None else [i for i, e in enumerate(ids) if e in late]
+    linked: dict[int, tuple[str, ...]] = {}
     if marked:
-        found = dict(_parents_of_ids(conn, [out[i].id for i in marked]))
-        for i in marked:
-            entry = out[i]
-            out[i] = Links(entry.id, entry.ts, _parents(found.get(entry.id, "[]")))
-    return out, end
+        found = dict(_parents_of_ids(conn, [ids[i] for i in marked]))
+        linked = {i: _parents(found.get(ids[i], "[]")) for i in marked}
+    return StreamPage(ids, [r[1] for r in rows], linked), end
 
 
 def _parents(column: Any) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeline import audit_worker
+from lifeline import audit_parallel, audit_worker
 from lifeline.audit_worker import LateCheck, check_range, connect
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
@@ -35,7 +35,7 @@ def _ts(k: int) -> str:
     return at(3_600 + 10 * k)
 
 
-async def _grow(corpus: Corpus, store: SqliteStore) -> list[Entry]:
+async def _grow(corpus: Corpus, store: SqliteStore, *, signed: bool) -> list[Entry]:
     """N entries after the corpus: a chain, every 7th also linked far back, some dated
     before their parent (by hours, or by less than the skew), some signed or imported."""
     entries: list[Entry] = []
@@ -53,6 +53,8 @@ async def _grow(corpus: Corpus, store: SqliteStore) -> list[Entry]:
             Entry.create(ts=ts, kind="note", summary=f"entry {k}", body="x", parents=parents)
         )
     await store.append_many(entries)
+    if not signed:
+        return entries
     notary = await NotaryStore.attach(store)
     atts = []
     for k, entry in enumerate(entries):
@@ -102,19 +104,28 @@ def _damage(path: Path) -> None:
     conn.close()
 
 
-@pytest.fixture
-async def line(tmp_path: Path) -> Corpus:
-    corpus = await build(tmp_path)
+async def _line(root: Path, *, signed: bool) -> Corpus:
+    corpus = await build(root)
     async with await SqliteStore.open(corpus.path) as store:
-        await _grow(corpus, store)
+        await _grow(corpus, store, signed=signed)
     _damage(corpus.path)
     return corpus
 
 
+@pytest.fixture
+async def line(tmp_path: Path) -> Corpus:
+    return await _line(tmp_path, signed=True)
+
+
 @pytest.mark.parametrize("require_signed", [False, True])
+@pytest.mark.parametrize("signed", [True, False])
 async def test_the_notary_audit_in_workers_is_the_serial_one(
-    line: Corpus, require_signed: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, signed: bool, require_signed: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Signed: most pages judged entry by entry; unsigned (but for the corpus's first
+    entries, on the first page): pages of runs of unsigned notes."""
+    monkeypatch.setattr(audit_parallel, "PAGE", 100)
+    line = await _line(tmp_path, signed=signed)
     policy = Policy(local_node_id=line.a.node_id, require_signed=require_signed)
     signers = FileSigners.load(NodeHome(line.root), line.a.node_id)
     async with await SqliteStore.open(line.path) as store:
@@ -127,11 +138,21 @@ async def test_the_notary_audit_in_workers_is_the_serial_one(
     assert parallel.findings == serial.findings
     assert parallel.counts() == serial.counts()
     checks = {f.check for f in serial.findings}
-    assert {"ts-before-parent", "ts-mismatch", "imported", "unsigned", "corrupt-row"} <= checks
-    assert {"id-mismatch", "missing-parent"} <= checks
-    before = [f for f in serial.findings if f.check == "ts-before-parent"]
-    assert {f.severity for f in before} == {"fail", "note"} or require_signed
-    assert parallel.verdict.signed > 50 and parallel.verdict.imported > 10
+    assert {
+        "ts-before-parent",
+        "unsigned",
+        "corrupt-row",
+        "id-mismatch",
+        "missing-parent",
+    } <= checks
+    before = {f.severity for f in serial.findings if f.check == "ts-before-parent"}
+    if signed:
+        assert {"ts-mismatch", "imported"} <= checks
+        assert before == {"fail", "note"} or require_signed
+        assert parallel.verdict.signed > 50 and parallel.verdict.imported > 10
+    else:
+        assert before == {"fail" if require_signed else "note"}
+        assert parallel.verdict.unsigned > 250
 
 
 def test_a_worker_lists_every_entry_that_may_be_after_a_parent(
