@@ -168,8 +168,8 @@ async def check_in_workers(
     advance: Callable[[int], None],
     each_page: Callable[[Sequence[Links]], Awaitable[None]] | None,
 ) -> Merged:
-    """Check every row of ``store`` in ``count`` worker processes; ``each_page`` is given
-    the light stream meanwhile."""
+    """Check every row of ``store`` in ``count`` worker processes; ``each_page`` is then
+    given the line in stream order (:class:`StreamPage`)."""
     lo, hi = await store.run_read(
         lambda conn: conn.execute(
             "SELECT coalesce(min(seq), 1) - 1, max(seq) FROM entries"
