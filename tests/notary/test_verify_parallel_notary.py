@@ -117,14 +117,24 @@ async def line(tmp_path: Path) -> Corpus:
     return await _line(tmp_path, signed=True)
 
 
-@pytest.mark.parametrize("require_signed", [False, True])
-@pytest.mark.parametrize("signed", [True, False])
+@pytest.mark.parametrize(
+    ("signed", "require_signed", "late_max"),
+    [(True, False, None), (True, True, None), (False, False, None), (False, True, None),
+     (True, False, 10), (False, False, 10)],
+)  # fmt: skip
 async def test_the_notary_audit_in_workers_is_the_serial_one(
-    tmp_path: Path, signed: bool, require_signed: bool, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    signed: bool,
+    require_signed: bool,
+    late_max: int | None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Signed: most pages judged entry by entry; unsigned (but for the corpus's first
-    entries, on the first page): pages of runs of unsigned notes."""
+    entries, on the first page): pages of runs of unsigned notes. With ``late_max``, more
+    late entries than the parent keeps: every entry's parents read."""
     monkeypatch.setattr(audit_parallel, "PAGE", 100)
+    if late_max is not None:
+        monkeypatch.setattr(audit_parallel, "LATE_MAX", late_max)
     line = await _line(tmp_path, signed=signed)
     policy = Policy(local_node_id=line.a.node_id, require_signed=require_signed)
     signers = FileSigners.load(NodeHome(line.root), line.a.node_id)
