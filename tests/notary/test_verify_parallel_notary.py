@@ -98,6 +98,9 @@ def _damage(path: Path) -> None:
             "UPDATE entries SET ts = '2026-01-10 12:00:00.000000Z' WHERE seq = ?", (base + 4,)
         )
         conn.execute("UPDATE entries SET ts = ? WHERE seq = ?", (at(-60), base + 6))  # signed?
+        # shorter than the stored form (read as a time), and not a time at all
+        conn.execute("UPDATE entries SET ts = '2026-01-10T11:00:00Z' WHERE seq = ?", (base + 5,))
+        conn.execute("UPDATE entries SET ts = 'soon' WHERE seq = ?", (base + 12,))
         _forged_id(conn, base + 8, [id_of[base + 40], "f" * 64])  # later in the table; missing
         _forged_id(conn, base + 9, [id_of[first + 2], id_of[base + 7]])  # far back
     conn.commit()
@@ -154,6 +157,7 @@ async def test_the_notary_audit_in_workers_is_the_serial_one(
         "corrupt-row",
         "id-mismatch",
         "missing-parent",
+        "ts-unreadable",
     } <= checks
     before = {f.severity for f in serial.findings if f.check == "ts-before-parent"}
     if signed:
