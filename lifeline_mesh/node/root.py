@@ -125,7 +125,6 @@ class Node:
         # left the peer holding: the scheduler's ``synced`` (fewer sessions per change).
         self._callers: weakref.WeakKeyDictionary[Store, str | None] = weakref.WeakKeyDictionary()
         self._held: weakref.WeakKeyDictionary[Store, int | None] = weakref.WeakKeyDictionary()
-        self._dialing: weakref.WeakKeyDictionary[Store, str] = weakref.WeakKeyDictionary()
         self._peering: Peering | None = None
         self._pg_snapshots: PgSnapshots | None = None  # a hub's: up to date by bucket sums
         # The node each static peer address was found to serve (its certificate), pinned
@@ -168,13 +167,12 @@ class Node:
         self, store: Store, line: str, start: int | None, entries: NotarizedEntrySet | None
     ) -> None:
         """Tell the scheduler what the peer now holds: every row up to the line's highest,
-        when nothing but this session's admissions was written meanwhile, else every row
-        up to the highest at the session's start (its snapshots were read after it)."""
+        when nothing but this session's admissions was written meanwhile (else unknown)."""
         held = None
         if start is not None and entries is not None and self.security.role is not MeshRole.READER:
             end = await _line_mark(store)
-            # Else every row that was here when it began (decision 0042).
-            held = end if end is not None and end - start == entries.admitted else start
+            if end is not None and end - start == entries.admitted:
+                held = end
         if store not in self._callers:
             self._held[store] = held  # our own session: sync() reads it
             return
@@ -261,7 +259,6 @@ class Node:
             self._callers[store] = caller
             if self._peering is not None:
                 self._peering.scheduler.inbound_started(caller)
-        self._who_sends(store, entries, caller)
         sets: list[ReconSet] = [
             AttestationSet(notary, cache),
             AttestationSet(notary.statements(), cache),
@@ -270,16 +267,6 @@ class Node:
         if peer is not None and not peer.can_write:
             sets = [ReceiveOnly(s, peer.why_not) for s in sets]
         return sets
-
-    def _who_sends(self, store: Store, entries: NotarizedEntrySet, caller: str | None) -> None:
-        """Have the scheduler told which peer sent each received entry (decision 0042)."""
-        if self._peering is None or not isinstance(store, SqlLine):
-            return
-        scheduler = self._peering.scheduler
-        key = self._dialing.get(store) or scheduler.key_of(caller)
-        if key is not None:
-            line = Path(store.path).stem
-            entries.on_receive = lambda ids: scheduler.sent_us(key, line, ids)
 
     def _extend(self, server: grpc.aio.Server) -> None:
         """Membership service on the sync port; a join port where the CA key lives."""
@@ -406,7 +393,7 @@ class Node:
         self.outbound["syncs"] += 1
         held: dict[str, int | None] = {}
         try:
-            reports = await self.sync(str(peer.address), lines, held, peer.key)
+            reports = await self.sync(str(peer.address), lines, held)
         except BaseException:
             self.outbound["failed"] += 1
             raise
@@ -420,15 +407,10 @@ class Node:
         )
 
     async def sync(
-        self,
-        peer: str,
-        lines: Sequence[str],
-        held: dict[str, int | None] | None = None,
-        key: str | None = None,
+        self, peer: str, lines: Sequence[str], held: dict[str, int | None] | None = None
     ) -> list[SyncReport]:
         """One session per line with ``peer``; every line must be shared here. ``held``
-        gets, per line, the highest row the peer is known to hold after it (or None);
-        ``key``: the peer's in the scheduler's table."""
+        gets, per line, the highest row the peer is known to hold after it (or None)."""
         for line in lines:
             if not self.is_shared(line):
                 raise Refused(
@@ -443,8 +425,6 @@ class Node:
         reports = []
         for line in lines:
             async with self.open_line(line) as store:
-                if key is not None:
-                    self._dialing[store] = key
                 sets = self.make_sets(store, None)
                 if self.security.role is MeshRole.READER:
                     sets = [SendNothing(s) for s in sets]

@@ -30,7 +30,6 @@ __all__ = ["CHANGE_POLL_S", "ChangeFeed", "LineWatcher", "Subscription"]
 log = logging.getLogger(__name__)
 
 CHANGE_POLL_S = 0.2  # how soon an append made by another process is noticed
-NEW_ROWS_READ = 256  # new rows named per line and poll; more: only the highest is told
 
 
 class _Probe:
@@ -41,7 +40,6 @@ class _Probe:
         self.conn: sqlite3.Connection | None = None
         self.data_version: int | None = None
         self.mark: int | None = None
-        self.rows: dict[str, int] | None = None  # the rows added at the last poll (id -> row)
 
     def poll(self) -> int | None:
         """``max(seq)`` of the line (None when absent), re-read only after a commit."""
@@ -54,26 +52,15 @@ class _Probe:
                     f"file:{self.path}?mode=rw", uri=True, check_same_thread=False, timeout=5
                 )
             version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
-            self.rows = None
             if version != self.data_version:
                 self.data_version = version
-                before = self.mark
                 row = self.conn.execute("SELECT max(seq) FROM entries").fetchone()
                 self.mark = None if row[0] is None else int(row[0])
-                if before is not None and self.mark is not None and self.mark > before:
-                    self.rows = self._added(before)
         except sqlite3.Error as exc:
             # Not migrated yet, or locked for longer than the timeout: try again next poll.
             log.debug("watch: cannot read %s yet: %s", self.path, exc)
             self.data_version = None
         return self.mark
-
-    def _added(self, after: int) -> dict[str, int] | None:
-        """The rows above ``after`` (None: more than ``NEW_ROWS_READ``)."""
-        assert self.conn is not None
-        sql = "SELECT id, seq FROM entries WHERE seq > ? ORDER BY seq LIMIT ?"
-        found = {i: int(s) for i, s in self.conn.execute(sql, (after, NEW_ROWS_READ + 1))}
-        return None if len(found) > NEW_ROWS_READ else found
 
     def close(self) -> None:
         if self.conn is not None:
@@ -102,8 +89,6 @@ class LineWatcher:
         self._closed = False
         self.polls = 0  # polls done so far, the first being the baseline (for status and tests)
         self.marks: dict[Path, int | None] = {}  # each line's highest row at the last poll
-        # The rows each line gained at the last poll (id -> row; None: not read, too many).
-        self.rows: dict[Path, dict[str, int] | None] = {}
 
     def _poll(self) -> dict[Path, int | None]:
         with self._lock:
@@ -135,7 +120,6 @@ class LineWatcher:
                 current = await asyncio.to_thread(self._poll)
                 self.polls += 1
                 self.marks = current
-                self.rows = {p: probe.rows for p, probe in self._probes.items()}
                 changed = [p for p in current if current[p] != last.get(p)]
                 if changed:
                     on_change()

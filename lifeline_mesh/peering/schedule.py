@@ -27,16 +27,6 @@ itself waits ``ANNOUNCE_GRACE_S``: that peer's own session usually carries the c
 writer pushes), and ours runs only when no session with it ran meanwhile. Such wake-ups are
 conditional (:class:`Wake`): checked again when due, dropped when no longer needed. A
 session that peer dialed to us ends its back-off here (it is up again).
-
-Which rows came from which peer (decision 0042). When the line watcher names the new rows
-(``rows``: line -> {id: row}), a peer is known to hold a row when a session with it began
-after the row was stored (``synced``: every session, either way, leaves the peer holding
-every row up to the line's highest at its start) or when it sent us that entry
-(``PeerState.holds``, recorded as the entries arrive, before they are stored). A peer
-that lacks a row nobody sent us (a write made here) is due at once: the writer pushes. A
-peer that lacks only rows another peer sent us (a relay) waits ``RELAY_DELAY_S`` and then
-syncs only if no session with it began meanwhile: the writer's own push, or the next
-session either way, usually made it hold them already.
 """
 
 from __future__ import annotations
@@ -51,7 +41,6 @@ __all__ = [
     "BACKOFF_BASE_S",
     "BACKOFF_JITTER",
     "BACKOFF_MAX_S",
-    "KNOWN_RELAY_DELAY_S",
     "PERIODIC_SYNC_S",
     "PERIOD_JITTER",
     "RELAY_DELAY_S",
@@ -67,9 +56,6 @@ BACKOFF_MAX_S = 300.0
 BACKOFF_JITTER = 0.5  # "equal jitter": half the delay is random
 RELAY_DELAY_S = 0.5  # a change that may be a relay waits [0.5, 1] × this (jitter: one of
 # two nodes that both received a change syncs with the other; the other then need not)
-# Rows known to have come from another peer: the writer pushed them to every peer it
-# reaches, so a relay is a fallback, worth a session only when none began meanwhile.
-KNOWN_RELAY_DELAY_S = 2.0  # waits [0.5, 1] × this
 ANNOUNCE_GRACE_S = 1.0  # an announcing peer that dials us has this long to bring it itself
 ANNOUNCE_SLACK_S = 1.0  # a session with it that began this long before counts as its answer
 DIALS_US_S = 2 * PERIODIC_SYNC_S  # it dialed us this recently: it dials us on its changes
@@ -114,7 +100,6 @@ class Planner:
         marks: dict[str, int] | None = None,
         announced: float | None = None,
         hard: bool = False,
-        rows: dict[str, dict[str, int]] | None = None,
     ) -> bool:
         """Make ``peer`` due at ``at`` (earliest wins), on the conditions given (``hard``:
         none). A running session is followed by one more when still needed."""
@@ -122,14 +107,13 @@ class Planner:
             peer.resync = True  # the running session may have read its ranges before it
             if peer.pending is None:
                 peer.pending = Wake(fallback=0.0)
-            peer.pending.add(marks, announced, hard, rows)
-            peer.pending.due = min(at, peer.pending.due if peer.pending.due is not None else at)
+            peer.pending.add(marks, announced, hard)
             return True
         if peer.wake is None:
             if peer.next_attempt <= at:
                 return False  # due sooner anyway, on no condition
             peer.wake = Wake(fallback=peer.next_attempt)
-        peer.wake.add(marks, announced, hard, rows)
+        peer.wake.add(marks, announced, hard)
         peer.next_attempt = min(peer.next_attempt, at)
         return True
 
@@ -139,8 +123,6 @@ class Planner:
         if wake is None or wake.hard or wake.fallback <= now:
             return True
         if any(peer.synced.get(line, -1) < mark for line, mark in wake.marks.items()):
-            return True
-        if any(_lacks(peer, line, new) for line, new in wake.rows.items()):
             return True
         if wake.announced is None:
             return False
@@ -174,35 +156,6 @@ class Planner:
                 continue  # the change came from this peer (or it has it already)
             woken.append(peer.key)
         return woken
-
-    def new_rows(self, now: float, rows: dict[str, dict[str, int]]) -> list[str]:
-        """Rows were stored here (line -> {id: row}, every new row of each changed line).
-        A healthy peer that lacks a row no peer sent us is due now; one that lacks only
-        rows another peer sent us waits ``KNOWN_RELAY_DELAY_S``; one that holds them all
-        is left alone. Returns the keys of the peers woken."""
-        peers = list(self.table)
-        theirs = {
-            line: {i for i in new if any(i in p.holds.get(line, ()) for p in peers)}
-            for line, new in rows.items()
-        }
-        delay = KNOWN_RELAY_DELAY_S * (1.0 - 0.5 * self._rand())
-        woken = []
-        for peer in peers:
-            if peer.failures:
-                continue
-            lacking = {line: _lacking(peer, line, new) for line, new in rows.items()}
-            lacking = {line: new for line, new in lacking.items() if new}
-            if not lacking:
-                continue  # it sent them, or a session with it began after they were stored
-            relay = all(set(new) <= theirs[line] for line, new in lacking.items())
-            self._wake(peer, now + delay if relay else now, rows=lacking)
-            woken.append(peer.key)
-        return woken
-
-    def sent_us(self, key: str, line: str, ids: list[str]) -> None:
-        """Peer ``key`` sent us these entries of ``line`` (they are being admitted)."""
-        if key in self.table:
-            self.table.get(key).sent_us(line, ids)
 
     def dials_us(self, peer: PeerState, now: float) -> bool:
         return peer.dialed_in_at is not None and now - peer.dialed_in_at < DIALS_US_S
@@ -288,10 +241,10 @@ class Planner:
             peer.resync = False
             if pending is None or pending.hard:
                 peer.next_attempt = now
-            else:  # once more when asked for, unless this session answered it
+            else:  # once more right after, unless this session answered it
                 peer.wake = Wake(fallback=peer.next_attempt)
-                peer.wake.add(pending.marks, pending.announced, False, pending.rows)
-                peer.next_attempt = max(now, pending.due if pending.due is not None else now)
+                peer.wake.add(pending.marks, pending.announced, False)
+                peer.next_attempt = now
 
     def failed(self, peer: PeerState, now: float, wall: float, error: str) -> float:
         """Record a failure; returns the back-off delay chosen."""
@@ -304,12 +257,3 @@ class Planner:
         delay = backoff_delay(peer.failures, self.policy, self._rand)
         peer.next_attempt = now + delay
         return delay
-
-
-def _lacking(peer: PeerState, line: str, rows: dict[str, int]) -> dict[str, int]:
-    """The rows of ``rows`` (id -> row) that ``peer`` is not known to hold."""
-    return {i: row for i, row in rows.items() if not peer.has(line, row, i)}
-
-
-def _lacks(peer: PeerState, line: str, rows: dict[str, int]) -> bool:
-    return any(not peer.has(line, row, i) for i, row in rows.items())

@@ -104,22 +104,6 @@ class SyncScheduler:
         if self.planner.local_change(self._clock(), marks, busy=busy):
             self._changed()
 
-    def new_rows(self, rows: dict[str, dict[str, int]]) -> None:
-        """New rows here, each line's every one (id -> row): peers that may lack them
-        sync now or, for rows another peer sent us, later if still needed
-        (``Planner.new_rows``)."""
-        if self.planner.new_rows(self._clock(), rows):
-            self._changed()
-
-    def sent_us(self, key: str | None, line: str, ids: list[str]) -> None:
-        """Peer ``key`` (None: not one of ours) sent us these entries of ``line``."""
-        if key is not None:
-            self.planner.sent_us(key, line, ids)
-
-    def key_of(self, node_id: str | None) -> str | None:
-        """The peer table's key of the node ``node_id`` (None: not a peer of ours)."""
-        return self._by_node(node_id)
-
     def _by_node(self, node_id: str | None) -> str | None:
         if node_id is None:
             return None

@@ -198,12 +198,8 @@ class Peering:
 
     def _lines_changed(self, watcher: LineWatcher, paths: list[Path]) -> None:
         """The line watcher saw new rows: peers that may lack them sync; watchers hear."""
-        rows = {p.stem: r for p in paths if (r := watcher.rows.get(p))}
-        if len(rows) == len(paths):  # every new row is known: who holds each (decision 0042)
-            self.scheduler.new_rows(rows)
-        else:
-            marks = {p.stem: m for p in paths if (m := watcher.marks.get(p)) is not None}
-            self.scheduler.local_change(marks if len(marks) == len(paths) else None)
+        marks = {p.stem: m for p in paths if (m := watcher.marks.get(p)) is not None}
+        self.scheduler.local_change(marks if len(marks) == len(paths) else None)
         if self.feed is not None:
             self.feed.publish_paths(paths)
 

@@ -13,7 +13,7 @@ import ipaddress
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,6 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.transport.addresses import split_address
 
 __all__ = [
-    "HOLDS_KEPT",
     "PeerAddress",
     "PeerSource",
     "PeerState",
@@ -36,9 +35,6 @@ __all__ = [
 class PeerSource(enum.Enum):
     STATIC = "static"
     DISCOVERED = "discovered"
-
-
-HOLDS_KEPT = 4096  # ids of rows a peer sent us, kept per peer and line (the latest)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -62,29 +58,18 @@ class PeerAddress:
 @dataclass(slots=True)
 class Wake:
     """Why a peer was made due early, so the scheduler can tell at its time whether the
-    session is still needed: ``marks``, our lines' highest rows it may lack; ``rows``, the
-    new rows it may lack (line -> {id: row}), when they are known; ``announced``, when it
-    announced a change (answered by any session with it since); ``fallback``, the attempt
-    time to go back to when none holds; ``hard``: needed whatever happened."""
+    session is still needed: ``marks``, our lines' highest rows it may lack; ``announced``,
+    when it announced a change (answered by any session with it since); ``fallback``, the
+    attempt time to go back to when neither holds; ``hard``: needed whatever happened."""
 
     fallback: float
     marks: dict[str, int] = field(default_factory=dict)
     announced: float | None = None
     hard: bool = False
-    rows: dict[str, dict[str, int]] = field(default_factory=dict)
-    due: float | None = None  # the earliest time asked for (a relay waits, even in flight)
 
-    def add(
-        self,
-        marks: dict[str, int] | None,
-        announced: float | None,
-        hard: bool,
-        rows: dict[str, dict[str, int]] | None = None,
-    ) -> None:
+    def add(self, marks: dict[str, int] | None, announced: float | None, hard: bool) -> None:
         for line, mark in (marks or {}).items():
             self.marks[line] = max(mark, self.marks.get(line, mark))
-        for line, new in (rows or {}).items():
-            self.rows.setdefault(line, {}).update(new)
         if announced is not None:
             self.announced = max(announced, self.announced or announced)
         self.hard = self.hard or hard
@@ -113,24 +98,10 @@ class PeerState:
     # highest row of each line it held when a session with it ended), when it last dialed
     # us, when a session with it last ran, and the conditions of a pending wake-up.
     synced: dict[str, int] = field(default_factory=dict)
-    # The ids of rows above ``synced`` it is known to hold: those it sent us (decision
-    # 0042), per line, the latest ``HOLDS_KEPT`` of them.
-    holds: dict[str, dict[str, None]] = field(default_factory=dict)
     dialed_in_at: float | None = None
     touched_at: float | None = None
     wake: Wake | None = None  # the next attempt is conditional (None: it is not)
     pending: Wake | None = None  # conditions of changes seen while a session ran
-
-    def sent_us(self, line: str, ids: Iterable[str]) -> None:
-        """It sent us these entries of ``line``: it holds them."""
-        held = self.holds.setdefault(line, {})
-        held.update(dict.fromkeys(ids))
-        while len(held) > HOLDS_KEPT:
-            del held[next(iter(held))]
-
-    def has(self, line: str, row: int, entry_id: str) -> bool:
-        """Is it known to hold the entry ``entry_id`` at ``row`` of ``line`` here?"""
-        return self.synced.get(line, -1) >= row or entry_id in self.holds.get(line, ())
 
     def to_json(self, *, mono_now: float, wall_now: float) -> dict[str, Any]:
         wait = max(0.0, self.next_attempt - mono_now)

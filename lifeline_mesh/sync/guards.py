@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from lifeline.entry import Entry
 from lifeline.errors import PermissionDenied
@@ -47,16 +47,11 @@ class NotarizedEntrySet(_Wrapper):
         self.inner = inner
         self.notary = notary
         self.admitted = 0  # entries newly stored in this session: a new state to witness
-        # Told the ids of the entries the peer sent, before they are stored: the peer
-        # holds them (the scheduler then sends them back to it never; decision 0042).
-        self.on_receive: Callable[[list[str]], None] | None = None
 
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult:
         entries = [i.value for i in items if isinstance(i.value, Entry)]
-        if self.on_receive is not None and entries:
-            self.on_receive([e.id for e in entries])
         # One transaction per received batch: the check against the attestations held,
         # then the entries.
         result = await self.notary.admit_entries(entries, self.inner.externals_of(externals))

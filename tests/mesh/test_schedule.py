@@ -13,7 +13,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from lifeline.errors import ConfigError
 from lifeline_mesh.peering.schedule import (
     ANNOUNCE_GRACE_S,
-    KNOWN_RELAY_DELAY_S,
     RELAY_DELAY_S,
     Planner,
     SchedulePolicy,
@@ -370,65 +369,3 @@ def test_a_change_during_a_session_that_carried_it_costs_no_second_session() -> 
     planner.synced(peer.key, 8.0, {"ledger": 8})  # row 9 came after its ranges
     planner.succeeded(peer, 8.0, 0.0, "ok")
     assert planner.due(8.0) == [peer]
-
-
-# -- which rows came from which peer (decision 0042) ---------------------------------
-
-
-def test_rows_a_peer_sent_are_never_sent_back_and_their_relay_waits_longer() -> None:
-    """The rows a session is admitting are told before they are stored, so the watcher
-    that sees them (maybe while that session still runs) never takes them for a write made
-    here: the peer that sent them is left alone and the other waits for a relay."""
-    planner = _planner(rand=0.0)  # the longest relay delay
-    a, c = _two_synced(planner)
-    planner.started(a)  # a session with a is running: what it leaves a holding is unknown
-    planner.sent_us(a.key, "ledger", ["e1"])
-    assert planner.new_rows(10.0, {"ledger": {"e1": 43}}) == [c.key]
-    assert not a.resync and a.pending is None  # nothing to send a after its session
-    assert planner.due(10.0 + RELAY_DELAY_S) == []  # longer than for an unknown change
-    assert planner.due(10.0 + KNOWN_RELAY_DELAY_S) == [c]
-
-
-def test_a_relay_is_dropped_when_a_session_with_the_peer_began_after_the_row() -> None:
-    planner = _planner(rand=0.0)
-    a, c = _two_synced(planner)
-    planner.sent_us(a.key, "ledger", ["e1"])
-    planner.new_rows(10.0, {"ledger": {"e1": 43}})
-    # c's own push came in: it began with row 43 here, so c now holds it.
-    planner.synced(c.key, 10.5, {"ledger": 43})
-    assert planner.due(10.0 + KNOWN_RELAY_DELAY_S) == []
-    assert c.wake is None and c.next_attempt == 60.0
-
-
-def test_a_write_here_is_pushed_at_once_with_the_relays_it_can_carry() -> None:
-    planner = _planner(rand=0.0)
-    a, c = _two_synced(planner)
-    planner.sent_us(a.key, "ledger", ["e1"])
-    # Our own write (e2, sent by no peer) landed with a's e1: both peers are due now.
-    assert planner.new_rows(10.0, {"ledger": {"e1": 43, "e2": 44}}) == [a.key, c.key]
-    assert planner.due(10.0) == [a, c]
-    assert a.wake is not None and a.wake.rows == {"ledger": {"e2": 44}}
-    assert c.wake is not None and c.wake.rows == {"ledger": {"e1": 43, "e2": 44}}
-
-
-def test_a_relay_seen_during_a_session_still_waits_after_it() -> None:
-    """A change seen while a session with the peer runs is checked again after it, but a
-    relay keeps its delay: the next session either way usually answers it."""
-    planner = _planner(rand=0.0)
-    a, c = _two_synced(planner)
-    planner.started(c)
-    planner.sent_us(a.key, "ledger", ["e1"])
-    planner.new_rows(10.0, {"ledger": {"e1": 43}})
-    planner.synced(c.key, 10.2, {"ledger": 42})  # it began before row 43
-    planner.succeeded(c, 10.2, 0.0, "ok")
-    assert planner.due(10.2) == []
-    assert planner.due(10.0 + KNOWN_RELAY_DELAY_S) == [c]
-
-
-def test_the_ids_a_peer_sent_are_kept_within_a_bound() -> None:
-    from lifeline_mesh.peering.table import HOLDS_KEPT
-
-    peer = PeerTable().add_static(PeerAddress("10.0.0.1", 1))
-    peer.sent_us("ledger", [f"e{i}" for i in range(HOLDS_KEPT + 10)])
-    assert len(peer.holds["ledger"]) == HOLDS_KEPT
-    assert not peer.has("ledger", 5, "e0") and peer.has("ledger", 5, f"e{HOLDS_KEPT + 9}")

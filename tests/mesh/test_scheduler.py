@@ -208,32 +208,3 @@ async def test_watcher_follows_the_line_list_and_survives_a_bad_file(tmp_path: P
             await store.append(make_entry("y"))
             await _until(lambda: changes == 2)
         task.cancel()
-
-
-async def test_the_watcher_names_the_new_rows_and_gives_up_past_its_bound(
-    tmp_path: Path,
-) -> None:
-    """Each change names its new rows (id -> row), so the scheduler can tell a write made
-    here from rows a peer sent (decision 0042); more than it reads are not named."""
-    from lifeline_mesh.peering.changes import NEW_ROWS_READ
-
-    line = tmp_path / "ledger.db"
-    writer = await SqliteStore.open(line)
-    await writer.append(make_entry("first"))
-    seen: list[dict[str, int] | None] = []
-    watcher = LineWatcher([line], interval=0.01)
-    task = asyncio.create_task(watcher.run(lambda: seen.append(watcher.rows[line])))
-    try:
-        await _until(lambda: watcher.polls >= 1)
-        second = make_entry("second")
-        await writer.append(second)
-        await _until(lambda: len(seen) == 1)
-        assert seen[0] == {second.id: 2}
-        await writer.append_many([make_entry(f"many {i}") for i in range(NEW_ROWS_READ + 1)])
-        await _until(lambda: len(seen) == 2)
-        assert seen[1] is None
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-        await writer.close()
