@@ -191,8 +191,9 @@ class Snapshot:
 
     def merged(self, rows: Iterable[tuple[int, bytes, bytes]]) -> Snapshot:
         """A new snapshot: these items (ids this one lacks) added to this one's, in key
-        order. New buffers (views of this one are untouched); prefix sums are recomputed
-        only from the first insertion on, so items added at the end cost little."""
+        order. Items that all come after ours are appended to our buffers in place (we
+        and our views still read only our own items; decision 0042); others give new
+        buffers. Prefix sums are recomputed only from the first insertion on."""
         new = sorted(rows)
         if not new:
             return self.view(self._extra)
