@@ -290,10 +290,14 @@ class Snapshot:
         )
 
     def _owns_tail(self) -> bool:
-        """Do the buffers end where this snapshot does (no successor grew them)?"""
+        """Do the buffers end where this snapshot does (no successor grew them), and can
+        they grow in place?"""
         n = self._n
+        buffers = (self._ids, self._tokens, self._sums)
         return (
-            len(self._heights) == n
+            all(type(b) is bytearray for b in buffers)
+            and type(self._heights) is array
+            and len(self._heights) == n
             and len(self._ids) == len(self._tokens) == 32 * n
             and len(self._sums) == 32 * (n // SUM_STRIDE + 1)
         )
