@@ -12,6 +12,7 @@ sums in a flat prefix-sum buffer, so a session over 1M items stays within tens o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from array import array
 from bisect import bisect_left, bisect_right
@@ -173,7 +174,7 @@ class Snapshot:
     def _start_view(self, extra_known: Iterable[bytes]) -> None:
         self._extra: set[bytes] = set(extra_known)
         # per session key and width: keyed tokens by index, and the keyed hasher
-        self._keyed: dict[tuple[bytes, int], tuple[array[int], Any]] = {}
+        self._keyed: dict[tuple[bytes, int], tuple[dict[int, int], Any]] = {}
 
     def view(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
         """The same items for another session: the buffers and the id index are shared
@@ -190,26 +191,19 @@ class Snapshot:
 
     def merged(self, rows: Iterable[tuple[int, bytes, bytes]]) -> Snapshot:
         """A new snapshot: these items (ids this one lacks) added to this one's, in key
-        order. New buffers (views of this one are untouched); prefix sums are recomputed
-        only from the first insertion on, so items added at the end cost little."""
+        order. Items that all come after ours are appended to our buffers in place (we
+        and our views still read only our own items; decision 0042); others give new
+        buffers. Prefix sums are recomputed only from the first insertion on."""
         new = sorted(rows)
         if not new:
             return self.view(self._extra)
         at = [self._bisect((height, item_id)) for height, item_id, _ in new]
-        heights, ids, tokens = array("Q"), bytearray(), bytearray()
-        previous = 0
-        for (height, item_id, token), cut in zip(new, at, strict=True):
-            heights += self._heights[previous:cut]
-            ids += self._ids[32 * previous : 32 * cut]
-            tokens += self._tokens[32 * previous : 32 * cut]
-            heights.append(height)
-            ids += item_id
-            tokens += token
-            previous = cut
-        heights += self._heights[previous:]
-        ids += self._ids[32 * previous :]
-        tokens += self._tokens[32 * previous :]
-        snap = self._successor(heights, ids, tokens, at[0])
+        snap: Snapshot | None = None
+        if at[0] == self._n and self._owns_tail():
+            with contextlib.suppress(BufferError):  # a buffer being written out: copy
+                snap = self._grown(new)
+        if snap is None:
+            snap = self._copied(new, at)
         index = self._shared.index
         if index is not None:  # carried over: cheaper than sorting every id again
             prefixes = array("Q", index[0])
@@ -226,6 +220,24 @@ class Snapshot:
         snap._start_view(self._extra)
         return snap
 
+    def _copied(self, new: list[tuple[int, bytes, bytes]], at: list[int]) -> Snapshot:
+        """The successor with ``new`` placed at ``at``, in new buffers."""
+        heights, ids, tokens = array("Q"), bytearray(), bytearray()
+        previous = 0
+        for (height, item_id, token), cut in zip(new, at, strict=True):
+            heights += self._heights[previous:cut]
+            ids += self._ids[32 * previous : 32 * cut]
+            tokens += self._tokens[32 * previous : 32 * cut]
+            heights.append(height)
+            ids += item_id
+            tokens += token
+            previous = cut
+        n = self._n  # the buffers may go on past it (a successor grown in place)
+        heights += self._heights[previous:n]
+        ids += self._ids[32 * previous : 32 * n]
+        tokens += self._tokens[32 * previous : 32 * n]
+        return self._successor(heights, ids, tokens, at[0])
+
     def replaced(self, lo: int, hi: int, rows: Iterable[tuple[int, bytes, bytes]]) -> Snapshot:
         """A new snapshot: items ``lo..hi`` replaced by ``rows`` (in key order, every key
         between item ``lo - 1``'s and item ``hi``'s). Buffers are copied by slices and the
@@ -237,9 +249,10 @@ class Snapshot:
             heights.append(height)
             ids += item_id
             tokens += token
-        heights += self._heights[hi:]
-        ids += self._ids[32 * hi :]
-        tokens += self._tokens[32 * hi :]
+        n = self._n
+        heights += self._heights[hi:n]
+        ids += self._ids[32 * hi : 32 * n]
+        tokens += self._tokens[32 * hi : 32 * n]
         snap = self._successor(heights, ids, tokens, lo)
         snap._start_view(self._extra)
         return snap
@@ -264,10 +277,64 @@ class Snapshot:
         snap._shared = _Shared()
         return snap
 
-    def buffers(self) -> tuple[array[int], bytearray, bytearray, bytearray]:
+    def buffers(self) -> tuple[memoryview, memoryview, memoryview, memoryview]:
         """Heights, ids, tokens and stored prefix sums, as :meth:`from_buffers` takes them
-        (the snapshot's own: never change them)."""
-        return self._heights, self._ids, self._tokens, self._sums
+        (copied): views of this snapshot's part of its buffers, which a successor may have
+        grown past it; while a view is held, no successor grows them (it copies)."""
+        n = self._n
+        return (
+            memoryview(self._heights)[:n],
+            memoryview(self._ids)[: 32 * n],
+            memoryview(self._tokens)[: 32 * n],
+            memoryview(self._sums)[: 32 * (n // SUM_STRIDE + 1)],
+        )
+
+    def _owns_tail(self) -> bool:
+        """Do the buffers end where this snapshot does (no successor grew them), and can
+        they grow in place?"""
+        n = self._n
+        buffers = (self._ids, self._tokens, self._sums)
+        return (
+            all(type(b) is bytearray for b in buffers)
+            and type(self._heights) is array
+            and len(self._heights) == n
+            and len(self._ids) == len(self._tokens) == 32 * n
+            and len(self._sums) == 32 * (n // SUM_STRIDE + 1)
+        )
+
+    def _grown(self, new: list[tuple[int, bytes, bytes]]) -> Snapshot:
+        """The successor with ``new`` (keys after all of ours) appended to our buffers in
+        place: no copy of the set (at 100k items a copy was ~7 MB of fresh pages per set
+        and session, most of a node's kernel time in issue 14's soak, decision 0042). We
+        keep reading only our first ``_n`` items, so every view of us stays as it was.
+        Raises BufferError, with nothing changed that we read, when a buffer cannot grow
+        now (a snapshot file being written from it)."""
+        n = self._n
+        acc = self._prefix_sum(n)
+        heights = array("Q", (h for h, _i, _t in new))
+        ids, tokens, sums = bytearray(), bytearray(), bytearray()
+        for k, (_h, item_id, token) in enumerate(new, n + 1):
+            ids += item_id
+            tokens += token
+            acc += int.from_bytes(token, "little")
+            if not k % SUM_STRIDE:
+                acc %= _MOD
+                sums += acc.to_bytes(32, "little")
+        grown = [(self._ids, ids), (self._tokens, tokens), (self._sums, sums)]
+        sizes = [len(buffer) for buffer, _ in grown]
+        try:
+            for buffer, more in grown:
+                buffer += more
+            self._heights += heights
+        except BufferError:  # no successor then; our own items are untouched
+            for (buffer, _), size in zip(grown, sizes, strict=True):
+                with contextlib.suppress(BufferError):
+                    del buffer[size:]
+            raise
+        snap = Snapshot.__new__(Snapshot)
+        snap._n, snap._heights, snap._ids = n + len(new), self._heights, self._ids
+        snap._tokens, snap._sums, snap._shared = self._tokens, self._sums, _Shared()
+        return snap
 
     @classmethod
     def from_buffers(
@@ -325,14 +392,15 @@ class Snapshot:
     def index_ids(self) -> None:
         """Build the id index now (lookups until then scan the ids)."""
         if self._shared.index is None:
-            self._shared.index = _id_index(self._ids)
+            self._shared.index = _id_index(self._ids[: 32 * self._n])
 
     def _scan(self, item_id: bytes) -> int | None:
         if len(item_id) != 32:
             return None
-        at = self._ids.find(item_id)
+        end = 32 * self._n  # the buffer may go on past it (a successor grown in place)
+        at = self._ids.find(item_id, 0, end)
         while at >= 0 and at % 32:  # a match across two ids: look further on
-            at = self._ids.find(item_id, at + 1)
+            at = self._ids.find(item_id, at + 1, end)
         return None if at < 0 else at // 32
 
     def index_of(self, bound: Bound | None) -> int:
@@ -347,8 +415,8 @@ class Snapshot:
         snapshot is kept, so a snapshot is freed as soon as its session drops it, with no
         cycle for the garbage collector to find (sync/memory.py)."""
         height, item_id = key
-        lo = bisect_left(self._heights, height)
-        hi = bisect_right(self._heights, height, lo)
+        lo = bisect_left(self._heights, height, 0, self._n)
+        hi = bisect_right(self._heights, height, lo, self._n)
         ids = self._ids
         while lo < hi:
             mid = (lo + hi) // 2
@@ -380,8 +448,8 @@ class Snapshot:
         tokens = self._tokens
         total = 0
         for i in range(lo, hi):
-            value = values[i]
-            if not value:
+            value = values.get(i)
+            if value is None:
                 hasher = keyed.copy()  # the key block is compressed once, not per item
                 hasher.update(tokens[32 * i : 32 * i + 32])
                 value = values[i] = int.from_bytes(hasher.digest(), "little")
@@ -391,15 +459,16 @@ class Snapshot:
     def keyed_token(self, key: bytes, width: int, i: int) -> int:
         return self.keyed_sum(key, width, i, i + 1)
 
-    def _keyed_state(self, key: bytes, width: int) -> tuple[array[int], Any]:
-        """Keyed tokens by index (0: not computed yet; a token that hashes to 0 is just
-        hashed again), 8 bytes per item, and the keyed hasher, per session key."""
+    def _keyed_state(self, key: bytes, width: int) -> tuple[dict[int, int], Any]:
+        """Keyed tokens by index, those computed so far (a session hashes a few hundred
+        of a large set: no array of the whole set per session, decision 0042), and the
+        keyed hasher, per session key."""
         state = self._keyed.get((key, width))
         if state is None:
             if not 1 <= width <= 8:
                 raise ValueError(f"keyed tokens are 1..8 bytes, not {width}")
             hasher = hashlib.blake2b(digest_size=width, key=key, person=KEYED_TOKEN_PERSON)
-            state = self._keyed[(key, width)] = (array("Q", bytes(8 * self._n)), hasher)
+            state = self._keyed[(key, width)] = ({}, hasher)
         return state
 
     def fingerprint(self, lo: int, hi: int) -> bytes:

@@ -40,17 +40,19 @@ def snapshot_path(directory: Path, line_file: Path, set_name: str) -> Path:
 def save_snapshot(path: Path, snap: Snapshot, mark: int) -> None:
     """Write ``snap`` (covering rows up to ``mark``) to ``path``, atomically."""
     heights, ids, tokens, sums = snap.buffers()
+    height_bytes = heights.tobytes()
     if sys.byteorder != "little":
-        heights = array("Q", heights)  # a copy: the snapshot's own never changes
-        heights.byteswap()
-    body: list[bytes | bytearray] = [heights.tobytes(), ids, tokens, sums]
+        swapped = array("Q", height_bytes)  # a copy: the snapshot's own never changes
+        swapped.byteswap()
+        height_bytes = swapped.tobytes()
+    body: list[bytes | memoryview] = [height_bytes, ids, tokens, sums]
     digest = hashlib.sha256()
     for part in body:
         digest.update(part)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with tmp.open("wb") as out:
-        out.write(MAGIC + mark.to_bytes(8, "little") + len(heights).to_bytes(8, "little"))
+        out.write(MAGIC + mark.to_bytes(8, "little") + len(snap).to_bytes(8, "little"))
         out.write(digest.digest())
         for part in body:
             out.write(part)

@@ -80,3 +80,51 @@ def test_a_replaced_run_equals_a_snapshot_built_from_scratch(n: int, data: st.Da
         assert got.range_sum(a, len(got)) == fresh.range_sum(a, len(got))
     for i in range(len(got)):
         assert got.position(got.item_id(i)) == i
+
+
+def _item(k: int, height: int) -> tuple[int, bytes, bytes]:
+    return height, hashlib.sha256(b"id %d" % k).digest(), hashlib.sha256(b"t %d" % k).digest()
+
+
+def _facts(snap: Snapshot) -> tuple[object, ...]:
+    n = len(snap)
+    return (
+        n,
+        snap.whole(),
+        [snap.range_sum(0, i) for i in range(0, n + 1, 7)],
+        snap.index_of(None),
+        [bytes(b) for b in snap.buffers()],
+    )
+
+
+def test_items_appended_at_the_end_grow_the_buffers_in_place_and_views_keep_their_items() -> None:
+    """A successor with new items after all of ours shares our buffers, grown in place
+    (no copy of the set per session, decision 0042); we, and every view of us, still
+    answer for our own items only, and a stale snapshot merged again copies."""
+    first = Snapshot.build(sorted(_item(k, k // 3) for k in range(50)))
+    view = first.view()
+    before = _facts(first)
+    new = [_item(1000 + k, 100) for k in range(20)]  # heights after every held one
+    second = first.merged(new)
+    assert second.buffers()[1].obj is first.buffers()[1].obj  # the same bytearray, grown
+    assert _facts(first) == before and _facts(view) == before
+    assert all(first.position(item_id) is None for _h, item_id, _t in new)
+    assert first.index_of(None) == 50 and len(second) == 70
+    rebuilt = Snapshot.build(_items())
+    assert _facts(second) == _facts(rebuilt)
+    # A merge from the stale snapshot cannot grow what its successor owns: it copies.
+    other = first.merged([_item(2000, 100)])
+    assert other.buffers()[1].obj is not first.buffers()[1].obj
+    assert _facts(second) == _facts(rebuilt) and len(other) == 51
+    # While a snapshot file is written from its buffers, a successor copies too.
+    held = second.buffers()
+    third = second.merged([_item(3000, 200)])
+    assert third.buffers()[1].obj is not held[1].obj and _facts(second) == _facts(rebuilt)
+    assert _facts(third) == _facts(Snapshot.build([*_items(), _item(3000, 200)]))
+
+
+def _items() -> list[tuple[int, bytes, bytes]]:
+    """The items of ``second`` above, in key order."""
+    return sorted(
+        [*(_item(k, k // 3) for k in range(50)), *(_item(1000 + k, 100) for k in range(20))]
+    )
