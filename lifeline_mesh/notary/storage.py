@@ -128,6 +128,8 @@ def receipts_naming(
     Rows whose item does not decode are left out (``verify`` reports them); so are
     receipts that share only the 16-character key with an entry.
     """
+    if _empty(conn, "witnessed_keys"):  # receipts are the first wave's: most lines have none
+        return {}
     wanted = set(entry_ids)
     rows: list[tuple[str, int, bytes]] = []
     for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in wanted})):
@@ -374,8 +376,18 @@ class NotaryStore(NotarySet[SqlLine]):
         return _insert(conn, atts)
 
 
+def _empty(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` has no row (one step of its primary key): a line receiving its
+    first entries, or receipts it never had, needs no lookup of either."""
+    return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
+
+
 def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredContext:
-    subjects = sorted({a.subject for a in atts if a.role is Role.AUTHOR})
+    subjects = (
+        []
+        if _empty(conn, "entries")
+        else sorted({a.subject for a in atts if a.role is Role.AUTHOR})
+    )
     parents: dict[str, tuple[str, ...]] = {}
     for chunk in _chunks(subjects):
         marks = ",".join("?" * len(chunk))
