@@ -37,7 +37,9 @@ this tree's ``lifeline_mesh/ui/app.py`` into an older one) on the same project, 
 servers the same requests in alternating order, so the two columns share the machine's load.
 Before timing, each server's background work (warm-up, witnessed times, audit, unfinished
 sessions) is waited for; each server's resident memory (now and peak) is printed as it
-stops.
+stops. ``--warm`` reads the project's SQLite files once just before timing: the figures of a
+machine whose page cache holds the line (a VM that pages out file pages left idle for a
+minute, as this one's memory reclaim does, otherwise times reads from disk).
 
 ``--keep DIR`` also takes a line another tool made, e.g. the 1M line of
 ``bench/truth_ledger.py 1000000 OUT`` (``OUT/ours`` holds ``.lifeline/ledger.db``; its
@@ -246,9 +248,16 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="build the line here once, and reuse it")
     parser.add_argument("--http", action="store_true", help="time the real server over HTTP")
     parser.add_argument("--before", type=Path, help="with --http: also serve this source tree")
+    parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="with --http: read the line's SQLite files just before timing (a warm page cache)",
+    )
     args = parser.parse_args()
     if args.before is not None and not args.http:
         parser.error("--before needs --http")
+    if args.warm and not args.http:
+        parser.error("--warm needs --http")
     if args.sessions is not None:
         if args.http:
             ids, by_size = asyncio.run(session_ids(args.sessions))
@@ -270,7 +279,15 @@ def main() -> None:
             print(f"built and signed a line of {args.n} entries in {took:.1f} s")
         if args.http:
             cases = ledger_cases("/lines/ledger", ids, random.Random(7))
-            ui_http.ledger(root, "/lines/ledger", ids[-1], cases, args.repeat, args.before)  # type: ignore[arg-type]
+            ui_http.ledger(
+                root,
+                "/lines/ledger",
+                ids[-1],
+                cases,  # type: ignore[arg-type]
+                args.repeat,
+                args.before,
+                warm=args.warm,
+            )
         else:
             asyncio.run(run(root, ids, args.repeat))
 

@@ -7,9 +7,13 @@ opens the file read-only (``lifeline/audit_worker.py``). This process merges wha
 find, sorted by each row's stream position, so the report is the serial one, finding for
 finding; cross-line parents and anchors are then resolved here as the serial audit does.
 
-A caller's own page checks (``each_page``: the notary's forward pass) read a light stream
-here meanwhile: id, ts and parents of each row in stream order, the rows that do not
-decode left out as the serial stream leaves them (``lifeline/store/rows.py``, ``links_of``).
+A caller's own page checks (``each_page``: the notary's forward pass) are given the
+line in stream order once the workers are done: id and ts of each row read from the
+stream's own index (no table lookups), the rows the workers found corrupt left out as
+the serial stream leaves them. Parents are given only for the entries the workers list
+as *late* (``audit_worker.LateCheck``: a parent whose time may be after the entry's, or
+that was not at hand), read from the file for those; every other entry's parents are
+stored no later than itself, which is all the page checks look at them for (decision 0041).
 
 Knobs, for tests and measurement: ``LIFELINE_VERIFY_PARALLEL_MIN`` (entries from which
 the workers start, default :data:`PARALLEL_MIN`) and ``LIFELINE_VERIFY_WORKERS`` (how many,
@@ -22,26 +26,72 @@ import asyncio
 import logging
 import marshal
 import os
+import sqlite3
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from functools import partial
 from itertools import pairwise
-from typing import Any
+from typing import Any, overload
 
 from lifeline.errors import StoreError
-from lifeline.store.rows import Links, links_of
+from lifeline.store.rows import Links, parents_of
 from lifeline.store.sqlite import SqliteStore
-from lifeline.store.sqlite_reads import link_pages
 
-__all__ = ["MAX_WORKERS", "PARALLEL_MIN", "Merged", "check_in_workers", "parallel_min", "workers"]
+__all__ = [
+    "MAX_WORKERS",
+    "PARALLEL_MIN",
+    "Merged",
+    "StreamPage",
+    "check_in_workers",
+    "parallel_min",
+    "workers",
+]
 
 PARALLEL_MIN = 50_000  # below this, starting processes costs more than a second core saves
 MAX_WORKERS = 8
+PAGE = 2_000  # entries given to ``each_page`` at a time, as the serial stream gives them
+LATE_MAX = 200_000  # late entries remembered; past it every entry's parents are read
 _MIN_ENV = "LIFELINE_VERIFY_PARALLEL_MIN"
 _WORKERS_ENV = "LIFELINE_VERIFY_WORKERS"
 
 log = logging.getLogger(__name__)
 
 Position = tuple[Any, Any, Any]  # (height, ts, id) as stored
+
+
+class StreamPage(Sequence[Links]):
+    """A page of the stream given to ``each_page`` after the workers: ids and times in
+    stream order, the parents of the late entries (by index; none for the others). Read
+    as :class:`Links`, or by its lists (the notary's pass over a run of unsigned entries)."""
+
+    __slots__ = ("ids", "linked", "times")
+
+    def __init__(
+        self, ids: list[str], times: list[str], linked: dict[int, tuple[str, ...]]
+    ) -> None:
+        self.ids, self.times, self.linked = ids, times, linked
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> Links: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Links]: ...
+    def __getitem__(self, index: int | slice) -> Links | list[Links]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self.ids))[index]]
+        if index < 0:
+            index += len(self.ids)
+        return Links(self.ids[index], self.times[index], self.linked.get(index, ()))
+
+    def __iter__(self) -> Iterator[Links]:
+        linked = self.linked
+        for i, (eid, ts) in enumerate(zip(self.ids, self.times, strict=True)):
+            yield Links(eid, ts, linked.get(i, ()))
+
+
+Page = tuple[StreamPage, Position | None]  # entries, and where the page ended
 
 
 def parallel_min() -> int:
@@ -68,6 +118,7 @@ class Merged:
         self.ids: list[tuple[Position, str, str, str]] = []  # (pos, check, entry id, detail)
         self.rows: list[tuple[Position, str, str]] = []  # (pos, entry id, detail)
         self.parents: list[tuple[Position, str, str]] = []  # (pos, entry id, parent)
+        self.late: set[str] | None = set()  # None: too many, treat every entry as late
 
     def add(self, records: list[tuple[Any, ...]], advance: Callable[[int], None]) -> None:
         for record in records:
@@ -80,6 +131,11 @@ class Merged:
                 self.rows.append(record[1:])
             elif kind == "parent":
                 self.parents.append(record[1:])
+            elif kind == "late":
+                if self.late is not None:
+                    self.late.update(record[1])
+                    if len(self.late) > LATE_MAX:
+                        self.late = None
             elif kind == "end":
                 self.entries += record[1]
 
@@ -112,8 +168,8 @@ async def check_in_workers(
     advance: Callable[[int], None],
     each_page: Callable[[Sequence[Links]], Awaitable[None]] | None,
 ) -> Merged:
-    """Check every row of ``store`` in ``count`` worker processes; ``each_page`` is given
-    the light stream meanwhile."""
+    """Check every row of ``store`` in ``count`` worker processes; ``each_page`` is then
+    given the line in stream order (:class:`StreamPage`)."""
     lo, hi = await store.run_read(
         lambda conn: conn.execute(
             "SELECT coalesce(min(seq), 1) - 1, max(seq) FROM entries"
@@ -131,7 +187,7 @@ async def check_in_workers(
             procs.append(
                 await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "lifeline.audit_worker", str(store.path),
-                    str(start), str(end),
+                    str(start), str(end), *(["late"] if each_page is not None else []),
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,
@@ -140,9 +196,6 @@ async def check_in_workers(
             )  # fmt: skip
         readers = [asyncio.ensure_future(_read(p, store, merged, advance)) for p in procs]
         try:
-            if each_page is not None:
-                async for rows in link_pages(store.run_read):
-                    await each_page(links_of(rows))
             await asyncio.gather(*readers)
         finally:
             for reader in readers:
@@ -153,7 +206,81 @@ async def check_in_workers(
                 proc.kill()
                 await proc.wait()
     merged.sort()
+    if each_page is not None:
+        await _each_page(store, hi, merged, each_page)
     return merged
+
+
+async def _each_page(
+    store: SqliteStore,
+    hi: int,
+    merged: Merged,
+    each_page: Callable[[Sequence[Links]], Awaitable[None]],
+) -> None:
+    """The line in stream order to ``each_page``, a page at a time (the next page read on
+    the store's thread meanwhile)."""
+    read = partial(_stream_page, hi=hi, corrupt={pos for pos, _e, _d in merged.rows},
+                   late=merged.late)  # fmt: skip
+    pending: asyncio.Future[Page] | None = asyncio.ensure_future(
+        store.run_read(partial(read, after=None))
+    )
+    try:
+        while pending is not None:
+            entries, after = await pending
+            pending = None
+            if after is not None:
+                pending = asyncio.ensure_future(store.run_read(partial(read, after=after)))
+            if entries:
+                await each_page(entries)
+    finally:
+        if pending is not None:
+            pending.cancel()
+
+
+def _stream_page(
+    conn: sqlite3.Connection,
+    after: Position | None,
+    hi: int,
+    corrupt: set[Position],
+    late: set[str] | None,
+) -> Page:
+    """The decodable entries of the next :data:`PAGE` rows (seq ≤ ``hi``) after ``after``
+    in stream order, and where the page ended (None at the end). Only the entries in
+    ``late`` (all when None) carry their parents."""
+    sql = "SELECT height, ts, id FROM entries WHERE seq <= ?"
+    params: tuple[Any, ...] = (hi,)
+    if after is not None:
+        sql += " AND (height, ts, id) > (?, ?, ?)"
+        params += after
+    sql += f" ORDER BY height, ts, id LIMIT {PAGE}"
+    rows = conn.execute(sql, params).fetchall()
+    end = rows[-1] if len(rows) == PAGE else None
+    if corrupt:
+        rows = [r for r in rows if r not in corrupt]
+    ids: list[str] = [r[2] for r in rows]
+    marked = range(len(ids)) if late is None else [i for i, e in enumerate(ids) if e in late]
+    linked: dict[int, tuple[str, ...]] = {}
+    if marked:
+        found = dict(_parents_of_ids(conn, [ids[i] for i in marked]))
+        linked = {i: _parents(found.get(ids[i], "[]")) for i in marked}
+    return StreamPage(ids, [r[1] for r in rows], linked), end
+
+
+def _parents(column: Any) -> tuple[str, ...]:
+    """A decoded row's parents (a row changed since its worker read it: none)."""
+    try:
+        return parents_of(column)
+    except (ValueError, TypeError):
+        return ()
+
+
+def _parents_of_ids(conn: sqlite3.Connection, ids: list[str]) -> list[tuple[str, Any]]:
+    out: list[tuple[str, Any]] = []
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        out += conn.execute(f"SELECT id, parents FROM entries WHERE id IN ({marks})", chunk)
+    return out
 
 
 async def _read(

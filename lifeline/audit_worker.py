@@ -1,7 +1,7 @@
 """One range of a line's rows checked in a process of its own: the ledger's audit of a large
 line on every core (``lifeline/audit_parallel.py`` starts one per core).
 
-``python -m lifeline.audit_worker PATH LO HI`` reads the rows whose ``seq`` is in
+``python -m lifeline.audit_worker PATH LO HI [late]`` reads the rows whose ``seq`` is in
 ``(LO, HI]`` in ``seq`` order (the table in its own order: the cheapest read SQLite has)
 and checks each as the serial stream of ``lifeline/audit.py`` does: decoded (else a
 corrupt row), its id recomputed from its content (else an id mismatch), its parents
@@ -14,7 +14,9 @@ Output on stdout: frames, each a 4-byte big-endian length and a ``marshal``'d li
 records: ``("n", rows)`` (progress), ``("id", pos, check, entry_id, detail)``,
 ``("row", pos, entry_id, detail)``, ``("parent", pos, entry_id, parent)`` (a parent
 stored nowhere readable), ``("end", entries)``; on a SQLite error ``("error", text)``
-and exit status 1.
+and exit status 1. With ``late``, also ``("late", entry_ids)``: the decoded entries whose
+time against their parents' the notary must look at (``lifeline-mesh verify``; see
+:class:`LateCheck`).
 
 The usual row (text columns, no parent or one, ASCII) is checked without building an
 :class:`Entry`; any other row, and any row that fails, takes the serial audit's own code
@@ -37,10 +39,11 @@ from lifeline.errors import InvalidEntry
 from lifeline.store.rows import decode_fields, decode_row
 from lifeline.store.sqlite_open import unwritable
 
-__all__ = ["PROGRESS_EVERY", "check_range", "connect", "main", "row_key"]
+__all__ = ["PROGRESS_EVERY", "LateCheck", "check_range", "connect", "main", "row_key"]
 
 PROGRESS_EVERY = 2_000  # rows between progress records (one frame each)
 LOOKUP = 500  # ids per IN (...) lookup of parents outside the range
+RECENT = 20_000  # entries whose ts a late check remembers, twice (parents are usually recent)
 _COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
 _RANGE = f"SELECT {_COLUMNS}, height FROM entries WHERE seq > ? AND seq <= ? ORDER BY seq"
 
@@ -66,11 +69,56 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+class LateCheck:
+    """Which entries the notary's forward pass must judge against their parents' times.
+
+    An entry is *not* late when every parent is among the last entries of the range seen
+    (two generations of :data:`RECENT`) with a time in the stored form no later than the
+    entry's, itself in the stored form: then no parent rule can fire (``rules.entry_findings``
+    skips exactly those parents). Every other entry with a parent is listed, a superset
+    that the parent process judges in full (parents read from the file, their times too):
+    a parent from far back or outside the range, missing, later, or with an odd time.
+    """
+
+    __slots__ = ("ids", "older", "recent")
+
+    def __init__(self) -> None:
+        self.recent: dict[str, str] = {}
+        self.older: dict[str, str] = {}
+        self.ids: list[str] = []
+
+    def see(self, eid: str, ts: str, parents: tuple[str, ...] | str) -> None:
+        """Note the decoded entry ``eid`` (``parents``: its ids, or one id, or "")."""
+        canonical = len(ts) == 27 and ts[26] == "Z" and ts[10] == "T"
+        if parents:
+            for parent in (parents,) if type(parents) is str else parents:
+                other = self.recent.get(parent)
+                if other is None:
+                    other = self.older.get(parent)
+                if other is None or other > ts or not canonical:
+                    self.ids.append(eid)
+                    break
+        if canonical:
+            recent = self.recent
+            recent[eid] = ts
+            if len(recent) >= RECENT:
+                self.older, self.recent = recent, {}
+
+    def take(self) -> list[str]:
+        out, self.ids = self.ids, []
+        return out
+
+
 def check_range(
-    conn: sqlite3.Connection, lo: int, hi: int, send: Callable[[list[Record]], None]
+    conn: sqlite3.Connection,
+    lo: int,
+    hi: int,
+    send: Callable[[list[Record]], None],
+    late: LateCheck | None = None,
 ) -> int:
     """Check the rows with ``lo < seq <= hi``; ``send`` is given the records a page at a
-    time. Returns the number of entries decoded."""
+    time; ``late``, when given, notes each decoded entry. Returns the number of entries
+    decoded."""
     seen: set[int | str] = set()
     later: list[tuple[str, str, tuple[Any, Any, Any]]] = []  # (entry id, parent, position)
     out: list[Record] = []
@@ -80,6 +128,8 @@ def check_range(
         rows += 1
         if rows == PROGRESS_EVERY:
             out.append(("n", rows))
+            if late is not None and late.ids:
+                out.append(("late", late.take()))
             send(out)
             out, rows = [], 0
         _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup, h = row
@@ -119,6 +169,8 @@ def check_range(
             if form.isascii() and sha256(form.encode("ascii")).hexdigest() == eid:
                 entries += 1
                 seen.add(int(eid[:32], 16))  # a sha256 in hex: row_key, without the call
+                if late is not None:
+                    late.see(eid, ts, parent)
                 if parent:
                     try:
                         key: int | str = int(parent[:32], 16)
@@ -127,9 +179,11 @@ def check_range(
                     if key not in seen:
                         later.append((eid, parent, (h, ts, eid)))
                 continue
-        entries += _check_row(row, seen, later, out)
+        entries += _check_row(row, seen, later, out, late)
     if rows:
         out.append(("n", rows))
+    if late is not None and late.ids:
+        out.append(("late", late.take()))
     out.extend(_unresolved(conn, seen, later))
     out.append(("end", entries))
     send(out)
@@ -141,6 +195,7 @@ def _check_row(
     seen: set[int | str],
     later: list[tuple[str, str, tuple[Any, Any, Any]]],
     out: list[Record],
+    late: LateCheck | None,
 ) -> int:
     """Any other row, as the serial audit checks it; 1 when it decoded."""
     position = (row[12], row[2], row[1])
@@ -150,6 +205,8 @@ def _check_row(
         out.append(("row", position, str(row[1])[:64], f"row {int(row[0])}: {exc}"))
         return 0
     seen.add(row_key(entry.id))
+    if late is not None:
+        late.see(entry.id, entry.ts, entry.parents)
     for parent in entry.parents:
         if row_key(parent) not in seen:
             later.append((entry.id, parent, position))
@@ -195,11 +252,12 @@ def _frame(records: list[Record]) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    path, lo, hi = argv if argv is not None else sys.argv[1:]
+    path, lo, hi, *mode = argv if argv is not None else sys.argv[1:]
+    late = LateCheck() if mode == ["late"] else None
     try:
         conn = connect(Path(path))
         try:
-            check_range(conn, int(lo), int(hi), _frame)
+            check_range(conn, int(lo), int(hi), _frame, late)
         finally:
             conn.close()
     except sqlite3.Error as exc:

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from lifeline.entry import Entry
 
-__all__ = ["Fields", "Links", "decode_fields", "decode_row", "links_of", "parents_of"]
+__all__ = ["Fields", "Links", "decode_fields", "decode_row", "parents_of"]
 
 Fields = tuple[str, str, str, str, str, str, str, str, str, tuple[str, ...], str | None]
 
@@ -63,23 +63,3 @@ class Links(NamedTuple):
     id: str
     ts: str
     parents: tuple[str, ...]
-
-
-def links_of(rows: list[tuple[Any, ...]]) -> list[Links]:
-    """The rows of a light stream (``sqlite_reads.link_pages``) that decode as entries
-    (the same rows :func:`decode_fields` accepts), as :class:`Links`."""
-    out: list[Links] = []
-    add = out.append
-    for _height, eid, ts, parents, types_ok in rows:
-        if types_ok != 1 or type(eid) is not str or type(ts) is not str:
-            continue
-        if type(parents) is str and len(parents) == 68:  # parents_of's usual case, inline
-            inner = parents[2:66]
-            if parents[:2] == '["' and parents[66:] == '"]' and inner.isascii() and inner.isalnum():
-                add(Links(eid, ts, (inner,)))
-                continue
-        try:
-            add(Links(eid, ts, parents_of(parents)))
-        except (ValueError, TypeError):
-            continue
-    return out

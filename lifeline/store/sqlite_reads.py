@@ -19,11 +19,9 @@ from lifeline.store.sqlite_writes import id_chunks
 
 __all__ = [
     "COLUMNS",
-    "LINK_COLUMNS",
     "STREAM_CHUNK",
     "decode_or_raise",
     "decoded_by_id",
-    "link_pages",
     "page",
     "pages",
 ]
@@ -32,16 +30,6 @@ log = logging.getLogger(__name__)
 
 COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
 STREAM_CHUNK = 2_000
-
-
-# What the rows of a light stream (``link_pages``) hold besides height, id, ts, parents:
-# whether the other columns have the types a decoded row needs (``rows.links_of``).
-TYPES_OK = (
-    "typeof(kind) = 'text' AND typeof(author) = 'text' AND typeof(agent) = 'text' "
-    "AND typeof(provider) = 'text' AND typeof(model) = 'text' AND typeof(summary) = 'text' "
-    "AND typeof(body) = 'text' AND (dedup_key IS NULL OR typeof(dedup_key) = 'text')"
-)
-LINK_COLUMNS = f"id, ts, parents, {TYPES_OK}"
 
 
 def page(
@@ -68,13 +56,6 @@ async def pages(run_read: RunRead) -> AsyncIterator[Rows]:
     thread (SQLite releases the GIL) while the caller decodes this one, so a whole-line
     read uses both cores; two pages are held at most."""
     async for rows in _prefetched(run_read, COLUMNS, 2):
-        yield rows
-
-
-async def link_pages(run_read: RunRead) -> AsyncIterator[Rows]:
-    """Every page of rows in stream order, each ``(height, id, ts, parents, types_ok)``:
-    the light stream of an audit whose rows are checked elsewhere."""
-    async for rows in _prefetched(run_read, LINK_COLUMNS, 1):
         yield rows
 
 

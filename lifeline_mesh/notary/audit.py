@@ -26,6 +26,7 @@ from itertools import islice
 from typing import IO, Any
 
 from lifeline.audit import Linked, verify_store
+from lifeline.audit_parallel import StreamPage
 from lifeline.errors import BadSignature
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.audit_items import AttestationIndex, ItemPass
@@ -173,13 +174,26 @@ class _ForwardPass:
 
     async def page(self, entries: Sequence[Linked]) -> None:
         recent = self.recent
-        ids = [e.id for e in entries]
-        recent.update([(e.id, e.ts) for e in entries])  # first: a parent may be on the page
-        unknown = [p for e in entries for p in e.parents if p not in recent]
-        found = await self.store.run_read(partial(ts_of_ids, ids=unknown)) if unknown else {}
+        stream = entries if isinstance(entries, StreamPage) else None
+        found: dict[str, str] = {}
+        if stream is not None:  # from worker processes: parents only where they may matter
+            ids = stream.ids
+            linked: list[Linked] = [stream[i] for i in sorted(stream.linked)]
+        else:
+            ids = [e.id for e in entries]
+            linked = [e for e in entries if e.parents]
+        # ``recent`` is a cache for a stream where most entries carry their parents.
+        if len(linked) * 2 > len(entries):
+            recent.update([(e.id, e.ts) for e in entries])  # first: a parent may be on the page
+        unknown = [p for e in linked for p in e.parents if p not in recent]
+        if unknown:
+            found = await self.store.run_read(partial(ts_of_ids, ids=unknown))
         ts_of = _Either(recent, found)
         authors = await self.index.about(Role.AUTHOR, ids)
         imports = await self.index.about(Role.IMPORTED, ids, trusted_only=True)
+        if stream is not None and not authors and not imports:
+            self._unsigned(stream, linked, ts_of, found)
+            return
         policy, verdict, log = self.policy, self.verdict, self.log
         severity = unsigned_severity(policy)
         run: list[str] = []  # a run of unsigned entries with nothing else to say: one call
@@ -191,7 +205,7 @@ class _ForwardPass:
             held = imports.get(eid, nothing) if imports else nothing
             if not mine and not held:
                 unsigned += 1
-                if not _after_any(recent, found, entry):
+                if not entry.parents or not _after_any(recent, found, entry):
                     run.append(eid)
                     continue
             if run:
@@ -209,6 +223,22 @@ class _ForwardPass:
         if len(recent) > RECENT:  # oldest first (insertion order): drop the older half
             for key in list(islice(recent, len(recent) - RECENT // 2)):
                 del recent[key]
+
+    def _unsigned(
+        self, stream: StreamPage, linked: list[Linked], ts_of: _Either, found: dict[str, str]
+    ) -> None:
+        """A page of unsigned entries: runs of ``unsigned`` notes, and the entries whose
+        time may be before a parent's judged between them (as :meth:`page` would)."""
+        log, ids = self.log, stream.ids
+        severity = unsigned_severity(self.policy)
+        done = 0
+        for entry, i in zip(linked, sorted(stream.linked), strict=True):
+            if _after_any(self.recent, found, entry):
+                log.extend_same("unsigned", UNSIGNED, severity, ids[done:i], "entries")
+                log.extend(entry_findings(entry, (), (), ts_of, self.policy), "entries")
+                done = i + 1
+        log.extend_same("unsigned", UNSIGNED, severity, ids[done:] if done else ids, "entries")
+        self.verdict.unsigned += len(ids)
 
 
 def _after_any(recent: dict[str, str], found: dict[str, str], entry: Linked) -> bool:

@@ -24,24 +24,30 @@ IN_MEMORY = 4_096  # findings kept as objects per section before it spills to it
 EXAMPLES = 3  # subjects remembered per kind of note (a text report names a few)
 
 Row = tuple[str, str, str, str]
+# Findings of one kind in a row (a run of unsigned entries), kept as their subjects alone:
+# (check, detail, severity, subjects).
+Run = tuple[str, str, str, list[str]]
 
 
 class _Section:
-    __slots__ = ("batch", "file", "spilled")
+    __slots__ = ("batch", "file", "held", "spilled")
 
     def __init__(self) -> None:
-        self.batch: list[Row] = []
+        self.batch: list[Row | Run] = []
+        self.held = 0  # findings in batch
         self.file: IO[bytes] | None = None
         self.spilled = 0
 
     def add(self, row: Row) -> None:
         self.batch.append(row)
-        if len(self.batch) >= IN_MEMORY:
+        self.held += 1
+        if self.held >= IN_MEMORY:
             self.spill()
 
-    def add_many(self, rows: Iterable[Row]) -> None:
-        self.batch.extend(rows)
-        if len(self.batch) >= IN_MEMORY:
+    def add_run(self, run: Run) -> None:
+        self.batch.append(run)
+        self.held += len(run[3])
+        if self.held >= IN_MEMORY:
             self.spill()
 
     def spill(self) -> None:
@@ -51,19 +57,29 @@ class _Section:
                 self.file = tempfile.TemporaryFile(prefix="lifeline-findings-")  # noqa: SIM115
             pickle.dump(self.batch, self.file, pickle.HIGHEST_PROTOCOL)
             self.spilled += 1
-            self.batch = []
+            self.batch, self.held = [], 0
 
     def rows(self) -> Iterator[Row]:
         if self.file is not None:
             self.file.seek(0)
             for _ in range(self.spilled):
-                yield from pickle.load(self.file)
+                yield from _expand(pickle.load(self.file))
             self.file.seek(0, 2)
-        yield from self.batch
+        yield from _expand(self.batch)
 
     def close(self) -> None:
         if self.file is not None:
             self.file.close()
+
+
+def _expand(batch: list[Row | Run]) -> Iterator[Row]:
+    for item in batch:
+        if type(item[3]) is list:
+            check, detail, severity, subjects = item
+            for subject in subjects:
+                yield (check, subject, detail, severity)
+        else:
+            yield item  # type: ignore[misc]
 
 
 class FindingLog:
@@ -92,7 +108,8 @@ class FindingLog:
     def extend_same(
         self, check: str, detail: str, severity: str, subjects: list[str], section: str = "all"
     ) -> None:
-        """One finding per subject, all of the same kind (a run of unsigned entries)."""
+        """One finding per subject, all of the same kind (a run of unsigned entries); the
+        log keeps ``subjects`` (the caller does not change it after)."""
         if not subjects:
             return
         self.count += len(subjects)
@@ -102,7 +119,7 @@ class FindingLog:
             self.notes[check] += len(subjects)
             shown = self._examples.setdefault((section, check), [])
             shown.extend(subjects[: max(0, EXAMPLES - len(shown))])
-        self._sections[section].add_many((check, s, detail, severity) for s in subjects)
+        self._sections[section].add_run((check, detail, severity, subjects))
 
     def extend(self, findings: Iterable[Finding], section: str = "all") -> None:
         for finding in findings:

@@ -25,8 +25,8 @@ from lifeline_mesh.notary.statement import (
     decode,
     made_together,
     tips_digest,
-    ts_micros,
 )
+from lifeline_mesh.notary.times import canonical_ts, micros, seconds_between, unreadable
 from lifeline_mesh.notary.witnessing import Mark, first_witnesses, marks_of
 
 __all__ = [
@@ -37,7 +37,6 @@ __all__ = [
     "Finding",
     "Policy",
     "Verdict",
-    "canonical_ts",
     "check_attestations",
     "entry_findings",
     "missing_findings",
@@ -290,11 +289,16 @@ def entry_findings(
     # An unsigned entry's ts was never bound by anyone (lifeline-context's `approve` keeps
     # the proposal's older ts): its timing is a note, as the unsigned finding itself.
     timing = "fail" if authors or policy.require_signed else "note"
+    unread = False
     for parent in entry.parents:
         other = ts_of.get(parent)
         if other is None or (other <= entry.ts and canonical_ts(other) and canonical_ts(entry.ts)):
             continue  # stored-form times order as strings: not after, so not a backdate
-        if _seconds(other, entry.ts) > policy.skew_s:
+        gap = seconds_between(other, entry.ts)
+        if gap is None:
+            unread = unread or micros(entry.ts) is None  # a parent's own is its finding
+            continue
+        if gap > policy.skew_s:
             out.append(
                 Finding(
                     "ts-before-parent",
@@ -304,6 +308,8 @@ def entry_findings(
                     timing,
                 )
             )
+    if unread:
+        out.append(Finding("ts-unreadable", entry.id, unreadable(entry.ts, "its parents"), timing))
     return out
 
 
@@ -326,19 +332,12 @@ def _imported(entry: Linked, imports: Sequence[Attestation]) -> Finding:
     )
 
 
-def canonical_ts(ts: str) -> bool:
-    """The stored form (``2026-01-02T03:04:05.123456Z``), where string order is time order."""
-    return len(ts) == 27 and ts[26] == "Z" and ts[10] == "T"
-
-
-def _seconds(later: str, earlier: str) -> float:
-    """How many seconds ``later`` is after ``earlier`` (negative when before)."""
-    return (ts_micros(later) - ts_micros(earlier)) / 1e6
-
-
 def _window(entry: Entry, witness: tuple[str, str], policy: Policy) -> list[Finding]:
     seen_at, by = witness
-    gap = _seconds(seen_at, entry.ts)
+    gap = seconds_between(seen_at, entry.ts)
+    if gap is None:
+        against = f"its first witness ({by} at {seen_at})"
+        return [Finding("ts-unreadable", entry.id, unreadable(entry.ts, against))]
     if gap < -policy.skew_s:
         return [
             Finding(

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.errors import BadSignature, ConfigError
+from lifeline.errors import BadSignature, ConfigError, InvalidEntry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.notary.admission import check_items
+from lifeline_mesh.notary.admission import check_entry_times, check_items
 from lifeline_mesh.notary.rules import Policy, check_attestations
 from lifeline_mesh.notary.sign import witness
 from lifeline_mesh.notary.signers import FileSigners, SignerState
@@ -83,3 +83,17 @@ async def test_a_large_batch_gets_one_receipt_per_slice(tmp_path: Path) -> None:
         notary = await NotaryStore.attach(store)
         stored = [decode(i) for i in await notary.items()]
     assert sorted(e for r in stored for e in r.extras) == ids
+
+
+def test_received_times_in_another_iso_form_are_judged() -> None:
+    """A received entry's ts in another ISO 8601 form (lifeline-context wrote ``…:00Z``
+    without fractions) is brought to the stored form as it is decoded, so admission's time
+    arithmetic reads it: a backdate is refused with the usual message. (A stored row edited
+    into a form that is no time is `verify`'s case: ts-unreadable.)"""
+    parent = make_entry("parent", ts="2026-01-10T12:00:00.000000Z")
+    known = {parent.id: parent.ts}
+    backdated = make_entry("short form", (parent.id,), ts="2026-01-10T11:00:00Z")
+    with pytest.raises(InvalidEntry, match="backdated; refused"):
+        check_entry_times([backdated], {}, known)
+    within = make_entry("within the skew", (parent.id,), ts="2026-01-10T11:59:59Z")
+    check_entry_times([within], {}, known)

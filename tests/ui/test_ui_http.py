@@ -3,13 +3,16 @@ entries, the token, the listen rules, and the static copy."""
 
 from __future__ import annotations
 
+import asyncio
 import re
+import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from lifeline.errors import ConfigError
+from lifeline_mesh.transport.addresses import listen_socket
 from lifeline_mesh.ui.server import check_listen
 from tests.support.mesh_procs import cli
 from tests.support.ui_project import HUGE_BODY_CHARS, Project, build_project
@@ -295,3 +298,30 @@ def test_mesh_links_verify_findings_to_their_entries(tmp_path: Path) -> None:
     assert "failure(s)" in mesh
     assert f'href="lines/ledger/entries/{victim}.html"' in mesh
     shutil.rmtree(out)
+
+
+def test_accepted_connections_send_without_waiting_for_acks() -> None:
+    """The viewer's (and the remote MCP's) listening socket names TCP as its protocol, so
+    asyncio sets TCP_NODELAY on every accepted connection. With protocol 0 it did not, and
+    each response after the first on a kept-alive connection waited 40 ms for a delayed ACK."""
+
+    async def accepted_nodelay() -> int:
+        sock = listen_socket("127.0.0.1", 0, hint="")
+        seen: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                conn = transport.get_extra_info("socket")
+                seen.set_result(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                transport.close()
+
+        server = await asyncio.get_running_loop().create_server(Probe, sock=sock)
+        _reader, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        try:
+            return await asyncio.wait_for(seen, 10)
+        finally:
+            writer.close()
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(accepted_nodelay()) != 0
