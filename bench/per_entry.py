@@ -29,7 +29,7 @@ from sync_signed import build as build_wire_entries
 
 from lifeline.entry import Entry
 from lifeline.ledger import Draft, _create, utc_now
-from lifeline.store.schema import apply_migrations
+from lifeline.store.schema import apply_migrations, line_schema
 from lifeline.store.sqlite import BUSY_TIMEOUT_MS, SqliteStore
 from lifeline.store.sqlite_writes import append_tx
 from lifeline.validate import check_admissible, check_local
@@ -100,7 +100,7 @@ def store_split(n: int) -> None:
             f"busy_timeout = {BUSY_TIMEOUT_MS}",
         ):
             raw.execute(f"PRAGMA {pragma}")  # fmt: skip
-        apply_migrations(raw)
+        apply_migrations(raw, line_schema())
         conn = _Timed(raw)
         started = time.perf_counter()
         for k in range(0, n, 1000):

@@ -128,6 +128,8 @@ def receipts_naming(
     Rows whose item does not decode are left out (``verify`` reports them); so are
     receipts that share only the 16-character key with an entry.
     """
+    if _empty(conn, "witnessed_keys"):  # receipts are the first wave's: most lines have none
+        return {}
     wanted = set(entry_ids)
     rows: list[tuple[str, int, bytes]] = []
     for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in wanted})):
@@ -161,8 +163,20 @@ def receipts_naming(
     return found
 
 
+# Author signatures this object stored, remembered (entry id -> signed ts) so that the
+# entries they sign, arriving later in the same session, are checked without looking them
+# up again (an initial sync stores every signature before the entries). At most this many
+# (~250 bytes each); past it, entries are checked against the table as before.
+REMEMBERED_SIGNATURES = 100_000
+
+
 class NotaryStore(NotarySet[SqlLine]):
-    """The attestations of one line. Create with :meth:`attach` on a line of the SQL tier."""
+    """The attestations of one line. Create with :meth:`attach` on a line of the SQL tier.
+
+    One is made per session (lifeline_mesh/node/root.py, ``make_sets``): what it remembers
+    of the signatures it stored lasts as long as the session."""
+
+    _remembered: dict[str, str] | None = None
 
     @classmethod
     async def attach(
@@ -267,7 +281,23 @@ class NotaryStore(NotarySet[SqlLine]):
             check_timing(atts, _context(conn, atts), skew, window)
             return _insert(conn, atts)
 
-        return await self.store.run_write(tx)
+        added = await self.store.run_write(tx)
+        self._remember(atts)  # committed: held from now on (attestations are never deleted)
+        return added
+
+    def _remember(self, atts: Sequence[Attestation]) -> None:
+        if self._remembered is None:
+            self._remembered = {}
+        memory = self._remembered
+        room = REMEMBERED_SIGNATURES - len(memory)
+        for att in atts:
+            if room <= 0:
+                return
+            if att.role is Role.AUTHOR:
+                # An entry id has more than one signature only when its ts was edited: keep
+                # the first; the table has them all.
+                memory.setdefault(att.subject, att.ts)
+                room -= 1
 
     async def add(self, atts: Sequence[Attestation]) -> int:
         """Store attestations this node just signed (no peer input, no checks needed)."""
@@ -310,8 +340,11 @@ class NotaryStore(NotarySet[SqlLine]):
         # the batch names an id twice, every id is checked against all its signatures.
         unique = len(own) == len(entries)
         matched: set[str] = set()
+        memory = self._remembered
+        if unique and memory:  # signed as dated by a signature stored in this session
+            matched = {i for i, ts in own.items() if memory.get(i) == ts}
         signed: dict[str, set[str]] = defaultdict(set)
-        for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in own})):
+        for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in own if i not in matched})):
             marks = ",".join("?" * len(chunk))
             # One row per chunk, not one per attestation: fetching a row gives up the
             # interpreter lock, which a busy event loop then holds for up to 5 ms.
@@ -343,8 +376,18 @@ class NotaryStore(NotarySet[SqlLine]):
         return _insert(conn, atts)
 
 
+def _empty(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` has no row (one step of its primary key): a line receiving its
+    first entries, or receipts it never had, needs no lookup of either."""
+    return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
+
+
 def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredContext:
-    subjects = sorted({a.subject for a in atts if a.role is Role.AUTHOR})
+    subjects = (
+        []
+        if _empty(conn, "entries")
+        else sorted({a.subject for a in atts if a.role is Role.AUTHOR})
+    )
     parents: dict[str, tuple[str, ...]] = {}
     for chunk in _chunks(subjects):
         marks = ",".join("?" * len(chunk))

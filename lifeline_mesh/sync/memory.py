@@ -17,6 +17,12 @@ session does not need it) the survivors of each collection are frozen (``gc.free
 the next collection walks only what was made since. Frozen objects are
 still freed by reference counting; only a cycle among them that became garbage later
 would wait, so every ``FULL_EVERY_S`` the freeze is lifted for one full collection.
+
+While sessions run, the collector's first generation waits for ``SESSION_GC_THRESHOLD``
+new objects instead of Python's 700: a received batch of thousands of entries stays alive
+until it is stored, and each young collection walked it again (about an eighth of the
+node's own work in an initial sync: docs/benchmarks.md, *Sync*). Collections still run,
+only less often; the thresholds return to what they were when the last session ends.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ __all__ = ["SessionMemory"]
 log = logging.getLogger(__name__)
 
 FULL_EVERY_S = 600.0  # a full collection, frozen objects included, at most this often
+SESSION_GC_THRESHOLD = 50_000  # new objects between two young collections while sessions run
 
 
 def _load_trim() -> Callable[[int], int] | None:
@@ -64,8 +71,14 @@ class SessionMemory:
         self.freezing = False  # set by `serve`: a long-running process of many sessions
         self.full_collections = 0
         self._full_at: float | None = None  # when the freeze was last lifted
+        self._thresholds: tuple[int, int, int] | None = None  # to restore after the sessions
 
     def enter(self) -> None:
+        if self.running == 0:
+            first, *older = gc.get_threshold()
+            if 0 < first < SESSION_GC_THRESHOLD:  # 0: collection is off; leave it so
+                self._thresholds = (first, older[0], older[1])
+                gc.set_threshold(SESSION_GC_THRESHOLD, *older)
         self.running += 1
 
     def trim(self) -> None:
@@ -77,6 +90,9 @@ class SessionMemory:
 
     def leave(self, built_snapshots: bool) -> None:
         self.running -= 1
+        if self.running == 0 and self._thresholds is not None:
+            gc.set_threshold(*self._thresholds)
+            self._thresholds = None
         self._dirty = self._dirty or built_snapshots
         if self.running or not self._dirty:
             return

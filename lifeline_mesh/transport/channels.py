@@ -20,7 +20,7 @@ from lifeline.errors import PeerError
 from lifeline_mesh.recon.frames import Abort, Frame, abort_error
 from lifeline_mesh.transport.addresses import require_loopback
 from lifeline_mesh.transport.errors import error_from_rpc
-from lifeline_mesh.wire.codec import decode_bytes, encode
+from lifeline_mesh.wire.codec import decode_bytes, encode_bytes
 
 __all__ = ["METHOD", "ClientChannel", "ServerChannel", "grpc_options", "open_channel"]
 
@@ -56,7 +56,7 @@ class ServerChannel:
         self.bytes_received = 0
 
     async def send(self, frame: Frame) -> None:
-        data = encode(frame).SerializeToString()
+        data = encode_bytes(frame)
         self.bytes_sent += len(data)
         await self._context.write(data)
 
@@ -76,7 +76,7 @@ class ClientChannel:
         self.bytes_received = 0
 
     async def send(self, frame: Frame) -> None:
-        await self.send_raw(encode(frame).SerializeToString())
+        await self.send_raw(encode_bytes(frame))
 
     async def send_raw(self, data: bytes) -> None:
         self.bytes_sent += len(data)

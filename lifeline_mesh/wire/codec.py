@@ -7,6 +7,8 @@ shows what was wrong.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from google.protobuf.message import DecodeError
 
 from lifeline.errors import RemoteProtocolError
@@ -27,7 +29,7 @@ from lifeline_mesh.recon.frames import (
 from lifeline_mesh.wire import sync_pb2 as pb
 from lifeline_mesh.wire.packed import pack_opening, pack_ranges, unpack_opening, unpack_ranges
 
-__all__ = ["decode", "decode_bytes", "encode"]
+__all__ = ["decode", "decode_bytes", "encode", "encode_bytes"]
 
 
 def _bound_pb(bound: Bound | None) -> pb.Bound:
@@ -88,6 +90,35 @@ def encode(frame: Frame) -> pb.Frame:
     if isinstance(frame, KeepAlive):
         return pb.Frame(keep_alive=pb.KeepAlive())
     return pb.Frame(fin=pb.Fin())
+
+
+def encode_bytes(frame: Frame) -> bytes:
+    """``encode(frame).SerializeToString()``; a batch of items is written directly.
+
+    A frame of thousands of items built as a message copied each item into it and then
+    into the bytes (~1.2 µs an item, on the sender's event loop). The protobuf encoding
+    of ``Frame{items: Items{set, items, externals}}`` is simple enough to write: the same
+    bytes, fields in number order (tests compare both)."""
+    if not isinstance(frame, Items):
+        return encode(frame).SerializeToString()
+    parts: list[bytes] = [] if frame.set_index == 0 else [b"\x08", _varint(frame.set_index)]
+    for item in frame.items:
+        parts += (b"\x12", _varint(len(item)), item)
+    for ext_id, line in frame.externals:
+        ext = pb.External(id=ext_id, line=line).SerializeToString()
+        parts += (b"\x1a", _varint(len(ext)), ext)
+    body = b"".join(parts)
+    return b"\x22" + _varint(len(body)) + body
+
+
+@lru_cache(maxsize=4096)  # item lengths repeat (entries of a line are alike in size)
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def _bound(msg: pb.Bound) -> Bound | None:
