@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lifeline.errors import InvalidEntry
-from lifeline.store.summary import table_mark
+from lifeline.store.summary import ENTRIES_SET, read_totals, table_mark
+from lifeline_mesh.notary.claims import file_key
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 
 __all__ = [
@@ -59,11 +59,7 @@ _ID_SUMS: dict[tuple[str, int, int], tuple[int, int, int]] = {}
 
 def _id_sums(conn: sqlite3.Connection) -> tuple[int, int]:
     """(count, sum of ids) of the line's entries, from the rows added since last time."""
-    path = str(conn.execute("PRAGMA database_list").fetchone()[2] or "")
-    key = None
-    if path:
-        info = os.stat(path)
-        key = (path, info.st_dev, info.st_ino)
+    key = file_key(conn)
     mark = table_mark(conn, "entries")
     held = _ID_SUMS.get(key) if key is not None else None
     if held is not None and held[0] > mark:
@@ -73,7 +69,7 @@ def _id_sums(conn: sqlite3.Connection) -> tuple[int, int]:
         for (entry_id,) in conn.execute("SELECT id FROM entries WHERE seq > ?", (held[0],)):
             total += int(entry_id, 16)
             count += 1
-        if count != conn.execute("SELECT count(*) FROM entries").fetchone()[0]:
+        if count != _entry_count(conn):
             held = None  # not the line it was (rows removed by hand): sum them all
     if held is None:
         count, total = 0, 0
@@ -84,6 +80,15 @@ def _id_sums(conn: sqlite3.Connection) -> tuple[int, int]:
     if key is not None:
         _ID_SUMS[key] = (mark, count, total)
     return count, total
+
+
+def _entry_count(conn: sqlite3.Connection) -> int:
+    """The line's entries, from its kept totals when they are up to date (one row; a
+    count(*) walks an index of the whole line, ~5 ms at 100k, at every state signed)."""
+    totals = read_totals(conn, ENTRIES_SET, "entries")
+    if totals is not None:
+        return totals.count
+    return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from lifeline.store.summary import (
 )
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
-from lifeline_mesh.notary.claims import stored_claim
+from lifeline_mesh.notary.claims import ClaimMarks, stored_claim
 from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
 from lifeline_mesh.notary.intake import (
     ATTESTATIONS_TABLE,
@@ -403,22 +403,45 @@ def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredCon
     return StoredContext(entry_ts, parents, _summaries(conn, atts), _witnessed(conn, atts))
 
 
+_CLAIM_MARKS = ClaimMarks()
+
+
 def _summaries(
     conn: sqlite3.Connection, atts: Sequence[Attestation]
 ) -> dict[tuple[str, str], list[tuple[str, int]]]:
-    """Earlier (ts, count) claims by the same node about the same line: summaries and state
-    statements alike (each claims how many entries the node held)."""
+    """Earlier (ts, count) claims by the same node about the same line that could refuse
+    one of ``atts``: summaries and state statements alike (each claims how many entries the
+    node held). When every claim of the batch counts at least the node's highest stored
+    claim, no stored claim can (``claims.ClaimMarks``) and none is read."""
     out: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     kinds = (Role.SUMMARY, Role.STATE)
+    lowest: dict[tuple[str, str], int] = {}
     for a in atts:
         if a.role in kinds:
             out[(a.node_id, a.subject)].append((a.ts, a.summary_count))
+            key = (a.node_id, a.subject)
+            lowest[key] = min(a.summary_count, lowest.get(key, a.summary_count))
     keys = {(a.role, a.node_id, a.subject) for a in atts if a.role in kinds}
     for role, node_id, line in sorted(keys, key=lambda k: (k[0].value, k[1], k[2])):
         # the whole subject is compared here, not in SQL: `subject = ?` beside the key
         # would make SQLite rewrite the key expression and miss the index
+        table = table_of(role)
+        by_signer = (
+            f"SELECT seq, subject, item FROM {table} WHERE role = ? AND node_id = ? AND seq > ?"
+            if table == STATEMENTS_TABLE  # index statements_signer
+            else f"SELECT seq, subject, item FROM {table} WHERE role = ? AND {SUBJECT_KEY} = ?"
+            " AND node_id = ? AND seq > ?"
+        )
+        params = (
+            (role.value, node_id)
+            if table == STATEMENTS_TABLE
+            else (role.value, line[:ENTRY_KEY_CHARS], node_id)
+        )
+        top = _CLAIM_MARKS.highest(conn, table, role.value, node_id, line, by_signer, params)
+        if top <= lowest[(node_id, line)]:
+            continue  # no stored claim counts more than any of the batch's
         for subject, item in conn.execute(
-            f"SELECT subject, item FROM {table_of(role)} WHERE role = ? AND {SUBJECT_KEY} = ?"
+            f"SELECT subject, item FROM {table} WHERE role = ? AND {SUBJECT_KEY} = ?"
             " AND node_id = ?",
             (role.value, line[:ENTRY_KEY_CHARS], node_id),
         ):
