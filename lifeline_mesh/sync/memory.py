@@ -44,7 +44,7 @@ import os
 import time
 from collections.abc import Callable
 
-__all__ = ["SessionMemory"]
+__all__ = ["SessionMemory", "one_arena"]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ SESSION_GC_THRESHOLD = 50_000  # new objects between two young collections while
 GIVE_BACK_IDLE_S = 5.0  # no session for this long: the freed heap goes back to the system
 GIVE_BACK_ABOVE = 64 << 20  # resident bytes over the level after the last give-back: at once
 
+_M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -67,6 +68,28 @@ def _load_trim() -> Callable[[int], int] | None:
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return trim
+
+
+def one_arena() -> bool:
+    """Have every thread allocate from glibc's main heap (``M_ARENA_MAX`` 1); False where
+    the C library has no ``mallopt`` (not glibc). Call before the threads start.
+
+    Each session opens its line on a new worker thread (lifeline/store/sqlite.py), and
+    glibc gives threads heaps of their own ("arenas") that it shrinks as memory is freed
+    at their top: a session's SQLite page cache, read into such a heap and freed when the
+    session closed the line, was faulted in afresh by the next one (decision 0044). In one
+    heap the memory freed by one session is reused by the next, until a give-back trims it.
+    """
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return False
+    try:
+        mallopt = ctypes.CDLL(name).mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_ARENA_MAX, 1))
 
 
 def resident_bytes() -> int | None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import platform
+import subprocess
+import sys
 import weakref
 from pathlib import Path
 
@@ -171,3 +174,49 @@ async def test_a_serving_node_trims_after_idle_not_after_each_session(
         assert trims.calls == 1 and memory.running == 0
         await trims.next(timeout=30)
     assert trims.calls == 2 and [r.snapshots for r in server.reports] == [1, 1, 1]
+
+
+_HEAPS = """
+import ctypes, tempfile, threading
+from lifeline_mesh.sync.memory import one_arena
+assert one_arena()
+held, ready, done = [], threading.Barrier(5), threading.Event()
+def work():
+    held.append([bytearray(300_000) for _ in range(8)])  # each thread's own allocations
+    ready.wait()
+    done.wait()
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+ready.wait()  # all four alive and holding memory at once
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+with tempfile.NamedTemporaryFile(suffix=".xml") as out:
+    f = libc.fopen(out.name.encode(), b"w")
+    libc.malloc_info(0, f)
+    libc.fclose(f)
+    print(open(out.name).read().count("<heap nr="))
+done.set()
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="arenas are glibc's",
+)
+def test_serve_threads_share_one_heap() -> None:
+    """Decision 0044: each session's worker thread took a heap of its own, which glibc
+    shrank as the session's SQLite pages were freed, so the next session faulted them in
+    again. After ``one_arena`` (called by `serve`), four threads holding memory at once
+    allocate from one heap (glibc gives them up to 8 per core otherwise)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import ctypes.util\n" + _HEAPS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip() == "1", out.stderr
