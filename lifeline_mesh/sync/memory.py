@@ -9,12 +9,14 @@ allocator to return free memory (``malloc_trim``), never after an in-sync check 
 
 Not at once, though (decision 0044): a trim hands every free page of the heap back, and a
 node syncing a change every second or two (issue 14's soak) faulted the same pages in
-again in the next session — thousands of page faults a second, a third of its CPU in the
-kernel. So the memory is given back once no session has run for ``GIVE_BACK_IDLE_S``, or
+again in the next session. So the memory is given back once no session has run for
+``GIVE_BACK_IDLE_S``, or
 at once when the process's resident memory is ``GIVE_BACK_ABOVE`` over what it was after
 the last give-back (a large transfer: the peak goes back at the end of it, as before).
 Between sessions that follow each other closely the freed heap is kept for the next one:
-what it holds is bounded by what one session uses.
+what it holds is bounded by what one session uses. ``serve`` also has every thread
+allocate from one heap (``one_arena``): each session's worker thread had a heap of its own
+that glibc shrank at every session's end (most of the soak's page faults).
 
 A snapshot holds no reference cycle, so it is freed the moment its session drops it; the
 collection that precedes the trim is for what a failed session leaves in cycles (its
