@@ -11,8 +11,9 @@ or not. Every ``--kill-every`` seconds one node in turn is SIGKILLed — its who
 group, helpers included, as a crash would — and started again at once on the same port.
 
 Every ``--sample-every`` seconds, per node: CPU used by its process group (serve and
-helpers) over the interval, in cores; RSS of the group; the size of the line's WAL file;
-entries, attestations and statements on the line. Every 0.25 s each line is polled for new
+helpers) over the interval, in cores (and of that, in the kernel), and its minor page
+faults; RSS of the group; the size of the line's WAL file; entries, attestations and
+statements on the line. Every 0.25 s each line is polled for new
 rows, which gives each write's arrival on every other node (propagation). At the end the
 writers stop, and the script waits until every node holds every entry written anywhere,
 then stops the nodes (SIGTERM) and runs `lifeline-mesh verify` and `lifeline verify` on
@@ -224,6 +225,8 @@ async def _writer(node: SoakNode, every: float, stop: asyncio.Event) -> None:
 class Sample:
     t: float
     cpu: list[float]  # cores over the interval before t
+    kernel: list[float]  # of which in the kernel, cores
+    faults: list[float]  # minor page faults a second over the interval
     rss: list[float]  # MB
     wal: list[float]  # MB
     rows: list[tuple[int, int, int, float]]  # entries, attestations, statements, db MB
@@ -258,6 +261,8 @@ class _Probe:
         return Sample(
             t=now - self.started,
             cpu=cpu,
+            kernel=[c.system / span for c in self.cpus],
+            faults=[c.faults / span for c in self.cpus],
             rss=[group_rss_mb(n.pgid) for n in self.nodes],
             wal=[wal_mb(n.line) for n in self.nodes],
             rows=[counts(n.line) for n in self.nodes],
@@ -422,10 +427,13 @@ def _report(args: argparse.Namespace, nodes: list[SoakNode], result: SoakResult)
         rss = [s.rss[i] for s in samples if s.rss[i] > 0]
         half = len(cpu) // 2
         e, a, st, db = samples[-1].rows[i]
+        faults = statistics.median(s.faults[i] for s in samples)
+        kernel = statistics.median(s.kernel[i] for s in samples)
         print(
             f"node {node.name}: CPU median {statistics.median(cpu):.3f} cores "
             f"(first half {statistics.median(cpu[:half] or cpu):.3f}, second half "
-            f"{statistics.median(cpu[half:]):.3f}, max {max(cpu):.3f}); RSS median "
+            f"{statistics.median(cpu[half:]):.3f}, max {max(cpu):.3f}; in the kernel "
+            f"{kernel:.3f}), minor page faults median {faults:,.0f}/s; RSS median "
             f"{statistics.median(rss):.1f} MB, min {min(rss):.1f}, max {max(rss):.1f}; WAL max "
             f"{max(s.wal[i] for s in samples):.1f} MB; at the end {e} entries, {a} "
             f"attestations, {st} statements ({(a + st) / max(e, 1):.3f} per entry), "

@@ -56,21 +56,29 @@ class GroupCpu:
     fraction of one interval per kill).
     """
 
-    seen: dict[int, float] = field(default_factory=dict)
+    seen: dict[int, tuple[float, float, int]] = field(default_factory=dict)
+    system: float = 0.0  # of the last sample's CPU seconds, those in the kernel
+    faults: int = 0  # minor page faults of the group over the last sample's interval
 
     def sample(self, pgid: int | None) -> float:
-        """Seconds of CPU used by the group since the previous sample."""
+        """Seconds of CPU used by the group since the previous sample (user + system;
+        ``system`` and ``faults`` are set for the same interval)."""
+        self.system, self.faults = 0.0, 0
         if pgid is None:
             return 0.0
         used = 0.0
         for pid in _group_pids(pgid):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                now = (int(fields[11]) + int(fields[12])) / _TICK  # utime + stime
+                user, system = int(fields[11]) / _TICK, int(fields[12]) / _TICK
+                minflt = int(fields[7])
             except (OSError, ValueError, IndexError):
                 continue
-            used += now - self.seen.get(pid, 0.0)
-            self.seen[pid] = now
+            user0, system0, minflt0 = self.seen.get(pid, (0.0, 0.0, 0))
+            used += user + system - user0 - system0
+            self.system += system - system0
+            self.faults += minflt - minflt0
+            self.seen[pid] = (user, system, minflt)
         return used
 
 

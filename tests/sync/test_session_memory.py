@@ -1,11 +1,22 @@
-"""`serve`'s collection after a session walks only what is new (decision 0040)."""
+"""`serve`'s collection after a session walks only what is new (decision 0040); the heap is
+given back after idle or above a level, not after every session (decision 0044)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import platform
+import subprocess
+import sys
 import weakref
+from pathlib import Path
 
+import pytest
+
+from lifeline_mesh.sync import driver
 from lifeline_mesh.sync.memory import FULL_EVERY_S, SESSION_GC_THRESHOLD, SessionMemory
+from tests.support.recon_helpers import chain
+from tests.support.sync_helpers import make_node, serving, write
 
 
 class _Cyclic:
@@ -80,3 +91,132 @@ def test_young_collections_are_rarer_while_sessions_run() -> None:
             gc.enable()
     finally:
         gc.set_threshold(*before)
+
+
+class _Trims:
+    """A stand-in for ``malloc_trim`` that counts calls and lets a test await the next."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.called = asyncio.Event()
+
+    def __call__(self, pad: int) -> int:
+        self.calls += 1
+        self.called.set()
+        return 1
+
+    async def next(self, timeout: float) -> None:
+        self.called.clear()
+        await asyncio.wait_for(self.called.wait(), timeout)
+
+
+async def test_sessions_that_follow_closely_keep_the_freed_heap_until_idle() -> None:
+    """Decision 0044: a trim after every session handed the pages back only for the next
+    session to fault them in again. The first give-back measures the level; after that
+    the heap is trimmed once no session ran for ``idle_s``, or at once when resident
+    memory is ``above`` over the level."""
+    trims = _Trims()
+    resident = [100 << 20]
+    memory = SessionMemory(trim=trims, resident=lambda: resident[0], idle_s=0.05, above=64 << 20)
+    memory.enter()
+    memory.leave(built_snapshots=True)
+    assert trims.calls == 1  # no level yet: given back at once, the level measured
+    for _ in range(5):  # sessions one after the other, nothing awaited between them
+        memory.enter()
+        resident[0] += 4 << 20  # each holds a little more: still under the level + above
+        memory.leave(built_snapshots=True)
+    assert trims.calls == 1
+    await trims.next(timeout=10)  # then idle: given back
+    assert trims.calls == 2 and memory.running == 0
+    memory.enter()
+    resident[0] += 65 << 20  # a large transfer: over the new level + above
+    memory.leave(built_snapshots=True)
+    assert trims.calls == 3  # at once, not after idle_s
+    memory.enter()
+    memory.leave(built_snapshots=False)  # an in-sync check: nothing to give back
+    await asyncio.sleep(0)
+    assert trims.calls == 3
+
+
+async def test_a_session_that_starts_before_idle_postpones_the_give_back() -> None:
+    trims = _Trims()
+    memory = SessionMemory(trim=trims, resident=lambda: 100 << 20, idle_s=0.05)
+    memory.enter()
+    memory.leave(built_snapshots=True)  # the first: measures the level
+    memory.enter()
+    memory.leave(built_snapshots=True)  # waits for idle
+    memory.enter()  # a session before idle_s: no trim under it
+    with pytest.raises(TimeoutError):
+        await trims.next(timeout=0.2)
+    assert trims.calls == 1
+    memory.leave(built_snapshots=False)  # its end waits for idle again
+    await trims.next(timeout=10)
+    assert trims.calls == 2
+
+
+async def test_a_serving_node_trims_after_idle_not_after_each_session(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Real sessions over gRPC (both ends in this process, both counted): three syncs one
+    after the other that each build snapshots trim the heap once (the first, which
+    measures the level), and once more when the node goes idle."""
+    trims = _Trims()
+    memory = SessionMemory(trim=trims, resident=lambda: 100 << 20, idle_s=1.5)
+    monkeypatch.setattr(driver, "SESSIONS", memory)
+    a, b = make_node(tmp_path / "a"), make_node(tmp_path / "b")
+    line = chain(30, "idle", body="z" * 40)
+    await write(a, line[:10])
+    async with serving(b) as (server, address):
+        for end in (10, 20, 30):
+            await write(a, line[end - 10 : end])
+            [report] = await a.sync(address, ["ledger"])
+            assert report.snapshots == 1 and report.entries_sent == 10
+        assert trims.calls == 1 and memory.running == 0
+        await trims.next(timeout=30)
+    assert trims.calls == 2 and [r.snapshots for r in server.reports] == [1, 1, 1]
+
+
+_HEAPS = """
+import ctypes, tempfile, threading
+from lifeline_mesh.sync.memory import one_arena
+assert one_arena()
+held, ready, done = [], threading.Barrier(5), threading.Event()
+def work():
+    held.append([bytearray(300_000) for _ in range(8)])  # each thread's own allocations
+    ready.wait()
+    done.wait()
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+ready.wait()  # all four alive and holding memory at once
+libc = ctypes.CDLL(ctypes.util.find_library("c"))
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+libc.fclose.argtypes = [ctypes.c_void_p]
+with tempfile.NamedTemporaryFile(suffix=".xml") as out:
+    f = libc.fopen(out.name.encode(), b"w")
+    libc.malloc_info(0, f)
+    libc.fclose(f)
+    print(open(out.name).read().count("<heap nr="))
+done.set()
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="arenas are glibc's",
+)
+def test_serve_threads_share_one_heap() -> None:
+    """Decision 0044: each session's worker thread took a heap of its own, which glibc
+    shrank as the session's SQLite pages were freed, so the next session faulted them in
+    again. After ``one_arena`` (called by `serve`), four threads holding memory at once
+    allocate from one heap (glibc gives them up to 8 per core otherwise)."""
+    out = subprocess.run(
+        [sys.executable, "-c", "import ctypes.util\n" + _HEAPS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert out.stdout.strip() == "1", out.stderr
