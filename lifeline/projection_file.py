@@ -37,6 +37,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from lifeline import render_parallel
 from lifeline.errors import StoreError
 from lifeline.fsutil import atomic_file, write_atomic
 from lifeline.home import Home
@@ -235,7 +236,9 @@ class _Sink:
         self.blocks = 0
 
     def write(self, text: str, blocks: int = 0) -> None:
-        data = text.encode("utf-8")
+        self.write_bytes(text.encode("utf-8"), blocks)
+
+    def write_bytes(self, data: bytes, blocks: int = 0) -> None:
         self.fh.write(data)
         self.digest.update(data)
         self.size += len(data)
@@ -353,7 +356,17 @@ async def _full(
     with atomic_file(path) as fh:
         sink = _Sink(fh, hashlib.sha256(), advance)
         sink.write(header(line, externals))
-        await sink.pages(tx.pages(-1, top, None, problems, last))
+        rendered = None
+        count = render_parallel.workers()
+        if snap is not None and count > 1 and snap[1] >= render_parallel.parallel_min():
+            rendered = await render_parallel.render_in_workers(
+                tx.store, snap, count, sink.write_bytes, problems, advance
+            )
+        if rendered is None:
+            await sink.pages(tx.pages(-1, top, None, problems, last))
+        else:
+            sink.blocks = rendered.blocks
+            last[:] = [rendered.last] if rendered.last is not None else []
     if snap is None:  # no up-to-date totals to record: the next render is a full one
         _record(tx.store.path, None)
     else:
