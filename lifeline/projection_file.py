@@ -17,7 +17,10 @@ The next render only appends the blocks of the rows added since, when all of the
   so the full render would put their blocks at the end too;
 - the cross-line parents (written in the header) are the same.
 
-Otherwise it renders the whole file again. Appending writes the new blocks, fsyncs, then
+Otherwise it renders the whole file again; a line of at least
+:func:`lifeline.render_parallel.parallel_min` entries on more than one core is rendered
+whole by worker processes, one range of the stream each (``lifeline/render_parallel.py``),
+into the same bytes. Appending writes the new blocks, fsyncs, then
 replaces the record; a crash in between leaves a record that no longer matches the file, so
 the next render is a full one. Either way the file equals
 :func:`lifeline.projection.render` of the whole line (tested).
@@ -360,7 +363,7 @@ async def _full(
         count = render_parallel.workers()
         if snap is not None and count > 1 and snap[1] >= render_parallel.parallel_min():
             rendered = await render_parallel.render_in_workers(
-                tx.store, snap, count, sink.write_bytes, problems, advance
+                tx.store, snap, count, sink.write_bytes, problems, advance, path.parent
             )
         if rendered is None:
             await sink.pages(tx.pages(-1, top, None, problems, last))

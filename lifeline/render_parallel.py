@@ -30,6 +30,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
+from pathlib import Path
 from typing import Any
 
 from lifeline import audit_parallel
@@ -86,15 +87,17 @@ async def render_in_workers(
     write: Callable[[bytes], None],
     problems: list[RowProblem],
     advance: Callable[[int], None],
+    scratch: Path,
 ) -> Rendered | None:
     """Render the rows of ``snap`` (top row number, count, total) in ``count`` workers,
     giving ``write`` the blocks in stream order; None when a worker's snapshot is not
-    ``snap`` (then nothing was written)."""
+    ``snap`` (then nothing was written). The ranges' files are made in ``scratch`` (the
+    target's folder: writable, where ``.lifeline/`` may not be)."""
     cuts = [snap[1] * k // count for k in range(count)]  # stream positions
     limits = [b - a for a, b in pairwise(cuts)] + [-1]  # the last range: to the end
     log.debug("rendering %d entries of %s in %d worker processes", snap[1], store.path, count)
     with contextlib.ExitStack() as stack:
-        files = [stack.enter_context(tempfile.TemporaryFile(dir=store.path.parent)) for _ in cuts]
+        files = [stack.enter_context(tempfile.TemporaryFile(dir=scratch)) for _ in cuts]
         done = await _run(store, snap, cuts, limits, files, problems, write, advance)
     return done
 
