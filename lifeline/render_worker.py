@@ -102,7 +102,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     path, fd, top, count, total, offset, limit = argv if argv is not None else sys.argv[1:]
     try:
         conn = connect(Path(path))
-        conn.execute("PRAGMA cache_size = -65536")  # the stream's order: table lookups
         try:
             conn.execute("BEGIN")  # one snapshot for the check and the rows
             same = same_snapshot(conn, int(top), int(count), int(total, 16))
