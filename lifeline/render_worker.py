@@ -101,6 +101,9 @@ def _frame(record: Record) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     path, fd, top, count, total, offset, limit = argv if argv is not None else sys.argv[1:]
     try:
+        # connect's 4 MB page cache: 16 MB saves ~0.7 s of system time per 500,000 rows at
+        # 1M (pages read again through the index) but costs 13 MB a worker, too much for
+        # issue 21's 150 MB at 100k.
         conn = connect(Path(path))
         try:
             conn.execute("BEGIN")  # one snapshot for the check and the rows
