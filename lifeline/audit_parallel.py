@@ -94,13 +94,15 @@ class StreamPage(Sequence[Links]):
 Page = tuple[StreamPage, Position | None]  # entries, and where the page ended
 
 
-def parallel_min() -> int:
-    text = os.environ.get(_MIN_ENV, "").strip()
+def parallel_min(env: str = _MIN_ENV) -> int:
+    """Entries from which the workers start: the variable ``env``, else the default."""
+    text = os.environ.get(env, "").strip()
     return int(text) if text.isdigit() else PARALLEL_MIN
 
 
-def workers() -> int:
-    text = os.environ.get(_WORKERS_ENV, "").strip()
+def workers(env: str = _WORKERS_ENV) -> int:
+    """How many workers: the variable ``env``, else one per usable core (at most 8)."""
+    text = os.environ.get(env, "").strip()
     if text.isdigit() and int(text) > 0:
         return min(int(text), MAX_WORKERS)
     try:

@@ -17,7 +17,10 @@ The next render only appends the blocks of the rows added since, when all of the
   so the full render would put their blocks at the end too;
 - the cross-line parents (written in the header) are the same.
 
-Otherwise it renders the whole file again. Appending writes the new blocks, fsyncs, then
+Otherwise it renders the whole file again; a line of at least
+:func:`lifeline.render_parallel.parallel_min` entries on more than one core is rendered
+whole by worker processes, one range of the stream each (``lifeline/render_parallel.py``),
+into the same bytes. Appending writes the new blocks, fsyncs, then
 replaces the record; a crash in between leaves a record that no longer matches the file, so
 the next render is a full one. Either way the file equals
 :func:`lifeline.projection.render` of the whole line (tested).
@@ -37,12 +40,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from lifeline import render_parallel
 from lifeline.errors import StoreError
 from lifeline.fsutil import atomic_file, write_atomic
 from lifeline.home import Home
 from lifeline.projection import block_of, header
 from lifeline.store.port import RowProblem
-from lifeline.store.rows import Fields, decode_fields
+from lifeline.store.rows import Fields, decode_fields, last_key
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_reads import COLUMNS
 from lifeline.store.summary import ENTRIES_SET, entry_token, read_totals
@@ -158,8 +162,9 @@ class _ReadTx:
                     except (ValueError, TypeError) as exc:
                         problems.append(RowProblem(int(row[1]), str(row[2])[:64], str(exc)))
                 yield page
-                tail = rows[-1]
-                last[:] = [(int(tail[0]), str(tail[3]), str(tail[2]))]
+                key = last_key(rows)
+                if key is not None:
+                    last[:] = [key]
         finally:
             if not pending.done():
                 await asyncio.wait([pending])
@@ -235,7 +240,9 @@ class _Sink:
         self.blocks = 0
 
     def write(self, text: str, blocks: int = 0) -> None:
-        data = text.encode("utf-8")
+        self.write_bytes(text.encode("utf-8"), blocks)
+
+    def write_bytes(self, data: bytes, blocks: int = 0) -> None:
         self.fh.write(data)
         self.digest.update(data)
         self.size += len(data)
@@ -353,7 +360,17 @@ async def _full(
     with atomic_file(path) as fh:
         sink = _Sink(fh, hashlib.sha256(), advance)
         sink.write(header(line, externals))
-        await sink.pages(tx.pages(-1, top, None, problems, last))
+        rendered = None
+        count = render_parallel.workers()
+        if snap is not None and count > 1 and snap[1] >= render_parallel.parallel_min():
+            rendered = await render_parallel.render_in_workers(
+                tx.store, snap, count, sink.write_bytes, problems, advance, path.parent
+            )
+        if rendered is None:
+            await sink.pages(tx.pages(-1, top, None, problems, last))
+        else:
+            sink.blocks = rendered.blocks
+            last[:] = [rendered.last] if rendered.last is not None else []
     if snap is None:  # no up-to-date totals to record: the next render is a full one
         _record(tx.store.path, None)
     else:

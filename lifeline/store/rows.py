@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from lifeline.entry import Entry
 
-__all__ = ["Fields", "Links", "decode_fields", "decode_row", "parents_of"]
+__all__ = ["Fields", "Links", "decode_fields", "decode_row", "last_key", "parents_of"]
 
 Fields = tuple[str, str, str, str, str, str, str, str, str, tuple[str, ...], str | None]
 
@@ -42,6 +42,18 @@ def decode_fields(row: tuple[Any, ...]) -> Fields:
     if dedup is not None and not isinstance(dedup, str):
         raise ValueError("dedup_key column holds a non-text value")
     return (eid, ts, kind, author, agent, provider, model, summary, body, plist, dedup)
+
+
+def last_key(rows: list[tuple[Any, ...]]) -> tuple[int, str, str] | None:
+    """The stream key ``(height, ts, id)`` of the last row of a page read as ``(height,
+    seq, id, ts, ...)`` whose key columns hold what they should; None when none does. A
+    damaged row (a text height sorts after every number) is left out of a render, so the
+    last block written is the last row with a good key."""
+    for row in reversed(rows):
+        height, _seq, eid, ts = row[:4]
+        if type(height) is int and type(eid) is str and type(ts) is str:
+            return (height, ts, eid)
+    return None
 
 
 def parents_of(parents: Any) -> tuple[str, ...]:
