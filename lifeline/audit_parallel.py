@@ -28,7 +28,7 @@ import marshal
 import os
 import sqlite3
 import sys
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from functools import partial
 from itertools import pairwise
 from typing import Any, overload
@@ -43,6 +43,7 @@ __all__ = [
     "Merged",
     "StreamPage",
     "check_in_workers",
+    "frames",
     "parallel_min",
     "workers",
 ]
@@ -285,6 +286,17 @@ def _parents_of_ids(conn: sqlite3.Connection, ids: list[str]) -> list[tuple[str,
     return out
 
 
+async def frames(stdout: asyncio.StreamReader) -> AsyncIterator[Any]:
+    """A worker's frames (a 4-byte big-endian length, then ``marshal``'d data) until its
+    output ends; the render's workers write the same frames."""
+    while True:
+        try:
+            head = await stdout.readexactly(4)
+            yield marshal.loads(await stdout.readexactly(int.from_bytes(head, "big")))
+        except asyncio.IncompleteReadError:
+            return
+
+
 async def _read(
     proc: asyncio.subprocess.Process,
     store: SqliteStore,
@@ -293,12 +305,7 @@ async def _read(
 ) -> None:
     assert proc.stdout is not None and proc.stderr is not None
     error = ""
-    while True:
-        try:
-            head = await proc.stdout.readexactly(4)
-            records = marshal.loads(await proc.stdout.readexactly(int.from_bytes(head, "big")))
-        except asyncio.IncompleteReadError:
-            break
+    async for records in frames(proc.stdout):
         if records and records[0][0] == "error":
             error = records[0][1]
             break

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import marshal
 import os
 import sys
 import tempfile
@@ -206,12 +205,7 @@ async def _follow(
     """Read one worker's frames into ``r`` until it exits; its failure is raised."""
     assert proc.stdout is not None and proc.stderr is not None
     error = ""
-    while True:
-        try:
-            head = await proc.stdout.readexactly(4)
-            record = marshal.loads(await proc.stdout.readexactly(int.from_bytes(head, "big")))
-        except asyncio.IncompleteReadError:
-            break
+    async for record in audit_parallel.frames(proc.stdout):
         kind = record[0]
         if kind == "n":
             advance(record[1])
