@@ -26,7 +26,6 @@ from lifeline.sessions.model import (
 )
 from lifeline.sessions.pack import Caps
 from lifeline.sessions.service import default_sources, ingest_sources, sources_in
-from tests.support.paths import REPO
 from tests.support.sessions_support import FIXTURES, catalogue_of, lay_out_home, open_ingester
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
@@ -268,11 +267,16 @@ async def test_a_long_session_stays_a_few_entries(tmp_path: Path) -> None:
 
 
 def test_fixtures_are_byte_exact_copies() -> None:
-    shared = REPO.parent / "shared" / "fixtures" / "transcripts"
-    if not shared.is_dir():
-        return  # a clone has only its own copy, which is what the suite reads
-    for path in FIXTURES.rglob("*.jsonl"):
-        assert path.read_bytes() == (shared / path.relative_to(FIXTURES)).read_bytes()
+    """Every transcript is the file its source wrote: SHA256SUMS holds the digests of the
+    originals, taken when they were copied (PROVENANCE.md)."""
+    sums = {}
+    for line in (FIXTURES / "SHA256SUMS").read_text().splitlines():
+        digest, name = line.split(maxsplit=1)
+        sums[name] = digest
+    held = {p.relative_to(FIXTURES).as_posix(): p for p in FIXTURES.rglob("*.jsonl")}
+    assert sorted(held) == sorted(sums)
+    for name, path in held.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == sums[name], name
 
 
 async def test_gemini_legacy_json_rewritten_in_place_is_read_again(tmp_path: Path) -> None:
