@@ -113,6 +113,27 @@ def _id_index(ids: bytes | bytearray) -> tuple[array[int], array[int]]:
 SCANNED_LOOKUPS = 256
 
 
+def _extend(
+    rows: Iterable[tuple[int, bytes, bytes]],
+    n: int,
+    acc: int,
+    heights: array[int],
+    ids: bytearray,
+    tokens: bytearray,
+    sums: bytearray,
+) -> None:
+    """Append ``(height, id, token)`` rows after the ``n`` items already summed to ``acc``:
+    their heights, ids and tokens, and a prefix sum every ``SUM_STRIDE`` items."""
+    for k, (height, item_id, token) in enumerate(rows, n + 1):
+        heights.append(height)
+        ids += item_id
+        tokens += token
+        acc += int.from_bytes(token, "little")
+        if not k % SUM_STRIDE:
+            acc %= _MOD
+            sums += acc.to_bytes(32, "little")
+
+
 class _Shared:
     """The id index of a snapshot's buffers, shared by every view of them (built once),
     and how many lookups were answered by scanning before it was."""
@@ -151,15 +172,7 @@ class Snapshot:
         # Prefix sums only every SUM_STRIDE items (a range sum adds at most that many
         # tokens more): 2 bytes per item instead of 32.
         sums = bytearray(32)
-        acc = 0
-        for n, (height, item_id, token) in enumerate(rows, 1):
-            heights.append(height)
-            ids += item_id
-            tokens += token
-            acc += int.from_bytes(token, "little")
-            if not n % SUM_STRIDE:
-                acc %= _MOD
-                sums += acc.to_bytes(32, "little")
+        _extend(rows, 0, 0, heights, ids, tokens, sums)
         self._n = len(heights)
         self._heights = heights
         # Kept as bytearrays: converting to bytes would briefly double them.
@@ -311,15 +324,9 @@ class Snapshot:
         now (a snapshot file being written from it)."""
         n = self._n
         acc = self._prefix_sum(n)
-        heights = array("Q", (h for h, _i, _t in new))
+        heights = array("Q")
         ids, tokens, sums = bytearray(), bytearray(), bytearray()
-        for k, (_h, item_id, token) in enumerate(new, n + 1):
-            ids += item_id
-            tokens += token
-            acc += int.from_bytes(token, "little")
-            if not k % SUM_STRIDE:
-                acc %= _MOD
-                sums += acc.to_bytes(32, "little")
+        _extend(new, n, acc, heights, ids, tokens, sums)
         grown = [(self._ids, ids), (self._tokens, tokens), (self._sums, sums)]
         sizes = [len(buffer) for buffer, _ in grown]
         try:
