@@ -49,6 +49,8 @@ from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.home.inbound import load_inbound
+from lifeline_mesh.home.node_home import NodeHome
 
 NAMES = ("a", "b", "c")
 CONVERGE_TIMEOUT_S = 600.0
@@ -402,8 +404,10 @@ def _report(args: argparse.Namespace, nodes: list[SoakNode], result: SoakResult)
             f"3 s after it listened: {len(waited)}"
         )
     verifies = []
+    served = []
     for node in nodes:
         node.stop()
+        served.append(sum(int(r.get("sessions") or 0) for r in load_inbound(NodeHome(node.root))))
         verify = json.loads(_cli("lifeline_mesh", node.root, "verify", "--json"))
         plain = _cli("lifeline", node.root, "verify")
         lines = verify["lines"][0]
@@ -414,6 +418,10 @@ def _report(args: argparse.Namespace, nodes: list[SoakNode], result: SoakResult)
             f"{lines['failures']} failures); lifeline verify: {plain.splitlines()[0]}; "
             f"{' '.join(node.closing)}"
         )
+    print(
+        f"sessions served: {' '.join(f'{n.name} {c}' for n, c in zip(nodes, served, strict=True))}"
+        f" ({sum(served) / max(sum(result.written.values()), 1):.2f} per write)"
+    )
     print("per sample: CPU (cores), RSS (MB), WAL (MB), (attestations+statements)/entries")
     print("   t(s) | " + " | ".join(f"{n.name}: cpu    rss   wal  att/e" for n in nodes))
     for s in samples:
@@ -454,6 +462,7 @@ def _report(args: argparse.Namespace, nodes: list[SoakNode], result: SoakResult)
             "late": result.late,
         },
         "verify": verifies,
+        "sessions_served": served,
         "samples": [vars(s) for s in samples],
     }
 

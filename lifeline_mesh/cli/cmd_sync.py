@@ -182,7 +182,8 @@ async def _serve_node(args: argparse.Namespace, node: Node) -> int:
     out = node.outbound
     print(
         f"stopped after {len(server.reports) + len(server.failures)} sessions in "
-        f"({len(server.failures)} failed) and {out['syncs']} syncs out ({out['failed']} failed)"
+        f"({len(server.failures)} failed) and {out['syncs']} syncs out ({out['failed']} failed); "
+        f"took the rows of {node.taken['changes']} changes over watches"
     )
     return 0
 

@@ -46,7 +46,9 @@ class InboundLog:
             result = f"ok: sent {report.entries_sent}, received {report.entries_received}"
         else:
             result = f"failed: {(error or '')[:200]}"
-        self.rows[node_id or identity.address] = {
+        key = node_id or identity.address
+        sessions = int(self.rows.get(key, {}).get("sessions") or 0) + 1
+        self.rows[key] = {
             "node_id": node_id,
             "address": identity.address,
             "line": line,
@@ -54,6 +56,7 @@ class InboundLog:
             "result": result,
             # the session's time on this side (a hub's server time, bench/hub.py reads it)
             "seconds": round(report.seconds, 6) if report is not None else None,
+            "sessions": sessions,  # every session this caller ran here, this one included
         }
         try:
             data = json.dumps({"inbound": list(self.rows.values())}, indent=2, sort_keys=True)

@@ -26,6 +26,7 @@ from lifeline.errors import (
     LifelineError,
     PeerError,
     PermissionDenied,
+    RemoteProtocolError,
     StoreError,
 )
 from lifeline.ledger import utc_now
@@ -44,6 +45,7 @@ from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
 from lifeline_mesh.membership.tls import channel_options, serving_node
+from lifeline_mesh.node.live_rows import HeldIds, read_rows
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
 from lifeline_mesh.node.wal import trim_wal
@@ -54,8 +56,10 @@ from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.peering.service import Peering, PeeringOptions
 from lifeline_mesh.peering.table import PeerState
+from lifeline_mesh.peering.watches import Heard
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
@@ -64,7 +68,7 @@ from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothin
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.transport.addresses import split_address
-from lifeline_mesh.transport.announce import watch_lines
+from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_lines
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused
@@ -116,8 +120,12 @@ class Node:
         self._admitting: weakref.WeakKeyDictionary[Store, NotarizedEntrySet] = (
             weakref.WeakKeyDictionary()
         )
-        # Changes of our shared lines, announced to the peers that watch us (Watch RPC).
-        self.changes = ChangeFeed(lambda: self.config().shared_lines)
+        # Changes of our shared lines, announced to the peers that watch us (Watch RPC),
+        # with their rows for the peers that take them (decision 0046).
+        self.changes = self._feed()
+        self._watch: WatchService | None = None  # the server's, once it is made
+        self.held = HeldIds()  # entry ids recently announced or taken: a rebound is free
+        self.taken = {"changes": 0, "entries": 0, "refused": 0}  # rows taken from watches
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
         # The last snapshot of each set of each line, brought up to date per session.
         self.snapshots = SnapshotCache(directory=home.snapshots_dir)
@@ -278,11 +286,25 @@ class Node:
             host = self._join_listen.rpartition(":")[0]
             self.join_address = f"{host}:{port}"
 
+    def _feed(self) -> ChangeFeed:
+        # A hub's lines are announced without rows: its peers sync for them.
+        rows = self._read_rows if self.store_url is None else None
+        return ChangeFeed(lambda: self.config().shared_lines, rows)
+
+    async def _read_rows(self, line: str, after: int, upto: int) -> ChangeItems | None:
+        """A change's rows, for the peers that take them over their Watch calls."""
+        found = await read_rows(self.home, line, after, upto)
+        if found is None:
+            return None
+        rows, ids = found
+        self.held.add(line, ids)
+        return rows
+
     def server(self, join_listen: str | None = None) -> SyncServer:
         self._join_listen = join_listen
         # A fresh feed per server: stopping a server closes its feed for good.
-        self.changes = ChangeFeed(lambda: self.config().shared_lines)
-        return SyncServer(
+        self.changes = self._feed()
+        server = SyncServer(
             self.open_line,
             self.is_shared,
             self.make_sets,
@@ -295,6 +317,14 @@ class Node:
             fast=self.fast,
             node_id=self.identity.node_id if self.identity else None,
         )
+        self._watch = server.watch
+        return server
+
+    def _row_takers(self) -> set[str]:
+        """The node ids of the peers whose Watch calls take our changes' rows."""
+        if self._watch is None:
+            return set()
+        return {n for p in self._watch.item_callers if (n := peer_node_id(p)) is not None}
 
     async def serve(
         self,
@@ -369,21 +399,78 @@ class Node:
             # start sessions that carry nothing, so its watchers hear heartbeats only.
             feed=None if self.security.role is MeshRole.READER else self.changes,
         )
+        self._peering.scheduler.covered = self._row_takers
         return self._peering
 
-    async def watch_peer(self, peer: PeerState) -> AsyncIterator[bool]:
-        """The Watch call to ``peer``: True when it is accepted, then False for each change
-        of a line shared here too (DESIGN §8: a node that only dials out stays live)."""
+    async def watch_peer(self, peer: PeerState) -> AsyncIterator[Heard]:
+        """The Watch call to ``peer``: OPENED when it is accepted, then, for each change of
+        a line shared here too whose rows were not taken, a change to sync for (DESIGN §8:
+        a node that only dials out stays live; decision 0046: rows taken need no session)."""
+        sends_rows = False
         async for change in watch_lines(
             str(peer.address),
             [],  # every line the peer shares with us; ours are checked per announcement
             credentials=self.security.channel_credentials,
             options=self.security.channel_options,
+            items=True,
         ):
             if change.initial and change.node_id and self._peering is not None:
                 self._peering.scheduler.learned(peer.key, change.node_id)
-            if change.initial or set(change.lines) & set(self.config().shared_lines):
-                yield change.initial
+            if change.initial:
+                sends_rows = change.sends_rows
+                yield Heard.OPENED
+                continue
+            lines = set(change.lines) & set(self.config().shared_lines)
+            rows = change.items
+            if rows is not None and rows.line in lines and await self.take_rows(peer, rows):
+                lines.discard(rows.line)
+            if lines:
+                # A peer that sends rows never dials us for its change: sync now.
+                yield Heard.UNTAKEN if sends_rows else Heard.CHANGED
+
+    async def take_rows(self, peer: PeerState, rows: ChangeItems) -> bool:
+        """Admit the rows ``peer`` announced, as a session we dialed would (the same sets
+        and checks, one state statement when anything was new). False when they cannot
+        all be admitted here — a missing parent, a refused signature, a peer not known to
+        be a member in good standing — and the caller should sync with ``peer`` instead."""
+        line = rows.line
+        if not self._may_take_from(peer):
+            return False
+        try:
+            entries = [self._parse(EntryCodec(self.home.limits()), raw) for raw in rows.entries]
+            ids = [item.id.hex() for item in entries]
+            if self.held.holds(line, ids):
+                return True  # our own rows, or rows already taken from another peer
+            async with self.open_line(line) as store:
+                atts, _, entry_set = self.make_sets(store, None)
+                signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
+                if signed:
+                    await atts.admit(signed, [])
+                await entry_set.admit(entries, rows.externals)
+        except LifelineError as exc:
+            self.taken["refused"] += 1
+            log.debug("rows of %s from %s not taken (syncing instead): %s", line, peer.address, exc)
+            return False
+        self.held.add(line, ids)
+        self.taken["changes"] += 1
+        self.taken["entries"] += len(ids)
+        return True
+
+    def _parse(self, codec: ItemCodec, raw: bytes) -> ParsedItem:
+        if len(raw) > self.limits.max_item_bytes:
+            raise RemoteProtocolError(
+                f"an announced item of {len(raw)} bytes is over the cap of "
+                f"{self.limits.max_item_bytes}"
+            )
+        return codec.parse(raw)
+
+    def _may_take_from(self, peer: PeerState) -> bool:
+        """Rows are taken from a lab node (no TLS), or from the node our sessions found
+        serving at the peer's address (its certificate), while it is not revoked."""
+        if self.security.insecure:
+            return True
+        node_id = self._pins.get(str(peer.address))
+        return node_id is not None and RevocationList.load(self.home).revoked_at(node_id) is None
 
     async def sync_peer(self, peer: PeerState) -> str:
         """One scheduled sync with ``peer``: every shared line; a one-line summary."""

@@ -315,6 +315,23 @@ class NotaryStore(NotarySet[SqlLine]):
         row = await self.store.run_read(lambda c: c.execute(sql).fetchone())
         return int(row[0])
 
+    async def author_ids(self, entry_ids: Sequence[str]) -> list[bytes]:
+        """The ids of the author attestations of ``entry_ids`` (in the order of the ids)."""
+        wanted = {e: n for n, e in enumerate(entry_ids)}
+
+        def read(conn: sqlite3.Connection) -> list[bytes]:
+            found: list[tuple[int, bytes]] = []
+            for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in wanted})):
+                marks = ",".join("?" * len(chunk))
+                sql = (
+                    "SELECT subject, id FROM attestations"
+                    f" WHERE role = 'author' AND {SUBJECT_KEY} IN ({marks})"
+                )
+                found += [(wanted[s], bytes(i)) for s, i in conn.execute(sql, chunk) if s in wanted]
+            return [i for _, i in sorted(found)]
+
+        return await self.store.run_read(read)
+
     async def admit_entries(
         self, entries: Sequence[Entry], externals: Sequence[tuple[str, str]]
     ) -> AppendResult:

@@ -12,7 +12,10 @@ mount namespaces (containers) alike.
 The :class:`ChangeFeed` fans the watcher's changes out to the server's Watch calls (a peer
 that dialed us, maybe from behind NAT, hears of our changes over the call it opened; see
 docs/protocol.md, "Watch"). Each subscriber keeps the set of lines changed since it last
-looked, so a slow or stalled caller costs one small set, never a growing queue.
+looked, so a slow or stalled caller costs one small set, never a growing queue. A
+subscriber that takes items (decision 0046) also keeps the new rows of each changed line,
+read once per change for all of them, up to ``PENDING_ITEMS_MAX`` rows: past that, or after
+a change whose rows were not read, the line is announced without rows.
 """
 
 from __future__ import annotations
@@ -22,14 +25,19 @@ import contextlib
 import logging
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["CHANGE_POLL_S", "ChangeFeed", "LineWatcher", "Subscription"]
+from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
+
+__all__ = ["CHANGE_POLL_S", "PENDING_ITEMS_MAX", "ChangeFeed", "LineWatcher", "Subscription"]
 
 log = logging.getLogger(__name__)
 
 CHANGE_POLL_S = 0.2  # how soon an append made by another process is noticed
+PENDING_ITEMS_MAX = 4 * MAX_CHANGE_ITEMS  # rows one subscriber keeps; beyond, plain changes
+# (line, after row, up to row) -> that line's new rows, or None when they cannot be read
+RowReader = Callable[[str, int, int], Awaitable[ChangeItems | None]]
 
 
 class _Probe:
@@ -89,6 +97,7 @@ class LineWatcher:
         self._closed = False
         self.polls = 0  # polls done so far, the first being the baseline (for status and tests)
         self.marks: dict[Path, int | None] = {}  # each line's highest row at the last poll
+        self.previous: dict[Path, int | None] = {}  # and at the poll before it
 
     def _poll(self) -> dict[Path, int | None]:
         with self._lock:
@@ -119,7 +128,7 @@ class LineWatcher:
                 await asyncio.sleep(self._interval)
                 current = await asyncio.to_thread(self._poll)
                 self.polls += 1
-                self.marks = current
+                self.previous, self.marks = last, current
                 changed = [p for p in current if current[p] != last.get(p)]
                 if changed:
                     on_change()
@@ -134,15 +143,28 @@ class LineWatcher:
 
 
 class Subscription:
-    """One watcher of the feed: the lines changed since it last asked."""
+    """One watcher of the feed: the lines changed since it last asked (and, when it takes
+    items, the new rows of those whose every change came with them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, items: bool = False) -> None:
         self._pending: set[str] = set()
         self._event = asyncio.Event()
         self.closed = False
+        self.items = items
+        self._rows: dict[str, ChangeItems] = {}  # lines in _pending with all their rows
+        self._taken: dict[str, ChangeItems] = {}
 
-    def _add(self, lines: Iterable[str]) -> None:
-        self._pending.update(lines)
+    def _add(self, lines: Iterable[str], rows: ChangeItems | None = None) -> None:
+        for line in lines:
+            kept = self._rows.pop(line, None)
+            if self.items and rows is not None and rows.line == line:
+                if line not in self._pending:
+                    self._rows[line] = rows
+                elif kept is not None:  # every earlier change came with its rows
+                    self._rows[line] = kept.then(rows)
+            self._pending.add(line)
+        if sum(len(r.entries) for r in self._rows.values()) > PENDING_ITEMS_MAX:
+            self._rows.clear()  # a stalled caller: it syncs for these lines instead
         self._event.set()
 
     def _close(self) -> None:
@@ -159,6 +181,13 @@ class Subscription:
             return None
         self._event.clear()
         out, self._pending = self._pending, set()
+        self._taken, self._rows = self._rows, {}
+        return out
+
+    def take_items(self) -> dict[str, ChangeItems]:
+        """The rows of the lines :meth:`next` returned last, for those whose every change
+        since the call before came with its rows (a line missing here: sync for it)."""
+        out, self._taken = {line: r for line, r in self._taken.items() if r.fits()}, {}
         return out
 
 
@@ -169,26 +198,65 @@ class ChangeFeed:
     (and only to callers allowed to read them).
     """
 
-    def __init__(self, shared_lines: Callable[[], Sequence[str]]) -> None:
+    def __init__(
+        self, shared_lines: Callable[[], Sequence[str]], rows: RowReader | None = None
+    ) -> None:
         self._shared_lines = shared_lines
         self._subscribers: set[Subscription] = set()
         self._closed = False
+        self._read_rows = rows  # reads a change's rows for the subscribers that take items
+        self._reads: asyncio.Queue[tuple[str, int, int]] = asyncio.Queue()
+        self._reader: asyncio.Task[None] | None = None
 
     def shared_lines(self) -> Sequence[str]:
         return self._shared_lines()
 
-    def publish(self, lines: Iterable[str]) -> None:
+    def publish(self, lines: Iterable[str], rows: ChangeItems | None = None) -> None:
+        """``lines`` changed; ``rows``: the new rows of one of them, for the subscribers
+        that take items (every row since that line's previous change)."""
         names = set(lines)
         for sub in self._subscribers:
-            sub._add(names)
+            sub._add(names, rows)
 
-    def publish_paths(self, paths: Iterable[Path]) -> None:
-        """From :meth:`LineWatcher.run`: a line's file is ``<name>.db``."""
-        self.publish(p.stem for p in paths)
+    def publish_paths(
+        self, paths: Iterable[Path], marks: dict[Path, tuple[int | None, int | None]] | None = None
+    ) -> None:
+        """From :meth:`LineWatcher.run`: a line's file is ``<name>.db``. With ``marks``
+        (each line's highest row before and after), subscribers that take items get the
+        new rows, read once in the order of the changes; other changes are plain."""
+        plain = []
+        for path in paths:
+            before, after = (marks or {}).get(path, (None, None))
+            if (
+                self._read_rows is None
+                or before is None
+                or after is None
+                or not 0 < after - before <= MAX_CHANGE_ITEMS
+                or not any(s.items for s in self._subscribers)
+            ):
+                plain.append(path.stem)
+                continue
+            self._reads.put_nowait((path.stem, before, after))
+            if self._reader is None or self._reader.done():
+                self._reader = asyncio.get_running_loop().create_task(self._read_changes())
+        if plain:
+            self.publish(plain)
+
+    async def _read_changes(self) -> None:
+        """One change at a time, in order: a subscriber gets a line's rows parents first."""
+        assert self._read_rows is not None
+        while not self._reads.empty():
+            line, before, after = self._reads.get_nowait()
+            try:
+                rows = await self._read_rows(line, before, after)
+            except Exception as exc:  # announced without its rows: watchers sync instead
+                log.warning("line %s: rows after %d not read to announce: %s", line, before, exc)
+                rows = None
+            self.publish([line], rows)
 
     @contextlib.contextmanager
-    def subscribe(self) -> Iterator[Subscription]:
-        sub = Subscription()
+    def subscribe(self, *, items: bool = False) -> Iterator[Subscription]:
+        sub = Subscription(items=items)
         if self._closed:
             sub._close()
         self._subscribers.add(sub)
@@ -200,6 +268,8 @@ class ChangeFeed:
     def close(self) -> None:
         """The node is stopping: every subscriber's ``next`` returns None from now on."""
         self._closed = True
+        if self._reader is not None:
+            self._reader.cancel()
         for sub in self._subscribers:
             sub._close()
 

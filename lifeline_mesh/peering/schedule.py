@@ -135,18 +135,25 @@ class Planner:
         return all(any(p.synced.get(line, -1) >= m for p in peers) for line, m in marks.items())
 
     def local_change(
-        self, now: float, marks: dict[str, int] | None = None, *, busy: bool = False
+        self,
+        now: float,
+        marks: dict[str, int] | None = None,
+        *,
+        busy: bool = False,
+        covered: frozenset[str] = frozenset(),
     ) -> list[str]:
         """Entries were appended here: healthy peers are due now. Returns their keys.
         With ``marks`` (the changed lines' highest rows), a peer known to hold them is
         skipped, and a change that may be a relay (``busy``: a session is running) waits
-        ``RELAY_DELAY_S`` (jittered), then runs only if still needed."""
+        ``RELAY_DELAY_S`` (jittered), then runs only if still needed. Peers in ``covered``
+        watch us and take a change's rows over their Watch call: they are skipped (they
+        sync on their own when a change reaches them without its rows)."""
         woken = []
         delay = 0.0
         if marks is not None and (busy or self._relay(marks)):
             delay = RELAY_DELAY_S * (1.0 - 0.5 * self._rand())
         for peer in self.table:
-            if peer.failures:
+            if peer.failures or peer.key in covered:
                 continue
             if marks is None:
                 self._wake(peer, now, hard=True)
@@ -160,16 +167,20 @@ class Planner:
     def dials_us(self, peer: PeerState, now: float) -> bool:
         return peer.dialed_in_at is not None and now - peer.dialed_in_at < DIALS_US_S
 
-    def remote_change(self, key: str, now: float, *, fresh: bool = False) -> bool:
+    def remote_change(
+        self, key: str, now: float, *, fresh: bool = False, at_once: bool = False
+    ) -> bool:
         """Peer ``key`` announced a change (``fresh``: its Watch call was just accepted):
         it is due now — or, when it dials us itself, once ``ANNOUNCE_GRACE_S`` has passed
-        with no session with it. Returns whether anything changed."""
+        with no session with it; ``at_once``: the peer sends its changes' rows to its
+        watchers and so never dials us for one, no grace. Returns whether anything
+        changed."""
         if key not in self.table:
             return False
         peer = self.table.get(key)
         if peer.failures and not fresh:
             return False
-        if fresh or not self.dials_us(peer, now):
+        if fresh or at_once or not self.dials_us(peer, now):
             return self._wake(peer, now, hard=True)
         return self._wake(peer, now + ANNOUNCE_GRACE_S, announced=now)
 

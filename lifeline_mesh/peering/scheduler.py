@@ -77,6 +77,8 @@ class SyncScheduler:
         self._wake = asyncio.Event()
         self.inbound = 0  # sessions dialed to us, running now
         self.on_back: Callable[[str], None] | None = None  # a peer in back-off is up again
+        # The node ids of the peers whose Watch calls take our changes' rows (decision 0046)
+        self.covered: Callable[[], set[str]] | None = None
 
     # -- inputs (call from the event loop) ---------------------------------------------
 
@@ -99,10 +101,19 @@ class SyncScheduler:
 
     def local_change(self, marks: dict[str, int] | None = None) -> None:
         """New entries here (from the line watcher; ``marks``: each changed line's highest
-        row): healthy peers that may lack them sync now (``Planner.local_change``)."""
+        row): healthy peers that may lack them sync now (``Planner.local_change``), but
+        not those that take the rows over their Watch calls."""
         busy = self.inbound > 0 or any(p.in_flight for p in self.table)
-        if self.planner.local_change(self._clock(), marks, busy=busy):
+        covered = self._covered_keys()
+        if self.planner.local_change(self._clock(), marks, busy=busy, covered=covered):
             self._changed()
+
+    def _covered_keys(self) -> frozenset[str]:
+        """The peers that take our changes' rows over their Watch calls (by node id)."""
+        if self.covered is None:
+            return frozenset()
+        nodes = self.covered()
+        return frozenset(p.key for p in self.table if p.node_id is not None and p.node_id in nodes)
 
     def _by_node(self, node_id: str | None) -> str | None:
         if node_id is None:
@@ -148,9 +159,10 @@ class SyncScheduler:
         else:
             self._wake.set()
 
-    def remote_change(self, key: str, *, fresh: bool = False) -> None:
-        """Peer ``key`` announced a change over its Watch call: sync with it now."""
-        if self.planner.remote_change(key, self._clock(), fresh=fresh):
+    def remote_change(self, key: str, *, fresh: bool = False, at_once: bool = False) -> None:
+        """Peer ``key`` announced a change over its Watch call: sync with it now (see
+        ``Planner.remote_change``)."""
+        if self.planner.remote_change(key, self._clock(), fresh=fresh, at_once=at_once):
             self._changed()
 
     def rows(self) -> list[dict[str, Any]]:

@@ -201,7 +201,8 @@ class Peering:
         marks = {p.stem: m for p in paths if (m := watcher.marks.get(p)) is not None}
         self.scheduler.local_change(marks if len(marks) == len(paths) else None)
         if self.feed is not None:
-            self.feed.publish_paths(paths)
+            rows = {p: (watcher.previous.get(p), watcher.marks.get(p)) for p in paths}
+            self.feed.publish_paths(paths, rows)
 
     async def start(self, tg: asyncio.TaskGroup) -> None:
         """Announce (when enabled), then start every loop as a task of ``tg``."""

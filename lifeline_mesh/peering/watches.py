@@ -9,13 +9,15 @@ A call that fails or ends is dialled again with back-off (``WATCH_BACKOFF``); th
 sync stays as the safety net, and is all a first-wave peer (no Watch) gets.
 
 It knows nothing of the wire: the node passes ``watch_one(peer)``, an async iterator of
-announcements (True for the first one of a call). Every task lives in the caller's
-TaskGroup and follows the peer table: a peer that leaves the table is no longer watched.
+what it heard (:class:`Heard`: the call opened, a change, a change it must sync for now).
+Every task lives in the caller's TaskGroup and follows the peer table: a peer that leaves
+the table is no longer watched.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import random
 from collections.abc import AsyncIterator, Callable
@@ -24,12 +26,23 @@ from lifeline_mesh.peering.schedule import SchedulePolicy, backoff_delay
 from lifeline_mesh.peering.scheduler import SyncScheduler, describe_failure
 from lifeline_mesh.peering.table import PeerState
 
-__all__ = ["WATCH_BACKOFF", "PeerWatches", "WatchOne"]
+__all__ = ["WATCH_BACKOFF", "Heard", "PeerWatches", "WatchOne"]
 
 log = logging.getLogger(__name__)
 
-# Announcements of one peer: True for the first of a call (it was just accepted), then False.
-WatchOne = Callable[[PeerState], AsyncIterator[bool]]
+
+class Heard(enum.Enum):
+    """What one message of a Watch call means for the scheduler."""
+
+    OPENED = "opened"  # the call was just accepted: sync now (even in back-off)
+    CHANGED = "changed"  # a change we lack: sync (after the grace when the peer dials us)
+    # A change of a peer that sends rows to its watchers and so never dials us for it,
+    # whose rows we could not take (or it could not send): sync now.
+    UNTAKEN = "untaken"
+
+
+# What one peer's call says, message by message (the first is OPENED).
+WatchOne = Callable[[PeerState], AsyncIterator[Heard]]
 # Dial again quickly (a restarted peer is back within seconds), at most once a minute.
 WATCH_BACKOFF = SchedulePolicy(backoff_base=0.5, backoff_max=60.0, backoff_jitter=0.5)
 
@@ -85,11 +98,13 @@ class PeerWatches:
             poke.clear()
             peer = self.scheduler.table.get(key)
             try:
-                async for fresh in self._watch_one(peer):
-                    if fresh:
+                async for heard in self._watch_one(peer):
+                    if heard is Heard.OPENED:
                         self._opened(peer, failures)
                         failures = 0
-                    self.scheduler.remote_change(key, fresh=fresh)
+                    self.scheduler.remote_change(
+                        key, fresh=heard is Heard.OPENED, at_once=heard is Heard.UNTAKEN
+                    )
                 failures = max(failures, 1)  # the peer ended the call: it is stopping
             except Exception as exc:  # a peer's failure never leaves its task
                 failures += 1

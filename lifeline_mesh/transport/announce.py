@@ -4,9 +4,15 @@ Sync sessions are opened by the dialing side, so a node that can only dial out (
 behind NAT, a laptop on hotel Wi-Fi) would learn of its peer's new entries only at its next
 periodic sync. With Watch it keeps one server-streaming call open to each peer it dials;
 the peer announces each change of a shared line the caller may read, and the caller runs a
-sync session at once (docs/protocol.md, "Watch"). The call carries announcements only —
-never entries — so it needs no more trust than a session: read access, checked per line at
-every announcement (an unshared line or a revoked caller hears nothing more).
+sync session at once (docs/protocol.md, "Watch"). The call needs no more trust than a
+session: read access, checked per line at every announcement (an unshared line or a revoked
+caller hears nothing more).
+
+A caller that asks for items (capability "watch-items", decision 0046) gets, with each
+change of a line, the line's new rows — author attestations, then entries, parents first —
+when the announcer had them at hand (:class:`ChangeItems`), and admits them as it would a
+session's items: a write reaches a watching peer without any session. A change announced
+without its rows (too many, or not read in time) makes the caller sync as before.
 
 A heartbeat (an empty announcement) every ``WATCH_HEARTBEAT_S`` keeps NAT mappings open
 and lets the caller notice a dead peer (no message for ``WATCH_IDLE_S``) and dial again.
@@ -30,10 +36,13 @@ from lifeline_mesh.transport.errors import error_from_rpc, status_for
 from lifeline_mesh.wire import sync_pb2 as pb
 
 __all__ = [
+    "MAX_CHANGE_BYTES",
+    "MAX_CHANGE_ITEMS",
     "WATCH_HEARTBEAT_S",
     "WATCH_IDLE_S",
     "WATCH_METHOD",
     "Announcements",
+    "ChangeItems",
     "LineChange",
     "WatchService",
     "watch_lines",
@@ -44,20 +53,62 @@ log = logging.getLogger(__name__)
 WATCH_METHOD = "/lifeline_mesh.v1.Mesh/Watch"
 WATCH_HEARTBEAT_S = 20.0  # below common NAT idle timeouts (30 s for some UDP/TCP tables)
 WATCH_IDLE_S = 3 * WATCH_HEARTBEAT_S
+# The most rows one announcement carries (entries, and as many bytes of items in all): a
+# larger change is announced without them and the caller syncs. Far under the frame caps.
+MAX_CHANGE_ITEMS = 256
+MAX_CHANGE_BYTES = 1 << 20
+_SETS = ("attestations", "entries")  # the sets an announcement's items belong to, in order
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeItems:
+    """The new rows of one line: the author attestations of its new entries (and the
+    enrollments of runners among their signers) and the entries, parents first, with the
+    cross-line parents they name (``(id, line)``)."""
+
+    line: str
+    attestations: tuple[bytes, ...]
+    entries: tuple[bytes, ...]
+    externals: tuple[tuple[bytes, str], ...] = ()
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.attestations)) + sum(map(len, self.entries))
+
+    def then(self, later: ChangeItems) -> ChangeItems:
+        """This change followed by ``later`` (of the same line), as one."""
+        return ChangeItems(
+            self.line,
+            self.attestations + later.attestations,
+            self.entries + later.entries,
+            tuple(dict.fromkeys(self.externals + later.externals)),
+        )
+
+    def fits(self) -> bool:
+        return len(self.entries) <= MAX_CHANGE_ITEMS and self.size <= MAX_CHANGE_BYTES
 
 
 @dataclass(frozen=True, slots=True)
 class LineChange:
     """An announcement: these lines changed (``initial``: the call was just accepted;
-    ``node_id``: on the initial one, the announcing node's id when it has one)."""
+    ``node_id``: on the initial one, the announcing node's id when it has one; ``items``:
+    the new rows of one of the lines, when the caller asked for them; ``sends_rows``: on
+    the initial one, the peer sends rows to the callers that ask, and so never dials them
+    for a change of its own)."""
 
     lines: tuple[str, ...]
     initial: bool = False
     node_id: str | None = None
+    items: ChangeItems | None = None
+    sends_rows: bool = False
 
 
 class Subscription(Protocol):
     async def next(self, timeout: float | None = None) -> set[str] | None: ...
+
+    def take_items(self) -> dict[str, ChangeItems]:
+        """The rows of the lines of the last ``next`` whose every change came with them."""
+        ...
 
 
 class Announcements(Protocol):
@@ -65,7 +116,7 @@ class Announcements(Protocol):
 
     def shared_lines(self) -> Sequence[str]: ...
 
-    def subscribe(self) -> AbstractContextManager[Subscription]: ...
+    def subscribe(self, *, items: bool = False) -> AbstractContextManager[Subscription]: ...
 
     def close(self) -> None:
         """End every subscription (the server is stopping)."""
@@ -88,6 +139,9 @@ class WatchService:
         self._authorizer = authorizer
         self._heartbeat = heartbeat
         self.calls = 0  # calls accepted so far (tests, status)
+        # Callers of the open calls that take items: a change of ours reaches each of them
+        # over its call, so the node's scheduler need not start a session for it.
+        self.item_callers: list[PeerIdentity] = []
 
     def handler(self) -> grpc.RpcMethodHandler[Any, Any]:
         return grpc.unary_stream_rpc_method_handler(
@@ -101,7 +155,7 @@ class WatchService:
     ) -> AsyncIterator[pb.LineChange]:
         peer = identity_of(context)
         wanted = frozenset(request.lines)
-        with self._announcements.subscribe() as sub:
+        with self._announcements.subscribe(items=request.items) as sub:
             try:
                 first = await self._readable(peer, wanted, self._announcements.shared_lines())
                 if wanted and not first:
@@ -114,11 +168,25 @@ class WatchService:
                 await context.abort(status_for(exc), str(exc))
                 return
             self.calls += 1
-            yield pb.LineChange(lines=sorted(first), initial=True, node_id=self._node_id or "")
-            while (changed := await sub.next(self._heartbeat)) is not None:
-                lines = await self._readable(peer, wanted, changed) if changed else []
-                if lines or not changed:  # an announcement, or a heartbeat
-                    yield pb.LineChange(lines=sorted(lines))
+            if request.items:
+                self.item_callers.append(peer)
+            try:
+                # `sets` on the first message: this node sends the rows asked for
+                sets = list(_SETS) if request.items else []
+                yield pb.LineChange(
+                    lines=sorted(first), initial=True, node_id=self._node_id or "", sets=sets
+                )
+                while (changed := await sub.next(self._heartbeat)) is not None:
+                    lines = await self._readable(peer, wanted, changed) if changed else []
+                    rows = sub.take_items()
+                    plain = [line for line in sorted(lines) if line not in rows]
+                    for line in sorted(set(lines) - set(plain)):
+                        yield _with_items(rows[line])
+                    if plain or not changed:  # an announcement, or a heartbeat
+                        yield pb.LineChange(lines=plain)
+            finally:
+                if request.items:
+                    self.item_callers.remove(peer)
 
     async def _readable(
         self, peer: PeerIdentity, wanted: frozenset[str], lines: Iterable[str]
@@ -136,6 +204,38 @@ class WatchService:
         return out
 
 
+def _with_items(change: ChangeItems) -> pb.LineChange:
+    return pb.LineChange(
+        lines=[change.line],
+        items_line=change.line,
+        sets=list(_SETS),
+        items=[
+            pb.Items(set=0, items=change.attestations),
+            pb.Items(
+                set=1,
+                items=change.entries,
+                externals=[pb.External(id=i, line=n) for i, n in change.externals],
+            ),
+        ],
+    )
+
+
+def _items_of(msg: pb.LineChange) -> ChangeItems | None:
+    """The rows an announcement carries; None when it has none or they are not in the
+    form this node reads (the caller then syncs for them)."""
+    if not msg.items_line or msg.items_line not in msg.lines or tuple(msg.sets) != _SETS:
+        return None
+    by_set: dict[int, list[bytes]] = {0: [], 1: []}
+    externals: list[tuple[bytes, str]] = []
+    for batch in msg.items:
+        if batch.set not in by_set:
+            return None
+        by_set[batch.set] += batch.items
+        externals += [(e.id, e.line) for e in batch.externals]
+    change = ChangeItems(msg.items_line, tuple(by_set[0]), tuple(by_set[1]), tuple(externals))
+    return change if change.fits() else None
+
+
 async def watch_lines(
     target: str,
     lines: Sequence[str],
@@ -143,9 +243,11 @@ async def watch_lines(
     credentials: grpc.ChannelCredentials | None = None,
     options: Sequence[tuple[str, Any]] = (),
     idle: float = WATCH_IDLE_S,
+    items: bool = False,
 ) -> AsyncIterator[LineChange]:
     """Watch ``lines`` (empty: every shared line we may read) at ``target`` until the call
-    ends; yields each announcement (heartbeats are not yielded). Raises our errors: a
+    ends; yields each announcement (heartbeats are not yielded), with the new rows of a
+    line when ``items`` asked for them and the peer sent them. Raises our errors: a
     PeerError when the peer is unreachable, silent for ``idle`` seconds, or too old to
     announce (UNIMPLEMENTED)."""
     async with open_channel(target, credentials, options) as channel:
@@ -153,7 +255,7 @@ async def watch_lines(
             WATCH_METHOD,
             request_serializer=pb.WatchRequest.SerializeToString,
             response_deserializer=pb.LineChange.FromString,
-        )(pb.WatchRequest(lines=list(lines)))
+        )(pb.WatchRequest(lines=list(lines), items=items))
         try:
             while True:
                 async with asyncio.timeout(idle):
@@ -161,7 +263,11 @@ async def watch_lines(
                 if msg is grpc.aio.EOF:
                     return  # the peer is stopping: the caller dials again later
                 if msg.lines or msg.initial:
-                    yield LineChange(tuple(msg.lines), msg.initial, msg.node_id or None)
+                    rows = _items_of(msg) if items else None
+                    sends = items and msg.initial and tuple(msg.sets) == _SETS
+                    yield LineChange(
+                        tuple(msg.lines), msg.initial, msg.node_id or None, rows, sends
+                    )
         except grpc.aio.AioRpcError as exc:
             raise error_from_rpc(exc, target) from exc
         except TimeoutError:

@@ -146,17 +146,25 @@ class Frame(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., recon: _Optional[_Union[Recon, _Mapping]] = ..., want: _Optional[_Union[Want, _Mapping]] = ..., items: _Optional[_Union[Items, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., end_of_turn: _Optional[_Union[EndOfTurn, _Mapping]] = ..., fin: _Optional[_Union[Fin, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAlive, _Mapping]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("lines",)
+    __slots__ = ("lines", "items")
     LINES_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     lines: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, lines: _Optional[_Iterable[str]] = ...) -> None: ...
+    items: bool
+    def __init__(self, lines: _Optional[_Iterable[str]] = ..., items: _Optional[bool] = ...) -> None: ...
 
 class LineChange(_message.Message):
-    __slots__ = ("lines", "initial", "node_id")
+    __slots__ = ("lines", "initial", "node_id", "items_line", "sets", "items")
     LINES_FIELD_NUMBER: _ClassVar[int]
     INITIAL_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_LINE_FIELD_NUMBER: _ClassVar[int]
+    SETS_FIELD_NUMBER: _ClassVar[int]
+    ITEMS_FIELD_NUMBER: _ClassVar[int]
     lines: _containers.RepeatedScalarFieldContainer[str]
     initial: bool
     node_id: str
-    def __init__(self, lines: _Optional[_Iterable[str]] = ..., initial: _Optional[bool] = ..., node_id: _Optional[str] = ...) -> None: ...
+    items_line: str
+    sets: _containers.RepeatedScalarFieldContainer[str]
+    items: _containers.RepeatedCompositeFieldContainer[Items]
+    def __init__(self, lines: _Optional[_Iterable[str]] = ..., initial: _Optional[bool] = ..., node_id: _Optional[str] = ..., items_line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., items: _Optional[_Iterable[_Union[Items, _Mapping]]] = ...) -> None: ...

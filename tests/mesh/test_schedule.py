@@ -299,6 +299,33 @@ def test_a_write_here_goes_to_every_healthy_peer_at_once() -> None:
     assert planner.due(20.0) == [a, c]
 
 
+def test_a_peer_that_takes_our_rows_over_its_watch_is_not_dialed_for_a_change() -> None:
+    planner = _planner()
+    a, c = _two_synced(planner)
+    # c's Watch call takes our changes' rows (decision 0046); a's does not
+    assert planner.local_change(20.0, {"ledger": 43}, covered=frozenset({c.key})) == [a.key]
+    assert planner.local_change(21.0, None, covered=frozenset({c.key})) == [a.key]
+    assert planner.due(21.0) == [a]
+    assert c.wake is None and c.next_attempt > 21.0  # its periodic sync stays
+
+
+async def test_the_scheduler_covers_the_peers_whose_node_ids_take_rows() -> None:
+    scheduler = SyncScheduler(_never_called, clock=lambda: 10.0)
+    a = scheduler.add_static(PeerAddress("10.0.0.1", 1))
+    c = scheduler.add_static(PeerAddress("10.0.0.3", 1))
+    scheduler.learned(c.key, "node-c")
+    scheduler.covered = lambda: {"node-c", "node-elsewhere"}
+    for peer in (a, c):
+        scheduler.planner.started(peer)
+        scheduler.planner.succeeded(peer, 0.0, 0.0, "ok")
+    scheduler.local_change({"ledger": 43})
+    assert scheduler.planner.due(10.0) == [a]
+
+
+async def _never_called(peer: PeerState) -> object:
+    raise AssertionError("no session in this test")
+
+
 def test_an_announcement_from_a_peer_that_dials_us_waits_for_its_own_session() -> None:
     planner = _planner()
     a, c = _two_synced(planner)
@@ -312,6 +339,10 @@ def test_an_announcement_from_a_peer_that_dials_us_waits_for_its_own_session() -
     assert planner.due(30.0 + ANNOUNCE_GRACE_S) == [a]
     # c never dialed us (a runner's office node, say): its announcements are answered at once.
     assert planner.remote_change(c.key, 30.0) and c in planner.due(30.0)
+    # a sends its changes' rows to us and so never dials us for one: a change whose rows we
+    # could not take is synced for at once, no grace.
+    assert planner.remote_change(a.key, 40.0, at_once=True)
+    assert a in planner.due(40.0)
 
 
 def test_a_peer_in_back_off_that_dials_us_is_up_again() -> None:
