@@ -125,6 +125,9 @@ class Node:
         self.changes = self._feed()
         self._watch: WatchService | None = None  # the server's, once it is made
         self.held = HeldIds()  # entry ids recently announced or taken: a rebound is free
+        # Per line, the rows last taken from a watch and the row numbers they were stored
+        # at: announcing that change again to our own watchers needs no read.
+        self._taken_rows: dict[str, tuple[int, int, ChangeItems]] = {}
         self.taken = {"changes": 0, "entries": 0, "refused": 0}  # rows taken from watches
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
         # The last snapshot of each set of each line, brought up to date per session.
@@ -293,6 +296,9 @@ class Node:
 
     async def _read_rows(self, line: str, after: int, upto: int) -> ChangeItems | None:
         """A change's rows, for the peers that take them over their Watch calls."""
+        taken = self._taken_rows.pop(line, None)
+        if taken is not None and taken[:2] == (after, upto):
+            return taken[2]  # exactly the rows just taken from a peer's watch
         found = await read_rows(self.home, line, after, upto)
         if found is None:
             return None
@@ -446,7 +452,11 @@ class Node:
                 signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
                 if signed:
                     await atts.admit(signed, [])
-                await entry_set.admit(entries, rows.externals)
+                start = await _line_mark(store)
+                admitted = await entry_set.admit(entries, rows.externals)
+                end = await _line_mark(store)
+                if start is not None and end is not None and end - start == admitted.added:
+                    self._taken_rows[line] = (start, end, rows)
         except LifelineError as exc:
             self.taken["refused"] += 1
             log.debug("rows of %s from %s not taken (syncing instead): %s", line, peer.address, exc)

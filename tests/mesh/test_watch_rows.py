@@ -140,6 +140,15 @@ async def _all_rows(node: Node) -> ChangeItems:
     return rows
 
 
+async def _append_signed(node: Node, summary: str) -> ChangeItems:
+    """`lifeline log` one more signed decision on ``node``: its rows, as announced."""
+    before = _count(node.home.line_path(LINE), "entries")
+    cli("lifeline", node.home.root, "log", "--kind", "decision", "--summary", summary)
+    rows = await node._read_rows(LINE, before, before + 1)
+    assert rows is not None
+    return rows
+
+
 @pytest.fixture
 def two_nodes(tmp_path: Path) -> tuple[Node, Node]:
     """Two lab nodes with identities; the first holds three signed decisions."""
@@ -165,6 +174,12 @@ async def test_rows_read_on_one_node_are_taken_by_another(two_nodes: tuple[Node,
     assert await b.take_rows(_peer(), rows)
     assert _count(line_b, "statements") == 1
     assert b.taken["changes"] == 1
+    # a later change: b's line watcher sees row 4 appear, and announcing it to b's own
+    # watchers reuses the rows just taken instead of reading them back
+    later = await _append_signed(a, "fourth")
+    assert await b.take_rows(_peer(), later)
+    assert await b._read_rows(LINE, 3, 4) is later
+    assert await b._read_rows(LINE, 3, 4) == later  # read from the line this time
     # what a node read to announce counts as held: its own rows coming back are free
     assert a.held.holds(LINE, [Entry.from_json(r, check=False).id for r in rows.entries])
 
