@@ -443,7 +443,8 @@ class Node:
         if not self._may_take_from(peer):
             return False
         try:
-            entries = [self._parse(EntryCodec(self.home.limits()), raw) for raw in rows.entries]
+            codec = EntryCodec(self.home.limits())
+            entries = [self._parse(codec, raw) for raw in rows.entries]
             ids = [item.id.hex() for item in entries]
             if self.held.holds(line, ids):
                 return True  # our own rows, or rows already taken from another peer
