@@ -96,9 +96,13 @@ def test_a_killed_node_listens_at_once_and_catches_up_within_seconds(tmp_path: P
     asyncio.run(_fill(a, lines[0], ENTRIES))
     _copy(lines[0], lines[1])
     pa, pb = free_port(), free_port()
+    # Written before either serves: their first session finds the lines apart and both
+    # sides build (and keep) their snapshots. A write while both serve would travel as
+    # rows over the Watch calls, with no session (decision 0046).
+    first = log_note(a, "before the crash")
     with _serving(b, pb, pa):
         with _serving(a, pa, pb):
-            wait_for_entry(lines[1], log_note(a, "before the crash"))  # both build snapshots
+            wait_for_entry(lines[1], first)
             end = time.monotonic() + 30
             while {"ledger.entries.snap", "ledger.attestations.snap"} - _kept(a):
                 assert time.monotonic() < end, f"no snapshot kept on disk: {_kept(a)}"
