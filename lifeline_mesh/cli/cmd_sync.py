@@ -183,7 +183,7 @@ async def _serve_node(args: argparse.Namespace, node: Node) -> int:
     print(
         f"stopped after {len(server.reports) + len(server.failures)} sessions in "
         f"({len(server.failures)} failed) and {out['syncs']} syncs out ({out['failed']} failed); "
-        f"took the rows of {node.taken['changes']} changes over watches"
+        f"took the rows of {node.rows.taken['changes']} changes over watches"
     )
     return 0
 

@@ -6,25 +6,33 @@ The announcing side reads a line's new rows once per change (``read_rows``): the
 whose row numbers the line watcher saw appear, parents first, with the author attestations
 of those entries (and the enrollments of runners among their signers, as a session sends
 them). The taking side admits them through the same sets and checks as a session's items
-(``Node.take_rows``); :class:`HeldIds` is what both sides know to be stored here.
+(:meth:`LiveRows.take`; the node decides first whom it takes rows from); :class:`HeldIds`
+is what both sides know to be stored here.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 
-from lifeline.errors import LifelineError
+from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline.home import Home
-from lifeline.store.tiers import require_tables
+from lifeline.store.port import Store
+from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
+from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 
-__all__ = ["HELD_IDS_PER_LINE", "HeldIds", "read_rows"]
+__all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "line_mark", "read_rows"]
+
+log = logging.getLogger(__name__)
 
 HELD_IDS_PER_LINE = 8192  # recent entry ids remembered per line (a few minutes of writes)
 
@@ -74,3 +82,84 @@ async def read_rows(
         signed = await AttestationSet(notary).fetch(await notary.author_ids(ids))
     rows = ChangeItems(line, tuple(signed.raws), tuple(entries.raws), tuple(entries.externals))
     return (rows, ids) if rows.fits() else None
+
+
+async def line_mark(store: Store) -> int | None:
+    """The line's highest row number (None: empty, or not a SQLite line)."""
+    if not isinstance(store, SqlLine):
+        return None
+    row = await store.run_read(lambda c: c.execute("SELECT max(seq) FROM entries").fetchone())
+    return None if row is None or row[0] is None else int(row[0])
+
+
+class LiveRows:
+    """A node's rows over the Watch calls: read once per change to announce, and taken from
+    the peers it watches. ``open_line`` is the node's (a session's: one state statement
+    when anything was new); ``make_sets`` gives the sets of a session we dialed."""
+
+    def __init__(
+        self,
+        home: Home,
+        *,
+        open_line: Callable[[str], AbstractAsyncContextManager[Store]],
+        make_sets: Callable[[Store], Sequence[ReconSet]],
+        max_item_bytes: int,
+    ) -> None:
+        self.home = home
+        self._open_line = open_line
+        self._make_sets = make_sets
+        self._max_item_bytes = max_item_bytes
+        self.held = HeldIds()  # entry ids recently announced or taken: an echo is free
+        # Per line, the rows last taken and the row numbers they were stored at:
+        # announcing that change to our own watchers needs no read.
+        self._last_taken: dict[str, tuple[int, int, ChangeItems]] = {}
+        self.taken = {"changes": 0, "entries": 0, "refused": 0}
+
+    async def read(self, line: str, after: int, upto: int) -> ChangeItems | None:
+        """A change's rows, for the peers that take them over their Watch calls."""
+        taken = self._last_taken.pop(line, None)
+        if taken is not None and taken[:2] == (after, upto):
+            return taken[2]  # exactly the rows just taken from a peer's watch
+        found = await read_rows(self.home, line, after, upto)
+        if found is None:
+            return None
+        rows, ids = found
+        self.held.add(line, ids)
+        return rows
+
+    async def take(self, source: str, rows: ChangeItems) -> bool:
+        """Admit rows announced by ``source``, as a session we dialed would (the same sets
+        and checks). False when they cannot all be admitted here — a missing parent, a
+        refused signature, an item over the cap — and the caller should sync instead."""
+        line = rows.line
+        try:
+            codec = EntryCodec(self.home.limits())
+            entries = [self._parse(codec, raw) for raw in rows.entries]
+            ids = [item.id.hex() for item in entries]
+            if self.held.holds(line, ids):
+                return True  # our own rows, or rows already taken from another peer
+            async with self._open_line(line) as store:
+                atts, _, entry_set = self._make_sets(store)
+                signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
+                if signed:
+                    await atts.admit(signed, [])
+                start = await line_mark(store)
+                admitted = await entry_set.admit(entries, rows.externals)
+                end = await line_mark(store)
+                if start is not None and end is not None and end - start == admitted.added:
+                    self._last_taken[line] = (start, end, rows)
+        except LifelineError as exc:
+            self.taken["refused"] += 1
+            log.debug("rows of %s from %s not taken (syncing instead): %s", line, source, exc)
+            return False
+        self.held.add(line, ids)
+        self.taken["changes"] += 1
+        self.taken["entries"] += len(ids)
+        return True
+
+    def _parse(self, codec: ItemCodec, raw: bytes) -> ParsedItem:
+        if len(raw) > self._max_item_bytes:
+            raise RemoteProtocolError(
+                f"an announced item of {len(raw)} bytes is over the cap of {self._max_item_bytes}"
+            )
+        return codec.parse(raw)

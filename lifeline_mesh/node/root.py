@@ -18,22 +18,20 @@ import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import grpc
 
 from lifeline.errors import (
     LifelineError,
     PeerError,
-    PermissionDenied,
-    RemoteProtocolError,
     StoreError,
 )
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
 from lifeline.store.pg_dsn import is_pg_store
 from lifeline.store.port import Store
-from lifeline.store.tiers import SqlLine, require_tables
+from lifeline.store.tiers import require_tables
 from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
@@ -44,10 +42,9 @@ from lifeline_mesh.home.state import NodeState, local_mesh_id, recorded_node_sta
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.service import add_join_port, add_membership
-from lifeline_mesh.membership.tls import channel_options, serving_node
-from lifeline_mesh.node.live_rows import HeldIds, read_rows
+from lifeline_mesh.node.live_rows import LiveRows, line_mark
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
-from lifeline_mesh.node.security import TransportSecurity, peer_node_id
+from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
 from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
@@ -59,7 +56,6 @@ from lifeline_mesh.peering.table import PeerState
 from lifeline_mesh.peering.watches import Heard
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
-from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
@@ -120,15 +116,17 @@ class Node:
         self._admitting: weakref.WeakKeyDictionary[Store, NotarizedEntrySet] = (
             weakref.WeakKeyDictionary()
         )
+        # Rows read to announce and rows taken from the peers we watch (decision 0046)
+        self.rows = LiveRows(
+            home,
+            open_line=self.open_line,
+            make_sets=lambda store: self.make_sets(store, None),
+            max_item_bytes=self.limits.max_item_bytes,
+        )
         # Changes of our shared lines, announced to the peers that watch us (Watch RPC),
-        # with their rows for the peers that take them (decision 0046).
+        # with their rows for the peers that take them.
         self.changes = self._feed()
         self._watch: WatchService | None = None  # the server's, once it is made
-        self.held = HeldIds()  # entry ids recently announced or taken: a rebound is free
-        # Per line, the rows last taken from a watch and the row numbers they were stored
-        # at: announcing that change again to our own watchers needs no read.
-        self._taken_rows: dict[str, tuple[int, int, ChangeItems]] = {}
-        self.taken = {"changes": 0, "entries": 0, "refused": 0}  # rows taken from watches
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
         # The last snapshot of each set of each line, brought up to date per session.
         self.snapshots = SnapshotCache(directory=home.snapshots_dir)
@@ -140,7 +138,7 @@ class Node:
         self._pg_snapshots: PgSnapshots | None = None  # a hub's: up to date by bucket sums
         # The node each static peer address was found to serve (its certificate), pinned
         # in the channels we dial there: what we send goes to that node or nowhere.
-        self._pins: dict[str, str] = {}
+        self.pins = PeerPins(home)
 
     @property
     def pg_snapshots(self) -> PgSnapshots:
@@ -163,7 +161,7 @@ class Node:
                 yield pg
             return
         async with self.home.open_line(validate_line_name(line), create=True) as store:
-            start = await _line_mark(store)
+            start = await line_mark(store)
             ok = False
             try:
                 yield store
@@ -181,7 +179,7 @@ class Node:
         when nothing but this session's admissions was written meanwhile (else unknown)."""
         held = None
         if start is not None and entries is not None and self.security.role is not MeshRole.READER:
-            end = await _line_mark(store)
+            end = await line_mark(store)
             if end is not None and end - start == entries.admitted:
                 held = end
         if store not in self._callers:
@@ -291,20 +289,8 @@ class Node:
 
     def _feed(self) -> ChangeFeed:
         # A hub's lines are announced without rows: its peers sync for them.
-        rows = self._read_rows if self.store_url is None else None
+        rows = self.rows.read if self.store_url is None else None
         return ChangeFeed(lambda: self.config().shared_lines, rows)
-
-    async def _read_rows(self, line: str, after: int, upto: int) -> ChangeItems | None:
-        """A change's rows, for the peers that take them over their Watch calls."""
-        taken = self._taken_rows.pop(line, None)
-        if taken is not None and taken[:2] == (after, upto):
-            return taken[2]  # exactly the rows just taken from a peer's watch
-        found = await read_rows(self.home, line, after, upto)
-        if found is None:
-            return None
-        rows, ids = found
-        self.held.add(line, ids)
-        return rows
 
     def server(self, join_listen: str | None = None) -> SyncServer:
         self._join_listen = join_listen
@@ -435,53 +421,17 @@ class Node:
                 yield Heard.UNTAKEN if sends_rows else Heard.CHANGED
 
     async def take_rows(self, peer: PeerState, rows: ChangeItems) -> bool:
-        """Admit the rows ``peer`` announced, as a session we dialed would (the same sets
-        and checks, one state statement when anything was new). False when they cannot
-        all be admitted here — a missing parent, a refused signature, a peer not known to
-        be a member in good standing — and the caller should sync with ``peer`` instead."""
-        line = rows.line
-        if not self._may_take_from(peer):
-            return False
-        try:
-            codec = EntryCodec(self.home.limits())
-            entries = [self._parse(codec, raw) for raw in rows.entries]
-            ids = [item.id.hex() for item in entries]
-            if self.held.holds(line, ids):
-                return True  # our own rows, or rows already taken from another peer
-            async with self.open_line(line) as store:
-                atts, _, entry_set = self.make_sets(store, None)
-                signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
-                if signed:
-                    await atts.admit(signed, [])
-                start = await _line_mark(store)
-                admitted = await entry_set.admit(entries, rows.externals)
-                end = await _line_mark(store)
-                if start is not None and end is not None and end - start == admitted.added:
-                    self._taken_rows[line] = (start, end, rows)
-        except LifelineError as exc:
-            self.taken["refused"] += 1
-            log.debug("rows of %s from %s not taken (syncing instead): %s", line, peer.address, exc)
-            return False
-        self.held.add(line, ids)
-        self.taken["changes"] += 1
-        self.taken["entries"] += len(ids)
-        return True
-
-    def _parse(self, codec: ItemCodec, raw: bytes) -> ParsedItem:
-        if len(raw) > self.limits.max_item_bytes:
-            raise RemoteProtocolError(
-                f"an announced item of {len(raw)} bytes is over the cap of "
-                f"{self.limits.max_item_bytes}"
-            )
-        return codec.parse(raw)
+        """Admit the rows ``peer`` announced (``LiveRows.take``), when it is a lab node or
+        the node our sessions found serving at its address, not revoked. False: sync with
+        ``peer`` instead."""
+        return self._may_take_from(peer) and await self.rows.take(str(peer.address), rows)
 
     def _may_take_from(self, peer: PeerState) -> bool:
         """Rows are taken from a lab node (no TLS), or from the node our sessions found
         serving at the peer's address (its certificate), while it is not revoked."""
         if self.security.insecure:
             return True
-        node_id = self._pins.get(str(peer.address))
-        return node_id is not None and RevocationList.load(self.home).revoked_at(node_id) is None
+        return self.pins.trusted(str(peer.address))
 
     async def sync_peer(self, peer: PeerState) -> str:
         """One scheduled sync with ``peer``: every shared line; a one-line summary."""
@@ -519,7 +469,7 @@ class Node:
         if not self.security.insecure:
             # Learn the members and revocations the peer knows: signers we must accept.
             await pull_membership(self.home, peer)
-            options = await self._pin(peer)
+            options = await self.pins.pin(peer)
         reports = []
         for line in lines:
             async with self.open_line(line) as store:
@@ -537,33 +487,9 @@ class Node:
                         fast=self.fast,
                     )
                 except PeerError:
-                    self._pins.pop(peer, None)  # another node may serve there now: ask again
+                    self.pins.forget(peer)
                     raise
                 reports.append(report)
             if held is not None:
                 held[line] = self._held.pop(store, None)
         return reports
-
-    async def _pin(self, peer: str) -> list[tuple[str, Any]]:
-        """Channel options that admit only the node serving at ``peer`` — refused when that
-        node is revoked, so nothing of ours reaches a revoked node at an address we dial."""
-        node_id = self._pins.get(peer)
-        if node_id is None:
-            node_id = (await asyncio.to_thread(serving_node, self.home, peer)).node_id
-        revoked = RevocationList.load(self.home).revoked_at(node_id)
-        if revoked is not None:
-            self._pins.pop(peer, None)
-            raise PermissionDenied(
-                f"{peer} is served by node {node_id}, revoked at {revoked}: nothing is sent "
-                "to it; drop the address from `serve --peer` and the node's config"
-            )
-        self._pins[peer] = node_id
-        return channel_options(node_id)
-
-
-async def _line_mark(store: Store) -> int | None:
-    """The line's highest row number (None: empty, or not a SQLite line)."""
-    if not isinstance(store, SqlLine):
-        return None
-    row = await store.run_read(lambda c: c.execute("SELECT max(seq) FROM entries").fetchone())
-    return None if row is None or row[0] is None else int(row[0])

@@ -3,28 +3,37 @@
 ``TransportSecurity.for_home`` reads the node's mesh certificate, key and CA: mutual TLS
 with the membership authorizer, or — only with ``insecure`` and only on loopback — plain
 text that lets every caller in. Signers known to the notary are the members registry plus,
-for one session, the caller whose certificate TLS just verified.
+for one session, the caller whose certificate TLS just verified. :class:`PeerPins` keeps
+the node found serving at each address we dial, so what we send goes to that node or
+nowhere, and rows announced there are taken only from it (decision 0046).
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
 from cryptography import x509
 
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, PermissionDenied
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.authz import MeshAuthorizer, cert_identity
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
-from lifeline_mesh.membership.tls import channel_credentials, channel_options, server_credentials
+from lifeline_mesh.membership.tls import (
+    channel_credentials,
+    channel_options,
+    server_credentials,
+    serving_node,
+)
 from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
 from lifeline_mesh.transport.authz import AllowAll, Authorizer, MeshRole, PeerIdentity
 
-__all__ = ["SessionSigners", "TransportSecurity", "peer_node_id"]
+__all__ = ["PeerPins", "SessionSigners", "TransportSecurity", "peer_node_id"]
 
 
 def peer_node_id(peer: PeerIdentity) -> str | None:
@@ -91,3 +100,36 @@ class TransportSecurity:
         if self.insecure:
             return None
         return EnrolledSigners(SessionSigners(FileSigners.load(home, local), caller), self.ca)
+
+
+class PeerPins:
+    """The node found serving at each peer address we dial (its certificate's node id)."""
+
+    def __init__(self, home: NodeHome) -> None:
+        self.home = home
+        self.known: dict[str, str] = {}
+
+    async def pin(self, peer: str) -> list[tuple[str, Any]]:
+        """Channel options that admit only the node serving at ``peer`` — refused when that
+        node is revoked, so nothing of ours reaches a revoked node at an address we dial."""
+        node_id = self.known.get(peer)
+        if node_id is None:
+            node_id = (await asyncio.to_thread(serving_node, self.home, peer)).node_id
+        revoked = RevocationList.load(self.home).revoked_at(node_id)
+        if revoked is not None:
+            self.known.pop(peer, None)
+            raise PermissionDenied(
+                f"{peer} is served by node {node_id}, revoked at {revoked}: nothing is sent "
+                "to it; drop the address from `serve --peer` and the node's config"
+            )
+        self.known[peer] = node_id
+        return channel_options(node_id)
+
+    def forget(self, peer: str) -> None:
+        """Another node may serve there now: ask again at the next session."""
+        self.known.pop(peer, None)
+
+    def trusted(self, peer: str) -> bool:
+        """Whether the node pinned at ``peer`` is known and not revoked."""
+        node_id = self.known.get(peer)
+        return node_id is not None and RevocationList.load(self.home).revoked_at(node_id) is None

@@ -135,7 +135,7 @@ def _count(line: Path, table: str) -> int:
 async def _all_rows(node: Node) -> ChangeItems:
     with sqlite3.connect(node.home.line_path(LINE)) as conn:
         mark = int(conn.execute("SELECT max(seq) FROM entries").fetchone()[0])
-    rows = await node._read_rows(LINE, 0, mark)
+    rows = await node.rows.read(LINE, 0, mark)
     assert rows is not None
     return rows
 
@@ -144,7 +144,7 @@ async def _append_signed(node: Node, summary: str) -> ChangeItems:
     """`lifeline log` one more signed decision on ``node``: its rows, as announced."""
     before = _count(node.home.line_path(LINE), "entries")
     cli("lifeline", node.home.root, "log", "--kind", "decision", "--summary", summary)
-    rows = await node._read_rows(LINE, before, before + 1)
+    rows = await node.rows.read(LINE, before, before + 1)
     assert rows is not None
     return rows
 
@@ -169,19 +169,19 @@ async def test_rows_read_on_one_node_are_taken_by_another(two_nodes: tuple[Node,
     # each entry with its author's signature, and one state statement by b for the new state
     assert _count(line_b, "attestations") == 3
     assert _count(line_b, "statements") == 1
-    assert b.taken == {"changes": 1, "entries": 3, "refused": 0}
+    assert b.rows.taken == {"changes": 1, "entries": 3, "refused": 0}
     # the same rows again (a rebound from another peer): nothing to do, nothing signed
     assert await b.take_rows(_peer(), rows)
     assert _count(line_b, "statements") == 1
-    assert b.taken["changes"] == 1
+    assert b.rows.taken["changes"] == 1
     # a later change: b's line watcher sees row 4 appear, and announcing it to b's own
     # watchers reuses the rows just taken instead of reading them back
     later = await _append_signed(a, "fourth")
     assert await b.take_rows(_peer(), later)
-    assert await b._read_rows(LINE, 3, 4) is later
-    assert await b._read_rows(LINE, 3, 4) == later  # read from the line this time
+    assert await b.rows.read(LINE, 3, 4) is later
+    assert await b.rows.read(LINE, 3, 4) == later  # read from the line this time
     # what a node read to announce counts as held: its own rows coming back are free
-    assert a.held.holds(LINE, [Entry.from_json(r, check=False).id for r in rows.entries])
+    assert a.rows.held.holds(LINE, [Entry.from_json(r, check=False).id for r in rows.entries])
 
 
 async def test_rows_that_cannot_all_be_admitted_are_refused_whole(
@@ -211,7 +211,7 @@ async def test_rows_that_cannot_all_be_admitted_are_refused_whole(
     assert not await b.take_rows(_peer(), huge)
     assert _count(line_b, "entries") == 0
     assert _count(line_b, "statements") == 0
-    assert b.taken["refused"] == 4
+    assert b.rows.taken["refused"] == 4
     assert await b.take_rows(_peer(), rows)  # the whole change is still taken after all that
     assert _count(line_b, "entries") == 3
 
@@ -232,7 +232,7 @@ async def test_a_mesh_node_takes_rows_only_from_the_member_it_found_at_that_addr
     identity = NodeIdentity.maybe_of(a.home)
     assert identity is not None
     a_id = identity.node_id
-    b._pins[str(peer.address)] = a_id
+    b.pins.known[str(peer.address)] = a_id
     cli("lifeline_mesh", tmp_path / "b", "revoke", a_id, "--reason", "test")
     assert not await b.take_rows(peer, rows)
     assert _count(b_home.line_path(LINE), "entries") == 0
