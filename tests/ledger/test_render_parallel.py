@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from lifeline.projection_file import write_projection
 from lifeline.render_worker import same_snapshot
 from lifeline.store.port import RowProblem
 from lifeline.store.sqlite import SqliteStore
+from tests.support.clirun import lifeline
 from tests.support.entries import make_entry
 
 N = 300  # three workers: stream positions 0-99, 100-199, 200 and after
@@ -41,14 +40,7 @@ BODIES = [
 
 
 def run(root: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lifeline", "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, **env},
-    )
+    return lifeline(root, *args, timeout=120, env=env)
 
 
 def _entries() -> list[Entry]:

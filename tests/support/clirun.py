@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,9 +11,14 @@ __all__ = ["lifeline"]
 
 
 def lifeline(
-    root: Path, *args: str, stdin: str | None = None, timeout: float = 60
+    root: Path,
+    *args: str,
+    stdin: str | None = None,
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``python -m lifeline --root ROOT ARGS...``; captures text output."""
+    """``python -m lifeline --root ROOT ARGS...``; captures text output. ``env`` is added
+    to this process's environment."""
     return subprocess.run(
         [sys.executable, "-m", "lifeline", "--root", str(root), *args],
         capture_output=True,
@@ -20,4 +26,5 @@ def lifeline(
         input=stdin,
         timeout=timeout,
         check=False,
+        env=None if env is None else os.environ | env,
     )

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.clirun import lifeline
 
 COMMANDS = ["context", "recall", "resume", "checkpoint", "correct", "pin", "unpin"]
 
@@ -17,15 +17,7 @@ COMMANDS = ["context", "recall", "resume", "checkpoint", "correct", "pin", "unpi
 def run(
     root: Path, *args: str, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full_env = os.environ | {"LIFELINE_AUTHOR": "tester"} | (env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "lifeline", "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=full_env,
-        check=False,
-    )
+    return lifeline(root, *args, env={"LIFELINE_AUTHOR": "tester"} | (env or {}))
 
 
 def ok(root: Path, *args: str, env: dict[str, str] | None = None) -> str:
