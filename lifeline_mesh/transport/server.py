@@ -186,7 +186,7 @@ class SyncServer:
                 hello = await channel.recv()
         except TimeoutError:
             raise RemoteProtocolError(
-                f"no hello within {self.hello_timeout:.0f}s of the stream's start (cap "
+                f"no hello within {self.hello_timeout:g}s of the stream's start (cap "
                 "HELLO_TIMEOUT_S); a session opens with its hello"
             ) from None
         finally:
