@@ -21,7 +21,7 @@ from lifeline.errors import ConfigError
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.service import MembershipServicer
 from lifeline_mesh.membership.tls import join_server_credentials
-from lifeline_mesh.transport.server import HANDSHAKE_TIMEOUT_S
+from lifeline_mesh.transport.channels import HANDSHAKE_TIMEOUT_S
 from lifeline_mesh.wire import membership_pb2 as pb
 
 __all__ = [

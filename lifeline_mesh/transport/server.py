@@ -38,12 +38,16 @@ from lifeline_mesh.transport.authz import (
     SessionPeer,
     identity_of,
 )
-from lifeline_mesh.transport.channels import METHOD, ServerChannel, grpc_options
+from lifeline_mesh.transport.channels import (
+    HANDSHAKE_TIMEOUT_S,
+    METHOD,
+    ServerChannel,
+    grpc_options,
+)
 from lifeline_mesh.transport.errors import Refused, status_for
 from lifeline_mesh.transport.refusals import FailureRing, QuietLog, cut, peer_host, quote
 
 __all__ = [
-    "HANDSHAKE_TIMEOUT_S",
     "HELLO_TIMEOUT_S",
     "MAX_WAITING_HELLOS",
     "LineOpener",
@@ -57,8 +61,6 @@ HELLO_TIMEOUT_S = IDLE_TIMEOUT
 # Streams waiting for their hello at once; more are refused at once (each costs the server
 # its stream state until the hello or the timeout).
 MAX_WAITING_HELLOS = 256
-# A connection must finish its TLS handshake within this (gRPC's default is 120 s).
-HANDSHAKE_TIMEOUT_S = 10.0
 
 # (line) -> async context manager yielding the store of that line
 LineOpener = Callable[[str], AbstractAsyncContextManager[Store]]
