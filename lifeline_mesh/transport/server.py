@@ -13,6 +13,7 @@ network peer").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -162,27 +163,28 @@ class SyncServer:
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> None:
         channel = ServerChannel(context)
+        if self.waiting_hellos >= self.max_waiting_hellos:
+            busy = PeerError(
+                f"busy: {self.waiting_hellos} sessions are waiting for their hello (cap "
+                "MAX_WAITING_HELLOS); try again in a moment"
+            )
+            await self._refuse(context, None, busy)
+            return
+        # Counted until admitted or refused: the hello, and a refusal's drain, each bounded
+        self.waiting_hellos += 1
         hello = None
         try:
             hello = await self._hello(channel)
             peer = await self._admit(hello.line, context)
         except LifelineError as exc:
-            self._failed(context, "refused a session", exc)
-            if isinstance(hello, Hello):
-                await _drain_first_turn(channel)
-            await context.abort(status_for(exc), cut(str(exc)))
+            await self._refuse(context, channel if isinstance(hello, Hello) else None, exc)
             return
+        finally:
+            self.waiting_hellos -= 1
         await self._run(hello, channel, context, peer)
 
     async def _hello(self, channel: ServerChannel) -> Hello:
-        """The stream's first frame, a hello, within ``hello_timeout``; refused at once
-        when ``max_waiting_hellos`` streams are already waiting for theirs."""
-        if self.waiting_hellos >= self.max_waiting_hellos:
-            raise PeerError(
-                f"busy: {self.waiting_hellos} sessions are waiting for their hello (cap "
-                "MAX_WAITING_HELLOS); try again in a moment"
-            )
-        self.waiting_hellos += 1
+        """The stream's first frame, a hello, within ``hello_timeout``."""
         try:
             async with asyncio.timeout(self.hello_timeout):
                 hello = await channel.recv()
@@ -191,13 +193,30 @@ class SyncServer:
                 f"no hello within {self.hello_timeout:g}s of the stream's start (cap "
                 "HELLO_TIMEOUT_S); a session opens with its hello"
             ) from None
-        finally:
-            self.waiting_hellos -= 1
         if not isinstance(hello, Hello):
             raise RemoteProtocolError(
                 f"the first frame must be a hello, got {type(hello).__name__}"
             )
         return hello
+
+    async def _refuse(
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        drain: ServerChannel | None,
+        exc: LifelineError,
+    ) -> None:
+        """End a stream refused before its session: the reason, bounded, to the failures,
+        the log and the caller — after reading its opening turn (``drain``), for no longer
+        than ``hello_timeout``."""
+        self._failed(context, "refused a session", exc)
+        if drain is not None:
+            await self._drain(drain)
+        await context.abort(status_for(exc), cut(str(exc)))
+
+    async def _drain(self, channel: ServerChannel) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.hello_timeout):
+                await _drain_first_turn(channel)
 
     def _failed(
         self, context: grpc.aio.ServicerContext[Any, Any], what: str, exc: LifelineError
@@ -256,7 +275,7 @@ class SyncServer:
             if self._on_session is not None:
                 self._on_session(peer.identity, hello.line, None, str(exc))
             if not driving:
-                await _drain_first_turn(channel)
+                await self._drain(channel)
                 await context.abort(status_for(exc), cut(str(exc)))
 
 

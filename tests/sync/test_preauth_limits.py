@@ -40,6 +40,24 @@ async def test_a_stream_without_its_hello_is_ended_at_the_deadline(tmp_path: Pat
         assert server.waiting_hellos == 0 and server.failures.total == 1
 
 
+async def test_a_refused_stream_that_stalls_after_its_hello_is_ended(tmp_path: Path) -> None:
+    """A refused caller's opening turn is read before the refusal, but not forever: a
+    hello for a line not shared here, then nothing, ends within the deadline."""
+    node = make_node(tmp_path / "a")
+    hello = pb.Frame(hello=pb.Hello(protocol_version=1, line="private", max_frame_bytes=1 << 20))
+    async with serving(node) as (server, address):
+        server.hello_timeout = 0.3
+        async with grpc.aio.insecure_channel(address) as channel:
+            call = grpc_stubs.MeshStub(channel).Sync()
+            await call.write(hello)
+            async with asyncio.timeout(10):
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await call.read()
+        assert info.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "'private' is not shared" in (info.value.details() or "")
+        assert server.waiting_hellos == 0
+
+
 def test_failures_keep_the_last_reasons_cut_and_count_all() -> None:
     ring = FailureRing(kept=3)
     for n in range(10):
