@@ -271,7 +271,7 @@ class SyncServer:
             # Once driving, the session told the peer (Abort frame); a line that could not
             # be opened (e.g. a hub's database is down) is refused with its reason here.
             # Either way the node keeps serving.
-            self._failed(context, "a sync session failed", exc)
+            self._failed(context, "failed a session", exc)
             if self._on_session is not None:
                 self._on_session(peer.identity, hello.line, None, str(exc))
             if not driving:
