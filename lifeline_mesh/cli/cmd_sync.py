@@ -181,8 +181,8 @@ async def _serve_node(args: argparse.Namespace, node: Node) -> int:
             stop.set()  # the watcher ends with the server
     out = node.outbound
     print(
-        f"stopped after {len(server.reports) + len(server.failures)} sessions in "
-        f"({len(server.failures)} failed) and {out['syncs']} syncs out ({out['failed']} failed); "
+        f"stopped after {len(server.reports) + server.failures.total} sessions in "
+        f"({server.failures.total} failed) and {out['syncs']} syncs out ({out['failed']} failed); "
         f"took the rows of {node.rows.taken['changes']} changes over watches"
     )
     return 0

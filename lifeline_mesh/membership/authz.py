@@ -94,6 +94,10 @@ class MeshAuthorizer:
         certificate, PermissionDenied when refused."""
         return self.check(cert_identity(peer), access)
 
+    async def authenticate(self, peer: PeerIdentity) -> None:
+        """The transport's first check: a certificate of our mesh, not revoked."""
+        self.caller(peer, Access.READ)
+
     async def authorize(self, peer: PeerIdentity, line: str, access: Access) -> None:
         """The transport's hook: the same check for every line."""
         self.caller(peer, access)

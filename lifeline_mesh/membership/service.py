@@ -1,8 +1,8 @@
 """The Membership gRPC service: joins (invite → certificate), WhoAmI, revocation pulls.
 
 Join runs on a port with server-authenticated TLS only, since the joiner has no certificate
-yet; WhoAmI and Revocations need a member certificate and so are reached on the node's
-mutual-TLS port (on the join port they are refused as not authenticated). Only the node
+yet (``membership/join_port.py``, where Join is the only method); WhoAmI and Revocations
+need a member certificate and so are reached on the node's mutual-TLS port. Only the node
 holding the CA key can complete a join (docs/security.md).
 """
 
@@ -32,7 +32,6 @@ from lifeline_mesh.membership.certs import mesh_id_of
 from lifeline_mesh.membership.invite import InviteBook, join_proof
 from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import RevocationList, export_revocations
-from lifeline_mesh.membership.tls import join_server_credentials
 from lifeline_mesh.transport.authz import Access, identity_of
 from lifeline_mesh.transport.errors import status_for
 from lifeline_mesh.wire import membership_pb2 as pb
@@ -42,7 +41,6 @@ pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
 
 __all__ = [
     "MembershipServicer",
-    "add_join_port",
     "add_membership",
     "join_message",
 ]
@@ -176,15 +174,3 @@ def add_membership(server: Any, home: NodeHome, clock: Clock = _now) -> Membersh
     servicer = MembershipServicer(home, clock)
     pb_grpc.add_MembershipServicer_to_server(servicer, server)
     return servicer
-
-
-def add_join_port(server: Any, home: NodeHome, listen: str) -> int:
-    """Open a join port (server-authenticated TLS) on a node's server; returns the port.
-
-    Calls on this port carry no client certificate, so every other service must refuse
-    them (``membership.authz.cert_identity`` raises NotAuthenticated) — only Join works here.
-    """
-    port: int = server.add_secure_port(listen, join_server_credentials(home))
-    if not port:
-        raise ConfigError(f"cannot listen on {listen} for joins (address in use?)")
-    return port

@@ -10,7 +10,8 @@ import grpc
 
 from lifeline.errors import LocalProtocolError
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.membership.service import add_join_port, add_membership
+from lifeline_mesh.membership.join_port import start_join_server
+from lifeline_mesh.membership.service import add_membership
 from lifeline_mesh.membership.tls import server_credentials
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.server import SyncServer
@@ -48,7 +49,11 @@ async def serve_membership(
 
     def extend(server: grpc.aio.Server) -> None:
         add_membership(server, home)
-        join_ports.append(add_join_port(server, home, listen))
+
+    async def join_port() -> grpc.aio.Server:
+        server, port = await start_join_server(home, listen)
+        join_ports.append(port)
+        return server
 
     server = SyncServer(
         _no_line,
@@ -56,6 +61,7 @@ async def serve_membership(
         _no_line,
         credentials=server_credentials(home),
         extend=extend,
+        side=join_port,
     )
     address = await server.start(mtls_listen)
     return MembershipServer(server, join_ports[0], split_address(address)[1])

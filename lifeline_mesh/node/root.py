@@ -41,7 +41,8 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import NodeState, local_mesh_id, recorded_node_state
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
-from lifeline_mesh.membership.service import add_join_port, add_membership
+from lifeline_mesh.membership.join_port import start_join_server
+from lifeline_mesh.membership.service import add_membership
 from lifeline_mesh.node.live_rows import LiveRows, line_mark
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
@@ -278,14 +279,17 @@ class Node:
         return sets
 
     def _extend(self, server: grpc.aio.Server) -> None:
-        """Membership service on the sync port; a join port where the CA key lives."""
-        if self.security.insecure:
-            return
-        add_membership(server, self.home)
-        if state_of(self.home).read(CA_KEY) is not None and self._join_listen:
-            port = add_join_port(server, self.home, self._join_listen)
-            host = self._join_listen.rpartition(":")[0]
-            self.join_address = f"{host}:{port}"
+        if not self.security.insecure:  # membership on the sync port
+            add_membership(server, self.home)
+
+    async def _join_port(self) -> grpc.aio.Server | None:
+        """A join port, a server of its own, where the CA key lives."""
+        listen = self._join_listen
+        if self.security.insecure or not listen or state_of(self.home).read(CA_KEY) is None:
+            return None
+        server, port = await start_join_server(self.home, listen)
+        self.join_address = f"{listen.rpartition(':')[0]}:{port}"
+        return server
 
     def _feed(self) -> ChangeFeed:
         # A hub's lines are announced without rows: its peers sync for them.
@@ -304,6 +308,7 @@ class Node:
             credentials=self.security.server_credentials,
             limits=self.limits,
             extend=self._extend,
+            side=self._join_port,
             announcements=self.changes,
             on_session=InboundLog(self.home).record,
             fast=self.fast,

@@ -14,6 +14,11 @@ when the announcer had them at hand (:class:`ChangeItems`), and admits them as i
 session's items: a write reaches a watching peer without any session. A change announced
 without its rows (too many, or not read in time) makes the caller sync as before.
 
+The caller is authenticated before anything else (``Authorizer.authenticate``): a call
+without a mesh certificate, or from a revoked node, is refused whether or not it names
+lines, as every method but Join is. A request naming more than ``MAX_WATCH_LINES`` lines
+is refused before anything is built from it.
+
 A heartbeat (an empty announcement) every ``WATCH_HEARTBEAT_S`` keeps NAT mappings open
 and lets the caller notice a dead peer (no message for ``WATCH_IDLE_S``) and dial again.
 """
@@ -29,15 +34,17 @@ from typing import Any, Protocol
 
 import grpc
 
-from lifeline.errors import LifelineError, PeerError, Refused
+from lifeline.errors import LifelineError, PeerError, Refused, RemoteProtocolError
 from lifeline_mesh.transport.authz import Access, Authorizer, PeerIdentity, identity_of
 from lifeline_mesh.transport.channels import open_channel
 from lifeline_mesh.transport.errors import error_from_rpc, status_for
+from lifeline_mesh.transport.refusals import QuietLog, cut, peer_host, quote_all
 from lifeline_mesh.wire import sync_pb2 as pb
 
 __all__ = [
     "MAX_CHANGE_BYTES",
     "MAX_CHANGE_ITEMS",
+    "MAX_WATCH_LINES",
     "WATCH_HEARTBEAT_S",
     "WATCH_IDLE_S",
     "WATCH_METHOD",
@@ -57,6 +64,7 @@ WATCH_IDLE_S = 3 * WATCH_HEARTBEAT_S
 # larger change is announced without them and the caller syncs. Far under the frame caps.
 MAX_CHANGE_ITEMS = 256
 MAX_CHANGE_BYTES = 1 << 20
+MAX_WATCH_LINES = 1024  # lines one Watch call may name
 _SETS = ("attestations", "entries")  # the sets an announcement's items belong to, in order
 
 
@@ -139,6 +147,8 @@ class WatchService:
         self._authorizer = authorizer
         self._heartbeat = heartbeat
         self.calls = 0  # calls accepted so far (tests, status)
+        self.refused = 0  # calls refused so far
+        self.quiet_log = QuietLog(log)
         # Callers of the open calls that take items: a change of ours reaches each of them
         # over its call, so the node's scheduler need not start a session for it.
         self.item_callers: list[PeerIdentity] = []
@@ -154,18 +164,27 @@ class WatchService:
         self, request: pb.WatchRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.LineChange]:
         peer = identity_of(context)
+        try:
+            await self._authorizer.authenticate(peer)
+            if len(request.lines) > MAX_WATCH_LINES:
+                raise RemoteProtocolError(
+                    f"a watch naming {len(request.lines)} lines (cap MAX_WATCH_LINES = "
+                    f"{MAX_WATCH_LINES}); name fewer, or none for every line"
+                )
+        except LifelineError as exc:
+            await self._refuse(context, exc)
+            return
         wanted = frozenset(request.lines)
         with self._announcements.subscribe(items=request.items) as sub:
             try:
                 first = await self._readable(peer, wanted, self._announcements.shared_lines())
                 if wanted and not first:
                     raise Refused(
-                        f"none of the lines {sorted(wanted)} is shared here and readable by "
-                        "the caller; nothing to announce"
+                        f"none of the lines {quote_all(wanted)} is shared here and readable "
+                        "by the caller; nothing to announce"
                     )
             except LifelineError as exc:
-                log.info("refused a watch from %s: %s", context.peer(), exc)
-                await context.abort(status_for(exc), str(exc))
+                await self._refuse(context, exc)
                 return
             self.calls += 1
             if request.items:
@@ -187,6 +206,14 @@ class WatchService:
             finally:
                 if request.items:
                     self.item_callers.remove(peer)
+
+    async def _refuse(
+        self, context: grpc.aio.ServicerContext[Any, Any], exc: LifelineError
+    ) -> None:
+        self.refused += 1
+        caller = context.peer() or "?"
+        self.quiet_log.warning(peer_host(caller), "refused a watch from %s: %s", caller, exc)
+        await context.abort(status_for(exc), cut(str(exc)))
 
     async def _readable(
         self, peer: PeerIdentity, wanted: frozenset[str], lines: Iterable[str]

@@ -81,6 +81,13 @@ class SessionPeer:
 
 
 class Authorizer(Protocol):
+    async def authenticate(self, peer: PeerIdentity) -> None:
+        """Return when the caller may call this node at all, whatever it asks for (a
+        member of the mesh, not revoked); raise :class:`~lifeline.errors.Refused` (or a
+        subclass) otherwise. Asked first, so a caller refused here learns nothing of the
+        lines it names (docs/security.md, "Unauthenticated network peer")."""
+        ...
+
     async def authorize(self, peer: PeerIdentity, line: str, access: Access) -> None:
         """Return to allow; raise :class:`~lifeline.errors.Refused` (or a subclass) to deny."""
         ...
@@ -88,6 +95,9 @@ class Authorizer(Protocol):
 
 class AllowAll:
     """Allows every peer: only for a node without TLS, which stays on loopback."""
+
+    async def authenticate(self, peer: PeerIdentity) -> None:
+        return None
 
     async def authorize(self, peer: PeerIdentity, line: str, access: Access) -> None:
         return None

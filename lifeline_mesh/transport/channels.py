@@ -22,9 +22,19 @@ from lifeline_mesh.transport.addresses import require_loopback
 from lifeline_mesh.transport.errors import error_from_rpc
 from lifeline_mesh.wire.codec import decode_bytes, encode_bytes
 
-__all__ = ["METHOD", "ClientChannel", "ServerChannel", "grpc_options", "open_channel"]
+__all__ = [
+    "HANDSHAKE_TIMEOUT_S",
+    "METHOD",
+    "ClientChannel",
+    "ServerChannel",
+    "grpc_options",
+    "open_channel",
+]
 
 METHOD = "/lifeline_mesh.v1.Mesh/Sync"
+# A connection to any of our servers must finish its TLS handshake within this (gRPC's
+# default is 120 s): a caller that stalls it holds a socket, no more, and not for long.
+HANDSHAKE_TIMEOUT_S = 10.0
 
 
 def grpc_options(max_frame_bytes: int) -> list[tuple[str, Any]]:

@@ -1,15 +1,22 @@
 """The gRPC peer: accepts sync sessions, one stream per session (grpc.aio).
 
-Before a session it reads the Hello, checks the line is shared, asks the authorizer, then
-opens the line's store *for this session* (so writes by other processes are seen) and runs
-the responder. A failing session ends only itself: its reason goes to the peer and the log.
+Before a session it reads the Hello (within ``HELLO_TIMEOUT_S``; at most
+``MAX_WAITING_HELLOS`` streams wait for theirs at once), asks the authorizer whether the
+caller may read at all, then checks the line is shared — so a caller that may not read
+hears the same refusal whether the line exists or not — then opens the line's store *for
+this session* (so writes by other processes are seen) and runs the responder. A failing
+session ends only itself: its reason goes to the peer and, bounded, to the server's
+failures and the log (``transport/refusals.py``; docs/security.md, "Unauthenticated
+network peer").
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -19,7 +26,7 @@ from lifeline.errors import LifelineError, PeerError, RemoteProtocolError
 from lifeline.store.port import Store
 from lifeline_mesh.recon.frames import EndOfTurn, Hello
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
-from lifeline_mesh.sync.driver import SyncReport, drive
+from lifeline_mesh.sync.driver import IDLE_TIMEOUT, SyncReport, drive
 from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import require_loopback
@@ -32,12 +39,29 @@ from lifeline_mesh.transport.authz import (
     SessionPeer,
     identity_of,
 )
-from lifeline_mesh.transport.channels import METHOD, ServerChannel, grpc_options
+from lifeline_mesh.transport.channels import (
+    HANDSHAKE_TIMEOUT_S,
+    METHOD,
+    ServerChannel,
+    grpc_options,
+)
 from lifeline_mesh.transport.errors import Refused, status_for
+from lifeline_mesh.transport.refusals import FailureRing, QuietLog, cut, peer_host, quote
 
-__all__ = ["LineOpener", "SyncServer"]
+__all__ = [
+    "HELLO_TIMEOUT_S",
+    "MAX_WAITING_HELLOS",
+    "LineOpener",
+    "SyncServer",
+]
 
 log = logging.getLogger(__name__)
+
+# A stream must open with its hello as a session goes on: within the idle timeout.
+HELLO_TIMEOUT_S = IDLE_TIMEOUT
+# Streams waiting for their hello at once; more are refused at once (each costs the server
+# its stream state until the hello or the timeout).
+MAX_WAITING_HELLOS = 256
 
 # (line) -> async context manager yielding the store of that line
 LineOpener = Callable[[str], AbstractAsyncContextManager[Store]]
@@ -58,6 +82,7 @@ class SyncServer:
         credentials: grpc.ServerCredentials | None = None,
         limits: SessionLimits | None = None,
         extend: Callable[[grpc.aio.Server], None] | None = None,
+        side: Callable[[], Awaitable[grpc.aio.Server | None]] | None = None,
         announcements: Announcements | None = None,
         on_session: SessionHook | None = None,
         fast: FastPaths = FAST,
@@ -72,6 +97,9 @@ class SyncServer:
         self.limits = limits or SessionLimits()
         self._extend = extend  # adds other services / ports (membership) before start
         self._server: grpc.aio.Server | None = None
+        # A server of its own started with this one (the join port), stopped with it
+        self._side = side
+        self._side_server: grpc.aio.Server | None = None
         # The Watch RPC, when this node announces its changes (docs/protocol.md, "Watch")
         self._announcements = announcements
         self.watch = (
@@ -80,7 +108,12 @@ class SyncServer:
             else WatchService(announcements, is_shared, self._authorizer, node_id=node_id)
         )
         self.reports: list[SyncReport] = []
-        self.failures: list[str] = []
+        # The last reasons of refused or failed sessions, cut; ``failures.total`` counts all.
+        self.failures = FailureRing()
+        self.quiet_log = QuietLog(log)
+        self.hello_timeout = HELLO_TIMEOUT_S
+        self.max_waiting_hellos = MAX_WAITING_HELLOS
+        self.waiting_hellos = 0
         self._on_session = on_session  # told of each admitted session's caller and outcome
 
     async def start(self, listen: str) -> str:
@@ -88,7 +121,11 @@ class SyncServer:
         host, port = require_loopback(
             listen, tls=self._credentials is not None, what="listen address", listen=True
         )
-        server = grpc.aio.server(options=grpc_options(self.limits.max_frame_bytes))
+        options = [
+            *grpc_options(self.limits.max_frame_bytes),
+            ("grpc.server_handshake_timeout_ms", int(HANDSHAKE_TIMEOUT_S * 1000)),
+        ]
+        server = grpc.aio.server(options=options)
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
         service, method = METHOD.strip("/").split("/")
         handlers[method] = grpc.stream_stream_rpc_method_handler(self._handle)
@@ -104,11 +141,16 @@ class SyncServer:
             bound = server.add_secure_port(bind, self._credentials)
         await server.start()
         self._server = server
+        if self._side is not None:
+            self._side_server = await self._side()
         return f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
 
     async def stop(self, grace: float = 5.0) -> None:
         if self._announcements is not None:
             self._announcements.close()  # open Watch calls end now, not after the grace
+        if self._side_server is not None:
+            await self._side_server.stop(grace)
+            self._side_server = None
         if self._server is not None:
             await self._server.stop(grace)
             self._server = None
@@ -121,31 +163,78 @@ class SyncServer:
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> None:
         channel = ServerChannel(context)
+        if self.waiting_hellos >= self.max_waiting_hellos:
+            busy = PeerError(
+                f"busy: {self.waiting_hellos} sessions are waiting for their hello (cap "
+                "MAX_WAITING_HELLOS); try again in a moment"
+            )
+            await self._refuse(context, None, busy)
+            return
+        # Counted until admitted or refused: the hello, and a refusal's drain, each bounded
+        self.waiting_hellos += 1
         hello = None
         try:
-            hello = await channel.recv()
-            if not isinstance(hello, Hello):
-                raise RemoteProtocolError(
-                    f"the first frame must be a hello, got {type(hello).__name__}"
-                )
+            hello = await self._hello(channel)
             peer = await self._admit(hello.line, context)
         except LifelineError as exc:
-            self.failures.append(str(exc))
-            log.warning("refused a session from %s: %s", context.peer(), exc)
-            if isinstance(hello, Hello):
-                await _drain_first_turn(channel)
-            await context.abort(status_for(exc), str(exc))
+            await self._refuse(context, channel if isinstance(hello, Hello) else None, exc)
             return
+        finally:
+            self.waiting_hellos -= 1
         await self._run(hello, channel, context, peer)
 
+    async def _hello(self, channel: ServerChannel) -> Hello:
+        """The stream's first frame, a hello, within ``hello_timeout``."""
+        try:
+            async with asyncio.timeout(self.hello_timeout):
+                hello = await channel.recv()
+        except TimeoutError:
+            raise RemoteProtocolError(
+                f"no hello within {self.hello_timeout:g}s of the stream's start (cap "
+                "HELLO_TIMEOUT_S); a session opens with its hello"
+            ) from None
+        if not isinstance(hello, Hello):
+            raise RemoteProtocolError(
+                f"the first frame must be a hello, got {type(hello).__name__}"
+            )
+        return hello
+
+    async def _refuse(
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        drain: ServerChannel | None,
+        exc: LifelineError,
+    ) -> None:
+        """End a stream refused before its session: the reason, bounded, to the failures,
+        the log and the caller — after reading its opening turn (``drain``), for no longer
+        than ``hello_timeout``."""
+        self._failed(context, "refused a session", exc)
+        if drain is not None:
+            await self._drain(drain)
+        await context.abort(status_for(exc), cut(str(exc)))
+
+    async def _drain(self, channel: ServerChannel) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(self.hello_timeout):
+                await _drain_first_turn(channel)
+
+    def _failed(
+        self, context: grpc.aio.ServicerContext[Any, Any], what: str, exc: LifelineError
+    ) -> None:
+        self.failures.append(str(exc))
+        peer = context.peer() or "?"
+        self.quiet_log.warning(peer_host(peer), "%s from %s: %s", what, peer, exc)
+
     async def _admit(self, line: str, context: grpc.aio.ServicerContext[Any, Any]) -> SessionPeer:
-        """Read access is required; without write access the session only sends."""
+        """Read access is required; without write access the session only sends. Who may
+        not read hears the same whether ``line`` is shared or not."""
+        peer = identity_of(context)
+        await self._authorizer.authenticate(peer)
         if not self._is_shared(line):
             raise Refused(
-                f"line {line!r} is not shared on this node; its owner can run "
-                f"`lifeline-mesh share {line}`"
+                f"line {quote(line)} is not shared on this node; its owner can run "
+                f"`lifeline-mesh share LINE`"
             )
-        peer = identity_of(context)
         await self._authorizer.authorize(peer, line, Access.READ)
         try:
             await self._authorizer.authorize(peer, line, Access.WRITE)
@@ -182,13 +271,12 @@ class SyncServer:
             # Once driving, the session told the peer (Abort frame); a line that could not
             # be opened (e.g. a hub's database is down) is refused with its reason here.
             # Either way the node keeps serving.
-            self.failures.append(str(exc))
-            log.warning("sync session from %s failed: %s", context.peer(), exc)
+            self._failed(context, "failed a session", exc)
             if self._on_session is not None:
                 self._on_session(peer.identity, hello.line, None, str(exc))
             if not driving:
-                await _drain_first_turn(channel)
-                await context.abort(status_for(exc), str(exc))
+                await self._drain(channel)
+                await context.abort(status_for(exc), cut(str(exc)))
 
 
 async def _drain_first_turn(channel: ServerChannel, limit: int = 64) -> None:

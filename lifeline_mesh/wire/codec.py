@@ -3,10 +3,17 @@
 The only place protobuf types meet the reconciliation core. ``decode`` turns any malformed
 input (garbage bytes, a missing body, an out-of-range enum) into a RemoteProtocolError that
 shows what was wrong.
+
+gRPC hands us a whole frame (up to the frame cap), already parsed; a repeated field of
+tiny elements would still cost far more as Python objects than on the wire (700k set
+names of a few bytes in a 6 MB hello). So every repeated field is counted, and every name
+measured, against the caps below before anything is built from it (docs/protocol.md,
+"Limits").
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 from google.protobuf.message import DecodeError
@@ -29,7 +36,27 @@ from lifeline_mesh.recon.frames import (
 from lifeline_mesh.wire import sync_pb2 as pb
 from lifeline_mesh.wire.packed import pack_opening, pack_ranges, unpack_opening, unpack_ranges
 
-__all__ = ["decode", "decode_bytes", "encode", "encode_bytes"]
+__all__ = [
+    "MAX_CAPABILITIES",
+    "MAX_HELLO_SETS",
+    "MAX_IDS_PER_FRAME",
+    "MAX_ITEMS_PER_FRAME",
+    "MAX_NAME_CHARS",
+    "MAX_RANGES_PER_FRAME",
+    "decode",
+    "decode_bytes",
+    "encode",
+    "encode_bytes",
+]
+
+MAX_HELLO_SETS = 16  # sets named in a hello (this version reconciles 3)
+MAX_CAPABILITIES = 64  # capabilities named in a hello
+MAX_NAME_CHARS = 64  # a line, set or capability name (line names: lifeline.lines)
+MAX_ITEMS_PER_FRAME = 1 << 16  # items, and cross-line parents, in one Items frame
+MAX_IDS_PER_FRAME = 1 << 18  # ids in one Want frame
+# Ranges in one Recon frame: a sender puts at most one per 48 bytes of its frame budget
+# (recon/outbox.py), 174,762 in the largest frames a node sends (8 MiB).
+MAX_RANGES_PER_FRAME = 1 << 18
 
 
 def _bound_pb(bound: Bound | None) -> pb.Bound:
@@ -137,7 +164,50 @@ def _range(msg: pb.Range) -> Range:
     return Range(_bound(msg.upper), mode, bytes(msg.fingerprint), msg.count, bytes(msg.tokens))
 
 
+def _at_most(count: int, cap: int, what: str) -> None:
+    if count > cap:
+        raise RemoteProtocolError(
+            f"a frame with {count} {what} (cap {cap}); the peer is not a lifeline-mesh node "
+            "or is broken"
+        )
+
+
+def _names(values: Sequence[str], cap: int, what: str) -> tuple[str, ...]:
+    """The names of a repeated field, each checked, once their count is."""
+    _at_most(len(values), cap, what)
+    for value in values:
+        _name(value, what)
+    return tuple(values)
+
+
+def _name(value: str, what: str) -> str:
+    if len(value) > MAX_NAME_CHARS:
+        raise RemoteProtocolError(
+            f"a hello names {what} of {len(value)} characters (cap MAX_NAME_CHARS = "
+            f"{MAX_NAME_CHARS}), starting {value[:16]!r}"
+        )
+    return value
+
+
+def _hello(h: pb.Hello) -> Hello:
+    sets = _names(h.sets, MAX_HELLO_SETS, "sets")
+    _at_most(len(h.summaries), len(sets), "set summaries (more than sets)")
+    return Hello(
+        h.protocol_version,
+        _name(h.line, "a line"),
+        sets,
+        _names(h.capabilities, MAX_CAPABILITIES, "capabilities"),
+        h.max_frame_bytes,
+        h.max_items,
+        bytes(h.salt),
+        tuple(bytes(x) for x in h.summaries),
+        unpack_opening(bytes(h.opening), len(sets)) if h.opening else (),
+    )
+
+
 def _items(msg: pb.Items) -> Items:
+    _at_most(len(msg.items), MAX_ITEMS_PER_FRAME, "items")
+    _at_most(len(msg.externals), MAX_ITEMS_PER_FRAME, "cross-line parents")
     externals = []
     for ext in msg.externals:
         if len(ext.id) != 32:
@@ -149,26 +219,19 @@ def _items(msg: pb.Items) -> Items:
 def decode(msg: pb.Frame) -> Frame:
     kind = msg.WhichOneof("body")
     if kind == "hello":
-        h = msg.hello
-        return Hello(
-            h.protocol_version,
-            h.line,
-            tuple(h.sets),
-            tuple(h.capabilities),
-            h.max_frame_bytes,
-            h.max_items,
-            bytes(h.salt),
-            tuple(bytes(x) for x in h.summaries),
-            unpack_opening(bytes(h.opening), len(h.sets)) if h.opening else (),
-        )
+        return _hello(msg.hello)
     if kind == "recon":
         if msg.recon.packed:
             if msg.recon.ranges:
                 raise RemoteProtocolError("a recon frame with both plain and packed ranges")
-            ranges, fp_bytes, id_bytes = unpack_ranges(bytes(msg.recon.packed))
+            ranges, fp_bytes, id_bytes = unpack_ranges(
+                bytes(msg.recon.packed), MAX_RANGES_PER_FRAME
+            )
             return Recon(msg.recon.set, ranges, True, fp_bytes, id_bytes)
+        _at_most(len(msg.recon.ranges), MAX_RANGES_PER_FRAME, "ranges")
         return Recon(msg.recon.set, tuple(_range(r) for r in msg.recon.ranges))
     if kind == "want":
+        _at_most(len(msg.want.ids), MAX_IDS_PER_FRAME, "wanted ids")
         ids = tuple(bytes(i) for i in msg.want.ids)
         if any(len(i) != 32 for i in ids):
             raise RemoteProtocolError("a wanted id is not 32 bytes")

@@ -94,8 +94,9 @@ def pack_ranges(ranges: tuple[Range, ...], fingerprint_bytes: int, short_id_byte
     return bytes(out)
 
 
-def unpack_ranges(data: bytes) -> tuple[tuple[Range, ...], int, int]:
-    """Ranges and the widths the sender used; malformed input is a RemoteProtocolError."""
+def unpack_ranges(data: bytes, max_ranges: int | None = None) -> tuple[tuple[Range, ...], int, int]:
+    """Ranges and the widths the sender used; malformed input, or more than
+    ``max_ranges`` ranges, is a RemoteProtocolError."""
     reader = _Reader(data)
     fingerprint_bytes = reader.varint("fingerprint width")
     short_id_bytes = reader.varint("short id width")
@@ -106,6 +107,8 @@ def unpack_ranges(data: bytes) -> tuple[tuple[Range, ...], int, int]:
     ranges: list[Range] = []
     previous = 0
     while reader.pos < len(data):
+        if max_ranges is not None and len(ranges) >= max_ranges:
+            raise RemoteProtocolError(f"packed ranges: more than {max_ranges} in one frame")
         header = reader.varint("range header")
         mode = Mode(header & 3)
         infinite, full, summed = bool(header & 4), bool(header & 8), bool(header & 16)

@@ -141,7 +141,12 @@ KNOWN_KNOTS = (
 # the ledger's pure parts and itself.
 NO_IO = {"asyncio", "sqlite3", "socket", "ssl", "selectors", "time"}
 RECON_ALLOWED = ("lifeline.entry", "lifeline.errors", "lifeline.validate", f"{M}.recon")
-PROTOBUF_USERS = {"membership/service.py", "membership/client.py", "membership/join.py"}
+PROTOBUF_USERS = {
+    "membership/service.py",
+    "membership/client.py",
+    "membership/join.py",
+    "membership/join_port.py",
+}
 
 
 def _modules() -> Iterator[tuple[str, Path]]:

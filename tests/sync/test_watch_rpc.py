@@ -25,6 +25,9 @@ class ReadOnly:
     def __init__(self, *lines: str) -> None:
         self.lines = set(lines)
 
+    async def authenticate(self, peer: PeerIdentity) -> None:
+        return None
+
     async def authorize(self, peer: PeerIdentity, line: str, access: Access) -> None:
         if line not in self.lines or access is not Access.READ:
             raise Refused(f"{line} is not readable by {peer.address}")
