@@ -62,10 +62,13 @@ def test_readme_has_the_tour() -> None:
     assert any("lifeline-mesh serve" in b and "lifeline-mesh join" in b for b in blocks)
 
 
-def _run_block(block: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def run_block(
+    block: str, cwd: Path, bin_dir: Path = Path(sys.executable).parent
+) -> subprocess.CompletedProcess[str]:
+    """``block`` run by ``sh -eu`` in ``cwd`` with ``bin_dir`` (the commands' venv) first on PATH."""
     env = {
         **os.environ,
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         "LIFELINE_AUTHOR": "readme",
     }
     # Its own process group, so a server the block left behind (a failed step) is stopped
@@ -98,11 +101,16 @@ def test_readme_block_runs_as_written(index: int, tmp_path: Path) -> None:
         pytest.skip(f"block {index}: only skipped commands ({', '.join(SKIPPED)})")
     project = tmp_path / "project"
     project.mkdir()
-    result = _run_block(block, project)
+    result = run_block(block, project)
     assert result.returncode == 0, (
         f"README block {index} failed (exit {result.returncode})\n{block}\n"
         f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     )
+    check_tour_output(block, result)
+
+
+def check_tour_output(block: str, result: subprocess.CompletedProcess[str]) -> None:
+    """What a tour block must show besides exiting 0."""
     if "lifeline-mesh sync" in block:
         # The second laptop got the first laptop's decision, and verify found no problem.
         assert "Database: PostgreSQL" in result.stdout
