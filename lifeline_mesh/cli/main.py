@@ -67,7 +67,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def _version_details() -> list[str]:
-    from lifeline_mesh.recon.session_state import PROTOCOL_VERSION
+    from lifeline_mesh.discovery.advert import PROTOCOL_VERSION  # as advertised to peers
 
     return [f"sync protocol: {PROTOCOL_VERSION}", *store_details()]
 

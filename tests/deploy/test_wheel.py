@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.docs.test_readme import BLOCKS, check_tour_output, run_block, runnable
 from tests.support.paths import REPO
+from tests.support.readme_blocks import BLOCKS, check_tour_output, run_block, runnable
 
 pytestmark = pytest.mark.slow
 
