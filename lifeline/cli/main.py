@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from lifeline import __version__
 from lifeline.cli.common import global_options
@@ -112,7 +112,38 @@ def make_parser(
     sub.required = True
     for module in modules:
         module.register(sub, parent)
+    _add_completion(sub, parser, prog)
     return parser
+
+
+SHELLS = ("bash", "zsh", "tcsh")
+
+
+def _add_completion(
+    sub: argparse._SubParsersAction[Any],
+    parser: argparse.ArgumentParser,
+    prog: str,
+) -> None:
+    """``PROG completion SHELL``: a completion script made from this very parser, so it
+    always offers the commands and options of the installed version."""
+    comp = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or tcsh)",
+        description=(
+            f"Print a completion script for {prog}'s commands and options. bash: "
+            f'`eval "$({prog} completion bash)"` in ~/.bashrc; zsh: '
+            f"`{prog} completion zsh > ~/.zfunc/_{prog}` with ~/.zfunc on $fpath."
+        ),
+    )
+    comp.add_argument("shell", choices=SHELLS)
+
+    async def print_script(args: argparse.Namespace) -> int:
+        import shtab
+
+        print(shtab.complete(parser, shell=args.shell))
+        return 0
+
+    comp.set_defaults(func=print_script)
 
 
 def command_word(argv: Sequence[str]) -> str | None:
