@@ -64,7 +64,41 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors are one line on stderr (the usage text is one `--help` away)."""
 
     def error(self, message: str) -> NoReturn:
+        message = _did_you_mean(self, message)
         self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """``message`` with "; did you mean `serve`?" for a mistyped command, choice or option
+    (and without the list of every choice then)."""
+    import difflib
+    import re
+
+    choice = re.match(r"argument .*?: invalid choice: '(.+?)' \(choose from (.+)\)$", message)
+    if choice:
+        typed, offered = choice[1], re.findall(r"'?([^,' ]+)'?", choice[2])
+    else:
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        if not unknown or not unknown[1].startswith("-"):
+            return message
+        typed, offered = unknown[1].split("=", 1)[0], sorted(_option_strings(parser))
+    close = difflib.get_close_matches(typed, offered, n=1, cutoff=0.6)
+    if not close:
+        return message
+    if choice:
+        message = message[: message.index(" (choose from")]
+    return f"{message}; did you mean `{close[0]}`?"
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every long option of ``parser`` and of its commands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                found |= _option_strings(child)
+    return found
 
 
 def _version_action(first: str, details: Callable[[], Sequence[str]]) -> type[argparse.Action]:
@@ -210,6 +244,10 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    # -v is for our own modules: the event loop's and the libraries' debug chatter (selector
+    # choice, every HTTP connection) says nothing about what this command did.
+    for noisy in ("asyncio", "grpc", "hpack", "httpcore", "httpx", "aiosqlite", "asyncpg"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         code: int = _run_command(args)
         sys.stdout.flush()
