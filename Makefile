@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
+DEMO_STAMP := $(VENV)/.installed
 
 .PHONY: demo test lint typecheck proto docs docker clean
 
@@ -10,11 +11,17 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# The demo needs only the package; the suite and the linters need the dev extras too (a dev
+# install satisfies the demo as well).
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $(DEMO_STAMP)
+
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/python -m lifeline_mesh.demo
 
 # The whole suite, slow tests included: most of it on TEST_WORKERS pytest-xdist workers (whole

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import os
 import sys
 
 __all__ = ["lifeline", "lifeline_mesh", "mixed_install"]
@@ -37,6 +38,9 @@ def mixed_install() -> str | None:
 
 
 def _launch(module: str, prog: str) -> None:
+    # gRPC's C core writes its own log lines (E1203 12:00:00.000 ... ev_poll_posix.cc) straight
+    # to stderr, past our one-line errors; it stays quiet unless the user asks for them.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     mixed = mixed_install()
     if mixed is not None:
         print(f"{prog}: warning: {mixed}", file=sys.stderr)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -127,11 +129,25 @@ def external_checker(args: argparse.Namespace) -> Callable[[str, str], Awaitable
 
 
 def default_author() -> str:
+    """Who writes when ``--author`` is not given: ``$LIFELINE_AUTHOR``, ``$USER``,
+    ``$LOGNAME``, then git's ``user.name`` (a container or a CI job often has no user
+    variables but a configured git), then this machine's name; never a bare "unknown"."""
     for var in ("LIFELINE_AUTHOR", "USER", "LOGNAME"):
         value = os.environ.get(var)
         if value:
             return value
-    return "unknown"
+    return _git_user_name() or socket.gethostname() or "unknown"
+
+
+def _git_user_name() -> str | None:
+    try:
+        done = subprocess.run(
+            ["git", "config", "user.name"], capture_output=True, text=True, timeout=5
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    name = done.stdout.strip()
+    return name if done.returncode == 0 and name else None
 
 
 def print_json(data: Any) -> None:

@@ -13,9 +13,9 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from lifeline import __version__
 from lifeline.cli.common import global_options
@@ -64,7 +64,62 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors are one line on stderr (the usage text is one `--help` away)."""
 
     def error(self, message: str) -> NoReturn:
+        message = _did_you_mean(self, message)
         self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
+    """``message`` with "; did you mean `serve`?" for a mistyped command, choice or option
+    (and without the list of every choice then)."""
+    import difflib
+    import re
+
+    choice = re.match(r"argument .*?: invalid choice: '(.+?)' \(choose from (.+)\)$", message)
+    if choice:
+        typed, offered = choice[1], re.findall(r"'?([^,' ]+)'?", choice[2])
+    else:
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        if not unknown or not unknown[1].startswith("-"):
+            return message
+        typed, offered = unknown[1].split("=", 1)[0], sorted(_option_strings(parser))
+    close = difflib.get_close_matches(typed, offered, n=1, cutoff=0.6)
+    if not close:
+        return message
+    if choice:
+        message = message[: message.index(" (choose from")]
+    return f"{message}; did you mean `{close[0]}`?"
+
+
+def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every long option of ``parser`` and of its commands."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(o for o in action.option_strings if o.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                found |= _option_strings(child)
+    return found
+
+
+def _version_action(first: str, details: Callable[[], Sequence[str]]) -> type[argparse.Action]:
+    """``--version``: ``first`` (program and package version), then ``details()`` (the store
+    schema every line gets, the sync protocol...), worked out only when asked: reading the
+    schema's entry points costs ~50 ms that other commands need not pay."""
+
+    class _Version(argparse.Action):
+        def __call__(self, parser: argparse.ArgumentParser, *_: object, **__: object) -> None:
+            print("\n".join([first, *details()]))  # stdout, as argparse's own version action
+            parser.exit(0)
+
+    return _Version
+
+
+def store_details() -> list[str]:
+    """The store schema a line opened by this installation gets: each component's version."""
+    from lifeline.store.schema import line_schema
+
+    parts = (f"{name} {steps[-1][0]}" for name, steps in line_schema().items() if steps)
+    return [f"store schema: {', '.join(parts)}", f"python {sys.version.split()[0]}"]
 
 
 def make_parser(
@@ -74,17 +129,55 @@ def make_parser(
     modules: Sequence[ModuleType],
     *,
     line_option: bool = True,
+    version_details: Callable[[], Sequence[str]] = store_details,
 ) -> argparse.ArgumentParser:
     """A CLI whose commands come from ``modules`` (each has ``register(sub, parent)``);
     without ``line_option`` only the commands that add ``--line`` themselves take it."""
     parent = global_options(line=line_option)
     parser = _Parser(prog=prog, description=description, parents=[parent])
-    parser.add_argument("--version", action="version", version=f"{prog} {version}")
+    parser.add_argument(
+        "--version",
+        action=_version_action(f"{prog} {version}", version_details),
+        nargs=0,
+        default=argparse.SUPPRESS,
+        help="show the version and the store schema (and sync protocol) it uses, and exit",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for module in modules:
         module.register(sub, parent)
+    _add_completion(sub, parser, prog)
     return parser
+
+
+SHELLS = ("bash", "zsh", "tcsh")
+
+
+def _add_completion(
+    sub: argparse._SubParsersAction[Any],
+    parser: argparse.ArgumentParser,
+    prog: str,
+) -> None:
+    """``PROG completion SHELL``: a completion script made from this very parser, so it
+    always offers the commands and options of the installed version."""
+    comp = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or tcsh)",
+        description=(
+            f"Print a completion script for {prog}'s commands and options. bash: "
+            f'`eval "$({prog} completion bash)"` in ~/.bashrc; zsh: '
+            f"`{prog} completion zsh > ~/.zfunc/_{prog}` with ~/.zfunc on $fpath."
+        ),
+    )
+    comp.add_argument("shell", choices=SHELLS)
+
+    async def print_script(args: argparse.Namespace) -> int:
+        import shtab
+
+        print(shtab.complete(parser, shell=args.shell))
+        return 0
+
+    comp.set_defaults(func=print_script)
 
 
 def command_word(argv: Sequence[str]) -> str | None:
@@ -151,6 +244,10 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    # -v is for our own modules: the event loop's and the libraries' debug chatter (selector
+    # choice, every HTTP connection) says nothing about what this command did.
+    for noisy in ("asyncio", "grpc", "hpack", "httpcore", "httpx", "aiosqlite", "asyncpg"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         code: int = _run_command(args)
         sys.stdout.flush()

@@ -21,6 +21,7 @@ The exit status is the command's (2 when the job never got to run it).
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from lifeline.truth.formats import deliver
 from lifeline.truth.service import build_context
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.membership.certs import fingerprint, identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.invite import Token
 from lifeline_mesh.membership.join import join
 from lifeline_mesh.node.root import Node
@@ -105,15 +107,20 @@ async def start_job(
             "port), or mint the credential with `invite --ci NAME --sync-address HOST:PORT`"
         )
     lines = [validate_line_name(n) for n in token.lines] or ["ledger"]
-    joined = await join(home, token_text, join_peer)
-    _say(f"enrolled {joined.node_id} ({joined.role}) in mesh {joined.mesh_id}; {_expiry(home)}")
+    node_id = _enrolled_already(home, token)
+    if node_id is None:
+        joined = await join(home, token_text, join_peer)
+        node_id = joined.node_id
+        _say(f"enrolled {node_id} ({joined.role}) in mesh {joined.mesh_id}; {_expiry(home)}")
+    else:
+        _say(f"this workspace's runner {node_id} is still enrolled; {_expiry(home)}")
     config = NodeConfig.load(home)
     config.shared_lines = sorted({*config.shared_lines, *lines})
     config.save(home)
     for line in lines:
         async with home.open_line(line, create=True):  # `lifeline init` for each line
             pass
-    job = CiJob(home, peer, lines, joined.node_id)
+    job = CiJob(home, peer, lines, node_id)
     for report in await Node(home).sync(peer, lines):
         _say(f"pulled line {report.line!r} from {peer}: {report.entries_received} entries")
         job.sync_bytes += report.bytes_sent + report.bytes_received
@@ -121,6 +128,34 @@ async def start_job(
     await write_context(job)
     job.save()
     return job
+
+
+# A kept runner must outlast the job it starts; one closer to its end enrolls anew.
+REUSE_MARGIN = dt.timedelta(minutes=30)
+
+
+def _enrolled_already(home: NodeHome, token: Token) -> str | None:
+    """The runner node id of a workspace that ran a job of this credential's mesh before
+    (a job run again, or ``.lifeline/`` kept between jobs) while its certificate lasts
+    another :data:`REUSE_MARGIN`; None when the workspace has no mesh, or when its
+    certificate is (nearly) expired: then the old certificate goes and the same node
+    identity enrolls again. A workspace of another mesh is an error."""
+    if not home.ca_cert_path.exists():
+        return None
+    ca = x509.load_pem_x509_certificate(home.ca_cert_path.read_bytes())
+    if fingerprint(ca) != token.ca_fingerprint:
+        raise ConfigError(
+            f"{home.root} already belongs to mesh {mesh_id_of(ca)}, not to the mesh of this "
+            "credential; run the job in a fresh workspace or remove its .lifeline/mesh/"
+        )
+    pem = home.tls_cert_path.read_bytes() if home.tls_cert_path.exists() else b""
+    if pem:
+        cert = x509.load_pem_x509_certificate(pem)
+        if cert.not_valid_after_utc - dt.datetime.now(dt.UTC) > REUSE_MARGIN:
+            return identity_from_cert(pem).node_id
+    for path in (home.tls_cert_path, home.tls_key_path, home.ca_cert_path):
+        path.unlink(missing_ok=True)  # expired: join fetches the CA again and a new cert
+    return None
 
 
 def _expiry(home: NodeHome) -> str:

@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from lifeline.cli.main import command_word, make_parser, run
+from lifeline.cli.main import command_word, make_parser, run, store_details
 from lifeline_mesh import __version__
 
 __all__ = ["COMMANDS", "COMMAND_MODULES", "build_parser", "main"]
@@ -62,7 +62,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         __version__,
         [importlib.import_module(f"lifeline_mesh.cli.{name}") for name in names],
         line_option=False,
+        version_details=_version_details,
     )
+
+
+def _version_details() -> list[str]:
+    from lifeline_mesh.discovery.advert import PROTOCOL_VERSION  # as advertised to peers
+
+    return [f"sync protocol: {PROTOCOL_VERSION}", *store_details()]
 
 
 def main(argv: Sequence[str] | None = None) -> None:

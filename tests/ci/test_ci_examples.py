@@ -55,14 +55,18 @@ def _steps(path: Path) -> tuple[list[str], dict[str, str]]:
         env = {k: v for s in steps for k, v in s.get("env", {}).items()}
     else:
         runs, env = data["test"]["script"], data["test"].get("variables", {})
-    env = {k: v for k, v in env.items() if k != "LIFELINE_MESH_TOKEN"}
+    env = {
+        k: v for k, v in env.items() if k not in ("LIFELINE_MESH_TOKEN", "LIFELINE_MESH_PACKAGE")
+    }
     return runs, env
 
 
 @pytest.mark.parametrize("path", [GITHUB, GITLAB], ids=["github", "gitlab"])
 def test_the_job_steps_run_against_a_real_node(path: Path, hub: Hub, tmp_path: Path) -> None:
     runs, env = _steps(path)
-    assert runs[0].startswith("pip install lifeline-mesh")  # this test uses the installed one
+    # The team's copy of the package (tests/deploy/test_wheel.py installs a wheel); this test
+    # uses the installed one.
+    assert runs[0].startswith('pip install "$LIFELINE_MESH_PACKAGE"')
     assert any(r.startswith("lifeline-mesh ci run -- ") for r in runs[1:])
     checkout = tmp_path / "checkout"  # a repository with tests and the example's job script
     (checkout / "ci").mkdir(parents=True)

@@ -1,0 +1,61 @@
+"""A typo gets one line that names the likely command or option; an author is never a bare
+"unknown" where the user variables are unset (a container, a CI job)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+
+
+def _run(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / args[0]), *args[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "hint"),
+    [
+        (["lifeline-mesh", "serv"], "did you mean `serve`?"),
+        (["lifeline", "contxt"], "did you mean `context`?"),
+        (["lifeline-mesh", "serve", "--lisen", "127.0.0.1:0"], "did you mean `--listen`?"),
+        (["lifeline", "completion", "bsh"], "did you mean `bash`?"),
+    ],
+)
+def test_a_typo_names_the_likely_word_in_one_line(argv: list[str], hint: str) -> None:
+    done = _run(*argv)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1 and hint in done.stderr, done.stderr
+    assert "choose from" not in done.stderr  # the suggestion replaces the list of every word
+
+
+def test_a_word_like_no_other_gets_the_list_and_no_guess() -> None:
+    done = _run("lifeline-mesh", "xyzzy")
+    assert done.returncode == 2 and "choose from" in done.stderr
+    assert "did you mean" not in done.stderr
+
+
+def test_the_author_without_user_variables_is_gits_user_name(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("USER", "LOGNAME", "LIFELINE_AUTHOR")}
+    env["HOME"] = str(tmp_path)  # git reads its global config from here
+    subprocess.run(["git", "config", "--global", "user.name", "Ada Lovelace"], env=env, check=True)
+    assert _run("lifeline", "--root", str(tmp_path), "init", env=env).returncode == 0
+    done = _run(
+        "lifeline", "--root", str(tmp_path), "log", "--kind", "note", "--summary", "s", env=env
+    )
+    assert done.returncode == 0, done.stderr
+    shown = _run("lifeline", "--root", str(tmp_path), "history", "--json", env=env)
+    assert '"author": "Ada Lovelace"' in shown.stdout, shown.stdout
