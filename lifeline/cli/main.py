@@ -238,6 +238,24 @@ def _run_command(args: argparse.Namespace) -> int:
         set_fold_progress(None)
 
 
+def _our_error(group: BaseExceptionGroup[BaseException]) -> LifelineError | None:
+    """The first of our errors in ``group`` (nested groups included), when every leaf
+    that is not a cancellation is one of ours; else None."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        elif not isinstance(exc, asyncio.CancelledError):
+            leaves.append(exc)
+    if leaves and all(isinstance(exc, LifelineError) for exc in leaves):
+        first = leaves[0]
+        assert isinstance(first, LifelineError)
+        return first
+    return None
+
+
 def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
     verbose = bool(getattr(args, "verbose", False))
     logging.basicConfig(
@@ -256,6 +274,14 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         if verbose:
             raise
         print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except ExceptionGroup as group:
+        # A task of a TaskGroup failed (serve's parts start side by side): our own error
+        # inside is still one line; anything else stays a traceback.
+        ours = _our_error(group)
+        if verbose or ours is None:
+            raise
+        print(f"{prog}: error: {ours}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (e.g. `head`) went away: stop quietly, as other Unix tools do.

@@ -21,6 +21,7 @@ from lifeline.errors import ConfigError
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.service import MembershipServicer
 from lifeline_mesh.membership.tls import join_server_credentials
+from lifeline_mesh.transport.addresses import check_bindable, split_address
 from lifeline_mesh.transport.channels import HANDSHAKE_TIMEOUT_S
 from lifeline_mesh.wire import membership_pb2 as pb
 
@@ -44,12 +45,15 @@ def join_options() -> list[tuple[str, Any]]:
         ("grpc.server_handshake_timeout_ms", int(HANDSHAKE_TIMEOUT_S * 1000)),
         ("grpc.max_connection_age_ms", int(JOIN_CONNECTION_AGE_S * 1000)),
         ("grpc.max_connection_age_grace_ms", 5000),
+        ("grpc.so_reuseport", 0),  # a port one node serves is not shared with another
     ]
 
 
 async def start_join_server(home: NodeHome, listen: str) -> tuple[grpc.aio.Server, int]:
     """Start the join port on ``listen`` (server-authenticated TLS); the server and the
     port it bound. The caller stops the server."""
+    host, port_wanted = split_address(listen, what="join address", listen=True)
+    check_bindable(host, port_wanted, what="join port")
     server = grpc.aio.server(options=join_options(), maximum_concurrent_rpcs=JOIN_MAX_CALLS)
     servicer = MembershipServicer(home)
     join = grpc.unary_unary_rpc_method_handler(

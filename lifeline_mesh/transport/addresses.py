@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import ipaddress
 import re
 import socket
@@ -10,7 +11,7 @@ from collections.abc import Callable
 
 from lifeline.errors import ConfigError
 
-__all__ = ["address_arg", "listen_socket", "require_loopback", "split_address"]
+__all__ = ["address_arg", "check_bindable", "listen_socket", "require_loopback", "split_address"]
 
 _PORT = re.compile(r"[0-9]{1,5}")
 _HOST = re.compile(r"[A-Za-z0-9._%-]+")  # a name, an IPv4 address, or an IPv6 zone id part
@@ -79,10 +80,42 @@ def require_loopback(value: str, *, tls: bool, what: str, listen: bool = False) 
     host, port = split_address(value, what=what, listen=listen)
     if not tls and not _is_loopback(host):
         raise ConfigError(
-            f"{what} {value!r} is not a loopback address and this node has no TLS "
-            "credentials; use 127.0.0.1 or ::1, or set up mesh membership (mutual TLS) first"
+            f"{what} {value!r} is not a loopback address, and without TLS (--insecure, or no "
+            "mesh membership yet) a node listens and dials on loopback only; use 127.0.0.1 "
+            "or ::1, or drop --insecure on a member (`lifeline-mesh init --new-mesh` or "
+            "`join` makes one) to use mutual TLS"
         )
     return host, port
+
+
+def check_bindable(host: str, port: int, *, what: str) -> None:
+    """A ConfigError in one line — which address, why, what to do — when ``host:port``
+    cannot be listened on; nothing when it can (port 0 always can). gRPC's own failure is
+    a bare "Failed to bind" with a traceback, and with SO_REUSEPORT (gRPC's default, which
+    our servers turn off) a second node would share a port another one serves."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC binds
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError as exc:
+            shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+            raise ConfigError(
+                f"cannot listen on {shown} ({what}): "
+                f"{_BIND_ADVICE.get(exc.errno or 0, exc.strerror or str(exc))}"
+            ) from exc
+
+
+_BIND_ADVICE: dict[int, str] = {
+    errno.EADDRINUSE: "the port is taken — by another `lifeline-mesh serve` (another project "
+    "on this machine?) or another program (`ss -ltnp` shows which); pick another port "
+    "(HOST:0 picks a free one)",
+    errno.EADDRNOTAVAIL: "this machine has no such address; listen on one of its own "
+    "(`ip -brief addr`), 127.0.0.1 for this machine only, or 0.0.0.0 for every interface",
+    errno.EACCES: "permission denied (ports below 1024 need privileges); use a port above 1024",
+}
 
 
 def listen_socket(host: str, port: int, *, hint: str) -> socket.socket:

@@ -29,7 +29,7 @@ from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import IDLE_TIMEOUT, SyncReport, drive
 from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.port import ReconSet
-from lifeline_mesh.transport.addresses import require_loopback
+from lifeline_mesh.transport.addresses import check_bindable, require_loopback
 from lifeline_mesh.transport.announce import Announcements, WatchService
 from lifeline_mesh.transport.authz import (
     Access,
@@ -121,9 +121,11 @@ class SyncServer:
         host, port = require_loopback(
             listen, tls=self._credentials is not None, what="listen address", listen=True
         )
+        check_bindable(host, port, what="sync port")
         options = [
             *grpc_options(self.limits.max_frame_bytes),
             ("grpc.server_handshake_timeout_ms", int(HANDSHAKE_TIMEOUT_S * 1000)),
+            ("grpc.so_reuseport", 0),  # a port one node serves is not shared with another
         ]
         server = grpc.aio.server(options=options)
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
@@ -142,7 +144,11 @@ class SyncServer:
         await server.start()
         self._server = server
         if self._side is not None:
-            self._side_server = await self._side()
+            try:
+                self._side_server = await self._side()
+            except BaseException:
+                await self.stop(0)  # the join port failed: nothing is left half-started
+                raise
         return f"[{host}]:{bound}" if ":" in host else f"{host}:{bound}"
 
     async def stop(self, grace: float = 5.0) -> None:

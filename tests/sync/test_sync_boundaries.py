@@ -101,7 +101,7 @@ def test_every_sync_command_has_help(command: str) -> None:
 def test_every_dial_checks_its_address_before_opening_a_channel() -> None:
     """One channel set-up for sessions, watches and membership calls: plain text only to
     loopback, and a malformed address is one clear error, before any connection."""
-    with pytest.raises(ConfigError, match="not a loopback address and this node has no TLS"):
+    with pytest.raises(ConfigError, match="not a loopback address, and without TLS"):
         open_channel("192.0.2.1:7420", None)
     with pytest.raises(ConfigError, match="is not HOST:PORT"):
         open_channel("nonsense", grpc.ssl_channel_credentials())
