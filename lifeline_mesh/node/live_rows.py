@@ -102,7 +102,7 @@ class LiveRows:
         home: Home,
         *,
         open_line: Callable[[str], AbstractAsyncContextManager[Store]],
-        make_sets: Callable[[Store], Sequence[ReconSet]],
+        make_sets: Callable[[Store, str], Sequence[ReconSet]],
         max_item_bytes: int,
     ) -> None:
         self.home = home
@@ -139,7 +139,7 @@ class LiveRows:
             if self.held.holds(line, ids):
                 return True  # our own rows, or rows already taken from another peer
             async with self._open_line(line) as store:
-                atts, _, entry_set = self._make_sets(store)
+                atts, _, entry_set = self._make_sets(store, source)
                 signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
                 if signed:
                     await atts.admit(signed, [])
