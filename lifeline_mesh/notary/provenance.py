@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from lifeline.entry import Entry
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
+from lifeline_mesh.notary.rules import Finding
 from lifeline_mesh.notary.statement import Attestation, Role
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "refusal_detail",
     "replaced_detail",
     "signed_times_replace",
+    "source_findings",
     "split_refused",
 ]
 
@@ -202,4 +204,30 @@ def signed_times_replace(
         ] or [NOT_RECORDED]
         detail = replaced_detail(old, signed)
         out += [SourceRow(entry_id, old, s, Outcome.REPLACED, at, detail) for s in senders]
+    return out
+
+
+def source_findings(conn: sqlite3.Connection) -> list[Finding]:
+    """What ``verify`` reports of who sent what (notes: they name a sender, this node's
+    store holds the signed copy): each refused or replaced copy with its sender, and per
+    sender how many entries it sent without an author signature (their attributable
+    source; the table names each one)."""
+    out: list[Finding] = []
+    found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entry_sources'"
+    if conn.execute(found).fetchone() is None:
+        return out  # a line file opened read-only before its migration 8
+    for row in read_sources(conn, (Outcome.REFUSED, Outcome.REPLACED)):
+        check = "refused-copy" if row.outcome is Outcome.REFUSED else "replaced-copy"
+        detail = f"{row.source} sent it at {row.at}: {row.detail}"
+        out.append(Finding(check, row.entry_id, detail, "note"))
+    for source, count, first, first_at in conn.execute(
+        "SELECT source, count(*), min(entry_id), min(at) FROM entry_sources"
+        " WHERE outcome = 'unsigned' GROUP BY source ORDER BY source"
+    ):
+        detail = (
+            f"{count} entr{'y' if count == 1 else 'ies'} arrived without an author signature "
+            f"from this node (first at {first_at}; e.g. {first[:12]}): it is their "
+            "attributable source"
+        )
+        out.append(Finding("unsigned-source", source, detail, "note"))
     return out
