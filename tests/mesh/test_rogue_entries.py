@@ -9,7 +9,6 @@ node's code would send what its store holds. Everything runs as a user runs it: 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import sqlite3
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.mesh_procs import cli, free_port, join_mesh, log_note, serve, shared_node
+from tests.support.rogue import entry_ts, strip_and_backdate
 
 pytestmark = pytest.mark.slow
 
@@ -36,21 +36,12 @@ def _line(root: Path) -> Path:
 
 
 def _ts(root: Path, entry_id: str) -> str:
-    with sqlite3.connect(_line(root)) as conn:
-        row = conn.execute("SELECT ts FROM entries WHERE id = ?", (entry_id,)).fetchone()
-    return str(row[0]) if row else ""
+    return entry_ts(_line(root), entry_id)
 
 
 def _strip_and_backdate(root: Path, entry_id: str) -> str:
     """M's hostile edit: the author signature gone, the ts a minute earlier. Returns it."""
-    when = dt.datetime.strptime(_ts(root, entry_id), "%Y-%m-%dT%H:%M:%S.%fZ")
-    early = (when - dt.timedelta(seconds=60)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    with sqlite3.connect(_line(root)) as conn:
-        conn.execute("DELETE FROM attestations WHERE role = 'author' AND subject = ?", (entry_id,))
-        conn.execute("UPDATE entries SET ts = ? WHERE id = ?", (early, entry_id))
-        # the sets' kept fingerprints are recomputed from the rows, as after any damage
-        conn.execute("DELETE FROM set_summaries WHERE name IN ('attestations', 'entries')")
-    return early
+    return strip_and_backdate(_line(root), entry_id)
 
 
 def _verify(root: Path, *args: str) -> tuple[int, dict[str, Any]]:
