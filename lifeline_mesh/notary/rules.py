@@ -71,11 +71,7 @@ class Policy:
     skew_s: float = DEFAULT_SKEW_S
     backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S
     require_signed: bool = False
-    # Without it, an unsigned entry on a line its nodes sign (any author signature held)
-    # fails: its author writes through a node key, so a missing signature was stripped or
-    # never sent (decision 0048). Imports from lifeline-context: pass it, or attest them
-    # with `lifeline-mesh sign --unsigned` (``imported`` stays a note).
-    allow_unsigned: bool = False
+    allow_unsigned: bool = False  # False: unsigned fails on a signed line (decision 0048)
     signed_line: bool = False  # set by the audit: the line holds an author signature
 
 
@@ -261,16 +257,14 @@ UNSIGNED = (
     "written without a node identity); not a forgery by itself"
 )
 UNSIGNED_ON_SIGNED_LINE = (
-    "no author signature on a line its nodes sign: stripped or never sent, so its ts is "
-    "nobody's (if it was imported from lifeline-context, attest it with `lifeline-mesh "
-    "sign --unsigned` or pass --allow-unsigned)"
+    "no author signature on a line its nodes sign: stripped or never sent, so its ts is nobody's"
+    " (imported from lifeline-context? `lifeline-mesh sign --unsigned`, or --allow-unsigned)"
 )
 
 
 def unsigned_severity(policy: Policy) -> str:
-    if policy.require_signed or (policy.signed_line and not policy.allow_unsigned):
-        return "fail"
-    return "note"
+    strict = policy.require_signed or (policy.signed_line and not policy.allow_unsigned)
+    return "fail" if strict else "note"
 
 
 def unsigned_detail(policy: Policy) -> str:
@@ -295,9 +289,8 @@ def entry_findings(
     if not authors and imports:
         out.append(_imported(entry, imports))
     elif not authors:
-        out.append(
-            Finding("unsigned", entry.id, unsigned_detail(policy), unsigned_severity(policy))
-        )
+        why, severity = unsigned_detail(policy), unsigned_severity(policy)
+        out.append(Finding("unsigned", entry.id, why, severity))
     elif all(a.ts != entry.ts for a in authors):
         signed = ", ".join(sorted({a.ts for a in authors}))
         out.append(
