@@ -18,7 +18,7 @@ from lifeline.store.pg_schema import Conn
 from lifeline.store.port import AppendResult
 from lifeline.store.summary import SetTotals, entry_token
 
-__all__ = ["append_locked", "declare_locked", "id_bytes", "lock_line"]
+__all__ = ["append_locked", "declare_locked", "id_bytes", "lock_line", "retime_locked"]
 
 _MOD = 1 << 256
 
@@ -138,8 +138,39 @@ def _add(buckets: dict[int, tuple[int, int]], height: int, n: int, token: int) -
     buckets[key] = (had_n + n, had_sum + token)
 
 
-async def _lower_ts(conn: Conn, line_id: int, lowered: dict[str, tuple[str, str]]) -> None:
-    """Earliest ts wins: the stored entry (its doc too: the token column follows)."""
+async def retime_locked(conn: Conn, line_id: int, changes: dict[str, tuple[str, str]]) -> None:
+    """Give stored entries another ts, ``id -> (old ts, new ts)``, later or earlier (the
+    notary replaces a ts no author signed by the signed one), with the line's totals and
+    bucket sums, inside a transaction that holds the line's lock."""
+    if not changes:
+        return
+    _seq, totals, _ids = await lock_line(conn, line_id)
+    rows = await conn.fetch(
+        "SELECT id, height FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])",
+        line_id,
+        [id_bytes(i) for i in changes],
+    )
+    await _lower_ts(conn, line_id, changes, later=True)
+    total = totals.total
+    buckets: dict[int, tuple[int, int]] = {}
+    for raw, height in rows:
+        old, new = changes[bytes(raw).hex()]
+        delta = entry_token(bytes(raw).hex(), new) - entry_token(bytes(raw).hex(), old)
+        total += delta
+        _add(buckets, int(height), 0, delta)
+    await bump_buckets(conn, line_id, buckets)
+    await conn.execute(
+        notify_sql("UPDATE lines SET token_sum = $2, version = version + 1 WHERE line_id = $1"),
+        line_id,
+        (total % _MOD).to_bytes(32, "little"),
+    )
+
+
+async def _lower_ts(
+    conn: Conn, line_id: int, lowered: dict[str, tuple[str, str]], *, later: bool = False
+) -> None:
+    """Earliest ts wins: the stored entry (its doc too: the token column follows).
+    ``later``: the new ts may be later (:func:`retime_locked`)."""
     ids = [id_bytes(i) for i in lowered]
     docs = await conn.fetch(
         "SELECT id, doc FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])", line_id, ids
@@ -150,7 +181,7 @@ async def _lower_ts(conn: Conn, line_id: int, lowered: dict[str, tuple[str, str]
     await conn.execute(
         "UPDATE entries e SET ts = u.ts, doc = u.doc"
         " FROM unnest($2::bytea[], $3::text[], $4::text[]) AS u(id, ts, doc)"
-        " WHERE e.line_id = $1 AND e.id = u.id AND e.ts > u.ts",
+        " WHERE e.line_id = $1 AND e.id = u.id" + ("" if later else " AND e.ts > u.ts"),
         line_id,
         [raw for raw, _ in new_docs],
         [e.ts for _, e in new_docs],

@@ -63,7 +63,14 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--require-signed",
         action="store_true",
-        help="count unsigned entries as failures (by default they are only reported)",
+        help="count every unsigned entry as a failure (by default only those on a line "
+        "its nodes sign fail)",
+    )
+    p.add_argument(
+        "--allow-unsigned",
+        action="store_true",
+        help="report unsigned entries on a line its nodes sign as notes, not failures "
+        "(entries imported from lifeline-context; or attest them with `sign --unsigned`)",
     )
     p.set_defaults(func=cmd_verify)
 
@@ -149,7 +156,13 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     signers: KnownSigners = FileSigners.load(home, local)
     if ca.exists():  # runners are resolved from their enrollments, checked against the CA
         signers = EnrolledSigners(signers, load_ca_cert(home))
-    policy = Policy(local, args.skew, args.backdate_window, args.require_signed)
+    policy = Policy(
+        local,
+        args.skew,
+        args.backdate_window,
+        args.require_signed,
+        allow_unsigned=args.allow_unsigned,
+    )
 
     external_exists = external_checker(args)
 
@@ -199,9 +212,16 @@ def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
             shown = [s[:12] for s in report.log.examples(check)][:NOTES_SHOWN]
             more = f" and {n - len(shown)} more" if n > len(shown) else ""
             print(f"  note: {check} x{n} ({', '.join(shown)}{more})")
-        if v.unsigned and not require_signed:
+        if v.unsigned and not require_signed and "unsigned" in report.log.notes:
             print(
-                "  (unsigned entries are not failures: they were imported or written without "
-                "a node identity; use --require-signed to fail on them, or attest them with "
-                "`lifeline-mesh sign --unsigned`)"
+                "  (unsigned entries are not failures here: they were imported or written "
+                "without a node identity; use --require-signed to fail on them, or attest "
+                "them with `lifeline-mesh sign --unsigned`)"
+            )
+        elif v.unsigned and not require_signed:
+            print(
+                "  (this line's nodes sign what they write, so an unsigned entry fails: its "
+                "signature was stripped or never sent; entries imported from lifeline-context "
+                "pass with --allow-unsigned, or attest them with `lifeline-mesh sign "
+                "--unsigned`)"
             )

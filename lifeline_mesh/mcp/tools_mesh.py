@@ -36,12 +36,21 @@ def register_mesh(server: MCPServer[Any], ws: Workspace) -> None:
         require_signed: Annotated[
             bool, Field(description="count unsigned entries as failures")
         ] = False,
+        allow_unsigned: Annotated[
+            bool,
+            Field(
+                description="report unsigned entries on a line its nodes sign as notes "
+                "(entries imported from lifeline-context), not failures"
+            ),
+        ] = False,
     ) -> VerifySummary:
         """Audit the ledger: ids match content, parents present, node signatures valid and
         by known signers, times consistent with witnesses. A summary per line; `ok` is false
         when anything fails."""
         with tool_errors():
-            return await verify_summary(ws, line, require_signed=require_signed)
+            return await verify_summary(
+                ws, line, require_signed=require_signed, allow_unsigned=allow_unsigned
+            )
 
     @server.tool(annotations=READ_ONLY)
     async def proposals(

@@ -41,7 +41,7 @@ def _line_summary(report: LineReport) -> LineAudit:
 
 
 async def verify_summary(
-    ws: Workspace, line: str | None, *, require_signed: bool = False
+    ws: Workspace, line: str | None, *, require_signed: bool = False, allow_unsigned: bool = False
 ) -> VerifySummary:
     """Audit one line (or every line): ok overall, and a summary per line."""
     lines = [ws.line_name(line)] if line else ws.home.line_names()
@@ -49,7 +49,7 @@ async def verify_summary(
         raise ConfigError(f"no lines under {ws.home.root}; create one with `lifeline init`")
     local = ws.node_id()
     signers = FileSigners.load(ws.home, local)
-    policy = Policy(local, require_signed=require_signed)
+    policy = Policy(local, require_signed=require_signed, allow_unsigned=allow_unsigned)
 
     summaries: list[LineAudit] = []
     for name in lines:

@@ -22,6 +22,7 @@ from lifeline.home import Home
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
+from lifeline_mesh.notary.statement import Attestation, Role
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
@@ -102,7 +103,7 @@ class LiveRows:
         home: Home,
         *,
         open_line: Callable[[str], AbstractAsyncContextManager[Store]],
-        make_sets: Callable[[Store], Sequence[ReconSet]],
+        make_sets: Callable[[Store, str], Sequence[ReconSet]],
         max_item_bytes: int,
     ) -> None:
         self.home = home
@@ -139,8 +140,15 @@ class LiveRows:
             if self.held.holds(line, ids):
                 return True  # our own rows, or rows already taken from another peer
             async with self._open_line(line) as store:
-                atts, _, entry_set = self._make_sets(store)
+                atts, _, entry_set = self._make_sets(store, source)
                 signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
+                # An entry announced without its author's signature is not "held" for good:
+                # its signature, announced later, must reach the notary (decision 0048).
+                authored = {
+                    i.value.subject
+                    for i in signed
+                    if isinstance(i.value, Attestation) and i.value.role is Role.AUTHOR
+                }
                 if signed:
                     await atts.admit(signed, [])
                 start = await line_mark(store)
@@ -152,7 +160,7 @@ class LiveRows:
             self.taken["refused"] += 1
             log.debug("rows of %s from %s not taken (syncing instead): %s", line, source, exc)
             return False
-        self.held.add(line, ids)
+        self.held.add(line, [i for i in ids if i in authored])
         self.taken["changes"] += 1
         self.taken["entries"] += len(ids)
         return True

@@ -121,7 +121,7 @@ class Node:
         self.rows = LiveRows(
             home,
             open_line=self.open_line,
-            make_sets=lambda store: self.make_sets(store, None),
+            make_sets=lambda store, source: self.make_sets(store, None, source),
             max_item_bytes=self.limits.max_item_bytes,
         )
         # Changes of our shared lines, announced to the peers that watch us (Watch RPC),
@@ -243,10 +243,13 @@ class Node:
         except LifelineError as exc:  # the entries are stored; the next session signs
             log.warning("line %s: no state statement signed: %s", line, exc)
 
-    def make_sets(self, store: Store, peer: SessionPeer | None = None) -> Sequence[ReconSet]:
-        """The sets of one session: attestations, statements (a first-wave peer does not
-        open this set, so it never receives a kind it would refuse), then entries."""
+    def make_sets(
+        self, store: Store, peer: SessionPeer | None = None, source: str | None = None
+    ) -> Sequence[ReconSet]:
+        """The sets of one session: attestations, statements (a first-wave peer never opens
+        it), then entries. ``source``: the node we dialed (a caller: its certificate's)."""
         caller = peer_node_id(peer.identity) if peer is not None else None
+        source = caller if peer is not None else source
         local = self.identity.node_id if self.identity else None
         signers = self.security.signers(self.home, local, caller)
         codec = EntryCodec(self.home.limits())
@@ -254,14 +257,14 @@ class Node:
         if is_pg_store(store):  # a hub's line: the notary's PostgreSQL twin
             from lifeline_mesh.notary.pg_storage import PgNotaryStore
 
-            notary = PgNotaryStore(store, signers=signers, clock=self.clock)
+            notary = PgNotaryStore(store, signers=signers, clock=self.clock, source=source)
             entries = NotarizedEntrySet(EntrySet(store, codec, self.pg_snapshots), notary)
             cache = None  # the notary's sets: snapshots from the stored tokens
         else:
             # A line synced without its notary would take entries unchecked and never pass
             # on their signatures: a store without the notary's tables is refused, loudly.
             line = require_tables(store, NOTARY_COMPONENT, "a node syncing a line")
-            notary = NotaryStore(line, signers=signers, clock=self.clock)
+            notary = NotaryStore(line, signers=signers, clock=self.clock, source=source)
             entries = NotarizedEntrySet(EntrySet(line, codec, self.snapshots), notary)
             cache = self.snapshots
         self._admitting[store] = entries
@@ -429,7 +432,9 @@ class Node:
         """Admit the rows ``peer`` announced (``LiveRows.take``), when it is a lab node or
         the node our sessions found serving at its address, not revoked. False: sync with
         ``peer`` instead."""
-        return self._may_take_from(peer) and await self.rows.take(str(peer.address), rows)
+        address = str(peer.address)
+        source = self.pins.known.get(address, address)
+        return self._may_take_from(peer) and await self.rows.take(source, rows)
 
     def _may_take_from(self, peer: PeerState) -> bool:
         """Rows are taken from a lab node (no TLS), or from the node our sessions found
@@ -478,7 +483,7 @@ class Node:
         reports = []
         for line in lines:
             async with self.open_line(line) as store:
-                sets = self.make_sets(store, None)
+                sets = self.make_sets(store, None, self.pins.known.get(peer, peer))
                 if self.security.role is MeshRole.READER:
                     sets = [SendNothing(s) for s in sets]
                 try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import islice
 from typing import IO, Any
@@ -34,8 +34,8 @@ from lifeline_mesh.notary.audit_reads import enrolled_items, ts_of_ids
 from lifeline_mesh.notary.audit_walk import witness_windows
 from lifeline_mesh.notary.enrollment import LearningSigners
 from lifeline_mesh.notary.findings_log import FindingLog
+from lifeline_mesh.notary.provenance import source_findings
 from lifeline_mesh.notary.rules import (
-    UNSIGNED,
     Finding,
     Policy,
     Verdict,
@@ -43,6 +43,7 @@ from lifeline_mesh.notary.rules import (
     missing_findings,
     state_findings,
     summary_truncation,
+    unsigned_detail,
     unsigned_severity,
     verify_items,
 )
@@ -53,7 +54,9 @@ from lifeline_mesh.notary.storage import NotaryStore
 __all__ = ["SECTIONS", "LineReport", "audit_line", "write_json"]
 
 # A report's findings in the order check_attestations lists them, the ledger's first.
-SECTIONS = ("ledger", "enrolled", "items", "signers", "entries", "truncation", "states")
+SECTIONS = (
+    "ledger", "enrolled", "items", "signers", "entries", "truncation", "states", "sources",
+)  # fmt: skip
 RECENT = 20_000  # entries whose ts the forward pass remembers (parents are usually recent)
 
 
@@ -140,6 +143,8 @@ async def audit_line(
     log.extend(_learn_runners(enrolled.valid, signers), "enrolled")
     items = ItemPass(store, signers, policy, log, workers)
     await items.run()
+    if Role.AUTHOR in items.index.roles:  # a line its nodes sign: see Policy.allow_unsigned
+        policy = replace(policy, signed_line=True)
     verdict.attestations = items.count
     windows = await witness_windows(store, items.index, items.trusted_evidence(), policy)
     walk = _ForwardPass(store, items.index, policy, log, verdict, windows)
@@ -153,6 +158,7 @@ async def audit_line(
     log.extend(summary_truncation(evidence, held, base.entries, policy), "truncation")
     log.extend(missing_findings(items.missing), "truncation")
     log.extend(state_findings(evidence, held, policy), "states")
+    log.extend(await store.run_read(source_findings), "sources")  # who sent what
     return LineReport(line, verdict, log)
 
 
@@ -195,7 +201,7 @@ class _ForwardPass:
             self._unsigned(stream, linked, ts_of, found)
             return
         policy, verdict, log = self.policy, self.verdict, self.log
-        severity = unsigned_severity(policy)
+        severity, why = unsigned_severity(policy), unsigned_detail(policy)
         run: list[str] = []  # a run of unsigned entries with nothing else to say: one call
         unsigned = 0
         nothing: tuple[Attestation, ...] = ()
@@ -209,7 +215,7 @@ class _ForwardPass:
                     run.append(eid)
                     continue
             if run:
-                log.extend_same("unsigned", UNSIGNED, severity, run, "entries")
+                log.extend_same("unsigned", why, severity, run, "entries")
                 run = []
             log.extend(entry_findings(entry, mine, held, ts_of, policy), "entries")
             if mine:
@@ -219,7 +225,7 @@ class _ForwardPass:
                 verdict.imported += 1
         verdict.unsigned += unsigned
         if run:
-            log.extend_same("unsigned", UNSIGNED, severity, run, "entries")
+            log.extend_same("unsigned", why, severity, run, "entries")
         if len(recent) > RECENT:  # oldest first (insertion order): drop the older half
             for key in list(islice(recent, len(recent) - RECENT // 2)):
                 del recent[key]
@@ -230,14 +236,14 @@ class _ForwardPass:
         """A page of unsigned entries: runs of ``unsigned`` notes, and the entries whose
         time may be before a parent's judged between them (as :meth:`page` would)."""
         log, ids = self.log, stream.ids
-        severity = unsigned_severity(self.policy)
+        severity, why = unsigned_severity(self.policy), unsigned_detail(self.policy)
         done = 0
         for entry, i in zip(linked, sorted(stream.linked), strict=True):
             if _after_any(self.recent, found, entry):
-                log.extend_same("unsigned", UNSIGNED, severity, ids[done:i], "entries")
+                log.extend_same("unsigned", why, severity, ids[done:i], "entries")
                 log.extend(entry_findings(entry, (), (), ts_of, self.policy), "entries")
                 done = i + 1
-        log.extend_same("unsigned", UNSIGNED, severity, ids[done:] if done else ids, "entries")
+        log.extend_same("unsigned", why, severity, ids[done:] if done else ids, "entries")
         self.verdict.unsigned += len(ids)
 
 

@@ -39,8 +39,12 @@ class NotarySet(Generic[StoreT]):
         skew_s: float = DEFAULT_SKEW_S,
         backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
         table: str = ATTESTATIONS_TABLE,
+        source: str | None = None,
     ) -> None:
         self.store = store
+        # The node the session's items come from (its certificate's node id), or the
+        # address of a peer without TLS: named with what it sent (notary/provenance.py).
+        self.source = source
         self.table = table  # which of the two sets this object reconciles
         self.signers = signers
         self._clock = clock
@@ -56,6 +60,7 @@ class NotarySet(Generic[StoreT]):
             skew_s=self.skew_s,
             backdate_window_s=self.backdate_window_s,
             table=STATEMENTS_TABLE,
+            source=self.source,
         )
 
 

@@ -45,6 +45,18 @@ PG_NOTARY: Migrations = {
                     n bigint NOT NULL, token_sum bytea NOT NULL,
                     PRIMARY KEY (line_id, name))""",
             ],
-        )
+        ),
+        (
+            2,
+            [
+                # who sent which copy of an entry (notary/provenance.py, decision 0048)
+                """CREATE TABLE entry_sources (
+                    line_id int NOT NULL, entry_id text COLLATE "C" NOT NULL,
+                    ts text COLLATE "C" NOT NULL, source text COLLATE "C" NOT NULL,
+                    outcome text COLLATE "C" NOT NULL, at text COLLATE "C" NOT NULL,
+                    detail text NOT NULL,
+                    PRIMARY KEY (line_id, entry_id, ts, source, outcome))""",
+            ],
+        ),
     ]
 }

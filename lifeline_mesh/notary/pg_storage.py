@@ -17,18 +17,33 @@ from collections.abc import Callable, Iterable, Sequence
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.store.pg_schema import Conn
-from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes, lock_line
+from lifeline.store.pg_writes import (
+    append_locked,
+    declare_locked,
+    id_bytes,
+    lock_line,
+    retime_locked,
+)
 from lifeline.store.port import AppendResult
 from lifeline.store.postgres import PgStore
 from lifeline.store.summary import SetTotals
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
 from lifeline_mesh.notary.claims import stored_claim
+from lifeline_mesh.notary.entry_intake import intake_rows
 from lifeline_mesh.notary.intake import (
     ATTESTATIONS_TABLE,
     STATEMENTS_TABLE,
     NotarySet,
     table_of,
     verify_batch,
+)
+from lifeline_mesh.notary.provenance import (
+    NOT_RECORDED,
+    Intake,
+    Outcome,
+    SourceRow,
+    replaced_detail,
+    split_refused,
 )
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.states import StateOf, sum_fingerprint
@@ -40,6 +55,8 @@ _MOD = 1 << 256
 
 class PgNotaryStore(NotarySet[PgStore]):
     """The attestations (or statements) of one line in PostgreSQL."""
+
+    _blocked: set[str] | None = None  # ids refused this session: their children wait too
 
     @property
     def _line(self) -> int:
@@ -99,7 +116,11 @@ class PgNotaryStore(NotarySet[PgStore]):
             await lock_line(conn, self._line)
             check_timing(atts, await _context(conn, self._line, atts), self.skew_s,
                          self.backdate_window_s)  # fmt: skip
-            return await insert(conn, self._line, atts)
+            added = await insert(conn, self._line, atts)
+            # An entry held at a ts no author signed takes its author's signed ts
+            await _record(conn, self._line, await _replace_unsigned(conn, self._line, atts,
+                                                                    self._clock()))  # fmt: skip
+            return added
 
     async def add(self, atts: Sequence[Attestation]) -> int:
         """Store attestations this node just signed (no peer input, no checks needed)."""
@@ -111,15 +132,27 @@ class PgNotaryStore(NotarySet[PgStore]):
         self, entries: Sequence[Entry], externals: Sequence[tuple[str, str]]
     ) -> AppendResult:
         """Received entries checked against the author signatures held, declared and
-        appended: one transaction under the line's lock."""
+        appended: one transaction under the line's lock. A copy whose ts its author did not
+        sign is refused and recorded with its sender, not stored (notary/provenance.py)."""
         async with self.store.transaction() as conn:
             await lock_line(conn, self._line)
-            await self._check_entries(conn, entries)
+            intake = await self._intake(conn, entries)
             if externals:
                 await declare_locked(conn, self._line, externals)
-            return await append_locked(conn, self._line, entries)
+            result = await append_locked(conn, self._line, intake.kept)
+            rows = intake_rows(intake, result, self.source, self._clock())
+            await _record(conn, self._line, rows)
+            return result
 
-    async def _check_entries(self, conn: Conn, entries: Sequence[Entry]) -> None:
+    async def sources(self) -> list[SourceRow]:
+        """Who sent which copy of an entry, and what became of it (provenance.py)."""
+        rows = await self.store.fetch_line(
+            "SELECT entry_id, ts, source, outcome, at, detail FROM entry_sources"
+            " WHERE line_id = $1 ORDER BY entry_id, at, source"
+        )
+        return [SourceRow(e, t, s, Outcome(o), a, d) for e, t, s, o, a, d in rows]
+
+    async def _intake(self, conn: Conn, entries: Sequence[Entry]) -> Intake:
         own = {e.id: e.ts for e in entries}
         outside = sorted({p for e in entries for p in e.parents} - own.keys())
         signed: dict[str, set[str]] = defaultdict(set)
@@ -130,9 +163,15 @@ class PgNotaryStore(NotarySet[PgStore]):
             sorted(own),
         ):
             signed[subject].add(ts)
+        odd = sorted(e.id for e in entries if signed.get(e.id) and e.ts not in signed[e.id])
+        held = set(await _entry_ts(conn, self._line, odd)) if odd else set()
+        if self._blocked is None:
+            self._blocked = set()
+        intake = split_refused(entries, dict(signed), self._blocked, lambda ids: held & set(ids))
         known = await _entry_ts(conn, self._line, outside)
         known.update(own)
-        check_entry_times(entries, signed, known, self.skew_s)
+        check_entry_times(intake.kept, signed, known, self.skew_s)
+        return intake
 
     async def held_enrollments(self) -> list[Attestation]:
         rows = await self.store.fetch_line(
@@ -318,4 +357,61 @@ def _decoded(items: Iterable[bytes]) -> list[Attestation]:
             out.append(decode(item))
         except InvalidEntry:
             continue
+    return out
+
+
+async def _record(conn: Conn, line_id: int, rows: Sequence[SourceRow]) -> None:
+    if not rows:
+        return
+    await conn.execute(
+        "INSERT INTO entry_sources (line_id, entry_id, ts, source, outcome, at, detail)"
+        " SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[],"
+        " $6::text[], $7::text[]) ON CONFLICT DO NOTHING",
+        line_id,
+        [r.entry_id for r in rows],
+        [r.ts for r in rows],
+        [r.source for r in rows],
+        [r.outcome.value for r in rows],
+        [r.at for r in rows],
+        [r.detail for r in rows],
+    )
+
+
+async def _replace_unsigned(
+    conn: Conn, line_id: int, atts: Sequence[Attestation], at: str
+) -> list[SourceRow]:
+    """provenance.signed_times_replace on PostgreSQL: each entry held at a ts no author
+    signed takes the earliest signed ts; the rows name who sent the unsigned copy."""
+    new: dict[str, set[str]] = defaultdict(set)
+    for att in atts:
+        if att.role is Role.AUTHOR and len(att.subject) == 64:
+            new[att.subject].add(att.ts)
+    stored = await _entry_ts(conn, line_id, sorted(new)) if new else {}
+    odd = {i: ts for i, ts in stored.items() if ts not in new[i]}
+    if not odd:
+        return []
+    held: dict[str, set[str]] = defaultdict(set)
+    for subject, ts in await conn.fetch(
+        "SELECT subject, ts FROM attestations WHERE line_id = $1 AND role = 'author'"
+        " AND subject = ANY($2::text[])",
+        line_id,
+        sorted(odd),
+    ):
+        held[subject].add(ts)
+    changes = {i: (ts, min(held[i] | new[i])) for i, ts in odd.items() if ts not in held[i]}
+    await retime_locked(conn, line_id, changes)
+    out: list[SourceRow] = []
+    for entry_id, (old, signed) in sorted(changes.items()):
+        senders = [
+            str(r[0])
+            for r in await conn.fetch(
+                "SELECT DISTINCT source FROM entry_sources WHERE line_id = $1 AND entry_id = $2"
+                " AND ts = $3 AND outcome = 'unsigned'",
+                line_id,
+                entry_id,
+                old,
+            )
+        ] or [NOT_RECORDED]
+        detail = replaced_detail(old, signed)
+        out += [SourceRow(entry_id, old, s, Outcome.REPLACED, at, detail) for s in senders]
     return out

@@ -11,6 +11,7 @@ from typing import Protocol
 from lifeline.entry import Entry
 from lifeline.store.port import AppendResult, Store
 from lifeline.store.summary import SetTotals
+from lifeline_mesh.notary.provenance import SourceRow
 from lifeline_mesh.notary.statement import Attestation
 
 __all__ = ["Notary"]
@@ -70,7 +71,12 @@ class Notary(Protocol):
         self, entries: Sequence[Entry], externals: Sequence[tuple[str, str]]
     ) -> AppendResult:
         """Received entries checked against the attestations held and stored, with their
-        cross-line declarations, in one transaction."""
+        cross-line declarations, in one transaction; a copy whose ts its author did not
+        sign is refused (not stored) and recorded with ``source``, the rest stored."""
+        ...
+
+    async def sources(self) -> list[SourceRow]:
+        """Who sent which copy of an entry, and what became of it (provenance.py)."""
         ...
 
     async def enrollments_of(self, node_ids: Sequence[str]) -> dict[str, bytes]:

@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 from collections import defaultdict
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from lifeline.audit import Linked
@@ -43,6 +43,7 @@ __all__ = [
     "signer_findings",
     "state_findings",
     "summary_truncation",
+    "unsigned_detail",
     "unsigned_severity",
     "verify_items",
     "window_findings",
@@ -70,6 +71,8 @@ class Policy:
     skew_s: float = DEFAULT_SKEW_S
     backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S
     require_signed: bool = False
+    allow_unsigned: bool = False  # False: unsigned fails on a signed line (decision 0048)
+    signed_line: bool = False  # set by the audit: the line holds an author signature
 
 
 @dataclass(slots=True)
@@ -198,6 +201,8 @@ def check_attestations(
     verdict = Verdict(entries=len(entries), attestations=checked.count)
     verdict.findings.extend(checked.findings)
     atts = checked.valid
+    if not policy.signed_line and any(a.role is Role.AUTHOR for a in atts):
+        policy = replace(policy, signed_line=True)
     verdict.findings.extend(signer_findings(atts, signers))
     trusted = [a for a in atts if signers.status(a.node_id).state is not SignerState.UNKNOWN]
     authors: dict[str, list[Attestation]] = defaultdict(list)
@@ -251,10 +256,19 @@ UNSIGNED = (
     "no author signature (imported unsigned, e.g. from lifeline-context, or "
     "written without a node identity); not a forgery by itself"
 )
+UNSIGNED_ON_SIGNED_LINE = (
+    "no author signature on a line its nodes sign: stripped or never sent, so its ts is nobody's"
+    " (imported from lifeline-context? `lifeline-mesh sign --unsigned`, or --allow-unsigned)"
+)
 
 
 def unsigned_severity(policy: Policy) -> str:
-    return "fail" if policy.require_signed else "note"
+    strict = policy.require_signed or (policy.signed_line and not policy.allow_unsigned)
+    return "fail" if strict else "note"
+
+
+def unsigned_detail(policy: Policy) -> str:
+    return UNSIGNED_ON_SIGNED_LINE if unsigned_severity(policy) == "fail" else UNSIGNED
 
 
 def _first_other(marks: Sequence[Mark], authors: set[str]) -> Mark | None:
@@ -275,7 +289,8 @@ def entry_findings(
     if not authors and imports:
         out.append(_imported(entry, imports))
     elif not authors:
-        out.append(Finding("unsigned", entry.id, UNSIGNED, unsigned_severity(policy)))
+        why, severity = unsigned_detail(policy), unsigned_severity(policy)
+        out.append(Finding("unsigned", entry.id, why, severity))
     elif all(a.ts != entry.ts for a in authors):
         signed = ", ".join(sorted({a.ts for a in authors}))
         out.append(

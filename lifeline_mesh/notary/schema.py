@@ -100,4 +100,22 @@ NOTARY_MIGRATIONS: list[tuple[int, str]] = [
                 WHERE NOT EXISTS (SELECT 1 FROM statements);
             """,
     ),
+    (
+        8,
+        # Who sent which copy of an entry (notary/provenance.py, decision 0048): an
+        # unsigned copy's sender (its attributable source), a copy refused because its
+        # author did not sign its ts, an unsigned ts replaced by the author's signed one.
+        # Local to this node; never synced.
+        """
+            CREATE TABLE entry_sources (
+                entry_id TEXT NOT NULL,
+                ts       TEXT NOT NULL,
+                source   TEXT NOT NULL,
+                outcome  TEXT NOT NULL,
+                at       TEXT NOT NULL,
+                detail   TEXT NOT NULL,
+                PRIMARY KEY (entry_id, ts, source, outcome)
+            ) WITHOUT ROWID;
+            """,
+    ),
 ]

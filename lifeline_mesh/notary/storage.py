@@ -33,12 +33,19 @@ from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
 from lifeline_mesh.notary.claims import ClaimMarks, stored_claim
 from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
+from lifeline_mesh.notary.entry_intake import intake_rows, signed_and_known, take_entries
 from lifeline_mesh.notary.intake import (
     ATTESTATIONS_TABLE,
     STATEMENTS_TABLE,
     NotarySet,
     table_of,
     verify_batch,
+)
+from lifeline_mesh.notary.provenance import (
+    SourceRow,
+    read_sources,
+    record,
+    signed_times_replace,
 )
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
@@ -177,6 +184,7 @@ class NotaryStore(NotarySet[SqlLine]):
     of the signatures it stored lasts as long as the session."""
 
     _remembered: dict[str, str] | None = None
+    _blocked: set[str] | None = None  # ids refused this session: their children wait too
 
     @classmethod
     async def attach(
@@ -277,9 +285,14 @@ class NotaryStore(NotarySet[SqlLine]):
         held (timing, summaries), in one transaction; stores nothing if one fails."""
         skew, window = self.skew_s, self.backdate_window_s
 
+        now = self._clock()
+
         def tx(conn: sqlite3.Connection) -> int:
             check_timing(atts, _context(conn, atts), skew, window)
-            return _insert(conn, atts)
+            added = _insert(conn, atts)
+            # An entry held at a ts no author signed takes its author's signed ts
+            record(conn, signed_times_replace(conn, atts, now))
+            return added
 
         added = await self.store.run_write(tx)
         self._remember(atts)  # committed: held from now on (attestations are never deleted)
@@ -336,55 +349,33 @@ class NotaryStore(NotarySet[SqlLine]):
         self, entries: Sequence[Entry], externals: Sequence[tuple[str, str]]
     ) -> AppendResult:
         """Received entries checked against the attestations held and stored, in one
-        transaction (with their cross-line declarations ``(id, line)``)."""
+        transaction (with their cross-line declarations ``(id, line)``). A copy whose ts
+        its author did not sign is refused and recorded with its sender, not stored; the
+        rest of the batch is (notary/provenance.py)."""
         store = self.store
 
         def tx(conn: sqlite3.Connection) -> AppendResult:
-            self.check_entries_in(conn, entries)
-            return store.append_in(conn, entries, externals)
+            if self._blocked is None:
+                self._blocked = set()
+            intake = take_entries(conn, entries, self._remembered, self._blocked, self.skew_s)
+            result = store.append_in(conn, intake.kept, externals)
+            record(conn, intake_rows(intake, result, self.source, self._clock()))
+            return result
 
         return await store.run_write(tx)
 
+    async def sources(self) -> list[SourceRow]:
+        """Who sent which copy of an entry, and what became of it (provenance.py)."""
+        return await self.store.run_read(read_sources)
+
     async def check_entries(self, entries: Sequence[Entry]) -> None:
-        """Admission check for received entries against the attestations already held."""
+        """Admission check for received entries against the attestations already held:
+        raises for the first copy whose ts its author did not sign."""
         await self.store.run_read(lambda conn: self.check_entries_in(conn, entries))
 
     def check_entries_in(self, conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
-        """:meth:`check_entries` on ``conn``, e.g. inside the transaction that stores them."""
-        own = {e.id: e.ts for e in entries}
-        outside = sorted({p for e in entries for p in e.parents} - own.keys())
-        # Only entries no held signature dates as they are dated can fail the check; when
-        # the batch names an id twice, every id is checked against all its signatures.
-        unique = len(own) == len(entries)
-        matched: set[str] = set()
-        memory = self._remembered
-        if unique and memory:  # signed as dated by a signature stored in this session
-            matched = {i for i, ts in own.items() if memory.get(i) == ts}
-        signed: dict[str, set[str]] = defaultdict(set)
-        for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in own if i not in matched})):
-            marks = ",".join("?" * len(chunk))
-            # One row per chunk, not one per attestation: fetching a row gives up the
-            # interpreter lock, which a busy event loop then holds for up to 5 ms.
-            (pairs,) = conn.execute(
-                f"SELECT json_group_array(json_array(subject, ts)) FROM attestations"
-                f" WHERE role = 'author' AND {SUBJECT_KEY} IN ({marks})",
-                chunk,
-            ).fetchone()
-            for subject, ts in json.loads(pairs):
-                mine = own.get(subject)
-                if mine is None:
-                    continue
-                if unique and mine == ts:
-                    matched.add(subject)  # the usual case: signed as dated
-                else:
-                    signed[subject].add(ts)
-        known: dict[str, str] = {}
-        for chunk in _chunks(outside):
-            marks = ",".join("?" * len(chunk))
-            known.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
-        known.update(own)
-        for entry_id in matched:
-            signed.pop(entry_id, None)  # one signature names its ts: the check passes
+        """:meth:`check_entries` on ``conn``, e.g. inside a transaction."""
+        signed, known = signed_and_known(conn, entries, self._remembered)
         check_entry_times(entries, signed, known, self.skew_s)
 
     @staticmethod

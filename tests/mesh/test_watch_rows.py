@@ -6,6 +6,7 @@ items — real line files, real signatures — or refuses them and leaves its li
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import sqlite3
 from pathlib import Path
 
@@ -236,3 +237,42 @@ async def test_a_mesh_node_takes_rows_only_from_the_member_it_found_at_that_addr
     cli("lifeline_mesh", tmp_path / "b", "revoke", a_id, "--reason", "test")
     assert not await b.take_rows(peer, rows)
     assert _count(b_home.line_path(LINE), "entries") == 0
+
+
+def _sources(line: Path) -> list[tuple[str, str, str, str]]:
+    with sqlite3.connect(line) as conn:
+        sql = "SELECT entry_id, ts, source, outcome FROM entry_sources ORDER BY outcome, entry_id"
+        return [tuple(r) for r in conn.execute(sql)]
+
+
+def _ts_of(line: Path, entry_id: str) -> str:
+    with sqlite3.connect(line) as conn:
+        return str(conn.execute("SELECT ts FROM entries WHERE id = ?", (entry_id,)).fetchone()[0])
+
+
+async def test_announced_rows_cannot_rewrite_another_node_s_entry(
+    two_nodes: tuple[Node, Node],
+) -> None:
+    """Decision 0048 on the Watch path: an announced copy of a's last entry, backdated and
+    without its signature, is stored provisionally and named with the announcing peer; a's
+    signed rows then give it back its signed ts; announced again, the copy is refused alone
+    (the rows are taken: no session needed) and named."""
+    a, b = two_nodes
+    rows = await _all_rows(a)
+    last = Entry.from_json(rows.entries[-1], check=False)
+    when = dt.datetime.strptime(last.ts, "%Y-%m-%dT%H:%M:%S.%fZ") - dt.timedelta(seconds=60)
+    early = when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # within the skew of its parent's ts
+    copy = last.with_ts(early).to_json()
+    line_b = b.home.line_path(LINE)
+    relay = ChangeItems(LINE, rows.attestations[:-1], (*rows.entries[:-1], copy))
+    rogue = _peer("127.0.0.1:9")
+    assert await b.take_rows(rogue, relay)
+    assert _ts_of(line_b, last.id) == early and early != last.ts
+    assert _sources(line_b) == [(last.id, early, "127.0.0.1:9", "unsigned")]
+    assert await b.take_rows(_peer(), rows)  # the author's signature arrives
+    assert _ts_of(line_b, last.id) == last.ts
+    assert (last.id, early, "127.0.0.1:9", "replaced") in _sources(line_b)
+    b.rows.held = HeldIds()  # forget what was taken: the copy is looked at again
+    assert await b.take_rows(rogue, relay)  # taken (the rest is held): no session needed
+    assert _ts_of(line_b, last.id) == last.ts
+    assert (last.id, early, "127.0.0.1:9", "refused") in _sources(line_b)

@@ -44,7 +44,9 @@ async def _receipts(notary: NotaryStore) -> list[tuple[str, ...]]:
     return [a.extras for a in items if a.role is Role.WITNESS]
 
 
-async def test_a_refused_entry_leaves_nothing_of_its_batch(tmp_path: Path) -> None:
+async def test_a_copy_its_author_did_not_date_so_is_refused_alone(tmp_path: Path) -> None:
+    """The copy is not stored and the batch's other entries are: one bad item never costs
+    the session (decision 0048). The honest copy is admitted afterwards."""
     author = NodeIdentity.generate()
     first, second = _chain(2)
     store, notary, guarded = await _setup(tmp_path)
@@ -53,13 +55,14 @@ async def test_a_refused_entry_leaves_nothing_of_its_batch(tmp_path: Path) -> No
         edited = second.with_ts("2026-03-01T10:00:59.000000Z")  # not the time signed
         codec = EntryCodec()
         batch = [codec.parse(e.to_json()) for e in (first, edited)]
+        assert (await guarded.admit(batch, [])).added == 1
+        assert [e.id for e in await store.get_many([first.id, second.id])] == [first.id]
         with pytest.raises(BadSignature, match="time was edited"):
-            await guarded.admit(batch, [])
-        assert await store.count() == 0 and guarded.admitted == 0
+            await notary.check_entries([edited])  # the strict check still names it
 
         honest = [codec.parse(e.to_json()) for e in (first, second)]
         result = await guarded.admit(honest, [])
-        assert result.added == 2 and await store.count() == 2 and guarded.admitted == 2
+        assert result.added == 1 and await store.count() == 2 and guarded.admitted == 2
         assert (await guarded.admit(honest, [])).added == 0  # again: nothing new
         assert guarded.admitted == 2
         assert await _receipts(notary) == []  # no per-batch receipt: one state per session
@@ -90,8 +93,8 @@ async def test_an_id_twice_in_a_batch_is_checked_for_each_ts(tmp_path: Path, ord
         edited = second.with_ts("2026-03-01T10:00:59.000000Z")  # same id, a ts never signed
         pair = (second, edited) if order == "signed-first" else (edited, second)
         codec = EntryCodec()
-        with pytest.raises(BadSignature, match="time was edited"):
-            await guarded.admit([codec.parse(e.to_json()) for e in (first, *pair)], [])
-        assert await store.count() == 0
+        await guarded.admit([codec.parse(e.to_json()) for e in (first, *pair)], [])
+        stored = {e.id: e.ts for e in await store.get_many([first.id, second.id])}
+        assert stored == {first.id: first.ts, second.id: second.ts}  # the edited copy refused
     finally:
         await store.close()

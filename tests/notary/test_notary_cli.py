@@ -42,18 +42,27 @@ def test_init_id_and_signed_writes(tmp_path: Path) -> None:
     second = _run("lifeline", tmp_path, "log", "--kind", "decision", "--summary", "signed")
     assert second.returncode == 0, second.stderr
 
+    # The line's node signs what it writes: an entry without a signature fails by default
+    # (decision 0048); written before the identity, it passes as a note when allowed.
     code, report = _verify_json(tmp_path)
     line = report["lines"][0]
-    assert code == 0 and report["ok"] and report["node_id"] == node_id
+    assert code == 1 and not report["ok"] and report["node_id"] == node_id
     assert (line["signed"], line["unsigned"]) == (1, 1)
     unsigned = [f for f in line["findings"] if f["check"] == "unsigned"]
     assert [f["subject"] for f in unsigned] == [first.stdout.strip()]
-    assert unsigned[0]["severity"] == "note"
-
+    assert unsigned[0]["severity"] == "fail" and "--allow-unsigned" in unsigned[0]["detail"]
     human = _run("lifeline_mesh", tmp_path, "verify")
+    assert human.returncode == 1 and "--allow-unsigned" in human.stdout
+
+    code, report = _verify_json(tmp_path, "--allow-unsigned")
+    line = report["lines"][0]
+    assert code == 0 and report["ok"]
+    [note] = [f for f in line["findings"] if f["check"] == "unsigned"]
+    assert note["severity"] == "note"
+    human = _run("lifeline_mesh", tmp_path, "verify", "--allow-unsigned")
     assert human.returncode == 0 and human.stdout.startswith("OK")
     assert "--require-signed" in human.stdout
-    code, report = _verify_json(tmp_path, "--require-signed")
+    code, report = _verify_json(tmp_path, "--require-signed", "--allow-unsigned")
     assert code == 1 and not report["ok"]
 
 
@@ -108,6 +117,8 @@ async def test_imported_lifeline_context_entries_are_unsigned_not_forged(
         _run("lifeline", tmp_path, "log", "--kind", "note", "--summary", "joined").returncode == 0
     )
     code, report = _verify_json(tmp_path, "--line", "ledger")
+    assert code == 1  # a line its node signs: unsigned entries fail unless allowed
+    code, report = _verify_json(tmp_path, "--line", "ledger", "--allow-unsigned")
     line = report["lines"][0]
     assert code == 0, line["findings"]
     assert (line["signed"], line["unsigned"]) == (1, len(imported))

@@ -18,6 +18,7 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.pg_schema import PG_NOTARY
 from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary
+from lifeline_mesh.notary.provenance import Outcome
 from lifeline_mesh.notary.sign import attest_state, sign_entries, state_statements
 from lifeline_mesh.notary.statement import Role, decode, sign
 from lifeline_mesh.notary.states import StateOf
@@ -52,11 +53,13 @@ async def line(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
         await db.close()
 
 
-async def _notary(store: Store) -> Notary:
+async def _notary(store: Store, source: str | None = None) -> Notary:
     if isinstance(store, PgStore):
-        return PgNotaryStore(store, clock=lambda: NOW)
+        return PgNotaryStore(store, clock=lambda: NOW, source=source)
     assert isinstance(store, SqliteStore)
-    return await NotaryStore.attach(store, clock=lambda: NOW)
+    notary = await NotaryStore.attach(store, clock=lambda: NOW)
+    notary.source = source
+    return notary
 
 
 async def test_attestations_form_the_same_set_on_every_store(line: Store) -> None:
@@ -84,26 +87,55 @@ async def test_attestations_form_the_same_set_on_every_store(line: Store) -> Non
         await notary.admit([state])
 
 
-async def test_a_refused_entry_leaves_nothing_of_its_batch(line: Store) -> None:
+async def test_a_copy_its_author_did_not_date_so_is_refused_alone(line: Store) -> None:
+    """Refused and named with its sender; the rest of the batch is stored (decision 0048)."""
     author = NodeIdentity.generate()
-    first, second = _chain(2)
-    notary = await _notary(line)
+    first, second, third = _chain(3)
+    notary = await _notary(line, source="rogue-node")
     guarded = NotarizedEntrySet(EntrySet(line), notary)
     await sign_entries(line, author, [first, second])  # held before the entries arrive
     codec = EntryCodec()
     edited = second.with_ts("2026-03-01T10:00:59.000000Z")  # not the time signed
-    with pytest.raises(BadSignature, match="time was edited"):
-        await guarded.admit([codec.parse(e.to_json()) for e in (first, edited)], [])
-    assert await line.count() == 0 and guarded.admitted == 0
-    honest = [codec.parse(e.to_json()) for e in (first, second)]
+    result = await guarded.admit([codec.parse(e.to_json()) for e in (first, edited, third)], [])
+    assert result.added == 1 and await line.count() == 1  # `third` is a child of the copy
+    [child, refused] = sorted(await notary.sources(), key=lambda r: r.detail)
+    assert (refused.entry_id, refused.ts, refused.source) == (second.id, edited.ts, "rogue-node")
+    assert refused.outcome is Outcome.REFUSED and "did not sign" in refused.detail
+    assert child.entry_id == third.id and child.outcome is Outcome.REFUSED
+    honest = [codec.parse(e.to_json()) for e in (first, second, third)]
     assert (await guarded.admit(honest, [])).added == 2
     other = "c" * 64
-    child = Entry.create(ts=NOW, kind="note", summary="child", parents=(other, second.id))
+    child_of = Entry.create(ts=NOW, kind="note", summary="child", parents=(other, second.id))
     result = await guarded.admit(
-        [codec.parse(child.to_json())], [(bytes.fromhex(other), "research")]
+        [codec.parse(child_of.to_json())], [(bytes.fromhex(other), "research")]
     )
     assert result.added == 1 and await line.externals() == {other: "research"}
-    assert await line.count() == 3 and guarded.admitted == 3
+    assert await line.count() == 4 and guarded.admitted == 4
+    # `third` arrived unsigned from the node: its sender is its attributable source
+    unsigned = [r for r in await notary.sources() if r.outcome is Outcome.UNSIGNED]
+    assert {r.entry_id for r in unsigned} == {third.id, child_of.id}
+
+
+async def test_an_unsigned_copy_takes_its_authors_signed_time(line: Store) -> None:
+    """A copy stored without its signature, dated earlier than its author dated it: the
+    signature, when it arrives, replaces the ts, and the copy's sender is named."""
+    author = NodeIdentity.generate()
+    [entry] = _chain(1)
+    early = entry.with_ts("2026-03-01T09:00:00.000000Z")
+    notary = await _notary(line, source="rogue-node")
+    guarded = NotarizedEntrySet(EntrySet(line), notary)
+    assert (await guarded.admit([EntryCodec().parse(early.to_json())], [])).added == 1
+    later = await _notary(line, source="honest-node")
+    assert await later.admit([sign(author, Role.AUTHOR, entry.id, entry.ts)]) == 1
+    [held] = await line.get_many([entry.id])
+    assert held.ts == entry.ts
+    replaced = [r for r in await later.sources() if r.outcome is Outcome.REPLACED]
+    assert [(r.source, r.ts) for r in replaced] == [("rogue-node", early.ts)]
+    # the entries' whole-set fingerprint follows the new ts
+    fresh = EntrySet(line)
+    summary = await fresh.summary()
+    assert summary is not None
+    assert (await fresh.snapshot()).whole() == (summary.count, summary.total)
 
 
 async def test_a_backdated_signature_is_refused_against_the_stored_parent(line: Store) -> None:

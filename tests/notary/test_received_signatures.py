@@ -59,9 +59,14 @@ async def test_an_edited_ts_is_refused_after_its_signature_arrived(
         for k in range(3):
             edited = [*entries[:k], entries[k].with_ts(EDITED), *entries[k + 1 :]]
             with pytest.raises(BadSignature, match="time was edited"):
-                await _admit(guarded, edited)
-            assert await store.count() == 0  # nothing of the refused batch
-        assert await _admit(guarded, entries) == 3
+                await notary.check_entries(edited)
+            # the edited copy and its children are refused; what comes before it is stored
+            assert await _admit(guarded, edited) == (1 if k else 0)
+            assert await store.count() == k
+        assert await _admit(guarded, entries) == 1
+        assert {e.id: e.ts for e in await store.get_many(e.id for e in entries)} == {
+            e.id: e.ts for e in entries
+        }
 
 
 async def test_a_second_signature_of_an_entry_is_found_in_the_table(tmp_path: Path) -> None:
@@ -75,7 +80,8 @@ async def test_a_second_signature_of_an_entry_is_found_in_the_table(tmp_path: Pa
         await _receive_signatures(notary, [entry])
         await _receive_signatures(notary, [again])
         with pytest.raises(BadSignature, match="time was edited"):
-            await _admit(guarded, [entry.with_ts(EDITED)])
+            await notary.check_entries([entry.with_ts(EDITED)])
+        assert await _admit(guarded, [entry.with_ts(EDITED)]) == 0  # refused, not stored
         assert await _admit(guarded, [again]) == 1
 
 
@@ -93,7 +99,8 @@ async def test_signatures_refused_at_admission_are_not_remembered(tmp_path: Path
         other = sign(AUTHOR, Role.AUTHOR, entries[0].id, EDITED).item
         await notary.commit(await notary.prepare([other]))
         with pytest.raises(BadSignature, match="time was edited"):
-            await _admit(guarded, entries[:1])
+            await notary.check_entries(entries[:1])
+        assert await _admit(guarded, entries[:1]) == 0
 
 
 def test_an_author_statement_decodes_to_what_was_signed() -> None:

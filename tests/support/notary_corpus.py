@@ -138,7 +138,8 @@ async def signature_copied(c: Corpus, store: SqliteStore) -> set[str]:
         insert_raw(conn, item)
 
     await store.run_write(tx)
-    return {"bad-signature"}
+    # the copy signs nothing: the entry it replaced is unsigned on a signed line
+    return {"bad-signature", "unsigned"}
 
 
 async def resigned_other_node(c: Corpus, store: SqliteStore) -> set[str]:

@@ -32,8 +32,10 @@ from tests.support.sync_helpers import make_node, serving, write
 class FirstWaveNode(Node):
     """A peer of the first wave: it reconciles attestations and entries only."""
 
-    def make_sets(self, store: Store, peer: SessionPeer | None = None) -> Sequence[ReconSet]:
-        return [s for s in super().make_sets(store, peer) if s.name != STATEMENTS]
+    def make_sets(
+        self, store: Store, peer: SessionPeer | None = None, source: str | None = None
+    ) -> Sequence[ReconSet]:
+        return [s for s in super().make_sets(store, peer, source) if s.name != STATEMENTS]
 
 
 def _signed(root: Path, cls: type[Node] = Node, **kwargs: object) -> Node:

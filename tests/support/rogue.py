@@ -1,0 +1,32 @@
+"""A rogue member's hand edits of its own line file (issue 32, decision 0048): what its
+code then sends is what any node sends of its store."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from pathlib import Path
+
+__all__ = ["STORED_FORM", "entry_ts", "strip_and_backdate"]
+
+STORED_FORM = "%Y-%m-%dT%H:%M:%S.%fZ"
+
+
+def entry_ts(line_file: Path, entry_id: str) -> str:
+    """The stored ts of ``entry_id`` ("" when the line does not hold it)."""
+    with sqlite3.connect(line_file) as conn:
+        row = conn.execute("SELECT ts FROM entries WHERE id = ?", (entry_id,)).fetchone()
+    return str(row[0]) if row else ""
+
+
+def strip_and_backdate(line_file: Path, entry_id: str, seconds: float = 60) -> str:
+    """Delete the entry's author signatures and move its ts ``seconds`` earlier (within the
+    skew of its parents' ts, so only the signature rule can catch it). Returns the new ts."""
+    when = dt.datetime.strptime(entry_ts(line_file, entry_id), STORED_FORM)
+    early = (when - dt.timedelta(seconds=seconds)).strftime(STORED_FORM)
+    with sqlite3.connect(line_file) as conn:
+        conn.execute("DELETE FROM attestations WHERE role = 'author' AND subject = ?", (entry_id,))
+        conn.execute("UPDATE entries SET ts = ? WHERE id = ?", (early, entry_id))
+        # the sets' kept fingerprints are recomputed from the rows, as after any damage
+        conn.execute("DELETE FROM set_summaries WHERE name IN ('attestations', 'entries')")
+    return early
