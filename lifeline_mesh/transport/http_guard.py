@@ -60,9 +60,11 @@ def host_allowed(host_header: str, names: Iterable[str] = ()) -> bool:
     return host == "localhost" or _is_address(host) or host in {n.lower() for n in names}
 
 
-def origin_allowed(origin: str, host_header: str, names: Iterable[str] = ()) -> bool:
+def origin_allowed(
+    origin: str, host_header: str, names: Iterable[str] = (), *, scheme: str = "http"
+) -> bool:
     """Whether a browser page at ``origin`` may send a write to the server reached as
-    ``host_header``: the same host and port, or a name given with ``--allow-host``."""
+    ``host_header`` over ``scheme``: the same origin, or a name given with ``--allow-host``."""
     try:
         parts = urlsplit(origin.strip())
     except ValueError:
@@ -74,7 +76,12 @@ def origin_allowed(origin: str, host_header: str, names: Iterable[str] = ()) -> 
     page_host, page_port = split_host(parts.netloc)
     if page_host in {n.lower() for n in names}:
         return True
-    return page_host == own_host and (page_port or default) == (own_port or default)
+    own_default = "443" if scheme == "https" else "80"
+    return (
+        parts.scheme == scheme
+        and page_host == own_host
+        and (page_port or default) == (own_port or own_default)
+    )
 
 
 def _refusal(status: int, message: str) -> list[dict[str, object]]:
@@ -122,7 +129,10 @@ class BrowserGuard:
             )
         elif scope.get("method", "GET") not in SAFE_METHODS:
             origin = headers.get("origin")
-            if origin is not None and not origin_allowed(origin, host or "", self.names):
+            scheme = str(scope.get("scheme", "http"))
+            if origin is not None and not origin_allowed(
+                origin, host or "", self.names, scheme=scheme
+            ):
                 refused = _refusal(
                     403,
                     f"a page at {origin[:100]!r} may not send {scope.get('method')} here "

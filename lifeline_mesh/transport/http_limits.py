@@ -37,10 +37,10 @@ __all__ = ["DEFAULT_LIMITS", "HttpLimits", "server_config"]
 
 log = logging.getLogger(__name__)
 
+_BUSY_TEXT = b"every connection of this server is busy; try again shortly\n"
 _BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"connection: close\r\ncontent-length: 60\r\n\r\n"
-    b"every connection of this server is busy; try again shortly\n"
+    b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(_BUSY_TEXT), _BUSY_TEXT)
 )
 
 
