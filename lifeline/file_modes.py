@@ -12,7 +12,8 @@ should read them, whatever the umask the commands ran under (``umask 000`` used 
 
 Keys have their own, stricter check (they are refused when loose: ``fsutil.read_private``).
 ``lifeline-mesh status`` and ``lifeline lines`` report looser modes; ``lifeline-mesh serve``
-and every ``init`` repair them, as they restore the ignore file (:mod:`lifeline.ignore`).
+repairs them, as it restores the ignore file (:mod:`lifeline.ignore`), and every command
+that opens a line to write (``init`` among them) makes the folder 0700 again.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ from lifeline.fsutil import PRIVATE_FILE
 if TYPE_CHECKING:
     from lifeline.home import Home
 
-__all__ = ["PRIVATE_DIR", "LooseMode", "loose_modes", "loose_warning", "repair_modes"]
+__all__ = [
+    "PRIVATE_DIR",
+    "LooseMode",
+    "loose_modes",
+    "loose_warning",
+    "make_dir_private",
+    "repair_modes",
+]
 
 PRIVATE_DIR = 0o700
 _DATABASE = re.compile(r"\.(db|sqlite)($|[-.])")  # ledger.db, x.db-wal, x.db.damaged-...
@@ -62,6 +70,19 @@ def loose_modes(home: Home) -> list[LooseMode]:
         if stat.S_ISREG(info.st_mode) and _database(path) and info.st_mode & 0o077:
             found.append(LooseMode(path, stat.S_IMODE(info.st_mode), PRIVATE_FILE))
     return found
+
+
+def make_dir_private(home: Home) -> bool:
+    """``.lifeline/`` back to 0700 if it is looser (one ``stat``: cheap enough for every
+    line opened to write); whether it was changed."""
+    try:
+        mode = stat.S_IMODE(home.dir.stat().st_mode)
+        if not mode & 0o077:
+            return False
+        home.dir.chmod(PRIVATE_DIR)
+    except OSError:  # missing, or another user's: `status` reports it
+        return False
+    return True
 
 
 def repair_modes(home: Home) -> list[LooseMode]:

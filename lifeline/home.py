@@ -161,11 +161,11 @@ class Home:
 
     def prepare(self) -> None:
         """Make ``.lifeline/`` (its owner's only: lifeline/file_modes.py), keep it out of git."""
-        from lifeline.file_modes import repair_modes  # both use this module
+        from lifeline.file_modes import make_dir_private  # both use this module
         from lifeline.ignore import ensure_ignore_file
 
         ensure_ignore_file(self)  # makes the folder 0700 when missing
-        repair_modes(self)
+        make_dir_private(self)
 
     # Settings.
 
