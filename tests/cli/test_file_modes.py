@@ -90,7 +90,7 @@ def _write_everything(root: Path) -> None:
     _run("lifeline", root, "--line", "private", "init")
     _run("lifeline", root, "--line", "private", "log", "--kind", "note", "--summary", SECRET)
     _run("lifeline", root, "sessions", "ingest", "--tool", "claude", str(TRANSCRIPT))
-    _run("lifeline_mesh", root, "init")
+    _run("lifeline_mesh", root, "init", "--new-mesh", "team")
 
 
 def test_lines_and_transcripts_are_private_whatever_the_umask(project: Path) -> None:
@@ -101,6 +101,10 @@ def test_lines_and_transcripts_are_private_whatever_the_umask(project: Path) -> 
     }
     assert ".lifeline/sessions-sources.sqlite" in modes
     assert modes == {k: 0o700 if k == ".lifeline" else 0o600 for k in modes}
+    mesh = project / ".lifeline" / "mesh"
+    keys = {p.name: stat.S_IMODE(p.stat().st_mode) for p in mesh.glob("*.key")}
+    assert keys == {"node.key": 0o600, "ca.key": 0o600, "tls.key": 0o600}
+    assert stat.S_IMODE(mesh.stat().st_mode) == 0o700
     # While a node serves a line and a write lands, SQLite's WAL and shared-memory files
     # exist (the node holds the line open): 0600 too.
     _run("lifeline_mesh", project, "share", "ledger")
