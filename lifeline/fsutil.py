@@ -11,7 +11,16 @@ from typing import BinaryIO
 
 from lifeline.errors import ConfigError
 
-__all__ = ["atomic_file", "read_private", "require_private", "write_atomic"]
+__all__ = [
+    "PRIVATE_FILE",
+    "atomic_file",
+    "create_private",
+    "read_private",
+    "require_private",
+    "write_atomic",
+]
+
+PRIVATE_FILE = 0o600  # a line, a database of ours: its owner only, whatever the umask
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
@@ -42,6 +51,19 @@ def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def create_private(path: Path) -> None:
+    """Make ``path`` an empty file of mode 0600 unless it exists, before SQLite opens it.
+
+    SQLite creates a database 0644 minus the umask (0666 under ``umask 000``), readable by
+    every local user; an empty file is a valid empty database, and SQLite gives the
+    ``-wal``, ``-shm`` and journal files it makes later the database file's own mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 def require_private(path: Path) -> None:

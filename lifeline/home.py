@@ -160,11 +160,12 @@ class Home:
             return False
 
     def prepare(self) -> None:
-        """Make ``.lifeline/`` and keep it out of git."""
-        from lifeline.ignore import ensure_ignore_file  # ignore.py uses this module
+        """Make ``.lifeline/`` (its owner's only: lifeline/file_modes.py), keep it out of git."""
+        from lifeline.file_modes import make_dir_private  # both use this module
+        from lifeline.ignore import ensure_ignore_file
 
-        self.dir.mkdir(parents=True, exist_ok=True)
-        ensure_ignore_file(self)
+        ensure_ignore_file(self)  # makes the folder 0700 when missing
+        make_dir_private(self)
 
     # Settings.
 

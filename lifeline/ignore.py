@@ -48,7 +48,7 @@ def ensure_ignore_file(home: Home) -> bool:
     except (OSError, UnicodeDecodeError):
         pass
     try:
-        home.dir.mkdir(parents=True, exist_ok=True)
+        home.dir.mkdir(parents=True, exist_ok=True, mode=0o700)  # lifeline/file_modes.py
         write_atomic(path, IGNORE_TEXT.encode("utf-8"), mode=0o644)
     except OSError:  # a read-only folder or mount: the caller's own write says so
         return False

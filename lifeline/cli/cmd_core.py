@@ -26,6 +26,7 @@ from lifeline.cli.common import (
 from lifeline.cli.progress import progress_for
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import ConfigError, StoreError
+from lifeline.file_modes import loose_modes, loose_warning
 from lifeline.integrity import integrity_problems, recover_line, require_intact
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
@@ -284,6 +285,9 @@ async def cmd_lines(args: argparse.Namespace) -> int:
     for name in home.line_names():
         async with home.open_line(name) as store:
             rows.append({"line": name, "entries": await store.count()})
+    loose = loose_modes(home)
+    if loose:
+        print(loose_warning(home, loose), file=sys.stderr)
     if args.json:
         print_json(rows)
     elif not rows:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from lifeline.fsutil import create_private
+
 __all__ = ["SourceLedger", "SourceRecord"]
 
 _SCHEMA = """
@@ -59,6 +61,7 @@ class SourceLedger:
 
     def __init__(self, path: Path, line: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(path)  # which transcripts were read: the owner's business only
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=10000")

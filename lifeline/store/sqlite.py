@@ -10,6 +10,7 @@ instead of failing half-way; ``busy_timeout`` makes them wait their turn.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sqlite3
 import threading
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
+from lifeline.fsutil import create_private
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
@@ -105,6 +107,9 @@ class SqliteStore:
         loop = asyncio.get_running_loop()
 
         def connect() -> sqlite3.Connection:
+            if create:
+                with contextlib.suppress(OSError):  # SQLite's own open says what is wrong
+                    create_private(target)
             conn = sqlite3.connect(
                 target,
                 isolation_level=None,

@@ -75,6 +75,15 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         help="--http: keep no MCP session between requests, so any hub process behind a "
         "load balancer can answer any request (no sticky sessions; docs/hub.md)",
     )
+    p.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="--http --insecure: answer requests that reach this server by this host name "
+        "too (repeatable; localhost and IP addresses always work; other names are refused, "
+        "so a web page cannot rename this address; over TLS the certificate decides)",
+    )
     p.set_defaults(func=cmd_mcp)
     _register_tokens(p, parent)
 
@@ -184,9 +193,11 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
             f"--agent {agent!r} must be 1 to {DEFAULT_LIMITS.field_bytes} bytes; "
             "name the client, e.g. --agent claude-code"
         )
-    if args.http is None and (args.insecure or args.tls_cert or args.tls_key or args.stateless):
+    extras = args.insecure or args.tls_cert or args.tls_key or args.stateless or args.allow_host
+    if args.http is None and extras:
         raise ConfigError(
-            "--insecure, --tls-cert, --tls-key and --stateless go with --http HOST:PORT"
+            "--insecure, --tls-cert, --tls-key, --stateless and --allow-host go with "
+            "--http HOST:PORT"
         )
     ws = Workspace.open(
         attach_state(NodeHome(root_of(args).resolve())),
@@ -201,7 +212,13 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
 
     host, port = split_address(args.http, what="--http", listen=True)
     opts = HttpOptions(
-        host, port, args.insecure, args.tls_cert, args.tls_key, stateless=args.stateless
+        host,
+        port,
+        args.insecure,
+        args.tls_cert,
+        args.tls_key,
+        stateless=args.stateless,
+        allow_hosts=tuple(args.allow_host),
     )
     book = _book(args)
     book.load()  # a damaged or world-readable token book stops start-up, not the first call

@@ -13,6 +13,7 @@ from typing import Any
 
 from lifeline.cli.common import Commands, add_json_option, print_json
 from lifeline.errors import ConfigError
+from lifeline.file_modes import loose_modes, loose_warning
 from lifeline.ignore import tracked_private_files
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.discovery.survey import survey
@@ -137,6 +138,9 @@ async def status_report(home: NodeHome) -> dict[str, Any]:
         "lines": await _line_counts(home, config.shared_lines),
         "peers": {"total": len(peers), "failing": sum(1 for p in peers if p.get("failures"))},
         "tracked_by_git": tracked_private_files(home),
+        "readable_by_others": [
+            {"path": home.relative(x.path), "mode": f"{x.mode:04o}"} for x in loose_modes(home)
+        ],
     }
 
 
@@ -259,7 +263,8 @@ async def cmd_peers(args: argparse.Namespace) -> int:
 
 
 async def cmd_status(args: argparse.Namespace) -> int:
-    report = await status_report(node_home(args))
+    home = node_home(args)
+    report = await status_report(home)
     tracked = report["tracked_by_git"]
     if tracked:
         print(
@@ -269,6 +274,8 @@ async def cmd_status(args: argparse.Namespace) -> int:
             "(docs/security.md, What to commit)",
             file=sys.stderr,
         )
+    if report["readable_by_others"]:
+        print(loose_warning(home, loose_modes(home)), file=sys.stderr)
     if args.json:
         print_json(report)
     else:

@@ -10,6 +10,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 
 from lifeline.cli.common import Commands, add_json_option, add_line_option, print_json
 from lifeline.errors import ConfigError, NotAuthenticated, PeerError
+from lifeline.file_modes import repair_modes
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import validate_line_name
 from lifeline.store.pg_dsn import is_postgres_url
@@ -135,6 +136,14 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
+    repaired = repair_modes(home)
+    if repaired:
+        shown = ", ".join(f"{home.relative(x.path)} {x.mode:04o}" for x in repaired[:3])
+        print(
+            f"made {len(repaired)} path(s) private that other users could read ({shown}"
+            f"{', …' if len(repaired) > 3 else ''}): .lifeline/ 0700, databases 0600",
+            file=sys.stderr,
+        )
     store = getattr(args, "store", None)
     if store is not None or binding_of(home) is not None:
         # A hub's: imported only then. `serve` of line files listens sooner without the

@@ -38,7 +38,11 @@ async def ui_beside(
         sys.stdout.write(f"viewer on {url}\n")
         sys.stdout.flush()
 
-    task = asyncio.create_task(serve_viewer(Viewer(home, token=token), sock, stop, ready))
+    names = (host, *args.ui_allow_host)
+    viewer = Viewer(home, token=token)
+    task = asyncio.create_task(
+        serve_viewer(viewer, sock, stop, ready, names=names, option="--ui-allow-host")
+    )
     try:
         yield
     finally:
@@ -85,7 +89,8 @@ async def cmd_ui(args: argparse.Namespace) -> int:
         sys.stdout.write(f"viewer on {url}\n")
         sys.stdout.flush()
 
-    await serve_viewer(Viewer(home, token=token), sock, stop, ready)
+    names = (host, *args.allow_host)
+    await serve_viewer(Viewer(home, token=token), sock, stop, ready, names=names)
     print("viewer stopped")
     return 0
 

@@ -30,6 +30,15 @@ def add_ui_arguments(p: argparse.ArgumentParser, *, prefix: str = "") -> None:
         f"--{prefix}token)",
     )
     p.add_argument(
+        f"--{prefix}allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="answer browsers that reach the viewer by this host name too (repeatable; "
+        "localhost, IP addresses and the --listen name always work: other names are "
+        "refused, so a web page cannot rename this address to read it)",
+    )
+    p.add_argument(
         f"--{prefix}token",
         default=None,
         metavar="TOKEN",

@@ -63,7 +63,7 @@ class NodeConfig:
     def save(self, home: NodeHome) -> None:
         """Write atomically (temp file + rename), so a crash never leaves half a config."""
         path = home.config_path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         data = asdict(self)
         data.update(data.pop("extra"))
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"

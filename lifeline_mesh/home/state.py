@@ -69,7 +69,7 @@ def pid_alive(pid: int) -> bool:
 def write_node_state(home: NodeHome, state: NodeState) -> None:
     """Record that a node serves ``home`` (atomic replace)."""
     path = home.state_path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(asdict(state), fh, indent=2, sort_keys=True)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeline.errors import AmbiguousPrefix, ConfigError, NotFound, StoreError
+from lifeline.fsutil import create_private
 from lifeline.ledger import Draft
 from lifeline_mesh.home.node_home import NodeHome
 
@@ -140,8 +141,9 @@ class ProposalBook:
     def _connect(self, *, write: bool) -> Iterator[sqlite3.Connection]:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            create_private(self.path)  # drafts of entries, as private as a line
             conn = sqlite3.connect(self.path, isolation_level=None, timeout=30)
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open proposals file {self.path}: {exc}") from exc
         try:
             conn.execute("PRAGMA journal_mode = WAL")

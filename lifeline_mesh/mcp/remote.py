@@ -8,12 +8,14 @@ request and answers 401 with the reason, or hands the SDK the caller (its role a
 see :mod:`lifeline_mesh.mcp.caller`) the way the SDK's own bearer middleware would, so a
 session stays bound to the token that opened it. TLS is on by default, with the node's mesh
 certificate (or ``--tls-cert``/``--tls-key``); plain HTTP (``--insecure``) is refused
-anywhere but loopback. Tokens are required on every address.
+anywhere but loopback. Tokens are required on every address. Browsers: no other origin may
+send a request, and over plain HTTP only ``localhost``, IP addresses and ``--allow-host``
+names are answered (:mod:`lifeline_mesh.transport.http_guard`); idle connections and their
+number are bounded (:mod:`lifeline_mesh.transport.http_limits`).
 """
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import ssl
 import sys
@@ -36,7 +38,9 @@ from lifeline_mesh.mcp.server import build_server
 from lifeline_mesh.mcp.tokens import TokenBook, TokenRefused
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.membership import files
-from lifeline_mesh.transport.addresses import listen_socket
+from lifeline_mesh.transport.addresses import is_loopback, listen_socket
+from lifeline_mesh.transport.http_guard import BrowserGuard
+from lifeline_mesh.transport.http_limits import server_config
 
 __all__ = ["HttpOptions", "TokenAuth", "serve_http"]
 
@@ -52,12 +56,13 @@ class HttpOptions:
     key: Path | None = None
     # No session held between requests: any process of a hub can answer any request.
     stateless: bool = False
+    allow_hosts: tuple[str, ...] = ()  # names browsers may use besides localhost and IPs
 
     def check(self, home: NodeHome) -> tuple[Path, Path] | None:
         """The certificate and key to serve, or None for plain HTTP; refuses what is unsafe."""
         where = f"{self.host}:{self.port}"
         if self.insecure:
-            if not _loopback(self.host):
+            if not is_loopback(self.host):
                 raise ConfigError(
                     f"--insecure refused for {where}: plain HTTP is only allowed on loopback "
                     "(127.0.0.1, ::1); drop --insecure to serve TLS (bearer tokens would "
@@ -85,15 +90,6 @@ class HttpOptions:
                 "and its own private key"
             ) from exc
         return cert, key
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _refusal(status: int, error: str, message: str) -> tuple[dict[str, Any], bytes]:
@@ -176,17 +172,18 @@ async def serve_http(ws: Workspace, opts: HttpOptions, book: TokenBook) -> None:
         streamable_http_path=MCP_PATH,
         host=opts.host,
         stateless_http=opts.stateless,
-        # Every request must carry a bearer token, which a page rebinding a name to this
-        # address does not have: the Host/Origin allow-list would only refuse real clients
-        # that reach the node by a name of its own.
+        # BrowserGuard below holds the Host/Origin rule, the same as the viewer's; the
+        # SDK's own list would need every name and port spelled out in advance.
         transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
     )
     sock = listen_socket(opts.host, opts.port, hint="pick another --http address")
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"
-    config = uvicorn.Config(
-        TokenAuth(app, book),
+    names = (opts.host, *opts.allow_hosts)
+    guarded = BrowserGuard(TokenAuth(app, book), names, what="--allow-host", tls=tls is not None)
+    config = server_config(
+        guarded,
         log_level="warning",
         access_log=False,
         lifespan="on",

@@ -11,7 +11,14 @@ from collections.abc import Callable
 
 from lifeline.errors import ConfigError
 
-__all__ = ["address_arg", "check_bindable", "listen_socket", "require_loopback", "split_address"]
+__all__ = [
+    "address_arg",
+    "check_bindable",
+    "is_loopback",
+    "listen_socket",
+    "require_loopback",
+    "split_address",
+]
 
 _PORT = re.compile(r"[0-9]{1,5}")
 _HOST = re.compile(r"[A-Za-z0-9._%-]+")  # a name, an IPv4 address, or an IPv6 zone id part
@@ -67,18 +74,19 @@ def address_arg(*, listen: bool = False) -> Callable[[str], str]:
     return check
 
 
-def _is_loopback(host: str) -> bool:
+def is_loopback(host: str) -> bool:
+    """``localhost`` or a loopback address (``127.0.0.1``, ``::1``, bracketed or not)."""
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
 
 
 def require_loopback(value: str, *, tls: bool, what: str, listen: bool = False) -> tuple[str, int]:
     host, port = split_address(value, what=what, listen=listen)
-    if not tls and not _is_loopback(host):
+    if not tls and not is_loopback(host):
         raise ConfigError(
             f"{what} {value!r} is not a loopback address, and without TLS (--insecure, or no "
             "mesh membership yet) a node listens and dials on loopback only; use 127.0.0.1 "

@@ -4,35 +4,32 @@ Loopback by default. Any other address needs ``remote=True`` (``--remote``) and 
 because the pages show the whole ledger to whoever can reach the port. The socket is bound
 here, before uvicorn starts, so the address (with the port chosen for ``:0``) is known and
 printed at once; connections wait in the backlog until uvicorn accepts them.
+
+Browsers: only requests that name the viewer by ``localhost``, an IP address, its listen
+name or an ``--allow-host`` name are answered, and no other origin may send a write
+(:mod:`lifeline_mesh.transport.http_guard`). Idle connections and their number are bounded
+(:mod:`lifeline_mesh.transport.http_limits`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import uvicorn
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.cli.ui_args import DEFAULT_LISTEN, TOKEN_ENV
-from lifeline_mesh.transport.addresses import listen_socket, split_address
+from lifeline_mesh.transport.addresses import is_loopback, listen_socket, split_address
+from lifeline_mesh.transport.http_guard import BrowserGuard
+from lifeline_mesh.transport.http_limits import server_config
 from lifeline_mesh.ui.app import create_app
 from lifeline_mesh.ui.viewer import Viewer
 
-__all__ = ["DEFAULT_LISTEN", "TOKEN_ENV", "bind", "check_listen", "is_loopback", "serve_viewer"]
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+__all__ = ["DEFAULT_LISTEN", "TOKEN_ENV", "bind", "check_listen", "serve_viewer"]
 
 
 def check_listen(listen: str, *, remote: bool, token: str | None) -> tuple[str, int]:
@@ -75,12 +72,19 @@ def url_of(sock: socket.socket, token: str | None) -> str:
 
 
 async def serve_viewer(
-    viewer: Viewer, sock: socket.socket, stop: asyncio.Event, ready: Callable[[str], None]
+    viewer: Viewer,
+    sock: socket.socket,
+    stop: asyncio.Event,
+    ready: Callable[[str], None],
+    *,
+    names: Iterable[str] = (),
+    option: str = "--allow-host",
 ) -> None:
-    """Serve until ``stop`` is set; ``ready(url)`` once the socket accepts."""
-    config = uvicorn.Config(
-        create_app(viewer), log_level=logging.WARNING, access_log=False, lifespan="on"
-    )
+    """Serve until ``stop`` is set; ``ready(url)`` once the socket accepts. Besides
+    ``localhost`` and IP addresses, browsers may reach it by ``names`` only (``option``
+    is the command-line option that adds one, named in the refusal)."""
+    app = BrowserGuard(create_app(viewer), names, what=option)
+    config = server_config(app, log_level=logging.WARNING, access_log=False, lifespan="on")
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))
     ready(url_of(sock, viewer.token))
