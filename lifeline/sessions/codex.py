@@ -72,6 +72,7 @@ _QUIET_EVENTS = frozenset(
     }
 )
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.MULTILINE)
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_output_tokens")
 _UUID_TAIL = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 
 
@@ -303,17 +304,33 @@ class CodexParser:
         return [Opaque(record_type=name, raw=payload, ts=ts)]
 
     def _usage(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
-        last = get(payload, "info", "last_token_usage")
-        if not isinstance(last, dict):
-            self.state.skipped["usage-without-info"] += 1
+        """Usage as deltas of ``total_token_usage``: Codex writes each ``token_count``
+        event twice (and again on rate-limit updates), so summing ``last_token_usage``
+        counts turns twice. The items sum to the last event's total."""
+        total = get(payload, "info", "total_token_usage")
+        if not isinstance(total, dict):
+            last = get(payload, "info", "last_token_usage")
+            if not isinstance(last, dict):
+                self.state.skipped["usage-without-info"] += 1
+                return []
+            before = self.state.extra.get("usage_total") or [0, 0, 0, 0]
+            total = {  # an older rollout with per-call usage only: add it up
+                name: to_int(last.get(name)) + before[i] for i, name in enumerate(_USAGE_FIELDS)
+            }
+        now = [to_int(total.get(name)) for name in _USAGE_FIELDS]
+        before = self.state.extra.get("usage_total") or [0, 0, 0, 0]
+        self.state.extra["usage_total"] = now
+        delta = [a - b for a, b in zip(now, before, strict=True)]
+        if not any(delta):
+            self.state.skipped["usage-repeated"] += 1
             return []
         return [
             Usage(
                 model=to_str(self.state.facts.get("model")),
-                input=to_int(last.get("input_tokens")),
-                output=to_int(last.get("output_tokens")),
-                cache_read=to_int(last.get("cached_input_tokens")),
-                reasoning=to_int(last.get("reasoning_output_tokens")),
+                input=delta[0],
+                output=delta[1],
+                cache_read=delta[2],
+                reasoning=delta[3],
                 ts=ts,
             )
         ]

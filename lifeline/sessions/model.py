@@ -308,6 +308,10 @@ class Session(_Frozen):
     opaque: dict[str, int] = Field(default_factory=dict)  # unknown records, by type
     redactions: dict[str, int] = Field(default_factory=dict)  # markers, by secret type
     truncated: int = 0  # outputs cut to the cap
+    # token totals as the transcript records them (input, output, cache_read, cache_write,
+    # reasoning): Codex's last total_token_usage, Claude's final usage of each response,
+    # the sum of Gemini's per-message tokens
+    usage: dict[str, int] = Field(default_factory=dict)
 
     def tool_calls(self) -> list[ToolCallPair]:
         """Each call with its result (``None`` when it was never answered)."""
