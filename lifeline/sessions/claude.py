@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,10 @@ _WRAPPERS = (
     ("<bash-stdout>", "bash"),
     ("<bash-stderr>", "bash"),
     ("<system-reminder>", "system-reminder"),
+    ("<ide_opened_file>", "ide"),
+    ("<ide_selection>", "ide"),
+    ("<ide_diagnostics>", "ide"),
+    ("<local-command-caveat>", "caveat"),
     ("<user-prompt-submit-hook>", "hook"),
     ("Caveat: The messages below were generated", "caveat"),
     ("This session is being continued from a previous conversation", "compact-summary"),
@@ -83,6 +88,9 @@ _WRAPPERS = (
 _EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _SPAWN_TOOLS = frozenset({"Task", "Agent"})
 _USAGE_KEYS_KEPT = 16
+# What an IDE extension puts before the typed text (VS Code, JetBrains): the open file, the
+# selection, diagnostics — one block each, or in front of the prompt in one string.
+_IDE_HEAD = re.compile(r"\A(?:\s*<(ide_[a-z_]+)>.*?</\1>)+\s*", re.DOTALL)
 
 
 def _source_name(path: Path) -> str:
@@ -215,7 +223,7 @@ class ClaudeParser:
         content = _get(rec, "message", "content")
         meta = bool(rec.get("isMeta")) or bool(rec.get("isCompactSummary"))
         if isinstance(content, str):
-            return [self._user_text(content, ts, agent, meta, rec)]
+            return self._user_texts(content, ts, agent, meta, rec)
         if not isinstance(content, list):
             self.state.skipped["user-without-content"] += 1
             return []
@@ -226,7 +234,7 @@ class ClaudeParser:
                 continue
             btype = block.get("type")
             if btype == "text":
-                items.append(self._user_text(str(block.get("text", "")), ts, agent, meta, rec))
+                items.extend(self._user_texts(str(block.get("text", "")), ts, agent, meta, rec))
             elif btype == "image":
                 images += 1
                 items.append(_image(block, ts, agent))
@@ -237,6 +245,20 @@ class ClaudeParser:
                 if isinstance(item, Prompt):
                     items[i] = item.model_copy(update={"images": images})
                     break
+        return items
+
+    def _user_texts(
+        self, text: str, ts: Any, agent: str | None, meta: bool, rec: dict[str, Any]
+    ) -> list[Item]:
+        """A user text, with what an IDE put in front of the typed prompt split off as
+        context (never the prompt, hence never a session's title, topic or goal)."""
+        head = _IDE_HEAD.match(text)
+        if head is None or meta:
+            return [self._user_text(text, ts, agent, meta, rec)]
+        items: list[Item] = [Context(subtype="ide", text=head.group(0).strip(), ts=ts, agent=agent)]
+        rest = text[head.end() :]
+        if rest.strip():
+            items.append(self._user_text(rest, ts, agent, meta, rec))
         return items
 
     def _user_text(
