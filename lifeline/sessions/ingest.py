@@ -35,7 +35,7 @@ from lifeline.sessions.pack import Caps, Cleaner, Packer, Part, dumps, native_id
 from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
 from lifeline.sessions.redact import Redactor
 from lifeline.sessions.report import FileResult
-from lifeline.sessions.scope import scope_for
+from lifeline.sessions.scope import project_hashes, scope_for
 from lifeline.sessions.sources import FORMAT, SourceLedger, SourceRecord
 from lifeline.store.port import Store
 
@@ -103,6 +103,7 @@ class Ingester:
         caps: Caps | None = None,
         patterns: tuple[tuple[str, str], ...] = (),
         scope_of: Callable[[str | None, str | None], str] = scope_for,
+        project_root: Path | None = None,
     ) -> None:
         self.ledger = ledger
         self.store: Store = ledger.store
@@ -113,6 +114,8 @@ class Ingester:
         )
         self.patterns = patterns
         self.scope_of = scope_of
+        # the project ingesting: a Gemini session whose projectHash is this folder's is its
+        self.project_root = project_root
         self.read_budget = READ_BUDGET
 
     def unchanged(self, adapter: Adapter, source: SourceFile) -> bool:
@@ -344,7 +347,12 @@ class Ingester:
         for name in ("title", "first_prompt"):
             if isinstance(facts.get(name), str):
                 facts[name] = facts[name][:200]
-        scope = self.scope_of(state.extra.get("cwd_raw"), state.facts.get("git_remote"))
+        cwd = state.extra.get("cwd_raw")
+        digest = state.extra.get("project_hash")
+        root = self.project_root
+        if cwd is None and digest and root is not None and digest in project_hashes(root):
+            cwd = str(root.absolute())
+        scope = self.scope_of(cwd, state.facts.get("git_remote"))
         return {
             "v": FORMAT,
             "session": session,

@@ -4,16 +4,19 @@ transcript's own final totals."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from lifeline.sessions.sources import FORMAT
-from tests.support.sessions_support import FIXTURES, run_cli
+from tests.support.sessions_support import FIXTURES, lay_out_home, run_cli
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
+MODIFIED = FIXTURES / "modified"
 BIG = FIXTURES / "claude-code" / f"marot__spotter__{SPOTTER}.jsonl"
 
 
@@ -172,3 +175,62 @@ def test_stored_token_totals_are_the_transcripts_own(tmp_path: Path) -> None:
     assert rows[BIG.name]["usage"]["output"] == 38_899
     shown = run_cli(root, "sessions", "show", codex["id"])
     assert "input 1,099,261" in shown.stdout
+
+
+def _git_checkout(root: Path, remote: str) -> Path:
+    root.mkdir(parents=True)
+    for args in (["init", "-q"], ["remote", "add", "origin", remote]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    return root
+
+
+def test_default_ingest_takes_this_repositorys_codex_sessions_from_another_checkout(
+    tmp_path: Path,
+) -> None:
+    """The real rollout ran in /home/user/projects/temp/chatbot-ui, a checkout of
+    AcidicSoil/chatbot-ui; this project is another checkout of that repository."""
+    home = lay_out_home(tmp_path / "home")
+    root = _git_checkout(tmp_path / "elsewhere" / "ui", "https://github.com/AcidicSoil/chatbot-ui")
+    done = _ingest(root, home=home)
+    assert done["sessions"] == 1 and done["out_of_scope"] == 21
+    rows = json.loads(run_cli(root, "sessions", "list", "--scope", ".", "--json").stdout)
+    assert [(r["tool"], r["scope"]) for r in rows] == [
+        ("codex", "git:github.com/acidicsoil/chatbot-ui:")
+    ]
+
+
+def _gemini_legacy(home: Path, folder: str, project_hash: str | None = None) -> Path:
+    """The legacy chat where Gemini CLI keeps it; ``project_hash``: the sha256 of the
+    project folder it ran in, which the tool writes in the file and names the folder by."""
+    chats = home / ".gemini" / "tmp" / folder / "chats"
+    chats.mkdir(parents=True)
+    target = chats / "session-2026-04-23T12-52-0ab84937.json"
+    doc = json.loads((MODIFIED / "gemini-legacy-session.json").read_text())
+    if project_hash is not None:
+        doc["projectHash"] = project_hash
+    target.write_text(json.dumps(doc, ensure_ascii=False, indent=2))
+    return target
+
+
+def test_gemini_legacy_sessions_are_linked_to_their_project(tmp_path: Path) -> None:
+    """Gemini CLI keeps a legacy chat under tmp/<sha256 of the project folder>/, or under a
+    short name that ~/.gemini/projects.json maps to the folder; neither file names the
+    folder itself."""
+    by_registry = tmp_path / "one" / "project"
+    by_registry.mkdir(parents=True)
+    home = tmp_path / "one" / "home"
+    _gemini_legacy(home, "project")
+    (home / ".gemini" / "projects.json").write_text(
+        json.dumps({"projects": {str(by_registry): "project"}})
+    )
+    by_hash = tmp_path / "two" / "project"
+    by_hash.mkdir(parents=True)
+    home_two = tmp_path / "two" / "home"
+    digest = hashlib.sha256(str(by_hash).encode()).hexdigest()
+    _gemini_legacy(home_two, digest, digest)
+    for root, its_home in ((by_registry, home), (by_hash, home_two)):
+        done = _ingest(root, home=its_home)
+        assert done["sessions"] == 1 and done["out_of_scope"] == 0, root
+        rows = json.loads(run_cli(root, "sessions", "list", "--scope", ".", "--json").stdout)
+        assert len(rows) == 1 and rows[0]["tool"] == "gemini"
+        assert rows[0]["scope"] == "path:" + str(root)
