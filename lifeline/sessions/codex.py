@@ -241,6 +241,9 @@ class CodexParser:
         )
         if role == "assistant":
             return [Reply(text=text, model=to_str(self.state.facts.get("model")), ts=ts)]
+        if role == "user" and _same_text(text, self.state.extra.get("last_prompt") or ""):
+            self.state.skipped["duplicate-prompt"] += 1  # a copy written after its event
+            return []
         if role == "user" and not text.lstrip().startswith(_INJECTED):
             # The model's copy of what was typed; the prompt itself is the user_message
             # event that follows it. Held until the next record says which it was.
@@ -284,6 +287,7 @@ class CodexParser:
             if not text:
                 return items
         self.state.fact("first_prompt", text[:200], first=True)
+        self.state.extra["last_prompt"] = str(payload.get("message", ""))
         items.append(Prompt(text=text, images=max(count, len(urls)), ts=ts))
         return items
 

@@ -264,7 +264,7 @@ class Ingester:
             for item in found:
                 state.tracker.observe(item)
                 if isinstance(item, Usage):
-                    _add_usage(state, item)
+                    item.add_to(state.extra.setdefault("usage", {}))
                 turns += isinstance(item, Prompt) and item.agent is None
                 data = cleaner.clean(item)
                 data["ln"], data["sha"] = line.number, line.sha256
@@ -405,19 +405,6 @@ class Ingester:
             plan.session,
             resume,
         )
-
-
-_USAGE_NAMES = ("input", "output", "cache_read", "cache_write", "reasoning")
-
-
-def _add_usage(state: ParseState, item: Usage) -> None:
-    """The session's token totals: the sum of its usage items, which the adapters write so
-    that it equals the transcript's own final totals."""
-    totals: dict[str, int] = state.extra.setdefault("usage", {})
-    for name in _USAGE_NAMES:
-        value = getattr(item, name)
-        if value or name in totals:
-            totals[name] = totals.get(name, 0) + value
 
 
 def _fingerprints(path: Path, offset: int) -> tuple[str, str]:

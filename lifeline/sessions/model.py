@@ -179,6 +179,14 @@ class Usage(_Item):
     cache_write: int = 0
     reasoning: int = 0
 
+    def add_to(self, totals: dict[str, int]) -> None:
+        """Add to a session's totals (adapters write usage so that the sum of a session's
+        items is the transcript's own final totals)."""
+        for name in ("input", "output", "cache_read", "cache_write", "reasoning"):
+            value: int = getattr(self, name)
+            if value or name in totals:
+                totals[name] = totals.get(name, 0) + value
+
 
 class ErrorItem(_Item):
     """An API error, rate limit or failed turn recorded in the transcript."""

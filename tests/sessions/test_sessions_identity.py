@@ -150,10 +150,11 @@ def _gemini_totals(path: Path) -> dict[str, int]:
 
 def test_stored_token_totals_are_the_transcripts_own(tmp_path: Path) -> None:
     root = tmp_path / "p"
-    _ingest(root, str(FIXTURES))
+    tools = [FIXTURES / tool for tool in ("claude-code", "codex", "gemini")]
+    _ingest(root, *map(str, tools))
     rows = {r["source"]: r for r in _listed(root)}
     checked = 0
-    for path in sorted(FIXTURES.rglob("*.jsonl")):
+    for path in sorted(p for tool in tools for p in tool.glob("*.jsonl")):
         row = rows.get(path.name)
         if row is None:
             continue
