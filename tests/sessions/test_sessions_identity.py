@@ -16,7 +16,7 @@ from lifeline.sessions.sources import FORMAT
 from tests.support.sessions_support import FIXTURES, lay_out_home, run_cli
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
-MODIFIED = FIXTURES / "modified"
+MODIFIED = FIXTURES.parent / "modified-transcripts"
 BIG = FIXTURES / "claude-code" / f"marot__spotter__{SPOTTER}.jsonl"
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from tests.support.sessions_support import FIXTURES, run_cli
 
-MODIFIED = FIXTURES / "modified"
+MODIFIED = FIXTURES.parent / "modified-transcripts"
 SUMMARY_ONLY = "4e27c414-a885-46a0-b5c8-d58e1417377d.jsonl"
 
 
