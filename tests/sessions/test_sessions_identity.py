@@ -12,7 +12,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from lifeline.ledger import Draft, Ledger
 from lifeline.sessions.sources import FORMAT
+from lifeline.store.sqlite import SqliteStore
 from tests.support.sessions_support import FIXTURES, lay_out_home, run_cli
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
@@ -235,3 +237,40 @@ def test_gemini_legacy_sessions_are_linked_to_their_project(tmp_path: Path) -> N
         rows = json.loads(run_cli(root, "sessions", "list", "--scope", ".", "--json").stdout)
         assert len(rows) == 1 and rows[0]["tool"] == "gemini"
         assert rows[0]["scope"] == "path:" + str(root)
+
+
+async def test_readers_show_a_session_by_its_newest_format(tmp_path: Path) -> None:
+    """Entries an older format wrote for a session stay in the line; once the file is
+    ingested again in this format, only the new ones are shown (decision 0053)."""
+    root = tmp_path / "p"
+    rollout = FIXTURES / "codex" / "kvsankar__agent-history__real_sessions__codex__session-01.jsonl"
+    _ingest(root, str(rollout))
+    (row,) = _listed(root)
+    old = {  # what format 1 wrote: the header named the file, and its status pointed at it
+        "v": 1,
+        "tool": "codex",
+        "session": row["native_id"],
+        "source": rollout.name,
+        "first": None,
+    }
+    store = await SqliteStore.open(root / ".lifeline" / "sessions.db")
+    try:
+        ledger = Ledger(store)
+        header, _ = await ledger.append(
+            Draft(
+                kind="session",
+                summary=f"codex session {row['native_id']}",
+                body=json.dumps(old, sort_keys=True, separators=(",", ":")),
+                author="lifeline-sessions",
+                agent="codex",
+                provider="none",
+                model="none",
+            )
+        )
+    finally:
+        await store.close()
+    rows = _listed(root)
+    assert [r["id"] for r in rows] == [row["id"]]  # the format-1 header is superseded
+    assert header.id != row["id"] and header.id in _entries(root, "session")
+    shown = run_cli(root, "sessions", "show", header.id[:12])
+    assert shown.returncode == 2 and "no session" in shown.stderr
