@@ -46,7 +46,14 @@ from lifeline.sessions.scope import home_normalized
 
 __all__ = ["CodexAdapter", "CodexParser"]
 
-_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<permissions")
+_INJECTED = (
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md",
+    "<permissions",
+    "<skill>",  # a skill's SKILL.md, injected after the prompt that named it
+    "<turn_aborted>",
+)
 _CALLS = frozenset(
     {
         "function_call",

@@ -98,6 +98,23 @@ def test_a_codex_image_prompt_is_one_prompt_with_its_image(tmp_path: Path) -> No
     assert _slice(bundle, "acceptance")["fields"]["user_turns"] == 1
 
 
+def test_an_injected_block_after_a_codex_prompt_is_not_a_prompt(tmp_path: Path) -> None:
+    """Codex writes a named skill's SKILL.md as a user-role item right after the prompt
+    that named it: context, never a prompt, never the latest request."""
+    root = tmp_path / "p"
+    _ingest(root, *MODIFIED.glob("rollout-*-019e9625-802f-7e91-840a-cfe88d14115d.jsonl"))
+    (row,) = _sessions(root)
+    assert row["turns"] == 1
+    typed = "$make-changelog write the changelog for 0.2"
+    page = json.loads(run_cli(root, "sessions", "show", row["id"], "--json").stdout)
+    assert [i["text"] for i in page["items"] if i["kind"] == "prompt"] == [typed]
+    (skill,) = [i for i in page["items"] if i["kind"] == "context" and "<skill>" in i["text"]]
+    assert skill["subtype"] == "user-context"
+    intent = _slice(_bundle(root, row["id"]), "intent")["groups"]
+    assert [f["text"] for f in intent["goal"]] == [typed]
+    assert [f["text"] for f in intent["latest"]] in ([], [typed])
+
+
 def test_topics_work_in_every_script(tmp_path: Path) -> None:
     """Chinese and Russian first prompts of two sessions of one folder: each its own
     topic (before, both were "(no topic)" and merged)."""
