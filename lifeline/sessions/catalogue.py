@@ -62,6 +62,19 @@ def _json(body: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def _version(header: dict[str, Any]) -> int:
+    """The ingest format that wrote a header: a session re-ingested by a newer format is
+    shown by its newest header only; the older entries stay valid in the line (0053)."""
+    value = header.get("v")
+    return value if isinstance(value, int) else 0
+
+
+def _source(stored: StoredSession) -> str:
+    """The file's name in its tool's layout: an observation kept in the status (format 2),
+    in the header before."""
+    return str((stored.status or {}).get("source") or stored.header.get("source", ""))
+
+
 def _rank(status: dict[str, Any], ts: str) -> tuple[int, int, int, str]:
     def num(key: str) -> int:
         value = status.get(key)
@@ -94,8 +107,14 @@ class Catalogue:
             current = best.get(status["session"])
             if current is None or rank > current[0]:
                 best[status["session"]] = (rank, status)
+        newest: dict[tuple[str, str], int] = {}
+        for h in headers.values():
+            key = (str(h.get("tool")), str(h.get("session")))
+            newest[key] = max(newest.get(key, 0), _version(h))
         self.sessions = {
-            i: StoredSession(i, h, best[i][1] if i in best else None) for i, h in headers.items()
+            i: StoredSession(i, h, best[i][1] if i in best else None)
+            for i, h in headers.items()
+            if _version(h) == newest[(str(h.get("tool")), str(h.get("session")))]
         }
         return self
 
@@ -145,7 +164,7 @@ class Catalogue:
             id=stored.header_id,
             tool=Tool(header.get("tool", "claude")),
             native_id=str(header.get("session", "")),
-            source=str(header.get("source", "")),
+            source=_source(stored),
             facts=facts,
             scope=str(status.get("scope", "unknown:")),
             status=judge(verdict, facts.last_activity, self.now, self.live_window),
@@ -156,6 +175,7 @@ class Catalogue:
             opaque=dict(status.get("opaque", {})),
             redactions=dict(status.get("redactions", {})),
             truncated=int(status.get("truncated", 0)),
+            usage={k: v for k, v in (status.get("usage") or {}).items() if isinstance(v, int)},
         )
 
     async def session(self, ref: str) -> Session:
@@ -163,7 +183,7 @@ class Catalogue:
         stored = self.resolve(ref)
         parts = await self._parts(stored)
         tool = Tool(stored.header.get("tool", "claude"))
-        source = str(stored.header.get("source", ""))
+        source = _source(stored)
         items = tuple(_item(data, tool, source) for part in parts for data in part["items"])
         return self._summary(stored, items)
 

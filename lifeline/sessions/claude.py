@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,12 +77,29 @@ _WRAPPERS = (
     ("<bash-stdout>", "bash"),
     ("<bash-stderr>", "bash"),
     ("<system-reminder>", "system-reminder"),
+    ("<ide_opened_file>", "ide"),
+    ("<ide_selection>", "ide"),
+    ("<ide_diagnostics>", "ide"),
+    ("<local-command-caveat>", "caveat"),
     ("<user-prompt-submit-hook>", "hook"),
     ("Caveat: The messages below were generated", "caveat"),
     ("This session is being continued from a previous conversation", "compact-summary"),
 )
 _EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
 _SPAWN_TOOLS = frozenset({"Task", "Agent"})
+_USAGE_KEYS_KEPT = 16
+# What an IDE extension puts before the typed text (VS Code, JetBrains): the open file, the
+# selection, diagnostics — one block each, or in front of the prompt in one string.
+_IDE_HEAD = re.compile(r"\A(?:\s*<(ide_[a-z_]+)>.*?</\1>)+\s*", re.DOTALL)
+
+
+def _source_name(path: Path) -> str:
+    """The file's name in Claude Code's layout without the project folder, whose name is
+    the absolute working folder (a username in it): ``<id>.jsonl``, ``agent-<id>.jsonl``
+    or ``<session>/subagents/agent-<id>.jsonl``."""
+    if path.parent.name == "subagents":
+        return f"{path.parent.parent.name}/subagents/{path.name}"
+    return path.name
 
 
 def classify_user_text(text: str) -> str | None:
@@ -108,15 +126,12 @@ class ClaudeAdapter:
         for path in sorted(root.rglob("*.jsonl")):
             if "workflows" in path.relative_to(root).parts or path.name == "journal.jsonl":
                 continue
-            yield SourceFile(self.tool, path, path.relative_to(root).as_posix())
+            yield SourceFile(self.tool, path, _source_name(path))
 
     def identify(self, path: Path) -> SourceFile | None:
         if path.suffix != ".jsonl":
             return None
-        parent = path.parent
-        if parent.name == "subagents":
-            return SourceFile(self.tool, path, f"{parent.parent.name}/subagents/{path.name}")
-        return SourceFile(self.tool, path, f"{parent.name}/{path.name}")
+        return SourceFile(self.tool, path, _source_name(path))
 
     def native_id(self, source: SourceFile, first: RawLine | None) -> str:
         return source.path.stem
@@ -208,7 +223,7 @@ class ClaudeParser:
         content = _get(rec, "message", "content")
         meta = bool(rec.get("isMeta")) or bool(rec.get("isCompactSummary"))
         if isinstance(content, str):
-            return [self._user_text(content, ts, agent, meta, rec)]
+            return self._user_texts(content, ts, agent, meta, rec)
         if not isinstance(content, list):
             self.state.skipped["user-without-content"] += 1
             return []
@@ -219,7 +234,7 @@ class ClaudeParser:
                 continue
             btype = block.get("type")
             if btype == "text":
-                items.append(self._user_text(str(block.get("text", "")), ts, agent, meta, rec))
+                items.extend(self._user_texts(str(block.get("text", "")), ts, agent, meta, rec))
             elif btype == "image":
                 images += 1
                 items.append(_image(block, ts, agent))
@@ -230,6 +245,20 @@ class ClaudeParser:
                 if isinstance(item, Prompt):
                     items[i] = item.model_copy(update={"images": images})
                     break
+        return items
+
+    def _user_texts(
+        self, text: str, ts: Any, agent: str | None, meta: bool, rec: dict[str, Any]
+    ) -> list[Item]:
+        """A user text, with what an IDE put in front of the typed prompt split off as
+        context (never the prompt, hence never a session's title, topic or goal)."""
+        head = _IDE_HEAD.match(text)
+        if head is None or meta:
+            return [self._user_text(text, ts, agent, meta, rec)]
+        items: list[Item] = [Context(subtype="ide", text=head.group(0).strip(), ts=ts, agent=agent)]
+        rest = text[head.end() :]
+        if rest.strip():
+            items.append(self._user_text(rest, ts, agent, meta, rec))
         return items
 
     def _user_text(
@@ -346,20 +375,40 @@ class ClaudeParser:
     def _usage(
         self, rec: dict[str, Any], message: dict[str, Any], ts: Any, agent: str | None
     ) -> list[Item]:
+        """Usage as deltas: one API response spans several lines that repeat its
+        ``message.id`` with usage growing as it streams (the first chunk's output is a
+        fraction of the last's). Each line adds what grew since the last line of the same
+        response, so the items of a response sum to its final usage, however the file was
+        read."""
         usage = message.get("usage")
         if not isinstance(usage, dict):
             return []
         key = f"{message.get('id')}:{rec.get('requestId')}"
-        if key == self.state.extra.get("usage_key"):
+        now = [
+            _int(usage.get(name))
+            for name in (
+                "input_tokens",
+                "output_tokens",
+                "cache_read_input_tokens",
+                "cache_creation_input_tokens",
+            )
+        ]
+        seen: dict[str, list[int]] = self.state.extra.setdefault("usage_seen", {})
+        before = seen.pop(key, [0, 0, 0, 0])
+        seen[key] = now
+        while len(seen) > _USAGE_KEYS_KEPT:  # oldest first: responses rarely interleave
+            del seen[next(iter(seen))]
+        delta = [a - b for a, b in zip(now, before, strict=True)]
+        if not any(delta):
+            self.state.skipped["usage-repeated"] += 1
             return []
-        self.state.extra["usage_key"] = key
         return [
             Usage(
                 model=_str(message.get("model")),
-                input=_int(usage.get("input_tokens")),
-                output=_int(usage.get("output_tokens")),
-                cache_read=_int(usage.get("cache_read_input_tokens")),
-                cache_write=_int(usage.get("cache_creation_input_tokens")),
+                input=delta[0],
+                output=delta[1],
+                cache_read=delta[2],
+                cache_write=delta[3],
                 ts=ts,
                 agent=agent,
             )

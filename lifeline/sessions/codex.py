@@ -11,6 +11,7 @@ Thread names come from ``session_index.jsonl`` beside ``sessions/``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ from lifeline.sessions.model import (
     Context,
     ErrorItem,
     FileEdit,
+    Image,
     Interrupt,
     Item,
     Opaque,
@@ -44,7 +46,14 @@ from lifeline.sessions.scope import home_normalized
 
 __all__ = ["CodexAdapter", "CodexParser"]
 
-_INJECTED = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<permissions")
+_INJECTED = (
+    "<environment_context>",
+    "<user_instructions>",
+    "# AGENTS.md",
+    "<permissions",
+    "<skill>",  # a skill's SKILL.md, injected after the prompt that named it
+    "<turn_aborted>",
+)
 _CALLS = frozenset(
     {
         "function_call",
@@ -72,6 +81,12 @@ _QUIET_EVENTS = frozenset(
     }
 )
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.MULTILINE)
+# Codex's IDE extension and desktop app put the open file, tabs and attachments before the
+# typed request: "# Context from my IDE setup: … ## My request for Codex:\n<request>".
+_IDE_REQUEST = re.compile(r"^## My request(?: for Codex)?:[ \t]*\n?", re.MULTILINE)
+_IMAGE_TAG = re.compile(r"</?image(?: name=[^>]*)?>")
+_DATA_URL = re.compile(r"\Adata:([^;,]+)?(?:;[^,]*)?,")
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_output_tokens")
 _UUID_TAIL = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 
 
@@ -152,6 +167,15 @@ class CodexParser:
         kind, payload = rec.get("type"), rec.get("payload")
         if not isinstance(payload, dict):
             payload = {}
+        if "held" in self.state.extra and not (
+            kind == "event_msg" and payload.get("type") == "user_message"
+        ):
+            return [*self._flush(), *self._record(kind, payload, rec, ts)]
+        return self._record(kind, payload, rec, ts)
+
+    def _record(
+        self, kind: Any, payload: dict[str, Any], rec: dict[str, Any], ts: str | None
+    ) -> list[Item]:
         if kind == "session_meta":
             self._meta(payload)
             return []
@@ -216,26 +240,63 @@ class CodexParser:
 
     def _message(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
         role = payload.get("role")
+        content = [c for c in payload.get("content") or [] if isinstance(c, dict)]
         text = "\n".join(
             str(c.get("text", ""))
-            for c in payload.get("content") or []
-            if isinstance(c, dict) and c.get("type") in ("input_text", "output_text", "text")
+            for c in content
+            if c.get("type") in ("input_text", "output_text", "text")
         )
         if role == "assistant":
             return [Reply(text=text, model=to_str(self.state.facts.get("model")), ts=ts)]
+        if role == "user" and _same_text(text, self.state.extra.get("last_prompt") or ""):
+            self.state.skipped["duplicate-prompt"] += 1  # a copy written after its event
+            return []
         if role == "user" and not text.lstrip().startswith(_INJECTED):
-            return self._prompt(text, ts)
+            # The model's copy of what was typed; the prompt itself is the user_message
+            # event that follows it. Held until the next record says which it was.
+            images = [str(c.get("image_url")) for c in content if c.get("type") == "input_image"]
+            items = self._flush()
+            self.state.extra["held"] = {"text": text, "ts": ts, "images": images}
+            return items
         return [Context(subtype=f"{role}-context", text=text, ts=ts)]
 
-    def _prompt(self, text: str, ts: str | None) -> list[Item]:
-        """One typed prompt, whichever of its two copies (event, response item) comes first."""
-        if self.state.extra.get("last_prompt") == text:
-            self.state.extra["last_prompt"] = None
-            self.state.skipped["duplicate-prompt"] += 1
+    def _flush(self) -> list[Item]:
+        """A held user-role item that no user_message event followed: injected context
+        (a prompt is only what the user_message event records)."""
+        held = self.state.extra.pop("held", None)
+        if not isinstance(held, dict):
             return []
-        self.state.extra["last_prompt"] = text
+        ts = held.get("ts")
+        items: list[Item] = [_image(url, ts) for url in held.get("images") or []]
+        items.append(Context(subtype="user-input", text=str(held.get("text", "")), ts=ts))
+        return items
+
+    def _prompt(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
+        """One typed prompt (a ``user_message`` event), its images, and what an IDE put
+        in front of it split off as context."""
+        text = str(payload.get("message", ""))
+        held = self.state.extra.pop("held", None)
+        items: list[Item] = []
+        urls = [u for u in payload.get("images") or [] if isinstance(u, str)]
+        count = len(urls) + sum(isinstance(p, str) for p in payload.get("local_images") or [])
+        if isinstance(held, dict):
+            if _same_text(str(held.get("text", "")), text):
+                self.state.skipped["duplicate-prompt"] += 1
+                urls = [str(u) for u in held.get("images") or []] or urls  # local ones too
+            else:
+                self.state.extra["held"] = held
+                items = self._flush()
+        items += [_image(url, ts) for url in urls]
+        request = _IDE_REQUEST.search(text) if text.startswith("# ") else None
+        if request is not None:
+            items.append(Context(subtype="ide", text=text[: request.start()].rstrip(), ts=ts))
+            text = text[request.end() :].strip()
+            if not text:
+                return items
         self.state.fact("first_prompt", text[:200], first=True)
-        return [Prompt(text=text, ts=ts)]
+        self.state.extra["last_prompt"] = str(payload.get("message", ""))
+        items.append(Prompt(text=text, images=max(count, len(urls)), ts=ts))
+        return items
 
     def _call(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
         name = str(payload.get("name") or payload.get("type"))
@@ -270,7 +331,7 @@ class CodexParser:
     def _event(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
         etype = payload.get("type")
         if etype == "user_message":
-            return self._prompt(str(payload.get("message", "")), ts)
+            return self._prompt(payload, ts)
         if etype == "token_count":
             return self._usage(payload, ts)
         if etype in ("task_started", "turn_started"):
@@ -303,17 +364,54 @@ class CodexParser:
         return [Opaque(record_type=name, raw=payload, ts=ts)]
 
     def _usage(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
-        last = get(payload, "info", "last_token_usage")
-        if not isinstance(last, dict):
-            self.state.skipped["usage-without-info"] += 1
+        """Usage as deltas of ``total_token_usage``: Codex writes each ``token_count``
+        event twice (and again on rate-limit updates), so summing ``last_token_usage``
+        counts turns twice. The items sum to the last event's total."""
+        total = get(payload, "info", "total_token_usage")
+        if not isinstance(total, dict):
+            last = get(payload, "info", "last_token_usage")
+            if not isinstance(last, dict):
+                self.state.skipped["usage-without-info"] += 1
+                return []
+            before = self.state.extra.get("usage_total") or [0, 0, 0, 0]
+            total = {  # an older rollout with per-call usage only: add it up
+                name: to_int(last.get(name)) + before[i] for i, name in enumerate(_USAGE_FIELDS)
+            }
+        now = [to_int(total.get(name)) for name in _USAGE_FIELDS]
+        before = self.state.extra.get("usage_total") or [0, 0, 0, 0]
+        self.state.extra["usage_total"] = now
+        delta = [a - b for a, b in zip(now, before, strict=True)]
+        if not any(delta):
+            self.state.skipped["usage-repeated"] += 1
             return []
         return [
             Usage(
                 model=to_str(self.state.facts.get("model")),
-                input=to_int(last.get("input_tokens")),
-                output=to_int(last.get("output_tokens")),
-                cache_read=to_int(last.get("cached_input_tokens")),
-                reasoning=to_int(last.get("reasoning_output_tokens")),
+                input=delta[0],
+                output=delta[1],
+                cache_read=delta[2],
+                reasoning=delta[3],
                 ts=ts,
             )
         ]
+
+
+def _same_text(copy: str, typed: str) -> bool:
+    """The model's copy of a prompt is its text with image tags around the pictures."""
+    return " ".join(_IMAGE_TAG.sub(" ", copy).split()) == " ".join(
+        _IMAGE_TAG.sub(" ", typed).split()
+    )
+
+
+def _image(url: str, ts: Any) -> Image:
+    """An attached image: its type, size and hash (a data URL), or only its name."""
+    match = _DATA_URL.match(url)
+    if match is None:
+        return Image(ts=ts)
+    data = url[match.end() :].encode("ascii", "replace")
+    return Image(
+        media_type=match.group(1),
+        bytes=len(data) * 3 // 4,
+        sha256=hashlib.sha256(data).hexdigest() if data else None,
+        ts=ts,
+    )

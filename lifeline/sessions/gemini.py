@@ -36,7 +36,7 @@ from lifeline.sessions.model import (
 from lifeline.sessions.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.scope import home_normalized
 
-__all__ = ["GeminiAdapter"]
+__all__ = ["GeminiAdapter", "gemini_project_root"]
 
 _TERMINAL = frozenset({"success", "error", "cancelled"})
 _IGNORED_PREFIXES = ("<session_context>", "<hook_context>", "/", "?")
@@ -82,11 +82,42 @@ class GeminiAdapter:
         for line in lines:
             _apply(line, meta, messages, state)
         _facts_of(meta, state)
+        if "cwd_raw" not in state.extra:  # no directories[]: the tool folder says
+            root = gemini_project_root(source.path)
+            if root:
+                state.extra["cwd_raw"] = root
+                state.fact("cwd", home_normalized(root))
         if source.path.parent.name != "chats":  # chats/<parent session>/<id>.jsonl
             state.fact("parent_session", source.path.parent.name)
             state.fact("agent_id", source.path.stem)
         for line, msg in messages.values():
             yield line, _items_of(msg, state)
+
+
+def gemini_project_root(path: Path) -> str | None:
+    """The project folder of a chat file, from Gemini CLI's own records: the
+    ``.project_root`` file in its ``tmp/<project>/`` folder, else the entry of
+    ``~/.gemini/projects.json`` (``{"projects": {"/abs/path": "<project>"}}``) naming that
+    folder. None for a legacy ``tmp/<sha256>/`` folder (only ``projectHash`` says it)."""
+    project = next((p.parent for p in path.parents if p.name == "chats"), None)
+    if project is None:
+        return None
+    try:
+        text = (project / ".project_root").read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    if text:
+        return text
+    try:
+        registry = json.loads((project.parent.parent / "projects.json").read_bytes())
+    except (OSError, ValueError):
+        return None
+    projects = registry.get("projects") if isinstance(registry, dict) else None
+    if isinstance(projects, dict):
+        for folder, name in projects.items():
+            if name == project.name and isinstance(folder, str):
+                return folder
+    return None
 
 
 def _load_document(path: Path) -> dict[str, Any] | None:
@@ -149,6 +180,9 @@ def _facts_of(meta: dict[str, Any], state: ParseState) -> None:
     state.fact("last_activity", to_str(meta.get("lastUpdated")))
     state.fact("title", to_str(meta.get("summary")))
     state.fact("parent_session", to_str(meta.get("parentSessionId")))
+    digest = to_str(meta.get("projectHash"))
+    if digest:
+        state.extra["project_hash"] = digest
 
 
 def _user(msg: dict[str, Any], ts: str | None, state: ParseState) -> list[Item]:

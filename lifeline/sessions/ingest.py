@@ -30,17 +30,18 @@ from typing import Any
 from lifeline.entry import compute_id
 from lifeline.errors import NotFound
 from lifeline.ledger import Draft, Ledger
-from lifeline.sessions.model import Item, Prompt
+from lifeline.sessions.model import Item, Prompt, Usage
 from lifeline.sessions.pack import Caps, Cleaner, Packer, Part, dumps, native_ids
 from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
 from lifeline.sessions.redact import Redactor
 from lifeline.sessions.report import FileResult
-from lifeline.sessions.scope import scope_for
-from lifeline.sessions.sources import SourceLedger, SourceRecord
+from lifeline.sessions.scope import project_hashes, scope_for
+from lifeline.sessions.sources import FORMAT, SourceLedger, SourceRecord
 from lifeline.store.port import Store
 
 __all__ = [
     "AUTHOR",
+    "FORMAT",
     "KIND_HEADER",
     "KIND_PART",
     "KIND_STATUS",
@@ -61,6 +62,7 @@ class _Plan:
 
     header: dict[str, Any] | None  # a new header to write, or None (resuming)
     session: str
+    native: str  # the tool's own session id (labels every entry's summary)
     state: ParseState | None
     packer: Packer
     prev: str  # the id the next closed part hangs from
@@ -101,6 +103,7 @@ class Ingester:
         caps: Caps | None = None,
         patterns: tuple[tuple[str, str], ...] = (),
         scope_of: Callable[[str | None, str | None], str] = scope_for,
+        project_root: Path | None = None,
     ) -> None:
         self.ledger = ledger
         self.store: Store = ledger.store
@@ -111,6 +114,8 @@ class Ingester:
         )
         self.patterns = patterns
         self.scope_of = scope_of
+        # the project ingesting: a Gemini session whose projectHash is this folder's is its
+        self.project_root = project_root
         self.read_budget = READ_BUDGET
 
     def unchanged(self, adapter: Adapter, source: SourceFile) -> bool:
@@ -148,7 +153,7 @@ class Ingester:
             if out.offset == plan.offset and plan.header is None and out.partial == plan.partial:
                 self.sources.touch(tool, path, stat.st_size, stat.st_mtime_ns)
                 return total if total.lines else FileResult(source, "unchanged")
-            result = await self.ledger.append_many(self._drafts(adapter, plan, out))
+            result = await self.ledger.append_many(self._drafts(adapter, source.source, plan, out))
             self.sources.put(self._record(tool, path, stat, source.path, plan, out))
             total.add(
                 out.turns,
@@ -173,11 +178,13 @@ class Ingester:
             if resumed is not None:
                 return resumed
         first = next(iter_lines(source.path), None)
+        native = adapter.native_id(source, first)
+        # identity is the tool's own id and the content: never a file or folder name
+        # (a Claude project folder names the user), never where or how it was read
         header = {
-            "v": 1,
+            "v": FORMAT,
             "tool": adapter.tool.value,
-            "session": adapter.native_id(source, first),
-            "source": source.source,
+            "session": native,
             "first": hashlib.sha256(first.raw).hexdigest()
             if first is not None and adapter.append_only
             else None,
@@ -185,7 +192,9 @@ class Ingester:
         summary = _header_summary(header)
         session = _entry_id(KIND_HEADER, summary, adapter.tool.value, dumps(header), ())
         outcome = "read" if rec is None or not rec.offset else "rewritten"
-        return _Plan(header, session, None, Packer(self.caps.part_bytes), session, outcome=outcome)
+        return _Plan(
+            header, session, native, None, Packer(self.caps.part_bytes), session, outcome=outcome
+        )
 
     async def _resume(self, rec: SourceRecord) -> _Plan | None:
         """Where the last pass stopped, with its tail part's items; None: read it all again
@@ -209,6 +218,7 @@ class Ingester:
         return _Plan(
             None,
             rec.session,
+            str(resume.get("native", "")),
             state,
             packer,
             resume["prev"],
@@ -253,6 +263,8 @@ class Ingester:
             stored = []
             for item in found:
                 state.tracker.observe(item)
+                if isinstance(item, Usage):
+                    item.add_to(state.extra.setdefault("usage", {}))
                 turns += isinstance(item, Prompt) and item.agent is None
                 data = cleaner.clean(item)
                 data["ln"], data["sha"] = line.number, line.sha256
@@ -288,7 +300,9 @@ class Ingester:
             more,
         )
 
-    def _drafts(self, adapter: Adapter, plan: _Plan, out: _Outcome) -> list[Draft]:
+    def _drafts(
+        self, adapter: Adapter, source_name: str, plan: _Plan, out: _Outcome
+    ) -> list[Draft]:
         tool = adapter.tool.value
         drafts: list[Draft] = []
         if plan.header is not None:
@@ -296,8 +310,7 @@ class Ingester:
                 _draft(KIND_HEADER, _header_summary(plan.header), tool, dumps(plan.header), ())
             )
         prev = plan.prev
-        native = plan.header["session"] if plan.header else ""
-        label = f"{tool} {native[:12] or plan.session[:12]}"
+        label = f"{tool} {plan.native[:12]}"
         for part in out.closed:
             draft = _part_draft(part, plan.session, label, tool, prev)
             drafts.append(draft)
@@ -314,6 +327,7 @@ class Ingester:
             (out.tail.index + 1) if out.tail else (out.closed[-1].index + 1 if out.closed else 0)
         )
         status = self._status_body(plan.session, tail_id or tail_parent, parts, out)
+        status["source"] = source_name
         drafts.append(
             _draft(
                 KIND_STATUS,
@@ -333,9 +347,14 @@ class Ingester:
         for name in ("title", "first_prompt"):
             if isinstance(facts.get(name), str):
                 facts[name] = facts[name][:200]
-        scope = self.scope_of(state.extra.get("cwd_raw"), state.facts.get("git_remote"))
+        cwd = state.extra.get("cwd_raw")
+        digest = state.extra.get("project_hash")
+        root = self.project_root
+        if cwd is None and digest and root is not None and digest in project_hashes(root):
+            cwd = str(root.absolute())
+        scope = self.scope_of(cwd, state.facts.get("git_remote"))
         return {
-            "v": 1,
+            "v": FORMAT,
             "session": session,
             "tail": tail,
             "parts": parts,
@@ -352,6 +371,7 @@ class Ingester:
             "opaque": dict(state.opaque),
             "redactions": state.extra.get("redactions", {}),
             "truncated": state.extra.get("truncated", 0),
+            "usage": state.extra.get("usage", {}),
         }
 
     @staticmethod
@@ -370,6 +390,7 @@ class Ingester:
             "prev": out.state.extra.get("prev", plan.prev),
             "tail": out.state.extra.get("tail", ""),
             "partial": out.partial,
+            "native": plan.native,
         }
         return SourceRecord(
             tool,

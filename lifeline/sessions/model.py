@@ -179,6 +179,14 @@ class Usage(_Item):
     cache_write: int = 0
     reasoning: int = 0
 
+    def add_to(self, totals: dict[str, int]) -> None:
+        """Add to a session's totals (adapters write usage so that the sum of a session's
+        items is the transcript's own final totals)."""
+        for name in ("input", "output", "cache_read", "cache_write", "reasoning"):
+            value: int = getattr(self, name)
+            if value or name in totals:
+                totals[name] = totals.get(name, 0) + value
+
 
 class ErrorItem(_Item):
     """An API error, rate limit or failed turn recorded in the transcript."""
@@ -308,6 +316,10 @@ class Session(_Frozen):
     opaque: dict[str, int] = Field(default_factory=dict)  # unknown records, by type
     redactions: dict[str, int] = Field(default_factory=dict)  # markers, by secret type
     truncated: int = 0  # outputs cut to the cap
+    # token totals as the transcript records them (input, output, cache_read, cache_write,
+    # reasoning): Codex's last total_token_usage, Claude's final usage of each response,
+    # the sum of Gemini's per-message tokens
+    usage: dict[str, int] = Field(default_factory=dict)
 
     def tool_calls(self) -> list[ToolCallPair]:
         """Each call with its result (``None`` when it was never answered)."""

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeline.sessions.model import Item
+from lifeline.sessions.sources import FORMAT
 
 __all__ = ["Caps", "Cleaner", "Packer", "Part", "dumps", "native_ids", "utf8_size"]
 
@@ -124,7 +125,7 @@ class Part:
     def body(self, session_id: str) -> str:
         return dumps(
             {
-                "v": 1,
+                "v": FORMAT,
                 "session": session_id,
                 "part": self.index,
                 "lines": list(self.lines),

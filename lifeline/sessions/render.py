@@ -55,6 +55,8 @@ def header_lines(s: Session) -> list[str]:
         f"time      {f.started or '?'} → {f.last_activity or '?'}",
         f"turns     {s.turns} prompts, {s.item_count} items",
     ]
+    if s.usage:
+        lines.append("tokens    " + ", ".join(f"{k} {v:,}" for k, v in sorted(s.usage.items())))
     if f.parent_session:
         lines.append(
             f"parent    {f.parent_session}" + (f" (call {f.spawned_by})" if f.spawned_by else "")

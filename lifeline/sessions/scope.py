@@ -8,13 +8,21 @@ folder written ``~`` and symlinks resolved.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["home_normalized", "normalize_remote", "project_scope", "scope_for", "scope_matches"]
+__all__ = [
+    "home_normalized",
+    "normalize_remote",
+    "project_hashes",
+    "project_scope",
+    "scope_for",
+    "scope_matches",
+]
 
 _HOME_RE = re.compile(r"^(?:/Users/[^/]+|/home/[^/]+|/root|[A-Za-z]:\\Users\\[^\\]+)(?=/|\\|$)")
 
@@ -107,3 +115,10 @@ def scope_matches(scope: str, wanted: str) -> bool:
     if wanted.startswith("git:"):
         return scope.startswith(wanted + "/")
     return scope.startswith(wanted.rstrip("/") + "/")
+
+
+def project_hashes(root: Path) -> set[str]:
+    """Gemini CLI's ``projectHash`` for a project folder (sha256 of its absolute path, as
+    given or with symlinks resolved)."""
+    paths = {str(root.absolute()), os.path.realpath(root)}
+    return {hashlib.sha256(p.encode()).hexdigest() for p in paths}

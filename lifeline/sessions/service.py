@@ -16,18 +16,19 @@ from lifeline.plugins import load_append_hooks
 from lifeline.sessions.claude import ClaudeAdapter
 from lifeline.sessions.codex import CodexAdapter
 from lifeline.sessions.config import SessionSettings
-from lifeline.sessions.gemini import GeminiAdapter
+from lifeline.sessions.gemini import GeminiAdapter, gemini_project_root
 from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import Tool
 from lifeline.sessions.port import Adapter, SourceFile
 from lifeline.sessions.report import FileResult, IngestReport
-from lifeline.sessions.scope import scope_for, scope_matches
+from lifeline.sessions.scope import project_hashes, scope_for, scope_matches
 from lifeline.sessions.sources import SourceLedger
 
 __all__ = [
     "ADAPTERS",
     "Found",
     "default_sources",
+    "in_scope",
     "ingest_sources",
     "open_ingester",
     "peek_cwd",
@@ -42,6 +43,8 @@ ADAPTERS: dict[Tool, Adapter] = {
 Found = tuple[Adapter, SourceFile]
 _CWD = re.compile(rb'"(?:cwd|directories)"\s*:\s*\[?\s*"((?:[^"\\]|\\.)+)"')
 _CONTEXT_DIR = re.compile(rb"Workspace Directories:(?:\\n|\n)\s*- ((?:[^\\\n\"])+)")
+_REMOTE = re.compile(rb'"repository_url"\s*:\s*"((?:[^"\\]|\\.)+)"')
+_PROJECT_HASH = re.compile(rb'"projectHash"\s*:\s*"([0-9a-f]{64})"')
 _PEEK = 64 * 1024
 
 
@@ -117,14 +120,15 @@ def sources_in(paths: Iterable[Path], tools: Iterable[Tool] | None = None) -> li
     return found
 
 
-def peek_cwd(source: SourceFile) -> str | None:
-    """The working folder a transcript names near its start (for the project filter)."""
+def _head(source: SourceFile) -> bytes:
     try:
         with source.path.open("rb") as handle:
-            head = handle.read(_PEEK)
+            return handle.read(_PEEK)
     except OSError:
-        return None
-    match = _CWD.search(head) or _CONTEXT_DIR.search(head)
+        return b""
+
+
+def _string(match: re.Match[bytes] | None) -> str | None:
     if match is None:
         return None
     try:
@@ -134,8 +138,31 @@ def peek_cwd(source: SourceFile) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def in_scope(source: SourceFile, wanted: str) -> bool:
-    return scope_matches(scope_for(peek_cwd(source)), wanted)
+def peek_cwd(source: SourceFile) -> str | None:
+    """The working folder a transcript names near its start (for the project filter); for
+    Gemini, else the project folder its tool folder records (``.project_root``,
+    ``projects.json``)."""
+    head = _head(source)
+    found = _string(_CWD.search(head) or _CONTEXT_DIR.search(head))
+    if found is None and source.tool is Tool.GEMINI:
+        return gemini_project_root(source.path)
+    return found
+
+
+def in_scope(source: SourceFile, wanted: str, project_root: Path | None = None) -> bool:
+    """Whether a transcript belongs to the project ``wanted``: by its folder, the
+    repository it recorded (Codex: another checkout of the same remote is this project),
+    or Gemini's ``projectHash`` (sha256 of the project's folder)."""
+    head = _head(source)
+    remote = _string(_REMOTE.search(head))
+    if scope_matches(scope_for(peek_cwd(source), remote), wanted):
+        return True
+    digest = _PROJECT_HASH.search(head)
+    return (
+        digest is not None
+        and project_root is not None
+        and digest.group(1).decode() in project_hashes(project_root)
+    )
 
 
 async def ingest_sources(
@@ -152,7 +179,7 @@ async def ingest_sources(
         if (
             scope is not None
             and not ingester.unchanged(adapter, source)
-            and not in_scope(source, scope)
+            and not in_scope(source, scope, ingester.project_root)
         ):
             report.out_of_scope += 1
             if progress:
@@ -176,6 +203,12 @@ async def open_ingester(
             if await store.count() == 0 and sources.count():  # the line was deleted: start over
                 sources.forget()
             ledger = Ledger(store, hooks=load_append_hooks(home), limits=home.limits())
-            yield Ingester(ledger, sources, caps=settings.caps, patterns=settings.patterns)
+            yield Ingester(
+                ledger,
+                sources,
+                caps=settings.caps,
+                patterns=settings.patterns,
+                project_root=home.root,
+            )
         finally:
             sources.close()

@@ -20,7 +20,14 @@ from typing import Any
 
 from lifeline.fsutil import create_private
 
-__all__ = ["SourceLedger", "SourceRecord"]
+__all__ = ["FORMAT", "SourceLedger", "SourceRecord"]
+
+# What ingest writes for a given transcript (decision 0053). Bump it with any change that
+# alters the bytes written for the same file — parsing, redaction, caps, ids — so that the
+# next ingest reads every file again and writes the new entries; readers then show each
+# session by its newest-format header (``Catalogue``). On a merge of two bumps, take the
+# larger number plus one.
+FORMAT = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sources (
@@ -37,6 +44,10 @@ CREATE TABLE IF NOT EXISTS sources (
     session TEXT NOT NULL,
     resume TEXT NOT NULL,
     PRIMARY KEY (line, tool, path)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS formats (
+    line TEXT PRIMARY KEY,
+    format INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
 
@@ -70,6 +81,24 @@ class SourceLedger:
         self._conn.executescript(_SCHEMA)
         self._line = line
         self._cache: dict[tuple[str, str], tuple[int, int]] | None = None
+        self._check_format()
+
+    def _check_format(self) -> None:
+        """Rows written by another format of ingest are forgotten: every file is read again
+        once and written in this format (what was written before stays in the line)."""
+        row = self._conn.execute(
+            "SELECT format FROM formats WHERE line = ?", (self._line,)
+        ).fetchone()
+        if row is not None and row[0] == FORMAT:
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._conn.execute("DELETE FROM sources WHERE line = ?", (self._line,))
+            self._conn.execute("INSERT OR REPLACE INTO formats VALUES (?, ?)", (self._line, FORMAT))
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         self._conn.close()

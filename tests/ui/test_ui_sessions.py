@@ -118,13 +118,12 @@ def test_a_hostile_transcript_is_escaped_folded_and_shows_its_redactions(base: s
 
 
 def test_subagents_are_nested_under_the_call_that_ran_them(base: str) -> None:
-    first = _get(base, f"/lines/sessions/sessions/{SUBAGENT_PARENT}")
-    later = re.search(r'href="([^"]+)" rel="next">Later items', first)
-    assert later is not None
-    html = _get(base, later.group(1).replace("&amp;", "&"))
-    nested = re.search(
-        r'<section class="subagent" aria-label="Subagent a881341">(.*?)</section>', html, re.S
-    )
+    html = _get(base, f"/lines/sessions/sessions/{SUBAGENT_PARENT}")
+    pattern = r'<section class="subagent" aria-label="Subagent a881341">(.*?)</section>'
+    while (nested := re.search(pattern, html, re.S)) is None:  # the page with the call
+        later = re.search(r'href="([^"]+)" rel="next">Later items', html)
+        assert later is not None, "no page nests subagent a881341"
+        html = _get(base, later.group(1).replace("&amp;", "&"))
     assert nested is not None
     assert '<ol class="transcript">' in nested.group(1)  # its own items, inside
     assert html.count('aria-label="Subagent a881341"') == 1
