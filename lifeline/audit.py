@@ -16,6 +16,7 @@ from lifeline.errors import InvalidEntry
 from lifeline.lines import EXTERNAL_ANCHOR
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
+from lifeline.truth.audit import TruthAudit
 
 __all__ = ["Finding", "Linked", "Report", "verify_store"]
 
@@ -36,7 +37,9 @@ class Linked(Protocol):
 class Finding:
     """One problem: ``check`` names the rule, ``entry_id`` the entry (or row)."""
 
-    check: str  # id-mismatch | invalid-text | missing-parent | external-missing | corrupt-row
+    # id-mismatch | invalid-text | missing-parent | external-missing | corrupt-row |
+    # truth-row | truth-state | truth-rebuilt (the truth tables against the entries)
+    check: str
     entry_id: str
     detail: str
 
@@ -76,6 +79,7 @@ async def verify_store(
     advance: Callable[[int], None] = lambda _n: None,
     each_page: Callable[[Sequence[Linked]], Awaitable[None]] | None = None,
     parallel_from: int | None = None,
+    rebuild: bool = True,
 ) -> Report:
     """Audit every row of ``store``. ``external_exists(line, id)`` checks cross-line parents;
     ``advance(n)`` is told of every ``n`` entries read (a progress bar); ``each_page`` is
@@ -86,25 +90,38 @@ async def verify_store(
     :func:`lifeline.audit_parallel.parallel_min`) is checked in one worker process per
     core (``lifeline/audit_parallel.py``): the same report, finding for finding.
 
+    A line that keeps the truth tables has them checked against its entries
+    (:mod:`lifeline.truth.check`: what ``context`` reads), and rebuilt from the entries
+    when they differ, unless ``rebuild`` is False or the file cannot be written.
+
     Memory does not grow with the entries' text: the stream is in height order, so an
     entry's stored parents were read before it and are looked up as they come; only the
     links to parents not read yet (cross-line, missing, or a damaged height) are kept for
     the end.
     """
+    truth = await TruthAudit.start(store)
+    mark = truth.mark if truth is not None else None
+    report: Report | None = None
+    results: list[tuple[Any, ...]] | None = None
     if isinstance(store, SqliteStore):
         count = audit_parallel.workers()
         least = audit_parallel.parallel_min() if parallel_from is None else parallel_from
         if count > 1 and await _size(store) >= least:
             merged = await audit_parallel.check_in_workers(
-                store, count, advance=advance, each_page=each_page
+                store, count, advance=advance, each_page=each_page, truth_mark=mark
             )
             report = Report(line=line, entries=merged.entries)
             report.findings += [Finding(c, e, d) for _pos, c, e, d in merged.ids]
             report.findings += [Finding("corrupt-row", e, d) for _pos, e, d in merged.rows]
             later = [(e, p) for _pos, e, p in merged.parents]
             await _resolve(store, report, later, set(), external_exists)
-            return report
-    return await _verify_stream(store, line, external_exists, advance, each_page)
+            results = merged.truth
+    if report is None:
+        report = await _verify_stream(store, line, external_exists, advance, each_page)
+    if truth is not None:
+        found = await truth.finish(results, rebuild_tables=rebuild)
+        report.findings += [Finding(c, s, d) for c, s, d in found]
+    return report
 
 
 async def _size(store: SqliteStore) -> int:
