@@ -14,7 +14,15 @@ from typing import Any
 from lifeline.errors import LifelineError
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine, tables_of
-from lifeline.truth.check import Stored, TruthFinding, extra_rows, judge, read_stored, scan
+from lifeline.truth.check import (
+    RowCheck,
+    Stored,
+    TruthFinding,
+    extra_rows,
+    judge,
+    read_stored,
+    scan,
+)
 from lifeline.truth.table import rebuild
 
 __all__ = ["REBUILT", "TruthAudit"]
@@ -41,6 +49,20 @@ class TruthAudit:
     def mark(self) -> int | None:
         """The highest row the tables cover (None: they do not read, nothing to fold)."""
         return self.stored.mark if self.stored.mark >= 0 else None
+
+    async def entries_after(self) -> set[str]:
+        """The ids of the rows past the mark (rows the tables do not cover yet)."""
+        mark = self.mark
+
+        def read(conn: sqlite3.Connection) -> set[str]:
+            sql = "SELECT id FROM entries WHERE seq > ?"
+            return {str(r[0]) for r in conn.execute(sql, (mark if mark is not None else 0,))}
+
+        return await self.store.run_read(read)
+
+    async def flush(self, check: RowCheck) -> None:
+        """Compare what ``check`` derived so far, on the store's reader."""
+        await self.store.run_read(check.flush)
 
     async def finish(
         self, results: list[tuple[Any, ...]] | None, *, rebuild_tables: bool = True

@@ -6,7 +6,8 @@ every context. ``verify`` therefore derives, from each entry up to the tables' m
 rows the fold gives it — its tracked item, its thread mark, its correction and targets,
 with the same reducers (:func:`~lifeline.truth.reducers.facts_of`) — and looks each one up
 by key, a page at a time, field by field (:class:`RowCheck`, run over ranges of rows, in
-any order: in the ledger audit's worker processes or in one scan). The rows of each table
+any order: in the ledger audit's worker processes, on its serial stream, or in one scan
+by row number, :func:`scan`). The rows of each table
 are counted, so that equal counts and every derived row found leave no row that no entry
 gives. The small accumulators (count, digest, counters, newest, pins, rewordings,
 integrity) are folded per range and merged; roles, what is superseded and the threads
@@ -94,9 +95,10 @@ def _shown(value: Typed | None) -> str:
 
 class RowCheck:
     """The rows of the entries seen, looked up in the tables :data:`PAGE` at a time; the
-    small accumulators folded (``core``); the rows derived counted (``counts``)."""
+    small accumulators folded (``core``); the rows derived counted (``counts``). Without a
+    connection, the caller flushes (:meth:`flush`) on a connection of its own."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection | None) -> None:
         self.conn = conn
         self.core = State()
         self.counts = dict.fromkeys(_COLUMNS, 0)
@@ -171,25 +173,31 @@ class RowCheck:
         self.counts[table] += 1
         self._pending[table].append(row)
         self._size += 1
-        if self._size >= PAGE:
-            self.flush()
+        if self._size >= PAGE and self.conn is not None:
+            self.flush(self.conn)
 
-    def flush(self) -> None:
+    def flush(self, conn: sqlite3.Connection) -> None:
         """Compare the rows derived since the last flush with the stored ones."""
         for table, rows in self._pending.items():
             if rows:
-                odd = _differing(self.conn, table, rows)
+                odd = _differing(conn, table, rows)
                 if odd:
-                    self._compare(table, rows, set(odd))
+                    self._compare(conn, table, rows, set(odd))
                 rows.clear()
         self._size = 0
 
-    def _compare(self, table: str, rows: list[tuple[Any, ...]], odd: set[tuple[str, ...]]) -> None:
+    def _compare(
+        self,
+        conn: sqlite3.Connection,
+        table: str,
+        rows: list[tuple[Any, ...]],
+        odd: set[tuple[str, ...]],
+    ) -> None:
         keys, columns = _COLUMNS[table]
         width = len(keys)
         subject_at = keys.index("cid" if table == "truth_targets" else "id")
         wanted = {r[:width]: tuple(_typed(v) for v in r[width:]) for r in rows if r[:width] in odd}
-        found = _stored_rows(self.conn, table, list(wanted))
+        found = _stored_rows(conn, table, list(wanted))
         for key, values in wanted.items():
             subject = key[subject_at]
             stored = found.get(key)
@@ -207,8 +215,10 @@ class RowCheck:
                     )  # fmt: skip
 
     def result(self) -> tuple[Any, ...]:
-        """What a range found, as plain values (``marshal``-able; :func:`judge` reads it)."""
-        self.flush()
+        """What a range found, as plain values (``marshal``-able; :func:`judge` reads it);
+        call after the last :meth:`flush` when the check has no connection."""
+        if self.conn is not None:
+            self.flush(self.conn)
         core = self.core
         core.count += self._intact
         core.digest = (core.digest + self._sum) % _MOD

@@ -9,6 +9,7 @@ import itertools
 import random
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,7 +20,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.check import judge, read_stored, scan
 from lifeline.truth.service import read_shown
 from tests.support.arrival import arrival_order
-from tests.truth.test_truth_tables import _ledger
+from tests.support.truth_ledgers import random_ledger as _ledger
 
 
 async def _folded(path: Path, seed: int, n: int, step: int) -> None:
@@ -42,7 +43,7 @@ def _findings(path: Path, cuts: int) -> list[tuple[str, str, str]]:
             results = []
             bounds = [stored.mark * k // cuts for k in range(cuts + 1)]
             for lo, hi in itertools.pairwise(bounds):
-                sent: list[tuple[object, ...]] = []
+                sent: list[tuple[Any, ...]] = []
                 check_range(conn, lo, hi, sent.extend, None, stored.mark)
                 results += [r[1] for r in sent if r[0] == "truth"]
         found, _over = judge(stored, results)
