@@ -12,10 +12,14 @@ from typing import Any, Protocol
 
 from lifeline import audit_parallel
 from lifeline.audit_worker import row_key
+from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.lines import EXTERNAL_ANCHOR
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
+from lifeline.truth.audit import TruthAudit
+from lifeline.truth.check import RowCheck
+from lifeline.truth.reducers import integrity_of
 
 __all__ = ["Finding", "Linked", "Report", "verify_store"]
 
@@ -36,7 +40,9 @@ class Linked(Protocol):
 class Finding:
     """One problem: ``check`` names the rule, ``entry_id`` the entry (or row)."""
 
-    check: str  # id-mismatch | invalid-text | missing-parent | external-missing | corrupt-row
+    # id-mismatch | invalid-text | missing-parent | external-missing | corrupt-row |
+    # truth-row | truth-state | truth-rebuilt (the truth tables against the entries)
+    check: str
     entry_id: str
     detail: str
 
@@ -76,6 +82,7 @@ async def verify_store(
     advance: Callable[[int], None] = lambda _n: None,
     each_page: Callable[[Sequence[Linked]], Awaitable[None]] | None = None,
     parallel_from: int | None = None,
+    rebuild: bool = True,
 ) -> Report:
     """Audit every row of ``store``. ``external_exists(line, id)`` checks cross-line parents;
     ``advance(n)`` is told of every ``n`` entries read (a progress bar); ``each_page`` is
@@ -86,25 +93,43 @@ async def verify_store(
     :func:`lifeline.audit_parallel.parallel_min`) is checked in one worker process per
     core (``lifeline/audit_parallel.py``): the same report, finding for finding.
 
+    A line that keeps the truth tables has them checked against its entries
+    (:mod:`lifeline.truth.check`: what ``context`` reads), and rebuilt from the entries
+    when they differ, unless ``rebuild`` is False or the file cannot be written.
+
     Memory does not grow with the entries' text: the stream is in height order, so an
     entry's stored parents were read before it and are looked up as they come; only the
     links to parents not read yet (cross-line, missing, or a damaged height) are kept for
     the end.
     """
+    truth = await TruthAudit.start(store)
+    mark = truth.mark if truth is not None else None
+    report: Report | None = None
+    results: list[tuple[Any, ...]] | None = None
     if isinstance(store, SqliteStore):
         count = audit_parallel.workers()
         least = audit_parallel.parallel_min() if parallel_from is None else parallel_from
         if count > 1 and await _size(store) >= least:
             merged = await audit_parallel.check_in_workers(
-                store, count, advance=advance, each_page=each_page
+                store, count, advance=advance, each_page=each_page, truth_mark=mark
             )
             report = Report(line=line, entries=merged.entries)
             report.findings += [Finding(c, e, d) for _pos, c, e, d in merged.ids]
             report.findings += [Finding("corrupt-row", e, d) for _pos, e, d in merged.rows]
             later = [(e, p) for _pos, e, p in merged.parents]
             await _resolve(store, report, later, set(), external_exists)
-            return report
-    return await _verify_stream(store, line, external_exists, advance, each_page)
+            results = merged.truth
+    if report is None:
+        rows = _StreamTruth(truth) if truth is not None and mark is not None else None
+        if rows is not None:
+            await rows.begin()
+        report = await _verify_stream(store, line, external_exists, advance, each_page, rows)
+        if rows is not None:
+            results = await rows.end()
+    if truth is not None:
+        found = await truth.finish(results, rebuild_tables=rebuild)
+        report.findings += [Finding(c, s, d) for c, s, d in found]
+    return report
 
 
 async def _size(store: SqliteStore) -> int:
@@ -115,12 +140,51 @@ async def _size(store: SqliteStore) -> int:
     return int(row[0] or 0)
 
 
+class _StreamTruth:
+    """The truth tables checked on the serial stream's entries (each already decoded and
+    verified there): the rows past the tables' mark, read before the stream, are left out.
+    When rows were written past the mark while the stream ran (it may have read them),
+    the line is scanned by row number instead (:meth:`TruthAudit.finish` without results)."""
+
+    def __init__(self, truth: TruthAudit) -> None:
+        self.truth = truth
+        self.check = RowCheck(None)
+        self.skip: set[str] = set()
+
+    async def begin(self) -> None:
+        self.skip = await self.truth.entries_after()
+
+    def entry(self, entry: Entry, problem: str | None) -> None:
+        if entry.id in self.skip:
+            return
+        if problem is None:
+            self.check.intact(entry.id, entry.ts, entry.kind, entry.provider, entry.model,
+                              entry.summary, entry.body, entry.parents)  # fmt: skip
+        else:
+            self.check.damaged(entry.id, integrity_of(entry) or problem)
+
+    def undecoded(self, rowid: int) -> None:
+        mark = self.truth.mark
+        if mark is not None and rowid <= mark:
+            self.check.undecoded()
+
+    async def flush(self) -> None:
+        await self.truth.flush(self.check)
+
+    async def end(self) -> list[tuple[Any, ...]] | None:
+        if await self.truth.entries_after() - self.skip:
+            return None
+        await self.flush()
+        return [self.check.result()]
+
+
 async def _verify_stream(
     store: Store,
     line: str,
     external_exists: Callable[[str, str], Awaitable[bool]] | None,
     advance: Callable[[int], None],
     each_page: Callable[[Sequence[Linked]], Awaitable[None]] | None,
+    truth: _StreamTruth | None = None,
 ) -> Report:
     report = Report(line=line)
     problems: list[RowProblem] = []
@@ -131,6 +195,8 @@ async def _verify_stream(
         report.entries += 1
         if not report.entries % 2_000:
             advance(2_000)
+            if truth is not None:
+                await truth.flush()
         if each_page is not None:
             page.append(entry)
             if len(page) >= 2_000:
@@ -145,6 +211,11 @@ async def _verify_stream(
         except InvalidEntry as exc:
             check = "id-mismatch" if "does not match" in str(exc) else "invalid-text"
             report.findings.append(Finding(check, entry.id, str(exc)))
+            if truth is not None:
+                truth.entry(entry, "not-utf8")
+        else:
+            if truth is not None:
+                truth.entry(entry, None)
     advance(report.entries % 2_000)
     if page and each_page is not None:
         await each_page(page)
@@ -152,6 +223,8 @@ async def _verify_stream(
         report.findings.append(
             Finding("corrupt-row", problem.entry_id, f"row {problem.rowid}: {problem.reason}")
         )
+        if truth is not None:
+            truth.undecoded(problem.rowid)
     await _resolve(store, report, later, seen, external_exists)
     return report
 

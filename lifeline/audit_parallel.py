@@ -122,6 +122,7 @@ class Merged:
         self.rows: list[tuple[Position, str, str]] = []  # (pos, entry id, detail)
         self.parents: list[tuple[Position, str, str]] = []  # (pos, entry id, parent)
         self.late: set[str] | None = set()  # None: too many, treat every entry as late
+        self.truth: list[tuple[Any, ...]] = []  # each range's truth check (RowCheck.result)
 
     def add(self, records: list[tuple[Any, ...]], advance: Callable[[int], None]) -> None:
         for record in records:
@@ -139,6 +140,8 @@ class Merged:
                     self.late.update(record[1])
                     if len(self.late) > LATE_MAX:
                         self.late = None
+            elif kind == "truth":
+                self.truth.append(record[1])
             elif kind == "end":
                 self.entries += record[1]
 
@@ -170,9 +173,11 @@ async def check_in_workers(
     *,
     advance: Callable[[int], None],
     each_page: Callable[[Sequence[Links]], Awaitable[None]] | None,
+    truth_mark: int | None = None,
 ) -> Merged:
     """Check every row of ``store`` in ``count`` worker processes; ``each_page`` is then
-    given the line in stream order (:class:`StreamPage`)."""
+    given the line in stream order (:class:`StreamPage`). With ``truth_mark``, the rows up
+    to it are checked against the truth tables too (``Merged.truth``)."""
     lo, hi = await store.run_read(
         lambda conn: conn.execute(
             "SELECT coalesce(min(seq), 1) - 1, max(seq) FROM entries"
@@ -191,6 +196,7 @@ async def check_in_workers(
                 await asyncio.create_subprocess_exec(
                     sys.executable, "-m", "lifeline.audit_worker", str(store.path),
                     str(start), str(end), *(["late"] if each_page is not None else []),
+                    *([f"truth={truth_mark}"] if truth_mark is not None else []),
                     stdin=asyncio.subprocess.DEVNULL,
                     stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE,

@@ -1,7 +1,8 @@
 """One range of a line's rows checked in a process of its own: the ledger's audit of a large
 line on every core (``lifeline/audit_parallel.py`` starts one per core).
 
-``python -m lifeline.audit_worker PATH LO HI [late]`` reads the rows whose ``seq`` is in
+``python -m lifeline.audit_worker PATH LO HI [late] [truth=MARK]`` reads the rows whose
+``seq`` is in
 ``(LO, HI]`` in ``seq`` order (the table in its own order: the cheapest read SQLite has)
 and checks each as the serial stream of ``lifeline/audit.py`` does: decoded (else a
 corrupt row), its id recomputed from its content (else an id mismatch), its parents
@@ -16,7 +17,9 @@ records: ``("n", rows)`` (progress), ``("id", pos, check, entry_id, detail)``,
 stored nowhere readable), ``("end", entries)``; on a SQLite error ``("error", text)``
 and exit status 1. With ``late``, also ``("late", entry_ids)``: the decoded entries whose
 time against their parents' the notary must look at (``lifeline-mesh verify``; see
-:class:`LateCheck`).
+:class:`LateCheck`). With ``truth=MARK``, the rows up to ``MARK`` are also checked against
+the truth tables they derive (:class:`~lifeline.truth.check.RowCheck`), and
+``("truth", result)`` comes before ``end``.
 
 The usual row (text columns, no parent or one, ASCII) is checked without building an
 :class:`Entry`; any other row, and any row that fails, takes the serial audit's own code
@@ -38,6 +41,7 @@ from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.store.rows import decode_fields, decode_row
 from lifeline.store.sqlite_open import unwritable
+from lifeline.truth.check import RowCheck
 
 __all__ = ["PROGRESS_EVERY", "LateCheck", "check_range", "connect", "main", "row_key"]
 
@@ -115,10 +119,14 @@ def check_range(
     hi: int,
     send: Callable[[list[Record]], None],
     late: LateCheck | None = None,
+    truth_mark: int | None = None,
 ) -> int:
     """Check the rows with ``lo < seq <= hi``; ``send`` is given the records a page at a
-    time; ``late``, when given, notes each decoded entry. Returns the number of entries
-    decoded."""
+    time; ``late``, when given, notes each decoded entry; with ``truth_mark``, the rows up
+    to it are checked against the truth tables (:class:`~lifeline.truth.check.RowCheck`).
+    Returns the number of entries decoded."""
+    truth = RowCheck(conn) if truth_mark is not None else None
+    mark = truth_mark if truth_mark is not None else 0
     seen: set[int | str] = set()
     later: list[tuple[str, str, tuple[Any, Any, Any]]] = []  # (entry id, parent, position)
     out: list[Record] = []
@@ -132,7 +140,7 @@ def check_range(
                 out.append(("late", late.take()))
             send(out)
             out, rows = [], 0
-        _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup, h = row
+        seq, eid, ts, kind, author, agent, provider, model, summary, body, parents, dedup, h = row
         # The usual row: one parent sliced from its 68 characters (or none), text columns.
         if type(parents) is str and len(parents) == 68:
             parent = parents[2:66]
@@ -171,6 +179,9 @@ def check_range(
                 seen.add(int(eid[:32], 16))  # a sha256 in hex: row_key, without the call
                 if late is not None:
                     late.see(eid, ts, parent)
+                if truth is not None and seq <= mark:
+                    truth.intact(eid, ts, kind, provider, model, summary, body,
+                                 (parent,) if parent else ())  # fmt: skip
                 if parent:
                     try:
                         key: int | str = int(parent[:32], 16)
@@ -179,12 +190,14 @@ def check_range(
                     if key not in seen:
                         later.append((eid, parent, (h, ts, eid)))
                 continue
-        entries += _check_row(row, seen, later, out, late)
+        entries += _check_row(row, seen, later, out, late, truth if seq <= mark else None)
     if rows:
         out.append(("n", rows))
     if late is not None and late.ids:
         out.append(("late", late.take()))
     out.extend(_unresolved(conn, seen, later))
+    if truth is not None:
+        out.append(("truth", truth.result()))
     out.append(("end", entries))
     send(out)
     return entries
@@ -196,6 +209,7 @@ def _check_row(
     later: list[tuple[str, str, tuple[Any, Any, Any]]],
     out: list[Record],
     late: LateCheck | None,
+    truth: RowCheck | None,
 ) -> int:
     """Any other row, as the serial audit checks it; 1 when it decoded."""
     position = (row[12], row[2], row[1])
@@ -203,7 +217,11 @@ def _check_row(
         entry = Entry(*decode_fields(row[:12]))
     except (ValueError, TypeError) as exc:
         out.append(("row", position, str(row[1])[:64], f"row {int(row[0])}: {exc}"))
+        if truth is not None:
+            truth.undecoded()
         return 0
+    if truth is not None:
+        truth.entry(entry)
     seen.add(row_key(entry.id))
     if late is not None:
         late.see(entry.id, entry.ts, entry.parents)
@@ -253,11 +271,12 @@ def _frame(records: list[Record]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     path, lo, hi, *mode = argv if argv is not None else sys.argv[1:]
-    late = LateCheck() if mode == ["late"] else None
+    late = LateCheck() if "late" in mode else None
+    marks = [int(m.partition("=")[2]) for m in mode if m.startswith("truth=")]
     try:
         conn = connect(Path(path))
         try:
-            check_range(conn, int(lo), int(hi), _frame, late)
+            check_range(conn, int(lo), int(hi), _frame, late, marks[0] if marks else None)
         finally:
             conn.close()
     except sqlite3.Error as exc:

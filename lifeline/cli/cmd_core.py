@@ -77,7 +77,13 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_lines)
 
     p = sub.add_parser(
-        "verify", parents=[parent], help="check ids, parents and rows; exit 1 on any problem"
+        "verify",
+        parents=[parent],
+        help="check ids, parents, rows and the truth tables; exit 1 on any problem",
+        description="Check every entry of the line (its id against its content, its parents, "
+        "its row) and the truth tables `context` reads against the entries they derive "
+        "from. Exit 0 when clean, 1 on any problem. Truth tables that differ are rebuilt "
+        "from the entries (reported as truth-rebuilt); nothing else is written.",
     )
     add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_verify)

@@ -24,8 +24,9 @@ import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
-from lifeline.entry import Entry
 from lifeline.errors import StoreError
+from lifeline.store.rows import decode_row
+from lifeline.store.sqlite_reads import COLUMNS
 from lifeline.truth.progress import fold_progress
 from lifeline.truth.reducers import fold
 from lifeline.truth.state import RECENT_KEEP, STATE_VERSION, State
@@ -33,11 +34,17 @@ from lifeline.truth.views import corrections_of
 
 __all__ = [
     "CORE_FIELDS",
+    "ROLE_OF_KIND",
     "SHOWN_FOLD",
+    "TABLES",
     "TRUTH_MIGRATIONS",
     "catch_up",
+    "derive_roles",
     "is_current",
+    "merge_core",
     "read_core",
+    "rebuild",
+    "targets_text",
 ]
 
 log = logging.getLogger(__name__)
@@ -130,21 +137,18 @@ END;
 # The truth tables in a line (component "truth"; lifeline/store/schema.py, line_schema).
 TRUTH_MIGRATIONS = [(1, _V1), (2, _V2)]
 
-_TABLES = (
+TABLES = (
     "truth_items",
     "truth_marks",
     "truth_corrections",
     "truth_targets",
     "truth_superseded",
 )
-_COLS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents"
 
 
-def _row_entry(row: tuple[Any, ...]) -> Entry:
-    _seq, eid, ts, kind, author, agent, provider, model, summary, body, parents = row
-    return Entry(
-        eid, ts, kind, author, agent, provider, model, summary, body, tuple(json.loads(parents))
-    )
+def targets_text(targets: list[str]) -> str:
+    """A correction's targets as ``truth_corrections.targets`` holds them."""
+    return json.dumps(targets)
 
 
 def _top(conn: sqlite3.Connection) -> int:
@@ -192,7 +196,7 @@ def _write_core(conn: sqlite3.Connection, last: int, state: State, ended: Iterab
     )
 
 
-def _merge(core: State, delta: State) -> None:
+def merge_core(core: State, delta: State) -> None:
     """Add the small accumulators of ``delta`` (entries not folded before) to ``core``."""
     core.count += delta.count
     core.digest = (core.digest + delta.digest) % _MOD
@@ -225,7 +229,7 @@ def _store_rows(conn: sqlite3.Connection, delta: State) -> None:
     )
     conn.executemany(
         "INSERT INTO truth_corrections VALUES (?, ?)",
-        [(c, json.dumps(ts)) for c, ts in delta.corrections.items()],
+        [(c, targets_text(ts)) for c, ts in delta.corrections.items()],
     )
     conn.executemany(
         "INSERT OR IGNORE INTO truth_targets VALUES (?, ?)",
@@ -243,8 +247,12 @@ def _names_a_target(conn: sqlite3.Connection, ids: list[str]) -> bool:
     return False
 
 
-def rederive(conn: sqlite3.Connection, rewords: list[str]) -> list[str]:
-    """Derive the correction graph again and store what changed; returns threads ended.
+def derive_roles(
+    conn: sqlite3.Connection, rewords: list[str]
+) -> tuple[dict[str, str], dict[str, str], dict[str, str], list[str]]:
+    """The correction graph derived from the stored corrections and the items they name:
+    (role each of those items should have, the role it has, what is superseded and by
+    which correction, threads ended). Reads only.
 
     Only corrections and the items they name take part in supersession, replacement and
     questions (:mod:`lifeline.truth.views`), so the derivation sees those items alone.
@@ -262,7 +270,7 @@ def rederive(conn: sqlite3.Connection, rewords: list[str]) -> list[str]:
     fixes = corrections_of(part)
     superseded, closed = fixes.superseded, fixes.closed
     as_decision, as_open = fixes.as_decision, fixes.as_open
-    changed = []
+    wanted: dict[str, str] = {}
     for i, (kind, *_rest) in part.items.items():
         role = ROLE_OF_KIND.get(kind, "")
         if i in superseded:
@@ -271,8 +279,15 @@ def rederive(conn: sqlite3.Connection, rewords: list[str]) -> list[str]:
             role = "d"
         elif i in as_open:
             role = "o"
-        if role != roles[i]:
-            changed.append((role, i))
+        wanted[i] = role
+    ended = sorted(closed | {part.items[q][4] for q in closed if part.items[q][4]})
+    return wanted, roles, superseded, ended
+
+
+def rederive(conn: sqlite3.Connection, rewords: list[str]) -> list[str]:
+    """Derive the correction graph again and store what changed; returns threads ended."""
+    wanted, roles, superseded, ended = derive_roles(conn, rewords)
+    changed = [(role, i) for i, role in wanted.items() if role != roles[i]]
     conn.executemany("UPDATE truth_items SET role = ? WHERE id = ?", changed)
     old = dict(conn.execute("SELECT id, by FROM truth_superseded").fetchall())
     gone = [(i,) for i in old if i not in superseded]
@@ -281,7 +296,7 @@ def rederive(conn: sqlite3.Connection, rewords: list[str]) -> list[str]:
         "INSERT OR REPLACE INTO truth_superseded VALUES (?, ?)",
         [(i, by) for i, by in superseded.items() if old.get(i) != by],
     )
-    return sorted(closed | {part.items[q][4] for q in closed if part.items[q][4]})
+    return ended
 
 
 def _fold_after(conn: sqlite3.Connection, core: State, last: int, behind: int) -> tuple[int, bool]:
@@ -292,19 +307,21 @@ def _fold_after(conn: sqlite3.Connection, core: State, last: int, behind: int) -
     done = 0
     while True:
         rows = conn.execute(
-            f"SELECT {_COLS} FROM entries WHERE seq > ? ORDER BY seq LIMIT {_CHUNK}", (last,)
+            f"SELECT {COLUMNS} FROM entries WHERE seq > ? ORDER BY seq LIMIT {_CHUNK}", (last,)
         ).fetchall()
         if not rows:
             return last, again
         delta = State()
         for row in rows:
             try:
-                fold(delta, _row_entry(row))
+                entry = decode_row(row)  # the audit's rule for a stored row (lifeline verify)
             except (ValueError, TypeError) as exc:
                 log.warning("truth: skipping undecodable row %s: %s", row[0], exc)
                 delta.count += 1
+                continue
+            fold(delta, entry)
         _store_rows(conn, delta)
-        _merge(core, delta)
+        merge_core(core, delta)
         done += len(rows)
         if shown is not None:
             shown(done, behind)
@@ -317,7 +334,7 @@ def catch_up(conn: sqlite3.Connection) -> None:
     found = read_core(conn)
     ended: list[str]
     if found is None:  # none yet, another version, or dropped by a trigger: fold it all
-        for table in _TABLES:
+        for table in TABLES:
             conn.execute(f"DELETE FROM {table}")
         last, core, ended, again = 0, State(), [], True
     else:
@@ -334,3 +351,9 @@ def catch_up(conn: sqlite3.Connection) -> None:
     if again or more:
         ended = rederive(conn, core.rewords)
     _write_core(conn, last, core, ended)
+
+
+def rebuild(conn: sqlite3.Connection) -> None:
+    """Fold every row of the line into the tables again (inside a write transaction)."""
+    conn.execute("DELETE FROM truth_core")
+    catch_up(conn)

@@ -41,7 +41,9 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         parents=[parent],
         help="audit every entry: ids, parents, signatures, signers, times; exit 1 on failure",
         description="Audit every line of the project (only LINE with --line): ids, parents, "
-        "signatures, signers, times. Exit 0 when clean, 1 when anything failed.",
+        "signatures, signers, times, and the truth tables `context` reads against the "
+        "entries. Exit 0 when clean, 1 when anything failed. Truth tables that differ are "
+        "rebuilt from the entries (reported as truth-rebuilt).",
     )
     add_line_option(p, "audit only this line (default: every line)")
     add_json_option(p, "machine-readable report")

@@ -20,6 +20,7 @@ from lifeline.errors import BadSignature, InvalidEntry
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.audit_reads import (
     TABLES,
+    DamagedRow,
     ItemRow,
     held_ids,
     item_page,
@@ -55,6 +56,16 @@ def check_items(items: Sequence[bytes]) -> list[Checked]:
             continue
         out.append(att)
     return out
+
+
+def _damaged(row: DamagedRow) -> Finding:
+    """A row of the notary's tables that was not written by the notary: left out."""
+    return Finding(
+        "damaged-attestation",
+        row.subject or f"{row.table}:{row.seq}",
+        f"{row.table} row {row.seq}: {row.wrong} (the notary never writes that: the row "
+        "was edited outside lifeline-mesh); left out of the audit",
+    )
 
 
 class AttestationIndex:
@@ -131,14 +142,19 @@ class ItemPass:
         for table in TABLES:
             pending = asyncio.ensure_future(self._page(table, None))
             while True:
-                rows = await pending
-                if not rows:
+                rows, damaged, after = await pending
+                if after is None:
                     break
-                after = (rows[-1][0], rows[-1][1])
                 pending = asyncio.ensure_future(self._page(table, after))
-                await self._judge(rows)
+                for row in damaged:
+                    self.log.add(_damaged(row), "items")
+                    self.index.invalid.add(row.digest)
+                if rows:
+                    await self._judge(rows)
 
-    async def _page(self, table: str, after: tuple[int, bytes] | None) -> list[ItemRow]:
+    async def _page(
+        self, table: str, after: int | None
+    ) -> tuple[list[ItemRow], list[DamagedRow], int | None]:
         return await self.store.run_read(lambda c: item_page(c, table, after))
 
     async def _judge(self, rows: list[ItemRow]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from lifeline.entry import Entry
 from lifeline.store.rows import decode_row
@@ -17,9 +17,11 @@ from lifeline.store.sqlite_reads import COLUMNS
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, STATEMENTS_TABLE
 
 __all__ = [
+    "BLOB_ITEM",
     "ITEM_PAGE",
     "LOOKUP",
     "TABLES",
+    "DamagedRow",
     "ItemRow",
     "enrolled_items",
     "held_ids",
@@ -38,26 +40,89 @@ SUBJECT_KEY = "substr(subject, 1, 16)"  # as the index is declared (storage.SUBJ
 ItemRow = tuple[int, bytes, str, str, bytes]  # sort_key, id, role, subject, item
 
 
+class DamagedRow(NamedTuple):
+    """A row whose columns do not hold the types the notary writes (SQLite keeps whatever
+    a writer puts in a column): reported and left out, never read as an item (issue 32)."""
+
+    table: str
+    seq: int
+    subject: str
+    wrong: str
+    digest: bytes  # sha256 of the item column's bytes: lookups by subject leave it out
+
+
+# The types the notary writes, in the order of the columns read. Each column is read as
+# a blob, so no value stops the read (text that is not UTF-8 would).
+_TYPED = ("sort_key", "id", "role", "subject", "node_id", "ts", "item")
+_WANT = ("integer", "blob", "text", "text", "text", "text", "blob")
+_ITEM_COLUMNS = (
+    ", ".join([f"typeof({c})" for c in _TYPED] + [f"CAST({c} AS BLOB)" for c in _TYPED[1:4]])
+    + ", CAST(item AS BLOB)"
+)
+# Only the rows whose item column holds a blob are read back as items elsewhere.
+BLOB_ITEM = "typeof(item) = 'blob'"
+
+
+def _typed_row(table: str, row: tuple[Any, ...]) -> ItemRow | DamagedRow:
+    seq, sort_key, types, (eid, role, subject, item) = row[0], row[1], row[2:9], row[9:]
+    subject_text = _text(subject)
+    wrong = [
+        f"{c} holds {t}, not {w}" for c, t, w in zip(_TYPED, types, _WANT, strict=True) if t != w
+    ]
+    role_text = _text(role)
+    if not wrong and (role_text is None or subject_text is None):
+        wrong = ["role or subject is not UTF-8 text"]
+    if wrong or role_text is None or subject_text is None:
+        detail = "; ".join(wrong)
+        digest = hashlib.sha256(item if isinstance(item, bytes) else b"").digest()
+        return DamagedRow(table, int(seq), subject_text or "", detail, digest)
+    return (int(sort_key), bytes(eid), role_text, subject_text, bytes(item))
+
+
+def _text(value: object) -> str | None:
+    if not isinstance(value, bytes):
+        return None
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def item_page(
-    conn: sqlite3.Connection, table: str, after: tuple[int, bytes] | None
-) -> list[ItemRow]:
-    """The next :data:`ITEM_PAGE` items of ``table`` in (sort_key, id) order."""
-    sql = f"SELECT sort_key, id, role, subject, item FROM {table}"
+    conn: sqlite3.Connection, table: str, after: int | None
+) -> tuple[list[ItemRow], list[DamagedRow], int | None]:
+    """The next :data:`ITEM_PAGE` rows of ``table`` in (sort_key, id) order, after the
+    row numbered ``after``: the items, the rows whose columns hold another type than the
+    notary writes, and the row number the next page starts after (None at the end)."""
+    sql = (
+        f"SELECT seq, CASE WHEN typeof(sort_key) = 'integer' THEN sort_key END,"
+        f" {_ITEM_COLUMNS} FROM {table}"
+    )
     params: tuple[Any, ...] = ()
     if after is not None:
-        sql += " WHERE (sort_key, id) > (?, ?)"
-        params = after
+        sql += f" WHERE (sort_key, id) > (SELECT sort_key, id FROM {table} WHERE seq = ?)"
+        params = (after,)
     sql += f" ORDER BY sort_key, id LIMIT {ITEM_PAGE}"
-    return [
-        (int(k), bytes(i), str(r), str(s), bytes(b)) for k, i, r, s, b in conn.execute(sql, params)
-    ]
+    rows = conn.execute(sql, params).fetchall()
+    items: list[ItemRow] = []
+    damaged: list[DamagedRow] = []
+    for row in rows:
+        typed = _typed_row(table, row)
+        if isinstance(typed, DamagedRow):
+            damaged.append(typed)
+        else:
+            items.append(typed)
+    return items, damaged, (int(rows[-1][0]) if rows else None)
 
 
 def enrolled_items(conn: sqlite3.Connection) -> list[bytes]:
     """Every item stored as an ``enrolled`` statement, in report order."""
     out: list[bytes] = []
     for table in TABLES:
-        sql = f"SELECT item FROM {table} WHERE role = 'enrolled' ORDER BY sort_key, id"
+        sql = (
+            f"SELECT item FROM {table} WHERE role = 'enrolled' AND {BLOB_ITEM}"
+            " ORDER BY sort_key, id"
+        )
         out.extend(bytes(r[0]) for r in conn.execute(sql))
     return out
 
@@ -73,7 +138,7 @@ def items_about(
         marks = ",".join("?" * len(chunk))
         sql = (
             f"SELECT item FROM {table} WHERE role = ? AND {SUBJECT_KEY} IN ({marks})"
-            " ORDER BY sort_key, id"
+            f" AND {BLOB_ITEM} ORDER BY sort_key, id"
         )
         for (item,) in conn.execute(sql, [role, *chunk]):
             raw = bytes(item)
@@ -123,7 +188,7 @@ def receipts_of(
     for start in range(0, len(wanted), LOOKUP):
         part = wanted[start : start + LOOKUP]
         marks = ",".join("?" * len(part))
-        sql = f"SELECT seq, item FROM attestations WHERE seq IN ({marks})"
+        sql = f"SELECT seq, item FROM attestations WHERE seq IN ({marks}) AND {BLOB_ITEM}"
         items.extend((int(q), bytes(b)) for q, b in conn.execute(sql, part))
     return sorted(seqs), items
 
