@@ -60,7 +60,16 @@ class Source:
     lines: tuple[int, int]
     sha256: str
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, full: bool = True) -> dict[str, Any]:
+        """Full: the whole session id and sha256 and the tool's native ids. Short: what the
+        markdown shows (12 and 16 hex digits; the Dedup manifest has the full session id)."""
+        if not full:
+            return {
+                "tool": self.tool,
+                "session": self.session[:12],
+                "lines": list(self.lines),
+                "sha256": self.sha256[:16],
+            }
         return {
             "tool": self.tool,
             "session": self.session,
@@ -109,6 +118,7 @@ class Bundle:
     unit: str
     cap: int = 0
     provenance_dropped: int = 0
+    full_sources: bool = True  # JSON: sources in full until the budget asks for less
 
     @property
     def ready(self) -> bool:
@@ -238,7 +248,8 @@ def bundle_json(bundle: Bundle) -> dict[str, Any]:
             },
         }
         if kind is SliceKind.PROVENANCE and not bundle.provenance_dropped:
-            data["sources"] = {f"P{n}": s.as_json() for s, n in numbers.items()}
+            full = bundle.full_sources
+            data["sources"] = {f"P{n}": s.as_json(full) for s, n in numbers.items()}
         slices.append(data)
     markdown = render_markdown(bundle)
     return {
@@ -255,7 +266,13 @@ def bundle_json(bundle: Bundle) -> dict[str, Any]:
 
 
 def render_json(bundle: Bundle) -> str:
-    return json.dumps(bundle_json(bundle), ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+    """The bundle as one line of JSON: compact, so that a budget buys the same content in
+    both formats (indented, the syntax alone took two thirds of it)."""
+    return dumps_compact(bundle_json(bundle)) + "\n"
+
+
+def dumps_compact(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def acceptance_text(bundle: Bundle, fmt: str) -> str:
@@ -264,7 +281,7 @@ def acceptance_text(bundle: Bundle, fmt: str) -> str:
         data = bundle_json(bundle)
         only = {k: data[k] for k in ("v", "key", "scope", "topic", "ready")}
         only["slices"] = [s for s in data["slices"] if s["kind"] == SliceKind.ACCEPTANCE.value]
-        return json.dumps(only, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+        return dumps_compact(only) + "\n"
     return slice_markdown(bundle)[SliceKind.ACCEPTANCE] + "\n"
 
 

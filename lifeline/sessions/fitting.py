@@ -2,6 +2,8 @@
 
 Order of sacrifice (docs/sessions.md, "Budget"):
 
+0. (JSON) the sources' full detail: whole session ids and sha256, native ids — what the
+   markdown shows is kept;
 1. every fact's text is clipped to :data:`CAPS` characters, level by level;
 2. then whole facts go, group by group, in :data:`DROP_ORDER` — from the intent history's
    middle (the goal and the latest request stay), the oldest files, finished todos… to the
@@ -30,12 +32,17 @@ DROP_ORDER: tuple[tuple[SliceKind, str, str], ...] = (
     (SliceKind.DEDUP, "other_topics", "new"),
     (SliceKind.ACCEPTANCE, "status", "old"),
     (SliceKind.WORKLOG, "edits", "old"),
+    (SliceKind.WORKLOG, "edits_failed", "old"),
     (SliceKind.WORKLOG, "last_reply", "old"),
     (SliceKind.DEDUP, "manifest", "middle"),
+    (SliceKind.CONTRACT, "rules_files", "old"),
     (SliceKind.CONTRACT, "success_criteria", "new"),
     (SliceKind.CONTRACT, "rules", "new"),
+    (SliceKind.WORKLOG, "last_failure", "old"),
     (SliceKind.WORKLOG, "errors", "old"),
     (SliceKind.CONTRACT, "decisions", "old"),
+    (SliceKind.CONTRACT, "refused", "old"),
+    (SliceKind.WORKLOG, "edits_unconfirmed", "old"),
     (SliceKind.WORKLOG, "unanswered_calls", "old"),
     (SliceKind.WORKLOG, "queued_input", "old"),
     (SliceKind.WORKLOG, "outstanding", "old"),
@@ -81,6 +88,11 @@ def fit_bundle(
     text = render(bundle)
     if measure(text) <= limit:
         return _sized(bundle, render, text, fits=True)
+    if bundle.full_sources:  # JSON's extra detail goes before any of the content
+        bundle.full_sources = False
+        text = render(bundle)
+        if measure(text) <= limit:
+            return _sized(bundle, render, text, fits=True)
     bundle.cap = CAPS[-1]  # when even the tightest clip is not enough, the levels between
     text = render(bundle)  # are skipped: the walk level by level would end here as well
     if measure(text) <= limit:

@@ -166,6 +166,7 @@ async def _build(
         decisions=req.decisions,
     )
     bundle = distill(inputs, req.budget.limit, req.budget.unit, extractor)
+    bundle.full_sources = req.format == "json"
     measure = req.budget.measure()
     render = render_json if req.format == "json" else render_markdown
     text = fit_bundle(bundle, render, measure)
