@@ -222,8 +222,8 @@ def _worklog_of(session: Session, groups: dict[str, list[Fact]], many: bool) -> 
         failed = last_failure(session)
         if failed is not None:
             call, result = failed
-            tail = output_tail(result.output) or "(failed with no output)"
-            text = f"{call_text(call, _call_arg(call))} → {tail}"
+            said = output_tail(result.output) or "(failed with no output)"
+            text = f"{call_text(call, _call_arg(call))} → {said}"
             groups["last_failure"].append(Fact(text, tag.strip(), source(session, result)))
     _edits_of(session, groups, tag.strip())
 
