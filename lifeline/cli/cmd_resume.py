@@ -59,6 +59,13 @@ def register_into(inner: Commands, parent: argparse.ArgumentParser) -> None:
     q.add_argument(
         "--launch", choices=sorted(LAUNCHERS), help="start this tool with the bundle as prompt"
     )
+    q.add_argument(
+        "--no-worktree",
+        action="store_true",
+        help="leave out the working tree (git diff of the edited files since the start "
+        "commit, when this machine has the scope's checkout): the bundle alone, the same "
+        "on every node",
+    )
     q.set_defaults(func=cmd_resume)
 
     q = inner.add_parser(
@@ -121,6 +128,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         budget=budget,
         format="md" if args.launch else args.format,
         decisions=await decisions_in_force(home_of(args)),
+        checkout_root=None if args.no_worktree else home_of(args).root,
     )
     catalogue = await _catalogue(args)
     try:

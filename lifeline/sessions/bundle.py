@@ -29,6 +29,7 @@ __all__ = [
     "acceptance_text",
     "bundle_json",
     "deliver_bundle",
+    "dumps_compact",
     "render_json",
     "render_markdown",
 ]
