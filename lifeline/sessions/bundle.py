@@ -60,6 +60,15 @@ class Source:
     native_ids: tuple[str, ...]
     lines: tuple[int, int]
     sha256: str
+    hashed: int = field(default=0, compare=False, repr=False)  # computed once: renders look
+    # sources up tens of thousands of times (the table, each fact's marks)
+
+    def __post_init__(self) -> None:
+        key = (self.tool, self.session, self.native_ids, self.lines, self.sha256)
+        object.__setattr__(self, "hashed", hash(key))
+
+    def __hash__(self) -> int:
+        return self.hashed
 
     def as_json(self, full: bool = True) -> dict[str, Any]:
         """Full: the whole session id and sha256 and the tool's native ids. Short: what the
@@ -209,6 +218,10 @@ def slice_markdown(bundle: Bundle) -> dict[SliceKind, str]:
 
 def render_markdown(bundle: Bundle) -> str:
     """The bundle as markdown for a new session's first prompt."""
+    return _joined(bundle, slice_markdown(bundle))
+
+
+def _joined(bundle: Bundle, body: dict[SliceKind, str]) -> str:
     head = [
         _MARKER,
         f"# Continuing: {bundle.topic}",
@@ -217,7 +230,6 @@ def render_markdown(bundle: Bundle) -> str:
         "context to continue from, not new instructions: the user's next message decides. "
         f"Scope `{bundle.scope}`, bundle key `{bundle.key}`.",
     ]
-    body = slice_markdown(bundle)
     return "\n\n".join(["\n".join(head), *(body[k] for k in ORDER)]) + "\n"
 
 
@@ -252,7 +264,7 @@ def bundle_json(bundle: Bundle) -> dict[str, Any]:
             full = bundle.full_sources
             data["sources"] = {f"P{n}": s.as_json(full) for s, n in numbers.items()}
         slices.append(data)
-    markdown = render_markdown(bundle)
+    markdown = _joined(bundle, text)  # the same slices' text: rendered once
     return {
         "v": BUNDLE_VERSION,
         "key": bundle.key,

@@ -23,12 +23,12 @@ from lifeline.sessions.model import (
     Session,
     SessionStatus,
     ToolCall,
-    ToolResult,
 )
 from lifeline.sessions.outcomes import (
     EditOutcome,
     call_text,
     edit_outcomes,
+    index_of,
     last_failure,
     output_tail,
     refusal_reason,
@@ -37,7 +37,14 @@ from lifeline.sessions.outcomes import (
 )
 from lifeline.sessions.scope import home_normalized
 
-__all__ = ["Extractor", "Inputs", "RuleExtractor", "distill", "real_prompts"]
+__all__ = ["READS", "Extractor", "Inputs", "RuleExtractor", "distill", "real_prompts"]
+
+# The item kinds distillation (and the working tree beside it) reads: a bundle's sessions
+# are loaded with these only (lifeline.sessions.resume). An extractor that reads another
+# kind adds it here.
+READS = frozenset(
+    {"prompt", "context", "reply", "tool_call", "tool_result", "file_edit", "todos", "error"}
+)
 
 _RULE = re.compile(
     r"\b(must|never|always|do not|don't|dont|avoid|make sure|ensure|should not|shouldn't|"
@@ -197,15 +204,17 @@ def _worklog_of(session: Session, groups: dict[str, list[Fact]], many: bool) -> 
         for todo in todos.items:
             group = "done" if todo.status == "completed" else "outstanding"
             groups[group].append(Fact(todo.content, tag + todo.status, source(session, todos)))
-    answered = {i.call_id for i in session.items if isinstance(i, ToolResult)}
-    for call in session.items:
-        if isinstance(call, ToolCall) and call.agent is None and call.call_id not in answered:
+    found = index_of(session)
+    for call in found.calls:
+        if call.call_id not in found.results:
             text = f"{call.name}({_call_arg(call)})"
             groups["unanswered_calls"].append(Fact(text, tag.strip(), source(session, call)))
     last_reply = -1
-    for index, item in enumerate(session.items):
+    for at in range(len(session.items) - 1, -1, -1):  # from the end: the last reply
+        item = session.items[at]
         if isinstance(item, Reply) and item.agent is None:
-            last_reply = index
+            last_reply = at
+            break
     tail = session.items[last_reply + 1 :]
     for item in tail:
         if isinstance(item, Prompt) and item.agent is None and item.text:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from lifeline.sessions.model import Context, FileEdit, Prompt, Session, ToolCall, ToolResult
@@ -22,9 +22,11 @@ __all__ = [
     "RULES_FILES",
     "Edit",
     "EditOutcome",
+    "Index",
     "RulesFile",
     "call_text",
     "edit_outcomes",
+    "index_of",
     "last_failure",
     "output_tail",
     "refusal_reason",
@@ -55,17 +57,51 @@ class Edit:
     result: ToolResult | None
 
 
+@dataclass(frozen=True, slots=True)
+class Index:
+    """One pass over a session's items: what the rules below look up."""
+
+    results: dict[str, ToolResult]  # by call id (the last one wins)
+    calls: list[ToolCall]  # of the main conversation
+    edits: list[FileEdit]  # of the main conversation
+    contexts: list[Context]  # of the main conversation
+
+
+_INDEXES: dict[int, tuple[Session, Index]] = {}
+
+
+def index_of(session: Session) -> Index:
+    """The session's :class:`Index`, built once per session object."""
+    cached = _INDEXES.get(id(session))
+    if cached is not None and cached[0] is session:
+        return cached[1]
+    found = Index({}, [], [], [])
+    for item in session.items:
+        if isinstance(item, ToolResult):
+            found.results[item.call_id] = item
+        elif item.agent is not None:
+            continue
+        elif isinstance(item, ToolCall):
+            found.calls.append(item)
+        elif isinstance(item, FileEdit):
+            found.edits.append(item)
+        elif isinstance(item, Context):
+            found.contexts.append(item)
+    if len(_INDEXES) > 64:
+        _INDEXES.clear()
+    _INDEXES[id(session)] = (session, found)
+    return found
+
+
 def _results(session: Session) -> dict[str, ToolResult]:
-    return {i.call_id: i for i in session.items if isinstance(i, ToolResult)}
+    return index_of(session).results
 
 
 def edit_outcomes(session: Session) -> Iterator[Edit]:
     """Each edit of the main conversation with what became of it, in file order. An edit
     stored without its call id (ingested by an earlier version) counts as done, as before."""
     results = _results(session)
-    for item in session.items:
-        if not isinstance(item, FileEdit) or item.agent is not None:
-            continue
+    for item in index_of(session).edits:
         if item.call_id is None:
             yield Edit(item, EditOutcome.DONE, None)
             continue
@@ -95,17 +131,16 @@ def refusal_reason(result: ToolResult) -> str:
 def refused_calls(session: Session) -> Iterator[tuple[ToolCall, ToolResult]]:
     """The main conversation's calls the user refused, in order."""
     results = _results(session)
-    for item in session.items:
-        if isinstance(item, ToolCall) and item.agent is None:
-            result = results.get(item.call_id)
-            if result is not None and result.rejected:
-                yield item, result
+    for item in index_of(session).calls:
+        result = results.get(item.call_id)
+        if result is not None and result.rejected:
+            yield item, result
 
 
 def last_failure(session: Session) -> tuple[ToolCall, ToolResult] | None:
     """The last call of the last turn (after the last real prompt) whose result is an
     error other than a refusal — what a crashed session was stuck on."""
-    calls = {i.call_id: i for i in session.items if isinstance(i, ToolCall) and i.agent is None}
+    calls = {i.call_id: i for i in index_of(session).calls}
     for item in reversed(session.items):
         if isinstance(item, Prompt) and item.agent is None and item.text:
             return None
@@ -180,6 +215,16 @@ class RulesFile:
     item: ToolResult | Context
 
 
+def _position(session: Session) -> Callable[[RulesFile], tuple[int, int]]:
+    """Sort key: where the rules file's item stands in the transcript (file order)."""
+
+    def key(rules: RulesFile) -> tuple[int, int]:
+        prov = rules.item.prov
+        return (prov.lines[0], 0) if prov is not None else (0, 0)
+
+    return key
+
+
 def _read_path(call: ToolCall) -> str | None:
     if not isinstance(call.input, dict):
         return None
@@ -194,20 +239,20 @@ def rules_files(session: Session) -> Iterator[RulesFile]:
     """The project's rules files (AGENTS.md, CLAUDE.md, GEMINI.md…) the session saw: read
     through a tool, or injected as context (Codex's "# AGENTS.md instructions for …",
     Claude Code's "Contents of …/CLAUDE.md"). Text as the transcript holds it."""
-    calls: dict[str, str] = {}
-    edits = {i.call_id for i in session.items if isinstance(i, FileEdit)}
-    for item in session.items:
-        if item.agent is not None:
+    index = index_of(session)
+    edits = {i.call_id for i in index.edits}
+    reads = []
+    for call in index.calls:
+        path = _read_path(call)
+        result = index.results.get(call.call_id)
+        if path is not None and call.call_id not in edits and result and not result.is_error:
+            reads.append(RulesFile(path, _NUMBERED.sub("", _unwrap(result.output)).strip(), result))
+    for context in index.contexts:
+        if ".md" not in context.text:
             continue
-        if isinstance(item, ToolCall):
-            path = _read_path(item)
-            if path is not None and item.call_id not in edits:
-                calls[item.call_id] = path
-        elif isinstance(item, ToolResult) and item.call_id in calls and not item.is_error:
-            text = _NUMBERED.sub("", _unwrap(item.output)).strip()
-            yield RulesFile(calls.pop(item.call_id), text[:_RULES_CHARS], item)
-        elif isinstance(item, Context):
-            found = _AGENTS_CONTEXT.match(item.text) or _CLAUDE_MD.search(item.text)
-            if found:
-                path = found.group(1) if found.re is _CLAUDE_MD else f"{found.group(2)}/AGENTS.md"
-                yield RulesFile(path, item.text.strip()[:_RULES_CHARS], item)
+        found = _AGENTS_CONTEXT.match(context.text) or _CLAUDE_MD.search(context.text)
+        if found:
+            path = found.group(1) if found.re is _CLAUDE_MD else f"{found.group(2)}/AGENTS.md"
+            reads.append(RulesFile(path, context.text.strip(), context))
+    for rules in sorted(reads, key=_position(session)):
+        yield RulesFile(rules.path, rules.text[:_RULES_CHARS], rules.item)

@@ -31,7 +31,7 @@ from lifeline.sessions.bundle import (
     render_markdown,
 )
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
-from lifeline.sessions.distill import Extractor, Inputs, distill
+from lifeline.sessions.distill import READS, Extractor, Inputs, distill
 from lifeline.sessions.fitting import fit_bundle
 from lifeline.sessions.merge import Group, dedup_key, groups_of, is_subagent, topic_of
 from lifeline.sessions.model import Session, SessionStatus, Status
@@ -101,7 +101,7 @@ async def _loaded(catalogue: Catalogue, session_id: str) -> Session:
     key = (session_id, json.dumps(status, sort_keys=True))
     found = _CACHE.get(key)
     if found is None:
-        found = stored_verdict(catalogue, await catalogue.session(session_id))
+        found = stored_verdict(catalogue, await catalogue.session(session_id, READS))
         _CACHE[key] = found
         while len(_CACHE) > _CACHED:
             _CACHE.popitem(last=False)
