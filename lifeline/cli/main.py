@@ -120,6 +120,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    # pydantic scans every installed package's entry points for its plugins when the first
+    # model is built (the sessions' models, on every `sessions` command); lifeline uses none.
+    # Who sets the variable keeps their choice.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     sys.exit(run(args, prog="lifeline"))

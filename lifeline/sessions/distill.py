@@ -90,11 +90,24 @@ class Extractor(Protocol):
     def worklog(self, inputs: Inputs) -> dict[str, list[Fact]]: ...
 
 
+_SOURCES: dict[int, tuple[Item, tuple[Source, ...]]] = {}
+
+
 def source(session: Session, item: Item) -> tuple[Source, ...]:
+    """The citation of ``item`` (one per item object: a prompt is cited by several rules)."""
+    cached = _SOURCES.get(id(item))
+    if cached is not None and cached[0] is item:
+        return cached[1]
     prov = item.prov
-    if prov is None:
-        return ()
-    return (Source(session.tool.value, session.id, prov.native_ids, prov.lines, prov.sha256),)
+    found = (
+        (Source(session.tool, session.id, prov.native_ids, prov.lines, prov.sha256),)
+        if prov is not None
+        else ()
+    )
+    if len(_SOURCES) > 100_000:
+        _SOURCES.clear()
+    _SOURCES[id(item)] = (item, found)
+    return found
 
 
 _PROMPTS: dict[int, tuple[Session, list[Prompt]]] = {}
