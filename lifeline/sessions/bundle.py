@@ -279,8 +279,8 @@ def bundle_json(bundle: Bundle) -> dict[str, Any]:
 
 
 def render_json(bundle: Bundle) -> str:
-    """The bundle as one line of JSON: compact, so that a budget buys the same content in
-    both formats (indented, the syntax alone took two thirds of it)."""
+    """The bundle as one line of JSON: compact, so that a budget buys comparable content in
+    both formats (decision 0054)."""
     return dumps_compact(bundle_json(bundle)) + "\n"
 
 

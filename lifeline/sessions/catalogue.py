@@ -198,9 +198,9 @@ _ITEMS: TypeAdapter[list[Item]] = TypeAdapter(list[Item])
 
 
 def _items(stored: list[Any], tool: Tool, source: str) -> tuple[Item, ...]:
-    """Every stored item validated in one call (pydantic's loop, not ours: a 40,000-item
-    session reads in a third of the time); when one does not validate (a kind from a newer
-    version), item by item, so that one shows as opaque and the rest as they are."""
+    """Every stored item validated in one call (pydantic's loop, not ours: docs/benchmarks.md,
+    "Figures behind the code"); when one does not validate (a kind from a newer version),
+    item by item, so that one shows as opaque and the rest as they are."""
     for data in stored:  # parsed from the part just now: ours to annotate in place
         if not isinstance(data, dict):
             return tuple(_item(d if isinstance(d, dict) else {}, tool, source) for d in stored)

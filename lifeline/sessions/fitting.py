@@ -82,7 +82,7 @@ def _freed(fact: Fact, cap: int, measure: Callable[[str], int]) -> int:
 
 def _over_at_any_cap(bundle: Bundle, measure: Callable[[str], int]) -> bool:
     """Whether the facts' texts alone, clipped to the tightest cap, are over the budget:
-    every rendering holds at least those (a 5,000-prompt bundle: two renders saved)."""
+    every rendering holds at least those, so the renders before dropping are skipped."""
     tightest = CAPS[-1] - 1
     return measure("\n".join(f.flat[:tightest] for f in bundle.facts())) > bundle.budget
 
