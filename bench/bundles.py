@@ -1,6 +1,6 @@
 """Continuation bundles: build time, token-estimate error, size against the budget.
 
-    python bench/bundles.py
+    python bench/bundles.py [--whole-only] [--runs 5] [--python A --python B]
 
 1. Token estimate vs the counts the transcripts record: the estimate (UTF-8 bytes / 4) of
    the text the model produced (replies, clear-text thinking, tool-call inputs as JSON)
@@ -19,9 +19,11 @@ Prints figures; no pass/fail.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -246,40 +248,64 @@ async def timings(root: Path) -> tuple[str, str]:
     return big.id, merged.scope
 
 
-def whole_process(root: Path, big: str, scope: str) -> None:
+def whole_process(root: Path, big: str, scope: str, pythons: list[str], runs: int = 5) -> None:
+    """``lifeline sessions resume`` as a user runs it, each interpreter in turn (the tree
+    before and after a change, side by side: their runs alternate, so load hits both
+    alike). Bytecode is cached as an installed package has it (a prefix outside the trees,
+    warmed by one run), whatever PYTHONDONTWRITEBYTECODE says; the process runs in the
+    line's folder, so an interpreter imports its own tree."""
     for label, args in (("5,000-turn session", [big]), ("merge of 20", ["--scope", scope])):
-        runs = []
-        for _ in range(3):
-            start = time.perf_counter()
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "lifeline",
-                    "--root",
-                    str(root),
-                    "sessions",
-                    "resume",
-                    *args,
-                ],
-                check=True,
-                capture_output=True,
-                env=dict(os.environ),
+        walls: dict[str, list[float]] = {p: [] for p in pythons}
+        cpus: dict[str, list[float]] = {p: [] for p in pythons}
+        for attempt in range(runs + 1):
+            for python in pythons:
+                env = dict(
+                    os.environ, PYTHONPYCACHEPREFIX=str(root / "pyc" / str(abs(hash(python))))
+                )
+                env.pop("PYTHONDONTWRITEBYTECODE", None)
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                start = time.perf_counter()
+                subprocess.run(
+                    [python, "-m", "lifeline", "--root", str(root), "sessions", "resume", *args],
+                    check=True,
+                    capture_output=True,
+                    env=env,
+                    cwd=root,
+                )
+                wall = time.perf_counter() - start
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                if attempt:  # the first run of each writes its bytecode
+                    walls[python].append(wall)
+                    cpus[python].append(
+                        after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                    )
+        for python in pythons:
+            print(
+                f"  `lifeline sessions resume` {label} ({python}): whole process median "
+                f"{statistics.median(walls[python]):.2f} s wall (min {min(walls[python]):.2f}), "
+                f"{statistics.median(cpus[python]):.2f} s CPU"
             )
-            runs.append(time.perf_counter() - start)
-        print(
-            f"  `lifeline sessions resume` {label}: "
-            f"whole process median {statistics.median(runs):.2f} s"
-        )
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        help="interpreter(s) for the whole-process runs (default: this one); give two to "
+        "compare trees",
+    )
+    parser.add_argument("--runs", type=int, default=5, help="whole-process runs each")
+    parser.add_argument("--whole-only", action="store_true", help="skip the token calibration")
+    opts = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        asyncio.run(calibrate(base / "cal"))
+        if not opts.whole_only:
+            asyncio.run(calibrate(base / "cal"))
         big, scope = asyncio.run(timings(base / "time"))
-        whole_process(base / "time", big, scope)
+        whole_process(base / "time", big, scope, opts.python or [sys.executable], opts.runs)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

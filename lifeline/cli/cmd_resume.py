@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from lifeline.cli.cmd_truth import _positive
 from lifeline.cli.common import Commands, add_json_option, home_of, print_json
+from lifeline.cli.common import positive_int as _positive
 from lifeline.errors import ConfigError
 from lifeline.home import Home
 from lifeline.lines import DEFAULT_LINE
@@ -16,13 +16,10 @@ from lifeline.sessions.bundle import PROVIDER_FORMATS
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.launch import LAUNCHERS, launch
-from lifeline.sessions.okf import export_okf
 from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
 from lifeline.sessions.scope import project_scope
-from lifeline.sessions.unfinished import unfinished
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
-from lifeline.truth.service import fetch_verified, read_shown
 
 __all__ = ["NOT_READY", "decisions_in_force", "register_into"]
 
@@ -59,6 +56,13 @@ def register_into(inner: Commands, parent: argparse.ArgumentParser) -> None:
     q.add_argument(
         "--launch", choices=sorted(LAUNCHERS), help="start this tool with the bundle as prompt"
     )
+    q.add_argument(
+        "--no-worktree",
+        action="store_true",
+        help="leave out the working tree (git diff of the edited files since the start "
+        "commit, when this machine has the scope's checkout): the bundle alone, the same "
+        "on every node",
+    )
     q.set_defaults(func=cmd_resume)
 
     q = inner.add_parser(
@@ -86,6 +90,8 @@ async def decisions_in_force(home: Home) -> tuple[tuple[str, str], ...]:
     """(id, summary) of the project's decisions in force on its main line, if it has one."""
     if not home.has_line(DEFAULT_LINE):
         return ()
+    from lifeline.truth.service import fetch_verified, read_shown  # only with a main line
+
     async with home.open_line(DEFAULT_LINE) as store:
         truth = (await read_shown(store)).truth
         entries = await fetch_verified(store, truth.decisions)
@@ -121,6 +127,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         budget=budget,
         format="md" if args.launch else args.format,
         decisions=await decisions_in_force(home_of(args)),
+        checkout_root=None if args.no_worktree else home_of(args).root,
     )
     catalogue = await _catalogue(args)
     try:
@@ -139,6 +146,8 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 
 async def cmd_unfinished(args: argparse.Namespace) -> int:
+    from lifeline.sessions.unfinished import unfinished
+
     catalogue = await _catalogue(args)
     try:
         found = await unfinished(catalogue, _scope(args))
@@ -165,6 +174,8 @@ async def cmd_unfinished(args: argparse.Namespace) -> int:
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
+    from lifeline.sessions.okf import export_okf
+
     out: Path = args.okf
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{out} exists and is not an empty folder; give a new one")

@@ -12,27 +12,22 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeline.cli.cmd_resume import register_into
 from lifeline.cli.common import Commands, add_json_option, home_of, print_json
-from lifeline.cli.progress import Progress
 from lifeline.errors import ConfigError
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
 from lifeline.sessions.config import SessionSettings, load_session_settings
 from lifeline.sessions.model import SessionStatus, Tool
 from lifeline.sessions.render import header_lines, render_session, session_row
-from lifeline.sessions.report import FileResult, IngestReport
 from lifeline.sessions.scope import project_scope
-from lifeline.sessions.service import (
-    Found,
-    default_sources,
-    ingest_sources,
-    open_ingester,
-    sources_in,
-)
-from lifeline.sessions.watch import watch
 from lifeline.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:  # the ingest machinery is imported by the commands that ingest, only:
+    # `resume`, `list` and `show` start without it (docs/benchmarks.md, bundles)
+    from lifeline.sessions.report import FileResult, IngestReport
+    from lifeline.sessions.service import Found
 
 __all__ = ["register"]
 
@@ -112,6 +107,8 @@ def _line(args: argparse.Namespace, settings: SessionSettings) -> str:
 
 
 def _found(args: argparse.Namespace) -> list[Found]:
+    from lifeline.sessions.service import default_sources, sources_in
+
     tools = [Tool(t) for t in args.tool] if args.tool else None
     if getattr(args, "paths", None):
         missing = [str(p) for p in args.paths if not p.exists()]
@@ -125,6 +122,8 @@ class _Progress:
     """The ingest's bar (:class:`lifeline.cli.progress.Progress`), only on a terminal."""
 
     def __init__(self, enabled: bool) -> None:
+        from lifeline.cli.progress import Progress
+
         self._bar = Progress("ingesting", enabled=enabled and sys.stderr.isatty())
 
     def __call__(self, done: int, total: int, result: FileResult | None) -> None:
@@ -155,6 +154,8 @@ def _summary(report: IngestReport) -> str:
 
 
 async def cmd_ingest(args: argparse.Namespace) -> int:
+    from lifeline.sessions.service import ingest_sources, open_ingester
+
     home = home_of(args)
     settings = load_session_settings(home)
     found = _found(args)
@@ -225,6 +226,9 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_watch(args: argparse.Namespace) -> int:
+    from lifeline.sessions.service import open_ingester
+    from lifeline.sessions.watch import watch
+
     home = home_of(args)
     settings = load_session_settings(home)
     scope = None if args.all else project_scope(home.root)

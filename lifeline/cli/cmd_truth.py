@@ -13,6 +13,7 @@ from lifeline.cli.common import (
     open_line,
     print_json,
 )
+from lifeline.cli.common import positive_int as _positive
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
 from lifeline.integrity import require_intact
@@ -27,16 +28,6 @@ from lifeline.truth.service import build_context, read_truth, resume_of
 from lifeline.truth.snapshot import load_superseded
 
 __all__ = ["register"]
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be greater than 0")
-    return value
 
 
 def _fraction(text: str) -> float:

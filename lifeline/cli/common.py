@@ -30,6 +30,7 @@ __all__ = [
     "global_options",
     "home_of",
     "open_line",
+    "positive_int",
     "print_json",
     "root_of",
 ]
@@ -148,6 +149,17 @@ def _git_user_name() -> str | None:
         return None
     name = done.stdout.strip()
     return name if done.returncode == 0 and name else None
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number greater than 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be greater than 0")
+    return value
 
 
 def print_json(data: Any) -> None:

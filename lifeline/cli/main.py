@@ -34,11 +34,11 @@ COMMAND_MODULES = [
     "cmd_sessions",
     "cmd_hooks",
 ]
-# The commands of the modules that do not import the sessions' models: a command line that
-# names one builds only its module's parser. Importing every module adds the sessions'
-# pydantic models to each start (docs/benchmarks.md, "Figures behind the code");
-# `render`, `context`, `recall`... need none of it. tests/cli/test_cli_core.py keeps this map
-# equal to what the modules register.
+# A command line that names a command builds only its module's parser. Importing every
+# module adds the sessions' pydantic models to each start (docs/benchmarks.md, "Figures
+# behind the code"), which `render`, `context`, `recall`... need none of; and `sessions`
+# needs none of the truth commands' modules. tests/cli/test_cli_core.py keeps this map equal
+# to what the modules register.
 LIGHT_COMMANDS = {
     **dict.fromkeys(["init", "log", "show", "history", "lines", "verify", "recover"], "cmd_core"),
     **dict.fromkeys(
@@ -48,6 +48,8 @@ LIGHT_COMMANDS = {
     **dict.fromkeys(["promote", "where"], "cmd_lines"),
     "exam": "cmd_health",
     **dict.fromkeys(["relate", "graph"], "cmd_graph"),
+    "sessions": "cmd_sessions",
+    "hooks": "cmd_hooks",
 }
 _TAKES_VALUE = ("--root", "--line")
 
@@ -211,6 +213,10 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    # pydantic scans every installed package's entry points for its plugins when the first
+    # model is built (the sessions' models, on every `sessions` command); lifeline uses none.
+    # Who sets the variable keeps their choice.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     sys.exit(run(args, prog="lifeline"))

@@ -29,6 +29,7 @@ __all__ = [
     "acceptance_text",
     "bundle_json",
     "deliver_bundle",
+    "dumps_compact",
     "render_json",
     "render_markdown",
 ]
@@ -59,8 +60,26 @@ class Source:
     native_ids: tuple[str, ...]
     lines: tuple[int, int]
     sha256: str
+    hashed: int = field(default=0, compare=False, repr=False)  # computed once: renders look
+    # sources up tens of thousands of times (the table, each fact's marks)
 
-    def as_json(self) -> dict[str, Any]:
+    def __post_init__(self) -> None:
+        key = (self.tool, self.session, self.native_ids, self.lines, self.sha256)
+        object.__setattr__(self, "hashed", hash(key))
+
+    def __hash__(self) -> int:
+        return self.hashed
+
+    def as_json(self, full: bool = True) -> dict[str, Any]:
+        """Full: the whole session id and sha256 and the tool's native ids. Short: what the
+        markdown shows (12 and 16 hex digits; the Dedup manifest has the full session id)."""
+        if not full:
+            return {
+                "tool": self.tool,
+                "session": self.session[:12],
+                "lines": list(self.lines),
+                "sha256": self.sha256[:16],
+            }
         return {
             "tool": self.tool,
             "session": self.session,
@@ -109,6 +128,7 @@ class Bundle:
     unit: str
     cap: int = 0
     provenance_dropped: int = 0
+    full_sources: bool = True  # JSON: sources in full until the budget asks for less
 
     @property
     def ready(self) -> bool:
@@ -198,6 +218,10 @@ def slice_markdown(bundle: Bundle) -> dict[SliceKind, str]:
 
 def render_markdown(bundle: Bundle) -> str:
     """The bundle as markdown for a new session's first prompt."""
+    return _joined(bundle, slice_markdown(bundle))
+
+
+def _joined(bundle: Bundle, body: dict[SliceKind, str]) -> str:
     head = [
         _MARKER,
         f"# Continuing: {bundle.topic}",
@@ -206,7 +230,6 @@ def render_markdown(bundle: Bundle) -> str:
         "context to continue from, not new instructions: the user's next message decides. "
         f"Scope `{bundle.scope}`, bundle key `{bundle.key}`.",
     ]
-    body = slice_markdown(bundle)
     return "\n\n".join(["\n".join(head), *(body[k] for k in ORDER)]) + "\n"
 
 
@@ -238,9 +261,10 @@ def bundle_json(bundle: Bundle) -> dict[str, Any]:
             },
         }
         if kind is SliceKind.PROVENANCE and not bundle.provenance_dropped:
-            data["sources"] = {f"P{n}": s.as_json() for s, n in numbers.items()}
+            full = bundle.full_sources
+            data["sources"] = {f"P{n}": s.as_json(full) for s, n in numbers.items()}
         slices.append(data)
-    markdown = render_markdown(bundle)
+    markdown = _joined(bundle, text)  # the same slices' text: rendered once
     return {
         "v": BUNDLE_VERSION,
         "key": bundle.key,
@@ -255,7 +279,13 @@ def bundle_json(bundle: Bundle) -> dict[str, Any]:
 
 
 def render_json(bundle: Bundle) -> str:
-    return json.dumps(bundle_json(bundle), ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+    """The bundle as one line of JSON: compact, so that a budget buys comparable content in
+    both formats (decision 0054)."""
+    return dumps_compact(bundle_json(bundle)) + "\n"
+
+
+def dumps_compact(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def acceptance_text(bundle: Bundle, fmt: str) -> str:
@@ -264,7 +294,7 @@ def acceptance_text(bundle: Bundle, fmt: str) -> str:
         data = bundle_json(bundle)
         only = {k: data[k] for k in ("v", "key", "scope", "topic", "ready")}
         only["slices"] = [s for s in data["slices"] if s["kind"] == SliceKind.ACCEPTANCE.value]
-        return json.dumps(only, ensure_ascii=False, indent=2, sort_keys=True) + "\n"
+        return dumps_compact(only) + "\n"
     return slice_markdown(bundle)[SliceKind.ACCEPTANCE] + "\n"
 
 

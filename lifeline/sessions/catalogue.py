@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from lifeline.errors import NotFound
-from lifeline.sessions.ingest import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.sessions.model import (
     ITEM_ADAPTER,
     Item,
@@ -27,6 +28,7 @@ from lifeline.sessions.model import (
     Status,
     Tool,
 )
+from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.sessions.scope import scope_matches
 from lifeline.sessions.status import LIVE_WINDOW, judge
 from lifeline.store.port import Store
@@ -178,14 +180,18 @@ class Catalogue:
             usage={k: v for k, v in (status.get("usage") or {}).items() if isinstance(v, int)},
         )
 
-    async def session(self, ref: str) -> Session:
-        """One session with all its items, in file order, provenance filled in."""
+    async def session(self, ref: str, kinds: frozenset[str] | None = None) -> Session:
+        """One session with its items, in file order, provenance filled in: all of them, or
+        those of ``kinds`` only (a reader that needs a few kinds skips validating the rest:
+        a bundle reads no usage, thinking or turn markers)."""
         stored = self.resolve(ref)
         parts = await self._parts(stored)
         tool = Tool(stored.header.get("tool", "claude"))
         source = _source(stored)
-        items = tuple(_item(data, tool, source) for part in parts for data in part["items"])
-        return self._summary(stored, items)
+        rows = [d for p in parts for d in p["items"]]
+        if kinds is not None:
+            rows = [d for d in rows if not isinstance(d, dict) or d.get("kind") in kinds]
+        return self._summary(stored, _items(rows, tool, source))
 
     async def _parts(self, stored: StoredSession) -> list[dict[str, Any]]:
         """The parts from the header to the status's tail, walking parents back."""
@@ -206,6 +212,33 @@ class Catalogue:
             tail = entry.parents[0] if entry.parents else None
         chain.reverse()
         return chain
+
+
+_ITEMS: TypeAdapter[list[Item]] = TypeAdapter(list[Item])
+
+
+def _items(stored: list[Any], tool: Tool, source: str) -> tuple[Item, ...]:
+    """Every stored item validated in one call (pydantic's loop, not ours: docs/benchmarks.md,
+    "Figures behind the code"); when one does not validate (a kind from a newer version),
+    item by item, so that one shows as opaque and the rest as they are."""
+    for data in stored:  # parsed from the part just now: ours to annotate in place
+        if not isinstance(data, dict):
+            return tuple(_item(d if isinstance(d, dict) else {}, tool, source) for d in stored)
+        line = data.get("ln")
+        line = line if isinstance(line, int) else 0
+        data["prov"] = {  # ln, sha and ids stay: the item models ignore unknown keys
+            "tool": tool,
+            "source": source,
+            "native_ids": data.get("ids") or (),
+            "lines": (line, line),
+            "sha256": str(data.get("sha", "")),
+        }
+    try:
+        return tuple(_ITEMS.validate_python(stored))
+    except ValueError:
+        for data in stored:
+            data.pop("prov", None)
+        return tuple(_item(d, tool, source) for d in stored)
 
 
 def _item(data: dict[str, Any], tool: Tool, source: str) -> Item:

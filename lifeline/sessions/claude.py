@@ -86,6 +86,10 @@ _WRAPPERS = (
     ("This session is being continued from a previous conversation", "compact-summary"),
 )
 _EDIT_TOOLS = frozenset({"Edit", "MultiEdit", "Write", "NotebookEdit"})
+# What Claude Code answers for a tool use the user refused at the permission prompt
+# (2.1.38: `is_error`, `toolUseResult: "User rejected tool use"`); newer versions append
+# "To tell you how to proceed, the user said:\n<reason>".
+_REJECTED = "The user doesn't want to proceed with this tool use"
 _SPAWN_TOOLS = frozenset({"Task", "Agent"})
 _USAGE_KEYS_KEPT = 16
 # What an IDE extension puts before the typed text (VS Code, JetBrains): the open file, the
@@ -285,13 +289,15 @@ class ClaudeParser:
         items: list[Item] = []
         if output.lstrip().startswith("[Request interrupted by user"):
             items.append(Interrupt(text=output.strip(), ts=ts, agent=agent))
+        is_error = bool(block.get("is_error"))
         items.insert(
             0,
             ToolResult(
                 call_id=call_id,
                 output=output,
-                is_error=bool(block.get("is_error")),
+                is_error=is_error,
                 spawned_agent=str(spawned) if spawned else None,
+                rejected=True if is_error and output.lstrip().startswith(_REJECTED) else None,
                 ts=ts,
                 agent=agent,
             ),
@@ -357,9 +363,9 @@ class ClaudeParser:
                 if isinstance(t, dict)
             )
             items.append(Todos(items=todos, ts=ts, agent=agent))
-        elif name in _EDIT_TOOLS and isinstance(data.get("file_path"), str):
-            path = home_normalized(data["file_path"])
-            items.append(FileEdit(path=path, tool_name=name, ts=ts, agent=agent))
+        elif name in _EDIT_TOOLS and isinstance(data.get(_edit_key(data)), str):
+            path = home_normalized(data[_edit_key(data)])
+            items.append(FileEdit(path=path, tool_name=name, call_id=call_id, ts=ts, agent=agent))
         elif name in _SPAWN_TOOLS:
             items.append(
                 SubagentLink(
@@ -466,6 +472,10 @@ class ClaudeParser:
                 ]
         self.state.skipped["metadata"] += 1
         return []
+
+
+def _edit_key(data: dict[str, Any]) -> str:
+    return "notebook_path" if "notebook_path" in data else "file_path"
 
 
 def _image(block: dict[str, Any], ts: Any, agent: str | None) -> Image:

@@ -80,7 +80,13 @@ _QUIET_EVENTS = frozenset(
         "user_message",
     }
 )
-_PATCH_FILE = re.compile(r"^\*\*\* (?:Update|Add|Delete) File: (.+)$", re.MULTILINE)
+_PATCH_FILE = re.compile(
+    r"^\*\*\* (?:Update File|Add File|Delete File|Move to): (.+)$", re.MULTILINE
+)
+# The shell tools: ``shell``/``local_shell_call`` take ``command`` (argv), ``exec_command``
+# takes ``cmd`` (a string). An edit made through them is an ``apply_patch`` heredoc.
+_SHELL_KEYS = ("command", "cmd")
+_EXIT_CODE = re.compile(r"^(?:Exit code|Process exited with code):? (-?\d+)", re.MULTILINE)
 # Codex's IDE extension and desktop app put the open file, tabs and attachments before the
 # typed request: "# Context from my IDE setup: … ## My request for Codex:\n<request>".
 _IDE_REQUEST = re.compile(r"^## My request(?: for Codex)?:[ \t]*\n?", re.MULTILINE)
@@ -208,6 +214,9 @@ class CodexParser:
         st.fact("version", to_str(payload.get("cli_version")))
         st.fact("git_branch", to_str(get(payload, "git", "branch")))
         st.fact("git_remote", to_str(get(payload, "git", "repository_url")))
+        commit = to_str(get(payload, "git", "commit_hash"))
+        st.fact("git_commit", commit, first=True)  # a resumed rollout may record it again
+        st.fact("git_commit_end", commit)
         spawn = get(payload, "source", "subagent", "thread_spawn")
         if isinstance(spawn, dict):
             st.fact("parent_session", to_str(spawn.get("parent_thread_id")))
@@ -230,7 +239,8 @@ class CodexParser:
         if ptype in _OUTPUTS:
             output = payload.get("output")
             text = output if isinstance(output, str) else flatten(output)
-            return [ToolResult(call_id=str(payload.get("call_id", "")), output=text, ts=ts)]
+            call_id = str(payload.get("call_id", ""))
+            return [ToolResult(call_id=call_id, output=text, is_error=_failed(text), ts=ts)]
         if ptype == "ghost_snapshot":
             self.state.skipped["metadata"] += 1
             return []
@@ -309,10 +319,11 @@ class CodexParser:
                 data = raw
         call_id = str(payload.get("call_id") or payload.get("id") or "")
         items: list[Item] = [ToolCall(call_id=call_id, name=name, input=data, ts=ts)]
-        if name == "apply_patch" and isinstance(data, str):
+        patch = data if name == "apply_patch" else _shell_patch(data)
+        if isinstance(patch, str):
             items += [
-                FileEdit(path=home_normalized(p.strip()), tool_name=name, ts=ts)
-                for p in _PATCH_FILE.findall(data)
+                FileEdit(path=home_normalized(p.strip()), tool_name=name, call_id=call_id, ts=ts)
+                for p in dict.fromkeys(_PATCH_FILE.findall(patch))
             ]
         if name == "update_plan" and isinstance(data, dict) and isinstance(data.get("plan"), list):
             todos = tuple(
@@ -415,3 +426,32 @@ def _image(url: str, ts: Any) -> Image:
         sha256=hashlib.sha256(data).hexdigest() if data else None,
         ts=ts,
     )
+
+
+def _shell_patch(data: Any) -> str | None:
+    """The patch of a shell call that runs ``apply_patch`` (a heredoc in ``bash -lc``, as
+    Codex's models write it when the shell is their only tool), else None."""
+    if not isinstance(data, dict):
+        return None
+    for key in _SHELL_KEYS:
+        command = data.get(key)
+        text = " ".join(str(c) for c in command) if isinstance(command, list) else command
+        if isinstance(text, str) and "apply_patch" in text and "*** Begin Patch" in text:
+            return text
+    return None
+
+
+def _failed(output: str) -> bool:
+    """Whether a tool's output says it failed: a non-zero exit code, in the JSON envelope
+    of the shell tools (``{"output", "metadata": {"exit_code"}}``) or in the text header
+    newer versions write (``Exit code: N``)."""
+    head = output.lstrip()[:200]
+    if head.startswith("{") and '"exit_code"' in output:
+        try:
+            data = json.loads(output)
+        except ValueError:
+            return False
+        code = get(data, "metadata", "exit_code")
+        return isinstance(code, int) and code != 0
+    match = _EXIT_CODE.search(head)
+    return match is not None and match.group(1) != "0"

@@ -23,11 +23,28 @@ from lifeline.sessions.model import (
     Session,
     SessionStatus,
     ToolCall,
-    ToolResult,
+)
+from lifeline.sessions.outcomes import (
+    EditOutcome,
+    call_text,
+    edit_outcomes,
+    index_of,
+    last_failure,
+    output_tail,
+    refusal_reason,
+    refused_calls,
+    rules_files,
 )
 from lifeline.sessions.scope import home_normalized
 
-__all__ = ["Extractor", "Inputs", "RuleExtractor", "distill", "real_prompts"]
+__all__ = ["READS", "Extractor", "Inputs", "RuleExtractor", "distill", "real_prompts"]
+
+# The item kinds distillation (and the working tree beside it) reads: a bundle's sessions
+# are loaded with these only (lifeline.sessions.resume). An extractor that reads another
+# kind adds it here.
+READS = frozenset(
+    {"prompt", "context", "reply", "tool_call", "tool_result", "file_edit", "todos", "error"}
+)
 
 _RULE = re.compile(
     r"\b(must|never|always|do not|don't|dont|avoid|make sure|ensure|should not|shouldn't|"
@@ -73,11 +90,24 @@ class Extractor(Protocol):
     def worklog(self, inputs: Inputs) -> dict[str, list[Fact]]: ...
 
 
+_SOURCES: dict[int, tuple[Item, tuple[Source, ...]]] = {}
+
+
 def source(session: Session, item: Item) -> tuple[Source, ...]:
+    """The citation of ``item`` (one per item object: a prompt is cited by several rules)."""
+    cached = _SOURCES.get(id(item))
+    if cached is not None and cached[0] is item:
+        return cached[1]
     prov = item.prov
-    if prov is None:
-        return ()
-    return (Source(session.tool.value, session.id, prov.native_ids, prov.lines, prov.sha256),)
+    found = (
+        (Source(session.tool, session.id, prov.native_ids, prov.lines, prov.sha256),)
+        if prov is not None
+        else ()
+    )
+    if len(_SOURCES) > 100_000:
+        _SOURCES.clear()
+    _SOURCES[id(item)] = (item, found)
+    return found
 
 
 _PROMPTS: dict[int, tuple[Session, list[Prompt]]] = {}
@@ -135,6 +165,8 @@ class RuleExtractor:
         return {
             "decisions": decisions,
             "do_not_touch": no_touch,
+            "refused": _refused(inputs.sessions),
+            "rules_files": _rules_files(inputs.sessions),
             "rules": rules[:_MAX_RULES],
             "success_criteria": criteria[:_MAX_RULES],
         }
@@ -166,8 +198,11 @@ class RuleExtractor:
             "unanswered_calls": [],
             "queued_input": [],
             "errors": [],
+            "last_failure": [],
             "last_reply": [],
+            "edits_unconfirmed": [],
             "edits": [],
+            "edits_failed": [],
             "done": [],
         }
         for session in inputs.sessions:
@@ -182,15 +217,17 @@ def _worklog_of(session: Session, groups: dict[str, list[Fact]], many: bool) -> 
         for todo in todos.items:
             group = "done" if todo.status == "completed" else "outstanding"
             groups[group].append(Fact(todo.content, tag + todo.status, source(session, todos)))
-    answered = {i.call_id for i in session.items if isinstance(i, ToolResult)}
-    for call in session.items:
-        if isinstance(call, ToolCall) and call.agent is None and call.call_id not in answered:
+    found = index_of(session)
+    for call in found.calls:
+        if call.call_id not in found.results:
             text = f"{call.name}({_call_arg(call)})"
             groups["unanswered_calls"].append(Fact(text, tag.strip(), source(session, call)))
     last_reply = -1
-    for index, item in enumerate(session.items):
+    for at in range(len(session.items) - 1, -1, -1):  # from the end: the last reply
+        item = session.items[at]
         if isinstance(item, Reply) and item.agent is None:
-            last_reply = index
+            last_reply = at
+            break
     tail = session.items[last_reply + 1 :]
     for item in tail:
         if isinstance(item, Prompt) and item.agent is None and item.text:
@@ -203,14 +240,61 @@ def _worklog_of(session: Session, groups: dict[str, list[Fact]], many: bool) -> 
         reply = session.items[last_reply]
         assert isinstance(reply, Reply)
         groups["last_reply"].append(Fact(reply.text, tag.strip(), source(session, reply)))
-    edits: dict[str, tuple[int, FileEdit]] = {}
-    for item in session.items:
-        if isinstance(item, FileEdit):
-            count = edits[item.path][0] + 1 if item.path in edits else 1
-            edits[item.path] = (count, item)
-    for path, (count, item) in edits.items():
+    if session.status.status is not SessionStatus.COMPLETE:
+        failed = last_failure(session)
+        if failed is not None:
+            call, result = failed
+            said = output_tail(result.output) or "(failed with no output)"
+            text = f"{call_text(call, _call_arg(call))} → {said}"
+            groups["last_failure"].append(Fact(text, tag.strip(), source(session, result)))
+    _edits_of(session, groups, tag.strip())
+
+
+def _edits_of(session: Session, groups: dict[str, list[Fact]], tag: str) -> None:
+    """Edits by what became of them: done (counted per file), failed, never confirmed.
+    Refused ones are the Contract's (the user said no)."""
+    done: dict[str, tuple[int, FileEdit]] = {}
+    for edit in edit_outcomes(session):
+        item, shown = edit.item, home_normalized(edit.item.path, home="")
+        if edit.outcome is EditOutcome.DONE:
+            count = done[item.path][0] + 1 if item.path in done else 1
+            done[item.path] = (count, item)
+        elif edit.outcome is EditOutcome.FAILED and edit.result is not None:
+            why = output_tail(edit.result.output).splitlines()
+            text = f"{shown} ({item.tool_name} failed: {why[-1] if why else 'error'})"
+            groups["edits_failed"].append(Fact(text, tag, source(session, edit.result)))
+        elif edit.outcome is EditOutcome.UNCONFIRMED:
+            text = (
+                f"{shown} ({item.tool_name} asked for it; no result was recorded: "
+                "check the file before relying on it)"
+            )
+            groups["edits_unconfirmed"].append(Fact(text, tag, source(session, item)))
+    for path, (count, item) in done.items():
         shown = home_normalized(path, home="")
-        groups["edits"].append(Fact(f"{shown} ({count}×)", tag.strip(), source(session, item)))
+        groups["edits"].append(Fact(f"{shown} ({count}×)", tag, source(session, item)))
+
+
+def _refused(sessions: Sequence[Session]) -> list[Fact]:
+    """Calls the user refused (edits above all): constraints for whoever continues."""
+    facts = []
+    for session in sessions:
+        for call, result in refused_calls(session):
+            reason = refusal_reason(result)
+            text = f"{call_text(call, _call_arg(call))}: refused by the user, not done"
+            text += f"; the user said: {reason}" if reason else "; do not redo it without asking"
+            facts.append(Fact(text, "refused", source(session, result)))
+    return facts
+
+
+def _rules_files(sessions: Sequence[Session]) -> list[Fact]:
+    """The rules files the sessions saw, the latest text of each path."""
+    found: dict[str, Fact] = {}
+    for session in sessions:
+        for rules in rules_files(session):
+            path = home_normalized(rules.path, home="")
+            found.pop(path, None)
+            found[path] = Fact(f"{path}: {rules.text}", "rules file", source(session, rules.item))
+    return list(found.values())
 
 
 def _touched(sessions: Sequence[Session]) -> list[Fact]:
@@ -249,6 +333,17 @@ def _context(inputs: Inputs) -> Slice:
             "cwd": facts.cwd,
             "branch": facts.git_branch,
             "remote": facts.git_remote,
+            "commit_at_start": next(
+                (s.facts.git_commit for s in inputs.sessions if s.facts.git_commit), None
+            ),
+            "commit_at_end": next(
+                (
+                    s.facts.git_commit_end
+                    for s in reversed(inputs.sessions)
+                    if s.facts.git_commit_end
+                ),
+                None,
+            ),
             "tools": tools,
             "models": models,
         },

@@ -2,6 +2,8 @@
 
 Order of sacrifice (docs/sessions.md, "Budget"):
 
+0. (JSON) the sources' full detail: whole session ids and sha256, native ids — what the
+   markdown shows is kept;
 1. every fact's text is clipped to :data:`CAPS` characters, level by level;
 2. then whole facts go, group by group, in :data:`DROP_ORDER` — from the intent history's
    middle (the goal and the latest request stay), the oldest files, finished todos… to the
@@ -30,12 +32,17 @@ DROP_ORDER: tuple[tuple[SliceKind, str, str], ...] = (
     (SliceKind.DEDUP, "other_topics", "new"),
     (SliceKind.ACCEPTANCE, "status", "old"),
     (SliceKind.WORKLOG, "edits", "old"),
+    (SliceKind.WORKLOG, "edits_failed", "old"),
     (SliceKind.WORKLOG, "last_reply", "old"),
     (SliceKind.DEDUP, "manifest", "middle"),
+    (SliceKind.CONTRACT, "rules_files", "old"),
     (SliceKind.CONTRACT, "success_criteria", "new"),
     (SliceKind.CONTRACT, "rules", "new"),
+    (SliceKind.WORKLOG, "last_failure", "old"),
     (SliceKind.WORKLOG, "errors", "old"),
     (SliceKind.CONTRACT, "decisions", "old"),
+    (SliceKind.CONTRACT, "refused", "old"),
+    (SliceKind.WORKLOG, "edits_unconfirmed", "old"),
     (SliceKind.WORKLOG, "unanswered_calls", "old"),
     (SliceKind.WORKLOG, "queued_input", "old"),
     (SliceKind.WORKLOG, "outstanding", "old"),
@@ -73,16 +80,32 @@ def _freed(fact: Fact, cap: int, measure: Callable[[str], int]) -> int:
     return measure(line + _SOURCE_LINE * len(fact.src))
 
 
+def _over_at_any_cap(bundle: Bundle, measure: Callable[[str], int]) -> bool:
+    """Whether the facts' texts alone, clipped to the tightest cap, are over the budget:
+    every rendering holds at least those, so the renders before dropping are skipped."""
+    tightest = CAPS[-1] - 1
+    return measure("\n".join(f.flat[:tightest] for f in bundle.facts())) > bundle.budget
+
+
 def fit_bundle(
     bundle: Bundle, render: Callable[[Bundle], str], measure: Callable[[str], int]
 ) -> str:
     """Shrink ``bundle`` in place until ``render`` measures within its budget; the text."""
     limit = bundle.budget
-    text = render(bundle)
-    if measure(text) <= limit:
-        return _sized(bundle, render, text, fits=True)
-    bundle.cap = CAPS[-1]  # when even the tightest clip is not enough, the levels between
-    text = render(bundle)  # are skipped: the walk level by level would end here as well
+    if _over_at_any_cap(bundle, measure):  # the steps before dropping facts cannot fit:
+        bundle.full_sources, bundle.cap = False, CAPS[-1]  # skip their renders
+        text = render(bundle)
+    else:
+        text = render(bundle)
+        if measure(text) <= limit:
+            return _sized(bundle, render, text, fits=True)
+        if bundle.full_sources:  # JSON's extra detail goes before any of the content
+            bundle.full_sources = False
+            text = render(bundle)
+            if measure(text) <= limit:
+                return _sized(bundle, render, text, fits=True)
+        bundle.cap = CAPS[-1]  # when even the tightest clip is not enough, the levels
+        text = render(bundle)  # between are skipped: the walk would end here as well
     if measure(text) <= limit:
         for cap in CAPS:
             bundle.cap = cap

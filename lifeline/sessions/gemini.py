@@ -22,6 +22,7 @@ from lifeline.sessions.fields import flatten, to_int, to_str
 from lifeline.sessions.model import (
     Context,
     ErrorItem,
+    FileEdit,
     Interrupt,
     Item,
     Opaque,
@@ -39,6 +40,9 @@ from lifeline.sessions.scope import home_normalized
 __all__ = ["GeminiAdapter", "gemini_project_root"]
 
 _TERMINAL = frozenset({"success", "error", "cancelled"})
+# The tools that change files (gemini-cli's `write_file`, `replace`; `edit` in some builds).
+# A call the user declined at the confirmation ends `cancelled`: the change was not made.
+_EDIT_TOOLS = frozenset({"write_file", "replace", "edit"})
 _IGNORED_PREFIXES = ("<session_context>", "<hook_context>", "/", "?")
 
 
@@ -221,18 +225,25 @@ def _gemini(msg: dict[str, Any], ts: str | None, state: ParseState) -> list[Item
     for call in msg.get("toolCalls") or []:
         if not isinstance(call, dict):
             continue
-        call_id = str(call.get("id", ""))
-        items.append(
-            ToolCall(call_id=call_id, name=str(call.get("name", "")), input=call.get("args"), ts=ts)
+        call_id, name, args = str(call.get("id", "")), str(call.get("name", "")), call.get("args")
+        items.append(ToolCall(call_id=call_id, name=name, input=args, ts=ts))
+        path = (
+            args.get("file_path") or args.get("absolute_path") if isinstance(args, dict) else None
         )
-        if call.get("status") in _TERMINAL:
+        if name in _EDIT_TOOLS and isinstance(path, str) and path:
+            items.append(
+                FileEdit(path=home_normalized(path), tool_name=name, call_id=call_id, ts=ts)
+            )
+        status = call.get("status")
+        if status in _TERMINAL:
             output = call.get("result")
             text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
             items.append(
                 ToolResult(
                     call_id=call_id,
                     output=text,
-                    is_error=call.get("status") != "success",
+                    is_error=status != "success",
+                    rejected=True if status == "cancelled" else None,
                     ts=to_str(call.get("timestamp")) or ts,
                 )
             )

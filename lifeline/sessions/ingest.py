@@ -31,7 +31,17 @@ from lifeline.entry import compute_id
 from lifeline.errors import NotFound
 from lifeline.ledger import Draft, Ledger
 from lifeline.sessions.model import Item, Prompt, Usage
-from lifeline.sessions.pack import Caps, Cleaner, Packer, Part, dumps, native_ids
+from lifeline.sessions.pack import (
+    KIND_HEADER,
+    KIND_PART,
+    KIND_STATUS,
+    Caps,
+    Cleaner,
+    Packer,
+    Part,
+    dumps,
+    native_ids,
+)
 from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
 from lifeline.sessions.redact import Redactor
 from lifeline.sessions.report import FileResult
@@ -49,7 +59,6 @@ __all__ = [
     "clean_line",
 ]
 
-KIND_HEADER, KIND_PART, KIND_STATUS = "session", "session-part", "session-status"
 AUTHOR = "lifeline-sessions"
 _WINDOW = 4096
 _INLINE_BYTES = 256 * 1024  # less to read than this: parse on the loop, skip the thread hop

@@ -148,6 +148,7 @@ class ToolResult(_Item):
     output: str
     is_error: bool = False
     spawned_agent: str | None = None  # the subagent this call ran, when the tool says so
+    rejected: bool | None = None  # the user refused the call (it did not run); None: no
 
 
 class SubagentLink(_Item):
@@ -210,9 +211,13 @@ class Todos(_Item):
 
 
 class FileEdit(_Item):
+    """A change to a file that a tool call asked for. Whether it happened is its call's
+    result: answered without error (done), refused by the user, failed, or never answered."""
+
     kind: Literal["file_edit"] = "file_edit"
     path: str
     tool_name: str
+    call_id: str | None = None  # the tool call that asked for it
 
 
 class Interrupt(_Item):
@@ -276,6 +281,8 @@ class SessionFacts(_Frozen):
     version: str | None = None
     git_branch: str | None = None
     git_remote: str | None = None  # when the transcript records it (Codex)
+    git_commit: str | None = None  # HEAD at the session's start, when recorded (Codex)
+    git_commit_end: str | None = None  # the last HEAD the transcript records
     started: str | None = None
     last_activity: str | None = None
     title: str | None = None

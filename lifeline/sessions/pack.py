@@ -23,7 +23,21 @@ from typing import Any
 from lifeline.sessions.model import Item
 from lifeline.sessions.sources import FORMAT
 
-__all__ = ["Caps", "Cleaner", "Packer", "Part", "dumps", "native_ids", "utf8_size"]
+__all__ = [
+    "KIND_HEADER",
+    "KIND_PART",
+    "KIND_STATUS",
+    "Caps",
+    "Cleaner",
+    "Packer",
+    "Part",
+    "dumps",
+    "native_ids",
+    "utf8_size",
+]
+
+# The entry kinds of a session in its line (decision 0019).
+KIND_HEADER, KIND_PART, KIND_STATUS = "session", "session-part", "session-status"
 
 _DROPPED_KEYS = frozenset({"encrypted_content", "signature", "encryptedContent"})
 _MIN_CAP = 256

@@ -13,9 +13,10 @@ from __future__ import annotations
 import gc
 import json
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from lifeline.errors import LifelineError, NotFound
 from lifeline.sessions.bundle import (
@@ -23,16 +24,21 @@ from lifeline.sessions.bundle import (
     Bundle,
     SliceKind,
     acceptance_text,
+    bundle_json,
     deliver_bundle,
+    dumps_compact,
     render_json,
     render_markdown,
 )
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
-from lifeline.sessions.distill import Extractor, Inputs, distill
+from lifeline.sessions.distill import READS, Extractor, Inputs, distill
 from lifeline.sessions.fitting import fit_bundle
 from lifeline.sessions.merge import Group, dedup_key, groups_of, is_subagent, topic_of
 from lifeline.sessions.model import Session, SessionStatus, Status
+from lifeline.sessions.worktree import worktree_of
 from lifeline.truth.budget import Budget
+
+Render = Callable[[Bundle], str]
 
 __all__ = ["BundleRequest", "NotReady", "build_bundle", "stored_verdict"]
 
@@ -56,6 +62,7 @@ class BundleRequest:
     budget: Budget = field(default_factory=Budget)
     format: str = "md"
     decisions: tuple[tuple[str, str], ...] = ()
+    checkout_root: Path | None = None  # add the working tree of the scope (CLI only)
 
 
 def stored_verdict(catalogue: Catalogue, session: Session) -> Session:
@@ -94,7 +101,7 @@ async def _loaded(catalogue: Catalogue, session_id: str) -> Session:
     key = (session_id, json.dumps(status, sort_keys=True))
     found = _CACHE.get(key)
     if found is None:
-        found = stored_verdict(catalogue, await catalogue.session(session_id))
+        found = stored_verdict(catalogue, await catalogue.session(session_id, READS))
         _CACHE[key] = found
         while len(_CACHE) > _CACHED:
             _CACHE.popitem(last=False)
@@ -137,6 +144,23 @@ def _pick_group(
     return groups[0], groups[1:]
 
 
+def _renderer(req: BundleRequest, sessions: Sequence[Session], scope: str) -> Render:
+    """The bundle's rendering, with the working tree after it when asked (fitted together:
+    the diff, at most a quarter of the budget, is measured with the bundle)."""
+    render: Render = render_json if req.format == "json" else render_markdown
+    if req.checkout_root is None:
+        return render
+    chars = req.budget.limit * (1 if req.budget.unit == "chars" else 4)
+    start = next((s.facts.git_commit for s in sessions if s.facts.git_commit), None)
+    tree = worktree_of(scope, sessions, req.checkout_root, start, max(chars // 4, 400))
+    if tree is None:
+        return render
+    found = tree
+    if req.format == "json":
+        return lambda b: dumps_compact({**bundle_json(b), "worktree": found.as_json()}) + "\n"
+    return lambda b: render_markdown(b) + "\n" + found.markdown()
+
+
 async def build_bundle(
     catalogue: Catalogue, req: BundleRequest, extractor: Extractor | None = None
 ) -> tuple[Bundle, str]:
@@ -166,8 +190,9 @@ async def _build(
         decisions=req.decisions,
     )
     bundle = distill(inputs, req.budget.limit, req.budget.unit, extractor)
+    bundle.full_sources = req.format == "json"
     measure = req.budget.measure()
-    render = render_json if req.format == "json" else render_markdown
+    render = _renderer(req, sessions, group.scope)
     text = fit_bundle(bundle, render, measure)
     if req.format in PROVIDER_FORMATS:
         text = deliver_bundle(req.format, text)
