@@ -411,12 +411,12 @@ def clean_line(line: RawLine, redactor: Redactor) -> RawLine:
     """``line`` with its record redacted (every string, keys included) and its provenance
     hash: the raw bytes' sha256 when nothing was redacted, else the sha256 of the redacted
     record's canonical JSON — never a function of a secret (decision 0019)."""
-    if line.data is None or not redactor.may_hold_secret(line.raw):
+    if line.data is None:
         sha = hashlib.sha256(line.raw).hexdigest()
         return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
     before = sum(redactor.counts.values())
-    data = redactor.value(line.data)
-    if sum(redactor.counts.values()) == before:
+    data = redactor.record(line.raw, line.data)
+    if data is line.data or sum(redactor.counts.values()) == before:
         sha = hashlib.sha256(line.raw).hexdigest()
         return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
     digest = hashlib.sha256(dumps(data).encode("utf-8", "surrogatepass")).hexdigest()

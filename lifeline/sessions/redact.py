@@ -24,6 +24,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+import re2
+
 from lifeline.sessions.ruleset import SEPARATOR, RuleSet, builtin_rules
 
 __all__ = ["Redactor", "marker"]
@@ -37,6 +39,11 @@ def marker(kind: str) -> str:
 _SECRET_NAME = re.compile(
     r"[a-z0-9_\-]*(?:password|passwd|passphrase|secret|token|api_?key|access_?key"
     r"|private_?key|credentials?)(?:_[a-z0-9_]*)?"
+)
+# The same on a raw, lower-cased JSON line: such a member with a string value.
+_MEMBER = re2.compile(
+    rb'"[a-z0-9_\-]*(?:password|passwd|passphrase|secret|token|api_?key|access_?key'
+    rb'|private_?key|credentials?)(?:_[a-z0-9_]*)?"\s*:\s*"'
 )
 _MIN = 8  # no rule finds a secret in a shorter string
 _JOIN = SEPARATOR.decode()
@@ -95,6 +102,22 @@ class Redactor:
             return True
         return self._rules.may_match(raw.lower()) or b":\\/" in raw
 
+    def record(self, raw: bytes, data: Any) -> Any:
+        """``data`` (the JSON value of the line ``raw``) redacted, or ``data`` itself when
+        nothing in it is secret, which is decided on the raw bytes: a keyword scan, then the
+        rules once over the line with its JSON escapes undone (:func:`_view`)."""
+        if self._extra or b"\\u" in raw:  # \uXXXX: the view would not show that character
+            return self.value(data)
+        low = raw.lower()
+        if not self._rules.may_match(low) and b":\\/" not in raw:
+            return data
+        if _MEMBER.search(low) is not None:
+            return self._value(data)
+        view = _view(raw)
+        if not self._rules.probe(view, view.lower()):
+            return data
+        return self._value(data)
+
     def value(self, data: Any) -> Any:
         """Every string in a JSON-like value redacted (keys included); a string member
         whose name says it is secret (``"password": "…"``) is replaced whole.
@@ -129,6 +152,17 @@ class Redactor:
             self.counts["env-secret"] += 1
             return marker("env-secret")
         return self._value(value)
+
+
+def _view(raw: bytes) -> bytes:
+    """A JSON line (without \\u escapes) as its strings, each between :data:`SEPARATOR`s:
+    the escapes undone, every quote that delimits a string made a separator. Between them
+    stay the JSON punctuation, numbers and literals, which no rule takes for a secret
+    alone; a match that crosses a separator counts in the probe (see ``Rule.spans``)."""
+    view = raw.replace(b"\\\\", b"\x01").replace(b'\\"', b"\x02").replace(b'"', SEPARATOR)
+    view = view.replace(b"\\n", b"\n").replace(b"\\t", b"\t").replace(b"\\r", b"\r")
+    view = view.replace(b"\\/", b"/").replace(b"\\b", b"\b").replace(b"\\f", b"\f")
+    return view.replace(b"\x02", b'"').replace(b"\x01", b"\\")
 
 
 def _collect(data: Any, out: list[str]) -> bool:

@@ -59,7 +59,10 @@ def _splice(path: Path, seed: int) -> list[tuple[str, str, str]]:
     result["content"] = [{"type": "text", "text": joined}]
     records.append({"type": "novel-record", "uuid": "n1", "payload": {"env": joined}})
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    # as Claude Code writes it: compact, non-ASCII as is (no \\u escapes)
+    path.write_text(
+        "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
+    )
     return corpus
 
 
@@ -73,6 +76,26 @@ def test_the_corpus_has_60_formats_and_each_is_redacted_in_place() -> None:
         for needle in _needles(secret):
             assert needle not in out, (name, out)
         assert re.search(r"\[REDACTED:[a-z0-9-]+\]", out), name
+
+
+def test_the_probe_on_raw_lines_misses_no_format() -> None:
+    """A record is redacted string by string only when one scan of its raw line, escapes
+    undone, finds something: that scan must find every format, however the line is written."""
+    for name, secret, text in secrets(3):
+        for record in (
+            {"message": {"content": text}},
+            {"input": {"command": "cd /srv && " + text, "description": "é"}},
+            {"a": [1, {"b": text + "\tü"}], "text": "x"},
+        ):
+            for raw in (
+                json.dumps(record, ensure_ascii=False, separators=(",", ":")),
+                json.dumps(record, ensure_ascii=False, indent=1),
+                json.dumps(record),  # \\u escapes: the record is walked instead
+            ):
+                out = Redactor().record(raw.encode(), json.loads(raw))
+                dumped = json.dumps(out)
+                for needle in _needles(secret):
+                    assert json.dumps(needle)[1:-1] not in dumped, (name, raw[:80])
 
 
 @pytest.mark.parametrize("text", LOOK_ALIKES)
