@@ -250,7 +250,7 @@ class Ingester:
             offset, line_no = max(offset, line.end), max(line_no, line.number)
             prefix = hashlib.sha256(f"{prefix}{line.sha256}".encode()).hexdigest()
             ids = native_ids(line.data)
-            stored = []
+            stored, texts = [], []
             for item in found:
                 state.tracker.observe(item)
                 turns += isinstance(item, Prompt) and item.agent is None
@@ -258,9 +258,11 @@ class Ingester:
                 data["ln"], data["sha"] = line.number, line.sha256
                 if ids:
                     data["ids"] = ids
-                stored.append(cleaner.fit(data, self.caps.part_bytes - 200))
+                data, text = cleaner.fitted(data, self.caps.part_bytes - 200)
+                stored.append(data)
+                texts.append(text)
             items += len(stored)
-            packer.add(line.number, stored)
+            packer.add(line.number, stored, texts)
             if adapter.append_only and offset - plan.offset >= self.read_budget:
                 more = True
                 break
