@@ -109,12 +109,15 @@ class Redactor:
         if self._extra or b"\\u" in raw:  # \uXXXX: the view would not show that character
             return self.value(data)
         low = raw.lower()
-        if not self._rules.may_match(low) and b":\\/" not in raw:
+        # the rules whose keywords occur: in the raw line, a superset of those in its
+        # strings (escapes never hide a letter; "/" may be written "\\/")
+        picked = self._rules.picked(low.replace(b"\\/", b"/") if b"\\/" in raw else low)
+        if not picked:
             return data
         if _MEMBER.search(low) is not None:
             return self._value(data)
         view = _view(raw)
-        if not self._rules.probe(view, view.lower()):
+        if not self._rules.probe(view, view.lower(), picked):
             return data
         return self._value(data)
 

@@ -105,14 +105,11 @@ class Rule:
             self._regex = _compile(self.pattern)
         return self._regex
 
-    def spans(
-        self, text: bytes, low: bytes, common: tuple[_Allow, ...], *, probe: bool = False
-    ) -> list[Span]:
-        """The secrets this rule finds in ``text``. ``probe``: ``text`` is several strings
+    def spans(self, text: bytes, common: tuple[_Allow, ...], *, probe: bool = False) -> list[Span]:
+        """The secrets this rule finds in ``text`` (its caller picked it: one of its keywords
+        occurs). ``probe``: ``text`` is several strings
         joined by :data:`SEPARATOR`; a match that crosses one counts even when dropped (it
         could have hidden a match inside one string), and the first finding ends the scan."""
-        if self.keywords and not any(k in low for k in self.keywords):
-            return []
         found: list[Span] = []
         for match in self.regex.finditer(text):
             start, end = self._secret_span(match)
@@ -207,11 +204,12 @@ class RuleSet:
             picked.update(self._by_word[self._set_words[index]])
         return sorted(picked)
 
-    def probe(self, text: bytes, low: bytes) -> bool:
-        """Whether any rule may find a secret in one of the strings joined (by
-        :data:`SEPARATOR`) into ``text``: no false negative, few false positives."""
+    def probe(self, text: bytes, low: bytes, picked: list[int] | None = None) -> bool:
+        """Whether any rule (of ``picked``, by default those whose keywords occur) may find
+        a secret in one of the strings joined (by :data:`SEPARATOR`) into ``text``."""
         return any(
-            self.rules[i].spans(text, low, self.common, probe=True) for i in self.picked(low)
+            self.rules[i].spans(text, self.common, probe=True)
+            for i in (self.picked(low) if picked is None else picked)
         )
 
     def spans(self, text: bytes, low: bytes) -> list[Span]:
@@ -219,8 +217,7 @@ class RuleSet:
         found: list[tuple[int, int, int, str]] = []
         for index in self.picked(low):
             found += [
-                (s, e, index, kind)
-                for s, e, kind in self.rules[index].spans(text, low, self.common)
+                (s, e, index, kind) for s, e, kind in self.rules[index].spans(text, self.common)
             ]
         if not found:
             return []
