@@ -9,7 +9,7 @@ own layouts (~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp), each copy it
 session (a new file name, hence a new native id). Then, as a user would run them:
 
 1. ``lifeline sessions ingest --all`` on the corpus: MB/s and turns/s of the whole process,
-   peak RSS of the process (ru_maxrss of the child);
+   peak RSS of the process (ru_maxrss of the child), and MB per CPU second of it;
 2. the same command again (nothing changed): seconds; then ``lifeline sessions list``;
 3. appending 100 lines to a 2.7 MB live session and ingesting it, in process (what one
    watcher pass costs) and as a CLI process: milliseconds, median of 7.
@@ -129,15 +129,20 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir()
         print(f"corpus: {files} files, {size / 1e6:.0f} MB; load {os.getloadavg()[0]:.1f}")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         seconds, proc = cli(root, "ingest", "--all", "--json", str(home))
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
         report = json.loads(proc.stdout)
-        rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        rss = after.ru_maxrss / 1024
         line = root / ".lifeline" / "sessions.db"
         print(
             f"ingest: {seconds:.1f} s = {size / 1e6 / seconds:.1f} MB/s, "
             f"{report['turns'] / seconds:.0f} turns/s, {report['items'] / seconds:.0f} items/s "
             f"({report['sessions']} sessions, {report['turns']} turns, {report['entries']} "
-            f"entries; line file {line.stat().st_size / 1e6:.0f} MB); peak RSS {rss:.0f} MB"
+            f"entries; line file {line.stat().st_size / 1e6:.0f} MB); peak RSS {rss:.0f} MB; "
+            f"CPU {cpu:.1f} s = {size / 1e6 / cpu:.1f} MB per CPU second (load "
+            f"{os.getloadavg()[0]:.1f}: on a busy machine the CPU figure is the steadier one)"
         )
         again, proc = cli(root, "ingest", "--all", "--json", str(home))
         print(f"no-op re-ingest: {again:.2f} s ({json.loads(proc.stdout)['unchanged']} unchanged)")

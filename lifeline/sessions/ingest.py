@@ -269,7 +269,7 @@ class Ingester:
             offset, line_no = max(offset, line.end), max(line_no, line.number)
             prefix = hashlib.sha256(f"{prefix}{line.sha256}".encode()).hexdigest()
             ids = native_ids(line.data)
-            stored = []
+            stored, texts = [], []
             for item in found:
                 state.tracker.observe(item)
                 if isinstance(item, Usage):
@@ -279,9 +279,11 @@ class Ingester:
                 data["ln"], data["sha"] = line.number, line.sha256
                 if ids:
                     data["ids"] = ids
-                stored.append(cleaner.fit(data, self.caps.part_bytes - 200))
+                data, text = cleaner.fitted(data, self.caps.part_bytes - 200)
+                stored.append(data)
+                texts.append(text)
             items += len(stored)
-            packer.add(line.number, stored)
+            packer.add(line.number, stored, texts)
             if adapter.append_only and offset - plan.offset >= self.read_budget:
                 more = True
                 break
@@ -441,12 +443,12 @@ def clean_line(line: RawLine, redactor: Redactor) -> RawLine:
     """``line`` with its record redacted (every string, keys included) and its provenance
     hash: the raw bytes' sha256 when nothing was redacted, else the sha256 of the redacted
     record's canonical JSON — never a function of a secret (decision 0019)."""
-    if line.data is None or not redactor.may_hold_secret(line.raw):
+    if line.data is None:
         sha = hashlib.sha256(line.raw).hexdigest()
         return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
     before = sum(redactor.counts.values())
-    data = redactor.value(line.data)
-    if sum(redactor.counts.values()) == before:
+    data = redactor.record(line.raw, line.data)
+    if data is line.data or sum(redactor.counts.values()) == before:
         sha = hashlib.sha256(line.raw).hexdigest()
         return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
     digest = hashlib.sha256(dumps(data).encode("utf-8", "surrogatepass")).hexdigest()

@@ -59,7 +59,10 @@ def dumps(value: Any) -> str:
 
 def utf8_size(value: Any) -> int:
     """Bytes of UTF-8 of ``dumps(value)`` (the body cap counts bytes)."""
-    text = dumps(value)
+    return _utf8_len(dumps(value))
+
+
+def _utf8_len(text: str) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
@@ -101,11 +104,17 @@ class Cleaner:
 
     def fit(self, data: dict[str, Any], limit: int) -> dict[str, Any]:
         """``data`` cut harder until its JSON fits ``limit`` (an item must fit one part)."""
+        return self.fitted(data, limit)[0]
+
+    def fitted(self, data: dict[str, Any], limit: int) -> tuple[dict[str, Any], str]:
+        """:meth:`fit`, with the item's JSON (``dumps``), which packing reuses."""
         cap = self.caps.text
-        while utf8_size(data) > limit and cap > _MIN_CAP:
+        text = dumps(data)
+        while _utf8_len(text) > limit and cap > _MIN_CAP:
             cap //= 4
             data = self._walk(data, cap)
-        if utf8_size(data) > limit:  # too many small strings: keep the kind and a note
+            text = dumps(data)
+        if _utf8_len(text) > limit:  # too many small strings: keep the kind and a note
             data = {
                 "kind": "opaque",
                 "record_type": f"oversize-{data.get('kind')}",
@@ -113,7 +122,8 @@ class Cleaner:
                 "sha": data.get("sha"),
             }
             self.truncated += 1
-        return data
+            text = dumps(data)
+        return data, text
 
 
 def native_ids(rec: Any) -> list[str]:
@@ -135,16 +145,23 @@ class Part:
     index: int
     items: list[dict[str, Any]]
     lines: tuple[int, int]
+    texts: list[str] = field(default_factory=list)  # each item's dumps(), when known
 
     def body(self, session_id: str) -> str:
-        return dumps(
-            {
-                "v": FORMAT,
-                "session": session_id,
-                "part": self.index,
-                "lines": list(self.lines),
-                "items": self.items,
-            }
+        if len(self.texts) != len(self.items):
+            return dumps(
+                {
+                    "v": FORMAT,
+                    "session": session_id,
+                    "part": self.index,
+                    "lines": list(self.lines),
+                    "items": self.items,
+                }
+            )
+        # dumps() of the same dict, keys in sorted order, from the items' JSON already made
+        return (
+            f'{{"items":[{",".join(self.texts)}],"lines":{dumps(list(self.lines))},'
+            f'"part":{self.index},"session":{dumps(session_id)},"v":{FORMAT}}}'
         )
 
 
@@ -159,24 +176,34 @@ class Packer:
     first_line: int = 0
     last_line: int = 0
     closed: list[Part] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list, init=False)  # dumps() of each item
 
     def __post_init__(self) -> None:
-        self.size = sum(utf8_size(i) + 1 for i in self.items)
+        self.texts = [dumps(i) for i in self.items]
+        self.size = sum(_utf8_len(t) + 1 for t in self.texts)
 
-    def add(self, number: int, stored: Iterable[dict[str, Any]]) -> None:
-        for data in stored:
-            size = utf8_size(data) + 1
+    def add(
+        self, number: int, stored: Iterable[dict[str, Any]], texts: Iterable[str] | None = None
+    ) -> None:
+        """Items of line ``number`` (with their ``dumps()``, when the caller has them)."""
+        stored = list(stored)
+        known = list(texts) if texts is not None else [dumps(d) for d in stored]
+        for data, text in zip(stored, known, strict=True):
+            size = _utf8_len(text) + 1
             if self.items and self.size + size > self.part_bytes:
-                self.closed.append(Part(self.index, self.items, (self.first_line, self.last_line)))
+                bounds = (self.first_line, self.last_line)
+                self.closed.append(Part(self.index, self.items, bounds, self.texts))
                 self.index += 1
-                self.items, self.size = [], 0
+                self.items, self.texts, self.size = [], [], 0
             if not self.items:
                 self.first_line = number
             self.items.append(data)
+            self.texts.append(text)
             self.size += size
             self.last_line = number
 
     def tail(self) -> Part | None:
         if not self.items:
             return None
-        return Part(self.index, list(self.items), (self.first_line, self.last_line))
+        bounds = (self.first_line, self.last_line)
+        return Part(self.index, list(self.items), bounds, list(self.texts))

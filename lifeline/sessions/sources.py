@@ -27,7 +27,8 @@ __all__ = ["FORMAT", "SourceLedger", "SourceRecord"]
 # next ingest reads every file again and writes the new entries; readers then show each
 # session by its newest-format header (``Catalogue``). On a merge of two bumps, take the
 # larger number plus one.
-FORMAT = 3  # 2: ids from content only (0053); 3: edits judged by their results (0054)
+FORMAT = 4  # 2: ids from content only (0053); 3: edits judged by their results (0054);
+# 4: the secret rules of decision 0052
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sources (
