@@ -26,7 +26,7 @@ def main() -> None:
     args = sys.argv[1:]
     module = args.index("-m") + 1  # the wrapped command: python -m lifeline_mesh ...
     if hasattr(service.MembershipServicer, "_proven_members"):
-        service.MembershipServicer._proven_members = _as_written  # type: ignore[attr-defined]
+        service.MembershipServicer._proven_members = _as_written  # type: ignore[method-assign]
     sys.argv = [args[module], *args[module + 1 :]]
     runpy.run_module(args[module], run_name="__main__", alter_sys=True)
 
