@@ -8,6 +8,7 @@ claims. Rows written before decision 0047 gain their proof from certificates the
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import logging
@@ -18,10 +19,12 @@ from typing import Any
 
 import grpc
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives.serialization import Encoding
 
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.membership.ca import MeshCA, cert_text, create_mesh, make_csr, new_tls_key
+from lifeline_mesh.membership.ca import MeshCA, create_mesh, make_csr, new_tls_key
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.invite import issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
@@ -87,10 +90,17 @@ def _row(root: Path, **changes: Any) -> dict[str, Any]:
     return {**row, **changes}
 
 
+def _pem_text(root: Path) -> str:
+    """``root``'s own certificate, base64 DER."""
+    cert = x509.load_pem_x509_certificate(NodeHome(root).tls_cert_path.read_bytes())
+    return base64.b64encode(cert.public_bytes(Encoding.DER)).decode("ascii")
+
+
 def _other_mesh_cert(tmp: Path, node_id: str) -> str:
     other = MeshCA.generate("evil", dt.datetime.now(dt.UTC))
     csr = make_csr(new_tls_key(), node_id)
-    return cert_text(other.issue(csr, node_id, MeshRole.MEMBER, dt.datetime.now(dt.UTC)))
+    cert = other.issue(csr, node_id, MeshRole.MEMBER, dt.datetime.now(dt.UTC))
+    return base64.b64encode(cert.public_bytes(Encoding.DER)).decode("ascii")
 
 
 async def test_crafted_rows_are_refused_and_logged_with_the_peer(
@@ -109,8 +119,8 @@ async def test_crafted_rows_are_refused_and_logged_with_the_peer(
         "status": "active",
         "joined_at": "2026-01-01T00:00:00Z",
     }
-    rogue_row = _row(rogue)
-    ca_row = _row(mesh.ca)
+    rogue_row = {**_row(rogue), "cert": _pem_text(rogue)}
+    ca_row = {**_row(mesh.ca), "cert": _pem_text(mesh.ca)}
     registry = json.loads(NodeHome(mesh.ca).members_path.read_text())
     late_row = next(r for r in registry["members"] if r["node_id"] == _row(late)["node_id"])
     crafted = {
@@ -122,14 +132,21 @@ async def test_crafted_rows_are_refused_and_logged_with_the_peer(
             {**rogue_row, "role": "member"},  # a role its certificate does not grant
             {**late_row, "status": "revoked", "revoked_at": "2026-01-01T00:00:00Z"},
         ],
-        "retired": [[ca_row["node_id"], "2026-01-01T00:00:00Z", "ci", ca_row["cert"]]],
     }
-    # Only the last member row is genuine; the list mentions the outsider twice, so send
-    # the two forgeries of it in two replies.
+    # A retired row for the CA holder: bare (as before decision 0047), then with the CA
+    # holder's genuine certificate. The list names the outsider twice: two replies.
+    replies = [
+        (crafted["members"][:1], [[ca_row["node_id"], "2026-01-01T00:00:00Z", "ci"]]),
+        (
+            crafted["members"][1:],
+            [[ca_row["node_id"], "2026-01-01T00:00:00Z", "ci", ca_row["cert"]]],
+        ),
+    ]
     before = json.loads(NodeHome(honest).members_path.read_text())
     seen: list[str] = []
-    for members in (crafted["members"][:1], crafted["members"][1:]):
-        server, address = await _crafted_server(NodeHome(rogue), {**crafted, "members": members})
+    for members, retired in replies:
+        reply = {**crafted, "members": members, "retired": retired}
+        server, address = await _crafted_server(NodeHome(rogue), reply)
         try:
             with caplog.at_level(logging.WARNING, logger="lifeline_mesh.membership.client"):
                 await pull_membership(NodeHome(honest), address)
@@ -137,6 +154,9 @@ async def test_crafted_rows_are_refused_and_logged_with_the_peer(
             await server.stop(grace=0)
         seen += [r.getMessage() for r in caplog.records if address in r.getMessage()]
         caplog.clear()
+        held = Registry.load(NodeHome(honest))
+        assert key.node_id not in held.members, "an uncertified key became a member"
+        assert ca_row["node_id"] in held.members, "a retired row erased the CA holder"
 
     text = "\n".join(seen)
     assert f"members row for {key.node_id} sent by peer" in text
