@@ -128,7 +128,9 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
                 credential=grant.credential,
                 cert=cert_text(cert),
             )
-            registry.add(member)
+            # The certificate just issued is the row's proof; a revoked node was refused
+            # above, so nothing of an older row (status, role) survives into the new one.
+            registry.members[member.node_id] = member
             registry.save(self.home)
         return pb.JoinReply(
             node_cert_pem=cert.public_bytes(serialization.Encoding.PEM),

@@ -193,3 +193,29 @@ async def test_rows_written_before_proofs_gain_them_from_certificates(mesh: Mesh
     await pull_membership(NodeHome(member), f"127.0.0.1:{mesh.server.mtls_port}")
     ca_id = NodeIdentity.of(NodeHome(mesh.ca)).node_id
     assert Registry.load(NodeHome(member)).members[ca_id].cert is not None
+
+
+async def test_a_join_replaces_a_row_listed_before_it(mesh: Mesh) -> None:
+    """A row poisoned into the CA holder's own list before decision 0047 (a newcomer listed
+    as a revoked reader) does not survive the newcomer's join: the new certificate is its
+    row, and only CA-signed revocations say revoked."""
+    newcomer = mesh.tmp / "newcomer"
+    newcomer.mkdir()
+    key = NodeIdentity.load_or_create(NodeHome(newcomer))[0]
+    data = json.loads(NodeHome(mesh.ca).members_path.read_text())
+    data["members"].append(
+        {
+            "node_id": key.node_id,
+            "public_key": key.public_key.hex(),
+            "role": "reader",
+            "status": "revoked",
+            "revoked_at": "2026-01-01T00:00:00Z",
+            "joined_at": "2026-01-01T00:00:00Z",
+        }
+    )
+    NodeHome(mesh.ca).members_path.write_text(json.dumps(data))
+    address = f"127.0.0.1:{mesh.server.join_port}"
+    token = issue_invite(NodeHome(mesh.ca), "member", parse_duration("1h"), [address])
+    await join(NodeHome(newcomer), token.encode())
+    row = Registry.load(NodeHome(mesh.ca)).members[key.node_id]
+    assert (row.role, row.status, row.revoked_at) == (MeshRole.MEMBER, "active", None)
