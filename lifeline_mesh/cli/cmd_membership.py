@@ -244,8 +244,11 @@ async def cmd_members(args: argparse.Namespace) -> int:
     rows = _member_rows(registry, RevocationList.load(home), show_all=args.all, runners=runners)
     proof = RowProof(ca_cert)
     for row in rows:  # a row without the CA's certificate is listed, and marked untrusted
-        member = registry.members.get(row["node_id"])
-        row["proven"] = member is None or proof.member(member) is None
+        member, gone = registry.members.get(row["node_id"]), registry.retired.get(row["node_id"])
+        if member is not None:
+            row["proven"] = proof.member(member) is None
+        else:  # a runner proven by its enrollment in a line, or a legacy retired row
+            row["proven"] = gone is None or proof.retired(gone, dt.datetime.now(dt.UTC)) is None
         row.pop("cert", None)
     if args.json:
         print_json({"mesh_id": registry.mesh_id, "name": registry.name, "members": rows})
