@@ -42,6 +42,9 @@ __all__ = [
 ]
 
 
+MAX_CERT_TEXT = 4096  # a node certificate is about 820 characters of base64
+
+
 @dataclass(frozen=True, slots=True)
 class Refused:
     node_id: str
@@ -73,6 +76,8 @@ class RowProof:
         """The certificate's identity and expiry if it is this mesh's CA's for ``node_id``."""
         if not cert_b64:
             return "it carries no certificate from the mesh CA"
+        if not isinstance(cert_b64, str) or len(cert_b64) > MAX_CERT_TEXT:
+            return "its certificate is not a base64 text of at most 4 KiB"
         found = _certified(cert_b64, self._ca_der)
         if isinstance(found, str):
             return found
@@ -114,7 +119,10 @@ class RowProof:
         the CA holder only when its certificate says so."""
         found = self.identity(member.cert, member.node_id)
         holder = not isinstance(found, str) and found[0].ca_holder
-        return replace(member, status="active", revoked_at=None, ca_holder=holder)
+        joined = member.joined_at
+        if not (isinstance(joined, str) and len(joined) <= 32):  # a peer's text, shown
+            joined = "-"
+        return replace(member, status="active", revoked_at=None, ca_holder=holder, joined_at=joined)
 
 
 def merge_proven(

@@ -136,7 +136,10 @@ async def test_crafted_rows_are_refused_and_logged_with_the_peer(
     # A retired row for the CA holder: bare (as before decision 0047), then with the CA
     # holder's genuine certificate. The list names the outsider twice: two replies.
     replies = [
-        (crafted["members"][:1], [[ca_row["node_id"], "2026-01-01T00:00:00Z", "ci"]]),
+        (
+            [*crafted["members"][:1], {**rogue_row, "cert": [1, 2]}],  # not even a text
+            [[ca_row["node_id"], "2026-01-01T00:00:00Z", "ci"]],
+        ),
         (
             crafted["members"][1:],
             [[ca_row["node_id"], "2026-01-01T00:00:00Z", "ci", ca_row["cert"]]],
@@ -165,6 +168,7 @@ async def test_crafted_rows_are_refused_and_logged_with_the_peer(
     assert "its certificate grants role reader, the row says member" in text
     assert f"members row for {ca_row['node_id']} sent by peer" in text
     assert "only runners retire" in text
+    assert "its certificate is not a base64 text" in text
     after = Registry.load(NodeHome(honest))
     assert key.node_id not in after.members
     assert ca_row["node_id"] in after.members and not after.retired
