@@ -25,6 +25,7 @@ from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential
 from lifeline_mesh.membership.invite import Token, issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
+from lifeline_mesh.membership.proof import RowProof
 from lifeline_mesh.membership.registry import ROLES, Registry, iso
 from lifeline_mesh.membership.revocation import RevocationList, revoke
 from lifeline_mesh.node.root import serve_membership
@@ -107,7 +108,8 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         "--pull",
         metavar="HOST:PORT",
         type=address_arg(),
-        help="first fetch revocations and new members from this member (mutual TLS)",
+        help="first fetch revocations and the members rows the mesh CA's certificates prove "
+        "from this member (mutual TLS)",
     )
     p.add_argument("--all", action="store_true", help="also CI runners whose certificates expired")
     add_json_option(p)
@@ -237,8 +239,17 @@ async def cmd_members(args: argparse.Namespace) -> int:
                 f"learned: {statement.node_id} revoked at {statement.revoked_at}", file=sys.stderr
             )
     registry = Registry.load(home)
-    runners = seen_runners(home, load_ca_cert(home)).values() if args.all else ()
+    ca_cert = load_ca_cert(home)
+    runners = seen_runners(home, ca_cert).values() if args.all else ()
     rows = _member_rows(registry, RevocationList.load(home), show_all=args.all, runners=runners)
+    proof = RowProof(ca_cert)
+    for row in rows:  # a row without the CA's certificate is listed, and marked untrusted
+        member, gone = registry.members.get(row["node_id"]), registry.retired.get(row["node_id"])
+        if member is not None:
+            row["proven"] = proof.member(member) is None
+        else:  # a runner proven by its enrollment in a line, or a legacy retired row
+            row["proven"] = gone is None or proof.retired(gone, dt.datetime.now(dt.UTC)) is None
+        row.pop("cert", None)
     if args.json:
         print_json({"mesh_id": registry.mesh_id, "name": registry.name, "members": rows})
         return 0
@@ -249,6 +260,8 @@ async def cmd_members(args: argparse.Namespace) -> int:
         if row.get("credential"):
             holder = f"  CI runner ({row['credential']}) until {row['expires_at']}"
         status = f"{row['status']}{extra}"
+        if not row["proven"]:
+            holder += "  NO CA PROOF: not trusted (decision 0047)"
         print(f"{row['node_id']}  {row['role']:<6}  {status}  joined {row['joined_at']}{holder}")
     return 0
 

@@ -155,7 +155,8 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         raise ConfigError(f"no lines under {home.root}; create one with `lifeline init`")
     local = _local_node_id(args)
     ca = home.ca_cert_path
-    signers: KnownSigners = FileSigners.load(home, local)
+    listed = FileSigners.load(home, local)
+    signers: KnownSigners = listed
     if ca.exists():  # runners are resolved from their enrollments, checked against the CA
         signers = EnrolledSigners(signers, load_ca_cert(home))
     policy = Policy(
@@ -184,14 +185,30 @@ async def cmd_verify(args: argparse.Namespace) -> int:
                 )
     ok = all(r.ok for r in reports)
     try:
+        unproven = [{"node_id": n, "reason": why} for n, why in listed.unproven]
         if args.json:  # written as the findings are read back: a line may hold millions
-            write_json(sys.stdout, {"ok": ok, "node_id": local}, reports)
+            head = {"ok": ok, "node_id": local, "unproven_members": unproven}
+            write_json(sys.stdout, head, reports)
         else:
             _print_reports(reports, require_signed=args.require_signed)
+            _print_unproven(unproven)
     finally:
         for report in reports:
             report.log.close()
     return 0 if ok else 1
+
+
+def _print_unproven(rows: list[dict[str, str]]) -> None:
+    """Members rows this node holds without the mesh CA's proof: not trusted (0047)."""
+    if not rows:
+        return
+    print(
+        f"\nmembers: {len(rows)} row(s) carry no proof from the mesh CA and are not trusted "
+        "(a row is proven by the node's certificate; `lifeline-mesh members --pull "
+        "HOST:PORT` fetches proven rows from a member)"
+    )
+    for row in rows:
+        print(f"  {row['node_id']}: {row['reason']}")
 
 
 def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:

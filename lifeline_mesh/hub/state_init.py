@@ -180,7 +180,8 @@ def _tls(
         ca = MeshCA(key, x509.load_pem_x509_certificate(ca_pem))
         tls_key = new_tls_key()
         role = _role(home, identity.node_id)
-        cert = ca.issue(make_csr(tls_key, identity.node_id), identity.node_id, role, now)
+        csr = make_csr(tls_key, identity.node_id)  # the CA key is here: its holder's mark
+        cert = ca.issue(csr, identity.node_id, role, now, ca_holder=True)
         _write(home, pem_key(tls_key), cert.public_bytes(serialization.Encoding.PEM), ca_pem)
         return "issued"
     if source is not None and source.tls_key_path.exists():

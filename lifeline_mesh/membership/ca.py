@@ -7,6 +7,7 @@ and runs ``revoke`` (see docs/security.md for why no delegated keys).
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import (
     TARGET_NAME,
+    URI_CA_HOLDER,
     URI_CREDENTIAL,
     URI_MESH,
     URI_NODE,
@@ -38,6 +40,7 @@ __all__ = [
     "NODE_VALID_DAYS",
     "MeshCA",
     "MeshInfo",
+    "cert_text",
     "create_mesh",
     "load_ca_cert",
     "make_csr",
@@ -156,12 +159,15 @@ class MeshCA:
         now: dt.datetime,
         not_after: dt.datetime | None = None,
         credential: str | None = None,
+        *,
+        ca_holder: bool = False,
     ) -> x509.Certificate:
         """Sign a node certificate for the P-256 key in ``csr_der``; only the key is taken.
 
         ``not_after`` shortens it and ``credential`` names the CI credential that enrolled
         it (an ephemeral runner's: the certificate is then its membership, carried with
-        what it signs — decision 0024); default NODE_VALID_DAYS."""
+        what it signs — decision 0024); default NODE_VALID_DAYS. ``ca_holder`` marks the
+        certificate of the node holding the CA key (what peers believe of that row)."""
         public = self.check_request(csr_der)
         names: list[x509.GeneralName] = [
             x509.DNSName(TARGET_NAME),
@@ -172,6 +178,8 @@ class MeshCA:
         ]
         if credential is not None:
             names.append(x509.UniformResourceIdentifier(URI_CREDENTIAL + credential))
+        if ca_holder:
+            names.append(x509.UniformResourceIdentifier(URI_CA_HOLDER))
         san = x509.SubjectAlternativeName(names)
         return (
             x509.CertificateBuilder()
@@ -221,16 +229,24 @@ def create_mesh(home: NodeHome, name: str, now: dt.datetime | None = None) -> Me
     identity, _ = NodeIdentity.load_or_create(home)
     ca = MeshCA.generate(name.strip(), now)
     tls_key = new_tls_key()
-    cert = ca.issue(make_csr(tls_key, identity.node_id), identity.node_id, MeshRole.MEMBER, now)
+    csr = make_csr(tls_key, identity.node_id)
+    cert = ca.issue(csr, identity.node_id, MeshRole.MEMBER, now, ca_holder=True)
     state_of(home).write(CA_KEY, pem_key(ca.key))
     files.write_atomic(home.tls_key_path, pem_key(tls_key), private=True)
     files.write_atomic(home.tls_cert_path, _pem(cert))
     files.write_atomic(home.ca_cert_path, _pem(ca.cert))
     state_of(home).write(CA_CERT, _pem(ca.cert))  # a hub's other processes read it there
     registry = Registry(mesh_id=ca.mesh_id, name=name.strip())
-    registry.add(Member.new(identity.public_key, MeshRole.MEMBER, now, ca_holder=True))
+    registry.add(
+        Member.new(identity.public_key, MeshRole.MEMBER, now, ca_holder=True, cert=cert_text(cert))
+    )
     registry.save(home)
     return MeshInfo(name.strip(), ca.mesh_id, identity.node_id, fingerprint(ca.cert).hex())
+
+
+def cert_text(cert: x509.Certificate) -> str:
+    """A certificate as a members row carries it: base64 of its DER (decision 0047)."""
+    return base64.b64encode(cert.public_bytes(serialization.Encoding.DER)).decode("ascii")
 
 
 def _pem(cert: x509.Certificate) -> bytes:

@@ -3,7 +3,8 @@
 grpcio cannot handshake with ed25519 TLS keys, so a node's TLS key is P-256 and its
 certificate, issued by the mesh CA, names the node's ed25519 node id, the mesh id and the
 role in URI SANs (``lifeline-mesh://node/<id>``); an ephemeral CI runner's also names the
-credential that enrolled it (``lifeline-mesh://credential/<name>``, decision 0024). TLS
+credential that enrolled it (``lifeline-mesh://credential/<name>``, decision 0024), and the
+CA holder's names ``lifeline-mesh://ca-holder`` (decision 0047). TLS
 hostname checks need a DNS name: every node certificate also carries the common name
 ``lifeline-mesh`` (channels override the target name to it, since certificates name nodes,
 not IP addresses) and ``<node id>.node``.
@@ -23,6 +24,7 @@ from lifeline_mesh.transport.authz import MeshRole
 
 __all__ = [
     "TARGET_NAME",
+    "URI_CA_HOLDER",
     "URI_CREDENTIAL",
     "URI_MESH",
     "URI_NODE",
@@ -39,6 +41,7 @@ URI_NODE = "lifeline-mesh://node/"
 URI_MESH = "lifeline-mesh://mesh/"
 URI_ROLE = "lifeline-mesh://role/"
 URI_CREDENTIAL = "lifeline-mesh://credential/"
+URI_CA_HOLDER = "lifeline-mesh://ca-holder"
 
 
 def node_dns_name(node_id: str) -> str:
@@ -64,6 +67,7 @@ class CertIdentity:
     mesh_id: str
     role: MeshRole
     credential: str | None = None  # the CI credential that enrolled an ephemeral runner
+    ca_holder: bool = False  # the CA named this node its holder (decision 0047)
 
 
 def identity_from_cert(pem: bytes) -> CertIdentity:
@@ -94,4 +98,5 @@ def identity_from_cert(pem: bytes) -> CertIdentity:
         mesh_id=mesh_id,
         role=MeshRole(role),
         credential=found[URI_CREDENTIAL],
+        ca_holder=URI_CA_HOLDER in uris,
     )

@@ -2,13 +2,15 @@
 
 ``whoami`` checks that a peer accepts us (and tells who it is); ``pull_membership``
 fetches a peer's signed revocation statements (imported only if they verify against our
-CA) and adds members we did not know — how a member catches up without the sync.
+CA) and the members rows whose CA certificates prove them (proof.py: an unproven row is
+refused and logged with the peer that sent it) — how a member catches up without the sync.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from typing import Any
 
 import grpc
@@ -16,6 +18,14 @@ import grpc
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
+from lifeline_mesh.membership.ca import load_ca_cert
+from lifeline_mesh.membership.proof import (
+    Refused,
+    RowProof,
+    attach_proofs,
+    merge_proven,
+    own_certificate,
+)
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import Revocation, RevocationList, import_revocations
 from lifeline_mesh.membership.tls import channel_credentials, channel_options
@@ -29,6 +39,7 @@ pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
 __all__ = ["CALL_TIMEOUT", "pull_membership", "whoami"]
 
 CALL_TIMEOUT = 10.0
+log = logging.getLogger(__name__)
 
 
 async def whoami(
@@ -47,9 +58,15 @@ async def whoami(
 
 
 async def pull_membership(
-    home: NodeHome, address: str, timeout: float = CALL_TIMEOUT
+    home: NodeHome,
+    address: str,
+    timeout: float = CALL_TIMEOUT,
+    logged: set[tuple[str, str, str]] | None = None,
 ) -> list[Revocation]:
-    """Import the revocations and new members ``address`` knows; returns new revocations."""
+    """Import the revocations and proven members ``address`` knows; returns new revocations.
+
+    Each refused row is logged (a warning naming ``address``) — once per (peer, row,
+    reason) when the caller keeps ``logged`` across sessions."""
     creds = channel_credentials(home)
     async with open_channel(address, creds, channel_options()) as ch:
         try:
@@ -63,13 +80,31 @@ async def pull_membership(
         theirs = Registry.from_json(json.loads(reply.members_json))
     except (ValueError, ConfigError, RecursionError) as exc:
         raise RemoteProtocolError(f"{address} sent a malformed members list ({exc})") from exc
+    proof = RowProof(load_ca_cert(home))
     with files.exclusive(home):  # a join or a revocation may write the registry meanwhile
         ours = Registry.load(home)
         before = ours.to_json()
-        ours.merge(theirs)  # adds unknown nodes only: a peer cannot change roles we know
-        ours.prune(dt.datetime.now(dt.UTC))
+        now = dt.datetime.now(dt.UTC)
+        refused = merge_proven(ours, theirs, proof, now)  # proven rows only
+        attach_proofs(ours, own_certificate(home), proof)  # our own row, if written before
+        ours.prune(now)
         for statement in RevocationList.load(home).statements.values():
             ours.mark_revoked(statement.node_id, statement.revoked_at)
         if ours.to_json() != before:  # written only when it changed (each session asks)
             ours.save(home)
+    _log_refused(address, refused, logged)
     return new
+
+
+def _log_refused(
+    address: str, refused: list[Refused], logged: set[tuple[str, str, str]] | None
+) -> None:
+    for row in refused:
+        key = (address, row.node_id, row.reason)
+        if logged is not None:
+            if key in logged:
+                continue
+            logged.add(key)
+        log.warning(
+            "members row for %s sent by peer %s refused: %s", row.node_id, address, row.reason
+        )

@@ -7,13 +7,16 @@
 3. Send a CSR for a fresh P-256 TLS key, the ed25519 public key with a signature over the
    request (proof of the node key) and an HMAC of the request keyed by the token secret's
    hash (proof of the token; the secret itself never leaves this node).
-4. Store the certificate, CA, members list and revocations; the key files are 0600.
+4. Store the certificate, CA, revocations and the members rows the CA's certificates prove
+   (proof.py; an unproven row is refused and logged); the key files are 0600.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +34,11 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.mesh_state import CA_CERT, state_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
-from lifeline_mesh.membership.ca import make_csr, new_tls_key, pem_key
+from lifeline_mesh.membership.ca import cert_text, make_csr, new_tls_key, pem_key
 from lifeline_mesh.membership.certs import fingerprint, identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.invite import Token, join_proof
-from lifeline_mesh.membership.registry import Registry
+from lifeline_mesh.membership.proof import RowProof, merge_proven
+from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import import_revocations
 from lifeline_mesh.membership.service import join_message
 from lifeline_mesh.membership.tls import channel_options, fetch_ca_pem
@@ -48,6 +52,7 @@ pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
 __all__ = ["JOIN_TIMEOUT", "Joined", "join", "join_request"]
 
 JOIN_TIMEOUT = 20.0
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,9 +110,32 @@ async def _join_via(
             raise error_from_rpc(exc, address) from exc
     try:
         _check_reply(reply, ca_pem, identity.node_id, mesh_id)
-        registry = Registry.from_json(json.loads(reply.members_json))
+        sent = Registry.from_json(json.loads(reply.members_json))
     except (ValueError, ConfigError, RecursionError) as exc:
         raise RemoteProtocolError(f"{address} sent a malformed join reply ({exc})") from exc
+    registry = Registry(mesh_id, sent.name)
+    proof = RowProof(x509.load_pem_x509_certificate(ca_pem))
+    for refused in merge_proven(registry, sent, proof, dt.datetime.now(dt.UTC)):
+        log.warning(
+            "members row for %s sent by peer %s refused: %s",
+            refused.node_id,
+            address,
+            refused.reason,
+        )
+    own = identity_from_cert(bytes(reply.node_cert_pem))
+    if identity.node_id not in registry.members:  # a CA holder older than decision 0047
+        cert = x509.load_pem_x509_certificate(bytes(reply.node_cert_pem))
+        expires = cert.not_valid_after_utc if own.credential else None
+        registry.add(
+            Member.new(
+                identity.public_key,
+                own.role,
+                dt.datetime.now(dt.UTC),
+                expires=expires,
+                credential=own.credential,
+                cert=cert_text(cert),
+            )
+        )
     _store(home, reply, registry, tls_key_pem=pem_key(tls_key))
     return Joined(identity.node_id, mesh_id, reply.role, address, False)
 

@@ -1,9 +1,12 @@
 """The members registry: ``<root>/.lifeline/mesh/members.json``.
 
 One entry per node: ``{node_id, role, status: active|revoked, revoked_at, joined_at,
-public_key}`` (public key in hex), plus ``expires_at`` and ``credential`` for an ephemeral
-CI runner. The CA holder's copy is the authoritative one; joiners get a copy with their
-certificate, and revocation statements (revocation.py) update every copy. The notary reads
+public_key, cert}`` (public key in hex), plus ``expires_at`` and ``credential`` for an
+ephemeral CI runner. ``cert`` is the row's evidence: the node certificate the mesh CA issued
+(base64 DER; it names the node id, mesh, role, credential and expiry). The file is a cache
+of those certificates and of the CA-signed revocations (revocation.py), never evidence by
+itself: what a peer sends is kept only when its certificate verifies (proof.py, decision
+0047), and status comes from the revocation statements, not from a row. The notary reads
 signer status from here (:func:`~lifeline_mesh.membership.revocation.signer_status`
 adds the revocation list).
 
@@ -11,7 +14,7 @@ Ephemeral runners do not stay members: once a runner's certificate has expired,
 :meth:`Registry.prune` drops it, leaving nothing behind — its membership travels with its
 signatures instead (the ``enrolled`` statement, decision 0024), so this list is bounded by
 the members and the runners running at once, not by the jobs ever run. ``retired`` holds
-the compact ``[node_id, expires_at, credential]`` rows of runners enrolled before that
+the compact ``[node_id, expires_at, credential, cert]`` rows of runners enrolled before that
 change (their lines carry no enrollment; ``carried`` is false): read, merged and kept, and
 added to only by those runners, so it stops growing once they have expired.
 """
@@ -52,6 +55,7 @@ class Member:
     # Its certificate travels in the lines it signs in (decision 0024): at expiry it leaves
     # no row. False for a runner enrolled before that change: it retires to a legacy row.
     carried: bool = False
+    cert: str | None = None  # the CA's certificate of this node, base64 DER (proof.py)
 
     @classmethod
     def new(
@@ -63,6 +67,7 @@ class Member:
         ca_holder: bool = False,
         expires: dt.datetime | None = None,
         credential: str | None = None,
+        cert: str | None = None,
     ) -> Member:
         key_hex, expires_at = public_key.hex(), iso(expires) if expires else None
         node_id = node_id_for(public_key)
@@ -77,6 +82,7 @@ class Member:
             expires_at,
             credential,
             carried=credential is not None,
+            cert=cert,
         )
 
     @classmethod
@@ -94,20 +100,27 @@ class Member:
 
 @dataclass(frozen=True, slots=True)
 class Retired:
-    """A runner that expired before decision 0024: a signer, no longer a member (legacy)."""
+    """A runner that expired before decision 0024: a signer, no longer a member (legacy).
+    ``cert`` is its certificate (the proof, decision 0047); rows written before carry none."""
 
     node_id: str
     expires_at: str
     credential: str
+    cert: str | None = None
 
     def row(self) -> list[str]:
-        return [self.node_id, self.expires_at, self.credential]
+        base = [self.node_id, self.expires_at, self.credential]
+        return base if self.cert is None else [*base, self.cert]
 
     @classmethod
     def from_row(cls, row: Any) -> Retired:
-        if not (isinstance(row, list) and len(row) == 3 and all(isinstance(x, str) for x in row)):
-            raise ConfigError(f"retired entry {row!r} is not [node_id, expires_at, credential]")
-        return cls(parse_node_id(row[0]), row[1], row[2])
+        if not (
+            isinstance(row, list) and len(row) in (3, 4) and all(isinstance(x, str) for x in row)
+        ):
+            raise ConfigError(
+                f"retired entry {row!r} is not [node_id, expires_at, credential, cert]"
+            )
+        return cls(parse_node_id(row[0]), row[1], row[2], row[3] if len(row) == 4 else None)
 
 
 @dataclass
@@ -158,17 +171,6 @@ class Registry:
             member = replace(member, status="revoked", revoked_at=old.revoked_at)
         self.members[member.node_id] = member
 
-    def merge(self, other: Registry) -> None:
-        """Take members we do not know yet (a copy from a peer of the same mesh)."""
-        if other.mesh_id != self.mesh_id:
-            raise ConfigError(f"members list of mesh {other.mesh_id} is not ours ({self.mesh_id})")
-        for node_id, member in other.members.items():
-            if node_id not in self.members and node_id not in self.retired:
-                self.members[node_id] = member
-        for node_id, retired in other.retired.items():
-            self.retired.setdefault(node_id, retired)
-            self.members.pop(node_id, None)
-
     def prune(self, now: dt.datetime) -> list[Member]:
         """Drop the ephemeral runners whose certificates have expired; returns them. One
         enrolled before decision 0024 (its lines carry no enrollment) retires to a row."""
@@ -179,7 +181,9 @@ class Registry:
         for member in gone:
             del self.members[member.node_id]
             if not member.carried and member.expires_at is not None:
-                row = Retired(member.node_id, member.expires_at, member.credential or "")
+                row = Retired(
+                    member.node_id, member.expires_at, member.credential or "", member.cert
+                )
                 self.retired[member.node_id] = row
         return gone
 
@@ -195,7 +199,7 @@ def _compact(member: Member) -> dict[str, Any]:
     """A member as JSON, without the two runner fields when they are empty (older readers
     and the synced list stay as they were for permanent members)."""
     data = asdict(member)
-    for name in ("expires_at", "credential"):
+    for name in ("expires_at", "credential", "cert"):
         if data[name] is None:
             del data[name]
     if not data["carried"]:

@@ -3,7 +3,9 @@
 Join runs on a port with server-authenticated TLS only, since the joiner has no certificate
 yet (``membership/join_port.py``, where Join is the only method); WhoAmI and Revocations
 need a member certificate and so are reached on the node's mutual-TLS port. Only the node
-holding the CA key can complete a join (docs/security.md).
+holding the CA key can complete a join (docs/security.md). The members list a node hands
+out holds only rows its CA certificates prove (decision 0047); a caller's certificate,
+verified by mutual TLS, proves the caller's own row when that row had no proof yet.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from lifeline_mesh.home.identity import NodeIdentity, node_id_for, verify_signat
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import MeshAuthorizer
-from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
+from lifeline_mesh.membership.ca import MeshCA, cert_text, load_ca_cert
 from lifeline_mesh.membership.certs import mesh_id_of
 from lifeline_mesh.membership.invite import InviteBook, join_proof
+from lifeline_mesh.membership.proof import RowProof, own_certificate, record_proofs
 from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import RevocationList, export_revocations
 from lifeline_mesh.transport.authz import Access, identity_of
@@ -63,7 +66,9 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
     def __init__(self, home: NodeHome, clock: Clock = _now) -> None:
         self.home = home
         self.clock = clock
-        self.mesh_id = mesh_id_of(load_ca_cert(home))
+        ca_cert = load_ca_cert(home)
+        self.mesh_id = mesh_id_of(ca_cert)
+        self.proof = RowProof(ca_cert)
         self.node_id = NodeIdentity.of(home).node_id
         self.authorizer = MeshAuthorizer(home, self.mesh_id)
 
@@ -119,13 +124,16 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
                 now,
                 expires=grant.cert_expires,
                 credential=grant.credential,
+                cert=cert_text(cert),
             )
-            registry.add(member)
+            # The certificate just issued is the row's proof; a revoked node was refused
+            # above, so nothing of an older row (status, role) survives into the new one.
+            registry.members[member.node_id] = member
             registry.save(self.home)
         return pb.JoinReply(
             node_cert_pem=cert.public_bytes(serialization.Encoding.PEM),
             ca_cert_pem=self.home.ca_cert_path.read_bytes(),
-            members_json=json.dumps(registry.to_json(), sort_keys=True),
+            members_json=self._proven_members(registry),
             revocations_json=export_revocations(self.home).decode(),
             role=role,
             mesh_id=self.mesh_id,
@@ -144,14 +152,29 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         )
 
     async def Revocations(self, request: Any, context: Any) -> Any:
+        peer = identity_of(context)
         try:
-            self.authorizer.caller(identity_of(context), Access.READ)
+            self.authorizer.caller(peer, Access.READ)
         except LifelineError as exc:
             await context.abort(status_for(exc), str(exc))
+        # The caller's certificate, which TLS just verified, proves its own row; ours too.
+        caller = list(peer.auth_context.get("x509_pem_cert") or ())[:1]
+        record_proofs(self.home, caller + own_certificate(self.home), self.proof)
         return pb.RevocationsReply(
             revocations_json=export_revocations(self.home).decode(),
-            members_json=json.dumps(Registry.load(self.home).to_json(), sort_keys=True),
+            members_json=self._proven_members(Registry.load(self.home)),
         )
+
+    def _proven_members(self, registry: Registry) -> str:
+        """The list as handed to a peer: only rows whose certificates prove them."""
+        registry.members = {
+            k: m for k, m in registry.members.items() if self.proof.member(m) is None
+        }
+        now = self.clock()
+        registry.retired = {
+            k: r for k, r in registry.retired.items() if self.proof.retired(r, now) is None
+        }
+        return json.dumps(registry.to_json(), sort_keys=True)
 
 
 def _check_sizes(request: Any) -> None:

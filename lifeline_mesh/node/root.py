@@ -140,6 +140,7 @@ class Node:
         # The node each static peer address was found to serve (its certificate), pinned
         # in the channels we dial there: what we send goes to that node or nowhere.
         self.pins = PeerPins(home)
+        self.refused_rows: set[tuple[str, str, str]] = set()  # members rows logged once
 
     @property
     def pg_snapshots(self) -> PgSnapshots:
@@ -478,7 +479,7 @@ class Node:
         options = self.security.channel_options
         if not self.security.insecure:
             # Learn the members and revocations the peer knows: signers we must accept.
-            await pull_membership(self.home, peer)
+            await pull_membership(self.home, peer, logged=self.refused_rows)
             options = await self.pins.pin(peer)
         reports = []
         for line in lines:

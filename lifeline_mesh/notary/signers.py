@@ -16,21 +16,32 @@ certificate expiry. Runners retired before decision 0024 are listed apart, in
 expiry (newer runners are proven by the ``enrolled`` statement in the line: enrollment.py).
 The signed revocations in ``revocations.json`` beside it mark their nodes revoked, members
 or not (a revoked runner is no member any more).
+
+On a node of a mesh (it holds the mesh CA certificate) the file is a cache, not evidence
+(decision 0047): a row counts only when its ``cert`` is the mesh CA's certificate of that
+node, role and credential (``membership/proof.py``); the others are listed in
+:attr:`FileSigners.unproven`, which ``verify`` reports. Without a mesh the list is this
+node's own configuration and is taken as written.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from cryptography import x509
+
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline_mesh.home.identity import parse_node_id
-from lifeline_mesh.home.mesh_state import MEMBERS, REVOCATIONS, state_of
+from lifeline_mesh.home.mesh_state import CA_CERT, MEMBERS, REVOCATIONS, MeshState, state_of
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.membership.proof import RowProof
+from lifeline_mesh.membership.registry import Member, Registry
 
 __all__ = ["FileSigners", "KnownSigners", "SignerState", "SignerStatus"]
 
@@ -64,6 +75,7 @@ class FileSigners:
         self._known = set(local)
         self._revoked = dict(revoked or {})
         self._expires = dict(expires or {})
+        self.unproven: list[tuple[str, str]] = []  # (node id, why) of rows not believed
 
     def status(self, node_id: str) -> SignerStatus:
         expires = self._expires.get(node_id)
@@ -80,8 +92,10 @@ class FileSigners:
         expires: dict[str, str] = {}
         state = state_of(home)
         members = state.read(MEMBERS)
+        unproven: list[tuple[str, str]] = []
         if members is not None:
-            for node_id, revoked_at, expires_at in _read_members(state.where(MEMBERS), members):
+            rows, unproven = _rows(state, members)
+            for node_id, revoked_at, expires_at in rows:
                 if revoked_at is None:
                     known.add(node_id)
                 else:
@@ -92,7 +106,49 @@ class FileSigners:
         for node_id, revoked_at in _read_revocations(state.where(REVOCATIONS), revocations):
             if revoked_at < revoked.get(node_id, "~"):
                 revoked[node_id] = revoked_at
-        return cls(known, revoked, expires)
+        signers = cls(known, revoked, expires)
+        signers.unproven = unproven
+        return signers
+
+
+Row = tuple[str, str | None, str | None]  # node id, revoked_at, expires_at
+
+
+def _rows(state: MeshState, members: bytes) -> tuple[list[Row], list[tuple[str, str]]]:
+    """The rows to believe and the unproven ones: with a mesh CA, only rows it certified."""
+    path = state.where(MEMBERS)
+    ca_pem = state.read(CA_CERT)
+    if ca_pem is None:
+        return _read_members(path, members), []
+    try:
+        registry = Registry.from_json(json.loads(members.decode("utf-8")))
+        proof = RowProof(x509.load_pem_x509_certificate(ca_pem))
+    except (ValueError, ConfigError) as exc:
+        raise ConfigError(
+            f"{path} is not a members list of this mesh ({exc}); restore it from another "
+            "member with `lifeline-mesh members --pull HOST:PORT`"
+        ) from exc
+    rows: list[Row] = []
+    unproven: list[tuple[str, str]] = []
+    for member in registry.members.values():
+        why = proof.member(member)
+        if why is not None:
+            unproven.append((member.node_id, why))
+            continue
+        when, end = (_ts(path, member.node_id, k, v) for k, v in _times(member))
+        rows.append((member.node_id, when, end))
+    now = dt.datetime.now(dt.UTC)
+    for gone in registry.retired.values():
+        why = proof.retired(gone, now)
+        if why is not None:
+            unproven.append((gone.node_id, f"retired row: {why}"))
+            continue
+        rows.append((gone.node_id, None, _ts(path, gone.node_id, "expires_at", gone.expires_at)))
+    return rows, unproven
+
+
+def _times(member: Member) -> tuple[tuple[str, str | None], tuple[str, str | None]]:
+    return ("revoked_at", member.revoked_at), ("expires_at", member.expires_at)
 
 
 def _read_members(path: str, text: bytes) -> list[tuple[str, str | None, str | None]]:
