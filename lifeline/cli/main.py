@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import errno
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from typing import NoReturn
 
 from lifeline import __version__
 from lifeline.cli.common import global_options
+from lifeline.cli.logformat import configure_logging
 from lifeline.errors import LifelineError
 
 __all__ = ["build_parser", "main", "make_parser", "run"]
@@ -49,7 +49,7 @@ LIGHT_COMMANDS = {
     "exam": "cmd_health",
     **dict.fromkeys(["relate", "graph"], "cmd_graph"),
 }
-_TAKES_VALUE = ("--root", "--line")
+_TAKES_VALUE = ("--root", "--line", "--log-format")
 
 # Writes the machine refuses: one line saying what to do, not a traceback.
 _CANNOT_WRITE = {
@@ -147,10 +147,7 @@ def _run_command(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
     verbose = bool(getattr(args, "verbose", False))
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(verbose=verbose, log_format=getattr(args, "log_format", "text"))
     try:
         code: int = _run_command(args)
         sys.stdout.flush()

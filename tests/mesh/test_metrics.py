@@ -1,0 +1,217 @@
+"""Watching a node run: `serve --metrics-listen` over real processes and real HTTP.
+
+Two `lifeline-mesh serve` processes in one mesh (mutual TLS), a write and the session it
+starts, then /metrics, /healthz and /readyz scraped over HTTP; `--log-format json` lines
+parsed; a taken metrics port refused with one line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.node.metrics import MetricsServer, NodeMetrics, readiness_of
+from lifeline_mesh.node.root import Node
+from tests.support.mesh_procs import (
+    cli,
+    free_ports,
+    join_mesh,
+    log_note,
+    serve,
+    shared_node,
+    wait_for_entry,
+)
+
+pytestmark = pytest.mark.slow
+
+
+def _get(address: str, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://{address}{path}", timeout=10) as resp:
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), exc.read().decode()
+
+
+def _value(text: str, name: str, **labels: str) -> float:
+    """The sum of ``name``'s samples whose labels include ``labels``."""
+    total = 0.0
+    for m in re.finditer(rf"^{name}(?:{{(.*?)}})? (\S+)$", text, re.M):
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m[1] or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m[2])
+    return total
+
+
+def _labels(text: str, name: str, label: str, **labels: str) -> set[str]:
+    """The values of ``label`` among ``name``'s samples whose labels include ``labels``."""
+    found = set()
+    for m in re.finditer(rf"^{name}{{(.*?)}} \S+$", text, re.M):
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m[1]))
+        if all(have.get(k) == v for k, v in labels.items()):
+            found.add(have[label])
+    return found
+
+
+def _metrics_line(proc: subprocess.Popen[str]) -> str:
+    """The line `serve` prints after `listening on` (and `join port on`, on the CA's)."""
+    assert proc.stdout is not None
+    for _ in range(2):
+        line = proc.stdout.readline().strip()
+        if not line.startswith("join port on "):
+            return line
+    return ""
+
+
+def _scrape_until(address: str, ok: str, deadline_s: float = 30.0) -> str:
+    """/metrics, scraped until ``ok`` (a regex) matches; the last text either way."""
+    end = time.monotonic() + deadline_s
+    while True:
+        status, text = _get(address, "/metrics")
+        assert status == 200
+        if re.search(ok, text, re.M) or time.monotonic() > end:
+            return text
+        time.sleep(0.1)
+
+
+def test_two_nodes_count_their_sessions_and_answer_health_checks(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    line_a, _ = shared_node(a), shared_node(b)
+    join_mesh(a, [b])
+    note = log_note(b, "written on b before it serves")  # b's first session carries it
+    pa, pb, ma = free_ports(3)
+    common = ["--no-discovery", "--log-format", "json"]
+    with (
+        serve(
+            a, "--listen", f"127.0.0.1:{pa}", "--metrics-listen", f"127.0.0.1:{ma}", *common
+        ) as node_a,
+        serve(
+            b,
+            "--listen",
+            f"127.0.0.1:{pb}",
+            "--peer",
+            f"127.0.0.1:{pa}",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            *common,
+        ) as node_b,
+    ):
+        assert _metrics_line(node_a) == f"metrics on 127.0.0.1:{ma}"
+        said = _metrics_line(node_b)
+        assert re.fullmatch(r"metrics on 127\.0\.0\.1:\d+", said), said
+        mb_address = said.split()[-1]  # port 0: the kernel chose
+        wait_for_entry(line_a, note)
+        ma_address = f"127.0.0.1:{ma}"
+
+        for address in (ma_address, mb_address):
+            assert _get(address, "/healthz") == (200, "ok\n")
+            assert _get(address, "/readyz") == (200, "ready\n")
+            assert _get(address, "/nope")[0] == 404
+
+        # a served b's session: counted in, by b's node id, with the entry received.
+        text_a = _scrape_until(ma_address, r'^lifeline_sessions_total\{.*direction="in"')
+        assert _value(text_a, "lifeline_sessions_total", direction="in", outcome="ok") >= 1
+        peers_in = _labels(text_a, "lifeline_sessions_total", "peer", direction="in")
+        node_b_id = json.loads(cli("lifeline_mesh", b, "id", "--json").stdout)["node_id"]
+        assert peers_in == {node_b_id}, text_a
+        assert _value(text_a, "lifeline_entries_total", direction="in") >= 1
+        assert _value(text_a, "lifeline_protocol_bytes_total", direction="in") > 0
+        assert _value(text_a, "lifeline_session_seconds_count", direction="in") >= 1
+        assert _value(text_a, "lifeline_store_bytes", line="ledger") > 0
+        assert _value(text_a, "lifeline_process_resident_bytes") > 10 << 20
+
+        # b dialed a: counted out, by a's address, with the entry sent; a is up.
+        text_b = _scrape_until(mb_address, r"^lifeline_in_sync_seconds_count [1-9]")
+        out = {"peer": f"127.0.0.1:{pa}", "direction": "out", "outcome": "ok"}
+        assert _value(text_b, "lifeline_sessions_total", **out) >= 1
+        assert _value(text_b, "lifeline_entries_total", direction="out") >= 1
+        assert _value(text_b, "lifeline_protocol_bytes_total", direction="out") > 0
+        assert _value(text_b, "lifeline_in_sync_seconds_count") >= 1
+        assert _value(text_b, "lifeline_peers", state="up") == 1
+        assert "lifeline_refusals_total" in text_b and "lifeline_watch_rows_total" in text_b
+
+        for proc in (node_a, node_b):
+            proc.send_signal(signal.SIGTERM)
+        err_a = node_a.communicate(timeout=30)[1]
+        err_b = node_b.communicate(timeout=30)[1]
+    assert node_a.returncode == 0 and node_b.returncode == 0, (err_a, err_b)
+    # --log-format json: every stderr line is one JSON object; the sessions name peer and line
+    events = [json.loads(line) for line in (err_a + err_b).splitlines() if line.strip()]
+    assert all({"ts", "level", "logger", "message"} <= set(e) for e in events), events
+    sessions = [e for e in events if e["message"].startswith("session ")]
+    assert any(e.get("peer") == f"127.0.0.1:{pa}" and e.get("line") == "ledger" for e in sessions)
+    assert any(e.get("peer") in peers_in and e.get("line") == "ledger" for e in sessions)
+
+
+def test_a_taken_metrics_port_is_refused_with_one_line(tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    shared_node(a)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        proc = subprocess.run(
+            [
+                *(sys.executable, "-m", "lifeline_mesh", "--root", str(a), "serve"),
+                *("--insecure", "--no-discovery", "--metrics-listen", f"127.0.0.1:{port}"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"cannot serve metrics on 127.0.0.1:{port}" in lines[0], lines
+    assert "--metrics-listen" in lines[0] and "listening on" not in proc.stdout
+
+
+def test_the_config_file_names_the_metrics_address(tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    shared_node(a)
+    config = NodeConfig.load(NodeHome(a))
+    config.metrics_listen = "127.0.0.1:0"
+    config.save(NodeHome(a))
+    with serve(a, "--insecure", "--no-discovery") as proc:
+        assert proc.stdout is not None
+        said = proc.stdout.readline().strip()
+        assert said.startswith("metrics on 127.0.0.1:"), said
+        assert _get(said.split()[-1], "/healthz")[0] == 200
+
+
+def test_readyz_is_503_until_the_node_listens(tmp_path: Path) -> None:
+    """In process: the endpoint answers 503 naming what is missing, then 200."""
+    a = tmp_path / "a"
+    shared_node(a)
+
+    async def run() -> None:
+        node = Node(NodeHome(a), insecure=True)
+        metrics = NodeMetrics(node)
+        server = MetricsServer(metrics.registry, readiness_of(node))
+        address = await server.start("127.0.0.1:0")
+        try:
+            status, body = await asyncio.to_thread(_get, address, "/readyz")
+            assert (status, body) == (503, "not ready: listening\n")
+            server.readiness.listening = True
+            assert await asyncio.to_thread(_get, address, "/readyz") == (200, "ready\n")
+            # A scraper that never sends its request is dropped, and others are served.
+            _, writer = await asyncio.open_connection(*address.split(":"))
+            assert (await asyncio.to_thread(_get, address, "/healthz"))[0] == 200
+            writer.close()
+        finally:
+            await server.stop()
+
+    assert NodeConfig().metrics_listen is None
+    asyncio.run(run())
