@@ -46,6 +46,11 @@ def _get(address: str, path: str) -> tuple[int, str]:
         return int(exc.code), exc.read().decode()
 
 
+def _probe(url: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "lifeline_mesh.node.probe", url]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
 def _value(text: str, name: str, **labels: str) -> float:
     """The sum of ``name``'s samples whose labels include ``labels``."""
     total = 0.0
@@ -204,8 +209,12 @@ def test_readyz_is_503_until_the_node_listens(tmp_path: Path) -> None:
         try:
             status, body = await asyncio.to_thread(_get, address, "/readyz")
             assert (status, body) == (503, "not ready: listening\n")
+            # the probe of the systemd unit and the image's health check says so, and fails
+            said = await asyncio.to_thread(_probe, f"http://{address}/readyz")
+            assert said.returncode == 1 and "HTTP 503: not ready: listening" in said.stderr
             server.readiness.listening = True
             assert await asyncio.to_thread(_get, address, "/readyz") == (200, "ready\n")
+            assert (await asyncio.to_thread(_probe, f"http://{address}/readyz")).returncode == 0
             # A scraper that never sends its request is dropped, and others are served.
             _, writer = await asyncio.open_connection(*address.split(":"))
             assert (await asyncio.to_thread(_get, address, "/healthz"))[0] == 200
