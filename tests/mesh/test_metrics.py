@@ -148,6 +148,16 @@ def test_two_nodes_count_their_sessions_and_answer_health_checks(tmp_path: Path)
         assert _value(text_b, "lifeline_peers", state="up") == 1
         assert "lifeline_refusals_total" in text_b and "lifeline_watch_rows_total" in text_b
 
+        # a line b shares and a does not: a refuses the session, counted by reason
+        cli("lifeline", b, "--line", "private-to-b", "init")
+        cli("lifeline_mesh", b, "share", "private-to-b")
+        refused = cli(
+            "lifeline_mesh", b, "sync", f"127.0.0.1:{pa}", "--line", "private-to-b", check=False
+        )
+        assert refused.returncode != 0 and "not shared" in refused.stderr, refused.stderr
+        text_a = _scrape_until(ma_address, r'^lifeline_refusals_total\{reason="Refused"\} 1')
+        assert _value(text_a, "lifeline_refusals_total", reason="Refused") == 1, text_a
+
         for proc in (node_a, node_b):
             proc.send_signal(signal.SIGTERM)
         err_a = node_a.communicate(timeout=30)[1]
