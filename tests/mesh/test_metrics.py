@@ -14,9 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -34,62 +31,9 @@ from tests.support.mesh_procs import (
     shared_node,
     wait_for_entry,
 )
+from tests.support.scrape import get, labels, metrics_line, probe, scrape_until, value
 
 pytestmark = pytest.mark.slow
-
-
-def _get(address: str, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://{address}{path}", timeout=10) as resp:
-            return int(resp.status), resp.read().decode()
-    except urllib.error.HTTPError as exc:
-        return int(exc.code), exc.read().decode()
-
-
-def _probe(url: str) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "lifeline_mesh.node.probe", url]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
-
-
-def _value(text: str, name: str, **labels: str) -> float:
-    """The sum of ``name``'s samples whose labels include ``labels``."""
-    total = 0.0
-    for m in re.finditer(rf"^{name}(?:{{(.*?)}})? (\S+)$", text, re.M):
-        have = dict(re.findall(r'(\w+)="([^"]*)"', m[1] or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            total += float(m[2])
-    return total
-
-
-def _labels(text: str, name: str, label: str, **labels: str) -> set[str]:
-    """The values of ``label`` among ``name``'s samples whose labels include ``labels``."""
-    found = set()
-    for m in re.finditer(rf"^{name}{{(.*?)}} \S+$", text, re.M):
-        have = dict(re.findall(r'(\w+)="([^"]*)"', m[1]))
-        if all(have.get(k) == v for k, v in labels.items()):
-            found.add(have[label])
-    return found
-
-
-def _metrics_line(proc: subprocess.Popen[str]) -> str:
-    """The line `serve` prints after `listening on` (and `join port on`, on the CA's)."""
-    assert proc.stdout is not None
-    for _ in range(2):
-        line = proc.stdout.readline().strip()
-        if not line.startswith("join port on "):
-            return line
-    return ""
-
-
-def _scrape_until(address: str, ok: str, deadline_s: float = 30.0) -> str:
-    """/metrics, scraped until ``ok`` (a regex) matches; the last text either way."""
-    end = time.monotonic() + deadline_s
-    while True:
-        status, text = _get(address, "/metrics")
-        assert status == 200
-        if re.search(ok, text, re.M) or time.monotonic() > end:
-            return text
-        time.sleep(0.1)
 
 
 def test_two_nodes_count_their_sessions_and_answer_health_checks(tmp_path: Path) -> None:
@@ -114,38 +58,38 @@ def test_two_nodes_count_their_sessions_and_answer_health_checks(tmp_path: Path)
             *common,
         ) as node_b,
     ):
-        assert _metrics_line(node_a) == f"metrics on 127.0.0.1:{ma}"
-        said = _metrics_line(node_b)
+        assert metrics_line(node_a) == f"metrics on 127.0.0.1:{ma}"
+        said = metrics_line(node_b)
         assert re.fullmatch(r"metrics on 127\.0\.0\.1:\d+", said), said
         mb_address = said.split()[-1]  # port 0: the kernel chose
         wait_for_entry(line_a, note)
         ma_address = f"127.0.0.1:{ma}"
 
         for address in (ma_address, mb_address):
-            assert _get(address, "/healthz") == (200, "ok\n")
-            assert _get(address, "/readyz") == (200, "ready\n")
-            assert _get(address, "/nope")[0] == 404
+            assert get(address, "/healthz") == (200, "ok\n")
+            assert get(address, "/readyz") == (200, "ready\n")
+            assert get(address, "/nope")[0] == 404
 
         # a served b's session: counted in, by b's node id, with the entry received.
-        text_a = _scrape_until(ma_address, r'^lifeline_sessions_total\{.*direction="in"')
-        assert _value(text_a, "lifeline_sessions_total", direction="in", outcome="ok") >= 1
-        peers_in = _labels(text_a, "lifeline_sessions_total", "peer", direction="in")
+        text_a = scrape_until(ma_address, r'^lifeline_sessions_total\{.*direction="in"')
+        assert value(text_a, "lifeline_sessions_total", direction="in", outcome="ok") >= 1
+        peers_in = labels(text_a, "lifeline_sessions_total", "peer", direction="in")
         node_b_id = json.loads(cli("lifeline_mesh", b, "id", "--json").stdout)["node_id"]
         assert peers_in == {node_b_id}, text_a
-        assert _value(text_a, "lifeline_entries_total", direction="in") >= 1
-        assert _value(text_a, "lifeline_protocol_bytes_total", direction="in") > 0
-        assert _value(text_a, "lifeline_session_seconds_count", direction="in") >= 1
-        assert _value(text_a, "lifeline_store_bytes", line="ledger") > 0
-        assert _value(text_a, "lifeline_process_resident_bytes") > 10 << 20
+        assert value(text_a, "lifeline_entries_total", direction="in") >= 1
+        assert value(text_a, "lifeline_protocol_bytes_total", direction="in") > 0
+        assert value(text_a, "lifeline_session_seconds_count", direction="in") >= 1
+        assert value(text_a, "lifeline_store_bytes", line="ledger") > 0
+        assert value(text_a, "lifeline_process_resident_bytes") > 10 << 20
 
         # b dialed a: counted out, by a's address, with the entry sent; a is up.
-        text_b = _scrape_until(mb_address, r"^lifeline_in_sync_seconds_count [1-9]")
+        text_b = scrape_until(mb_address, r"^lifeline_in_sync_seconds_count [1-9]")
         out = {"peer": f"127.0.0.1:{pa}", "direction": "out", "outcome": "ok"}
-        assert _value(text_b, "lifeline_sessions_total", **out) >= 1
-        assert _value(text_b, "lifeline_entries_total", direction="out") >= 1
-        assert _value(text_b, "lifeline_protocol_bytes_total", direction="out") > 0
-        assert _value(text_b, "lifeline_in_sync_seconds_count") >= 1
-        assert _value(text_b, "lifeline_peers", state="up") == 1
+        assert value(text_b, "lifeline_sessions_total", **out) >= 1
+        assert value(text_b, "lifeline_entries_total", direction="out") >= 1
+        assert value(text_b, "lifeline_protocol_bytes_total", direction="out") > 0
+        assert value(text_b, "lifeline_in_sync_seconds_count") >= 1
+        assert value(text_b, "lifeline_peers", state="up") == 1
         assert "lifeline_refusals_total" in text_b and "lifeline_watch_rows_total" in text_b
 
         # a line b shares and a does not: a refuses the session, counted by reason
@@ -155,8 +99,8 @@ def test_two_nodes_count_their_sessions_and_answer_health_checks(tmp_path: Path)
             "lifeline_mesh", b, "sync", f"127.0.0.1:{pa}", "--line", "private-to-b", check=False
         )
         assert refused.returncode != 0 and "not shared" in refused.stderr, refused.stderr
-        text_a = _scrape_until(ma_address, r'^lifeline_refusals_total\{reason="Refused"\} 1')
-        assert _value(text_a, "lifeline_refusals_total", reason="Refused") == 1, text_a
+        text_a = scrape_until(ma_address, r'^lifeline_refusals_total\{reason="Refused"\} 1')
+        assert value(text_a, "lifeline_refusals_total", reason="Refused") == 1, text_a
 
         for proc in (node_a, node_b):
             proc.send_signal(signal.SIGTERM)
@@ -203,7 +147,7 @@ def test_the_config_file_names_the_metrics_address(tmp_path: Path) -> None:
         assert proc.stdout is not None
         said = proc.stdout.readline().strip()
         assert said.startswith("metrics on 127.0.0.1:"), said
-        assert _get(said.split()[-1], "/healthz")[0] == 200
+        assert get(said.split()[-1], "/healthz")[0] == 200
 
 
 def test_readyz_is_503_until_the_node_listens(tmp_path: Path) -> None:
@@ -217,17 +161,17 @@ def test_readyz_is_503_until_the_node_listens(tmp_path: Path) -> None:
         server = MetricsServer(metrics.registry, readiness_of(node))
         address = await server.start("127.0.0.1:0")
         try:
-            status, body = await asyncio.to_thread(_get, address, "/readyz")
+            status, body = await asyncio.to_thread(get, address, "/readyz")
             assert (status, body) == (503, "not ready: listening\n")
             # the probe of the systemd unit and the image's health check says so, and fails
-            said = await asyncio.to_thread(_probe, f"http://{address}/readyz")
+            said = await asyncio.to_thread(probe, f"http://{address}/readyz")
             assert said.returncode == 1 and "HTTP 503: not ready: listening" in said.stderr
             server.readiness.listening = True
-            assert await asyncio.to_thread(_get, address, "/readyz") == (200, "ready\n")
-            assert (await asyncio.to_thread(_probe, f"http://{address}/readyz")).returncode == 0
+            assert await asyncio.to_thread(get, address, "/readyz") == (200, "ready\n")
+            assert (await asyncio.to_thread(probe, f"http://{address}/readyz")).returncode == 0
             # A scraper that never sends its request is dropped, and others are served.
             _, writer = await asyncio.open_connection(*address.split(":"))
-            assert (await asyncio.to_thread(_get, address, "/healthz"))[0] == 200
+            assert (await asyncio.to_thread(get, address, "/healthz"))[0] == 200
             writer.close()
         finally:
             await server.stop()
