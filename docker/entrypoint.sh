@@ -15,7 +15,9 @@
 #                   instead: `hub init --store URL` once (no invite: its TLS certificate is
 #                   issued from the CA key in the database), then `serve --store URL`, with a
 #                   join port whenever the database holds the mesh's CA key.
-#   health          exit 0 when this container's node is serving (the image's HEALTHCHECK).
+#   health          exit 0 when this container's node is serving and, with a metrics port,
+#                   its /readyz answers 200: store open, listening, certificates loaded (the
+#                   image's HEALTHCHECK).
 #   anything else   passed to lifeline-mesh, e.g. `members`, `verify --json`, `lines`.
 #
 # Settings (environment; defaults in the Dockerfile, per node in docker/compose.yaml):
@@ -31,6 +33,9 @@
 #   LIFELINE_MESH_INVITE_FOR    node names to invite (bootstrap), space separated
 #   LIFELINE_MESH_INVITE_TTL    how long those invites work (default 1h)
 #   LIFELINE_MESH_TOKENS        directory of invite files (default /tokens)
+#   LIFELINE_MESH_METRICS_LISTEN  Prometheus /metrics, /healthz, /readyz (image default
+#                               127.0.0.1:9420, for the health check; 0.0.0.0:9420 to scrape
+#                               from outside; empty: none)
 set -eu
 
 LINE="${LIFELINE_MESH_LINE:-ledger}"
@@ -39,6 +44,7 @@ LISTEN="${LIFELINE_MESH_LISTEN:-0.0.0.0:7420}"
 JOIN_LISTEN="${LIFELINE_MESH_JOIN_LISTEN:-0.0.0.0:7421}"
 MESH=".lifeline/mesh"
 STORE="${LIFELINE_MESH_STORE:-}"
+METRICS_LISTEN="${LIFELINE_MESH_METRICS_LISTEN:-}"
 
 say() { printf 'entrypoint: %s\n' "$*" >&2; }
 die() { say "$*"; exit 2; }
@@ -110,11 +116,17 @@ node() {
     elif [ -f "$MESH/ca.key" ]; then
         set -- "$@" --join-listen "$JOIN_LISTEN"
     fi
+    if [ -n "$METRICS_LISTEN" ]; then
+        set -- "$@" --metrics-listen "$METRICS_LISTEN"
+    fi
     exec lifeline-mesh serve --listen "$LISTEN" --no-discovery "$@"
 }
 
 health() {
-    lifeline-mesh status --json | grep -q '"serving": true'
+    lifeline-mesh status --json | grep -q '"serving": true' || return 1
+    [ -n "$METRICS_LISTEN" ] || return 0
+    # /readyz on the metrics port, over loopback (the port listens there or on every address)
+    python -m lifeline_mesh.node.probe "http://127.0.0.1:${METRICS_LISTEN##*:}/readyz"
 }
 
 case "${1:-node}" in

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeAlias
 
+from lifeline.cli.logformat import LOG_FORMATS
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError
 from lifeline.home import Home
@@ -58,6 +59,13 @@ def global_options(*, line: bool = True) -> argparse.ArgumentParser:
         action="store_true",
         default=argparse.SUPPRESS,
         help="show tracebacks and debug logs",
+    )
+    parent.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=argparse.SUPPRESS,
+        help="text (default) or json: one JSON object a line (ts, level, logger, message, "
+        "peer, line), with a node's sessions logged too",
     )
     return parent
 

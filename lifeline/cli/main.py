@@ -10,7 +10,6 @@ import argparse
 import asyncio
 import errno
 import importlib
-import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -19,6 +18,7 @@ from typing import Any, NoReturn
 
 from lifeline import __version__
 from lifeline.cli.common import global_options
+from lifeline.cli.logformat import configure_logging
 from lifeline.errors import LifelineError
 
 __all__ = ["build_parser", "main", "make_parser", "run"]
@@ -51,7 +51,7 @@ LIGHT_COMMANDS = {
     "sessions": "cmd_sessions",
     "hooks": "cmd_hooks",
 }
-_TAKES_VALUE = ("--root", "--line")
+_TAKES_VALUE = ("--root", "--line", "--log-format")
 
 # Writes the machine refuses: one line saying what to do, not a traceback.
 _CANNOT_WRITE = {
@@ -264,14 +264,7 @@ def _our_error(group: BaseExceptionGroup[BaseException]) -> LifelineError | None
 
 def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
     verbose = bool(getattr(args, "verbose", False))
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    # -v is for our own modules: the event loop's and the libraries' debug chatter (selector
-    # choice, every HTTP connection) says nothing about what this command did.
-    for noisy in ("asyncio", "grpc", "hpack", "httpcore", "httpx", "aiosqlite", "asyncpg"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging(verbose=verbose, log_format=getattr(args, "log_format", "text"))
     try:
         code: int = _run_command(args)
         sys.stdout.flush()

@@ -7,6 +7,7 @@ import asyncio
 import signal
 import sys
 from contextlib import AbstractAsyncContextManager, nullcontext
+from typing import TYPE_CHECKING
 
 from lifeline.cli.common import Commands, add_json_option, add_line_option, print_json
 from lifeline.errors import ConfigError, NotAuthenticated, PeerError
@@ -27,6 +28,9 @@ from lifeline_mesh.sync.fast import ENV, PLAIN, FastPaths
 from lifeline_mesh.sync.memory import SESSIONS, one_arena
 from lifeline_mesh.transport.addresses import address_arg, split_address
 from lifeline_mesh.transport.authz import MeshRole
+
+if TYPE_CHECKING:
+    from lifeline_mesh.node.metrics import MetricsServer
 
 __all__ = ["register"]
 
@@ -58,6 +62,15 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         help="keep the lines in a PostgreSQL database (postgresql://user@host/db) instead of "
         "the line files in .lifeline/: a hub; several serve processes may share one database "
         "(docs/hub.md)",
+    )
+    p.add_argument(
+        "--metrics-listen",
+        default=None,
+        type=address_arg(listen=True),
+        metavar="HOST:PORT",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics, with /healthz and /readyz "
+        "(default: the node config's metrics_listen, else none); printed as `metrics on "
+        "HOST:PORT` (docs/operations.md)",
     )
     add_peering_arguments(p)
     add_serve_ui_arguments(p)
@@ -153,14 +166,15 @@ async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
         store = hub_store(home, store)
     node = Node(home, insecure=args.insecure, fast=_fast(args), store_url=store)
     try:
-        if node.store_url is not None:
-            await node.database()  # unreachable: one line and a non-zero exit, before listening
-        return await _serve_node(args, node)
+        async with _metrics_beside(args, node) as metrics:
+            if node.store_url is not None:
+                await node.database()  # unreachable: one line and an exit, before listening
+            return await _serve_node(args, node, metrics)
     finally:
         await node.close()
 
 
-async def _serve_node(args: argparse.Namespace, node: Node) -> int:
+async def _serve_node(args: argparse.Namespace, node: Node, metrics: MetricsServer | None) -> int:
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
@@ -178,6 +192,9 @@ async def _serve_node(args: argparse.Namespace, node: Node) -> int:
         sys.stdout.write(f"listening on {address}\n")
         if node.join_address:
             sys.stdout.write(f"join port on {node.join_address}\n")
+        if metrics is not None:
+            metrics.readiness.listening = True
+            sys.stdout.write(f"metrics on {metrics.address}\n")
         sys.stdout.flush()
 
     sessions_line = _sessions_line(node.home) if args.sessions else None
@@ -201,6 +218,18 @@ def _sessions_line(home: NodeHome) -> str:
     from lifeline.sessions.config import load_session_settings
 
     return load_session_settings(home).line
+
+
+def _metrics_beside(
+    args: argparse.Namespace, node: Node
+) -> AbstractAsyncContextManager[MetricsServer | None]:
+    """``serve --metrics-listen`` (or the config's): metrics, imported only then."""
+    listen = args.metrics_listen or node.config().metrics_listen
+    if listen is None:
+        return nullcontext()
+    from lifeline_mesh.node.metrics import metrics_beside
+
+    return metrics_beside(node, listen)
 
 
 def _ui_beside(

@@ -1,8 +1,9 @@
 """The node's config file (``NodeHome.config_path``).
 
 ``config.json`` holds what the user set: which lines are shared with the mesh, static peers,
-the listen address. It is written 0600 (it names the node's peers); key material lives beside
-it, also 0600 and refused when other users can read it, and is never synced.
+the listen address, where metrics are served. It is written 0600 (it names the node's peers);
+key material lives beside it, also 0600 and refused when other users can read it,
+and is never synced.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ class NodeConfig:
     shared_lines: list[str] = field(default_factory=list)
     peers: list[str] = field(default_factory=list)
     listen: str = "127.0.0.1:0"
+    metrics_listen: str | None = None  # `serve --metrics-listen` (docs/operations.md)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -50,7 +52,11 @@ class NodeConfig:
             return cls()
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            known = {k: data.pop(k) for k in ("shared_lines", "peers", "listen") if k in data}
+            known = {
+                k: data.pop(k)
+                for k in ("shared_lines", "peers", "listen", "metrics_listen")
+                if k in data
+            }
             config = cls(**known, extra=data)
         except (ValueError, TypeError) as exc:
             raise ConfigError(

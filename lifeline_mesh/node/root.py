@@ -73,6 +73,7 @@ from lifeline_mesh.transport.server import SyncServer
 
 if TYPE_CHECKING:  # a hub's (--store): imported when used, `serve` of line files never does
     from lifeline.store.postgres import PgDatabase, PgStore
+    from lifeline_mesh.node.metrics import NodeMetrics
     from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 
 __all__ = ["NODE_LIMITS", "MembershipServer", "Node", "serve_membership"]
@@ -80,11 +81,9 @@ __all__ = ["NODE_LIMITS", "MembershipServer", "Node", "serve_membership"]
 log = logging.getLogger(__name__)
 
 # A node's sessions move large batches: up to 6,400 items per fetch, in frames of up to
-# 8 MiB (the protocol's defaults are 256 and 1 MiB; a peer's smaller frame limit still
-# wins). Each received batch is one transaction, and each commit writes every index page
-# its rows touched; ids are random, so a batch of 1,000 already touches a large share of
-# the leaves of a big line's id indexes, and larger batches write each such page once for
-# more rows (docs/benchmarks.md, "Figures behind the code").
+# 8 MiB (the protocol's: 256 and 1 MiB; a peer's smaller frame limit wins). Each batch is
+# one transaction writing every index page its random ids touch: larger batches write each
+# page once for more rows (docs/benchmarks.md, "Figures behind the code").
 NODE_LIMITS = SessionLimits(fetch_chunk=6400, max_frame_bytes=8 << 20)
 
 
@@ -104,16 +103,14 @@ class Node:
         self.store_url = store_url
         self._db: PgDatabase | None = None
         self.limits = limits or NODE_LIMITS
-        # The overlaps of every session (helper processes, read-ahead, pipelined admission);
-        # LIFELINE_FAST_PATHS=off or `--no-fast-paths` turns them off (sync/fast.py).
+        # Helper processes, read-ahead, pipelined admission; `--no-fast-paths` (sync/fast.py)
         self.fast = fast if fast is not None else FastPaths.from_env()
         self.security = TransportSecurity.for_home(home, insecure=insecure)
         self.clock = clock
         self.identity = NodeIdentity.maybe_of(home)
         self.join_address: str | None = None
         self._join_listen: str | None = None
-        # The entry set of each open session's store: what it admitted decides whether the
-        # session ends with a state statement.
+        # Each open session's entry set: what it admitted decides its state statement.
         self._admitting: weakref.WeakKeyDictionary[Store, NotarizedEntrySet] = (
             weakref.WeakKeyDictionary()
         )
@@ -124,23 +121,22 @@ class Node:
             make_sets=lambda store, source: self.make_sets(store, None, source),
             max_item_bytes=self.limits.max_item_bytes,
         )
-        # Changes of our shared lines, announced to the peers that watch us (Watch RPC),
-        # with their rows for the peers that take them.
+        # Changes of our shared lines, announced (with their rows) to the peers watching us
         self.changes = self._feed()
         self._watch: WatchService | None = None  # the server's, once it is made
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
         # The last snapshot of each set of each line, brought up to date per session.
         self.snapshots = SnapshotCache(directory=home.snapshots_dir)
-        # Who dialed each served session (node id or None), and what each session of ours
-        # left the peer holding: the scheduler's ``synced`` (fewer sessions per change).
+        # Who dialed each served session; what each of ours left the peer holding (``synced``)
         self._callers: weakref.WeakKeyDictionary[Store, str | None] = weakref.WeakKeyDictionary()
         self._held: weakref.WeakKeyDictionary[Store, int | None] = weakref.WeakKeyDictionary()
         self._peering: Peering | None = None
         self._pg_snapshots: PgSnapshots | None = None  # a hub's: up to date by bucket sums
-        # The node each static peer address was found to serve (its certificate), pinned
-        # in the channels we dial there: what we send goes to that node or nowhere.
+        # The node found serving at each static peer address (its certificate), pinned in
+        # the channels we dial there: what we send goes to that node or nowhere.
         self.pins = PeerPins(home)
         self.refused_rows: set[tuple[str, str, str]] = set()  # members rows logged once
+        self.metrics: NodeMetrics | None = None  # serve --metrics-listen (node/metrics.py)
 
     @property
     def pg_snapshots(self) -> PgSnapshots:
@@ -304,6 +300,7 @@ class Node:
         self._join_listen = join_listen
         # A fresh feed per server: stopping a server closes its feed for good.
         self.changes = self._feed()
+        inbound = InboundLog(self.home)
         server = SyncServer(
             self.open_line,
             self.is_shared,
@@ -314,11 +311,12 @@ class Node:
             extend=self._extend,
             side=self._join_port,
             announcements=self.changes,
-            on_session=InboundLog(self.home).record,
+            on_session=m.inbound(inbound.record) if (m := self.metrics) else inbound.record,
             fast=self.fast,
             node_id=self.identity.node_id if self.identity else None,
         )
         self._watch = server.watch
+        server.on_failure = None if self.metrics is None else self.metrics.refused
         return server
 
     def _row_takers(self) -> set[str]:
@@ -389,7 +387,7 @@ class Node:
         self._peering = Peering(
             home,
             options,
-            self.sync_peer,
+            self.sync_peer if self.metrics is None else self.metrics.timed(self.sync_peer),
             node_id=self.identity.node_id if self.identity else "",
             mesh_id=local_mesh_id(home),
             port=split_address(address)[1],
@@ -501,6 +499,8 @@ class Node:
                     self.pins.forget(peer)
                     raise
                 reports.append(report)
+                if self.metrics is not None:
+                    self.metrics.session(peer, line, "out", report)
             if held is not None:
                 held[line] = self._held.pop(store, None)
         return reports

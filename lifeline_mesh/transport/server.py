@@ -110,6 +110,8 @@ class SyncServer:
         self.reports: list[SyncReport] = []
         # The last reasons of refused or failed sessions, cut; ``failures.total`` counts all.
         self.failures = FailureRing()
+        # Told of each (what, error): the node's metrics count refusals by reason.
+        self.on_failure: Callable[[str, LifelineError], None] | None = None
         self.quiet_log = QuietLog(log)
         self.hello_timeout = HELLO_TIMEOUT_S
         self.max_waiting_hellos = MAX_WAITING_HELLOS
@@ -228,6 +230,8 @@ class SyncServer:
         self, context: grpc.aio.ServicerContext[Any, Any], what: str, exc: LifelineError
     ) -> None:
         self.failures.append(str(exc))
+        if self.on_failure is not None:
+            self.on_failure(what, exc)
         peer = context.peer() or "?"
         self.quiet_log.warning(peer_host(peer), "%s from %s: %s", what, peer, exc)
 

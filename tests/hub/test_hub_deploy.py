@@ -126,6 +126,7 @@ def test_the_unit_passes_systemd_analyze(tmp_path: Path) -> None:
     real = Path(sys.executable).with_name("lifeline-mesh")
     assert real.exists()
     text = UNIT.read_text(encoding="utf-8").replace("/opt/lifeline/bin/lifeline-mesh", str(real))
+    text = text.replace("/opt/lifeline/bin/python", sys.executable)  # the readiness probe
     copy = tmp_path / "lifeline-hub@1.service"
     copy.write_text(text, encoding="utf-8")
     done = subprocess.run(

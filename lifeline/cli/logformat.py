@@ -1,0 +1,52 @@
+"""How the CLIs log: ``--log-format text`` (the default, for people) or ``json`` (one JSON
+object a line, for machines: ``ts``, ``level``, ``logger``, ``message``, and ``peer`` /
+``line`` when the event names them through ``extra=``)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+
+__all__ = ["LOG_FORMATS", "JsonFormatter", "configure_logging"]
+
+LOG_FORMATS = ("text", "json")
+NAMED = ("peer", "line")  # fields an event may name through ``extra=``
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key in NAMED:
+            value = getattr(record, key, None)
+            if value is not None:
+                out[key] = str(value)
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, ensure_ascii=False)
+
+
+def configure_logging(*, verbose: bool, log_format: str) -> None:
+    """Warnings and errors (everything with ``-v``) on stderr. In JSON, a node's events
+    (``lifeline``/``lifeline_mesh`` loggers, level INFO) too: a machine reading the log
+    wants each session, not only what went wrong."""
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
+    # -v is for our own modules: the event loop's and the libraries' debug chatter (selector
+    # choice, every HTTP connection) says nothing about what this command did.
+    for noisy in ("asyncio", "grpc", "hpack", "httpcore", "httpx", "aiosqlite", "asyncpg"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if log_format == "json" and not verbose:
+        for name in ("lifeline", "lifeline_mesh"):
+            logging.getLogger(name).setLevel(logging.INFO)
