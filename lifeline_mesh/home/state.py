@@ -12,7 +12,8 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -44,6 +45,30 @@ class NodeState:
     discovery: bool = False
     interfaces: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+
+
+def serving_state(
+    home: NodeHome,
+    listen: str,
+    node_id: str | None,
+    lines: list[str],
+    *,
+    discovery: bool,
+    interfaces: Sequence[str],
+) -> NodeState:
+    """The state file of a node serving on ``listen`` from now (discovery only in a mesh)."""
+    mesh_id = local_mesh_id(home)
+    discovery = discovery and mesh_id is not None
+    return NodeState(
+        pid=os.getpid(),
+        listen=listen,
+        started_at=time.time(),
+        node_id=node_id,
+        mesh_id=mesh_id,
+        discovery=discovery,
+        interfaces=list(interfaces) if discovery else [],
+        lines=lines,
+    )
 
 
 def local_mesh_id(home: NodeHome) -> str | None:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -22,11 +20,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from lifeline.errors import (
-    LifelineError,
-    PeerError,
-    StoreError,
-)
+from lifeline.errors import LifelineError, PeerError, StoreError
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
 from lifeline.store.pg_dsn import is_pg_store
@@ -38,7 +32,7 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.inbound import InboundLog
 from lifeline_mesh.home.mesh_state import CA_KEY, state_of
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.home.state import NodeState, local_mesh_id, recorded_node_state
+from lifeline_mesh.home.state import local_mesh_id, recorded_node_state, serving_state
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.join_port import start_join_server
@@ -340,7 +334,15 @@ class Node:
         address = await server.start(listen)
         keeper = None if peering is None else self.peering(peering, address)
         try:
-            with recorded_node_state(self.home, self._state(address, peering)):
+            state = serving_state(
+                self.home,
+                address,
+                self.identity.node_id if self.identity else None,
+                self.config().shared_lines,
+                discovery=peering is not None and peering.discovery,
+                interfaces=peering.interfaces if peering else (),
+            )
+            with recorded_node_state(self.home, state):
                 async with AsyncExitStack() as feeds:
                     if self.store_url is not None:  # a hub: writes of every hub process
                         from lifeline_mesh.node.hub_feed import hub_feed
@@ -359,20 +361,6 @@ class Node:
         finally:
             await server.stop()
         return server
-
-    def _state(self, address: str, peering: PeeringOptions | None) -> NodeState:
-        mesh_id = local_mesh_id(self.home)
-        discovery = peering is not None and peering.discovery and mesh_id is not None
-        return NodeState(
-            pid=os.getpid(),
-            listen=address,
-            started_at=time.time(),
-            node_id=self.identity.node_id if self.identity else None,
-            mesh_id=mesh_id,
-            discovery=discovery,
-            interfaces=list(peering.interfaces) if peering and discovery else [],
-            lines=self.config().shared_lines,
-        )
 
     def peering(self, options: PeeringOptions, address: str) -> Peering:
         """Static peers, LAN discovery, the line watcher and the scheduler of this node."""
