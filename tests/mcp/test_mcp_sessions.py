@@ -56,9 +56,11 @@ async def test_agents_find_lost_work_and_get_its_bundle(tmp_path: Path) -> None:
         assert lost["count"] >= 1 and all(s["state"] for s in lost["sessions"])
         codex = next(s for s in lost["sessions"] if s["tool"] == "codex")
         assert codex["state"] == "crashed" and len(codex["outstanding"]["outstanding"]) == 2
-        small = await call_tool(client, "session_bundle", id=codex["id"], budget_tokens=450)
+        # the smallest that fits: every section named, each fact clipped or omitted (the
+        # start and end commits and the last failure of decision 0054 take ~120 B of it)
+        small = await call_tool(client, "session_bundle", id=codex["id"], budget_tokens=500)
         assert small["ready"] is True and small["bundle"].startswith("<!-- lifeline")
-        assert (len(small["bundle"].encode()) + 3) // 4 <= 450 and "…" in small["bundle"]
+        assert (len(small["bundle"].encode()) + 3) // 4 <= 500 and "…" in small["bundle"]
         data = await call_tool(client, "session_bundle", id=codex["id"], format="json")
         assert data["bundle"]["ready"] and data["bundle"]["slices"][0]["kind"] == "acceptance"
         by_scope = await call_tool(client, "session_bundle", scope=codex["scope"], format="json")
