@@ -139,3 +139,19 @@ def _node_id(root: Path) -> str:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
+
+
+def test_the_doc_uses_the_ports_of_the_unit_and_the_image() -> None:
+    # docs/hub.md, the systemd unit's example settings and the hub image speak of one pair
+    # of ports: sync on 7420, joins on 7421.
+    settings = (REPO / "deploy" / "systemd" / "lifeline-hub.env.example").read_text()
+    sync = re.search(r"^LIFELINE_HUB_LISTEN=\S+:(\d+)$", settings, re.M)
+    join = re.search(r"^LIFELINE_HUB_JOIN_LISTEN=\S+:(\d+)$", settings, re.M)
+    assert sync and join
+    compose = (REPO / "docker" / "compose.hub.yml").read_text()
+    assert f':{sync[1]}"' in compose and f':{join[1]}"' in compose  # hub-N's container ports
+    text = HUB_DOC.read_text(encoding="utf-8")
+    served = re.findall(r"serve --listen \S+:(\d+) --join-listen \S+:(\d+)", text)
+    assert served and set(served) == {(sync[1], join[1])}, served
+    named = set(re.findall(r"hub\.internal:(\d+)", text))
+    assert named == {sync[1], join[1]}, named
