@@ -12,7 +12,10 @@ The doc speaks of real hosts, so the test makes these substitutions, and no othe
   person leaves in the foreground) runs in the background on 127.0.0.1, free ports, and the
   script goes on once it printed its join port;
 - the block that copies "a laptop that is up to date" into the hub runs in a project that
-  has a shared `ledger` line holding one entry.
+  has a shared `ledger` line holding one entry;
+- the block that moves "the node that leads the mesh" in from `~/project` runs with HOME in
+  the temporary directory, where `~/project` is such a node (`lifeline-mesh init --new-mesh`)
+  with a `ledger` line holding one entry.
 
 The blocks that cannot run here are listed in SKIPPED_BLOCKS (a block holding one of these
 commands is not run), each with the reason and the test that covers it instead.
@@ -38,10 +41,6 @@ HUB_DOC = REPO / "docs" / "hub.md"
 BLOCKS = sh_blocks(HUB_DOC.read_text(encoding="utf-8"))
 
 SKIPPED_BLOCKS = {
-    "lifeline-mesh migrate-store ~/project postgresql://hub@db.internal/lifeline_hub": (
-        "needs the laptop node that leads the mesh in ~/project; tests/hub/test_hub_state.py "
-        "runs `hub init --from` and tests/hub/test_migrate_store.py `migrate-store`"
-    ),
     "systemctl daemon-reload && systemctl enable --now lifeline-hub@1": (
         "needs root and a booted systemd; tests/hub/test_hub_deploy.py parses these steps and "
         "the unit with the real argument parser and runs `systemd-analyze verify`"
@@ -62,6 +61,13 @@ LAPTOP = """\
 lifeline init
 lifeline log --kind decision --summary "Database: PostgreSQL" --body "The audit trail needs ACID."
 lifeline-mesh share ledger
+"""
+# What ~/project holds before the block that moves it into the hub: the mesh's CA holder.
+CA_HOLDER = """\
+mkdir -p ~/project
+lifeline --root ~/project init
+lifeline --root ~/project log --kind decision --summary "Database: PostgreSQL"
+lifeline-mesh --root ~/project init --new-mesh team
 """
 
 
@@ -84,6 +90,8 @@ def script(block: str, sandbox: Path) -> str:
         served = SERVE.match(line.strip())
         lines.append(_serve_in_background(served.group(1)) if served else line)
     prelude = LAPTOP if "lifeline-mesh migrate-store . " in block else ""
+    if "--from ~/project" in block:
+        prelude = CA_HOLDER
     return prelude + "\n".join(lines) + "\n"
 
 
@@ -117,15 +125,17 @@ def test_hub_doc_block_runs_as_written(index: int, pg_server: str, tmp_path: Pat
     project = tmp_path / "project"
     project.mkdir()
     url = asyncio.run(fresh_database(pg_server))
-    result = run_block(
-        script(block, tmp_path), project, env={"LIFELINE_HUB_STORE": url}, timeout=600
-    )
+    env = {"LIFELINE_HUB_STORE": url, "HOME": str(tmp_path / "home")}
+    result = run_block(script(block, tmp_path), project, env=env, timeout=600)
     assert result.returncode == 0, (
         f"docs/hub.md block {index} failed (exit {result.returncode})\n{block}\n"
         f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     )
     roots = sorted(set(re.findall(r"--root (/srv/\S+)", block)))
-    if roots:
+    if "--from ~/project" in block:
+        # The hub node is the laptop's node, and its line is in the database.
+        assert _node_id(tmp_path / "srv" / "hub1") == _node_id(tmp_path / "home" / "project")
+    elif roots:
         # Both processes served, and they are one node: the same id from either root.
         assert result.stdout.count("join port on ") == len(roots), result.stdout
         ids = {_node_id(tmp_path / root.lstrip("/")) for root in roots}
