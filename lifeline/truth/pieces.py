@@ -1,8 +1,11 @@
 """Pieces of a context: one rendered item (at several lengths) and the sections holding them.
 
 User text (summaries, bodies, checkpoint items) is always *inline*: one line, whitespace
-collapsed, ``<`` escaped, and placed after markup of ours (an id in backticks), so an entry
-cannot open a heading, a comment or a section of its own.
+collapsed, and placed after markup of ours (an id in backticks), so an entry cannot open a
+heading or a section of its own. The context is plain text for a model: ``a < b``,
+``Vec<T>`` and ``&`` reach it as written. Only an HTML comment opener ``<!--`` is written
+``&lt;!--``: where the context is shown rendered (a ``context.md`` on a forge), it would hide
+everything after it. Whoever renders the text as HTML escapes it there (the viewer does).
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ def short(entry_id: str) -> str:
 
 
 def inline(text: str) -> str:
-    """User text as one safe inline run."""
-    return " ".join(text.split()).replace("<", "&lt;")
+    """User text as one safe inline run: as written but for ``<!--`` (see the docstring)."""
+    return " ".join(text.split()).replace("<!--", "&lt;!--")
 
 
 def clip(text: str, limit: int) -> str:

@@ -18,6 +18,7 @@ from tests.support.readme_blocks import (
     README,
     SKIPPED,
     check_tour_output,
+    commands,
     run_block,
     runnable,
     sh_blocks,
@@ -26,12 +27,7 @@ from tests.support.readme_blocks import (
 
 def test_skipped_commands_are_still_in_the_readme() -> None:
     # A stale skip list would silently skip nothing; keep it honest.
-    commands = {
-        line.split("#", 1)[0].strip()
-        for block in sh_blocks(README.read_text(encoding="utf-8"))
-        for line in block.splitlines()
-    }
-    assert set(SKIPPED) <= commands
+    assert set(SKIPPED) <= commands(README.read_text(encoding="utf-8"))
 
 
 def test_readme_has_the_tour() -> None:

@@ -1,5 +1,7 @@
-"""The README's shell blocks, run as a new user runs them: by tests/docs/test_readme.py with
-this suite's commands and by tests/deploy/test_wheel.py with a freshly installed wheel's."""
+"""The shell blocks of our docs, run as a reader runs them: the README's by
+tests/docs/test_readme.py with this suite's commands and by tests/deploy/test_wheel.py with a
+freshly installed wheel's; docs/hub.md's by tests/docs/test_hub_doc.py and docs/user-guide.md's
+by tests/docs/test_user_guide.py, with the same ``sh_blocks``, ``commands`` and ``run_block``."""
 
 from __future__ import annotations
 
@@ -9,11 +11,21 @@ import re
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 from tests.support.paths import REPO
 
-__all__ = ["BLOCKS", "README", "SKIPPED", "check_tour_output", "run_block", "runnable", "sh_blocks"]
+__all__ = [
+    "BLOCKS",
+    "README",
+    "SKIPPED",
+    "check_tour_output",
+    "commands",
+    "run_block",
+    "runnable",
+    "sh_blocks",
+]
 
 README = REPO / "README.md"
 
@@ -27,7 +39,16 @@ SKIPPED = {
 
 
 def sh_blocks(text: str) -> list[str]:
-    return re.findall(r"^```sh\n(.*?)^```$", text, flags=re.M | re.S)
+    """Every fenced ```sh block of ``text``, a block indented in a list item dedented."""
+    found = re.findall(r"^( *)```sh\n(.*?)^\1```$", text, flags=re.M | re.S)
+    return [textwrap.dedent(body) for _, body in found]
+
+
+def commands(text: str) -> set[str]:
+    """The command lines of ``text``'s shell blocks, without trailing comments."""
+    return {
+        line.split("#", 1)[0].strip() for block in sh_blocks(text) for line in block.splitlines()
+    }
 
 
 def runnable(block: str) -> str:
@@ -41,27 +62,34 @@ def runnable(block: str) -> str:
 
 
 def run_block(
-    block: str, cwd: Path, bin_dir: Path = Path(sys.executable).parent
+    block: str,
+    cwd: Path,
+    bin_dir: Path = Path(sys.executable).parent,
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 90,
 ) -> subprocess.CompletedProcess[str]:
-    """``block`` run by ``sh -eu`` in ``cwd``, ``bin_dir`` (the commands' venv) first on PATH."""
-    env = {
+    """``block`` run by ``sh -eu`` in ``cwd``, ``bin_dir`` (the commands' venv) first on PATH,
+    with ``env`` added to the environment (what the doc tells its reader to set)."""
+    full_env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         "LIFELINE_AUTHOR": "readme",
+        **(env or {}),
     }
     # Its own process group, so a server the block left behind (a failed step) is stopped
     # with the group we created, and nothing else.
     proc = subprocess.Popen(
         ["sh", "-eu", "-c", block],
         cwd=cwd,
-        env=env,
+        env=full_env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
     try:
-        out, err = proc.communicate(timeout=90)
+        out, err = proc.communicate(timeout=timeout)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
