@@ -375,15 +375,20 @@ async def cmd_recover(args: argparse.Namespace) -> int:
         print(f"line {name!r} passes SQLite's integrity check; nothing to recover")
         return 0
     done = await recover_line(path)
+    scanned = (
+        f"; {done.scanned} of the entries read came from a scan of its pages, where SQLite "
+        "could not read them"
+    ) * bool(done.scanned)
     print(
-        f"recovered line {name!r}: kept {done.kept} entries; {done.unreadable} unreadable, "
-        f"{done.orphans} left out for a lost parent; the damaged file is {done.damaged}"
+        f"recovered line {name!r}: kept {done.kept} entries whose ids verify; "
+        f"{done.unreadable} rows lost (unreadable, or their ids no longer match), "
+        f"{done.orphans} left out for a lost parent{scanned}; the damaged file is kept as "
+        f"{done.damaged}"
     )
-    if done.unreadable or done.orphans:
-        print(
-            "get the rest back: `lifeline-mesh sync PEER` with a node that shares the line, "
-            f"or `lifeline --line {name} ingest` a LIFELINE file written before the damage; "
-            "signatures come back with a sync",
-            file=sys.stderr,
-        )
+    print(
+        "get the rest back: `lifeline-mesh sync PEER` with a node that shares the line "
+        "(it also brings back the signatures and attestations, which recovery does not copy), "
+        f"or `lifeline --line {name} ingest` a LIFELINE file written before the damage",
+        file=sys.stderr,
+    )
     return 0
