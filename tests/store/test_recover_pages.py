@@ -18,6 +18,7 @@ from lifeline.entry import Entry
 from lifeline.ledger import Draft, Ledger
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline
+from tests.support.mesh_procs import SYNC_JSON, cli, serve_insecure, shared_node
 
 PAGE = 4096
 COUNT = 300
@@ -111,3 +112,26 @@ def test_recover_reads_the_pages_sqlite_cannot(
     assert lifeline(tmp_path, "verify").returncode == 0
     assert lifeline(tmp_path, "context").returncode == 0
     assert lifeline(tmp_path, "log", "--kind", "note", "--summary", "after").returncode == 0
+
+
+@pytest.mark.slow
+def test_recover_then_sync_from_a_peer_brings_back_the_rest(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    asyncio.run(_fill(shared_node(a)))
+    line = shared_node(b)
+    with serve_insecure(a) as (_proc, address):
+        cli("lifeline_mesh", b, *SYNC_JSON, address)
+        original = {str(e["id"]) for e in _history(b)}
+        assert original == {str(e["id"]) for e in _history(a)}
+        _truncate(line)
+        mesh_verify = cli("lifeline_mesh", b, "verify", check=False)
+        assert mesh_verify.returncode != 0 and mesh_verify.stderr.count("\n") == 1
+        assert "lifeline --line ledger recover" in mesh_verify.stderr
+        assert "lifeline-mesh sync PEER" in mesh_verify.stderr
+
+        done = lifeline(b, "recover")
+        assert done.returncode == 0, done.stderr
+        assert 0 < len(_history(b)) < len(original)
+        cli("lifeline_mesh", b, *SYNC_JSON, address)
+    assert {str(e["id"]) for e in _history(b)} == original
+    assert lifeline(b, "verify").returncode == 0
