@@ -92,10 +92,11 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         "recover",
         parents=[parent],
         help="rebuild a damaged line from what still reads (keeps the damaged file)",
-        description="Copy every entry of the line that still reads, and whose id still "
+        description="Copy every entry of the line that still reads (through SQLite, and by "
+        "scanning the file's pages where SQLite cannot open or walk it), and whose id still "
         "matches its content, into a fresh file; the damaged one is kept as "
-        "<line>.db.damaged-<time>. Then sync with a peer or ingest a LIFELINE.md to get back "
-        "what was lost (docs/user-guide.md, Recovering a damaged line).",
+        "<line>.db.damaged-<time>. Then `lifeline-mesh sync PEER` (or ingest a LIFELINE.md) "
+        "to get back what was lost (docs/user-guide.md, Recovering a damaged line).",
     )
     p.set_defaults(func=cmd_recover)
 
