@@ -166,7 +166,7 @@ def _record(payload: bytes, header_only: bool = False) -> list[Any] | None:
             value, at = _value(kind, payload, at)
             values.append(value)
         return values
-    except (IndexError, ValueError, UnicodeDecodeError):
+    except (IndexError, ValueError, UnicodeDecodeError, struct.error):
         return None
 
 

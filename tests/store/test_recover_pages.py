@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 
 from lifeline.entry import Entry
 from lifeline.ledger import Draft, Ledger
+from lifeline.page_scan import scan_entry_rows
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline
 from tests.support.mesh_procs import SYNC_JSON, cli, serve_insecure, shared_node
@@ -135,3 +137,21 @@ def test_recover_then_sync_from_a_peer_brings_back_the_rest(tmp_path: Path) -> N
         cli("lifeline_mesh", b, *SYNC_JSON, address)
     assert {str(e["id"]) for e in _history(b)} == original
     assert lifeline(b, "verify").returncode == 0
+
+
+def test_the_page_scan_survives_any_bytes(tmp_path: Path) -> None:
+    """Garbage where pages should be — random bytes, pages that claim to be leaves with
+    wild cell pointers and lengths — yields no row and raises nothing."""
+    rng = random.Random(36)
+    junk = tmp_path / "junk.db"
+    for _ in range(40):
+        pages = []
+        for _ in range(8):
+            page = bytearray(rng.randbytes(PAGE))
+            page[0] = 0x0D  # a "leaf" with whatever follows
+            pages.append(bytes(page))
+        junk.write_bytes(b"".join(pages))
+        scan = scan_entry_rows(junk)
+        assert scan.rows == []
+    junk.write_bytes(b"")
+    assert scan_entry_rows(junk).rows == []
