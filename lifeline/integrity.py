@@ -139,7 +139,7 @@ def _readable(path: Path) -> tuple[dict[int, Entry], int, dict[str, str], int]:
     through_sqlite = len(good)
     scan = scan_entry_rows(path)
     _keep(scan.rows, good)
-    top = max([top, *good, *(int(row[0]) for row in scan.rows)])
+    top = max([top, scan.sequence, *good, *(int(row[0]) for row in scan.rows)])
     return good, top, external, len(good) - through_sqlite
 
 

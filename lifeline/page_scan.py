@@ -35,6 +35,7 @@ class Scan:
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []  # (seq, id, ts, ..., parents, dedup_key)
         self.broken = 0
+        self.sequence = 0  # the highest row number sqlite_sequence recorded for entries
 
 
 def _varint(buf: bytes, at: int) -> tuple[int, int]:
@@ -170,6 +171,16 @@ def _record(payload: bytes, header_only: bool = False) -> list[Any] | None:
         return None
 
 
+def _entries_sequence(payload: bytes) -> int:
+    """The row number of a ``sqlite_sequence`` record ``('entries', seq)``; 0 for others."""
+    if len(payload) < 11 or payload[:2] != b"\x03\x1b" or payload[3:10] != b"entries":
+        return 0  # a 3-byte header: TEXT of 7 bytes, then an integer
+    if not 1 <= payload[2] <= 6:
+        return 0
+    value, _ = _value(payload[2], payload, 10)
+    return max(0, int(value))
+
+
 def _cells(
     number: int, page: bytes, pages: dict[int, bytes], usable: int
 ) -> Iterator[tuple[int, bytes | None]]:
@@ -199,6 +210,7 @@ def scan_entry_rows(path: Path) -> Scan:
             if payload is None:
                 scan.broken += 1  # a long row whose overflow chain is gone
                 continue
+            scan.sequence = max(scan.sequence, _entries_sequence(payload))
             values = _record(payload)
             if values is not None:
                 scan.rows.append((rowid, *values[1:12]))

@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import stat
 from collections.abc import Callable
 from pathlib import Path
@@ -82,7 +83,10 @@ def test_recover_reads_the_pages_sqlite_cannot(
     assert done.returncode == 0, done.stderr
     assert "recovered line 'ledger': kept" in done.stdout
     assert "lifeline-mesh sync PEER" in done.stderr
-    kept = int(done.stdout.split("kept ")[1].split()[0])
+    counts = re.search(r"kept (\d+) .*; (\d+) rows lost .*, (\d+) left out", done.stdout)
+    assert counts, done.stdout
+    kept, lost, orphans = (int(n) for n in counts.groups())
+    assert kept + lost + orphans == len(original)  # every row accounted for
     assert kept > 0
 
     damaged = list((tmp_path / ".lifeline").glob("ledger.db.damaged-*Z"))
