@@ -2,22 +2,27 @@
 
 A line whose file fails ``PRAGMA quick_check`` refuses local writes (:func:`require_intact`):
 writing into a damaged b-tree can spread the damage, and reads already fail. Recovery
-(:func:`recover_line`, ``lifeline recover``) copies every entry that still reads, and whose
-id still matches its content, into a fresh file, parents before children, and keeps the
-damaged file beside it (``<line>.db.damaged-<time>``). What could not be read comes back by
+(:func:`recover_line`, ``lifeline recover``) copies every entry that still reads — through
+SQLite where it can, and from a scan of the file's pages where SQLite cannot open or walk
+it (:mod:`lifeline.page_scan`) — and whose id still matches its content, into a fresh file,
+parents before children, and keeps the damaged file beside it (``<line>.db.damaged-<time>``,
+0600). What could not be read comes back by
 syncing with a peer or ingesting a ``LIFELINE.md`` written before the damage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import LifelineError, StoreError
 from lifeline.home import Home
+from lifeline.page_scan import scan_entry_rows
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_open import read_only_uri, unwritable
 from lifeline.store.sqlite_reads import COLUMNS
@@ -68,43 +73,74 @@ async def require_intact(store: SqliteStore, line: str) -> None:
 @dataclass(frozen=True, slots=True)
 class Recovered:
     kept: int  # entries copied into the new file
-    unreadable: int  # rows SQLite could not read, or whose id no longer matches
+    unreadable: int  # rows lost: unreadable, or whose id no longer matches (up to the
+    # highest row number still seen; rows after it in a truncated file are not counted)
     orphans: int  # readable entries left out because a parent was lost
     damaged: Path  # where the damaged file now is
+    scanned: int = 0  # readable entries found only by scanning the pages (SQLite could not)
 
 
-def _rows(conn: sqlite3.Connection) -> tuple[list[Entry], int]:
-    """Every entry row that reads and verifies, by ranges of ``seq`` (one by one where a
-    range fails); and how many rows did not."""
-    from lifeline.store.rows import decode_row as _decode  # one rule for stored rows
-
+def _top(conn: sqlite3.Connection) -> int:
     try:
-        top = int(conn.execute("SELECT max(seq) FROM entries").fetchone()[0] or 0)
+        return int(conn.execute("SELECT max(seq) FROM entries").fetchone()[0] or 0)
     except sqlite3.DatabaseError:
         found = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'entries'").fetchone()
-        top = int(found[0])
+        return int(found[0])
+
+
+def _rows(conn: sqlite3.Connection) -> tuple[dict[int, Entry], int]:
+    """Every entry row that reads and verifies, by row number, read by ranges of ``seq``
+    (one by one where a range fails); and the highest row number the line had."""
+    top = _top(conn)
     sql = f"SELECT {COLUMNS} FROM entries WHERE seq BETWEEN ? AND ?"
-    good: list[Entry] = []
-    bad = 0
+    good: dict[int, Entry] = {}
     for start in range(1, top + 1, CHUNK):
         try:
             rows = conn.execute(sql, (start, start + CHUNK - 1)).fetchall()
         except sqlite3.DatabaseError:
             rows = []
             for seq in range(start, start + CHUNK):
-                try:
+                with contextlib.suppress(sqlite3.DatabaseError):
                     rows += conn.execute(sql, (seq, seq)).fetchall()
-                except sqlite3.DatabaseError:
-                    bad += 1
-        for row in rows:
-            try:
-                entry = _decode(row)
-                entry.verify()
-            except (ValueError, TypeError, LifelineError):
-                bad += 1
-                continue
-            good.append(entry)
-    return good, bad
+        _keep(rows, good)
+    return good, top
+
+
+def _keep(rows: list[tuple[Any, ...]], good: dict[int, Entry]) -> None:
+    from lifeline.store.rows import decode_row as _decode  # one rule for stored rows
+
+    for row in rows:
+        if row[0] in good:
+            continue
+        try:
+            entry = _decode(row)
+            entry.verify()
+        except (ValueError, TypeError, LifelineError):
+            continue
+        good[int(row[0])] = entry
+
+
+def _readable(path: Path) -> tuple[dict[int, Entry], int, dict[str, str], int]:
+    """What SQLite still reads of the file (nothing when it cannot open or walk it), then
+    what a scan of its pages finds beyond that (:mod:`lifeline.page_scan`); the highest row
+    number seen; the declared cross-line parents; how many entries only the scan found."""
+    good: dict[int, Entry] = {}
+    top = 0
+    external: dict[str, str] = {}
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            external = _externals(conn)
+            good, top = _rows(conn)
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        pass  # not even the schema reads: the page scan below is all there is
+    through_sqlite = len(good)
+    scan = scan_entry_rows(path)
+    _keep(scan.rows, good)
+    top = max([top, scan.sequence, *good, *(int(row[0]) for row in scan.rows)])
+    return good, top, external, len(good) - through_sqlite
 
 
 def _externals(conn: sqlite3.Connection) -> dict[str, str]:
@@ -147,12 +183,9 @@ async def recover_line(path: Path, now: dt.datetime | None = None) -> Recovered:
     stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
     damaged = Home.damaged_path(path, stamp)
     fresh = Home.recovering_path(path)
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
-    try:
-        readable, unreadable = _rows(conn)
-        external = _externals(conn)
-    finally:
-        conn.close()
+    found, top, external, scanned = _readable(path)
+    readable = [found[seq] for seq in sorted(found)]
+    unreadable = top - len(found)
     kept = _closed_under_parents(readable, external)
     for leftover in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm"))):
         leftover.unlink(missing_ok=True)
@@ -165,5 +198,6 @@ async def recover_line(path: Path, now: dt.datetime | None = None) -> Recovered:
         if side.exists():
             side.rename(damaged.with_name(damaged.name + suffix))
     path.rename(damaged)
+    damaged.chmod(0o600)
     fresh.rename(path)
-    return Recovered(len(kept), unreadable, len(readable) - len(kept), damaged)
+    return Recovered(len(kept), unreadable, len(readable) - len(kept), damaged, scanned)

@@ -92,10 +92,11 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         "recover",
         parents=[parent],
         help="rebuild a damaged line from what still reads (keeps the damaged file)",
-        description="Copy every entry of the line that still reads, and whose id still "
+        description="Copy every entry of the line that still reads (through SQLite, and by "
+        "scanning the file's pages where SQLite cannot open or walk it), and whose id still "
         "matches its content, into a fresh file; the damaged one is kept as "
-        "<line>.db.damaged-<time>. Then sync with a peer or ingest a LIFELINE.md to get back "
-        "what was lost (docs/user-guide.md, Recovering a damaged line).",
+        "<line>.db.damaged-<time>. Then `lifeline-mesh sync PEER` (or ingest a LIFELINE.md) "
+        "to get back what was lost (docs/user-guide.md, Recovering a damaged line).",
     )
     p.set_defaults(func=cmd_recover)
 
@@ -375,15 +376,20 @@ async def cmd_recover(args: argparse.Namespace) -> int:
         print(f"line {name!r} passes SQLite's integrity check; nothing to recover")
         return 0
     done = await recover_line(path)
+    scanned = (
+        f"; {done.scanned} of the entries read came from a scan of its pages, where SQLite "
+        "could not read them"
+    ) * bool(done.scanned)
     print(
-        f"recovered line {name!r}: kept {done.kept} entries; {done.unreadable} unreadable, "
-        f"{done.orphans} left out for a lost parent; the damaged file is {done.damaged}"
+        f"recovered line {name!r}: kept {done.kept} entries whose ids verify; "
+        f"{done.unreadable} rows lost (unreadable, or their ids no longer match), "
+        f"{done.orphans} left out for a lost parent{scanned}; the damaged file is kept as "
+        f"{done.damaged}"
     )
-    if done.unreadable or done.orphans:
-        print(
-            "get the rest back: `lifeline-mesh sync PEER` with a node that shares the line, "
-            f"or `lifeline --line {name} ingest` a LIFELINE file written before the damage; "
-            "signatures come back with a sync",
-            file=sys.stderr,
-        )
+    print(
+        "get the rest back: `lifeline-mesh sync PEER` with a node that shares the line "
+        "(it also brings back the signatures and attestations, which recovery does not copy), "
+        f"or `lifeline --line {name} ingest` a LIFELINE file written before the damage",
+        file=sys.stderr,
+    )
     return 0

@@ -24,6 +24,14 @@ def open_failure(path: Path, exc: sqlite3.Error) -> str:
             f"cannot open {path} ({text}): is the disk full? Free space and run it again; "
             "nothing was half-written"
         )
+    if "malformed" in text or "not a database" in text:
+        return (
+            f"cannot open {path} ({text}): the line file is damaged (or not a SQLite file) — "
+            f"run `lifeline --line {path.stem} recover` to keep what its pages still hold "
+            "(the damaged file is kept), "
+            "then `lifeline-mesh sync PEER` to get the rest back from a peer "
+            "(docs/user-guide.md, Recovering a damaged line)"
+        )
     return f"cannot open {path} as a SQLite ledger ({text}); is it a lifeline line file?"
 
 
