@@ -44,7 +44,7 @@ CAPABILITIES: tuple[str, ...] = ()
 KEEP_ALIVE_CAPABILITY = "keep-alive"
 # After a session that moved entries, each side sends the state statements it signed for
 # them (its closing round, docs/protocol.md) and stores the peer's (decision 0059).
-CLOSING_CAPABILITY = "closing-statements"
+CLOSING_CAPABILITY = "closing"
 
 
 class Role(enum.Enum):

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline_mesh.recon.entry_codec import ENTRIES
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 STATEMENTS = "statements"
 
 MAX_CLOSING_ITEMS = 256  # statements a peer may send in its closing round
-BATCH = 64  # statements per Items frame
+BATCH = 64  # statements per Items frame at most
 
 
 def wanted(session: Session) -> bool:
@@ -64,8 +64,10 @@ async def closing_round(
     own = next((s for s in sets if isinstance(s, Closing)), None)
     try:
         raws = list(await own.closing_items(session.line)) if own is not None else []
-        for at in range(0, len(raws), BATCH):
-            await send(Items(index, tuple(raws[at : at + BATCH])))
+        peer_cap = session.peer_hello.max_frame_bytes if session.peer_hello else 0
+        budget = min(session.limits.max_frame_bytes, peer_cap or session.limits.max_frame_bytes)
+        for batch in _batches(raws, budget // 2):
+            await send(Items(index, batch))
         await send(EndOfTurn())
         async with asyncio.timeout(timeout):
             received = await _read(recv)
@@ -75,8 +77,23 @@ async def closing_round(
         return (await target.admit(parsed, ())).added
     except (LifelineError, TimeoutError) as exc:
         log.warning("line %s: closing round given up (%s); the next session sends its "
-                    "statements", session.line, exc or "the peer sent nothing")  # fmt: skip
+                    "statements", session.line, str(exc) or "the peer sent nothing")  # fmt: skip
         return 0
+
+
+def _batches(raws: Sequence[bytes], budget: int) -> Iterator[tuple[bytes, ...]]:
+    """``raws`` in frames of at most ``BATCH`` items and ``budget`` bytes (one item over it
+    goes alone: a state statement's part is under the item cap, far under a frame)."""
+    batch: list[bytes] = []
+    size = 0
+    for raw in raws:
+        if batch and (len(batch) == BATCH or size + len(raw) > budget):
+            yield tuple(batch)
+            batch, size = [], 0
+        batch.append(raw)
+        size += len(raw)
+    if batch:
+        yield tuple(batch)
 
 
 async def _read(recv: Callable[[], Awaitable[Frame | ParsedItems | None]]) -> list[bytes]:
