@@ -40,12 +40,15 @@ MAX_CLOSING_ITEMS = 256  # statements a peer may send in its closing round
 BATCH = 64  # statements per Items frame at most
 
 
-def wanted(session: Session) -> bool:
-    """Whether this session ends with a closing round (both sides compute the same)."""
+def wanted(session: Session, sets: Sequence[ReconSet]) -> bool:
+    """Whether this session ends with a closing round (both sides compute the same: both
+    reconcile the statements set, both offered the round, and entries moved)."""
     peer = session.peer_hello
     if not session.limits.closing_round or peer is None:
         return False
-    if CLOSING_CAPABILITY not in peer.capabilities or STATEMENTS not in session.set_names:
+    if CLOSING_CAPABILITY not in peer.capabilities or STATEMENTS not in peer.sets:
+        return False
+    if not any(s.name == STATEMENTS for s in sets):
         return False
     stats = session.stats
     return stats.sent_by_set.get(ENTRIES, 0) + stats.received_by_set.get(ENTRIES, 0) > 0

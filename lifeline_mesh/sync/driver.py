@@ -138,7 +138,7 @@ async def _drive(
                     if effects:
                         continue
                     report.orphans_dropped = eff.orphans_dropped
-                    if closing.wanted(session):
+                    if closing.wanted(session, sets):
                         report.attestations_added += await closing.closing_round(
                             session, sets, busy.send, reader.recv_after_end, idle
                         )
