@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
 
 from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline_mesh.recon.entry_codec import ENTRIES
@@ -28,7 +29,7 @@ from lifeline_mesh.recon.session_state import CLOSING_CAPABILITY
 from lifeline_mesh.recon.sets import ParsedItems
 from lifeline_mesh.sync.port import Closing, ReconSet
 
-__all__ = ["MAX_CLOSING_ITEMS", "closing_round", "wanted"]
+__all__ = ["MAX_CLOSING_ITEMS", "Closed", "closing_round", "wanted"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,15 @@ STATEMENTS = "statements"
 
 MAX_CLOSING_ITEMS = 256  # statements a peer may send in its closing round
 BATCH = 64  # statements per Items frame at most
+
+
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """What a closing round moved: statements sent, received, and newly stored here."""
+
+    sent: int = 0
+    received: int = 0
+    added: int = 0
 
 
 def wanted(session: Session, sets: Sequence[ReconSet]) -> bool:
@@ -60,8 +70,8 @@ async def closing_round(
     send: Callable[[Frame], Awaitable[None]],
     recv: Callable[[], Awaitable[Frame | ParsedItems | None]],
     timeout: float,
-) -> int:
-    """Send what this side signs, store what the peer signed; the statements newly stored."""
+) -> Closed:
+    """Send what this side signs, store what the peer signed."""
     index = session.set_names.index(STATEMENTS)
     target = next(s for s in sets if s.name == STATEMENTS)
     own = next((s for s in sets if isinstance(s, Closing)), None)
@@ -75,13 +85,13 @@ async def closing_round(
         async with asyncio.timeout(timeout):
             received = await _read(recv)
         if not received:
-            return 0
+            return Closed(len(raws))
         parsed = [target.codec.parse(raw) for raw in received]
-        return (await target.admit(parsed, ())).added
+        return Closed(len(raws), len(received), (await target.admit(parsed, ())).added)
     except (LifelineError, TimeoutError) as exc:
         log.warning("line %s: closing round given up (%s); the next session sends its "
                     "statements", session.line, str(exc) or "the peer sent nothing")  # fmt: skip
-        return 0
+        return Closed()
 
 
 def _batches(raws: Sequence[bytes], budget: int) -> Iterator[tuple[bytes, ...]]:

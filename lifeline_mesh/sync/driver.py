@@ -138,12 +138,13 @@ async def _drive(
                     if effects:
                         continue
                     report.orphans_dropped = eff.orphans_dropped
+                    closed = closing.Closed()
                     if closing.wanted(session, sets):
-                        report.attestations_added += await closing.closing_round(
+                        closed = await closing.closing_round(
                             session, sets, busy.send, reader.recv_after_end, idle
                         )
                     clean = True
-                    return _finish(report, session, channel, clock() - started)
+                    return _finish(report, session, channel, clock() - started, closed)
                 if isinstance(eff, Failed):
                     raise eff.error
                 if isinstance(eff, Deliver):
@@ -393,12 +394,16 @@ async def _next_frame(
     return session.receive(frame, clock())
 
 
-def _finish(report: SyncReport, session: Session, channel: Channel, seconds: float) -> SyncReport:
+def _finish(
+    report: SyncReport, session: Session, channel: Channel, seconds: float, closed: closing.Closed
+) -> SyncReport:
     stats = session.stats
     report.entries_sent = stats.sent_by_set.get(ENTRIES, 0)
     report.entries_received = stats.received_by_set.get(ENTRIES, 0)
-    report.signatures_sent = stats.items_sent - report.entries_sent
-    report.signatures_received = stats.items_received - report.entries_received
+    # signatures and statements, those of the closing round included
+    report.signatures_sent = stats.items_sent - report.entries_sent + closed.sent
+    report.signatures_received = stats.items_received - report.entries_received + closed.received
+    report.attestations_added += closed.added
     report.round_trips = session.stats.rounds
     report.snapshots = stats.snapshots_loaded
     report.bytes_sent = channel.bytes_sent
