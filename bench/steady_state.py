@@ -1,6 +1,7 @@
 """The mesh at steady state, through the real CLI (issue 14, decision 0015).
 
     python bench/steady_state.py [--checks 20] [--entries 10000] [--joiners 20]
+                                 [--after-syncs 5] [--only after-sync]
 
 1. **No-op syncs.** Two signed nodes (`lifeline-mesh init`: every write carries its author
    attestation), one serving (`lifeline-mesh serve --insecure`); after they converge,
@@ -13,6 +14,10 @@
    which each entry carries once whatever happens) as a share of the entry bytes (target
    ≤ 2%), the author signatures' share for reference, and the last joiner's first-sync
    bytes against the first's (target ≤ 1.05×).
+3. **The sync after a sync** (decision 0059). Two signed nodes, one serving; `--after-syncs`
+   times: a write on the serving node (then one on each node), one `lifeline-mesh sync`,
+   then a second. Prints the second sync's round trips, bytes each way and what it added
+   (target: 1 round trip, < 200 B each way, nothing added), and the first sync's bytes.
 
 Nodes run with `--insecure` (no mesh CA): signatures are still made and verified; the
 membership check is what is off. To measure another tree (e.g. before decision 0015):
@@ -106,6 +111,47 @@ def no_op_checks(base: Path, checks: int) -> None:
         print(f"{key}: median {statistics.median(values)}, max {max(values)}")
 
 
+def after_sync(base: Path, rounds: int) -> None:
+    a, b = base / "after-a", base / "after-b"
+    for root in (a, b):
+        signed_node(root)
+    rows: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+    with serving(b) as (_proc, address):
+        sync(a, address)
+        for k in range(rounds):
+            for both in (False, True):
+                run(b, "lifeline", "log", "--kind", "note", "--summary", f"on b {k} {both}")
+                if both:
+                    run(a, "lifeline", "log", "--kind", "note", "--summary", f"on a {k}")
+                first = sync(a, address)
+                rows.append(("both sides" if both else "one side", first, sync(a, address)))
+    print(f"\n## The sync after a sync ({rounds} rounds of each; a write, a sync, a second sync)")
+    print("| writes on | 1st sync bytes out/in | 2nd sync round trips | 2nd bytes out/in "
+          "| 2nd items added |")  # fmt: skip
+    print("|---|---|---|---|---|")
+    for kind in ("one side", "both sides"):
+        mine = [(f, s) for w, f, s in rows if w == kind]
+        seconds = [s for _f, s in mine]
+
+        def span(values: list[int]) -> str:
+            return (
+                f"{min(values)}" if min(values) == max(values) else f"{min(values)}–{max(values)}"
+            )
+
+        added = [
+            int(s["entries_added"]) + int(s.get("attestations_added", 0)) for s in seconds
+        ]  # a tree before 0059 counts its signatures in entries_added
+        print(
+            f"| {kind} "
+            f"| {span([f['bytes_sent'] for f, _s in mine])}/"
+            f"{span([f['bytes_received'] for f, _s in mine])} "
+            f"| {span([s['round_trips'] for s in seconds])} "
+            f"| {span([s['bytes_sent'] for s in seconds])}/"
+            f"{span([s['bytes_received'] for s in seconds])} "
+            f"| {span(added)} |"
+        )
+
+
 async def fill(root: Path, n: int) -> int:
     """``n`` signed entries on ``root``'s line; returns their canonical bytes."""
     async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
@@ -161,10 +207,14 @@ def main() -> None:
     parser.add_argument("--checks", type=int, default=20)
     parser.add_argument("--entries", type=int, default=10_000)
     parser.add_argument("--joiners", type=int, default=20)
+    parser.add_argument("--after-syncs", type=int, default=5)
+    parser.add_argument("--only", choices=("after-sync",), help="run only this part")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        no_op_checks(Path(tmp), args.checks)
-        joiners(Path(tmp), args.entries, args.joiners)
+        if args.only is None:
+            no_op_checks(Path(tmp), args.checks)
+            joiners(Path(tmp), args.entries, args.joiners)
+        after_sync(Path(tmp), args.after_syncs)
 
 
 if __name__ == "__main__":

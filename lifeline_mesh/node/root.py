@@ -220,19 +220,23 @@ class Node:
             if store in self._callers:  # a session dialed to us: what it left is not known
                 self._inbound_ended(store, None, ok=ok)
 
-    async def _witness_state(self, store: Store, line: str) -> None:
-        """One state statement after a session that admitted new entries (none otherwise)."""
-        entries = self._admitting.pop(store, None)
+    async def _witness_state(
+        self, store: Store, line: str, entries: NotarizedEntrySet | None = None
+    ) -> list[bytes]:
+        """One state statement after a session that admitted new entries (none otherwise):
+        in its closing round (given ``entries``, decision 0059), else as it ends."""
+        entries = self._admitting.pop(store, None) if entries is None else entries
         if entries is None or not entries.admitted or self.identity is None:
-            return
+            return []
         if self.security.ephemeral:
             # A runner's statements would outlive it for nothing (the node it syncs with
             # witnesses what it wrote) and would grow the line by one per job.
-            return
+            return []
         try:
-            await attest_state(store, self.identity, line, self.clock)
+            return [a.item for a in await attest_state(store, self.identity, line, self.clock)]
         except LifelineError as exc:  # the entries are stored; the next session signs
             log.warning("line %s: no state statement signed: %s", line, exc)
+            return []
 
     def make_sets(
         self, store: Store, peer: SessionPeer | None = None, source: str | None = None
@@ -259,6 +263,7 @@ class Node:
             entries = NotarizedEntrySet(EntrySet(line, codec, self.snapshots), notary)
             cache = self.snapshots
         self._admitting[store] = entries
+        entries.on_close = lambda line: self._witness_state(store, line, entries)
         if peer is not None:  # a session dialed to us
             self._callers[store] = caller
             if self._peering is not None:

@@ -23,6 +23,7 @@ from lifeline_mesh.recon.summaries import (
 )
 
 __all__ = [
+    "CLOSING_CAPABILITY",
     "KEEP_ALIVE_CAPABILITY",
     "PROTOCOL_VERSION",
     "Role",
@@ -41,6 +42,9 @@ CAPABILITIES: tuple[str, ...] = ()
 # The sender of a hello with this reads KeepAlive frames (the driver sends them to it while
 # it builds a snapshot or stores a batch, so a long silence is not taken for a dead peer).
 KEEP_ALIVE_CAPABILITY = "keep-alive"
+# After a session that moved entries, each side sends the state statements it signed for
+# them (its closing round, docs/protocol.md) and stores the peer's (decision 0059).
+CLOSING_CAPABILITY = "closing"
 
 
 class Role(enum.Enum):
@@ -73,6 +77,9 @@ class SessionLimits:
     open_sums: bool = True
     # Read KeepAlive frames, and say so in the hello (off: a node from before them)
     keep_alive: bool = True
+    # Exchange the state statements a session's admissions made in a closing round, and
+    # say so in the hello (off: a node from before it; the next session carries them)
+    closing_round: bool = True
 
     def check_rounds(self, rounds: int) -> None:
         if rounds > self.max_rounds:
@@ -145,6 +152,8 @@ def capabilities(limits: SessionLimits, role: Role) -> tuple[str, ...]:
     caps: tuple[str, ...] = CAPABILITIES
     if limits.keep_alive:
         caps = (*caps, KEEP_ALIVE_CAPABILITY)
+    if limits.closing_round:
+        caps = (*caps, CLOSING_CAPABILITY)
     if limits.compact_ranges:
         caps = (*caps, COMPACT_CAPABILITY)
     if limits.set_summaries:

@@ -43,6 +43,7 @@ from lifeline_mesh.recon.frames import (
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.session_state import KEEP_ALIVE_CAPABILITY
 from lifeline_mesh.recon.sets import ParsedItem, ParsedItems
+from lifeline_mesh.sync import closing
 from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.entry_offload import preparse
 from lifeline_mesh.sync.fast import FAST, FastPaths
@@ -72,7 +73,8 @@ class SyncReport:
     role: str
     entries_sent: int = 0
     entries_received: int = 0
-    entries_added: int = 0  # items newly stored, every set
+    entries_added: int = 0  # entries newly stored
+    attestations_added: int = 0  # signatures and statements newly stored
     signatures_sent: int = 0
     signatures_received: int = 0
     ts_lowered: int = 0
@@ -136,8 +138,13 @@ async def _drive(
                     if effects:
                         continue
                     report.orphans_dropped = eff.orphans_dropped
+                    closed = closing.Closed()
+                    if closing.wanted(session, sets):
+                        closed = await closing.closing_round(
+                            session, sets, busy.send, reader.recv_after_end, idle
+                        )
                     clean = True
-                    return _finish(report, session, channel, clock() - started)
+                    return _finish(report, session, channel, clock() - started, closed)
                 if isinstance(eff, Failed):
                     raise eff.error
                 if isinstance(eff, Deliver):
@@ -259,7 +266,8 @@ class _Admitter:
         self._report = report
         self._depth = depth
         self._overlap = overlap
-        self._tasks: deque[asyncio.Task[AdmitResult | None]] = deque()
+        # each batch's store, and whether it holds entries (else signatures or statements)
+        self._tasks: deque[tuple[asyncio.Task[AdmitResult | None], bool]] = deque()
         self._settled = 0
 
     @property
@@ -276,11 +284,13 @@ class _Admitter:
             if failed:
                 return failed
         items = [i for i in eff.items if isinstance(i, ParsedItem)]
+        is_entries = target.name == ENTRIES
         if not self._overlap:
-            self._tasks.append(asyncio.ensure_future(_admit(target, items, eff)))
+            self._tasks.append((asyncio.ensure_future(_admit(target, items, eff)), is_entries))
             return await self.drain(session)
-        before = self._tasks[-1] if self._tasks else None
-        self._tasks.append(asyncio.ensure_future(_admit_after(before, target, items, eff)))
+        before = self._tasks[-1][0] if self._tasks else None
+        task = asyncio.ensure_future(_admit_after(before, target, items, eff))
+        self._tasks.append((task, is_entries))
         return []
 
     async def drain(self, session: Session) -> list[Effect]:
@@ -291,7 +301,7 @@ class _Admitter:
         return []
 
     async def _settle_oldest(self, session: Session) -> list[Effect]:
-        task = self._tasks.popleft()
+        task, is_entries = self._tasks.popleft()
         try:
             result = await task
         except RemoteProtocolError as exc:
@@ -301,7 +311,10 @@ class _Admitter:
         except LifelineError as exc:
             return session.fail(exc, "store")
         if result is not None:
-            self._report.entries_added += result.added
+            if is_entries:
+                self._report.entries_added += result.added
+            else:
+                self._report.attestations_added += result.added
             self._report.ts_lowered += result.updated
         self._settled += 1
         if self._settled % TRIM_EVERY == 0:
@@ -313,7 +326,7 @@ class _Admitter:
         failed one store nothing)."""
         while self._tasks:
             with contextlib.suppress(Exception):
-                await self._tasks.popleft()
+                await self._tasks.popleft()[0]
 
 
 async def _admit_after(
@@ -381,12 +394,16 @@ async def _next_frame(
     return session.receive(frame, clock())
 
 
-def _finish(report: SyncReport, session: Session, channel: Channel, seconds: float) -> SyncReport:
+def _finish(
+    report: SyncReport, session: Session, channel: Channel, seconds: float, closed: closing.Closed
+) -> SyncReport:
     stats = session.stats
     report.entries_sent = stats.sent_by_set.get(ENTRIES, 0)
     report.entries_received = stats.received_by_set.get(ENTRIES, 0)
-    report.signatures_sent = stats.items_sent - report.entries_sent
-    report.signatures_received = stats.items_received - report.entries_received
+    # signatures and statements, those of the closing round included
+    report.signatures_sent = stats.items_sent - report.entries_sent + closed.sent
+    report.signatures_received = stats.items_received - report.entries_received + closed.received
+    report.attestations_added += closed.added
     report.round_trips = session.stats.rounds
     report.snapshots = stats.snapshots_loaded
     report.bytes_sent = channel.bytes_sent

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from lifeline.entry import Entry
 from lifeline.errors import PermissionDenied
@@ -47,6 +47,13 @@ class NotarizedEntrySet(_Wrapper):
         self.inner = inner
         self.notary = notary
         self.admitted = 0  # entries newly stored in this session: a new state to witness
+        # Signs that state (the node's: line -> the statements' bytes), for the closing round
+        self.on_close: Callable[[str], Awaitable[Sequence[bytes]]] | None = None
+
+    async def closing_items(self, line: str) -> Sequence[bytes]:
+        if not self.admitted or self.on_close is None:
+            return []
+        return await self.on_close(line)
 
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]

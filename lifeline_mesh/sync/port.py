@@ -18,7 +18,15 @@ from typing import Protocol, runtime_checkable
 
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 
-__all__ = ["AdmitResult", "FetchResult", "Prepared", "Preparing", "ReconSet", "Summarizing"]
+__all__ = [
+    "AdmitResult",
+    "Closing",
+    "FetchResult",
+    "Prepared",
+    "Preparing",
+    "ReconSet",
+    "Summarizing",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +85,12 @@ class Summarizing(Protocol):
     now; the session then loads the snapshot)."""
 
     async def summary(self) -> SetSummary | None: ...
+
+
+@runtime_checkable
+class Closing(Protocol):
+    """Optional capability of a ReconSet: the items this side signs as a session that moved
+    entries ends (its state statements; none when it admitted nothing new), sent to the peer
+    in the session's closing round (decision 0059)."""
+
+    async def closing_items(self, line: str) -> Sequence[bytes]: ...

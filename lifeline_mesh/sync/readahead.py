@@ -59,6 +59,13 @@ class ReadAhead:
             raise item
         return item
 
+    async def recv_after_end(self) -> Frame | ParsedItems | None:
+        """The next frame after the session's end (its closing round): read from the channel
+        itself once the pump has stopped at ``Fin``."""
+        if self._depth and self._task is not None and self._task.done() and self._queue.empty():
+            return await self._read()
+        return await self.recv()
+
     async def _one(self) -> Frame | ParsedItems | None:
         """One frame read now. A wait given up (the idle timeout) leaves the read pending
         for the next call: cancelling it would cancel the whole gRPC call."""

@@ -4,6 +4,7 @@ entries, however many batches it took; none for a no-op session; and a first-wav
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import sqlite3
 from collections.abc import Sequence
@@ -62,10 +63,12 @@ async def test_a_whole_line_received_in_many_batches_gets_one_state(tmp_path: Pa
         [first] = await joiner.sync(address, ["ledger"])
         assert first.entries_received == 1200
         assert _states(joiner) == [joiner.identity.node_id]  # type: ignore[union-attr]
-        assert _states(origin) == []  # it learned nothing
+        # it learned nothing, and stored the joiner's statement in the closing round
+        assert _states(origin) == [joiner.identity.node_id]  # type: ignore[union-attr]
+        assert first.attestations_added == 0 and first.entries_added == 1200
         [second] = await joiner.sync(address, ["ledger"])
-        assert second.signatures_sent == 1 and second.entries_received == 0
-        assert len(_states(origin)) == 1 and len(_states(joiner)) == 1
+        assert second.round_trips == 1 and second.signatures_sent == 0
+        assert second.entries_received == 0
         for _ in range(3):
             [again] = await joiner.sync(address, ["ledger"])
             assert again.round_trips == 1 and again.signatures_sent == 0
@@ -126,10 +129,11 @@ async def test_a_pair_of_statements_made_together_in_the_wrong_order_is_accepted
         [first] = await joiner.sync(address, ["ledger"])
         assert first.entries_received == 30
         assert _states(joiner).count(origin.identity.node_id) == 2  # type: ignore[union-attr]
+        # the joiner's own statement crossed in the closing round, admitted there
+        assert joiner.identity.node_id in _states(origin)  # type: ignore[union-attr]
         [again] = await joiner.sync(address, ["ledger"])
-        assert again.signatures_sent == 1  # the joiner's own statement, admitted there
-        [third] = await joiner.sync(address, ["ledger"])
-        assert third.round_trips == 1  # in sync: nothing refused, nothing left over
+        assert again.round_trips == 1  # in sync: nothing refused, nothing left over
+        assert again.signatures_sent == again.signatures_received == 0
     async with joiner.open_line("ledger") as store:
         rows = await store.run_read(  # type: ignore[attr-defined]
             lambda c: [bytes(r[0]) for r in c.execute("SELECT item FROM statements")]
@@ -149,3 +153,28 @@ async def test_a_smaller_count_signed_seconds_later_is_still_a_rollback(tmp_path
         with pytest.raises(LifelineError, match="rolled back"):
             await joiner.sync(address, ["ledger"])
     assert _states(joiner) == []
+
+
+@pytest.mark.parametrize("old_serves", [True, False])
+async def test_a_node_from_before_the_closing_round_gets_the_statements_next_time(
+    tmp_path: Path, old_serves: bool
+) -> None:
+    """Decision 0059: a peer whose hello does not offer ``closing`` (a node from before it)
+    gets no closing round, either way round: the statements travel with the next session."""
+    before = dataclasses.replace(NODE_LIMITS, closing_round=False)
+    old, new = _signed(tmp_path / "old", limits=before), _signed(tmp_path / "new")
+    await write(old, chain(10, "old"))
+    await write(new, chain(5, "new"))
+    server, client = (old, new) if old_serves else (new, old)
+    async with serving(server) as (_server, address):
+        [first] = await client.sync(address, ["ledger"])
+        assert first.entries_added == (10 if client is new else 5)
+        # each signed its state; neither statement crossed in this session
+        for node, other in ((old, new), (new, old)):
+            assert other.identity.node_id not in _states(node)  # type: ignore[union-attr]
+        [second] = await client.sync(address, ["ledger"])
+        assert second.signatures_sent == second.signatures_received == 1
+        assert second.entries_added == 0 and second.attestations_added == 1
+        [third] = await client.sync(address, ["ledger"])
+        assert third.round_trips == 1 and third.signatures_received == 0
+    assert sorted(_states(old)) == sorted(_states(new))
