@@ -15,6 +15,7 @@ from lifeline.audit import Finding, Report, verify_store
 from lifeline.cli.common import (
     Commands,
     add_json_option,
+    creates_project,
     default_author,
     entry_text,
     external_checker,
@@ -39,6 +40,7 @@ __all__ = ["register"]
 def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("init", parents=[parent], help="create the line (default: ledger)")
     p.set_defaults(func=cmd_init)
+    creates_project(p)
 
     p = sub.add_parser("log", parents=[parent], help="append an entry; prints its id")
     p.add_argument("--kind", required=True, help=f"one of: {', '.join(sorted(KNOWN_KINDS))}")

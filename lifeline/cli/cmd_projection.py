@@ -9,7 +9,15 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import BinaryIO
 
-from lifeline.cli.common import Commands, add_json_option, home_of, line_of, open_line, print_json
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    creates_project,
+    home_of,
+    line_of,
+    open_line,
+    print_json,
+)
 from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import atomic_file
@@ -66,6 +74,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", type=Path, help="the markdown file to read")
     add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_ingest)
+    creates_project(p)
 
     p = sub.add_parser(
         "import", parents=[parent], help="import a ledger written by lifeline-context 0.6"
@@ -78,6 +87,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_import)
+    creates_project(p)
 
 
 def _warn_rows(problems: list[RowProblem], line: str) -> None:
