@@ -15,10 +15,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lifeline.cli.cmd_resume import register_into
-from lifeline.cli.common import Commands, add_json_option, home_of, print_json
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    add_line_option,
+    creates_project,
+    global_options,
+    home_of,
+    print_json,
+)
 from lifeline.errors import ConfigError
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
-from lifeline.sessions.config import SessionSettings, load_session_settings
+from lifeline.sessions.config import (
+    DEFAULT_SESSIONS_LINE,
+    SessionSettings,
+    load_session_settings,
+)
 from lifeline.sessions.model import SessionStatus, Tool
 from lifeline.sessions.render import header_lines, render_session, session_row
 from lifeline.sessions.scope import project_scope
@@ -34,7 +46,14 @@ __all__ = ["register"]
 _TOOLS = [t.value for t in Tool]
 
 
-def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, top: argparse.ArgumentParser) -> None:
+    # The global options, but a --line whose help names the sessions line's default.
+    parent = global_options(line=False)
+    add_line_option(
+        parent,
+        f"the sessions line (default: {DEFAULT_SESSIONS_LINE}, or sessions.line in "
+        ".lifeline/config.json)",
+    )
     p = sub.add_parser(
         "sessions",
         parents=[parent],
@@ -65,6 +84,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     add_json_option(q, "print the summary as JSON")
     q.set_defaults(func=cmd_ingest)
+    creates_project(q)
 
     q = inner.add_parser("list", parents=[parent], help="the sessions in the line")
     q.add_argument("--scope", help="only this scope ('.' for this project's); see `show`")
