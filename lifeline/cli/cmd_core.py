@@ -33,6 +33,7 @@ from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.port import RowProblem
 from lifeline.store.sqlite import SqliteStore
+from lifeline.wording import noun
 
 __all__ = ["register"]
 
@@ -289,20 +290,20 @@ def _one_line(text: str) -> str:
 
 async def cmd_lines(args: argparse.Namespace) -> int:
     home = home_of(args)
-    rows = []
+    counts: dict[str, int] = {}
     for name in home.line_names():
         async with home.open_line(name) as store:
-            rows.append({"line": name, "entries": await store.count()})
+            counts[name] = await store.count()
     loose = loose_modes(home)
     if loose:
         print(loose_warning(home, loose), file=sys.stderr)
     if args.json:
-        print_json(rows)
-    elif not rows:
+        print_json([{"line": name, "entries": n} for name, n in counts.items()])
+    elif not counts:
         print(f"no lines under {home.root}; create one with `lifeline init`")
     else:
-        for row in rows:
-            print(f"{row['line']:<20} {row['entries']:>8} entries")
+        for name, n in counts.items():
+            print(f"{name:<20} {n:>8} {noun(n, 'entry', 'entries')}")
     return 0
 
 

@@ -40,6 +40,7 @@ from lifeline.projection_file import write_projection
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import HARD_LIMITS, check_admissible, over_limits
+from lifeline.wording import count
 
 __all__ = ["register"]
 
@@ -133,7 +134,8 @@ async def cmd_render(args: argparse.Namespace) -> int:
                 )
                 if getattr(args, "verbose", False):
                     why = f" ({done.reason})" if done.reason else ""
-                    print(f"{done.mode}: {done.entries} entries written{why}", file=sys.stderr)
+                    written = count(done.entries, "entry", "entries")
+                    print(f"{done.mode}: {written} written{why}", file=sys.stderr)
     _warn_rows(problems, name)
     print(path)
     return 0
@@ -251,7 +253,8 @@ def _report(plans: list[LinePlan], as_json: bool, *, verb: str) -> None:
         print_json([p.to_dict() for p in plans])
         return
     for p in plans:
-        print(f"{verb} {p.size} entries ({p.added} new) into line {p.name!r} from {p.source}")
+        size = count(p.size, "entry", "entries")
+        print(f"{verb} {size} ({p.added} new) into line {p.name!r} from {p.source}")
         for parent, other in sorted(p.externals.items()):
             print(f"  cross-line parent {parent[:12]} -> line {other!r}")
         if p.anchors:

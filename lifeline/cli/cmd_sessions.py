@@ -35,6 +35,7 @@ from lifeline.sessions.model import SessionStatus, Tool
 from lifeline.sessions.render import header_lines, render_session, session_row
 from lifeline.sessions.scope import project_scope
 from lifeline.store.sqlite import SqliteStore
+from lifeline.wording import count
 
 if TYPE_CHECKING:  # the ingest machinery is imported by the commands that ingest, only:
     # `resume`, `list` and `show` start without it (docs/benchmarks.md, bundles)
@@ -154,8 +155,9 @@ class _Progress:
 
 def _summary(report: IngestReport) -> str:
     lines = [
-        f"{report.sessions} sessions ingested ({report.turns} turns, {report.items} items, "
-        f"{report.entries} entries written); {report.unchanged} unchanged, {report.empty} empty"
+        f"{count(report.sessions, 'session')} ingested ({count(report.turns, 'turn')}, "
+        f"{count(report.items, 'item')}, {count(report.entries, 'entry', 'entries')} written); "
+        f"{report.unchanged} unchanged, {report.empty} empty"
         + (
             f", {report.out_of_scope} outside this project (use --all)"
             if report.out_of_scope
