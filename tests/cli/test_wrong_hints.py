@@ -50,3 +50,9 @@ def test_sessions_help_names_the_sessions_lines_default() -> None:
         check=True,
     )
     assert "(default: ledger)" in " ".join(top.stdout.split())
+
+
+def test_an_option_of_another_command_is_not_suggested_back(tmp_path: Path) -> None:
+    done = lifeline(tmp_path, "sessions", "list", "--all")
+    assert done.returncode == 2 and "unrecognized arguments: --all" in done.stderr
+    assert "did you mean `--all`" not in done.stderr, done.stderr
