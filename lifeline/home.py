@@ -94,6 +94,11 @@ class Home:
     def line_path(self, name: str, *, must_exist: bool = False) -> Path:
         """The file of line ``name``."""
         path = self.dir / f"{validate_line_name(name)}{LINE_SUFFIX}"
+        if must_exist and not self.exists():
+            raise NotFound(
+                f"no lifeline project under {self.root} (it holds no {LEDGER_DIR}/); "
+                "create one with `lifeline init` in that folder"
+            )
         if must_exist and not path.exists():
             known = ", ".join(self.line_names()) or "none"
             raise NotFound(

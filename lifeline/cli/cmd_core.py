@@ -15,6 +15,7 @@ from lifeline.audit import Finding, Report, verify_store
 from lifeline.cli.common import (
     Commands,
     add_json_option,
+    creates_project,
     default_author,
     entry_text,
     external_checker,
@@ -32,6 +33,7 @@ from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.port import RowProblem
 from lifeline.store.sqlite import SqliteStore
+from lifeline.wording import noun
 
 __all__ = ["register"]
 
@@ -39,6 +41,7 @@ __all__ = ["register"]
 def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("init", parents=[parent], help="create the line (default: ledger)")
     p.set_defaults(func=cmd_init)
+    creates_project(p)
 
     p = sub.add_parser("log", parents=[parent], help="append an entry; prints its id")
     p.add_argument("--kind", required=True, help=f"one of: {', '.join(sorted(KNOWN_KINDS))}")
@@ -288,20 +291,20 @@ def _one_line(text: str) -> str:
 
 async def cmd_lines(args: argparse.Namespace) -> int:
     home = home_of(args)
-    rows = []
+    counts: dict[str, int] = {}
     for name in home.line_names():
         async with home.open_line(name) as store:
-            rows.append({"line": name, "entries": await store.count()})
+            counts[name] = await store.count()
     loose = loose_modes(home)
     if loose:
         print(loose_warning(home, loose), file=sys.stderr)
     if args.json:
-        print_json(rows)
-    elif not rows:
+        print_json([{"line": name, "entries": n} for name, n in counts.items()])
+    elif not counts:
         print(f"no lines under {home.root}; create one with `lifeline init`")
     else:
-        for row in rows:
-            print(f"{row['line']:<20} {row['entries']:>8} entries")
+        for name, n in counts.items():
+            print(f"{name:<20} {n:>8} {noun(n, 'entry', 'entries')}")
     return 0
 
 

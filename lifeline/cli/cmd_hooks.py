@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.cmd_resume import decisions_in_force
-from lifeline.cli.common import Commands
+from lifeline.cli.common import Commands, creates_project
 from lifeline.errors import LifelineError
 from lifeline.home import Home
 from lifeline.lines import DEFAULT_LINE
@@ -60,6 +60,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
             help="the tool's config folder (default: $CLAUDE_CONFIG_DIR, $CODEX_HOME, or ~/.…)",
         )
         q.set_defaults(func=cmd_install if name == "install" else cmd_uninstall)
+        creates_project(q)
     q = inner.add_parser(
         "run", parents=[parent], help="what the installed entries run (reads the event on stdin)"
     )

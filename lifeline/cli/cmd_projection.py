@@ -9,7 +9,15 @@ from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import BinaryIO
 
-from lifeline.cli.common import Commands, add_json_option, home_of, line_of, open_line, print_json
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    creates_project,
+    home_of,
+    line_of,
+    open_line,
+    print_json,
+)
 from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import atomic_file
@@ -32,6 +40,7 @@ from lifeline.projection_file import write_projection
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import HARD_LIMITS, check_admissible, over_limits
+from lifeline.wording import count
 
 __all__ = ["register"]
 
@@ -66,6 +75,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p.add_argument("file", metavar="FILE", type=Path, help="the markdown file to read")
     add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_ingest)
+    creates_project(p)
 
     p = sub.add_parser(
         "import", parents=[parent], help="import a ledger written by lifeline-context 0.6"
@@ -78,6 +88,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_import)
+    creates_project(p)
 
 
 def _warn_rows(problems: list[RowProblem], line: str) -> None:
@@ -123,7 +134,8 @@ async def cmd_render(args: argparse.Namespace) -> int:
                 )
                 if getattr(args, "verbose", False):
                     why = f" ({done.reason})" if done.reason else ""
-                    print(f"{done.mode}: {done.entries} entries written{why}", file=sys.stderr)
+                    written = count(done.entries, "entry", "entries")
+                    print(f"{done.mode}: {written} written{why}", file=sys.stderr)
     _warn_rows(problems, name)
     print(path)
     return 0
@@ -241,7 +253,8 @@ def _report(plans: list[LinePlan], as_json: bool, *, verb: str) -> None:
         print_json([p.to_dict() for p in plans])
         return
     for p in plans:
-        print(f"{verb} {p.size} entries ({p.added} new) into line {p.name!r} from {p.source}")
+        size = count(p.size, "entry", "entries")
+        print(f"{verb} {size} ({p.added} new) into line {p.name!r} from {p.source}")
         for parent, other in sorted(p.externals.items()):
             print(f"  cross-line parent {parent[:12]} -> line {other!r}")
         if p.anchors:

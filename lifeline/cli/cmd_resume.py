@@ -20,6 +20,7 @@ from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
 from lifeline.sessions.scope import project_scope
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
+from lifeline.wording import count
 
 __all__ = ["NOT_READY", "decisions_in_force", "register_into"]
 
@@ -185,7 +186,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     finally:
         await catalogue.store.close()
     print(
-        f"{report.sessions} sessions and {report.bundles} bundles written to {out} "
-        f"({report.files} files, Open Knowledge Format 0.2)"
+        f"{count(report.sessions, 'session')} and {count(report.bundles, 'bundle')} written "
+        f"to {out} ({count(report.files, 'file')}, Open Knowledge Format 0.2)"
     )
     return 0

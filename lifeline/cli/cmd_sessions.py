@@ -15,14 +15,27 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lifeline.cli.cmd_resume import register_into
-from lifeline.cli.common import Commands, add_json_option, home_of, print_json
+from lifeline.cli.common import (
+    Commands,
+    add_json_option,
+    add_line_option,
+    creates_project,
+    global_options,
+    home_of,
+    print_json,
+)
 from lifeline.errors import ConfigError
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
-from lifeline.sessions.config import SessionSettings, load_session_settings
+from lifeline.sessions.config import (
+    DEFAULT_SESSIONS_LINE,
+    SessionSettings,
+    load_session_settings,
+)
 from lifeline.sessions.model import SessionStatus, Tool
 from lifeline.sessions.render import header_lines, render_session, session_row
 from lifeline.sessions.scope import project_scope
 from lifeline.store.sqlite import SqliteStore
+from lifeline.wording import count
 
 if TYPE_CHECKING:  # the ingest machinery is imported by the commands that ingest, only:
     # `resume`, `list` and `show` start without it (docs/benchmarks.md, bundles)
@@ -34,7 +47,14 @@ __all__ = ["register"]
 _TOOLS = [t.value for t in Tool]
 
 
-def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
+def register(sub: Commands, top: argparse.ArgumentParser) -> None:
+    # The global options, but a --line whose help names the sessions line's default.
+    parent = global_options(line=False)
+    add_line_option(
+        parent,
+        f"the sessions line (default: {DEFAULT_SESSIONS_LINE}, or sessions.line in "
+        ".lifeline/config.json)",
+    )
     p = sub.add_parser(
         "sessions",
         parents=[parent],
@@ -65,6 +85,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     add_json_option(q, "print the summary as JSON")
     q.set_defaults(func=cmd_ingest)
+    creates_project(q)
 
     q = inner.add_parser("list", parents=[parent], help="the sessions in the line")
     q.add_argument("--scope", help="only this scope ('.' for this project's); see `show`")
@@ -134,8 +155,9 @@ class _Progress:
 
 def _summary(report: IngestReport) -> str:
     lines = [
-        f"{report.sessions} sessions ingested ({report.turns} turns, {report.items} items, "
-        f"{report.entries} entries written); {report.unchanged} unchanged, {report.empty} empty"
+        f"{count(report.sessions, 'session')} ingested ({count(report.turns, 'turn')}, "
+        f"{count(report.items, 'item')}, {count(report.entries, 'entry', 'entries')} written); "
+        f"{report.unchanged} unchanged, {report.empty} empty"
         + (
             f", {report.out_of_scope} outside this project (use --all)"
             if report.out_of_scope

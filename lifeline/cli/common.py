@@ -24,12 +24,14 @@ __all__ = [
     "Commands",
     "add_json_option",
     "add_line_option",
+    "creates_project",
     "default_author",
     "entry_text",
     "external_checker",
     "find_root",
     "global_options",
     "home_of",
+    "no_project_message",
     "open_line",
     "positive_int",
     "print_json",
@@ -49,7 +51,7 @@ def global_options(*, line: bool = True) -> argparse.ArgumentParser:
         type=Path,
         default=argparse.SUPPRESS,
         help="project root holding .lifeline/ (default: the nearest folder upward that "
-        "holds one, else the current directory)",
+        "holds one; commands that create one, such as init, use the current directory)",
     )
     if line:
         add_line_option(parent)
@@ -100,7 +102,7 @@ def root_of(args: argparse.Namespace) -> Path:
     given: Path | None = getattr(args, "root", None)
     if given is not None and getattr(args, "root_checked", False):
         return given
-    root = given if given is not None else find_root(Path.cwd())
+    root = given if given is not None else _found_root(args)
     if not root.is_dir():
         raise ConfigError(f"--root {root} is not a directory; pass the project folder")
     args.root, args.root_checked = root, True
@@ -108,6 +110,30 @@ def root_of(args: argparse.Namespace) -> Path:
         how = "--root" if given is not None else "found from the current directory"
         print(f"using project root {root.resolve()} ({how})", file=sys.stderr)
     return root
+
+
+def creates_project(parser: argparse.ArgumentParser) -> None:
+    """Mark a command that makes ``.lifeline/`` where it runs (``init``, ``join``...): run
+    outside any project, it creates one in the current folder instead of refusing."""
+    parser.set_defaults(creates_project=True)
+
+
+def no_project_message(start: Path) -> str:
+    """What a command that needs a project says when none holds ``start``."""
+    return (
+        f"no lifeline project found in {start} or above; run `lifeline init` in the "
+        "project's folder (or pass --root DIR)"
+    )
+
+
+def _found_root(args: argparse.Namespace) -> Path:
+    """The root found upward from the current directory; a command that only uses a project
+    refuses (one line) when there is none, rather than work in, or create, the wrong place."""
+    start = Path.cwd()
+    home = Home.find(start)
+    if not home.exists() and not getattr(args, "creates_project", False):
+        raise ConfigError(no_project_message(start))
+    return home.root
 
 
 def home_of(args: argparse.Namespace) -> Home:

@@ -84,6 +84,8 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         if not unknown or not unknown[1].startswith("-"):
             return message
         typed, offered = unknown[1].split("=", 1)[0], sorted(_option_strings(parser))
+    # an option of another command is no typo: naming it again would not help
+    offered = [o for o in offered if o != typed]
     close = difflib.get_close_matches(typed, offered, n=1, cutoff=0.6)
     if not close:
         return message

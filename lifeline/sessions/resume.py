@@ -139,7 +139,8 @@ def _pick_group(
     if not groups:
         raise NotReady(
             f"no sessions in scope {scope!r} to resume; "
-            "ingest them with `lifeline sessions ingest` or check `lifeline sessions list --all`"
+            "ingest them with `lifeline sessions ingest` (`--all` for every project's), or "
+            "see every scope's with `lifeline sessions list`"
         )
     return groups[0], groups[1:]
 

@@ -14,6 +14,7 @@ from lifeline.truth.budget import Budget
 from lifeline.truth.fit import fit
 from lifeline.truth.pieces import Section, inline, short
 from lifeline.truth.sections import Inputs, build_sections
+from lifeline.wording import count
 
 __all__ = ["Context", "assemble", "needed_ids", "recent_ids"]
 
@@ -88,7 +89,13 @@ def _header(inp: Inputs, line: str) -> str:
     if bad:
         out += ["## Integrity warning", ""]
         out.append(
-            f"- {len(bad)} entries do not match their ids and were left out of the truth: "
+            f"- {count(len(bad), 'entry', 'entries')} "
+            + (
+                "does not match its id and was"
+                if len(bad) == 1
+                else "do not match their ids and were"
+            )
+            + " left out of the truth: "
             + " ".join(f"`{short(i)}`" for i in sorted(bad)[:MARKER_IDS])
             + "; run `lifeline verify`"
         )
@@ -101,7 +108,7 @@ def _footer(inp: Inputs, tips: list[str]) -> str:
     who = ", ".join(f"{inline(k)} ({v})" for k, v in sorted(s.contributors.items()))
     tip_text = " ".join(f"`{short(t)}`" for t in tips[:4]) + (" …" if len(tips) > 4 else "")
     return (
-        f"---\n{s.count} entries · head `{s.head}` · tips {tip_text or '-'}\n"
+        f"---\n{count(s.count, 'entry', 'entries')} · head `{s.head}` · tips {tip_text or '-'}\n"
         f"contributors: {who or '-'}\n"
     )
 

@@ -35,6 +35,7 @@ from lifeline.lines import validate_line_name
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import deliver
 from lifeline.truth.service import build_context
+from lifeline.wording import count
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import fingerprint, identity_from_cert, mesh_id_of
@@ -122,7 +123,8 @@ async def start_job(
             pass
     job = CiJob(home, peer, lines, node_id)
     for report in await Node(home).sync(peer, lines):
-        _say(f"pulled line {report.line!r} from {peer}: {report.entries_received} entries")
+        got = count(report.entries_received, "entry", "entries")
+        _say(f"pulled line {report.line!r} from {peer}: {got}")
         job.sync_bytes += report.bytes_sent + report.bytes_received
     job.counts = {line: await _count(home, line) for line in lines}
     await write_context(job)

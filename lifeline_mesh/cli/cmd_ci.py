@@ -9,7 +9,7 @@ import argparse
 import os
 import sys
 
-from lifeline.cli.common import Commands, add_json_option, print_json
+from lifeline.cli.common import Commands, add_json_option, creates_project, print_json
 from lifeline.errors import ConfigError
 from lifeline_mesh.ci.job import CiJob, finish_job, ingest_sessions, run_command, start_job
 from lifeline_mesh.cli.cmd_membership import TOKEN_ENV
@@ -43,6 +43,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     _peer_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD…", help="the job")
     p.set_defaults(func=cmd_ci_run)
+    creates_project(p)
 
     p = steps.add_parser(
         "start",
@@ -51,11 +52,13 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     _peer_options(p)
     p.set_defaults(func=cmd_ci_start)
+    creates_project(p)
 
     p = steps.add_parser(
         "finish", parents=[parent], help="ingest agent sessions if possible, then sync back"
     )
     p.set_defaults(func=cmd_ci_finish)
+    creates_project(p)
 
     p = sub.add_parser(
         "credentials",

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lifeline.cli.common import home_of, print_json
+from lifeline.cli.common import creates_project, home_of, print_json
 from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
@@ -39,6 +39,7 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
     p.add_argument("--line", default=None, metavar="LINE", help="copy only this line")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_migrate_store)
+    creates_project(p)
 
 
 async def cmd_migrate_store(args: argparse.Namespace) -> int:
@@ -113,6 +114,7 @@ def register_hub(sub: Any, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_hub_init)
+    creates_project(p)
 
 
 def store_url(value: str) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from lifeline.cli.common import Commands, add_json_option, print_json
+from lifeline.cli.common import Commands, add_json_option, creates_project, print_json
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.identity import ensure_identity
 from lifeline_mesh.home.mesh_state import NODE_KEY, state_of
@@ -24,6 +24,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     add_json_option(p)
     p.set_defaults(func=cmd_init)
+    creates_project(p)
 
 
 async def cmd_init(args: argparse.Namespace) -> int:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from lifeline.cli.common import Commands, add_json_option, print_json
+from lifeline.cli.common import Commands, add_json_option, creates_project, print_json
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline_mesh.cli.home_arg import node_home
@@ -96,6 +96,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     add_json_option(p)
     p.set_defaults(func=cmd_join)
+    creates_project(p)
 
     p = sub.add_parser("revoke", parents=[parent], help="revoke a node (needs the CA key)")
     p.add_argument("node_id", metavar="NODE_ID")

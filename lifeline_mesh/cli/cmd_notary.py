@@ -17,6 +17,7 @@ from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
+from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.membership.ca import load_ca_cert
@@ -221,8 +222,9 @@ def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
     for report in sorted(reports, key=lambda r: r.ok):
         v = report.verdict
         print(
-            f"\nline {report.line!r}: {v.entries} entries ({v.signed} signed, {v.imported} "
-            f"imported, {v.unsigned} unsigned), {v.attestations} attestations, "
+            f"\nline {report.line!r}: {count(v.entries, 'entry', 'entries')} ({v.signed} "
+            f"signed, {v.imported} imported, {v.unsigned} unsigned), "
+            f"{count(v.attestations, 'attestation')}, "
             f"{report.log.fails} failure(s)"
         )
         for f in report.log.failures():

@@ -15,6 +15,7 @@ from lifeline.cli.common import Commands, add_json_option, print_json
 from lifeline.errors import ConfigError
 from lifeline.file_modes import loose_modes, loose_warning
 from lifeline.ignore import tracked_private_files
+from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.discovery.survey import survey
 from lifeline_mesh.home.config import NodeConfig
@@ -247,7 +248,8 @@ def render_status(report: dict[str, Any]) -> str:
     lines.append(f"peers:     {peers['total']} ({peers['failing']} failing)")
     for line in report["lines"]:
         shared = "shared" if line["shared"] else "private"
-        lines.append(f"line:      {line['name']}  {line['entries']} entries  {shared}")
+        held = count(line["entries"], "entry", "entries")
+        lines.append(f"line:      {line['name']}  {held}  {shared}")
     if not report["lines"]:
         lines.append("line:      none (create one with `lifeline init`)")
     return "\n".join(lines)

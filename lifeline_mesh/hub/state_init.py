@@ -10,9 +10,11 @@ database, or copied from ``source`` when the CA key lives on a laptop.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -31,6 +33,7 @@ from lifeline_mesh.home.mesh_state import (
     bind_state,
     binding_of,
     state_of,
+    unbind_state,
 )
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.hub.pg_state import PgState, shown_url
@@ -101,10 +104,32 @@ def init_hub(
         )
     db = PgState.for_url(url)
     held = set(db.names())  # also: the database is reachable, or one clear line
+    if new_mesh is not None and CA_CERT in held:
+        raise ConfigError("the hub node already belongs to a mesh; drop --new-mesh")
     report = HubInit("", url, created=NODE_KEY not in held)
     if source is not None:
         _import(FileState(source), db, held, report)
+    made = _made_paths(home)
     _bind(home, url, db)
+    try:
+        _set_up(home, db, report, held, new_mesh, source, now)
+    except BaseException:
+        if bound is None:  # refused: this root is left as it was, no hub.json behind
+            _unbind(home, made)
+        raise
+    return report
+
+
+def _set_up(
+    home: NodeHome,
+    db: PgState,
+    report: HubInit,
+    held: set[str],
+    new_mesh: str | None,
+    source: NodeHome | None,
+    now: dt.datetime | None,
+) -> None:
+    """The bound root's node identity, mesh and TLS credentials (into ``report``)."""
     identity, _ = NodeIdentity.load_or_create(home)
     report.node_id = identity.node_id
     if new_mesh is not None:
@@ -117,7 +142,22 @@ def init_hub(
     ca_pem = db.read(CA_CERT)
     if report.mesh_id is None and ca_pem is not None:
         report.mesh_id = mesh_id_of(x509.load_pem_x509_certificate(ca_pem))
-    return report
+
+
+def _made_paths(home: NodeHome) -> list[Path]:
+    """The folders ``hub init`` would create in ``home`` (deepest first): removed again,
+    when empty, if it is refused."""
+    return [p for p in (home.mesh_dir, home.dir) if not p.exists()]
+
+
+def _unbind(home: NodeHome, made: list[Path]) -> None:
+    unbind_state(home.root)
+    home.hub_binding_path.unlink(missing_ok=True)
+    for folder in made:
+        for leftover in (home.ignore_path,) if folder == home.dir else ():
+            leftover.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # not empty: something else is there now
+            folder.rmdir()
 
 
 def _import(files: FileState, db: PgState, held: set[str], report: HubInit) -> None:

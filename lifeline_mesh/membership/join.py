@@ -41,7 +41,11 @@ from lifeline_mesh.membership.proof import RowProof, merge_proven
 from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import import_revocations
 from lifeline_mesh.membership.service import join_message
-from lifeline_mesh.membership.tls import channel_options, fetch_ca_pem
+from lifeline_mesh.membership.tls import (
+    channel_options,
+    demands_client_certificate,
+    fetch_ca_pem,
+)
 from lifeline_mesh.transport.channels import open_channel
 from lifeline_mesh.transport.errors import error_from_rpc
 from lifeline_mesh.wire import membership_pb2 as pb
@@ -107,6 +111,14 @@ async def _join_via(
         try:
             reply = await pb_grpc.MembershipStub(ch).Join(request, timeout=timeout)
         except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.UNAVAILABLE and await asyncio.to_thread(
+                demands_client_certificate, address, timeout
+            ):  # it presented the mesh's CA, then wanted a member's certificate
+                raise PeerError(
+                    f"{address} is a node's sync port, not its join port; ask for an invite "
+                    "with --address <join port> (what `serve --join-listen` or "
+                    "`membership-serve` prints as its join port)"
+                ) from exc
             raise error_from_rpc(exc, address) from exc
     try:
         _check_reply(reply, ca_pem, identity.node_id, mesh_id)

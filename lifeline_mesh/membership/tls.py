@@ -35,6 +35,7 @@ __all__ = [
     "MAX_MESSAGE",
     "channel_credentials",
     "channel_options",
+    "demands_client_certificate",
     "fetch_ca_pem",
     "join_server_credentials",
     "server_credentials",
@@ -184,6 +185,31 @@ def fetch_ca_pem(address: str, pinned: bytes, timeout: float = FETCH_TIMEOUT) ->
         f"(fingerprint {pinned.hex()[:16]}…); it is not a member of that mesh — check the "
         "address, or ask for a new invite"
     )
+
+
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def demands_client_certificate(address: str, timeout: float = FETCH_TIMEOUT) -> bool:
+    """Whether ``address`` is a mutual-TLS port (a node's sync port) rather than a join port:
+    after a TLS 1.3 handshake without a client certificate, a join port answers the HTTP/2
+    preface with its settings, a mutual-TLS port ends the connection instead."""
+    host, port = split_address(address)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            context.wrap_socket(raw, server_hostname=TARGET_NAME) as tls,
+        ):
+            tls.sendall(_H2_PREFACE)
+            return tls.recv(9) == b""  # an HTTP/2 server sends a 9-byte frame header first
+    except ssl.SSLError:
+        return True  # the server's alert: a certificate is required
+    except OSError:
+        return False  # unreachable, or a reset: nothing to say about the port
 
 
 def _unverified_chain(tls: ssl.SSLSocket) -> list[bytes]:

@@ -57,6 +57,23 @@ class SessionSigners:
         return found
 
 
+def _no_certificate(home: NodeHome) -> str:
+    """What to do when ``home`` has no mesh certificate: a hub process root (docs/hub.md)
+    gets its credentials from `hub init`, a laptop from `init --new-mesh` or `join`."""
+    if home.hub_binding_path.exists():
+        return (
+            f"{home.root} is a hub process root ({home.relative(home.hub_binding_path)}) with "
+            "no mesh certificate: run `lifeline-mesh hub init --store URL` in it again to "
+            "issue or copy its TLS credentials (with --new-mesh NAME if the hub is in no mesh "
+            "yet), or serve it behind a TLS proxy with --insecure (docs/hub.md)"
+        )
+    return (
+        f"{home.root} has no mesh certificate: create a mesh with `lifeline-mesh init "
+        "--new-mesh NAME` or join one with `lifeline-mesh join -` (or, on loopback "
+        "only, pass --insecure)"
+    )
+
+
 @dataclass
 class TransportSecurity:
     insecure: bool
@@ -74,11 +91,7 @@ class TransportSecurity:
         if insecure:
             return cls(insecure=True)
         if not home.in_mesh():
-            raise ConfigError(
-                f"{home.root} has no mesh certificate: create a mesh with `lifeline-mesh init "
-                "--new-mesh NAME` or join one with `lifeline-mesh join -` (or, on loopback "
-                "only, pass --insecure)"
-            )
+            raise ConfigError(_no_certificate(home))
         ca = load_ca_cert(home)
         mesh_id = mesh_id_of(ca)
         own = identity_from_cert(home.tls_cert_path.read_bytes())

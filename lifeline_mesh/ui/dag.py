@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from markupsafe import Markup, escape
 
+from lifeline.wording import count
+
 __all__ = ["DagNode", "render_dag"]
 
 COL_W = 230
@@ -136,7 +138,7 @@ def render_dag(nodes: Sequence[DagNode], focus: str, href: Callable[[str], str])
     body = _edges(placed) + [
         _node(p, children.get(i, 0), focus, href(i)) for i, p in sorted(placed.items())
     ]
-    label = f"Graph of {len(placed)} entries around {focus[:12]}"
+    label = f"Graph of {count(len(placed), 'entry', 'entries')} around {focus[:12]}"
     return Markup(  # every piece of entry text above went through escape()
         f'<svg xmlns="http://www.w3.org/2000/svg" class="dag" role="group" '
         f'aria-label="{escape(label)}" width="{width}" height="{height}" '

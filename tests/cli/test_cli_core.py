@@ -142,7 +142,7 @@ def test_missing_line_is_an_error_and_creates_nothing(tmp_path: Path) -> None:
     for args in (["history"], ["--line", "nope", "show", "abc"], ["verify"], ["render"]):
         done = lifeline(tmp_path, *args)
         assert done.returncode == 2
-        assert "does not exist" in done.stderr
+        assert "no lifeline project under" in done.stderr, done.stderr
     assert list(tmp_path.iterdir()) == []
 
 

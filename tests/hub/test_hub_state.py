@@ -234,3 +234,24 @@ async def _hub_count(url: str) -> int:
         return int(await conn.fetchval("SELECT n FROM lines WHERE name = 'ledger'"))
     finally:
         await conn.close()
+
+
+def test_a_refused_hub_init_leaves_nothing_and_serve_gives_hub_advice(
+    pg_server: str, tmp_path: Path
+) -> None:
+    """`hub init --new-mesh` on a hub already in a mesh is refused and leaves the root as it
+    was (no hub.json); a hub root with no mesh certificate is told how to give a hub one."""
+    url = asyncio.run(fresh_database(pg_server))
+    _hub_init(tmp_path / "first", url, "--new-mesh", "team")
+    second = tmp_path / "second"
+    second.mkdir()
+    done = _mesh(second, "hub", "init", "--store", url, "--new-mesh", "other", check=False)
+    assert done.returncode == 2 and "already belongs to a mesh" in done.stderr, done.stderr
+    assert list(second.iterdir()) == [], list(second.rglob("*"))
+
+    bare = tmp_path / "bare"  # a hub whose node is in no mesh: its roots hold no certificate
+    _hub_init(bare, asyncio.run(fresh_database(pg_server)))
+    serve = _mesh(bare, "serve", "--listen", "127.0.0.1:0", check=False)
+    assert serve.returncode == 2 and len(serve.stderr.strip().splitlines()) == 1, serve.stderr
+    assert "is a hub process root" in serve.stderr and "hub init --store URL" in serve.stderr
+    assert "lifeline-mesh join" not in serve.stderr

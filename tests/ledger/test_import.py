@@ -63,7 +63,7 @@ def test_import_one_db_file_and_markdown_fallback(
     single.mkdir()
     one = lifeline(single, "import", str(lc_fixture / ".lifeline" / "research.db"))
     assert one.returncode == 0, one.stderr
-    assert "1 entries (1 new) into line 'research'" in one.stdout
+    assert "1 entry (1 new) into line 'research'" in one.stdout
     only_md = tmp_path / "md"
     only_md.mkdir()
     for name in ("LIFELINE.md", "LIFELINE.research.md"):

@@ -182,7 +182,7 @@ def test_an_append_after_a_parallel_render_extends_it(tmp_path: Path) -> None:
     asyncio.run(add())
     done = run(damaged, "-v", "render", env=PARALLEL)
     assert done.returncode == 0, done.stderr
-    assert "appended: 1 entries written" in done.stderr
+    assert "appended: 1 entry written" in done.stderr
     appended = Path(done.stdout.strip()).read_bytes()
     full, _record, _said = _render(damaged, SERIAL)
     assert appended == full

@@ -88,7 +88,7 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     root.mkdir()
     missing = run_cli(root, "sessions", "list")
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
-    assert "does not exist" in missing.stderr
+    assert "no lifeline project under" in missing.stderr
     bad = run_cli(root, "sessions", "ingest", str(tmp_path / "nope.jsonl"))
     assert bad.returncode == 2 and "no such file or folder" in bad.stderr
     run_cli(root, "sessions", "ingest", str(FIXTURES / "codex"))

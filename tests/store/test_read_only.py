@@ -76,7 +76,7 @@ def test_reads_work_and_writes_say_read_only(tmp_path: Path) -> None:
     assert history[0] == 0 and "Use SQLite" in history[1], history
     assert context[0] == 0 and "Use SQLite" in context[1] and context[2] == "", context
     assert verify[0] == 0 and "all ids and parents verify" in verify[1], verify
-    assert status[0] == 0 and "1 entries" in status[1], status
+    assert status[0] == 0 and "1 entry" in status[1], status
     for code, _, err in (log, init):
         assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
         assert "read-only" in err, err

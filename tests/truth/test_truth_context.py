@@ -196,7 +196,8 @@ async def test_tampered_entry_is_left_out_and_reported(tmp_path: Path) -> None:
         await store.run_write(tamper)
         ctx = await build_context(store, line="l", budget=Budget(3000))
     assert "forged" not in ctx.text and good.id[:12] in ctx.text
-    assert "## Integrity warning\n\n- 1 entries do not match their ids" in ctx.stable
+    warning = "## Integrity warning\n\n- 1 entry does not match its id and was left out"
+    assert warning in ctx.stable
     assert f"`{bad.id[:12]}`; run `lifeline verify`" in ctx.stable
 
 
