@@ -15,6 +15,7 @@ from lifeline.file_modes import repair_modes
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import validate_line_name
 from lifeline.store.pg_dsn import is_postgres_url
+from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.cli.ui_args import add_serve_ui_arguments
 from lifeline_mesh.home.config import NodeConfig
@@ -274,7 +275,7 @@ async def cmd_sync(args: argparse.Namespace) -> int:
 
 def _report_text(r: SyncReport, peer: str) -> str:
     return (
-        f"line {r.line!r} with {peer}: sent {r.entries_sent} entries, received "
+        f"line {r.line!r} with {peer}: sent {count(r.entries_sent, 'entry', 'entries')}, received "
         f"{r.entries_received} ({r.ts_lowered} with an earlier ts); signatures "
         f"{r.signatures_sent} out / {r.signatures_received} in; "
         f"protocol bytes {r.bytes_sent} out / {r.bytes_received} in; "
