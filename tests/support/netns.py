@@ -1,4 +1,4 @@
-"""Network set-ups for tests: multicast on loopback, and two hosts in network namespaces.
+"""Network set-ups for tests: a namespace of one's own, and two hosts in network namespaces.
 
 Two network namespaces joined by a veth pair make a two-host LAN inside one machine;
 :func:`own_network` puts the calling thread (and the subprocesses it starts) in a namespace of
@@ -17,7 +17,6 @@ import os
 import secrets
 import shutil
 import socket
-import struct
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,7 +27,6 @@ import pytest
 __all__ = [
     "LOOPBACK",
     "Host",
-    "needs_multicast",
     "netns_unavailable",
     "other_mdns_sockets",
     "own_netns",
@@ -91,35 +89,6 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
     finally:
         for name in made:  # deleting a namespace deletes its end of the veth pair too
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
-
-
-def _loopback_multicast_works() -> bool:
-    """Can a multicast datagram sent on 127.0.0.1 be received on it? (Linux: yes, even
-    when lo lacks the MULTICAST flag, because the sender names the interface.)"""
-    group = "239.255.77.77"
-    recv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    send = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    try:
-        recv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        recv.bind(("", 0))
-        port = recv.getsockname()[1]
-        mreq = struct.pack("4s4s", socket.inet_aton(group), socket.inet_aton(LOOPBACK))
-        recv.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
-        send.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(LOOPBACK))
-        send.sendto(b"probe", (group, port))
-        recv.settimeout(2)
-        return recv.recv(16) == b"probe"
-    except OSError:
-        return False
-    finally:
-        recv.close()
-        send.close()
-
-
-needs_multicast = pytest.mark.skipif(
-    not _loopback_multicast_works(),
-    reason="this host does not deliver multicast on 127.0.0.1 (no multicast route on lo)",
-)
 
 
 _CLONE_NEWNET = 0x40000000
