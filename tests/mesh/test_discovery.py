@@ -35,6 +35,7 @@ from lifeline_mesh.discovery.advert import (
 )
 from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
 from lifeline_mesh.home.identity import NodeIdentity
+from tests.support.mesh_procs import first_line
 from tests.support.netns import (
     netns_unavailable,
     other_mdns_sockets,
@@ -280,8 +281,8 @@ def test_discover_across_two_hosts(tmp_path: Path) -> None:
             text=True,
         )
         try:
-            assert advertiser.stdout is not None
-            assert advertiser.stdout.readline().strip() == "ready"
+            # registering takes about a second (probing)
+            assert first_line(advertiser, 30, "the advertiser").strip() == "ready"
             argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(tmp_path), "discover"]
             result = subprocess.run(
                 b.wrap([*argv, "--interface", b.address, "--seconds", "2", "--json"]),
