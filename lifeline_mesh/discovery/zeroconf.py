@@ -19,7 +19,10 @@ import logging
 from collections.abc import Callable, Sequence
 
 from zeroconf import IPVersion, NonUniqueNameException, ServiceStateChange, Zeroconf
+from zeroconf._dns import DNSQuestion
+from zeroconf._protocol.outgoing import DNSOutgoing
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
+from zeroconf.const import _CLASS_IN, _FLAGS_AA, _FLAGS_QR_QUERY, _TYPE_PTR
 
 from lifeline.errors import PeerError
 from lifeline_mesh.discovery.advert import (
@@ -47,6 +50,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 RESOLVE_TIMEOUT_MS = 3_000  # how long one SRV/TXT/A lookup may take before we give up on it
+PROBE_INTERVAL = 0.25  # seconds between our multicast probes while zeroconf probes (RFC 6762 §8.1)
 
 
 def ip_version_of(addresses: Sequence[str]) -> IPVersion:
@@ -99,8 +103,12 @@ class ZeroconfDiscovery:
             interfaces=list(self.interfaces), ip_version=ip_version_of(self.interfaces)
         )
         self._info = self._service_info()
+        prober = asyncio.create_task(_probe_by_multicast(self._azc.zeroconf, self._info))
         try:
-            await (await self._azc.async_register_service(self._info))
+            try:
+                await (await self._azc.async_register_service(self._info))
+            finally:
+                prober.cancel()
             self._registered = True
         except BaseException as exc:
             # Cancelled while probing, or refused: never leave the sockets open.
@@ -199,6 +207,28 @@ class ZeroconfDiscovery:
             own_node_id=self.advert.node_id,
             allow=self._allow,
         )
+
+
+async def _probe_by_multicast(zc: Zeroconf, info: AsyncServiceInfo) -> None:
+    """Ask "who announces this name?" as a multicast (QM) probe until cancelled.
+
+    zeroconf probes with the unicast-response bit (QU), and a defender answers a QU probe by
+    unicast to the prober's address and port 5353. When two processes on one host announce on
+    the same address, both have a socket bound to ADDRESS:5353 with SO_REUSEPORT, and the
+    kernel hands a unicast datagram to just one of them, chosen by a hash that depends on the
+    host (and on the network namespace): on some machines the answer always reaches the
+    defender's own socket, and the same node started twice went unseen. A probe without that
+    bit is answered at once by multicast (RFC 6762 §8.1: probes are exempt from the one-second
+    multicast rate limit), which every socket joined to the group on that interface receives.
+    The answer lands in zeroconf's cache, where its probing loop sees our name taken and raises
+    NonUniqueNameException — on the interfaces we announce on, whatever else the host has.
+    """
+    while True:
+        out = DNSOutgoing(_FLAGS_QR_QUERY | _FLAGS_AA)
+        out.add_question(DNSQuestion(info.type, _TYPE_PTR, _CLASS_IN))  # QM: no unicast bit
+        out.add_authorative_answer(info.dns_pointer())  # an authority record: a probe
+        zc.async_send(out)
+        await asyncio.sleep(PROBE_INTERVAL)
 
 
 def usable_addresses(addresses: Sequence[str]) -> list[str]:

@@ -24,7 +24,7 @@ from lifeline_mesh.peering.schedule import SchedulePolicy
 from lifeline_mesh.peering.scheduler import SyncScheduler
 from lifeline_mesh.peering.table import PeerAddress, PeerState, save_peers_file
 from tests.support.entries import make_entry
-from tests.support.netns import needs_multicast
+from tests.support.netns import own_netns  # noqa: F401  (the fixture)
 
 
 def _mesh(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -134,8 +134,8 @@ def test_a_damaged_peers_file_is_one_clear_error(tmp_path: Path) -> None:
     assert result.returncode == 2 and "delete it" in result.stderr
 
 
-@needs_multicast
-@pytest.mark.serial  # 1.5 s of browsing: other workers' mDNS traffic on 127.0.0.1 hides answers
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")  # and `discover` with it: no other mDNS traffic in sight
 async def test_discover_lists_ours_and_says_why_others_are_ignored(tmp_path: Path) -> None:
     mesh_id = create_mesh(NodeHome(tmp_path), "team").mesh_id
     ours, theirs = NodeIdentity.generate().node_id, NodeIdentity.generate().node_id
@@ -149,7 +149,8 @@ async def test_discover_lists_ours_and_says_why_others_are_ignored(tmp_path: Pat
             *["discover", "--interface", "127.0.0.1", "--seconds", "1.5", "--json"],
             stdout=asyncio.subprocess.PIPE,
         )
-        out, _ = await proc.communicate()
+        # discover listens 1.5 s, then resolves each name heard (3 s at most each)
+        out, _ = await asyncio.wait_for(proc.communicate(), timeout=30)
     assert proc.returncode == 0
     found = {n["node_id"]: n for n in json.loads(out)["nodes"]}
     assert found[ours]["ignored_because"] is None and found[ours]["port"] == 7401

@@ -1,4 +1,5 @@
-"""Discovery: TXT parsing and admission (pure), then real zeroconf instances on loopback."""
+"""Discovery: TXT parsing and admission (pure), then real zeroconf instances on loopback,
+each test in a network namespace of its own (no other mDNS process or interface in sight)."""
 
 from __future__ import annotations
 
@@ -34,16 +35,17 @@ from lifeline_mesh.discovery.advert import (
 )
 from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
 from lifeline_mesh.home.identity import NodeIdentity
+from tests.support.mesh_procs import first_line
 from tests.support.netns import (
-    needs_multicast,
     netns_unavailable,
-    skip_unless_same_host_conflicts_are_seen,
+    other_mdns_sockets,
+    own_netns,  # noqa: F401  (the fixture)
     two_hosts,
 )
 
 LOOPBACK = "127.0.0.1"
-# Mesh names unique to this run: another test run on this host (or another worker of this
-# one) announces on the same 127.0.0.1 multicast group, and must not look like our mesh.
+# Mesh names unique to this run: a test that someday runs outside its own namespace must not
+# take another run's adverts for ours.
 RUN = secrets.token_hex(4)
 MESH_A, MESH_B = f"mesh-a-{RUN}", f"mesh-b-{RUN}"
 
@@ -177,7 +179,8 @@ async def _next(queue: asyncio.Queue[PeerEvent], timeout: float = 15) -> PeerEve
         return await queue.get()
 
 
-@needs_multicast
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")
 async def test_two_nodes_find_each_other_and_ignore_other_meshes() -> None:
     a, stranger, b = _disc(MESH_A, 7001), _disc(MESH_B, 7003), _disc(MESH_A, 7002)
     async with _running(a, stranger):
@@ -192,7 +195,8 @@ async def test_two_nodes_find_each_other_and_ignore_other_meshes() -> None:
         assert stranger.events.empty()
 
 
-@needs_multicast
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")
 async def test_malformed_adverts_are_ignored_and_logged(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="lifeline_mesh.discovery")
     bad_node = _node()
@@ -218,7 +222,8 @@ async def test_malformed_adverts_are_ignored_and_logged(caplog: pytest.LogCaptur
         await raw.async_close()
 
 
-@needs_multicast
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")
 async def test_allow_list_filters_nodes() -> None:
     allowed = _node()
     watcher = _disc(MESH_A, 7020, allow=lambda node: node == allowed)
@@ -229,14 +234,20 @@ async def test_allow_list_filters_nodes() -> None:
         assert watcher.events.empty()
 
 
-@needs_multicast
-@pytest.mark.serial  # needs 127.0.0.1:5353 to itself: another process takes the answer
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")
 async def test_the_same_node_announced_twice_is_a_clear_error() -> None:
-    skip_unless_same_host_conflicts_are_seen()
-    first = _disc(MESH_A, 7030)
-    async with _running(first):
-        with pytest.raises(PeerError, match="already announces node"):
-            await _disc(MESH_A, 7031, node=first.advert.node_id).start()
+    # Other mDNS processes on the host hold 127.0.0.1:5353 too (avahi, another node, another
+    # run): a unicast answer to the second announcer's probe lands in one of their sockets.
+    # The conflict must be seen anyway.
+    with other_mdns_sockets(LOOPBACK, 8):
+        first = _disc(MESH_A, 7030)
+        async with _running(first):
+            second = _disc(MESH_A, 7031, node=first.advert.node_id)
+            async with asyncio.timeout(10):  # probing takes about a second
+                with pytest.raises(PeerError, match="already announces node"):
+                    await second.start()
+            await second.stop()
 
 
 # -- two hosts: network namespaces joined by a veth pair -----------------------------
@@ -270,8 +281,8 @@ def test_discover_across_two_hosts(tmp_path: Path) -> None:
             text=True,
         )
         try:
-            assert advertiser.stdout is not None
-            assert advertiser.stdout.readline().strip() == "ready"
+            # registering takes about a second (probing)
+            assert first_line(advertiser, 30, "the advertiser").strip() == "ready"
             argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(tmp_path), "discover"]
             result = subprocess.run(
                 b.wrap([*argv, "--interface", b.address, "--seconds", "2", "--json"]),

@@ -27,7 +27,10 @@ from lifeline_mesh.peering.service import (
 )
 from lifeline_mesh.peering.table import PeerAddress, PeerState, load_peers_file
 from tests.support.entries import make_entry
-from tests.support.netns import needs_multicast, skip_unless_same_host_conflicts_are_seen
+from tests.support.netns import (
+    other_mdns_sockets,
+    own_netns,  # noqa: F401  (the fixture)
+)
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -114,13 +117,14 @@ async def _serving(node: _Node) -> AsyncIterator[_Node]:
             await task
 
 
-# A mesh name unique to this run: other runs on this host announce on the same 127.0.0.1
-# multicast group, and their nodes must not look like ours.
+# The tests with discovery run each in a network namespace of its own (port 5353 on its loopback
+# is theirs alone); a mesh name unique to this run all the same.
 MESH = f"mesh-x-{secrets.token_hex(4)}"
 FAST = SchedulePolicy(period=3600, backoff_base=0.05, backoff_max=0.1)
 
 
-@needs_multicast
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")
 async def test_two_nodes_discover_each_other_sync_and_notice_leaving(tmp_path: Path) -> None:
     opts = PeeringOptions(interfaces=["127.0.0.1"], policy=FAST, watch_interval=0.02)
     a = _Node(tmp_path / "a", MESH, 7101, opts)
@@ -207,14 +211,24 @@ async def test_run_until_stop_cancels_everything(tmp_path: Path) -> None:
     assert runner.result() is None and cancelled.is_set()
 
 
-@needs_multicast
-@pytest.mark.serial  # needs 127.0.0.1:5353 to itself: another process takes the answer
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")
 async def test_run_until_raises_a_start_failure_as_itself(tmp_path: Path) -> None:
-    skip_unless_same_host_conflicts_are_seen()
     opts = PeeringOptions(interfaces=["127.0.0.1"], policy=FAST)
     first = _Node(tmp_path / "a", MESH, 7401, opts)
     second = _Node(tmp_path / "b", MESH, 7402, opts)
     second.peering.node_id = first.node_id  # the same node started twice
-    async with _serving(first):
-        with pytest.raises(PeerError, match="already announces"):
-            await second.peering.run_until(asyncio.Event())
+    # Other mDNS processes hold 127.0.0.1:5353 as well: the conflict is seen all the same.
+    with other_mdns_sockets("127.0.0.1", 8):
+        async with _serving(first):
+            stop = asyncio.Event()
+            runner = asyncio.create_task(second.peering.run_until(stop))
+            # What we wait for is the start: a refused advert ends run_until within the probing
+            # (about a second); an accepted one leaves it running until stop, which we then set.
+            done, _ = await asyncio.wait([runner], timeout=10)
+            if not done:
+                stop.set()
+                await runner
+                pytest.fail("the same node started twice: its second start did not fail in 10 s")
+            with pytest.raises(PeerError, match="already announces"):
+                runner.result()

@@ -17,7 +17,12 @@ from lifeline_mesh.peering.table import load_peers_file
 from tests.support.mesh_procs import cli, free_port, join_mesh, serve, wait_for_entry
 from tests.support.mesh_procs import log_note as _log
 from tests.support.mesh_procs import shared_node as _node
-from tests.support.netns import Host, needs_multicast, netns_unavailable, two_hosts
+from tests.support.netns import (
+    Host,
+    netns_unavailable,
+    own_netns,  # noqa: F401  (the fixture)
+    two_hosts,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -108,7 +113,8 @@ def test_serve_refuses_discovery_on_every_interface(tmp_path: Path) -> None:
     assert "name the one(s) to announce on with --interface ADDR" in result.stderr
 
 
-@needs_multicast
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")  # the three serves are started in it: 5353 is theirs
 def test_nodes_of_one_mesh_find_each_other_on_the_lan_and_converge(tmp_path: Path) -> None:
     a, b, stranger = tmp_path / "a", tmp_path / "b", tmp_path / "stranger"
     line_a, line_b, _ = _node(a), _node(b), _node(stranger)

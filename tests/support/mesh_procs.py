@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import select
 import signal
 import socket
 import sqlite3
@@ -17,6 +18,7 @@ __all__ = [
     "SYNC_JSON",
     "ServeRefused",
     "cli",
+    "first_line",
     "free_port",
     "free_ports",
     "has_entry",
@@ -110,6 +112,17 @@ def terminate(proc: subprocess.Popen[str]) -> None:
         proc.communicate()
 
 
+def first_line(proc: subprocess.Popen[str], seconds: float, what: str) -> str:
+    """The first line ``proc`` prints ("" if it exits first), within ``seconds``; past that
+    it is killed and the test fails saying so, instead of waiting for pytest's timeout."""
+    assert proc.stdout is not None
+    readable, _, _ = select.select([proc.stdout], [], [], seconds)
+    if not readable:
+        proc.kill()
+        raise AssertionError(f"{what} printed nothing within {seconds} s")
+    return proc.stdout.readline()
+
+
 @contextmanager
 def serve(root: Path, *args: str, wrap: Sequence[str] = ()) -> Iterator[subprocess.Popen[str]]:
     """Run `serve` until the block ends, then SIGTERM it and require a clean exit."""
@@ -121,7 +134,7 @@ def serve(root: Path, *args: str, wrap: Sequence[str] = ()) -> Iterator[subproce
     )
     try:
         assert proc.stdout is not None
-        first = proc.stdout.readline()  # printed once the server is bound
+        first = first_line(proc, 60, "serve")  # printed once the server is bound
         if not first.startswith("listening on "):
             proc.kill()
             raise ServeRefused(first, proc.communicate()[1])

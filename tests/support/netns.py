@@ -1,6 +1,8 @@
-"""Network set-ups for tests: multicast on loopback, and two hosts in network namespaces.
+"""Network set-ups for tests: a namespace of one's own, and two hosts in network namespaces.
 
-Two network namespaces joined by a veth pair make a two-host LAN inside one machine.
+Two network namespaces joined by a veth pair make a two-host LAN inside one machine;
+:func:`own_network` puts the calling thread (and the subprocesses it starts) in a namespace of
+its own, with nothing but its loopback: no other mDNS process, interface or test run in sight.
 
 Needs root and iproute2; :func:`netns_unavailable` says why not otherwise, for skip reasons.
 Names carry a random tag so parallel runs never collide, addresses are 10.x (private, and only
@@ -9,14 +11,13 @@ inside these namespaces), and everything is deleted in ``finally``.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import secrets
 import shutil
 import socket
-import struct
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -26,9 +27,10 @@ import pytest
 __all__ = [
     "LOOPBACK",
     "Host",
-    "needs_multicast",
     "netns_unavailable",
-    "skip_unless_same_host_conflicts_are_seen",
+    "other_mdns_sockets",
+    "own_netns",
+    "own_network",
     "two_hosts",
 ]
 
@@ -49,6 +51,7 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
 
 
+@functools.cache
 def netns_unavailable() -> str | None:
     """None when namespaces can be made here, else the reason."""
     if os.geteuid() != 0:
@@ -88,77 +91,72 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
             subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
-def _loopback_multicast_works() -> bool:
-    """Can a multicast datagram sent on 127.0.0.1 be received on it? (Linux: yes, even
-    when lo lacks the MULTICAST flag, because the sender names the interface.)"""
-    group = "239.255.77.77"
-    recv = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    send = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+_CLONE_NEWNET = 0x40000000
+
+
+def _setns(fd: int) -> None:
+    """Move the calling thread into the network namespace open at ``fd`` (setns(2))."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, _CLONE_NEWNET) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setns: {os.strerror(err)}")
+
+
+@contextmanager
+def own_network() -> Iterator[str]:
+    """Run the calling thread in a fresh network namespace; yield its name.
+
+    A namespace is per thread on Linux: sockets this thread opens (zeroconf's, gRPC's) and
+    processes it starts live in the namespace, the other threads of pytest stay outside.
+    Inside: ``lo`` up, flagged multicast, with the 224.0.0.0/4 route on it, and nothing else —
+    port 5353 is ours alone, whatever the machine runs. Skips with the reason when namespaces
+    cannot be made here (not root, no iproute2)."""
+    reason = netns_unavailable()
+    if reason:
+        pytest.skip(reason)
+    name = f"llm-{secrets.token_hex(4)}-own"
+    _ip("netns", "add", name)
     try:
-        recv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        recv.bind(("", 0))
-        port = recv.getsockname()[1]
-        mreq = struct.pack("4s4s", socket.inet_aton(group), socket.inet_aton(LOOPBACK))
-        recv.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
-        send.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(LOOPBACK))
-        send.sendto(b"probe", (group, port))
-        recv.settimeout(2)
-        return recv.recv(16) == b"probe"
-    except OSError:
-        return False
-    finally:
-        recv.close()
-        send.close()
-
-
-needs_multicast = pytest.mark.skipif(
-    not _loopback_multicast_works(),
-    reason="this host does not deliver multicast on 127.0.0.1 (no multicast route on lo)",
-)
-
-
-_CONFLICT_PROBE = """
-import asyncio, secrets, socket, sys
-from zeroconf import NonUniqueNameException, ServiceInfo
-from zeroconf.asyncio import AsyncZeroconf
-
-async def main() -> None:
-    kind = f"_llm{secrets.token_hex(3)}._tcp.local."
-    def info(port: int) -> ServiceInfo:
-        return ServiceInfo(kind, f"probe.{kind}", addresses=[socket.inet_aton("127.0.0.1")],
-                           port=port, server="probe.local.")
-    first, second = AsyncZeroconf(interfaces=["127.0.0.1"]), AsyncZeroconf(interfaces=["127.0.0.1"])
-    try:
-        await (await first.async_register_service(info(1)))
+        _ip("-n", name, "link", "set", "lo", "multicast", "on", "up")
+        _ip("-n", name, "route", "add", "224.0.0.0/4", "dev", "lo")
+        home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
         try:
-            await (await second.async_register_service(info(2)))
-            print("unseen")
-        except NonUniqueNameException:
-            print("seen")
+            target = os.open(f"/run/netns/{name}", os.O_RDONLY)
+            try:
+                _setns(target)
+            finally:
+                os.close(target)
+            try:
+                yield name
+            finally:
+                _setns(home)
+        finally:
+            os.close(home)
     finally:
-        await second.async_close()
-        await first.async_close()
-
-asyncio.run(main())
-"""
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=30)
 
 
-@functools.cache
-def _same_host_conflicts_are_seen() -> bool:
-    done = subprocess.run(
-        [sys.executable, "-c", _CONFLICT_PROBE], capture_output=True, text=True, timeout=60
-    )
-    return done.stdout.strip() == "seen"
+@pytest.fixture
+def own_netns() -> Iterator[str]:
+    """The test runs in a network namespace of its own (see :func:`own_network`)."""
+    with own_network() as name:
+        yield name
 
 
-def skip_unless_same_host_conflicts_are_seen() -> None:
-    """Skip when plain zeroconf cannot see two announcers of one name on 127.0.0.1 here.
-
-    Its probe asks for unicast answers, and the kernel hands a unicast datagram to just one
-    of the sockets bound to 127.0.0.1:5353 with SO_REUSEPORT: when other mDNS processes run
-    on this host (another test run, a responder), the answer can land in one of theirs."""
-    if not _same_host_conflicts_are_seen():
-        pytest.skip(
-            "zeroconf does not see a name announced twice on 127.0.0.1 on this host now "
-            "(another process bound to port 5353 takes the unicast answer)"
-        )
+@contextmanager
+def other_mdns_sockets(address: str, count: int) -> Iterator[None]:
+    """``count`` sockets bound to ``address``:5353 as other mDNS processes bind theirs
+    (SO_REUSEADDR, SO_REUSEPORT), never read: a unicast datagram to that address and port
+    reaches one socket of the group, most likely one of these."""
+    socks: list[socket.socket] = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((address, 5353))
+        yield
+    finally:
+        for sock in socks:
+            sock.close()
