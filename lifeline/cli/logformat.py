@@ -45,8 +45,11 @@ def configure_logging(*, verbose: bool, log_format: str) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
     # -v is for our own modules: the event loop's and the libraries' debug chatter (selector
     # choice, every HTTP connection) says nothing about what this command did.
-    for noisy in ("asyncio", "grpc", "hpack", "httpcore", "httpx", "aiosqlite", "asyncpg"):
+    for noisy in ("grpc", "hpack", "httpcore", "httpx", "aiosqlite", "asyncpg"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # asyncio's own warnings are about its internals racing (a worker process reaped by
+    # another watcher: "Unknown child process pid N"), never about what the command did
+    logging.getLogger("asyncio").setLevel(logging.ERROR)
     if log_format == "json" and not verbose:
         for name in ("lifeline", "lifeline_mesh"):
             logging.getLogger(name).setLevel(logging.INFO)

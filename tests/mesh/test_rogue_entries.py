@@ -130,6 +130,11 @@ def test_an_unsigned_entry_pushed_by_a_member_names_it_as_its_source(tmp_path: P
     with serve(roots["b"], "--listen", b_address, "--no-discovery"):
         cli("lifeline_mesh", roots["m"], "sync", b_address)
     assert _ts(roots["b"], entry_id)
+    # B learns of M, who joined after it, from the CA holder: the session's closing round
+    # brought M's signed state statement, which B can only check once it knows M's key
+    a_address = f"127.0.0.1:{free_port()}"
+    with serve(roots["a"], "--listen", a_address, "--no-discovery"):
+        cli("lifeline_mesh", roots["b"], "members", "--pull", a_address)
     code, verdict = _verify(roots["b"])  # B's line is signed: an unsigned entry fails
     assert code == 1 and [f["subject"] for f in _findings(verdict, "unsigned")] == [entry_id]
     code, verdict = _verify(roots["b"], "--allow-unsigned")
