@@ -235,7 +235,7 @@ def _tls(
     raise ConfigError(
         "the mesh CA key is not in the database (the hub joined a mesh made elsewhere): copy "
         f"tls.pem and tls.key from the first hub process's .lifeline/mesh/ into {home.mesh_dir}"
-        ", then run this again"
+        " (`mkdir -p` it: a refused init leaves nothing behind), then run this again"
     )
 
 

@@ -205,6 +205,7 @@ def test_a_hub_that_joined_a_laptop_mesh_shares_its_tls_key(pg_server: str, tmp_
     for name in ("tls.pem", "tls.key"):
         source = hub_a / ".lifeline" / "mesh" / name
         target = hub_b / ".lifeline" / "mesh" / name
+        target.parent.mkdir(parents=True, exist_ok=True)  # the refused init left nothing
         target.write_bytes(source.read_bytes())
         target.chmod(0o600)
     again = _hub_init(hub_b, url)
