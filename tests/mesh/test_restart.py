@@ -28,7 +28,14 @@ from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.node_home import NodeHome
-from tests.support.mesh_procs import free_port, join_mesh, log_note, shared_node, wait_for_entry
+from tests.support.mesh_procs import (
+    first_line,
+    free_port,
+    join_mesh,
+    log_note,
+    shared_node,
+    wait_for_entry,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]  # bounds on CPU and wall-clock time
 
@@ -76,7 +83,7 @@ def _serving(root: Path, port: int, peer: int) -> Iterator[subprocess.Popen[str]
     )
     try:
         assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("listening on ")
+        assert first_line(proc, 60, "serve").startswith("listening on ")
         yield proc
     finally:
         with contextlib.suppress(ProcessLookupError):

@@ -161,7 +161,7 @@ def serve_insecure(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     )
     try:
         assert proc.stdout is not None
-        first = proc.stdout.readline()  # blocks until the server is bound
+        first = first_line(proc, 60, "serve --insecure")  # printed once the server is bound
         assert first.startswith("listening on "), (first, proc.stderr.read() if proc.stderr else "")
         yield proc, first.split()[-1]
     finally:
@@ -226,7 +226,7 @@ def join_mesh(
     )
     try:
         assert proc.stdout is not None
-        ports = json.loads(proc.stdout.readline())  # printed once it listens
+        ports = json.loads(first_line(proc, 60, "membership-serve"))  # printed once it listens
         for n, root in enumerate(others):
             token = json.loads(cli("lifeline_mesh", ca_root, "invite", "--json").stdout)["token"]
             wrap = list(wraps[n]) if n < len(wraps) else []
@@ -279,8 +279,8 @@ def start_ca_serve(
         text=True,
     )
     assert proc.stdout is not None
-    sync = proc.stdout.readline().removeprefix("listening on ").strip()
-    joins = proc.stdout.readline().removeprefix("join port on ").strip()
+    sync = first_line(proc, 60, "serve").removeprefix("listening on ").strip()
+    joins = proc.stdout.readline().removeprefix("join port on ").strip()  # right after it
     if not (sync and joins):
         proc.kill()
         raise ServeRefused(sync, proc.communicate()[1] or "")
