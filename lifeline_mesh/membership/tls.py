@@ -161,10 +161,7 @@ def fetch_ca_pem(address: str, pinned: bytes, timeout: float = FETCH_TIMEOUT) ->
     certified key fails there.
     """
     host, port = split_address(address)
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["h2"])
+    context = _unverified_h2_context()
     try:
         with (
             socket.create_connection((host, port), timeout=timeout) as raw,
@@ -187,6 +184,16 @@ def fetch_ca_pem(address: str, pinned: bytes, timeout: float = FETCH_TIMEOUT) ->
     )
 
 
+def _unverified_h2_context() -> ssl.SSLContext:
+    """A client context that checks nothing (the caller checks what it learns by other
+    means: the invite's pin, or only whether the server asks for a certificate)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["h2"])
+    return context
+
+
 _H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
 
@@ -195,10 +202,7 @@ def demands_client_certificate(address: str, timeout: float = FETCH_TIMEOUT) -> 
     after a TLS 1.3 handshake without a client certificate, a join port answers the HTTP/2
     preface with its settings, a mutual-TLS port ends the connection instead."""
     host, port = split_address(address)
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    context.set_alpn_protocols(["h2"])
+    context = _unverified_h2_context()
     try:
         with (
             socket.create_connection((host, port), timeout=timeout) as raw,
