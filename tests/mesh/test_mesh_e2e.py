@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from tests.support.mesh_procs import cli
+from tests.support.mesh_procs import cli, serve_with_join_port
 
 pytestmark = pytest.mark.slow
 
@@ -28,26 +25,6 @@ def mesh(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
 
 def ledger(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return cli("lifeline", root, *args, check=check)
-
-
-@contextmanager
-def serving(root: Path) -> Iterator[tuple[str, str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert first.startswith("listening on "), (first, proc.stderr and proc.stderr.read())
-        second = proc.stdout.readline()
-        assert second.startswith("join port on "), second
-        yield first.split()[-1], second.split()[-1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def history_ids(root: Path) -> list[str]:
@@ -64,7 +41,7 @@ def test_a_mesh_syncs_signs_verifies_and_refuses_outsiders(tmp_path: Path) -> No
     mesh(s, "init", "--new-mesh", "elsewhere")
     ledger(a, "log", "--kind", "decision", "--summary", "Database: PostgreSQL", "--body", "ACID")
 
-    with serving(a) as (address, join_address):
+    with serve_with_join_port(a) as (address, join_address):
         member = mesh(a, "invite", "--address", join_address).stdout.strip()
         reader = mesh(a, "invite", "--role", "reader", "--address", join_address).stdout.strip()
         mesh(b, "join", member)

@@ -150,6 +150,28 @@ def serve(root: Path, *args: str, wrap: Sequence[str] = ()) -> Iterator[subproce
 
 
 @contextmanager
+def serve_with_join_port(root: Path) -> Iterator[tuple[str, str]]:
+    """Run `serve` (the CA holder's: it prints its join port too) until the block ends;
+    yields its sync and join addresses."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = first_line(proc, 60, "serve")
+        assert first.startswith("listening on "), (first, proc.stderr and proc.stderr.read())
+        second = proc.stdout.readline()
+        assert second.startswith("join port on "), second
+        yield first.split()[-1], second.split()[-1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@contextmanager
 def serve_insecure(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """Run `serve --insecure` (no membership) until the block ends, then kill it; yields the
     process and the address it listens on."""

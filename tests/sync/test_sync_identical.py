@@ -7,39 +7,16 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from lifeline.home import Home
-from tests.support.mesh_procs import cli
+from tests.support.mesh_procs import cli, serve_with_join_port
 
 pytestmark = pytest.mark.slow
-
-
-@contextmanager
-def _serving(root: Path) -> Iterator[tuple[str, str]]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        first = proc.stdout.readline()
-        assert first.startswith("listening on "), (first, proc.stderr and proc.stderr.read())
-        second = proc.stdout.readline()
-        assert second.startswith("join port on "), second
-        yield first.split()[-1], second.split()[-1]
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _statements(root: Path) -> set[bytes]:
@@ -80,7 +57,7 @@ def pair(tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
         cli("lifeline", root, "init")
         cli("lifeline_mesh", root, "share", "ledger")
     cli("lifeline_mesh", a, "init", "--new-mesh", "team")
-    with _serving(a) as (address, join_address):
+    with serve_with_join_port(a) as (address, join_address):
         token = cli("lifeline_mesh", a, "invite", "--address", join_address).stdout.strip()
         cli("lifeline_mesh", b, "join", token)
         yield a, b, address
