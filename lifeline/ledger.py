@@ -189,7 +189,7 @@ class Ledger:
         self._prepared = not self._atomic
         self._within: InTransaction | None = self._run_within if self._atomic else None
         # checked once: isinstance on a runtime protocol is a tenth of a write's cost
-        # (docs/benchmarks.md, "Figures behind the code")
+        # (bench/history/figures-behind-the-code.md)
         self._onto_tips = store.append_onto_tips if isinstance(store, TipsAppender) else None
         self._chunked = store.append_chunks if isinstance(store, ChunkAppender) else None
 

@@ -38,7 +38,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline.wording import count
 
 if TYPE_CHECKING:  # the ingest machinery is imported by the commands that ingest, only:
-    # `resume`, `list` and `show` start without it (docs/benchmarks.md, bundles)
+    # `resume`, `list` and `show` start without it (bench/history/continuation-bundles.md)
     from lifeline.sessions.report import FileResult, IngestReport
     from lifeline.sessions.service import Found
 

@@ -35,8 +35,8 @@ COMMAND_MODULES = [
     "cmd_hooks",
 ]
 # A command line that names a command builds only its module's parser. Importing every
-# module adds the sessions' pydantic models to each start (docs/benchmarks.md, "Figures
-# behind the code"), which `render`, `context`, `recall`... need none of; and `sessions`
+# module adds the sessions' pydantic models to each start (bench/history/
+# figures-behind-the-code.md), which `render`, `context`, `recall`... need none of; and `sessions`
 # needs none of the truth commands' modules. tests/cli/test_cli_core.py keeps this map equal
 # to what the modules register.
 LIGHT_COMMANDS = {

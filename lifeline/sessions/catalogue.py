@@ -218,8 +218,8 @@ _ITEMS: TypeAdapter[list[Item]] = TypeAdapter(list[Item])
 
 
 def _items(stored: list[Any], tool: Tool, source: str) -> tuple[Item, ...]:
-    """Every stored item validated in one call (pydantic's loop, not ours: docs/benchmarks.md,
-    "Figures behind the code"); when one does not validate (a kind from a newer version),
+    """Every stored item validated in one call (pydantic's loop, not ours: bench/history/
+    figures-behind-the-code.md); when one does not validate (a kind from a newer version),
     item by item, so that one shows as opaque and the rest as they are."""
     for data in stored:  # parsed from the part just now: ours to annotate in place
         if not isinstance(data, dict):

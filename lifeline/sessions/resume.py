@@ -83,7 +83,7 @@ _CACHED = 32  # sessions kept with their items (a long-running server builds war
 def _gc_paused() -> Iterator[None]:
     """The cyclic collector off while a bundle is built: reading a long session makes tens
     of thousands of objects that all stay alive, and each collection pass would walk them
-    again (docs/benchmarks.md, "Figures behind the code"). Nothing built here
+    again (bench/history/figures-behind-the-code.md). Nothing built here
     forms garbage cycles; reference counting frees the rest as usual."""
     was = gc.isenabled()
     gc.disable()

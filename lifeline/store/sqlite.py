@@ -188,7 +188,7 @@ class SqliteStore:
         """Run the write transaction ``fn`` here and now, if that costs no waiting.
 
         A round trip to the worker thread costs as much as a one-entry write transaction
-        itself (docs/benchmarks.md, "Figures behind the code"). So a short local write runs
+        itself (bench/history/figures-behind-the-code.md). So a short local write runs
         on the caller's thread when nothing is queued for the worker (so it overtakes no
         earlier operation), the connection is free, and SQLite's write lock is free at once
         (busy timeout 0: with another process writing, it would wait, so it goes to the

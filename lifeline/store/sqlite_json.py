@@ -1,7 +1,7 @@
 """Entries read as their wire JSON straight from SQLite, for a node sending a large batch.
 
 A sending node used to read each row into an ``Entry`` and write its JSON again (most of a
-sender's CPU in an initial sync: docs/benchmarks.md, "Figures behind the code"),
+sender's CPU in an initial sync: bench/history/figures-behind-the-code.md),
 fetching the rows one by one. Here
 SQLite writes the JSON of a whole chunk in one step. The text is what ``Entry.to_json``
 gives, up to the escaping of a few characters, which any JSON reader reads alike: the

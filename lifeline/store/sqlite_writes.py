@@ -31,8 +31,8 @@ def insert_rows(
 
     ``executemany`` runs one statement per row and gives up the interpreter lock around
     each; under a busy event-loop thread, winning it back costs up to a switch interval
-    (5 ms) a row, so a batch written during a sync crawled (`bench/lock_convoy.py`;
-    decision 0014; docs/benchmarks.md, "Figures behind the code").
+    (5 ms) a row, so a batch written during a sync crawled (decision
+    0014).
     With ``returning`` (column names), the rows actually inserted are returned (``INSERT OR
     IGNORE`` returns none for the rows it ignored).
     """

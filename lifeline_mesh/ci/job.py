@@ -174,7 +174,7 @@ def _lifeline(home: NodeHome, *args: str) -> subprocess.CompletedProcess[str]:
 async def write_context(job: CiJob) -> None:
     """Every line's context, one section per line, in the file ``$LIFELINE_CONTEXT_FILE``:
     what `lifeline context` prints, built here (a second interpreter and its imports cost
-    a job about a second of CPU, several under a loaded runner: docs/benchmarks.md)."""
+    a job about a second of CPU, several under a loaded runner: bench/history/ci-fleet.md)."""
     parts = []
     for line in job.lines:
         async with job.home.open_line(line, create=True) as store:

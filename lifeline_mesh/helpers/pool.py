@@ -1,8 +1,8 @@
 """Helper processes beside the node's own, for the CPU-heavy checks of large received batches.
 
 An initial sync receives signatures and entries by the hundred thousand: each signature
-must be verified and each entry parsed and its id recomputed (docs/benchmarks.md,
-"Figures behind the code"). Threads do not help: the node's process
+must be verified and each entry parsed and its id recomputed (bench/history/
+figures-behind-the-code.md). Threads do not help: the node's process
 has one interpreter lock, and the thread that stores a batch needs it for the Python half
 of each write, so a parse in the event loop's thread and a write in the store's thread ran
 one after the other (bench/cpu_timeline.py shows the cores each side uses). A helper

@@ -110,7 +110,7 @@ class NodeIdentity:
 
     @cached_property
     def _signer(self) -> SigningKey:
-        # libsodium signs faster than OpenSSL here (docs/benchmarks.md, Notary); ed25519
+        # libsodium signs faster than OpenSSL here (bench/history/notary.md); ed25519
         # signatures are deterministic (RFC 8032), so both give the same bytes.
         return SigningKey(self._seed())
 

@@ -77,7 +77,7 @@ log = logging.getLogger(__name__)
 # A node's sessions move large batches: up to 6,400 items per fetch, in frames of up to
 # 8 MiB (the protocol's: 256 and 1 MiB; a peer's smaller frame limit wins). Each batch is
 # one transaction writing every index page its random ids touch: larger batches write each
-# page once for more rows (docs/benchmarks.md, "Figures behind the code").
+# page once for more rows (bench/history/figures-behind-the-code.md).
 NODE_LIMITS = SessionLimits(fetch_chunk=6400, max_frame_bytes=8 << 20)
 
 

@@ -240,7 +240,7 @@ class Attestation:
 def _key(public_key: bytes) -> tuple[str, VerifyKey]:
     # A mesh has few signers and many statements: parse each key and derive its id once.
     # Verification uses libsodium (PyNaCl): twice as fast as OpenSSL's ed25519 verify on
-    # our benchmark (docs/benchmarks.md, Notary), and verification is the sync hot path.
+    # our benchmark (bench/history/notary.md), and verification is the sync hot path.
     try:
         return node_id_for(public_key), VerifyKey(public_key)
     except (ValueError, TypeError) as exc:

@@ -1,7 +1,7 @@
 """Checking many ed25519 signatures in helper processes, beside the node's own process.
 
 Admission has to verify every received attestation, and an initial sync receives them by
-the hundred thousand (docs/benchmarks.md, Notary). A helper process
+the hundred thousand (bench/history/notary.md). A helper process
 (lifeline_mesh.helpers.pool) verifies at full speed on another core while this process decodes
 and stores.
 

@@ -43,7 +43,7 @@ ECHO_LIMIT = 1 << 16
 # A range one item apart and wider than NARROW_ABOVE is not echoed: it is split into parts
 # of about NARROW_PART items (NARROW_BRANCH at most), keyed hashes of their plain sums, and
 # the one part left one apart is echoed. At 100k items one new item then costs each side
-# ~100 keyed tokens instead of ~6,250 (a node's CPU at steady state, docs/benchmarks.md).
+# ~100 keyed tokens instead of ~6,250 (a node's CPU at steady state, decision 0040).
 NARROW_ABOVE = 1024
 NARROW_PART = 64
 NARROW_BRANCH = 32

@@ -22,7 +22,7 @@ A snapshot holds no reference cycle, so it is freed the moment its session drops
 collection that precedes the trim is for what a failed session leaves in cycles (its
 traceback). A full collection walks every object the process holds — grpc's, the
 modules', the caches' — which at a write every 2 s per peer was a fifth of a node's CPU
-(docs/benchmarks.md, *Soak*). So in ``serve`` (``freezing``; a process that runs one
+(bench/history/soak.md). So in ``serve`` (``freezing``; a process that runs one
 session does not need it) the survivors of each collection are frozen (``gc.freeze``):
 the next collection walks only what was made since. Frozen objects are
 still freed by reference counting; only a cycle among them that became garbage later
@@ -31,7 +31,7 @@ would wait, so every ``FULL_EVERY_S`` the freeze is lifted for one full collecti
 While sessions run, the collector's first generation waits for ``SESSION_GC_THRESHOLD``
 new objects instead of Python's 700: a received batch of thousands of entries stays alive
 until it is stored, and each young collection walked it again (about an eighth of the
-node's own work in an initial sync: docs/benchmarks.md, *Sync*). Collections still run,
+node's own work in an initial sync: bench/history/sync.md). Collections still run,
 only less often; the thresholds return to what they were when the last session ends.
 """
 
