@@ -125,7 +125,8 @@ async def cmd_render(args: argparse.Namespace) -> int:
                 _warn_rows(problems, name)
                 return 0
             path = home_of(args).projection_path(name)
-            if args.format == "lifeline-context":
+            if args.format == "lifeline-context" or not isinstance(store, SqliteStore):
+                # a hub's line (no file to keep a render record beside): written whole
                 with atomic_file(path) as out:
                     await _stream_view(store, name, args.format, out, bar.advance, problems)
             else:
@@ -142,7 +143,7 @@ async def cmd_render(args: argparse.Namespace) -> int:
 
 
 async def _stream_view(
-    store: SqliteStore,
+    store: Store,
     name: str,
     form: str,
     out: BinaryIO,

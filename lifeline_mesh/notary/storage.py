@@ -51,6 +51,7 @@ from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role, decode
+from lifeline_mesh.notary.states import StateOf, last_state, state_of
 
 __all__ = [
     "ATTESTATIONS_TABLE",
@@ -382,6 +383,19 @@ class NotaryStore(NotarySet[SqlLine]):
     def insert_in(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
         """Store this node's own attestations inside a transaction of ``run_write``."""
         return _insert(conn, atts)
+
+    async def sign_state(
+        self,
+        node_id: str,
+        line: str,
+        make: Callable[[StateOf, Attestation | None], list[Attestation]],
+    ) -> list[Attestation]:
+        def tx(conn: sqlite3.Connection) -> list[Attestation]:
+            atts = make(state_of(conn), last_state(conn, node_id, line))
+            _insert(conn, atts)
+            return atts
+
+        return await self.store.run_write(tx)
 
 
 def _empty(conn: sqlite3.Connection, table: str) -> bool:

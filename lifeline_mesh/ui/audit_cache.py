@@ -157,6 +157,8 @@ class _LineJobs(Generic[T]):
             signers = FileSigners.load(self.home, local)
             for name in self.home.line_names():
                 async with self.home.open_line(name) as store:
+                    if not isinstance(store, SqliteStore):
+                        continue  # a hub's line: no file to audit beside (`verify` does)
                     key = await store.run_read(line_key)
                     held = self.results.get(name)
                     if held is not None and getattr(held, "key", None) == key:
