@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lifeline.home import Home
-from lifeline.line_source import LineSource
 
 if TYPE_CHECKING:
     from lifeline_mesh.home.mesh_state import MeshState
@@ -57,16 +56,14 @@ class NodeHome(Home):
 
     # Where the identity and membership documents live: chosen once (``documents``)
     state: MeshState | None = field(default=None, compare=False, repr=False)
+    # What was read from the home and is kept while it does not change (the config, with
+    # the stamp of the file it was read from): the home's, not a module's
+    held: dict[str, tuple[object, object]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, home: Home) -> NodeHome:
         """``home`` seen by its node, sharing the line source ``home`` chose."""
         return home if isinstance(home, NodeHome) else cls(home.root, home.lines)
-
-    @classmethod
-    def on(cls, root: Path, lines: LineSource) -> NodeHome:
-        """The root whose lines are ``lines`` (``serve --store URL`` without ``hub init``)."""
-        return cls(root, lines)
 
     @property
     def documents(self) -> MeshState:

@@ -23,6 +23,7 @@ from lifeline_mesh.node.live_rows import line_mark
 from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.signers import KnownSigners
+from lifeline_mesh.notary.states import IdSums
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.recon.entry_codec import EntryCodec
@@ -71,14 +72,19 @@ class NodeLine(Protocol):
 class FileLine:
     """A line file: SQLite with the notary's tables."""
 
-    def __init__(self, name: str, store: SqlLine, snapshots: SnapshotCache) -> None:
+    def __init__(
+        self, name: str, store: SqlLine, snapshots: SnapshotCache, id_sums: IdSums
+    ) -> None:
         self.name, self.store, self.snapshots = name, store, snapshots
         self.attestation_cache: SnapshotCache | None = snapshots
+        self.id_sums = id_sums
 
     def notary(
         self, signers: KnownSigners | None, clock: Callable[[], str], source: str | None
     ) -> Notary:
-        return NotaryStore(self.store, signers=signers, clock=clock, source=source)
+        notary = NotaryStore(self.store, signers=signers, clock=clock, source=source)
+        notary.id_sums = self.id_sums
+        return notary
 
     def entries(self, codec: EntryCodec) -> EntrySet:
         return EntrySet(self.store, codec, self.snapshots)
@@ -150,12 +156,13 @@ class _FileLines:
         self.home = home
         # The last snapshot of each set of each line, brought up to date per session.
         self.snapshots = SnapshotCache(directory=home.snapshots_dir)
+        self.id_sums: IdSums = {}  # each line's id sum, brought up to date per statement
 
     @asynccontextmanager
     async def open(self, name: str) -> AsyncIterator[NodeLine]:
         async with self.home.open_line(validate_line_name(name), create=True) as store:
             assert isinstance(store, SqlLine)  # a line file: SQLite with the line schema
-            yield FileLine(name, store, self.snapshots)
+            yield FileLine(name, store, self.snapshots, self.id_sums)
 
     async def connect(self) -> None:
         return None

@@ -2,7 +2,7 @@
 (decision 0060), never a placeholder ``.lifeline/ledger.db``: two real hub processes on one
 real database over mutual TLS, a laptop that joined through one of them, and the commands
 run as a user runs them — `lifeline context|recall|history|log|checkpoint|render`,
-`lifeline-mesh verify|status`, MCP over stdio and over `--http --stateless`, a proposal
+`lifeline-mesh verify|status|ui`, MCP over stdio and over `--http --stateless`, a proposal
 approved through process A that reaches the laptop through process B."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.support.mcp_client import call_tool, tool_text
 from tests.support.mesh_procs import cli, log_note, shared_node, start_ca_serve, terminate
 from tests.support.pg_server import fresh_database
+from tests.support.ui_server import fetch
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -95,6 +96,29 @@ async def _tamper(url: str, entry_id: str) -> None:
         await conn.close()
 
 
+@contextmanager
+def _viewer(root: Path) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "ui", "--listen",
+         "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("viewer on "), (line, proc.stderr and proc.stderr.read())
+        yield line.removeprefix("viewer on ").strip().split("?")[0]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+
+
+def _page(url: str) -> str:
+    status, body, _headers = fetch(url)
+    assert status == 200, (url, status, body[:300])
+    return body
+
+
 def test_cli_commands_on_a_hub_root_read_and_write_the_database(
     pg_server: str, tmp_path: Path
 ) -> None:
@@ -104,8 +128,8 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         _mesh(laptop, "sync", sync_b, "--json")
 
         # The laptop's entry, read on process A's root: from the database, not a local file
-        assert not (hub_a / ".lifeline" / "ledger.db").exists()
         assert from_laptop in _ids(hub_a)
+        assert not (hub_a / ".lifeline" / "ledger.db").exists()
         assert "zebra migration" in _life(hub_a, "context").stdout
         recalled = _life(hub_a, "recall", "zebra", "--json").stdout
         assert from_laptop in recalled
@@ -120,6 +144,13 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         _mesh(laptop, "sync", sync_b, "--json")
         assert from_hub in _ids(laptop)
         assert "ship okapi" in _life(laptop, "context").stdout
+
+        # the viewer on a hub root: its pages show the database's line, kept up to date
+        with _viewer(hub_a) as base:
+            assert "zebra migration" in _page(base + "lines/ledger/history")
+            later = log_note(hub_b, "written on B while the viewer runs: ibex")
+            assert "ibex" in _page(base + "lines/ledger/history")
+            assert "ibex" in _page(base + f"lines/ledger/entries/{later}")
 
         # verify on a hub root audits the database's entries, signatures included
         rows = asyncio.run(_line_rows(url))
