@@ -23,7 +23,6 @@ from lifeline.entry import Entry
 from lifeline.errors import LifelineError, StoreError
 from lifeline.home import Home
 from lifeline.page_scan import scan_entry_rows
-from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_open import read_only_uri, unwritable
 from lifeline.store.sqlite_reads import COLUMNS
@@ -60,11 +59,8 @@ def integrity_problems(path: Path) -> list[str]:
         conn.close()
 
 
-async def require_intact(store: Store, line: str) -> None:
-    """Refuse to write to ``line`` when its file fails the check (one line, what to do);
-    a line kept in a database server (a hub's) has no file to check."""
-    if not isinstance(store, SqliteStore):
-        return
+async def require_intact(store: SqliteStore, line: str) -> None:
+    """Refuse to write to ``line`` when its file fails the check (one line, what to do)."""
     problems = await store.run_read(_quick_check)
     if problems:
         raise DamagedLine(

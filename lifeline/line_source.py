@@ -48,6 +48,16 @@ class LineSource(Protocol):
         ``create``."""
         ...
 
+    async def open_kept(self, name: str) -> Store:
+        """Existing line ``name``, open until the store's ``close()`` (a reader kept across
+        steps of one command)."""
+        ...
+
+    async def require_intact(self, store: Store, name: str) -> None:
+        """Refuse to write to line ``name`` (open as ``store``) when its storage is damaged
+        (a line file failing SQLite's check; a database server keeps its own)."""
+        ...
+
     async def close(self) -> None:
         """Let go of what the source holds open (a database pool)."""
         ...
@@ -79,6 +89,18 @@ class FileLines:
             yield store
         finally:
             await store.close()
+
+    async def require_intact(self, store: Store, name: str) -> None:
+        from lifeline.integrity import require_intact
+        from lifeline.store.sqlite import SqliteStore
+
+        assert isinstance(store, SqliteStore)  # opened by this source: a line file
+        await require_intact(store, name)
+
+    async def open_kept(self, name: str) -> Store:
+        from lifeline.store.sqlite import SqliteStore
+
+        return await SqliteStore.open(self.home.line_path(name, must_exist=True), create=False)
 
     async def close(self) -> None:
         return None

@@ -28,11 +28,10 @@ from lifeline.cli.progress import progress_for
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import ConfigError, StoreError
 from lifeline.file_modes import loose_modes, loose_warning
-from lifeline.integrity import integrity_problems, recover_line, require_intact
+from lifeline.integrity import integrity_problems, recover_line
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.port import RowProblem, Store
-from lifeline.store.sqlite import SqliteStore
 from lifeline.wording import noun
 
 __all__ = ["register"]
@@ -181,7 +180,7 @@ async def cmd_log(args: argparse.Namespace) -> int:
     limits = home_of(args).limits()
     body = _read_body(args, limits.body_bytes)
     async with open_line(args) as store:
-        await require_intact(store, line_of(args))
+        await home_of(args).lines.require_intact(store, line_of(args))
         draft = Draft(
             kind=args.kind,
             summary=args.summary,
@@ -318,7 +317,8 @@ async def cmd_verify(args: argparse.Namespace) -> int:
         # SQLite's quick check reads the whole file on a thread of its own (SQLite releases
         # the GIL) while the rows are checked
         # (a hub's line is in a database server: no file to check)
-        path = store.path if isinstance(store, SqliteStore) else None
+        home = home_of(args)
+        path = home.line_path(name) if home.lines.url is None else None
         checking = asyncio.ensure_future(
             asyncio.to_thread(integrity_problems, path) if path else asyncio.sleep(0, [])
         )

@@ -16,7 +16,6 @@ from lifeline.cli.common import (
 from lifeline.cli.common import positive_int as _positive
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
-from lifeline.integrity import require_intact
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.port import Store
@@ -184,7 +183,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 async def _write(args: argparse.Namespace, store: Store, draft: Draft) -> int:
     home = home_of(args)
-    await require_intact(store, line_of(args))
+    await home.lines.require_intact(store, line_of(args))
     ledger = Ledger(store, hooks=load_append_hooks(home), limits=home.limits())
     entry, _new = await ledger.append(draft)
     _print_entry(args, entry)

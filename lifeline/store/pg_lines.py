@@ -16,6 +16,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from lifeline.lines import validate_line_name
+from lifeline.store.port import Store
 
 if TYPE_CHECKING:
     from lifeline.store.pg_schema import Migrations
@@ -56,6 +57,13 @@ class PgLines:
     async def open(self, name: str, *, create: bool = False) -> AsyncIterator[PgStore]:
         db = await self.database()
         yield await db.line(validate_line_name(name), create=create)
+
+    async def open_kept(self, name: str) -> PgStore:
+        """The line's store; its ``close()`` leaves the pool to this source."""
+        return await (await self.database()).line(validate_line_name(name), create=False)
+
+    async def require_intact(self, store: Store, name: str) -> None:
+        return None  # the database server keeps its own pages intact
 
     def names(self) -> list[str]:
         """The lines of the database (a query on a thread of its own: callers may be inside

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
-from lifeline.store.tiers import SqlLine
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.live_rows import line_mark
 from lifeline_mesh.node.wal import trim_wal
@@ -73,7 +72,7 @@ class FileLine:
     """A line file: SQLite with the notary's tables."""
 
     def __init__(
-        self, name: str, store: SqlLine, snapshots: SnapshotCache, id_sums: IdSums
+        self, name: str, store: SqliteStore, snapshots: SnapshotCache, id_sums: IdSums
     ) -> None:
         self.name, self.store, self.snapshots = name, store, snapshots
         self.attestation_cache: SnapshotCache | None = snapshots
@@ -93,8 +92,7 @@ class FileLine:
         return await line_mark(self.store)
 
     async def finish(self, admitted: int) -> None:
-        if isinstance(self.store, SqliteStore):
-            await trim_wal(self.store)
+        await trim_wal(self.store)
 
 
 class HubLine:
@@ -129,6 +127,11 @@ class NodeLines(Protocol):
     # Rows a change announces are read from line files; a hub's peers sync for them instead
     announces_rows: bool
 
+    @property
+    def snapshots(self) -> SnapshotCache | PgSnapshots:
+        """The last snapshot of each set of each line, brought up to date per session."""
+        ...
+
     def open(self, name: str) -> AbstractAsyncContextManager[NodeLine]: ...
 
     async def connect(self) -> None:
@@ -161,7 +164,7 @@ class _FileLines:
     @asynccontextmanager
     async def open(self, name: str) -> AsyncIterator[NodeLine]:
         async with self.home.open_line(validate_line_name(name), create=True) as store:
-            assert isinstance(store, SqlLine)  # a line file: SQLite with the line schema
+            assert isinstance(store, SqliteStore)  # the home's line files (node_lines)
             yield FileLine(name, store, self.snapshots, self.id_sums)
 
     async def connect(self) -> None:

@@ -55,6 +55,8 @@ from lifeline_mesh.transport.server import SyncServer
 
 if TYPE_CHECKING:  # a hub's (--store): imported when used, `serve` of line files never does
     from lifeline_mesh.node.metrics import NodeMetrics
+    from lifeline_mesh.sync.pg_snapshots import PgSnapshots
+    from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 
 __all__ = ["NODE_LIMITS", "MembershipServer", "Node", "serve_membership"]
 
@@ -107,6 +109,11 @@ class Node:
         self.pins = PeerPins(home)
         self.refused_rows: set[tuple[str, str, str]] = set()  # members rows logged once
         self.metrics: NodeMetrics | None = None  # serve --metrics-listen (node/metrics.py)
+
+    @property
+    def snapshots(self) -> SnapshotCache | PgSnapshots:
+        """The lines' snapshots, kept between sessions (node/lines.py)."""
+        return self.lines.snapshots
 
     @property
     def hub(self) -> bool:

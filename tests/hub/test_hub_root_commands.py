@@ -2,8 +2,9 @@
 (decision 0060), never a placeholder ``.lifeline/ledger.db``: two real hub processes on one
 real database over mutual TLS, a laptop that joined through one of them, and the commands
 run as a user runs them — `lifeline context|recall|history|log|checkpoint|render`,
-`lifeline-mesh verify|status|ui`, MCP over stdio and over `--http --stateless`, a proposal
-approved through process A that reaches the laptop through process B."""
+`lifeline sessions ingest|list`, `lifeline-mesh verify|status|ui`, MCP over stdio and over
+`--http --stateless`, a proposal approved through process A that reaches the laptop
+through process B."""
 
 from __future__ import annotations
 
@@ -31,6 +32,13 @@ from tests.support.ui_server import fetch
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 MESH_NAME = "lifeline-mesh"  # the DNS name every mesh certificate carries
+TRANSCRIPT = (
+    Path(__file__).resolve().parent.parent
+    / "fixtures"
+    / "transcripts"
+    / "claude-code"
+    / "daaain__claude-code-log__deep-manifest__a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
+)
 
 
 def _mesh(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -166,6 +174,12 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
 
         status = json.loads(_mesh(hub_a, "status", "--json").stdout)
         assert "ledger" in json.dumps(status)
+
+        # a transcript ingested on A's root is a session B's root lists: one sessions line
+        _life(hub_a, "sessions", "ingest", "--tool", "claude", str(TRANSCRIPT))
+        assert not (hub_a / ".lifeline" / "sessions.db").exists()
+        listed = json.loads(_life(hub_b, "sessions", "list", "--json").stdout)
+        assert len(listed) == 1, listed
 
 
 @contextmanager
