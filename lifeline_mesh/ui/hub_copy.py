@@ -15,7 +15,6 @@ import tempfile
 from pathlib import Path
 
 from lifeline.home import Home
-from lifeline.lines import validate_line_name
 from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["HubCopy"]
@@ -28,14 +27,15 @@ class HubCopy:
 
     def __init__(self, home: Home) -> None:
         self.home = home
-        self._dir: Path | None = None
+        self._copies: Home | None = None  # a private project in a temporary folder
 
     async def open(self, name: str) -> SqliteStore:
         """The copy of line ``name``, up to date (NotFound when the hub has no such line)."""
         self.home.require_line(name)
-        if self._dir is None:
-            self._dir = Path(tempfile.mkdtemp(prefix="lifeline-viewer-"))
-        store = await SqliteStore.open(self._dir / f"{validate_line_name(name)}.db", create=True)
+        if self._copies is None:
+            self._copies = Home(Path(tempfile.mkdtemp(prefix="lifeline-viewer-")))
+            self._copies.prepare()
+        store = await SqliteStore.open(self._copies.line_path(name), create=True)
         await self.refresh(name, store)
         return store
 
@@ -56,6 +56,6 @@ class HubCopy:
             return added
 
     def close(self) -> None:
-        if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
-            self._dir = None
+        if self._copies is not None:
+            shutil.rmtree(self._copies.root, ignore_errors=True)
+            self._copies = None
