@@ -12,22 +12,26 @@
         <line>.db.damaged-<time>        a damaged file `lifeline recover` set aside (integrity.py)
         sessions-sources.sqlite         the session importer's source ledger (never synced)
         policy.json, mesh/, ci/         the node's files (lifeline_mesh/home/node_home.py)
+        mesh/hub.json                   a hub process root: its lines are in that database
 
 Every entry point builds one :class:`Home` (the node's entry points a
 :class:`lifeline_mesh.home.node_home.NodeHome`, which adds the node's files) and passes it
-down; no other module names a file under ``.lifeline/``.
+down; no other module names a file under ``.lifeline/``. The home also holds what it opened:
+its line source (:attr:`Home.lines`: the line files, or a hub's database), chosen once from
+``hub.json`` when first needed (decision 0060).
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lifeline.errors import NotFound
+from lifeline.line_source import FileLines, LineSource, hub_url, missing_line
 from lifeline.lines import DEFAULT_LINE, is_line_name, validate_line_name
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.port import Store
 from lifeline.validate import Limits
 
 __all__ = ["Home"]
@@ -38,6 +42,7 @@ IGNORE_FILE = ".gitignore"
 SOURCES_FILE = "sessions-sources.sqlite"
 LINE_SUFFIX = ".db"
 RENDER_RECORD_SUFFIX = ".projection.json"
+HUB_BINDING = ("mesh", "hub.json")
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +50,8 @@ class Home:
     """One project: its root folder and what lives under ``.lifeline/``."""
 
     root: Path
+    # What holds the lines: chosen once (``lines``), or given by the entry point (serve --store)
+    source: LineSource | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def find(cls, start: Path) -> Home:
@@ -91,6 +98,28 @@ class Home:
 
     # Lines.
 
+    @property
+    def hub_binding_path(self) -> Path:
+        """A hub process root's database (``{"store": URL}``, 0600): its lines and its node's
+        documents live there (docs/hub.md)."""
+        return self.dir.joinpath(*HUB_BINDING)
+
+    @property
+    def lines(self) -> LineSource:
+        """Where this project's lines live, chosen on first use and kept: the database a
+        ``hub.json`` names, else the line files."""
+        if self.source is None:
+            url = hub_url(self.hub_binding_path)
+            if url is None:
+                chosen: LineSource = FileLines(self)
+            else:
+                from lifeline.store.pg_lines import PgLines  # the driver only on a hub
+
+                chosen = PgLines(url)
+            object.__setattr__(self, "source", chosen)
+        assert self.source is not None
+        return self.source
+
     def line_path(self, name: str, *, must_exist: bool = False) -> Path:
         """The file of line ``name``."""
         path = self.dir / f"{validate_line_name(name)}{LINE_SUFFIX}"
@@ -100,18 +129,26 @@ class Home:
                 "create one with `lifeline init` in that folder"
             )
         if must_exist and not path.exists():
-            known = ", ".join(self.line_names()) or "none"
-            raise NotFound(
-                f"line {name!r} does not exist under {self.root} (lines: {known}); "
-                f"create it with `lifeline --line {name} init`"
-            )
+            raise missing_line(self, name, self.file_line_names())
         return path
 
+    def require_line(self, name: str) -> None:
+        """NotFound (saying how to create it) unless line ``name`` exists, wherever the
+        lines live."""
+        if self.lines.url is None:
+            self.line_path(name, must_exist=True)
+        elif validate_line_name(name) not in self.line_names():
+            raise missing_line(self, name, self.line_names())
+
     def has_line(self, name: str) -> bool:
-        return self.line_path(name).exists()
+        return validate_line_name(name) in self.line_names()
 
     def line_names(self) -> list[str]:
         """The lines present, sorted."""
+        return self.lines.names()
+
+    def file_line_names(self) -> list[str]:
+        """The lines present as files under ``.lifeline/``, sorted."""
         if not self.dir.is_dir():
             return []
         return sorted(p.stem for p in self.dir.glob(f"*{LINE_SUFFIX}") if is_line_name(p.stem))
@@ -143,18 +180,12 @@ class Home:
         return self.root / f"LIFELINE.{validate_line_name(name)}.md"
 
     @asynccontextmanager
-    async def open_line(self, name: str, *, create: bool = False) -> AsyncIterator[SqliteStore]:
-        """Open line ``name``; one that does not exist is NotFound unless ``create``.
-
-        ``create`` makes ``.lifeline/`` (with its ignore file) when missing."""
-        path = self.line_path(name, must_exist=not create)
-        if create:
-            self.prepare()
-        store = await SqliteStore.open(path, create=create)
-        try:
+    async def open_line(self, name: str, *, create: bool = False) -> AsyncIterator[Store]:
+        """Open line ``name`` wherever the lines live (:attr:`lines`); one that does not
+        exist is NotFound unless ``create``. On line files, ``create`` makes ``.lifeline/``
+        (with its ignore file) when missing."""
+        async with self.lines.open(name, create=create) as store:
             yield store
-        finally:
-            await store.close()
 
     async def exists_in(self, line: str, entry_id: str) -> bool:
         """Whether ``entry_id`` is stored in line ``line`` (False when there is no such line)."""

@@ -15,7 +15,8 @@ import sqlite3
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.ledger import Draft
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.port import Store
+from lifeline.store.tiers import tables_of
 
 __all__ = ["copies_in", "origin_body", "origin_of", "promotion_draft"]
 
@@ -52,8 +53,13 @@ def promotion_draft(entry: Entry, source_line: str) -> Draft:
     )
 
 
-async def copies_in(store: SqliteStore, entry_id: str) -> list[str]:
+async def copies_in(store: Store, entry_id: str) -> list[str]:
     """Ids of the entries of ``store`` whose origin block names ``entry_id``."""
+    sql = tables_of(store, "truth")
+    if sql is None:  # a line without tables (a hub's): its entries read once
+        return [
+            e.id async for e in store.stream() if (origin_of(e.body) or ("", ""))[1] == entry_id
+        ]
 
     def read(conn: sqlite3.Connection) -> list[str]:
         rows = conn.execute(
@@ -62,4 +68,4 @@ async def copies_in(store: SqliteStore, entry_id: str) -> list[str]:
         ).fetchall()
         return [i for i, body in rows if (origin_of(body) or ("", ""))[1] == entry_id]
 
-    return await store.run_read(read)
+    return await sql.run_read(read)

@@ -28,11 +28,10 @@ from lifeline.cli.progress import progress_for
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import ConfigError, StoreError
 from lifeline.file_modes import loose_modes, loose_warning
-from lifeline.integrity import integrity_problems, recover_line, require_intact
+from lifeline.integrity import integrity_problems, recover_line
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
-from lifeline.store.port import RowProblem
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.port import RowProblem, Store
 from lifeline.wording import noun
 
 __all__ = ["register"]
@@ -116,11 +115,12 @@ def _count(text: str) -> int:
 
 async def cmd_init(args: argparse.Namespace) -> int:
     name = line_of(args)
-    path = home_of(args).line_path(name)
-    existed = path.exists()
+    home = home_of(args)
+    existed = home.has_line(name)
     async with open_line(args, create=True):
         pass
-    print(f"{'line already exists' if existed else 'created line'} {name!r} at {path}")
+    done = "line already exists" if existed else "created line"
+    print(f"{done} {name!r} at {home.lines.where(name)}")
     return 0
 
 
@@ -158,7 +158,7 @@ def _read_body(args: argparse.Namespace, cap: int) -> str:
     return text
 
 
-async def _resolve_parents(args: argparse.Namespace, store: SqliteStore) -> tuple[str, ...] | None:
+async def _resolve_parents(args: argparse.Namespace, store: Store) -> tuple[str, ...] | None:
     if args.parents is None:
         return None
     out: list[str] = []
@@ -180,7 +180,7 @@ async def cmd_log(args: argparse.Namespace) -> int:
     limits = home_of(args).limits()
     body = _read_body(args, limits.body_bytes)
     async with open_line(args) as store:
-        await require_intact(store, line_of(args))
+        await home_of(args).lines.require_intact(store, line_of(args))
         draft = Draft(
             kind=args.kind,
             summary=args.summary,
@@ -316,7 +316,12 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     async with open_line(args) as store:
         # SQLite's quick check reads the whole file on a thread of its own (SQLite releases
         # the GIL) while the rows are checked
-        checking = asyncio.ensure_future(asyncio.to_thread(integrity_problems, store.path))
+        # (a hub's line is in a database server: no file to check)
+        home = home_of(args)
+        path = home.line_path(name) if home.lines.url is None else None
+        checking = asyncio.ensure_future(
+            asyncio.to_thread(integrity_problems, path) if path else asyncio.sleep(0, [])
+        )
         try:
             with progress_for(args, f"verifying line {name}", await store.count()) as bar:
                 report = await verify_store(

@@ -30,7 +30,6 @@ from lifeline.importer import (
     plan_import,
     read_lc_project,
 )
-from lifeline.integrity import require_intact
 from lifeline.lc_import import count_rows, import_databases
 from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
 from lifeline.lc_view import LcView, LcViewWriter
@@ -125,10 +124,12 @@ async def cmd_render(args: argparse.Namespace) -> int:
                 _warn_rows(problems, name)
                 return 0
             path = home_of(args).projection_path(name)
-            if args.format == "lifeline-context":
+            if args.format == "lifeline-context" or home_of(args).lines.url is not None:
+                # a hub's line (no file to keep a render record beside): written whole
                 with atomic_file(path) as out:
                     await _stream_view(store, name, args.format, out, bar.advance, problems)
             else:
+                assert isinstance(store, SqliteStore)  # the line files (the home's choice)
                 done = await write_projection(
                     store, name, path, problems, bar.advance, full=args.full
                 )
@@ -142,7 +143,7 @@ async def cmd_render(args: argparse.Namespace) -> int:
 
 
 async def _stream_view(
-    store: SqliteStore,
+    store: Store,
     name: str,
     form: str,
     out: BinaryIO,
@@ -241,7 +242,7 @@ async def cmd_ingest(args: argparse.Namespace) -> int:
     name = line_of(args)
     foreign, declared, ours = _read_ingest(args.file, _read_text(args.file), name)
     async with open_line(args, create=True) as store:
-        await require_intact(store, name)
+        await home_of(args).lines.require_intact(store, name)
         plan = await _ingest_plan(home_of(args), store, foreign, declared, ours)
         plan.added = (await store.append_many(plan.entries)).count
     _report([plan], args.json, verb="ingested")

@@ -34,7 +34,6 @@ from lifeline.sessions.config import (
 from lifeline.sessions.model import SessionStatus, Tool
 from lifeline.sessions.render import header_lines, render_session, session_row
 from lifeline.sessions.scope import project_scope
-from lifeline.store.sqlite import SqliteStore
 from lifeline.wording import count
 
 if TYPE_CHECKING:  # the ingest machinery is imported by the commands that ingest, only:
@@ -196,8 +195,7 @@ async def cmd_ingest(args: argparse.Namespace) -> int:
 async def _catalogue(args: argparse.Namespace) -> Catalogue:
     home = home_of(args)
     settings = load_session_settings(home)
-    path = home.line_path(_line(args, settings), must_exist=True)
-    store = await SqliteStore.open(path, create=False)
+    store = await home.lines.open_kept(_line(args, settings))  # files, or a hub's database
     return await Catalogue(store, live_window=settings.live_window).load()
 
 

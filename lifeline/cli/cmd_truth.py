@@ -16,10 +16,9 @@ from lifeline.cli.common import (
 from lifeline.cli.common import positive_int as _positive
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
-from lifeline.integrity import require_intact
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.port import Store
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import FORMATS, deliver
 from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary, reword_body
@@ -182,9 +181,9 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _write(args: argparse.Namespace, store: SqliteStore, draft: Draft) -> int:
+async def _write(args: argparse.Namespace, store: Store, draft: Draft) -> int:
     home = home_of(args)
-    await require_intact(store, line_of(args))
+    await home.lines.require_intact(store, line_of(args))
     ledger = Ledger(store, hooks=load_append_hooks(home), limits=home.limits())
     entry, _new = await ledger.append(draft)
     _print_entry(args, entry)
@@ -216,7 +215,7 @@ async def cmd_checkpoint(args: argparse.Namespace) -> int:
         return await _write(args, store, draft)
 
 
-async def _open_thread(store: SqliteStore, thread: str) -> tuple[str, str]:
+async def _open_thread(store: Store, thread: str) -> tuple[str, str]:
     """(thread, title): an open question's id prefix names its thread by the full id."""
     if len(thread) < 8 or any(c not in "0123456789abcdef" for c in thread):
         return thread, thread

@@ -18,7 +18,7 @@ from lifeline.entry import Entry
 from lifeline.errors import ConfigError
 from lifeline.home import Home
 from lifeline.lines import DEFAULT_LINE, validate_line_name
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.port import Store
 
 __all__ = [
     "Commands",
@@ -151,7 +151,7 @@ def line_of(args: argparse.Namespace) -> str:
 @asynccontextmanager
 async def open_line(
     args: argparse.Namespace, *, create: bool = False, line: str | None = None
-) -> AsyncIterator[SqliteStore]:
+) -> AsyncIterator[Store]:
     """Open the selected line; a line that does not exist is an error unless ``create``."""
     async with home_of(args).open_line(line or line_of(args), create=create) as store:
         yield store

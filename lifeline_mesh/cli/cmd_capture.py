@@ -21,7 +21,6 @@ from lifeline.cli.common import (
     root_of,
 )
 from lifeline.errors import ConfigError
-from lifeline_mesh.cli.home_arg import attach_state
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
@@ -62,7 +61,7 @@ def _git_log(repo: Path, since: str | None, last: int) -> str:
 
 
 async def cmd_capture(args: argparse.Namespace) -> int:
-    home = attach_state(NodeHome(root_of(args).resolve()))
+    home = NodeHome(root_of(args).resolve())
     commits = parse_git_log(_git_log(args.repo or home.root, args.since, args.last))
     gate = WriteGate(Workspace.open(home, agent=AGENT, author=default_author()))
     rows: list[dict[str, Any]] = []

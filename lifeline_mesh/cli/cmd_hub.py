@@ -14,12 +14,12 @@ from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline.store.postgres import is_postgres_url
-from lifeline_mesh.home.mesh_state import NODE_KEY, binding_of
+from lifeline_mesh.home.mesh_state import NODE_KEY
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.hub.migrate import copy_line, describe, open_side
 from lifeline_mesh.hub.state_init import init_hub
 
-__all__ = ["hub_store", "register", "store_url"]
+__all__ = ["hub_home", "register", "store_url"]
 
 
 def register(sub: Any, parent: argparse.ArgumentParser) -> None:
@@ -151,24 +151,27 @@ async def cmd_hub_init(args: argparse.Namespace) -> int:
     return 0
 
 
-def hub_store(home: NodeHome, given: str | None) -> str | None:
-    """The database `serve` keeps the lines in: the root's hub (``hub init``), else
-    ``--store``; refuses a --store whose database already holds a hub node this root is
-    not a process of (it would serve as a node of its own)."""
-    bound = binding_of(home)
+def hub_home(home: NodeHome, given: str | None) -> NodeHome:
+    """The home `serve` runs on: the root's hub (``hub init``: its lines are already in that
+    database), else its lines in ``--store``; refuses a --store whose database already holds
+    a hub node this root is not a process of (it would serve as a node of its own)."""
+    bound = home.lines.url
     if bound is not None:
         if given is not None and given != bound:
             raise ConfigError(
                 f"{home.root} is a process of the hub in {describe(bound)}, not "
                 f"{describe(given)}; drop --store or use another --root"
             )
-        return bound
-    if given is not None:
-        from lifeline_mesh.hub.pg_state import PgState
+        return home
+    if given is None:
+        return home
+    from lifeline.store.pg_lines import PgLines
+    from lifeline_mesh.home.pg_state import PgState
 
-        if PgState.for_url(given).read(NODE_KEY) is not None:
-            raise ConfigError(
-                f"{describe(given)} holds a hub node; make this root one of its processes "
-                f"first: `lifeline-mesh --root {home.root} hub init --store URL`"
-            )
-    return given
+    if PgState.for_url(given).read(NODE_KEY) is not None:
+        raise ConfigError(
+            f"{describe(given)} holds a hub node; make this root one of its processes "
+            f"first: `lifeline-mesh --root {home.root} hub init --store URL`"
+        )
+    # Lines in the database, the node's documents in its files (no hub node there)
+    return NodeHome(home.root, PgLines(given), home.documents)

@@ -7,7 +7,7 @@ import argparse
 from lifeline.cli.common import Commands, add_json_option, creates_project, print_json
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.identity import ensure_identity
-from lifeline_mesh.home.mesh_state import NODE_KEY, state_of
+from lifeline_mesh.home.mesh_state import NODE_KEY
 from lifeline_mesh.membership.ca import create_mesh
 
 __all__ = ["register"]
@@ -35,7 +35,7 @@ async def cmd_init(args: argparse.Namespace) -> int:
         report = {
             "node_id": identity.node_id,
             "created": created,
-            "key": state_of(home).where(NODE_KEY),
+            "key": home.documents.where(NODE_KEY),
         }
         if mesh is not None:
             report |= {
@@ -46,7 +46,7 @@ async def cmd_init(args: argparse.Namespace) -> int:
         print_json(report)
         return 0
     if created:
-        where = state_of(home).where(NODE_KEY)
+        where = home.documents.where(NODE_KEY)
         print(f"created node identity {identity.node_id} (key {where}, mode 0600)")
     else:
         print(f"node identity already exists: {identity.node_id}")

@@ -19,7 +19,7 @@ from lifeline.cli.common import (
 )
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS
-from lifeline_mesh.cli.home_arg import attach_state, node_home
+from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.tokens import DEFAULT_TTL, ROLES, TokenBook, TokenSpec
@@ -200,7 +200,7 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
             "--http HOST:PORT"
         )
     ws = Workspace.open(
-        attach_state(NodeHome(root_of(args).resolve())),
+        NodeHome(root_of(args).resolve()),
         agent=agent,
         author=args.author or default_author(),
         line=line_of(args),

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 
 from lifeline.cli.common import Commands, add_json_option, default_author, print_json, root_of
-from lifeline_mesh.cli.home_arg import attach_state, node_home
+from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.proposals import Proposal, ProposalBook
 from lifeline_mesh.mcp.workspace import Workspace
@@ -42,7 +42,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
 
 
 def _gate(args: argparse.Namespace) -> WriteGate:
-    home = attach_state(NodeHome(root_of(args).resolve()))
+    home = NodeHome(root_of(args).resolve())
     return WriteGate(Workspace.open(home, agent="human", author=default_author()))
 
 

@@ -19,7 +19,6 @@ from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.cli.ui_args import add_serve_ui_arguments
 from lifeline_mesh.home.config import NodeConfig
-from lifeline_mesh.home.mesh_state import binding_of
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import serve_lock
 from lifeline_mesh.node.root import Node
@@ -159,17 +158,16 @@ async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
             file=sys.stderr,
         )
     store = getattr(args, "store", None)
-    if store is not None or binding_of(home) is not None:
+    if store is not None or home.lines.url is not None:
         # A hub's: imported only then. `serve` of line files listens sooner without the
         # PostgreSQL driver (nor the viewer, nor the sessions' models; decision 0039).
-        from lifeline_mesh.cli.cmd_hub import hub_store
+        from lifeline_mesh.cli.cmd_hub import hub_home
 
-        store = hub_store(home, store)
-    node = Node(home, insecure=args.insecure, fast=_fast(args), store_url=store)
+        home = hub_home(home, store)
+    node = Node(home, insecure=args.insecure, fast=_fast(args))
     try:
         async with _metrics_beside(args, node) as metrics:
-            if node.store_url is not None:
-                await node.database()  # unreachable: one line and an exit, before listening
+            await node.connect()  # a hub's database unreachable: one line, before listening
             return await _serve_node(args, node, metrics)
     finally:
         await node.close()
@@ -179,7 +177,7 @@ async def _serve_node(args: argparse.Namespace, node: Node, metrics: MetricsServ
     config = node.config()
     listen = args.listen or config.listen
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
-    if binding_of(node.home) is not None:
+    if node.home.hub_binding_path.exists():
         # A hub process is reached by its address; its sibling processes are the same node
         # and would collide announcing it on the LAN (docs/hub.md).
         args.no_discovery = True
@@ -289,7 +287,7 @@ async def cmd_share(args: argparse.Namespace) -> int:
     # Sharing a line that does not exist is a typo, except the sessions line, which the
     # first ingest creates (`serve --sessions` right after sharing it).
     if name != _sessions_line(home):
-        home.line_path(name, must_exist=True)
+        home.require_line(name)
     config = NodeConfig.load(home)
     if name not in config.shared_lines:
         config.shared_lines = sorted([*config.shared_lines, name])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
@@ -33,17 +32,20 @@ class NodeConfig:
     def current(cls, home: NodeHome) -> NodeConfig:
         """:meth:`load`, read again only when the file was replaced or changed (a running
         node asks at every session and every poll of its lines). Read it, do not change it:
-        the same object is handed to every caller until the file changes."""
+        the same object is handed to every caller until the file changes. Kept on the home
+        (its ``held``), as the home keeps what it opened."""
         path = home.config_path
         try:
             st = path.stat()
         except FileNotFoundError:
             return cls()
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
-        held = _LOADED.get(path)
+        held = home.held.get("config")
         if held is None or held[0] != key:
-            held = _LOADED[path] = (key, cls.load(home))
-        return held[1]
+            held = home.held["config"] = (key, cls.load(home))
+        config = held[1]
+        assert isinstance(config, NodeConfig)
+        return config
 
     @classmethod
     def load(cls, home: NodeHome) -> NodeConfig:
@@ -74,6 +76,3 @@ class NodeConfig:
         data.update(data.pop("extra"))
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
         write_atomic(path, text.encode("utf-8"), mode=0o600)
-
-
-_LOADED: dict[Path, tuple[tuple[int, int, int], NodeConfig]] = {}

@@ -23,7 +23,7 @@ from nacl.signing import SigningKey
 from lifeline.errors import BadSignature, ConfigError, NotFound
 from lifeline.fsutil import read_private
 from lifeline.ignore import ensure_ignore_file
-from lifeline_mesh.home.mesh_state import NODE_KEY, state_of
+from lifeline_mesh.home.mesh_state import NODE_KEY
 from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = [
@@ -160,7 +160,7 @@ class NodeIdentity:
     @classmethod
     def maybe_of(cls, home: NodeHome) -> NodeIdentity | None:
         """The identity of ``home`` (its key file, or a hub's database), None without one."""
-        state = state_of(home)
+        state = home.documents
         data = state.read(NODE_KEY)
         return None if data is None else cls.from_text(data, state.where(NODE_KEY))
 
@@ -169,7 +169,7 @@ class NodeIdentity:
         """The identity of ``home``; NotFound without one."""
         identity = cls.maybe_of(home)
         if identity is None:
-            where = state_of(home).where(NODE_KEY)
+            where = home.documents.where(NODE_KEY)
             raise NotFound(f"no node identity at {where}; create one with `lifeline-mesh init`")
         return identity
 
@@ -177,7 +177,7 @@ class NodeIdentity:
     def load_or_create(cls, home: NodeHome) -> tuple[NodeIdentity, bool]:
         """The identity of ``home``, created when missing; keys never reach git (ignore.py)."""
         ensure_ignore_file(home)
-        state = state_of(home)
+        state = home.documents
         identity = cls.maybe_of(home)
         if identity is not None:
             return identity, False

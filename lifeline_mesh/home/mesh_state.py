@@ -4,13 +4,13 @@ A node's signing key, its members registry, revocations, the invites and CI cred
 issued, its MCP token book and (on the CA holder) the mesh CA key are *documents*, read and
 written whole by name. On a laptop they are files in ``.lifeline/mesh/`` (:class:`FileState`,
 the default). A hub whose lines live in PostgreSQL keeps them in that database instead
-(``lifeline_mesh/hub/pg_state.py``), so every hub process on the database is one node and a
+(``lifeline_mesh/home/pg_state.py``), so every hub process on the database is one node and a
 process holds nothing of its own but its TLS credentials (docs/hub.md, decision 0032).
 
-A root whose state lives elsewhere says so in ``NodeHome.hub_binding_path`` (``hub.json``);
-the entry point that opens the root binds the adapter (:func:`bind_state`) before anything
-reads a document. A bound root opened without that binding is refused rather than read
-from empty files.
+A root whose state lives elsewhere says so in ``Home.hub_binding_path`` (``hub.json``): its
+lines are in that database (``Home.lines``) and so are its documents. The home chooses the
+adapter once, with its line source (:func:`documents_for`), and every reader takes it from
+there (``home.documents``, decision 0060).
 """
 
 from __future__ import annotations
@@ -40,11 +40,8 @@ __all__ = [
     "REVOCATIONS",
     "FileState",
     "MeshState",
-    "bind_state",
-    "binding_of",
+    "documents_for",
     "read_doc_json",
-    "state_of",
-    "unbind_state",
 ]
 
 # The documents by name (their files: NodeHome's key_path, ca_key_path, ... below).
@@ -154,51 +151,19 @@ class FileState:
             os.close(fd)  # releases the lock
 
 
-_BOUND: dict[Path, MeshState] = {}
+def documents_for(home: NodeHome) -> MeshState:
+    """Where ``home``'s documents live: the hub database its lines are in, else its files."""
+    url = home.lines.url
+    if url is None:
+        return FileState(home)
+    from lifeline_mesh.home.pg_state import PgState  # the driver only on a hub
 
-
-def bind_state(root: Path, state: MeshState) -> None:
-    """Keep the documents of the root at ``root`` in ``state`` (for this process)."""
-    _BOUND[root.resolve()] = state
-
-
-def unbind_state(root: Path) -> None:
-    _BOUND.pop(root.resolve(), None)
-
-
-def binding_of(home: NodeHome) -> str | None:
-    """The store URL a root's documents live in (``hub.json``), or None: its files."""
-    path = home.hub_binding_path
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(read_private(path))
-        store = data["store"]
-        if not isinstance(store, str):
-            raise TypeError("store is not a string")
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(
-            f"{path} is damaged ({exc}); run `lifeline-mesh hub init --store URL` again"
-        ) from exc
-    return store
-
-
-def state_of(home: NodeHome) -> MeshState:
-    """Where ``home``'s documents live: the bound adapter, else its files."""
-    bound = _BOUND.get(home.root.resolve())
-    if bound is not None:
-        return bound
-    if home.hub_binding_path.exists():
-        raise ConfigError(
-            f"{home.root} is a hub process whose identity and membership live in a database "
-            f"({home.hub_binding_path}); run this through `lifeline-mesh --root {home.root}`"
-        )
-    return FileState(home)
+    return PgState.for_url(url)
 
 
 def read_doc_json(home: NodeHome, name: str, default: Any) -> Any:
     """Parse a JSON document of ours; a damaged one is a ConfigError naming where it is."""
-    state = state_of(home)
+    state = home.documents
     raw = state.read(name)
     if raw is None:
         return default

@@ -20,24 +20,29 @@
         mcp-tokens.json    remote MCP bearer tokens issued here, hashed, 0600 (mcp/tokens.py)
         hub.json           a hub process root: the database that holds the node's key,
                            CA key, members, revocations, invites and MCP tokens instead of
-                           the files above (home/mesh_state.py, hub/pg_state.py), 0600
+                           the files above (home/mesh_state.py, home/pg_state.py), 0600
       ci/                  a CI job's files (ci/job.py)
         job.txt            peer and lines, for `ci finish` in a later step
         lifeline-context.md  every line's context, named by $LIFELINE_CONTEXT_FILE
         unsynced-<line>.md   a line's projection when the job could not sync back
 
-The identity and membership documents are read through ``mesh_state.state_of(home)``, never
-by path, so a hub process finds them in its database. Built once by each entry point of
-``lifeline-mesh`` (its commands, ``serve``, the MCP server, the viewer, the demo, CI) and
-passed down; no other module names these files.
+The home also holds what it opened (decision 0060): :attr:`NodeHome.documents`, where the
+identity and membership documents live (these files, or a hub's ``node_state`` table), chosen
+once with the line source (:attr:`lifeline.home.Home.lines`), never re-discovered by a
+caller. Built once by each entry point of ``lifeline-mesh`` (its commands, ``serve``, the
+MCP server, the viewer, the demo, CI) and passed down; no other module names these files.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lifeline.home import Home
+
+if TYPE_CHECKING:
+    from lifeline_mesh.home.mesh_state import MeshState
 
 __all__ = ["NodeHome"]
 
@@ -49,9 +54,27 @@ CI_DIR = "ci"
 class NodeHome(Home):
     """A project seen by its node: the lines and settings, and the node's files."""
 
+    # Where the identity and membership documents live: chosen once (``documents``)
+    state: MeshState | None = field(default=None, compare=False, repr=False)
+    # What was read from the home and is kept while it does not change (the config, with
+    # the stamp of the file it was read from): the home's, not a module's
+    held: dict[str, tuple[object, object]] = field(default_factory=dict, compare=False, repr=False)
+
     @classmethod
     def of(cls, home: Home) -> NodeHome:
-        return home if isinstance(home, NodeHome) else cls(home.root)
+        """``home`` seen by its node, sharing the line source ``home`` chose."""
+        return home if isinstance(home, NodeHome) else cls(home.root, home.lines)
+
+    @property
+    def documents(self) -> MeshState:
+        """The node's documents: in the database of a hub's line source, else the files of
+        ``.lifeline/mesh/`` (chosen on first use, with the lines, and kept)."""
+        if self.state is None:
+            from lifeline_mesh.home.mesh_state import documents_for
+
+            object.__setattr__(self, "state", documents_for(self))
+        assert self.state is not None
+        return self.state
 
     @property
     def mesh_dir(self) -> Path:
@@ -129,12 +152,6 @@ class NodeHome(Home):
     def membership_lock_path(self) -> Path:
         """Held across a read-modify-write of the membership files."""
         return self.mesh_dir / ".membership.lock"
-
-    @property
-    def hub_binding_path(self) -> Path:
-        """A hub process root's database (``{"store": URL}``, 0600): its documents live
-        there, not in the files above (home/mesh_state.py)."""
-        return self.mesh_dir / "hub.json"
 
     def in_mesh(self) -> bool:
         """Whether this node holds a mesh CA certificate (it joined or made a mesh)."""

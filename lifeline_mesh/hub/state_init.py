@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from lifeline import fsutil
 from lifeline.errors import ConfigError
+from lifeline.line_source import hub_url
+from lifeline.store.pg_lines import PgLines
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.mesh_state import (
     CA_CERT,
@@ -30,19 +32,15 @@ from lifeline_mesh.home.mesh_state import (
     MEMBERS,
     NODE_KEY,
     FileState,
-    bind_state,
-    binding_of,
-    state_of,
-    unbind_state,
 )
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.hub.pg_state import PgState, shown_url
+from lifeline_mesh.home.pg_state import PgState, shown_url
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, make_csr, new_tls_key, pem_key
 from lifeline_mesh.membership.certs import mesh_id_of
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.transport.authz import MeshRole
 
-__all__ = ["HubInit", "attach", "init_hub"]
+__all__ = ["HubInit", "init_hub"]
 
 
 @dataclass
@@ -69,14 +67,6 @@ class HubInit:
         }
 
 
-def attach(home: NodeHome) -> NodeHome:
-    """Bind ``home``'s documents to its hub database when it is a hub process root."""
-    url = binding_of(home)
-    if url is not None:
-        bind_state(home.root, PgState.for_url(url))
-    return home
-
-
 def init_hub(
     home: NodeHome,
     url: str,
@@ -88,7 +78,7 @@ def init_hub(
     """Make ``home`` a process of the hub node in ``url`` (see the module docstring)."""
     if not home.root.is_dir():
         raise ConfigError(f"--root {home.root} is not a directory; pass the hub's folder")
-    bound = binding_of(home)
+    bound = hub_url(home.hub_binding_path)
     if bound is not None and bound != url:
         raise ConfigError(
             f"{home.root} is already a process of the hub in {shown_url(bound)}; use another "
@@ -110,7 +100,8 @@ def init_hub(
     if source is not None:
         _import(FileState(source), db, held, report)
     made = _made_paths(home)
-    _bind(home, url, db)
+    _bind(home, url)
+    home = NodeHome(home.root, PgLines(url), db)  # this root is now the hub's process
     try:
         _set_up(home, db, report, held, new_mesh, source, now)
     except BaseException:
@@ -151,7 +142,6 @@ def _made_paths(home: NodeHome) -> list[Path]:
 
 
 def _unbind(home: NodeHome, made: list[Path]) -> None:
-    unbind_state(home.root)
     home.hub_binding_path.unlink(missing_ok=True)
     for folder in made:
         for leftover in (home.ignore_path,) if folder == home.dir else ():
@@ -188,12 +178,11 @@ def _import(files: FileState, db: PgState, held: set[str], report: HubInit) -> N
     report.created = False
 
 
-def _bind(home: NodeHome, url: str, db: PgState) -> None:
+def _bind(home: NodeHome, url: str) -> None:
     path = home.hub_binding_path
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = json.dumps({"store": url}, indent=2) + "\n"
     fsutil.write_atomic(path, text.encode(), mode=0o600)  # the URL may hold a password
-    bind_state(home.root, db)
 
 
 def _tls(
@@ -240,7 +229,7 @@ def _tls(
 
 
 def _role(home: NodeHome, node_id: str) -> MeshRole:
-    if state_of(home).read(MEMBERS) is None:
+    if home.documents.read(MEMBERS) is None:
         return MeshRole.MEMBER
     member = Registry.load(home).members.get(node_id)
     return member.role if member is not None else MeshRole.MEMBER

@@ -14,6 +14,8 @@ from typing import Any
 
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
+from lifeline.store.port import Store
+from lifeline.store.tiers import tables_of
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.proposals import ProposalBook
@@ -95,6 +97,23 @@ def _select_ids(
     return [r[0] for r in conn.execute(sql, (*params, limit + 1))]
 
 
+async def _streamed_ids(store: Store, chosen: dict[str, Any]) -> list[str]:
+    """:func:`_select_ids` on a line without tables (a hub's): its stream is in the same
+    (height, ts, id) order."""
+    anchor, ts, kind, limit = chosen["anchor"], chosen["ts"], chosen["kind"], chosen["limit"]
+    out: list[str] = []
+    passed = anchor is None
+    async for entry in store.stream():
+        if not passed:
+            passed = entry.id == anchor
+            continue
+        if (ts is None or entry.ts > ts) and (not kind or entry.kind == kind):
+            out.append(entry.id)
+            if (anchor is not None or ts is not None) and len(out) > limit:
+                break
+    return out if (anchor is not None or ts is not None) else out[-(limit + 1) :]
+
+
 async def history_view(
     ws: Workspace, line: str | None, since: str | None, limit: int, kind: str | None
 ) -> History:
@@ -105,9 +124,9 @@ async def history_view(
     ref, ts = _since_filter(since)
     async with ws.store(line) as store:
         anchor = (await store.resolve(ref)).id if ref else None
-        ids = await store.run_read(
-            partial(_select_ids, anchor=anchor, ts=ts, kind=kind, limit=limit)
-        )
+        select = partial(_select_ids, anchor=anchor, ts=ts, kind=kind, limit=limit)
+        sql = tables_of(store, "truth")  # a line file: on its own index
+        ids = await (sql.run_read(select) if sql else _streamed_ids(store, select.keywords))
         more = len(ids) > limit
         ids = ids[:limit] if (ref or ts) else ids[-limit:]
         chosen = await store.get_many(ids)

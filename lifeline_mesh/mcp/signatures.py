@@ -14,8 +14,12 @@ import sqlite3
 from typing import Any
 
 from lifeline.errors import InvalidEntry
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.port import Store
+from lifeline.store.tiers import tables_of
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.notary.port import Notary
+from lifeline_mesh.notary.schema import NOTARY_COMPONENT
+from lifeline_mesh.notary.sign import notary_of
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import Role, decode
 from lifeline_mesh.notary.states import covering_states
@@ -53,6 +57,18 @@ def _items_about(conn: sqlite3.Connection, entry_id: str) -> list[bytes]:
     ]
 
 
+async def _subject_items(notary: Notary, entry_id: str) -> list[bytes]:
+    out: list[bytes] = []
+    for item in [*await notary.items(), *await notary.statements().items()]:
+        try:
+            att = decode(item)
+        except InvalidEntry:
+            continue
+        if att.role in (Role.AUTHOR, Role.IMPORTED) and att.subject == entry_id:
+            out.append(item)
+    return out
+
+
 def _describe(item: bytes, signers: FileSigners, entry_ts: str) -> dict[str, Any]:
     try:
         att = decode(item)
@@ -75,11 +91,15 @@ def _describe(item: bytes, signers: FileSigners, entry_ts: str) -> dict[str, Any
 
 
 async def entry_signatures(
-    home: NodeHome, store: SqliteStore, entry_id: str, entry_ts: str, local_node_id: str | None
+    home: NodeHome, store: Store, entry_id: str, entry_ts: str, local_node_id: str | None
 ) -> dict[str, Any]:
     """``{"signed": bool, "items": [...]}``: signed means a valid author signature exists."""
-    await NotaryStore.attach(store)  # the notary's tables exist even in a line it never saw
-    items = await store.run_read(lambda conn: _items_about(conn, entry_id))
+    sql = tables_of(store, NOTARY_COMPONENT)
+    if sql is not None:
+        await NotaryStore.attach(sql)  # the notary's tables exist even in a line it never saw
+        items = await sql.run_read(lambda conn: _items_about(conn, entry_id))
+    else:  # a hub's line: its author and import statements, read from the database
+        items = await _subject_items(await notary_of(store), entry_id)
     signers = FileSigners.load(home, local_node_id)
     described = [_describe(item, signers, entry_ts) for item in items]
     signed = any(d.get("role") == "author" and d["valid"] for d in described)

@@ -8,7 +8,7 @@ file, or a hub's database; written under the membership lock like the invite boo
 the token itself, which is printed once. A token's role is ``reader`` (the read tools) or
 ``member`` (the write tools too, under the write policy, as the token's agent). Revoking
 takes effect at the next request: the book is read on every check (a hub's, at most 2 s
-old: hub/pg_state.py).
+old: home/pg_state.py).
 
 Refusals name the rule: *not a token*, *issued by another node*, *unknown*, *does not
 match*, *revoked at T*, *expired at T*; each says what to do.
@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 from lifeline.errors import ConfigError, NotAuthenticated
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.home.identity import parse_node_id
-from lifeline_mesh.home.mesh_state import MCP_TOKENS, read_doc_json, state_of
+from lifeline_mesh.home.mesh_state import MCP_TOKENS, read_doc_json
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.registry import iso
@@ -166,7 +166,7 @@ class TokenBook:
         try:
             return _BOOK.validate_python(data)
         except ValidationError as exc:
-            where = state_of(self.home).where(MCP_TOKENS)
+            where = self.home.documents.where(MCP_TOKENS)
             raise ConfigError(
                 f"{where} is not a token book ({exc.error_count()} problem(s), first: "
                 f"{exc.errors()[0]['msg']}); restore it from a backup, or move it away and "
@@ -175,7 +175,7 @@ class TokenBook:
 
     def _save(self, data: dict[str, TokenRecord]) -> None:
         raw = _BOOK.dump_json(data, indent=2) + b"\n"
-        state_of(self.home).write(MCP_TOKENS, raw)
+        self.home.documents.write(MCP_TOKENS, raw)
 
     def issue(self, spec: TokenSpec, now: dt.datetime | None = None) -> tuple[str, TokenRecord]:
         """A new token (printed once; only its hash is kept) and its book record."""

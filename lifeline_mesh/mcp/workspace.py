@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from lifeline.ledger import Ledger
 from lifeline.lines import DEFAULT_LINE, validate_line_name
 from lifeline.plugins import load_append_hooks
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.port import Store
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 
@@ -48,12 +48,12 @@ class Workspace:
         return validate_line_name(line) if line else self.line
 
     @asynccontextmanager
-    async def store(self, line: str | None = None) -> AsyncIterator[SqliteStore]:
+    async def store(self, line: str | None = None) -> AsyncIterator[Store]:
         """Open an existing line (NotFound names the lines there are)."""
         async with self.home.open_line(self.line_name(line)) as store:
             yield store
 
-    def ledger(self, store: SqliteStore) -> Ledger:
+    def ledger(self, store: Store) -> Ledger:
         """Local writes on ``store``, signed by the node when its notary hook is installed.
 
         The hooks are looked up again for each write (about 2 ms): a node identity created

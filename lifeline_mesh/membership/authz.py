@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from lifeline.errors import NotAuthenticated, PeerError, PermissionDenied
-from lifeline_mesh.home.mesh_state import MEMBERS, REVOCATIONS, state_of
+from lifeline_mesh.home.mesh_state import MEMBERS, REVOCATIONS
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import CertIdentity, identity_from_cert
 from lifeline_mesh.membership.registry import Registry
@@ -65,7 +65,7 @@ class MeshAuthorizer:
         self._roles: dict[str, MeshRole] = {}
 
     def _refresh(self) -> None:
-        state = state_of(self.home)  # files, or a hub's database (read again every 2 s)
+        state = self.home.documents  # files, or a hub's database (read again every 2 s)
         stamp = (state.stamp(REVOCATIONS), state.stamp(MEMBERS))
         if stamp != self._stamp:
             self._revoked = RevocationList.load(self.home)

@@ -18,7 +18,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from lifeline.errors import BadSignature, ConfigError, NotFound
 from lifeline_mesh.home.identity import NodeIdentity
-from lifeline_mesh.home.mesh_state import CA_CERT, CA_KEY, state_of
+from lifeline_mesh.home.mesh_state import CA_CERT, CA_KEY
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.certs import (
@@ -102,7 +102,7 @@ class MeshCA:
 
     @classmethod
     def load(cls, home: NodeHome) -> MeshCA:
-        state = state_of(home)
+        state = home.documents
         where, pem = state.where(CA_KEY), state.read(CA_KEY)
         if pem is None:
             raise ConfigError(
@@ -231,11 +231,11 @@ def create_mesh(home: NodeHome, name: str, now: dt.datetime | None = None) -> Me
     tls_key = new_tls_key()
     csr = make_csr(tls_key, identity.node_id)
     cert = ca.issue(csr, identity.node_id, MeshRole.MEMBER, now, ca_holder=True)
-    state_of(home).write(CA_KEY, pem_key(ca.key))
+    home.documents.write(CA_KEY, pem_key(ca.key))
     files.write_atomic(home.tls_key_path, pem_key(tls_key), private=True)
     files.write_atomic(home.tls_cert_path, _pem(cert))
     files.write_atomic(home.ca_cert_path, _pem(ca.cert))
-    state_of(home).write(CA_CERT, _pem(ca.cert))  # a hub's other processes read it there
+    home.documents.write(CA_CERT, _pem(ca.cert))  # a hub's other processes read it there
     registry = Registry(mesh_id=ca.mesh_id, name=name.strip())
     registry.add(
         Member.new(identity.public_key, MeshRole.MEMBER, now, ca_holder=True, cert=cert_text(cert))

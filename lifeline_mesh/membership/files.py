@@ -16,7 +16,6 @@ from typing import Any
 from lifeline import fsutil
 from lifeline.errors import ConfigError
 from lifeline.fsutil import read_private
-from lifeline_mesh.home.mesh_state import state_of
 from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = [
@@ -38,7 +37,7 @@ def exclusive(home: NodeHome) -> Iterator[None]:
     """Hold the node's membership lock: one read-modify-write of its documents at a time,
     across every process sharing them (e.g. two joins spending one invite: two processes on
     one root, or two hub processes on one database). Never nest it."""
-    with state_of(home).exclusive():
+    with home.documents.exclusive():
         yield
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lifeline.errors import ConfigError, PermissionDenied
-from lifeline_mesh.home.mesh_state import INVITES, read_doc_json, state_of
+from lifeline_mesh.home.mesh_state import INVITES, read_doc_json
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA
@@ -152,7 +152,7 @@ class InviteBook:
 
     def save(self, data: dict[str, dict[str, Any]]) -> None:
         text = json.dumps(data, indent=2, sort_keys=True) + "\n"
-        state_of(self.home).write(INVITES, text.encode())
+        self.home.documents.write(INVITES, text.encode())
 
     def record(self, token: Token, now: dt.datetime) -> None:
         with files.exclusive(self.home):

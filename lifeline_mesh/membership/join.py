@@ -31,7 +31,7 @@ from lifeline.errors import (
     RemoteProtocolError,
 )
 from lifeline_mesh.home.identity import NodeIdentity
-from lifeline_mesh.home.mesh_state import CA_CERT, state_of
+from lifeline_mesh.home.mesh_state import CA_CERT
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import cert_text, make_csr, new_tls_key, pem_key
@@ -184,6 +184,6 @@ def _store(home: NodeHome, reply: pb.JoinReply, registry: Registry, tls_key_pem:
     files.write_atomic(home.tls_cert_path, bytes(reply.node_cert_pem))
     # CA last: its presence is what marks this node as joined.
     files.write_atomic(home.ca_cert_path, bytes(reply.ca_cert_pem))
-    state_of(home).write(CA_CERT, bytes(reply.ca_cert_pem))  # a hub's other processes
+    home.documents.write(CA_CERT, bytes(reply.ca_cert_pem))  # a hub's other processes
     registry.save(home)
     import_revocations(home, reply.revocations_json.encode())

@@ -28,7 +28,7 @@ from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.identity import node_id_for, parse_node_id
-from lifeline_mesh.home.mesh_state import MEMBERS, read_doc_json, state_of
+from lifeline_mesh.home.mesh_state import MEMBERS, read_doc_json
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.transport.authz import MeshRole
 
@@ -134,7 +134,7 @@ class Registry:
     def load(cls, home: NodeHome) -> Registry:
         data = read_doc_json(home, MEMBERS, None)
         if data is None:
-            where = state_of(home).where(MEMBERS)
+            where = home.documents.where(MEMBERS)
             raise ConfigError(
                 f"no members registry at {where}; this node has not created or joined a mesh"
             )
@@ -162,7 +162,7 @@ class Registry:
 
     def save(self, home: NodeHome) -> None:
         text = json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n"
-        state_of(home).write(MEMBERS, text.encode())
+        home.documents.write(MEMBERS, text.encode())
 
     def add(self, member: Member) -> None:
         """Add or update a member; a revoked node stays revoked."""

@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from lifeline.entry import format_ts
 from lifeline.errors import BadSignature, ConfigError
 from lifeline_mesh.home.identity import NodeIdentity, parse_node_id
-from lifeline_mesh.home.mesh_state import REVOCATIONS, read_doc_json, state_of
+from lifeline_mesh.home.mesh_state import REVOCATIONS, read_doc_json
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA, load_ca_cert
@@ -86,7 +86,7 @@ class RevocationList:
     def save(self, home: NodeHome) -> None:
         items = [asdict(self.statements[k]) for k in sorted(self.statements)]
         text = json.dumps({"statements": items}, indent=2, sort_keys=True) + "\n"
-        state_of(home).write(REVOCATIONS, text.encode())
+        home.documents.write(REVOCATIONS, text.encode())
 
     def revoked_at(self, node_id: str) -> str | None:
         statement = self.statements.get(node_id)

@@ -16,6 +16,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
+from typing import Protocol
 
 from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline.home import Home
@@ -34,6 +35,21 @@ from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 __all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "line_mark", "read_rows"]
 
 log = logging.getLogger(__name__)
+
+
+class _Marked(Protocol):
+    async def mark(self) -> int | None: ...
+
+
+class RowsSession(Protocol):
+    """What taking rows needs of a session the node opened: its sets, its line's mark."""
+
+    @property
+    def sets(self) -> Sequence[ReconSet]: ...
+
+    @property
+    def line(self) -> _Marked: ...
+
 
 HELD_IDS_PER_LINE = 8192  # recent entry ids remembered per line (a few minutes of writes)
 
@@ -73,7 +89,7 @@ async def read_rows(
             sql_line = require_tables(store, NOTARY_COMPONENT, "announcing its rows")
         except LifelineError:
             return None
-        ids = await store.run_read(lambda conn: _new_ids(conn, after, upto))
+        ids = await sql_line.run_read(lambda conn: _new_ids(conn, after, upto))
         if not ids or len(ids) > MAX_CHANGE_ITEMS:
             return None
         entries = await EntrySet(store, EntryCodec(home.limits())).fetch(
@@ -95,20 +111,18 @@ async def line_mark(store: Store) -> int | None:
 
 class LiveRows:
     """A node's rows over the Watch calls: read once per change to announce, and taken from
-    the peers it watches. ``open_line`` is the node's (a session's: one state statement
-    when anything was new); ``make_sets`` gives the sets of a session we dialed."""
+    the peers it watches. ``session`` is the node's (``Node.session``: a session we dialed,
+    which signs one state statement when anything was new)."""
 
     def __init__(
         self,
         home: Home,
         *,
-        open_line: Callable[[str], AbstractAsyncContextManager[Store]],
-        make_sets: Callable[[Store, str], Sequence[ReconSet]],
+        session: Callable[..., AbstractAsyncContextManager[RowsSession]],
         max_item_bytes: int,
     ) -> None:
         self.home = home
-        self._open_line = open_line
-        self._make_sets = make_sets
+        self._session = session
         self._max_item_bytes = max_item_bytes
         self.held = HeldIds()  # entry ids recently announced or taken: an echo is free
         # Per line, the rows last taken and the row numbers they were stored at:
@@ -139,8 +153,8 @@ class LiveRows:
             ids = [item.id.hex() for item in entries]
             if self.held.holds(line, ids):
                 return True  # our own rows, or rows already taken from another peer
-            async with self._open_line(line) as store:
-                atts, _, entry_set = self._make_sets(store, source)
+            async with self._session(line, None, source) as session:
+                atts, _, entry_set = session.sets
                 signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
                 # An entry announced without its author's signature is not "held" for good:
                 # its signature, announced later, must reach the notary (decision 0048).
@@ -151,9 +165,9 @@ class LiveRows:
                 }
                 if signed:
                     await atts.admit(signed, [])
-                start = await line_mark(store)
+                start = await session.line.mark()
                 admitted = await entry_set.admit(entries, rows.externals)
-                end = await line_mark(store)
+                end = await session.line.mark()
                 if start is not None and end is not None and end - start == admitted.added:
                     self._last_taken[line] = (start, end, rows)
         except LifelineError as exc:

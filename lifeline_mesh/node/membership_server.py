@@ -58,7 +58,6 @@ async def serve_membership(
     server = SyncServer(
         _no_line,
         _shares_nothing,
-        _no_line,
         credentials=server_credentials(home),
         extend=extend,
         side=join_port,

@@ -185,7 +185,7 @@ class _Gauges(Collector):
 
 
 def _store_sizes(node: Node) -> Iterator[Metric]:
-    if node.store_url is not None:  # a hub's lines are in its database
+    if node.hub:  # a hub's lines are in its database
         return
     store = GaugeMetricFamily("lifeline_store_bytes", "Line file size", labels=["line"])
     wal = GaugeMetricFamily("lifeline_wal_bytes", "Line WAL file size", labels=["line"])
@@ -301,7 +301,7 @@ def readiness_of(node: Node) -> Readiness:
     sec = node.security
 
     def store_open() -> bool:
-        if node.store_url is not None:
+        if node.hub:
             return _pool_sizes(node) is not None
         return node.home.dir.is_dir()
 
@@ -320,11 +320,7 @@ def _peer_table(node: Node) -> list[PeerState]:
 
 def _pool_sizes(node: Node) -> dict[str, int] | None:
     """A hub's database pool: connections open, idle and the most it opens (None: none)."""
-    db = node._db
-    if db is None:
-        return None
-    pool = db.pool
-    return {"open": pool.get_size(), "idle": pool.get_idle_size(), "max": pool.get_max_size()}
+    return node.lines.pool()
 
 
 @asynccontextmanager

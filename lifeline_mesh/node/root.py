@@ -12,52 +12,40 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import grpc
 
-from lifeline.errors import LifelineError, PeerError, StoreError
+from lifeline.errors import PeerError
 from lifeline.ledger import utc_now
-from lifeline.lines import validate_line_name
-from lifeline.store.pg_dsn import is_pg_store
 from lifeline.store.port import Store
-from lifeline.store.tiers import require_tables
 from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.inbound import InboundLog
-from lifeline_mesh.home.mesh_state import CA_KEY, state_of
+from lifeline_mesh.home.mesh_state import CA_KEY
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import local_mesh_id, recorded_node_state, serving_state
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.join_port import start_join_server
 from lifeline_mesh.membership.service import add_membership
-from lifeline_mesh.node.live_rows import LiveRows, line_mark
+from lifeline_mesh.node.line_session import LineSession, SessionParts
+from lifeline_mesh.node.lines import node_lines
+from lifeline_mesh.node.live_rows import LiveRows
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
-from lifeline_mesh.node.wal import trim_wal
-from lifeline_mesh.notary.port import Notary
-from lifeline_mesh.notary.schema import NOTARY_COMPONENT
-from lifeline_mesh.notary.sign import attest_state
-from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.peering.service import Peering, PeeringOptions
 from lifeline_mesh.peering.table import PeerState
 from lifeline_mesh.peering.watches import Heard
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
-from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
-from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.fast import FastPaths
-from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
-from lifeline_mesh.sync.port import ReconSet
-from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_lines
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
@@ -66,9 +54,9 @@ from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
 
 if TYPE_CHECKING:  # a hub's (--store): imported when used, `serve` of line files never does
-    from lifeline.store.postgres import PgDatabase, PgStore
     from lifeline_mesh.node.metrics import NodeMetrics
     from lifeline_mesh.sync.pg_snapshots import PgSnapshots
+    from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 
 __all__ = ["NODE_LIMITS", "MembershipServer", "Node", "serve_membership"]
 
@@ -90,12 +78,10 @@ class Node:
         limits: SessionLimits | None = None,
         clock: Callable[[], str] = utc_now,
         fast: FastPaths | None = None,
-        store_url: str | None = None,
     ) -> None:
         self.home = home
-        # Lines in a PostgreSQL database (a hub), not the line files in .lifeline/ (docs/hub.md)
-        self.store_url = store_url
-        self._db: PgDatabase | None = None
+        # The lines, of the kind the home holds (line files, or a hub's database): chosen once
+        self.lines = node_lines(home)
         self.limits = limits or NODE_LIMITS
         # Helper processes, read-ahead, pipelined admission; `--no-fast-paths` (sync/fast.py)
         self.fast = fast if fast is not None else FastPaths.from_env()
@@ -104,28 +90,20 @@ class Node:
         self.identity = NodeIdentity.maybe_of(home)
         self.join_address: str | None = None
         self._join_listen: str | None = None
-        # Each open session's entry set: what it admitted decides its state statement.
-        self._admitting: weakref.WeakKeyDictionary[Store, NotarizedEntrySet] = (
-            weakref.WeakKeyDictionary()
+        self._peering: Peering | None = None
+        self.parts = SessionParts(
+            signers=lambda local, caller: self.security.signers(home, local, caller),
+            security=self.security,
+            identity=self.identity,
+            clock=clock,
+            scheduler=lambda: self._peering.scheduler if self._peering else None,
         )
         # Rows read to announce and rows taken from the peers we watch (decision 0046)
-        self.rows = LiveRows(
-            home,
-            open_line=self.open_line,
-            make_sets=lambda store, source: self.make_sets(store, None, source),
-            max_item_bytes=self.limits.max_item_bytes,
-        )
+        self.rows = LiveRows(home, session=self.session, max_item_bytes=self.limits.max_item_bytes)
         # Changes of our shared lines, announced (with their rows) to the peers watching us
         self.changes = self._feed()
         self._watch: WatchService | None = None  # the server's, once it is made
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
-        # The last snapshot of each set of each line, brought up to date per session.
-        self.snapshots = SnapshotCache(directory=home.snapshots_dir)
-        # Who dialed each served session; what each of ours left the peer holding (``synced``)
-        self._callers: weakref.WeakKeyDictionary[Store, str | None] = weakref.WeakKeyDictionary()
-        self._held: weakref.WeakKeyDictionary[Store, int | None] = weakref.WeakKeyDictionary()
-        self._peering: Peering | None = None
-        self._pg_snapshots: PgSnapshots | None = None  # a hub's: up to date by bucket sums
         # The node found serving at each static peer address (its certificate), pinned in
         # the channels we dial there: what we send goes to that node or nowhere.
         self.pins = PeerPins(home)
@@ -133,12 +111,14 @@ class Node:
         self.metrics: NodeMetrics | None = None  # serve --metrics-listen (node/metrics.py)
 
     @property
-    def pg_snapshots(self) -> PgSnapshots:
-        if self._pg_snapshots is None:
-            from lifeline_mesh.sync.pg_snapshots import PgSnapshots
+    def snapshots(self) -> SnapshotCache | PgSnapshots:
+        """The lines' snapshots, kept between sessions (node/lines.py)."""
+        return self.lines.snapshots
 
-            self._pg_snapshots = PgSnapshots()
-        return self._pg_snapshots
+    @property
+    def hub(self) -> bool:
+        """Whether the lines are a hub's database (held by the home, not asked of a store)."""
+        return self.home.lines.url is not None
 
     def config(self) -> NodeConfig:
         return NodeConfig.current(self.home)
@@ -148,134 +128,34 @@ class Node:
 
     @asynccontextmanager
     async def open_line(self, line: str) -> AsyncIterator[Store]:
-        if self.store_url is not None:
-            async with self._open_pg_line(validate_line_name(line)) as pg:
-                yield pg
-            return
-        async with self.home.open_line(validate_line_name(line), create=True) as store:
-            start = await line_mark(store)
-            ok = False
-            try:
-                yield store
-                ok = True
-            finally:
-                entries = self._admitting.get(store)
-                await self._witness_state(store, line)
-                await trim_wal(store)
-                await self._session_ended(store, line, start if ok else None, entries)
-
-    async def _session_ended(
-        self, store: Store, line: str, start: int | None, entries: NotarizedEntrySet | None
-    ) -> None:
-        """Tell the scheduler what the peer now holds: every row up to the line's highest,
-        when nothing but this session's admissions was written meanwhile (else unknown)."""
-        held = None
-        if start is not None and entries is not None and self.security.role is not MeshRole.READER:
-            end = await line_mark(store)
-            if end is not None and end - start == entries.admitted:
-                held = end
-        if store not in self._callers:
-            self._held[store] = held  # our own session: sync() reads it
-            return
-        self._inbound_ended(store, None if held is None else {line: held}, ok=start is not None)
-
-    def _inbound_ended(self, store: Store, marks: dict[str, int] | None, *, ok: bool) -> None:
-        caller = self._callers.pop(store, None)
-        if self._peering is not None:
-            self._peering.scheduler.inbound_ended(caller, marks, ok=ok)
-
-    async def database(self) -> PgDatabase:
-        """The hub's database (connected, its schema brought up to date, on first use)."""
-        if self.store_url is None:
-            raise StoreError("this node keeps its lines in .lifeline/, not in a database")
-        if self._db is None:
-            from lifeline.store.postgres import PgDatabase
-            from lifeline_mesh.notary.pg_schema import PG_NOTARY
-
-            self._db = await PgDatabase.connect(self.store_url, migrations=PG_NOTARY)
-        return self._db
-
-    async def close(self) -> None:
-        if self._db is not None:
-            await self._db.close()
-            self._db = None
+        """The store of ``line`` as the node's sessions see it (made when new), outside any
+        session: nothing is signed for what is written through it."""
+        async with self.lines.open(line) as opened:
+            yield opened.store
 
     @asynccontextmanager
-    async def _open_pg_line(self, line: str) -> AsyncIterator[PgStore]:
-        from lifeline.store.postgres import DATABASE_ERRORS, session_failure
+    async def session(
+        self, line: str, peer: SessionPeer | None = None, source: str | None = None
+    ) -> AsyncIterator[LineSession]:
+        """One session on ``line``: dialed to us by ``peer``, or ours with ``source`` (the
+        node we dial). It ends itself (node/line_session.py)."""
+        async with self.lines.open(line) as opened:
+            current = LineSession(self.parts, opened, EntryCodec(self.home.limits()), peer, source)
+            await current.begin()
+            ok = False
+            try:
+                yield current
+                ok = True
+            finally:
+                await current.end(ok=ok)
 
-        db = await self.database()
-        store = await db.line(line)
-        ok = False
-        try:
-            yield store
-            entries = self._admitting.get(store)
-            if entries is not None:  # a large load: VACUUM ANALYZE, in the background
-                db.maintenance.admitted(store.line_id, entries.admitted)
-            await self._witness_state(store, line)
-            ok = True
-        except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
-            raise session_failure(line, exc) from exc
-        finally:
-            if store in self._callers:  # a session dialed to us: what it left is not known
-                self._inbound_ended(store, None, ok=ok)
+    async def connect(self) -> None:
+        """Reach the lines' store now (a hub's database: unreachable is one line and an
+        exit, before listening)."""
+        await self.lines.connect()
 
-    async def _witness_state(
-        self, store: Store, line: str, entries: NotarizedEntrySet | None = None
-    ) -> list[bytes]:
-        """One state statement after a session that admitted new entries (none otherwise):
-        in its closing round (given ``entries``, decision 0059), else as it ends."""
-        entries = self._admitting.pop(store, None) if entries is None else entries
-        if entries is None or not entries.admitted or self.identity is None:
-            return []
-        if self.security.ephemeral:
-            # A runner's statements would outlive it for nothing (the node it syncs with
-            # witnesses what it wrote) and would grow the line by one per job.
-            return []
-        try:
-            return [a.item for a in await attest_state(store, self.identity, line, self.clock)]
-        except LifelineError as exc:  # the entries are stored; the next session signs
-            log.warning("line %s: no state statement signed: %s", line, exc)
-            return []
-
-    def make_sets(
-        self, store: Store, peer: SessionPeer | None = None, source: str | None = None
-    ) -> Sequence[ReconSet]:
-        """The sets of one session: attestations, statements (a first-wave peer never opens
-        it), then entries. ``source``: the node we dialed (a caller: its certificate's)."""
-        caller = peer_node_id(peer.identity) if peer is not None else None
-        source = caller if peer is not None else source
-        local = self.identity.node_id if self.identity else None
-        signers = self.security.signers(self.home, local, caller)
-        codec = EntryCodec(self.home.limits())
-        notary: Notary
-        if is_pg_store(store):  # a hub's line: the notary's PostgreSQL twin
-            from lifeline_mesh.notary.pg_storage import PgNotaryStore
-
-            notary = PgNotaryStore(store, signers=signers, clock=self.clock, source=source)
-            entries = NotarizedEntrySet(EntrySet(store, codec, self.pg_snapshots), notary)
-            cache = None  # the notary's sets: snapshots from the stored tokens
-        else:
-            # A line synced without its notary would take entries unchecked and never pass
-            # on their signatures: a store without the notary's tables is refused, loudly.
-            line = require_tables(store, NOTARY_COMPONENT, "a node syncing a line")
-            notary = NotaryStore(line, signers=signers, clock=self.clock, source=source)
-            entries = NotarizedEntrySet(EntrySet(line, codec, self.snapshots), notary)
-            cache = self.snapshots
-        self._admitting[store] = entries
-        entries.on_close = lambda line: self._witness_state(store, line, entries)
-        if peer is not None:  # a session dialed to us
-            self._callers[store] = caller
-            if self._peering is not None:
-                self._peering.scheduler.inbound_started(caller)
-        sets: list[ReconSet] = [
-            AttestationSet(notary, cache),
-            AttestationSet(notary.statements(), cache),
-            entries,
-        ]
-        if peer is not None and not peer.can_write:
-            sets = [ReceiveOnly(s, peer.why_not) for s in sets]
-        return sets
+    async def close(self) -> None:
+        await self.lines.close()
 
     def _extend(self, server: grpc.aio.Server) -> None:
         if not self.security.insecure:  # membership on the sync port
@@ -284,7 +164,7 @@ class Node:
     async def _join_port(self) -> grpc.aio.Server | None:
         """A join port, a server of its own, where the CA key lives."""
         listen = self._join_listen
-        if self.security.insecure or not listen or state_of(self.home).read(CA_KEY) is None:
+        if self.security.insecure or not listen or self.home.documents.read(CA_KEY) is None:
             return None
         server, port = await start_join_server(self.home, listen)
         self.join_address = f"{listen.rpartition(':')[0]}:{port}"
@@ -292,7 +172,7 @@ class Node:
 
     def _feed(self) -> ChangeFeed:
         # A hub's lines are announced without rows: its peers sync for them.
-        rows = self.rows.read if self.store_url is None else None
+        rows = self.rows.read if self.lines.announces_rows else None
         return ChangeFeed(lambda: self.config().shared_lines, rows)
 
     def server(self, join_listen: str | None = None) -> SyncServer:
@@ -301,9 +181,8 @@ class Node:
         self.changes = self._feed()
         inbound = InboundLog(self.home)
         server = SyncServer(
-            self.open_line,
+            self.session,
             self.is_shared,
-            self.make_sets,
             authorizer=self.security.authorizer,
             credentials=self.security.server_credentials,
             limits=self.limits,
@@ -348,13 +227,8 @@ class Node:
                 interfaces=peering.interfaces if peering else (),
             )
             with recorded_node_state(self.home, state):
-                async with AsyncExitStack() as feeds:
-                    if self.store_url is not None:  # a hub: writes of every hub process
-                        from lifeline_mesh.node.hub_feed import hub_feed
-
-                        local = None if keeper is None else keeper.scheduler.local_change
-                        dsn = (await self.database()).plain_dsn
-                        await feeds.enter_async_context(hub_feed(dsn, self.changes, local))
+                local = None if keeper is None else keeper.scheduler.local_change
+                async with self.lines.writes_of_others(self.changes, local):
                     if ready is not None:
                         ready(address)
                     if self.fast.helpers:  # ready before the first large batch arrives
@@ -474,15 +348,12 @@ class Node:
             options = await self.pins.pin(peer)
         reports = []
         for line in lines:
-            async with self.open_line(line) as store:
-                sets = self.make_sets(store, None, self.pins.known.get(peer, peer))
-                if self.security.role is MeshRole.READER:
-                    sets = [SendNothing(s) for s in sets]
+            async with self.session(line, None, self.pins.known.get(peer, peer)) as ours:
                 try:
                     report = await sync_line(
                         peer,
                         line,
-                        sets,
+                        ours.sets,
                         credentials=self.security.channel_credentials,
                         limits=self.limits,
                         extra_options=options,
@@ -495,5 +366,5 @@ class Node:
                 if self.metrics is not None:
                     self.metrics.session(peer, line, "out", report)
             if held is not None:
-                held[line] = self._held.pop(store, None)
+                held[line] = ours.held
         return reports

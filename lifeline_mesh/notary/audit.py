@@ -28,7 +28,8 @@ from typing import IO, Any
 from lifeline.audit import Linked, verify_store
 from lifeline.audit_parallel import StreamPage
 from lifeline.errors import BadSignature
-from lifeline.store.tiers import SqlLine
+from lifeline.store.port import Store
+from lifeline.store.tiers import SqlLine, tables_of
 from lifeline_mesh.notary.audit_items import AttestationIndex, ItemPass
 from lifeline_mesh.notary.audit_reads import enrolled_items, ts_of_ids
 from lifeline_mesh.notary.audit_walk import witness_windows
@@ -47,6 +48,7 @@ from lifeline_mesh.notary.rules import (
     unsigned_severity,
     verify_items,
 )
+from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role
 from lifeline_mesh.notary.storage import NotaryStore
@@ -126,7 +128,7 @@ def _write_array(
 
 
 async def audit_line(
-    store: SqlLine,
+    line_store: Store,
     line: str,
     signers: KnownSigners,
     policy: Policy,
@@ -135,6 +137,24 @@ async def audit_line(
     advance: Callable[[int], None] = lambda _n: None,
 ) -> LineReport:
     """The report of ``line``; ``advance(n)`` is told of every ``n`` entries checked."""
+    store = tables_of(line_store, NOTARY_COMPONENT)
+    if store is None:  # a hub's line: its notary's PostgreSQL twin, the line read whole
+        from lifeline_mesh.notary.audit_whole import audit_whole_line
+        from lifeline_mesh.notary.sign import notary_of
+
+        found, whole = await audit_whole_line(
+            line_store,
+            await notary_of(line_store),
+            line,
+            signers,
+            policy,
+            sections=SECTIONS,
+            learn_runners=_learn_runners,  # type: ignore[arg-type]
+            external_exists=external_exists,
+            advance=advance,
+        )
+        assert isinstance(found, Verdict)
+        return LineReport(line, found, whole)
     await NotaryStore.attach(store)  # raises when the line has no notary tables
     log = FindingLog(SECTIONS)
     verdict = Verdict()

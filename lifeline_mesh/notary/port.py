@@ -5,7 +5,7 @@ on both (tests/notary/test_notary_port.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from lifeline.entry import Entry
@@ -13,6 +13,7 @@ from lifeline.store.port import AppendResult, Store
 from lifeline.store.summary import SetTotals
 from lifeline_mesh.notary.provenance import SourceRow
 from lifeline_mesh.notary.statement import Attestation
+from lifeline_mesh.notary.states import StateOf
 
 __all__ = ["Notary"]
 
@@ -81,4 +82,14 @@ class Notary(Protocol):
 
     async def enrollments_of(self, node_ids: Sequence[str]) -> dict[str, bytes]:
         """The ``enrolled`` statement held for each of ``node_ids`` that has one."""
+        ...
+
+    async def sign_state(
+        self,
+        node_id: str,
+        line: str,
+        make: Callable[[StateOf, Attestation | None], list[Attestation]],
+    ) -> list[Attestation]:
+        """In one write transaction: the line's state now and ``node_id``'s newest state
+        statement about it, given to ``make``; what it returns is stored."""
         ...

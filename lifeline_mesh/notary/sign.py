@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.home import Home
 from lifeline.plugins import AppendHook
-from lifeline.store.pg_dsn import is_pg_store
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.home.identity import NodeIdentity
@@ -38,8 +37,6 @@ from lifeline_mesh.notary.statement import (
 from lifeline_mesh.notary.states import (
     StateOf,
     fingerprint,
-    last_state,
-    state_of,
     unsigned_entries,
 )
 from lifeline_mesh.notary.storage import NotaryStore
@@ -49,7 +46,9 @@ __all__ = [
     "append_hook_factory",
     "attest_state",
     "fingerprint",
+    "notary_of",
     "sign_entries",
+    "sign_state",
     "sign_unsigned",
     "state_statements",
     "summarize",
@@ -63,13 +62,23 @@ def _sqlite(store: Store) -> SqlLine:
     return require_tables(store, NOTARY_COMPONENT, "storing attestations")
 
 
-async def _notary(store: Store) -> Notary:
-    """The line's notary storage: PostgreSQL's for a hub's line, else the line file's."""
-    if is_pg_store(store):
-        from lifeline_mesh.notary.pg_storage import PgNotaryStore
-
-        return PgNotaryStore(store)
+async def _file_notary(store: Store) -> Notary:
     return await NotaryStore.attach(_sqlite(store))
+
+
+async def _hub_notary(store: Store) -> Notary:
+    from lifeline.store.postgres import PgStore
+    from lifeline_mesh.notary.pg_storage import PgNotaryStore
+
+    assert isinstance(store, PgStore)  # a line of the hub's database (the home's choice)
+    return PgNotaryStore(store)
+
+
+async def notary_of(store: Store) -> Notary:
+    """The notary of a store given alone (tools and tests): a hub line's or a line file's."""
+    from lifeline.store.postgres import PgStore  # a tool's choice, not the node's
+
+    return await (_hub_notary if isinstance(store, PgStore) else _file_notary)(store)
 
 
 async def sign_entries(
@@ -77,7 +86,7 @@ async def sign_entries(
 ) -> list[Attestation]:
     """Sign ``(author, entry id, ts, node id)`` for each entry and store the attestations."""
     atts = [sign(identity, Role.AUTHOR, e.id, e.ts) for e in entries]
-    notary = await _notary(store)
+    notary = await notary_of(store)
     await notary.add(atts)
     return atts
 
@@ -91,7 +100,7 @@ async def witness(
     """
     atts = receipts(identity, entry_ids, now)
     if atts:
-        notary = await _notary(store)
+        notary = await notary_of(store)
         await notary.add(atts)
     return atts
 
@@ -119,7 +128,7 @@ async def summarize(
         return None
     ids = [i for _h, i in keys]
     att = sign(identity, Role.SUMMARY, line, now, str(len(ids)), fingerprint(ids), *tips)
-    notary = await _notary(store)
+    notary = await notary_of(store)
     await notary.add([att])
     return att
 
@@ -140,6 +149,13 @@ def state_statements(
 
 async def attest_state(
     store: Store, identity: NodeIdentity, line: str, now: str | Callable[[], str]
+) -> list[Attestation]:
+    """:func:`sign_state` on the notary of ``store`` (a line file's, or a hub line's)."""
+    return await sign_state(await notary_of(store), identity, line, now)
+
+
+async def sign_state(
+    notary: Notary, identity: NodeIdentity, line: str, now: str | Callable[[], str]
 ) -> list[Attestation]:
     """Sign this line's state after entries from a peer were admitted: count, fingerprint,
     tips (every ancestor of a tip existed at ``now``). Nothing when the state is the one
@@ -165,19 +181,7 @@ async def attest_state(
                 return []
         return state_statements(identity, line, state, stamp)
 
-    if is_pg_store(store):  # a hub's line: the same statement, PostgreSQL's tables
-        from lifeline_mesh.notary.pg_storage import PgNotaryStore
-
-        return await PgNotaryStore(store).sign_state(identity.node_id, line, make)
-    sqlite = _sqlite(store)
-    await NotaryStore.attach(sqlite)
-
-    def tx(conn: sqlite3.Connection) -> list[Attestation]:
-        atts = make(state_of(conn), last_state(conn, identity.node_id, line))
-        NotaryStore.insert_in(conn, atts)
-        return atts
-
-    return await sqlite.run_write(tx)
+    return await notary.sign_state(identity.node_id, line, make)
 
 
 async def sign_unsigned(store: Store, identity: NodeIdentity, now: str) -> list[Attestation]:
@@ -202,14 +206,21 @@ class AuthorHook:
     runner's hook also stores its ``enrolled`` statement with its signatures (once: the
     statement is the same item every time), so they never travel without it."""
 
-    def __init__(self, identity: NodeIdentity, enrolled: Attestation | None = None) -> None:
+    def __init__(
+        self,
+        identity: NodeIdentity,
+        enrolled: Attestation | None = None,
+        notary_of: Callable[[Store], Awaitable[Notary]] | None = None,
+    ) -> None:
         self.identity = identity
         self.enrolled = enrolled
+        # the notary of a line of the home's kind (its files', or its hub's database's)
+        self.notary_of = notary_of or _file_notary
 
     async def __call__(self, store: Store, entries: Sequence[Entry]) -> None:
         if entries:
             atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
-            notary = await _notary(store)
+            notary = await self.notary_of(store)
             await notary.add([*self._enrollment(), *atts])
 
     async def prepare(self, store: Store) -> None:
@@ -230,4 +241,6 @@ def append_hook_factory(project: Home) -> AppendHook | None:
     if identity is None:
         return None
     cert = runner_certificate(home)
-    return AuthorHook(identity, enrollment_statement(identity, cert) if cert else None)
+    enrolled = enrollment_statement(identity, cert) if cert else None
+    hub = home.lines.url is not None  # the home chose its lines: the notary goes with them
+    return AuthorHook(identity, enrolled, _hub_notary if hub else _file_notary)

@@ -38,7 +38,7 @@ from cryptography import x509
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline_mesh.home.identity import parse_node_id
-from lifeline_mesh.home.mesh_state import CA_CERT, MEMBERS, REVOCATIONS, MeshState, state_of
+from lifeline_mesh.home.mesh_state import CA_CERT, MEMBERS, REVOCATIONS, MeshState
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.proof import RowProof
 from lifeline_mesh.membership.registry import Member, Registry
@@ -90,7 +90,7 @@ class FileSigners:
         known: set[str] = {local_node_id} if local_node_id else set()
         revoked: dict[str, str] = {}
         expires: dict[str, str] = {}
-        state = state_of(home)
+        state = home.documents
         members = state.read(MEMBERS)
         unproven: list[tuple[str, str]] = []
         if members is not None:

@@ -20,6 +20,7 @@ from lifeline_mesh.notary.claims import file_key
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 
 __all__ = [
+    "IdSums",
     "StateOf",
     "covering_states",
     "fingerprint",
@@ -53,15 +54,16 @@ def _fingerprint(total: int, count: int) -> str:
 # Per line file (path, device, inode): the highest entry row summed, the count and the sum
 # of the ids. Entries are never removed and ids never change, so the sum of a line that
 # grew is the one before plus the rows added since: a state statement after a session
-# reads the new rows, not the whole line.
-_ID_SUMS: dict[tuple[str, int, int], tuple[int, int, int]] = {}
+# reads the new rows, not the whole line. Held by whoever opens the lines for many
+# sessions (the node's line opener, node/lines.py); a caller without one sums them all.
+IdSums = dict[tuple[str, int, int], tuple[int, int, int]]
 
 
-def _id_sums(conn: sqlite3.Connection) -> tuple[int, int]:
+def _id_sums(conn: sqlite3.Connection, sums: IdSums) -> tuple[int, int]:
     """(count, sum of ids) of the line's entries, from the rows added since last time."""
     key = file_key(conn)
     mark = table_mark(conn, "entries")
-    held = _ID_SUMS.get(key) if key is not None else None
+    held = sums.get(key) if key is not None else None
     if held is not None and held[0] > mark:
         held = None  # not the line it was: sum them all
     if held is not None:
@@ -78,7 +80,7 @@ def _id_sums(conn: sqlite3.Connection) -> tuple[int, int]:
             count += 1
     total %= 1 << 256
     if key is not None:
-        _ID_SUMS[key] = (mark, count, total)
+        sums[key] = (mark, count, total)
     return count, total
 
 
@@ -98,10 +100,10 @@ class StateOf:
     tips: tuple[str, ...]
 
 
-def state_of(conn: sqlite3.Connection) -> StateOf:
-    """The line's state now (the fingerprint is a sum over every id: kept per line file
-    and brought up to date from the rows added since, see ``_id_sums``)."""
-    count, total = _id_sums(conn)
+def state_of(conn: sqlite3.Connection, sums: IdSums | None = None) -> StateOf:
+    """The line's state now (the fingerprint is a sum over every id: kept in ``sums`` per
+    line file and brought up to date from the rows added since, see ``_id_sums``)."""
+    count, total = _id_sums(conn, {} if sums is None else sums)
     tips = tuple(r[0] for r in conn.execute("SELECT id FROM tips ORDER BY id"))
     return StateOf(count, _fingerprint(total, count), tips)
 

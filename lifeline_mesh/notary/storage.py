@@ -51,6 +51,7 @@ from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role, decode
+from lifeline_mesh.notary.states import IdSums, StateOf, last_state, state_of
 
 __all__ = [
     "ATTESTATIONS_TABLE",
@@ -184,6 +185,7 @@ class NotaryStore(NotarySet[SqlLine]):
     of the signatures it stored lasts as long as the session."""
 
     _remembered: dict[str, str] | None = None
+    id_sums: IdSums | None = None  # the line opener's, kept across sessions (states.py)
     _blocked: set[str] | None = None  # ids refused this session: their children wait too
 
     @classmethod
@@ -382,6 +384,19 @@ class NotaryStore(NotarySet[SqlLine]):
     def insert_in(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
         """Store this node's own attestations inside a transaction of ``run_write``."""
         return _insert(conn, atts)
+
+    async def sign_state(
+        self,
+        node_id: str,
+        line: str,
+        make: Callable[[StateOf, Attestation | None], list[Attestation]],
+    ) -> list[Attestation]:
+        def tx(conn: sqlite3.Connection) -> list[Attestation]:
+            atts = make(state_of(conn, self.id_sums), last_state(conn, node_id, line))
+            _insert(conn, atts)
+            return atts
+
+        return await self.store.run_write(tx)
 
 
 def _empty(conn: sqlite3.Connection, table: str) -> bool:

@@ -18,12 +18,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
 from lifeline.errors import LifelineError, PeerError, RemoteProtocolError
-from lifeline.store.port import Store
 from lifeline_mesh.recon.frames import EndOfTurn, Hello
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import IDLE_TIMEOUT, SyncReport, drive
@@ -51,7 +50,8 @@ from lifeline_mesh.transport.refusals import FailureRing, QuietLog, cut, peer_ho
 __all__ = [
     "HELLO_TIMEOUT_S",
     "MAX_WAITING_HELLOS",
-    "LineOpener",
+    "LineSessionSets",
+    "SessionOpener",
     "SyncServer",
 ]
 
@@ -63,10 +63,16 @@ HELLO_TIMEOUT_S = IDLE_TIMEOUT
 # its stream state until the hello or the timeout).
 MAX_WAITING_HELLOS = 256
 
-# (line) -> async context manager yielding the store of that line
-LineOpener = Callable[[str], AbstractAsyncContextManager[Store]]
-# (store, the authorized caller) -> the sets of this session
-SetFactory = Callable[[Store, SessionPeer], Sequence[ReconSet]]
+
+class LineSessionSets(Protocol):
+    """One session on a line, as the node opened it: the sets it reconciles."""
+
+    @property
+    def sets(self) -> Sequence[ReconSet]: ...
+
+
+# (line, the authorized caller) -> async context manager: the session's sets while it runs
+SessionOpener = Callable[[str, SessionPeer], AbstractAsyncContextManager[LineSessionSets]]
 # (caller, line, report or None, error or None) after each admitted session
 SessionHook = Callable[[PeerIdentity, str, SyncReport | None, str | None], None]
 
@@ -74,9 +80,8 @@ SessionHook = Callable[[PeerIdentity, str, SyncReport | None, str | None], None]
 class SyncServer:
     def __init__(
         self,
-        open_line: LineOpener,
+        open_session: SessionOpener,
         is_shared: Callable[[str], bool],
-        make_sets: SetFactory,
         *,
         authorizer: Authorizer | None = None,
         credentials: grpc.ServerCredentials | None = None,
@@ -88,10 +93,9 @@ class SyncServer:
         fast: FastPaths = FAST,
         node_id: str | None = None,
     ) -> None:
-        self._open_line = open_line
+        self._open_session = open_session
         self._fast = fast
         self._is_shared = is_shared
-        self._make_sets = make_sets
         self._authorizer = authorizer or AllowAll()
         self._credentials = credentials
         self.limits = limits or SessionLimits()
@@ -261,8 +265,8 @@ class SyncServer:
     ) -> None:
         driving = False
         try:
-            async with self._open_line(hello.line) as store:
-                sets = self._make_sets(store, peer)
+            async with self._open_session(hello.line, peer) as opened:
+                sets = opened.sets
                 # `now` on the same clock drive() uses (monotonic), or the session
                 # timeout would count from the clock's epoch.
                 session = Session(

@@ -2,7 +2,9 @@
 background audit and witness times, and how pages are linked (served or static).
 
 Lines are opened without creating anything (``create=False``) and looked up again on each
-request, so a line a peer sends after start-up appears at once.
+request, so a line a peer sends after start-up appears at once. On a hub process root the
+lines are in the hub's database: the viewer reads a copy of its own, brought up to date
+before each page (ui/hub_copy.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.ui.audit_cache import AuditCache, WitnessCache
+from lifeline_mesh.ui.hub_copy import HubCopy
 from lifeline_mesh.ui.reader import LineReader
 
 __all__ = ["Viewer"]
@@ -37,12 +40,15 @@ class Viewer:
     _readers: dict[str, LineReader] = field(default_factory=dict, init=False)
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock, init=False)
     _warming: asyncio.Task[None] | None = field(default=None, init=False)
+    _hub: HubCopy | None = field(default=None, init=False)  # a hub root's copies of its lines
 
     def __post_init__(self) -> None:
         # The notary keeps its tables in the line files: register its migrations first.
         load_append_hooks(self.home)
         self.audit = AuditCache(self.home)
         self.witness = WitnessCache(self.home)
+        if self.home.lines.url is not None:
+            self._hub = HubCopy(self.home)
 
     def lines(self) -> list[str]:
         return self.home.line_names()
@@ -59,9 +65,15 @@ class Viewer:
         async with self._lock:
             found = self._readers.get(name)
             if found is None:
-                path = self.home.line_path(name, must_exist=True)
-                found = LineReader(name, await SqliteStore.open(path, create=False))
+                if self._hub is not None:
+                    store = await self._hub.open(name)
+                else:
+                    path = self.home.line_path(name, must_exist=True)
+                    store = await SqliteStore.open(path, create=False)
+                found = LineReader(name, store)
                 self._readers[name] = found
+            elif self._hub is not None:
+                await self._hub.refresh(name, found.store)
             return found
 
     async def warm_up(self) -> None:
@@ -85,3 +97,5 @@ class Viewer:
         for reader in self._readers.values():
             await reader.close()
         self._readers.clear()
+        if self._hub is not None:
+            self._hub.close()

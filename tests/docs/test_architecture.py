@@ -45,13 +45,14 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     f"{M}.helpers": frozenset({L}),
     f"{M}.discovery": frozenset({L, f"{M}.home"}),
     # home/ reads membership's files and names sync's report and transport's caller: a
-    # knot the node's one home object is to untie (KNOWN_KNOTS).
-    f"{M}.home": frozenset({L, f"{M}.membership", f"{M}.sync", f"{M}.transport"}),
+    # knot the node's one home object is to untie (KNOWN_KNOTS). lifeline.store: the home
+    # holds what it opened, a hub's node documents in PostgreSQL too (home/pg_state.py).
+    f"{M}.home": frozenset({L, f"{L}.store", f"{M}.membership", f"{M}.sync", f"{M}.transport"}),
     f"{M}.notary": frozenset({L, f"{L}.store", f"{M}.helpers", f"{M}.home", f"{M}.membership"}),
     f"{M}.sync": frozenset(
         {L, f"{L}.store", f"{M}.recon", f"{M}.helpers", f"{M}.home", f"{M}.notary"}
     ),
-    # transport/ runs sessions (sync/) over gRPC; lifeline.store only for the opener's type.
+    # transport/ runs sessions (sync/) over gRPC.
     f"{M}.transport": frozenset({L, f"{L}.store", f"{M}.recon", f"{M}.sync", f"{M}.wire"}),
     # membership/ rides on transport/ (status table, errors, authorizer, channels).
     f"{M}.membership": frozenset({L, f"{M}.home", f"{M}.transport", f"{M}.wire"}),

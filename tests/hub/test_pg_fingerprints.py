@@ -124,7 +124,7 @@ async def _sessions(tmp_path: Path, store_url: str | None) -> list[tuple[int, ..
         out.append(_wire((await laptop.sync(address, ["ledger"]))[0]))
         out.append(_wire((await laptop.sync(address, ["ledger"]))[0]))  # in sync
     if store_url is not None:
-        assert server.pg_snapshots.updated >= 1  # the later sessions used the buckets
+        assert server.lines.snapshots.updated >= 1  # the later sessions used the buckets
     await server.close()
     return out
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import asyncpg
 
+from lifeline.store.pg_lines import PgLines
 from lifeline.store.pg_maintain import ANALYZE_AFTER
 from tests.support.pg_server import fresh_database
 from tests.support.recon_helpers import chain
@@ -36,7 +37,8 @@ async def test_a_large_load_is_analyzed_after_the_session(pg_server: str, tmp_pa
     try:
         async with serving(hub) as (_server, address):
             await laptop.sync(address, ["ledger"])  # 100 entries: no upkeep
-            db = await hub.database()
+            assert isinstance(hub.home.lines, PgLines)
+            db = await hub.home.lines.database()
             line_id = (await db.line("ledger")).line_id
             await db.maintenance.idle()
             assert db.maintenance.runs == []

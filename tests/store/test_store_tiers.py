@@ -54,13 +54,11 @@ async def test_a_line_opened_without_the_notary_tables_says_so(tmp_path: Path) -
 
 async def test_a_node_refuses_to_sync_a_line_it_cannot_notarize(tmp_path: Path) -> None:
     node = make_node(tmp_path / "n")
-    with pytest.raises(StoreError, match="a node syncing a line needs the notary tables"):
-        node.make_sets(MemoryStore())
     from lifeline_mesh.home.identity import NodeIdentity
 
     identity = NodeIdentity.generate()
     with pytest.raises(StoreError, match="which a MemoryStore cannot hold"):
         await sign_entries(MemoryStore(), identity, [make_entry("x")])
-    async with node.open_line("ledger") as store:  # its own lines are SQLite: all sets
-        names = [s.name for s in node.make_sets(store)]
+    async with node.session("ledger") as session:  # its lines come with their notary
+        names = [s.name for s in session.sets]
     assert names[-1] == "entries" and len(names) == 3

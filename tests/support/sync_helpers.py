@@ -11,6 +11,7 @@ from typing import Any
 import grpc
 
 from lifeline.entry import Entry
+from lifeline.store.pg_lines import PgLines
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import Node
@@ -19,12 +20,20 @@ from lifeline_mesh.transport.server import SyncServer
 from lifeline_mesh.wire.codec import decode_bytes
 
 
-def make_node(root: Path, *, shared: tuple[str, ...] = ("ledger",), **kwargs: Any) -> Node:
-    """A node on loopback without a mesh (plain text): the protocol tests' setting."""
+def make_node(
+    root: Path,
+    *,
+    shared: tuple[str, ...] = ("ledger",),
+    store_url: str | None = None,
+    **kwargs: Any,
+) -> Node:
+    """A node on loopback without a mesh (plain text): the protocol tests' setting; its
+    lines in the PostgreSQL database ``store_url`` when given (as `serve --store URL`)."""
     root.mkdir(parents=True, exist_ok=True)
     NodeConfig(shared_lines=list(shared)).save(NodeHome(root))
     kwargs.setdefault("insecure", True)
-    return Node(NodeHome(root), **kwargs)
+    home = NodeHome(root) if store_url is None else NodeHome(root, PgLines(store_url))
+    return Node(home, **kwargs)
 
 
 async def write(node: Node, entries: list[Entry], line: str = "ledger") -> None:

@@ -7,16 +7,17 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import LifelineError
-from lifeline.store.port import Store
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.node.line_session import LineSession
 from lifeline_mesh.node.root import NODE_LIMITS, Node
 from lifeline_mesh.notary.rules import Policy, state_findings
 from lifeline_mesh.notary.sign import state_statements
@@ -24,7 +25,6 @@ from lifeline_mesh.notary.statement import decode
 from lifeline_mesh.notary.states import StateOf, fingerprint
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.sync.attestation_set import STATEMENTS
-from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.authz import SessionPeer
 from tests.support.recon_helpers import chain
 from tests.support.sync_helpers import make_node, serving, write
@@ -33,10 +33,13 @@ from tests.support.sync_helpers import make_node, serving, write
 class FirstWaveNode(Node):
     """A peer of the first wave: it reconciles attestations and entries only."""
 
-    def make_sets(
-        self, store: Store, peer: SessionPeer | None = None, source: str | None = None
-    ) -> Sequence[ReconSet]:
-        return [s for s in super().make_sets(store, peer, source) if s.name != STATEMENTS]
+    @asynccontextmanager
+    async def session(
+        self, line: str, peer: SessionPeer | None = None, source: str | None = None
+    ) -> AsyncIterator[LineSession]:
+        async with super().session(line, peer, source) as opened:
+            opened.sets = [s for s in opened.sets if s.name != STATEMENTS]
+            yield opened
 
 
 def _signed(root: Path, cls: type[Node] = Node, **kwargs: object) -> Node:

@@ -37,9 +37,7 @@ class ReadOnly:
 async def _server(
     node: Node, authorizer: ReadOnly | None, feed: ChangeFeed | None
 ) -> AsyncIterator[tuple[SyncServer, str]]:
-    server = SyncServer(
-        node.open_line, node.is_shared, node.make_sets, authorizer=authorizer, announcements=feed
-    )
+    server = SyncServer(node.session, node.is_shared, authorizer=authorizer, announcements=feed)
     address = await server.start("127.0.0.1:0")
     try:
         yield server, address
@@ -96,7 +94,7 @@ async def test_a_silent_peer_is_noticed_and_a_first_wave_peer_answers_unimplemen
 async def test_stopping_the_server_ends_open_calls_at_once(tmp_path: Path) -> None:
     node = make_node(tmp_path / "a")
     feed = ChangeFeed(lambda: node.config().shared_lines)
-    server = SyncServer(node.open_line, node.is_shared, node.make_sets, announcements=feed)
+    server = SyncServer(node.session, node.is_shared, announcements=feed)
     address = await server.start("127.0.0.1:0")
     calls = watch_lines(address, [])
     assert (await _next(calls)).initial

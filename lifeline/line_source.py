@@ -1,0 +1,130 @@
+"""Where a project's lines live: the port, its SQLite-files adapter, and the hub binding.
+
+A project's lines are SQLite files under ``.lifeline/`` (:class:`FileLines`, a laptop) or
+lines of a PostgreSQL database (:class:`~lifeline.store.pg_lines.PgLines`, a hub process
+root: ``.lifeline/mesh/hub.json`` names the database, docs/hub.md). Which one is chosen once,
+when the :class:`~lifeline.home.Home` first needs it, and kept on the home; every command
+opens lines through ``home.lines`` and never asks again which backend it is on (decision
+0060).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from lifeline.errors import ConfigError, NotFound
+from lifeline.fsutil import read_private
+from lifeline.lines import validate_line_name
+from lifeline.store.port import Store
+
+if TYPE_CHECKING:
+    from lifeline.home import Home
+
+__all__ = ["FileLines", "LineSource", "hub_url"]
+
+
+class LineSource(Protocol):
+    """The lines of one project, wherever they are kept."""
+
+    @property
+    def url(self) -> str | None:
+        """The database holding the lines, or None: files of ``.lifeline/``."""
+        ...
+
+    def where(self, name: str) -> str:
+        """Where line ``name`` lives, for messages."""
+        ...
+
+    def names(self) -> list[str]:
+        """The lines present, sorted."""
+        ...
+
+    def open(self, name: str, *, create: bool = False) -> AbstractAsyncContextManager[Store]:
+        """Line ``name``, open for the block; NotFound when it does not exist unless
+        ``create``."""
+        ...
+
+    async def open_kept(self, name: str) -> Store:
+        """Existing line ``name``, open until the store's ``close()`` (a reader kept across
+        steps of one command)."""
+        ...
+
+    async def require_intact(self, store: Store, name: str) -> None:
+        """Refuse to write to line ``name`` (open as ``store``) when its storage is damaged
+        (a line file failing SQLite's check; a database server keeps its own)."""
+        ...
+
+    async def close(self) -> None:
+        """Let go of what the source holds open (a database pool)."""
+        ...
+
+
+class FileLines:
+    """One SQLite file per line under ``.lifeline/`` (``Home.line_path``)."""
+
+    url: str | None = None
+
+    def __init__(self, home: Home) -> None:
+        self.home = home
+
+    def where(self, name: str) -> str:
+        return str(self.home.line_path(name))
+
+    def names(self) -> list[str]:
+        return self.home.file_line_names()
+
+    @asynccontextmanager
+    async def open(self, name: str, *, create: bool = False) -> AsyncIterator[Store]:
+        from lifeline.store.sqlite import SqliteStore
+
+        path = self.home.line_path(validate_line_name(name), must_exist=not create)
+        if create:
+            self.home.prepare()
+        store = await SqliteStore.open(path, create=create)
+        try:
+            yield store
+        finally:
+            await store.close()
+
+    async def require_intact(self, store: Store, name: str) -> None:
+        from lifeline.integrity import require_intact
+        from lifeline.store.sqlite import SqliteStore
+
+        assert isinstance(store, SqliteStore)  # opened by this source: a line file
+        await require_intact(store, name)
+
+    async def open_kept(self, name: str) -> Store:
+        from lifeline.store.sqlite import SqliteStore
+
+        return await SqliteStore.open(self.home.line_path(name, must_exist=True), create=False)
+
+    async def close(self) -> None:
+        return None
+
+
+def hub_url(path: Path) -> str | None:
+    """The database URL a hub process root's ``hub.json`` names, or None without one."""
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(read_private(path))
+        store = data["store"]
+        if not isinstance(store, str):
+            raise TypeError("store is not a string")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(
+            f"{path} is damaged ({exc}); run `lifeline-mesh hub init --store URL` again"
+        ) from exc
+    return store
+
+
+def missing_line(home: Home, name: str, known: list[str]) -> NotFound:
+    """The one-line error for a line that is not there."""
+    return NotFound(
+        f"line {name!r} does not exist under {home.root} (lines: {', '.join(known) or 'none'}); "
+        f"create it with `lifeline --line {name} init`"
+    )

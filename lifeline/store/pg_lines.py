@@ -1,0 +1,115 @@
+"""The lines of a hub: one PostgreSQL database (:class:`PgLines`, a line source).
+
+A hub process root (``.lifeline/mesh/hub.json``) keeps its lines here, not in line files,
+so every command run on that root — ``lifeline context``, MCP, the viewer, ``verify`` —
+reads and writes the lines every hub process on the database serves (docs/hub.md,
+decision 0060). One pool per event loop: a pool belongs to the loop that made it, and a
+command may run more than one loop in its life (the CLI's ``asyncio.run`` per step).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from lifeline.lines import validate_line_name
+from lifeline.store.port import Store
+
+if TYPE_CHECKING:
+    from lifeline.store.pg_schema import Migrations
+    from lifeline.store.postgres import PgDatabase, PgStore
+
+__all__ = ["PgLines", "pg_components"]
+
+
+class PgLines:
+    """Every line of the database ``url``."""
+
+    def __init__(self, url: str) -> None:
+        self.url: str | None = url
+        self.dsn = url
+        self._db: PgDatabase | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    def where(self, name: str) -> str:
+        return f"line {name!r} of {self.dsn.split('@')[-1]}"
+
+    @property
+    def connected(self) -> PgDatabase | None:
+        """The database, when connected (None before first use)."""
+        return self._db
+
+    async def database(self) -> PgDatabase:
+        """The database of this event loop (connected, its schema up to date, on first use)."""
+        from lifeline.store.postgres import PgDatabase
+
+        loop = asyncio.get_running_loop()
+        if self._db is None or self._loop is not loop:
+            self._db = await PgDatabase.connect(self.dsn, migrations=pg_components())
+            self._loop = loop
+        return self._db
+
+    @asynccontextmanager
+    async def open(self, name: str, *, create: bool = False) -> AsyncIterator[PgStore]:
+        db = await self.database()
+        yield await db.line(validate_line_name(name), create=create)
+
+    async def open_kept(self, name: str) -> PgStore:
+        """The line's store; its ``close()`` leaves the pool to this source."""
+        return await (await self.database()).line(validate_line_name(name), create=False)
+
+    async def require_intact(self, store: Store, name: str) -> None:
+        return None  # the database server keeps its own pages intact
+
+    def names(self) -> list[str]:
+        """The lines of the database (a query on a thread of its own: callers may be inside
+        or outside an event loop)."""
+
+        async def query() -> list[str]:
+            from lifeline.store.postgres import PgDatabase
+
+            db = await PgDatabase.connect(self.dsn, min_size=1, max_size=1)
+            try:
+                return await db.lines()
+            finally:
+                await db.close()
+
+        return list(_on_thread(lambda: asyncio.run(query())))
+
+    async def close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None and self._loop is asyncio.get_running_loop():
+            await db.close()
+
+
+def pg_components() -> Migrations:
+    """The tables every installed component keeps beside a hub's lines (entry-point group
+    ``lifeline.pg_schema``, as ``lifeline.schema`` for line files): the notary's."""
+    from importlib.metadata import entry_points
+
+    found: Migrations = {}
+    for point in sorted(entry_points(group="lifeline.pg_schema"), key=lambda p: p.name):
+        found.update(point.load())
+    return found
+
+
+def _on_thread(fn: Callable[[], Any]) -> Any:
+    result: list[Any] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            result.append(fn())
+        except BaseException as exc:  # handed to the caller below
+            failure.append(exc)
+
+    worker = threading.Thread(target=run, name="hub-lines")
+    worker.start()
+    worker.join()
+    if failure:
+        raise failure[0]
+    return result[0]

@@ -1,0 +1,119 @@
+"""One sync session of one line, as the node runs it: its sets, its caller, what it admitted.
+
+Made by :meth:`lifeline_mesh.node.root.Node.session` for a session dialed to us or one we
+dial, it holds what the session needs from start to end — the line (store, notary and
+snapshots matched, node/lines.py), the sets, the caller, the line's highest row when it
+began — and ends itself: one state statement when it admitted new entries (DESIGN §6,
+decision 0015; in its closing round when the peer takes one, decision 0059), the store's
+upkeep, and what the peer now holds told to the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from lifeline.errors import LifelineError
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.node.lines import NodeLine
+from lifeline_mesh.node.security import TransportSecurity, peer_node_id
+from lifeline_mesh.notary.sign import sign_state
+from lifeline_mesh.notary.signers import KnownSigners
+from lifeline_mesh.peering.scheduler import SyncScheduler
+from lifeline_mesh.recon.entry_codec import EntryCodec
+from lifeline_mesh.sync.attestation_set import AttestationSet
+from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
+from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.transport.authz import MeshRole, SessionPeer
+
+__all__ = ["LineSession", "SessionParts"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionParts:
+    """What every session of one node shares (held by the node, passed to each session)."""
+
+    signers: Callable[[str | None, str | None], KnownSigners | None]
+    security: TransportSecurity
+    identity: NodeIdentity | None
+    clock: Callable[[], str]
+    scheduler: Callable[[], SyncScheduler | None]
+
+
+class LineSession:
+    """The sets of one session on ``line`` and what it did (see the module docstring)."""
+
+    def __init__(
+        self,
+        parts: SessionParts,
+        line: NodeLine,
+        codec: EntryCodec,
+        peer: SessionPeer | None = None,
+        source: str | None = None,
+    ) -> None:
+        self.parts, self.line, self.peer = parts, line, peer
+        self.caller = peer_node_id(peer.identity) if peer is not None else None
+        # source: the node we dialed (a caller: its certificate's)
+        source = self.caller if peer is not None else source
+        local = parts.identity.node_id if parts.identity else None
+        signers = parts.signers(local, self.caller)
+        notary = line.notary(signers, parts.clock, source)
+        self.entries = NotarizedEntrySet(line.entries(codec), notary)
+        self.entries.on_close = self._witness
+        cache = line.attestation_cache
+        sets: list[ReconSet] = [
+            AttestationSet(notary, cache),
+            AttestationSet(notary.statements(), cache),
+            self.entries,
+        ]
+        if peer is not None and not peer.can_write:
+            sets = [ReceiveOnly(s, peer.why_not) for s in sets]
+        elif peer is None and parts.security.role is MeshRole.READER:
+            sets = [SendNothing(s) for s in sets]  # a reader's own side offers nothing
+        self.sets: Sequence[ReconSet] = sets
+        self.start: int | None = None
+        self.held: int | None = None  # what the peer holds after it (our own sessions)
+
+    async def begin(self) -> None:
+        self.start = await self.line.mark()
+        scheduler = self.parts.scheduler()
+        if self.peer is not None and scheduler is not None:
+            scheduler.inbound_started(self.caller)
+
+    async def end(self, *, ok: bool) -> None:
+        """Sign the new state (if any), keep the store, and say what the peer holds."""
+        await self._witness(self.line.name)
+        await self.line.finish(self.entries.admitted)
+        held = None
+        role = self.parts.security.role
+        if ok and self.start is not None and role is not MeshRole.READER:
+            end = await self.line.mark()
+            if end is not None and end - self.start == self.entries.admitted:
+                held = end
+        if self.peer is None:
+            self.held = held  # our own session: Node.sync reads it
+            return
+        scheduler = self.parts.scheduler()
+        if scheduler is not None:
+            marks = None if held is None else {self.line.name: held}
+            scheduler.inbound_ended(self.caller, marks, ok=ok and self.start is not None)
+
+    async def _witness(self, line: str) -> list[bytes]:
+        """One state statement after a session that admitted new entries (none otherwise);
+        never twice for one state (``sign_state`` signs only a state it has not)."""
+        identity = self.parts.identity
+        if not self.entries.admitted or identity is None:
+            return []
+        if self.parts.security.ephemeral:
+            # A runner's statements would outlive it for nothing (the node it syncs with
+            # witnesses what it wrote) and would grow the line by one per job.
+            return []
+        try:
+            atts = await sign_state(self.entries.notary, identity, line, self.parts.clock)
+        except LifelineError as exc:  # the entries are stored; the next session signs
+            log.warning("line %s: no state statement signed: %s", line, exc)
+            return []
+        return [a.item for a in atts]

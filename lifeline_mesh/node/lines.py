@@ -1,0 +1,237 @@
+"""A line as the node syncs it: its store, notary and snapshots already matched.
+
+The home chose where the lines live (``home.lines``: line files, or a hub's database,
+decision 0060). The node turns that choice, once, into a :class:`NodeLines` opener whose
+lines are of one kind: a :class:`FileLine` (a SQLite file with the notary's tables, a
+snapshot cache kept between runs, its WAL trimmed after a session) or a :class:`HubLine`
+(a line of the database, the notary's PostgreSQL twin, snapshots brought up to date from
+bucket sums, a large load followed by VACUUM ANALYZE). Nothing above asks which one it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
+from typing import TYPE_CHECKING, Protocol
+
+from lifeline.lines import validate_line_name
+from lifeline.store.port import Store
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.node.live_rows import line_mark
+from lifeline_mesh.node.wal import trim_wal
+from lifeline_mesh.notary.port import Notary
+from lifeline_mesh.notary.signers import KnownSigners
+from lifeline_mesh.notary.states import IdSums
+from lifeline_mesh.notary.storage import NotaryStore
+from lifeline_mesh.peering.changes import ChangeFeed
+from lifeline_mesh.recon.entry_codec import EntryCodec
+from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.snapshot_cache import SnapshotCache
+
+if TYPE_CHECKING:
+    from lifeline.store.pg_lines import PgLines
+    from lifeline.store.postgres import PgStore
+    from lifeline_mesh.sync.pg_snapshots import PgSnapshots
+
+__all__ = ["FileLine", "HubLine", "NodeLine", "NodeLines", "node_lines"]
+
+
+class NodeLine(Protocol):
+    """One open line of the node, with the parts its sessions need."""
+
+    name: str
+    # the attestation sets' snapshot cache (None: built from the stored tokens each time)
+    attestation_cache: SnapshotCache | None
+
+    @property
+    def store(self) -> Store:
+        """The line's entry store."""
+        ...
+
+    def notary(
+        self, signers: KnownSigners | None, clock: Callable[[], str], source: str | None
+    ) -> Notary:
+        """The line's attestations, checked against ``signers`` and dated by ``clock``."""
+        ...
+
+    def entries(self, codec: EntryCodec) -> EntrySet:
+        """The line's entries as a reconciled set, with its snapshots."""
+        ...
+
+    async def mark(self) -> int | None:
+        """The line's highest row number (None: not known on this backend)."""
+        ...
+
+    async def finish(self, admitted: int) -> None:
+        """After a session that admitted ``admitted`` entries: upkeep of the store."""
+        ...
+
+
+class FileLine:
+    """A line file: SQLite with the notary's tables."""
+
+    def __init__(
+        self, name: str, store: SqliteStore, snapshots: SnapshotCache, id_sums: IdSums
+    ) -> None:
+        self.name, self.store, self.snapshots = name, store, snapshots
+        self.attestation_cache: SnapshotCache | None = snapshots
+        self.id_sums = id_sums
+
+    def notary(
+        self, signers: KnownSigners | None, clock: Callable[[], str], source: str | None
+    ) -> Notary:
+        notary = NotaryStore(self.store, signers=signers, clock=clock, source=source)
+        notary.id_sums = self.id_sums
+        return notary
+
+    def entries(self, codec: EntryCodec) -> EntrySet:
+        return EntrySet(self.store, codec, self.snapshots)
+
+    async def mark(self) -> int | None:
+        return await line_mark(self.store)
+
+    async def finish(self, admitted: int) -> None:
+        await trim_wal(self.store)
+
+
+class HubLine:
+    """A line of a hub's database."""
+
+    attestation_cache: SnapshotCache | None = None  # the notary's sets: from stored tokens
+
+    def __init__(self, name: str, store: PgStore, snapshots: PgSnapshots) -> None:
+        self.name, self.store, self.snapshots = name, store, snapshots
+
+    def notary(
+        self, signers: KnownSigners | None, clock: Callable[[], str], source: str | None
+    ) -> Notary:
+        from lifeline_mesh.notary.pg_storage import PgNotaryStore
+
+        return PgNotaryStore(self.store, signers=signers, clock=clock, source=source)
+
+    def entries(self, codec: EntryCodec) -> EntrySet:
+        return EntrySet(self.store, codec, self.snapshots)
+
+    async def mark(self) -> int | None:
+        return None  # rows of every hub process interleave: what a peer holds is unknown
+
+    async def finish(self, admitted: int) -> None:
+        if admitted:  # a large load: VACUUM ANALYZE, in the background
+            self.store.db.maintenance.admitted(self.store.line_id, admitted)
+
+
+class NodeLines(Protocol):
+    """Opens the node's lines, all of one kind."""
+
+    # Rows a change announces are read from line files; a hub's peers sync for them instead
+    announces_rows: bool
+
+    @property
+    def snapshots(self) -> SnapshotCache | PgSnapshots:
+        """The last snapshot of each set of each line, brought up to date per session."""
+        ...
+
+    def open(self, name: str) -> AbstractAsyncContextManager[NodeLine]: ...
+
+    async def connect(self) -> None:
+        """Reach the store now (a hub's database: one clear line when it is down)."""
+        ...
+
+    def writes_of_others(
+        self, feed: ChangeFeed, local_change: Callable[[], None] | None
+    ) -> AbstractAsyncContextManager[object]:
+        """While the block runs, lines written by other processes are published to
+        ``feed`` (a hub's: every process of its database; line files: the watcher's job)."""
+        ...
+
+    def pool(self) -> dict[str, int] | None:
+        """The database pool's connections (None: no database)."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class _FileLines:
+    announces_rows = True
+
+    def __init__(self, home: NodeHome) -> None:
+        self.home = home
+        # The last snapshot of each set of each line, brought up to date per session.
+        self.snapshots = SnapshotCache(directory=home.snapshots_dir)
+        self.id_sums: IdSums = {}  # each line's id sum, brought up to date per statement
+
+    @asynccontextmanager
+    async def open(self, name: str) -> AsyncIterator[NodeLine]:
+        async with self.home.open_line(validate_line_name(name), create=True) as store:
+            assert isinstance(store, SqliteStore)  # the home's line files (node_lines)
+            yield FileLine(name, store, self.snapshots, self.id_sums)
+
+    async def connect(self) -> None:
+        return None
+
+    def writes_of_others(
+        self, feed: ChangeFeed, local_change: Callable[[], None] | None
+    ) -> AbstractAsyncContextManager[object]:
+        return nullcontext()  # the peering's line watcher polls the files
+
+    def pool(self) -> dict[str, int] | None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+class _HubLines:
+    announces_rows = False
+
+    def __init__(self, lines: PgLines) -> None:
+        from lifeline_mesh.sync.pg_snapshots import PgSnapshots
+
+        self.lines = lines
+        self.snapshots = PgSnapshots()  # a hub process's: up to date by bucket sums
+
+    @asynccontextmanager
+    async def open(self, name: str) -> AsyncIterator[NodeLine]:
+        from lifeline.store.postgres import DATABASE_ERRORS, session_failure
+
+        try:
+            async with self.lines.open(validate_line_name(name), create=True) as store:
+                yield HubLine(name, store, self.snapshots)
+        except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
+            raise session_failure(name, exc) from exc
+
+    async def connect(self) -> None:
+        await self.lines.database()
+
+    @asynccontextmanager
+    async def writes_of_others(
+        self, feed: ChangeFeed, local_change: Callable[[], None] | None
+    ) -> AsyncIterator[object]:
+        from lifeline_mesh.node.hub_feed import hub_feed
+
+        dsn = (await self.lines.database()).plain_dsn
+        async with hub_feed(dsn, feed, local_change) as listener:
+            yield listener
+
+    def pool(self) -> dict[str, int] | None:
+        db = self.lines.connected
+        if db is None:
+            return None
+        pool = db.pool
+        return {"open": pool.get_size(), "idle": pool.get_idle_size(), "max": pool.get_max_size()}
+
+    async def close(self) -> None:
+        await self.lines.close()
+
+
+def node_lines(home: NodeHome) -> NodeLines:
+    """The opener of ``home``'s lines, of the kind its line source holds (chosen here,
+    once per node)."""
+    if home.lines.url is None:
+        return _FileLines(home)
+    from lifeline.store.pg_lines import PgLines
+
+    source = home.lines
+    assert isinstance(source, PgLines)
+    return _HubLines(source)

@@ -1,0 +1,268 @@
+"""Every command run on a hub process root reads and writes the hub's lines in PostgreSQL
+(decision 0060), never a placeholder ``.lifeline/ledger.db``: two real hub processes on one
+real database over mutual TLS, a laptop that joined through one of them, and the commands
+run as a user runs them — `lifeline context|recall|history|log|checkpoint|render`,
+`lifeline sessions ingest|list`, `lifeline-mesh verify|status|ui`, MCP over stdio and over
+`--http --stateless`, a proposal approved through process A that reaches the laptop
+through process B."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.mcp_client import call_tool, tool_text
+from tests.support.mesh_procs import cli, log_note, shared_node, start_ca_serve, terminate
+from tests.support.pg_server import fresh_database
+from tests.support.ui_server import fetch
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+MESH_NAME = "lifeline-mesh"  # the DNS name every mesh certificate carries
+TRANSCRIPT = (
+    Path(__file__).resolve().parent.parent
+    / "fixtures"
+    / "transcripts"
+    / "claude-code"
+    / "daaain__claude-code-log__deep-manifest__a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
+)
+
+
+def _mesh(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return cli("lifeline_mesh", root, *args, check=check)
+
+
+def _life(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return cli("lifeline", root, *args, check=check)
+
+
+def _hub(root: Path, url: str, *extra: str) -> None:
+    root.mkdir(parents=True)
+    _mesh(root, "hub", "init", "--store", url, "--json", *extra)
+    _life(root, "init")  # the line, made in the database (the second process finds it)
+    _mesh(root, "share", "ledger")
+
+
+def _ids(root: Path) -> set[str]:
+    return {e["id"] for e in json.loads(_life(root, "history", "--json").stdout)}
+
+
+@contextmanager
+def _hub_mesh(tmp_path: Path, url: str) -> Iterator[tuple[Path, Path, Path, str, str]]:
+    """Hub processes A and B serving one database over mTLS, and a laptop that joined
+    through B: (hub_a, hub_b, laptop, A's sync address, B's sync address)."""
+    hub_a, hub_b = tmp_path / "hub-a", tmp_path / "hub-b"
+    _hub(hub_a, url, "--new-mesh", "team")
+    _hub(hub_b, url)
+    proc_a, sync_a, _join_a = start_ca_serve(hub_a)
+    try:
+        proc_b, sync_b, join_b = start_ca_serve(hub_b)
+        try:
+            laptop = tmp_path / "laptop"
+            shared_node(laptop)
+            token = json.loads(_mesh(hub_a, "invite", "--json").stdout)["token"]
+            _mesh(laptop, "join", token, "--peer", join_b, "--json")
+            yield hub_a, hub_b, laptop, sync_a, sync_b
+        finally:
+            terminate(proc_b)
+    finally:
+        terminate(proc_a)
+
+
+async def _line_rows(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:
+        return int(await conn.fetchval("SELECT count(*) FROM entries"))
+    finally:
+        await conn.close()
+
+
+async def _tamper(url: str, entry_id: str) -> None:
+    """Edit an entry's stored summary in the database, as someone with SQL access would."""
+    conn = await asyncpg.connect(url)
+    try:
+        doc = await conn.fetchval("SELECT doc FROM entries WHERE id = $1", bytes.fromhex(entry_id))
+        data = json.loads(doc)
+        data["summary"] = "rewritten behind the notary's back"
+        await conn.execute(
+            "UPDATE entries SET doc = $1 WHERE id = $2", json.dumps(data), bytes.fromhex(entry_id)
+        )
+    finally:
+        await conn.close()
+
+
+@contextmanager
+def _viewer(root: Path) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "ui", "--listen",
+         "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("viewer on "), (line, proc.stderr and proc.stderr.read())
+        yield line.removeprefix("viewer on ").strip().split("?")[0]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+
+
+def _page(url: str) -> str:
+    status, body, _headers = fetch(url)
+    assert status == 200, (url, status, body[:300])
+    return body
+
+
+def test_cli_commands_on_a_hub_root_read_and_write_the_database(
+    pg_server: str, tmp_path: Path
+) -> None:
+    url = asyncio.run(fresh_database(pg_server))
+    with _hub_mesh(tmp_path, url) as (hub_a, hub_b, laptop, _sync_a, sync_b):
+        from_laptop = log_note(laptop, "laptop note about the zebra migration")
+        _mesh(laptop, "sync", sync_b, "--json")
+
+        # The laptop's entry, read on process A's root: from the database, not a local file
+        assert from_laptop in _ids(hub_a)
+        assert not (hub_a / ".lifeline" / "ledger.db").exists()
+        assert "zebra migration" in _life(hub_a, "context").stdout
+        recalled = _life(hub_a, "recall", "zebra", "--json").stdout
+        assert from_laptop in recalled
+        assert "zebra migration" in _life(hub_a, "render", "--stdout").stdout
+
+        # Written on process A's root (signed by the hub node), reaching the laptop via B
+        made = _life(hub_a, "log", "--kind", "decision", "--summary", "hub decides: okapi")
+        from_hub = made.stdout.strip()
+        checkpoint = _life(hub_a, "checkpoint", "--thread", "rollout", "--next", "ship okapi")
+        assert checkpoint.returncode == 0
+        assert "okapi" in _life(hub_b, "context").stdout  # the other process's root sees it
+        _mesh(laptop, "sync", sync_b, "--json")
+        assert from_hub in _ids(laptop)
+        assert "ship okapi" in _life(laptop, "context").stdout
+
+        # the viewer on a hub root: its pages show the database's line, kept up to date
+        with _viewer(hub_a) as base:
+            assert "zebra migration" in _page(base + "lines/ledger/history")
+            later = log_note(hub_b, "written on B while the viewer runs: ibex")
+            assert "ibex" in _page(base + "lines/ledger/history")
+            assert "ibex" in _page(base + f"lines/ledger/entries/{later}")
+
+        # verify on a hub root audits the database's entries, signatures included
+        rows = asyncio.run(_line_rows(url))
+        report = json.loads(_mesh(hub_a, "verify", "--json").stdout)
+        (line,) = report["lines"]
+        assert line["entries"] == rows >= 3 and line["signed"] >= 2 and report["ok"], report
+        asyncio.run(_tamper(url, from_laptop))
+        tampered = _mesh(hub_b, "verify", "--json", check=False)
+        assert tampered.returncode == 1, tampered.stderr
+        failed = json.loads(tampered.stdout)
+        checks = {(f["check"], f["subject"]) for f in failed["lines"][0]["findings"]}
+        assert ("id-mismatch", from_laptop) in checks, checks
+
+        status = json.loads(_mesh(hub_a, "status", "--json").stdout)
+        assert "ledger" in json.dumps(status)
+
+        # a transcript ingested on A's root is a session B's root lists: one sessions line
+        _life(hub_a, "sessions", "ingest", "--tool", "claude", str(TRANSCRIPT))
+        assert not (hub_a / ".lifeline" / "sessions.db").exists()
+        listed = json.loads(_life(hub_b, "sessions", "list", "--json").stdout)
+        assert len(listed) == 1, listed
+
+
+@contextmanager
+def _mcp_http(root: Path) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "mcp", "--root", str(root), "--http",
+         "127.0.0.1:0", "--stateless"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("serving MCP on "), (line, proc.stderr and proc.stderr.read())
+        yield line.split()[3]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+
+
+async def _http_context(root: Path, url: str, token: str) -> str:
+    trust = ssl.create_default_context(cafile=str(root / ".lifeline" / "mesh" / "ca.pem"))
+
+    async def name_the_node(request: httpx2.Request) -> None:
+        request.extensions["sni_hostname"] = MESH_NAME
+
+    async with (
+        httpx2.AsyncClient(
+            verify=trust,
+            headers={"Authorization": f"Bearer {token}"},
+            event_hooks={"request": [name_the_node]},
+        ) as http,
+        Client(streamable_http_client(url, http_client=http), cache=None) as client,
+    ):
+        return await _context(client)
+
+
+async def _context(client: Client) -> str:
+    result = await client.call_tool("context", {})
+    assert not result.is_error, tool_text(result)
+    return tool_text(result)
+
+
+async def _stdio_session(root: Path) -> tuple[str, dict[str, Any]]:
+    """Over stdio on ``root``: the context, then an append the policy turns into a proposal."""
+    from mcp import StdioServerParameters
+
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "lifeline_mesh", "mcp", "--root", str(root), "--agent", "claude"],
+        env={"LIFELINE_AUTHOR": "dana"},
+    )
+    async with Client(params, cache=None) as client:
+        context = await _context(client)
+        wrote = await call_tool(
+            client, "append", kind="decision", summary="agent proposes: quokka cache"
+        )
+    return context, wrote
+
+
+def test_mcp_on_a_hub_root_reads_the_database_and_an_approved_write_syncs(
+    pg_server: str, tmp_path: Path
+) -> None:
+    url = asyncio.run(fresh_database(pg_server))
+    with _hub_mesh(tmp_path, url) as (hub_a, hub_b, laptop, _sync_a, sync_b):
+        note = log_note(laptop, "laptop note about the walrus index")
+        _mesh(laptop, "sync", sync_b, "--json")
+        (hub_a / ".lifeline" / "policy.json").write_text(json.dumps({"default": "propose"}))
+
+        context, wrote = asyncio.run(_stdio_session(hub_a))
+        assert "walrus index" in context, context
+        assert wrote["status"] == "proposed", wrote
+        proposal = wrote["proposal"]["id"]
+        approved = json.loads(_mesh(hub_a, "approve", proposal, "--json").stdout)
+        entry_id = approved["entry"]["id"]
+
+        # the approved entry is in the database: a laptop syncing with B receives it
+        _mesh(laptop, "sync", sync_b, "--json")
+        assert entry_id in _ids(laptop) and note in _ids(hub_b)
+
+        # remote MCP (--http --stateless) behind either process: the same line
+        issued = _mesh(hub_a, "mcp", "token", "issue", "ci-docs", "--json").stdout
+        token = str(json.loads(issued)["token"])
+        for root in (hub_a, hub_b):
+            with _mcp_http(root) as served:
+                over_http = asyncio.run(_http_context(root, served, token))
+            assert "walrus index" in over_http and "quokka cache" in over_http, root.name
