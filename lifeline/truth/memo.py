@@ -9,7 +9,9 @@ token and empties the memo. The token is asked *before* computing, so an answer 
 while a write landed is filed under the older token and never served for the newer one.
 
 One memo per open line, held by whoever holds the line (the MCP workspace today). It is
-small and owns nothing but its token source and a bounded map of answers.
+small and owns nothing but its token source, a bounded map of answers, and the line's
+items as rendered (:class:`~lifeline.truth.sections.PieceMemo`), which outlive a change:
+the first answer after a write renders only what is new.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lifeline.store.change import SqliteChangeProbe
+from lifeline.truth.sections import PieceMemo
 
 __all__ = ["MEMO_ANSWERS", "LineMemo", "TokenSource"]
 
@@ -47,6 +50,9 @@ class LineMemo:
         self._answers: OrderedDict[Hashable, Any] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        # Items as rendered: valid whatever was written since (see PieceMemo), so kept
+        # across changes: the first answer after a write renders only the new items.
+        self.pieces = PieceMemo()
 
     @classmethod
     def of_sqlite(cls, path: Path, *, capacity: int = MEMO_ANSWERS) -> LineMemo:

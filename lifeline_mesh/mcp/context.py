@@ -52,16 +52,23 @@ async def context_text(
     """The assembled context (or a thread's brief) in delivery format ``fmt``: from the
     line's memo while no process changed the line since the same call."""
     name = ws.line_name(line)
+    memo = ws.memo(name)
 
     async def compute() -> str:
         async with ws.store(name) as store:
             ctx = await build_context(
-                store, line=name, budget=budget, query=query, thread=thread, recent=recent
+                store,
+                line=name,
+                budget=budget,
+                query=query,
+                thread=thread,
+                recent=recent,
+                pieces=memo.pieces,
             )
         return deliver(fmt, ctx)
 
     key = ("context", budget, query, thread, recent, fmt)
-    return await ws.memo(name).answer(key, compute)
+    return await memo.answer(key, compute)
 
 
 async def recall_view(ws: Workspace, line: str | None, query: str, k: int) -> RecallView:

@@ -209,3 +209,29 @@ def test_tiktoken_is_optional() -> None:
         return
     with pytest.raises(ConfigError, match=r"pip install 'lifeline-mesh\[tokenizer\]'"):
         Budget(1000, "tokens", "tiktoken").measure()
+
+
+async def test_items_kept_between_assemblies_change_nothing(tmp_path: Path) -> None:
+    """A line's PieceMemo, carried across budgets, threads, queries and new entries (with a
+    correction that takes a decision out of force), gives the bytes a fresh assembly does."""
+    from lifeline.truth.sections import PieceMemo
+
+    memo = PieceMemo()
+    first = _decisions(300)
+    later = [
+        _e(400, "decision", "Decision late", "said later " * 30),
+        _e(401, "correction", "Decision 5, reversed", "no longer", (first[6].id,)),
+    ]
+    budgets = [Budget(600), Budget(3000), Budget(100_000), Budget(700, "tokens")]
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        for batch in (first, later):
+            await store.append_many(batch)
+            for budget in budgets:
+                for query in (None, "reason 7"):
+                    fresh = await build_context(store, line="l", budget=budget, query=query)
+                    for _ in range(2):
+                        kept = await build_context(
+                            store, line="l", budget=budget, query=query, pieces=memo
+                        )
+                        assert kept == fresh
+    assert memo.levels  # it was used
