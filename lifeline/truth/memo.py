@@ -10,8 +10,9 @@ while a write landed is filed under the older token and never served for the new
 
 One memo per open line, held by whoever holds the line (the MCP workspace today). It is
 small and owns nothing but its token source, a bounded map of answers, and the line's
-items as rendered (:class:`~lifeline.truth.sections.PieceMemo`), which outlive a change:
-the first answer after a write renders only what is new.
+items as read and as rendered (:class:`~lifeline.truth.tableview.ItemMemo`,
+:class:`~lifeline.truth.sections.PieceMemo`), which outlive a change: the first answer
+after a write reads and renders only what is new.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any, TypeVar
 
 from lifeline.store.change import SqliteChangeProbe
 from lifeline.truth.sections import PieceMemo
+from lifeline.truth.tableview import ItemMemo
 
 __all__ = ["MEMO_ANSWERS", "LineMemo", "TokenSource"]
 
@@ -50,8 +52,9 @@ class LineMemo:
         self._answers: OrderedDict[Hashable, Any] = OrderedDict()
         self.hits = 0
         self.misses = 0
-        # Items as rendered: valid whatever was written since (see PieceMemo), so kept
-        # across changes: the first answer after a write renders only the new items.
+        # Items as read and as rendered: valid across changes (see ItemMemo, PieceMemo),
+        # so the first answer after a write reads and renders only the new items.
+        self.items = ItemMemo()
         self.pieces = PieceMemo()
 
     @classmethod

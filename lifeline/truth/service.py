@@ -21,6 +21,7 @@ from lifeline.truth.recall import recall
 from lifeline.truth.sections import Inputs, PieceMemo
 from lifeline.truth.snapshot import load_shown, load_state
 from lifeline.truth.state import State
+from lifeline.truth.tableview import ItemMemo
 from lifeline.truth.views import Truth, derive
 
 __all__ = [
@@ -76,11 +77,18 @@ async def build_context(
     thread: str | None = None,
     recent: int = 12,
     pieces: PieceMemo | None = None,
+    items: ItemMemo | None = None,
 ) -> Context:
-    """The context of ``store``; ``pieces``: the line's items rendered by earlier calls
-    (:class:`~lifeline.truth.sections.PieceMemo`), reused and added to."""
+    """The context of ``store``. What earlier calls on the same line kept, reused and added
+    to: ``items`` read (:class:`~lifeline.truth.tableview.ItemMemo`), ``pieces`` rendered
+    (:class:`~lifeline.truth.sections.PieceMemo`)."""
     state, truth, thread = await load_shown(
-        store, thread=thread, recent=recent, max_items=budget.max_items, resolve=resolve_name
+        store,
+        thread=thread,
+        recent=recent,
+        max_items=budget.max_items,
+        resolve=resolve_name,
+        items=items,
     )
     hits = await recall(store, truth, query) if query else []
     probe = Inputs(state, truth, {}, hits, thread, recent, budget.max_items)

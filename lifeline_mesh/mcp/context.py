@@ -64,6 +64,7 @@ async def context_text(
                 thread=thread,
                 recent=recent,
                 pieces=memo.pieces,
+                items=memo.items,
             )
         return deliver(fmt, ctx)
 
