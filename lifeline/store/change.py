@@ -9,8 +9,9 @@ SQLite (:class:`SqliteChangeProbe`): a connection of the probe's own, which neve
 asks ``PRAGMA data_version`` (a counter that moves when any *other* connection commits,
 answered from the WAL index) and only then reads the content token: ``max(seq)`` of the
 entries (rows only ever get a higher one), ``truth_generation`` (bumped by a trigger on any
-UPDATE or DELETE of an entry: a lowered ts, a rewritten row) and the set summary (count and
-sum of tokens, kept by every write). A commit that leaves the entries alone (the truth
+UPDATE or DELETE of an entry: a lowered ts, a rewritten row; and by a rebuild of the truth
+tables, after `verify` found a row that lies) and the set summary (count and sum of tokens,
+kept by every write). A commit that leaves the entries alone (the truth
 tables caught up, attestations stored) therefore keeps the token. A line file replaced by
 another (a recovery, a restore) has another inode: the probe reconnects and the token moves.
 

@@ -15,6 +15,7 @@ __all__ = ["Hit", "Inputs", "PieceMemo", "Render", "build_sections"]
 
 WHY_LEVELS = (300, 100, 0)
 PIECES_KEPT = 50_000  # rendered items a PieceMemo holds before it starts again
+PieceKey = tuple[str, str, int, str, str]  # id, tag, cap, summary, why
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,14 +43,13 @@ class Inputs:
 @dataclass
 class PieceMemo:
     """Tracked items as rendered, kept between assemblies of one line (a line's memo,
-    :mod:`lifeline.truth.memo`, holds one). A tracked item's text is a function of its id
-    alone (its summary and body are what the id hashes; an entry that does not match its
-    id is never an item), of the tag it gets and of the per-item cap: so ``(id, tag, cap)``
-    names it, whatever was written since."""
+    :mod:`lifeline.truth.memo`, holds one), under everything their text is made of: id,
+    tag, per-item cap, summary and why. Not under the id alone: the item comes from the
+    truth tables, which can lie until `verify` rebuilds them."""
 
-    levels: dict[tuple[str, str, int], tuple[str, ...]] = field(default_factory=dict)
+    levels: dict[PieceKey, tuple[str, ...]] = field(default_factory=dict)
 
-    def keep(self, key: tuple[str, str, int], levels: tuple[str, ...]) -> None:
+    def keep(self, key: PieceKey, levels: tuple[str, ...]) -> None:
         if len(self.levels) >= PIECES_KEPT:
             self.levels.clear()
         self.levels[key] = levels
@@ -82,10 +82,10 @@ def _with_why(head: str, why: str) -> tuple[str, ...]:
 
 
 def _item_piece(state: State, how: Render, entry_id: str, tag: str = "") -> Piece:
-    key = (entry_id, tag, how.cap)
+    _kind, _ts, summary, why, _thread = state.items[entry_id]
+    key = (entry_id, tag, how.cap, summary, why)
     if how.memo is not None and (known := how.memo.levels.get(key)) is not None:
         return Piece(entry_id, known, capped=how.cap)
-    _kind, _ts, summary, why, _thread = state.items[entry_id]
     head = f"- `{short(entry_id)}`{tag} {inline(summary)}"
     made = Piece(entry_id, _with_why(head, inline(why)))
     made.cap(how.cap)

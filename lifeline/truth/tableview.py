@@ -36,7 +36,8 @@ class ItemMemo:
     """Tracked items read from ``truth_items``, kept between reads of one line (a line's
     memo, :mod:`lifeline.truth.memo`, holds one). An item is a function of its entry's
     content, which its id hashes, but for its ts: a lowered ts is an UPDATE of the entry,
-    which bumps ``truth_generation``, so the kept items belong to one generation. Reads
+    which bumps ``truth_generation``, as does a rebuild of the tables (after `verify` found
+    a row that lies), so the kept items belong to one generation. Reads
     of the line may run at once on several connections (threads): a lock keeps a read of
     an older generation from filing its items under a newer one."""
 
