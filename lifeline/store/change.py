@@ -56,12 +56,14 @@ def content_sql(conn: sqlite3.Connection) -> str:
 class SqliteChangeProbe:
     """The change token of one SQLite line file, read through a connection of its own.
 
-    :meth:`token` blocks for a few microseconds (a pragma, and after a commit three
-    primary-key reads): call it from a worker thread. None means "cannot tell" (the file is
-    gone, locked past the timeout, or not a line): the caller must not reuse anything.
+    :meth:`token` takes a few microseconds (a pragma, and after a commit three primary-key
+    reads) but may wait up to ``timeout`` for a lock: call it from a worker thread.
+    :meth:`unchanged` is its fast half, for the event loop. None means "cannot tell" (the
+    file is gone, locked past the timeout, or not a line): the caller must not reuse
+    anything.
     """
 
-    def __init__(self, path: Path, *, timeout: float = 2.0) -> None:
+    def __init__(self, path: Path, *, timeout: float = 0.5) -> None:
         self.path = path
         self._timeout = timeout
         self._conn: sqlite3.Connection | None = None
@@ -79,6 +81,24 @@ class SqliteChangeProbe:
                 log.debug("change token of %s unknown: %s", self.path, exc)
                 self._drop()
                 return None
+
+    def unchanged(self) -> Hashable | None:
+        """The last token, when no commit happened since (a stat and a pragma, answered
+        from the WAL index); None when it must be read again by :meth:`token`."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            if self._conn is None or self._token is None:
+                return None
+            info = os.stat(self.path)
+            if (info.st_dev, info.st_ino) != self._file:
+                return None
+            version = int(self._conn.execute("PRAGMA data_version").fetchone()[0])
+            return self._token if version == self._version else None
+        except (OSError, sqlite3.Error):
+            return None
+        finally:
+            self._lock.release()
 
     def _read(self) -> Hashable:
         info = os.stat(self.path)

@@ -59,12 +59,14 @@ class LineMemo:
 
     @classmethod
     def of_sqlite(cls, path: Path, *, capacity: int = MEMO_ANSWERS) -> LineMemo:
-        """A memo of the SQLite line file at ``path``, its token read by a probe of its own
-        off the event loop (a pragma; three primary-key reads after a commit)."""
+        """A memo of the SQLite line file at ``path``, its token read by a probe of its own:
+        on the event loop while nothing was committed (a stat and a pragma), else off it
+        (three primary-key reads more)."""
         probe = SqliteChangeProbe(path)
 
         async def token() -> Hashable | None:
-            return await asyncio.to_thread(probe.token)
+            same = probe.unchanged()
+            return same if same is not None else await asyncio.to_thread(probe.token)
 
         return cls(token, capacity=capacity, close=probe.close)
 
