@@ -11,7 +11,7 @@ opens lines through ``home.lines`` and never asks again which backend it is on (
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -24,7 +24,19 @@ from lifeline.store.port import Store
 if TYPE_CHECKING:
     from lifeline.home import Home
 
-__all__ = ["FileLines", "LineSource", "hub_url"]
+__all__ = ["ChangeWatch", "FileLines", "LineSource", "hub_url"]
+
+
+class ChangeWatch(Protocol):
+    """A line's change token, asked before each use of what was computed from it."""
+
+    async def token(self) -> Hashable | None:
+        """Equal tokens: no process changed the line between the two asks (None: unknown)."""
+        ...
+
+    def close(self) -> None:
+        """Let go of what the watch holds open."""
+        ...
 
 
 class LineSource(Protocol):
@@ -56,6 +68,11 @@ class LineSource(Protocol):
     async def require_intact(self, store: Store, name: str) -> None:
         """Refuse to write to line ``name`` (open as ``store``) when its storage is damaged
         (a line file failing SQLite's check; a database server keeps its own)."""
+        ...
+
+    def change_watch(self, name: str) -> ChangeWatch:
+        """How line ``name`` tells that any process changed it (lifeline/store/change.py);
+        NotFound when it does not exist."""
         ...
 
     async def close(self) -> None:
@@ -101,6 +118,11 @@ class FileLines:
         from lifeline.store.sqlite import SqliteStore
 
         return await SqliteStore.open(self.home.line_path(name, must_exist=True), create=False)
+
+    def change_watch(self, name: str) -> ChangeWatch:
+        from lifeline.store.change import SqliteChangeWatch
+
+        return SqliteChangeWatch(self.home.line_path(validate_line_name(name), must_exist=True))
 
     async def close(self) -> None:
         return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +65,9 @@ class PgLines:
     async def require_intact(self, store: Store, name: str) -> None:
         return None  # the database server keeps its own pages intact
 
+    def change_watch(self, name: str) -> PgChangeWatch:
+        return PgChangeWatch(self, validate_line_name(name))
+
     def names(self) -> list[str]:
         """The lines of the database (a query on a thread of its own: callers may be inside
         or outside an event loop)."""
@@ -113,3 +116,19 @@ def _on_thread(fn: Callable[[], Any]) -> Any:
     if failure:
         raise failure[0]
     return result[0]
+
+
+class PgChangeWatch:
+    """A database line's change token: its ``lines`` row (:meth:`PgStore.change_token`),
+    which every write by any process updates in its transaction."""
+
+    def __init__(self, lines: PgLines, name: str) -> None:
+        self._lines = lines
+        self._name = name
+
+    async def token(self) -> Hashable | None:
+        store = await self._lines.open_kept(self._name)
+        return await store.change_token()
+
+    def close(self) -> None:
+        return None  # the pool belongs to the line source

@@ -13,7 +13,7 @@ no entry. Entries are kept as their JSON text, exactly what a sync sends
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Hashable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -264,6 +264,16 @@ class PgStore:
         """Count and token sum of the whole line: its ``lines`` row, no entry read."""
         row = (await self._fetch("SELECT n, token_sum FROM lines WHERE line_id = $1"))[0]
         return SetTotals(int(row[0]), int.from_bytes(row[1], "little"))
+
+    async def change_token(self) -> Hashable:
+        """What the line's entries are, in one row read: its ``lines`` row, which every
+        write by any process updates in its transaction (lifeline/store/change.py)."""
+        row = (
+            await self._fetch(
+                "SELECT version, next_seq, n, token_sum FROM lines WHERE line_id = $1"
+            )
+        )[0]
+        return (self.line_id, int(row[0]), int(row[1]), int(row[2]), bytes(row[3]))
 
     async def id_totals(self) -> tuple[int, int]:
         """``(count, sum of ids mod 2^256)``: the notary's state fingerprint, one row."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from lifeline.truth.budget import Budget
 from lifeline.truth.fit import fit
 from lifeline.truth.pieces import Section, inline, short
-from lifeline.truth.sections import Inputs, build_sections
+from lifeline.truth.sections import Inputs, PieceMemo, Render, build_sections
 from lifeline.wording import count
 
 __all__ = ["Context", "assemble", "needed_ids", "recent_ids"]
@@ -113,20 +113,43 @@ def _footer(inp: Inputs, tips: list[str]) -> str:
     )
 
 
-def assemble(inp: Inputs, *, line: str, budget: Budget, tips: list[str], query: bool) -> Context:
-    """Render the context for ``inp`` within ``budget``."""
-    sections = build_sections(inp, recent_ids(inp), query)
+def assemble(
+    inp: Inputs,
+    *,
+    line: str,
+    budget: Budget,
+    tips: list[str],
+    query: bool,
+    pieces: PieceMemo | None = None,
+) -> Context:
+    """Render the context for ``inp`` within ``budget``; tracked items already rendered
+    for the same line are taken from ``pieces`` (and new ones kept there)."""
+    how = Render(budget.item_cap_chars, pieces)
+    sections = build_sections(inp, recent_ids(inp), query, how)
     for section in sections:
         for piece in section.pieces:
             piece.cap(budget.item_cap_chars)
     head, foot = _header(inp, line), _footer(inp, tips)
+    # The fit renders many times, changing one section at a time: a section whose pieces,
+    # omissions, listed ids and level are as at its last render is not rendered again.
+    done: dict[int, tuple[tuple[int, int, int, int], str]] = {}
+
+    def rendered(section: Section) -> str:
+        level = section.pieces[0].level if section.pieces else -1
+        shape = (len(section.pieces), len(section.omitted), section.listed, level)
+        kept = done.get(id(section))
+        if kept is not None and kept[0] == shape:
+            return kept[1]
+        text = _render_section(section)
+        done[id(section)] = (shape, text)
+        return text
 
     def render(secs: list[Section]) -> str:
-        return head + "".join(_render_section(s) for s in secs) + foot
+        return head + "".join(rendered(s) for s in secs) + foot
 
     measure = budget.measure()
     fit(sections, render, measure, budget.limit)
-    stable = head + "".join(_render_section(s) for s in sections if s.stable)
-    volatile = "".join(_render_section(s) for s in sections if not s.stable) + foot
+    stable = head + "".join(rendered(s) for s in sections if s.stable)
+    volatile = "".join(rendered(s) for s in sections if not s.stable) + foot
     omitted = tuple(i for s in sections for i in s.omitted)
     return Context(stable, volatile, omitted, measure(stable + volatile), budget.unit)

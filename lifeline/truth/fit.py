@@ -38,15 +38,19 @@ def fit(
     limit: int,
 ) -> str:
     """Shrink and omit until ``render(sections)`` measures within ``limit``; return it."""
-    text = render(sections)
     pieces = [p for s in sections for p in s.pieces]
     depth = max((len(p.levels) for p in pieces), default=1)
-    for level in range(1, depth):
-        if measure(text) <= limit:
-            return text
+    text = ""
+    for level in range(depth):
         for piece in pieces:
             piece.level = level
+        # In characters a text is at least as long as the pieces in it: a level whose
+        # pieces alone are over the limit cannot fit, and is not rendered to find out.
+        if measure is len and level < depth - 1 and sum(len(p.text) for p in pieces) > limit:
+            continue
         text = render(sections)
+        if measure(text) <= limit:
+            return text
     by_key = {s.key: s for s in sections}
     for key in DROP_ORDER:
         section = by_key.get(key)

@@ -50,6 +50,7 @@ class Piece:
     entry_id: str
     levels: tuple[str, ...]
     level: int = 0
+    capped: int | None = None  # the cap its levels already hold (see ``cap``)
 
     @property
     def text(self) -> str:
@@ -57,6 +58,9 @@ class Piece:
 
     def cap(self, limit: int) -> None:
         """Per-item cap: no level may exceed ``limit`` characters."""
+        if self.capped == limit:
+            return
+        self.capped = limit
         self.levels = tuple(
             clip(t, limit) if "\n" not in t else _clip_lines(t, limit) for t in self.levels
         )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lifeline.entry import Entry
 from lifeline.truth.parse import BLOCKS, parse_checkpoint
@@ -11,9 +11,11 @@ from lifeline.truth.pieces import Piece, Policy, Section, clip, inline, short
 from lifeline.truth.state import State
 from lifeline.truth.views import Truth
 
-__all__ = ["Hit", "Inputs", "build_sections"]
+__all__ = ["Hit", "Inputs", "PieceMemo", "Render", "build_sections"]
 
 WHY_LEVELS = (300, 100, 0)
+PIECES_KEPT = 50_000  # rendered items a PieceMemo holds before it starts again
+PieceKey = tuple[str, str, int, str, str]  # id, tag, cap, summary, why
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,30 @@ class Inputs:
     max_items: int = 1_000_000  # more than this many items cannot fit the budget anyway
 
 
+@dataclass
+class PieceMemo:
+    """Tracked items as rendered, kept between assemblies of one line (a line's memo,
+    :mod:`lifeline.truth.memo`, holds one), under everything their text is made of: id,
+    tag, per-item cap, summary and why. Not under the id alone: the item comes from the
+    truth tables, which can lie until `verify` rebuilds them."""
+
+    levels: dict[PieceKey, tuple[str, ...]] = field(default_factory=dict)
+
+    def keep(self, key: PieceKey, levels: tuple[str, ...]) -> None:
+        if len(self.levels) >= PIECES_KEPT:
+            self.levels.clear()
+        self.levels[key] = levels
+
+
+@dataclass(frozen=True, slots=True)
+class Render:
+    """How tracked items are made in one assembly: capped at ``cap`` characters, and kept
+    in ``memo`` (if any) for the next one."""
+
+    cap: int
+    memo: PieceMemo | None = None
+
+
 def _prune(ids: Sequence[str], keep: int, ends: bool) -> tuple[list[str], list[str]]:
     """(kept, omitted): what the section's policy would drop first, dropped up front."""
     if len(ids) <= keep:
@@ -55,28 +81,35 @@ def _with_why(head: str, why: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(levels))
 
 
-def _item_piece(state: State, entry_id: str, tag: str = "") -> Piece:
+def _item_piece(state: State, how: Render, entry_id: str, tag: str = "") -> Piece:
     _kind, _ts, summary, why, _thread = state.items[entry_id]
+    key = (entry_id, tag, how.cap, summary, why)
+    if how.memo is not None and (known := how.memo.levels.get(key)) is not None:
+        return Piece(entry_id, known, capped=how.cap)
     head = f"- `{short(entry_id)}`{tag} {inline(summary)}"
-    return Piece(entry_id, _with_why(head, inline(why)))
+    made = Piece(entry_id, _with_why(head, inline(why)))
+    made.cap(how.cap)
+    if how.memo is not None:
+        how.memo.keep(key, made.levels)
+    return made
 
 
-def _decisions(inp: Inputs, ids: Sequence[str]) -> Section:
+def _decisions(inp: Inputs, how: Render, ids: Sequence[str]) -> Section:
     sec = Section("decisions", "Decisions in force", Policy.ENDS, True, noun="decisions")
     ids, sec.omitted = _prune(ids, inp.max_items, ends=True)
     for i in ids:
         targets = inp.state.corrections.get(i, ())
         tag = f" (replaces {' '.join(f'`{short(t)}`' for t in targets)})" if targets else ""
-        sec.pieces.append(_item_piece(inp.state, i, tag))
+        sec.pieces.append(_item_piece(inp.state, how, i, tag))
     sec.empty = "- none recorded"
     return sec
 
 
-def _pinned(inp: Inputs) -> Section:
+def _pinned(inp: Inputs, how: Render) -> Section:
     sec = Section("pinned", "Pinned", Policy.KEEP, True, noun="pins")
     for i in inp.truth.pinned:
         if i in inp.state.items:
-            sec.pieces.append(_item_piece(inp.state, i))
+            sec.pieces.append(_item_piece(inp.state, how, i))
         elif i in inp.entries:
             e = inp.entries[i]
             head = f"- `{short(i)}` {inline(e.summary)}"
@@ -84,10 +117,10 @@ def _pinned(inp: Inputs) -> Section:
     return sec
 
 
-def _open(inp: Inputs, ids: Sequence[str]) -> Section:
+def _open(inp: Inputs, how: Render, ids: Sequence[str]) -> Section:
     sec = Section("open", "Open", Policy.NEWEST, True, noun="open items", empty="- nothing open")
     ids, sec.omitted = _prune(ids, inp.max_items, ends=False)
-    sec.pieces = [_item_piece(inp.state, i) for i in ids]
+    sec.pieces = [_item_piece(inp.state, how, i) for i in ids]
     return sec
 
 
@@ -143,19 +176,22 @@ def _recent(inp: Inputs, ids: Sequence[str]) -> Section:
     return sec
 
 
-def build_sections(inp: Inputs, recent_ids: Sequence[str], query: bool) -> list[Section]:
-    """The sections in output order (stable ones first)."""
+def build_sections(
+    inp: Inputs, recent_ids: Sequence[str], query: bool, how: Render
+) -> list[Section]:
+    """The sections in output order (stable ones first); tracked items made as ``how``
+    says (the other pieces are capped by the caller)."""
     truth, state = inp.truth, inp.state
     pinned = set(truth.pinned)
     if inp.thread is None:
         decisions = [d for d in truth.decisions if d not in pinned]
         opens, threads = truth.open, list(truth.resume)
-        out = [_pinned(inp), _decisions(inp, decisions), _open(inp, opens)]
+        out = [_pinned(inp, how), _decisions(inp, how, decisions), _open(inp, how, opens)]
     else:
         decisions = [d for d in truth.decisions if state.items[d][4] == inp.thread]
         opens = [o for o in truth.open if o == inp.thread or state.items[o][4] == inp.thread]
         threads = [inp.thread]
-        out = [_decisions(inp, decisions), _open(inp, opens)]
+        out = [_decisions(inp, how, decisions), _open(inp, how, opens)]
     out.append(_resume(inp, threads))
     if query:
         out.append(_relevant(inp))

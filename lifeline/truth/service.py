@@ -18,9 +18,10 @@ from lifeline.truth.assemble import Context, assemble, needed_ids
 from lifeline.truth.budget import Budget
 from lifeline.truth.parse import parse_checkpoint
 from lifeline.truth.recall import recall
-from lifeline.truth.sections import Inputs
+from lifeline.truth.sections import Inputs, PieceMemo
 from lifeline.truth.snapshot import load_shown, load_state
 from lifeline.truth.state import State
+from lifeline.truth.tableview import ItemMemo
 from lifeline.truth.views import Truth, derive
 
 __all__ = [
@@ -75,15 +76,26 @@ async def build_context(
     query: str | None = None,
     thread: str | None = None,
     recent: int = 12,
+    pieces: PieceMemo | None = None,
+    items: ItemMemo | None = None,
 ) -> Context:
+    """The context of ``store``. What earlier calls on the same line kept, reused and added
+    to: ``items`` read (:class:`~lifeline.truth.tableview.ItemMemo`), ``pieces`` rendered
+    (:class:`~lifeline.truth.sections.PieceMemo`)."""
     state, truth, thread = await load_shown(
-        store, thread=thread, recent=recent, max_items=budget.max_items, resolve=resolve_name
+        store,
+        thread=thread,
+        recent=recent,
+        max_items=budget.max_items,
+        resolve=resolve_name,
+        items=items,
     )
     hits = await recall(store, truth, query) if query else []
     probe = Inputs(state, truth, {}, hits, thread, recent, budget.max_items)
     entries = await fetch_verified(store, needed_ids(probe))
     inp = Inputs(state, truth, entries, hits, thread, recent, budget.max_items)
-    return assemble(inp, line=line, budget=budget, tips=await store.tips(), query=bool(query))
+    tips = await store.tips()
+    return assemble(inp, line=line, budget=budget, tips=tips, query=bool(query), pieces=pieces)
 
 
 async def read_shown(store: Store) -> LineTruth:

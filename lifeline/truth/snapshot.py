@@ -21,7 +21,7 @@ from lifeline.store.tiers import SqlLine, tables_of
 from lifeline.truth.reducers import fold_all
 from lifeline.truth.state import State
 from lifeline.truth.table import catch_up, is_current
-from lifeline.truth.tableview import full_state, shown_state
+from lifeline.truth.tableview import ItemMemo, full_state, shown_state
 from lifeline.truth.views import Truth, derive
 
 __all__ = ["Superseded", "load_shown", "load_state", "load_superseded"]
@@ -79,14 +79,22 @@ Resolver = Callable[[Iterable[str], str], str]
 
 
 async def load_shown(
-    store: Store, *, thread: str | None, recent: int, max_items: int, resolve: Resolver
+    store: Store,
+    *,
+    thread: str | None,
+    recent: int,
+    max_items: int,
+    resolve: Resolver,
+    items: ItemMemo | None = None,
 ) -> tuple[State, Truth, str | None]:
     """The state and truth a context reads, and ``thread`` resolved by ``resolve`` (see
-    :func:`~lifeline.truth.tableview.shown_state`): bounded by the budget on SQLite; the
-    whole state elsewhere."""
+    :func:`~lifeline.truth.tableview.shown_state`): bounded by the budget on SQLite (the
+    items already read kept in ``items``); the whole state elsewhere."""
     sql = tables_of(store, "truth")
     if sql is not None:
-        found = await _read(sql, lambda conn: shown_state(conn, thread, recent, max_items, resolve))
+        found = await _read(
+            sql, lambda conn: shown_state(conn, thread, recent, max_items, resolve, items)
+        )
         if found is not None:
             return found
     state = await _full_fold(store)

@@ -13,21 +13,55 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Callable, Iterable, Sequence
 
 from lifeline.truth.state import Item, State
 from lifeline.truth.table import read_core
 from lifeline.truth.views import Truth
 
-__all__ = ["full_state", "shown_state", "thread_names", "truth_of"]
+__all__ = ["ItemMemo", "full_state", "shown_state", "thread_names", "truth_of"]
 
 _VARS = 500
+ITEMS_KEPT = 100_000  # items an ItemMemo holds before it starts again
 
 
 def _chunks(ids: Sequence[str]) -> Iterable[tuple[str, list[str]]]:
     for start in range(0, len(ids), _VARS):
         part = list(ids[start : start + _VARS])
         yield ",".join("?" * len(part)), part
+
+
+class ItemMemo:
+    """Tracked items read from ``truth_items``, kept between reads of one line (a line's
+    memo, :mod:`lifeline.truth.memo`, holds one). An item is a function of its entry's
+    content, which its id hashes, but for its ts: a lowered ts is an UPDATE of the entry,
+    which bumps ``truth_generation``, as does a rebuild of the tables (after `verify` found
+    a row that lies), so the kept items belong to one generation. Reads
+    of the line may run at once on several connections (threads): a lock keeps a read of
+    an older generation from filing its items under a newer one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._generation: int | None = None
+        self._items: dict[str, Item] = {}
+
+    def read(self, conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Item]:
+        """The items of ``ids`` (those that exist) as ``conn``'s transaction sees them."""
+        row = conn.execute("SELECT n FROM truth_generation").fetchone()
+        generation = None if row is None else int(row[0])
+        wanted = set(ids)
+        with self._lock:
+            if generation != self._generation or len(self._items) >= ITEMS_KEPT:
+                self._items = {}
+                self._generation = generation
+            out = {i: self._items[i] for i in wanted if i in self._items}
+        fresh = _items(conn, wanted.difference(out))
+        with self._lock:
+            if generation == self._generation:
+                self._items.update(fresh)
+        out.update(fresh)
+        return out
 
 
 def _items(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Item]:
@@ -39,6 +73,12 @@ def _items(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Item]:
         ):
             out[i] = [kind, ts, summary, why, thread]
     return out
+
+
+def _read_items(
+    conn: sqlite3.Connection, ids: Iterable[str], known: ItemMemo | None
+) -> dict[str, Item]:
+    return known.read(conn, ids) if known is not None else _items(conn, ids)
 
 
 def _ids(conn: sqlite3.Connection, sql: str, args: Sequence[object] = ()) -> list[str]:
@@ -78,7 +118,9 @@ def _resume(
     return resume
 
 
-def truth_of(conn: sqlite3.Connection, state: State, ended: list[str]) -> Truth:
+def truth_of(
+    conn: sqlite3.Connection, state: State, ended: list[str], known: ItemMemo | None = None
+) -> Truth:
     """What is in force, from the tables (``state`` holds the small accumulators)."""
     superseded = dict(conn.execute("SELECT id, by FROM truth_superseded").fetchall())
     in_order = "SELECT id FROM truth_items WHERE role = '{}' ORDER BY ts, id"
@@ -89,7 +131,7 @@ def truth_of(conn: sqlite3.Connection, state: State, ended: list[str]) -> Truth:
     for note, target in sorted(state.pins.items()):
         if note not in superseded and target not in superseded:
             pin_notes.setdefault(target, []).append(note)
-    times = {i: item[1] for i, item in _items(conn, pin_notes).items()}
+    times = {i: item[1] for i, item in _read_items(conn, pin_notes, known).items()}
     pinned = sorted((p for p in pin_notes if p in times), key=lambda p: (times[p], p))
     pinned += sorted(p for p in pin_notes if p not in times)
     return Truth(
@@ -119,6 +161,7 @@ def shown_state(
     recent: int,
     max_items: int,
     resolve: Callable[[Iterable[str], str], str],
+    items: ItemMemo | None = None,
 ) -> tuple[State, Truth, str | None]:
     """The state and truth a context reads: every field it touches holds its full value.
 
@@ -135,7 +178,7 @@ def shown_state(
     names = thread_names(conn)
     if thread is not None:
         thread = resolve(names, thread)
-    truth = truth_of(conn, state, ended)
+    truth = truth_of(conn, state, ended, items)
     wanted: set[str] = set(truth.pinned) | set(truth.resume)
     if truth.identity is not None:
         wanted.add(truth.identity)
@@ -158,7 +201,7 @@ def shown_state(
         )
     wanted.update(decisions)
     wanted.update(opens)
-    state.items = _items(conn, wanted)
+    state.items = _read_items(conn, wanted, items)
     fixes = [d for d in decisions if state.items[d][0] == "correction"]  # only they replace
     for marks, part in _chunks(sorted(set(fixes))):
         for cid, targets in conn.execute(

@@ -184,9 +184,6 @@ async def cmd_token_revoke(args: argparse.Namespace) -> int:
 
 
 async def cmd_mcp(args: argparse.Namespace) -> int:
-    # Imported here: the MCP SDK is heavy, and only this command needs it.
-    from lifeline_mesh.mcp.server import serve_stdio
-
     agent = (args.agent or os.environ.get("LIFELINE_AGENT") or "mcp").strip()
     if not agent or len(agent.encode("utf-8")) > DEFAULT_LIMITS.field_bytes:
         raise ConfigError(
@@ -205,9 +202,20 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
         author=args.author or default_author(),
         line=line_of(args),
     )
+    try:
+        await _serve(args, ws)
+    finally:
+        ws.close()
+    return 0
+
+
+async def _serve(args: argparse.Namespace, ws: Workspace) -> None:
+    # Imported here: the MCP SDK is heavy, and only this command needs it.
+    from lifeline_mesh.mcp.server import serve_stdio
+
     if args.http is None:
         await serve_stdio(ws)
-        return 0
+        return
     from lifeline_mesh.mcp.remote import HttpOptions, serve_http
 
     host, port = split_address(args.http, what="--http", listen=True)
@@ -223,4 +231,3 @@ async def cmd_mcp(args: argparse.Namespace) -> int:
     book = _book(args)
     book.load()  # a damaged or world-readable token book stops start-up, not the first call
     await serve_http(ws, opts, book)
-    return 0

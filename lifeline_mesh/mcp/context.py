@@ -49,13 +49,27 @@ async def context_text(
     recent: int = 12,
     fmt: str = "markdown",
 ) -> str:
-    """The assembled context (or a thread's brief) in delivery format ``fmt``."""
+    """The assembled context (or a thread's brief) in delivery format ``fmt``: from the
+    line's memo while no process changed the line since the same call."""
     name = ws.line_name(line)
-    async with ws.store(name) as store:
-        ctx = await build_context(
-            store, line=name, budget=budget, query=query, thread=thread, recent=recent
-        )
-    return deliver(fmt, ctx)
+    memo = ws.memo(name)
+
+    async def compute() -> str:
+        async with ws.store(name) as store:
+            ctx = await build_context(
+                store,
+                line=name,
+                budget=budget,
+                query=query,
+                thread=thread,
+                recent=recent,
+                pieces=memo.pieces,
+                items=memo.items,
+            )
+        return deliver(fmt, ctx)
+
+    key = ("context", budget, query, thread, recent, fmt)
+    return await memo.answer(key, compute)
 
 
 async def recall_view(ws: Workspace, line: str | None, query: str, k: int) -> RecallView:

@@ -24,6 +24,7 @@ from lifeline_mesh.mcp.shapes import (
     EntryView,
     History,
     LineStatus,
+    MemoStats,
     NodeStatus,
     Signatures,
 )
@@ -163,4 +164,8 @@ async def status_view(ws: Workspace) -> NodeStatus:
         pending_proposals=len(pending),
         policy=load_policy(ws.home).source,
         peers=list(config.peers),
+        context_memo=MemoStats(
+            hits=sum(m.hits for m in ws.memos.values()),
+            misses=sum(m.misses for m in ws.memos.values()),
+        ),
     )

@@ -28,6 +28,7 @@ __all__ = [
     "History",
     "LineAudit",
     "LineStatus",
+    "MemoStats",
     "NodeStatus",
     "ProposalList",
     "ProposalView",
@@ -131,6 +132,13 @@ class LineStatus(Shape):
     shared: bool = Field(description="synced with peers (else private to this node)")
 
 
+class MemoStats(Shape):
+    """`context` answers given by this server since it started."""
+
+    hits: int = Field(description="answered from memory: no process changed the line since")
+    misses: int = Field(description="computed from the line")
+
+
 class NodeStatus(Shape):
     """This node: id, lines, pending proposals, the write policy in force, static peers."""
 
@@ -142,6 +150,7 @@ class NodeStatus(Shape):
     pending_proposals: int
     policy: str = Field(description="where the write policy in force comes from")
     peers: list[str]
+    context_memo: MemoStats
 
 
 class AuditFailure(Shape):

@@ -23,7 +23,7 @@ import hmac
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
@@ -160,11 +160,18 @@ class TokenBook:
     def __init__(self, home: NodeHome, node_id: str) -> None:
         self.home = home
         self.node_id = node_id
+        self._checked: tuple[Any, dict[str, TokenRecord]] | None = None  # last document read
 
     def load(self) -> dict[str, TokenRecord]:
+        """The book as stored now: read on every call (a revocation holds at the next
+        request), validated again only when the document differs from the last one read."""
         data = read_doc_json(self.home, MCP_TOKENS, {})
+        if self._checked is not None and self._checked[0] == data:
+            return dict(self._checked[1])
         try:
-            return _BOOK.validate_python(data)
+            book = _BOOK.validate_python(data)
+            self._checked = (data, book)
+            return dict(book)
         except ValidationError as exc:
             where = self.home.documents.where(MCP_TOKENS)
             raise ConfigError(

@@ -3,18 +3,21 @@
 Lines are opened per call, read-only in intent and never created: the node's sync writes
 into the same SQLite files from another process, and a line that appears after start-up
 (received from a peer) must be visible at once. A line that does not exist is an error.
+What is computed from a line (``context``) is kept in the line's
+:class:`~lifeline.truth.memo.LineMemo` and answered again while no process changed it.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lifeline.ledger import Ledger
 from lifeline.lines import DEFAULT_LINE, validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.store.port import Store
+from lifeline.truth.memo import LineMemo
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 
@@ -29,6 +32,7 @@ class Workspace:
     agent: str
     author: str
     line: str = DEFAULT_LINE
+    memos: dict[str, LineMemo] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def open(
@@ -52,6 +56,20 @@ class Workspace:
         """Open an existing line (NotFound names the lines there are)."""
         async with self.home.open_line(self.line_name(line)) as store:
             yield store
+
+    def memo(self, line: str | None = None) -> LineMemo:
+        """The memo of an existing line, made on first use (NotFound names the lines)."""
+        name = self.line_name(line)
+        memo = self.memos.get(name)
+        if memo is None:
+            memo = self.memos[name] = LineMemo.watching(self.home.lines.change_watch(name))
+        return memo
+
+    def close(self) -> None:
+        """Let go of the memos' connections."""
+        for memo in self.memos.values():
+            memo.close()
+        self.memos.clear()
 
     def ledger(self, store: Store) -> Ledger:
         """Local writes on ``store``, signed by the node when its notary hook is installed.

@@ -209,3 +209,35 @@ def test_tiktoken_is_optional() -> None:
         return
     with pytest.raises(ConfigError, match=r"pip install 'lifeline-mesh\[tokenizer\]'"):
         Budget(1000, "tokens", "tiktoken").measure()
+
+
+async def test_items_kept_between_assemblies_change_nothing(tmp_path: Path) -> None:
+    """A line's ItemMemo and PieceMemo, carried across budgets, queries and changes (new
+    entries, a correction taking a decision out of force, a pinned decision's ts lowered
+    in place, which reorders the pins), give the bytes a fresh assembly does."""
+    from lifeline.truth.sections import PieceMemo
+    from lifeline.truth.tableview import ItemMemo
+
+    pieces, items = PieceMemo(), ItemMemo()
+    first = _decisions(300)
+    pins = [_e(310 + k, "note", "pin", f"pin: {first[k].id}", (first[k].id,)) for k in (3, 9)]
+    later = [
+        _e(400, "decision", "Decision late", "said later " * 30),
+        _e(401, "correction", "Decision 5, reversed", "no longer", (first[6].id,)),
+    ]
+    lowered = [first[9].with_ts("2025-01-01T00:00:00Z")]  # now older than first[3]
+    budgets = [Budget(600), Budget(3000), Budget(100_000), Budget(700, "tokens")]
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        for batch in (first + pins, later, lowered):
+            assert (await store.append_many(batch)).count or batch is lowered
+            for budget in budgets:
+                for query in (None, "reason 7"):
+                    fresh = await build_context(store, line="l", budget=budget, query=query)
+                    for _ in range(2):
+                        kept = await build_context(
+                            store, line="l", budget=budget, query=query, pieces=pieces, items=items
+                        )
+                        assert kept == fresh
+    assert pieces.levels  # they were used
+    pinned = fresh.stable.split("## Pinned\n\n", 1)[1].split("\n\n", 1)[0]
+    assert pinned.index(first[9].id[:12]) < pinned.index(first[3].id[:12])
