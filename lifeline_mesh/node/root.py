@@ -40,6 +40,7 @@ from lifeline_mesh.membership.service import add_membership
 from lifeline_mesh.node.live_rows import LiveRows, line_mark
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
+from lifeline_mesh.node.shallow_serve import shallow_service
 from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
@@ -280,6 +281,7 @@ class Node:
     def _extend(self, server: grpc.aio.Server) -> None:
         if not self.security.insecure:  # membership on the sync port
             add_membership(server, self.home)
+        shallow_service(self).add_to(server)  # the Shallow and Push calls (decision 0063)
 
     async def _join_port(self) -> grpc.aio.Server | None:
         """A join port, a server of its own, where the CA key lives."""
@@ -291,14 +293,12 @@ class Node:
         return server
 
     def _feed(self) -> ChangeFeed:
-        # A hub's lines are announced without rows: its peers sync for them.
-        rows = self.rows.read if self.store_url is None else None
+        rows = self.rows.read if self.store_url is None else None  # a hub's: peers sync
         return ChangeFeed(lambda: self.config().shared_lines, rows)
 
     def server(self, join_listen: str | None = None) -> SyncServer:
         self._join_listen = join_listen
-        # A fresh feed per server: stopping a server closes its feed for good.
-        self.changes = self._feed()
+        self.changes = self._feed()  # a fresh feed: stopping a server closes its feed
         inbound = InboundLog(self.home)
         server = SyncServer(
             self.open_line,

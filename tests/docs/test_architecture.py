@@ -60,6 +60,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         {
             L,
             f"{L}.store",
+            f"{L}.truth",  # a shallow snapshot carries the entries in force (decision 0063)
             f"{M}.helpers",
             f"{M}.home",
             f"{M}.membership",
