@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lifeline.errors import InvalidEntry
+from lifeline.store.port import Store
 
 __all__ = [
     "boundary_heights",
@@ -33,6 +34,7 @@ __all__ = [
     "read_source",
     "record_boundary",
     "record_source",
+    "shallow_note",
 ]
 
 _VARS = 500
@@ -137,3 +139,31 @@ def read_source(conn: sqlite3.Connection) -> dict[str, Any] | None:
 def read_mark(conn: sqlite3.Connection) -> int | None:
     found = read_source(conn)
     return None if found is None else int(found["mark"])
+
+
+def _note(conn: sqlite3.Connection) -> tuple[int, dict[str, Any] | None]:
+    size = boundary_size(conn)
+    return size, read_source(conn) if size else None
+
+
+async def shallow_note(store: Store, line: str) -> str | None:
+    """One sentence saying ``line`` is shallow and what that means (None: it is not)."""
+    from lifeline.store.tiers import SqlLine  # tiers imports the adapter, which imports us
+
+    if not isinstance(store, SqlLine):
+        return None
+    size, source = await store.run_read(_note)
+    if not size:
+        return None
+    held = await store.count()
+    origin = ""
+    if source is not None:
+        fields = dict(r.split(": ", 1) for r in str(source["head"]).splitlines()[1:6])
+        origin = (
+            f" (a shallow sync from node {fields.get('node', '?')}, which held "
+            f"{fields.get('count', '?')} at {fields.get('ts', '?')})"
+        )
+    return (
+        f"line {line!r} is shallow: {held} entries here{origin}; the older history is not "
+        f"here ({size} absent parent(s)); `lifeline-mesh sync PEER` deepens it"
+    )

@@ -25,10 +25,20 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from lifeline.errors import BadSignature, RemoteProtocolError
+from lifeline.errors import BadSignature, LifelineError, RemoteProtocolError
+from lifeline.store.port import Store
+from lifeline.store.shallow import read_source, shallow_note
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.home.identity import NodeIdentity, node_id_for, verify_signature
 
-__all__ = ["MAGIC", "ShallowHead", "attestations_digest", "entries_digest", "sign_head"]
+__all__ = [
+    "MAGIC",
+    "ShallowHead",
+    "attestations_digest",
+    "audit_shallow",
+    "entries_digest",
+    "sign_head",
+]
 
 MAGIC = "lifeline-mesh/shallow/v1"
 _ID = re.compile(r"[0-9a-f]{64}")
@@ -125,3 +135,27 @@ def sign_head(identity: NodeIdentity, head: ShallowHead) -> tuple[bytes, bytes, 
     """(head bytes, signature, public key)."""
     data = head.encode()
     return data, identity.sign(data), identity.public_key
+
+
+async def audit_shallow(store: Store, line: str) -> tuple[str | None, str | None]:
+    """For ``verify``: (a note that the line is shallow and what was checked, a failure).
+
+    A shallow line's recorded head must still verify: signed by the node it names, over
+    the tips it lists. (None, None) for a complete line."""
+    note = await shallow_note(store, line)
+    if note is None or not isinstance(store, SqlLine):
+        return None, None
+    source = await store.run_read(read_source)
+    if source is None:
+        return note, None
+    try:
+        data = str(source["head"]).encode("utf-8")
+        head = ShallowHead.decode(data)
+        head.verify(bytes.fromhex(source["signature"]), bytes.fromhex(source["public_key"]), data)
+    except (LifelineError, KeyError, ValueError) as exc:
+        return note, f"the recorded shallow snapshot head does not verify: {exc}"
+    return (
+        f"{note}; verified here: what it holds (its snapshot head, signed by {head.node_id} "
+        f"at {head.ts}, verifies)",
+        None,
+    )
