@@ -115,7 +115,7 @@ async def cmd_ci_start(args: argparse.Namespace) -> int:
 
 async def cmd_ci_finish(args: argparse.Namespace) -> int:
     job = CiJob.load(node_home(args))
-    ingest_sessions(job)
+    await ingest_sessions(job)
     await finish_job(job)
     return 0  # a failed sync is a warning: the job's own status is what counts
 
@@ -128,7 +128,7 @@ async def cmd_ci_run(args: argparse.Namespace) -> int:
         node_home(args), _token(), args.peer, args.join_peer, shallow=not args.full_history
     )
     status = run_command(job, command)
-    ingest_sessions(job)
+    await ingest_sessions(job)
     await finish_job(job)
     return status
 

@@ -14,6 +14,7 @@ the node admits it as a session's items. A later full ``sync`` deepens the line.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -52,6 +53,8 @@ from lifeline_mesh.transport.shallow_rpc import (
 
 if TYPE_CHECKING:
     from lifeline_mesh.node.root import Node
+
+log = logging.getLogger(__name__)
 
 __all__ = ["NoShallow", "check_snapshot", "is_shallow", "push_lines", "shallow_sync"]
 
@@ -195,7 +198,8 @@ async def shallow_sync(node: Node, peer: str, lines: Sequence[str]) -> list[Sync
             snap = await fetch_shallow(
                 peer, line, credentials=node.security.channel_credentials, options=options
             )
-        except NoShallow:
+        except NoShallow as exc:
+            log.info("%s; syncing line %s in full", exc, line)
             reports += await node.sync(peer, [line])
             continue
         revoked = RevocationList.load(node.home)
@@ -258,9 +262,12 @@ async def push_lines(node: Node, peer: str, lines: Sequence[str]) -> list[SyncRe
         started = time.perf_counter()
         items = PushedItems(line, items.attestations, items.entries, items.externals)
         try:
-            added, signed, sent = await push_items(
+            _added, _signed, sent = await push_items(
                 peer, items, credentials=node.security.channel_credentials, options=options
             )
+        except NoShallow:  # a peer from before the capability: a session (it deepens)
+            reports += await node.sync(peer, [line])
+            continue
         except LifelineError:
             node.pins.forget(peer)
             raise
@@ -273,9 +280,6 @@ async def push_lines(node: Node, peer: str, lines: Sequence[str]) -> list[SyncRe
                 bytes_sent=sent,
                 round_trips=1,
                 seconds=time.perf_counter() - started,
-                entries_added=0,
-                attestations_added=0,
             )
         )
-        del added, signed
     return reports

@@ -39,8 +39,12 @@ from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.authz import SessionPeer
-from lifeline_mesh.transport.errors import Refused
-from lifeline_mesh.transport.shallow_rpc import PushedItems, ShallowService, ShallowSnapshot
+from lifeline_mesh.transport.shallow_rpc import (
+    PushedItems,
+    ShallowService,
+    ShallowSnapshot,
+    ShallowUnavailable,
+)
 
 if TYPE_CHECKING:
     from lifeline_mesh.node.root import Node
@@ -79,7 +83,7 @@ async def build_snapshot(
 ) -> ShallowSnapshot:
     sql = require_tables(store, NOTARY_COMPONENT, "serving a shallow snapshot")
     if await sql.run_read(boundary_size):
-        raise Refused(
+        raise ShallowUnavailable(
             f"line {line!r} is shallow on this node (it lacks older history): it serves no "
             "shallow snapshot; take one from a node holding the whole line"
         )
@@ -148,7 +152,7 @@ def shallow_service(node: Node) -> ShallowService:
 
     async def snapshot(line: str, peer: SessionPeer) -> ShallowSnapshot:
         if node.identity is None or node.store_url is not None:
-            raise Refused(
+            raise ShallowUnavailable(
                 "this node serves no shallow snapshot (a hub, or a node without its signing "
                 "key); sync in full (`--full`)"
             )

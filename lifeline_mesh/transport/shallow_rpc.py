@@ -37,6 +37,7 @@ __all__ = [
     "PushedItems",
     "ShallowService",
     "ShallowSnapshot",
+    "ShallowUnavailable",
     "fetch_shallow",
     "push_items",
 ]
@@ -55,7 +56,14 @@ TIMEOUT_S = 120.0
 
 
 class NoShallow(PeerError):
-    """The peer does not serve shallow snapshots (a node from before decision 0063)."""
+    """The peer does not serve shallow snapshots (a node from before decision 0063, or
+    one that cannot serve this line shallow): the caller syncs in full."""
+
+
+class ShallowUnavailable(LifelineError):
+    """Raised by a node's snapshotter for a line it cannot serve shallow (a hub's, or one
+    that is shallow itself): the caller hears UNIMPLEMENTED with the reason, and syncs in
+    full."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +145,9 @@ class ShallowService:
         try:
             peer = await self._caller(request.line, context, Access.READ)
             snap = await self._snapshot(request.line, peer)
+        except ShallowUnavailable as exc:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, cut(str(exc)))
+            return
         except LifelineError as exc:
             await self._refuse(context, "a shallow snapshot", exc)
             return
@@ -237,10 +248,8 @@ async def fetch_shallow(
                 head, signature, public_key = part.head, part.signature, part.public_key
         except grpc.aio.AioRpcError as exc:
             if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
-                raise NoShallow(
-                    f"peer {target} serves no shallow snapshot (a node from before "
-                    "capability `shallow`)"
-                ) from exc
+                why = exc.details() or "a node from before capability `shallow`"
+                raise NoShallow(f"peer {target} serves no shallow snapshot ({why})") from exc
             raise error_from_rpc(exc, target, started=total > 0) from exc
     if not head:
         raise RemoteProtocolError(

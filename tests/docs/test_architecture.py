@@ -72,7 +72,15 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         }
     ),
     f"{M}.ci": frozenset(
-        {L, f"{L}.store", f"{L}.truth", f"{M}.home", f"{M}.membership", f"{M}.node"}
+        {
+            L,
+            f"{L}.sessions",
+            f"{L}.store",
+            f"{L}.truth",
+            f"{M}.home",
+            f"{M}.membership",
+            f"{M}.node",
+        }
     ),
     f"{M}.mcp": frozenset(
         {
