@@ -180,9 +180,11 @@ class Side:
         env = {**os.environ, "PYTHONPATH": str(tree)}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "lifeline_mesh", "--root", str(self.root), "serve",
-             "--listen", "127.0.0.1:0", "--join-listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+             "--listen", "127.0.0.1:0", "--join-listen", "127.0.0.1:0", "--no-discovery"],
+            stdout=subprocess.PIPE, stderr=(work / f"serve-{name}.log").open("w"), text=True,
+            env=env,
         )  # fmt: skip
+        self.log = work / f"serve-{name}.log"
         assert self.proc.stdout is not None
         self.sync = self.proc.stdout.readline().split()[-1]
         self.join = self.proc.stdout.readline().split()[-1]
@@ -208,7 +210,8 @@ class Side:
         took = time.perf_counter() - started
         wire = self.sync_relay.bytes + self.join_relay.bytes - before
         if done.returncode != 0 or not self._admitted(summary):
-            raise SystemExit(f"{self.name} job {k} failed: {done.stderr}")
+            serve_log = self.log.read_text()[-2000:]
+            raise SystemExit(f"{self.name} job {k} failed: {done.stderr}\nserve: {serve_log}")
         self.runs.append((took, wire))
         print(f"  {self.name} job {k}: {took:.2f} s, {wire / 1024:,.0f} KiB", flush=True)
 

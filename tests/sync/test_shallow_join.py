@@ -94,6 +94,7 @@ def test_a_shallow_node_reads_writes_pushes_and_deepens(
     for text in ("Database: PostgreSQL", "Queue: Redis streams", "Which queue for refunds?"):
         assert text in context
     assert "billing" in context  # the thread's newest checkpoint: ## Resume
+    assert "Redis streams" in cli("lifeline", b, "recall", "Redis").stdout
 
     history = cli("lifeline", b, "history")
     assert "old note 89" in history.stdout and "old note 0" not in history.stdout
@@ -109,19 +110,22 @@ def test_a_shallow_node_reads_writes_pushes_and_deepens(
     written = json.loads(
         cli("lifeline", b, "log", "--kind", "note", "--summary", "found on B", "--json").stdout
     )["id"]
+    cli("lifeline", b, "checkpoint", "--thread", "billing", "--done", "refunds on B")
+    assert "refunds on B" in cli("lifeline", b, "resume").stdout
     pushed = json.loads(cli("lifeline_mesh", b, "sync", "--push", address, "--json").stdout)[0]
-    assert pushed["role"] == "push" and pushed["entries_sent"] == 1, pushed
+    assert pushed["role"] == "push" and pushed["entries_sent"] == 2, pushed
     assert has_entry(Home(a).line_path("ledger"), written)  # admitted on the serving node
     tips = _rows(a, "SELECT id FROM tips")
-    assert tips == [(written,)]  # written on the real tip: A's line stays one chain
+    assert tips == _rows(b, "SELECT id FROM tips")  # written on the real tips: one chain
+    assert "refunds on B" in cli("lifeline", a, "resume").stdout
 
     cli("lifeline_mesh", c, "sync", address)  # C, a full node, takes everything from A
     assert has_entry(Home(c).line_path("ledger"), written)
-    assert _count(c) == total + 1 and _boundary(c) == 0
+    assert _count(c) == total + 2 and _boundary(c) == 0
 
     deepened = json.loads(cli("lifeline_mesh", b, "sync", address, "--json").stdout)[0]
     assert deepened["entries_added"] == total - held, deepened
-    assert _count(b) == total + 1 and _boundary(b) == 0
+    assert _count(b) == total + 2 and _boundary(b) == 0
     assert _rows(b, "SELECT id FROM tips") == tips
     history = cli("lifeline", b, "history")
     assert "old note 0" in history.stdout and "shallow" not in history.stderr
@@ -208,3 +212,38 @@ def test_a_snapshot_signed_by_a_revoked_node_is_refused(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert f"signed by node {a_id}, revoked at" in done.stderr, done.stderr
     assert _count(b) == 0
+
+
+async def _entry_on_an_absent_parent(root: Path) -> str:
+    """B stores, signed, an entry naming a parent nobody holds, recorded on B's boundary as
+    if older history (the ledger's own write path refuses such a parent): what a hostile
+    shallow node could try to push."""
+    from lifeline.entry import Entry
+    from lifeline.store.shallow import record_boundary
+    from lifeline_mesh.home.identity import NodeIdentity
+    from lifeline_mesh.home.node_home import NodeHome
+    from lifeline_mesh.notary.sign import sign_entries
+
+    absent = "ab" * 32
+    entry = Entry.create(
+        ts="2026-12-03T12:00:00Z", kind="note", summary="on history nobody has", parents=(absent,)
+    )
+    async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
+        await store.run_write(lambda conn: record_boundary(conn, {absent: 7}))
+        await store.append_many([entry])
+        await sign_entries(store, NodeIdentity.of(NodeHome(root)), [entry])
+    return entry.id
+
+
+def test_a_push_naming_history_the_node_lacks_is_refused(
+    mesh: tuple[Path, Path, Path, str],
+) -> None:
+    a, b, _c, address = mesh
+    cli("lifeline_mesh", b, "sync", "--shallow", address)
+    forged = asyncio.run(_entry_on_an_absent_parent(b))
+    done = cli("lifeline_mesh", b, "sync", "--push", address, check=False)
+    assert done.returncode != 0
+    error = done.stderr.strip()
+    assert "names parent abababababab, which is not in this line" in error, error
+    assert len(error.splitlines()) == 1
+    assert not has_entry(Home(a).line_path("ledger"), forged)
