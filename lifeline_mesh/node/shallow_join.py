@@ -145,7 +145,10 @@ async def _store(
     signed = [atts.codec.parse(raw) for raw in snap.attestations]
     stmts = [statements.codec.parse(raw) for raw in snap.statements]
     added_atts = (await atts.admit(signed, [])).added if signed else 0
-    added_atts += (await statements.admit(stmts, [])).added if stmts else 0
+    try:  # witnesses are evidence about the entries, not needed to hold them
+        added_atts += (await statements.admit(stmts, [])).added if stmts else 0
+    except LifelineError as exc:
+        log.warning("line %s: the snapshot's statements were not stored: %s", head.line, exc)
     boundary = dict(head.boundary)
     recorded = await sql.run_write(lambda c: _record(c, boundary))
     items: list[ParsedItem] = [codec.parse(raw) for raw in snap.entries]
@@ -154,7 +157,11 @@ async def _store(
     except BaseException:
         await sql.run_write(lambda c: drop_boundary(c, recorded))
         raise
-    mark = await sql.run_read(lambda c: c.execute("SELECT max(seq) FROM entries").fetchone()[0])
+    # Rows past the mark are this node's own writes, pushed by `sync --push`. A line taken
+    # shallow again keeps its first mark: what it wrote and never pushed stays past it.
+    mark = await sql.run_read(read_mark)
+    if mark is None:
+        mark = await sql.run_read(lambda c: c.execute("SELECT max(seq) FROM entries").fetchone()[0])
     source_text = snap.head.decode("utf-8")
     await sql.run_write(
         lambda c: record_source(c, source_text, snap.signature, snap.public_key, int(mark or 0))
