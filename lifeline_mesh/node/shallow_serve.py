@@ -70,12 +70,19 @@ def _heights(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
 
 
 def _latest_states(conn: sqlite3.Connection) -> list[bytes]:
-    sql = (
-        "SELECT s.item FROM statements s WHERE s.role = 'state' AND s.ts = "
-        "(SELECT max(t.ts) FROM statements t WHERE t.role = 'state' AND t.node_id = s.node_id)"
-        " ORDER BY s.node_id, s.id"
-    )
-    return [bytes(r[0]) for r in conn.execute(sql)]
+    """The newest state statement of each node (every part of it): one scan, grouped."""
+    newest = conn.execute(
+        "SELECT node_id, max(ts) FROM statements WHERE role = 'state' GROUP BY node_id"
+    ).fetchall()
+    out: list[bytes] = []
+    for node_id, ts in sorted(newest):
+        rows = conn.execute(
+            "SELECT item FROM statements WHERE role = 'state' AND node_id = ? AND ts = ?"
+            " ORDER BY id",
+            (node_id, ts),
+        )
+        out += [bytes(r[0]) for r in rows]
+    return out
 
 
 async def build_snapshot(
