@@ -1,7 +1,7 @@
 """A `ci run` job on a large line, through the CLI, shallow against a full pull (§10 target:
 a fresh runner to its entry admitted, < 3 s wall and < 2 MB on the wire at 1M entries).
 
-    python bench/ci_shallow.py --entries 100000 [--jobs 3] [--baseline TREE]
+    python bench/ci_shallow.py --entries 100000 [--jobs 3] [--baseline TREE] [--laptop]
 
 The line is built once and kept under ``$LIFELINE_BENCH_CACHE`` (default
 ``~/.cache/lifeline-mesh/bench``): a CA holder's root whose line ``ledger`` holds
@@ -18,7 +18,9 @@ process, until the entry is stored on the serving node; bytes on the wire are co
 TCP relay in front of the sync and join ports (TLS and HTTP/2 included). With
 ``--baseline TREE`` (a checkout of the tree before, e.g. a `git worktree` of main) the same
 jobs run with that tree's code (``PYTHONPATH``) against its own copy, interleaved with ours.
-Prints medians; not a test.
+``--laptop`` times a new laptop instead: `join` with a fresh invite, `lifeline init`,
+`share ledger`, the first sync (``sync --shallow`` for ours, ``sync`` for the tree before)
+and the first `lifeline context`. Prints medians; not a test.
 """
 
 from __future__ import annotations
@@ -215,6 +217,30 @@ class Side:
         self.runs.append((took, wire))
         print(f"  {self.name} job {k}: {took:.2f} s, {wire / 1024:,.0f} KiB", flush=True)
 
+    def laptop(self, work: Path, k: int) -> None:
+        """A new laptop: `join`, `lifeline init`, `share`, the first sync, `context`."""
+        ws = work / f"laptop-{self.name}-{k}"
+        ws.mkdir()
+        out = _cli(self.tree, self.root, "lifeline_mesh", "invite", "--address", self.join,
+                   "--json")  # fmt: skip
+        token = json.loads(out)["token"]
+        before = self.sync_relay.bytes + self.join_relay.bytes
+        started = time.perf_counter()
+        first = ["sync", self.sync_relay.address]
+        if self.name == "ours":
+            first.insert(1, "--shallow")
+        _cli(self.tree, ws, "lifeline_mesh", "join", token, "--peer", self.join_relay.address)
+        _cli(self.tree, ws, "lifeline", "init")
+        _cli(self.tree, ws, "lifeline_mesh", "share", "ledger")
+        _cli(self.tree, ws, "lifeline_mesh", *first)
+        context = _cli(self.tree, ws, "lifeline", "context")
+        took = time.perf_counter() - started
+        wire = self.sync_relay.bytes + self.join_relay.bytes - before
+        if "Decisions in force" not in context:
+            raise SystemExit(f"{self.name} laptop {k}: no context")
+        self.runs.append((took, wire))
+        print(f"  {self.name} laptop {k}: {took:.2f} s, {wire / 1024:,.0f} KiB", flush=True)
+
     def _admitted(self, summary: str) -> bool:
         conn = sqlite3.connect(self.root / ".lifeline" / "ledger.db")
         try:
@@ -233,6 +259,11 @@ def main() -> None:
     parser.add_argument("--entries", type=int, default=100_000)
     parser.add_argument("--jobs", type=int, default=3)
     parser.add_argument("--baseline", type=Path, default=None, help="the tree before")
+    parser.add_argument(
+        "--laptop",
+        action="store_true",
+        help="time a new laptop instead: join, init, share, first sync (ours: --shallow), context",
+    )
     args = parser.parse_args()
     line = cached_line(args.entries)
     with tempfile.TemporaryDirectory() as tmp:
@@ -243,11 +274,12 @@ def main() -> None:
         try:
             for k in range(args.jobs):
                 for side in sides:
-                    side.job(work, k)
+                    (side.laptop if args.laptop else side.job)(work, k)
         finally:
             for side in sides:
                 side.stop()
-    print(f"ci run, fresh runner to its entry admitted, {args.entries:,}-entry line:")
+    what = "join + first context" if args.laptop else "ci run, fresh runner to its entry admitted"
+    print(f"{what}, {args.entries:,}-entry line:")
     for side in sides:
         wall = statistics.median(t for t, _ in side.runs)
         wire = statistics.median(b for _, b in side.runs)
