@@ -22,6 +22,7 @@ from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.notary.sign import append_hook_factory
+from tests.support.mcp_client import mcp_client, tool_text
 from tests.support.mesh_procs import cli, first_line, has_entry, serve_with_join_port
 
 pytestmark = pytest.mark.slow
@@ -61,6 +62,11 @@ def _boundary(root: Path) -> int:
     return int(str(_rows(root, "SELECT count(*) FROM shallow_boundary")[0][0]))
 
 
+async def _mcp_context(root: Path) -> str:
+    async with mcp_client(root) as client:
+        return tool_text(await client.call_tool("context", {}))
+
+
 @pytest.fixture
 def mesh(tmp_path: Path) -> Iterator[tuple[Path, Path, Path, str]]:
     """A (the mesh's creator, serving, holding the line), B and C (members)."""
@@ -95,6 +101,7 @@ def test_a_shallow_node_reads_writes_pushes_and_deepens(
         assert text in context
     assert "billing" in context  # the thread's newest checkpoint: ## Resume
     assert "Redis streams" in cli("lifeline", b, "recall", "Redis").stdout
+    assert "Queue: Redis streams" in asyncio.run(_mcp_context(b))  # MCP reads it too
 
     history = cli("lifeline", b, "history")
     assert "old note 89" in history.stdout and "old note 0" not in history.stdout
