@@ -113,7 +113,10 @@ def check_snapshot(
 
 
 def _check_authors(peer: str, entries: Sequence[Entry], atts: Sequence[Attestation]) -> None:
-    """Each entry carries an author signature over its id and its ts, which verifies."""
+    """Every author signature sent verifies, and an entry that has one is at the ts its
+    author signed. An entry with none (written before its node had a key, or imported) is
+    taken as a full sync takes it: provisionally, attributed to the serving node, and
+    reported unsigned by ``verify`` (decision 0048)."""
     signed: dict[str, set[str]] = {}
     for att in atts:
         if att.role is Role.AUTHOR:
@@ -121,13 +124,7 @@ def _check_authors(peer: str, entries: Sequence[Entry], atts: Sequence[Attestati
             signed.setdefault(att.subject, set()).add(att.ts)
     for e in entries:
         stamps = signed.get(e.id)
-        if not stamps:
-            raise _refuse(
-                peer,
-                f"entry {e.id[:12]} comes without its author's signature (a line with "
-                "unsigned entries is taken with a full sync: `--full`)",
-            )
-        if e.ts not in stamps:
+        if stamps and e.ts not in stamps:
             raise BadSignature(
                 f"refused the shallow snapshot from {peer}: entry {e.id[:12]} has ts {e.ts}, "
                 f"but its author signed {sorted(stamps)[0]} (its signature does not match); "

@@ -85,6 +85,21 @@ def _latest_states(conn: sqlite3.Connection) -> list[bytes]:
     return out
 
 
+def _imported(conn: sqlite3.Connection, ids: Sequence[str]) -> list[bytes]:
+    """The `imported` statements of ``ids`` (custody of entries written unsigned)."""
+    wanted = set(ids)
+    out: list[bytes] = []
+    for start in range(0, len(ids), _VARS):
+        part = sorted({i[:16] for i in ids[start : start + _VARS]})
+        marks = ",".join("?" * len(part))
+        sql = (
+            "SELECT subject, item FROM statements WHERE role = 'imported'"
+            f" AND substr(subject, 1, 16) IN ({marks})"
+        )
+        out += [bytes(item) for subject, item in conn.execute(sql, part) if subject in wanted]
+    return out
+
+
 async def build_snapshot(
     store: Store, line: str, identity: NodeIdentity, codec: EntryCodec, clock: Callable[[], str]
 ) -> ShallowSnapshot:
@@ -102,7 +117,8 @@ async def build_snapshot(
         rows = sorted(_rows(conn, wanted), key=lambda r: (r[1], r[0]))  # parents first
         held = {r[0] for r in rows}
         named = sorted({p for _i, _h, ps in rows for p in json.loads(ps)} - held)
-        return [r[0] for r in rows], _heights(conn, named), _latest_states(conn)
+        order = [r[0] for r in rows]
+        return order, _heights(conn, named), _latest_states(conn) + _imported(conn, order)
 
     ordered, boundary, statements = await sql.run_read(read)
     entries = await EntrySet(store, codec).fetch([bytes.fromhex(i) for i in ordered])
