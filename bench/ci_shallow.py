@@ -229,12 +229,19 @@ class Side:
         first = ["sync", self.sync_relay.address]
         if self.name == "ours":
             first.insert(1, "--shallow")
-        _cli(self.tree, ws, "lifeline_mesh", "join", token, "--peer", self.join_relay.address)
-        _cli(self.tree, ws, "lifeline", "init")
-        _cli(self.tree, ws, "lifeline_mesh", "share", "ledger")
-        _cli(self.tree, ws, "lifeline_mesh", *first)
-        context = _cli(self.tree, ws, "lifeline", "context")
+        steps = []
+        for args in (
+            ("lifeline_mesh", "join", token, "--peer", self.join_relay.address),
+            ("lifeline", "init"),
+            ("lifeline_mesh", "share", "ledger"),
+            ("lifeline_mesh", *first),
+            ("lifeline", "context"),
+        ):
+            step = time.perf_counter()
+            context = _cli(self.tree, ws, *args)
+            steps.append(f"{args[1]} {time.perf_counter() - step:.2f}")
         took = time.perf_counter() - started
+        print(f"    steps (s): {', '.join(steps)}", flush=True)
         wire = self.sync_relay.bytes + self.join_relay.bytes - before
         if "Decisions in force" not in context:
             raise SystemExit(f"{self.name} laptop {k}: no context")
