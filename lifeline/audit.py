@@ -16,7 +16,9 @@ from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.lines import EXTERNAL_ANCHOR
 from lifeline.store.port import RowProblem, Store
+from lifeline.store.shallow import boundary_heights
 from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import SqlLine
 from lifeline.truth.audit import TruthAudit
 from lifeline.truth.check import RowCheck
 from lifeline.truth.reducers import integrity_of
@@ -53,6 +55,7 @@ class Report:
     entries: int = 0
     findings: list[Finding] = field(default_factory=list)
     anchors: int = 0  # parents declared external anchors (known by id only), not checked
+    shallow: int = 0  # parents on the shallow boundary: older history not here, not checked
 
     @property
     def ok(self) -> bool:
@@ -65,6 +68,7 @@ class Report:
             "anchors": self.anchors,
             "ok": self.ok,
             "findings": [asdict(f) for f in self.findings],
+            "shallow": self.shallow,
         }
 
 
@@ -229,6 +233,13 @@ async def _verify_stream(
     return report
 
 
+async def _boundary(store: Store, parents: set[str]) -> set[str]:
+    """Those ``parents`` on the line's shallow boundary (decision 0063)."""
+    if not parents or not isinstance(store, SqlLine):
+        return set()
+    return set(await store.run_read(lambda conn: boundary_heights(conn, parents)))
+
+
 async def _resolve(
     store: Store,
     report: Report,
@@ -238,8 +249,12 @@ async def _resolve(
 ) -> None:
     """The parent links not resolved in the stream: read later, cross-line, or missing."""
     externals = await store.externals()
+    absent = await _boundary(store, {p for _e, p in later})
     for entry_id, parent in later:
         if _key(parent) in seen:
+            continue
+        if parent in absent:  # a shallow line: the parent is older history, not here
+            report.shallow += 1
             continue
         if parent in externals:
             other = externals[parent]

@@ -32,6 +32,7 @@ from lifeline.integrity import integrity_problems, recover_line
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.port import RowProblem, Store
+from lifeline.store.shallow import shallow_note
 from lifeline.wording import noun
 
 __all__ = ["register"]
@@ -234,7 +235,10 @@ async def cmd_history(args: argparse.Namespace) -> int:
                 last.append(e)
             for e in last:
                 out.write(e)
+        note = await shallow_note(store, line_of(args))
     out.close()
+    if note is not None:  # the older part is not here, and that is no damage
+        print(f"lifeline: {note}", file=sys.stderr)
     if problems:  # one warning per command, however many rows are bad
         print(
             f"lifeline: warning: {len(problems)} undecodable row(s) skipped in line "
@@ -359,7 +363,8 @@ def write_report_json(report: Report, out: TextIO) -> None:
             lead = ",\n    "
         out.write("\n  ],\n")
     line = json.dumps(report.line, ensure_ascii=False)
-    out.write(f'  "line": {line},\n  "ok": {"true" if report.ok else "false"}\n}}\n')
+    ok = "true" if report.ok else "false"
+    out.write(f'  "line": {line},\n  "ok": {ok},\n  "shallow": {report.shallow}\n}}\n')
 
 
 def _print_report(report: Report) -> None:
@@ -370,10 +375,20 @@ def _print_report(report: Report) -> None:
         print(
             f"line {report.line!r}: {report.entries} entries, all ids and parents verify{anchored}"
         )
+        _print_shallow(report)
         return
     print(f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries")
     for f in report.findings:
         print(f"  {f.check:<17} {f.entry_id[:12]}  {f.detail}")
+    _print_shallow(report)
+
+
+def _print_shallow(report: Report) -> None:
+    if report.shallow:
+        print(
+            f"  shallow: {report.shallow} parent link(s) lead to older history that is not "
+            "here (a shallow sync); a full `lifeline-mesh sync PEER` deepens the line"
+        )
 
 
 async def cmd_recover(args: argparse.Namespace) -> int:

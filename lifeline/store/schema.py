@@ -110,6 +110,21 @@ LEDGER: dict[str, list[tuple[int, str]]] = {
                 SELECT 'entries', 0, zeroblob(32), 0 WHERE NOT EXISTS (SELECT 1 FROM entries);
             """,
         ),
+        (
+            4,
+            # The shallow boundary (git's .git/shallow): parents that entries of this line
+            # name but that a shallow sync did not bring, with their heights, so those
+            # entries are stored with their true heights and nothing takes the absent
+            # parents for corruption. A parent that arrives later (a full sync deepens the
+            # line) leaves the table; an empty table is a complete line. See
+            # docs/decisions/0063-shallow-join.md.
+            """
+            CREATE TABLE shallow_boundary (
+                id     TEXT PRIMARY KEY,
+                height INTEGER NOT NULL
+            ) WITHOUT ROWID;
+            """,
+        ),
     ],
 }
 

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, TypeVar
 from lifeline.entry import Entry
 from lifeline.store.order import order_batch
 from lifeline.store.port import AppendResult
+from lifeline.store.shallow import boundary_heights, leave_boundary
 from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
 
 __all__ = ["ENTRY_COLUMNS", "EntryRow", "append_tx", "id_chunks", "in_transaction", "insert_rows"]
@@ -125,7 +126,9 @@ def _plan(conn: sqlite3.Connection, entries: Sequence[Entry]) -> _Plan:
     known, stamps, seqs = _lookup(conn, own | named)
     existing_ts = {i: stamps[i] for i in own if i in stamps}
     unresolved = named - own - known.keys()
-    externals = _externals_among(conn, unresolved) if unresolved else {}
+    if unresolved:  # parents a shallow sync left out: their recorded heights
+        known.update(boundary_heights(conn, unresolved))
+    externals = _externals_among(conn, unresolved - known.keys()) if unresolved else {}
     plan = _Plan()
     seq = _last_seq(conn) if len(existing_ts) < len(own) else 0
     for entry, height in order_batch(entries, known.get, externals):
@@ -182,6 +185,8 @@ def _insert(
     # 1,000 inserts and 1,000 deletes.
     fresh = {r.id for r in rows}
     parents = {p for e in entries if e.id in fresh for p in e.parents}
+    # A shallow line deepened: an entry on its boundary has children held, so no tip.
+    parents |= leave_boundary(conn, {r.id: r.height for r in rows})
     conn.executemany(
         "INSERT OR IGNORE INTO tips VALUES (?)", [(i,) for i in fresh if i not in parents]
     )

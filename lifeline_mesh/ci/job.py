@@ -4,14 +4,16 @@
 
 1. enroll an ephemeral node from ``$LIFELINE_MESH_TOKEN`` (a CI credential); a job that
    cannot enroll stops here, non-zero, before its command runs unsynced;
-2. pull the credential's lines from the peer it names (or ``--peer``); a failed pull stops
-   the job too — the agent would run without the team's context;
+2. pull the credential's lines from the peer it names (or ``--peer``): shallow by default —
+   each line's current truth, its signatures and tips, signed by the peer (decision 0063),
+   ``--full-history`` for the whole line; a failed pull stops the job too — the agent
+   would run without the team's context;
 3. write each line's context to a file and name it in ``$LIFELINE_CONTEXT_FILE``;
 4. run the command, with that variable set;
-5. the session hook (:func:`ingest_sessions`): where the ``lifeline`` in use has a
-   ``sessions ingest`` command (agent-session ingestion), it is run here, so that the
-   agents' sessions join the line before the sync; otherwise this step does nothing;
-6. sync back, twice before giving up; a failed sync is a warning, never a lost entry: the
+5. the session hook (:func:`ingest_sessions`): what ``lifeline sessions ingest`` does, in
+   this process, so that the agents' sessions join the line before the sync;
+6. sync back (a shallow line pushes what the job wrote; a full one syncs), twice before
+   giving up; a failed sync is a warning, never a lost entry: the
    entries stay in the job's ``.lifeline/``, a projection of each line is written beside
    them, and the log says how to deliver both.
 
@@ -30,7 +32,7 @@ from pathlib import Path
 
 from cryptography import x509
 
-from lifeline.errors import ConfigError, PeerError
+from lifeline.errors import ConfigError, LifelineError, PeerError
 from lifeline.lines import validate_line_name
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import deliver
@@ -42,6 +44,7 @@ from lifeline_mesh.membership.certs import fingerprint, identity_from_cert, mesh
 from lifeline_mesh.membership.invite import Token
 from lifeline_mesh.membership.join import join
 from lifeline_mesh.node.root import Node
+from lifeline_mesh.node.shallow_join import push_lines, shallow_sync
 
 __all__ = [
     "CONTEXT_ENV",
@@ -97,7 +100,12 @@ async def _count(home: NodeHome, line: str) -> int:
 
 
 async def start_job(
-    home: NodeHome, token_text: str, peer: str | None, join_peer: str | None
+    home: NodeHome,
+    token_text: str,
+    peer: str | None,
+    join_peer: str | None,
+    *,
+    shallow: bool = True,
 ) -> CiJob:
     """Enroll, pull the lines and write the context file; raises on anything that fails."""
     token = Token.decode(token_text)
@@ -122,9 +130,13 @@ async def start_job(
         async with home.open_line(line, create=True):  # `lifeline init` for each line
             pass
     job = CiJob(home, peer, lines, node_id)
-    for report in await Node(home).sync(peer, lines):
+    node = Node(home)
+    pulled = await (shallow_sync(node, peer, lines) if shallow else node.sync(peer, lines))
+    for report in pulled:
         got = count(report.entries_received, "entry", "entries")
-        _say(f"pulled line {report.line!r} from {peer}: {got}")
+        how = " in force (shallow: no history)" if report.role == "shallow" else ""
+        wire = report.bytes_sent + report.bytes_received
+        _say(f"pulled line {report.line!r} from {peer}: {got}{how} ({wire} bytes)")
         job.sync_bytes += report.bytes_sent + report.bytes_received
     job.counts = {line: await _count(home, line) for line in lines}
     await write_context(job)
@@ -198,14 +210,24 @@ def run_command(job: CiJob, command: list[str]) -> int:
         return 127
 
 
-def ingest_sessions(job: CiJob) -> None:
-    """The hook for the job's agent sessions: ``lifeline sessions ingest`` if it exists."""
-    if _lifeline(job.home, "sessions", "--help").returncode != 0:
-        return  # this lifeline has no session ingestion: nothing to do
-    for line in job.lines:
-        done = _lifeline(job.home, "--line", line, "sessions", "ingest")
-        if done.returncode != 0:
-            _say(f"warning: `lifeline sessions ingest` failed on {line!r}: {done.stderr.strip()}")
+async def ingest_sessions(job: CiJob) -> None:
+    """The hook for the job's agent sessions: what `lifeline --line LINE sessions ingest`
+    does, for each line, in this process (a second interpreter and its imports cost a job
+    seconds on a loaded runner: docs/benchmarks.md, "CI job on a large line")."""
+    from lifeline.sessions.config import load_session_settings
+    from lifeline.sessions.scope import project_scope
+    from lifeline.sessions.service import default_sources, ingest_sources, open_ingester
+
+    home = job.home
+    try:
+        settings = load_session_settings(home)
+        found = default_sources()
+        scope = project_scope(home.root)
+        for line in job.lines:
+            async with open_ingester(home, line, settings) as ingester:
+                await ingest_sources(ingester, found, scope=scope)
+    except (LifelineError, OSError) as exc:
+        _say(f"warning: the agent sessions were not ingested: {exc}")
 
 
 async def finish_job(job: CiJob) -> bool:
@@ -214,14 +236,18 @@ async def finish_job(job: CiJob) -> bool:
     error: Exception | None = None
     for attempt in range(SYNC_ATTEMPTS):
         try:
-            reports = await Node(job.home).sync(job.peer, job.lines)
+            reports = await push_lines(Node(job.home), job.peer, job.lines)
         except (PeerError, ConfigError, OSError) as exc:
             error = exc
             if attempt + 1 < SYNC_ATTEMPTS:
                 await asyncio.sleep(1.0)  # a retry after a restart of the peer, not a sync
             continue
         for report in reports:
-            _say(f"synced line {report.line!r} back to {job.peer}: {report.entries_sent} sent")
+            how = "pushed" if report.role == "push" else "synced"
+            _say(
+                f"{how} line {report.line!r} back to {job.peer}: {report.entries_sent} sent "
+                f"({report.bytes_sent + report.bytes_received} bytes)"
+            )
             job.sync_bytes += report.bytes_sent + report.bytes_received
         return True
     _warn_unsynced(job, written, error)

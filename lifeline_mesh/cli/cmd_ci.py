@@ -88,6 +88,12 @@ def _peer_options(p: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="the CA holder's join port (default: the token's)",
     )
+    p.add_argument(
+        "--full-history",
+        action="store_true",
+        help="pull every line's whole history (default: shallow — the current truth, its "
+        "signatures and tips, signed by the peer; what the job writes is pushed back)",
+    )
 
 
 def _token() -> str:
@@ -101,13 +107,15 @@ def _token() -> str:
 
 
 async def cmd_ci_start(args: argparse.Namespace) -> int:
-    await start_job(node_home(args), _token(), args.peer, args.join_peer)
+    await start_job(
+        node_home(args), _token(), args.peer, args.join_peer, shallow=not args.full_history
+    )
     return 0
 
 
 async def cmd_ci_finish(args: argparse.Namespace) -> int:
     job = CiJob.load(node_home(args))
-    ingest_sessions(job)
+    await ingest_sessions(job)
     await finish_job(job)
     return 0  # a failed sync is a warning: the job's own status is what counts
 
@@ -116,9 +124,11 @@ async def cmd_ci_run(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise ConfigError("no command to run; give it after --, e.g. `ci run -- make test`")
-    job = await start_job(node_home(args), _token(), args.peer, args.join_peer)
+    job = await start_job(
+        node_home(args), _token(), args.peer, args.join_peer, shallow=not args.full_history
+    )
     status = run_command(job, command)
-    ingest_sessions(job)
+    await ingest_sessions(job)
     await finish_job(job)
     return status
 

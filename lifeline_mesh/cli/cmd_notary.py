@@ -24,6 +24,7 @@ from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.notary.audit import LineReport, audit_line, write_json
 from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S, Policy
+from lifeline_mesh.notary.shallow_head import audit_shallow
 from lifeline_mesh.notary.sign import sign_unsigned
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners
 
@@ -171,8 +172,10 @@ async def cmd_verify(args: argparse.Namespace) -> int:
     external_exists = external_checker(args)
 
     reports: list[LineReport] = []
+    shallow: dict[str, tuple[str | None, str | None]] = {}
     for name in lines:
         async with open_line(args, line=name) as store:
+            shallow[name] = await audit_shallow(store, name)
             with progress_for(args, f"verifying line {name}", await store.count()) as bar:
                 reports.append(
                     await audit_line(
@@ -184,19 +187,32 @@ async def cmd_verify(args: argparse.Namespace) -> int:
                         advance=bar.advance,
                     )
                 )
-    ok = all(r.ok for r in reports)
+    ok = all(r.ok for r in reports) and not any(bad for _note, bad in shallow.values())
     try:
         unproven = [{"node_id": n, "reason": why} for n, why in listed.unproven]
         if args.json:  # written as the findings are read back: a line may hold millions
-            head = {"ok": ok, "node_id": local, "unproven_members": unproven}
+            head: dict[str, object] = {"ok": ok, "node_id": local, "unproven_members": unproven}
+            notes = {n: {"note": t, "failure": f} for n, (t, f) in shallow.items() if t}
+            if notes:
+                head["shallow"] = notes
             write_json(sys.stdout, head, reports)
         else:
             _print_reports(reports, require_signed=args.require_signed)
             _print_unproven(unproven)
+            _print_shallow(shallow)
     finally:
         for report in reports:
             report.log.close()
     return 0 if ok else 1
+
+
+def _print_shallow(shallow: dict[str, tuple[str | None, str | None]]) -> None:
+    """Lines that lack their older history (decision 0063): what verify covered there."""
+    for note, failure in shallow.values():
+        if note is not None:
+            print(f"\n{note}")
+        if failure is not None:
+            print(f"  FAILED: {failure}")
 
 
 def _print_unproven(rows: list[dict[str, str]]) -> None:

@@ -22,6 +22,7 @@ from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import serve_lock
 from lifeline_mesh.node.root import Node
+from lifeline_mesh.node.shallow_join import push_lines, shallow_sync
 from lifeline_mesh.peering.service import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.fast import ENV, PLAIN, FastPaths
@@ -91,6 +92,20 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
     add_line_option(p, "sync only this line (default: every shared line)")
+    depth = p.add_mutually_exclusive_group()
+    depth.add_argument(
+        "--shallow",
+        action="store_true",
+        help="take each empty (or shallow) line's current truth, its signatures and tips, "
+        "signed by PEER, without the history (a line holding history syncs in full); a "
+        'plain `sync` later deepens it (docs/protocol.md, "Shallow join")',
+    )
+    depth.add_argument(
+        "--push",
+        action="store_true",
+        help="send what was written on each shallow line since its snapshot, and nothing "
+        "more (a line that is not shallow syncs in full)",
+    )
     add_json_option(p)
     _insecure(p)
     _fast_paths(p)
@@ -249,7 +264,12 @@ async def cmd_sync(args: argparse.Namespace) -> int:
     if not lines:
         raise ConfigError("no line is shared on this node; run `lifeline-mesh share LINE` first")
     try:
-        reports = await node.sync(args.peer, lines)
+        if args.shallow:
+            reports = await shallow_sync(node, args.peer, lines)
+        elif args.push:
+            reports = await push_lines(node, args.peer, lines)
+        else:
+            reports = await node.sync(args.peer, lines)
     except NotAuthenticated as exc:
         if not args.insecure:
             raise
@@ -272,6 +292,17 @@ async def cmd_sync(args: argparse.Namespace) -> int:
 
 
 def _report_text(r: SyncReport, peer: str) -> str:
+    if r.role == "shallow":
+        return (
+            f"line {r.line!r} from {peer}: shallow, {count(r.entries_added, 'entry', 'entries')}"
+            f" in force taken with {r.signatures_received} signatures and statements, signed "
+            f"by the peer; {r.bytes_received} bytes in; {r.seconds:.3f}s (`sync` deepens it)"
+        )
+    if r.role == "push":
+        return (
+            f"line {r.line!r} to {peer}: pushed {count(r.entries_sent, 'entry', 'entries')} "
+            f"written since the shallow snapshot; {r.bytes_sent} bytes out; {r.seconds:.3f}s"
+        )
     return (
         f"line {r.line!r} with {peer}: sent {count(r.entries_sent, 'entry', 'entries')}, received "
         f"{r.entries_received} ({r.ts_lowered} with an earlier ts); signatures "

@@ -38,6 +38,7 @@ from lifeline_mesh.node.lines import node_lines
 from lifeline_mesh.node.live_rows import LiveRows
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
+from lifeline_mesh.node.shallow_serve import shallow_service
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.peering.service import Peering, PeeringOptions
 from lifeline_mesh.peering.table import PeerState
@@ -160,6 +161,7 @@ class Node:
     def _extend(self, server: grpc.aio.Server) -> None:
         if not self.security.insecure:  # membership on the sync port
             add_membership(server, self.home)
+        shallow_service(self).add_to(server)  # the Shallow and Push calls (decision 0063)
 
     async def _join_port(self) -> grpc.aio.Server | None:
         """A join port, a server of its own, where the CA key lives."""
@@ -177,8 +179,7 @@ class Node:
 
     def server(self, join_listen: str | None = None) -> SyncServer:
         self._join_listen = join_listen
-        # A fresh feed per server: stopping a server closes its feed for good.
-        self.changes = self._feed()
+        self.changes = self._feed()  # a fresh feed: stopping a server closes its feed
         inbound = InboundLog(self.home)
         server = SyncServer(
             self.session,

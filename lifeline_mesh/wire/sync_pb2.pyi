@@ -168,3 +168,47 @@ class LineChange(_message.Message):
     sets: _containers.RepeatedScalarFieldContainer[str]
     items: _containers.RepeatedCompositeFieldContainer[Items]
     def __init__(self, lines: _Optional[_Iterable[str]] = ..., initial: _Optional[bool] = ..., node_id: _Optional[str] = ..., items_line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., items: _Optional[_Iterable[_Union[Items, _Mapping]]] = ...) -> None: ...
+
+class ShallowRequest(_message.Message):
+    __slots__ = ("line",)
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    line: str
+    def __init__(self, line: _Optional[str] = ...) -> None: ...
+
+class ShallowPart(_message.Message):
+    __slots__ = ("attestations", "statements", "entries", "externals", "head", "signature", "public_key")
+    ATTESTATIONS_FIELD_NUMBER: _ClassVar[int]
+    STATEMENTS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    EXTERNALS_FIELD_NUMBER: _ClassVar[int]
+    HEAD_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    PUBLIC_KEY_FIELD_NUMBER: _ClassVar[int]
+    attestations: _containers.RepeatedScalarFieldContainer[bytes]
+    statements: _containers.RepeatedScalarFieldContainer[bytes]
+    entries: _containers.RepeatedScalarFieldContainer[bytes]
+    externals: _containers.RepeatedCompositeFieldContainer[External]
+    head: bytes
+    signature: bytes
+    public_key: bytes
+    def __init__(self, attestations: _Optional[_Iterable[bytes]] = ..., statements: _Optional[_Iterable[bytes]] = ..., entries: _Optional[_Iterable[bytes]] = ..., externals: _Optional[_Iterable[_Union[External, _Mapping]]] = ..., head: _Optional[bytes] = ..., signature: _Optional[bytes] = ..., public_key: _Optional[bytes] = ...) -> None: ...
+
+class PushRequest(_message.Message):
+    __slots__ = ("line", "attestations", "entries", "externals")
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    ATTESTATIONS_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    EXTERNALS_FIELD_NUMBER: _ClassVar[int]
+    line: str
+    attestations: _containers.RepeatedScalarFieldContainer[bytes]
+    entries: _containers.RepeatedScalarFieldContainer[bytes]
+    externals: _containers.RepeatedCompositeFieldContainer[External]
+    def __init__(self, line: _Optional[str] = ..., attestations: _Optional[_Iterable[bytes]] = ..., entries: _Optional[_Iterable[bytes]] = ..., externals: _Optional[_Iterable[_Union[External, _Mapping]]] = ...) -> None: ...
+
+class PushReply(_message.Message):
+    __slots__ = ("entries_added", "attestations_added")
+    ENTRIES_ADDED_FIELD_NUMBER: _ClassVar[int]
+    ATTESTATIONS_ADDED_FIELD_NUMBER: _ClassVar[int]
+    entries_added: int
+    attestations_added: int
+    def __init__(self, entries_added: _Optional[int] = ..., attestations_added: _Optional[int] = ...) -> None: ...

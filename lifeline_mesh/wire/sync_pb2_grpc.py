@@ -46,6 +46,16 @@ class MeshStub:
                 request_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.WatchRequest.SerializeToString,
                 response_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.LineChange.FromString,
                 _registered_method=True)
+        self.Shallow = channel.unary_stream(
+                '/lifeline_mesh.v1.Mesh/Shallow',
+                request_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.ShallowRequest.SerializeToString,
+                response_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.ShallowPart.FromString,
+                _registered_method=True)
+        self.Push = channel.unary_unary(
+                '/lifeline_mesh.v1.Mesh/Push',
+                request_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.PushRequest.SerializeToString,
+                response_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.PushReply.FromString,
+                _registered_method=True)
 
 
 class MeshServicer:
@@ -68,6 +78,24 @@ class MeshServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Shallow(self, request, context):
+        """Since capability "shallow" (docs/protocol.md, "Shallow join"): the line's current truth
+        (every entry in force, with its author signature and the statements that witness it),
+        its tips, and a head signed by this node over all of it; the caller stores it without
+        the history. Peers without it answer UNIMPLEMENTED (the caller then syncs in full).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def Push(self, request, context):
+        """Since capability "shallow": the entries a shallow caller wrote (parents: entries this
+        node holds) with their author signatures, admitted as a session's items are.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MeshServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -80,6 +108,16 @@ def add_MeshServicer_to_server(servicer, server):
                     servicer.Watch,
                     request_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.WatchRequest.FromString,
                     response_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.LineChange.SerializeToString,
+            ),
+            'Shallow': grpc.unary_stream_rpc_method_handler(
+                    servicer.Shallow,
+                    request_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.ShallowRequest.FromString,
+                    response_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.ShallowPart.SerializeToString,
+            ),
+            'Push': grpc.unary_unary_rpc_method_handler(
+                    servicer.Push,
+                    request_deserializer=lifeline__mesh_dot_wire_dot_sync__pb2.PushRequest.FromString,
+                    response_serializer=lifeline__mesh_dot_wire_dot_sync__pb2.PushReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -138,6 +176,60 @@ class Mesh:
             '/lifeline_mesh.v1.Mesh/Watch',
             lifeline__mesh_dot_wire_dot_sync__pb2.WatchRequest.SerializeToString,
             lifeline__mesh_dot_wire_dot_sync__pb2.LineChange.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Shallow(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/lifeline_mesh.v1.Mesh/Shallow',
+            lifeline__mesh_dot_wire_dot_sync__pb2.ShallowRequest.SerializeToString,
+            lifeline__mesh_dot_wire_dot_sync__pb2.ShallowPart.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Push(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/lifeline_mesh.v1.Mesh/Push',
+            lifeline__mesh_dot_wire_dot_sync__pb2.PushRequest.SerializeToString,
+            lifeline__mesh_dot_wire_dot_sync__pb2.PushReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -61,6 +61,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         {
             L,
             f"{L}.store",
+            f"{L}.truth",  # a shallow snapshot carries the entries in force (decision 0063)
             f"{M}.helpers",
             f"{M}.home",
             f"{M}.membership",
@@ -72,7 +73,15 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         }
     ),
     f"{M}.ci": frozenset(
-        {L, f"{L}.store", f"{L}.truth", f"{M}.home", f"{M}.membership", f"{M}.node"}
+        {
+            L,
+            f"{L}.sessions",
+            f"{L}.store",
+            f"{L}.truth",
+            f"{M}.home",
+            f"{M}.membership",
+            f"{M}.node",
+        }
     ),
     f"{M}.mcp": frozenset(
         {

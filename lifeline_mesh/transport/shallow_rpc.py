@@ -1,0 +1,291 @@
+"""The shallow join over gRPC (capability ``shallow``, decision 0063): the ``Shallow`` and
+``Push`` calls of the Mesh service, server side and client side.
+
+``Shallow``: a caller that may read a shared line receives its current truth in parts
+(each under the frame cap), the last one carrying the head signed by this node. ``Push``:
+a caller that may write sends what it wrote above the tips it took; the node admits it as
+a session's items. Both calls are authorized as a session is (``Authorizer``: who may not
+read hears the same refusal whether the line is shared or not). A peer from before the
+capability answers UNIMPLEMENTED: :class:`NoShallow`, and the caller syncs in full.
+
+Protobuf stays here; the node hands plain :class:`ShallowSnapshot` / :class:`PushedItems`
+in and out (``node/shallow_serve.py``, ``node/shallow_join.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from lifeline.errors import LifelineError, PeerError, RemoteProtocolError
+from lifeline_mesh.transport.authz import Access, Authorizer, SessionPeer, identity_of
+from lifeline_mesh.transport.channels import open_channel
+from lifeline_mesh.transport.errors import Refused, error_from_rpc, status_for
+from lifeline_mesh.transport.refusals import QuietLog, cut, peer_host, quote
+from lifeline_mesh.wire import sync_pb2 as pb
+
+__all__ = [
+    "MAX_SHALLOW_BYTES",
+    "PUSH_METHOD",
+    "SHALLOW_CAPABILITY",
+    "SHALLOW_METHOD",
+    "NoShallow",
+    "PushedItems",
+    "ShallowService",
+    "ShallowSnapshot",
+    "ShallowUnavailable",
+    "fetch_shallow",
+    "push_items",
+]
+
+log = logging.getLogger(__name__)
+
+SHALLOW_CAPABILITY = "shallow"
+SERVICE = "lifeline_mesh.v1.Mesh"
+SHALLOW_METHOD = f"/{SERVICE}/Shallow"
+PUSH_METHOD = f"/{SERVICE}/Push"
+# The most a snapshot may weigh in all (a truth, not a history: a 1M-entry line's is a
+# few MB); a peer sending more is refused, naming the cap.
+MAX_SHALLOW_BYTES = 256 << 20
+PART_BYTES = 1 << 20  # one part of a snapshot: under every node's frame cap
+TIMEOUT_S = 120.0
+
+
+class NoShallow(PeerError):
+    """The peer does not serve shallow snapshots (a node from before decision 0063, or
+    one that cannot serve this line shallow): the caller syncs in full."""
+
+
+class ShallowUnavailable(LifelineError):
+    """Raised by a node's snapshotter for a line it cannot serve shallow (a hub's, or one
+    that is shallow itself): the caller hears UNIMPLEMENTED with the reason, and syncs in
+    full."""
+
+
+@dataclass(frozen=True, slots=True)
+class ShallowSnapshot:
+    attestations: tuple[bytes, ...]
+    statements: tuple[bytes, ...]
+    entries: tuple[bytes, ...]
+    externals: tuple[tuple[bytes, str], ...]
+    head: bytes
+    signature: bytes
+    public_key: bytes
+    wire_bytes: int = 0  # bytes received (the client's count)
+
+
+@dataclass(frozen=True, slots=True)
+class PushedItems:
+    line: str
+    attestations: tuple[bytes, ...]
+    entries: tuple[bytes, ...]
+    externals: tuple[tuple[bytes, str], ...] = field(default=())
+
+
+Snapshotter = Callable[[str, SessionPeer], Awaitable[ShallowSnapshot]]
+Admitter = Callable[[SessionPeer, PushedItems], Awaitable[tuple[int, int]]]
+
+
+class ShallowService:
+    """The two calls on a node's sync port; ``snapshot`` and ``admit`` are the node's."""
+
+    def __init__(
+        self,
+        authorizer: Authorizer,
+        is_shared: Callable[[str], bool],
+        snapshot: Snapshotter,
+        admit: Admitter,
+    ) -> None:
+        self._authorizer = authorizer
+        self._is_shared = is_shared
+        self._snapshot = snapshot
+        self._admit = admit
+        self.served = 0
+        self.quiet_log = QuietLog(log)
+
+    def add_to(self, server: grpc.aio.Server) -> None:
+        handlers = {
+            "Shallow": grpc.unary_stream_rpc_method_handler(
+                self.shallow,
+                request_deserializer=pb.ShallowRequest.FromString,
+                response_serializer=pb.ShallowPart.SerializeToString,
+            ),
+            "Push": grpc.unary_unary_rpc_method_handler(
+                self.push,
+                request_deserializer=pb.PushRequest.FromString,
+                response_serializer=pb.PushReply.SerializeToString,
+            ),
+        }
+        # Consulted after the Sync/Watch handlers: a generic handler answers None for a
+        # method it does not have, and gRPC asks the next one.
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+
+    async def _caller(
+        self, line: str, context: grpc.aio.ServicerContext[Any, Any], access: Access
+    ) -> SessionPeer:
+        peer = identity_of(context)
+        await self._authorizer.authenticate(peer)
+        if not self._is_shared(line):
+            raise Refused(
+                f"line {quote(line)} is not shared on this node; its owner can run "
+                "`lifeline-mesh share LINE`"
+            )
+        await self._authorizer.authorize(peer, line, Access.READ)
+        if access is Access.WRITE:
+            await self._authorizer.authorize(peer, line, Access.WRITE)
+        return SessionPeer(peer, can_write=access is Access.WRITE)
+
+    async def shallow(
+        self, request: pb.ShallowRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> AsyncIterator[pb.ShallowPart]:
+        try:
+            peer = await self._caller(request.line, context, Access.READ)
+            snap = await self._snapshot(request.line, peer)
+        except ShallowUnavailable as exc:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, cut(str(exc)))
+            return
+        except LifelineError as exc:
+            await self._refuse(context, "a shallow snapshot", exc)
+            return
+        self.served += 1
+        for part in _parts(snap):
+            yield part
+
+    async def push(
+        self, request: pb.PushRequest, context: grpc.aio.ServicerContext[Any, Any]
+    ) -> pb.PushReply:
+        try:
+            peer = await self._caller(request.line, context, Access.WRITE)
+            items = PushedItems(
+                request.line,
+                tuple(request.attestations),
+                tuple(request.entries),
+                tuple((e.id, e.line) for e in request.externals),
+            )
+            added, signed = await self._admit(peer, items)
+        except LifelineError as exc:
+            await self._refuse(context, "a push", exc)
+            raise AssertionError("unreachable: abort raises") from None
+        return pb.PushReply(entries_added=added, attestations_added=signed)
+
+    async def _refuse(
+        self, context: grpc.aio.ServicerContext[Any, Any], what: str, exc: LifelineError
+    ) -> None:
+        caller = context.peer() or "?"
+        self.quiet_log.warning(peer_host(caller), "refused %s from %s: %s", what, caller, exc)
+        await context.abort(status_for(exc), cut(str(exc)))
+
+
+def _parts(snap: ShallowSnapshot) -> list[pb.ShallowPart]:
+    """The snapshot in parts of about PART_BYTES; the last carries the signed head."""
+    parts: list[pb.ShallowPart] = []
+    part = pb.ShallowPart()
+    size = 0
+
+    def room(n: int) -> pb.ShallowPart:
+        nonlocal part, size
+        if size + n > PART_BYTES and size:
+            parts.append(part)
+            part, size = pb.ShallowPart(), 0
+        size += n + 8
+        return part
+
+    for raw in snap.attestations:
+        room(len(raw)).attestations.append(raw)
+    for raw in snap.statements:
+        room(len(raw)).statements.append(raw)
+    for raw in snap.entries:
+        room(len(raw)).entries.append(raw)
+    for entry_id, line in snap.externals:
+        room(len(entry_id) + len(line)).externals.append(pb.External(id=entry_id, line=line))
+    last = room(len(snap.head) + 128)
+    last.head, last.signature, last.public_key = snap.head, snap.signature, snap.public_key
+    parts.append(part)
+    return parts
+
+
+async def fetch_shallow(
+    target: str,
+    line: str,
+    *,
+    credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> ShallowSnapshot:
+    """The shallow snapshot of ``line`` at ``target``, as received (nothing verified yet:
+    the node checks it before storing anything). :class:`NoShallow` from an older peer."""
+    atts: list[bytes] = []
+    stmts: list[bytes] = []
+    entries: list[bytes] = []
+    externals: list[tuple[bytes, str]] = []
+    head = signature = public_key = b""
+    total = 0
+    async with open_channel(target, credentials, options) as channel:
+        call = channel.unary_stream(
+            SHALLOW_METHOD,
+            request_serializer=pb.ShallowRequest.SerializeToString,
+            response_deserializer=pb.ShallowPart.FromString,
+        )(pb.ShallowRequest(line=line), timeout=TIMEOUT_S)
+        try:
+            async for part in call:
+                if head:
+                    raise RemoteProtocolError(
+                        f"peer {target} sent a part after the snapshot's head; a head ends it"
+                    )
+                total += part.ByteSize()
+                if total > MAX_SHALLOW_BYTES:
+                    raise RemoteProtocolError(
+                        f"peer {target}'s shallow snapshot of {line!r} is over "
+                        f"{MAX_SHALLOW_BYTES >> 20} MiB (cap MAX_SHALLOW_BYTES); sync in full"
+                    )
+                atts += part.attestations
+                stmts += part.statements
+                entries += part.entries
+                externals += [(e.id, e.line) for e in part.externals]
+                head, signature, public_key = part.head, part.signature, part.public_key
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
+                why = exc.details() or "a node from before capability `shallow`"
+                raise NoShallow(f"peer {target} serves no shallow snapshot ({why})") from exc
+            raise error_from_rpc(exc, target, started=total > 0) from exc
+    if not head:
+        raise RemoteProtocolError(
+            f"peer {target}'s shallow snapshot of {line!r} ended without its signed head; "
+            "nothing was stored — run the sync again"
+        )
+    return ShallowSnapshot(
+        tuple(atts), tuple(stmts), tuple(entries), tuple(externals), head, signature,
+        public_key, total,
+    )  # fmt: skip
+
+
+async def push_items(
+    target: str,
+    items: PushedItems,
+    *,
+    credentials: grpc.ChannelCredentials | None = None,
+    options: Sequence[tuple[str, Any]] = (),
+) -> tuple[int, int, int]:
+    """Send ``items`` to ``target``; (entries added, attestations added, bytes sent)."""
+    request = pb.PushRequest(
+        line=items.line,
+        attestations=list(items.attestations),
+        entries=list(items.entries),
+        externals=[pb.External(id=i, line=n) for i, n in items.externals],
+    )
+    async with open_channel(target, credentials, options) as channel:
+        call = channel.unary_unary(
+            PUSH_METHOD,
+            request_serializer=pb.PushRequest.SerializeToString,
+            response_deserializer=pb.PushReply.FromString,
+        )
+        try:
+            reply = await call(request, timeout=TIMEOUT_S)
+        except grpc.aio.AioRpcError as exc:
+            if exc.code() is grpc.StatusCode.UNIMPLEMENTED:
+                raise NoShallow(f"peer {target} takes no push (capability `shallow`)") from exc
+            raise error_from_rpc(exc, target) from exc
+    return int(reply.entries_added), int(reply.attestations_added), request.ByteSize()
