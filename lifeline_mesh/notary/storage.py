@@ -87,19 +87,42 @@ def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
 
 
 def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attestation]) -> int:
-    """Insert into ``table``, keeping its whole-set fingerprint in the same transaction."""
+    """Insert into ``table``, keeping its whole-set fingerprint in the same transaction.
+
+    The items already held are looked up first (none, in an initial sync) and only the
+    others inserted, without ``RETURNING``: a statement that returns a row per insert
+    gives up the interpreter lock once a row to hand it back, and winning the lock again
+    from a busy event loop made the signatures of an initial sync the slowest write of
+    the session (decision 0065; the same convoy as decision 0014's ``executemany``). The
+    write lock is held from the lookup to the insert, so nothing lands in between.
+    """
     totals = totals_for_update(conn, table, table)
-    new = insert_rows(
-        conn,
-        f"INSERT OR IGNORE INTO {table} (id, sort_key, role, subject, node_id, ts, item)",
-        _rows(atts),
-        returning="id, seq",
+    fresh = list({a.id: a for a in atts}.values())  # an item twice in a batch: once
+    held = _held_ids(conn, table, [a.id for a in fresh])
+    if held:
+        fresh = [a for a in fresh if a.id not in held]
+    if not fresh:
+        return 0
+    insert_rows(
+        conn, f"INSERT INTO {table} (id, sort_key, role, subject, node_id, ts, item)", _rows(fresh)
     )
-    if new:
-        tokens = (int.from_bytes(row[0], "little") for row in new)
-        mark = max(int(row[1]) for row in new)
-        bump_totals(conn, table, totals, mark=mark, added=tokens)
-    return len(new)
+    # Rows are numbered in insertion order (AUTOINCREMENT), so the last is the highest.
+    mark = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+    tokens = (int.from_bytes(a.id, "little") for a in fresh)
+    bump_totals(conn, table, totals, mark=mark, added=tokens)
+    return len(fresh)
+
+
+def _held_ids(conn: sqlite3.Connection, table: str, ids: Sequence[bytes]) -> set[bytes]:
+    """Those of ``ids`` that ``table`` holds (one statement per chunk; a row per hit)."""
+    held: set[bytes] = set()
+    for chunk in _chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        held.update(
+            bytes(r[0])
+            for r in conn.execute(f"SELECT id FROM {table} WHERE id IN ({marks})", chunk)
+        )
+    return held
 
 
 def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
