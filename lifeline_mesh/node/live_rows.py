@@ -116,6 +116,12 @@ class LiveRows:
         self._last_taken: dict[str, tuple[int, int, ChangeItems]] = {}
         self.taken = {"changes": 0, "entries": 0, "refused": 0}
 
+    def taken_span(self, rows: ChangeItems) -> tuple[int, int] | None:
+        """The rows (after, up to] at which ``rows``, just taken, were stored, when
+        nothing else was written meanwhile (else None)."""
+        taken = self._last_taken.get(rows.line)
+        return None if taken is None or taken[2] is not rows else taken[:2]
+
     async def read(self, line: str, after: int, upto: int) -> ChangeItems | None:
         """A change's rows, for the peers that take them over their Watch calls."""
         taken = self._last_taken.pop(line, None)
@@ -154,6 +160,7 @@ class LiveRows:
                 start = await line_mark(store)
                 admitted = await entry_set.admit(entries, rows.externals)
                 end = await line_mark(store)
+                self._last_taken.pop(line, None)
                 if start is not None and end is not None and end - start == admitted.added:
                     self._last_taken[line] = (start, end, rows)
         except LifelineError as exc:

@@ -98,6 +98,14 @@ class LineWatcher:
         self.polls = 0  # polls done so far, the first being the baseline (for status and tests)
         self.marks: dict[Path, int | None] = {}  # each line's highest row at the last poll
         self.previous: dict[Path, int | None] = {}  # and at the poll before it
+        self._poked: asyncio.Event | None = None
+
+    def poke(self) -> None:
+        """This process just committed to a watched line (rows taken from a peer's Watch
+        call): poll now instead of at the end of the interval, so a relay costs no poll
+        wait (decision 0066)."""
+        if self._poked is not None:
+            self._poked.set()
 
     def _poll(self) -> dict[Path, int | None]:
         with self._lock:
@@ -121,11 +129,15 @@ class LineWatcher:
     ) -> None:
         """Poll until cancelled; the first poll is the baseline and reports nothing.
         ``on_lines`` (optional) is also told which files changed."""
+        self._poked = asyncio.Event()
         try:
             last = await asyncio.to_thread(self._poll)
             self.polls += 1
             while True:
-                await asyncio.sleep(self._interval)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._interval):
+                        await self._poked.wait()
+                self._poked.clear()
                 current = await asyncio.to_thread(self._poll)
                 self.polls += 1
                 self.previous, self.marks = last, current
