@@ -13,7 +13,7 @@ import pytest
 from lifeline_mesh.home.inbound import load_inbound
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.watch_back import WatchBack
-from lifeline_mesh.peering.table import PeerAddress, PeerState, PeerSource, load_peers_file
+from lifeline_mesh.peering.table import PeerAddress, PeerSource, PeerState, load_peers_file
 from lifeline_mesh.transport.announce import _dial_back
 from tests.support.mesh_procs import (
     free_port,
@@ -54,25 +54,23 @@ def test_the_dialled_node_watches_its_caller_back(tmp_path: Path) -> None:
     join_mesh(a, [b])
     line_a, line_b = shared_node(a), shared_node(b)
     port = free_port()
-    with serve(a, "--listen", f"127.0.0.1:{port}", "--no-discovery"):
-        with serve(b, "--listen", "127.0.0.1:0", "--no-discovery", "--peer", f"127.0.0.1:{port}"):
-            # A has no address for B but its call: it keeps B as a peer and watches it.
-            _wait(
-                "A watching B back",
-                lambda: any(
-                    r["sources"] == ["watcher"] and r.get("watching") for r in _rows(a)
-                ),
-            )
-            _wait("B watching A", lambda: all(r.get("watching") for r in _rows(b)))
-            # Both calls are open: the start's sessions are over once A holds what B has.
-            settled = log_note(b, "settle")
-            wait_for_entry(line_a, settled, deadline_s=LIVE_S)
-            before = _sessions_in(a)
-            for n in range(3):
-                wait_for_entry(line_a, log_note(b, f"from b {n}"), deadline_s=LIVE_S)
-                wait_for_entry(line_b, log_note(a, f"from a {n}"), deadline_s=LIVE_S)
-            # B's writes travelled as rows over A's call: B dialed no session for them.
-            assert _sessions_in(a) == before
+    dial = ("--listen", "127.0.0.1:0", "--no-discovery", "--peer", f"127.0.0.1:{port}")
+    with serve(a, "--listen", f"127.0.0.1:{port}", "--no-discovery"), serve(b, *dial):
+        # A has no address for B but its call: it keeps B as a peer and watches it.
+        _wait(
+            "A watching B back",
+            lambda: any(r["sources"] == ["watcher"] and r.get("watching") for r in _rows(a)),
+        )
+        _wait("B watching A", lambda: all(r.get("watching") for r in _rows(b)))
+        # Both calls are open: the start's sessions are over once A holds what B has.
+        settled = log_note(b, "settle")
+        wait_for_entry(line_a, settled, deadline_s=LIVE_S)
+        before = _sessions_in(a)
+        for n in range(3):
+            wait_for_entry(line_a, log_note(b, f"from b {n}"), deadline_s=LIVE_S)
+            wait_for_entry(line_b, log_note(a, f"from a {n}"), deadline_s=LIVE_S)
+        # B's writes travelled as rows over A's call: B dialed no session for them.
+        assert _sessions_in(a) == before
 
 
 def test_dial_back_addresses() -> None:
