@@ -341,7 +341,7 @@ def main() -> None:
     parser.add_argument("--steady", type=float, default=40.0)
     parser.add_argument("--down", type=float, default=5.0, help="0: no kill")
     parser.add_argument("--partition", type=float, default=20.0, help="0: no partition")
-    parser.add_argument("--skew", type=float, default=300.0, help="0: no skewed clocks")
+    parser.add_argument("--skew", type=float, default=120.0, help="s; 0: no skewed clocks")
     parser.add_argument("--baseline", type=Path, help="run the nodes from this source tree")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", type=Path, help="make the homes and logs here, keep them")
