@@ -276,6 +276,7 @@ def _run(args: argparse.Namespace, lab: Lab) -> dict[str, object]:
     }
     report["checks"] = _checks(lab)
     report["skewed"] = {str(n.host.index): n.skew for n in lab.nodes if n.skew}
+    report["load_average"] = round(os.getloadavg()[1], 1)  # the machine's, over 5 minutes
     return report
 
 
@@ -318,6 +319,7 @@ def _print(report: dict[str, object]) -> None:
         if key in report:
             print(f"  {key}: {report[key]}")
     print(f"  whole run: {report['propagation_all']}; skewed clocks: {report['skewed']}")
+    print(f"  load average (5 min): {report['load_average']}")
     print(f"  checks: {report['checks']}")
 
 

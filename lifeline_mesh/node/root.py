@@ -319,6 +319,7 @@ class Node:
         self._watch = server.watch
         if server.watch is not None:
             server.watch.on_watcher = self.watch_back.caller
+            server.watch.caller_id = peer_node_id
         server.on_failure = None if self.metrics is None else self.metrics.refused
         return server
 

@@ -158,7 +158,8 @@ class Subscription:
     """One watcher of the feed: the lines changed since it last asked (and, when it takes
     items, the new rows of those whose every change came with them)."""
 
-    def __init__(self, *, items: bool = False) -> None:
+    def __init__(self, *, items: bool = False, node: str | None = None) -> None:
+        self.node = node  # the watcher's node id, when known
         self._pending: set[str] = set()
         self._event = asyncio.Event()
         self.closed = False
@@ -167,6 +168,11 @@ class Subscription:
         self._taken: dict[str, ChangeItems] = {}
 
     def _add(self, lines: Iterable[str], rows: ChangeItems | None = None) -> None:
+        if rows is not None and rows.source is not None and rows.source == self.node:
+            # Rows this watcher sent us: it holds them; no echo (decision 0066).
+            lines = [line for line in lines if line != rows.line]
+            if not lines:
+                return
         for line in lines:
             kept = self._rows.pop(line, None)
             if self.items and rows is not None and rows.line == line:
@@ -267,8 +273,8 @@ class ChangeFeed:
             self.publish([line], rows)
 
     @contextlib.contextmanager
-    def subscribe(self, *, items: bool = False) -> Iterator[Subscription]:
-        sub = Subscription(items=items)
+    def subscribe(self, *, items: bool = False, node: str | None = None) -> Iterator[Subscription]:
+        sub = Subscription(items=items, node=node)
         if self._closed:
             sub._close()
         self._subscribers.add(sub)

@@ -78,6 +78,9 @@ class ChangeItems:
     attestations: tuple[bytes, ...]
     entries: tuple[bytes, ...]
     externals: tuple[tuple[bytes, str], ...] = ()
+    # The node these rows were taken from, when they are exactly the rows it announced to
+    # us (not sent on the wire): it is not sent them back (decision 0066).
+    source: str | None = None
 
     @property
     def size(self) -> int:
@@ -124,7 +127,11 @@ class Announcements(Protocol):
 
     def shared_lines(self) -> Sequence[str]: ...
 
-    def subscribe(self, *, items: bool = False) -> AbstractContextManager[Subscription]: ...
+    def subscribe(
+        self, *, items: bool = False, node: str | None = None
+    ) -> AbstractContextManager[Subscription]:
+        """``node``: the caller's node id, when known (rows it sent us are not echoed)."""
+        ...
 
     def close(self) -> None:
         """End every subscription (the server is stopping)."""
@@ -155,6 +162,8 @@ class WatchService:
         # Told of each caller that can be dialled back (its address and the port it gave)
         # when its call opens (True) and ends (False): the node may watch it back.
         self.on_watcher: Callable[[PeerIdentity, str, bool], None] | None = None
+        # The caller's node id from its certificate (None without TLS), set by the node.
+        self.caller_id: Callable[[PeerIdentity], str | None] | None = None
 
     def handler(self) -> grpc.RpcMethodHandler[Any, Any]:
         return grpc.unary_stream_rpc_method_handler(
@@ -178,7 +187,8 @@ class WatchService:
             await self._refuse(context, exc)
             return
         wanted = frozenset(request.lines)
-        with self._announcements.subscribe(items=request.items) as sub:
+        node = self.caller_id(peer) if self.caller_id is not None else None
+        with self._announcements.subscribe(items=request.items, node=node) as sub:
             try:
                 first = await self._readable(peer, wanted, self._announcements.shared_lines())
                 if wanted and not first:

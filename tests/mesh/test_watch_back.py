@@ -5,6 +5,7 @@ listens on loopback while its peer does not says it cannot be dialled back."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 
@@ -13,8 +14,9 @@ import pytest
 from lifeline_mesh.home.inbound import load_inbound
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.watch_back import WatchBack
+from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.peering.table import PeerAddress, PeerSource, PeerState, load_peers_file
-from lifeline_mesh.transport.announce import _dial_back
+from lifeline_mesh.transport.announce import ChangeItems, _dial_back
 from tests.support.mesh_procs import (
     free_port,
     join_mesh,
@@ -90,3 +92,20 @@ def test_a_node_on_loopback_says_it_cannot_be_dialled_from_elsewhere() -> None:
     assert back.serves_port(local) == 7000
     back.listening = "10.0.0.5:7000"
     assert back.serves_port(remote) == 7000
+
+
+def test_rows_are_not_echoed_to_the_node_they_came_from() -> None:
+    feed = ChangeFeed(lambda: ["ledger"])
+    rows = ChangeItems("ledger", (b"att",), (b"entry",), (), source="node-b")
+
+    async def run() -> None:
+        with (
+            feed.subscribe(items=True, node="node-b") as sender,
+            feed.subscribe(items=True, node="node-c") as other,
+        ):
+            feed.publish(["ledger"], rows)
+            assert await other.next(0) == {"ledger"}
+            assert other.take_items()["ledger"].entries == (b"entry",)
+            assert await sender.next(0) == set()  # it sent them: nothing to hear
+
+    asyncio.run(run())
