@@ -160,6 +160,7 @@ class LabNode:
             text=True,
             start_new_session=True,
             env=skew_env(self.env, self.skew),
+            cwd=self.root,  # not the source tree: `python -m` puts the cwd first on the path
         )
         assert self.proc.stdout is not None
         first = self.proc.stdout.readline()
@@ -216,6 +217,7 @@ def start_writers(
                 stdout=subprocess.PIPE,
                 text=True,
                 env=skew_env(env, skew),
+                cwd=members[0].root,
             )
         )
     return procs
