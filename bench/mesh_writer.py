@@ -4,8 +4,9 @@ Run by bench/mesh_lab.py (under libfaketime for a node whose clock is skewed, so
 entries' times and signatures carry the skewed clock, as that laptop's would). Each root is
 written in turn, one entry every ``--every`` seconds per root, through the ledger with the
 node's append hooks (its author signature), as ``lifeline log`` writes. Prints one JSON
-line per write: ``{"root": ..., "id": ..., "t": <monotonic seconds>}`` (the monotonic clock
-is not skewed: the lab compares it with arrival times). Stops when stdin closes.
+line per write as it is committed: ``{"root": ..., "id": ...}`` (the lab times it when it
+reads the line: under libfaketime every clock of this process is skewed). Stops when
+stdin closes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import asyncio
 import contextlib
 import json
 import sys
-import time
 from pathlib import Path
 
 from lifeline.errors import StoreError
@@ -54,10 +54,7 @@ async def _write(roots: list[Path], every: float) -> None:
                 except StoreError as exc:  # locked past the busy timeout: skip this turn
                     print(json.dumps({"root": str(root), "error": str(exc)}), flush=True)
                     continue
-                print(
-                    json.dumps({"root": str(root), "id": entry.id, "t": time.monotonic()}),
-                    flush=True,
-                )
+                print(json.dumps({"root": str(root), "id": entry.id}), flush=True)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), tick)
                 if stop.is_set():
