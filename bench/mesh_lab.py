@@ -137,6 +137,15 @@ class Lab:
             time.sleep(0.1)
         return None
 
+    def wait_signed(self, timeout: float) -> float | None:
+        """Monotonic time at which every node held every entry's author signature."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if all(node.unsigned() == 0 for node in self.nodes):
+                return time.monotonic()
+            time.sleep(0.5)
+        return None
+
     def sample(self, seconds: float) -> dict[str, list[float]]:
         """CPU (cores), sockets and bytes of every node over ``seconds`` of the run."""
         cpus = [GroupCpu() for _ in self.nodes]
@@ -270,6 +279,12 @@ def _run(args: argparse.Namespace, lab: Lab) -> dict[str, object]:
     lab.stop_writers()
     done = lab.wait_everywhere(lab.args.drain)
     report["drained"] = done is not None
+    # An entry can arrive before its author's signature (which then travels with a later
+    # session): how long until every node held every signature too.
+    signed = lab.wait_signed(lab.args.drain) if done is not None else None
+    report["signed_everywhere_after_s"] = (
+        None if signed is None or done is None else round(signed - done, 2)
+    )
     report["propagation_all"] = {
         "p50_s": round(_pct(lab.delays(settle, 1e18)[0], 0.5), 3),
         "p95_s": round(_pct(lab.delays(settle, 1e18)[0], 0.95), 3),
@@ -315,7 +330,12 @@ def _print(report: dict[str, object]) -> None:
         f"max {max(steady['peers'])}; bytes per write rx median {statistics.median(rx):.0f} "
         f"max {max(rx)}, tx median {statistics.median(tx):.0f} max {max(tx)}"
     )
-    for key in ("restart_listen_s", "after_restart_everywhere_s", "heal_s"):
+    for key in (
+        "restart_listen_s",
+        "after_restart_everywhere_s",
+        "heal_s",
+        "signed_everywhere_after_s",
+    ):
         if key in report:
             print(f"  {key}: {report[key]}")
     print(f"  whole run: {report['propagation_all']}; skewed clocks: {report['skewed']}")

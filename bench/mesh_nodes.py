@@ -190,6 +190,18 @@ class LabNode:
             return 0
         return len(data.get("peers", []))
 
+    def unsigned(self) -> int:
+        """Entries held here without their author's signature (yet)."""
+        conn = sqlite3.connect(f"file:{self.line}?mode=ro", uri=True, timeout=30)
+        try:
+            sql = (
+                "SELECT count(*) FROM entries e WHERE NOT EXISTS (SELECT 1 FROM attestations a"
+                " WHERE a.subject = e.id AND a.role = 'author')"
+            )
+            return int(conn.execute(sql).fetchone()[0])
+        finally:
+            conn.close()
+
     def ids(self) -> set[str]:
         conn = sqlite3.connect(f"file:{self.line}?mode=ro", uri=True, timeout=30)
         try:

@@ -55,4 +55,5 @@ def test_six_nodes_under_every_fault_converge_and_verify(tmp_path: Path) -> None
     assert report["skewed"] == {"1": 120.0, "5": -120.0}
     assert report["heal_s"] is not None, "writes made during the partition never spread"
     assert report["after_restart_everywhere_s"] is not None
+    assert report["signed_everywhere_after_s"] is not None, "signatures missing somewhere"
     assert done.returncode == 0, done.stdout + done.stderr
