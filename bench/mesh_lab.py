@@ -301,7 +301,8 @@ def _checks(lab: Lab) -> dict[str, object]:
         node.stop()
     written = set(lab.written)
     sets = [n.ids() for n in lab.nodes]
-    lost = sorted(written - set.intersection(*sets)) if sets else []
+    held_everywhere = sets[0].intersection(*sets[1:]) if sets else set()
+    lost = sorted(written - held_everywhere)
     with ThreadPoolExecutor(2) as pool:
         verified = list(pool.map(verify_node, lab.nodes))
     return {
