@@ -16,6 +16,7 @@ import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Protocol
 
 from lifeline.errors import LifelineError, RemoteProtocolError
@@ -126,15 +127,21 @@ class LiveRows:
         self._max_item_bytes = max_item_bytes
         self.held = HeldIds()  # entry ids recently announced or taken: an echo is free
         # Per line, the rows last taken and the row numbers they were stored at:
-        # announcing that change to our own watchers needs no read.
+        # announcing that change to our own watchers needs no read (nor to their sender).
         self._last_taken: dict[str, tuple[int, int, ChangeItems]] = {}
         self.taken = {"changes": 0, "entries": 0, "refused": 0}
+
+    def taken_span(self, rows: ChangeItems) -> tuple[int, int] | None:
+        """The rows (after, up to] at which ``rows``, just taken, were stored, when
+        nothing else was written meanwhile (else None)."""
+        taken = self._last_taken.get(rows.line)
+        return None if taken is None or taken[2].entries is not rows.entries else taken[:2]
 
     async def read(self, line: str, after: int, upto: int) -> ChangeItems | None:
         """A change's rows, for the peers that take them over their Watch calls."""
         taken = self._last_taken.pop(line, None)
         if taken is not None and taken[:2] == (after, upto):
-            return taken[2]  # exactly the rows just taken from a peer's watch
+            return taken[2]  # exactly the rows just taken from a peer's watch (its source)
         found = await read_rows(self.home, line, after, upto)
         if found is None:
             return None
@@ -168,8 +175,9 @@ class LiveRows:
                 start = await session.line.mark()
                 admitted = await entry_set.admit(entries, rows.externals)
                 end = await session.line.mark()
+                self._last_taken.pop(line, None)
                 if start is not None and end is not None and end - start == admitted.added:
-                    self._last_taken[line] = (start, end, rows)
+                    self._last_taken[line] = (start, end, replace(rows, source=source))
         except LifelineError as exc:
             self.taken["refused"] += 1
             log.debug("rows of %s from %s not taken (syncing instead): %s", line, source, exc)

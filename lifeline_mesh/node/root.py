@@ -39,6 +39,7 @@ from lifeline_mesh.node.live_rows import LiveRows
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
 from lifeline_mesh.node.shallow_serve import shallow_service
+from lifeline_mesh.node.watch_back import WatchBack
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.peering.service import Peering, PeeringOptions
 from lifeline_mesh.peering.table import PeerState
@@ -110,6 +111,7 @@ class Node:
         self.pins = PeerPins(home)
         self.refused_rows: set[tuple[str, str, str]] = set()  # members rows logged once
         self.metrics: NodeMetrics | None = None  # serve --metrics-listen (node/metrics.py)
+        self.watch_back = WatchBack(lambda: self._peering)  # links watched both ways
 
     @property
     def snapshots(self) -> SnapshotCache | PgSnapshots:
@@ -195,6 +197,9 @@ class Node:
             node_id=self.identity.node_id if self.identity else None,
         )
         self._watch = server.watch
+        if server.watch is not None:
+            server.watch.on_watcher = self.watch_back.caller
+            server.watch.caller_id = peer_node_id
         server.on_failure = None if self.metrics is None else self.metrics.refused
         return server
 
@@ -217,6 +222,7 @@ class Node:
         in sync with static and discovered peers on its own (DESIGN §8)."""
         server = self.server(join_listen)
         address = await server.start(listen)
+        self.watch_back.listening = address
         keeper = None if peering is None else self.peering(peering, address)
         try:
             state = serving_state(
@@ -280,6 +286,7 @@ class Node:
             credentials=self.security.channel_credentials,
             options=self.security.channel_options,
             items=True,
+            serves_port=self.watch_back.serves_port(peer),
         ):
             if change.initial and change.node_id and self._peering is not None:
                 self._peering.scheduler.learned(peer.key, change.node_id)
@@ -301,7 +308,11 @@ class Node:
         ``peer`` instead."""
         address = str(peer.address)
         source = self.pins.known.get(address, address)
-        return self._may_take_from(peer) and await self.rows.take(source, rows)
+        if not (self._may_take_from(peer) and await self.rows.take(source, rows)):
+            return False
+        if self._peering is not None:
+            self._peering.took_rows(peer.key, rows.line, self.rows.taken_span(rows))
+        return True
 
     def _may_take_from(self, peer: PeerState) -> bool:
         """Rows are taken from a lab node (no TLS), or from the node our sessions found

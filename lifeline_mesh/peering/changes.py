@@ -98,6 +98,14 @@ class LineWatcher:
         self.polls = 0  # polls done so far, the first being the baseline (for status and tests)
         self.marks: dict[Path, int | None] = {}  # each line's highest row at the last poll
         self.previous: dict[Path, int | None] = {}  # and at the poll before it
+        self._poked: asyncio.Event | None = None
+
+    def poke(self) -> None:
+        """This process just committed to a watched line (rows taken from a peer's Watch
+        call): poll now instead of at the end of the interval, so a relay costs no poll
+        wait (decision 0066)."""
+        if self._poked is not None:
+            self._poked.set()
 
     def _poll(self) -> dict[Path, int | None]:
         with self._lock:
@@ -121,11 +129,15 @@ class LineWatcher:
     ) -> None:
         """Poll until cancelled; the first poll is the baseline and reports nothing.
         ``on_lines`` (optional) is also told which files changed."""
+        self._poked = asyncio.Event()
         try:
             last = await asyncio.to_thread(self._poll)
             self.polls += 1
             while True:
-                await asyncio.sleep(self._interval)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self._interval):
+                        await self._poked.wait()
+                self._poked.clear()
                 current = await asyncio.to_thread(self._poll)
                 self.polls += 1
                 self.previous, self.marks = last, current
@@ -146,7 +158,8 @@ class Subscription:
     """One watcher of the feed: the lines changed since it last asked (and, when it takes
     items, the new rows of those whose every change came with them)."""
 
-    def __init__(self, *, items: bool = False) -> None:
+    def __init__(self, *, items: bool = False, node: str | None = None) -> None:
+        self.node = node  # the watcher's node id, when known
         self._pending: set[str] = set()
         self._event = asyncio.Event()
         self.closed = False
@@ -155,6 +168,11 @@ class Subscription:
         self._taken: dict[str, ChangeItems] = {}
 
     def _add(self, lines: Iterable[str], rows: ChangeItems | None = None) -> None:
+        if rows is not None and rows.source is not None and rows.source == self.node:
+            # Rows this watcher sent us: it holds them; no echo (decision 0066).
+            lines = [line for line in lines if line != rows.line]
+            if not lines:
+                return
         for line in lines:
             kept = self._rows.pop(line, None)
             if self.items and rows is not None and rows.line == line:
@@ -255,8 +273,8 @@ class ChangeFeed:
             self.publish([line], rows)
 
     @contextlib.contextmanager
-    def subscribe(self, *, items: bool = False) -> Iterator[Subscription]:
-        sub = Subscription(items=items)
+    def subscribe(self, *, items: bool = False, node: str | None = None) -> Iterator[Subscription]:
+        sub = Subscription(items=items, node=node)
         if self._closed:
             sub._close()
         self._subscribers.add(sub)

@@ -184,6 +184,18 @@ class Planner:
             return self._wake(peer, now, hard=True)
         return self._wake(peer, now + ANNOUNCE_GRACE_S, announced=now)
 
+    def took(self, key: str, line: str, span: tuple[int, int]) -> None:
+        """Our rows ``span`` = (after, up to] of ``line`` are the rows just taken from
+        ``key``'s Watch call: a peer known to hold every row up to ``after`` now holds
+        every row up to ``up to`` (else what it holds stays unknown), so the change they
+        make here wakes no session back to it."""
+        if key not in self.table:
+            return
+        peer = self.table.get(key)
+        after, upto = span
+        if peer.synced.get(line, -1) >= after:
+            peer.synced[line] = max(upto, peer.synced[line])
+
     def dialed_in(self, key: str, now: float) -> None:
         """A session that ``key`` dialed to us began."""
         peer = self.table.get(key)

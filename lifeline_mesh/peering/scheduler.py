@@ -99,6 +99,20 @@ class SyncScheduler:
         self.table.lost(node_id)
         self._changed()
 
+    def watched_by(self, node_id: str, address: PeerAddress) -> None:
+        """A node watching us serves at ``address``: keep it as a peer and watch it back
+        (decision 0066). No session now: the Watch calls' first messages start one."""
+        peer = self.table.watched_by(node_id, address)
+        if peer is not None:
+            peer.next_attempt = self._clock() + self.planner.policy.period
+            log.info("watching %s back (it watches us)", address)
+            self._changed()
+
+    def unwatched(self, node_id: str) -> None:
+        """That node's Watch call ended: a row kept only for it goes."""
+        if self.table.unwatched(node_id):
+            self._changed()
+
     def local_change(self, marks: dict[str, int] | None = None) -> None:
         """New entries here (from the line watcher; ``marks``: each changed line's highest
         row): healthy peers that may lack them sync now (``Planner.local_change``), but
@@ -158,6 +172,10 @@ class SyncScheduler:
             self._back(key)
         else:
             self._wake.set()
+
+    def took(self, key: str, line: str, span: tuple[int, int]) -> None:
+        """Rows ``span`` (after, up to] of ``line`` were taken from ``key``'s Watch call."""
+        self.planner.took(key, line, span)
 
     def remote_change(self, key: str, *, fresh: bool = False, at_once: bool = False) -> None:
         """Peer ``key`` announced a change over its Watch call: sync with it now (see

@@ -27,6 +27,7 @@ from lifeline_mesh.discovery.advert import PeerEvent, PeerFound, PeerLost, check
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.peering.changes import CHANGE_POLL_S, ChangeFeed, LineWatcher
+from lifeline_mesh.peering.fanout import FANOUT_OFFSETS, LanView
 from lifeline_mesh.peering.schedule import SchedulePolicy
 from lifeline_mesh.peering.scheduler import (
     MAX_CONCURRENT_SESSIONS,
@@ -56,6 +57,7 @@ class PeeringOptions:
     max_sessions: int = MAX_CONCURRENT_SESSIONS
     session_timeout: float = SESSION_TIMEOUT_S
     watch_interval: float = CHANGE_POLL_S
+    fanout_offsets: tuple[int, ...] = FANOUT_OFFSETS
 
 
 def add_peering_arguments(parser: argparse.ArgumentParser) -> None:
@@ -159,6 +161,9 @@ class Peering:
         )
         if self.watches is not None:
             self.scheduler.on_back = self.watches.poke
+        self._watcher: LineWatcher | None = None
+        # Nodes heard on the LAN; the few kept as peers (bounded fan-out, decision 0067)
+        self.lan = LanView(node_id, options.fanout_offsets)
         self._written: list[dict[str, Any]] | None = None  # the table last written
         self._written_at = 0.0
         self._flush: asyncio.TimerHandle | None = None
@@ -204,6 +209,15 @@ class Peering:
             rows = {p: (watcher.previous.get(p), watcher.marks.get(p)) for p in paths}
             self.feed.publish_paths(paths, rows)
 
+    def took_rows(self, key: str, line: str, span: tuple[int, int] | None) -> None:
+        """Rows announced by peer ``key`` were just stored here, at rows ``span`` of
+        ``line`` when known: announce them to our watchers now, not at the next poll, and
+        count them as held by ``key`` (no session back to it for them)."""
+        if span is not None:
+            self.scheduler.took(key, line, span)
+        if self._watcher is not None:
+            self._watcher.poke()
+
     async def start(self, tg: asyncio.TaskGroup) -> None:
         """Announce (when enabled), then start every loop as a task of ``tg``."""
         for address in self.options.static_peers:
@@ -212,7 +226,7 @@ class Peering:
             self._persist([])  # `peers` then shows that this node runs with no peer yet
         # Static peers first: the mDNS probe below takes about two seconds.
         tg.create_task(self.scheduler.run(tg), name="scheduler")
-        watcher = LineWatcher(self.line_files, interval=self.options.watch_interval)
+        watcher = self._watcher = LineWatcher(self.line_files, interval=self.options.watch_interval)
         tg.create_task(
             watcher.run(_nothing, lambda paths: self._lines_changed(watcher, paths)),
             name="line watcher",
@@ -270,9 +284,24 @@ class Peering:
             await asyncio.shield(discovery.stop())
 
     def _on_event(self, event: PeerEvent) -> None:
+        """A LAN event: the nodes kept as peers follow the bounded fan-out (``fanout.py``)."""
         if isinstance(event, PeerFound):
-            peer = self.scheduler.peer_found(event)
-            log.info("discovered %s at %s", event.node_id, peer.address)
+            log.info("discovered %s at %s", event.node_id, ", ".join(event.addresses))
+            add, drop = self.lan.found(event)
         elif isinstance(event, PeerLost):
             log.info("%s left the LAN", event.node_id)
-            self.scheduler.peer_lost(event.node_id)
+            add, drop = self.lan.lost(event.node_id)
+        else:
+            return
+        for node_id in drop:
+            self.scheduler.peer_lost(node_id)
+        for found in add:
+            self.scheduler.peer_found(found)
+        if add or drop:
+            log.debug(
+                "LAN peers kept: %d of %d heard (+%d, -%d)",
+                len(self.lan.kept),
+                len(self.lan.heard),
+                len(add),
+                len(drop),
+            )

@@ -35,6 +35,7 @@ __all__ = [
 class PeerSource(enum.Enum):
     STATIC = "static"
     DISCOVERED = "discovered"
+    WATCHER = "watcher"  # it watches us and said where it serves: we watch it back
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -159,6 +160,7 @@ class PeerTable:
                 return peer
         key = f"node:{node_id}"
         peer = self._peers.get(key) or PeerState(key, addresses[0], {PeerSource.DISCOVERED})
+        peer.sources.add(PeerSource.DISCOVERED)
         peer.node_id, peer.addresses = node_id, addresses
         if peer.address not in addresses:
             peer.address = addresses[0]
@@ -184,6 +186,33 @@ class PeerTable:
                 del self._peers[key]
                 gone.append(key)
         return gone
+
+    def watched_by(self, node_id: str, address: PeerAddress) -> PeerState | None:
+        """Node ``node_id``, which watches us, serves at ``address``: a row to watch it
+        back, or None when it has a row already (a static row at that address learns
+        who it is)."""
+        for peer in self._peers.values():
+            if peer.node_id == node_id:
+                return None
+            if peer.node_id is None and peer.address == address:
+                self.learned(peer, node_id)
+                return None
+        key = f"node:{node_id}"
+        peer = PeerState(key, address, {PeerSource.WATCHER}, node_id=node_id)
+        peer.addresses = (address,)
+        self._peers[key] = peer
+        return peer
+
+    def unwatched(self, node_id: str) -> bool:
+        """Node ``node_id`` no longer watches us: a row kept only for that goes."""
+        peer = self._peers.get(f"node:{node_id}")
+        if peer is None or PeerSource.WATCHER not in peer.sources:
+            return False
+        peer.sources.discard(PeerSource.WATCHER)
+        if not peer.sources:
+            del self._peers[peer.key]
+            return True
+        return False
 
     def to_json(self, *, mono_now: float, wall_now: float) -> list[dict[str, Any]]:
         return [p.to_json(mono_now=mono_now, wall_now=wall_now) for p in self]

@@ -43,8 +43,10 @@ class Heard(enum.Enum):
 
 # What one peer's call says, message by message (the first is OPENED).
 WatchOne = Callable[[PeerState], AsyncIterator[Heard]]
-# Dial again quickly (a restarted peer is back within seconds), at most once a minute.
-WATCH_BACKOFF = SchedulePolicy(backoff_base=0.5, backoff_max=60.0, backoff_jitter=0.5)
+# Dial again quickly (a restarted peer is back within seconds), and at least every 5 s: a
+# partition that ends is noticed within that (a fresh call syncs at once, whatever the
+# session back-off), and with a bounded fan-out (``fanout.py``) a node dials few peers.
+WATCH_BACKOFF = SchedulePolicy(backoff_base=0.5, backoff_max=5.0, backoff_jitter=0.5)
 
 
 class PeerWatches:

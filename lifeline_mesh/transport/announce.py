@@ -78,6 +78,9 @@ class ChangeItems:
     attestations: tuple[bytes, ...]
     entries: tuple[bytes, ...]
     externals: tuple[tuple[bytes, str], ...] = ()
+    # The node these rows were taken from, when they are exactly the rows it announced to
+    # us (not sent on the wire): it is not sent them back (decision 0066).
+    source: str | None = None
 
     @property
     def size(self) -> int:
@@ -124,7 +127,11 @@ class Announcements(Protocol):
 
     def shared_lines(self) -> Sequence[str]: ...
 
-    def subscribe(self, *, items: bool = False) -> AbstractContextManager[Subscription]: ...
+    def subscribe(
+        self, *, items: bool = False, node: str | None = None
+    ) -> AbstractContextManager[Subscription]:
+        """``node``: the caller's node id, when known (rows it sent us are not echoed)."""
+        ...
 
     def close(self) -> None:
         """End every subscription (the server is stopping)."""
@@ -152,6 +159,11 @@ class WatchService:
         # Callers of the open calls that take items: a change of ours reaches each of them
         # over its call, so the node's scheduler need not start a session for it.
         self.item_callers: list[PeerIdentity] = []
+        # Told of each caller that can be dialled back (its address and the port it gave)
+        # when its call opens (True) and ends (False): the node may watch it back.
+        self.on_watcher: Callable[[PeerIdentity, str, bool], None] | None = None
+        # The caller's node id from its certificate (None without TLS), set by the node.
+        self.caller_id: Callable[[PeerIdentity], str | None] | None = None
 
     def handler(self) -> grpc.RpcMethodHandler[Any, Any]:
         return grpc.unary_stream_rpc_method_handler(
@@ -175,7 +187,8 @@ class WatchService:
             await self._refuse(context, exc)
             return
         wanted = frozenset(request.lines)
-        with self._announcements.subscribe(items=request.items) as sub:
+        node = self.caller_id(peer) if self.caller_id is not None else None
+        with self._announcements.subscribe(items=request.items, node=node) as sub:
             try:
                 first = await self._readable(peer, wanted, self._announcements.shared_lines())
                 if wanted and not first:
@@ -189,6 +202,9 @@ class WatchService:
             self.calls += 1
             if request.items:
                 self.item_callers.append(peer)
+            back = _dial_back(peer.address, request.serves_port)
+            if back and self.on_watcher is not None:
+                self.on_watcher(peer, back, True)
             try:
                 # `sets` on the first message: this node sends the rows asked for
                 sets = list(_SETS) if request.items else []
@@ -206,6 +222,8 @@ class WatchService:
             finally:
                 if request.items:
                     self.item_callers.remove(peer)
+                if back and self.on_watcher is not None:
+                    self.on_watcher(peer, back, False)
 
     async def _refuse(
         self, context: grpc.aio.ServicerContext[Any, Any], exc: LifelineError
@@ -229,6 +247,21 @@ class WatchService:
                 continue  # not for this caller (or no longer): it hears nothing of it
             out.append(line)
         return out
+
+
+def _dial_back(caller: str, port: int) -> str | None:
+    """``HOST:PORT`` where a caller (gRPC peer string ``ipv4:10.0.0.2:51234``) that said it
+    serves on ``port`` can be dialled; None when it said it cannot be (0) or the string is
+    not an IP one."""
+    if not 0 < port < 65536:
+        return None
+    kind, _, rest = caller.partition(":")
+    host = rest.rpartition(":")[0]
+    if kind == "ipv4" and host:
+        return f"{host}:{port}"
+    if kind == "ipv6" and host:
+        return f"{host}:{port}" if host.startswith("[") else f"[{host}]:{port}"
+    return None
 
 
 def _with_items(change: ChangeItems) -> pb.LineChange:
@@ -271,18 +304,20 @@ async def watch_lines(
     options: Sequence[tuple[str, Any]] = (),
     idle: float = WATCH_IDLE_S,
     items: bool = False,
+    serves_port: int = 0,
 ) -> AsyncIterator[LineChange]:
     """Watch ``lines`` (empty: every shared line we may read) at ``target`` until the call
     ends; yields each announcement (heartbeats are not yielded), with the new rows of a
     line when ``items`` asked for them and the peer sent them. Raises our errors: a
     PeerError when the peer is unreachable, silent for ``idle`` seconds, or too old to
-    announce (UNIMPLEMENTED)."""
+    announce (UNIMPLEMENTED). ``serves_port``: the port we serve on at the address we dial
+    from (0: we cannot be dialled), so the peer may watch us back."""
     async with open_channel(target, credentials, options) as channel:
         call = channel.unary_stream(
             WATCH_METHOD,
             request_serializer=pb.WatchRequest.SerializeToString,
             response_deserializer=pb.LineChange.FromString,
-        )(pb.WatchRequest(lines=list(lines), items=items))
+        )(pb.WatchRequest(lines=list(lines), items=items, serves_port=serves_port))
         try:
             while True:
                 async with asyncio.timeout(idle):

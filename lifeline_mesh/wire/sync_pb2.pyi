@@ -146,12 +146,14 @@ class Frame(_message.Message):
     def __init__(self, hello: _Optional[_Union[Hello, _Mapping]] = ..., recon: _Optional[_Union[Recon, _Mapping]] = ..., want: _Optional[_Union[Want, _Mapping]] = ..., items: _Optional[_Union[Items, _Mapping]] = ..., abort: _Optional[_Union[Abort, _Mapping]] = ..., end_of_turn: _Optional[_Union[EndOfTurn, _Mapping]] = ..., fin: _Optional[_Union[Fin, _Mapping]] = ..., keep_alive: _Optional[_Union[KeepAlive, _Mapping]] = ...) -> None: ...
 
 class WatchRequest(_message.Message):
-    __slots__ = ("lines", "items")
+    __slots__ = ("lines", "items", "serves_port")
     LINES_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    SERVES_PORT_FIELD_NUMBER: _ClassVar[int]
     lines: _containers.RepeatedScalarFieldContainer[str]
     items: bool
-    def __init__(self, lines: _Optional[_Iterable[str]] = ..., items: _Optional[bool] = ...) -> None: ...
+    serves_port: int
+    def __init__(self, lines: _Optional[_Iterable[str]] = ..., items: _Optional[bool] = ..., serves_port: _Optional[int] = ...) -> None: ...
 
 class LineChange(_message.Message):
     __slots__ = ("lines", "initial", "node_id", "items_line", "sets", "items")

@@ -179,7 +179,9 @@ async def test_rows_read_on_one_node_are_taken_by_another(two_nodes: tuple[Node,
     # watchers reuses the rows just taken instead of reading them back
     later = await _append_signed(a, "fourth")
     assert await b.take_rows(_peer(), later)
-    assert await b.rows.read(LINE, 3, 4) is later
+    announced = await b.rows.read(LINE, 3, 4)  # the rows just taken, with their sender
+    assert announced is not None and announced.entries is later.entries
+    assert announced.source == str(_peer().address)
     assert await b.rows.read(LINE, 3, 4) == later  # read from the line this time
     # what a node read to announce counts as held: its own rows coming back are free
     assert a.rows.held.holds(LINE, [Entry.from_json(r, check=False).id for r in rows.entries])
