@@ -347,3 +347,19 @@ async def test_a_big_file_read_in_slices_equals_one_read(tmp_path: Path) -> None
     assert sliced.items == one.items and sliced.status == one.status
     assert sliced_report.turns == one_report.turns == one.turns
     assert sliced_report.skipped == one_report.skipped
+
+
+async def test_reading_in_worker_processes_writes_the_same_entries(tmp_path: Path) -> None:
+    """``ingest --all`` over much reads files in two processes (decision 0068): the line
+    it writes is the one a single process writes, entry for entry."""
+    home = lay_out_home(tmp_path / "home")
+    found = default_sources(env={}, home=home)
+    async with open_ingester(tmp_path / "one") as ingester:
+        alone = await ingest_sources(ingester, found, workers=1)
+        expected = await _ids(ingester)
+    async with open_ingester(tmp_path / "two") as ingester:
+        shared = await ingest_sources(ingester, found, workers=2)
+        assert await _ids(ingester) == expected
+        again = await ingest_sources(ingester, found, workers=2)
+    assert shared.as_json() == alone.as_json() and shared.failures == []
+    assert again.unchanged == again.files == alone.files and again.entries == 0
