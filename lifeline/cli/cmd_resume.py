@@ -69,7 +69,8 @@ def register_into(inner: Commands, parent: argparse.ArgumentParser) -> None:
     q = inner.add_parser(
         "unfinished",
         parents=[parent],
-        help="crashed, interrupted and abandoned sessions with their outstanding work",
+        help="crashed, interrupted and abandoned sessions with their outstanding work, "
+        "unconfirmed edits and last failure",
     )
     q.add_argument("--scope", help="only this scope ('.': this project)")
     add_json_option(q)

@@ -32,7 +32,7 @@ from lifeline.errors import NotFound
 from lifeline.ledger import Draft, Ledger
 from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS, Caps, Packer, Part, dumps
 from lifeline.sessions.port import Adapter, ParseState, SourceFile, iter_lines
-from lifeline.sessions.reading import Outcome, ReadJob, clean_line, read_slice
+from lifeline.sessions.reading import Outcome, ReadJob, clean_line, read_slice, read_slim
 from lifeline.sessions.redact import Redactor
 from lifeline.sessions.report import FileResult
 from lifeline.sessions.scope import project_hashes, scope_for
@@ -133,7 +133,7 @@ class Ingester:
         while True:  # a big file in slices of READ_BUDGET bytes: memory stays flat
             job = self._job(adapter, source, plan)
             if pool is not None:
-                out = await asyncio.get_running_loop().run_in_executor(pool, read_slice, job)
+                out = await asyncio.get_running_loop().run_in_executor(pool, read_slim, job)
             elif stat.st_size - plan.offset < _INLINE_BYTES:  # a live file's few new lines
                 out = read_slice(job)
             else:
@@ -362,9 +362,7 @@ def _status_summary(label: str, status: dict[str, Any]) -> str:
 
 
 def _part_draft(part: Part, session: str, label: str, tool: str, prev: str) -> Draft:
-    summary = (
-        f"{label} part {part.index}: lines {part.lines[0]}-{part.lines[1]}, {len(part.items)} items"
-    )
+    summary = f"{label} part {part.index}: lines {part.lines[0]}-{part.lines[1]}, {part.size} items"
     return _draft(KIND_PART, summary, tool, part.body(session), (prev,))
 
 
