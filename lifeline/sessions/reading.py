@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import threading
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,7 +23,9 @@ from lifeline.sessions.pack import Caps, Cleaner, Packer, Part, dumps, native_id
 from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
 from lifeline.sessions.redact import Redactor
 
-__all__ = ["Outcome", "ReadJob", "clean_line", "read_slice", "read_slim"]
+__all__ = ["Outcome", "ReadJob", "clean_line", "read_slice", "read_slim", "watch_parent"]
+
+_WATCH_SECONDS = 1.0
 
 
 @dataclass
@@ -134,6 +139,23 @@ def read_slim(job: ReadJob) -> Outcome:
     out.closed = [part.slim() for part in out.closed]
     out.tail = out.tail.slim() if out.tail is not None else None
     return out
+
+
+def watch_parent(pid: int) -> None:
+    """In a worker process: end it when process ``pid`` (the ingest) is gone, so that a
+    killed ingest leaves no reader behind."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(_WATCH_SECONDS)
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:  # the pid was reused by another user's process
+                os._exit(1)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
 def _lines(path: Path, offset: int, number: int) -> Iterator[RawLine]:

@@ -24,6 +24,7 @@ from lifeline.sessions.gemini import GeminiAdapter, gemini_project_root
 from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import Tool
 from lifeline.sessions.port import Adapter, SourceFile
+from lifeline.sessions.reading import watch_parent
 from lifeline.sessions.report import FileResult, IngestReport
 from lifeline.sessions.scope import project_hashes, scope_for, scope_matches
 from lifeline.sessions.sources import SourceLedger
@@ -250,10 +251,13 @@ def _workers(wanted: int | None, ingester: Ingester, todo: Sequence[Found]) -> i
 
 def _process_pool(count: int) -> ProcessPoolExecutor:
     """Workers forked from a clean server process that imported the reader once (never
-    from this one: it holds threads and open SQLite connections)."""
+    from this one: it holds threads and open SQLite connections); each one ends itself
+    when this process is gone (killed, it could not tell them)."""
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["lifeline.sessions.reading"])
-    return ProcessPoolExecutor(count, mp_context=context)
+    return ProcessPoolExecutor(
+        count, mp_context=context, initializer=watch_parent, initargs=(os.getpid(),)
+    )
 
 
 @asynccontextmanager
