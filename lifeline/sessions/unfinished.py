@@ -27,7 +27,7 @@ from lifeline.sessions.resume import stored_verdict
 __all__ = ["Unfinished", "unfinished"]
 
 _GROUPS = ("outstanding", "unanswered_calls", "queued_input", "errors")
-_EDITS = ("edits_unconfirmed", "edits_unchecked")
+_UNCHECKED = "(no test, build or commit passed after it)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +64,8 @@ def _worklog(session: Session) -> tuple[dict[str, list[str]], list[str], str | N
     inputs = Inputs(sessions=[session], key="", scope=session.scope, topic="", topic_from="")
     groups = RuleExtractor().worklog(inputs)
     outstanding = {g: [_flat(f.text, 200) for f in groups[g]] for g in _GROUPS if groups[g]}
-    edits = [_flat(f.text, 300) for g in _EDITS for f in groups[g]]
+    edits = [_flat(f.text, 300) for f in groups["edits_unconfirmed"]]
+    edits += [f"{_flat(f.text, 300)} {_UNCHECKED}" for f in groups["edits_unchecked"]]
     failed = groups["last_failure"] or groups["errors"][-1:]
     return outstanding, edits, _flat(failed[-1].text, 800) if failed else None
 
