@@ -1,6 +1,6 @@
 """Continuation bundles: build time, token-estimate error, size against the budget.
 
-    python bench/bundles.py [--whole-only] [--runs 5] [--python A --python B]
+    python bench/bundles.py [--whole-only] [--runs 5] [--python A --python B] [--baseline DIR]
 
 1. Token estimate vs the counts the transcripts record: the estimate (UTF-8 bytes / 4) of
    the text the model produced (replies, clear-text thinking, tool-call inputs as JSON)
@@ -263,10 +263,15 @@ def whole_process(root: Path, big: str, scope: str, pythons: list[str], runs: in
                     os.environ, PYTHONPYCACHEPREFIX=str(root / "pyc" / str(abs(hash(python))))
                 )
                 env.pop("PYTHONDONTWRITEBYTECODE", None)
+                if "=" in python:  # TREE=PYTHON: that interpreter importing that tree
+                    tree, command = python.split("=", 1)
+                    env["PYTHONPATH"] = tree
+                else:
+                    command = python
                 before = resource.getrusage(resource.RUSAGE_CHILDREN)
                 start = time.perf_counter()
                 subprocess.run(
-                    [python, "-m", "lifeline", "--root", str(root), "sessions", "resume", *args],
+                    [command, "-m", "lifeline", "--root", str(root), "sessions", "resume", *args],
                     check=True,
                     capture_output=True,
                     env=env,
@@ -297,6 +302,9 @@ def main() -> None:
         "compare trees",
     )
     parser.add_argument("--runs", type=int, default=5, help="whole-process runs each")
+    parser.add_argument(
+        "--baseline", type=Path, help="another tree, run side by side with this one"
+    )
     parser.add_argument("--whole-only", action="store_true", help="skip the token calibration")
     opts = parser.parse_args()
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
@@ -305,7 +313,10 @@ def main() -> None:
         if not opts.whole_only:
             asyncio.run(calibrate(base / "cal"))
         big, scope = asyncio.run(timings(base / "time"))
-        whole_process(base / "time", big, scope, opts.python or [sys.executable], opts.runs)
+        pythons = opts.python or [sys.executable]
+        if opts.baseline is not None:
+            pythons = [f"{opts.baseline.resolve()}={sys.executable}", f"{REPO}={sys.executable}"]
+        whole_process(base / "time", big, scope, pythons, opts.runs)
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

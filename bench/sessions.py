@@ -3,13 +3,17 @@
     python bench/sessions.py                 # a 1 GB corpus under a temporary folder
     python bench/sessions.py --mb 200        # smaller
     python bench/sessions.py --keep DIR      # build (or reuse) the corpus in DIR
+    python bench/sessions.py --runs 3 --baseline ../main   # side by side with another tree
 
 The corpus replicates the real transcripts of tests/fixtures/transcripts/ in the tools'
 own layouts (~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp), each copy its own
 session (a new file name, hence a new native id). Then, as a user would run them:
 
 1. ``lifeline sessions ingest --all`` on the corpus: MB/s and turns/s of the whole process,
-   peak RSS of the process (ru_maxrss of the child), and MB per CPU second of it;
+   its peak RSS and MB per CPU second, counting every process of its tree (it reads in
+   worker processes: the tree is sampled from /proc, each process's peak is its VmHWM);
+   with ``--baseline DIR`` the same command from that tree (``PYTHONPATH``) too, the
+   runs alternating so that load hits both alike, medians of ``--runs``;
 2. the same command again (nothing changed): seconds; then ``lifeline sessions list``;
 3. appending 100 lines to a 2.7 MB live session and ingesting it, in process (what one
    watcher pass costs) and as a CLI process: milliseconds, median of 7.
@@ -76,6 +80,94 @@ def build_corpus(home: Path, target_bytes: int) -> tuple[int, int]:
     return files, size
 
 
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        tree.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    return tree
+
+
+def _sample(pid: int, seen: dict[int, tuple[float, int]]) -> None:
+    """CPU seconds and VmHWM (kB) of ``pid`` and its descendants, into ``seen``."""
+    tree, todo, tick = _children(), [pid], os.sysconf("SC_CLK_TCK")
+    while todo:
+        at = todo.pop()
+        todo += tree.get(at, [])
+        try:
+            head, rest = (Path("/proc") / str(at) / "stat").read_text().rsplit(")", 1)
+            status = (Path("/proc") / str(at) / "status").read_text()
+        except OSError:
+            continue
+        if "python" not in head:  # ours; not the short-lived git calls of the scope lookup
+            continue
+        fields = rest.split()
+        hwm = next((int(x.split()[1]) for x in status.splitlines() if x.startswith("VmHWM")), 0)
+        seen[at] = ((int(fields[11]) + int(fields[12])) / tick, hwm)
+
+
+def tree_run(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, float, str]:
+    """Runs ``cmd``; returns wall s, CPU s of its whole process tree, the largest peak RSS
+    of one process and the sum of the peaks (MB), and its stdout."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, env=env)
+        seen: dict[int, tuple[float, int]] = {}
+        while True:
+            _sample(proc.pid, seen)
+            try:
+                _, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if _ or status:
+                break
+            time.sleep(0.05)
+        wall = time.perf_counter() - start
+        proc.returncode = 0
+        seen.pop(proc.pid, None)  # its own figures come from wait4, exact
+        cpu = usage.ru_utime + usage.ru_stime + sum(c for c, _ in seen.values())
+        peaks = [usage.ru_maxrss / 1024, *(h / 1024 for _, h in seen.values())]
+        out.seek(0)
+        return wall, cpu, max(peaks), sum(peaks), out.read().decode()
+
+
+def side_by_side(home: Path, work: Path, size: int, runs: int, baseline: Path) -> None:
+    """``ingest --all`` of the corpus by this tree and by ``baseline``, alternating."""
+    figures: dict[str, list[tuple[float, float, float, float]]] = {"this": [], "baseline": []}
+    for run in range(runs):
+        for label, tree in (("baseline", baseline), ("this", REPO)):
+            root = work / f"node-{label}"
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir()
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            cmd = [sys.executable, "-m", "lifeline", "--root", str(root), "sessions", "ingest"]
+            wall, cpu, peak, total, out = tree_run([*cmd, "--all", "--json", str(home)], env)
+            figures[label].append((wall, cpu, peak, total))
+            print(
+                f"  run {run + 1} {label}: {wall:.1f} s = {size / 1e6 / wall:.1f} MB/s wall, "
+                f"{size / 1e6 / cpu:.1f} MB per CPU s, peak RSS {peak:.0f} MB (sum over its "
+                f"processes {total:.0f} MB), {json.loads(out)['turns']} turns; load "
+                f"{os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+    for label in ("baseline", "this"):
+        walls = [f[0] for f in figures[label]]
+        cpus = [f[1] for f in figures[label]]
+        print(
+            f"{label}: median {size / 1e6 / statistics.median(walls):.1f} MB/s wall, "
+            f"{size / 1e6 / statistics.median(cpus):.1f} MB per CPU s, peak RSS "
+            f"{max(f[2] for f in figures[label]):.0f} MB (sum "
+            f"{max(f[3] for f in figures[label]):.0f})"
+        )
+    ratio = statistics.median(f[0] for f in figures["baseline"]) / statistics.median(
+        f[0] for f in figures["this"]
+    )
+    print(f"wall speed-up, median against median: {ratio:.2f}x")
+
+
 def cli(root: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.perf_counter()
     proc = subprocess.run(
@@ -116,6 +208,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1024, help="corpus size (default 1024)")
     parser.add_argument("--keep", type=Path, help="build or reuse the corpus here")
+    parser.add_argument("--baseline", type=Path, help="another tree: ingest side by side")
+    parser.add_argument("--runs", type=int, default=3, help="runs each with --baseline")
     args = parser.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="sessions-bench-"))
     home = work / "home"
@@ -129,6 +223,9 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir()
         print(f"corpus: {files} files, {size / 1e6:.0f} MB; load {os.getloadavg()[0]:.1f}")
+        if args.baseline is not None:
+            side_by_side(home, work, size, args.runs, args.baseline.resolve())
+            return
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         seconds, proc = cli(root, "ingest", "--all", "--json", str(home))
         after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -69,7 +69,8 @@ def register_into(inner: Commands, parent: argparse.ArgumentParser) -> None:
     q = inner.add_parser(
         "unfinished",
         parents=[parent],
-        help="crashed, interrupted and abandoned sessions with their outstanding work",
+        help="crashed, interrupted and abandoned sessions with their outstanding work, "
+        "unconfirmed edits and last failure",
     )
     q.add_argument("--scope", help="only this scope ('.': this project)")
     add_json_option(q)
@@ -171,6 +172,12 @@ async def cmd_unfinished(args: argparse.Namespace) -> int:
                 print(f"    {group.replace('_', ' ')}: {text[:100]}")
             if len(texts) > 5:
                 print(f"    {group.replace('_', ' ')}: … {len(texts) - 5} more")
+        for text in u.unconfirmed_edits[:10]:
+            print(f"    unconfirmed edit: {text[:160]}")
+        if len(u.unconfirmed_edits) > 10:
+            print(f"    unconfirmed edit: … {len(u.unconfirmed_edits) - 10} more")
+        if u.last_failure:
+            print(f"    last failure: {u.last_failure[:300]}")
     return 0
 
 

@@ -34,6 +34,7 @@ from lifeline.sessions.outcomes import (
     refusal_reason,
     refused_calls,
     rules_files,
+    unchecked_edits,
 )
 from lifeline.sessions.scope import home_normalized
 
@@ -201,6 +202,7 @@ class RuleExtractor:
             "last_failure": [],
             "last_reply": [],
             "edits_unconfirmed": [],
+            "edits_unchecked": [],
             "edits": [],
             "edits_failed": [],
             "done": [],
@@ -272,6 +274,10 @@ def _edits_of(session: Session, groups: dict[str, list[Fact]], tag: str) -> None
     for path, (count, item) in done.items():
         shown = home_normalized(path, home="")
         groups["edits"].append(Fact(f"{shown} ({count}×)", tag, source(session, item)))
+    unchecked: dict[str, FileEdit] = {e.item.path: e.item for e in unchecked_edits(session)}
+    for path, item in unchecked.items():  # the path alone: an omission marker names it
+        shown = home_normalized(path, home="")
+        groups["edits_unchecked"].append(Fact(shown, tag, source(session, item)))
 
 
 def _refused(sessions: Sequence[Session]) -> list[Fact]:

@@ -38,6 +38,7 @@ DROP_ORDER: tuple[tuple[SliceKind, str, str], ...] = (
     (SliceKind.CONTRACT, "rules_files", "old"),
     (SliceKind.CONTRACT, "success_criteria", "new"),
     (SliceKind.CONTRACT, "rules", "new"),
+    (SliceKind.WORKLOG, "edits_unchecked", "old"),
     (SliceKind.WORKLOG, "last_failure", "old"),
     (SliceKind.WORKLOG, "errors", "old"),
     (SliceKind.CONTRACT, "decisions", "old"),

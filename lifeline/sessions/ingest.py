@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,19 +30,9 @@ from typing import Any
 from lifeline.entry import compute_id
 from lifeline.errors import NotFound
 from lifeline.ledger import Draft, Ledger
-from lifeline.sessions.model import Item, Prompt, Usage
-from lifeline.sessions.pack import (
-    KIND_HEADER,
-    KIND_PART,
-    KIND_STATUS,
-    Caps,
-    Cleaner,
-    Packer,
-    Part,
-    dumps,
-    native_ids,
-)
-from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
+from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS, Caps, Packer, Part, dumps
+from lifeline.sessions.port import Adapter, ParseState, SourceFile, iter_lines
+from lifeline.sessions.reading import Outcome, ReadJob, clean_line, read_slice, read_slim
 from lifeline.sessions.redact import Redactor
 from lifeline.sessions.report import FileResult
 from lifeline.sessions.scope import project_hashes, scope_for
@@ -82,25 +72,6 @@ class _Plan:
     partial: int = 0
 
 
-@dataclass
-class _Outcome:
-    closed: list[Part]
-    tail: Part | None
-    state: ParseState
-    offset: int
-    line_no: int
-    prefix: str
-    partial: int
-    items: int
-    turns: int
-    lines: int
-    redactions: Counter[str]
-    truncated: int
-    skipped: Counter[str]  # in this pass
-    opaque: Counter[str]
-    more: bool  # stopped at the read budget: the file goes on
-
-
 class Ingester:
     """Ingests transcript files into one line (``store`` through ``ledger``)."""
 
@@ -136,14 +107,19 @@ class Ingester:
         path = str(source.path.resolve())
         return self.sources.unchanged(adapter.tool.value, path, stat.st_size, stat.st_mtime_ns)
 
-    async def ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
-        """Ingest one file; never raises for a bad file (the result says what happened)."""
+    async def ingest(
+        self, adapter: Adapter, source: SourceFile, pool: Executor | None = None
+    ) -> FileResult:
+        """Ingest one file; never raises for a bad file (the result says what happened).
+        ``pool``: where a big read runs (a process pool), instead of a worker thread."""
         try:
-            return await self._ingest(adapter, source)
+            return await self._ingest(adapter, source, pool)
         except OSError as exc:
             return FileResult(source, "failed", error=f"cannot read it ({exc.strerror or exc})")
 
-    async def _ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
+    async def _ingest(
+        self, adapter: Adapter, source: SourceFile, pool: Executor | None
+    ) -> FileResult:
         stat = source.path.stat()
         path = str(source.path.resolve())
         tool = adapter.tool.value
@@ -155,10 +131,13 @@ class Ingester:
         plan = await self._plan(adapter, source, self.sources.get(tool, path), stat.st_size)
         total = FileResult(source, plan.outcome, session=plan.session)
         while True:  # a big file in slices of READ_BUDGET bytes: memory stays flat
-            if stat.st_size - plan.offset < _INLINE_BYTES:  # a live file's few new lines
-                out = self._read(adapter, source, plan)
+            job = self._job(adapter, source, plan)
+            if pool is not None:
+                out = await asyncio.get_running_loop().run_in_executor(pool, read_slim, job)
+            elif stat.st_size - plan.offset < _INLINE_BYTES:  # a live file's few new lines
+                out = read_slice(job)
             else:
-                out = await asyncio.to_thread(self._read, adapter, source, plan)
+                out = await asyncio.to_thread(read_slice, job)
             if out.offset == plan.offset and plan.header is None and out.partial == plan.partial:
                 self.sources.touch(tool, path, stat.st_size, stat.st_mtime_ns)
                 return total if total.lines else FileResult(source, "unchanged")
@@ -238,6 +217,20 @@ class Ingester:
             resume.get("partial", 0),
         )
 
+    def _job(self, adapter: Adapter, source: SourceFile, plan: _Plan) -> ReadJob:
+        return ReadJob(
+            adapter,
+            source,
+            plan.state,
+            plan.packer,
+            plan.offset,
+            plan.line_no,
+            plan.prefix,
+            self.caps,
+            self.patterns,
+            self.read_budget,
+        )
+
     @staticmethod
     def _intact(path: Path, rec: SourceRecord, size: int) -> bool:
         if size < rec.offset or not rec.resume:
@@ -245,75 +238,7 @@ class Ingester:
         head, tail = _fingerprints(path, rec.offset)
         return head == rec.head and tail == rec.tail
 
-    def _read(self, adapter: Adapter, source: SourceFile, plan: _Plan) -> _Outcome:
-        """The CPU part, in a worker thread: lines to packed, redacted items."""
-        state = plan.state or ParseState()
-        redactor = Redactor(self.patterns)
-        cleaner = Cleaner(self.caps)
-        packer = plan.packer
-        offset, line_no, prefix = plan.offset, plan.line_no, plan.prefix
-        items = turns = lines = 0
-        skipped, opaque = Counter(state.skipped), Counter(state.opaque)
-        more = False
-        cleaned = (clean_line(line, redactor) for line in _lines(source.path, offset, line_no))
-        if adapter.append_only:
-            parser = adapter.parser(source, plan.state)
-            state = parser.state
-            groups: Iterator[tuple[RawLine, list[Item]]] = (
-                (line, parser.feed(line)) for line in cleaned
-            )
-        else:
-            groups = adapter.whole(source, state, cleaned)
-        for line, found in groups:
-            lines += 1
-            offset, line_no = max(offset, line.end), max(line_no, line.number)
-            prefix = hashlib.sha256(f"{prefix}{line.sha256}".encode()).hexdigest()
-            ids = native_ids(line.data)
-            stored, texts = [], []
-            for item in found:
-                state.tracker.observe(item)
-                if isinstance(item, Usage):
-                    item.add_to(state.extra.setdefault("usage", {}))
-                turns += isinstance(item, Prompt) and item.agent is None
-                data = cleaner.clean(item)
-                data["ln"], data["sha"] = line.number, line.sha256
-                if ids:
-                    data["ids"] = ids
-                data, text = cleaner.fitted(data, self.caps.part_bytes - 200)
-                stored.append(data)
-                texts.append(text)
-            items += len(stored)
-            packer.add(line.number, stored, texts)
-            if adapter.append_only and offset - plan.offset >= self.read_budget:
-                more = True
-                break
-        partial = source.path.stat().st_size - offset if adapter.append_only and not more else 0
-        counts = Counter(state.extra.get("redactions", {}))
-        counts.update(redactor.counts)
-        state.extra["redactions"] = dict(counts)
-        state.extra["truncated"] = state.extra.get("truncated", 0) + cleaner.truncated
-        state.extra["items"] = state.extra.get("items", 0) + items
-        return _Outcome(
-            packer.closed,
-            packer.tail(),
-            state,
-            offset,
-            line_no,
-            prefix,
-            max(partial, 0),
-            items,
-            turns,
-            lines,
-            Counter(redactor.counts),
-            cleaner.truncated,
-            state.skipped - skipped,
-            state.opaque - opaque,
-            more,
-        )
-
-    def _drafts(
-        self, adapter: Adapter, source_name: str, plan: _Plan, out: _Outcome
-    ) -> list[Draft]:
+    def _drafts(self, adapter: Adapter, source_name: str, plan: _Plan, out: Outcome) -> list[Draft]:
         tool = adapter.tool.value
         drafts: list[Draft] = []
         if plan.header is not None:
@@ -350,7 +275,7 @@ class Ingester:
         )
         return drafts
 
-    def _status_body(self, session: str, tail: str, parts: int, out: _Outcome) -> dict[str, Any]:
+    def _status_body(self, session: str, tail: str, parts: int, out: Outcome) -> dict[str, Any]:
         state = out.state
         verdict = state.tracker.verdict(out.partial)
         redactor = Redactor(self.patterns)
@@ -387,7 +312,7 @@ class Ingester:
 
     @staticmethod
     def _record(
-        tool: str, path: str, stat: Any, file: Path, plan: _Plan, out: _Outcome
+        tool: str, path: str, stat: Any, file: Path, plan: _Plan, out: Outcome
     ) -> SourceRecord:
         head, tail = _fingerprints(file, out.offset)
         tail_part = out.tail
@@ -426,35 +351,6 @@ def _fingerprints(path: Path, offset: int) -> tuple[str, str]:
     return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
 
 
-def _lines(path: Path, offset: int, number: int) -> Iterator[RawLine]:
-    """The file's complete lines; a ``.json`` file is one document, hence one line."""
-    if path.suffix != ".json":
-        yield from iter_lines(path, offset, number)
-        return
-    raw = path.read_bytes()
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        data = None
-    yield RawLine(1, 0, len(raw), raw, data)
-
-
-def clean_line(line: RawLine, redactor: Redactor) -> RawLine:
-    """``line`` with its record redacted (every string, keys included) and its provenance
-    hash: the raw bytes' sha256 when nothing was redacted, else the sha256 of the redacted
-    record's canonical JSON — never a function of a secret (decision 0019)."""
-    if line.data is None:
-        sha = hashlib.sha256(line.raw).hexdigest()
-        return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
-    before = sum(redactor.counts.values())
-    data = redactor.record(line.raw, line.data)
-    if data is line.data or sum(redactor.counts.values()) == before:
-        sha = hashlib.sha256(line.raw).hexdigest()
-        return RawLine(line.number, line.start, line.end, line.raw, line.data, sha)
-    digest = hashlib.sha256(dumps(data).encode("utf-8", "surrogatepass")).hexdigest()
-    return RawLine(line.number, line.start, line.end, line.raw, data, digest)
-
-
 def _header_summary(header: dict[str, Any]) -> str:
     return f"{header['tool']} session {str(header['session'])[:80]}"
 
@@ -466,9 +362,7 @@ def _status_summary(label: str, status: dict[str, Any]) -> str:
 
 
 def _part_draft(part: Part, session: str, label: str, tool: str, prev: str) -> Draft:
-    summary = (
-        f"{label} part {part.index}: lines {part.lines[0]}-{part.lines[1]}, {len(part.items)} items"
-    )
+    summary = f"{label} part {part.index}: lines {part.lines[0]}-{part.lines[1]}, {part.size} items"
     return _draft(KIND_PART, summary, tool, part.body(session), (prev,))
 
 

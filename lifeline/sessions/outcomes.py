@@ -32,6 +32,7 @@ __all__ = [
     "refusal_reason",
     "refused_calls",
     "rules_files",
+    "unchecked_edits",
 ]
 
 RULES_FILES = frozenset({"AGENTS.md", "CLAUDE.md", "CLAUDE.local.md", "GEMINI.md", "AGENT.md"})
@@ -41,6 +42,16 @@ _NUMBERED = re.compile(r"^\s*\d+[→\t]", re.MULTILINE)  # Claude Code's Read li
 _AGENTS_CONTEXT = re.compile(r"\A# (AGENTS\.md) instructions for (\S+)")
 _CLAUDE_MD = re.compile(r"Contents of (\S*?(?:CLAUDE|AGENTS|GEMINI)(?:\.local)?\.md)")
 _REASON = "the user said:"
+# A shell command that proves work: tests, a build, a linter or type checker, a commit.
+_CHECK = re.compile(
+    r"(?<![\w.-])(?:pytest|py\.test|tox|nox|mypy|pyright|ruff|flake8|pylint|tsc|eslint"
+    r"|jest|vitest|mocha|phpunit|rspec|ctest|(?:python3?|uv\s+run)\s+-m\s+(?:pytest|unittest)"
+    r"|make(?:\s+-\S+)*\s+(?:test|check|lint|ci|build|all)"
+    r"|(?:npm|pnpm|yarn|bun)\s+(?:run\s+)?(?:test|lint|check|build|typecheck|type-check)"
+    r"|cargo\s+(?:test|check|build|clippy|nextest)|go\s+(?:test|build|vet)"
+    r"|mvn\s+(?:\S+\s+)*?(?:test|verify|package)|gradlew?\s+(?:\S+\s+)*?(?:test|check|build)"
+    r"|git\s+(?:-\S+\s+)*commit)(?![\w-])"
+)
 
 
 class EditOutcome(enum.StrEnum):
@@ -115,6 +126,48 @@ def edit_outcomes(session: Session) -> Iterator[Edit]:
         else:
             outcome = EditOutcome.DONE
         yield Edit(item, outcome, result)
+
+
+def command_of(call: ToolCall) -> str:
+    """The shell command a call ran ("" when it is not a shell call): Claude Code's and
+    Gemini's ``command``, Codex's ``command`` list or ``cmd``."""
+    if not isinstance(call.input, dict):
+        return ""
+    for key in ("command", "cmd"):
+        value = call.input.get(key)
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list):
+            return " ".join(str(v) for v in value)
+    return ""
+
+
+def unchecked_edits(session: Session) -> list[Edit]:
+    """Edits done with no successful check after them — no test run, build, linter, type
+    check or commit that passed (its call answered without error): made, never proven.
+    An edit whose call itself was never answered is :attr:`EditOutcome.UNCONFIRMED`."""
+    index = index_of(session)
+    edit_calls = {e.call_id for e in index.edits if e.call_id is not None}
+    at: dict[int, int] = {}
+    last_check = -1
+    for position, item in enumerate(session.items):
+        if item.agent is not None:
+            continue
+        if isinstance(item, FileEdit):
+            at[id(item)] = position
+        elif (
+            isinstance(item, ToolCall)
+            and item.call_id not in edit_calls
+            and _CHECK.search(command_of(item))
+        ):
+            result = index.results.get(item.call_id)
+            if result is not None and not result.is_error and not result.rejected:
+                last_check = position
+    return [
+        edit
+        for edit in edit_outcomes(session)
+        if edit.outcome is EditOutcome.DONE and at.get(id(edit.item), -1) > last_check
+    ]
 
 
 def call_text(call: ToolCall, arg: str) -> str:

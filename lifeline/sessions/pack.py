@@ -146,9 +146,23 @@ class Part:
     items: list[dict[str, Any]]
     lines: tuple[int, int]
     texts: list[str] = field(default_factory=list)  # each item's dumps(), when known
+    joined: str | None = None  # the texts joined by ",", the items dropped (:meth:`slim`)
+    count: int = 0  # how many items, once dropped
+
+    @property
+    def size(self) -> int:
+        """How many items the part holds."""
+        return self.count if self.joined is not None else len(self.items)
+
+    def slim(self) -> Part:
+        """The same part holding only its items' JSON in one string: what the body needs,
+        and the cheapest form to hand from a worker process to the writer."""
+        if self.joined is not None or len(self.texts) != len(self.items):
+            return self
+        return Part(self.index, [], self.lines, [], ",".join(self.texts), len(self.items))
 
     def body(self, session_id: str) -> str:
-        if len(self.texts) != len(self.items):
+        if self.joined is None and len(self.texts) != len(self.items):
             return dumps(
                 {
                     "v": FORMAT,
@@ -160,7 +174,8 @@ class Part:
             )
         # dumps() of the same dict, keys in sorted order, from the items' JSON already made
         return (
-            f'{{"items":[{",".join(self.texts)}],"lines":{dumps(list(self.lines))},'
+            f'{{"items":[{self.joined if self.joined is not None else ",".join(self.texts)}],'
+            f'"lines":{dumps(list(self.lines))},'
             f'"part":{self.index},"session":{dumps(session_id)},"v":{FORMAT}}}'
         )
 

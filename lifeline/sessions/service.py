@@ -3,10 +3,14 @@ node call. Knows the adapters, the tools' standard folders, and the project filt
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import multiprocessing
 import os
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -20,6 +24,7 @@ from lifeline.sessions.gemini import GeminiAdapter, gemini_project_root
 from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import Tool
 from lifeline.sessions.port import Adapter, SourceFile
+from lifeline.sessions.reading import watch_parent
 from lifeline.sessions.report import FileResult, IngestReport
 from lifeline.sessions.scope import project_hashes, scope_for, scope_matches
 from lifeline.sessions.sources import SourceLedger
@@ -171,11 +176,15 @@ async def ingest_sources(
     *,
     scope: str | None = None,
     progress: Callable[[int, int, FileResult | None], None] | None = None,
+    workers: int | None = None,
 ) -> IngestReport:
-    """Ingest ``found`` one file at a time; ``scope``: only sessions of that project."""
+    """Ingest ``found``; ``scope``: only sessions of that project. When there is much to
+    read (:data:`PARALLEL_BYTES`), files are read in ``workers`` processes (default: the
+    CPUs, at most 2) while this one writes (decision 0068); else one file at a time."""
     report = IngestReport()
     total = len(found)
-    for done, (adapter, source) in enumerate(found, start=1):
+    todo: list[tuple[int, Found]] = []
+    for index, (adapter, source) in enumerate(found):
         if (
             scope is not None
             and not ingester.unchanged(adapter, source)
@@ -183,13 +192,72 @@ async def ingest_sources(
         ):
             report.out_of_scope += 1
             if progress:
-                progress(done, total, None)
+                progress(report.out_of_scope, total, None)
             continue
-        result = await ingester.ingest(adapter, source)
-        report.add(result)
+        todo.append((index, (adapter, source)))
+    results: list[FileResult | None] = [None] * len(found)
+    done = report.out_of_scope
+
+    async def one(index: int, adapter: Adapter, source: SourceFile, pool: Executor | None) -> None:
+        nonlocal done
+        results[index] = result = await ingester.ingest(adapter, source, pool)
+        done += 1
         if progress:
             progress(done, total, result)
+
+    count = _workers(workers, ingester, [f for _, f in todo])
+    if count < 2:
+        for index, (adapter, source) in todo:
+            await one(index, adapter, source, None)
+    else:
+        with _process_pool(count) as pool:
+            slots = asyncio.Semaphore(count + 1)  # one more: a file is written while two read
+
+            async def bounded(index: int, adapter: Adapter, source: SourceFile) -> None:
+                async with slots:
+                    await one(index, adapter, source, pool)
+
+            async with asyncio.TaskGroup() as group:
+                for index, (adapter, source) in todo:
+                    group.create_task(bounded(index, adapter, source))
+    for result in results:
+        if result is not None:
+            report.add(result)
     return report
+
+
+PARALLEL_BYTES = 32 * 1024 * 1024  # less to read than this: one process reads it all
+
+
+def _workers(wanted: int | None, ingester: Ingester, todo: Sequence[Found]) -> int:
+    """``wanted`` when given, else 2 on a machine with 2 CPUs or more when there is much
+    to read; 1 (no pool) for a single file."""
+    if len(todo) < 2:
+        return 1
+    if wanted is not None:
+        return wanted
+    if (os.cpu_count() or 1) < 2:
+        return 1
+    size = 0
+    for adapter, source in todo:
+        if ingester.unchanged(adapter, source):
+            continue
+        with contextlib.suppress(OSError):
+            size += source.path.stat().st_size
+        if size >= PARALLEL_BYTES:
+            return 2
+    return 1
+
+
+def _process_pool(count: int) -> ProcessPoolExecutor:
+    """Workers forked from a clean server process that imported the reader once (never
+    from this one: it holds threads and open SQLite connections); each one ends itself
+    when this process is gone (killed, it could not tell them)."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["lifeline.sessions.reading"])
+    return ProcessPoolExecutor(
+        count, mp_context=context, initializer=watch_parent, initargs=(os.getpid(),)
+    )
 
 
 @asynccontextmanager

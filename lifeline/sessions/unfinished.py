@@ -4,6 +4,13 @@ A session is unfinished when its stored verdict is ``crashed`` or ``interrupted`
 *abandoned* — when it ended cleanly but its latest todo list still has items not
 completed. Sessions being written to right now (``live``) are left out: they are not lost
 yet. Subagent sessions and sessions with no real prompt are left out too. Newest first.
+
+Each carries what a person picking it up needs first, taken from the bundle's worklog:
+the **unconfirmed edits** — edits whose call was never answered, and edits done with no
+test run, build, linter, type check or commit passing after them
+(:func:`~lifeline.sessions.outcomes.unchecked_edits`) — and the **last failure**: the
+failing tool call of the last turn with the end of its output, else the last error
+recorded after the last reply.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from lifeline.sessions.resume import stored_verdict
 __all__ = ["Unfinished", "unfinished"]
 
 _GROUPS = ("outstanding", "unanswered_calls", "queued_input", "errors")
+_UNCHECKED = "(no test, build or commit passed after it)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +36,8 @@ class Unfinished:
     state: str  # crashed | interrupted | abandoned
     key: str
     outstanding: dict[str, list[str]]
+    unconfirmed_edits: list[str]
+    last_failure: str | None
 
     def as_json(self) -> dict[str, Any]:
         s = self.session
@@ -44,13 +54,24 @@ class Unfinished:
             "last_activity": s.facts.last_activity,
             "turns": s.turns,
             "outstanding": self.outstanding,
+            "unconfirmed_edits": self.unconfirmed_edits,
+            "last_failure": self.last_failure,
         }
 
 
-def _outstanding(session: Session) -> dict[str, list[str]]:
+def _worklog(session: Session) -> tuple[dict[str, list[str]], list[str], str | None]:
+    """Outstanding groups, unconfirmed edits and the last failure, from the worklog."""
     inputs = Inputs(sessions=[session], key="", scope=session.scope, topic="", topic_from="")
     groups = RuleExtractor().worklog(inputs)
-    return {g: [" ".join(f.text.split())[:200] for f in groups[g]] for g in _GROUPS if groups[g]}
+    outstanding = {g: [_flat(f.text, 200) for f in groups[g]] for g in _GROUPS if groups[g]}
+    edits = [_flat(f.text, 300) for f in groups["edits_unconfirmed"]]
+    edits += [f"{_flat(f.text, 300)} {_UNCHECKED}" for f in groups["edits_unchecked"]]
+    failed = groups["last_failure"] or groups["errors"][-1:]
+    return outstanding, edits, _flat(failed[-1].text, 800) if failed else None
+
+
+def _flat(text: str, size: int) -> str:
+    return " ".join(text.split())[:size]
 
 
 def _newest(u: Unfinished) -> tuple[str, str]:
@@ -66,7 +87,7 @@ async def unfinished(catalogue: Catalogue, scope: str | None = None) -> list[Unf
             continue
         stored = stored_verdict(catalogue, summary).status.status
         session = stored_verdict(catalogue, await catalogue.session(summary.id))
-        outstanding = _outstanding(session)
+        outstanding, edits, failure = _worklog(session)
         if stored is SessionStatus.COMPLETE:
             if not outstanding.get("outstanding"):
                 continue
@@ -74,7 +95,7 @@ async def unfinished(catalogue: Catalogue, scope: str | None = None) -> list[Unf
         else:
             state = stored.value
         key = dedup_key(session.scope, topic_of(session)[0])
-        found.append(Unfinished(session, state, key, outstanding))
+        found.append(Unfinished(session, state, key, outstanding, edits, failure))
     found.sort(
         key=lambda u: (
             u.session.facts.last_activity or u.session.facts.started or "",

@@ -104,6 +104,13 @@ class UnfinishedSession(Shape):
     outstanding: dict[str, list[str]] = Field(
         description="outstanding, unanswered_calls, queued_input, errors: one line each"
     )
+    unconfirmed_edits: list[str] = Field(
+        description="edits never answered, or with no passing test, build or commit after them"
+    )
+    last_failure: str | None = Field(
+        description="the last failed call of the last turn and the end of its output, else "
+        "the last error after the last reply"
+    )
 
 
 class UnfinishedList(Shape):

@@ -56,6 +56,10 @@ async def test_agents_find_lost_work_and_get_its_bundle(tmp_path: Path) -> None:
         assert lost["count"] >= 1 and all(s["state"] for s in lost["sessions"])
         codex = next(s for s in lost["sessions"] if s["tool"] == "codex")
         assert codex["state"] == "crashed" and len(codex["outstanding"]["outstanding"]) == 2
+        assert codex["unconfirmed_edits"] == [
+            "components/chat/chat-helpers/index.ts (no test, build or commit passed after it)"
+        ]
+        assert codex["last_failure"].endswith("→ (failed with no output)")
         # the smallest that fits: every section named, each fact clipped or omitted (the
         # start and end commits and the last failure of decision 0054 take ~120 B of it)
         small = await call_tool(client, "session_bundle", id=codex["id"], budget_tokens=500)

@@ -347,3 +347,87 @@ async def test_a_big_file_read_in_slices_equals_one_read(tmp_path: Path) -> None
     assert sliced.items == one.items and sliced.status == one.status
     assert sliced_report.turns == one_report.turns == one.turns
     assert sliced_report.skipped == one_report.skipped
+
+
+async def test_reading_in_worker_processes_writes_the_same_entries(tmp_path: Path) -> None:
+    """``ingest --all`` over much reads files in two processes (decision 0068): the line
+    it writes is the one a single process writes, entry for entry."""
+    home = lay_out_home(tmp_path / "home")
+    found = default_sources(env={}, home=home)
+    async with open_ingester(tmp_path / "one") as ingester:
+        alone = await ingest_sources(ingester, found, workers=1)
+        expected = await _ids(ingester)
+    async with open_ingester(tmp_path / "two") as ingester:
+        shared = await ingest_sources(ingester, found, workers=2)
+        assert await _ids(ingester) == expected
+        again = await ingest_sources(ingester, found, workers=2)
+    assert shared.as_json() == alone.as_json() and shared.failures == []
+    assert again.unchanged == again.files == alone.files and again.entries == 0
+
+
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_a_killed_ingest_leaves_no_reader_behind(tmp_path: Path) -> None:
+    """``ingest --all`` over 40 MB reads in worker processes; SIGKILL the ingest (it cannot
+    tell them) and every process it started is gone within seconds."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    spotter = next(FIXTURES.glob(f"claude-code/*{SPOTTER}.jsonl"))
+    project = tmp_path / "home" / ".claude" / "projects" / "-p"
+    project.mkdir(parents=True)
+    size = 0
+    for n in range(40 * 1024 * 1024 // spotter.stat().st_size + 1):
+        target = project / f"{n:08d}-ae70-4798-800f-63464d01a85d.jsonl"
+        target.write_bytes(spotter.read_bytes())
+        size += target.stat().st_size
+    node = tmp_path / "node"
+    node.mkdir()
+    command = [sys.executable, "-m", "lifeline", "--root", str(node), "sessions", "ingest"]
+    proc = subprocess.Popen(
+        [*command, "--all", "--json", str(tmp_path / "home")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        started: set[int] = set()
+        while len(started) < 3 and proc.poll() is None and time.monotonic() < deadline:
+            started = _descendants(proc.pid)  # the fork server and its two readers
+            time.sleep(0.1)
+        assert len(started) >= 3, "the ingest finished before its readers were seen"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 15
+        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in started if _alive(p)]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

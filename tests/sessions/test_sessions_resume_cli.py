@@ -67,6 +67,24 @@ def test_unfinished_lists_newest_first(project: tuple[Path, Path]) -> None:
     assert "crashed" in text and "outstanding: Implement necessary code updates" in text
 
 
+def test_unfinished_shows_unconfirmed_edits_and_the_last_failure(
+    project: tuple[Path, Path],
+) -> None:
+    """The Codex session crashed after patching a file twice (no test, build or commit
+    after) and after `rg` exited 1 with no output."""
+    root, home = project
+    rows = json.loads(run_cli(root, "sessions", "unfinished", "--json", home=home).stdout)
+    codex = next(r for r in rows if r["native_id"] == CODEX_CRASHED)
+    assert codex["unconfirmed_edits"] == [
+        "components/chat/chat-helpers/index.ts (no test, build or commit passed after it)"
+    ]
+    assert codex["last_failure"] == 'shell(bash -lc rg -n "OLLAMA" -n) → (failed with no output)'
+    assert all("unconfirmed_edits" in r and "last_failure" in r for r in rows)
+    text = run_cli(root, "sessions", "unfinished", home=home).stdout
+    assert "    unconfirmed edit: components/chat/chat-helpers/index.ts (no test," in text
+    assert '    last failure: shell(bash -lc rg -n "OLLAMA" -n) → (failed with no output)' in text
+
+
 @pytest.mark.parametrize("tool", sorted(LAUNCHERS))
 def test_launch_starts_the_tool_with_the_bundle_as_first_prompt(
     project: tuple[Path, Path], tmp_path: Path, tool: str, monkeypatch: pytest.MonkeyPatch

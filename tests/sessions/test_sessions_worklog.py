@@ -29,6 +29,11 @@ GEMINI = REAL / "gemini" / "Mai0313__VibeCodingTracker__test_conversation_gemini
 GEMINI_ID = "0ab84937-9fe7-4284-986a-33c832af0b6a"
 CLAUDE = REAL / "claude-code" / "marot__spotter__subagent.jsonl"
 CLAUDE_REFUSED = MODIFIED / "marot__spotter__subagent__write-rejected.jsonl"
+CHECKED = (
+    REAL
+    / "claude-code"
+    / "daaain__claude-code-log__deep-manifest__a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
+)
 
 
 def ingest(root: Path, tool: str, *paths: Path) -> None:
@@ -125,3 +130,34 @@ def test_rules_files_the_agent_read_are_contract(root: Path) -> None:
     rules = groups(bundle(root, GEMINI_ID), "contract")["rules_files"]
     assert len(rules) == 1 and rules[0].startswith("CLAUDE.md: # CLAUDE.md This file provides")
     assert "All tooling runs through `uv`." in rules[0]
+
+
+def test_edits_with_no_passing_check_after_them_are_unchecked(root: Path) -> None:
+    """Codex patched a file and Gemini wrote GEMINI.md; neither ran a test, a build or a
+    commit afterwards."""
+    assert groups(bundle(root, CODEX_ID), "worklog")["edits_unchecked"] == [
+        "components/chat/chat-helpers/index.ts"
+    ]
+    assert groups(bundle(root, GEMINI_ID), "worklog")["edits_unchecked"] == ["GEMINI.md"]
+
+
+def test_a_passing_check_or_commit_confirms_the_edits_before_it(tmp_path: Path) -> None:
+    """The real deep-manifest session edits 23 times, each run followed by a pytest, ruff or
+    git commit that passes: nothing is unchecked. Cut just before its first `pytest -x`,
+    the edits made since its first commit are; the .gitignore edit that commit holds is not."""
+    (tmp_path / "whole").mkdir()
+    ingest(tmp_path / "whole", "claude", CHECKED)
+    worklog = groups(bundle(tmp_path / "whole", CHECKED.stem), "worklog")
+    assert len(worklog["edits"]) == 5 and worklog["edits_unchecked"] == []
+    lines = CHECKED.read_bytes().splitlines(keepends=True)
+    first = next(i for i, raw in enumerate(lines) if b"&& pytest -x" in raw)
+    cut = tmp_path / "cut" / CHECKED.name
+    cut.parent.mkdir()
+    cut.write_bytes(b"".join(lines[:first]))
+    ingest(tmp_path / "cut", "claude", cut)
+    worklog = groups(bundle(tmp_path / "cut", CHECKED.stem), "worklog")
+    assert any(t.startswith("/src/deep-manifest/.gitignore") for t in worklog["edits"])
+    assert worklog["edits_unchecked"] == [
+        "~/.claude/plans/humble-doodling-wolf.md",
+        "/src/deep-manifest/deep_manifest/deep_manifest.py",
+    ]

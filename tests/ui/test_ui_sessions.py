@@ -138,6 +138,10 @@ def test_unfinished_lists_what_the_cli_lists_with_what_was_outstanding(
     for u in lost:
         assert f'<span class="tag status-{u["state"]}">{u["state"]}</span>' in html
     assert "queued input" in html
+    codex = next(u for u in lost if u["tool"] == "codex")
+    assert codex["unconfirmed_edits"] and codex["last_failure"]
+    assert f"<li>{codex['unconfirmed_edits'][0]}</li>" in html
+    assert '<p class="last-failure"><code>shell(bash -lc rg -n &#34;OLLAMA&#34; -n)' in html
 
 
 def test_a_bundle_is_the_resume_text_with_a_copy_button(base: str, project: Project) -> None:
