@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lifeline.entry import compute_id
 from lifeline.errors import NotFound
@@ -42,7 +42,14 @@ from lifeline.sessions.pack import (
     dumps,
     native_ids,
 )
-from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
+from lifeline.sessions.port import (
+    Adapter,
+    ParseState,
+    RawLine,
+    RowAdapter,
+    SourceFile,
+    iter_lines,
+)
 from lifeline.sessions.redact import Redactor
 from lifeline.sessions.report import FileResult
 from lifeline.sessions.scope import project_hashes, scope_for
@@ -130,11 +137,10 @@ class Ingester:
     def unchanged(self, adapter: Adapter, source: SourceFile) -> bool:
         """The file is as last ingested (one stat, no read)."""
         try:
-            stat = source.path.stat()
+            size, mtime_ns = _stat(source)
         except OSError:
             return False
-        path = str(source.path.resolve())
-        return self.sources.unchanged(adapter.tool.value, path, stat.st_size, stat.st_mtime_ns)
+        return self.sources.unchanged(adapter.tool.value, source.ledger_path(), size, mtime_ns)
 
     async def ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
         """Ingest one file; never raises for a bad file (the result says what happened)."""
@@ -144,8 +150,9 @@ class Ingester:
             return FileResult(source, "failed", error=f"cannot read it ({exc.strerror or exc})")
 
     async def _ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
-        stat = source.path.stat()
-        path = str(source.path.resolve())
+        size, mtime_ns = _stat(source)
+        stat = _Stat(size, mtime_ns)
+        path = source.ledger_path()
         tool = adapter.tool.value
         if self.sources.unchanged(tool, path, stat.st_size, stat.st_mtime_ns):
             return FileResult(source, "unchanged")
@@ -155,7 +162,7 @@ class Ingester:
         plan = await self._plan(adapter, source, self.sources.get(tool, path), stat.st_size)
         total = FileResult(source, plan.outcome, session=plan.session)
         while True:  # a big file in slices of READ_BUDGET bytes: memory stays flat
-            if stat.st_size - plan.offset < _INLINE_BYTES:  # a live file's few new lines
+            if stat.st_size - plan.offset < _INLINE_BYTES and not source.key:  # a few new lines
                 out = self._read(adapter, source, plan)
             else:
                 out = await asyncio.to_thread(self._read, adapter, source, plan)
@@ -163,7 +170,7 @@ class Ingester:
                 self.sources.touch(tool, path, stat.st_size, stat.st_mtime_ns)
                 return total if total.lines else FileResult(source, "unchanged")
             result = await self.ledger.append_many(self._drafts(adapter, source.source, plan, out))
-            self.sources.put(self._record(tool, path, stat, source.path, plan, out))
+            self.sources.put(self._record(tool, path, stat, source, plan, out))
             total.add(
                 out.turns,
                 out.items,
@@ -186,7 +193,7 @@ class Ingester:
             resumed = await self._resume(rec)
             if resumed is not None:
                 return resumed
-        first = next(iter_lines(source.path), None)
+        first = next(_lines(adapter, source, 0, 0), None)
         native = adapter.native_id(source, first)
         # identity is the tool's own id and the content: never a file or folder name
         # (a Claude project folder names the user), never where or how it was read
@@ -255,7 +262,7 @@ class Ingester:
         items = turns = lines = 0
         skipped, opaque = Counter(state.skipped), Counter(state.opaque)
         more = False
-        cleaned = (clean_line(line, redactor) for line in _lines(source.path, offset, line_no))
+        cleaned = (clean_line(line, redactor) for line in _lines(adapter, source, offset, line_no))
         if adapter.append_only:
             parser = adapter.parser(source, plan.state)
             state = parser.state
@@ -387,9 +394,10 @@ class Ingester:
 
     @staticmethod
     def _record(
-        tool: str, path: str, stat: Any, file: Path, plan: _Plan, out: _Outcome
+        tool: str, path: str, stat: _Stat, source: SourceFile, plan: _Plan, out: _Outcome
     ) -> SourceRecord:
-        head, tail = _fingerprints(file, out.offset)
+        # a database's session has no bytes of its own to fingerprint: its stamp says it all
+        head, tail = ("", "") if source.key else _fingerprints(source.path, out.offset)
         tail_part = out.tail
         resume = {
             "state": out.state.snapshot(),
@@ -426,8 +434,27 @@ def _fingerprints(path: Path, offset: int) -> tuple[str, str]:
     return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
 
 
-def _lines(path: Path, offset: int, number: int) -> Iterator[RawLine]:
-    """The file's complete lines; a ``.json`` file is one document, hence one line."""
+@dataclass(frozen=True, slots=True)
+class _Stat:
+    st_size: int
+    st_mtime_ns: int
+
+
+def _stat(source: SourceFile) -> tuple[int, int]:
+    """Size and mtime of a file; a database's session: its stamp (read at discovery)."""
+    if source.key:
+        return source.stamp
+    stat = source.path.stat()
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _lines(adapter: Adapter, source: SourceFile, offset: int, number: int) -> Iterator[RawLine]:
+    """The file's complete lines; a ``.json`` file is one document, hence one line; a
+    database's session: its records, as its adapter reads them."""
+    if source.key:
+        yield from cast(RowAdapter, adapter).records(source)
+        return
+    path = source.path
     if path.suffix != ".json":
         yield from iter_lines(path, offset, number)
         return
