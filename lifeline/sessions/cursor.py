@@ -84,7 +84,7 @@ class CursorAdapter:
         if root.is_file():
             workspace = root.parent.parent.name == "workspaceStorage"
             dbs = [(root, _folder_of(root.parent) if workspace else None)]
-            folders = _composer_folders(root.parent.parent.parent) if not workspace else {}
+            folders = _composer_folders(root.parent.parent) if not workspace else {}
         elif root.is_dir():
             spaces = sorted((root / "workspaceStorage").glob(f"*/{CURSOR_DB}"))
             dbs = [(db, _folder_of(db.parent)) for db in spaces]

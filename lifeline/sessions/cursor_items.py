@@ -86,9 +86,13 @@ def composer_bubble_items(bubble: dict[str, Any], state: ParseState) -> list[Ite
 def _tool_items(tool: dict[str, Any], bubble_id: str, ts: str | None) -> list[Item]:
     name = str(tool["name"])
     call_id = str(tool.get("toolCallId") or bubble_id)
+    # the arguments: ``rawArgs`` (older builds) or ``params`` (later), JSON text or object
     args = _loads(tool.get("rawArgs"))
     if args is None:
-        args = tool.get("params") if tool.get("params") is not None else tool.get("rawArgs")
+        params = tool.get("params")
+        args = _loads(params) if isinstance(params, str) else params
+    if args is None:
+        args = tool.get("rawArgs") if tool.get("rawArgs") is not None else tool.get("params")
     items: list[Item] = [ToolCall(call_id=call_id, name=name, input=args, ts=ts)]
     path = next(
         (args[k] for k in _PATH_ARGS if isinstance(args, dict) and isinstance(args.get(k), str)),
@@ -97,8 +101,11 @@ def _tool_items(tool: dict[str, Any], bubble_id: str, ts: str | None) -> list[It
     if name in _EDIT_TOOLS and path:
         items.append(FileEdit(path=home_normalized(path), tool_name=name, call_id=call_id, ts=ts))
     status = tool.get("status")
+    result = tool.get("result")
+    parsed = _loads(result)
+    if status == _DONE and isinstance(parsed, dict) and parsed.get("rejected") is True:
+        status = "rejected"  # a terminal command the user declined reports it in its result
     if status == _DONE or status in _FAILED or status in _REFUSED:
-        result = tool.get("result")
         output = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
         items.append(
             ToolResult(
