@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from lifeline.entry import compute_id
 from lifeline.errors import NotFound
@@ -42,14 +42,8 @@ from lifeline.sessions.pack import (
     dumps,
     native_ids,
 )
-from lifeline.sessions.port import (
-    Adapter,
-    ParseState,
-    RawLine,
-    RowAdapter,
-    SourceFile,
-    iter_lines,
-)
+from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile
+from lifeline.sessions.reading import Stat, fingerprints, lines_of, stat_of
 from lifeline.sessions.redact import Redactor
 from lifeline.sessions.report import FileResult
 from lifeline.sessions.scope import project_hashes, scope_for
@@ -67,7 +61,6 @@ __all__ = [
 ]
 
 AUTHOR = "lifeline-sessions"
-_WINDOW = 4096
 _INLINE_BYTES = 256 * 1024  # less to read than this: parse on the loop, skip the thread hop
 READ_BUDGET = 32 * 1024 * 1024  # bytes read per pass of an append-only file
 
@@ -137,7 +130,7 @@ class Ingester:
     def unchanged(self, adapter: Adapter, source: SourceFile) -> bool:
         """The file is as last ingested (one stat, no read)."""
         try:
-            size, mtime_ns = _stat(source)
+            size, mtime_ns = stat_of(source)
         except OSError:
             return False
         return self.sources.unchanged(adapter.tool.value, source.ledger_path(), size, mtime_ns)
@@ -150,8 +143,8 @@ class Ingester:
             return FileResult(source, "failed", error=f"cannot read it ({exc.strerror or exc})")
 
     async def _ingest(self, adapter: Adapter, source: SourceFile) -> FileResult:
-        size, mtime_ns = _stat(source)
-        stat = _Stat(size, mtime_ns)
+        size, mtime_ns = stat_of(source)
+        stat = Stat(size, mtime_ns)
         path = source.ledger_path()
         tool = adapter.tool.value
         if self.sources.unchanged(tool, path, stat.st_size, stat.st_mtime_ns):
@@ -193,7 +186,7 @@ class Ingester:
             resumed = await self._resume(rec)
             if resumed is not None:
                 return resumed
-        first = next(_lines(adapter, source, 0, 0), None)
+        first = next(lines_of(adapter, source, 0, 0), None)
         native = adapter.native_id(source, first)
         # identity is the tool's own id and the content: never a file or folder name
         # (a Claude project folder names the user), never where or how it was read
@@ -249,7 +242,7 @@ class Ingester:
     def _intact(path: Path, rec: SourceRecord, size: int) -> bool:
         if size < rec.offset or not rec.resume:
             return False
-        head, tail = _fingerprints(path, rec.offset)
+        head, tail = fingerprints(path, rec.offset)
         return head == rec.head and tail == rec.tail
 
     def _read(self, adapter: Adapter, source: SourceFile, plan: _Plan) -> _Outcome:
@@ -262,7 +255,9 @@ class Ingester:
         items = turns = lines = 0
         skipped, opaque = Counter(state.skipped), Counter(state.opaque)
         more = False
-        cleaned = (clean_line(line, redactor) for line in _lines(adapter, source, offset, line_no))
+        cleaned = (
+            clean_line(line, redactor) for line in lines_of(adapter, source, offset, line_no)
+        )
         if adapter.append_only:
             parser = adapter.parser(source, plan.state)
             state = parser.state
@@ -394,10 +389,10 @@ class Ingester:
 
     @staticmethod
     def _record(
-        tool: str, path: str, stat: _Stat, source: SourceFile, plan: _Plan, out: _Outcome
+        tool: str, path: str, stat: Stat, source: SourceFile, plan: _Plan, out: _Outcome
     ) -> SourceRecord:
         # a database's session has no bytes of its own to fingerprint: its stamp says it all
-        head, tail = ("", "") if source.key else _fingerprints(source.path, out.offset)
+        head, tail = ("", "") if source.key else fingerprints(source.path, out.offset)
         tail_part = out.tail
         resume = {
             "state": out.state.snapshot(),
@@ -424,46 +419,6 @@ class Ingester:
             plan.session,
             resume,
         )
-
-
-def _fingerprints(path: Path, offset: int) -> tuple[str, str]:
-    with path.open("rb") as handle:
-        head = handle.read(min(_WINDOW, offset))
-        handle.seek(max(0, offset - _WINDOW))
-        tail = handle.read(min(_WINDOW, offset))
-    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
-
-
-@dataclass(frozen=True, slots=True)
-class _Stat:
-    st_size: int
-    st_mtime_ns: int
-
-
-def _stat(source: SourceFile) -> tuple[int, int]:
-    """Size and mtime of a file; a database's session: its stamp (read at discovery)."""
-    if source.key:
-        return source.stamp
-    stat = source.path.stat()
-    return stat.st_size, stat.st_mtime_ns
-
-
-def _lines(adapter: Adapter, source: SourceFile, offset: int, number: int) -> Iterator[RawLine]:
-    """The file's complete lines; a ``.json`` file is one document, hence one line; a
-    database's session: its records, as its adapter reads them."""
-    if source.key:
-        yield from cast(RowAdapter, adapter).records(source)
-        return
-    path = source.path
-    if path.suffix != ".json":
-        yield from iter_lines(path, offset, number)
-        return
-    raw = path.read_bytes()
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        data = None
-    yield RawLine(1, 0, len(raw), raw, data)
 
 
 def clean_line(line: RawLine, redactor: Redactor) -> RawLine:
