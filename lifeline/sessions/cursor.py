@@ -35,6 +35,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lifeline.sessions.cursor_cli import (
+    cli_transcript_items,
+    parent_of,
+    resolve_slug,
+    transcripts_in,
+)
 from lifeline.sessions.cursor_items import chat_end_items, chatdata_items, composer_bubble_items
 from lifeline.sessions.fields import to_str
 from lifeline.sessions.model import Item, Tool
@@ -77,10 +83,14 @@ class CursorAdapter:
         ]
         if env.get("APPDATA"):
             roots.append(Path(env["APPDATA"]) / "Cursor" / "User")
-        return roots
+        return [*roots, home / ".cursor" / "projects"]  # the CLI's transcripts
 
     def discover(self, root: Path) -> Iterator[SourceFile]:
-        """Every chat of Cursor's user folder ``root`` (or of ``root``, one state.vscdb)."""
+        """Every chat of Cursor's user folder ``root`` (or of ``root``, one state.vscdb), or
+        every CLI transcript of ``root`` (``~/.cursor/projects``)."""
+        if root.is_dir() and any(root.glob("*/agent-transcripts")):
+            yield from self._transcripts(root)
+            return
         if root.is_file():
             workspace = root.parent.parent.name == "workspaceStorage"
             dbs = [(root, _folder_of(root.parent) if workspace else None)]
@@ -129,11 +139,25 @@ class CursorAdapter:
                 folder=folder,
             )
 
+    def _transcripts(self, projects: Path) -> Iterator[SourceFile]:
+        folders: dict[str, str | None] = {}
+        for path, name, slug in transcripts_in(projects):
+            if slug not in folders:
+                folders[slug] = resolve_slug(slug)
+            yield SourceFile(self.tool, path, name, folder=folders[slug])
+
     def identify(self, path: Path) -> SourceFile | None:
-        return None  # a database holds many chats: see discover
+        """A CLI transcript (a database holds many chats: see discover)."""
+        parts = path.parts
+        if path.suffix != ".jsonl" or "agent-transcripts" not in parts:
+            return None
+        at = len(parts) - 1 - parts[::-1].index("agent-transcripts")
+        slug = parts[at - 1] if at > 0 else ""
+        name = "/".join(parts[at - 1 :])
+        return SourceFile(self.tool, path, name, folder=resolve_slug(slug) if slug else None)
 
     def native_id(self, source: SourceFile, first: RawLine | None) -> str:
-        return source.key.partition(":")[2]
+        return source.key.partition(":")[2] if source.key else source.path.stem
 
     def parser(self, source: SourceFile, state: ParseState | None) -> Any:
         raise NotImplementedError("Cursor chats are replayed whole")
@@ -155,6 +179,15 @@ class CursorAdapter:
         if source.folder:
             state.extra["cwd_raw"] = source.folder
             state.fact("cwd", home_normalized(source.folder))
+        if not source.key:  # a CLI transcript
+            subagent = parent_of(source.path)
+            if subagent is not None:
+                state.fact("parent_session", subagent[0])
+                state.fact("agent_id", subagent[1])
+            open_calls: list[str] = []
+            for line in lines:
+                yield line, cli_transcript_items(line, state, open_calls)
+            return
         header: tuple[RawLine, dict[str, Any]] | None = None
         for line in lines:
             rec = line.json_object

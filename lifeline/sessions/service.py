@@ -90,6 +90,8 @@ def _guess(path: Path, tools: Sequence[Adapter]) -> Adapter | None:
     parts = set(path.parts)
     if path.name.startswith("rollout-") or ".codex" in parts:
         return ADAPTERS[Tool.CODEX]
+    if "agent-transcripts" in parts:
+        return ADAPTERS[Tool.CURSOR]
     if ".gemini" in parts or path.parent.name == "chats":
         return ADAPTERS[Tool.GEMINI]
     if ".claude" in parts or "claude" in parts:
@@ -163,6 +165,8 @@ def peek_cwd(source: SourceFile) -> str | None:
     ``projects.json``); a database's session: the folder its database records."""
     if source.key:
         return cast(RowAdapter, ADAPTERS[source.tool]).project_folder(source)
+    if source.folder:  # known from where the file is (the Cursor CLI's project slug)
+        return source.folder
     head = _head(source)
     found = _string(_CWD.search(head) or _CONTEXT_DIR.search(head))
     if found is None and source.tool is Tool.GEMINI:

@@ -5,11 +5,13 @@ database, redaction."""
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
 from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import (
+    Context,
     FileEdit,
     Prompt,
     Session,
@@ -21,6 +23,7 @@ from lifeline.sessions.model import (
 from lifeline.sessions.scope import scope_for
 from lifeline.sessions.service import default_sources, ingest_sources, sources_in
 from tests.support.agent_dbs import cursor_user_folder
+from tests.support.paths import FIXTURES
 from tests.support.sessions_support import catalogue_of, open_ingester
 
 WORKSPACE = "8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e"
@@ -138,3 +141,53 @@ async def test_a_database_cursor_holds_locked_is_still_read(tmp_path: Path) -> N
         holder.execute("ROLLBACK")
         holder.close()
     assert len(found) == 4 and report.sessions == 4 and report.failures == []
+
+
+CHAT_A = "0f6f1c2a-7d3e-4b9a-a1c5-2e8d4f6b9a10"
+CHAT_B = "b7e2a9d4-3c1f-4e8b-9a6d-5f0c2b7e1d34"
+AGENT = "a3d9e1f7"
+
+
+def _cli_layout(tmp_path: Path) -> tuple[Path, Path]:
+    """``~/.cursor/projects/<slug>/agent-transcripts/``: nested, flat and a subagent."""
+    home, project = tmp_path / "home", tmp_path / "acme-api"
+    project.mkdir()
+    slug = "".join(c if c.isalnum() else "-" for c in str(project)).strip("-")
+    base = home / ".cursor" / "projects" / slug / "agent-transcripts"
+    source = FIXTURES / "cursor" / "agent-transcripts"
+    targets = {
+        base / CHAT_A / f"{CHAT_A}.jsonl": "research-sample.jsonl",
+        base / f"{CHAT_B}.jsonl": "agentsview-exchange.jsonl",
+        base / CHAT_A / "subagents" / f"{AGENT}.jsonl": "agentsview-subagent.jsonl",
+    }
+    for target, name in targets.items():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source / name, target)
+    return home, project
+
+
+async def test_cli_transcripts_nested_flat_and_subagent(tmp_path: Path) -> None:
+    home, project = _cli_layout(tmp_path)
+    found = default_sources(tools=[Tool.CURSOR], env={}, home=home)
+    assert sorted(s.path.stem for _, s in found) == sorted([CHAT_A, CHAT_B, AGENT])
+    assert {s.folder for _, s in found} == {str(project)}  # the slug, resolved on disk
+    async with open_ingester(tmp_path / "node") as ingester:
+        ingester.project_root = project
+        report = await ingest_sources(ingester, found, scope=scope_for(str(project), None))
+        sessions = await _sessions(ingester)
+    assert report.sessions == 3 and report.out_of_scope == 0 and report.failures == []
+    nested = sessions[CHAT_A]
+    # the user's words are inside <user_query>; what Cursor put around them is context
+    assert [i.text for i in nested.items if isinstance(i, Prompt)] == [
+        "Add rate limiting to the /login endpoint"
+    ]
+    assert any(isinstance(i, Context) and "<user_info>" in i.text for i in nested.items)
+    (pair,) = nested.tool_calls()  # no ids in the file: the result answers the open call
+    assert pair.call.name == "Read" and pair.result is not None
+    assert nested.status.status == SessionStatus.COMPLETE
+    assert nested.scope == scope_for(str(project), None)
+    flat = sessions[CHAT_B]
+    assert flat.turns == 2 and any(isinstance(i, Thinking) for i in flat.items)
+    child = sessions[AGENT]
+    assert child.facts.parent_session == CHAT_A and child.facts.agent_id == AGENT
+    assert child.status.status == SessionStatus.CRASHED  # its Bash call was never answered
