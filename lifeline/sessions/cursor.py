@@ -223,30 +223,58 @@ def _composer_facts(composer: dict[str, Any], state: ParseState) -> None:
 
 
 def _composer_stamps(conn: sqlite3.Connection) -> list[tuple[str, tuple[int, int], str | None]]:
-    """(composer id, stamp, its own folder) of every composer with at least one bubble."""
+    """(composer id, stamp, its own folder) of every composer with at least one bubble.
+
+    SQLite's JSON functions pick the few fields out of each composer (a value can hold
+    megabytes of file snapshots) without handing it to Python; without them, each value
+    is parsed here."""
     bubbles = dict(
         conn.execute(
             "SELECT substr(key, 10, instr(substr(key, 10), ':') - 1), sum(length(value))"
             " FROM cursorDiskKV WHERE key >= 'bubbleId:' AND key < 'bubbleId;' GROUP BY 1"
         ).fetchall()
     )
+    try:
+        rows = conn.execute(_COMPOSER_FIELDS).fetchall()
+    except sqlite3.OperationalError:  # no JSON functions in this SQLite
+        rows = [_fields_of(cid, value) for cid, value in conn.execute(_COMPOSER_VALUES)]
     found = []
-    rows = conn.execute(
-        "SELECT substr(key, 14), value FROM cursorDiskKV"
-        " WHERE key >= 'composerData:' AND key < 'composerData;' ORDER BY key"
-    )
-    for cid, value in rows:
-        data = _json(value)
-        if not isinstance(data, dict) or not cid:
-            continue
-        heads, inline = data.get("fullConversationHeadersOnly"), data.get("conversation")
-        if not (isinstance(heads, list) and heads) and not (isinstance(inline, list) and inline):
+    for cid, length, updated, created, bubble_count, own in rows:
+        if not cid or not bubble_count:
             continue  # opened, never used
-        updated = data.get("lastUpdatedAt") or data.get("createdAt")
-        size = len(value or b"") + int(bubbles.get(cid) or 0)
-        mtime = int(updated) * 1_000_000 if isinstance(updated, (int, float)) else 0
-        found.append((str(cid), (size, mtime), _own_folder(data)))
+        moment = updated or created
+        size = int(length or 0) + int(bubbles.get(cid) or 0)
+        mtime = int(moment) * 1_000_000 if isinstance(moment, (int, float)) else 0
+        found.append((str(cid), (size, mtime), own if isinstance(own, str) and own else None))
     return found
+
+
+_COMPOSER_VALUES = (
+    "SELECT substr(key, 14), value FROM cursorDiskKV"
+    " WHERE key >= 'composerData:' AND key < 'composerData;' ORDER BY key"
+)
+_COMPOSER_FIELDS = (
+    "SELECT substr(key, 14), length(value), json_extract(v, '$.lastUpdatedAt'),"
+    " json_extract(v, '$.createdAt'),"
+    " ifnull(json_array_length(v, '$.fullConversationHeadersOnly'), 0)"
+    " + ifnull(json_array_length(v, '$.conversation'), 0),"
+    " json_extract(v, '$.workspaceIdentifier.uri.fsPath')"
+    " FROM (SELECT key, value, CAST(value AS TEXT) AS v FROM cursorDiskKV"
+    " WHERE key >= 'composerData:' AND key < 'composerData;') WHERE json_valid(v) ORDER BY key"
+)
+
+
+def _fields_of(cid: str, value: Any) -> tuple[str, int, Any, Any, int, str | None]:
+    data = _json(value)
+    if not isinstance(data, dict):
+        return cid, 0, None, None, 0, None
+    count = sum(
+        len(data[k])
+        for k in ("fullConversationHeadersOnly", "conversation")
+        if isinstance(data.get(k), list)
+    )
+    updated, created = data.get("lastUpdatedAt"), data.get("createdAt")
+    return cid, len(value or b""), updated, created, count, _own_folder(data)
 
 
 def _composer_records(conn: sqlite3.Connection, cid: str) -> list[Any]:

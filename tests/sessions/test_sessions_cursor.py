@@ -191,3 +191,16 @@ async def test_cli_transcripts_nested_flat_and_subagent(tmp_path: Path) -> None:
     child = sessions[AGENT]
     assert child.facts.parent_session == CHAT_A and child.facts.agent_id == AGENT
     assert child.status.status == SessionStatus.CRASHED  # its Bash call was never answered
+
+
+def test_stamps_read_in_sqlite_and_in_python_agree(tmp_path: Path) -> None:
+    """Discovery picks a composer's fields with SQLite's JSON functions, or, on a SQLite
+    without them, by parsing each value: both give the same stamps."""
+    from lifeline.sessions import cursor
+
+    home, _ = _layout(tmp_path)
+    glob = home / ".config" / "Cursor" / "User" / "globalStorage" / "state.vscdb"
+    with sqlite3.connect(glob) as conn:
+        in_sql = conn.execute(cursor._COMPOSER_FIELDS).fetchall()
+        in_python = [cursor._fields_of(c, v) for c, v in conn.execute(cursor._COMPOSER_VALUES)]
+    assert len(in_sql) == 4 and in_sql == in_python
