@@ -80,6 +80,10 @@ _EDIT_TOOLS = frozenset(
     }
 )
 _CWD = re.compile(r"<current_working_directory>\s*([^<]+?)\s*</current_working_directory>")
+_CWD_JSON = re.compile(
+    r"<current_working_directory>((?:[^<\"\\]|\\.)+)</current_working_directory>"
+)
+_PEEK = 256 * 1024  # how far into a context its working folder is looked for
 
 
 class ForgeAdapter:
@@ -137,13 +141,20 @@ class ForgeAdapter:
         raise NotImplementedError("Forge conversations are replayed whole")
 
     def project_folder(self, source: SourceFile) -> str | None:
+        """The ``cwd`` column, else the System prompt's ``<current_working_directory>``,
+        found in the first ``_PEEK`` bytes of the context (the project filter looks at
+        every conversation of other projects on every pass: it never reads one whole)."""
         if source.folder:
             return source.folder
-        for line in self.records(source):
-            found = _cwd_in(line.data)
-            if found:
-                return found
-        return None
+        head = _context_head(source.path, source.key)
+        found = _CWD_JSON.search(head) if head else None
+        if found is None:
+            return None
+        try:
+            value = json.loads(f'"{found.group(1)}"')  # the path as a JSON string holds it
+        except ValueError:
+            return None
+        return value.strip() if isinstance(value, str) and value.strip() else None
 
     def records(self, source: SourceFile) -> Iterator[RawLine]:
         row, context = _load(source.path, source.key)
@@ -155,7 +166,6 @@ class ForgeAdapter:
     def whole(
         self, source: SourceFile, state: ParseState, lines: Iterator[RawLine]
     ) -> Iterator[tuple[RawLine, list[Item]]]:
-        calls: dict[str, str] = {}  # call id -> tool name, for results that lack it
         for line in lines:
             rec = line.json_object
             if rec is None:
@@ -164,7 +174,32 @@ class ForgeAdapter:
             if line.number == 1 and "conversation" in rec:
                 _row_facts(rec["conversation"], state)
                 continue
-            yield line, _entry_items(rec, state, calls)
+            yield line, _entry_items(rec, state)
+
+
+def _context_head(db: Path, conv_id: str) -> str:
+    """The first ``_PEEK`` characters of a conversation's context JSON."""
+    with open_readonly(db) as conn:
+        columns = tables_of(conn).get("conversations", set())
+        packed = "context_zstd" in columns
+        found = conn.execute(
+            "SELECT substr(context, 1, ?)"
+            + (", is_compressed, context_zstd" if packed else ", 0, NULL")
+            + " FROM conversations WHERE conversation_id = ?",
+            (_PEEK, conv_id),
+        ).fetchone()
+    if found is None:
+        return ""
+    text, compressed, blob = found
+    if compressed and isinstance(blob, bytes):
+        import zstandard
+
+        try:
+            reader = zstandard.ZstdDecompressor().stream_reader(blob)
+            return reader.read(_PEEK).decode("utf-8", "replace")
+        except zstandard.ZstdError:
+            return ""
+    return text if isinstance(text, str) else ""
 
 
 def _stamp_ns(value: Any) -> int:
@@ -268,29 +303,19 @@ def _row_facts(row: Any, state: ParseState) -> None:
         state.skipped[str(row["context_error"])] += 1
 
 
-def _cwd_in(rec: Any) -> str | None:
-    text = rec.get("message", rec) if isinstance(rec, dict) else None
-    content = text.get("text", {}).get("content") if isinstance(text, dict) else None
-    if isinstance(content, str) and "<current_working_directory>" in content:
-        found = _CWD.search(content)
-        return found.group(1) if found else None
-    row = rec.get("conversation") if isinstance(rec, dict) else None
-    return to_str(row.get("cwd")) if isinstance(row, dict) else None
-
-
 def _actual(count: Any) -> int:
     value = count.get("actual", count.get("Actual")) if isinstance(count, dict) else None
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _entry_items(rec: dict[str, Any], state: ParseState, calls: dict[str, str]) -> list[Item]:
+def _entry_items(rec: dict[str, Any], state: ParseState) -> list[Item]:
     found_entry = rec.get("message")
     entry: dict[str, Any] = found_entry if isinstance(found_entry, dict) else rec
     items: list[Item]
     if isinstance(entry.get("text"), dict):
-        items = _text_items(entry["text"], state, calls)
+        items = _text_items(entry["text"], state)
     elif isinstance(entry.get("tool"), dict):
-        items = [_tool_result(entry["tool"], calls)]
+        items = [_tool_result(entry["tool"])]
     elif isinstance(entry.get("image"), dict):
         image = entry["image"]
         url = image.get("url") if isinstance(image.get("url"), str) else ""
@@ -317,7 +342,7 @@ def _entry_items(rec: dict[str, Any], state: ParseState, calls: dict[str, str]) 
     return items
 
 
-def _text_items(msg: dict[str, Any], state: ParseState, calls: dict[str, str]) -> list[Item]:
+def _text_items(msg: dict[str, Any], state: ParseState) -> list[Item]:
     role = msg.get("role")
     ts = to_str(msg.get("timestamp"))
     if ts and ts > (state.facts.get("last_activity") or ""):
@@ -355,7 +380,6 @@ def _text_items(msg: dict[str, Any], state: ParseState, calls: dict[str, str]) -
         name = str(call.get("name", ""))
         call_id = str(call.get("call_id") or "")
         args = call.get("arguments")
-        calls[call_id] = name
         items.append(ToolCall(call_id=call_id, name=name, input=args, ts=ts))
         path = (args.get("path") or args.get("file_path")) if isinstance(args, dict) else None
         if name in _EDIT_TOOLS and isinstance(path, str) and path:
@@ -365,7 +389,7 @@ def _text_items(msg: dict[str, Any], state: ParseState, calls: dict[str, str]) -
     return items
 
 
-def _tool_result(tool: dict[str, Any], calls: dict[str, str]) -> ToolResult:
+def _tool_result(tool: dict[str, Any]) -> ToolResult:
     found = tool.get("output")
     output: dict[str, Any] = found if isinstance(found, dict) else {}
     parts: list[str] = []

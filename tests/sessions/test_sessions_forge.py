@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import FileEdit, Prompt, Session, SessionStatus, Tool, ToolCall
+from lifeline.sessions.scope import scope_for
 from lifeline.sessions.service import default_sources, ingest_sources, sources_in
 from tests.support.agent_dbs import forge_db, forge_rows, set_forge_context
 from tests.support.sessions_support import catalogue_of, open_ingester
@@ -126,3 +127,22 @@ async def test_secrets_are_redacted_and_a_broken_context_is_skipped(tmp_path: Pa
     broken = sessions["broken"]
     assert broken.skipped == {"context_zstd cannot be decompressed (ZstdError)": 1}
     assert broken.turns == 0 and broken.items == ()
+
+
+async def test_the_project_filter_reads_the_folder_from_the_system_prompt(tmp_path: Path) -> None:
+    """Without ``--all`` only this project's conversations: their folder is the System
+    prompt's ``<current_working_directory>`` (peeked at, plain or compressed)."""
+    project = tmp_path / "acme api"  # a space: the folder as forge writes it, JSON-escaped
+    project.mkdir()
+    rows = forge_rows()
+    system = rows[2]["context"]["messages"][0]["message"]["text"]
+    system["content"] = system["content"].replace("/home/mj/dev/projects/agentsview", str(project))
+    for packed in (False, True):
+        db = forge_db(tmp_path / f"forge-{packed}", rows, compressed=packed)
+        async with open_ingester(tmp_path / f"node-{packed}") as ingester:
+            ingester.project_root = project
+            mine = scope_for(str(project), None)
+            report = await ingest_sources(ingester, sources_in([db]), scope=mine)
+            sessions = await _sessions(ingester)
+        assert report.sessions == 1 and report.out_of_scope == 2, packed
+        assert sessions["conv-001"].scope == mine
