@@ -57,7 +57,7 @@ def register(sub: Commands, top: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "sessions",
         parents=[parent],
-        help="agent sessions (Claude Code, Codex, Gemini) as a line",
+        help="agent sessions (Claude Code, Codex, Gemini, Cursor, Forge) as a line",
         description="Agent transcripts, redacted, in the line 'sessions' (or --line NAME, or "
         "sessions.line in .lifeline/config.json). See docs/sessions.md.",
     )
@@ -72,7 +72,8 @@ def register(sub: Commands, top: argparse.ArgumentParser) -> None:
         nargs="*",
         type=Path,
         metavar="PATH",
-        help="files or folders (default: the tools' standard folders)",
+        help="files or folders (default: the tools' standard folders); a Cursor state.vscdb "
+        "or a .forge.db: each of its chats",
     )
     q.add_argument(
         "--tool", action="append", choices=_TOOLS, help="only this tool (repeatable; default: all)"

@@ -31,11 +31,12 @@ from lifeline.entry import compute_id
 from lifeline.errors import NotFound
 from lifeline.ledger import Draft, Ledger
 from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS, Caps, Packer, Part, dumps
-from lifeline.sessions.port import Adapter, ParseState, SourceFile, iter_lines
+from lifeline.sessions.port import Adapter, ParseState, SourceFile
 from lifeline.sessions.reading import Outcome, ReadJob, clean_line, read_slice, read_slim
 from lifeline.sessions.redact import Redactor
 from lifeline.sessions.report import FileResult
 from lifeline.sessions.scope import project_hashes, scope_for
+from lifeline.sessions.source_io import Stat, fingerprints, lines_of, stat_of
 from lifeline.sessions.sources import FORMAT, SourceLedger, SourceRecord
 from lifeline.store.port import Store
 
@@ -50,7 +51,6 @@ __all__ = [
 ]
 
 AUTHOR = "lifeline-sessions"
-_WINDOW = 4096
 _INLINE_BYTES = 256 * 1024  # less to read than this: parse on the loop, skip the thread hop
 READ_BUDGET = 32 * 1024 * 1024  # bytes read per pass of an append-only file
 
@@ -101,11 +101,10 @@ class Ingester:
     def unchanged(self, adapter: Adapter, source: SourceFile) -> bool:
         """The file is as last ingested (one stat, no read)."""
         try:
-            stat = source.path.stat()
+            size, mtime_ns = stat_of(source)
         except OSError:
             return False
-        path = str(source.path.resolve())
-        return self.sources.unchanged(adapter.tool.value, path, stat.st_size, stat.st_mtime_ns)
+        return self.sources.unchanged(adapter.tool.value, source.ledger_path(), size, mtime_ns)
 
     async def ingest(
         self, adapter: Adapter, source: SourceFile, pool: Executor | None = None
@@ -120,8 +119,9 @@ class Ingester:
     async def _ingest(
         self, adapter: Adapter, source: SourceFile, pool: Executor | None
     ) -> FileResult:
-        stat = source.path.stat()
-        path = str(source.path.resolve())
+        size, mtime_ns = stat_of(source)
+        stat = Stat(size, mtime_ns)
+        path = source.ledger_path()
         tool = adapter.tool.value
         if self.sources.unchanged(tool, path, stat.st_size, stat.st_mtime_ns):
             return FileResult(source, "unchanged")
@@ -132,9 +132,9 @@ class Ingester:
         total = FileResult(source, plan.outcome, session=plan.session)
         while True:  # a big file in slices of READ_BUDGET bytes: memory stays flat
             job = self._job(adapter, source, plan)
-            if pool is not None:
+            if pool is not None and not source.key:  # a database's session: read here
                 out = await asyncio.get_running_loop().run_in_executor(pool, read_slim, job)
-            elif stat.st_size - plan.offset < _INLINE_BYTES:  # a live file's few new lines
+            elif stat.st_size - plan.offset < _INLINE_BYTES and not source.key:  # few new lines
                 out = read_slice(job)
             else:
                 out = await asyncio.to_thread(read_slice, job)
@@ -142,7 +142,7 @@ class Ingester:
                 self.sources.touch(tool, path, stat.st_size, stat.st_mtime_ns)
                 return total if total.lines else FileResult(source, "unchanged")
             result = await self.ledger.append_many(self._drafts(adapter, source.source, plan, out))
-            self.sources.put(self._record(tool, path, stat, source.path, plan, out))
+            self.sources.put(self._record(tool, path, stat, source, plan, out))
             total.add(
                 out.turns,
                 out.items,
@@ -165,7 +165,7 @@ class Ingester:
             resumed = await self._resume(rec)
             if resumed is not None:
                 return resumed
-        first = next(iter_lines(source.path), None)
+        first = next(lines_of(adapter, source, 0, 0), None)
         native = adapter.native_id(source, first)
         # identity is the tool's own id and the content: never a file or folder name
         # (a Claude project folder names the user), never where or how it was read
@@ -235,7 +235,7 @@ class Ingester:
     def _intact(path: Path, rec: SourceRecord, size: int) -> bool:
         if size < rec.offset or not rec.resume:
             return False
-        head, tail = _fingerprints(path, rec.offset)
+        head, tail = fingerprints(path, rec.offset)
         return head == rec.head and tail == rec.tail
 
     def _drafts(self, adapter: Adapter, source_name: str, plan: _Plan, out: Outcome) -> list[Draft]:
@@ -312,9 +312,10 @@ class Ingester:
 
     @staticmethod
     def _record(
-        tool: str, path: str, stat: Any, file: Path, plan: _Plan, out: Outcome
+        tool: str, path: str, stat: Stat, source: SourceFile, plan: _Plan, out: Outcome
     ) -> SourceRecord:
-        head, tail = _fingerprints(file, out.offset)
+        # a database's session has no bytes of its own to fingerprint: its stamp says it all
+        head, tail = ("", "") if source.key else fingerprints(source.path, out.offset)
         tail_part = out.tail
         resume = {
             "state": out.state.snapshot(),
@@ -341,14 +342,6 @@ class Ingester:
             plan.session,
             resume,
         )
-
-
-def _fingerprints(path: Path, offset: int) -> tuple[str, str]:
-    with path.open("rb") as handle:
-        head = handle.read(min(_WINDOW, offset))
-        handle.seek(max(0, offset - _WINDOW))
-        tail = handle.read(min(_WINDOW, offset))
-    return hashlib.sha256(head).hexdigest(), hashlib.sha256(tail).hexdigest()
 
 
 def _header_summary(header: dict[str, Any]) -> str:

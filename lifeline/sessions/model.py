@@ -60,6 +60,8 @@ class Tool(enum.StrEnum):
     CLAUDE = "claude"
     CODEX = "codex"
     GEMINI = "gemini"
+    CURSOR = "cursor"  # the IDE's chats (state.vscdb)
+    FORGE = "forge"  # forgecode (.forge.db)
 
 
 class SessionStatus(enum.StrEnum):

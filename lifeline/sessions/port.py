@@ -30,6 +30,7 @@ __all__ = [
     "ParseState",
     "Parser",
     "RawLine",
+    "RowAdapter",
     "SourceFile",
     "iter_lines",
 ]
@@ -142,11 +143,27 @@ class Parser(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """A transcript file found on disk, with its tool and its name in the tool's layout."""
+    """A transcript file found on disk, with its tool and its name in the tool's layout.
+
+    A tool that keeps its sessions in a database (Cursor's ``state.vscdb``, Forge's
+    ``.forge.db``) has one source per session: the database's ``path`` and the session's
+    ``key`` in it, with ``stamp`` standing for a file's size and mtime (what changes when
+    the session does: read at discovery, compared by the next ingest without reading the
+    session) and ``folder`` the project folder when the database says it apart from the
+    session. Its adapter is a :class:`RowAdapter`.
+    """
 
     tool: Tool
     path: Path
     source: str  # e.g. "<slug>/<id>.jsonl" — the provenance name, never absolute
+    key: str = ""  # a session inside a database file; "" for a file per session
+    stamp: tuple[int, int] = (0, 0)  # (size, mtime_ns) of a keyed session
+    folder: str | None = None  # the project folder of a keyed session, when known apart
+
+    def ledger_path(self) -> str:
+        """The name the source ledger keeps it under: the canonical path, and the key."""
+        real = str(self.path.resolve())
+        return f"{real}#{self.key}" if self.key else real
 
 
 class Adapter(Protocol):
@@ -175,4 +192,16 @@ class Adapter(Protocol):
         """For replayed formats: the session's items (from ``lines``, the file's cleaned
         lines) grouped by the line that last wrote them (append-only adapters may raise
         NotImplementedError)."""
+        ...
+
+
+class RowAdapter(Adapter, Protocol):
+    """A tool whose sessions are rows of a database (``SourceFile.key`` set): replayed whole
+    (``append_only`` False) from the records :meth:`records` reads, each a
+    :class:`RawLine` numbered from 1 whose bytes are the record's JSON."""
+
+    def records(self, source: SourceFile) -> Iterator[RawLine]: ...
+
+    def project_folder(self, source: SourceFile) -> str | None:
+        """The session's working folder (for the project filter), or None."""
         ...

@@ -9,19 +9,18 @@ the parent writes). Nothing here touches the store.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from lifeline.sessions.model import Item, Prompt, Usage
 from lifeline.sessions.pack import Caps, Cleaner, Packer, Part, dumps, native_ids
-from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile, iter_lines
+from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile
 from lifeline.sessions.redact import Redactor
+from lifeline.sessions.source_io import lines_of
 
 __all__ = ["Outcome", "ReadJob", "clean_line", "read_slice", "read_slim", "watch_parent"]
 
@@ -74,7 +73,7 @@ def read_slice(job: ReadJob) -> Outcome:
     items = turns = lines = 0
     skipped, opaque = Counter(state.skipped), Counter(state.opaque)
     more = False
-    cleaned = (clean_line(line, redactor) for line in _lines(source.path, offset, line_no))
+    cleaned = (clean_line(line, redactor) for line in lines_of(adapter, source, offset, line_no))
     if adapter.append_only:
         parser = adapter.parser(source, job.state)
         state = parser.state
@@ -156,19 +155,6 @@ def watch_parent(pid: int) -> None:
                 os._exit(1)
 
     threading.Thread(target=watch, name="watch-parent", daemon=True).start()
-
-
-def _lines(path: Path, offset: int, number: int) -> Iterator[RawLine]:
-    """The file's complete lines; a ``.json`` file is one document, hence one line."""
-    if path.suffix != ".json":
-        yield from iter_lines(path, offset, number)
-        return
-    raw = path.read_bytes()
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        data = None
-    yield RawLine(1, 0, len(raw), raw, data)
 
 
 def clean_line(line: RawLine, redactor: Redactor) -> RawLine:

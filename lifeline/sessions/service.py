@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import cast
 
 from lifeline.home import Home
 from lifeline.ledger import Ledger
@@ -20,10 +21,12 @@ from lifeline.plugins import load_append_hooks
 from lifeline.sessions.claude import ClaudeAdapter
 from lifeline.sessions.codex import CodexAdapter
 from lifeline.sessions.config import SessionSettings
+from lifeline.sessions.cursor import CURSOR_DB, CursorAdapter
+from lifeline.sessions.forge import FORGE_DB, ForgeAdapter
 from lifeline.sessions.gemini import GeminiAdapter, gemini_project_root
 from lifeline.sessions.ingest import Ingester
 from lifeline.sessions.model import Tool
-from lifeline.sessions.port import Adapter, SourceFile
+from lifeline.sessions.port import Adapter, RowAdapter, SourceFile
 from lifeline.sessions.reading import watch_parent
 from lifeline.sessions.report import FileResult, IngestReport
 from lifeline.sessions.scope import project_hashes, scope_for, scope_matches
@@ -44,7 +47,12 @@ ADAPTERS: dict[Tool, Adapter] = {
     Tool.CLAUDE: ClaudeAdapter(),
     Tool.CODEX: CodexAdapter(),
     Tool.GEMINI: GeminiAdapter(),
+    Tool.CURSOR: CursorAdapter(),
+    Tool.FORGE: ForgeAdapter(),
 }
+# databases holding many sessions, by file name: given to ingest, each is expanded into
+# its sessions (``discover``)
+_DATABASES = {CURSOR_DB: Tool.CURSOR, FORGE_DB: Tool.FORGE}
 Found = tuple[Adapter, SourceFile]
 _CWD = re.compile(rb'"(?:cwd|directories)"\s*:\s*\[?\s*"((?:[^"\\]|\\.)+)"')
 _CONTEXT_DIR = re.compile(rb"Workspace Directories:(?:\\n|\n)\s*- ((?:[^\\\n\"])+)")
@@ -71,7 +79,7 @@ def default_sources(
     for adapter in _adapters(tools):
         for root in adapter.default_roots(env, home):
             for source in adapter.discover(root):
-                real = source.path.resolve()
+                real = Path(source.ledger_path())
                 if real not in seen:
                     seen.add(real)
                     found.append((adapter, source))
@@ -82,9 +90,13 @@ def _guess(path: Path, tools: Sequence[Adapter]) -> Adapter | None:
     """The adapter for one file: by the tool asked for, else by its name and first line."""
     if len(tools) == 1:
         return tools[0]
+    if path.name in _DATABASES:
+        return next((a for a in tools if a.tool is _DATABASES[path.name]), None)
     parts = set(path.parts)
     if path.name.startswith("rollout-") or ".codex" in parts:
         return ADAPTERS[Tool.CODEX]
+    if "agent-transcripts" in parts:
+        return ADAPTERS[Tool.CURSOR]
     if ".gemini" in parts or path.parent.name == "chats":
         return ADAPTERS[Tool.GEMINI]
     if ".claude" in parts or "claude" in parts:
@@ -107,11 +119,20 @@ def sources_in(paths: Iterable[Path], tools: Iterable[Tool] | None = None) -> li
     found: list[Found] = []
     for path in paths:
         files = (
-            sorted(p for p in path.rglob("*") if p.suffix in (".jsonl", ".json") and p.is_file())
+            sorted(
+                p
+                for p in path.rglob("*")
+                if (p.suffix in (".jsonl", ".json") or p.name in _DATABASES) and p.is_file()
+            )
             if path.is_dir()
             else [path]
         )
         for file in files:
+            if file.name in _DATABASES:  # a database: each of its sessions
+                adapter = _guess(file, adapters)
+                if adapter is not None:
+                    found.extend((adapter, s) for s in adapter.discover(file))
+                continue
             if file.name.endswith(".meta.json") or file.name in (
                 "session_index.jsonl",
                 "projects.json",
@@ -146,7 +167,11 @@ def _string(match: re.Match[bytes] | None) -> str | None:
 def peek_cwd(source: SourceFile) -> str | None:
     """The working folder a transcript names near its start (for the project filter); for
     Gemini, else the project folder its tool folder records (``.project_root``,
-    ``projects.json``)."""
+    ``projects.json``); a database's session: the folder its database records."""
+    if source.key:
+        return cast(RowAdapter, ADAPTERS[source.tool]).project_folder(source)
+    if source.folder:  # known from where the file is (the Cursor CLI's project slug)
+        return source.folder
     head = _head(source)
     found = _string(_CWD.search(head) or _CONTEXT_DIR.search(head))
     if found is None and source.tool is Tool.GEMINI:
@@ -158,6 +183,8 @@ def in_scope(source: SourceFile, wanted: str, project_root: Path | None = None) 
     """Whether a transcript belongs to the project ``wanted``: by its folder, the
     repository it recorded (Codex: another checkout of the same remote is this project),
     or Gemini's ``projectHash`` (sha256 of the project's folder)."""
+    if source.key:
+        return scope_matches(scope_for(peek_cwd(source), None), wanted)
     head = _head(source)
     remote = _string(_REMOTE.search(head))
     if scope_matches(scope_for(peek_cwd(source), remote), wanted):
@@ -240,7 +267,7 @@ def _workers(wanted: int | None, ingester: Ingester, todo: Sequence[Found]) -> i
         return 1
     size = 0
     for adapter, source in todo:
-        if ingester.unchanged(adapter, source):
+        if source.key or ingester.unchanged(adapter, source):  # a database: read in-process
             continue
         with contextlib.suppress(OSError):
             size += source.path.stat().st_size
