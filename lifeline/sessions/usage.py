@@ -1,0 +1,146 @@
+"""Token usage and its cost, per session, day, model, project or agent tool (decision 0069).
+
+Read from the sessions index (:mod:`lifeline.sessions.index`): every usage row is a delta of
+what the transcript recorded, so a session's rows sum to its own final totals (Codex's last
+``total_token_usage``, the final usage of each Claude response, the sum of Gemini's
+``tokens``), in the one vocabulary of :class:`~lifeline.sessions.messages.Tokens`. Days are
+UTC days of the recorded times. Cost is summed per model from the price table; tokens of a
+model the table does not know are counted, shown, and named as unpriced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from lifeline.errors import ConfigError
+from lifeline.sessions.index import SessionIndex
+from lifeline.sessions.messages import Tokens
+from lifeline.sessions.prices import PriceTable
+
+__all__ = ["GROUPS", "UsageLine", "UsageReport", "usage_report"]
+
+# --by: the key of a row, as SQL over the usage row (u) and its session (s)
+GROUPS = {
+    "session": "u.hid",
+    "day": "coalesce(u.day, substr(s.started, 1, 10), '?')",
+    "model": "coalesce(u.model, '?')",
+    "project": "coalesce(s.scope, 'unknown:')",
+    "tool": "s.tool",
+}
+
+
+@dataclass
+class UsageLine:
+    key: str
+    label: str  # the session's title for --by session, else the key
+    tokens: Tokens = field(default_factory=Tokens)
+    cost: float = 0.0  # of the priced tokens only
+    unpriced: dict[str, int] = field(default_factory=dict)  # model -> tokens without a price
+    sessions: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "label": self.label,
+            "sessions": self.sessions,
+            "tokens": self.tokens.as_json(),
+            "cost": round(self.cost, 6),
+            "unpriced": dict(sorted(self.unpriced.items())),
+        }
+
+
+@dataclass
+class UsageReport:
+    by: str
+    lines: list[UsageLine]
+    total: UsageLine
+    prices_as_of: str
+    currency: str
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "by": self.by,
+            "currency": self.currency,
+            "prices_as_of": self.prices_as_of,
+            "rows": [line.as_json() for line in self.lines],
+            "total": self.total.as_json(),
+        }
+
+
+def _where(since: str | None, tool: str | None, project: str | None) -> tuple[str, list[Any]]:
+    args: list[Any] = []
+    sql = " WHERE s.current = 1"
+    if since:
+        sql, args = sql + " AND coalesce(u.ts, s.started, '') >= ?", [*args, since]
+    if tool:
+        sql, args = sql + " AND s.tool = ?", [*args, tool]
+    if project:
+        sql, args = (
+            sql + " AND (s.scope = ? OR s.scope LIKE ? ESCAPE '\\')",
+            [
+                *args,
+                project,
+                project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%",
+            ],
+        )
+    return sql, args
+
+
+def usage_report(
+    index: SessionIndex,
+    prices: PriceTable,
+    *,
+    by: str = "day",
+    since: str | None = None,
+    tool: str | None = None,
+    project: str | None = None,
+) -> UsageReport:
+    """Rows of ``by`` (oldest day first; else the largest total first) and their total."""
+    if by not in GROUPS:
+        raise ConfigError(f"cannot group usage by {by!r}; choose one of {', '.join(GROUPS)}")
+    key = GROUPS[by]
+    where, args = _where(since, tool, project)
+    rows = index.db.execute(
+        f"SELECT {key}, u.model, sum(u.input), sum(u.cached), sum(u.cache_write),"
+        " sum(u.output), sum(u.reasoning) FROM usage u JOIN sessions s ON s.hid = u.hid"
+        f"{where} GROUP BY 1, 2",
+        args,
+    ).fetchall()
+    counts = dict(
+        index.db.execute(
+            f"SELECT {key}, count(DISTINCT u.hid) FROM usage u"
+            f" JOIN sessions s ON s.hid = u.hid{where} GROUP BY 1",
+            args,
+        ).fetchall()
+    )
+    total_sessions = index.db.execute(
+        f"SELECT count(DISTINCT u.hid) FROM usage u JOIN sessions s ON s.hid = u.hid{where}",
+        args,
+    ).fetchone()[0]
+    lines: dict[str, UsageLine] = {}
+    total = UsageLine("total", "total", sessions=int(total_sessions))
+    for group, model, *sums in rows:
+        tokens = Tokens(*(int(v or 0) for v in sums))
+        line = lines.setdefault(str(group), UsageLine(str(group), str(group)))
+        for target in (line, total):
+            target.tokens = target.tokens + tokens
+            price = prices.price(model)
+            if price is None:
+                name = model or "(no model recorded)"
+                target.unpriced[name] = target.unpriced.get(name, 0) + tokens.total
+            else:
+                target.cost += price.cost(tokens)
+    for line in lines.values():
+        line.sessions = int(counts.get(line.key, 0))
+    if by == "session":
+        for hid, title, tool_ in index.db.execute(
+            "SELECT hid, title, tool FROM sessions WHERE current = 1"
+        ):
+            if hid in lines:
+                lines[hid].label = f"{tool_} {(title or '(untitled)')[:60]}"
+    ordered = sorted(
+        lines.values(),
+        key=(lambda x: x.key) if by == "day" else (lambda x: (-x.tokens.total, x.key)),
+    )
+    return UsageReport(by, ordered, total, prices.as_of, prices.currency)
