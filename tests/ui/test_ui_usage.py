@@ -11,7 +11,6 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,9 +31,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
 
 @pytest.fixture(scope="module")
 def base(project: Project) -> Iterator[str]:
+    command = [sys.executable, "-m", "lifeline_mesh", "--root", str(project.root)]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(project.root), "ui"]
-        + ["--listen", "127.0.0.1:0"],
+        [*command, "ui", "--listen", "127.0.0.1:0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
