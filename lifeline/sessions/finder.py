@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -22,14 +22,14 @@ from typing import Any
 from lifeline.errors import ConfigError
 from lifeline.home import Home
 from lifeline.sessions.index import SessionIndex
-from lifeline.sessions.messages import ROLES, messages_of
+from lifeline.sessions.messages import ROLES, message_text
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine
 from lifeline.truth.recall import query_terms
 
 __all__ = ["CANDIDATES", "SearchHit", "opened_index", "parse_since", "search"]
 
-CANDIDATES = 20_000
+CANDIDATES = 4_000
 _EXCERPT = 160
 
 
@@ -239,23 +239,19 @@ async def search(
     )
     terms = query_terms(query)
     best = rows[0][1] or 1.0
+    items_of: dict[str, list[Any] | None] = {}  # each part parsed once
+    for pid, entry in parts.items():
+        items_of[pid] = None  # a part that no longer matches its id is never served
+        if entry.is_intact():
+            with suppress(ValueError, AttributeError):
+                items = json.loads(entry.body).get("items")
+                items_of[pid] = items if isinstance(items, list) else []
     hits: list[SearchHit] = []
     for _rid, score, hid, pid, item, ts, role_, name, native, tool_, title in rows:
-        entry = parts.get(pid)
-        if entry is None or not entry.is_intact():
-            continue  # a part that no longer matches its id is never served
-        try:
-            items = json.loads(entry.body).get("items")
-        except (ValueError, AttributeError):
+        known = items_of.get(pid)
+        if known is None:
             continue
-        text = next(
-            (
-                m.text
-                for m in messages_of(items if isinstance(items, list) else [])
-                if m.position == item - int(firsts.get(pid, 0))
-            ),
-            "",
-        )
+        text = message_text(known, item - int(firsts.get(pid, 0)))
         hits.append(
             SearchHit(
                 session=hid,

@@ -20,7 +20,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ROLES", "Message", "Tokens", "UsageRow", "messages_of", "normalized", "usage_of"]
+__all__ = [
+    "ROLES",
+    "Message",
+    "Tokens",
+    "UsageRow",
+    "message_text",
+    "messages_of",
+    "normalized",
+    "usage_of",
+]
 
 # kind -> role shown (and filtered on); other kinds (context, usage, markers…) are not indexed
 _ROLE_OF = {
@@ -125,32 +134,43 @@ def _call_text(item: Mapping[str, Any]) -> str:
     return f"{_text(item.get('name'))} {args}".strip()
 
 
+def _message(position: int, item: Any, names: dict[str, str]) -> Message | None:
+    if not isinstance(item, dict):
+        return None
+    kind = item.get("kind")
+    role = _ROLE_OF.get(kind) if isinstance(kind, str) else None
+    if role is None:
+        return None
+    ts = item.get("ts") if isinstance(item.get("ts"), str) else None
+    if kind == "tool_call":
+        name = _text(item.get("name"))
+        names[_text(item.get("call_id"))] = name
+        text = _call_text(item)
+    elif kind == "tool_result":
+        name = names.get(_text(item.get("call_id")), "")
+        text = _text(item.get("output"))
+    elif kind == "error":
+        name = _text(item.get("error"))
+        text = f"{name} {_text(item.get('text'))}".strip()
+    else:
+        name = _text(item.get("model")) if kind == "reply" else ""
+        text = _text(item.get("text"))
+    return Message(position, ts, role, name, text) if text.strip() else None
+
+
 def messages_of(items: Iterable[Any]) -> Iterator[Message]:
     """The searchable messages of a part's stored items, in order."""
     names: dict[str, str] = {}
     for position, item in enumerate(items):
-        if not isinstance(item, dict):
-            continue
-        kind = item.get("kind")
-        role = _ROLE_OF.get(kind) if isinstance(kind, str) else None
-        if role is None:
-            continue
-        ts = item.get("ts") if isinstance(item.get("ts"), str) else None
-        if kind == "tool_call":
-            name = _text(item.get("name"))
-            names[_text(item.get("call_id"))] = name
-            text = _call_text(item)
-        elif kind == "tool_result":
-            name = names.get(_text(item.get("call_id")), "")
-            text = _text(item.get("output"))
-        elif kind == "error":
-            name = _text(item.get("error"))
-            text = f"{name} {_text(item.get('text'))}".strip()
-        else:
-            name = _text(item.get("model")) if kind == "reply" else ""
-            text = _text(item.get("text"))
-        if text.strip():
-            yield Message(position, ts, role, name, text)
+        found = _message(position, item, names)
+        if found is not None:
+            yield found
+
+
+def message_text(items: list[Any], position: int) -> str:
+    """The indexed text of the item at ``position`` of a part ("" when it has none)."""
+    found = _message(position, items[position], {}) if 0 <= position < len(items) else None
+    return found.text if found is not None else ""
 
 
 def usage_of(tool: str, items: Iterable[Any]) -> Iterator[UsageRow]:
