@@ -1,6 +1,6 @@
 """Token prices: the dated table shipped with lifeline, and the user's own (decision 0069).
 
-``prices.json`` beside this module lists list prices per million tokens, with the date they
+``token_prices.json`` beside this module lists list prices per million tokens, with the date they
 were read and where. A file the user names (``--prices FILE``) or places in the home
 (``.lifeline/prices.json``) in the same shape adds models or replaces the shipped ones, and
 its ``as_of`` dates the result. A model is found by its name, or its name without a release
@@ -103,7 +103,9 @@ def _read(path: Path) -> Any:
 
 def load_prices(*overrides: Path) -> PriceTable:
     """The shipped table, then each override that exists, later ones winning."""
-    shipped = json.loads(files("lifeline.sessions").joinpath("prices.json").read_text("utf-8"))
+    shipped = json.loads(
+        files("lifeline.sessions").joinpath("token_prices.json").read_text("utf-8")
+    )
     as_of, currency, models, sources = _parse(shipped, "the shipped price table")
     for path in overrides:
         own_as_of, own_currency, own, own_sources = _parse(_read(path), str(path))
