@@ -1,7 +1,7 @@
 """Token prices: the dated table shipped with lifeline, and the user's own (decision 0069).
 
-``token_prices.json`` beside this module lists list prices per million tokens, with the date they
-were read and where. A file the user names (``--prices FILE``) or places in the home
+``token_prices.json`` beside this module lists list prices per million tokens, with the
+date they were read and where. A file the user names (``--prices FILE``) or places in the home
 (``.lifeline/prices.json``) in the same shape adds models or replaces the shipped ones, and
 its ``as_of`` dates the result. A model is found by its name, or its name without a release
 date suffix (``claude-sonnet-4-5-20250929`` is ``claude-sonnet-4-5``); a model found nowhere
