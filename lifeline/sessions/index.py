@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -156,10 +155,15 @@ class SessionIndex:
         return done
 
     def behind(self, line: sqlite3.Connection) -> bool:
-        """Whether the line holds rows past the mark (or the index is of another line)."""
+        """Whether the line holds rows past the mark, or is not the file indexed (its row at
+        the mark is another entry: the line was replaced), or the index is of another
+        version."""
         mark = self._get("mark")
         top = line.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0]
-        return mark is None or int(mark) != int(top) or self._get("version") != str(INDEX_VERSION)
+        if mark is None or int(mark) != int(top) or self._get("version") != str(INDEX_VERSION):
+            return True
+        row = line.execute("SELECT id FROM entries WHERE seq = ?", (top,)).fetchone()
+        return (row[0] if row else "") != self._get("mark_id")
 
     def rebuild(self, entries: Iterable[tuple[str, str, str, str, tuple[str, ...]]]) -> None:
         """Index ``entries`` (id, ts, kind, body, parents) from nothing: a line that is not
@@ -194,8 +198,9 @@ class SessionIndex:
         return 0
 
     def _reset(self) -> None:
-        for table in _TABLES:
+        for table in _TABLES[:-1]:
             self.db.execute(f"DELETE FROM {table}")
+        self.db.execute("INSERT INTO msgs_fts (msgs_fts) VALUES ('delete-all')")  # contentless
         self._set("version", str(INDEX_VERSION))
 
     def _apply(self, rows: list[tuple[str, str, str, str, tuple[str, ...]]], fetch: Fetch) -> None:
@@ -361,10 +366,3 @@ def _sql_fetch(line: sqlite3.Connection) -> Fetch:
         return None if found is None else (str(found[0]), _parents(found[1]), str(found[2]))
 
     return fetch
-
-
-def drop_file(path: Path) -> None:
-    """Delete an index file and its sidecars (it is rebuilt on the next read)."""
-    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
-        with suppress(FileNotFoundError):
-            (path.parent / name).unlink()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -142,3 +143,33 @@ def test_the_index_follows_a_growing_transcript(tmp_path: Path) -> None:
         (root / ".lifeline" / name).unlink(missing_ok=True)  # a cache: rebuilt when read
     (root / ".lifeline" / "sessions.sessions-index.sqlite-shm").unlink(missing_ok=True)
     assert _json(root, "search", "the test", "--limit", "200") == common
+
+
+def test_a_replaced_line_is_indexed_again(tmp_path: Path) -> None:
+    """The line deleted and filled again from another transcript, up to the same row
+    count: the index of the first must not answer for the second."""
+    root = tmp_path / "p"
+    root.mkdir()
+    line = root / ".lifeline" / "sessions.db"
+
+    def session(native: str, word: str, tokens: int) -> Path:
+        first = claude_line("user", "u1", f"please handle the {word} case", sessionId=native)
+        reply = claude_line("assistant", "a1", [{"type": "text", "text": f"{word} handled"}])
+        reply["sessionId"] = native
+        reply["message"]["usage"] = {"input_tokens": tokens, "output_tokens": 7}
+        return write_jsonl(tmp_path / native / f"{native}.jsonl", [first, reply])
+
+    one = session("11111111-1111-1111-1111-111111111111", "walrus", 1000)
+    two = session("22222222-2222-2222-2222-222222222222", "pelican", 2000)
+    _json(root, "ingest", "--tool", "claude", str(one))
+    assert _json(root, "search", "walrus")
+    rows = sqlite3.connect(line).execute("SELECT count(*) FROM entries").fetchone()[0]
+    for name in ("sessions.db", "sessions.db-wal", "sessions.db-shm"):
+        (root / ".lifeline" / name).unlink(missing_ok=True)
+    _json(root, "ingest", "--tool", "claude", str(two))
+    assert sqlite3.connect(line).execute("SELECT count(*) FROM entries").fetchone()[0] == rows
+    assert _json(root, "search", "walrus") == []
+    (hit,) = _json(root, "search", "pelican", "--role", "user")
+    assert hit["native_id"] == "22222222-2222-2222-2222-222222222222"
+    total = _json(root, "usage", "--by", "tool")["total"]["tokens"]
+    assert (total["input"], total["output"]) == (2000, 7)
