@@ -10,6 +10,7 @@ model the table does not know are counted, shown, and named as unpriced.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from lifeline.errors import ConfigError
 from lifeline.sessions.index import SessionIndex
 from lifeline.sessions.messages import Tokens
 from lifeline.sessions.prices import PriceTable
+from lifeline.sessions.scope import scope_matches
 
 __all__ = ["GROUPS", "UsageLine", "UsageReport", "usage_report"]
 
@@ -68,22 +70,23 @@ class UsageReport:
         }
 
 
-def _where(since: str | None, tool: str | None, project: str | None) -> tuple[str, list[Any]]:
+def _where(
+    index: SessionIndex, since: str | None, tool: str | None, project: str | None
+) -> tuple[str, list[Any]]:
     args: list[Any] = []
     sql = " WHERE s.current = 1"
     if since:
         sql, args = sql + " AND coalesce(u.ts, s.started, '') >= ?", [*args, since]
     if tool:
         sql, args = sql + " AND s.tool = ?", [*args, tool]
-    if project:
-        sql, args = (
-            sql + " AND (s.scope = ? OR s.scope LIKE ? ESCAPE '\\')",
-            [
-                *args,
-                project,
-                project.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "/%",
-            ],
-        )
+    if project:  # the scope or inside it, by the one rule of `--scope` (scope_matches)
+        scopes = [
+            scope
+            for (scope,) in index.db.execute("SELECT DISTINCT scope FROM sessions")
+            if isinstance(scope, str) and scope_matches(scope, project)
+        ]
+        sql += " AND s.scope IN (SELECT value FROM json_each(?))"
+        args.append(json.dumps(scopes))
     return sql, args
 
 
@@ -100,7 +103,7 @@ def usage_report(
     if by not in GROUPS:
         raise ConfigError(f"cannot group usage by {by!r}; choose one of {', '.join(GROUPS)}")
     key = GROUPS[by]
-    where, args = _where(since, tool, project)
+    where, args = _where(index, since, tool, project)
     rows = index.db.execute(
         f"SELECT {key}, u.model, sum(u.input), sum(u.cached), sum(u.cache_write),"
         " sum(u.output), sum(u.reasoning) FROM usage u JOIN sessions s ON s.hid = u.hid"

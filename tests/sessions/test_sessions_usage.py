@@ -196,6 +196,16 @@ def test_filters_and_bad_input(project: Path) -> None:
     assert [r["key"] for r in later["rows"]] == [days[-1]]
     codex = _json(project, "usage", "--by", "tool", "--tool", "codex")
     assert [r["key"] for r in codex["rows"]] == ["codex"]
+    scopes = {r["key"]: r for r in _json(project, "usage", "--by", "project")["rows"]}
+    repo = "git:github.com/acidicsoil/chatbot-ui:"
+    scoped = _json(project, "usage", "--by", "project", "--scope", repo)
+    assert [r["key"] for r in scoped["rows"]] == [repo] and scoped["total"]["tokens"] == (
+        scopes[repo]["tokens"]
+    )
+    inside = _json(project, "usage", "--by", "project", "--scope", "path:~/projects")
+    assert {r["key"] for r in inside["rows"]} == {
+        k for k in scopes if k.startswith("path:~/projects/")
+    }
     bad = run_cli(project, "sessions", "usage", "--since", "last tuesday")
     assert bad.returncode != 0 and "is not a date" in bad.stderr and "Traceback" not in bad.stderr
     missing = run_cli(project, "sessions", "usage", "--prices", str(project / "nope.json"))
