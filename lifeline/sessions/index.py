@@ -80,6 +80,17 @@ def _json(body: str) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _part_session(body: str) -> str | None:
+    """A part's session id without parsing its items: ``dumps`` sorts keys, so the
+    top-level ``"session"`` (after ``items``, ``lines``, ``part``) is the last one."""
+    at = body.rfind('"session":"')
+    if at < 0:
+        return None
+    start = at + len('"session":"')
+    end = body.find('"', start)
+    return body[start:end] if end > start else None
+
+
 def _parents(text: str) -> tuple[str, ...]:
     try:
         value = json.loads(text)
@@ -209,7 +220,7 @@ class SessionIndex:
         keys: set[tuple[str, str]] = set()
         cache: dict[str, tuple[str, tuple[str, ...], str]] = {}
         for eid, ts, kind, body, parents in rows:
-            data = _json(body)
+            data = _json(body) if kind != KIND_PART else {}  # a part is parsed when settled
             if kind == KIND_HEADER:
                 tool, native = str(data.get("tool", "")), str(data.get("session", ""))
                 v = data.get("v") if isinstance(data.get("v"), int) else 0
@@ -224,9 +235,9 @@ class SessionIndex:
             elif kind == KIND_STATUS and isinstance(data.get("session"), str):
                 if self._status(data["session"], data, ts):
                     dirty[data["session"]] = None
-            elif kind == KIND_PART and isinstance(data.get("session"), str):
+            elif kind == KIND_PART and (owner := _part_session(body)) is not None:
                 cache[eid] = (kind, parents, body)
-                dirty[data["session"]] = None
+                dirty[owner] = None
         for hid in dirty:
             self._settle(hid, fetch, cache)
         for tool, native in keys:
