@@ -165,10 +165,11 @@ def _warm(root: Path, label: str, queries: list[str], session: str | None = None
 
 def find_costs(root: Path, work: Path) -> None:
     """Step 4: usage and search on the ingested corpus, then on a 5,000-turn session."""
-    first, _ = cli(root, "usage", "--json")
     index = root / ".lifeline" / "sessions.sessions-index.sqlite"
+    what = "the index there already" if index.exists() else "builds the index"
+    first, _ = cli(root, "usage", "--json")
     print(
-        f"first usage (builds the index): {first:.1f} s; index {index.stat().st_size / 1e6:.0f}"
+        f"first usage ({what}): {first:.1f} s; index {index.stat().st_size / 1e6:.0f}"
         f" MB beside a {(root / '.lifeline' / 'sessions.db').stat().st_size / 1e6:.0f} MB line"
     )
     queries = ["lmstudio", "the", "rate limit"]
