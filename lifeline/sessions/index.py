@@ -26,14 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.fsutil import create_private
-from lifeline.sessions.messages import messages_of, usage_of
+from lifeline.sessions.messages import Tokens, messages_of, usage_of
 from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
 
 __all__ = ["INDEX_VERSION", "SessionIndex"]
 
 # Bump when what the index derives from a part changes: an index of another version is
 # rebuilt from the line on its next read.
-INDEX_VERSION = 1
+INDEX_VERSION = 2  # 2: usage summed per part, day and model (usage_sums)
 _BATCH = 256  # entries read from the line at a time (at most ~12 MB of parts)
 _KINDS = (KIND_HEADER, KIND_PART, KIND_STATUS)
 
@@ -63,11 +63,17 @@ CREATE TABLE IF NOT EXISTS usage (
     output INTEGER NOT NULL, reasoning INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS usage_part ON usage(hid, part);
+CREATE TABLE IF NOT EXISTS usage_sums (
+    hid TEXT NOT NULL, part TEXT NOT NULL, day TEXT NOT NULL, model TEXT NOT NULL,
+    input INTEGER NOT NULL, cached INTEGER NOT NULL, cache_write INTEGER NOT NULL,
+    output INTEGER NOT NULL, reasoning INTEGER NOT NULL,
+    PRIMARY KEY (hid, part, day, model)
+) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS msgs_fts USING fts5(
     text, content='', tokenize='unicode61 remove_diacritics 2'
 );
 """
-_TABLES = ("meta", "sessions", "parts", "msgs", "usage", "msgs_fts")
+_TABLES = ("meta", "sessions", "parts", "msgs", "usage", "usage_sums", "msgs_fts")
 
 Fetch = Callable[[str], tuple[str, tuple[str, ...], str] | None]  # id -> kind, parents, body
 
@@ -320,6 +326,7 @@ class SessionIndex:
             self.db.execute(
                 "INSERT INTO msgs_fts (rowid, text) VALUES (?, ?)", (cur.lastrowid, m.text)
             )
+        rows = list(usage_of(tool, items))
         self.db.executemany(
             "INSERT INTO usage VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
@@ -336,7 +343,20 @@ class SessionIndex:
                     u.tokens.output,
                     u.tokens.reasoning,
                 )
-                for u in usage_of(tool, items)
+                for u in rows
+            ],
+        )
+        # the same rows summed per (day, model): what a report reads (a part's few rows
+        # instead of its every usage item); day "" when the items have no time
+        sums: dict[tuple[str, str], Tokens] = {}
+        for u in rows:
+            key = (u.ts[:10] if u.ts else "", u.model or "")
+            sums[key] = sums.get(key, Tokens()) + u.tokens
+        self.db.executemany(
+            "INSERT INTO usage_sums VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (hid, pid, day, model, t.input, t.cached, t.cache_write, t.output, t.reasoning)
+                for (day, model), t in sums.items()
             ],
         )
 
@@ -364,6 +384,7 @@ class SessionIndex:
             raise _Rebuild(f"part {pid[:12]} no longer gives the messages it was indexed with")
         self.db.execute("DELETE FROM msgs WHERE hid = ? AND part = ?", (hid, pid))
         self.db.execute("DELETE FROM usage WHERE hid = ? AND part = ?", (hid, pid))
+        self.db.execute("DELETE FROM usage_sums WHERE hid = ? AND part = ?", (hid, pid))
 
 
 class _Rebuild(Exception):

@@ -22,14 +22,16 @@ from lifeline.sessions.scope import scope_matches
 
 __all__ = ["GROUPS", "UsageLine", "UsageReport", "usage_report"]
 
-# --by: the key of a row, as SQL over the usage row (u) and its session (s)
+# --by: the key of a row, as SQL over a usage sum (u: hid, day, model, counts; day and
+# model "" when not recorded) and its session (s)
 GROUPS = {
     "session": "u.hid",
-    "day": "coalesce(u.day, substr(s.started, 1, 10), '?')",
-    "model": "coalesce(u.model, '?')",
+    "day": "CASE WHEN u.day = '' THEN coalesce(substr(s.started, 1, 10), '?') ELSE u.day END",
+    "model": "CASE WHEN u.model = '' THEN '?' ELSE u.model END",
     "project": "coalesce(s.scope, 'unknown:')",
     "tool": "s.tool",
 }
+_COUNTS = "input, cached, cache_write, output, reasoning"
 
 
 @dataclass
@@ -70,13 +72,26 @@ class UsageReport:
         }
 
 
+def _source(since: str | None) -> tuple[str, list[Any]]:
+    """The usage rows to add up: the per-part sums (a few rows a part), and when ``since``
+    falls inside a day, that day's own rows from ``since`` on (the sums cannot split it)."""
+    sums = f"SELECT hid, day, model, {_COUNTS} FROM usage_sums"
+    if not since:
+        return sums, []
+    day, within = since[:10], since[10:] not in ("", "T00:00:00")
+    if not within:
+        return f"{sums} WHERE day >= ? OR day = ''", [day]
+    raw = f"SELECT hid, day, coalesce(model, ''), {_COUNTS} FROM usage WHERE day = ? AND ts >= ?"
+    return f"{sums} WHERE day > ? OR day = '' UNION ALL {raw}", [day, day, since]
+
+
 def _where(
     index: SessionIndex, since: str | None, tool: str | None, project: str | None
 ) -> tuple[str, list[Any]]:
     args: list[Any] = []
     sql = " WHERE s.current = 1"
-    if since:
-        sql, args = sql + " AND coalesce(u.ts, s.started, '') >= ?", [*args, since]
+    if since:  # rows without a time count from their session's start
+        sql, args = sql + " AND (u.day <> '' OR coalesce(s.started, '') >= ?)", [since]
     if tool:
         sql, args = sql + " AND s.tool = ?", [*args, tool]
     if project:  # the scope or inside it, by the one rule of `--scope` (scope_matches)
@@ -103,39 +118,34 @@ def usage_report(
     if by not in GROUPS:
         raise ConfigError(f"cannot group usage by {by!r}; choose one of {', '.join(GROUPS)}")
     key = GROUPS[by]
+    source, source_args = _source(since)
     where, args = _where(index, since, tool, project)
     rows = index.db.execute(
-        f"SELECT {key}, u.model, sum(u.input), sum(u.cached), sum(u.cache_write),"
-        " sum(u.output), sum(u.reasoning) FROM usage u JOIN sessions s ON s.hid = u.hid"
-        f"{where} GROUP BY 1, 2",
-        args,
+        f"SELECT {key}, u.model, u.hid, sum(u.input), sum(u.cached), sum(u.cache_write),"
+        f" sum(u.output), sum(u.reasoning) FROM ({source}) u"
+        f" JOIN sessions s ON s.hid = u.hid{where} GROUP BY 1, 2, 3",
+        [*source_args, *args],
     ).fetchall()
-    counts = dict(
-        index.db.execute(
-            f"SELECT {key}, count(DISTINCT u.hid) FROM usage u"
-            f" JOIN sessions s ON s.hid = u.hid{where} GROUP BY 1",
-            args,
-        ).fetchall()
-    )
-    total_sessions = index.db.execute(
-        f"SELECT count(DISTINCT u.hid) FROM usage u JOIN sessions s ON s.hid = u.hid{where}",
-        args,
-    ).fetchone()[0]
     lines: dict[str, UsageLine] = {}
-    total = UsageLine("total", "total", sessions=int(total_sessions))
-    for group, model, *sums in rows:
+    total = UsageLine("total", "total")
+    members: dict[str, set[str]] = {}
+    everyone: set[str] = set()
+    for group, model, hid, *sums in rows:
         tokens = Tokens(*(int(v or 0) for v in sums))
         line = lines.setdefault(str(group), UsageLine(str(group), str(group)))
+        members.setdefault(line.key, set()).add(hid)
+        everyone.add(hid)
+        price = prices.price(model or None)
         for target in (line, total):
             target.tokens = target.tokens + tokens
-            price = prices.price(model)
             if price is None:
                 name = model or "(no model recorded)"
                 target.unpriced[name] = target.unpriced.get(name, 0) + tokens.total
             else:
                 target.cost += price.cost(tokens)
     for line in lines.values():
-        line.sessions = int(counts.get(line.key, 0))
+        line.sessions = len(members.get(line.key, ()))
+    total.sessions = len(everyone)
     if by == "session":
         for hid, title, tool_ in index.db.execute(
             "SELECT hid, title, tool FROM sessions WHERE current = 1"

@@ -194,6 +194,12 @@ def test_filters_and_bad_input(project: Path) -> None:
     days = [r["key"] for r in every["rows"]]
     later = _json(project, "usage", "--by", "day", "--since", days[-1])
     assert [r["key"] for r in later["rows"]] == [days[-1]]
+    # a time inside a day: that day's items from then on, not the whole day
+    day = "2025-11-17"  # the Codex rollout's: token counts from 15:30 to 21:38 UTC
+    whole = _json(project, "usage", "--since", day)["total"]["tokens"]["total"]
+    late = _json(project, "usage", "--since", f"{day}T18:00:00Z")["total"]["tokens"]["total"]
+    after = sum(r["tokens"]["total"] for r in every["rows"] if r["key"] > day)
+    assert whole > late > after
     codex = _json(project, "usage", "--by", "tool", "--tool", "codex")
     assert [r["key"] for r in codex["rows"]] == ["codex"]
     scopes = {r["key"]: r for r in _json(project, "usage", "--by", "project")["rows"]}
