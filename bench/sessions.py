@@ -16,7 +16,13 @@ session (a new file name, hence a new native id). Then, as a user would run them
    runs alternating so that load hits both alike, medians of ``--runs``;
 2. the same command again (nothing changed): seconds; then ``lifeline sessions list``;
 3. appending 100 lines to a 2.7 MB live session and ingesting it, in process (what one
-   watcher pass costs) and as a CLI process: milliseconds, median of 7.
+   watcher pass costs) and as a CLI process: milliseconds, median of 7;
+4. ``lifeline sessions usage`` and ``lifeline sessions search`` on the corpus: the first
+   run (it builds the index), then warm — in process (opening the index, checking it is
+   up to date, answering: what a command does past interpreter start-up) median of 7, and
+   as CLI processes median of 5 — for a rare word, a common word, two words, and each
+   usage grouping; then the same on one synthetic 5,000-turn session
+   (``bench/bundles.py``'s). ``--find-only`` skips 1–3 on a corpus already ingested.
 
 Prints figures; no pass/fail.
 """
@@ -35,14 +41,19 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from lifeline.home import Home  # noqa: E402
 from lifeline.sessions.config import SessionSettings  # noqa: E402
+from lifeline.sessions.finder import opened_index, search  # noqa: E402
+from lifeline.sessions.prices import load_prices  # noqa: E402
 from lifeline.sessions.service import open_ingester, sources_in  # noqa: E402
-from tests.support.sessions_support import FIXTURES, _claude_target  # noqa: E402
+from lifeline.sessions.usage import GROUPS, usage_report  # noqa: E402
+from lifeline.store.sqlite import SqliteStore  # noqa: E402
+from tests.support.sessions_support import FIXTURES, _claude_target, write_jsonl  # noqa: E402
 
 SPOTTER = "marot__spotter__258c7280-ae70-4798-800f-63464d01a85d.jsonl"
 
@@ -204,13 +215,92 @@ async def append_cost(work: Path) -> tuple[float, float]:
     return statistics.median(inproc), statistics.median(cli_ms)
 
 
+def _median_ms(run: Any, times: int = 7) -> float:
+    spent = []
+    for _ in range(times):
+        start = time.perf_counter()
+        asyncio.run(run())
+        spent.append((time.perf_counter() - start) * 1000)
+    return statistics.median(spent)
+
+
+def _warm(root: Path, label: str, queries: list[str], session: str | None = None) -> None:
+    """In process: open the line and its index (up to date), answer; median ms."""
+    line = root / ".lifeline" / "sessions.db"
+
+    def searching(query: str) -> Any:
+        async def run() -> None:
+            store = await SqliteStore.open(line, create=False)
+            try:
+                async with opened_index(store) as index:
+                    await search(store, index, query, session=session, limit=20)
+            finally:
+                await store.close()
+
+        return run
+
+    def usage(by: str) -> Any:
+        async def run() -> None:
+            store = await SqliteStore.open(line, create=False)
+            try:
+                async with opened_index(store) as index:
+                    usage_report(index, load_prices(), by=by)
+            finally:
+                await store.close()
+
+        return run
+
+    figures = [f"search {q!r} {_median_ms(searching(q)):.0f}" for q in queries]
+    figures += [f"usage --by {by} {_median_ms(usage(by)):.0f}" for by in GROUPS]
+    print(f"{label}, warm in process, ms (median of 7): " + "; ".join(figures))
+
+
+def find_costs(root: Path, work: Path) -> None:
+    """Step 4: usage and search on the ingested corpus, then on a 5,000-turn session."""
+    index = root / ".lifeline" / "sessions.sessions-index.sqlite"
+    what = "the index there already" if index.exists() else "builds the index"
+    first, _ = cli(root, "usage", "--json")
+    print(
+        f"first usage ({what}): {first:.1f} s; index {index.stat().st_size / 1e6:.0f}"
+        f" MB beside a {(root / '.lifeline' / 'sessions.db').stat().st_size / 1e6:.0f} MB line"
+    )
+    queries = ["lmstudio", "the", "rate limit"]
+    _warm(root, "corpus", queries)
+    whole = []
+    for args in (("search", "lmstudio"), ("search", "the"), ("usage", "--by", "model")):
+        spent = [cli(root, *args)[0] * 1000 for _ in range(5)]
+        whole.append(f"{' '.join(args)} {statistics.median(spent):.0f}")
+    print("corpus, CLI process, ms (median of 5): " + "; ".join(whole))
+
+    from bench.bundles import turn
+
+    big = work / "turns5k" / "11111111-2222-3333-4444-555555555555.jsonl"
+    if not big.exists():
+        write_jsonl(big, [line for i in range(1, 5001) for line in turn(i, "/srv/bench/p")])
+    node = work / "turns5k-node"
+    shutil.rmtree(node, ignore_errors=True)
+    node.mkdir()
+    cli(node, "ingest", str(big))
+    built, _ = cli(node, "search", "module_7")
+    print(f"5,000-turn session: first search (builds the index) {built:.2f} s")
+    _warm(node, "5,000-turn session", ["module_7", "step", "parse raises"])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=int, default=1024, help="corpus size (default 1024)")
     parser.add_argument("--keep", type=Path, help="build or reuse the corpus here")
     parser.add_argument("--baseline", type=Path, help="another tree: ingest side by side")
     parser.add_argument("--runs", type=int, default=3, help="runs each with --baseline")
+    parser.add_argument(
+        "--find-only", action="store_true", help="only step 4, on a corpus --keep ingested"
+    )
     args = parser.parse_args()
+    if args.find_only:
+        if args.keep is None:
+            parser.error("--find-only needs --keep DIR (a corpus ingested before)")
+        find_costs(args.keep / "node", args.keep)
+        return
     work = args.keep or Path(tempfile.mkdtemp(prefix="sessions-bench-"))
     home = work / "home"
     try:
@@ -250,6 +340,7 @@ def main() -> None:
             f"append 100 lines to a live session: {inproc:.1f} ms in process (median of 7), "
             f"{cli_ms:.0f} ms as a CLI process"
         )
+        find_costs(root, work)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

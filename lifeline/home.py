@@ -7,10 +7,12 @@
       .lifeline/
         .gitignore                      keeps the folder out of git (lifeline/ignore.py)
         config.json                     settings: size caps, sessions (optional)
+        prices.json                     token prices for `sessions usage` (optional)
         <line>.db                       one SQLite file per line
         <line>.projection.json          the record of its last render (lifeline/projection_file.py)
         <line>.db.damaged-<time>        a damaged file `lifeline recover` set aside (integrity.py)
         sessions-sources.sqlite         the session importer's source ledger (never synced)
+        <line>.sessions-index.sqlite    a sessions line's search and usage index (a cache)
         policy.json, mesh/, ci/         the node's files (lifeline_mesh/home/node_home.py)
         mesh/hub.json                   a hub process root: its lines are in that database
 
@@ -40,9 +42,11 @@ LEDGER_DIR = ".lifeline"
 SETTINGS_FILE = "config.json"
 IGNORE_FILE = ".gitignore"
 SOURCES_FILE = "sessions-sources.sqlite"
+PRICES_FILE = "prices.json"
 LINE_SUFFIX = ".db"
 RENDER_RECORD_SUFFIX = ".projection.json"
 HUB_BINDING = ("mesh", "hub.json")
+SESSIONS_INDEX_SUFFIX = ".sessions-index.sqlite"
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +92,11 @@ class Home:
     def sources_path(self) -> Path:
         """The session importer's source ledger (local, never synced)."""
         return self.dir / SOURCES_FILE
+
+    @property
+    def prices_path(self) -> Path:
+        """Token prices the user gives `sessions usage` (lifeline/sessions/prices.py)."""
+        return self.dir / PRICES_FILE
 
     def committable(self) -> set[str]:
         """Files under ``.lifeline/`` that belong in git, relative to the root (posix)."""
@@ -162,6 +171,12 @@ class Home:
     def render_record_path(line_file: Path) -> Path:
         """The record of a line's last render, beside its file (``<line>.projection.json``)."""
         return line_file.with_name(f"{line_file.stem}{RENDER_RECORD_SUFFIX}")
+
+    @staticmethod
+    def sessions_index_path(line_file: Path) -> Path:
+        """A sessions line's search and usage index, beside its file
+        (``<line>.sessions-index.sqlite``; lifeline/sessions/index.py): a cache."""
+        return line_file.with_name(f"{line_file.stem}{SESSIONS_INDEX_SUFFIX}")
 
     @staticmethod
     def damaged_path(line_file: Path, stamp: str) -> Path:

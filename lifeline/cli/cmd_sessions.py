@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lifeline.cli.cmd_resume import register_into
+from lifeline.cli.cmd_sessions_find import register_find
 from lifeline.cli.common import (
     Commands,
     add_json_option,
@@ -111,6 +112,7 @@ def register(sub: Commands, top: argparse.ArgumentParser) -> None:
     )
     q.set_defaults(func=cmd_watch)
     register_into(inner, parent)
+    register_find(inner, parent)
 
 
 def _count(text: str) -> int:

@@ -18,6 +18,7 @@ from lifeline_mesh.mcp.tools_bundles import register_bundles
 from lifeline_mesh.mcp.tools_mesh import register_mesh
 from lifeline_mesh.mcp.tools_read import register_reads
 from lifeline_mesh.mcp.tools_sessions import register_sessions
+from lifeline_mesh.mcp.tools_sessions_search import register_sessions_search
 from lifeline_mesh.mcp.tools_truth import register_truth
 from lifeline_mesh.mcp.tools_write import register_writes
 from lifeline_mesh.mcp.workspace import Workspace
@@ -33,6 +34,7 @@ Search with `recall`; hand a sub-agent the `brief` of its thread. Record decisio
 and open questions with `append`, supersede a wrong entry with `correct`, and before you \
 stop, record where you are with `checkpoint`. Past agent sessions (Claude Code, Codex, \
 Gemini, from every synced machine) are in `sessions_list` and `session_show`; \
+`sessions_search` finds the messages and tool calls that match words; \
 `sessions_unfinished` lists lost work and `session_bundle` gives what you need to resume \
 it. A write may become a proposal that a human approves; the result says so. Send an \
 `idempotency_key` with each write you might retry."""
@@ -52,6 +54,7 @@ def build_server(ws: Workspace) -> MCPServer[Any]:
     register_mesh(server, ws)
     register_truth(server, ws)
     register_sessions(server, ws)
+    register_sessions_search(server, ws)
     register_bundles(server, ws)
     return server
 

@@ -97,6 +97,16 @@ class Links:
     def unfinished(self, line: str) -> str | None:
         return self._to(self._line(line) + "unfinished")
 
+    def usage(self, line: str, query: dict[str, str] | None = None) -> str | None:
+        return self._to(self._line(line) + "usage", query)
+
+    def usage_form(self, line: str) -> str | None:
+        """Where the usage form submits (served only)."""
+        return None if self.static else self._line(line) + "usage"
+
+    def sessions_search(self, line: str, query: dict[str, str] | None = None) -> str | None:
+        return None if self.static else self._to(self._line(line) + "sessions-search", query)
+
     def mesh(self) -> str | None:
         return self._to("/mesh")
 

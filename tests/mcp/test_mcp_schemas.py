@@ -102,6 +102,7 @@ async def test_every_tool_lists_a_schema_and_its_results_validate(tmp_path: Path
         page = await call("session_show", id=session_id, limit=20)
         assert all(None not in item.values() for item in page["items"])  # unset: left out
         await call("sessions_unfinished")
+        await call("sessions_search", query="lmstudio", limit=3)
         await call("session_bundle", id=session_id)
         await call("session_bundle", id=session_id, format="json")
         not_ready = await call("session_bundle")

@@ -26,9 +26,16 @@ class Section:
 
 
 def _sections() -> list[Section]:
-    from lifeline_mesh.ui.sections import entry, history, mesh, sessions, truth
+    from lifeline_mesh.ui.sections import entry, history, mesh, sessions, sessions_find, truth
 
-    return [truth.SECTION, history.SECTION, sessions.SECTION, mesh.SECTION, entry.SECTION]
+    return [
+        truth.SECTION,
+        history.SECTION,
+        sessions.SECTION,
+        sessions_find.SECTION,
+        mesh.SECTION,
+        entry.SECTION,
+    ]
 
 
 SECTIONS: list[Section] = _sections()

@@ -9,11 +9,12 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from lifeline.errors import ConfigError
+from lifeline.sessions.config import load_session_settings
 from lifeline.truth.parse import parse_checkpoint
 from lifeline.truth.service import LineTruth, fetch_verified
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.reader import SHOWN, LineReader
-from lifeline_mesh.ui.render import page, viewer_of
+from lifeline_mesh.ui.render import links_for, page, viewer_of
 from lifeline_mesh.ui.search import MAX_PAGES, PAGE
 from lifeline_mesh.ui.sections import Section
 
@@ -123,7 +124,11 @@ async def search_page(request: Request) -> Response:
     if not raw.isdigit() or int(raw) >= MAX_PAGES:
         raise ConfigError(f"page={raw!r} is not a page of hits; give 0 to {MAX_PAGES - 1}")
     number = int(raw)
-    reader = await viewer_of(request).reader(line)
+    viewer = viewer_of(request)
+    if line == load_session_settings(viewer.home).line:  # its messages, not its 48 KB parts
+        target = links_for(request).sessions_search(line, {"q": query} if query else None)
+        return RedirectResponse(target or "/", status_code=307)
+    reader = await viewer.reader(line)
     found = await reader.search(query, number) if query.strip() else None
     return page(
         request,
