@@ -180,6 +180,7 @@ def _import(files: FileState, db: PgState, held: set[str], report: HubInit) -> N
 
 def _bind(home: NodeHome, url: str) -> None:
     path = home.hub_binding_path
+    home.prepare()  # .lifeline/ its owner's only (mkdir's mode covers only the last folder)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     text = json.dumps({"store": url}, indent=2) + "\n"
     fsutil.write_atomic(path, text.encode(), mode=0o600)  # the URL may hold a password
