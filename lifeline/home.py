@@ -9,7 +9,7 @@
         config.json                     settings: size caps, sessions (optional)
         prices.json                     token prices for `sessions usage` (optional)
         <line>.db                       one SQLite file per line
-        <line>.projection.json          the record of its last render (lifeline/projection_file.py)
+        <line>.projection.json          the record of its last render (lifeline/projection/file.py)
         <line>.db.damaged-<time>        a damaged file `lifeline recover` set aside (integrity.py)
         sessions-sources.sqlite         the session importer's source ledger (never synced)
         <line>.sessions-index.sqlite    a sessions line's search and usage index (a cache)

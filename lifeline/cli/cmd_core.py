@@ -11,7 +11,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from lifeline.audit import Finding, Report, verify_store
+from lifeline.audit.line import Finding, Report, verify_store
 from lifeline.cli.common import (
     Commands,
     add_json_option,

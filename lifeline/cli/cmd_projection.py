@@ -22,7 +22,8 @@ from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import atomic_file
 from lifeline.home import Home
-from lifeline.importer import (
+from lifeline.lines import EXTERNAL_ANCHOR, validate_line_name
+from lifeline.migration.importer import (
     ForeignLine,
     LinePlan,
     apply_plan,
@@ -30,12 +31,11 @@ from lifeline.importer import (
     plan_import,
     read_lc_project,
 )
-from lifeline.lc_import import count_rows, import_databases
-from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
-from lifeline.lc_view import LcView, LcViewWriter
-from lifeline.lines import EXTERNAL_ANCHOR, validate_line_name
-from lifeline.projection import entry_block, header, is_projection, parse_document
-from lifeline.projection_file import write_projection
+from lifeline.migration.markdown import looks_like_lc_markdown, parse_lc_markdown
+from lifeline.migration.stream import count_rows, import_databases
+from lifeline.migration.view import LcView, LcViewWriter
+from lifeline.projection.file import write_projection
+from lifeline.projection.markdown import entry_block, header, is_projection, parse_document
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import HARD_LIMITS, check_admissible, over_limits

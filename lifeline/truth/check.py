@@ -16,7 +16,7 @@ derive_roles`) and compared (:func:`read_stored`). Values are compared with thei
 type, so a value of another type (or text that is not UTF-8) differs too.
 
 Reading only: what differs is returned as findings ``(check, subject, detail)``;
-``lifeline.audit`` rebuilds the tables from the entries when there are any.
+``lifeline.audit.line`` rebuilds the tables from the entries when there are any.
 """
 
 from __future__ import annotations

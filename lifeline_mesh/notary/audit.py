@@ -9,7 +9,7 @@ line, in the same order, but in memory bounded by a page, not by the line (issue
    summaries, states) is kept, and the ids the items name are checked against the store;
 3. when there is evidence, the line walked once from children to parents for each signed
    entry's first witness (only the walk's frontier held, and the few findings it makes);
-4. the ledger's own audit (:func:`lifeline.audit.verify_store`) reading the line once, and
+4. the ledger's own audit (:func:`lifeline.audit.line.verify_store`) reading the line once, and
    each page of its entries judged with the attestations about them, looked up by subject.
 
 Findings go to a :class:`FindingLog` (spilled to a temporary file past a few thousand).
@@ -25,8 +25,8 @@ from functools import partial
 from itertools import islice
 from typing import IO, Any
 
-from lifeline.audit import Linked, verify_store
-from lifeline.audit_parallel import StreamPage
+from lifeline.audit.line import Linked, verify_store
+from lifeline.audit.parallel import StreamPage
 from lifeline.errors import BadSignature
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine, tables_of

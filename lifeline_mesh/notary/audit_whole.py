@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from lifeline.audit import verify_store
+from lifeline.audit.line import verify_store
 from lifeline.store.port import Store
 from lifeline_mesh.notary.findings_log import FindingLog
 from lifeline_mesh.notary.port import Notary

@@ -15,7 +15,7 @@ from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from lifeline.audit import Linked
+from lifeline.audit.line import Linked
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import BadSignature, InvalidEntry
 from lifeline_mesh.notary.signers import KnownSigners, SignerState

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from lifeline import lc_import
-from lifeline.audit import Finding, Report
+from lifeline.audit.line import Finding, Report
 from lifeline.cli.cmd_core import write_report_json
 from lifeline.cli.common import print_json
 from lifeline.cli.progress import Progress
+from lifeline.migration import stream as lc_import
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline

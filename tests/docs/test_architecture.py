@@ -34,8 +34,21 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     f"{L}.__main__": frozenset({f"{L}.cli"}),
     f"{L}.store": frozenset({L}),
     f"{L}.truth": frozenset({L, f"{L}.store"}),
+    f"{L}.audit": frozenset({L, f"{L}.store", f"{L}.truth"}),
+    f"{L}.projection": frozenset({L, f"{L}.store", f"{L}.audit"}),
+    f"{L}.migration": frozenset({L, f"{L}.store"}),
     f"{L}.sessions": frozenset({L, f"{L}.store", f"{L}.truth"}),
-    f"{L}.cli": frozenset({L, f"{L}.store", f"{L}.truth", f"{L}.sessions"}),
+    f"{L}.cli": frozenset(
+        {
+            L,
+            f"{L}.audit",
+            f"{L}.migration",
+            f"{L}.projection",
+            f"{L}.store",
+            f"{L}.truth",
+            f"{L}.sessions",
+        }
+    ),
     # The node, bottom up.
     M: frozenset(),
     f"{M}.__main__": frozenset({f"{M}.cli"}),
@@ -48,7 +61,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # knot the node's one home object is to untie (KNOWN_KNOTS). lifeline.store: the home
     # holds what it opened, a hub's node documents in PostgreSQL too (home/pg_state.py).
     f"{M}.home": frozenset({L, f"{L}.store", f"{M}.membership", f"{M}.sync", f"{M}.transport"}),
-    f"{M}.notary": frozenset({L, f"{L}.store", f"{M}.helpers", f"{M}.home", f"{M}.membership"}),
+    f"{M}.notary": frozenset(
+        {L, f"{L}.audit", f"{L}.store", f"{M}.helpers", f"{M}.home", f"{M}.membership"}
+    ),
     f"{M}.sync": frozenset(
         {L, f"{L}.store", f"{M}.recon", f"{M}.helpers", f"{M}.home", f"{M}.notary"}
     ),

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.entry import normalize_ts
-from lifeline.importer import plan_import, read_lc_project
-from lifeline.projection import parse_document
+from lifeline.migration.importer import plan_import, read_lc_project
+from lifeline.projection.markdown import parse_document
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline
 

@@ -10,8 +10,8 @@ from hypothesis import strategies as st
 
 from lifeline.entry import Entry
 from lifeline.errors import IdMismatch, InvalidEntry
-from lifeline.lc_markdown import looks_like_lc_markdown, parse_lc_markdown
-from lifeline.projection import is_projection, parse, render
+from lifeline.migration.markdown import looks_like_lc_markdown, parse_lc_markdown
+from lifeline.projection.markdown import is_projection, parse, render
 from tests.support.entries import make_entry
 
 # Text with the characters that break naive formats: our own markers, fences, headings,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from lifeline.entry import Entry
-from lifeline.projection import _visible, parse
+from lifeline.projection.markdown import _visible, parse
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline
 from tests.support.entries import make_entry
@@ -113,7 +113,7 @@ async def test_full_flag_and_other_format_rewrite(tmp_path: Path) -> None:
 
 
 def test_isprintable_is_the_visible_test_for_every_character() -> None:
-    # The projection's fast checks rely on it (lifeline/projection.py, _plain_safe).
+    # The projection's fast checks rely on it (lifeline/projection/markdown.py, _plain_safe).
     odd = [c for c in map(chr, range(sys.maxunicode + 1)) if c.isprintable() != _visible(c)]
     assert odd == []
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from lifeline import render_parallel
 from lifeline.entry import Entry
 from lifeline.lines import EXTERNAL_ANCHOR
-from lifeline.projection_file import write_projection
-from lifeline.render_worker import same_snapshot
+from lifeline.projection import parallel as render_parallel
+from lifeline.projection.file import write_projection
+from lifeline.projection.worker import same_snapshot
 from lifeline.store.port import RowProblem
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline

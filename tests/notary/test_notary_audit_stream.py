@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.audit import verify_store
+from lifeline.audit.line import verify_store
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.node_home import NodeHome

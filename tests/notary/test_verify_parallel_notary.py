@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from lifeline import audit_parallel, audit_worker
-from lifeline.audit_worker import LateCheck, check_range, connect
+from lifeline.audit import parallel as audit_parallel
+from lifeline.audit import worker as audit_worker
+from lifeline.audit.worker import LateCheck, check_range, connect
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.node_home import NodeHome

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lifeline.audit_worker import check_range
+from lifeline.audit.worker import check_range
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.check import judge, read_stored, scan
 from lifeline.truth.service import read_shown

@@ -26,8 +26,8 @@ from typing import Any
 from lifeline.entry import Entry, normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
 from lifeline.home import Home
-from lifeline.lc_markdown import Rejected, parse_lc_markdown
 from lifeline.lines import DEFAULT_LINE, EXTERNAL_ANCHOR, validate_line_name
+from lifeline.migration.markdown import Rejected, parse_lc_markdown
 from lifeline.store.port import Store
 from lifeline.validate import DEFAULT_LIMITS, HARD_LIMITS, Limits, check_admissible, over_limits
 
@@ -113,7 +113,7 @@ def decode_lc_row(row: tuple[Any, ...]) -> tuple[Entry | None, Rejected | None]:
 
 def read_lc_db(path: Path) -> ForeignLine:
     """Read one lifeline-context database, read-only (its folder may be read-only too).
-    Holds the whole line: ``lifeline import`` streams instead (:mod:`lifeline.lc_import`)."""
+    Holds the whole line: ``lifeline import`` streams instead (:mod:`lifeline.migration.stream`)."""
     line = ForeignLine(validate_line_name(path.stem), path)
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)

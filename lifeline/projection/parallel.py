@@ -1,10 +1,10 @@
 """A full render of a large SQLite line on every core (issue 21, decision 0045).
 
-The serial render (``lifeline/projection_file.py``) decodes and renders every row on one
+The serial render (``lifeline/projection/file.py``) decodes and renders every row on one
 core. For a line of at least :func:`parallel_min` entries, the full render's stream (the
 rows of its snapshot, ``seq <= top``, in the order ``height, ts, id``) is cut by position
 into one contiguous range per core, and each range is rendered by a
-``python -m lifeline.render_worker`` process into a temporary file of its own (unnamed,
+``python -m lifeline.projection.worker`` process into a temporary file of its own (unnamed,
 in the target's folder). This process writes the ranges into the target in order as they
 grow, hashing as it goes, so the file, its size and sha256 are the serial render's; the
 damaged rows are listed in stream order, as the serial render lists them.
@@ -13,7 +13,7 @@ Each worker first checks that its own read transaction sees the parent's rows (t
 of ``seq <= top``); when one does not (a merge changed a stored row meanwhile), nothing
 but the header has been written and the caller renders serially instead.
 
-The rules for when and how many are verify's (:mod:`lifeline.audit_parallel`), with knobs
+The rules for when and how many are verify's (:mod:`lifeline.audit.parallel`), with knobs
 of their own: ``LIFELINE_RENDER_PARALLEL_MIN`` (entries from which the workers start,
 default 50,000) and ``LIFELINE_RENDER_WORKERS`` (how many, default one per usable core).
 """
@@ -32,7 +32,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from lifeline import audit_parallel
+from lifeline.audit import parallel as audit_parallel
 from lifeline.errors import StoreError
 from lifeline.store.port import RowProblem
 from lifeline.store.sqlite import SqliteStore
@@ -119,7 +119,7 @@ async def _run(
         for fh, offset, limit in zip(files, cuts, limits, strict=True):
             procs.append(
                 await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "lifeline.render_worker", str(store.path),
+                    sys.executable, "-m", "lifeline.projection.worker", str(store.path),
                     str(fh.fileno()), str(top), str(entries), f"{total:x}", str(offset),
                     str(limit),
                     stdin=asyncio.subprocess.DEVNULL,

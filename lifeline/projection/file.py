@@ -18,12 +18,12 @@ The next render only appends the blocks of the rows added since, when all of the
 - the cross-line parents (written in the header) are the same.
 
 Otherwise it renders the whole file again; a line of at least
-:func:`lifeline.render_parallel.parallel_min` entries on more than one core is rendered
-whole by worker processes, one range of the stream each (``lifeline/render_parallel.py``),
+:func:`lifeline.projection.parallel.parallel_min` entries on more than one core is rendered
+whole by worker processes, one range of the stream each (``lifeline/projection/parallel.py``),
 into the same bytes. Appending writes the new blocks, fsyncs, then
 replaces the record; a crash in between leaves a record that no longer matches the file, so
 the next render is a full one. Either way the file equals
-:func:`lifeline.projection.render` of the whole line (tested).
+:func:`lifeline.projection.markdown.render` of the whole line (tested).
 """
 
 from __future__ import annotations
@@ -40,11 +40,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lifeline import render_parallel
 from lifeline.errors import StoreError
 from lifeline.fsutil import atomic_file, write_atomic
 from lifeline.home import Home
-from lifeline.projection import block_of, header
+from lifeline.projection import parallel as render_parallel
+from lifeline.projection.markdown import block_of, header
 from lifeline.store.port import RowProblem
 from lifeline.store.rows import Fields, decode_fields, last_key
 from lifeline.store.sqlite import SqliteStore

@@ -1,10 +1,10 @@
 """One range of a line's rows checked in a process of its own: the ledger's audit of a large
-line on every core (``lifeline/audit_parallel.py`` starts one per core).
+line on every core (``lifeline/audit/parallel.py`` starts one per core).
 
-``python -m lifeline.audit_worker PATH LO HI [late] [truth=MARK]`` reads the rows whose
+``python -m lifeline.audit.worker PATH LO HI [late] [truth=MARK]`` reads the rows whose
 ``seq`` is in
 ``(LO, HI]`` in ``seq`` order (the table in its own order: the cheapest read SQLite has)
-and checks each as the serial stream of ``lifeline/audit.py`` does: decoded (else a
+and checks each as the serial stream of ``lifeline/audit/line.py`` does: decoded (else a
 corrupt row), its id recomputed from its content (else an id mismatch), its parents
 stored. A parent not among the range's own rows is looked up by id in the file at the end
 (a row that does not decode does not count, as in the stream). The findings carry each
@@ -55,7 +55,7 @@ Record = tuple[Any, ...]
 
 
 def row_key(entry_id: str) -> int | str:
-    """What the audit's set of seen ids keeps of an id (as ``lifeline.audit``)."""
+    """What the audit's set of seen ids keeps of an id (as ``lifeline.audit.line``)."""
     try:
         return int(entry_id[:32], 16) if len(entry_id) == 64 else entry_id
     except ValueError:

@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
-from lifeline import audit_parallel
-from lifeline.audit_worker import row_key
+from lifeline.audit import parallel as audit_parallel
+from lifeline.audit.worker import row_key
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.lines import EXTERNAL_ANCHOR
@@ -94,8 +94,8 @@ async def verify_store(
     share this one read of the line).
 
     A SQLite line of at least ``parallel_from`` entries (default
-    :func:`lifeline.audit_parallel.parallel_min`) is checked in one worker process per
-    core (``lifeline/audit_parallel.py``): the same report, finding for finding.
+    :func:`lifeline.audit.parallel.parallel_min`) is checked in one worker process per
+    core (``lifeline/audit/parallel.py``): the same report, finding for finding.
 
     A line that keeps the truth tables has them checked against its entries
     (:mod:`lifeline.truth.check`: what ``context`` reads), and rebuilt from the entries

@@ -1,9 +1,9 @@
 """The ledger's audit of a large SQLite line on every core (issue 21).
 
-The serial audit (``lifeline/audit.py``) decodes and hashes every row on one core. For a
+The serial audit (``lifeline/audit/line.py``) decodes and hashes every row on one core. For a
 line of at least :func:`parallel_min` entries, the rows are cut by ``seq`` into one range
-per core, and each range is checked by a ``python -m lifeline.audit_worker`` process that
-opens the file read-only (``lifeline/audit_worker.py``). This process merges what they
+per core, and each range is checked by a ``python -m lifeline.audit.worker`` process that
+opens the file read-only (``lifeline/audit/worker.py``). This process merges what they
 find, sorted by each row's stream position, so the report is the serial one, finding for
 finding; cross-line parents and anchors are then resolved here as the serial audit does.
 
@@ -194,7 +194,7 @@ async def check_in_workers(
         for start, end in pairwise(cuts):
             procs.append(
                 await asyncio.create_subprocess_exec(
-                    sys.executable, "-m", "lifeline.audit_worker", str(store.path),
+                    sys.executable, "-m", "lifeline.audit.worker", str(store.path),
                     str(start), str(end), *(["late"] if each_page is not None else []),
                     *([f"truth={truth_mark}"] if truth_mark is not None else []),
                     stdin=asyncio.subprocess.DEVNULL,

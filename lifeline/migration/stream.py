@@ -2,7 +2,7 @@
 
 Each ``.db`` file is read read-only, in row order, a page at a time (the next page is read
 on a thread while this one is checked and stored). Every row is decoded and checked as
-:func:`lifeline.importer.read_lc_db` does (same ids, ts, parents, the same refusals), then
+:func:`lifeline.migration.importer.read_lc_db` does (same ids, ts, parents, the same refusals), then
 stored in batches once its parents are known:
 
 - in the same batch, already stored in our line (an earlier batch, an earlier import), or
@@ -27,9 +27,9 @@ from pathlib import Path
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry
-from lifeline.importer import LinePlan, decode_lc_row
-from lifeline.lc_markdown import Rejected
 from lifeline.lines import validate_line_name
+from lifeline.migration.importer import LinePlan, decode_lc_row
+from lifeline.migration.markdown import Rejected
 from lifeline.store.port import Store
 from lifeline.validate import DEFAULT_LIMITS, HARD_LIMITS, Limits, check_admissible, over_limits
 

@@ -1,13 +1,13 @@
 """One range of a line's projection rendered in a process of its own: a full render of a
-large line on every core (``lifeline/render_parallel.py`` starts one per core).
+large line on every core (``lifeline/projection/parallel.py`` starts one per core).
 
-``python -m lifeline.render_worker PATH FD TOP COUNT TOTAL OFFSET LIMIT`` opens the line
+``python -m lifeline.projection.worker PATH FD TOP COUNT TOTAL OFFSET LIMIT`` opens the line
 file read-only, checks that its read transaction sees the rows the parent's render sees
 (the rows with ``seq <= TOP`` have the totals ``COUNT`` and ``TOTAL``, hex: a write that
 landed since only added rows above ``TOP``), then renders the rows of the full render's
 stream (``seq <= TOP`` in the order ``height, ts, id``) from position ``OFFSET``,
 ``LIMIT`` of them (-1: to the end), with the serial render's own code
-(:func:`lifeline.store.rows.decode_fields`, :func:`lifeline.projection.block_of`), into the
+(:func:`lifeline.store.rows.decode_fields`, :func:`lifeline.projection.markdown.block_of`), into the
 file open as descriptor ``FD``.
 
 Output on stdout: frames, each a 4-byte big-endian length and a ``marshal``'d record:
@@ -28,8 +28,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from lifeline.audit_worker import connect
-from lifeline.projection import block_of
+from lifeline.audit.worker import connect
+from lifeline.projection.markdown import block_of
 from lifeline.store.rows import Fields, decode_fields, last_key
 from lifeline.store.sqlite_reads import COLUMNS
 from lifeline.store.summary import ENTRIES_SET, entry_token, read_totals

@@ -1,0 +1,1 @@
+"""Checking a line: ids, parents, signatures of the rows, the file itself, and recovery."""

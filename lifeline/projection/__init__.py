@@ -1,0 +1,1 @@
+"""A line as markdown (``LIFELINE.md``): rendered, extended in place, read back."""
