@@ -140,9 +140,12 @@ def test_writes_on_every_node_at_once_cost_about_two_sessions_each(tmp_path: Pat
 
 def _most_came_as_rows(counts: list[tuple[int, int, int]], writes: int) -> None:
     """Each write reaches two peers; most of those arrivals were rows taken over a watch
-    (measured: every one of them), the rest came with a session."""
+    (measured: every one of them), the rest came with a session. Since every link is
+    watched both ways and a relay is announced at once (decision 0066), the third node of
+    a triangle may take a change twice, from its writer and from the relay (measured: 15
+    for 6 writes, 35 for 15): a duplicate stored once, counted here, bounded to one."""
     taken = sum(c[2] for c in counts)
-    assert 1.5 * writes <= taken <= 2 * writes + 2, counts  # + the settling write
+    assert 1.5 * writes <= taken <= 3 * writes + 2, counts  # + the settling write
 
 
 def _syncs_so_far(root: Path) -> int:
