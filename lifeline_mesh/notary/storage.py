@@ -21,13 +21,10 @@ from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry, StoreError
 from lifeline.ledger import utc_now
 from lifeline.store.port import AppendResult
-from lifeline.store.sqlite_writes import insert_rows
 from lifeline.store.summary import (
     SetTotals,
-    bump_totals,
     compute_totals,
     read_totals,
-    totals_for_update,
 )
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
@@ -47,10 +44,11 @@ from lifeline_mesh.notary.provenance import (
     record,
     signed_times_replace,
 )
+from lifeline_mesh.notary.row_writes import ENTRY_KEY_CHARS, chunks, insert_attestations, is_empty
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.signers import KnownSigners
-from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role, decode
+from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.states import IdSums, StateOf, last_state, state_of
 
 __all__ = [
@@ -68,87 +66,11 @@ __all__ = [
 # The indexed expression of migration 3, as every query must spell it.
 SUBJECT_KEY = "substr(subject, 1, 16)"
 
-ENTRY_KEY_CHARS = 16
 
-_CHUNK = 500
 # Rows (attestations and the ids they index) a node's own signatures may write in place
 # when the line is idle (SqliteStore.run_short_write): a local write's own signature, a
 # small receipt, a summary; larger ones go to the worker thread.
 SHORT_WRITE = 64
-
-
-def _chunks(items: Sequence[str] | Sequence[bytes], size: int = _CHUNK) -> Iterable[list[object]]:
-    for start in range(0, len(items), size):
-        yield list(items[start : start + size])
-
-
-def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
-    return [(a.id, a.sort_key, a.role.value, a.subject, a.node_id, a.ts, a.item) for a in atts]
-
-
-def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attestation]) -> int:
-    """Insert into ``table``, keeping its whole-set fingerprint in the same transaction.
-
-    The items already held are looked up first (none, in an initial sync) and only the
-    others inserted, without ``RETURNING``: a statement that returns a row per insert
-    gives up the interpreter lock once a row to hand it back, and winning the lock again
-    from a busy event loop made the signatures of an initial sync the slowest write of
-    the session (decision 0065; the same convoy as decision 0014's ``executemany``). The
-    write lock is held from the lookup to the insert, so nothing lands in between.
-    """
-    totals = totals_for_update(conn, table, table)
-    fresh = list({a.id: a for a in atts}.values())  # an item twice in a batch: once
-    held = _held_ids(conn, table, [a.id for a in fresh])
-    if held:
-        fresh = [a for a in fresh if a.id not in held]
-    if not fresh:
-        return 0
-    insert_rows(
-        conn, f"INSERT INTO {table} (id, sort_key, role, subject, node_id, ts, item)", _rows(fresh)
-    )
-    # Rows are numbered in insertion order (AUTOINCREMENT), so the last is the highest.
-    mark = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
-    tokens = (int.from_bytes(a.id, "little") for a in fresh)
-    bump_totals(conn, table, totals, mark=mark, added=tokens)
-    return len(fresh)
-
-
-def _held_ids(conn: sqlite3.Connection, table: str, ids: Sequence[bytes]) -> set[bytes]:
-    """Those of ``ids`` that ``table`` holds (one statement per chunk; a row per hit)."""
-    held: set[bytes] = set()
-    for chunk in _chunks(ids):
-        marks = ",".join("?" * len(chunk))
-        held.update(
-            bytes(r[0])
-            for r in conn.execute(f"SELECT id FROM {table} WHERE id IN ({marks})", chunk)
-        )
-    return held
-
-
-def _insert(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
-    added = 0
-    first = [a for a in atts if a.role in IN_ATTESTATIONS]
-    if first:
-        added += _insert_counted(conn, ATTESTATIONS_TABLE, first)
-    if len(first) < len(atts):
-        added += _insert_counted(
-            conn, STATEMENTS_TABLE, [a for a in atts if a.role not in IN_ATTESTATIONS]
-        )
-    # Witness receipts indexed by the entries they name: admission looks up when an entry
-    # was seen, the MCP server which receipts name an entry.
-    receipts = [a for a in atts if a.role is Role.WITNESS]
-    if receipts:
-        seqs: dict[bytes, int] = {}
-        for chunk in _chunks([a.id for a in receipts]):
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT id, seq FROM attestations WHERE id IN ({marks})"
-            seqs.update((bytes(i), int(n)) for i, n in conn.execute(sql, chunk))
-        insert_rows(
-            conn,
-            "INSERT OR IGNORE INTO witnessed_keys",
-            [(e[:ENTRY_KEY_CHARS], seqs[a.id]) for a in receipts for e in a.extras],
-        )
-    return added
 
 
 def receipts_naming(
@@ -159,11 +81,11 @@ def receipts_naming(
     Rows whose item does not decode are left out (``verify`` reports them); so are
     receipts that share only the 16-character key with an entry.
     """
-    if _empty(conn, "witnessed_keys"):  # receipts are the first wave's: most lines have none
+    if is_empty(conn, "witnessed_keys"):  # receipts are the first wave's: most lines have none
         return {}
     wanted = set(entry_ids)
     rows: list[tuple[str, int, bytes]] = []
-    for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in wanted})):
+    for chunk in chunks(sorted({i[:ENTRY_KEY_CHARS] for i in wanted})):
         marks = ",".join("?" * len(chunk))
         sql = (
             "SELECT w.entry_key, a.seq, a.item FROM witnessed_keys w"
@@ -266,7 +188,7 @@ class NotaryStore(NotarySet[SqlLine]):
 
         def read(conn: sqlite3.Connection) -> list[bytes]:
             found: dict[bytes, bytes] = {}
-            for chunk in _chunks(ids):
+            for chunk in chunks(ids):
                 marks = ",".join("?" * len(chunk))
                 sql = f"SELECT id, item FROM {table} WHERE id IN ({marks})"
                 found.update((bytes(i), bytes(b)) for i, b in conn.execute(sql, chunk))
@@ -314,7 +236,7 @@ class NotaryStore(NotarySet[SqlLine]):
 
         def tx(conn: sqlite3.Connection) -> int:
             check_timing(atts, _context(conn, atts), skew, window)
-            added = _insert(conn, atts)
+            added = insert_attestations(conn, atts)
             # An entry held at a ts no author signed takes its author's signed ts
             record(conn, signed_times_replace(conn, atts, now))
             return added
@@ -341,7 +263,7 @@ class NotaryStore(NotarySet[SqlLine]):
         """Store attestations this node just signed (no peer input, no checks needed)."""
         rows = len(atts) + sum(len(a.extras) for a in atts)  # a receipt indexes each id
         write = self.store.run_short_write if rows <= SHORT_WRITE else self.store.run_write
-        return await write(lambda conn: _insert(conn, atts))
+        return await write(lambda conn: insert_attestations(conn, atts))
 
     async def items(self) -> list[bytes]:
         sql = f"SELECT item FROM {self.table} ORDER BY sort_key, id"
@@ -359,7 +281,7 @@ class NotaryStore(NotarySet[SqlLine]):
 
         def read(conn: sqlite3.Connection) -> list[bytes]:
             found: list[tuple[int, bytes]] = []
-            for chunk in _chunks(sorted({i[:ENTRY_KEY_CHARS] for i in wanted})):
+            for chunk in chunks(sorted({i[:ENTRY_KEY_CHARS] for i in wanted})):
                 marks = ",".join("?" * len(chunk))
                 sql = (
                     "SELECT subject, id FROM attestations"
@@ -406,7 +328,7 @@ class NotaryStore(NotarySet[SqlLine]):
     @staticmethod
     def insert_in(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
         """Store this node's own attestations inside a transaction of ``run_write``."""
-        return _insert(conn, atts)
+        return insert_attestations(conn, atts)
 
     async def sign_state(
         self,
@@ -416,26 +338,20 @@ class NotaryStore(NotarySet[SqlLine]):
     ) -> list[Attestation]:
         def tx(conn: sqlite3.Connection) -> list[Attestation]:
             atts = make(state_of(conn, self.id_sums), last_state(conn, node_id, line))
-            _insert(conn, atts)
+            insert_attestations(conn, atts)
             return atts
 
         return await self.store.run_write(tx)
 
 
-def _empty(conn: sqlite3.Connection, table: str) -> bool:
-    """Whether ``table`` has no row (one step of its primary key): a line receiving its
-    first entries, or receipts it never had, needs no lookup of either."""
-    return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
-
-
 def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredContext:
     subjects = (
         []
-        if _empty(conn, "entries")
+        if is_empty(conn, "entries")
         else sorted({a.subject for a in atts if a.role is Role.AUTHOR})
     )
     parents: dict[str, tuple[str, ...]] = {}
-    for chunk in _chunks(subjects):
+    for chunk in chunks(subjects):
         marks = ",".join("?" * len(chunk))
         for eid, plist in conn.execute(
             f"SELECT id, parents FROM entries WHERE id IN ({marks})", chunk
@@ -443,7 +359,7 @@ def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredCon
             parents[eid] = tuple(json.loads(plist))
     wanted = sorted({p for ps in parents.values() for p in ps})
     entry_ts: dict[str, str] = {}
-    for chunk in _chunks(wanted):
+    for chunk in chunks(wanted):
         marks = ",".join("?" * len(chunk))
         entry_ts.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
     return StoredContext(entry_ts, parents, _summaries(conn, atts), _witnessed(conn, atts))
