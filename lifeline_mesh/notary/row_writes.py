@@ -1,0 +1,100 @@
+"""Attestations written as rows: a batch split by table, what is held skipped, each
+table's whole-set fingerprint kept in the same transaction (lifeline_mesh/notary/storage.py
+uses these inside its write transactions)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+
+from lifeline.store.sqlite_writes import insert_rows
+from lifeline.store.summary import bump_totals, totals_for_update
+from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, STATEMENTS_TABLE
+from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role
+
+__all__ = ["ENTRY_KEY_CHARS", "chunks", "insert_attestations", "is_empty"]
+
+ENTRY_KEY_CHARS = 16
+_CHUNK = 500
+
+
+def chunks(items: Sequence[str] | Sequence[bytes], size: int = _CHUNK) -> Iterable[list[object]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
+    return [(a.id, a.sort_key, a.role.value, a.subject, a.node_id, a.ts, a.item) for a in atts]
+
+
+def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attestation]) -> int:
+    """Insert into ``table``, keeping its whole-set fingerprint in the same transaction.
+
+    The items already held are looked up first (none, in an initial sync) and only the
+    others inserted, without ``RETURNING``: a statement that returns a row per insert
+    gives up the interpreter lock once a row to hand it back, and winning the lock again
+    from a busy event loop made the signatures of an initial sync the slowest write of
+    the session (decision 0065; the same convoy as decision 0014's ``executemany``). The
+    write lock is held from the lookup to the insert, so nothing lands in between.
+    """
+    totals = totals_for_update(conn, table, table)
+    fresh = list({a.id: a for a in atts}.values())  # an item twice in a batch: once
+    held = _held_ids(conn, table, [a.id for a in fresh])
+    if held:
+        fresh = [a for a in fresh if a.id not in held]
+    if not fresh:
+        return 0
+    insert_rows(
+        conn, f"INSERT INTO {table} (id, sort_key, role, subject, node_id, ts, item)", _rows(fresh)
+    )
+    # Rows are numbered in insertion order (AUTOINCREMENT), so the last is the highest.
+    mark = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+    tokens = (int.from_bytes(a.id, "little") for a in fresh)
+    bump_totals(conn, table, totals, mark=mark, added=tokens)
+    return len(fresh)
+
+
+def _held_ids(conn: sqlite3.Connection, table: str, ids: Sequence[bytes]) -> set[bytes]:
+    """Those of ``ids`` that ``table`` holds (one statement per chunk; a row per hit)."""
+    held: set[bytes] = set()
+    for chunk in chunks(ids):
+        marks = ",".join("?" * len(chunk))
+        held.update(
+            bytes(r[0])
+            for r in conn.execute(f"SELECT id FROM {table} WHERE id IN ({marks})", chunk)
+        )
+    return held
+
+
+def insert_attestations(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
+    """Attestations into their tables (first wave's and statements), each table's
+    fingerprint kept, witness receipts indexed by the entries they name."""
+    added = 0
+    first = [a for a in atts if a.role in IN_ATTESTATIONS]
+    if first:
+        added += _insert_counted(conn, ATTESTATIONS_TABLE, first)
+    if len(first) < len(atts):
+        added += _insert_counted(
+            conn, STATEMENTS_TABLE, [a for a in atts if a.role not in IN_ATTESTATIONS]
+        )
+    # Witness receipts indexed by the entries they name: admission looks up when an entry
+    # was seen, the MCP server which receipts name an entry.
+    receipts = [a for a in atts if a.role is Role.WITNESS]
+    if receipts:
+        seqs: dict[bytes, int] = {}
+        for chunk in chunks([a.id for a in receipts]):
+            marks = ",".join("?" * len(chunk))
+            sql = f"SELECT id, seq FROM attestations WHERE id IN ({marks})"
+            seqs.update((bytes(i), int(n)) for i, n in conn.execute(sql, chunk))
+        insert_rows(
+            conn,
+            "INSERT OR IGNORE INTO witnessed_keys",
+            [(e[:ENTRY_KEY_CHARS], seqs[a.id]) for a in receipts for e in a.extras],
+        )
+    return added
+
+
+def is_empty(conn: sqlite3.Connection, table: str) -> bool:
+    """Whether ``table`` has no row (one step of its primary key): a line receiving its
+    first entries, or receipts it never had, needs no lookup of either."""
+    return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
