@@ -18,7 +18,7 @@ from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.discovery.survey import survey
 from lifeline_mesh.home.config import NodeConfig
-from lifeline_mesh.home.state import local_mesh_id
+from lifeline_mesh.membership.ca import local_mesh_id
 from lifeline_mesh.peering.report import own_node_id, peers_report, status_report
 
 __all__ = ["register"]

@@ -16,7 +16,8 @@ from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.inbound import load_inbound
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.home.state import local_mesh_id, pid_alive, read_node_state
+from lifeline_mesh.home.state import pid_alive, read_node_state
+from lifeline_mesh.membership.ca import local_mesh_id
 from lifeline_mesh.peering.table import PeerAddress, load_peers_file
 
 __all__ = ["own_node_id", "peers_report", "status_report"]
