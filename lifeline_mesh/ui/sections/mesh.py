@@ -18,7 +18,7 @@ from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.peering.report import peers_report
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.render import page, viewer_of
-from lifeline_mesh.ui.sections import Section
+from lifeline_mesh.ui.section import Section
 from lifeline_mesh.ui.topology import peer_health, render_topology
 from lifeline_mesh.ui.viewer import Viewer
 
