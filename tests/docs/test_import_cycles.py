@@ -30,9 +30,6 @@ TOPS = ("lifeline", "lifeline_mesh")
 KNOWN_CYCLES: frozenset[frozenset[str]] = frozenset(
     frozenset(ring.split())
     for ring in (
-        "lifeline.file_modes lifeline.home lifeline.ignore lifeline.integrity lifeline.line_source",
-        "lifeline.store.pg_dsn lifeline.store.pg_notify lifeline.store.pg_writes "
-        "lifeline.store.postgres",
         "lifeline_mesh.home.mesh_state lifeline_mesh.home.node_home",
         "lifeline_mesh.node.metrics lifeline_mesh.node.root lifeline_mesh.node.shallow_serve",
     )
