@@ -31,14 +31,14 @@ from lifeline_mesh.helpers.worker import first_bad_in, parse_entries
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.admission import check_items
+from lifeline_mesh.notary.attestation_set import AttestationCodec
+from lifeline_mesh.notary.notarized_set import NotarizedEntrySet
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Attestation
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
-from lifeline_mesh.sync.attestation_set import AttestationCodec
 from lifeline_mesh.sync.entry_offload import parsed_items
 from lifeline_mesh.sync.entry_set import EntrySet
-from lifeline_mesh.sync.guards import NotarizedEntrySet
 
 BATCH = 6400
 

@@ -23,21 +23,30 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from lifeline.fsutil import PRIVATE_FILE
 
-if TYPE_CHECKING:
-    from lifeline.home import Home
-
 __all__ = [
     "PRIVATE_DIR",
+    "HomeFolder",
     "LooseMode",
     "loose_modes",
     "loose_warning",
     "make_dir_private",
     "repair_modes",
 ]
+
+
+class HomeFolder(Protocol):
+    """What this module reads of a project's home (``lifeline.home.Home`` has it): the home
+    uses this module when it prepares ``.lifeline/``, so it names no type of the home's."""
+
+    @property
+    def dir(self) -> Path: ...
+
+    def relative(self, path: Path) -> str: ...
+
 
 PRIVATE_DIR = 0o700
 _DATABASE = re.compile(r"\.(db|sqlite)($|[-.])")  # ledger.db, x.db-wal, x.db.damaged-...
@@ -54,7 +63,7 @@ def _database(path: Path) -> bool:
     return bool(_DATABASE.search(path.name))
 
 
-def loose_modes(home: Home) -> list[LooseMode]:
+def loose_modes(home: HomeFolder) -> list[LooseMode]:
     """``.lifeline/`` and the SQLite files under it that other users may read or write."""
     if not home.dir.is_dir():
         return []
@@ -72,7 +81,7 @@ def loose_modes(home: Home) -> list[LooseMode]:
     return found
 
 
-def make_dir_private(home: Home) -> bool:
+def make_dir_private(home: HomeFolder) -> bool:
     """``.lifeline/`` back to 0700 if it is looser (one ``stat``: cheap enough for every
     line opened to write); whether it was changed."""
     try:
@@ -85,7 +94,7 @@ def make_dir_private(home: Home) -> bool:
     return True
 
 
-def repair_modes(home: Home) -> list[LooseMode]:
+def repair_modes(home: HomeFolder) -> list[LooseMode]:
     """Set what :func:`loose_modes` finds to its mode; returns what was changed (a file
     of another user, which we may not change, is left for ``status`` to report)."""
     repaired: list[LooseMode] = []
@@ -96,7 +105,7 @@ def repair_modes(home: Home) -> list[LooseMode]:
     return repaired
 
 
-def loose_warning(home: Home, loose: list[LooseMode]) -> str:
+def loose_warning(home: HomeFolder, loose: list[LooseMode]) -> str:
     """One line saying what other users can read and how to stop it."""
     shown = ", ".join(f"{home.relative(x.path)} {x.mode:04o}" for x in loose[:3])
     more = f" and {len(loose) - 3} more" if len(loose) > 3 else ""

@@ -11,14 +11,33 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 from lifeline.fsutil import write_atomic
 
-if TYPE_CHECKING:
-    from lifeline.home import Home
+__all__ = ["IGNORE_TEXT", "IgnoredHome", "ensure_ignore_file", "tracked_private_files"]
 
-__all__ = ["IGNORE_TEXT", "ensure_ignore_file", "tracked_private_files"]
+
+class IgnoredHome(Protocol):
+    """What this module reads of a project's home (``lifeline.home.Home`` has it): the home
+    writes its ignore file through this module, so it names no type of the home's."""
+
+    @property
+    def root(self) -> Path: ...
+
+    @property
+    def dir(self) -> Path: ...
+
+    @property
+    def ignore_path(self) -> Path: ...
+
+    def exists(self) -> bool: ...
+
+    def relative(self, path: Path) -> str: ...
+
+    def committable(self) -> set[str]: ...
+
 
 IGNORE_TEXT = """\
 # Written by lifeline; `lifeline init`, `lifeline-mesh init` and `lifeline-mesh serve`
@@ -35,7 +54,7 @@ IGNORE_TEXT = """\
 GIT_TIMEOUT_S = 10.0
 
 
-def ensure_ignore_file(home: Home) -> bool:
+def ensure_ignore_file(home: IgnoredHome) -> bool:
     """Write ``home.ignore_path`` unless it already says :data:`IGNORE_TEXT`.
 
     Returns whether it was (re)written. A read-only ``.lifeline/`` is left as it is: the
@@ -55,7 +74,7 @@ def ensure_ignore_file(home: Home) -> bool:
     return True
 
 
-def tracked_private_files(home: Home) -> list[str] | None:
+def tracked_private_files(home: IgnoredHome) -> list[str] | None:
     """Files under ``.lifeline/`` that git tracks and should not (paths relative to the root).
 
     None when git is not installed or the root is not in a work tree.

@@ -1,13 +1,12 @@
-"""A line file's physical integrity (SQLite's own check), and recovery of a damaged one.
+"""Recovery of a damaged line file (``lifeline recover``).
 
-A line whose file fails ``PRAGMA quick_check`` refuses local writes (:func:`require_intact`):
-writing into a damaged b-tree can spread the damage, and reads already fail. Recovery
-(:func:`recover_line`, ``lifeline recover``) copies every entry that still reads — through
-SQLite where it can, and from a scan of the file's pages where SQLite cannot open or walk
-it (:mod:`lifeline.page_scan`) — and whose id still matches its content, into a fresh file,
-parents before children, and keeps the damaged file beside it (``<line>.db.damaged-<time>``,
-0600). What could not be read comes back by
-syncing with a peer or ingesting a ``LIFELINE.md`` written before the damage.
+A line whose file fails SQLite's check refuses local writes
+(:func:`lifeline.store.sqlite_check.require_intact`). Recovery (:func:`recover_line`)
+copies every entry that still reads — through SQLite where it can, and from a scan of the
+file's pages where SQLite cannot open or walk it (:mod:`lifeline.page_scan`) — and whose id
+still matches its content, into a fresh file, parents before children, and keeps the
+damaged file beside it (``<line>.db.damaged-<time>``, 0600). What could not be read comes
+back by syncing with a peer or ingesting a ``LIFELINE.md`` written before the damage.
 """
 
 from __future__ import annotations
@@ -20,54 +19,15 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.entry import Entry
-from lifeline.errors import LifelineError, StoreError
+from lifeline.errors import LifelineError
 from lifeline.home import Home
 from lifeline.page_scan import scan_entry_rows
 from lifeline.store.sqlite import SqliteStore
-from lifeline.store.sqlite_open import read_only_uri, unwritable
 from lifeline.store.sqlite_reads import COLUMNS
 
-__all__ = ["Recovered", "integrity_problems", "recover_line", "require_intact"]
+__all__ = ["Recovered", "recover_line"]
 
-CHECK_LIMIT = 5  # problems SQLite lists at most; the first says enough
 CHUNK = 256
-
-
-class DamagedLine(StoreError):
-    """The line's file fails SQLite's integrity check."""
-
-
-def _quick_check(conn: sqlite3.Connection) -> list[str]:
-    try:
-        rows = conn.execute(f"PRAGMA quick_check({CHECK_LIMIT})").fetchall()
-    except sqlite3.DatabaseError as exc:
-        return [str(exc)]
-    problems = [str(row[0]) for row in rows]
-    return [] if problems == ["ok"] else problems
-
-
-def integrity_problems(path: Path) -> list[str]:
-    """What SQLite's quick check finds wrong with the file at ``path`` ([] when sound)."""
-    uri = read_only_uri(path) if unwritable(path) else f"file:{path}?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=30)
-    except sqlite3.Error as exc:
-        return [str(exc)]
-    try:
-        return _quick_check(conn)
-    finally:
-        conn.close()
-
-
-async def require_intact(store: SqliteStore, line: str) -> None:
-    """Refuse to write to ``line`` when its file fails the check (one line, what to do)."""
-    problems = await store.run_read(_quick_check)
-    if problems:
-        raise DamagedLine(
-            f"line {line!r} is damaged ({store.path.name} fails SQLite's integrity check: "
-            f"{problems[0][:120]}); writes are refused so the damage cannot spread — run "
-            f"`lifeline --line {line} recover` (docs/user-guide.md, Recovering a damaged line)"
-        )
 
 
 @dataclass(frozen=True, slots=True)

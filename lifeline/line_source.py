@@ -14,17 +14,14 @@ import json
 from collections.abc import AsyncIterator, Hashable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from lifeline.errors import ConfigError, NotFound
 from lifeline.fsutil import read_private
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
 
-if TYPE_CHECKING:
-    from lifeline.home import Home
-
-__all__ = ["ChangeWatch", "FileLines", "LineSource", "hub_url"]
+__all__ = ["ChangeWatch", "FileLines", "LineFolder", "LineSource", "hub_url"]
 
 
 class ChangeWatch(Protocol):
@@ -80,12 +77,26 @@ class LineSource(Protocol):
         ...
 
 
+class LineFolder(Protocol):
+    """Where a project keeps its line files (``lifeline.home.Home``, which holds the source
+    it chose: so this module names no type of the home's)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def line_path(self, name: str, *, must_exist: bool = False) -> Path: ...
+
+    def file_line_names(self) -> list[str]: ...
+
+    def prepare(self) -> None: ...
+
+
 class FileLines:
     """One SQLite file per line under ``.lifeline/`` (``Home.line_path``)."""
 
     url: str | None = None
 
-    def __init__(self, home: Home) -> None:
+    def __init__(self, home: LineFolder) -> None:
         self.home = home
 
     def where(self, name: str) -> str:
@@ -108,8 +119,8 @@ class FileLines:
             await store.close()
 
     async def require_intact(self, store: Store, name: str) -> None:
-        from lifeline.integrity import require_intact
         from lifeline.store.sqlite import SqliteStore
+        from lifeline.store.sqlite_check import require_intact
 
         assert isinstance(store, SqliteStore)  # opened by this source: a line file
         await require_intact(store, name)
@@ -144,7 +155,7 @@ def hub_url(path: Path) -> str | None:
     return store
 
 
-def missing_line(home: Home, name: str, known: list[str]) -> NotFound:
+def missing_line(home: LineFolder, name: str, known: list[str]) -> NotFound:
     """The one-line error for a line that is not there."""
     return NotFound(
         f"line {name!r} does not exist under {home.root} (lines: {', '.join(known) or 'none'}); "

@@ -28,11 +28,12 @@ from lifeline.cli.progress import progress_for
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import ConfigError, StoreError
 from lifeline.file_modes import loose_modes, loose_warning
-from lifeline.integrity import integrity_problems, recover_line
+from lifeline.integrity import recover_line
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.shallow import shallow_note
+from lifeline.store.sqlite_check import integrity_problems
 from lifeline.wording import noun
 
 __all__ = ["register"]

@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lifeline.cli.cmd_resume import decisions_in_force
 from lifeline.cli.common import Commands, creates_project
 from lifeline.errors import LifelineError
 from lifeline.home import Home
@@ -31,6 +30,7 @@ from lifeline.sessions.scope import project_scope
 from lifeline.sessions.service import ingest_sources, open_ingester, sources_in
 from lifeline.sessions.unfinished import unfinished
 from lifeline.truth.budget import Budget
+from lifeline.truth.decisions import decisions_in_force
 from lifeline.truth.service import build_context
 
 __all__ = ["register"]

@@ -10,8 +10,6 @@ from pathlib import Path
 from lifeline.cli.common import Commands, add_json_option, home_of, print_json
 from lifeline.cli.common import positive_int as _positive
 from lifeline.errors import ConfigError
-from lifeline.home import Home
-from lifeline.lines import DEFAULT_LINE
 from lifeline.sessions.bundle import PROVIDER_FORMATS
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
@@ -20,9 +18,10 @@ from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
 from lifeline.sessions.scope import project_scope
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
+from lifeline.truth.decisions import decisions_in_force
 from lifeline.wording import count
 
-__all__ = ["NOT_READY", "decisions_in_force", "register_into"]
+__all__ = ["NOT_READY", "register_into"]
 
 NOT_READY = 3  # exit status: the answer is "not ready", with the reason
 
@@ -86,18 +85,6 @@ def register_into(inner: Commands, parent: argparse.ArgumentParser) -> None:
         "--budget-tokens", type=_positive, default=6000, help="each bundle's limit (default 6000)"
     )
     q.set_defaults(func=cmd_export)
-
-
-async def decisions_in_force(home: Home) -> tuple[tuple[str, str], ...]:
-    """(id, summary) of the project's decisions in force on its main line, if it has one."""
-    if not home.has_line(DEFAULT_LINE):
-        return ()
-    from lifeline.truth.service import fetch_verified, read_shown  # only with a main line
-
-    async with home.open_line(DEFAULT_LINE) as store:
-        truth = (await read_shown(store)).truth
-        entries = await fetch_verified(store, truth.decisions)
-    return tuple((i, entries[i].summary) for i in truth.decisions if i in entries)
 
 
 async def _catalogue(args: argparse.Namespace) -> Catalogue:

@@ -1,7 +1,7 @@
 """`lifeline-mesh peers`, `status` and `discover`: what the node of this project is doing.
 
-Both read files the running node keeps up to date (``peers.json``, ``state.json``) plus the
-config and the line files, so they work from any shell, with or without a node running.
+The reports are built by ``peering/report.py`` (the viewer shows the same); this module
+renders them and listens on the LAN for ``discover``.
 """
 
 from __future__ import annotations
@@ -14,18 +14,14 @@ from typing import Any
 from lifeline.cli.common import Commands, add_json_option, print_json
 from lifeline.errors import ConfigError
 from lifeline.file_modes import loose_modes, loose_warning
-from lifeline.ignore import tracked_private_files
 from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.discovery.survey import survey
 from lifeline_mesh.home.config import NodeConfig
-from lifeline_mesh.home.identity import NodeIdentity
-from lifeline_mesh.home.inbound import load_inbound
-from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.home.state import local_mesh_id, pid_alive, read_node_state
-from lifeline_mesh.peering.table import PeerAddress, load_peers_file
+from lifeline_mesh.membership.ca import local_mesh_id
+from lifeline_mesh.peering.report import own_node_id, peers_report, status_report
 
-__all__ = ["peers_report", "register", "status_report"]
+__all__ = ["register"]
 
 MAX_LISTEN_S = 600.0
 
@@ -63,86 +59,6 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p.add_argument("--seconds", type=float, default=3.0, help="how long to listen (default: 3)")
     add_json_option(p)
     p.set_defaults(func=cmd_discover)
-
-
-# -- data ------------------------------------------------------------------------------
-
-
-def _static_row(address: str) -> dict[str, Any]:
-    return {
-        "key": f"static:{address}",
-        "address": address,
-        "node_id": None,
-        "sources": ["static"],
-        "last_sync_at": None,
-        "last_result": None,
-        "last_error": None,
-        "last_error_at": None,
-        "failures": 0,
-        "syncs": 0,
-        "next_attempt_at": None,
-        "syncing": False,
-    }
-
-
-def peers_report(home: NodeHome) -> dict[str, Any]:
-    """The node's peer table if a node wrote one, plus configured peers it does not list."""
-    data = load_peers_file(home) or {"peers": [], "pid": None, "updated_at": None}
-    pid = data.get("pid")
-    running = isinstance(pid, int) and pid_alive(pid)
-    rows: list[dict[str, Any]] = [r for r in data["peers"] if isinstance(r, dict)]
-    listed = {r.get("key") for r in rows}
-    for text in NodeConfig.load(home).peers:
-        address = str(PeerAddress.parse(text))
-        if f"static:{address}" not in listed:
-            rows.append(_static_row(address))
-    return {
-        "node_running": running,
-        "pid": pid if running else None,
-        "updated_at": data.get("updated_at"),
-        "peers": rows,
-        "inbound": load_inbound(home),
-    }
-
-
-async def _line_counts(home: NodeHome, shared: list[str]) -> list[dict[str, Any]]:
-    out = []
-    for name in home.line_names():
-        async with home.open_line(name) as store:
-            count = await store.count()
-        out.append({"name": name, "entries": count, "shared": name in shared})
-    return out
-
-
-def _own_node_id(home: NodeHome) -> str | None:
-    identity = NodeIdentity.maybe_of(home)
-    return identity.node_id if identity is not None else None
-
-
-async def status_report(home: NodeHome) -> dict[str, Any]:
-    config = NodeConfig.load(home)
-    state = read_node_state(home)
-    running = state is not None and pid_alive(state.pid)
-    node_id = _own_node_id(home)
-    mesh_id = local_mesh_id(home)
-    peers = peers_report(home)["peers"]
-    return {
-        "root": str(home.root.resolve()),
-        "node_id": node_id,
-        "mesh_id": mesh_id,
-        "serving": running,
-        "pid": state.pid if state and running else None,
-        "listen": state.listen if state and running else None,
-        "started_at": state.started_at if state and running else None,
-        "discovery": state.discovery if state and running else None,
-        "interfaces": state.interfaces if state and running else [],
-        "lines": await _line_counts(home, config.shared_lines),
-        "peers": {"total": len(peers), "failing": sum(1 for p in peers if p.get("failures"))},
-        "tracked_by_git": tracked_private_files(home),
-        "readable_by_others": [
-            {"path": home.relative(x.path), "mode": f"{x.mode:04o}"} for x in loose_modes(home)
-        ],
-    }
 
 
 # -- rendering ---------------------------------------------------------------------------
@@ -293,7 +209,7 @@ async def cmd_discover(args: argparse.Namespace) -> int:
     interfaces = args.interface or [config.listen.rpartition(":")[0].strip("[]")]
     mesh_id = local_mesh_id(home)
     found = await survey(
-        interfaces, listen_for=args.seconds, mesh_id=mesh_id, own_node_id=_own_node_id(home) or ""
+        interfaces, listen_for=args.seconds, mesh_id=mesh_id, own_node_id=own_node_id(home) or ""
     )
     if args.json:
         print_json(

@@ -14,8 +14,9 @@ from pathlib import Path
 from lifeline.cli.common import Commands
 from lifeline.cli.progress import Progress
 from lifeline_mesh.cli.home_arg import node_home
-from lifeline_mesh.cli.ui_args import TOKEN_ENV, add_serve_ui_arguments, add_ui_arguments
+from lifeline_mesh.cli.ui_args import add_serve_ui_arguments, add_ui_arguments
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.ui.defaults import TOKEN_ENV
 from lifeline_mesh.ui.server import bind, check_listen, serve_viewer
 from lifeline_mesh.ui.viewer import Viewer
 

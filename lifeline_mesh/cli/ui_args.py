@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["DEFAULT_LISTEN", "TOKEN_ENV", "add_serve_ui_arguments", "add_ui_arguments"]
+from lifeline_mesh.ui.defaults import DEFAULT_LISTEN, TOKEN_ENV
 
-DEFAULT_LISTEN = "127.0.0.1:8470"
-TOKEN_ENV = "LIFELINE_UI_TOKEN"
+__all__ = ["add_serve_ui_arguments", "add_ui_arguments"]
 
 
 def add_ui_arguments(p: argparse.ArgumentParser, *, prefix: str = "") -> None:

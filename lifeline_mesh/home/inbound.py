@@ -11,18 +11,42 @@ import json
 import os
 import tempfile
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.sync.driver import SyncReport
-from lifeline_mesh.transport.authz import PeerIdentity
 
-__all__ = ["InboundLog", "load_inbound"]
+__all__ = ["InboundLog", "SessionCaller", "SessionFigures", "load_inbound"]
 
 NODE_URI = b"lifeline-mesh://node/"
 
 
-def _node_id(identity: PeerIdentity) -> str | None:
+# What the log reads of a session, named here so the home stays below the layers that run
+# sessions: transport/authz.py's PeerIdentity and sync/driver.py's SyncReport have them.
+class SessionCaller(Protocol):
+    """Who called: the transport address and the auth context's properties."""
+
+    @property
+    def address(self) -> str: ...
+
+    @property
+    def auth_context(self) -> Mapping[str, tuple[bytes, ...]]: ...
+
+
+class SessionFigures(Protocol):
+    """What a session did, as far as the log keeps it."""
+
+    @property
+    def entries_sent(self) -> int: ...
+
+    @property
+    def entries_received(self) -> int: ...
+
+    @property
+    def seconds(self) -> float: ...
+
+
+def _node_id(identity: SessionCaller) -> str | None:
     for value in identity.auth_context.get("x509_subject_alternative_name", ()):
         if value.startswith(NODE_URI):
             return value[len(NODE_URI) :].decode("ascii", "replace")
@@ -39,7 +63,7 @@ class InboundLog:
         }
 
     def record(
-        self, identity: PeerIdentity, line: str, report: SyncReport | None, error: str | None
+        self, identity: SessionCaller, line: str, report: SessionFigures | None, error: str | None
     ) -> None:
         node_id = _node_id(identity)
         if report is not None:

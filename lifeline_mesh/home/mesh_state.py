@@ -9,8 +9,8 @@ process holds nothing of its own but its TLS credentials (docs/hub.md, decision 
 
 A root whose state lives elsewhere says so in ``Home.hub_binding_path`` (``hub.json``): its
 lines are in that database (``Home.lines``) and so are its documents. The home chooses the
-adapter once, with its line source (:func:`documents_for`), and every reader takes it from
-there (``home.documents``, decision 0060).
+adapter once, with its line source (``NodeHome.documents``), and every reader takes it from
+there (decision 0060).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from typing import Any, Protocol
 from lifeline import fsutil
 from lifeline.errors import ConfigError
 from lifeline.fsutil import read_private
-from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = [
     "CA_CERT",
@@ -38,9 +37,10 @@ __all__ = [
     "NODE_KEY",
     "PRIVATE",
     "REVOCATIONS",
+    "DocumentFiles",
     "FileState",
+    "HoldsDocuments",
     "MeshState",
-    "documents_for",
     "read_doc_json",
 ]
 
@@ -54,22 +54,6 @@ INVITES = "invites"
 MCP_TOKENS = "mcp-tokens"
 DOCUMENTS = (NODE_KEY, CA_CERT, CA_KEY, MEMBERS, REVOCATIONS, INVITES, MCP_TOKENS)
 PRIVATE = frozenset({NODE_KEY, CA_KEY, INVITES, MCP_TOKENS})
-
-
-def _file_of(home: NodeHome, name: str) -> Path:
-    paths = {
-        NODE_KEY: home.key_path,
-        CA_KEY: home.ca_key_path,
-        CA_CERT: home.ca_cert_path,
-        MEMBERS: home.members_path,
-        REVOCATIONS: home.revocations_path,
-        INVITES: home.invites_path,
-        MCP_TOKENS: home.mcp_tokens_path,
-    }
-    try:
-        return paths[name]
-    except KeyError:
-        raise ValueError(f"no node document named {name!r}") from None
 
 
 class MeshState(Protocol):
@@ -101,14 +85,34 @@ class MeshState(Protocol):
         ...
 
 
+class DocumentFiles(Protocol):
+    """Where the files of the documents are (``NodeHome``, which holds the state it chose:
+    so this module names no type of the home's)."""
+
+    @property
+    def root(self) -> Path: ...
+
+    def document_path(self, name: str) -> Path: ...
+
+    @property
+    def membership_lock_path(self) -> Path: ...
+
+
+class HoldsDocuments(Protocol):
+    """What holds the node's documents (``NodeHome.documents``)."""
+
+    @property
+    def documents(self) -> MeshState: ...
+
+
 class FileState:
     """The documents as files of ``.lifeline/mesh/`` (0600 for the secret ones)."""
 
-    def __init__(self, home: NodeHome) -> None:
+    def __init__(self, home: DocumentFiles) -> None:
         self.home = home
 
     def path(self, name: str) -> Path:
-        return _file_of(self.home, name)
+        return self.home.document_path(name)
 
     def where(self, name: str) -> str:
         return str(self.path(name))
@@ -151,17 +155,7 @@ class FileState:
             os.close(fd)  # releases the lock
 
 
-def documents_for(home: NodeHome) -> MeshState:
-    """Where ``home``'s documents live: the hub database its lines are in, else its files."""
-    url = home.lines.url
-    if url is None:
-        return FileState(home)
-    from lifeline_mesh.home.pg_state import PgState  # the driver only on a hub
-
-    return PgState.for_url(url)
-
-
-def read_doc_json(home: NodeHome, name: str, default: Any) -> Any:
+def read_doc_json(home: HoldsDocuments, name: str, default: Any) -> Any:
     """Parse a JSON document of ours; a damaged one is a ConfigError naming where it is."""
     state = home.documents
     raw = state.read(name)

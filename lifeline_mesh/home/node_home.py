@@ -37,12 +37,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from lifeline.home import Home
-
-if TYPE_CHECKING:
-    from lifeline_mesh.home.mesh_state import MeshState
+from lifeline_mesh.home.mesh_state import (
+    CA_CERT,
+    CA_KEY,
+    INVITES,
+    MCP_TOKENS,
+    MEMBERS,
+    NODE_KEY,
+    REVOCATIONS,
+    FileState,
+    MeshState,
+)
 
 __all__ = ["NodeHome"]
 
@@ -70,11 +77,32 @@ class NodeHome(Home):
         """The node's documents: in the database of a hub's line source, else the files of
         ``.lifeline/mesh/`` (chosen on first use, with the lines, and kept)."""
         if self.state is None:
-            from lifeline_mesh.home.mesh_state import documents_for
+            url = self.lines.url
+            if url is None:
+                chosen: MeshState = FileState(self)
+            else:
+                from lifeline_mesh.home.pg_state import PgState  # the driver only on a hub
 
-            object.__setattr__(self, "state", documents_for(self))
+                chosen = PgState.for_url(url)
+            object.__setattr__(self, "state", chosen)
         assert self.state is not None
         return self.state
+
+    def document_path(self, name: str) -> Path:
+        """The file of identity or membership document ``name`` (home/mesh_state.py)."""
+        paths = {
+            NODE_KEY: self.key_path,
+            CA_KEY: self.ca_key_path,
+            CA_CERT: self.ca_cert_path,
+            MEMBERS: self.members_path,
+            REVOCATIONS: self.revocations_path,
+            INVITES: self.invites_path,
+            MCP_TOKENS: self.mcp_tokens_path,
+        }
+        try:
+            return paths[name]
+        except KeyError:
+            raise ValueError(f"no node document named {name!r}") from None
 
     @property
     def mesh_dir(self) -> Path:

@@ -20,13 +20,10 @@ from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.membership.ca import load_ca_cert
-from lifeline_mesh.membership.certs import mesh_id_of
 
 __all__ = [
     "NodeState",
     "clear_node_state",
-    "local_mesh_id",
     "pid_alive",
     "read_node_state",
     "recorded_node_state",
@@ -48,16 +45,15 @@ class NodeState:
 
 
 def serving_state(
-    home: NodeHome,
     listen: str,
     node_id: str | None,
     lines: list[str],
     *,
+    mesh_id: str | None,
     discovery: bool,
     interfaces: Sequence[str],
 ) -> NodeState:
     """The state file of a node serving on ``listen`` from now (discovery only in a mesh)."""
-    mesh_id = local_mesh_id(home)
     discovery = discovery and mesh_id is not None
     return NodeState(
         pid=os.getpid(),
@@ -69,13 +65,6 @@ def serving_state(
         interfaces=list(interfaces) if discovery else [],
         lines=lines,
     )
-
-
-def local_mesh_id(home: NodeHome) -> str | None:
-    """The mesh this node belongs to (from its mesh CA certificate), None when in no mesh."""
-    if not home.in_mesh():
-        return None
-    return mesh_id_of(load_ca_cert(home))
 
 
 def pid_alive(pid: int) -> bool:

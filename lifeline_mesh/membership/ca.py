@@ -43,6 +43,7 @@ __all__ = [
     "cert_text",
     "create_mesh",
     "load_ca_cert",
+    "local_mesh_id",
     "make_csr",
     "new_tls_key",
     "pem_key",
@@ -87,6 +88,13 @@ def load_ca_cert(home: NodeHome) -> x509.Certificate:
             "`lifeline-mesh init --new-mesh NAME` or join one with `lifeline-mesh join -`"
         )
     return x509.load_pem_x509_certificate(path.read_bytes())
+
+
+def local_mesh_id(home: NodeHome) -> str | None:
+    """The mesh this node belongs to (from its mesh CA certificate), None when in no mesh."""
+    if not home.in_mesh():
+        return None
+    return mesh_id_of(load_ca_cert(home))
 
 
 @dataclass(frozen=True)

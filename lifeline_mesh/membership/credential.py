@@ -18,16 +18,15 @@ from __future__ import annotations
 import datetime as dt
 import re
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lifeline.errors import ConfigError, PermissionDenied
+from lifeline.errors import ConfigError
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.ca import MeshCA
 from lifeline_mesh.membership.certs import fingerprint
-from lifeline_mesh.membership.invite import Grant, InviteBook, Token
+from lifeline_mesh.membership.invite import InviteBook, Token
 from lifeline_mesh.membership.registry import Registry, iso
 from lifeline_mesh.membership.revocation import Revocation, revoke
 from lifeline_mesh.transport.authz import MeshRole
@@ -39,7 +38,6 @@ __all__ = [
     "issue_credential",
     "revoke_credential",
     "rotate_credential",
-    "spend_credential",
 ]
 
 DEFAULT_JOB_TTL = dt.timedelta(hours=6)
@@ -134,43 +132,6 @@ def issue_credential(home: NodeHome, spec: CredentialSpec, now: dt.datetime | No
         data[token.token_id.hex()] = entry
         book.save(data)
     return token
-
-
-def spend_credential(
-    entry: dict[str, Any], check: Callable[[bytes], bool], now: dt.datetime
-) -> Grant:
-    """Check one enrollment against ``entry`` and count it (the caller holds the lock)."""
-    name = entry["name"]
-    if not check(bytes.fromhex(str(entry["key"]))):
-        raise PermissionDenied(
-            f"CI credential {name!r} refused: altered (the proof does not match the token); "
-            "paste the whole token into the CI secret again"
-        )
-    if entry.get("revoked_at") is not None:
-        raise PermissionDenied(
-            f"CI credential {name!r} refused: revoked at {entry['revoked_at']}; "
-            "ask the mesh's CA holder for a new one"
-        )
-    if entry.get("replaced_at") is not None:
-        raise PermissionDenied(
-            f"CI credential {name!r} refused: replaced by a rotation at {entry['replaced_at']}; "
-            "store the new token in the CI secret"
-        )
-    if iso(now) >= str(entry["expires_at"]):
-        raise PermissionDenied(
-            f"CI credential {name!r} refused: expired at {entry['expires_at']}; "
-            f"rotate it (`lifeline-mesh credentials rotate {name}`) and update the CI secret"
-        )
-    uses = entry.get("uses")
-    if uses is not None and int(entry["used"]) >= int(uses):
-        raise PermissionDenied(
-            f"CI credential {name!r} refused: exhausted (all {uses} uses spent); "
-            f"rotate it (`lifeline-mesh credentials rotate {name}`) for more"
-        )
-    entry.update(used=int(entry["used"]) + 1, last_used_at=iso(now))
-    expires = dt.datetime.fromisoformat(str(entry["expires_at"]).replace("Z", "+00:00"))
-    cert_expires = min(now + dt.timedelta(seconds=int(entry["job_ttl_s"])), expires)
-    return Grant(MeshRole.parse(str(entry["role"])), name, cert_expires)
 
 
 def credential_rows(home: NodeHome, now: dt.datetime | None = None) -> list[dict[str, Any]]:

@@ -38,6 +38,7 @@ __all__ = [
     "issue_invite",
     "join_proof",
     "parse_duration",
+    "spend_credential",
 ]
 
 PREFIX = "lm1_"
@@ -185,9 +186,8 @@ class InviteBook:
         self, token_id: bytes, check: Callable[[bytes], bool], node_id: str, now: dt.datetime
     ) -> Grant:
         """:meth:`consume` for a caller that already holds the membership lock; a CI
-        credential (credential.py) is spent once per job, up to its number of uses."""
-        from lifeline_mesh.membership.credential import spend_credential  # it imports us
-
+        credential (credential.py issues it) is spent once per job, up to its number of uses
+        (:func:`spend_credential`)."""
         data = self.load()
         entry = data.get(token_id.hex())
         if entry is None:
@@ -217,6 +217,43 @@ class InviteBook:
             raise PermissionDenied("invite proof does not match the token; the token was altered")
         entry.update(used_at=iso(now), used_by=node_id)
         return MeshRole.parse(str(entry["role"]))
+
+
+def spend_credential(
+    entry: dict[str, Any], check: Callable[[bytes], bool], now: dt.datetime
+) -> Grant:
+    """Check one enrollment against ``entry`` and count it (the caller holds the lock)."""
+    name = entry["name"]
+    if not check(bytes.fromhex(str(entry["key"]))):
+        raise PermissionDenied(
+            f"CI credential {name!r} refused: altered (the proof does not match the token); "
+            "paste the whole token into the CI secret again"
+        )
+    if entry.get("revoked_at") is not None:
+        raise PermissionDenied(
+            f"CI credential {name!r} refused: revoked at {entry['revoked_at']}; "
+            "ask the mesh's CA holder for a new one"
+        )
+    if entry.get("replaced_at") is not None:
+        raise PermissionDenied(
+            f"CI credential {name!r} refused: replaced by a rotation at {entry['replaced_at']}; "
+            "store the new token in the CI secret"
+        )
+    if iso(now) >= str(entry["expires_at"]):
+        raise PermissionDenied(
+            f"CI credential {name!r} refused: expired at {entry['expires_at']}; "
+            f"rotate it (`lifeline-mesh credentials rotate {name}`) and update the CI secret"
+        )
+    uses = entry.get("uses")
+    if uses is not None and int(entry["used"]) >= int(uses):
+        raise PermissionDenied(
+            f"CI credential {name!r} refused: exhausted (all {uses} uses spent); "
+            f"rotate it (`lifeline-mesh credentials rotate {name}`) for more"
+        )
+    entry.update(used=int(entry["used"]) + 1, last_used_at=iso(now))
+    expires = dt.datetime.fromisoformat(str(entry["expires_at"]).replace("Z", "+00:00"))
+    cert_expires = min(now + dt.timedelta(seconds=int(entry["job_ttl_s"])), expires)
+    return Grant(MeshRole.parse(str(entry["role"])), name, cert_expires)
 
 
 def issue_invite(

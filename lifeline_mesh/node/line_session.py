@@ -18,12 +18,13 @@ from lifeline.errors import LifelineError
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.node.lines import NodeLine
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
+from lifeline_mesh.notary.attestation_set import AttestationSet
+from lifeline_mesh.notary.notarized_set import NotarizedEntrySet
 from lifeline_mesh.notary.sign import sign_state
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.peering.scheduler import SyncScheduler
 from lifeline_mesh.recon.entry_codec import EntryCodec
-from lifeline_mesh.sync.attestation_set import AttestationSet
-from lifeline_mesh.sync.guards import NotarizedEntrySet, ReceiveOnly, SendNothing
+from lifeline_mesh.sync.guards import ReceiveOnly, SendNothing
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
 

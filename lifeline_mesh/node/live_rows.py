@@ -23,12 +23,12 @@ from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline.home import Home
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine, require_tables
+from lifeline_mesh.notary.attestation_set import AttestationSet
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.statement import Attestation, Role
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
-from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems

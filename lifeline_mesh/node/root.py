@@ -28,8 +28,9 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.inbound import InboundLog
 from lifeline_mesh.home.mesh_state import CA_KEY
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.home.state import local_mesh_id, recorded_node_state, serving_state
+from lifeline_mesh.home.state import recorded_node_state, serving_state
 from lifeline_mesh.membership import RevocationList
+from lifeline_mesh.membership.ca import local_mesh_id
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.join_port import start_join_server
 from lifeline_mesh.membership.service import add_membership
@@ -226,10 +227,10 @@ class Node:
         keeper = None if peering is None else self.peering(peering, address)
         try:
             state = serving_state(
-                self.home,
                 address,
                 self.identity.node_id if self.identity else None,
                 self.config().shared_lines,
+                mesh_id=local_mesh_id(self.home),
                 discovery=peering is not None and peering.discovery,
                 interfaces=peering.interfaces if peering else (),
             )

@@ -33,13 +33,13 @@ from lifeline.store.shallow import (
 from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
+from lifeline_mesh.notary.attestation_set import AttestationSet
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.shallow_head import ShallowHead, attestations_digest, entries_digest
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem
-from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.transport.errors import Refused

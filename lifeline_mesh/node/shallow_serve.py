@@ -25,6 +25,7 @@ from lifeline.store.shallow import boundary_size
 from lifeline.store.tiers import require_tables
 from lifeline.truth.in_force import ids_in_force
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.notary.attestation_set import AttestationSet
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.shallow_head import (
     ShallowHead,
@@ -35,7 +36,6 @@ from lifeline_mesh.notary.shallow_head import (
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
-from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.authz import SessionPeer

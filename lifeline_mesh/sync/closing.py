@@ -33,8 +33,8 @@ __all__ = ["MAX_CLOSING_ITEMS", "Closed", "closing_round", "wanted"]
 
 log = logging.getLogger(__name__)
 
-# attestation_set.STATEMENTS (not imported: that module needs the notary, which the
-# transport below this driver must not load first)
+# notary/attestation_set.py's STATEMENTS (not imported: the notary sits above sync/ and
+# plugs its sets into this driver)
 STATEMENTS = "statements"
 
 MAX_CLOSING_ITEMS = 256  # statements a peer may send in its closing round

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline.lines import validate_line_name
-from lifeline.store.pg_dsn import is_pg_store
+from lifeline.store.pg_kind import is_pg_store
 from lifeline.store.port import AppendResult, Store
 from lifeline.store.tiers import SqlLine, Summarized, TokenRows
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec

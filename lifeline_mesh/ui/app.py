@@ -132,4 +132,5 @@ def create_app(viewer: Viewer) -> ASGIApp:
         lifespan=lifespan,
     )
     app.state.viewer = viewer
+    app.state.sections = SECTIONS  # each page's navigation (render.page)
     return _Guard(app, viewer.token)

@@ -20,6 +20,7 @@ from starlette.responses import HTMLResponse
 
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.markdown import render_markdown
+from lifeline_mesh.ui.section import Section
 from lifeline_mesh.ui.viewer import Viewer
 
 __all__ = ["ENV", "NavItem", "links_for", "page"]
@@ -94,13 +95,12 @@ def page(
     **context: Any,
 ) -> HTMLResponse:
     """Render ``template`` inside the site's frame."""
-    from lifeline_mesh.ui.sections import SECTIONS  # the sections import this module
-
     viewer = viewer_of(request)
+    sections: list[Section] = request.app.state.sections  # the app's (ui/sections/)
     links = links_for(request)
     current_line = line or viewer.default_line()
     nav = [
-        NavItem(s.title, s.nav(links, current_line), s.key == section) for s in SECTIONS if s.title
+        NavItem(s.title, s.nav(links, current_line), s.key == section) for s in sections if s.title
     ]
     lines = [(name, links.truth(name), name == current_line) for name in viewer.lines()]
     html = ENV.get_template(template).render(

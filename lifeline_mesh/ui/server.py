@@ -22,14 +22,14 @@ from collections.abc import Callable, Iterable, Iterator
 import uvicorn
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.cli.ui_args import DEFAULT_LISTEN, TOKEN_ENV
 from lifeline_mesh.transport.addresses import is_loopback, listen_socket, split_address
 from lifeline_mesh.transport.http_guard import BrowserGuard
 from lifeline_mesh.transport.http_limits import server_config
 from lifeline_mesh.ui.app import create_app
+from lifeline_mesh.ui.defaults import TOKEN_ENV
 from lifeline_mesh.ui.viewer import Viewer
 
-__all__ = ["DEFAULT_LISTEN", "TOKEN_ENV", "bind", "check_listen", "serve_viewer"]
+__all__ = ["bind", "check_listen", "serve_viewer"]
 
 
 def check_listen(listen: str, *, remote: bool, token: str | None) -> tuple[str, int]:

@@ -25,11 +25,11 @@ from lifeline_mesh.membership.ca import create_mesh, load_ca_cert
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.service import MembershipServicer
+from lifeline_mesh.notary.attestation_set import AttestationSet
 from lifeline_mesh.notary.enrollment import EnrolledSigners, enrollment_statement
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import Attestation, Role, sign
 from lifeline_mesh.notary.storage import NotaryStore
-from lifeline_mesh.sync.attestation_set import AttestationSet
 from tests.support.ci_helpers import Hub, job, runner_request
 from tests.support.entries import make_entry
 from tests.support.mesh_procs import cli

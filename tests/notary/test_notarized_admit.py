@@ -13,12 +13,12 @@ from lifeline.entry import Entry
 from lifeline.errors import BadSignature
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.notary.notarized_set import NotarizedEntrySet
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Role, decode
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.sync.entry_set import EntrySet
-from lifeline_mesh.sync.guards import NotarizedEntrySet
 
 NOW = "2026-03-01T12:00:00.000000Z"
 

@@ -15,6 +15,7 @@ from lifeline.store.postgres import PgDatabase, PgStore
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.summary import SetTotals
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.notary.notarized_set import NotarizedEntrySet
 from lifeline_mesh.notary.pg_schema import PG_NOTARY
 from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary
@@ -25,7 +26,6 @@ from lifeline_mesh.notary.states import StateOf
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.sync.entry_set import EntrySet
-from lifeline_mesh.sync.guards import NotarizedEntrySet
 from tests.support.pg_server import line_name
 
 NOW = "2026-03-01T12:00:00.000000Z"

@@ -14,11 +14,11 @@ from lifeline.errors import BadSignature, InvalidEntry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary import storage
+from lifeline_mesh.notary.notarized_set import NotarizedEntrySet
 from lifeline_mesh.notary.statement import Attestation, Role, decode, sign
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.sync.entry_set import EntrySet
-from lifeline_mesh.sync.guards import NotarizedEntrySet
 
 NOW = "2026-03-01T12:00:00.000000Z"
 AUTHOR = NodeIdentity.generate()

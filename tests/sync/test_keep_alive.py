@@ -16,13 +16,13 @@ import pytest
 
 from lifeline.errors import PeerError
 from lifeline_mesh.node.root import NODE_LIMITS, Node
+from lifeline_mesh.notary.notarized_set import NotarizedEntrySet
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.frames import Hello, KeepAlive, LoadSummary, SendFrame
 from lifeline_mesh.recon.session import Role, Session
 from lifeline_mesh.recon.session_state import KEEP_ALIVE_CAPABILITY
 from lifeline_mesh.sync import driver
 from lifeline_mesh.sync.entry_set import EntrySet
-from lifeline_mesh.sync.guards import NotarizedEntrySet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from lifeline_mesh.wire.codec import decode_bytes, encode
 from tests.support.recon_helpers import chain

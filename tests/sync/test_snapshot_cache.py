@@ -8,10 +8,10 @@ from pathlib import Path
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.notary.attestation_set import AttestationSet
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.sets import Snapshot
-from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from tests.support.recon_helpers import chain

@@ -19,12 +19,12 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.line_session import LineSession
 from lifeline_mesh.node.root import NODE_LIMITS, Node
+from lifeline_mesh.notary.attestation_set import STATEMENTS
 from lifeline_mesh.notary.rules import Policy, state_findings
 from lifeline_mesh.notary.sign import state_statements
 from lifeline_mesh.notary.statement import decode
 from lifeline_mesh.notary.states import StateOf, fingerprint
 from lifeline_mesh.notary.storage import NotaryStore
-from lifeline_mesh.sync.attestation_set import STATEMENTS
 from lifeline_mesh.transport.authz import SessionPeer
 from tests.support.recon_helpers import chain
 from tests.support.sync_helpers import make_node, serving, write

@@ -15,7 +15,7 @@ from lifeline_mesh.mcp.signatures import entry_signatures
 from lifeline_mesh.ui.audit_cache import first_other, line_key
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.render import page, viewer_of
-from lifeline_mesh.ui.sections import Section
+from lifeline_mesh.ui.section import Section
 from lifeline_mesh.ui.viewer import Viewer
 
 __all__ = ["SECTION", "witnessed"]

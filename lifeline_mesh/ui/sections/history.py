@@ -15,7 +15,7 @@ from lifeline_mesh.ui.dag import render_dag
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.reader import PAGE_SIZE, SCAN_BUDGET, Filters
 from lifeline_mesh.ui.render import links_for, page, viewer_of
-from lifeline_mesh.ui.sections import Section
+from lifeline_mesh.ui.section import Section
 
 __all__ = ["SECTION"]
 

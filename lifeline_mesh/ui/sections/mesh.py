@@ -10,14 +10,15 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from lifeline.errors import ConfigError
-from lifeline_mesh.cli.cmd_peers import peers_report
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
-from lifeline_mesh.home.state import local_mesh_id, pid_alive, read_node_state
+from lifeline_mesh.home.state import pid_alive, read_node_state
+from lifeline_mesh.membership.ca import local_mesh_id
 from lifeline_mesh.membership.registry import Registry
+from lifeline_mesh.peering.report import peers_report
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.render import page, viewer_of
-from lifeline_mesh.ui.sections import Section
+from lifeline_mesh.ui.section import Section
 from lifeline_mesh.ui.topology import peer_health, render_topology
 from lifeline_mesh.ui.viewer import Viewer
 

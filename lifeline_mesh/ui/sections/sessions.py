@@ -19,7 +19,7 @@ from lifeline.sessions.model import SessionStatus, Tool
 from lifeline.sessions.scope import project_scope
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.render import page, viewer_of
-from lifeline_mesh.ui.sections import Section
+from lifeline_mesh.ui.section import Section
 from lifeline_mesh.ui.sessions_view import ITEMS_PAGE, LIST_PAGE
 
 __all__ = ["SECTION"]

@@ -20,7 +20,7 @@ from lifeline.sessions.prices import load_prices
 from lifeline.sessions.usage import GROUPS, usage_report
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.render import page, viewer_of
-from lifeline_mesh.ui.sections import Section
+from lifeline_mesh.ui.section import Section
 from lifeline_mesh.ui.sessions_view import ITEMS_PAGE
 from lifeline_mesh.ui.usage_chart import SEGMENTS, render_usage_chart
 

@@ -16,7 +16,7 @@ from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.reader import SHOWN, LineReader
 from lifeline_mesh.ui.render import links_for, page, viewer_of
 from lifeline_mesh.ui.search import MAX_PAGES, PAGE
-from lifeline_mesh.ui.sections import Section
+from lifeline_mesh.ui.section import Section
 
 __all__ = ["SECTION"]
 
