@@ -26,7 +26,9 @@ from lifeline_mesh.notary.states import IdSums
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.recon.entry_codec import EntryCodec
-from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.attestation_set import attestation_rows
+from lifeline_mesh.sync.entry_set import ENTRY_ROWS, EntrySet
+from lifeline_mesh.sync.port import SetSnapshots
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 
 if TYPE_CHECKING:
@@ -41,8 +43,6 @@ class NodeLine(Protocol):
     """One open line of the node, with the parts its sessions need."""
 
     name: str
-    # the attestation sets' snapshot cache (None: built from the stored tokens each time)
-    attestation_cache: SnapshotCache | None
 
     @property
     def store(self) -> Store:
@@ -57,6 +57,11 @@ class NodeLine(Protocol):
 
     def entries(self, codec: EntryCodec) -> EntrySet:
         """The line's entries as a reconciled set, with its snapshots."""
+        ...
+
+    def attestation_snapshots(self, notary: Notary) -> SetSnapshots | None:
+        """Where the snapshots of ``notary``'s table come from (None: built from the
+        notary's keys each time)."""
         ...
 
     async def mark(self) -> int | None:
@@ -75,7 +80,6 @@ class FileLine:
         self, name: str, store: SqliteStore, snapshots: SnapshotCache, id_sums: IdSums
     ) -> None:
         self.name, self.store, self.snapshots = name, store, snapshots
-        self.attestation_cache: SnapshotCache | None = snapshots
         self.id_sums = id_sums
 
     def notary(
@@ -86,7 +90,10 @@ class FileLine:
         return notary
 
     def entries(self, codec: EntryCodec) -> EntrySet:
-        return EntrySet(self.store, codec, self.snapshots)
+        return EntrySet(self.store, codec, self.snapshots.of(self.store, ENTRY_ROWS))
+
+    def attestation_snapshots(self, notary: Notary) -> SetSnapshots | None:
+        return self.snapshots.of(self.store, attestation_rows(notary.table))
 
     async def mark(self) -> int | None:
         return await line_mark(self.store)
@@ -97,8 +104,6 @@ class FileLine:
 
 class HubLine:
     """A line of a hub's database."""
-
-    attestation_cache: SnapshotCache | None = None  # the notary's sets: from stored tokens
 
     def __init__(self, name: str, store: PgStore, snapshots: PgSnapshots) -> None:
         self.name, self.store, self.snapshots = name, store, snapshots
@@ -111,7 +116,10 @@ class HubLine:
         return PgNotaryStore(self.store, signers=signers, clock=clock, source=source)
 
     def entries(self, codec: EntryCodec) -> EntrySet:
-        return EntrySet(self.store, codec, self.snapshots)
+        return EntrySet(self.store, codec, self.snapshots.of(self.store))
+
+    def attestation_snapshots(self, notary: Notary) -> SetSnapshots | None:
+        return None  # the notary's sets: from its stored tokens
 
     async def mark(self) -> int | None:
         return None  # rows of every hub process interleave: what a peer holds is unknown
