@@ -11,16 +11,12 @@ prepared on one is unknown on the next (docs/hub.md).
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from lifeline.errors import ConfigError
 
-if TYPE_CHECKING:
-    from lifeline.store.postgres import PgStore
-
-__all__ = ["DRIVER_OPTIONS", "connect_options", "is_pg_store", "is_postgres_url"]
+__all__ = ["DRIVER_OPTIONS", "connect_options", "is_postgres_url"]
 
 DRIVER_OPTIONS = ("statement_cache_size", "command_timeout")
 
@@ -58,10 +54,3 @@ def connect_options(dsn: str) -> tuple[str, dict[str, Any]]:
 def is_postgres_url(target: str) -> bool:
     """Whether a ``--store`` value names a PostgreSQL database rather than a folder."""
     return target.startswith(("postgresql://", "postgres://"))
-
-
-def is_pg_store(store: object) -> TypeGuard[PgStore]:
-    """Whether ``store`` is a PostgreSQL line, without importing the driver: a process
-    that never opened one (every `serve` of line files) never loads it."""
-    module = sys.modules.get("lifeline.store.postgres")
-    return module is not None and isinstance(store, module.PgStore)
