@@ -12,6 +12,7 @@ syncing with a peer or ingesting a ``LIFELINE.md`` written before the damage.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as dt
 import sqlite3
@@ -59,12 +60,13 @@ def integrity_problems(path: Path) -> list[str]:
         conn.close()
 
 
-async def require_intact(store: SqliteStore, line: str) -> None:
-    """Refuse to write to ``line`` when its file fails the check (one line, what to do)."""
-    problems = await store.run_read(_quick_check)
+async def require_intact(path: Path, line: str) -> None:
+    """Refuse to write to ``line`` when its file at ``path`` fails the check (one line, what
+    to do)."""
+    problems = await asyncio.to_thread(integrity_problems, path)
     if problems:
         raise DamagedLine(
-            f"line {line!r} is damaged ({store.path.name} fails SQLite's integrity check: "
+            f"line {line!r} is damaged ({path.name} fails SQLite's integrity check: "
             f"{problems[0][:120]}); writes are refused so the damage cannot spread — run "
             f"`lifeline --line {line} recover` (docs/user-guide.md, Recovering a damaged line)"
         )

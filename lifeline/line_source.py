@@ -23,6 +23,7 @@ from lifeline.store.port import Store
 
 if TYPE_CHECKING:
     from lifeline.home import Home
+    from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["ChangeWatch", "FileLines", "LineSource", "hub_url"]
 
@@ -45,6 +46,12 @@ class LineSource(Protocol):
     @property
     def url(self) -> str | None:
         """The database holding the lines, or None: files of ``.lifeline/``."""
+        ...
+
+    @property
+    def files(self) -> FileLines | None:
+        """These lines as SQLite files under ``.lifeline/`` (None: a database's), for
+        work done in a line file's SQL; its stores are typed as such."""
         ...
 
     def where(self, name: str) -> str:
@@ -88,6 +95,10 @@ class FileLines:
     def __init__(self, home: Home) -> None:
         self.home = home
 
+    @property
+    def files(self) -> FileLines:
+        return self
+
     def where(self, name: str) -> str:
         return str(self.home.line_path(name))
 
@@ -95,7 +106,7 @@ class FileLines:
         return self.home.file_line_names()
 
     @asynccontextmanager
-    async def open(self, name: str, *, create: bool = False) -> AsyncIterator[Store]:
+    async def open(self, name: str, *, create: bool = False) -> AsyncIterator[SqliteStore]:
         from lifeline.store.sqlite import SqliteStore
 
         path = self.home.line_path(validate_line_name(name), must_exist=not create)
@@ -109,12 +120,10 @@ class FileLines:
 
     async def require_intact(self, store: Store, name: str) -> None:
         from lifeline.integrity import require_intact
-        from lifeline.store.sqlite import SqliteStore
 
-        assert isinstance(store, SqliteStore)  # opened by this source: a line file
-        await require_intact(store, name)
+        await require_intact(self.home.line_path(name), name)  # its file, on a reader's own
 
-    async def open_kept(self, name: str) -> Store:
+    async def open_kept(self, name: str) -> SqliteStore:
         from lifeline.store.sqlite import SqliteStore
 
         return await SqliteStore.open(self.home.line_path(name, must_exist=True), create=False)
