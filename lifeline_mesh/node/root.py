@@ -259,7 +259,7 @@ class Node:
             return [home.line_path(name) for name in self.config().shared_lines]
 
         def not_revoked(node_id: str) -> bool:
-            return RevocationList.load(home).revoked_at(node_id) is None
+            return RevocationList.current(home).revoked_at(node_id) is None
 
         self._peering = Peering(
             home,

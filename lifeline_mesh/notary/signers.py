@@ -86,6 +86,16 @@ class FileSigners:
         return SignerStatus(SignerState.UNKNOWN)
 
     @classmethod
+    def current(cls, home: NodeHome, local_node_id: str | None) -> FileSigners:
+        """:meth:`load`, kept on ``home`` until the members, the revocations or the CA
+        certificate change (``NodeHome.kept``): what every session of a node asks."""
+        return home.kept(
+            f"signers {local_node_id}",
+            (MEMBERS, REVOCATIONS, CA_CERT),
+            lambda: cls.load(home, local_node_id),
+        )
+
+    @classmethod
     def load(cls, home: NodeHome, local_node_id: str | None) -> FileSigners:
         known: set[str] = {local_node_id} if local_node_id else set()
         revoked: dict[str, str] = {}
