@@ -1,8 +1,8 @@
 """Who may sign: the ``KnownSigners`` interface and its default, file-based implementation.
 
-The membership layer will provide the real registry. Until then :class:`FileSigners` knows
-the local node and the node ids listed in the members document (``members.json``), whose
-expected shape is::
+:class:`FileSigners` knows the local node and the node ids listed in the members document
+(``members.json``, kept by the membership layer: membership/registry.py), whose expected
+shape is::
 
     {"members": [
         {"node_id": "k7q2-9fmx-ah3d-rt0e-5w"},

@@ -126,8 +126,9 @@ REMEMBERED_SIGNATURES = 100_000
 class NotaryStore(NotarySet[SqlLine]):
     """The attestations of one line. Create with :meth:`attach` on a line of the SQL tier.
 
-    One is made per session (lifeline_mesh/node/root.py, ``make_sets``): what it remembers
-    of the signatures it stored lasts as long as the session."""
+    One is made per session by the node's line object (lifeline_mesh/node/lines.py): what it
+    remembers of the signatures it stored lasts as long as the session; what it verified of
+    earlier claims (``claims``) and the line's id sums are the line opener's."""
 
     _remembered: dict[str, str] | None = None
     id_sums: IdSums | None = None  # the line opener's, kept across sessions (states.py)
