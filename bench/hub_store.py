@@ -30,7 +30,7 @@ from pathlib import Path
 from lifeline.entry import Entry
 from lifeline.store.postgres import PgStore
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.entry_set import ENTRY_ROWS, EntrySet, ScannedEntries, TokenRowEntries
 from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 
@@ -81,8 +81,8 @@ async def main(n: int, size: int, url: str) -> None:
             p_fp = await median_ms(pg.entry_totals, 50)
             print("whole-line fingerprint (in-sync check), median of 50:")
             print(f"  SQLite {s_fp:.3f} ms, PostgreSQL {p_fp:.3f} ms")
-            s_snap = await median_ms(EntrySet(sqlite).snapshot, 5)
-            p_snap = await median_ms(EntrySet(pg).snapshot, 5)
+            s_snap = await median_ms(EntrySet(sqlite, snapshots=ScannedEntries(sqlite)).snapshot, 5)
+            p_snap = await median_ms(EntrySet(pg, snapshots=TokenRowEntries(pg)).snapshot, 5)
             print("full sync snapshot, median of 5:")
             print(f"  SQLite {s_snap:.1f} ms, PostgreSQL {p_snap:.1f} ms")
         finally:
@@ -123,13 +123,14 @@ async def ranges(n: int, url: str) -> None:
             p_fp = await median_ms(pg.entry_totals, 50)
             print(f"in-sync check (entry_totals), median of 50: SQLite {s_fp:.3f} ms, "
                   f"PostgreSQL {p_fp:.3f} ms")  # fmt: skip
-            full_s = await median_ms(EntrySet(sqlite).snapshot, 3)
-            full_p = await median_ms(EntrySet(pg).snapshot, 3)
+            full_s = await median_ms(EntrySet(sqlite, snapshots=ScannedEntries(sqlite)).snapshot, 3)
+            full_p = await median_ms(EntrySet(pg, snapshots=TokenRowEntries(pg)).snapshot, 3)
             print(f"snapshot from every row, median of 3: SQLite {full_s:.0f} ms, "
                   f"PostgreSQL {full_p:.0f} ms")  # fmt: skip
             pgc, sqc = PgSnapshots(), SnapshotCache()
             await pgc.snapshot(pg)
-            await EntrySet(sqlite, cache=sqc).snapshot()
+            kept = EntrySet(sqlite, snapshots=sqc.of(sqlite, ENTRY_ROWS))
+            await kept.snapshot()
             same = await median_ms(lambda: pgc.snapshot(pg), 20)
             print(f"hub snapshot, line unchanged (version read), median of 20: {same:.2f} ms")
             top, mid = made[-1].id, made[n // 2].id
@@ -143,7 +144,7 @@ async def ranges(n: int, url: str) -> None:
                     before = pgc.rows_read
                     p_ms.append(await timed_ms(lambda: pgc.snapshot(pg)))
                     rows.append(pgc.rows_read - before)
-                    s_ms.append(await timed_ms(EntrySet(sqlite, cache=sqc).snapshot))
+                    s_ms.append(await timed_ms(kept.snapshot))
                 print(f"10 entries written {where}, snapshot brought up to date, median of 5:")
                 print(f"  PostgreSQL {statistics.median(p_ms):.1f} ms "
                       f"({statistics.median(rows):.0f} entry rows read), "

@@ -14,12 +14,15 @@ import json
 from collections.abc import AsyncIterator, Hashable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from lifeline.errors import ConfigError, NotFound
 from lifeline.fsutil import read_private
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
+
+if TYPE_CHECKING:
+    from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["ChangeWatch", "FileLines", "LineFolder", "LineSource", "hub_url"]
 
@@ -42,6 +45,12 @@ class LineSource(Protocol):
     @property
     def url(self) -> str | None:
         """The database holding the lines, or None: files of ``.lifeline/``."""
+        ...
+
+    @property
+    def files(self) -> FileLines | None:
+        """These lines as SQLite files under ``.lifeline/`` (None: a database's), for
+        work done in a line file's SQL; its stores are typed as such."""
         ...
 
     def where(self, name: str) -> str:
@@ -99,6 +108,10 @@ class FileLines:
     def __init__(self, home: LineFolder) -> None:
         self.home = home
 
+    @property
+    def files(self) -> FileLines:
+        return self
+
     def where(self, name: str) -> str:
         return str(self.home.line_path(name))
 
@@ -106,7 +119,7 @@ class FileLines:
         return self.home.file_line_names()
 
     @asynccontextmanager
-    async def open(self, name: str, *, create: bool = False) -> AsyncIterator[Store]:
+    async def open(self, name: str, *, create: bool = False) -> AsyncIterator[SqliteStore]:
         from lifeline.store.sqlite import SqliteStore
 
         path = self.home.line_path(validate_line_name(name), must_exist=not create)
@@ -119,13 +132,11 @@ class FileLines:
             await store.close()
 
     async def require_intact(self, store: Store, name: str) -> None:
-        from lifeline.store.sqlite import SqliteStore
         from lifeline.store.sqlite_check import require_intact
 
-        assert isinstance(store, SqliteStore)  # opened by this source: a line file
-        await require_intact(store, name)
+        await require_intact(self.home.line_path(name), name)  # its file, on a reader's own
 
-    async def open_kept(self, name: str) -> Store:
+    async def open_kept(self, name: str) -> SqliteStore:
         from lifeline.store.sqlite import SqliteStore
 
         return await SqliteStore.open(self.home.line_path(name, must_exist=True), create=False)

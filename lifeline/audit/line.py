@@ -17,7 +17,6 @@ from lifeline.errors import InvalidEntry
 from lifeline.lines import EXTERNAL_ANCHOR
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.shallow import boundary_heights
-from lifeline.store.sqlite import SqliteStore
 from lifeline.store.tiers import SqlLine
 from lifeline.truth.audit import TruthAudit
 from lifeline.truth.check import RowCheck
@@ -110,7 +109,7 @@ async def verify_store(
     mark = truth.mark if truth is not None else None
     report: Report | None = None
     results: list[tuple[Any, ...]] | None = None
-    if isinstance(store, SqliteStore):
+    if isinstance(store, SqlLine):  # a line file: worker processes open it by its path
         count = audit_parallel.workers()
         least = audit_parallel.parallel_min() if parallel_from is None else parallel_from
         if count > 1 and await _size(store) >= least:
@@ -136,7 +135,7 @@ async def verify_store(
     return report
 
 
-async def _size(store: SqliteStore) -> int:
+async def _size(store: SqlLine) -> int:
     """The span of the line's row numbers: its entries, read without counting them."""
     row = await store.run_read(
         lambda conn: conn.execute("SELECT max(seq) - min(seq) + 1 FROM entries").fetchone()

@@ -35,7 +35,7 @@ from typing import Any, overload
 
 from lifeline.errors import StoreError
 from lifeline.store.rows import Links, parents_of
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import SqlLine
 
 __all__ = [
     "MAX_WORKERS",
@@ -168,7 +168,7 @@ def _order(position: Position) -> tuple[Any, ...]:
 
 
 async def check_in_workers(
-    store: SqliteStore,
+    store: SqlLine,
     count: int,
     *,
     advance: Callable[[int], None],
@@ -221,7 +221,7 @@ async def check_in_workers(
 
 
 async def _each_page(
-    store: SqliteStore,
+    store: SqlLine,
     hi: int,
     merged: Merged,
     each_page: Callable[[Sequence[Links]], Awaitable[None]],
@@ -305,7 +305,7 @@ async def frames(stdout: asyncio.StreamReader) -> AsyncIterator[Any]:
 
 async def _read(
     proc: asyncio.subprocess.Process,
-    store: SqliteStore,
+    store: SqlLine,
     merged: Merged,
     advance: Callable[[int], None],
 ) -> None:

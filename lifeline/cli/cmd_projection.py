@@ -113,6 +113,14 @@ def _warn_left_out(view: LcView, line: str) -> None:
 async def cmd_render(args: argparse.Namespace) -> int:
     name = line_of(args)
     problems: list[RowProblem] = []
+    files = home_of(args).lines.files
+    if not args.stdout and args.format != "lifeline-context" and files is not None:
+        # a line file: its render record kept beside it, so a render writes what changed
+        async with files.open(name) as sqlite:
+            path = await _render_file(args, sqlite, name, problems)
+        _warn_rows(problems, name)
+        print(path)
+        return 0
     async with open_line(args) as store:
         with progress_for(args, f"rendering line {name}", await store.count()) as bar:
             if args.stdout:
@@ -123,23 +131,27 @@ async def cmd_render(args: argparse.Namespace) -> int:
                 sys.stdout.buffer.flush()
                 _warn_rows(problems, name)
                 return 0
+            # lifeline-context's format, or a hub's line (no file to keep a record beside):
+            # written whole
             path = home_of(args).projection_path(name)
-            if args.format == "lifeline-context" or home_of(args).lines.url is not None:
-                # a hub's line (no file to keep a render record beside): written whole
-                with atomic_file(path) as out:
-                    await _stream_view(store, name, args.format, out, bar.advance, problems)
-            else:
-                assert isinstance(store, SqliteStore)  # the line files (the home's choice)
-                done = await write_projection(
-                    store, name, path, problems, bar.advance, full=args.full
-                )
-                if getattr(args, "verbose", False):
-                    why = f" ({done.reason})" if done.reason else ""
-                    written = count(done.entries, "entry", "entries")
-                    print(f"{done.mode}: {written} written{why}", file=sys.stderr)
+            with atomic_file(path) as out:
+                await _stream_view(store, name, args.format, out, bar.advance, problems)
     _warn_rows(problems, name)
     print(path)
     return 0
+
+
+async def _render_file(
+    args: argparse.Namespace, store: SqliteStore, name: str, problems: list[RowProblem]
+) -> Path:
+    path = home_of(args).projection_path(name)
+    with progress_for(args, f"rendering line {name}", await store.count()) as bar:
+        done = await write_projection(store, name, path, problems, bar.advance, full=args.full)
+    if getattr(args, "verbose", False):
+        why = f" ({done.reason})" if done.reason else ""
+        written = count(done.entries, "entry", "entries")
+        print(f"{done.mode}: {written} written{why}", file=sys.stderr)
+    return path
 
 
 async def _stream_view(

@@ -19,6 +19,7 @@ from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
 
 if TYPE_CHECKING:
+    from lifeline.line_source import FileLines
     from lifeline.store.pg_schema import Migrations
     from lifeline.store.postgres import PgDatabase, PgStore
 
@@ -61,6 +62,10 @@ class PgLines:
     async def open_kept(self, name: str) -> PgStore:
         """The line's store; its ``close()`` leaves the pool to this source."""
         return await (await self.database()).line(validate_line_name(name), create=False)
+
+    @property
+    def files(self) -> FileLines | None:
+        return None  # a database's lines: no file to work in
 
     async def require_intact(self, store: Store, name: str) -> None:
         return None  # the database server keeps its own pages intact

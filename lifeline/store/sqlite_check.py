@@ -7,11 +7,11 @@ is ``lifeline recover`` (:mod:`lifeline.integrity`).
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
 from lifeline.errors import StoreError
-from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_open import read_only_uri, unwritable
 
 __all__ = ["DamagedLine", "integrity_problems", "require_intact"]
@@ -45,12 +45,13 @@ def integrity_problems(path: Path) -> list[str]:
         conn.close()
 
 
-async def require_intact(store: SqliteStore, line: str) -> None:
-    """Refuse to write to ``line`` when its file fails the check (one line, what to do)."""
-    problems = await store.run_read(_quick_check)
+async def require_intact(path: Path, line: str) -> None:
+    """Refuse to write to ``line`` when its file at ``path`` fails the check (one line, what
+    to do). The check runs on a reader of its own, so any store of the line may ask."""
+    problems = await asyncio.to_thread(integrity_problems, path)
     if problems:
         raise DamagedLine(
-            f"line {line!r} is damaged ({store.path.name} fails SQLite's integrity check: "
+            f"line {line!r} is damaged ({path.name} fails SQLite's integrity check: "
             f"{problems[0][:120]}); writes are refused so the damage cannot spread — run "
             f"`lifeline --line {line} recover` (docs/user-guide.md, Recovering a damaged line)"
         )

@@ -13,12 +13,14 @@ here, so callers ask for a capability instead of testing for one adapter class:
   created from the schema passed when the line is opened (``schema``, see
   :func:`~lifeline.store.schema.line_schema`), and whose transactions they join, so an
   admitted batch and its checks commit together. Its dialect is SQLite's: callbacks get a
-  ``sqlite3.Connection``. Only :class:`~lifeline.store.sqlite.SqliteStore` has it today;
-  the PostgreSQL twin of the notary's part is not written yet (docs/hub.md).
+  ``sqlite3.Connection``. Only :class:`~lifeline.store.sqlite.SqliteStore` has it; a hub's
+  lines keep the notary's part in PostgreSQL tables of their own
+  (``lifeline_mesh/notary/pg_storage.py``).
 
-A component that needs the second tier asks :func:`tables_of` (None: fall back, e.g. fold
-the truth in memory) or :func:`require_tables` (a clear error: e.g. a node cannot sync a
-line without its notary, so it refuses rather than silently skipping the checks).
+A component whose tables are optional asks :func:`tables_of` (None: fall back, e.g. fold
+the truth in memory). One that cannot work without them gets them from whoever opened the
+line: a node's line object hands its sessions the line file with the notary's tables, or
+says that a hub line has none (``lifeline_mesh/node/lines.py``, decision 0076).
 """
 
 from __future__ import annotations
@@ -29,12 +31,11 @@ from pathlib import Path
 from typing import Protocol, TypeVar, runtime_checkable
 
 from lifeline.entry import Entry
-from lifeline.errors import StoreError
 from lifeline.store.port import AppendResult, Store
 from lifeline.store.schema import Schema
 from lifeline.store.summary import SetTotals
 
-__all__ = ["SqlLine", "Summarized", "TokenRows", "require_tables", "tables_of"]
+__all__ = ["SqlLine", "Summarized", "TokenRows", "tables_of"]
 
 T = TypeVar("T")
 
@@ -108,20 +109,3 @@ def tables_of(store: Store, component: str) -> SqlLine | None:
     if isinstance(store, SqlLine) and component in store.schema:
         return store
     return None
-
-
-def require_tables(store: Store, component: str, purpose: str) -> SqlLine:
-    """:func:`tables_of`, or a one-line error naming what cannot be done and why."""
-    found = tables_of(store, component)
-    if found is not None:
-        return found
-    kind = type(store).__name__
-    if isinstance(store, SqlLine):
-        raise StoreError(
-            f"{store.path.name} was opened without the {component} tables, which {purpose} "
-            "needs; open it with the line schema (lifeline.store.schema.line_schema)"
-        )
-    raise StoreError(
-        f"{purpose} needs the {component} tables, which a {kind} cannot hold; "
-        "use a SQLite line (a PostgreSQL store holds entries only, for now)"
-    )

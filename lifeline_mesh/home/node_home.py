@@ -35,8 +35,10 @@ MCP server, the viewer, the demo, CI) and passed down; no other module names the
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar, cast
 
 from lifeline.home import Home
 from lifeline_mesh.home.mesh_state import (
@@ -56,6 +58,8 @@ __all__ = ["NodeHome"]
 MESH_DIR = "mesh"
 CI_DIR = "ci"
 
+T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class NodeHome(Home):
@@ -63,8 +67,8 @@ class NodeHome(Home):
 
     # Where the identity and membership documents live: chosen once (``documents``)
     state: MeshState | None = field(default=None, compare=False, repr=False)
-    # What was read from the home and is kept while it does not change (the config, with
-    # the stamp of the file it was read from): the home's, not a module's
+    # What was read from the home and is kept while it does not change (the config, the
+    # signers, the revocations, with the stamps they were read at): the home's, not a module's
     held: dict[str, tuple[object, object]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
@@ -103,6 +107,19 @@ class NodeHome(Home):
             return paths[name]
         except KeyError:
             raise ValueError(f"no node document named {name!r}") from None
+
+    def kept(self, key: str, names: Sequence[str], load: Callable[[], T]) -> T:
+        """``load()``, kept on this home and done again only when one of the documents
+        ``names`` changed — by this process or any other: their stamps (a file's mtime, a
+        hub's row version) are the change notice, asked before each use and before the
+        load, so a load racing a write is done again next time. A running node reads its
+        membership documents once, not at every session (decision 0076). What it returns
+        is shared: read it, do not change it."""
+        stamps = tuple(self.documents.stamp(name) for name in names)
+        held = self.held.get(key)
+        if held is None or held[0] != stamps:
+            held = self.held[key] = (stamps, load())
+        return cast(T, held[1])
 
     @property
     def mesh_dir(self) -> Path:

@@ -38,9 +38,8 @@ class Workspace:
     def open(
         cls, home: NodeHome, *, agent: str, author: str, line: str = DEFAULT_LINE
     ) -> Workspace:
-        """A workspace; importing the append hooks' packages now registers their schema
-        migrations before any line opens (the notary keeps its tables in the line's file)."""
-        load_append_hooks(home)
+        """A workspace on ``home``'s line ``line`` (the lines open with every component's
+        tables: the line schema's entry points, lifeline/store/schema.py)."""
         return cls(
             home=home,
             agent=agent,

@@ -78,6 +78,12 @@ class RevocationList:
     statements: dict[str, Revocation]
 
     @classmethod
+    def current(cls, home: NodeHome) -> RevocationList:
+        """:meth:`load`, kept on ``home`` until the revocations change (``NodeHome.kept``):
+        what a node asks at every dial. Read it, do not change it."""
+        return home.kept("revocations", (REVOCATIONS,), lambda: cls.load(home))
+
+    @classmethod
     def load(cls, home: NodeHome) -> RevocationList:
         data = read_doc_json(home, REVOCATIONS, {"statements": []})
         items = [Revocation.from_dict(d) for d in data.get("statements", [])]

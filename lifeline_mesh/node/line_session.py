@@ -64,10 +64,10 @@ class LineSession:
         notary = line.notary(signers, parts.clock, source)
         self.entries = NotarizedEntrySet(line.entries(codec), notary)
         self.entries.on_close = self._witness
-        cache = line.attestation_cache
+        statements = notary.statements()
         sets: list[ReconSet] = [
-            AttestationSet(notary, cache),
-            AttestationSet(notary.statements(), cache),
+            AttestationSet(notary, line.attestation_snapshots(notary)),
+            AttestationSet(statements, line.attestation_snapshots(statements)),
             self.entries,
         ]
         if peer is not None and not peer.can_write:

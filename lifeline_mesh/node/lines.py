@@ -14,22 +14,28 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Protocol
 
+from lifeline.errors import StoreError
 from lifeline.lines import validate_line_name
 from lifeline.store.port import Store
+from lifeline.store.shallow import boundary_size
 from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.node.live_rows import line_mark
 from lifeline_mesh.node.wal import trim_wal
+from lifeline_mesh.notary.attestation_set import attestation_rows
+from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.states import IdSums
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.recon.entry_codec import EntryCodec
-from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.entry_set import ENTRY_ROWS, EntrySet
+from lifeline_mesh.sync.port import SetSnapshots
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 
 if TYPE_CHECKING:
+    from lifeline.line_source import FileLines
     from lifeline.store.pg_lines import PgLines
     from lifeline.store.postgres import PgStore
     from lifeline_mesh.sync.pg_snapshots import PgSnapshots
@@ -41,8 +47,6 @@ class NodeLine(Protocol):
     """One open line of the node, with the parts its sessions need."""
 
     name: str
-    # the attestation sets' snapshot cache (None: built from the stored tokens each time)
-    attestation_cache: SnapshotCache | None
 
     @property
     def store(self) -> Store:
@@ -59,6 +63,21 @@ class NodeLine(Protocol):
         """The line's entries as a reconciled set, with its snapshots."""
         ...
 
+    def attestation_snapshots(self, notary: Notary) -> SetSnapshots | None:
+        """Where the snapshots of ``notary``'s table come from (None: built from the
+        notary's keys each time)."""
+        ...
+
+    def sql_tables(self, purpose: str) -> SqlLine:
+        """The line file holding the entries and the notary's tables, for work done in
+        its SQL (a shallow snapshot, a push, rows announced); a hub line has none: a
+        one-line error naming ``purpose``."""
+        ...
+
+    async def shallow(self) -> bool:
+        """Whether the line lacks older history (taken as a shallow snapshot)."""
+        ...
+
     async def mark(self) -> int | None:
         """The line's highest row number (None: not known on this backend)."""
         ...
@@ -72,24 +91,41 @@ class FileLine:
     """A line file: SQLite with the notary's tables."""
 
     def __init__(
-        self, name: str, store: SqliteStore, snapshots: SnapshotCache, id_sums: IdSums
+        self,
+        name: str,
+        store: SqliteStore,
+        snapshots: SnapshotCache,
+        id_sums: IdSums,
+        claims: Claims,
     ) -> None:
         self.name, self.store, self.snapshots = name, store, snapshots
-        self.attestation_cache: SnapshotCache | None = snapshots
-        self.id_sums = id_sums
+        self.id_sums, self.claims = id_sums, claims
 
     def notary(
         self, signers: KnownSigners | None, clock: Callable[[], str], source: str | None
     ) -> Notary:
-        notary = NotaryStore(self.store, signers=signers, clock=clock, source=source)
+        notary = NotaryStore(
+            self.store, signers=signers, clock=clock, source=source, claims=self.claims
+        )
         notary.id_sums = self.id_sums
         return notary
 
     def entries(self, codec: EntryCodec) -> EntrySet:
-        return EntrySet(self.store, codec, self.snapshots)
+        return EntrySet(self.store, codec, self.snapshots.of(self.store, ENTRY_ROWS))
+
+    def attestation_snapshots(self, notary: Notary) -> SetSnapshots | None:
+        return self.snapshots.of(self.store, attestation_rows(notary.table))
+
+    def sql_tables(self, purpose: str) -> SqlLine:
+        return self.store  # opened by the home with the line schema: the notary's included
+
+    async def shallow(self) -> bool:
+        return bool(await self.store.run_read(boundary_size))
 
     async def mark(self) -> int | None:
-        return await line_mark(self.store)
+        sql = "SELECT max(seq) FROM entries"
+        row = await self.store.run_read(lambda c: c.execute(sql).fetchone())
+        return None if row is None or row[0] is None else int(row[0])
 
     async def finish(self, admitted: int) -> None:
         await trim_wal(self.store)
@@ -98,20 +134,32 @@ class FileLine:
 class HubLine:
     """A line of a hub's database."""
 
-    attestation_cache: SnapshotCache | None = None  # the notary's sets: from stored tokens
-
-    def __init__(self, name: str, store: PgStore, snapshots: PgSnapshots) -> None:
-        self.name, self.store, self.snapshots = name, store, snapshots
+    def __init__(self, name: str, store: PgStore, snapshots: PgSnapshots, claims: Claims) -> None:
+        self.name, self.store, self.snapshots, self.claims = name, store, snapshots, claims
 
     def notary(
         self, signers: KnownSigners | None, clock: Callable[[], str], source: str | None
     ) -> Notary:
         from lifeline_mesh.notary.pg_storage import PgNotaryStore
 
-        return PgNotaryStore(self.store, signers=signers, clock=clock, source=source)
+        return PgNotaryStore(
+            self.store, signers=signers, clock=clock, source=source, claims=self.claims
+        )
 
     def entries(self, codec: EntryCodec) -> EntrySet:
-        return EntrySet(self.store, codec, self.snapshots)
+        return EntrySet(self.store, codec, self.snapshots.of(self.store))
+
+    def attestation_snapshots(self, notary: Notary) -> SetSnapshots | None:
+        return None  # the notary's sets: from its stored tokens
+
+    def sql_tables(self, purpose: str) -> SqlLine:
+        raise StoreError(
+            f"{purpose} works on a line file, and this node keeps line {self.name!r} in a "
+            "PostgreSQL database (a hub); sync it in full instead"
+        )
+
+    async def shallow(self) -> bool:
+        return False  # a hub's lines are taken in full
 
     async def mark(self) -> int | None:
         return None  # rows of every hub process interleave: what a peer holds is unknown
@@ -155,17 +203,17 @@ class NodeLines(Protocol):
 class _FileLines:
     announces_rows = True
 
-    def __init__(self, home: NodeHome) -> None:
-        self.home = home
+    def __init__(self, home: NodeHome, files: FileLines) -> None:
+        self.files = files
         # The last snapshot of each set of each line, brought up to date per session.
         self.snapshots = SnapshotCache(directory=home.snapshots_dir)
         self.id_sums: IdSums = {}  # each line's id sum, brought up to date per statement
+        self.claims = Claims()  # the claims read back at admission, verified once
 
     @asynccontextmanager
     async def open(self, name: str) -> AsyncIterator[NodeLine]:
-        async with self.home.open_line(validate_line_name(name), create=True) as store:
-            assert isinstance(store, SqliteStore)  # the home's line files (node_lines)
-            yield FileLine(name, store, self.snapshots, self.id_sums)
+        async with self.files.open(validate_line_name(name), create=True) as store:
+            yield FileLine(name, store, self.snapshots, self.id_sums, self.claims)
 
     async def connect(self) -> None:
         return None
@@ -190,6 +238,7 @@ class _HubLines:
 
         self.lines = lines
         self.snapshots = PgSnapshots()  # a hub process's: up to date by bucket sums
+        self.claims = Claims()  # the claims read back at admission, verified once
 
     @asynccontextmanager
     async def open(self, name: str) -> AsyncIterator[NodeLine]:
@@ -197,7 +246,7 @@ class _HubLines:
 
         try:
             async with self.lines.open(validate_line_name(name), create=True) as store:
-                yield HubLine(name, store, self.snapshots)
+                yield HubLine(name, store, self.snapshots, self.claims)
         except DATABASE_ERRORS as exc:  # the session fails with the reason; serving goes on
             raise session_failure(name, exc) from exc
 
@@ -228,8 +277,9 @@ class _HubLines:
 def node_lines(home: NodeHome) -> NodeLines:
     """The opener of ``home``'s lines, of the kind its line source holds (chosen here,
     once per node)."""
-    if home.lines.url is None:
-        return _FileLines(home)
+    files = home.lines.files
+    if files is not None:
+        return _FileLines(home, files)
     from lifeline.store.pg_lines import PgLines
 
     source = home.lines

@@ -17,14 +17,11 @@ import sqlite3
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline.home import Home
-from lifeline.store.port import Store
-from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.notary.attestation_set import AttestationSet
-from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.statement import Attestation, Role
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
@@ -33,7 +30,10 @@ from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 
-__all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "line_mark", "read_rows"]
+if TYPE_CHECKING:
+    from lifeline_mesh.node.lines import NodeLine, NodeLines
+
+__all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "read_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -81,33 +81,19 @@ def _new_ids(conn: sqlite3.Connection, after: int, upto: int) -> list[str]:
 
 
 async def read_rows(
-    home: Home, line: str, after: int, upto: int
+    line: NodeLine, codec: EntryCodec, after: int, upto: int
 ) -> tuple[ChangeItems, list[str]] | None:
-    """Line ``line``'s rows ``after < seq <= upto`` to announce, with their entry ids; None
-    when there are none, too many, or the line has no notary tables (never synced)."""
-    async with home.open_line(line) as store:
-        try:
-            sql_line = require_tables(store, NOTARY_COMPONENT, "announcing its rows")
-        except LifelineError:
-            return None
-        ids = await sql_line.run_read(lambda conn: _new_ids(conn, after, upto))
-        if not ids or len(ids) > MAX_CHANGE_ITEMS:
-            return None
-        entries = await EntrySet(store, EntryCodec(home.limits())).fetch(
-            [bytes.fromhex(i) for i in ids]
-        )
-        notary = NotaryStore(sql_line)
-        signed = await AttestationSet(notary).fetch(await notary.author_ids(ids))
-    rows = ChangeItems(line, tuple(signed.raws), tuple(entries.raws), tuple(entries.externals))
-    return (rows, ids) if rows.fits() else None
-
-
-async def line_mark(store: Store) -> int | None:
-    """The line's highest row number (None: empty, or not a SQLite line)."""
-    if not isinstance(store, SqlLine):
+    """``line``'s rows ``after < seq <= upto`` to announce, with their entry ids; None
+    when there are none or too many."""
+    sql = line.sql_tables("announcing its rows")
+    ids = await sql.run_read(lambda conn: _new_ids(conn, after, upto))
+    if not ids or len(ids) > MAX_CHANGE_ITEMS:
         return None
-    row = await store.run_read(lambda c: c.execute("SELECT max(seq) FROM entries").fetchone())
-    return None if row is None or row[0] is None else int(row[0])
+    entries = await EntrySet(sql, codec).fetch([bytes.fromhex(i) for i in ids])
+    notary = NotaryStore(sql)
+    signed = await AttestationSet(notary).fetch(await notary.author_ids(ids))
+    rows = ChangeItems(line.name, tuple(signed.raws), tuple(entries.raws), tuple(entries.externals))
+    return (rows, ids) if rows.fits() else None
 
 
 class LiveRows:
@@ -119,10 +105,12 @@ class LiveRows:
         self,
         home: Home,
         *,
+        lines: NodeLines,
         session: Callable[..., AbstractAsyncContextManager[RowsSession]],
         max_item_bytes: int,
     ) -> None:
         self.home = home
+        self._lines = lines  # the node's opener: its line files hold the rows announced
         self._session = session
         self._max_item_bytes = max_item_bytes
         self.held = HeldIds()  # entry ids recently announced or taken: an echo is free
@@ -142,7 +130,8 @@ class LiveRows:
         taken = self._last_taken.pop(line, None)
         if taken is not None and taken[:2] == (after, upto):
             return taken[2]  # exactly the rows just taken from a peer's watch (its source)
-        found = await read_rows(self.home, line, after, upto)
+        async with self._lines.open(line) as opened:
+            found = await read_rows(opened, EntryCodec(self.home.limits()), after, upto)
         if found is None:
             return None
         rows, ids = found

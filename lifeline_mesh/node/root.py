@@ -52,7 +52,7 @@ from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_lines
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
-from lifeline_mesh.transport.client import sync_line
+from lifeline_mesh.transport.client import PeerOpenings, sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
 
@@ -102,7 +102,9 @@ class Node:
             scheduler=lambda: self._peering.scheduler if self._peering else None,
         )
         # Rows read to announce and rows taken from the peers we watch (decision 0046)
-        self.rows = LiveRows(home, session=self.session, max_item_bytes=self.limits.max_item_bytes)
+        self.rows = LiveRows(
+            home, lines=self.lines, session=self.session, max_item_bytes=self.limits.max_item_bytes
+        )
         # Changes of our shared lines, announced (with their rows) to the peers watching us
         self.changes = self._feed()
         self._watch: WatchService | None = None  # the server's, once it is made
@@ -113,6 +115,7 @@ class Node:
         self.refused_rows: set[tuple[str, str, str]] = set()  # members rows logged once
         self.metrics: NodeMetrics | None = None  # serve --metrics-listen (node/metrics.py)
         self.watch_back = WatchBack(lambda: self._peering)  # links watched both ways
+        self.openings = PeerOpenings()  # what each peer's hello said it reads
 
     @property
     def snapshots(self) -> SnapshotCache | PgSnapshots:
@@ -257,7 +260,7 @@ class Node:
             return [home.line_path(name) for name in self.config().shared_lines]
 
         def not_revoked(node_id: str) -> bool:
-            return RevocationList.load(home).revoked_at(node_id) is None
+            return RevocationList.current(home).revoked_at(node_id) is None
 
         self._peering = Peering(
             home,
@@ -371,6 +374,7 @@ class Node:
                         limits=self.limits,
                         extra_options=options,
                         fast=self.fast,
+                        openings=self.openings,
                     )
                 except PeerError:
                     self.pins.forget(peer)

@@ -112,7 +112,7 @@ class TransportSecurity:
         the runners whose enrollment the session proves (decision 0024)."""
         if self.insecure:
             return None
-        return EnrolledSigners(SessionSigners(FileSigners.load(home, local), caller), self.ca)
+        return EnrolledSigners(SessionSigners(FileSigners.current(home, local), caller), self.ca)
 
 
 class PeerPins:
@@ -128,7 +128,7 @@ class PeerPins:
         node_id = self.known.get(peer)
         if node_id is None:
             node_id = (await asyncio.to_thread(serving_node, self.home, peer)).node_id
-        revoked = RevocationList.load(self.home).revoked_at(node_id)
+        revoked = RevocationList.current(self.home).revoked_at(node_id)
         if revoked is not None:
             self.known.pop(peer, None)
             raise PermissionDenied(
@@ -145,4 +145,4 @@ class PeerPins:
     def trusted(self, peer: str) -> bool:
         """Whether the node pinned at ``peer`` is known and not revoked."""
         node_id = self.known.get(peer)
-        return node_id is not None and RevocationList.load(self.home).revoked_at(node_id) is None
+        return node_id is not None and RevocationList.current(self.home).revoked_at(node_id) is None

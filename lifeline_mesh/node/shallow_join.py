@@ -22,19 +22,16 @@ from typing import TYPE_CHECKING
 
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature, LifelineError, RemoteProtocolError, StoreError
-from lifeline.store.port import Store
 from lifeline.store.shallow import (
-    boundary_size,
     drop_boundary,
     read_mark,
     record_boundary,
     record_source,
 )
-from lifeline.store.tiers import SqlLine, require_tables
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.notary.attestation_set import AttestationSet
-from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.shallow_head import ShallowHead, attestations_digest, entries_digest
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.storage import NotaryStore
@@ -57,12 +54,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NoShallow", "check_snapshot", "is_shallow", "push_lines", "shallow_sync"]
-
-
-async def is_shallow(store: Store) -> bool:
-    """Whether ``store`` lacks older history (entries name parents it does not hold)."""
-    return isinstance(store, SqlLine) and bool(await store.run_read(boundary_size))
+__all__ = ["NoShallow", "check_snapshot", "push_lines", "shallow_sync"]
 
 
 def _refuse(peer: str, what: str) -> RemoteProtocolError:
@@ -137,7 +129,7 @@ async def _store(
     node: Node, session: LineSession, snap: ShallowSnapshot, head: ShallowHead
 ) -> tuple[int, int]:
     """Signatures, statements, boundary, entries: (entries added, attestations added)."""
-    sql = require_tables(session.line.store, NOTARY_COMPONENT, "a shallow sync")
+    sql = session.line.sql_tables("a shallow sync")
     atts, statements, entry_set = session.sets
     codec = EntryCodec(node.home.limits())
     signed = [atts.codec.parse(raw) for raw in snap.attestations]
@@ -193,8 +185,8 @@ async def shallow_sync(node: Node, peer: str, lines: Sequence[str]) -> list[Sync
     options, expected = await _target(node, peer)
     reports: list[SyncReport] = []
     for line in lines:
-        async with node.open_line(line) as store:
-            full = await store.count() > 0 and not await is_shallow(store)
+        async with node.lines.open(line) as opened:
+            full = await opened.store.count() > 0 and not await opened.shallow()
         if full:
             reports += await node.sync(peer, [line])
             continue
@@ -232,10 +224,9 @@ def _written(conn: sqlite3.Connection, after: int, cap: int) -> list[str]:
     return [r[0] for r in conn.execute(sql, (after, cap + 1))]
 
 
-async def _written_items(node: Node, store: Store) -> PushedItems | None:
+async def _written_items(node: Node, sql: SqlLine) -> PushedItems | None:
     from lifeline_mesh.node.shallow_serve import MAX_PUSH_ITEMS
 
-    sql = require_tables(store, NOTARY_COMPONENT, "a push")
     mark = await sql.run_read(read_mark)
     if mark is None:
         return None
@@ -245,7 +236,7 @@ async def _written_items(node: Node, store: Store) -> PushedItems | None:
             f"this shallow line holds over {MAX_PUSH_ITEMS} entries written since its "
             "snapshot (cap MAX_PUSH_ITEMS); run a full `lifeline-mesh sync PEER` instead"
         )
-    entries = await EntrySet(store, EntryCodec(node.home.limits())).fetch(
+    entries = await EntrySet(sql, EntryCodec(node.home.limits())).fetch(
         [bytes.fromhex(i) for i in ids]
     )
     notary = NotaryStore(sql)
@@ -259,8 +250,9 @@ async def push_lines(node: Node, peer: str, lines: Sequence[str]) -> list[SyncRe
     options, _expected = await _target(node, peer)
     reports: list[SyncReport] = []
     for line in lines:
-        async with node.open_line(line) as store:
-            items = await _written_items(node, store) if await is_shallow(store) else None
+        async with node.lines.open(line) as opened:
+            shallow = await opened.shallow()
+            items = await _written_items(node, opened.sql_tables("a push")) if shallow else None
         if items is None:
             reports += await node.sync(peer, [line])
             continue

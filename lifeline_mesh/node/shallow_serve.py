@@ -20,13 +20,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from lifeline.errors import RemoteProtocolError
-from lifeline.store.port import Store
 from lifeline.store.shallow import boundary_size
-from lifeline.store.tiers import require_tables
+from lifeline.store.tiers import SqlLine
 from lifeline.truth.in_force import ids_in_force
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.attestation_set import AttestationSet
-from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.shallow_head import (
     ShallowHead,
     attestations_digest,
@@ -101,10 +99,9 @@ def _imported(conn: sqlite3.Connection, ids: Sequence[str]) -> list[bytes]:
 
 
 async def build_snapshot(
-    store: Store, line: str, identity: NodeIdentity, codec: EntryCodec, clock: Callable[[], str]
+    store: SqlLine, line: str, identity: NodeIdentity, codec: EntryCodec, clock: Callable[[], str]
 ) -> ShallowSnapshot:
-    sql = require_tables(store, NOTARY_COMPONENT, "serving a shallow snapshot")
-    if await sql.run_read(boundary_size):
+    if await store.run_read(boundary_size):
         raise ShallowUnavailable(
             f"line {line!r} is shallow on this node (it lacks older history): it serves no "
             "shallow snapshot; take one from a node holding the whole line"
@@ -120,9 +117,9 @@ async def build_snapshot(
         order = [r[0] for r in rows]
         return order, _heights(conn, named), _latest_states(conn) + _imported(conn, order)
 
-    ordered, boundary, statements = await sql.run_read(read)
+    ordered, boundary, statements = await store.run_read(read)
     entries = await EntrySet(store, codec).fetch([bytes.fromhex(i) for i in ordered])
-    notary = NotaryStore(sql)
+    notary = NotaryStore(store)
     signed = await AttestationSet(notary).fetch(await notary.author_ids(ordered))
     head = ShallowHead(
         line=line,
@@ -179,9 +176,10 @@ def shallow_service(node: Node) -> ShallowService:
                 "this node serves no shallow snapshot (a hub, or a node without its signing "
                 "key); sync in full (`--full`)"
             )
-        async with node.open_line(line) as store:
+        async with node.lines.open(line) as opened:
             codec = EntryCodec(node.home.limits())
-            return await build_snapshot(store, line, node.identity, codec, node.clock)
+            sql = opened.sql_tables("serving a shallow snapshot")
+            return await build_snapshot(sql, line, node.identity, codec, node.clock)
 
     async def admit(peer: SessionPeer, items: PushedItems) -> tuple[int, int]:
         async with node.session(items.line, peer) as session:

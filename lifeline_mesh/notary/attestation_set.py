@@ -17,17 +17,16 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from lifeline.errors import InvalidEntry
-from lifeline.store.tiers import SqlLine
 from lifeline_mesh.home.identity import node_id_for
 from lifeline_mesh.notary.enrollment import signer_ids
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot
-from lifeline_mesh.sync.port import AdmitResult, FetchResult
-from lifeline_mesh.sync.snapshot_cache import SetRows, SnapshotCache
+from lifeline_mesh.sync.port import AdmitResult, FetchResult, SetSnapshots
+from lifeline_mesh.sync.snapshot_cache import SetRows
 
-__all__ = ["ATTESTATIONS", "STATEMENTS", "AttestationCodec", "AttestationSet"]
+__all__ = ["ATTESTATIONS", "STATEMENTS", "AttestationCodec", "AttestationSet", "attestation_rows"]
 
 ATTESTATIONS = "attestations"
 STATEMENTS = "statements"
@@ -50,20 +49,27 @@ def _rows(rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes, bytes
         yield int(key), bytes(item_id), bytes(item_id)
 
 
+def attestation_rows(table: str) -> SetRows:
+    """How a line file's snapshot of the notary's ``table`` is read (a snapshot cache's)."""
+    return SetRows(table, table, "sort_key, id", "sort_key, id", _rows)  # type: ignore[arg-type]
+
+
 class AttestationSet:
-    def __init__(self, notary: Notary, cache: SnapshotCache | None = None) -> None:
+    """The notary's ``table`` as a set. Its snapshots come from ``snapshots`` when the
+    line's opener kept them (a node's line file: ``attestation_rows``); otherwise they are
+    built from the notary's keys each time."""
+
+    def __init__(self, notary: Notary, snapshots: SetSnapshots | None = None) -> None:
         self.notary = notary
         self.name = ATTESTATIONS if notary.table == ATTESTATIONS_TABLE else STATEMENTS
         self.codec = AttestationCodec()
         self._looked_up: set[bytes] = set()  # signer keys whose enrollment was looked up
         self._pending: dict[str, bytes] = {}  # node id -> its enrollment, not sent yet
-        self.cache = cache  # a serving node's: the last snapshot, brought up to date
-        table = notary.table
-        self._rows = SetRows(table, table, "sort_key, id", "sort_key, id", _rows)  # type: ignore[arg-type]
+        self.snapshots = snapshots  # a serving node's: the last one, brought up to date
 
     async def snapshot(self) -> Snapshot:
-        if self.cache is not None and isinstance(self.notary.store, SqlLine):
-            return await self.cache.snapshot(self.notary.store, self._rows)
+        if self.snapshots is not None:
+            return await self.snapshots.snapshot()
         keys = await self.notary.keys()
         return Snapshot.build((key, item_id, item_id) for key, item_id in keys)
 

@@ -1,4 +1,4 @@
-"""Earlier count claims of a node, read back at each admission, verified once per process.
+"""Earlier count claims of a node, read back at each admission, verified once per owner.
 
 Admitting a state statement (or a first-wave summary) compares its count with every
 earlier claim by the same node about the same line (a smaller count later is a rollback,
@@ -6,7 +6,8 @@ earlier claim by the same node about the same line (a smaller count later is a r
 checked again each time, so the cost of admitting one statement grew with the number the
 node had signed: in a 30-minute soak at one write per 2 s per node, re-verifying them
 became the largest share of a serving node's CPU, rising from minute to minute. A claim
-is now verified once per process, remembered by the hash of its stored bytes (damaged
+is now verified once by the :class:`Claims` of its notary — a node's are its line
+opener's, kept for the node's life — remembered by the hash of its stored bytes (damaged
 bytes hash differently and are checked, and refused, afresh).
 
 Reading every earlier claim back still grew with their number (a node signs a state after
@@ -30,27 +31,36 @@ from dataclasses import dataclass
 from lifeline.errors import InvalidEntry
 from lifeline_mesh.notary.statement import decode
 
-__all__ = ["ClaimMarks", "file_key", "stored_claim"]
+__all__ = ["ClaimMarks", "Claims", "file_key"]
 
 _MAX_KEPT = 200_000
-_KEPT: dict[bytes, tuple[str, int] | None] = {}
 
 
-def stored_claim(raw: bytes) -> tuple[str, int] | None:
-    """(ts, count) of a stored summary or state statement; None if it does not verify."""
-    key = hashlib.sha256(raw).digest()
-    if key in _KEPT:
-        return _KEPT[key]
-    try:
-        held = decode(raw)
-        held.verify()
-        claim: tuple[str, int] | None = (held.ts, held.summary_count)
-    except InvalidEntry:
-        claim = None  # a damaged local row is no evidence; `verify` reports it
-    if len(_KEPT) >= _MAX_KEPT:
-        _KEPT.clear()
-    _KEPT[key] = claim
-    return claim
+class Claims:
+    """What the notaries of a node's lines remember of the claims they read back: each one
+    verified once (:meth:`stored`) and the marks of :class:`ClaimMarks`. Owned by whoever
+    owns the notaries' lifetime — the node's line opener, across sessions
+    (lifeline_mesh/node/lines.py); a notary made alone (a tool, a test) holds its own."""
+
+    def __init__(self) -> None:
+        self._verified: dict[bytes, tuple[str, int] | None] = {}  # by sha256 of the bytes
+        self.marks = ClaimMarks()
+
+    def stored(self, raw: bytes) -> tuple[str, int] | None:
+        """(ts, count) of a stored summary or state statement; None if it does not verify."""
+        key = hashlib.sha256(raw).digest()
+        if key in self._verified:
+            return self._verified[key]
+        try:
+            held = decode(raw)
+            held.verify()
+            claim: tuple[str, int] | None = (held.ts, held.summary_count)
+        except InvalidEntry:
+            claim = None  # a damaged local row is no evidence; `verify` reports it
+        if len(self._verified) >= _MAX_KEPT:
+            self._verified.clear()
+        self._verified[key] = claim
+        return claim
 
 
 def file_key(conn: sqlite3.Connection) -> tuple[str, int, int] | None:

@@ -11,6 +11,7 @@ from typing import Generic, Self, TypeVar
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
 from lifeline.ledger import utc_now
 from lifeline_mesh.notary.admission import MAX_ADMIT_ITEMS, UnknownSigner, check_items
+from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.enrollment import learn_held
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners
@@ -40,8 +41,11 @@ class NotarySet(Generic[StoreT]):
         backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
         table: str = ATTESTATIONS_TABLE,
         source: str | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self.store = store
+        # the claims read back at admission, verified once (the node's line opener's)
+        self.claims = claims if claims is not None else Claims()
         # The node the session's items come from (its certificate's node id), or the
         # address of a peer without TLS: named with what it sent (notary/provenance.py).
         self.source = source
@@ -61,6 +65,7 @@ class NotarySet(Generic[StoreT]):
             backdate_window_s=self.backdate_window_s,
             table=STATEMENTS_TABLE,
             source=self.source,
+            claims=self.claims,
         )
 
 

@@ -28,7 +28,7 @@ from lifeline.store.port import AppendResult
 from lifeline.store.postgres import PgStore
 from lifeline.store.summary import SetTotals
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
-from lifeline_mesh.notary.claims import stored_claim
+from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.entry_intake import intake_rows
 from lifeline_mesh.notary.intake import (
     ATTESTATIONS_TABLE,
@@ -114,7 +114,7 @@ class PgNotaryStore(NotarySet[PgStore]):
     async def commit(self, atts: Sequence[Attestation]) -> int:
         async with self.store.transaction() as conn:
             await lock_line(conn, self._line)
-            check_timing(atts, await _context(conn, self._line, atts), self.skew_s,
+            check_timing(atts, await _context(conn, self._line, atts, self.claims), self.skew_s,
                          self.backdate_window_s)  # fmt: skip
             added = await insert(conn, self._line, atts)
             # An entry held at a ts no author signed takes its author's signed ts
@@ -296,7 +296,9 @@ async def _entry_ts(conn: Conn, line_id: int, ids: Sequence[str]) -> dict[str, s
     return {bytes(i).hex(): ts for i, ts in rows}
 
 
-async def _context(conn: Conn, line_id: int, atts: Sequence[Attestation]) -> StoredContext:
+async def _context(
+    conn: Conn, line_id: int, atts: Sequence[Attestation], claims: Claims
+) -> StoredContext:
     """What is held that bears on ``atts``: the subjects' parents and their ts, earlier
     claims by the same nodes about the same lines, and receipts naming the subjects."""
     subjects = sorted({a.subject for a in atts if a.role is Role.AUTHOR and len(a.subject) == 64})
@@ -327,7 +329,7 @@ async def _context(conn: Conn, line_id: int, atts: Sequence[Attestation]) -> Sto
             line,
             node_id,
         ):
-            claim = stored_claim(bytes(item))
+            claim = claims.stored(bytes(item))
             if claim is not None:
                 summaries[(node_id, line)].append(claim)
     witnessed: dict[str, list[tuple[str, str]]] = defaultdict(list)

@@ -16,15 +16,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from lifeline.entry import Entry
+from lifeline.errors import StoreError
 from lifeline.home import Home
 from lifeline.plugins import AppendHook
 from lifeline.store.port import Store
-from lifeline.store.tiers import SqlLine, require_tables
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
 from lifeline_mesh.notary.port import Notary
-from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,
     MAX_SUMMARY_TIPS,
@@ -58,12 +58,15 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-def _sqlite(store: Store) -> SqlLine:
-    return require_tables(store, NOTARY_COMPONENT, "storing attestations")
-
-
-async def _file_notary(store: Store) -> Notary:
-    return await NotaryStore.attach(_sqlite(store))
+async def _file_notary(store: Store, purpose: str = "storing attestations") -> NotaryStore:
+    """The notary of a line file (its schema checked by ``attach``); any other store given
+    alone by a tool has no notary tables."""
+    if not isinstance(store, SqlLine):
+        raise StoreError(
+            f"{purpose} needs the notary's tables, which a {type(store).__name__} does not "
+            "have; open the line through its home (a line file, or a hub's line)"
+        )
+    return await NotaryStore.attach(store)
 
 
 async def _hub_notary(store: Store) -> Notary:
@@ -187,8 +190,7 @@ async def sign_state(
 async def sign_unsigned(store: Store, identity: NodeIdentity, now: str) -> list[Attestation]:
     """Attest every entry that has no author signature and no import statement as
     "imported by" this node at ``now`` (custody, not authorship)."""
-    sqlite = _sqlite(store)
-    await NotaryStore.attach(sqlite)
+    notary = await _file_notary(store, "signing unsigned entries")
 
     def tx(conn: sqlite3.Connection) -> list[Attestation]:
         atts = [
@@ -198,7 +200,7 @@ async def sign_unsigned(store: Store, identity: NodeIdentity, now: str) -> list[
         NotaryStore.insert_in(conn, atts)
         return atts
 
-    return await sqlite.run_write(tx)
+    return await notary.store.run_write(tx)
 
 
 class AuthorHook:
@@ -224,7 +226,7 @@ class AuthorHook:
             await notary.add([*self._enrollment(), *atts])
 
     async def prepare(self, store: Store) -> None:
-        await NotaryStore.attach(_sqlite(store))  # the attestation tables exist
+        await _file_notary(store)  # the attestation tables exist
 
     def in_transaction(self, conn: Any, entries: Sequence[Entry]) -> None:
         atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]

@@ -1,8 +1,8 @@
 """Who may sign: the ``KnownSigners`` interface and its default, file-based implementation.
 
-The membership layer will provide the real registry. Until then :class:`FileSigners` knows
-the local node and the node ids listed in the members document (``members.json``), whose
-expected shape is::
+:class:`FileSigners` knows the local node and the node ids listed in the members document
+(``members.json``, kept by the membership layer: membership/registry.py), whose expected
+shape is::
 
     {"members": [
         {"node_id": "k7q2-9fmx-ah3d-rt0e-5w"},
@@ -84,6 +84,16 @@ class FileSigners:
         if node_id in self._known:
             return SignerStatus(SignerState.KNOWN, None, expires)
         return SignerStatus(SignerState.UNKNOWN)
+
+    @classmethod
+    def current(cls, home: NodeHome, local_node_id: str | None) -> FileSigners:
+        """:meth:`load`, kept on ``home`` until the members, the revocations or the CA
+        certificate change (``NodeHome.kept``): what every session of a node asks."""
+        return home.kept(
+            f"signers {local_node_id}",
+            (MEMBERS, REVOCATIONS, CA_CERT),
+            lambda: cls.load(home, local_node_id),
+        )
 
     @classmethod
     def load(cls, home: NodeHome, local_node_id: str | None) -> FileSigners:

@@ -28,7 +28,7 @@ from lifeline.store.summary import (
 )
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
-from lifeline_mesh.notary.claims import ClaimMarks, stored_claim
+from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
 from lifeline_mesh.notary.entry_intake import intake_rows, signed_and_known, take_entries
 from lifeline_mesh.notary.intake import (
@@ -126,8 +126,9 @@ REMEMBERED_SIGNATURES = 100_000
 class NotaryStore(NotarySet[SqlLine]):
     """The attestations of one line. Create with :meth:`attach` on a line of the SQL tier.
 
-    One is made per session (lifeline_mesh/node/root.py, ``make_sets``): what it remembers
-    of the signatures it stored lasts as long as the session."""
+    One is made per session by the node's line object (lifeline_mesh/node/lines.py): what it
+    remembers of the signatures it stored lasts as long as the session; what it verified of
+    earlier claims (``claims``) and the line's id sums are the line opener's."""
 
     _remembered: dict[str, str] | None = None
     id_sums: IdSums | None = None  # the line opener's, kept across sessions (states.py)
@@ -230,12 +231,12 @@ class NotaryStore(NotarySet[SqlLine]):
     async def commit(self, atts: Sequence[Attestation]) -> int:
         """Store attestations that passed :meth:`prepare`, after the checks against what is
         held (timing, summaries), in one transaction; stores nothing if one fails."""
-        skew, window = self.skew_s, self.backdate_window_s
+        skew, window, claims = self.skew_s, self.backdate_window_s, self.claims
 
         now = self._clock()
 
         def tx(conn: sqlite3.Connection) -> int:
-            check_timing(atts, _context(conn, atts), skew, window)
+            check_timing(atts, _context(conn, atts, claims), skew, window)
             added = insert_attestations(conn, atts)
             # An entry held at a ts no author signed takes its author's signed ts
             record(conn, signed_times_replace(conn, atts, now))
@@ -344,7 +345,9 @@ class NotaryStore(NotarySet[SqlLine]):
         return await self.store.run_write(tx)
 
 
-def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredContext:
+def _context(
+    conn: sqlite3.Connection, atts: Sequence[Attestation], claims: Claims
+) -> StoredContext:
     subjects = (
         []
         if is_empty(conn, "entries")
@@ -362,14 +365,12 @@ def _context(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> StoredCon
     for chunk in chunks(wanted):
         marks = ",".join("?" * len(chunk))
         entry_ts.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
-    return StoredContext(entry_ts, parents, _summaries(conn, atts), _witnessed(conn, atts))
-
-
-_CLAIM_MARKS = ClaimMarks()
+    summaries = _summaries(conn, atts, claims)
+    return StoredContext(entry_ts, parents, summaries, _witnessed(conn, atts))
 
 
 def _summaries(
-    conn: sqlite3.Connection, atts: Sequence[Attestation]
+    conn: sqlite3.Connection, atts: Sequence[Attestation], claims: Claims
 ) -> dict[tuple[str, str], list[tuple[str, int]]]:
     """Earlier (ts, count) claims by the same node about the same line that could refuse
     one of ``atts``: summaries and state statements alike (each claims how many entries the
@@ -399,7 +400,7 @@ def _summaries(
             if table == STATEMENTS_TABLE
             else (role.value, line[:ENTRY_KEY_CHARS], node_id)
         )
-        top = _CLAIM_MARKS.highest(conn, table, role.value, node_id, line, by_signer, params)
+        top = claims.marks.highest(conn, table, role.value, node_id, line, by_signer, params)
         if top <= lowest[(node_id, line)]:
             continue  # no stored claim counts more than any of the batch's
         for subject, item in conn.execute(
@@ -409,7 +410,7 @@ def _summaries(
         ):
             if subject != line:
                 continue
-            claim = stored_claim(bytes(item))  # verified once per process
+            claim = claims.stored(bytes(item))  # verified once per owner
             if claim is not None:
                 out[(node_id, line)].append(claim)
     return out

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline.lines import validate_line_name
-from lifeline.store.pg_kind import is_pg_store
 from lifeline.store.port import AppendResult, Store
 from lifeline.store.tiers import SqlLine, Summarized, TokenRows
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot, token_of
-from lifeline_mesh.sync.port import AdmitResult, FetchResult
-from lifeline_mesh.sync.snapshot_cache import SetRows, SnapshotCache
+from lifeline_mesh.sync.port import AdmitResult, FetchResult, SetSnapshots
+from lifeline_mesh.sync.snapshot_cache import SetRows
 
-if TYPE_CHECKING:
-    from lifeline_mesh.sync.pg_snapshots import PgSnapshots
-
-__all__ = ["EntrySet"]
+__all__ = ["ENTRY_ROWS", "EntrySet", "KeyedEntries", "ScannedEntries", "TokenRowEntries"]
 
 _CHUNK = 2000
 
@@ -33,8 +28,56 @@ def _rows(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[int, bytes, by
 ENTRY_ROWS = SetRows(ENTRIES, "entries", "height, id, ts", "height, id", _rows)  # type: ignore[arg-type]
 
 
+class KeyedEntries:
+    """The snapshot of any store through the port: its keys, then the entries' ts."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
+        keys = await self.store.keys()
+        rows: list[tuple[int, bytes, bytes]] = []
+        for k in range(0, len(keys), _CHUNK):
+            part = keys[k : k + _CHUNK]
+            found = {e.id: e.ts for e in await self.store.get_many(i for _, i in part)}
+            rows += _rows((h, i, found[i]) for h, i in part if i in found)
+        return Snapshot.build(rows, extra_known)
+
+
+class ScannedEntries:
+    """The snapshot of a line file, built again each time: one indexed scan on the
+    store's thread, streamed into the snapshot's flat buffers (no list of a million row
+    tuples in between)."""
+
+    def __init__(self, store: SqlLine) -> None:
+        self.store = store
+
+    async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
+        known = list(extra_known)
+        return await self.store.run_read(
+            lambda conn: Snapshot.build(
+                _rows(conn.execute("SELECT height, id, ts FROM entries ORDER BY height, id")),
+                known,
+            )
+        )
+
+
+class TokenRowEntries:
+    """The snapshot of a store that keeps each entry's token (PostgreSQL's column)."""
+
+    def __init__(self, store: TokenRows) -> None:
+        self.store = store
+
+    async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
+        return Snapshot.build(await self.store.snapshot_rows(), extra_known)
+
+
 class EntrySet:
-    """Keys are ``(height, id)`` from the store; the version of an entry is its ts."""
+    """Keys are ``(height, id)`` from the store; the version of an entry is its ts.
+
+    Its snapshots come from ``snapshots``, matched to the store by whoever opened the
+    line (a node's line object: kept between sessions, decision 0076); without one, from
+    the store's port (:class:`KeyedEntries`)."""
 
     name = ENTRIES
 
@@ -42,37 +85,15 @@ class EntrySet:
         self,
         store: Store,
         codec: EntryCodec | None = None,
-        cache: SnapshotCache | PgSnapshots | None = None,
+        snapshots: SetSnapshots | None = None,
     ) -> None:
         self.store = store
         self.codec = codec or EntryCodec()
-        self.cache = cache  # a serving node's: the last snapshot, brought up to date
+        self.snapshots = snapshots or KeyedEntries(store)
         self._externals: dict[str, str] | None = None
 
     async def snapshot(self) -> Snapshot:
-        known = [bytes.fromhex(e) for e in await self._declared()]
-        if is_pg_store(self.store) and not isinstance(self.cache, SnapshotCache | None):
-            return await self.cache.snapshot(self.store, known)  # a hub's: by buckets
-        if isinstance(self.cache, SnapshotCache) and isinstance(self.store, SqlLine):
-            return await self.cache.snapshot(self.store, ENTRY_ROWS, known)
-        if isinstance(self.store, SqlLine):
-            # One indexed scan on the store's thread, streamed into the snapshot's flat
-            # buffers: no list of a million row tuples in between.
-            return await self.store.run_read(
-                lambda conn: Snapshot.build(
-                    _rows(conn.execute("SELECT height, id, ts FROM entries ORDER BY height, id")),
-                    known,
-                )
-            )
-        if isinstance(self.store, TokenRows):
-            return Snapshot.build(await self.store.snapshot_rows(), known)
-        keys = await self.store.keys()
-        rows: list[tuple[int, bytes, bytes]] = []
-        for k in range(0, len(keys), _CHUNK):
-            part = keys[k : k + _CHUNK]
-            found = {e.id: e.ts for e in await self.store.get_many(i for _, i in part)}
-            rows += _rows((h, i, found[i]) for h, i in part if i in found)
-        return Snapshot.build(rows, known)
+        return await self.snapshots.snapshot([bytes.fromhex(e) for e in await self._declared()])
 
     async def summary(self) -> SetSummary | None:
         """Count and sum of tokens of the line's entries, kept by the store (SQLite,

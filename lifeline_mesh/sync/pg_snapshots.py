@@ -28,7 +28,7 @@ from lifeline_mesh.recon.frames import Bound
 from lifeline_mesh.recon.sets import Snapshot
 from lifeline_mesh.sync.snapshot_cache import CACHE_MAX_ITEMS
 
-__all__ = ["PgSnapshots"]
+__all__ = ["BucketSnapshots", "PgSnapshots"]
 
 _MOD = 1 << 256
 
@@ -61,6 +61,10 @@ class PgSnapshots:
             else:
                 self._held.pop(key, None)
             return fresh.snap.view(extra_known)
+
+    def of(self, store: PgStore) -> BucketSnapshots:
+        """The entry snapshots of ``store``'s line, kept here."""
+        return BucketSnapshots(self, store)
 
     async def _read(self, conn: Conn, line_id: int, held: _Held | None) -> _Held:
         row = await conn.fetchrow(
@@ -98,6 +102,18 @@ class PgSnapshots:
             hi = snap.index_of(Bound((last + 1) * BUCKET_HEIGHTS, b""))
             snap = snap.replaced(lo, hi, rows)
         return snap
+
+
+@dataclass(frozen=True, slots=True)
+class BucketSnapshots:
+    """The entries of one line of the database, their last snapshot kept by ``cache``
+    (a ``SetSnapshots``)."""
+
+    cache: PgSnapshots
+    store: PgStore
+
+    async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
+        return await self.cache.snapshot(self.store, extra_known)
 
 
 def _runs(buckets: list[int]) -> list[tuple[int, int]]:

@@ -12,7 +12,7 @@ still being stored, and ``commit`` strictly after it.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -25,6 +25,7 @@ __all__ = [
     "Prepared",
     "Preparing",
     "ReconSet",
+    "SetSnapshots",
     "Summarizing",
 ]
 
@@ -55,6 +56,16 @@ class ReconSet(Protocol):
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult: ...
+
+
+class SetSnapshots(Protocol):
+    """Where one set of one line gets its sorted snapshot: chosen with the line's backend
+    when the line is opened (lifeline_mesh/node/lines.py), so a set never asks which
+    store it runs on."""
+
+    async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
+        """The set's snapshot; ``extra_known`` are ids held elsewhere (another line's)."""
+        ...
 
 
 class Prepared(Protocol):

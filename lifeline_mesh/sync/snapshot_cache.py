@@ -37,7 +37,7 @@ from lifeline_mesh.sync.snapshot_file import (
     snapshot_path,
 )
 
-__all__ = ["CACHE_MAX_ITEMS", "SetRows", "SnapshotCache"]
+__all__ = ["CACHE_MAX_ITEMS", "KeptSnapshots", "SetRows", "SnapshotCache"]
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +127,22 @@ class SnapshotCache:
         """Wait for the snapshot files being written."""
         while self._saving:
             await asyncio.gather(*self._saving)
+
+    def of(self, store: SqlLine, spec: SetRows) -> KeptSnapshots:
+        """The snapshots of one set of ``store``, kept here."""
+        return KeptSnapshots(self, store, spec)
+
+
+@dataclass(frozen=True, slots=True)
+class KeptSnapshots:
+    """One set of one line file, its last snapshot kept by ``cache`` (a ``SetSnapshots``)."""
+
+    cache: SnapshotCache
+    store: SqlLine
+    spec: SetRows
+
+    async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
+        return await self.cache.snapshot(self.store, self.spec, extra_known)
 
 
 def _write(path: Path, snap: Snapshot, mark: int) -> None:

@@ -17,11 +17,32 @@ from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.channels import METHOD, ClientChannel, grpc_options, open_channel
 
-__all__ = ["sync_line"]
+__all__ = ["PeerOpenings", "sync_line"]
 
-# Peers whose last hello did not read an opening in our hello (nodes from before it): the
-# next sessions with them open with ranges, saving the round trip the fallback costs.
-_OPENS_WITH_RANGES: set[str] = set()
+
+class PeerOpenings:
+    """The peers whose last hello did not read an opening in ours (nodes from before it):
+    the next sessions with them open with ranges, saving the round trip the fallback costs.
+    Held by the node that dials them, for its life (``Node.openings``)."""
+
+    def __init__(self) -> None:
+        self._with_ranges: set[str] = set()
+
+    def limits_for(self, target: str, limits: SessionLimits) -> SessionLimits:
+        """``limits`` for a session with ``target``: without the opening when it reads none."""
+        if target in self._with_ranges:
+            return dataclasses.replace(limits, open_sums=False)
+        return limits
+
+    def learn(self, target: str, session: Session) -> None:
+        """What ``target``'s hello in ``session`` said it reads."""
+        hello = session.peer_hello
+        if hello is None or not session.limits.set_summaries:
+            return
+        if OPEN_CAPABILITY in hello.capabilities:
+            self._with_ranges.discard(target)
+        else:
+            self._with_ranges.add(target)
 
 
 async def sync_line(
@@ -33,11 +54,13 @@ async def sync_line(
     limits: SessionLimits | None = None,
     extra_options: Sequence[tuple[str, Any]] = (),
     fast: FastPaths = FAST,
+    openings: PeerOpenings | None = None,
 ) -> SyncReport:
-    """Reconcile ``line`` with the peer at ``target`` (``HOST:PORT``)."""
+    """Reconcile ``line`` with the peer at ``target`` (``HOST:PORT``); ``openings`` is
+    what the caller learned of its peers' hellos (kept up to date here)."""
     limits = limits or SessionLimits()
-    if target in _OPENS_WITH_RANGES:
-        limits = dataclasses.replace(limits, open_sums=False)
+    if openings is not None:
+        limits = openings.limits_for(target, limits)
     # Ours win over the TLS defaults (e.g. the target name override), sizes included.
     mine = grpc_options(limits.max_frame_bytes)
     names = {name for name, _ in mine}
@@ -55,15 +78,6 @@ async def sync_line(
             call.cancel()
             raise
         finally:
-            _remember(target, session)
+            if openings is not None:
+                openings.learn(target, session)
     return report
-
-
-def _remember(target: str, session: Session) -> None:
-    hello = session.peer_hello
-    if hello is None or not session.limits.set_summaries:
-        return
-    if OPEN_CAPABILITY in hello.capabilities:
-        _OPENS_WITH_RANGES.discard(target)
-    else:
-        _OPENS_WITH_RANGES.add(target)

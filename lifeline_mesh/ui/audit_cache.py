@@ -151,16 +151,15 @@ class _LineJobs(Generic[T]):
             self._task = asyncio.get_running_loop().create_task(self.run())
 
     async def run(self) -> None:
-        if self.home.lines.url is not None:
+        files = self.home.lines.files
+        if files is None:
             return  # a hub's lines: audited by `lifeline-mesh verify`, not beside a file
         try:
             identity = NodeIdentity.maybe_of(self.home)
             local = identity.node_id if identity is not None else None
             signers = FileSigners.load(self.home, local)
             for name in self.home.line_names():
-                async with self.home.open_line(name) as opened:
-                    assert isinstance(opened, SqliteStore)  # the line files (checked above)
-                    store = opened
+                async with files.open(name) as store:
                     key = await store.run_read(line_key)
                     held = self.results.get(name)
                     if held is not None and getattr(held, "key", None) == key:

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 from lifeline.errors import LifelineError
 from lifeline.lines import DEFAULT_LINE, validate_line_name
-from lifeline.plugins import load_append_hooks
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.ui.audit_cache import AuditCache, WitnessCache
@@ -43,8 +42,6 @@ class Viewer:
     _hub: HubCopy | None = field(default=None, init=False)  # a hub root's copies of its lines
 
     def __post_init__(self) -> None:
-        # The notary keeps its tables in the line files: register its migrations first.
-        load_append_hooks(self.home)
         self.audit = AuditCache(self.home)
         self.witness = WitnessCache(self.home)
         if self.home.lines.url is not None:

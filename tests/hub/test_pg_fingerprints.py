@@ -16,6 +16,7 @@ from lifeline.store.postgres import PgStore
 from lifeline_mesh.recon.frames import Bound
 from lifeline_mesh.recon.sets import Snapshot
 from lifeline_mesh.sync.driver import SyncReport
+from lifeline_mesh.sync.entry_set import KeyedEntries, TokenRowEntries
 from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 from tests.support.pg_server import fresh_database, line_name
 from tests.support.recon_helpers import chain
@@ -100,6 +101,16 @@ async def test_a_stale_bucket_is_caught_by_the_line_totals(pg_server: str) -> No
             )
         _same(await cache.snapshot(store), Snapshot.build(await store.snapshot_rows()))
         assert cache.built == 2  # read again from every row, not trusted
+
+
+async def test_a_hub_lines_snapshot_sources_agree(pg_server: str) -> None:
+    """The port's (keys, then each ts), the stored tokens, and the kept one by buckets: a
+    hub line's opener may hand any of them to its set (decision 0076)."""
+    async with await PgStore.open(pg_server, line_name()) as store:
+        await store.append_many([*BASE[:400], *SIDE])
+        keyed = await KeyedEntries(store).snapshot()
+        _same(await TokenRowEntries(store).snapshot(), keyed)
+        _same(await PgSnapshots().of(store).snapshot(), keyed)
 
 
 def _wire(report: SyncReport) -> tuple[int, ...]:

@@ -279,21 +279,19 @@ async def test_an_honest_claim_reads_no_earlier_claim_back(
     work per admission does not grow with the claims held. A smaller count still reads
     them all and is refused."""
     import lifeline_mesh.notary.claims as claims_module
-    import lifeline_mesh.notary.storage as storage_module
 
     reads: list[bytes] = []
-    real_claim, real_decode = claims_module.stored_claim, claims_module.decode
+    real_claim, real_decode = claims_module.Claims.stored, claims_module.decode
 
-    def claim(raw: bytes) -> tuple[str, int] | None:
+    def claim(self: claims_module.Claims, raw: bytes) -> tuple[str, int] | None:
         reads.append(raw)
-        return real_claim(raw)
+        return real_claim(self, raw)
 
     def decoded(raw: bytes) -> Attestation:
         reads.append(raw)
         return real_decode(raw)
 
-    monkeypatch.setattr(claims_module, "stored_claim", claim)
-    monkeypatch.setattr(storage_module, "stored_claim", claim)
+    monkeypatch.setattr(claims_module.Claims, "stored", claim)
     monkeypatch.setattr(claims_module, "decode", decoded)
     n_claims = 40
     entries = _chain(n_claims)

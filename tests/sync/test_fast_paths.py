@@ -133,7 +133,7 @@ async def test_without_read_ahead_a_silent_peer_still_ends_in_the_idle_timeout(
     built = EntrySet.snapshot
 
     async def slow(self: EntrySet) -> Snapshot:
-        if self.cache is b.snapshots:  # the serving side is silent for longer than that
+        if self.snapshots.cache is b.snapshots:  # the serving side is silent for longer than that
             await asyncio.sleep(1.5)
         return await built(self)
 

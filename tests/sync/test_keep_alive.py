@@ -41,7 +41,7 @@ def slow_snapshots(monkeypatch: pytest.MonkeyPatch) -> Callable[[Node], Node]:
     slow_caches: list[SnapshotCache] = []
 
     async def slow(self: EntrySet):  # type: ignore[no-untyped-def]
-        if any(self.cache is c for c in slow_caches):
+        if any(self.snapshots.cache is c for c in slow_caches):
             await asyncio.sleep(BUSY)
         return await built(self)
 
@@ -115,7 +115,7 @@ async def test_a_backlog_of_received_batches_stored_slowly_keeps_the_session_ali
     slow = a.snapshots
 
     async def slowly(self: NotarizedEntrySet, *args):  # type: ignore[no-untyped-def]
-        if self.inner.cache is slow:
+        if self.inner.snapshots.cache is slow:
             await asyncio.sleep(0.25)
         return await admit(self, *args)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
-from lifeline_mesh.notary.attestation_set import AttestationSet
+from lifeline_mesh.notary.attestation_set import AttestationSet, attestation_rows
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.sets import Snapshot
-from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.entry_set import ENTRY_ROWS, EntrySet, KeyedEntries, ScannedEntries
 from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 from tests.support.recon_helpers import chain
 from tests.support.sync_helpers import make_node, serving, write
@@ -33,10 +33,19 @@ def _same(got: Snapshot, fresh: Snapshot) -> None:
     assert got.position(b"\xff" * 32) is None
 
 
+def _kept(cache: SnapshotCache, store: SqliteStore) -> EntrySet:
+    return EntrySet(store, snapshots=cache.of(store, ENTRY_ROWS))
+
+
+async def _fresh(store: SqliteStore) -> Snapshot:
+    """Built from every row, through the port (no SQL of the line's): the reference."""
+    return await EntrySet(store).snapshot()
+
+
 async def test_entries_brought_up_to_date_equal_a_fresh_snapshot(tmp_path: Path) -> None:
     cache = SnapshotCache()
     async with await SqliteStore.open(tmp_path / "line.db") as store:
-        cached, plain = EntrySet(store, cache=cache), EntrySet(store)
+        cached, plain = _kept(cache, store), EntrySet(store, snapshots=ScannedEntries(store))
         await store.append_many(BASE[:60])
         first, at_first = await cached.snapshot(), await plain.snapshot()
         first.index_ids()  # its id index is built: the update extends it
@@ -58,7 +67,8 @@ async def test_attestations_brought_up_to_date_equal_a_fresh_snapshot(tmp_path: 
     identity = NodeIdentity.generate()
     async with await SqliteStore.open(tmp_path / "line.db") as store:
         notary = await NotaryStore.attach(store)
-        cached, plain = AttestationSet(notary, cache), AttestationSet(notary)
+        kept = cache.of(store, attestation_rows(notary.table))
+        cached, plain = AttestationSet(notary, kept), AttestationSet(notary)
         await store.append_many(BASE)
         await sign_entries(store, identity, BASE[:50])
         _same(await cached.snapshot(), await plain.snapshot())
@@ -72,7 +82,7 @@ async def test_sets_over_the_cap_are_built_each_time(tmp_path: Path) -> None:
     async with await SqliteStore.open(tmp_path / "line.db") as store:
         await store.append_many(BASE)
         for _ in range(2):
-            _same(await EntrySet(store, cache=cache).snapshot(), await EntrySet(store).snapshot())
+            _same(await _kept(cache, store).snapshot(), await _fresh(store))
     assert (cache.built, cache.updated) == (2, 0)
 
 
@@ -97,12 +107,12 @@ async def test_a_fresh_process_starts_from_the_snapshots_kept_on_disk(tmp_path: 
     async with await SqliteStore.open(tmp_path / "line.db") as store:
         await store.append_many(BASE[:60])
         first = SnapshotCache(directory=kept)
-        _same(await EntrySet(store, cache=first).snapshot(), await EntrySet(store).snapshot())
+        _same(await _kept(first, store).snapshot(), await _fresh(store))
         await first.flush()
         assert (first.built, first.loaded) == (1, 0) and len(list(kept.iterdir())) == 1
         await store.append_many(BASE[60:])  # written while no node served it
         second = SnapshotCache(directory=kept)  # the restarted process
-        _same(await EntrySet(store, cache=second).snapshot(), await EntrySet(store).snapshot())
+        _same(await _kept(second, store).snapshot(), await _fresh(store))
         assert (second.built, second.updated, second.loaded) == (0, 1, 1)
         await second.flush()  # brought up to date right after a load: not written again yet
         (path,) = kept.iterdir()
@@ -110,12 +120,25 @@ async def test_a_fresh_process_starts_from_the_snapshots_kept_on_disk(tmp_path: 
         data[-40] ^= 1  # one flipped bit in the stored tokens
         path.write_bytes(bytes(data))
         third = SnapshotCache(directory=kept)
-        _same(await EntrySet(store, cache=third).snapshot(), await EntrySet(store).snapshot())
+        _same(await _kept(third, store).snapshot(), await _fresh(store))
         assert (third.built, third.loaded) == (1, 0)  # refused by its checksum, built again
         await third.flush()
         old = BASE[5]  # an earlier ts of a held entry: its token changes in place
         earlier = old.to_json().replace(old.ts.encode(), b"2025-12-31T00:00:00Z")
         await store.append_many([Entry.from_json(earlier)])
         fourth = SnapshotCache(directory=kept)
-        _same(await EntrySet(store, cache=fourth).snapshot(), await EntrySet(store).snapshot())
+        _same(await _kept(fourth, store).snapshot(), await _fresh(store))
         assert (fourth.built, fourth.loaded) == (1, 1)  # loaded, did not match: built again
+
+
+async def test_every_source_of_a_line_files_snapshot_gives_the_same_one(tmp_path: Path) -> None:
+    """The port's (keys, then each ts), one SQL scan, and the kept one, ids of another line
+    included: a line's opener may hand any of them to its set (decision 0076)."""
+    outside = [bytes([k]) * 32 for k in (1, 2)]
+    async with await SqliteStore.open(tmp_path / "line.db") as store:
+        await store.append_many([*BASE, *SIDE])
+        keyed = await KeyedEntries(store).snapshot(outside)
+        for other in (ScannedEntries(store), SnapshotCache().of(store, ENTRY_ROWS)):
+            got = await other.snapshot(outside)
+            _same(got, keyed)
+            assert all(got.knows(i) for i in outside) and not got.knows(b"\x03" * 32)
