@@ -49,8 +49,8 @@ sys.path.insert(0, str(REPO))
 from lifeline.home import Home  # noqa: E402
 from lifeline.sessions.config import SessionSettings  # noqa: E402
 from lifeline.sessions.finder import opened_index, search  # noqa: E402
+from lifeline.sessions.ingest.service import open_ingester, sources_in  # noqa: E402
 from lifeline.sessions.prices import load_prices  # noqa: E402
-from lifeline.sessions.service import open_ingester, sources_in  # noqa: E402
 from lifeline.sessions.usage import GROUPS, usage_report  # noqa: E402
 from lifeline.store.sqlite import SqliteStore  # noqa: E402
 from tests.support.sessions_support import FIXTURES, _claude_target, write_jsonl  # noqa: E402

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.sessions.redact import Redactor
-from lifeline.sessions.ruleset import builtin_rules
+from lifeline.sessions.ingest.redact import Redactor
+from lifeline.sessions.ingest.ruleset import builtin_rules
 from tests.sessions.secret_corpus import LOOK_ALIKES, secrets
 from tests.support.sessions_support import FIXTURES, run_cli
 

@@ -7,7 +7,7 @@ keeps no function of the secret at all. It is still deterministic (the same inpu
 gives the same output), which is what content addressing needs: two machines ingesting
 one file write the same entries. The price: two different secrets of one type look alike.
 
-What is a secret is decided by :mod:`lifeline.sessions.ruleset` (gitleaks' rules and our
+What is a secret is decided by :mod:`lifeline.sessions.ingest.ruleset` (gitleaks' rules and our
 own, on RE2); a JSON member whose name says its value is secret (``"password": "…"``) is
 replaced whole. Configured patterns (``sessions.redact`` in ``.lifeline/config.json``,
 Python regexes) run first. All machines of a mesh need the same rules and patterns for ids
@@ -26,7 +26,7 @@ from typing import Any
 
 import re2
 
-from lifeline.sessions.ruleset import SEPARATOR, RuleSet, builtin_rules
+from lifeline.sessions.ingest.ruleset import SEPARATOR, RuleSet, builtin_rules
 
 __all__ = ["Redactor", "marker"]
 

@@ -247,7 +247,12 @@ def rule_from(spec: dict[str, Any]) -> Rule:
 
 
 def _document(name: str) -> dict[str, Any]:
-    data = resources.files("lifeline.sessions").joinpath("secret_rules").joinpath(name).read_bytes()
+    data = (
+        resources.files("lifeline.sessions.ingest")
+        .joinpath("secret_rules")
+        .joinpath(name)
+        .read_bytes()
+    )
     return tomllib.loads(data.decode("utf-8"))
 
 
