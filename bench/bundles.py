@@ -36,11 +36,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from lifeline.home import Home  # noqa: E402
+from lifeline.sessions.bundles.resume import BundleRequest, build_bundle  # noqa: E402
 from lifeline.sessions.catalogue import Catalogue  # noqa: E402
 from lifeline.sessions.config import SessionSettings  # noqa: E402
+from lifeline.sessions.ingest.service import ingest_sources, open_ingester, sources_in  # noqa: E402
 from lifeline.sessions.model import Reply, Session, Thinking, Tool, ToolCall, Usage  # noqa: E402
-from lifeline.sessions.resume import BundleRequest, build_bundle  # noqa: E402
-from lifeline.sessions.service import ingest_sources, open_ingester, sources_in  # noqa: E402
 from lifeline.store.sqlite import SqliteStore  # noqa: E402
 from lifeline.truth.budget import Budget, estimate_tokens  # noqa: E402
 from tests.support.sessions_support import FIXTURES, claude_line, lay_out_home, write_jsonl  # noqa: E402

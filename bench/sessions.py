@@ -24,6 +24,11 @@ session (a new file name, hence a new native id). Then, as a user would run them
    usage grouping; then the same on one synthetic 5,000-turn session
    (``bench/bundles.py``'s). ``--find-only`` skips 1–3 on a corpus already ingested.
 
+``--reader`` measures instead the CPU part of ingest alone — what each worker process does:
+every file read, redacted, parsed and packed in process, nothing stored — as MB per CPU
+second (best of ``--runs``), with a digest of the parts' bodies; with ``--baseline`` the same
+in that tree too, side by side (its bodies must give the same digest).
+
 Prints figures; no pass/fail.
 """
 
@@ -49,8 +54,8 @@ sys.path.insert(0, str(REPO))
 from lifeline.home import Home  # noqa: E402
 from lifeline.sessions.config import SessionSettings  # noqa: E402
 from lifeline.sessions.finder import opened_index, search  # noqa: E402
+from lifeline.sessions.ingest.service import open_ingester, sources_in  # noqa: E402
 from lifeline.sessions.prices import load_prices  # noqa: E402
-from lifeline.sessions.service import open_ingester, sources_in  # noqa: E402
 from lifeline.sessions.usage import GROUPS, usage_report  # noqa: E402
 from lifeline.store.sqlite import SqliteStore  # noqa: E402
 from tests.support.sessions_support import FIXTURES, _claude_target, write_jsonl  # noqa: E402
@@ -179,6 +184,55 @@ def side_by_side(home: Path, work: Path, size: int, runs: int, baseline: Path) -
     print(f"wall speed-up, median against median: {ratio:.2f}x")
 
 
+_READER = """
+import hashlib, sys, time
+from pathlib import Path
+try:
+    from lifeline.sessions.ingest.reading import ReadJob, read_slice
+    from lifeline.sessions.ingest.service import sources_in
+except ImportError:  # a tree from before decision 0079
+    from lifeline.sessions.reading import ReadJob, read_slice
+    from lifeline.sessions.service import sources_in
+from lifeline.sessions.pack import Caps, Packer
+paths = sorted(Path(sys.argv[1]).rglob("*.jsonl"))
+found, caps, digest = sources_in(paths), Caps(), hashlib.sha256()
+start = time.process_time()
+for adapter, source in found:
+    job = ReadJob(adapter, source, None, Packer(caps.part_bytes), 0, 0, "", caps, (), 1 << 40)
+    out = read_slice(job)
+    for part in [*out.closed, *([out.tail] if out.tail else [])]:
+        digest.update(part.body("s").encode("utf-8", "surrogatepass"))
+print(time.process_time() - start, digest.hexdigest()[:16])
+"""
+
+
+def reader_cpu(home: Path, size: int, runs: int, baseline: Path | None) -> None:
+    """The reading alone, in process (one process per run), each tree in turn."""
+    trees = [("baseline", baseline)] if baseline is not None else []
+    trees.append(("this", REPO))
+    spent: dict[str, list[float]] = {label: [] for label, _ in trees}
+    digests: dict[str, str] = {}
+    for _ in range(runs):
+        for label, tree in trees:
+            env = dict(os.environ, PYTHONPATH=str(tree))
+            out = subprocess.run(
+                [sys.executable, "-c", _READER, str(home)],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.split()
+            spent[label].append(float(out[0]))
+            digests[label] = out[1]
+    for label, _ in trees:
+        best = min(spent[label])
+        print(
+            f"reader {label}: {size / 1e6 / best:.1f} MB per CPU s (best of {runs}; "
+            f"{', '.join(f'{s:.1f}' for s in spent[label])} s), parts digest {digests[label]}; "
+            f"load {os.getloadavg()[0]:.1f}"
+        )
+
+
 def cli(root: Path, *args: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     start = time.perf_counter()
     proc = subprocess.run(
@@ -295,6 +349,9 @@ def main() -> None:
     parser.add_argument(
         "--find-only", action="store_true", help="only step 4, on a corpus --keep ingested"
     )
+    parser.add_argument(
+        "--reader", action="store_true", help="only the reading, in process (see above)"
+    )
     args = parser.parse_args()
     if args.find_only:
         if args.keep is None:
@@ -313,6 +370,9 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir()
         print(f"corpus: {files} files, {size / 1e6:.0f} MB; load {os.getloadavg()[0]:.1f}")
+        if args.reader:
+            reader_cpu(home, size, args.runs, args.baseline.resolve() if args.baseline else None)
+            return
         if args.baseline is not None:
             side_by_side(home, work, size, args.runs, args.baseline.resolve())
             return

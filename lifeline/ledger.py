@@ -276,7 +276,10 @@ class Ledger:
         writes the previous chunk, still in one transaction (all or nothing).
         """
         await self._prepare_hooks()
-        tips = await self._default_parents(drafts[0].body) if drafts else ()
+        # the line's tips only when a draft joins them: reading them costs the whole line's
+        # keys once there are more than the join cap (a sessions line has a tip a session)
+        joins = any(draft.parents is None for draft in drafts)
+        tips = await self._default_parents(drafts[0].body) if joins else ()
         entries: list[Entry] = []
         chunks = self._build_chunks(drafts, tips, entries)
         if self._chunked is not None and len(drafts) > CHUNK:

@@ -22,13 +22,13 @@ from lifeline.cli.common import Commands, creates_project
 from lifeline.errors import LifelineError
 from lifeline.home import Home
 from lifeline.lines import DEFAULT_LINE
+from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle
+from lifeline.sessions.bundles.unfinished import unfinished
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.hooks import CLIENTS, client_of, config_path, plan_change, write_change
-from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
+from lifeline.sessions.ingest.service import ingest_sources, open_ingester, sources_in
 from lifeline.sessions.scope import project_scope
-from lifeline.sessions.service import ingest_sources, open_ingester, sources_in
-from lifeline.sessions.unfinished import unfinished
 from lifeline.truth.budget import Budget
 from lifeline.truth.decisions import decisions_in_force
 from lifeline.truth.service import build_context

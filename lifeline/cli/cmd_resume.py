@@ -10,11 +10,11 @@ from pathlib import Path
 from lifeline.cli.common import Commands, add_json_option, home_of, print_json
 from lifeline.cli.common import positive_int as _positive
 from lifeline.errors import ConfigError
-from lifeline.sessions.bundle import PROVIDER_FORMATS
+from lifeline.sessions.bundles.bundle import PROVIDER_FORMATS
+from lifeline.sessions.bundles.launch import LAUNCHERS, launch
+from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
-from lifeline.sessions.launch import LAUNCHERS, launch
-from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
 from lifeline.sessions.scope import project_scope
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
@@ -135,7 +135,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 
 
 async def cmd_unfinished(args: argparse.Namespace) -> int:
-    from lifeline.sessions.unfinished import unfinished
+    from lifeline.sessions.bundles.unfinished import unfinished
 
     catalogue = await _catalogue(args)
     try:
@@ -169,7 +169,7 @@ async def cmd_unfinished(args: argparse.Namespace) -> int:
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
-    from lifeline.sessions.okf import export_okf
+    from lifeline.sessions.bundles.okf import export_okf
 
     out: Path = args.okf
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

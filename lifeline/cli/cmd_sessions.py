@@ -39,8 +39,8 @@ from lifeline.wording import count
 
 if TYPE_CHECKING:  # the ingest machinery is imported by the commands that ingest, only:
     # `resume`, `list` and `show` start without it (bench/history/continuation-bundles.md)
-    from lifeline.sessions.report import FileResult, IngestReport
-    from lifeline.sessions.service import Found
+    from lifeline.sessions.ingest.report import FileResult, IngestReport
+    from lifeline.sessions.ingest.service import Found
 
 __all__ = ["register"]
 
@@ -130,7 +130,7 @@ def _line(args: argparse.Namespace, settings: SessionSettings) -> str:
 
 
 def _found(args: argparse.Namespace) -> list[Found]:
-    from lifeline.sessions.service import default_sources, sources_in
+    from lifeline.sessions.ingest.service import default_sources, sources_in
 
     tools = [Tool(t) for t in args.tool] if args.tool else None
     if getattr(args, "paths", None):
@@ -178,7 +178,7 @@ def _summary(report: IngestReport) -> str:
 
 
 async def cmd_ingest(args: argparse.Namespace) -> int:
-    from lifeline.sessions.service import ingest_sources, open_ingester
+    from lifeline.sessions.ingest.service import ingest_sources, open_ingester
 
     home = home_of(args)
     settings = load_session_settings(home)
@@ -249,8 +249,8 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 
 async def cmd_watch(args: argparse.Namespace) -> int:
-    from lifeline.sessions.service import open_ingester
-    from lifeline.sessions.watch import watch
+    from lifeline.sessions.ingest.service import open_ingester
+    from lifeline.sessions.ingest.watch import watch
 
     home = home_of(args)
     settings = load_session_settings(home)

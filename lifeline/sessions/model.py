@@ -11,7 +11,7 @@ Items are stored as they come: a tool call and its result are two items joined b
 is the assembled view a reader gets: header facts, status, the items, and
 :meth:`Session.tool_calls` pairing calls with their results.
 
-Everything here has passed redaction (``lifeline.sessions.redact``) before it is stored:
+Everything here has passed redaction (``lifeline.sessions.ingest.redact``) before it is stored:
 text fields may hold ``[REDACTED:<type>]`` markers and ``[TRUNCATED …]`` markers.
 """
 

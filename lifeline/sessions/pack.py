@@ -1,6 +1,6 @@
 """Items to stored form: redact, cap, and pack into parts (decision 0019). Pure.
 
-Items come from records that were redacted as parsed (:func:`lifeline.sessions.ingest`);
+Items come from records that were redacted as parsed (:func:`lifeline.sessions.ingest.ingester`);
 here long strings are cut to a cap with a marker that gives the original length and the
 sha256 of the (redacted) full text, and keys that hold opaque crypto
 (``encrypted_content``, ``signature``) are dropped wherever they occur.
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeline.sessions.model import Item
-from lifeline.sessions.sources import FORMAT
 
 __all__ = [
+    "FORMAT",
     "KIND_HEADER",
     "KIND_PART",
     "KIND_STATUS",
@@ -35,6 +35,14 @@ __all__ = [
     "native_ids",
     "utf8_size",
 ]
+
+# What ingest writes for a given transcript (decision 0053). Bump it with any change that
+# alters the bytes written for the same file — parsing, redaction, caps, ids — so that the
+# next ingest reads every file again and writes the new entries; readers then show each
+# session by its newest-format header (``Catalogue``). On a merge of two bumps, take the
+# larger number plus one.
+FORMAT = 4  # 2: ids from content only (0053); 3: edits judged by their results (0054);
+# 4: the secret rules of decision 0052
 
 # The entry kinds of a session in its line (decision 0019).
 KIND_HEADER, KIND_PART, KIND_STATUS = "session", "session-part", "session-status"

@@ -215,8 +215,8 @@ async def ingest_sessions(job: CiJob) -> None:
     does, for each line, in this process (a second interpreter and its imports cost a job
     seconds on a loaded runner: docs/benchmarks.md, "CI job on a large line")."""
     from lifeline.sessions.config import load_session_settings
+    from lifeline.sessions.ingest.service import default_sources, ingest_sources, open_ingester
     from lifeline.sessions.scope import project_scope
-    from lifeline.sessions.service import default_sources, ingest_sources, open_ingester
 
     home = job.home
     try:

@@ -360,6 +360,6 @@ async def _watch_sessions(node: Node, line: str, stop: asyncio.Event) -> None:
             f"`lifeline-mesh share {line}` for peers to receive them",
             file=sys.stderr,
         )
-    from lifeline.sessions.watch import watch_project
+    from lifeline.sessions.ingest.watch import watch_project
 
     await watch_project(node.home, stop)

@@ -11,10 +11,10 @@ from typing import Annotated, Any
 from mcp.server import MCPServer
 from pydantic import Field
 
+from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle
+from lifeline.sessions.bundles.unfinished import unfinished
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
-from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
-from lifeline.sessions.unfinished import unfinished
 from lifeline.truth.budget import Budget
 from lifeline.truth.decisions import decisions_in_force
 from lifeline_mesh.mcp.boundary import tool_errors

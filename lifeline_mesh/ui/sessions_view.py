@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lifeline.errors import LifelineError
+from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle
+from lifeline.sessions.bundles.unfinished import Unfinished, unfinished
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
 from lifeline.sessions.model import (
     Compaction,
@@ -40,8 +42,6 @@ from lifeline.sessions.model import (
     ToolCall,
     ToolResult,
 )
-from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
-from lifeline.sessions.unfinished import Unfinished, unfinished
 from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["ITEMS_PAGE", "LIST_PAGE", "SessionsView", "transcript_rows"]

@@ -42,7 +42,11 @@ def test_a_light_command_builds_only_its_module() -> None:
         "print(sorted(m for m in sys.modules if m.startswith('lifeline.')))"
     )
     loaded = subprocess.run([sys.executable, "-c", sessions], capture_output=True, text=True)
-    for heavy in ("lifeline.sessions.ingest", "lifeline.sessions.okf", "lifeline.truth.service"):
+    for heavy in (
+        "lifeline.sessions.ingest.ingester",
+        "lifeline.sessions.bundles.okf",
+        "lifeline.truth.service",
+    ):
         assert f"'{heavy}'" not in loaded.stdout, (heavy, loaded.stderr)  # lazily, where used
     probe = (
         "import sys; from lifeline.cli.main import build_parser; build_parser(['render']); "

@@ -37,7 +37,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     f"{L}.audit": frozenset({L, f"{L}.store", f"{L}.truth"}),
     f"{L}.projection": frozenset({L, f"{L}.store", f"{L}.audit"}),
     f"{L}.migration": frozenset({L, f"{L}.store"}),
+    # sessions/: the model, the stored form and the read side; its folders are packages of
+    # their own (SPLIT): the tools' adapters, ingest, and continuation bundles.
     f"{L}.sessions": frozenset({L, f"{L}.store", f"{L}.truth"}),
+    f"{L}.sessions.adapters": frozenset({f"{L}.sessions"}),
+    f"{L}.sessions.ingest": frozenset({L, f"{L}.store", f"{L}.sessions", f"{L}.sessions.adapters"}),
+    f"{L}.sessions.bundles": frozenset({L, f"{L}.truth", f"{L}.sessions"}),
     f"{L}.cli": frozenset(
         {
             L,
@@ -47,6 +52,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             f"{L}.store",
             f"{L}.truth",
             f"{L}.sessions",
+            f"{L}.sessions.bundles",
+            f"{L}.sessions.ingest",
         }
     ),
     # The node, bottom up.
@@ -104,6 +111,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         {
             L,
             f"{L}.sessions",
+            f"{L}.sessions.ingest",
             f"{L}.store",
             f"{L}.truth",
             f"{M}.home",
@@ -115,6 +123,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         {
             L,
             f"{L}.sessions",
+            f"{L}.sessions.bundles",
             f"{L}.store",
             f"{L}.truth",
             M,
@@ -133,6 +142,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         {
             L,
             f"{L}.sessions",
+            f"{L}.sessions.bundles",
             f"{L}.store",
             f"{L}.truth",
             f"{M}.home",
@@ -148,6 +158,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             L,
             f"{L}.cli",
             f"{L}.sessions",
+            f"{L}.sessions.ingest",
             f"{L}.store",
             M,
             f"{M}.ci",
@@ -165,6 +176,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         }
     ),
 }
+
+# Packages whose folders are packages of their own, each with its row above (decision 0079).
+SPLIT = frozenset({f"{L}.sessions"})
 
 # recon/ may use the standard library minus anything that does I/O (or reads a clock),
 # the ledger's pure parts and itself.
@@ -206,7 +220,10 @@ def package_of(module: str) -> str | None:
     if parts[0] not in (L, M):
         return None
     if len(parts) > 1 and (REPO / parts[0] / parts[1]).is_dir():
-        return f"{parts[0]}.{parts[1]}"
+        package = f"{parts[0]}.{parts[1]}"
+        if package in SPLIT and len(parts) > 2 and (REPO / parts[0] / parts[1] / parts[2]).is_dir():
+            return f"{package}.{parts[2]}"
+        return package
     return parts[0]
 
 

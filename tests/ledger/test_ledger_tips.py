@@ -28,3 +28,31 @@ async def test_sqlite_and_memory_give_the_same_entries(tmp_path: Path) -> None:
             assert c.parents == tuple(sorted((a.id, b.id)))  # joins both tips
             results.append([e.id async for e in store.stream()])
         assert results[0] == results[1]
+
+
+class _KeysCounted(SqliteStore):
+    """The SQLite store, counting how often the whole line's keys are read."""
+
+    keys_read = 0
+
+    async def keys(self):  # type: ignore[no-untyped-def]
+        type(self).keys_read += 1
+        return await super().keys()
+
+
+async def test_a_batch_with_its_parents_never_reads_the_lines_tips(tmp_path: Path) -> None:
+    """A sessions line has a tip per session: past the join cap, finding which tips a
+    draft joins reads every key of the line. A batch whose drafts all name their parents
+    (every ingest) joins none, so it reads none: an ingest stays linear in the line."""
+    async with await _KeysCounted.open(tmp_path / "l.db") as store:
+        ledger = Ledger(store, clock=_clock)
+        for n in range(12):  # 12 separate chains: 12 tips, over the join cap of 8
+            await ledger.append_many([Draft(kind="note", summary=f"root {n}", parents=())])
+        assert len(await store.tips()) == 12
+        read = _KeysCounted.keys_read
+        root = (await store.tips())[0]
+        batch = [Draft(kind="note", summary="child", parents=(root,))]
+        result = await ledger.append_many(batch)
+        assert len(result.added) == 1 and _KeysCounted.keys_read == read
+        joined = await ledger.append_many([Draft(kind="note", summary="joins")])
+        assert len(joined.added) == 1 and _KeysCounted.keys_read == read + 1  # still joins

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from lifeline.errors import NotFound
-from lifeline.sessions.bundle import SliceKind
+from lifeline.sessions.bundles.bundle import SliceKind
+from lifeline.sessions.bundles.merge import groups_of, slug
+from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle
+from lifeline.sessions.bundles.unfinished import unfinished
 from lifeline.sessions.catalogue import Catalogue
-from lifeline.sessions.merge import groups_of, slug
-from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
-from lifeline.sessions.service import ingest_sources, sources_in
-from lifeline.sessions.unfinished import unfinished
+from lifeline.sessions.ingest.service import ingest_sources, sources_in
 from lifeline.truth.budget import Budget, estimate_tokens
 from tests.support.sessions_support import (
     claude_line,

@@ -9,7 +9,8 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from lifeline.sessions.ingest import Ingester
+from lifeline.sessions.ingest.ingester import Ingester
+from lifeline.sessions.ingest.service import default_sources, ingest_sources, sources_in
 from lifeline.sessions.model import (
     Context,
     FileEdit,
@@ -21,7 +22,6 @@ from lifeline.sessions.model import (
     ToolResult,
 )
 from lifeline.sessions.scope import scope_for
-from lifeline.sessions.service import default_sources, ingest_sources, sources_in
 from tests.support.agent_dbs import cursor_user_folder
 from tests.support.paths import FIXTURES
 from tests.support.sessions_support import catalogue_of, open_ingester
@@ -196,7 +196,7 @@ async def test_cli_transcripts_nested_flat_and_subagent(tmp_path: Path) -> None:
 def test_stamps_read_in_sqlite_and_in_python_agree(tmp_path: Path) -> None:
     """Discovery picks a composer's fields with SQLite's JSON functions, or, on a SQLite
     without them, by parsing each value: both give the same stamps."""
-    from lifeline.sessions import cursor
+    from lifeline.sessions.adapters import cursor
 
     home, _ = _layout(tmp_path)
     glob = home / ".config" / "Cursor" / "User" / "globalStorage" / "state.vscdb"

@@ -7,10 +7,10 @@ import copy
 import sqlite3
 from pathlib import Path
 
-from lifeline.sessions.ingest import Ingester
+from lifeline.sessions.ingest.ingester import Ingester
+from lifeline.sessions.ingest.service import default_sources, ingest_sources, sources_in
 from lifeline.sessions.model import FileEdit, Prompt, Session, SessionStatus, Tool, ToolCall
 from lifeline.sessions.scope import scope_for
-from lifeline.sessions.service import default_sources, ingest_sources, sources_in
 from tests.support.agent_dbs import forge_db, forge_rows, set_forge_context
 from tests.support.sessions_support import catalogue_of, open_ingester
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.ledger import Draft, Ledger
-from lifeline.sessions.sources import FORMAT
+from lifeline.sessions.pack import FORMAT
 from lifeline.store.sqlite import SqliteStore
 from tests.support.sessions_support import FIXTURES, lay_out_home, run_cli
 

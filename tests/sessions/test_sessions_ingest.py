@@ -8,7 +8,8 @@ import itertools
 import json
 from pathlib import Path
 
-from lifeline.sessions.ingest import Ingester
+from lifeline.sessions.ingest.ingester import Ingester
+from lifeline.sessions.ingest.service import default_sources, ingest_sources, sources_in
 from lifeline.sessions.model import (
     Compaction,
     Context,
@@ -25,7 +26,6 @@ from lifeline.sessions.model import (
     Usage,
 )
 from lifeline.sessions.pack import Caps
-from lifeline.sessions.service import default_sources, ingest_sources, sources_in
 from tests.support.sessions_support import FIXTURES, catalogue_of, lay_out_home, open_ingester
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"

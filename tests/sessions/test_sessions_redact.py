@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.sessions.redact import Redactor
-from lifeline.sessions.service import ingest_sources, sources_in
+from lifeline.sessions.ingest.redact import Redactor
+from lifeline.sessions.ingest.service import ingest_sources, sources_in
 from tests.support.sessions_support import (
     catalogue_of,
     claude_line,

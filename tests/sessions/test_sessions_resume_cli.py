@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lifeline.errors import ConfigError
-from lifeline.sessions.launch import LAUNCHERS, MAX_ARG_BYTES, launch_argv
+from lifeline.sessions.bundles.launch import LAUNCHERS, MAX_ARG_BYTES, launch_argv
 from tests.support.sessions_support import lay_out_home, run_cli
 
 CODEX_CRASHED = "019a93b9-f380-7600-98ff-940e6b99603c"

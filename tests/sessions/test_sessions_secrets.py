@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.sessions.redact import Redactor
-from lifeline.sessions.ruleset import builtin_rules
+from lifeline.sessions.ingest.redact import Redactor
+from lifeline.sessions.ingest.ruleset import RuleSet, _document, builtin_rules
 from tests.sessions.secret_corpus import LOOK_ALIKES, secrets
 from tests.support.sessions_support import FIXTURES, run_cli
 
@@ -169,3 +169,27 @@ def test_markers_keep_nothing_other_secrets_give_the_same_entries(tmp_path: Path
         with closing(sqlite3.connect(root / ".lifeline" / "sessions.db")) as db:
             rows.append(sorted(r[0] for r in db.execute("SELECT id FROM entries")))
     assert len(rows[0]) >= 3 and rows[0] == rows[1]
+
+
+def test_the_alternation_of_the_picked_rules_drops_no_finding() -> None:
+    """Decision 0080: once a set of rules has been picked often, one scan of their regexes'
+    alternation stands before the scan of each rule. It may only skip texts where no rule
+    of the set matches: every probe and every span list is the one each rule gives on its
+    own, for every corpus format (alone, in a JSON line's view, beside look-alikes) and for
+    the look-alikes, however many times a set is picked."""
+    rules = RuleSet.load([_document("lifeline.toml"), _document("gitleaks.toml")])
+    corpus = secrets(7)
+    texts = [text for _, _, text in corpus] + list(LOOK_ALIKES)
+    texts += [f'{{"input_tokens": 12, "text": "{t}"}}' for t in texts]
+    texts += ["\n".join(t for _, _, t in corpus[i : i + 3]) for i in range(0, len(corpus), 3)]
+    gated = 0
+    for text in texts:
+        raw = text.encode()
+        low = raw.lower()
+        fresh = RuleSet(rules.rules, rules.common)  # each rule scans on its own: a rare set
+        probed, spans = fresh.probe(raw, low), fresh.spans(raw, low)
+        for _ in range(20):  # past the count after which the set's alternation is compiled
+            assert rules.probe(raw, low) == probed, text
+            assert rules.spans(raw, low) == spans, text
+        gated += len(rules.picked(low)) > 1
+    assert gated > 20  # many texts pick several rules: the alternation is what ran

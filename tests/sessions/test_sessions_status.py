@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from lifeline.sessions.ingest.service import ingest_sources, sources_in
 from lifeline.sessions.model import SessionStatus, Status
 from lifeline.sessions.scope import home_normalized, normalize_remote, scope_for, scope_matches
-from lifeline.sessions.service import ingest_sources, sources_in
 from lifeline.sessions.status import judge
 from tests.support.sessions_support import (
     catalogue_of,

@@ -17,9 +17,9 @@ from typing import Any
 
 from lifeline.ledger import Ledger
 from lifeline.sessions.catalogue import Catalogue
-from lifeline.sessions.ingest import Ingester
+from lifeline.sessions.ingest.ingester import Ingester
+from lifeline.sessions.ingest.sources import SourceLedger
 from lifeline.sessions.pack import Caps
-from lifeline.sessions.sources import SourceLedger
 from lifeline.store.sqlite import SqliteStore
 from tests.support import paths
 from tests.support.mesh_procs import cli

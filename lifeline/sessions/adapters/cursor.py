@@ -35,17 +35,21 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lifeline.sessions.cursor_cli import (
+from lifeline.sessions.adapters.cursor_cli import (
     cli_transcript_items,
     parent_of,
     resolve_slug,
     transcripts_in,
 )
-from lifeline.sessions.cursor_items import chat_end_items, chatdata_items, composer_bubble_items
-from lifeline.sessions.fields import to_str
+from lifeline.sessions.adapters.cursor_items import (
+    chat_end_items,
+    chatdata_items,
+    composer_bubble_items,
+)
+from lifeline.sessions.adapters.fields import to_str
+from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
+from lifeline.sessions.adapters.rows import file_uri_path, ms_to_iso, open_readonly, record_lines
 from lifeline.sessions.model import Item, Tool
-from lifeline.sessions.port import ParseState, RawLine, SourceFile
-from lifeline.sessions.rows import file_uri_path, ms_to_iso, open_readonly, record_lines
 from lifeline.sessions.scope import home_normalized
 
 __all__ = ["CURSOR_DB", "CursorAdapter"]

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lifeline.sessions.bundles.outcomes import EditOutcome, edit_outcomes
 from lifeline.sessions.model import Session
-from lifeline.sessions.outcomes import EditOutcome, edit_outcomes
 from lifeline.sessions.scope import scope_for
 
 __all__ = ["GIT_TIMEOUT", "Worktree", "find_checkout", "worktree_of"]

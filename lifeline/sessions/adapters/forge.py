@@ -37,7 +37,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lifeline.sessions.fields import to_str
+from lifeline.sessions.adapters.fields import to_str
+from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
+from lifeline.sessions.adapters.rows import iso_of, open_readonly, record_lines, tables_of
 from lifeline.sessions.model import (
     Context,
     FileEdit,
@@ -52,8 +54,6 @@ from lifeline.sessions.model import (
     ToolResult,
     Usage,
 )
-from lifeline.sessions.port import ParseState, RawLine, SourceFile
-from lifeline.sessions.rows import iso_of, open_readonly, record_lines, tables_of
 from lifeline.sessions.scope import home_normalized
 
 __all__ = ["FORGE_DB", "ForgeAdapter"]

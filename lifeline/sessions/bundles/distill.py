@@ -13,18 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from lifeline.sessions.bundle import Bundle, Fact, Slice, SliceKind, Source
-from lifeline.sessions.model import (
-    ErrorItem,
-    FileEdit,
-    Item,
-    Prompt,
-    Reply,
-    Session,
-    SessionStatus,
-    ToolCall,
-)
-from lifeline.sessions.outcomes import (
+from lifeline.sessions.bundles.bundle import Bundle, Fact, Slice, SliceKind, Source
+from lifeline.sessions.bundles.outcomes import (
     EditOutcome,
     call_text,
     edit_outcomes,
@@ -36,12 +26,22 @@ from lifeline.sessions.outcomes import (
     rules_files,
     unchecked_edits,
 )
+from lifeline.sessions.model import (
+    ErrorItem,
+    FileEdit,
+    Item,
+    Prompt,
+    Reply,
+    Session,
+    SessionStatus,
+    ToolCall,
+)
 from lifeline.sessions.scope import home_normalized
 
 __all__ = ["READS", "Extractor", "Inputs", "RuleExtractor", "distill", "real_prompts"]
 
 # The item kinds distillation (and the working tree beside it) reads: a bundle's sessions
-# are loaded with these only (lifeline.sessions.resume). An extractor that reads another
+# are loaded with these only (lifeline.sessions.bundles.resume). An extractor that reads another
 # kind adds it here.
 READS = frozenset(
     {"prompt", "context", "reply", "tool_call", "tool_result", "file_edit", "todos", "error"}

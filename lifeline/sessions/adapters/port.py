@@ -47,7 +47,7 @@ class RawLine:
     end: int  # byte offset just past its newline
     raw: bytes
     data: Any  # the parsed JSON value (redacted once ingest has cleaned it), or None
-    sha256: str = ""  # of the line as stored: see lifeline.sessions.ingest.clean_line
+    sha256: str = ""  # of the line as stored: see lifeline.sessions.ingest.ingester.clean_line
 
     @property
     def json_object(self) -> dict[str, Any] | None:

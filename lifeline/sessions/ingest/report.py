@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from lifeline.sessions.port import SourceFile
+from lifeline.sessions.adapters.port import SourceFile
 
 __all__ = ["FileResult", "IngestReport"]
 

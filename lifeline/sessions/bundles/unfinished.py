@@ -8,7 +8,7 @@ yet. Subagent sessions and sessions with no real prompt are left out too. Newest
 Each carries what a person picking it up needs first, taken from the bundle's worklog:
 the **unconfirmed edits** — edits whose call was never answered, and edits done with no
 test run, build, linter, type check or commit passing after them
-(:func:`~lifeline.sessions.outcomes.unchecked_edits`) — and the **last failure**: the
+(:func:`~lifeline.sessions.bundles.outcomes.unchecked_edits`) — and the **last failure**: the
 failing tool call of the last turn with the end of its output, else the last error
 recorded after the last reply.
 """
@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from lifeline.sessions.bundles.distill import Inputs, RuleExtractor
+from lifeline.sessions.bundles.merge import dedup_key, is_subagent, topic_of
+from lifeline.sessions.bundles.resume import stored_verdict
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
-from lifeline.sessions.distill import Inputs, RuleExtractor
-from lifeline.sessions.merge import dedup_key, is_subagent, topic_of
 from lifeline.sessions.model import Session, SessionStatus
-from lifeline.sessions.resume import stored_verdict
 
 __all__ = ["Unfinished", "unfinished"]
 

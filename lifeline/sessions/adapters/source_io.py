@@ -1,6 +1,6 @@
 """A source as bytes or records: its size and mtime, its lines from a byte offset, its fingerprints.
 
-A transcript file is read by bytes (:func:`~lifeline.sessions.port.iter_lines`; a
+A transcript file is read by bytes (:func:`~lifeline.sessions.adapters.port.iter_lines`; a
 ``.json`` file is one document, hence one line); a session kept in a database (a
 ``SourceFile`` with a ``key``) by its adapter's records, its stamp standing for the
 file's size and mtime.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from lifeline.sessions.port import Adapter, RawLine, RowAdapter, SourceFile, iter_lines
+from lifeline.sessions.adapters.port import Adapter, RawLine, RowAdapter, SourceFile, iter_lines
 
 __all__ = ["Stat", "fingerprints", "lines_of", "stat_of"]
 

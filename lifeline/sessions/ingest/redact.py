@@ -7,7 +7,7 @@ keeps no function of the secret at all. It is still deterministic (the same inpu
 gives the same output), which is what content addressing needs: two machines ingesting
 one file write the same entries. The price: two different secrets of one type look alike.
 
-What is a secret is decided by :mod:`lifeline.sessions.ruleset` (gitleaks' rules and our
+What is a secret is decided by :mod:`lifeline.sessions.ingest.ruleset` (gitleaks' rules and our
 own, on RE2); a JSON member whose name says its value is secret (``"password": "…"``) is
 replaced whole. Configured patterns (``sessions.redact`` in ``.lifeline/config.json``,
 Python regexes) run first. All machines of a mesh need the same rules and patterns for ids
@@ -26,7 +26,7 @@ from typing import Any
 
 import re2
 
-from lifeline.sessions.ruleset import SEPARATOR, RuleSet, builtin_rules
+from lifeline.sessions.ingest.ruleset import SEPARATOR, RuleSet, builtin_rules
 
 __all__ = ["Redactor", "marker"]
 
@@ -117,7 +117,7 @@ class Redactor:
         if _MEMBER.search(low) is not None:
             return self._value(data)
         view = _view(raw)
-        if not self._rules.probe(view, view.lower(), picked):
+        if not self._rules.probe(view, b"", picked):  # picked: no lower-case text needed
             return data
         return self._value(data)
 
@@ -162,6 +162,8 @@ def _view(raw: bytes) -> bytes:
     the escapes undone, every quote that delimits a string made a separator. Between them
     stay the JSON punctuation, numbers and literals, which no rule takes for a secret
     alone; a match that crosses a separator counts in the probe (see ``Rule.spans``)."""
+    if b"\\" not in raw:  # no escape: the same steps, less the ones that change nothing
+        return raw.replace(b'"', SEPARATOR).replace(b"\x02", b'"').replace(b"\x01", b"\\")
     view = raw.replace(b"\\\\", b"\x01").replace(b'\\"', b"\x02").replace(b'"', SEPARATOR)
     view = view.replace(b"\\n", b"\n").replace(b"\\t", b"\t").replace(b"\\r", b"\r")
     view = view.replace(b"\\/", b"/").replace(b"\\b", b"\b").replace(b"\\f", b"\f")

@@ -18,11 +18,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lifeline.sessions.fields import flatten as _flatten
-from lifeline.sessions.fields import get as _get
-from lifeline.sessions.fields import opt_int as _opt_int
-from lifeline.sessions.fields import to_int as _int
-from lifeline.sessions.fields import to_str as _str
+from lifeline.sessions.adapters.fields import flatten as _flatten
+from lifeline.sessions.adapters.fields import get as _get
+from lifeline.sessions.adapters.fields import opt_int as _opt_int
+from lifeline.sessions.adapters.fields import to_int as _int
+from lifeline.sessions.adapters.fields import to_str as _str
+from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.model import (
     Compaction,
     Context,
@@ -45,7 +46,6 @@ from lifeline.sessions.model import (
     TurnEnd,
     Usage,
 )
-from lifeline.sessions.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.scope import home_normalized
 
 __all__ = ["ClaudeAdapter", "ClaudeParser", "classify_user_text"]

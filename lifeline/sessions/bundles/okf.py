@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from lifeline import __version__
-from lifeline.sessions.bundle import ORDER, Bundle, Source, slice_markdown
+from lifeline.sessions.bundles.bundle import ORDER, Bundle, Source, slice_markdown
+from lifeline.sessions.bundles.merge import groups_of
+from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle, stored_verdict
 from lifeline.sessions.catalogue import Catalogue
-from lifeline.sessions.merge import groups_of
 from lifeline.sessions.model import Session
-from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle, stored_verdict
 from lifeline.truth.budget import Budget
 
 __all__ = ["ExportReport", "export_okf"]

@@ -1,4 +1,4 @@
-"""Cursor chat bubbles as normalized items (see :mod:`lifeline.sessions.cursor`).
+"""Cursor chat bubbles as normalized items (see :mod:`lifeline.sessions.adapters.cursor`).
 
 A composer bubble: ``type`` 1 (the user: ``text``, else the text of its ``richText``
 editor state) or 2 (the assistant: ``thinking.text``, ``text``, one ``toolFormerData`` —
@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lifeline.sessions.fields import to_int, to_str
+from lifeline.sessions.adapters.fields import to_int, to_str
+from lifeline.sessions.adapters.port import ParseState
 from lifeline.sessions.model import (
     ErrorItem,
     FileEdit,
@@ -28,7 +29,6 @@ from lifeline.sessions.model import (
     TurnStart,
     Usage,
 )
-from lifeline.sessions.port import ParseState
 from lifeline.sessions.scope import home_normalized
 
 __all__ = ["chat_end_items", "chatdata_items", "composer_bubble_items"]

@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lifeline.sessions.fields import flatten, get, to_int, to_str
+from lifeline.sessions.adapters.fields import flatten, get, to_int, to_str
+from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.model import (
     Compaction,
     Context,
@@ -41,7 +42,6 @@ from lifeline.sessions.model import (
     TurnStart,
     Usage,
 )
-from lifeline.sessions.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.scope import home_normalized
 
 __all__ = ["CodexAdapter", "CodexParser"]

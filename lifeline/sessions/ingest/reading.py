@@ -16,11 +16,11 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from lifeline.sessions.adapters.port import Adapter, ParseState, RawLine, SourceFile
+from lifeline.sessions.adapters.source_io import lines_of
+from lifeline.sessions.ingest.redact import Redactor
 from lifeline.sessions.model import Item, Prompt, Usage
 from lifeline.sessions.pack import Caps, Cleaner, Packer, Part, dumps, native_ids
-from lifeline.sessions.port import Adapter, ParseState, RawLine, SourceFile
-from lifeline.sessions.redact import Redactor
-from lifeline.sessions.source_io import lines_of
 
 __all__ = ["Outcome", "ReadJob", "clean_line", "read_slice", "read_slim", "watch_parent"]
 

@@ -42,6 +42,9 @@ SEPARATOR = b"\n\x00\n"
 _SKIPPED = frozenset({"generic-api-key"})
 _OPTIONS = re2.Options()
 _OPTIONS.max_mem = 32 << 20
+_GATES = 512  # sets of rules whose alternation is kept compiled (RuleSet._gate)
+_GATE_AFTER = 16  # texts that picked a set of rules before its alternation is compiled
+_NO_GATE = object()  # a set whose alternation RE2 could not compile
 
 
 def _compile(pattern: str) -> Any:
@@ -176,6 +179,41 @@ class RuleSet:
             self._set.Add(re2.escape(word))
         self._set.Compile()
         self._set_words = words
+        self._gates: dict[tuple[int, ...], Any] = {}
+        self._seen: dict[tuple[int, ...], int] = {}
+
+    def _may_find(self, picked: list[int], text: bytes) -> bool:
+        """False when no rule of ``picked`` matches anywhere in ``text``: one scan of the
+        alternation of their regexes (:meth:`_gate`) instead of one scan per rule. Every
+        finding of a rule is a match of its regex, so this drops nothing; a match still
+        goes through each rule (its secret group, entropy and allowlists)."""
+        if len(picked) < 2:
+            return bool(picked)
+        key = tuple(picked)
+        gate = self._gates.get(key)
+        if gate is None:
+            seen = self._seen[key] = self._seen.get(key, 0) + 1
+            if seen < _GATE_AFTER:  # a rare set: its rules scan on their own
+                return True
+            gate = self._gate(key)
+        return gate is _NO_GATE or gate.search(text) is not None
+
+    def _gate(self, picked: tuple[int, ...]) -> Any:
+        """The alternation of the regexes of ``picked``, compiled once per set of rules
+        once it has been seen :data:`_GATE_AFTER` times (a compile costs a few ms; rare sets
+        are not worth one), or ``_NO_GATE`` when it is too large for RE2's memory budget:
+        then each rule scans on its own. A
+        plain regex, not an RE2 set: RE2 answers a regex's search out of DFA memory with
+        its NFA, where a set would answer "no match" (decision 0080)."""
+        if len(self._gates) >= _GATES:
+            self._gates.clear()
+            self._seen.clear()
+        try:
+            gate = _compile("|".join(f"(?:{self.rules[i].pattern})" for i in picked))
+        except re2.error:
+            gate = _NO_GATE
+        self._gates[picked] = gate
+        return gate
 
     @classmethod
     def load(cls, documents: Iterable[dict[str, Any]], extra: Iterable[Rule] = ()) -> RuleSet:
@@ -207,15 +245,18 @@ class RuleSet:
     def probe(self, text: bytes, low: bytes, picked: list[int] | None = None) -> bool:
         """Whether any rule (of ``picked``, by default those whose keywords occur) may find
         a secret in one of the strings joined (by :data:`SEPARATOR`) into ``text``."""
-        return any(
-            self.rules[i].spans(text, self.common, probe=True)
-            for i in (self.picked(low) if picked is None else picked)
-        )
+        chosen = self.picked(low) if picked is None else picked
+        if not self._may_find(chosen, text):
+            return False
+        return any(self.rules[i].spans(text, self.common, probe=True) for i in chosen)
 
     def spans(self, text: bytes, low: bytes) -> list[Span]:
         """Every secret the rules find in ``text`` (UTF-8), overlaps merged, in order."""
         found: list[tuple[int, int, int, str]] = []
-        for index in self.picked(low):
+        picked = self.picked(low)
+        if not self._may_find(picked, text):
+            return []
+        for index in picked:
             found += [
                 (s, e, index, kind) for s, e, kind in self.rules[index].spans(text, self.common)
             ]
@@ -247,7 +288,12 @@ def rule_from(spec: dict[str, Any]) -> Rule:
 
 
 def _document(name: str) -> dict[str, Any]:
-    data = resources.files("lifeline.sessions").joinpath("secret_rules").joinpath(name).read_bytes()
+    data = (
+        resources.files("lifeline.sessions.ingest")
+        .joinpath("secret_rules")
+        .joinpath(name)
+        .read_bytes()
+    )
     return tomllib.loads(data.decode("utf-8"))
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lifeline.errors import LifelineError, NotFound
-from lifeline.sessions.bundle import (
+from lifeline.sessions.bundles.bundle import (
     PROVIDER_FORMATS,
     Bundle,
     SliceKind,
@@ -30,12 +30,12 @@ from lifeline.sessions.bundle import (
     render_json,
     render_markdown,
 )
+from lifeline.sessions.bundles.distill import READS, Extractor, Inputs, distill
+from lifeline.sessions.bundles.fitting import fit_bundle
+from lifeline.sessions.bundles.merge import Group, dedup_key, groups_of, is_subagent, topic_of
+from lifeline.sessions.bundles.worktree import worktree_of
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
-from lifeline.sessions.distill import READS, Extractor, Inputs, distill
-from lifeline.sessions.fitting import fit_bundle
-from lifeline.sessions.merge import Group, dedup_key, groups_of, is_subagent, topic_of
 from lifeline.sessions.model import Session, SessionStatus, Status
-from lifeline.sessions.worktree import worktree_of
 from lifeline.truth.budget import Budget
 
 Render = Callable[[Bundle], str]

@@ -1,7 +1,7 @@
 """The continuation bundle: ordered typed slices, sized, rendered for injection.
 
-A :class:`Bundle` is built by :mod:`lifeline.sessions.distill` from one or more sessions
-and shrunk to a budget by :mod:`lifeline.sessions.fitting`. Each slice holds scalar
+A :class:`Bundle` is built by :mod:`lifeline.sessions.bundles.distill` from one or more sessions
+and shrunk to a budget by :mod:`lifeline.sessions.bundles.fitting`. Each slice holds scalar
 ``fields`` and named ``groups`` of :class:`Fact`; every fact cites its origin (``src``:
 provenance of the items it came from), and the Provenance slice is the table of those
 citations, numbered in the order they first appear. Rendering is pure and deterministic:

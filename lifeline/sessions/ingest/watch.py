@@ -14,11 +14,11 @@ from collections.abc import Callable
 
 from lifeline.home import Home
 from lifeline.sessions.config import load_session_settings
-from lifeline.sessions.ingest import Ingester
+from lifeline.sessions.ingest.ingester import Ingester
+from lifeline.sessions.ingest.report import FileResult
+from lifeline.sessions.ingest.service import Found, default_sources, ingest_sources, open_ingester
 from lifeline.sessions.model import Tool
-from lifeline.sessions.report import FileResult
 from lifeline.sessions.scope import project_scope
-from lifeline.sessions.service import Found, default_sources, ingest_sources, open_ingester
 
 __all__ = ["watch", "watch_project"]
 

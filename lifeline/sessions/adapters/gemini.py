@@ -18,7 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lifeline.sessions.fields import flatten, to_int, to_str
+from lifeline.sessions.adapters.fields import flatten, to_int, to_str
+from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.model import (
     Context,
     ErrorItem,
@@ -34,7 +35,6 @@ from lifeline.sessions.model import (
     ToolResult,
     Usage,
 )
-from lifeline.sessions.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.scope import home_normalized
 
 __all__ = ["GeminiAdapter", "gemini_project_root"]

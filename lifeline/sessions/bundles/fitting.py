@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from lifeline.sessions.bundle import Bundle, Fact, Omission, SliceKind
+from lifeline.sessions.bundles.bundle import Bundle, Fact, Omission, SliceKind
 
 __all__ = ["CAPS", "DROP_ORDER", "fit_bundle"]
 

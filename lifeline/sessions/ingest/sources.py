@@ -19,16 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.fsutil import create_private
+from lifeline.sessions.pack import FORMAT
 
-__all__ = ["FORMAT", "SourceLedger", "SourceRecord"]
-
-# What ingest writes for a given transcript (decision 0053). Bump it with any change that
-# alters the bytes written for the same file — parsing, redaction, caps, ids — so that the
-# next ingest reads every file again and writes the new entries; readers then show each
-# session by its newest-format header (``Catalogue``). On a merge of two bumps, take the
-# larger number plus one.
-FORMAT = 4  # 2: ids from content only (0053); 3: edits judged by their results (0054);
-# 4: the secret rules of decision 0052
+__all__ = ["SourceLedger", "SourceRecord"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sources (

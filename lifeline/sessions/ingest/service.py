@@ -18,19 +18,19 @@ from typing import cast
 from lifeline.home import Home
 from lifeline.ledger import Ledger
 from lifeline.plugins import load_append_hooks
-from lifeline.sessions.claude import ClaudeAdapter
-from lifeline.sessions.codex import CodexAdapter
+from lifeline.sessions.adapters.claude import ClaudeAdapter
+from lifeline.sessions.adapters.codex import CodexAdapter
+from lifeline.sessions.adapters.cursor import CURSOR_DB, CursorAdapter
+from lifeline.sessions.adapters.forge import FORGE_DB, ForgeAdapter
+from lifeline.sessions.adapters.gemini import GeminiAdapter, gemini_project_root
+from lifeline.sessions.adapters.port import Adapter, RowAdapter, SourceFile
 from lifeline.sessions.config import SessionSettings
-from lifeline.sessions.cursor import CURSOR_DB, CursorAdapter
-from lifeline.sessions.forge import FORGE_DB, ForgeAdapter
-from lifeline.sessions.gemini import GeminiAdapter, gemini_project_root
-from lifeline.sessions.ingest import Ingester
+from lifeline.sessions.ingest.ingester import Ingester
+from lifeline.sessions.ingest.reading import watch_parent
+from lifeline.sessions.ingest.report import FileResult, IngestReport
+from lifeline.sessions.ingest.sources import SourceLedger
 from lifeline.sessions.model import Tool
-from lifeline.sessions.port import Adapter, RowAdapter, SourceFile
-from lifeline.sessions.reading import watch_parent
-from lifeline.sessions.report import FileResult, IngestReport
 from lifeline.sessions.scope import project_hashes, scope_for, scope_matches
-from lifeline.sessions.sources import SourceLedger
 
 __all__ = [
     "ADAPTERS",
@@ -281,7 +281,7 @@ def _process_pool(count: int) -> ProcessPoolExecutor:
     from this one: it holds threads and open SQLite connections); each one ends itself
     when this process is gone (killed, it could not tell them)."""
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["lifeline.sessions.reading"])
+    context.set_forkserver_preload(["lifeline.sessions.ingest.reading"])
     return ProcessPoolExecutor(
         count, mp_context=context, initializer=watch_parent, initargs=(os.getpid(),)
     )

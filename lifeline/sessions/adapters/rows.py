@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote, urlparse
 
-from lifeline.sessions.port import RawLine
+from lifeline.sessions.adapters.port import RawLine
 
 __all__ = [
     "file_uri_path",

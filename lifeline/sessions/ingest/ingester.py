@@ -30,19 +30,27 @@ from typing import Any
 from lifeline.entry import compute_id
 from lifeline.errors import NotFound
 from lifeline.ledger import Draft, Ledger
-from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS, Caps, Packer, Part, dumps
-from lifeline.sessions.port import Adapter, ParseState, SourceFile
-from lifeline.sessions.reading import Outcome, ReadJob, clean_line, read_slice, read_slim
-from lifeline.sessions.redact import Redactor
-from lifeline.sessions.report import FileResult
+from lifeline.sessions.adapters.port import Adapter, ParseState, SourceFile
+from lifeline.sessions.adapters.source_io import Stat, fingerprints, lines_of, stat_of
+from lifeline.sessions.ingest.reading import Outcome, ReadJob, clean_line, read_slice, read_slim
+from lifeline.sessions.ingest.redact import Redactor
+from lifeline.sessions.ingest.report import FileResult
+from lifeline.sessions.ingest.sources import SourceLedger, SourceRecord
+from lifeline.sessions.pack import (
+    FORMAT,
+    KIND_HEADER,
+    KIND_PART,
+    KIND_STATUS,
+    Caps,
+    Packer,
+    Part,
+    dumps,
+)
 from lifeline.sessions.scope import project_hashes, scope_for
-from lifeline.sessions.source_io import Stat, fingerprints, lines_of, stat_of
-from lifeline.sessions.sources import FORMAT, SourceLedger, SourceRecord
 from lifeline.store.port import Store
 
 __all__ = [
     "AUTHOR",
-    "FORMAT",
     "KIND_HEADER",
     "KIND_PART",
     "KIND_STATUS",

@@ -18,7 +18,8 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from lifeline.sessions.fields import flatten, to_str
+from lifeline.sessions.adapters.fields import flatten, to_str
+from lifeline.sessions.adapters.port import ParseState, RawLine
 from lifeline.sessions.model import (
     Context,
     Item,
@@ -29,7 +30,6 @@ from lifeline.sessions.model import (
     ToolCall,
     ToolResult,
 )
-from lifeline.sessions.port import ParseState, RawLine
 
 __all__ = ["cli_transcript_items", "resolve_slug", "transcripts_in"]
 

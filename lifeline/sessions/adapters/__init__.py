@@ -1,0 +1,1 @@
+"""One adapter per agent tool's transcript format, their port and their reading helpers."""

@@ -1,0 +1,1 @@
+"""Continuation bundles: distilled from sessions, merged, fitted to a budget, rendered."""
