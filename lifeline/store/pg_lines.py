@@ -20,9 +20,10 @@ from lifeline.store.port import Store
 
 if TYPE_CHECKING:
     from lifeline.store.pg_schema import Migrations
+    from lifeline.store.pg_writes import AppendHook
     from lifeline.store.postgres import PgDatabase, PgStore
 
-__all__ = ["PgLines", "pg_components"]
+__all__ = ["PgLines", "pg_append_hooks", "pg_components"]
 
 
 class PgLines:
@@ -49,7 +50,9 @@ class PgLines:
 
         loop = asyncio.get_running_loop()
         if self._db is None or self._loop is not loop:
-            self._db = await PgDatabase.connect(self.dsn, migrations=pg_components())
+            self._db = await PgDatabase.connect(
+                self.dsn, migrations=pg_components(), after_append=pg_append_hooks()
+            )
             self._loop = loop
         return self._db
 
@@ -91,13 +94,24 @@ class PgLines:
 
 def pg_components() -> Migrations:
     """The tables every installed component keeps beside a hub's lines (entry-point group
-    ``lifeline.pg_schema``, as ``lifeline.schema`` for line files): the notary's."""
+    ``lifeline.pg_schema``, as ``lifeline.schema`` for line files): the notary's, the
+    truth tables'."""
     from importlib.metadata import entry_points
 
     found: Migrations = {}
     for point in sorted(entry_points(group="lifeline.pg_schema"), key=lambda p: p.name):
         found.update(point.load())
     return found
+
+
+def pg_append_hooks() -> list[AppendHook]:
+    """What installed components do inside every append's transaction (entry-point group
+    ``lifeline.pg_append``): the truth tables' fold (decision 0077)."""
+    from importlib.metadata import entry_points
+
+    return [
+        p.load() for p in sorted(entry_points(group="lifeline.pg_append"), key=lambda p: p.name)
+    ]
 
 
 def _on_thread(fn: Callable[[], Any]) -> Any:
