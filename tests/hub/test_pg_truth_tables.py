@@ -108,3 +108,55 @@ async def test_a_ts_changed_in_place_is_folded_again(pg_server: str) -> None:
         state = await load_state(store)
         assert state.items[target.id][1].startswith("2019-01-01")
         assert state.to_json() == fold_all(now).to_json()
+
+
+# The same lie told in both databases: (SQLite statement, PostgreSQL statement).
+TAMPER = [
+    (
+        "UPDATE truth_items SET summary = 'forged' WHERE id = ?",
+        "UPDATE truth_items SET summary = 'forged'::bytea WHERE line_id = $1 AND id = $2",
+    ),
+    (
+        "UPDATE truth_items SET role = 'd' WHERE id = ?",
+        "UPDATE truth_items SET role = 'd'::bytea WHERE line_id = $1 AND id = $2",
+    ),
+    (
+        "DELETE FROM truth_marks WHERE id = ?",
+        "DELETE FROM truth_marks WHERE line_id = $1 AND id = $2",
+    ),
+]
+
+
+async def test_verify_finds_a_row_tampered_in_sql_as_on_sqlite(pg_server: str, tmp_path) -> None:
+    from lifeline.audit.line import verify_store
+    from lifeline.store.sqlite import SqliteStore
+    from lifeline.truth.pg_table import b
+
+    entries = random_ledger(23, 60)
+    # an open item with a thread: it has an item row, a role and a mark to lie about
+    victim = next(e for e in entries if e.kind == "open" and "thread:" in e.body)
+    for sqlite_sql, pg_sql in TAMPER:
+        url = await fresh_database(pg_server)
+        path = tmp_path / f"{len(sqlite_sql)}.db"
+        found = {}
+        async with _line(url) as hub_line, await SqliteStore.open(path) as file_line:
+            for store in (hub_line, file_line):
+                await store.append_many(entries)
+                await read_shown(store)
+            before = await _contexts(file_line, [])
+            assert await _contexts(hub_line, []) == before
+
+            def lie(conn, sql=sqlite_sql) -> None:
+                conn.execute(sql, (victim.id,))
+
+            await file_line.run_write(lie)
+            async with hub_line.transaction() as conn:
+                await conn.execute(pg_sql, hub_line.line_id, b(victim.id))
+            for name, store in (("pg", hub_line), ("sqlite", file_line)):
+                report = await verify_store(store, "l")
+                found[name] = [(f.check, f.entry_id, f.detail) for f in report.findings]
+                assert (await verify_store(store, "l")).ok  # rebuilt from the entries
+            assert await _contexts(hub_line, []) == before
+        assert found["pg"] == found["sqlite"], sqlite_sql
+        assert found["pg"][-1][0] == "truth-rebuilt"
+        assert any(c == "truth-row" and e == victim.id for c, e, _d in found["pg"]), found
