@@ -18,7 +18,6 @@ from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.launch import LAUNCHERS, launch
 from lifeline.sessions.resume import BundleRequest, NotReady, build_bundle
 from lifeline.sessions.scope import project_scope
-from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.wording import count
 
@@ -104,7 +103,7 @@ async def _catalogue(args: argparse.Namespace) -> Catalogue:
     home = home_of(args)
     settings = load_session_settings(home)
     name = str(getattr(args, "line", None) or settings.line)
-    store = await SqliteStore.open(home.line_path(name, must_exist=True), create=False)
+    store = await home.lines.open_kept(name)  # line files, or a hub's database
     return await Catalogue(store, live_window=settings.live_window).load()
 
 
