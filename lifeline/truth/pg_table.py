@@ -22,7 +22,7 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry, StoreError
@@ -56,6 +56,7 @@ __all__ = [
     "read_core",
     "rebuild",
     "s",
+    "texts",
 ]
 
 log = logging.getLogger(__name__)
@@ -120,7 +121,12 @@ def b(text: str) -> bytes:
 
 def s(raw: bytes) -> str:
     """Text read back from the truth tables on PostgreSQL."""
-    return bytes(raw).decode("utf-8", "surrogatepass")
+    return raw.decode("utf-8", "surrogatepass")
+
+
+def texts(rows: Iterable[Any], column: int = 0) -> list[str]:
+    """A column of rows read back as text (:func:`s`, without a call per row)."""
+    return [r[column].decode("utf-8", "surrogatepass") for r in rows]
 
 
 @runtime_checkable

@@ -21,6 +21,7 @@ from lifeline.truth.pg_table import (
     is_current,
     read_core,
     s,
+    texts,
 )
 from lifeline.truth.state import Item, State
 from lifeline.truth.tableview import ItemMemo, ends, pinned_order, pins_in_force
@@ -48,7 +49,7 @@ async def read_current(store: PgTruthLine, reader: Reader[T]) -> T:
 
 async def superseded(conn: Conn, line: int) -> dict[str, str]:
     rows = await conn.fetch("SELECT id, by FROM truth_superseded WHERE line_id = $1", line)
-    return {s(i): s(by) for i, by in rows}
+    return dict(zip(texts(rows, 0), texts(rows, 1), strict=True))
 
 
 async def _items(
@@ -75,10 +76,15 @@ async def _items(
 
 
 async def _ids(conn: Conn, sql: str, *args: object) -> list[str]:
-    return [s(r[0]) for r in await conn.fetch(sql, *args)]
+    return texts(await conn.fetch(sql, *args))
 
 
-_IN_ORDER = "SELECT id FROM truth_items WHERE line_id = $1 AND role = $2 ORDER BY ts, id"
+# The decisions in force and the open items, each in order: one row of ids per role (item
+# ids are entry ids, hex: plain text).
+_IN_FORCE = (
+    "SELECT role, string_agg(convert_from(id, 'UTF8'), ' ' ORDER BY ts, id) FROM truth_items"
+    " WHERE line_id = $1 AND role IN ('d'::bytea, 'o'::bytea) GROUP BY role"
+)
 # Every thread with a mark: a loose index scan (one seek per thread), as tableview's
 # thread_names walks SQLite's index.
 _THREADS = """WITH RECURSIVE t(th) AS (
@@ -87,11 +93,17 @@ _THREADS = """WITH RECURSIVE t(th) AS (
     SELECT (SELECT m.thread FROM truth_marks m WHERE m.line_id = $1 AND m.thread > t.th
             ORDER BY m.thread LIMIT 1) FROM t WHERE t.th IS NOT NULL)
 SELECT th FROM t WHERE th IS NOT NULL"""
-# Each thread's newest checkpoint that is not superseded.
-_RESUME = """SELECT DISTINCT ON (m.thread) m.thread, m.id FROM truth_marks m
-WHERE m.line_id = $1 AND m.cp = 1 AND NOT EXISTS
-    (SELECT 1 FROM truth_superseded x WHERE x.line_id = $1 AND x.id = m.id)
-ORDER BY m.thread, m.ts DESC, m.id DESC"""
+# Each thread with a checkpoint (the same walk, on the checkpoints' index) and its newest
+# checkpoint that is not superseded: a few index seeks per thread, as tableview's _resume.
+_RESUME = """WITH RECURSIVE t(th) AS (
+    (SELECT thread FROM truth_marks WHERE line_id = $1 AND cp = 1 ORDER BY thread LIMIT 1)
+    UNION ALL
+    SELECT (SELECT m.thread FROM truth_marks m WHERE m.line_id = $1 AND m.cp = 1
+            AND m.thread > t.th ORDER BY m.thread LIMIT 1) FROM t WHERE t.th IS NOT NULL)
+SELECT t.th, (SELECT m.id FROM truth_marks m WHERE m.line_id = $1 AND m.cp = 1
+    AND m.thread = t.th AND NOT EXISTS (SELECT 1 FROM truth_superseded x
+        WHERE x.line_id = $1 AND x.id = m.id)
+    ORDER BY m.ts DESC, m.id DESC LIMIT 1) FROM t WHERE t.th IS NOT NULL"""
 
 
 async def _truth(
@@ -108,11 +120,16 @@ async def _truth(
     pin_notes = pins_in_force(state, gone)
     times = {i: item[1] for i, item in (await _items(conn, line, pin_notes, known)).items()}
     closed = set(ended)
-    resume = {s(t): s(i) for t, i in await conn.fetch(_RESUME, line) if s(t) not in closed}
+    resume = {
+        s(t): s(i)
+        for t, i in await conn.fetch(_RESUME, line)
+        if i is not None and s(t) not in closed
+    }
+    in_force = {bytes(r[0]): str(r[1]).split(" ") for r in await conn.fetch(_IN_FORCE, line)}
     return Truth(
         superseded=gone,
-        decisions=await _ids(conn, _IN_ORDER, line, b"d"),
-        open=await _ids(conn, _IN_ORDER, line, b"o"),
+        decisions=in_force.get(b"d", []),
+        open=in_force.get(b"o", []),
         identity=None if boot is None else s(boot),
         pinned=pinned_order(pin_notes, times),
         pin_notes=pin_notes,
