@@ -14,7 +14,10 @@ from typing import Any
 
 import pytest
 
-from tests.hub.test_hub_root_commands import TRANSCRIPT, _hub_mesh, _life, _mesh
+from tests.support.hub_roots import TRANSCRIPT
+from tests.support.hub_roots import hub_mesh as _hub_mesh
+from tests.support.hub_roots import life as _life
+from tests.support.hub_roots import mesh as _mesh
 from tests.support.pg_server import fresh_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

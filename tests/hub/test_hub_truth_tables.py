@@ -15,7 +15,9 @@ from pathlib import Path
 import asyncpg
 import pytest
 
-from tests.hub.test_hub_root_commands import _hub_mesh, _life, _mesh
+from tests.support.hub_roots import hub_mesh as _hub_mesh
+from tests.support.hub_roots import life as _life
+from tests.support.hub_roots import mesh as _mesh
 from tests.support.mesh_procs import log_note
 from tests.support.pg_server import fresh_database
 
