@@ -139,10 +139,13 @@ class PgChangeWatch:
     def __init__(self, lines: PgLines, name: str) -> None:
         self._lines = lines
         self._name = name
+        self._store: PgStore | None = None  # the line in the source's current database
 
     async def token(self) -> Hashable | None:
-        store = await self._lines.open_kept(self._name)
-        return await store.change_token()
+        db = await self._lines.database()
+        if self._store is None or self._store.db is not db:  # one row read a call, not two
+            self._store = await db.line(self._name, create=False)
+        return await self._store.change_token()
 
     def close(self) -> None:
         return None  # the pool belongs to the line source
