@@ -10,9 +10,11 @@ consistent view); a line that is behind is caught up and read under the line's l
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
+from lifeline.errors import StoreError
 from lifeline.truth.pg_table import (
     PgTruthLine,
     b,
@@ -32,19 +34,26 @@ if TYPE_CHECKING:
 
 __all__ = ["full_state", "read_current", "shown_state", "superseded"]
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 Reader = Callable[["Conn", int], Awaitable[T]]
 
 
-async def read_current(store: PgTruthLine, reader: Reader[T]) -> T:
-    """``reader(conn, line_id)`` on tables that cover every row of the line."""
+async def read_current(store: PgTruthLine, reader: Reader[T]) -> T | None:
+    """``reader(conn, line_id)`` on tables that cover every row of the line; None when they
+    are behind and cannot be brought up to date here (a user that may not write, the line's
+    lock held too long): the caller folds the line instead, as on a read-only line file."""
     line = store.line_id
     async with store.read_view() as conn:
         if await is_current(conn, line):
             return await reader(conn, line)
-    async with store.transaction() as conn:
-        await catch_up(conn, line)
-        return await reader(conn, line)
+    try:
+        async with store.transaction() as conn:
+            await catch_up(conn, line)
+            return await reader(conn, line)
+    except StoreError as exc:
+        log.warning("could not bring the truth tables up to date: %s", exc)
+        return None
 
 
 async def superseded(conn: Conn, line: int) -> dict[str, str]:

@@ -77,7 +77,9 @@ async def load_state(store: Store) -> State:
             return state
     hub = pg_tables_of(store)
     if hub is not None:
-        return await pg_view.read_current(hub, pg_view.full_state)
+        state = await pg_view.read_current(hub, pg_view.full_state)
+        if state is not None:
+            return state
     return await _full_fold(store)
 
 
@@ -106,7 +108,9 @@ async def load_shown(
     hub = pg_tables_of(store)
     if hub is not None:
         reader = pg_view.shown_state(thread, recent, max_items, resolve, items)
-        return await pg_view.read_current(hub, reader)
+        found = await pg_view.read_current(hub, reader)
+        if found is not None:
+            return found
     state = await _full_fold(store)
     if thread is not None:
         thread = resolve(state.threads, thread)
@@ -134,5 +138,7 @@ async def load_superseded(store: Store) -> Superseded:
             return Superseded(found)
     hub = pg_tables_of(store)
     if hub is not None:
-        return Superseded(await pg_view.read_current(hub, pg_view.superseded))
+        gone = await pg_view.read_current(hub, pg_view.superseded)
+        if gone is not None:
+            return Superseded(gone)
     return Superseded(derive(await _full_fold(store)).superseded)

@@ -160,3 +160,29 @@ async def test_verify_finds_a_row_tampered_in_sql_as_on_sqlite(pg_server: str, t
         assert found["pg"] == found["sqlite"], sqlite_sql
         assert found["pg"][-1][0] == "truth-rebuilt"
         assert any(c == "truth-row" and e == victim.id for c, e, _d in found["pg"]), found
+
+
+async def test_a_reader_kept_from_the_line_lock_folds_the_line_instead(pg_server: str) -> None:
+    import asyncpg
+
+    url = await fresh_database(pg_server)
+    entries = random_ledger(31, 60)
+    async with _line(url) as store:
+        await store.append_many(entries[:30])
+        await read_shown(store)
+    async with _line(url, hooks=False) as other:  # the tables fall behind
+        await other.append_many(entries[30:])
+    holder = await asyncpg.connect(url)  # a long write holds the line's lock
+    try:
+        async with holder.transaction():
+            await holder.execute("SELECT 1 FROM lines WHERE name = 'l' FOR UPDATE")
+            impatient = url + ("&" if "?" in url else "?") + "lock_timeout=200ms"
+            async with _line(impatient) as reader:
+                assert (await load_state(reader)).to_json() == fold_all(entries).to_json()
+                assert (await read_shown(reader)).truth == derive(fold_all(entries))
+    finally:
+        await holder.close()
+    async with _line(url) as store:
+        assert await _folded_rows(store) == 30  # not caught up by that reader
+        assert (await read_shown(store)).truth == derive(fold_all(entries))
+        assert await _folded_rows(store) == 60
