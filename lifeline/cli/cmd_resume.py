@@ -16,7 +16,6 @@ from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bund
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.scope import project_scope
-from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.decisions import decisions_in_force
 from lifeline.wording import count
@@ -91,7 +90,7 @@ async def _catalogue(args: argparse.Namespace) -> Catalogue:
     home = home_of(args)
     settings = load_session_settings(home)
     name = str(getattr(args, "line", None) or settings.line)
-    store = await SqliteStore.open(home.line_path(name, must_exist=True), create=False)
+    store = await home.lines.open_kept(name)  # line files, or a hub's database
     return await Catalogue(store, live_window=settings.live_window).load()
 
 

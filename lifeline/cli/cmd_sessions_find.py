@@ -19,7 +19,6 @@ from lifeline.sessions.prices import load_prices
 from lifeline.sessions.scope import project_scope
 from lifeline.sessions.usage import GROUPS, UsageLine, UsageReport, usage_report
 from lifeline.store.port import Store
-from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["register_find"]
 
@@ -78,7 +77,7 @@ async def _index(args: argparse.Namespace) -> AsyncIterator[tuple[Store, Session
     home = home_of(args)
     settings = load_session_settings(home)
     line = str(getattr(args, "line", None) or settings.line)
-    store = await SqliteStore.open(home.line_path(line, must_exist=True), create=False)
+    store = await home.lines.open_kept(line)  # line files, or a hub's database
     try:
         async with opened_index(store) as index:
             yield store, index

@@ -21,9 +21,10 @@ from lifeline.store.port import Store
 if TYPE_CHECKING:
     from lifeline.line_source import FileLines
     from lifeline.store.pg_schema import Migrations
+    from lifeline.store.pg_writes import AppendHook
     from lifeline.store.postgres import PgDatabase, PgStore
 
-__all__ = ["PgLines", "pg_components"]
+__all__ = ["PgLines", "pg_append_hooks", "pg_components"]
 
 
 class PgLines:
@@ -50,7 +51,9 @@ class PgLines:
 
         loop = asyncio.get_running_loop()
         if self._db is None or self._loop is not loop:
-            self._db = await PgDatabase.connect(self.dsn, migrations=pg_components())
+            self._db = await PgDatabase.connect(
+                self.dsn, migrations=pg_components(), after_append=pg_append_hooks()
+            )
             self._loop = loop
         return self._db
 
@@ -96,13 +99,24 @@ class PgLines:
 
 def pg_components() -> Migrations:
     """The tables every installed component keeps beside a hub's lines (entry-point group
-    ``lifeline.pg_schema``, as ``lifeline.schema`` for line files): the notary's."""
+    ``lifeline.pg_schema``, as ``lifeline.schema`` for line files): the notary's, the
+    truth tables'."""
     from importlib.metadata import entry_points
 
     found: Migrations = {}
     for point in sorted(entry_points(group="lifeline.pg_schema"), key=lambda p: p.name):
         found.update(point.load())
     return found
+
+
+def pg_append_hooks() -> list[AppendHook]:
+    """What installed components do inside every append's transaction (entry-point group
+    ``lifeline.pg_append``): the truth tables' fold (decision 0077)."""
+    from importlib.metadata import entry_points
+
+    return [
+        p.load() for p in sorted(entry_points(group="lifeline.pg_append"), key=lambda p: p.name)
+    ]
 
 
 def _on_thread(fn: Callable[[], Any]) -> Any:
@@ -130,10 +144,13 @@ class PgChangeWatch:
     def __init__(self, lines: PgLines, name: str) -> None:
         self._lines = lines
         self._name = name
+        self._store: PgStore | None = None  # the line in the source's current database
 
     async def token(self) -> Hashable | None:
-        store = await self._lines.open_kept(self._name)
-        return await store.change_token()
+        db = await self._lines.database()
+        if self._store is None or self._store.db is not db:  # one row read a call, not two
+            self._store = await db.line(self._name, create=False)
+        return await self._store.change_token()
 
     def close(self) -> None:
         return None  # the pool belongs to the line source

@@ -6,7 +6,7 @@ read the batch depends on (stored ids, heights, dedup keys, the next row number)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
 from lifeline.entry import Entry
@@ -18,9 +18,20 @@ from lifeline.store.pg_schema import Conn
 from lifeline.store.port import AppendResult
 from lifeline.store.summary import SetTotals, entry_token
 
-__all__ = ["append_locked", "declare_locked", "id_bytes", "lock_line", "retime_locked"]
+__all__ = [
+    "AppendHook",
+    "append_locked",
+    "declare_locked",
+    "id_bytes",
+    "lock_line",
+    "retime_locked",
+]
 
 _MOD = 1 << 256
+# What another component does with new entries inside their append's transaction (after
+# the line's totals are written): ``hook(conn, line_id, first row number, new entries)``;
+# the truth tables' fold (lifeline/truth/pg_table.py, entry-point group lifeline.pg_append).
+AppendHook = Callable[[Conn, int, int, Sequence[Entry]], Awaitable[None]]
 
 
 def id_bytes(entry_id: str) -> bytes:
@@ -59,9 +70,12 @@ async def declare_locked(conn: Conn, line_id: int, externals: Sequence[tuple[str
     )
 
 
-async def append_locked(conn: Conn, line_id: int, entries: Sequence[Entry]) -> AppendResult:
+async def append_locked(
+    conn: Conn, line_id: int, entries: Sequence[Entry], hooks: Sequence[AppendHook] = ()
+) -> AppendResult:
     """Store ``entries`` inside a transaction: takes the line lock, then writes heights, row
-    numbers, links, tips, dedup keys, earliest ts and the line's totals (see PgStore)."""
+    numbers, links, tips, dedup keys, earliest ts and the line's totals (see PgStore), and
+    runs ``hooks`` on the new entries."""
     next_seq, totals, id_sum = await lock_line(conn, line_id)
     if not entries:
         return AppendResult(())
@@ -129,6 +143,8 @@ async def append_locked(conn: Conn, line_id: int, entries: Sequence[Entry]) -> A
             (total % _MOD).to_bytes(32, "little"),
             (id_sum % _MOD).to_bytes(32, "big"),
         )
+    for hook in hooks if fresh else ():
+        await hook(conn, line_id, next_seq, [e for e, _ in fresh])
     return AppendResult(tuple(e.id for e, _ in fresh), tuple(lowered))
 
 

@@ -25,7 +25,7 @@ from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
 from lifeline.store.pg_dsn import connect_options, is_postgres_url
 from lifeline.store.pg_maintain import Maintenance
 from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
-from lifeline.store.pg_writes import append_locked, declare_locked, id_bytes
+from lifeline.store.pg_writes import AppendHook, append_locked, declare_locked, id_bytes
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.summary import SetTotals
 
@@ -120,6 +120,8 @@ class PgDatabase:
         self.plain_dsn = client_options(dsn)[0]  # what asyncpg is given (the listener too)
         self.pool = pool
         self.maintenance = Maintenance(pool)  # VACUUM ANALYZE after a large load
+        self.components: frozenset[str] = frozenset({"ledger"})  # whose tables it holds
+        self.after_append: tuple[AppendHook, ...] = ()  # run in every append's transaction
         self._closed = False
 
     @classmethod
@@ -128,11 +130,13 @@ class PgDatabase:
         dsn: str,
         *,
         migrations: Migrations | None = None,
+        after_append: Sequence[AppendHook] = (),
         min_size: int = 1,
         max_size: int = 8,
         timeout: float = 10.0,
     ) -> PgDatabase:
-        """Connect and bring the schema (the ledger's, plus ``migrations``) up to date."""
+        """Connect and bring the schema (the ledger's, plus ``migrations``) up to date;
+        ``after_append`` run inside every append's transaction (the components' hooks)."""
         plain, command_timeout = client_options(dsn)
         plain, options = connect_options(plain)  # e.g. ?statement_cache_size=0 (pg_dsn.py)
         try:
@@ -148,6 +152,7 @@ class PgDatabase:
         except DATABASE_ERRORS as exc:
             raise _pg_error(dsn, exc) from exc
         db = cls(dsn, pool)
+        db.after_append = tuple(after_append)
         try:
             await db.migrate(migrations or {})
         except BaseException:
@@ -162,6 +167,7 @@ class PgDatabase:
                 await apply_pg_migrations(conn, {**LEDGER, **migrations})
         except DATABASE_ERRORS as exc:
             raise _pg_error(self.dsn, exc) from exc
+        self.components = self.components | set(migrations)
 
     async def line(self, name: str, *, create: bool = True) -> PgStore:
         """The store of line ``name`` (made, with its partition, when new and ``create``)."""
@@ -205,6 +211,11 @@ class PgStore:
             raise
         store._owns_db = True
         return store
+
+    @property
+    def components(self) -> frozenset[str]:
+        """The components whose tables the line's database holds (``truth``, ``notary``)."""
+        return self.db.components
 
     async def close(self) -> None:
         if self._owns_db:
@@ -252,7 +263,7 @@ class PgStore:
 
     async def append_many(self, entries: Sequence[Entry]) -> AppendResult:
         async with self.transaction() as conn:
-            return await append_locked(conn, self.line_id, entries)
+            return await append_locked(conn, self.line_id, entries, self.db.after_append)
 
     async def declare_external(self, entry_id: str, line: str) -> None:
         async with self.transaction() as conn:

@@ -4,12 +4,16 @@ from them when they differ (issue 32; the checks are :mod:`lifeline.truth.check`
 The derived state is a cache, never evidence: rebuilding it from the entries loses
 nothing, and afterwards ``context`` (CLI, MCP, hooks, the viewer) reads what the entries
 say. ``verify`` still exits non-zero: an edited table means someone wrote into the file.
+
+The same audit on either database: the tables' reads are a :class:`TruthTables`, of a line
+file (:class:`SqliteTables`, below) or of a hub's line (:class:`~lifeline.truth.pg_check.
+PgTables`, decision 0077); the derivation and the judging are :mod:`lifeline.truth.check`'s.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from typing import Any
+from typing import Any, Protocol
 
 from lifeline.errors import LifelineError
 from lifeline.store.port import Store
@@ -23,27 +27,92 @@ from lifeline.truth.check import (
     read_stored,
     scan,
 )
+from lifeline.truth.pg_table import pg_tables_of
 from lifeline.truth.table import rebuild
 
-__all__ = ["REBUILT", "TruthAudit"]
+__all__ = ["REBUILT", "SqliteTables", "TruthAudit", "TruthTables"]
 
 REBUILT = "truth-rebuilt"
+
+
+class TruthTables(Protocol):
+    """The reads and the rebuild the audit needs of one line's truth tables."""
+
+    read_only: bool
+    errors: tuple[type[BaseException], ...]  # what a failed rebuild raises
+
+    async def read_stored(self) -> Stored | None: ...
+
+    async def entries_after(self, mark: int) -> set[str]: ...
+
+    async def flush(self, check: RowCheck) -> None: ...
+
+    async def scan(self, mark: int) -> tuple[Any, ...]: ...
+
+    async def extra_rows(self, table: str, mark: int) -> list[TruthFinding]: ...
+
+    async def rebuild(self) -> None: ...
+
+
+class SqliteTables:
+    """The truth tables of a line file."""
+
+    errors: tuple[type[BaseException], ...] = (sqlite3.Error, LifelineError)
+
+    def __init__(self, store: SqlLine) -> None:
+        self.store = store
+        self.read_only = store.read_only
+
+    async def read_stored(self) -> Stored | None:
+        return await self.store.run_read(read_stored)
+
+    async def entries_after(self, mark: int) -> set[str]:
+        def read(conn: sqlite3.Connection) -> set[str]:
+            sql = "SELECT id FROM entries WHERE seq > ?"
+            return {str(r[0]) for r in conn.execute(sql, (mark,))}
+
+        return await self.store.run_read(read)
+
+    async def flush(self, check: RowCheck) -> None:
+        await self.store.run_read(check.flush)
+
+    async def scan(self, mark: int) -> tuple[Any, ...]:
+        return await self.store.run_read(lambda conn: scan(conn, mark))
+
+    async def extra_rows(self, table: str, mark: int) -> list[TruthFinding]:
+        return await self.store.run_read(lambda conn: extra_rows(conn, table, mark))
+
+    async def rebuild(self) -> None:
+        await self.store.run_write(rebuild)
+
+
+def tables_for(store: Store) -> TruthTables | None:
+    """The truth tables ``store`` keeps, on either database; None without them."""
+    sql = tables_of(store, "truth")
+    if sql is not None:
+        return SqliteTables(sql)
+    hub = pg_tables_of(store)
+    if hub is not None:
+        from lifeline.truth.pg_check import PgTables
+
+        return PgTables(hub)
+    return None
 
 
 class TruthAudit:
     """The tables as ``verify`` found them (:meth:`start`), then judged (:meth:`finish`)."""
 
-    def __init__(self, store: SqlLine, stored: Stored) -> None:
-        self.store, self.stored = store, stored
+    def __init__(self, tables: TruthTables, stored: Stored) -> None:
+        self.tables, self.stored = tables, stored
 
     @classmethod
     async def start(cls, store: Store) -> TruthAudit | None:
         """None when the line keeps no truth tables, or none folded yet."""
-        sql = tables_of(store, "truth")
-        if sql is None:
+        tables = tables_for(store)
+        if tables is None:
             return None
-        stored = await sql.run_read(read_stored)
-        return None if stored is None else cls(sql, stored)
+        stored = await tables.read_stored()
+        return None if stored is None else cls(tables, stored)
 
     @property
     def mark(self) -> int | None:
@@ -53,16 +122,11 @@ class TruthAudit:
     async def entries_after(self) -> set[str]:
         """The ids of the rows past the mark (rows the tables do not cover yet)."""
         mark = self.mark
-
-        def read(conn: sqlite3.Connection) -> set[str]:
-            sql = "SELECT id FROM entries WHERE seq > ?"
-            return {str(r[0]) for r in conn.execute(sql, (mark if mark is not None else 0,))}
-
-        return await self.store.run_read(read)
+        return await self.tables.entries_after(mark if mark is not None else 0)
 
     async def flush(self, check: RowCheck) -> None:
         """Compare what ``check`` derived so far, on the store's reader."""
-        await self.store.run_read(check.flush)
+        await self.tables.flush(check)
 
     async def finish(
         self, results: list[tuple[Any, ...]] | None, *, rebuild_tables: bool = True
@@ -74,12 +138,10 @@ class TruthAudit:
             found = list(self.stored.findings)
         else:
             if results is None:
-                results = [await self.store.run_read(lambda conn: scan(conn, mark))]
+                results = [await self.tables.scan(mark)]
             found, over = judge(self.stored, results)
             for table in over:
-                found += await self.store.run_read(
-                    lambda conn, t=table: extra_rows(conn, t, mark)  # type: ignore[misc]
-                )
+                found += await self.tables.extra_rows(table, mark)
         if not found:
             return []
         return [*sorted(set(found)), await self._rebuild(rebuild_tables)]
@@ -87,7 +149,7 @@ class TruthAudit:
     async def _rebuild(self, wanted: bool) -> TruthFinding:
         if not wanted:
             return (REBUILT, "-", "not rebuilt (asked not to): `context` still reads them")
-        if self.store.read_only:
+        if self.tables.read_only:
             return (
                 REBUILT,
                 "-",
@@ -95,8 +157,8 @@ class TruthAudit:
                 "be written, so that `context` reads the entries' truth",
             )
         try:
-            await self.store.run_write(rebuild)
-        except (sqlite3.Error, LifelineError) as exc:
+            await self.tables.rebuild()
+        except self.tables.errors as exc:
             return (REBUILT, "-", f"could not be rebuilt ({exc}); `context` reads them as they are")
         return (
             REBUILT,

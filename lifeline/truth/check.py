@@ -28,20 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeline.entry import Entry
-from lifeline.truth.reducers import (
-    NO_FACTS as _NO_FACTS,
-)
-from lifeline.truth.reducers import (
-    contributor,
-    facts_of,
-    id_value,
-    integrity_of,
-    keep_recent,
-)
-from lifeline.truth.state import RECENT_KEEP, STATE_VERSION, State
+from lifeline.truth.reducers import NO_FACTS as _NO_FACTS
+from lifeline.truth.reducers import contributor, facts_of, id_value, integrity_of, keep_recent
+from lifeline.truth.state import RECENT_KEEP, State
 from lifeline.truth.table import (
     CORE_FIELDS,
     ROLE_OF_KIND,
+    core_of,
     derive_roles,
     merge_core,
     targets_text,
@@ -52,10 +45,13 @@ __all__ = [
     "RowCheck",
     "Stored",
     "TruthFinding",
+    "Typed",
+    "derived_keys",
     "extra_rows",
     "judge",
     "read_stored",
     "scan",
+    "stored_of",
 ]
 
 PAGE = 2_000  # derived rows looked up at a time
@@ -178,26 +174,33 @@ class RowCheck:
 
     def flush(self, conn: sqlite3.Connection) -> None:
         """Compare the rows derived since the last flush with the stored ones."""
-        for table, rows in self._pending.items():
-            if rows:
-                odd = _differing(conn, table, rows)
-                if odd:
-                    self._compare(conn, table, rows, set(odd))
-                rows.clear()
-        self._size = 0
+        for table, rows in self.take().items():
+            odd = {tuple(k) for k in _differing(conn, table, rows)}
+            if odd:
+                self.compare(table, rows, odd, _stored_rows(conn, table, sorted(odd)))
 
-    def _compare(
+    def take(self) -> dict[str, list[tuple[Any, ...]]]:
+        """The rows derived since the last flush, by table (key columns, then compared
+        columns), to be compared (:meth:`compare`) with the stored ones; forgotten here."""
+        out = {table: list(rows) for table, rows in self._pending.items() if rows}
+        for rows in self._pending.values():
+            rows.clear()
+        self._size = 0
+        return out
+
+    def compare(
         self,
-        conn: sqlite3.Connection,
         table: str,
         rows: list[tuple[Any, ...]],
         odd: set[tuple[str, ...]],
+        found: dict[tuple[str, ...], tuple[Typed, ...]],
     ) -> None:
+        """Findings for the rows of ``table`` whose keys are ``odd`` (missing or held
+        otherwise), given the stored rows ``found`` with those keys (typed values)."""
         keys, columns = _COLUMNS[table]
         width = len(keys)
         subject_at = keys.index("cid" if table == "truth_targets" else "id")
         wanted = {r[:width]: tuple(_typed(v) for v in r[width:]) for r in rows if r[:width] in odd}
-        found = _stored_rows(conn, table, list(wanted))
         for key, values in wanted.items():
             subject = key[subject_at]
             stored = found.get(key)
@@ -335,39 +338,52 @@ def _read_stored(conn: sqlite3.Connection) -> Stored | None:
     ).fetchone()
     if row is None:
         return None
-    data = json.loads(bytes(row[4]))
-    if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+    core = core_of(int(row[1]), str(row[2]), bytes(row[4]))
+    if core is None:
         return None
-    core = State(count=int(row[1]), digest=int(row[2], 16))
-    for name in CORE_FIELDS:
-        setattr(core, name, data[name])
     counts = {t: int(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0]) for t in _COLUMNS}
-    stored = Stored(int(row[0]), core, counts)
-    wanted, roles, superseded, ended = derive_roles(conn, list(core.rewords))
     role_of_kind = " ".join(f"WHEN '{k}' THEN '{r}'" for k, r in ROLE_OF_KIND.items())
     odd = conn.execute(
-        "SELECT id, CAST(role AS BLOB) FROM truth_items"
+        "SELECT id, kind, CAST(role AS BLOB) FROM truth_items"
         f" WHERE role IS NOT (CASE kind {role_of_kind} ELSE '' END)"
     ).fetchall()
-    seen = {str(i): bytes(r or b"").decode("utf-8", "replace") for i, r in odd}
+    return stored_of(
+        Stored(int(row[0]), core, counts),
+        derive_roles(conn, list(core.rewords)),
+        {str(i): (str(k), bytes(r or b"").decode("utf-8", "replace")) for i, k, r in odd},
+        {str(i): str(b) for i, b in conn.execute("SELECT id, by FROM truth_superseded")},
+        json.loads(row[3]),
+    )
+
+
+def stored_of(
+    stored: Stored,
+    derived: tuple[dict[str, str], dict[str, str], dict[str, str], list[str]],
+    odd: dict[str, tuple[str, str]],
+    held: dict[str, str],
+    stored_ended: object,
+) -> Stored:
+    """``stored`` with the findings about roles, supersession and threads ended, whatever
+    the database: ``derived`` is :func:`~lifeline.truth.table.derive_roles`' answer, ``odd``
+    the items whose role is not their kind's ``id -> (kind, role)``, ``held`` the stored
+    ``truth_superseded``, ``stored_ended`` the threads ``truth_core`` says ended."""
+    wanted, roles, superseded, ended = derived
+    seen = {i: role for i, (_kind, role) in odd.items()}
     seen.update({i: r for i, r in roles.items() if r != wanted[i]})
     for i in sorted(seen):
         should = wanted.get(i)
         if should is None:
-            kind = conn.execute("SELECT kind FROM truth_items WHERE id = ?", (i,)).fetchone()
-            should = ROLE_OF_KIND.get(str(kind[0]), "") if kind else ""
+            should = ROLE_OF_KIND.get(odd[i][0], "")
         if seen[i] != should:
             stored.findings.append(
                 (ROW, i, f"truth_items.role holds {seen[i]!r}; the entries give {should!r}")
             )
-    held = {str(i): str(b) for i, b in conn.execute("SELECT id, by FROM truth_superseded")}
     for i in sorted(set(held) | set(superseded)):
         if held.get(i) != superseded.get(i):
             stored.findings.append(
                 (ROW, i, f"truth_superseded says {held.get(i)!r}; "
                  f"the entries give {superseded.get(i)!r}")
             )  # fmt: skip
-    stored_ended = json.loads(row[3])
     if stored_ended != ended:
         stored.findings.append(
             (STATE, "-", f"truth_core.ended holds {_clip(stored_ended)}; the entries give "
@@ -435,13 +451,13 @@ def extra_rows(conn: sqlite3.Connection, table: str, mark: int) -> list[TruthFin
                 entry = decode_row(row[width + 1 :])
             except (ValueError, TypeError):
                 entry = None
-            if entry is not None and key in _derived_keys(table, entry):
+            if entry is not None and key in derived_keys(table, entry):
                 continue
         out.append((ROW, str(key[subject]), f"{table} has a row ({where}) no entry gives"))
     return out
 
 
-def _derived_keys(table: str, entry: Entry) -> set[tuple[str, ...]]:
+def derived_keys(table: str, entry: Entry) -> set[tuple[str, ...]]:
     if integrity_of(entry) is not None:
         return set()
     facts = facts_of(entry.kind, entry.ts, entry.summary, entry.body, entry.parents)

@@ -5,7 +5,8 @@
 and read in one write transaction; a current one is read in one read transaction (a
 consistent view either way). A line that cannot be written (a read-only copy) and is
 behind, and any other store, gets a full fold in memory instead: same answers, without the
-speed-up.
+speed-up. A hub's line reads its tables in the database (:mod:`lifeline.truth.pg_view`,
+decision 0077).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from typing import TypeVar
 
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine, tables_of
+from lifeline.truth import pg_view
+from lifeline.truth.pg_table import pg_tables_of
 from lifeline.truth.reducers import fold_all
 from lifeline.truth.state import State
 from lifeline.truth.table import catch_up, is_current
@@ -72,6 +75,11 @@ async def load_state(store: Store) -> State:
         state = await _read(sql, full_state)
         if state is not None:
             return state
+    hub = pg_tables_of(store)
+    if hub is not None:
+        state = await pg_view.read_current(hub, pg_view.full_state)
+        if state is not None:
+            return state
     return await _full_fold(store)
 
 
@@ -95,6 +103,12 @@ async def load_shown(
         found = await _read(
             sql, lambda conn: shown_state(conn, thread, recent, max_items, resolve, items)
         )
+        if found is not None:
+            return found
+    hub = pg_tables_of(store)
+    if hub is not None:
+        reader = pg_view.shown_state(thread, recent, max_items, resolve, items)
+        found = await pg_view.read_current(hub, reader)
         if found is not None:
             return found
     state = await _full_fold(store)
@@ -122,4 +136,9 @@ async def load_superseded(store: Store) -> Superseded:
         )
         if found is not None:
             return Superseded(found)
+    hub = pg_tables_of(store)
+    if hub is not None:
+        gone = await pg_view.read_current(hub, pg_view.superseded)
+        if gone is not None:
+            return Superseded(gone)
     return Superseded(derive(await _full_fold(store)).superseded)

@@ -39,11 +39,15 @@ __all__ = [
     "TABLES",
     "TRUTH_MIGRATIONS",
     "catch_up",
+    "core_of",
+    "core_text",
     "derive_roles",
     "is_current",
     "merge_core",
     "read_core",
     "rebuild",
+    "roles_from",
+    "rows_of",
     "targets_text",
 ]
 
@@ -160,13 +164,26 @@ def read_core(conn: sqlite3.Connection) -> tuple[int, State, list[str]] | None:
     row = conn.execute("SELECT last_seq, count, digest, ended, state FROM truth_core").fetchone()
     if row is None:
         return None
-    data = json.loads(row[4])
+    state = core_of(int(row[1]), str(row[2]), row[4])
+    return None if state is None else (int(row[0]), state, list(json.loads(row[3])))
+
+
+def core_of(count: int, digest: str, text: str | bytes) -> State | None:
+    """The small accumulators as ``truth_core`` holds them (None: another version)."""
+    data = json.loads(text)
     if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
         return None
-    state = State(count=int(row[1]), digest=int(row[2], 16))
+    state = State(count=count, digest=int(digest, 16))
     for name in CORE_FIELDS:
         setattr(state, name, data[name])
-    return int(row[0]), state, list(json.loads(row[3]))
+    return state
+
+
+def core_text(state: State) -> str:
+    """The small accumulators of ``state`` as ``truth_core.state`` holds them."""
+    data: dict[str, Any] = {name: getattr(state, name) for name in CORE_FIELDS}
+    data["version"] = STATE_VERSION
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def is_current(conn: sqlite3.Connection) -> bool:
@@ -182,17 +199,9 @@ def is_current(conn: sqlite3.Connection) -> bool:
 
 
 def _write_core(conn: sqlite3.Connection, last: int, state: State, ended: Iterable[str]) -> None:
-    data: dict[str, Any] = {name: getattr(state, name) for name in CORE_FIELDS}
-    data["version"] = STATE_VERSION
     conn.execute(
         "INSERT OR REPLACE INTO truth_core VALUES (0, ?, ?, ?, ?, ?)",
-        (
-            last,
-            state.count,
-            f"{state.digest:064x}",
-            json.dumps(sorted(ended)),
-            json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False),
-        ),
+        (last, state.count, f"{state.digest:064x}", json.dumps(sorted(ended)), core_text(state)),
     )
 
 
@@ -211,30 +220,30 @@ def merge_core(core: State, delta: State) -> None:
 
 
 def _store_rows(conn: sqlite3.Connection, delta: State) -> None:
-    conn.executemany(
-        "INSERT INTO truth_items VALUES (?, ?, ?, ?, ?, ?, ?)",
-        [
+    rows = rows_of(delta)
+    conn.executemany("INSERT INTO truth_items VALUES (?, ?, ?, ?, ?, ?, ?)", rows["truth_items"])
+    conn.executemany("INSERT INTO truth_marks VALUES (?, ?, ?, ?)", rows["truth_marks"])
+    conn.executemany("INSERT INTO truth_corrections VALUES (?, ?)", rows["truth_corrections"])
+    conn.executemany("INSERT OR IGNORE INTO truth_targets VALUES (?, ?)", rows["truth_targets"])
+
+
+def rows_of(delta: State) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows the entries folded into ``delta`` add to each table, in column order
+    (``truth_targets`` may repeat a row: insert them ignoring duplicates)."""
+    points = {(t, ts, i) for t, marks in delta.checkpoints.items() for ts, i in marks}
+    return {
+        "truth_items": [
             (i, kind, ts, summary, why, thread, ROLE_OF_KIND.get(kind, ""))
             for i, (kind, ts, summary, why, thread) in delta.items.items()
         ],
-    )
-    points = {(t, ts, i) for t, marks in delta.checkpoints.items() for ts, i in marks}
-    conn.executemany(
-        "INSERT INTO truth_marks VALUES (?, ?, ?, ?)",
-        [
+        "truth_marks": [
             (t, ts, i, 1 if (t, ts, i) in points else 0)
             for t, marks in delta.threads.items()
             for ts, i in marks
         ],
-    )
-    conn.executemany(
-        "INSERT INTO truth_corrections VALUES (?, ?)",
-        [(c, targets_text(ts)) for c, ts in delta.corrections.items()],
-    )
-    conn.executemany(
-        "INSERT OR IGNORE INTO truth_targets VALUES (?, ?)",
-        [(t, c) for c, ts in delta.corrections.items() for t in ts],
-    )
+        "truth_corrections": [(c, targets_text(ts)) for c, ts in delta.corrections.items()],
+        "truth_targets": [(t, c) for c, ts in delta.corrections.items() for t in ts],
+    }
 
 
 def _names_a_target(conn: sqlite3.Connection, ids: list[str]) -> bool:
@@ -257,14 +266,27 @@ def derive_roles(
     Only corrections and the items they name take part in supersession, replacement and
     questions (:mod:`lifeline.truth.views`), so the derivation sees those items alone.
     """
-    part = State(rewords=rewords)
-    for cid, targets in conn.execute("SELECT id, targets FROM truth_corrections"):
-        part.corrections[cid] = json.loads(targets)
-    roles: dict[str, str] = {}
-    for i, kind, ts, thread, role in conn.execute(
+    corrections = conn.execute("SELECT id, targets FROM truth_corrections").fetchall()
+    named = conn.execute(
         "SELECT i.id, i.kind, i.ts, i.thread, i.role FROM truth_items i"
         " WHERE i.id IN (SELECT id FROM truth_corrections UNION SELECT target FROM truth_targets)"
-    ):
+    ).fetchall()
+    return roles_from(corrections, named, rewords)
+
+
+def roles_from(
+    corrections: Iterable[tuple[str, str]],
+    named: Iterable[tuple[str, str, str, str, str]],
+    rewords: list[str],
+) -> tuple[dict[str, str], dict[str, str], dict[str, str], list[str]]:
+    """:func:`derive_roles` from what it reads, whatever the database: the stored
+    corrections ``(id, targets text)`` and the items they name ``(id, kind, ts, thread,
+    role)``."""
+    part = State(rewords=rewords)
+    for cid, targets in corrections:
+        part.corrections[cid] = json.loads(targets)
+    roles: dict[str, str] = {}
+    for i, kind, ts, thread, role in named:
         part.items[i] = [kind, ts, "", "", thread]
         roles[i] = role
     fixes = corrections_of(part)

@@ -20,7 +20,16 @@ from lifeline.truth.state import Item, State
 from lifeline.truth.table import read_core
 from lifeline.truth.views import Truth
 
-__all__ = ["ItemMemo", "full_state", "shown_state", "thread_names", "truth_of"]
+__all__ = [
+    "ItemMemo",
+    "ends",
+    "full_state",
+    "pinned_order",
+    "pins_in_force",
+    "shown_state",
+    "thread_names",
+    "truth_of",
+]
 
 _VARS = 500
 ITEMS_KEPT = 100_000  # items an ItemMemo holds before it starts again
@@ -50,18 +59,28 @@ class ItemMemo:
         """The items of ``ids`` (those that exist) as ``conn``'s transaction sees them."""
         row = conn.execute("SELECT n FROM truth_generation").fetchone()
         generation = None if row is None else int(row[0])
+        out, missing = self.kept(generation, ids)
+        fresh = _items(conn, missing)
+        self.keep(generation, fresh)
+        out.update(fresh)
+        return out
+
+    def kept(self, generation: int | None, ids: Iterable[str]) -> tuple[dict[str, Item], set[str]]:
+        """The items of ``ids`` kept for ``generation`` (of the tables, whatever their
+        database), and the ids to read."""
         wanted = set(ids)
         with self._lock:
             if generation != self._generation or len(self._items) >= ITEMS_KEPT:
                 self._items = {}
                 self._generation = generation
             out = {i: self._items[i] for i in wanted if i in self._items}
-        fresh = _items(conn, wanted.difference(out))
+        return out, wanted.difference(out)
+
+    def keep(self, generation: int | None, fresh: dict[str, Item]) -> None:
+        """Items read in a transaction that saw ``generation``."""
         with self._lock:
             if generation == self._generation:
                 self._items.update(fresh)
-        out.update(fresh)
-        return out
 
 
 def _items(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Item]:
@@ -127,13 +146,9 @@ def truth_of(
     boot = conn.execute(
         "SELECT id FROM truth_items WHERE role = 'b' ORDER BY ts DESC, id DESC LIMIT 1"
     ).fetchone()
-    pin_notes: dict[str, list[str]] = {}
-    for note, target in sorted(state.pins.items()):
-        if note not in superseded and target not in superseded:
-            pin_notes.setdefault(target, []).append(note)
+    pin_notes = pins_in_force(state, superseded)
     times = {i: item[1] for i, item in _read_items(conn, pin_notes, known).items()}
-    pinned = sorted((p for p in pin_notes if p in times), key=lambda p: (times[p], p))
-    pinned += sorted(p for p in pin_notes if p not in times)
+    pinned = pinned_order(pin_notes, times)
     return Truth(
         superseded=superseded,
         decisions=_ids(conn, in_order.format("d")),
@@ -145,7 +160,22 @@ def truth_of(
     )
 
 
-def _ends(ids: Sequence[str], keep: int, newest: bool) -> list[str]:
+def pins_in_force(state: State, superseded: dict[str, str]) -> dict[str, list[str]]:
+    """Pinned id -> its pin notes, neither superseded (``Truth.pin_notes``)."""
+    pin_notes: dict[str, list[str]] = {}
+    for note, target in sorted(state.pins.items()):
+        if note not in superseded and target not in superseded:
+            pin_notes.setdefault(target, []).append(note)
+    return pin_notes
+
+
+def pinned_order(pin_notes: dict[str, list[str]], times: dict[str, str]) -> list[str]:
+    """The pinned ids by the ts of their items (``times``), those without one last."""
+    pinned = sorted((p for p in pin_notes if p in times), key=lambda p: (times[p], p))
+    return pinned + sorted(p for p in pin_notes if p not in times)
+
+
+def ends(ids: Sequence[str], keep: int, newest: bool) -> list[str]:
     """The ids a section keeps after pruning to ``keep`` (as ``sections._prune`` does)."""
     if len(ids) <= keep:
         return list(ids)
@@ -184,8 +214,8 @@ def shown_state(
         wanted.add(truth.identity)
     if thread is None:
         pinned = set(truth.pinned)
-        decisions = _ends([d for d in truth.decisions if d not in pinned], max_items, False)
-        opens = _ends(truth.open, max_items, True)
+        decisions = ends([d for d in truth.decisions if d not in pinned], max_items, False)
+        opens = ends(truth.open, max_items, True)
     else:
         mine = "SELECT id FROM truth_items WHERE role = '{}' AND {} ORDER BY ts, id"
         decisions = _ids(conn, mine.format("d", "thread = ?"), (thread,))

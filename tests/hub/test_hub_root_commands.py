@@ -24,62 +24,17 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.support.hub_roots import MESH_NAME, TRANSCRIPT
+from tests.support.hub_roots import hub_mesh as _hub_mesh
+from tests.support.hub_roots import life as _life
+from tests.support.hub_roots import line_ids as _ids
+from tests.support.hub_roots import mesh as _mesh
 from tests.support.mcp_client import call_tool, tool_text
-from tests.support.mesh_procs import cli, log_note, shared_node, start_ca_serve, terminate
+from tests.support.mesh_procs import log_note
 from tests.support.pg_server import fresh_database
 from tests.support.ui_server import fetch
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-MESH_NAME = "lifeline-mesh"  # the DNS name every mesh certificate carries
-TRANSCRIPT = (
-    Path(__file__).resolve().parent.parent
-    / "fixtures"
-    / "transcripts"
-    / "claude-code"
-    / "daaain__claude-code-log__deep-manifest__a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
-)
-
-
-def _mesh(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return cli("lifeline_mesh", root, *args, check=check)
-
-
-def _life(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return cli("lifeline", root, *args, check=check)
-
-
-def _hub(root: Path, url: str, *extra: str) -> None:
-    root.mkdir(parents=True)
-    _mesh(root, "hub", "init", "--store", url, "--json", *extra)
-    _life(root, "init")  # the line, made in the database (the second process finds it)
-    _mesh(root, "share", "ledger")
-
-
-def _ids(root: Path) -> set[str]:
-    return {e["id"] for e in json.loads(_life(root, "history", "--json").stdout)}
-
-
-@contextmanager
-def _hub_mesh(tmp_path: Path, url: str) -> Iterator[tuple[Path, Path, Path, str, str]]:
-    """Hub processes A and B serving one database over mTLS, and a laptop that joined
-    through B: (hub_a, hub_b, laptop, A's sync address, B's sync address)."""
-    hub_a, hub_b = tmp_path / "hub-a", tmp_path / "hub-b"
-    _hub(hub_a, url, "--new-mesh", "team")
-    _hub(hub_b, url)
-    proc_a, sync_a, _join_a = start_ca_serve(hub_a)
-    try:
-        proc_b, sync_b, join_b = start_ca_serve(hub_b)
-        try:
-            laptop = tmp_path / "laptop"
-            shared_node(laptop)
-            token = json.loads(_mesh(hub_a, "invite", "--json").stdout)["token"]
-            _mesh(laptop, "join", token, "--peer", join_b, "--json")
-            yield hub_a, hub_b, laptop, sync_a, sync_b
-        finally:
-            terminate(proc_b)
-    finally:
-        terminate(proc_a)
 
 
 async def _line_rows(url: str) -> int:

@@ -1,0 +1,65 @@
+"""Hub process roots for tests: two real hub processes on one PostgreSQL database over
+mutual TLS, and a laptop that joined through one of them (tests/hub/)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.support.mesh_procs import cli, shared_node, start_ca_serve, terminate
+
+__all__ = ["MESH_NAME", "TRANSCRIPT", "hub_mesh", "hub_root", "life", "line_ids", "mesh"]
+
+MESH_NAME = "lifeline-mesh"  # the DNS name every mesh certificate carries
+TRANSCRIPT = (
+    Path(__file__).resolve().parent.parent
+    / "fixtures"
+    / "transcripts"
+    / "claude-code"
+    / "daaain__claude-code-log__deep-manifest__a7da6a22-facc-4fcd-8bab-f83c87862004.jsonl"
+)
+
+
+def mesh(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return cli("lifeline_mesh", root, *args, check=check)
+
+
+def life(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return cli("lifeline", root, *args, check=check)
+
+
+def hub_root(root: Path, url: str, *extra: str) -> None:
+    root.mkdir(parents=True)
+    mesh(root, "hub", "init", "--store", url, "--json", *extra)
+    life(root, "init")  # the line, made in the database (the second process finds it)
+    mesh(root, "share", "ledger")
+
+
+def line_ids(root: Path) -> set[str]:
+    """The ids of the line `ledger` as `lifeline history` lists them."""
+    return {e["id"] for e in json.loads(life(root, "history", "--json").stdout)}
+
+
+@contextmanager
+def hub_mesh(tmp_path: Path, url: str) -> Iterator[tuple[Path, Path, Path, str, str]]:
+    """Hub processes A and B serving one database over mTLS, and a laptop that joined
+    through B: (hub_a, hub_b, laptop, A's sync address, B's sync address)."""
+    hub_a, hub_b = tmp_path / "hub-a", tmp_path / "hub-b"
+    hub_root(hub_a, url, "--new-mesh", "team")
+    hub_root(hub_b, url)
+    proc_a, sync_a, _join_a = start_ca_serve(hub_a)
+    try:
+        proc_b, sync_b, join_b = start_ca_serve(hub_b)
+        try:
+            laptop = tmp_path / "laptop"
+            shared_node(laptop)
+            token = json.loads(mesh(hub_a, "invite", "--json").stdout)["token"]
+            mesh(laptop, "join", token, "--peer", join_b, "--json")
+            yield hub_a, hub_b, laptop, sync_a, sync_b
+        finally:
+            terminate(proc_b)
+    finally:
+        terminate(proc_a)
