@@ -2,8 +2,9 @@
 on a real PostgreSQL database, over mutual TLS. A laptop fills the hub's line with history
 through process B; a CI runner's `ci run` against process A takes the line shallow (the
 truth in force, read through the line's truth API, signed by the hub's key), writes, and
-pushes; its entry is admitted in the database and served by process B: a new laptop's
-`sync --shallow` through B holds it, with its author signature, and `verify` is clean."""
+pushes; its entry is admitted in the database, in the next job's context through A, and
+served by process B: a new laptop's `join --shallow` through B holds it, with its author
+signature, and `verify` is clean."""
 
 from __future__ import annotations
 
@@ -110,10 +111,19 @@ def test_a_ci_job_joins_a_hub_shallow_and_the_other_process_serves_its_entry(
             written = json.loads((tmp_path / "job" / "id.txt").read_text())["id"]
             assert written in _ids(hub_b)  # admitted in the database
 
-            # a new laptop takes the line shallow through process B: the job's entry is a tip
+            # a second job against A: A's kept snapshot gave way to the line after the push
+            again = job(tmp_path / "job2", token, "ci", "run", "--", "true")
+            assert again.returncode == 0 and "shallow" in again.stderr, again.stderr
+            context = (tmp_path / "job2" / ".lifeline" / "ci" / "lifeline-context.md").read_text()
+            assert "CI: shallow on a hub" in context
+
+            # a new laptop joins and takes the line shallow through process B, in one
+            # command: the job's entry is a tip there
             newcomer = tmp_path / "newcomer"
-            _join(newcomer, hub_b, join_a)
-            shallow = json.loads(_mesh(newcomer, "sync", "--shallow", sync_b, "--json").stdout)
+            token = json.loads(_mesh(hub_a, "invite", "--json").stdout)["token"]
+            newcomer.mkdir()
+            joined = _mesh(newcomer, "join", token, "--peer", join_b, "--shallow", sync_b, "--json")
+            shallow = json.loads(joined.stdout)["lines"]
             assert [r["role"] for r in shallow] == ["shallow"], shallow
             held = _ids(newcomer)
             assert written in held and len(held) < total
