@@ -16,7 +16,9 @@ node admits it as any other write — and signs its state statement as a session
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lifeline.errors import RemoteProtocolError
@@ -46,7 +48,16 @@ from lifeline_mesh.transport.shallow_rpc import (
 if TYPE_CHECKING:
     from lifeline_mesh.node.root import Node
 
-__all__ = ["MAX_PUSH_ITEMS", "admit_push", "build_snapshot", "shallow_service", "snapshot_of"]
+__all__ = [
+    "MAX_PUSH_ITEMS",
+    "SnapshotParts",
+    "admit_push",
+    "build_snapshot",
+    "shallow_service",
+    "sign_snapshot",
+    "snapshot_of",
+    "snapshot_parts",
+]
 
 MAX_PUSH_ITEMS = 20_000  # items in one push (a job's writes, not a history)
 
@@ -58,14 +69,23 @@ async def build_snapshot(
     return await snapshot_of(SqliteSnapshotReads(store), line, identity, codec, clock)
 
 
-async def snapshot_of(
-    reads: SnapshotReads,
-    line: str,
-    identity: NodeIdentity,
-    codec: EntryCodec,
-    clock: Callable[[], str],
-) -> ShallowSnapshot:
-    """The signed snapshot of the line ``reads`` reads (a line file or a hub's line)."""
+@dataclass(frozen=True, slots=True)
+class SnapshotParts:
+    """A line's snapshot but its head's time and signature: what a node keeps between
+    callers while the line does not change (:func:`shallow_service`)."""
+
+    count: int
+    tips: tuple[str, ...]
+    ordered: tuple[str, ...]
+    boundary: dict[str, int]
+    statements: tuple[bytes, ...]
+    entries: tuple[bytes, ...]
+    externals: tuple[tuple[bytes, str], ...]
+    signed: tuple[bytes, ...]
+
+
+async def snapshot_parts(reads: SnapshotReads, line: str, codec: EntryCodec) -> SnapshotParts:
+    """What the snapshot of the line ``reads`` reads carries (a line file or a hub's)."""
     if await reads.shallow():
         raise ShallowUnavailable(
             f"line {line!r} is shallow on this node (it lacks older history): it serves no "
@@ -74,25 +94,46 @@ async def snapshot_of(
     store = reads.store
     tips = await store.tips()
     wanted = sorted(set(await ids_in_force(store)) | set(tips))
-    count = await store.count()
+    count = await reads.count()
     ordered, boundary, statements = await reads.layout(wanted)
     entries = await EntrySet(store, codec).fetch([bytes.fromhex(i) for i in ordered])
     signed = await AttestationSet(reads.notary()).fetch(await reads.author_ids(ordered))
+    return SnapshotParts(
+        count, tuple(tips), tuple(ordered), boundary, tuple(statements),
+        tuple(entries.raws), tuple(entries.externals), tuple(signed.raws),
+    )  # fmt: skip
+
+
+def sign_snapshot(
+    parts: SnapshotParts, line: str, identity: NodeIdentity, clock: Callable[[], str]
+) -> ShallowSnapshot:
+    """``parts`` under a head signed now by ``identity``."""
     head = ShallowHead(
         line=line,
         node_id=identity.node_id,
         ts=clock(),
-        count=count,
-        entries=entries_digest(ordered),
-        attestations=attestations_digest([*signed.raws, *statements]),
-        tips=tuple(tips),
-        boundary=boundary,
+        count=parts.count,
+        entries=entries_digest(parts.ordered),
+        attestations=attestations_digest([*parts.signed, *parts.statements]),
+        tips=parts.tips,
+        boundary=parts.boundary,
     )
     data, signature, public_key = sign_head(identity, head)
     return ShallowSnapshot(
-        tuple(signed.raws), tuple(statements), tuple(entries.raws),
-        tuple(entries.externals), data, signature, public_key,
+        parts.signed, parts.statements, parts.entries, parts.externals, data, signature,
+        public_key,
     )  # fmt: skip
+
+
+async def snapshot_of(
+    reads: SnapshotReads,
+    line: str,
+    identity: NodeIdentity,
+    codec: EntryCodec,
+    clock: Callable[[], str],
+) -> ShallowSnapshot:
+    """The signed snapshot of the line ``reads`` reads."""
+    return sign_snapshot(await snapshot_parts(reads, line, codec), line, identity, clock)
 
 
 def _parse(codec: ItemCodec, raws: Sequence[bytes], max_item_bytes: int) -> list[ParsedItem]:
@@ -127,15 +168,24 @@ async def admit_push(
 def shallow_service(node: Node) -> ShallowService:
     """The ``Shallow`` and ``Push`` calls of ``node``'s sync port."""
 
+    # Each line's last parts, by the line's version: CI jobs started together take one
+    # build (~1 s of reads on a 1M-entry line), each under a head signed for it.
+    kept: dict[str, tuple[Hashable, SnapshotParts]] = {}
+    building = asyncio.Lock()
+
     async def snapshot(line: str, peer: SessionPeer) -> ShallowSnapshot:
         if node.identity is None:
             raise ShallowUnavailable(
                 "this node serves no shallow snapshot (it has no signing key); sync in full"
             )
-        async with node.lines.open(line) as opened:  # a line file, or a hub's line
-            codec = EntryCodec(node.home.limits())
+        async with building, node.lines.open(line) as opened:  # a line file, or a hub's
             reads = opened.snapshot_reads()
-            return await snapshot_of(reads, line, node.identity, codec, node.clock)
+            version = await reads.version()
+            found = kept.get(line)
+            if found is None or found[0] != version:
+                found = version, await snapshot_parts(reads, line, EntryCodec(node.home.limits()))
+                kept[line] = found
+        return sign_snapshot(found[1], line, node.identity, node.clock)
 
     async def admit(peer: SessionPeer, items: PushedItems) -> tuple[int, int]:
         async with node.session(items.line, peer) as session:
