@@ -96,7 +96,9 @@ async def deepen(node: Node, *, backoff: Sequence[float] = BACKOFF_S) -> None:
                 del pending[line]
             except Exception as exc:  # serving goes on; the next attempt resumes
                 pause = backoff[min(failures, len(backoff) - 1)]
-                log.warning(
+                # the first failure is a warning, the repeats quieter (one line, then info)
+                say = log.warning if failures == 0 else log.info
+                say(
                     "line %s: deepening from %s stopped (%s); what arrived is kept, trying "
                     "again in %.0f s",
                     line, peer, exc if isinstance(exc, LifelineError) else repr(exc), pause,
