@@ -1,7 +1,8 @@
 """`lifeline-mesh ci run` jobs against a node serving a large signed line, through the CLI.
 
     python bench/ci_jobs.py [--n 100000] [--sequential 20] [--concurrent 20]
-                            [--sync-mode full|shallow] [--cache DIR]
+                            [--sync-mode full|shallow] [--cache DIR] [--served ROOT]
+                            [--tree TREE]
 
 The served line is bench/full_sync.py's (n signed entries, built once and kept in
 ``--cache``), copied for this run so the runners' enrolments do not accumulate. The node
@@ -15,8 +16,11 @@ CPU (serve and its helper processes) and RSS.
 
 ``--sync-mode``: ``full`` pulls the whole history (``ci run --full-history`` where `ci run`
 has that option, else its only mode); ``shallow`` the current truth only (the default of a
-`ci run` that has ``--full-history``; refused by a tree without it). Prints figures; not a
-test.
+`ci run` that has ``--full-history``; refused by a tree without it). ``--served ROOT``
+serves a copy of that CA holder's root instead (e.g. bench/ci_shallow.py's line, whose
+truth is ~0.2% of it, kept under ``$LIFELINE_BENCH_CACHE``). ``--tree TREE`` runs `serve`
+and the jobs with that checkout's code (e.g. a `git worktree` of main; run the script once
+per tree, alternating, for a side-by-side). Prints figures; not a test.
 """
 
 from __future__ import annotations
@@ -41,13 +45,18 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential
 
 
-def _mode_args(mode: str) -> list[str]:
+def _env(tree: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(tree)}
+
+
+def _mode_args(mode: str, tree: Path) -> list[str]:
     help_text = subprocess.run(
         [sys.executable, "-m", "lifeline_mesh", "ci", "run", "--help"],
         capture_output=True,
         text=True,
         check=True,
-        env={**os.environ, "PYTHONPATH": str(TREE)},
+        env=_env(tree),
+        cwd=tree,  # `-m` looks in the working folder first
     ).stdout
     has_shallow = "--full-history" in help_text
     if mode == "full":
@@ -57,7 +66,7 @@ def _mode_args(mode: str) -> list[str]:
     return []
 
 
-def _serve(root: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
+def _serve(root: Path, tree: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
     argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve", "--no-discovery"]
     argv += ["--listen", "127.0.0.1:0", "--join-listen", "127.0.0.1:0"]
     argv += ["--metrics-listen", "127.0.0.1:0"]
@@ -66,7 +75,8 @@ def _serve(root: Path) -> tuple[subprocess.Popen[str], dict[str, str]]:
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(TREE)},
+        env=_env(tree),
+        cwd=tree,
         start_new_session=True,
     )
     assert proc.stdout is not None
@@ -92,13 +102,13 @@ def _bytes(metrics: str) -> int:
     )
 
 
-def _job(work: Path, token: str, extra: list[str]) -> subprocess.Popen[bytes]:
+def _job(work: Path, token: str, extra: list[str], tree: Path) -> subprocess.Popen[bytes]:
     work.mkdir(parents=True)
     argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(work), "ci", "run", *extra]
     return subprocess.Popen(
         [*argv, "--", "true"],
         cwd=work,
-        env={**os.environ, "LIFELINE_MESH_TOKEN": token, "PYTHONPATH": str(TREE)},
+        env={**_env(tree), "LIFELINE_MESH_TOKEN": token},
         stdout=subprocess.DEVNULL,
         stderr=(work.parent / f"{work.name}.log").open("w"),
     )
@@ -133,11 +143,12 @@ def _phase(label: str, walls: list[float], sent: int, cpu: float, pid: int, whol
 
 
 def run(args: argparse.Namespace, tmp: Path) -> None:
-    served, _ = build(args.cache, args.n)
+    served = args.served or build(args.cache, args.n)[0]
     hub = tmp / "hub"
     shutil.copytree(served, hub)
-    extra = _mode_args(args.sync_mode)
-    proc, said = _serve(hub)
+    tree = args.tree.resolve()
+    extra = _mode_args(args.sync_mode, tree)
+    proc, said = _serve(hub, tree)
     try:
         spec = CredentialSpec(
             "bench",
@@ -148,7 +159,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         token = issue_credential(NodeHome(hub), spec).encode()
         metrics = said["metrics on"].removeprefix("http://").split("/")[0]
         print(
-            f"node serving {args.n:,} signed entries; sync mode {args.sync_mode} "
+            f"tree {tree}: node serving {served.name}; sync mode {args.sync_mode} "
             f"({' '.join(extra) or 'no option'}); RSS {rss(proc.pid)[0]} MB",
             flush=True,
         )
@@ -156,7 +167,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
         cpu0, bytes0, began = _cpu_s(proc.pid), _bytes(metrics), time.monotonic()
         for k in range(args.sequential):
             started = time.monotonic()
-            walls += _wait_all([_job(tmp / f"seq{k}", token, extra)], started)
+            walls += _wait_all([_job(tmp / f"seq{k}", token, extra, tree)], started)
         _phase(
             "sequential",
             walls,
@@ -166,7 +177,7 @@ def run(args: argparse.Namespace, tmp: Path) -> None:
             time.monotonic() - began,
         )
         cpu0, bytes0, began = _cpu_s(proc.pid), _bytes(metrics), time.monotonic()
-        jobs = [_job(tmp / f"con{k}", token, extra) for k in range(args.concurrent)]
+        jobs = [_job(tmp / f"con{k}", token, extra, tree) for k in range(args.concurrent)]
         walls = _wait_all(jobs, began)
         _phase(
             "concurrent",
@@ -188,6 +199,8 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=20)
     parser.add_argument("--sync-mode", choices=["full", "shallow"], default="full")
     parser.add_argument("--cache", type=Path, default=HERE / "out" / "full_sync")
+    parser.add_argument("--served", type=Path, default=None, help="serve a copy of this root")
+    parser.add_argument("--tree", type=Path, default=TREE, help="the checkout to run")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         run(args, Path(tmp))

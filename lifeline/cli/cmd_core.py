@@ -388,7 +388,8 @@ def _print_shallow(report: Report) -> None:
     if report.shallow:
         print(
             f"  shallow: {report.shallow} parent link(s) lead to older history that is not "
-            "here (a shallow sync); a full `lifeline-mesh sync PEER` deepens the line"
+            "here (a shallow sync); `lifeline-mesh serve` deepens the line in the background, "
+            "a full `lifeline-mesh sync PEER` at once"
         )
 
 

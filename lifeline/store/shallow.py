@@ -35,6 +35,7 @@ __all__ = [
     "record_boundary",
     "record_source",
     "shallow_note",
+    "shallow_origin",
 ]
 
 _VARS = 500
@@ -117,13 +118,18 @@ _SOURCE = "shallow_source"
 
 
 def record_source(
-    conn: sqlite3.Connection, head: str, signature: bytes, public_key: bytes, mark: int
+    conn: sqlite3.Connection,
+    head: str,
+    signature: bytes,
+    public_key: bytes,
+    mark: int,
+    peer: str | None = None,
 ) -> None:
-    """The signed head the line's shallow part came from, and the highest row it filled
-    (rows past ``mark`` were written here, and are what a push sends)."""
-    value = json.dumps(
-        {"head": head, "signature": signature.hex(), "public_key": public_key.hex(), "mark": mark}
-    )
+    """The signed head the line's shallow part came from, the highest row it filled (rows
+    past ``mark`` were written here, and are what a push sends) and the address it came
+    from (``peer``: where `serve` deepens the line, decision 0082)."""
+    found = {"head": head, "signature": signature.hex(), "public_key": public_key.hex()}
+    value = json.dumps({**found, "mark": mark, **({"peer": peer} if peer else {})})
     conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (_SOURCE, value))
 
 
@@ -139,6 +145,23 @@ def read_source(conn: sqlite3.Connection) -> dict[str, Any] | None:
 def read_mark(conn: sqlite3.Connection) -> int | None:
     found = read_source(conn)
     return None if found is None else int(found["mark"])
+
+
+def _origin(conn: sqlite3.Connection) -> tuple[int, str | None]:
+    size = boundary_size(conn)
+    source = read_source(conn) if size else None
+    peer = None if source is None else source.get("peer")
+    return size, peer if isinstance(peer, str) else None
+
+
+async def shallow_origin(store: Store) -> tuple[int, str | None]:
+    """How many absent parents ``store``'s line names (0: complete), and the address its
+    shallow part came from (None: not recorded, e.g. taken before decision 0082)."""
+    from lifeline.store.tiers import SqlLine  # tiers imports the adapter, which imports us
+
+    if not isinstance(store, SqlLine):
+        return 0, None  # a hub's line is filled by sessions and pushes: never shallow
+    return await store.run_read(_origin)
 
 
 def _note(conn: sqlite3.Connection) -> tuple[int, dict[str, Any] | None]:
@@ -165,5 +188,6 @@ async def shallow_note(store: Store, line: str) -> str | None:
         )
     return (
         f"line {line!r} is shallow: {held} entries here{origin}; the older history is not "
-        f"here ({size} absent parent(s)); `lifeline-mesh sync PEER` deepens it"
+        f"here ({size} absent parent(s)); `lifeline-mesh serve` deepens it in the background, "
+        "or `lifeline-mesh sync PEER` at once"
     )

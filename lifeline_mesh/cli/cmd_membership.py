@@ -20,6 +20,7 @@ from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential
@@ -93,6 +94,22 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         type=address_arg(),
         help="dial this member instead of the token's",
+    )
+    p.add_argument(
+        "--shallow",
+        metavar="HOST:PORT",
+        type=address_arg(),
+        help="then share the lines (`--line`, default ledger) and take them shallow from this "
+        "member's sync port, in this process: the same as `lifeline init`, `share` and "
+        "`sync --shallow HOST:PORT` after joining; `serve` deepens them later",
+    )
+    p.add_argument(
+        "--line",
+        dest="lines",
+        action="append",
+        metavar="NAME",
+        type=validate_line_name,
+        help="a line `--shallow` takes (repeatable; default: ledger)",
     )
     add_json_option(p)
     p.set_defaults(func=cmd_join)
@@ -205,15 +222,37 @@ def _token_text(arg: str | None) -> str:
 
 
 async def cmd_join(args: argparse.Namespace) -> int:
+    if args.lines and not args.shallow:
+        raise ConfigError("--line names the lines `--shallow HOST:PORT` takes; add --shallow")
     text = _token_text(args.token)
-    joined = await join(node_home(args), text, args.peer)
+    home = node_home(args)
+    joined = await join(home, text, args.peer)
+    taken = [] if args.shallow is None else await _take_shallow(home, args.shallow, args.lines)
     if args.json:
-        print_json(_fields(joined))
-    else:
+        print_json({**_fields(joined), **({"lines": taken} if args.shallow else {})})
+        return 0
+    print(f"joined mesh {joined.mesh_id} as {joined.node_id} ({joined.role}) via {joined.address}")
+    for report in taken:
+        how = "shallow" if report["role"] == "shallow" else "in full (the peer serves no snapshot)"
         print(
-            f"joined mesh {joined.mesh_id} as {joined.node_id} ({joined.role}) via {joined.address}"
+            f"line {report['line']!r} from {args.shallow}: {how}, "
+            f"{report['entries_added']} entries; `serve` deepens it in the background"
         )
     return 0
+
+
+async def _take_shallow(home: NodeHome, peer: str, names: list[str] | None) -> list[dict[str, Any]]:
+    """Share ``names`` (made when new) and take them shallow from ``peer``: a new laptop's
+    first lines in the process that joined (decision 0082), not three more."""
+    from lifeline_mesh.node.root import Node
+    from lifeline_mesh.node.shallow_join import shallow_sync
+
+    lines = names or ["ledger"]
+    config = NodeConfig.load(home)
+    config.shared_lines = sorted({*config.shared_lines, *lines})
+    config.save(home)
+    reports = await shallow_sync(Node(home), peer, lines)
+    return [r.to_dict() for r in reports]
 
 
 async def cmd_revoke(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from lifeline.line_source import FileLines
     from lifeline.store.pg_lines import PgLines
     from lifeline.store.postgres import PgStore
+    from lifeline_mesh.node.snapshot_reads import SnapshotReads
     from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 
 __all__ = ["FileLine", "HubLine", "NodeLine", "NodeLines", "node_lines"]
@@ -86,6 +87,10 @@ class NodeLine(Protocol):
         """After a session that admitted ``admitted`` entries: upkeep of the store."""
         ...
 
+    def snapshot_reads(self) -> SnapshotReads:
+        """What serving a shallow snapshot of the line reads (decisions 0063, 0081)."""
+        ...
+
 
 class FileLine:
     """A line file: SQLite with the notary's tables."""
@@ -130,6 +135,11 @@ class FileLine:
     async def finish(self, admitted: int) -> None:
         await trim_wal(self.store)
 
+    def snapshot_reads(self) -> SnapshotReads:
+        from lifeline_mesh.node.snapshot_reads import SqliteSnapshotReads
+
+        return SqliteSnapshotReads(self.store)
+
 
 class HubLine:
     """A line of a hub's database."""
@@ -167,6 +177,11 @@ class HubLine:
     async def finish(self, admitted: int) -> None:
         if admitted:  # a large load: VACUUM ANALYZE, in the background
             self.store.db.maintenance.admitted(self.store.line_id, admitted)
+
+    def snapshot_reads(self) -> SnapshotReads:
+        from lifeline_mesh.node.snapshot_reads import PgSnapshotReads
+
+        return PgSnapshotReads(self.store)
 
 
 class NodeLines(Protocol):

@@ -34,6 +34,7 @@ from lifeline_mesh.membership.ca import local_mesh_id
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.join_port import start_join_server
 from lifeline_mesh.membership.service import add_membership
+from lifeline_mesh.node.backfill import deepen
 from lifeline_mesh.node.line_session import LineSession, SessionParts
 from lifeline_mesh.node.lines import node_lines
 from lifeline_mesh.node.live_rows import LiveRows
@@ -244,10 +245,13 @@ class Node:
                         ready(address)
                     if self.fast.helpers:  # ready before the first large batch arrives
                         offload.warm_up()
-                    if keeper is None:
-                        await stop.wait()
-                    else:
-                        await keeper.run_until(stop)
+                    async with asyncio.TaskGroup() as tasks:
+                        deepening = tasks.create_task(deepen(self))  # shallow lines, decision 0082
+                        if keeper is None:
+                            await stop.wait()
+                        else:
+                            await keeper.run_until(stop)
+                        deepening.cancel()
         finally:
             await server.stop()
         return server

@@ -29,6 +29,7 @@ from lifeline.store.shallow import (
     record_source,
 )
 from lifeline.store.tiers import SqlLine
+from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.notary.attestation_set import AttestationSet
@@ -126,7 +127,7 @@ def _check_authors(peer: str, entries: Sequence[Entry], atts: Sequence[Attestati
 
 
 async def _store(
-    node: Node, session: LineSession, snap: ShallowSnapshot, head: ShallowHead
+    node: Node, session: LineSession, snap: ShallowSnapshot, head: ShallowHead, peer: str
 ) -> tuple[int, int]:
     """Signatures, statements, boundary, entries: (entries added, attestations added)."""
     sql = session.line.sql_tables("a shallow sync")
@@ -154,7 +155,9 @@ async def _store(
         mark = await sql.run_read(lambda c: c.execute("SELECT max(seq) FROM entries").fetchone()[0])
     source_text = snap.head.decode("utf-8")
     await sql.run_write(
-        lambda c: record_source(c, source_text, snap.signature, snap.public_key, int(mark or 0))
+        lambda c: record_source(
+            c, source_text, snap.signature, snap.public_key, int(mark or 0), peer
+        )
     )
     return added, added_atts
 
@@ -201,8 +204,11 @@ async def shallow_sync(node: Node, peer: str, lines: Sequence[str]) -> list[Sync
             continue
         revoked = RevocationList.load(node.home)
         head, _entries = check_snapshot(snap, peer, line, expected, revoked)
-        async with node.session(line, source=expected or peer) as session:
-            added, signed = await _store(node, session, snap, head)
+        # A snapshot's few thousand signatures are checked sooner by a thread of this
+        # process than by helper interpreters started for them (decision 0082)
+        with offload.allowed(False):
+            async with node.session(line, source=expected or peer) as session:
+                added, signed = await _store(node, session, snap, head, peer)
         reports.append(
             SyncReport(
                 line=line,

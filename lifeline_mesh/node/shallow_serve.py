@@ -1,7 +1,9 @@
 """Serving a shallow join (decision 0063): the snapshot a runner takes, and its push.
 
-:func:`build_snapshot` reads, in one line's store: the entries in force and the tips
-(:func:`lifeline.truth.in_force.ids_in_force`), parents first; their author signatures (and
+:func:`snapshot_of` reads, in one line (a line file, or a hub's line in PostgreSQL: its
+:class:`~lifeline_mesh.node.snapshot_reads.SnapshotReads`, decision 0081): the entries in
+force and the tips (:func:`lifeline.truth.in_force.ids_in_force`, the line's truth API,
+whatever keeps it), parents first; their author signatures (and
 the enrollments of runners among the signers, as a session sends them); the newest state
 statement of each node (each witnesses every entry its tips descend from); the boundary
 (absent parents of the entries sent, with their heights); and signs the head over all of it.
@@ -14,16 +16,16 @@ node admits it as any other write — and signs its state statement as a session
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from collections.abc import Callable, Sequence
+import asyncio
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lifeline.errors import RemoteProtocolError
-from lifeline.store.shallow import boundary_size
 from lifeline.store.tiers import SqlLine
 from lifeline.truth.in_force import ids_in_force
 from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.node.snapshot_reads import SnapshotReads, SqliteSnapshotReads
 from lifeline_mesh.notary.attestation_set import AttestationSet
 from lifeline_mesh.notary.shallow_head import (
     ShallowHead,
@@ -31,7 +33,6 @@ from lifeline_mesh.notary.shallow_head import (
     entries_digest,
     sign_head,
 )
-from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
 from lifeline_mesh.sync.entry_set import EntrySet
@@ -47,95 +48,92 @@ from lifeline_mesh.transport.shallow_rpc import (
 if TYPE_CHECKING:
     from lifeline_mesh.node.root import Node
 
-__all__ = ["MAX_PUSH_ITEMS", "admit_push", "build_snapshot", "shallow_service"]
+__all__ = [
+    "MAX_PUSH_ITEMS",
+    "SnapshotParts",
+    "admit_push",
+    "build_snapshot",
+    "shallow_service",
+    "sign_snapshot",
+    "snapshot_of",
+    "snapshot_parts",
+]
 
 MAX_PUSH_ITEMS = 20_000  # items in one push (a job's writes, not a history)
-_VARS = 500
-
-
-def _rows(conn: sqlite3.Connection, ids: Sequence[str]) -> list[tuple[str, int, str]]:
-    out: list[tuple[str, int, str]] = []
-    for start in range(0, len(ids), _VARS):
-        part = list(ids[start : start + _VARS])
-        marks = ",".join("?" * len(part))
-        sql = f"SELECT id, height, parents FROM entries WHERE id IN ({marks})"
-        out += [(i, int(h), p) for i, h, p in conn.execute(sql, part)]
-    return out
-
-
-def _heights(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
-    return {i: h for i, h, _p in _rows(conn, ids)}
-
-
-def _latest_states(conn: sqlite3.Connection) -> list[bytes]:
-    """The newest state statement of each node (every part of it): one scan, grouped."""
-    newest = conn.execute(
-        "SELECT node_id, max(ts) FROM statements WHERE role = 'state' GROUP BY node_id"
-    ).fetchall()
-    out: list[bytes] = []
-    for node_id, ts in sorted(newest):
-        rows = conn.execute(
-            "SELECT item FROM statements WHERE role = 'state' AND node_id = ? AND ts = ?"
-            " ORDER BY id",
-            (node_id, ts),
-        )
-        out += [bytes(r[0]) for r in rows]
-    return out
-
-
-def _imported(conn: sqlite3.Connection, ids: Sequence[str]) -> list[bytes]:
-    """The `imported` statements of ``ids`` (custody of entries written unsigned)."""
-    wanted = set(ids)
-    out: list[bytes] = []
-    for start in range(0, len(ids), _VARS):
-        part = sorted({i[:16] for i in ids[start : start + _VARS]})
-        marks = ",".join("?" * len(part))
-        sql = (
-            "SELECT subject, item FROM statements WHERE role = 'imported'"
-            f" AND substr(subject, 1, 16) IN ({marks})"
-        )
-        out += [bytes(item) for subject, item in conn.execute(sql, part) if subject in wanted]
-    return out
 
 
 async def build_snapshot(
     store: SqlLine, line: str, identity: NodeIdentity, codec: EntryCodec, clock: Callable[[], str]
 ) -> ShallowSnapshot:
-    if await store.run_read(boundary_size):
+    """The snapshot of a line file's ``store`` (:func:`snapshot_of` its SQLite reads)."""
+    return await snapshot_of(SqliteSnapshotReads(store), line, identity, codec, clock)
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotParts:
+    """A line's snapshot but its head's time and signature: what a node keeps between
+    callers while the line does not change (:func:`shallow_service`)."""
+
+    count: int
+    tips: tuple[str, ...]
+    ordered: tuple[str, ...]
+    boundary: dict[str, int]
+    statements: tuple[bytes, ...]
+    entries: tuple[bytes, ...]
+    externals: tuple[tuple[bytes, str], ...]
+    signed: tuple[bytes, ...]
+
+
+async def snapshot_parts(reads: SnapshotReads, line: str, codec: EntryCodec) -> SnapshotParts:
+    """What the snapshot of the line ``reads`` reads carries (a line file or a hub's)."""
+    if await reads.shallow():
         raise ShallowUnavailable(
             f"line {line!r} is shallow on this node (it lacks older history): it serves no "
             "shallow snapshot; take one from a node holding the whole line"
         )
+    store = reads.store
     tips = await store.tips()
     wanted = sorted(set(await ids_in_force(store)) | set(tips))
-    count = await store.count()
-
-    def read(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int], list[bytes]]:
-        rows = sorted(_rows(conn, wanted), key=lambda r: (r[1], r[0]))  # parents first
-        held = {r[0] for r in rows}
-        named = sorted({p for _i, _h, ps in rows for p in json.loads(ps)} - held)
-        order = [r[0] for r in rows]
-        return order, _heights(conn, named), _latest_states(conn) + _imported(conn, order)
-
-    ordered, boundary, statements = await store.run_read(read)
+    count = await reads.count()
+    ordered, boundary, statements = await reads.layout(wanted)
     entries = await EntrySet(store, codec).fetch([bytes.fromhex(i) for i in ordered])
-    notary = NotaryStore(store)
-    signed = await AttestationSet(notary).fetch(await notary.author_ids(ordered))
+    signed = await AttestationSet(reads.notary()).fetch(await reads.author_ids(ordered))
+    return SnapshotParts(
+        count, tuple(tips), tuple(ordered), boundary, tuple(statements),
+        tuple(entries.raws), tuple(entries.externals), tuple(signed.raws),
+    )  # fmt: skip
+
+
+def sign_snapshot(
+    parts: SnapshotParts, line: str, identity: NodeIdentity, clock: Callable[[], str]
+) -> ShallowSnapshot:
+    """``parts`` under a head signed now by ``identity``."""
     head = ShallowHead(
         line=line,
         node_id=identity.node_id,
         ts=clock(),
-        count=count,
-        entries=entries_digest(ordered),
-        attestations=attestations_digest([*signed.raws, *statements]),
-        tips=tuple(tips),
-        boundary=boundary,
+        count=parts.count,
+        entries=entries_digest(parts.ordered),
+        attestations=attestations_digest([*parts.signed, *parts.statements]),
+        tips=parts.tips,
+        boundary=parts.boundary,
     )
     data, signature, public_key = sign_head(identity, head)
     return ShallowSnapshot(
-        tuple(signed.raws), tuple(statements), tuple(entries.raws),
-        tuple(entries.externals), data, signature, public_key,
+        parts.signed, parts.statements, parts.entries, parts.externals, data, signature,
+        public_key,
     )  # fmt: skip
+
+
+async def snapshot_of(
+    reads: SnapshotReads,
+    line: str,
+    identity: NodeIdentity,
+    codec: EntryCodec,
+    clock: Callable[[], str],
+) -> ShallowSnapshot:
+    """The signed snapshot of the line ``reads`` reads."""
+    return sign_snapshot(await snapshot_parts(reads, line, codec), line, identity, clock)
 
 
 def _parse(codec: ItemCodec, raws: Sequence[bytes], max_item_bytes: int) -> list[ParsedItem]:
@@ -170,16 +168,24 @@ async def admit_push(
 def shallow_service(node: Node) -> ShallowService:
     """The ``Shallow`` and ``Push`` calls of ``node``'s sync port."""
 
+    # Each line's last parts, by the line's version: CI jobs started together take one
+    # build (~1 s of reads on a 1M-entry line), each under a head signed for it.
+    kept: dict[str, tuple[Hashable, SnapshotParts]] = {}
+    building = asyncio.Lock()
+
     async def snapshot(line: str, peer: SessionPeer) -> ShallowSnapshot:
-        if node.identity is None or not node.lines.announces_rows:  # a hub's lines: not yet
+        if node.identity is None:
             raise ShallowUnavailable(
-                "this node serves no shallow snapshot (a hub, or a node without its signing "
-                "key); sync in full (`--full`)"
+                "this node serves no shallow snapshot (it has no signing key); sync in full"
             )
-        async with node.lines.open(line) as opened:
-            codec = EntryCodec(node.home.limits())
-            sql = opened.sql_tables("serving a shallow snapshot")
-            return await build_snapshot(sql, line, node.identity, codec, node.clock)
+        async with building, node.lines.open(line) as opened:  # a line file, or a hub's
+            reads = opened.snapshot_reads()
+            version = await reads.version()
+            found = kept.get(line)
+            if found is None or found[0] != version:
+                found = version, await snapshot_parts(reads, line, EntryCodec(node.home.limits()))
+                kept[line] = found
+        return sign_snapshot(found[1], line, node.identity, node.clock)
 
     async def admit(peer: SessionPeer, items: PushedItems) -> tuple[int, int]:
         async with node.session(items.line, peer) as session:

@@ -10,8 +10,8 @@ import pytest
 
 from lifeline_mesh.cli.main import COMMANDS, build_parser
 
-MEANINGLESS = ["init", "id", "invite", "join", "revoke", "members", "share", "unshare"]
-MEANINGFUL = ["sync", "verify", "mcp"]
+MEANINGLESS = ["init", "id", "invite", "revoke", "members", "share", "unshare"]
+MEANINGFUL = ["sync", "verify", "mcp", "join"]  # join: the lines `--shallow` takes
 
 
 def _help(command: str) -> str:
