@@ -12,6 +12,7 @@ is what both sides know to be stored here.
 
 from __future__ import annotations
 
+import enum
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -33,7 +34,7 @@ from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 
-__all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "line_mark", "read_rows"]
+__all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "Taken", "line_mark", "read_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +51,18 @@ class RowsSession(Protocol):
 
     @property
     def line(self) -> _Marked: ...
+
+
+class Taken(enum.Enum):
+    """What became of rows announced by a peer: stored here, held here already (they
+    reached us first by another way: decision 0083), or refused (sync instead)."""
+
+    STORED = "stored"
+    HELD = "held"
+    REFUSED = "refused"
+
+    def __bool__(self) -> bool:
+        return self is not Taken.REFUSED
 
 
 HELD_IDS_PER_LINE = 8192  # recent entry ids remembered per line (a few minutes of writes)
@@ -121,15 +134,18 @@ class LiveRows:
         *,
         session: Callable[..., AbstractAsyncContextManager[RowsSession]],
         max_item_bytes: int,
+        tree: bytes = b"",
     ) -> None:
         self.home = home
+        self.tree = tree  # names the tree of the rows we announce first (decision 0083)
         self._session = session
         self._max_item_bytes = max_item_bytes
         self.held = HeldIds()  # entry ids recently announced or taken: an echo is free
         # Per line, the rows last taken and the row numbers they were stored at:
         # announcing that change to our own watchers needs no read (nor to their sender).
         self._last_taken: dict[str, tuple[int, int, ChangeItems]] = {}
-        self.taken = {"changes": 0, "entries": 0, "refused": 0}
+        self.taken = {"changes": 0, "entries": 0, "refused": 0, "held": 0}
+        self._taking: dict[str, set[str]] = {}  # per line, entry ids being admitted now
 
     def taken_span(self, rows: ChangeItems) -> tuple[int, int] | None:
         """The rows (after, up to] at which ``rows``, just taken, were stored, when
@@ -147,45 +163,64 @@ class LiveRows:
             return None
         rows, ids = found
         self.held.add(line, ids)
-        return rows
+        return replace(rows, tree=self.tree)
 
-    async def take(self, source: str, rows: ChangeItems) -> bool:
+    async def take(self, source: str, rows: ChangeItems) -> Taken:
         """Admit rows announced by ``source``, as a session we dialed would (the same sets
-        and checks). False when they cannot all be admitted here — a missing parent, a
-        refused signature, an item over the cap — and the caller should sync instead."""
+        and checks). REFUSED when they cannot all be admitted here — a missing parent, a
+        refused signature, an item over the cap — and the caller should sync instead;
+        HELD when every entry is here already or being admitted from another peer."""
         line = rows.line
         try:
             codec = EntryCodec(self.home.limits())
             entries = [self._parse(codec, raw) for raw in rows.entries]
             ids = [item.id.hex() for item in entries]
-            if self.held.holds(line, ids):
-                return True  # our own rows, or rows already taken from another peer
-            async with self._session(line, None, source) as session:
-                atts, _, entry_set = session.sets
-                signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
-                # An entry announced without its author's signature is not "held" for good:
-                # its signature, announced later, must reach the notary (decision 0048).
-                authored = {
-                    i.value.subject
-                    for i in signed
-                    if isinstance(i.value, Attestation) and i.value.role is Role.AUTHOR
-                }
-                if signed:
-                    await atts.admit(signed, [])
-                start = await session.line.mark()
-                admitted = await entry_set.admit(entries, rows.externals)
-                end = await session.line.mark()
-                self._last_taken.pop(line, None)
-                if start is not None and end is not None and end - start == admitted.added:
-                    self._last_taken[line] = (start, end, replace(rows, source=source))
+            if self.held.holds(line, ids) or self._being_taken(line, ids):
+                self.taken["held"] += bool(ids)  # ours, or taken from another peer first
+                return Taken.HELD if ids else Taken.STORED
+            taking = self._taking.setdefault(line, set())
+            taking.update(ids)
+            try:
+                authored = await self._admit(source, rows, entries)
+            finally:
+                taking.difference_update(ids)
         except LifelineError as exc:
             self.taken["refused"] += 1
             log.debug("rows of %s from %s not taken (syncing instead): %s", line, source, exc)
-            return False
+            return Taken.REFUSED
         self.held.add(line, [i for i in ids if i in authored])
         self.taken["changes"] += 1
         self.taken["entries"] += len(ids)
-        return True
+        return Taken.STORED
+
+    def _being_taken(self, line: str, ids: list[str]) -> bool:
+        taking = self._taking.get(line, set())
+        return bool(ids) and all(i in taking for i in ids)
+
+    async def _admit(self, source: str, rows: ChangeItems, entries: list[ParsedItem]) -> set[str]:
+        """Store ``rows`` in one session of ours; the ids of the entries stored with their
+        author's signature."""
+        line = rows.line
+        async with self._session(line, None, source) as session:
+            atts, _, entry_set = session.sets
+            signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
+            # An entry announced without its author's signature is not "held" for good:
+            # its signature, announced later, must reach the notary (decision 0048).
+            authored = {
+                i.value.subject
+                for i in signed
+                if isinstance(i.value, Attestation) and i.value.role is Role.AUTHOR
+            }
+            if signed:
+                await atts.admit(signed, [])
+            start = await session.line.mark()
+            admitted = await entry_set.admit(entries, rows.externals)
+            end = await session.line.mark()
+            self._last_taken.pop(line, None)
+            if start is not None and end is not None and end - start == admitted.added:
+                self._last_taken[line] = (start, end, replace(rows, source=source))
+        # held for good only when stored now (not held back: decision 0084)
+        return authored if admitted.added == len(entries) else set()
 
     def _parse(self, codec: ItemCodec, raw: bytes) -> ParsedItem:
         if len(raw) > self._max_item_bytes:
