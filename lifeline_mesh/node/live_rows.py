@@ -54,11 +54,13 @@ class RowsSession(Protocol):
 
 
 class Taken(enum.Enum):
-    """What became of rows announced by a peer: stored here, held here already (they
-    reached us first by another way: decision 0083), or refused (sync instead)."""
+    """What became of rows announced by a peer: stored here, held here already (taken
+    first from another peer's Watch call: decision 0083; or written or synced here:
+    ``OURS``), or refused (sync instead)."""
 
     STORED = "stored"
     HELD = "held"
+    OURS = "ours"
     REFUSED = "refused"
 
     def __bool__(self) -> bool:
@@ -141,6 +143,9 @@ class LiveRows:
         self._session = session
         self._max_item_bytes = max_item_bytes
         self.held = HeldIds()  # entry ids recently announced or taken: an echo is free
+        # Of those, the ids taken over a Watch call: a second copy of them came over a
+        # link that is not on its tree (a copy of rows a session brought says nothing)
+        self._took = HeldIds()
         # Per line, the rows last taken and the row numbers they were stored at:
         # announcing that change to our own watchers needs no read (nor to their sender).
         self._last_taken: dict[str, tuple[int, int, ChangeItems]] = {}
@@ -169,15 +174,21 @@ class LiveRows:
         """Admit rows announced by ``source``, as a session we dialed would (the same sets
         and checks). REFUSED when they cannot all be admitted here — a missing parent, a
         refused signature, an item over the cap — and the caller should sync instead;
-        HELD when every entry is here already or being admitted from another peer."""
+        HELD when every entry was taken from another peer's call, or is being; OURS when
+        every entry is held here otherwise (written here, or read to announce)."""
         line = rows.line
         try:
             codec = EntryCodec(self.home.limits())
             entries = [self._parse(codec, raw) for raw in rows.entries]
             ids = [item.id.hex() for item in entries]
-            if self.held.holds(line, ids) or self._being_taken(line, ids):
-                self.taken["held"] += bool(ids)  # ours, or taken from another peer first
-                return Taken.HELD if ids else Taken.STORED
+            if not ids:
+                return Taken.STORED
+            if self._took.holds(line, ids) or self._being_taken(line, ids):
+                self.taken["held"] += 1  # taken from another peer first
+                return Taken.HELD
+            if self.held.holds(line, ids):
+                self.taken["held"] += 1
+                return Taken.OURS
             taking = self._taking.setdefault(line, set())
             taking.update(ids)
             try:
@@ -189,6 +200,7 @@ class LiveRows:
             log.debug("rows of %s from %s not taken (syncing instead): %s", line, source, exc)
             return Taken.REFUSED
         self.held.add(line, [i for i in ids if i in authored])
+        self._took.add(line, [i for i in ids if i in authored])
         self.taken["changes"] += 1
         self.taken["entries"] += len(ids)
         return Taken.STORED
