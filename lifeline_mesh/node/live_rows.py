@@ -25,14 +25,14 @@ from lifeline.home import Home
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine, require_tables
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
-from lifeline_mesh.notary.statement import Attestation, Role
+from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
 from lifeline_mesh.sync.attestation_set import AttestationSet
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import ReconSet
-from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
+from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems, tree_of
 
 __all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "Taken", "line_mark", "read_rows"]
 
@@ -117,6 +117,10 @@ async def read_rows(
     return (rows, ids) if rows.fits() else None
 
 
+def _tree_key(rows: ChangeItems) -> str:
+    return f"{rows.line}\0{rows.tree.hex()}"
+
+
 async def line_mark(store: Store) -> int | None:
     """The line's highest row number (None: empty, or not a SQLite line)."""
     if not isinstance(store, SqlLine):
@@ -136,21 +140,23 @@ class LiveRows:
         *,
         session: Callable[..., AbstractAsyncContextManager[RowsSession]],
         max_item_bytes: int,
-        tree: bytes = b"",
+        node_id: str | None = None,
     ) -> None:
         self.home = home
-        self.tree = tree  # names the tree of the rows we announce first (decision 0083)
+        self.node_id = node_id
+        self.tree = tree_of(node_id)  # names the tree of our own writes (decision 0083)
         self._session = session
         self._max_item_bytes = max_item_bytes
         self.held = HeldIds()  # entry ids recently announced or taken: an echo is free
-        # Of those, the ids taken over a Watch call: a second copy of them came over a
-        # link that is not on its tree (a copy of rows a session brought says nothing)
+        # Of those, the ids taken over a Watch call, per (line, tree): a second copy of
+        # them on the same tree came over a link that is not on that tree (a copy of rows
+        # a session brought, or of another tree, says nothing)
         self._took = HeldIds()
         # Per line, the rows last taken and the row numbers they were stored at:
         # announcing that change to our own watchers needs no read (nor to their sender).
         self._last_taken: dict[str, tuple[int, int, ChangeItems]] = {}
         self.taken = {"changes": 0, "entries": 0, "refused": 0, "held": 0}
-        self._taking: dict[str, set[str]] = {}  # per line, entry ids being admitted now
+        self._taking: dict[str, set[str]] = {}  # per (line, tree), ids being admitted now
 
     def taken_span(self, rows: ChangeItems) -> tuple[int, int] | None:
         """The rows (after, up to] at which ``rows``, just taken, were stored, when
@@ -168,7 +174,7 @@ class LiveRows:
             return None
         rows, ids = found
         self.held.add(line, ids)
-        return replace(rows, tree=self.tree)
+        return replace(rows, tree=self.tree if self._all_ours(rows) else b"")
 
     async def take(self, source: str, rows: ChangeItems) -> Taken:
         """Admit rows announced by ``source``, as a session we dialed would (the same sets
@@ -183,13 +189,14 @@ class LiveRows:
             ids = [item.id.hex() for item in entries]
             if not ids:
                 return Taken.STORED
-            if self._took.holds(line, ids) or self._being_taken(line, ids):
+            key = _tree_key(rows)
+            if rows.tree and (self._took.holds(key, ids) or self._being_taken(key, ids)):
                 self.taken["held"] += 1  # taken from another peer first
                 return Taken.HELD
             if self.held.holds(line, ids):
                 self.taken["held"] += 1
                 return Taken.OURS
-            taking = self._taking.setdefault(line, set())
+            taking = self._taking.setdefault(key, set())
             taking.update(ids)
             try:
                 authored = await self._admit(source, rows, entries)
@@ -200,10 +207,21 @@ class LiveRows:
             log.debug("rows of %s from %s not taken (syncing instead): %s", line, source, exc)
             return Taken.REFUSED
         self.held.add(line, [i for i in ids if i in authored])
-        self._took.add(line, [i for i in ids if i in authored])
+        if rows.tree:
+            self._took.add(key, [i for i in ids if i in authored])
         self.taken["changes"] += 1
         self.taken["entries"] += len(ids)
         return Taken.STORED
+
+    def _all_ours(self, rows: ChangeItems) -> bool:
+        """Whether every entry of ``rows`` was signed by this node as its author (rows
+        read from the line may be a session's, or several trees' taken together: those
+        belong to no tree and go to every watcher)."""
+        if self.node_id is None:
+            return False
+        authors = [decode(raw) for raw in rows.attestations]
+        mine = {a.subject for a in authors if a.role is Role.AUTHOR and a.node_id == self.node_id}
+        return len(mine) == len(rows.entries) == sum(a.role is Role.AUTHOR for a in authors)
 
     def _being_taken(self, line: str, ids: list[str]) -> bool:
         taking = self._taking.get(line, set())

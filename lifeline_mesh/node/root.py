@@ -52,7 +52,6 @@ from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import (
     ChangeItems,
     WatchService,
-    tree_of,
     watch_lines,
 )
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
@@ -110,7 +109,7 @@ class Node:
             home,
             session=self.session,
             max_item_bytes=self.limits.max_item_bytes,
-            tree=tree_of(self.identity.node_id if self.identity else None),
+            node_id=self.identity.node_id if self.identity else None,
         )
         # Changes of our shared lines, announced (with their rows) to the peers watching us
         self.changes = self._feed()
