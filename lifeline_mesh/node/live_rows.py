@@ -7,7 +7,9 @@ whose row numbers the line watcher saw appear, parents first, with the author at
 of those entries (and the enrollments of runners among their signers, as a session sends
 them). The taking side admits them through the same sets and checks as a session's items
 (:meth:`LiveRows.take`; the node decides first whom it takes rows from); :class:`HeldIds`
-is what both sides know to be stored here.
+is what both sides know to be stored here. Rows this node wrote are announced on its own
+tree of relays; rows taken a second time on the same tree say that their sender may leave
+this node out of it (:class:`Taken`, decision 0083).
 """
 
 from __future__ import annotations

@@ -15,7 +15,9 @@ docs/protocol.md, "Watch"). Each subscriber keeps the set of lines changed since
 looked, so a slow or stalled caller costs one small set, never a growing queue. A
 subscriber that takes items (decision 0046) also keeps the new rows of each changed line,
 read once per change for all of them, up to ``PENDING_ITEMS_MAX`` rows: past that, or after
-a change whose rows were not read, the line is announced without rows.
+a change whose rows were not read, the line is announced without rows. A subscriber that
+asked to be left out of a tree of relays (decision 0083) hears nothing of that tree's rows;
+the feed also carries this node's own prune and graft requests to the peers watching it.
 """
 
 from __future__ import annotations

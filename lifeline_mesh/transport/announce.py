@@ -12,7 +12,10 @@ A caller that asks for items (capability "watch-items", decision 0046) gets, wit
 change of a line, the line's new rows — author attestations, then entries, parents first —
 when the announcer had them at hand (:class:`ChangeItems`), and admits them as it would a
 session's items: a write reaches a watching peer without any session. A change announced
-without its rows (too many, or not read in time) makes the caller sync as before.
+without its rows (too many, or not read in time) makes the caller sync as before. Rows
+carry the tree of relays they travel on (``tree_of`` their origin); a caller's own
+announcements back to a peer may ask it to leave the caller out of some trees (``prune``)
+or to send it every tree again (``graft``): decision 0083.
 
 The caller is authenticated before anything else (``Authorizer.authenticate``): a call
 without a mesh certificate, or from a revoked node, is refused whether or not it names
