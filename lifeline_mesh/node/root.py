@@ -49,11 +49,7 @@ from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.transport.addresses import split_address
-from lifeline_mesh.transport.announce import (
-    ChangeItems,
-    WatchService,
-    watch_lines,
-)
+from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_lines
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.transport.errors import Refused

@@ -32,11 +32,19 @@ from pathlib import Path
 
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 
-__all__ = ["CHANGE_POLL_S", "PENDING_ITEMS_MAX", "ChangeFeed", "LineWatcher", "Subscription"]
+__all__ = [
+    "CHANGE_POLL_S",
+    "MAX_PRUNED_TREES",
+    "PENDING_ITEMS_MAX",
+    "ChangeFeed",
+    "LineWatcher",
+    "Subscription",
+]
 
 log = logging.getLogger(__name__)
 
 CHANGE_POLL_S = 0.2  # how soon an append made by another process is noticed
+MAX_PRUNED_TREES = 4096  # trees one watcher may ask to be left out of (one per origin)
 PENDING_ITEMS_MAX = 4 * MAX_CHANGE_ITEMS  # rows one subscriber keeps; beyond, plain changes
 # (line, after row, up to row) -> that line's new rows, or None when they cannot be read
 RowReader = Callable[[str, int, int], Awaitable[ChangeItems | None]]
@@ -269,7 +277,8 @@ class ChangeFeed:
         for sub in self._of(node):
             if graft:
                 sub.pruned.clear()
-            sub.pruned.update(trees)
+            # a tree per origin: far fewer than this; a peer asking more is not heard
+            sub.pruned.update(trees[: max(0, MAX_PRUNED_TREES - len(sub.pruned))])
         self.relays["pruned"] += len(trees)
 
     def prune(self, node: str, tree: bytes) -> bool:

@@ -4,7 +4,7 @@ ends. The feed's side, without a network: what each Watch call's subscriber is s
 
 from __future__ import annotations
 
-from lifeline_mesh.peering.changes import ChangeFeed
+from lifeline_mesh.peering.changes import MAX_PRUNED_TREES, ChangeFeed
 from lifeline_mesh.transport.announce import ChangeItems, tree_of
 
 LINE = "ledger"
@@ -83,3 +83,13 @@ def test_a_tree_is_named_by_its_origin() -> None:
     assert len(TREE_A) == 8 and TREE_A != TREE_B
     assert tree_of("node-a") == TREE_A
     assert tree_of(None) == b""
+
+
+def test_a_watcher_cannot_grow_its_pruned_trees_without_bound() -> None:
+    feed = ChangeFeed(lambda: [LINE])
+    with feed.subscribe(items=True, node="node-r") as rogue:
+        for n in range(3):
+            feed.pruned("node-r", [tree_of(f"made-up-{n}-{k}") for k in range(2000)])
+        assert len(rogue.pruned) == MAX_PRUNED_TREES
+        feed.pruned("node-r", [], graft=True)
+        assert rogue.pruned == set()
