@@ -7,11 +7,14 @@ whose row numbers the line watcher saw appear, parents first, with the author at
 of those entries (and the enrollments of runners among their signers, as a session sends
 them). The taking side admits them through the same sets and checks as a session's items
 (:meth:`LiveRows.take`; the node decides first whom it takes rows from); :class:`HeldIds`
-is what both sides know to be stored here.
+is what both sides know to be stored here. Rows this node wrote are announced on its own
+tree of relays; rows taken a second time on the same tree say that their sender may leave
+this node out of it (:class:`Taken`, decision 0083).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -22,18 +25,18 @@ from typing import TYPE_CHECKING, Protocol
 from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline.home import Home
 from lifeline_mesh.notary.attestation_set import AttestationSet
-from lifeline_mesh.notary.statement import Attestation, Role
+from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import ReconSet
-from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
+from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems, tree_of
 
 if TYPE_CHECKING:
     from lifeline_mesh.node.lines import NodeLine, NodeLines
 
-__all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "read_rows"]
+__all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "Taken", "read_rows"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +53,20 @@ class RowsSession(Protocol):
 
     @property
     def line(self) -> _Marked: ...
+
+
+class Taken(enum.Enum):
+    """What became of rows announced by a peer: stored here, held here already (taken
+    first from another peer's Watch call: decision 0083; or written or synced here:
+    ``OURS``), or refused (sync instead)."""
+
+    STORED = "stored"
+    HELD = "held"
+    OURS = "ours"
+    REFUSED = "refused"
+
+    def __bool__(self) -> bool:
+        return self is not Taken.REFUSED
 
 
 HELD_IDS_PER_LINE = 8192  # recent entry ids remembered per line (a few minutes of writes)
@@ -96,6 +113,10 @@ async def read_rows(
     return (rows, ids) if rows.fits() else None
 
 
+def _tree_key(rows: ChangeItems) -> str:
+    return f"{rows.line}\0{rows.tree.hex()}"
+
+
 class LiveRows:
     """A node's rows over the Watch calls: read once per change to announce, and taken from
     the peers it watches. ``session`` is the node's (``Node.session``: a session we dialed,
@@ -108,16 +129,24 @@ class LiveRows:
         lines: NodeLines,
         session: Callable[..., AbstractAsyncContextManager[RowsSession]],
         max_item_bytes: int,
+        node_id: str | None = None,
     ) -> None:
         self.home = home
         self._lines = lines  # the node's opener: its line files hold the rows announced
+        self.node_id = node_id
+        self.tree = tree_of(node_id)  # names the tree of our own writes (decision 0083)
         self._session = session
         self._max_item_bytes = max_item_bytes
         self.held = HeldIds()  # entry ids recently announced or taken: an echo is free
+        # Of those, the ids taken over a Watch call, per (line, tree): a second copy of
+        # them on the same tree came over a link that is not on that tree (a copy of rows
+        # a session brought, or of another tree, says nothing)
+        self._took = HeldIds()
         # Per line, the rows last taken and the row numbers they were stored at:
         # announcing that change to our own watchers needs no read (nor to their sender).
         self._last_taken: dict[str, tuple[int, int, ChangeItems]] = {}
-        self.taken = {"changes": 0, "entries": 0, "refused": 0}
+        self.taken = {"changes": 0, "entries": 0, "refused": 0, "held": 0}
+        self._taking: dict[str, set[str]] = {}  # per (line, tree), ids being admitted now
 
     def taken_span(self, rows: ChangeItems) -> tuple[int, int] | None:
         """The rows (after, up to] at which ``rows``, just taken, were stored, when
@@ -136,45 +165,83 @@ class LiveRows:
             return None
         rows, ids = found
         self.held.add(line, ids)
-        return rows
+        return replace(rows, tree=self.tree if self._all_ours(rows) else b"")
 
-    async def take(self, source: str, rows: ChangeItems) -> bool:
+    async def take(self, source: str, rows: ChangeItems) -> Taken:
         """Admit rows announced by ``source``, as a session we dialed would (the same sets
-        and checks). False when they cannot all be admitted here — a missing parent, a
-        refused signature, an item over the cap — and the caller should sync instead."""
+        and checks). REFUSED when they cannot all be admitted here — a missing parent, a
+        refused signature, an item over the cap — and the caller should sync instead;
+        HELD when every entry was taken from another peer's call, or is being; OURS when
+        every entry is held here otherwise (written here, or read to announce)."""
         line = rows.line
         try:
             codec = EntryCodec(self.home.limits())
             entries = [self._parse(codec, raw) for raw in rows.entries]
             ids = [item.id.hex() for item in entries]
+            if not ids:
+                return Taken.STORED
+            key = _tree_key(rows)
+            if rows.tree and (self._took.holds(key, ids) or self._being_taken(key, ids)):
+                self.taken["held"] += 1  # taken from another peer first
+                return Taken.HELD
             if self.held.holds(line, ids):
-                return True  # our own rows, or rows already taken from another peer
-            async with self._session(line, None, source) as session:
-                atts, _, entry_set = session.sets
-                signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
-                # An entry announced without its author's signature is not "held" for good:
-                # its signature, announced later, must reach the notary (decision 0048).
-                authored = {
-                    i.value.subject
-                    for i in signed
-                    if isinstance(i.value, Attestation) and i.value.role is Role.AUTHOR
-                }
-                if signed:
-                    await atts.admit(signed, [])
-                start = await session.line.mark()
-                admitted = await entry_set.admit(entries, rows.externals)
-                end = await session.line.mark()
-                self._last_taken.pop(line, None)
-                if start is not None and end is not None and end - start == admitted.added:
-                    self._last_taken[line] = (start, end, replace(rows, source=source))
+                self.taken["held"] += 1
+                return Taken.OURS
+            taking = self._taking.setdefault(key, set())
+            taking.update(ids)
+            try:
+                authored = await self._admit(source, rows, entries)
+            finally:
+                taking.difference_update(ids)
         except LifelineError as exc:
             self.taken["refused"] += 1
             log.debug("rows of %s from %s not taken (syncing instead): %s", line, source, exc)
-            return False
+            return Taken.REFUSED
         self.held.add(line, [i for i in ids if i in authored])
+        if rows.tree:
+            self._took.add(key, [i for i in ids if i in authored])
         self.taken["changes"] += 1
         self.taken["entries"] += len(ids)
-        return True
+        return Taken.STORED
+
+    def _all_ours(self, rows: ChangeItems) -> bool:
+        """Whether every entry of ``rows`` was signed by this node as its author (rows
+        read from the line may be a session's, or several trees' taken together: those
+        belong to no tree and go to every watcher)."""
+        if self.node_id is None:
+            return False
+        authors = [decode(raw) for raw in rows.attestations]
+        mine = {a.subject for a in authors if a.role is Role.AUTHOR and a.node_id == self.node_id}
+        return len(mine) == len(rows.entries) == sum(a.role is Role.AUTHOR for a in authors)
+
+    def _being_taken(self, line: str, ids: list[str]) -> bool:
+        taking = self._taking.get(line, set())
+        return bool(ids) and all(i in taking for i in ids)
+
+    async def _admit(self, source: str, rows: ChangeItems, entries: list[ParsedItem]) -> set[str]:
+        """Store ``rows`` in one session of ours; the ids of the entries stored with their
+        author's signature."""
+        line = rows.line
+        async with self._session(line, None, source) as session:
+            atts, _, entry_set = session.sets
+            signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
+            # An entry announced without its author's signature is not "held" for good:
+            # its signature, announced later, must reach the notary (decision 0048).
+            authored = {
+                i.value.subject
+                for i in signed
+                if isinstance(i.value, Attestation) and i.value.role is Role.AUTHOR
+            }
+            if signed:
+                await atts.admit(signed, [])
+            start = await session.line.mark()
+            admitted = await entry_set.admit(entries, rows.externals)
+            end = await session.line.mark()
+            self._last_taken.pop(line, None)
+            if start is not None and end is not None and end - start == admitted.added:
+                self._last_taken[line] = (start, end, replace(rows, source=source))
+        # held for good only when stored now (not held back: decision 0084)
+        return authored if admitted.added == len(entries) else set()
 
     def _parse(self, codec: ItemCodec, raw: bytes) -> ParsedItem:
         if len(raw) > self._max_item_bytes:

@@ -37,7 +37,7 @@ from lifeline_mesh.membership.service import add_membership
 from lifeline_mesh.node.backfill import deepen
 from lifeline_mesh.node.line_session import LineSession, SessionParts
 from lifeline_mesh.node.lines import node_lines
-from lifeline_mesh.node.live_rows import LiveRows
+from lifeline_mesh.node.live_rows import LiveRows, Taken
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
 from lifeline_mesh.node.shallow_serve import shallow_service
@@ -104,7 +104,11 @@ class Node:
         )
         # Rows read to announce and rows taken from the peers we watch (decision 0046)
         self.rows = LiveRows(
-            home, lines=self.lines, session=self.session, max_item_bytes=self.limits.max_item_bytes
+            home,
+            lines=self.lines,
+            session=self.session,
+            max_item_bytes=self.limits.max_item_bytes,
+            node_id=self.identity.node_id if self.identity else None,
         )
         # Changes of our shared lines, announced (with their rows) to the peers watching us
         self.changes = self._feed()
@@ -286,38 +290,55 @@ class Node:
     async def watch_peer(self, peer: PeerState) -> AsyncIterator[Heard]:
         """The Watch call to ``peer``: OPENED when it is accepted, then, for each change of
         a line shared here too whose rows were not taken, a change to sync for (DESIGN §8:
-        a node that only dials out stays live; decision 0046: rows taken need no session)."""
-        sends_rows = False
-        async for change in watch_lines(
-            str(peer.address),
-            [],  # every line the peer shares with us; ours are checked per announcement
-            credentials=self.security.channel_credentials,
-            options=self.security.channel_options,
-            items=True,
-            serves_port=self.watch_back.serves_port(peer),
-        ):
-            if change.initial and change.node_id and self._peering is not None:
-                self._peering.scheduler.learned(peer.key, change.node_id)
-            if change.initial:
-                sends_rows = change.sends_rows
-                yield Heard.OPENED
-                continue
-            lines = set(change.lines) & set(self.config().shared_lines)
-            rows = change.items
-            if rows is not None and rows.line in lines and await self.take_rows(peer, rows):
-                lines.discard(rows.line)
-            if lines:
-                # A peer that sends rows never dials us for its change: sync now.
-                yield Heard.UNTAKEN if sends_rows else Heard.CHANGED
+        a node that only dials out stays live; decision 0046: rows taken need no session).
+        When it ends, the peers watching us are asked for every tree's rows again: one
+        of them may have reached us only over this call (decision 0083)."""
+        sends_rows = opened = False
+        try:
+            async for change in watch_lines(
+                str(peer.address),
+                [],  # every line the peer shares with us; ours are checked per announcement
+                credentials=self.security.channel_credentials,
+                options=self.security.channel_options,
+                items=True,
+                serves_port=self.watch_back.serves_port(peer),
+            ):
+                if change.initial and change.node_id and self._peering is not None:
+                    self._peering.scheduler.learned(peer.key, change.node_id)
+                if change.initial:
+                    sends_rows, opened = change.sends_rows, True
+                    yield Heard.OPENED
+                    continue
+                if change.prune or change.graft:
+                    self.changes.pruned(self._node_at(peer), change.prune, change.graft)
+                lines = set(change.lines) & set(self.config().shared_lines)
+                rows = change.items
+                if rows is not None and rows.line in lines and await self.take_rows(peer, rows):
+                    lines.discard(rows.line)
+                if lines:
+                    # A peer that sends rows never dials us for its change: sync now.
+                    yield Heard.UNTAKEN if sends_rows else Heard.CHANGED
+        finally:
+            if opened:
+                self.changes.graft()
+
+    def _node_at(self, peer: PeerState) -> str:
+        """The node serving at ``peer``'s address as our sessions found it (its
+        certificate), else the address."""
+        address = str(peer.address)
+        return self.pins.known.get(address, address)
 
     async def take_rows(self, peer: PeerState, rows: ChangeItems) -> bool:
         """Admit the rows ``peer`` announced (``LiveRows.take``), when it is a lab node or
         the node our sessions found serving at its address, not revoked. False: sync with
-        ``peer`` instead."""
-        address = str(peer.address)
-        source = self.pins.known.get(address, address)
-        if not (self._may_take_from(peer) and await self.rows.take(source, rows)):
+        ``peer`` instead. Rows of a tree held already reached us first from another peer:
+        ``peer`` is asked to leave us out of that tree (decision 0083)."""
+        source = self._node_at(peer)
+        taken = await self.rows.take(source, rows) if self._may_take_from(peer) else None
+        if not taken:
             return False
+        if taken is Taken.HELD and rows.tree:
+            self.changes.prune(source, rows.tree)
         if self._peering is not None:
             self._peering.took_rows(peer.key, rows.line, self.rows.taken_span(rows))
         return True

@@ -26,6 +26,7 @@ __all__ = [
     "check_entry_times",
     "check_items",
     "check_timing",
+    "future_dated",
 ]
 
 MAX_ADMIT_ITEMS = 10_000  # per call; a sync batch of ~1 MiB holds far fewer
@@ -42,11 +43,15 @@ def check_items(
     skew_s: float = DEFAULT_SKEW_S,
     *,
     signatures: bool = True,
+    future: list[Attestation] | None = None,
 ) -> list[Attestation]:
     """Decode (unless already decoded) and verify every item, or raise for the first bad one.
 
     With ``signatures=False`` every rule but the ed25519 check itself is applied: for a
-    caller that verified the batch's signatures elsewhere (in a worker process).
+    caller that verified the batch's signatures elsewhere (in a worker process). With
+    ``future``, an item dated after this node's clock plus ``skew_s`` (its signer's clock
+    is ahead) is put there instead of failing the batch: it is held back, not stored, and
+    taken once it is within the tolerance (decision 0084).
     """
     if len(items) > MAX_ADMIT_ITEMS:
         raise EntryTooLarge(
@@ -61,6 +66,9 @@ def check_items(
             att.verify(signature=signatures)
             if signers is not None:
                 _check_signer(att, signers)
+            if att.sort_key > limit and future is not None:
+                future.append(att)
+                continue
             if att.sort_key > limit:
                 raise InvalidEntry(
                     f"{att.role.value} attestation by {att.node_id} is dated {att.ts}, after "
@@ -160,6 +168,11 @@ def _check_witnessed(
 
 def _gap(later: str, earlier: str) -> float:
     return (ts_micros(later) - ts_micros(earlier)) / 1e6
+
+
+def future_dated(ts: str, now: str, skew_s: float) -> bool:
+    """Whether ``ts`` is more than ``skew_s`` after ``now`` (both in stored form)."""
+    return ts > now and _gap(ts, now) > skew_s
 
 
 def _later_by(parent_ts: str, ts: str, skew_s: float) -> bool:

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from lifeline.entry import Entry
 from lifeline.store.port import AppendResult
-from lifeline_mesh.notary.admission import check_entry_times
+from lifeline_mesh.notary.admission import check_entry_times, future_dated
 from lifeline_mesh.notary.provenance import Intake, Outcome, SourceRow, split_refused
 
 __all__ = ["intake_rows", "signed_and_known", "take_entries"]
@@ -80,9 +80,11 @@ def take_entries(
     remembered: Mapping[str, str] | None,
     blocked: set[str],
     skew_s: float,
+    now: str | None = None,
 ) -> Intake:
-    """The batch split by the signature rule (``blocked``: the session's refused ids not
-    held, updated), the parent rule applied to what is kept (raises, as before)."""
+    """The batch split by the signature rule and, with ``now``, the future rule
+    (``blocked``: the session's refused ids not held, updated), the parent rule applied to
+    what is kept (raises, as before)."""
     signed, known = signed_and_known(conn, entries, remembered)
 
     def stored(ids: list[str]) -> set[str]:
@@ -94,7 +96,8 @@ def take_entries(
             )
         return out
 
-    intake = split_refused(entries, signed, blocked, stored)
+    future = None if now is None else (lambda ts: future_dated(ts, now, skew_s))
+    intake = split_refused(entries, signed, blocked, stored, future)
     check_entry_times(intake.kept, signed, known, skew_s)
     return intake
 

@@ -5,6 +5,7 @@ storage (SQLite, lifeline_mesh/notary/storage.py; PostgreSQL, pg_storage.py), wi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Generic, Self, TypeVar
 
@@ -21,6 +22,8 @@ from lifeline_mesh.notary.verifier import first_bad_signature
 __all__ = ["ATTESTATIONS_TABLE", "STATEMENTS_TABLE", "NotarySet", "table_of", "verify_batch"]
 
 ATTESTATIONS_TABLE = "attestations"  # first-wave kinds (author, witness, summary), enrolled
+log = logging.getLogger(__name__)
+
 STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
 
 
@@ -82,11 +85,15 @@ async def verify_batch(
     skew_s: float,
     table: str,
     held: Callable[[], Awaitable[list[Attestation]]],
+    source: str | None = None,
 ) -> list[Attestation]:
     """The batch decoded and checked; raises for the first bad item in batch order.
 
     ``held`` reads the ``enrolled`` statements the line holds: a runner proven by one of
-    them is known (decision 0024)."""
+    them is known (decision 0024). An item dated after ``now`` plus ``skew_s`` is left
+    out, not refused with the batch: its signer's clock is ahead, and it is taken by a
+    later session, once within the tolerance (decision 0084; its entry is held back too,
+    recorded with ``source``, the node that sent it)."""
     if len(items) > MAX_ADMIT_ITEMS:
         raise EntryTooLarge(
             f"{len(items)} attestations in one batch, over the cap of {MAX_ADMIT_ITEMS}; "
@@ -101,12 +108,25 @@ async def verify_batch(
         # order, with its reason, exactly as a check in-process would.
         check_items(items[: bad + 1], now, signers, skew_s)
         raise BadSignature(f"attestation {bad} of the batch refused: it does not verify")
+    future: list[Attestation] = []
     try:
-        atts = check_items(items, now, signers, skew_s, signatures=False)
+        atts = check_items(items, now, signers, skew_s, signatures=False, future=future)
     except UnknownSigner:
         if not await learn_held(held, signers):
             raise
-        atts = check_items(items, now, signers, skew_s, signatures=False)
+        future.clear()
+        atts = check_items(items, now, signers, skew_s, signatures=False, future=future)
+    if future:
+        log.info(
+            "held back %d attestations from %s dated after this node's clock (%s) plus the "
+            "%gs skew tolerance (first by %s at %s): its clock is ahead",
+            len(future),
+            source or "a peer",
+            now,
+            skew_s,
+            future[0].node_id,
+            future[0].ts,
+        )
     for n, att in enumerate(atts):
         if table_of(att.role) != table:
             raise InvalidEntry(

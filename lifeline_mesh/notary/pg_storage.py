@@ -27,7 +27,12 @@ from lifeline.store.pg_writes import (
 from lifeline.store.port import AppendResult
 from lifeline.store.postgres import PgStore
 from lifeline.store.summary import SetTotals
-from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
+from lifeline_mesh.notary.admission import (
+    StoredContext,
+    check_entry_times,
+    check_timing,
+    future_dated,
+)
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.entry_intake import intake_rows
 from lifeline_mesh.notary.intake import (
@@ -109,6 +114,7 @@ class PgNotaryStore(NotarySet[PgStore]):
             skew_s=self.skew_s,
             table=self.table,
             held=self.held_enrollments,
+            source=self.source,
         )
 
     async def commit(self, atts: Sequence[Attestation]) -> int:
@@ -167,7 +173,14 @@ class PgNotaryStore(NotarySet[PgStore]):
         held = set(await _entry_ts(conn, self._line, odd)) if odd else set()
         if self._blocked is None:
             self._blocked = set()
-        intake = split_refused(entries, dict(signed), self._blocked, lambda ids: held & set(ids))
+        now, skew = self._clock(), self.skew_s
+        intake = split_refused(
+            entries,
+            dict(signed),
+            self._blocked,
+            lambda ids: held & set(ids),
+            lambda ts: future_dated(ts, now, skew),
+        )
         known = await _entry_ts(conn, self._line, outside)
         known.update(own)
         check_entry_times(intake.kept, signed, known, self.skew_s)

@@ -9,7 +9,10 @@ rules keep a member from rewriting someone else's entry through the earliest-ts 
 * a copy stored with no author signature held is stored **provisionally**, recorded with
   the node that sent it (its attributable source);
 * when an author signature arrives for an entry held at a ts nobody signed, the entry
-  takes the earliest signed ts (**replaced**), and the unsigned copy's senders are named.
+  takes the earliest signed ts (**replaced**), and the unsigned copy's senders are named;
+* a copy dated after this node's clock plus the skew tolerance (its author's clock is
+  ahead) is **refused** the same way, alone: held back until a later session finds it
+  within the tolerance (decision 0084).
 
 Rows live in ``entry_sources`` (notary migration 8), local to the node: they say what this
 node received from whom, and ``lifeline-mesh verify`` reports them. Functions of a
@@ -31,6 +34,7 @@ from lifeline_mesh.notary.rules import Finding
 from lifeline_mesh.notary.statement import Attestation, Role
 
 __all__ = [
+    "FUTURE_DETAIL",
     "NOT_RECORDED",
     "Intake",
     "Outcome",
@@ -73,6 +77,10 @@ class Intake:
     unsigned: set[str] = field(default_factory=set)  # ids with no author signature held
 
 
+FUTURE_DETAIL = (
+    "dated after this node's clock plus the skew tolerance (its author's clock is ahead): "
+    "held back, taken once it is within the tolerance"
+)
 NOT_RECORDED = "(not recorded: held before senders were recorded, or written here)"
 
 
@@ -92,14 +100,20 @@ def split_refused(
     signed: dict[str, set[str]],
     blocked: set[str],
     stored: Callable[[list[str]], set[str]],
+    future: Callable[[str], bool] | None = None,
 ) -> Intake:
-    """Refuse each entry whose ts none of its held author signatures names, and each entry
+    """Refuse each entry whose ts none of its held author signatures names, each entry
+    dated in this node's future (``future(ts)``: after its clock plus the skew tolerance —
+    its author's clock is ahead; held back until it is not, decision 0084), and each entry
     whose parent was refused and is not held (in this batch or earlier in the session:
     ``blocked``, updated). ``signed`` maps an id to every author-signed ts held;
     ``stored(ids)`` says which of ``ids`` the line holds."""
     kept: list[Entry] = []
     intake = Intake(kept)
     for entry in entries:
+        if future is not None and future(entry.ts):
+            intake.refused.append((entry, FUTURE_DETAIL))
+            continue
         dated = signed.get(entry.id)
         if dated and entry.ts not in dated:
             intake.refused.append((entry, refusal_detail(entry, dated)))

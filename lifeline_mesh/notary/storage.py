@@ -218,6 +218,7 @@ class NotaryStore(NotarySet[SqlLine]):
             skew_s=self.skew_s,
             table=self.table,
             held=self.held_enrollments,
+            source=self.source,
         )
 
     async def held_enrollments(self) -> list[Attestation]:
@@ -305,7 +306,9 @@ class NotaryStore(NotarySet[SqlLine]):
         def tx(conn: sqlite3.Connection) -> AppendResult:
             if self._blocked is None:
                 self._blocked = set()
-            intake = take_entries(conn, entries, self._remembered, self._blocked, self.skew_s)
+            intake = take_entries(
+                conn, entries, self._remembered, self._blocked, self.skew_s, self._clock()
+            )
             result = store.append_in(conn, intake.kept, externals)
             record(conn, intake_rows(intake, result, self.source, self._clock()))
             return result

@@ -15,7 +15,9 @@ docs/protocol.md, "Watch"). Each subscriber keeps the set of lines changed since
 looked, so a slow or stalled caller costs one small set, never a growing queue. A
 subscriber that takes items (decision 0046) also keeps the new rows of each changed line,
 read once per change for all of them, up to ``PENDING_ITEMS_MAX`` rows: past that, or after
-a change whose rows were not read, the line is announced without rows.
+a change whose rows were not read, the line is announced without rows. A subscriber that
+asked to be left out of a tree of relays (decision 0083) hears nothing of that tree's rows;
+the feed also carries this node's own prune and graft requests to the peers watching it.
 """
 
 from __future__ import annotations
@@ -30,11 +32,19 @@ from pathlib import Path
 
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 
-__all__ = ["CHANGE_POLL_S", "PENDING_ITEMS_MAX", "ChangeFeed", "LineWatcher", "Subscription"]
+__all__ = [
+    "CHANGE_POLL_S",
+    "MAX_PRUNED_TREES",
+    "PENDING_ITEMS_MAX",
+    "ChangeFeed",
+    "LineWatcher",
+    "Subscription",
+]
 
 log = logging.getLogger(__name__)
 
 CHANGE_POLL_S = 0.2  # how soon an append made by another process is noticed
+MAX_PRUNED_TREES = 4096  # trees one watcher may ask to be left out of (one per origin)
 PENDING_ITEMS_MAX = 4 * MAX_CHANGE_ITEMS  # rows one subscriber keeps; beyond, plain changes
 # (line, after row, up to row) -> that line's new rows, or None when they cannot be read
 RowReader = Callable[[str, int, int], Awaitable[ChangeItems | None]]
@@ -166,10 +176,22 @@ class Subscription:
         self.items = items
         self._rows: dict[str, ChangeItems] = {}  # lines in _pending with all their rows
         self._taken: dict[str, ChangeItems] = {}
+        # Trees of relays this watcher takes from another peer (it asked: decision 0083)
+        self.pruned: set[bytes] = set()
+        self._prune: set[bytes] = set()  # asked of this watcher: leave us out of these
+        self._graft = False  # asked of this watcher: send us every tree again
+
+    def _skips(self, rows: ChangeItems | None) -> bool:
+        """Rows this watcher has or gets from another peer: those it sent us (no echo,
+        decision 0066) and those of a tree it left (decision 0083)."""
+        if rows is None:
+            return False
+        if rows.source is not None and rows.source == self.node:
+            return True
+        return bool(rows.tree) and rows.tree in self.pruned
 
     def _add(self, lines: Iterable[str], rows: ChangeItems | None = None) -> None:
-        if rows is not None and rows.source is not None and rows.source == self.node:
-            # Rows this watcher sent us: it holds them; no echo (decision 0066).
+        if rows is not None and self._skips(rows):
             lines = [line for line in lines if line != rows.line]
             if not lines:
                 return
@@ -188,6 +210,21 @@ class Subscription:
     def _close(self) -> None:
         self.closed = True
         self._event.set()
+
+    def _ask(self, prune: bytes | None = None) -> None:
+        """Ask this watcher to leave us out of tree ``prune`` (None: to send us every
+        tree again); the request goes with its next message."""
+        if prune is None:
+            self._prune.clear()
+            self._graft = True
+        else:
+            self._prune.add(prune)
+        self._event.set()
+
+    def take_control(self) -> tuple[tuple[bytes, ...], bool]:
+        out = tuple(sorted(self._prune)), self._graft
+        self._prune, self._graft = set(), False
+        return out
 
     async def next(self, timeout: float | None = None) -> set[str] | None:
         """The lines changed since the last call (empty after ``timeout`` seconds with no
@@ -225,9 +262,41 @@ class ChangeFeed:
         self._read_rows = rows  # reads a change's rows for the subscribers that take items
         self._reads: asyncio.Queue[tuple[str, int, int]] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
+        # Trees of relays (decision 0083): leaves asked of peers, and peers left out
+        self.relays = {"prunes asked": 0, "grafts asked": 0, "pruned": 0}
 
     def shared_lines(self) -> Sequence[str]:
         return self._shared_lines()
+
+    def _of(self, node: str) -> list[Subscription]:
+        return [sub for sub in self._subscribers if sub.node is not None and sub.node == node]
+
+    def pruned(self, node: str, trees: Sequence[bytes], graft: bool = False) -> None:
+        """Peer ``node`` asked (over our Watch call to it) to be sent every tree's rows again
+        (``graft``), then to be left out of ``trees``: it takes their rows from another."""
+        for sub in self._of(node):
+            if graft:
+                sub.pruned.clear()
+            # a tree per origin: far fewer than this; a peer asking more is not heard
+            sub.pruned.update(trees[: max(0, MAX_PRUNED_TREES - len(sub.pruned))])
+        self.relays["pruned"] += len(trees)
+
+    def prune(self, node: str, tree: bytes) -> bool:
+        """Ask peer ``node`` (over its Watch call to us) to leave us out of ``tree``: its
+        rows reached us from another peer first. False when it does not watch us."""
+        subs = self._of(node)
+        for sub in subs:
+            sub._ask(tree)
+        self.relays["prunes asked"] += bool(subs)
+        return bool(subs)
+
+    def graft(self) -> None:
+        """Ask every peer watching us to send us every tree's rows again (a call of ours
+        ended: a tree may reach us through it no more)."""
+        for sub in self._subscribers:
+            if sub.node is not None:
+                sub._ask(None)
+        self.relays["grafts asked"] += 1
 
     def publish(self, lines: Iterable[str], rows: ChangeItems | None = None) -> None:
         """``lines`` changed; ``rows``: the new rows of one of them, for the subscribers

@@ -159,8 +159,15 @@ class SyncScheduler:
         elif key is not None and ok and self.planner.up_again(key, self._clock()):
             self._back(key)
 
-    def _back(self, key: str) -> None:
-        log.info("%s is up again (it dialed us)", self.table.get(key).address)
+    def heard_from(self, key: str) -> None:
+        """Rows from peer ``key``'s Watch call were just taken: it is up, so a back-off
+        with it ends now and it is due (a node that only dials out has no other way to
+        learn that a peer it failed to reach during a partition is back)."""
+        if self.planner.up_again(key, self._clock()):
+            self._back(key, "its Watch call brought rows")
+
+    def _back(self, key: str, why: str = "it dialed us") -> None:
+        log.info("%s is up again (%s)", self.table.get(key).address, why)
         if self.on_back is not None:
             self.on_back(key)
         self._changed()

@@ -215,6 +215,7 @@ class Peering:
         count them as held by ``key`` (no session back to it for them)."""
         if span is not None:
             self.scheduler.took(key, line, span)
+        self.scheduler.heard_from(key)
         if self._watcher is not None:
             self._watcher.poke()
 

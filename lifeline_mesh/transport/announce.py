@@ -12,7 +12,10 @@ A caller that asks for items (capability "watch-items", decision 0046) gets, wit
 change of a line, the line's new rows — author attestations, then entries, parents first —
 when the announcer had them at hand (:class:`ChangeItems`), and admits them as it would a
 session's items: a write reaches a watching peer without any session. A change announced
-without its rows (too many, or not read in time) makes the caller sync as before.
+without its rows (too many, or not read in time) makes the caller sync as before. Rows
+carry the tree of relays they travel on (``tree_of`` their origin); a caller's own
+announcements back to a peer may ask it to leave the caller out of some trees (``prune``)
+or to send it every tree again (``graft``): decision 0083.
 
 The caller is authenticated before anything else (``Authorizer.authenticate``): a call
 without a mesh certificate, or from a revoked node, is refused whether or not it names
@@ -26,6 +29,7 @@ and lets the caller notice a dead peer (no message for ``WATCH_IDLE_S``) and dia
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
@@ -52,6 +56,7 @@ __all__ = [
     "ChangeItems",
     "LineChange",
     "WatchService",
+    "tree_of",
     "watch_lines",
 ]
 
@@ -66,6 +71,13 @@ MAX_CHANGE_ITEMS = 256
 MAX_CHANGE_BYTES = 1 << 20
 MAX_WATCH_LINES = 1024  # lines one Watch call may name
 _SETS = ("attestations", "entries")  # the sets an announcement's items belong to, in order
+TREE_BYTES = 8  # a tree of relays is named by this many bytes of sha256(its origin's id)
+
+
+def tree_of(node_id: str | None) -> bytes:
+    """The name of the tree of relays of the rows ``node_id`` announces first (decision
+    0083); empty without a node id (then its rows are relayed to every peer)."""
+    return hashlib.sha256(node_id.encode()).digest()[:TREE_BYTES] if node_id else b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +93,9 @@ class ChangeItems:
     # The node these rows were taken from, when they are exactly the rows it announced to
     # us (not sent on the wire): it is not sent them back (decision 0066).
     source: str | None = None
+    # The tree these rows travel on (decision 0083): 8 bytes naming the node that first
+    # announced them, kept by every relay; empty when unknown (an older peer, merged rows).
+    tree: bytes = b""
 
     @property
     def size(self) -> int:
@@ -93,6 +108,7 @@ class ChangeItems:
             self.attestations + later.attestations,
             self.entries + later.entries,
             tuple(dict.fromkeys(self.externals + later.externals)),
+            tree=self.tree if self.tree == later.tree else b"",
         )
 
     def fits(self) -> bool:
@@ -105,13 +121,16 @@ class LineChange:
     ``node_id``: on the initial one, the announcing node's id when it has one; ``items``:
     the new rows of one of the lines, when the caller asked for them; ``sends_rows``: on
     the initial one, the peer sends rows to the callers that ask, and so never dials them
-    for a change of its own)."""
+    for a change of its own; ``prune``/``graft``: the peer asks us to leave it out of
+    these trees of relays / to send it every tree again, decision 0083)."""
 
     lines: tuple[str, ...]
     initial: bool = False
     node_id: str | None = None
     items: ChangeItems | None = None
     sends_rows: bool = False
+    prune: tuple[bytes, ...] = ()
+    graft: bool = False
 
 
 class Subscription(Protocol):
@@ -119,6 +138,11 @@ class Subscription(Protocol):
 
     def take_items(self) -> dict[str, ChangeItems]:
         """The rows of the lines of the last ``next`` whose every change came with them."""
+        ...
+
+    def take_control(self) -> tuple[tuple[bytes, ...], bool]:
+        """What this node asks the caller about relays since the last call: the trees to
+        leave it out of, and whether to send it every tree again (decision 0083)."""
         ...
 
 
@@ -214,11 +238,12 @@ class WatchService:
                 while (changed := await sub.next(self._heartbeat)) is not None:
                     lines = await self._readable(peer, wanted, changed) if changed else []
                     rows = sub.take_items()
+                    prune, graft = sub.take_control()
                     plain = [line for line in sorted(lines) if line not in rows]
                     for line in sorted(set(lines) - set(plain)):
                         yield _with_items(rows[line])
-                    if plain or not changed:  # an announcement, or a heartbeat
-                        yield pb.LineChange(lines=plain)
+                    if plain or not changed or prune or graft:  # or a heartbeat
+                        yield pb.LineChange(lines=plain, prune=prune, graft=graft)
             finally:
                 if request.items:
                     self.item_callers.remove(peer)
@@ -269,6 +294,7 @@ def _with_items(change: ChangeItems) -> pb.LineChange:
         lines=[change.line],
         items_line=change.line,
         sets=list(_SETS),
+        tree=change.tree,
         items=[
             pb.Items(set=0, items=change.attestations),
             pb.Items(
@@ -292,7 +318,9 @@ def _items_of(msg: pb.LineChange) -> ChangeItems | None:
             return None
         by_set[batch.set] += batch.items
         externals += [(e.id, e.line) for e in batch.externals]
-    change = ChangeItems(msg.items_line, tuple(by_set[0]), tuple(by_set[1]), tuple(externals))
+    change = ChangeItems(
+        msg.items_line, tuple(by_set[0]), tuple(by_set[1]), tuple(externals), tree=msg.tree
+    )
     return change if change.fits() else None
 
 
@@ -324,11 +352,17 @@ async def watch_lines(
                     msg = await call.read()
                 if msg is grpc.aio.EOF:
                     return  # the peer is stopping: the caller dials again later
-                if msg.lines or msg.initial:
+                if msg.lines or msg.initial or msg.prune or msg.graft:
                     rows = _items_of(msg) if items else None
                     sends = items and msg.initial and tuple(msg.sets) == _SETS
                     yield LineChange(
-                        tuple(msg.lines), msg.initial, msg.node_id or None, rows, sends
+                        tuple(msg.lines),
+                        msg.initial,
+                        msg.node_id or None,
+                        rows,
+                        sends,
+                        tuple(msg.prune)[:MAX_WATCH_LINES],
+                        msg.graft,
                     )
         except grpc.aio.AioRpcError as exc:
             raise error_from_rpc(exc, target) from exc

@@ -156,20 +156,26 @@ class WatchRequest(_message.Message):
     def __init__(self, lines: _Optional[_Iterable[str]] = ..., items: _Optional[bool] = ..., serves_port: _Optional[int] = ...) -> None: ...
 
 class LineChange(_message.Message):
-    __slots__ = ("lines", "initial", "node_id", "items_line", "sets", "items")
+    __slots__ = ("lines", "initial", "node_id", "items_line", "sets", "items", "tree", "prune", "graft")
     LINES_FIELD_NUMBER: _ClassVar[int]
     INITIAL_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     ITEMS_LINE_FIELD_NUMBER: _ClassVar[int]
     SETS_FIELD_NUMBER: _ClassVar[int]
     ITEMS_FIELD_NUMBER: _ClassVar[int]
+    TREE_FIELD_NUMBER: _ClassVar[int]
+    PRUNE_FIELD_NUMBER: _ClassVar[int]
+    GRAFT_FIELD_NUMBER: _ClassVar[int]
     lines: _containers.RepeatedScalarFieldContainer[str]
     initial: bool
     node_id: str
     items_line: str
     sets: _containers.RepeatedScalarFieldContainer[str]
     items: _containers.RepeatedCompositeFieldContainer[Items]
-    def __init__(self, lines: _Optional[_Iterable[str]] = ..., initial: _Optional[bool] = ..., node_id: _Optional[str] = ..., items_line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., items: _Optional[_Iterable[_Union[Items, _Mapping]]] = ...) -> None: ...
+    tree: bytes
+    prune: _containers.RepeatedScalarFieldContainer[bytes]
+    graft: bool
+    def __init__(self, lines: _Optional[_Iterable[str]] = ..., initial: _Optional[bool] = ..., node_id: _Optional[str] = ..., items_line: _Optional[str] = ..., sets: _Optional[_Iterable[str]] = ..., items: _Optional[_Iterable[_Union[Items, _Mapping]]] = ..., tree: _Optional[bytes] = ..., prune: _Optional[_Iterable[bytes]] = ..., graft: _Optional[bool] = ...) -> None: ...
 
 class ShallowRequest(_message.Message):
     __slots__ = ("line",)

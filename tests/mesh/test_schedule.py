@@ -387,6 +387,31 @@ def test_a_session_it_dialed_ends_a_back_off_even_when_what_it_holds_is_unknown(
     assert scheduler.inbound == 0
 
 
+def test_rows_taken_from_a_peer_in_back_off_end_the_back_off() -> None:
+    """A runner that only dials out failed to reach the hub during a partition; once the
+    links are back, the hub's rows over the runner's Watch call show it is up: the runner
+    syncs now (its own writes travel only in its sessions) instead of at the end of a
+    back-off that had grown during the cut."""
+    now = [0.0]
+
+    async def never(peer: PeerState) -> None:
+        raise AssertionError("no session runs in this test")
+
+    scheduler = SyncScheduler(never, clock=lambda: now[0])
+    back: list[str] = []
+    scheduler.on_back = back.append
+    peer = scheduler.add_static(PeerAddress("10.0.0.1", 1))
+    for _ in range(6):
+        scheduler.planner.started(peer)
+        scheduler.planner.failed(peer, 0.0, 0.0, "deadline exceeded")
+    assert scheduler.planner.due(20.0) == []  # backing off for 16-32 s
+    now[0] = 20.0
+    scheduler.heard_from(peer.key)
+    assert peer.failures == 0 and back == [peer.key] and scheduler.planner.due(20.0) == [peer]
+    scheduler.heard_from(peer.key)  # not in back-off: nothing more
+    assert back == [peer.key]
+
+
 def test_a_change_during_a_session_that_carried_it_costs_no_second_session() -> None:
     planner = _planner()
     peer = planner.table.add_static(PeerAddress("10.0.0.1", 1))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -170,11 +171,11 @@ async def test_rows_read_on_one_node_are_taken_by_another(two_nodes: tuple[Node,
     # each entry with its author's signature, and one state statement by b for the new state
     assert _count(line_b, "attestations") == 3
     assert _count(line_b, "statements") == 1
-    assert b.rows.taken == {"changes": 1, "entries": 3, "refused": 0}
+    assert b.rows.taken == {"changes": 1, "entries": 3, "refused": 0, "held": 0}
     # the same rows again (a rebound from another peer): nothing to do, nothing signed
     assert await b.take_rows(_peer(), rows)
     assert _count(line_b, "statements") == 1
-    assert b.rows.taken["changes"] == 1
+    assert b.rows.taken["changes"] == 1 and b.rows.taken["held"] == 1
     # a later change: b's line watcher sees row 4 appear, and announcing it to b's own
     # watchers reuses the rows just taken instead of reading them back
     later = await _append_signed(a, "fourth")
@@ -182,7 +183,11 @@ async def test_rows_read_on_one_node_are_taken_by_another(two_nodes: tuple[Node,
     announced = await b.rows.read(LINE, 3, 4)  # the rows just taken, with their sender
     assert announced is not None and announced.entries is later.entries
     assert announced.source == str(_peer().address)
-    assert await b.rows.read(LINE, 3, 4) == later  # read from the line this time
+    assert announced.tree == later.tree == a.rows.tree  # a relay keeps a's tree (0083)
+    # read from the line this time: a's rows, not b's own writes, so on no tree (they go
+    # to every watcher); a's read of its own write named a's tree
+    assert await b.rows.read(LINE, 3, 4) == replace(later, tree=b"")
+    assert a.rows.tree and b.rows.tree != a.rows.tree
     # what a node read to announce counts as held: its own rows coming back are free
     assert a.rows.held.holds(LINE, [Entry.from_json(r, check=False).id for r in rows.entries])
 
