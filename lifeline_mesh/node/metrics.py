@@ -20,7 +20,7 @@ import logging
 import os
 import resource
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +31,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from lifeline.errors import ConfigError, LifelineError
+from lifeline_mesh.node.observer import OnSession, SyncPeer
 from lifeline_mesh.node.security import peer_node_id
 from lifeline_mesh.peering.table import PeerState
 from lifeline_mesh.sync.driver import SyncReport
@@ -44,8 +45,6 @@ __all__ = ["MetricsServer", "NodeMetrics", "Readiness", "metrics_beside", "readi
 
 log = logging.getLogger(__name__)
 
-SyncPeer = Callable[[PeerState], Awaitable[str]]
-OnSession = Callable[[PeerIdentity, str, SyncReport | None, str | None], None]
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 REQUEST_DEADLINE_S = 5.0  # a scraper that sends no request in this long is dropped
 MAX_REQUEST_BYTES = 8192

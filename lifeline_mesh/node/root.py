@@ -39,6 +39,7 @@ from lifeline_mesh.node.line_session import LineSession, SessionParts
 from lifeline_mesh.node.lines import node_lines
 from lifeline_mesh.node.live_rows import LiveRows, Taken
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
+from lifeline_mesh.node.observer import NodeObserver
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
 from lifeline_mesh.node.shallow_serve import shallow_service
 from lifeline_mesh.node.watch_back import WatchBack
@@ -58,7 +59,6 @@ from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.server import SyncServer
 
 if TYPE_CHECKING:  # a hub's (--store): imported when used, `serve` of line files never does
-    from lifeline_mesh.node.metrics import NodeMetrics
     from lifeline_mesh.sync.pg_snapshots import PgSnapshots
     from lifeline_mesh.sync.snapshot_cache import SnapshotCache
 
@@ -118,7 +118,7 @@ class Node:
         # the channels we dial there: what we send goes to that node or nowhere.
         self.pins = PeerPins(home)
         self.refused_rows: set[tuple[str, str, str]] = set()  # members rows logged once
-        self.metrics: NodeMetrics | None = None  # serve --metrics-listen (node/metrics.py)
+        self.metrics: NodeObserver | None = None  # serve --metrics-listen (node/metrics.py)
         self.watch_back = WatchBack(lambda: self._peering)  # links watched both ways
         self.openings = PeerOpenings()  # what each peer's hello said it reads
 

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Hashable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from lifeline.errors import RemoteProtocolError
 from lifeline.store.tiers import SqlLine
@@ -46,7 +47,11 @@ from lifeline_mesh.transport.shallow_rpc import (
 )
 
 if TYPE_CHECKING:
-    from lifeline_mesh.node.root import Node
+    from lifeline_mesh.home.node_home import NodeHome
+    from lifeline_mesh.node.line_session import LineSession
+    from lifeline_mesh.node.lines import NodeLines
+    from lifeline_mesh.node.security import TransportSecurity
+    from lifeline_mesh.recon.session import SessionLimits
 
 __all__ = [
     "MAX_PUSH_ITEMS",
@@ -165,7 +170,32 @@ async def admit_push(
     return added, added_atts
 
 
-def shallow_service(node: Node) -> ShallowService:
+class ServingNode(Protocol):
+    """What the ``Shallow`` and ``Push`` calls ask of a node
+    (:class:`~lifeline_mesh.node.root.Node`; a protocol, so the two do not import each
+    other)."""
+
+    @property
+    def identity(self) -> NodeIdentity | None: ...
+    @property
+    def home(self) -> NodeHome: ...
+    @property
+    def lines(self) -> NodeLines: ...
+    @property
+    def limits(self) -> SessionLimits: ...
+    @property
+    def security(self) -> TransportSecurity: ...
+
+    def clock(self) -> str: ...
+
+    def is_shared(self, line: str) -> bool: ...
+
+    def session(
+        self, line: str, peer: SessionPeer | None = None, source: str | None = None
+    ) -> AbstractAsyncContextManager[LineSession]: ...
+
+
+def shallow_service(node: ServingNode) -> ShallowService:
     """The ``Shallow`` and ``Push`` calls of ``node``'s sync port."""
 
     # Each line's last parts, by the line's version: CI jobs started together take one
