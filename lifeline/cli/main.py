@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
+import gc
 import importlib
 import os
 import sys
@@ -21,7 +22,7 @@ from lifeline.cli.common import global_options
 from lifeline.cli.logformat import configure_logging
 from lifeline.errors import LifelineError
 
-__all__ = ["build_parser", "main", "make_parser", "run"]
+__all__ = ["build_parser", "exit_process", "main", "make_parser", "run"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
 COMMAND_MODULES = [
@@ -221,7 +222,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     parser = build_parser(argv)
     args = parser.parse_args(argv)
-    sys.exit(run(args, prog="lifeline"))
+    exit_process(run(args, prog="lifeline"))
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the command's process with ``code``, skipping the interpreter's last pass of the
+    cycle collector over everything the command built: a bundle of a 5,000-turn session
+    leaves ~40,000 items behind, and walking them at exit took 0.5–0.7 s of a 1.6 s
+    process (decision 0086). Frozen objects are simply left to the operating system, as
+    everything else at exit; each store was already closed by its command."""
+    gc.freeze()
+    sys.exit(code)
 
 
 def _run_command(args: argparse.Namespace) -> int:

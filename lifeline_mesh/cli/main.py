@@ -11,7 +11,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from lifeline.cli.main import command_word, make_parser, run, store_details
+from lifeline.cli.main import command_word, exit_process, make_parser, run, store_details
 from lifeline_mesh import __version__
 
 __all__ = ["COMMANDS", "COMMAND_MODULES", "build_parser", "main"]
@@ -75,4 +75,4 @@ def _version_details() -> list[str]:
 def main(argv: Sequence[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
-    sys.exit(run(args, prog="lifeline-mesh"))
+    exit_process(run(args, prog="lifeline-mesh"))
