@@ -1,5 +1,5 @@
-"""A connection attempt that gets no answer fails within seconds, named as the unreachable
-peer it is (decision 0085).
+"""Link liveness (decision 0085): a dial that gets no answer fails within seconds, named as
+the unreachable peer it is; our keepalive pings pass a server with gRPC's default policy.
 
 A real listening socket whose accept queue is full: Linux then drops further SYNs without
 a word, as a partitioned link does, so a dial sees nothing but its own SYN retries. The
@@ -15,12 +15,14 @@ import contextlib
 import socket
 import time
 from collections.abc import Iterator
+from typing import Any
 
+import grpc
 import pytest
 
 from lifeline.errors import PeerError
-from lifeline_mesh.transport.announce import watch_lines
-from lifeline_mesh.transport.channels import CONNECT_TIMEOUT_S
+from lifeline_mesh.transport.announce import WATCH_HEARTBEAT_S, watch_lines
+from lifeline_mesh.transport.channels import CONNECT_TIMEOUT_S, KEEPALIVE_S, open_channel
 
 
 @pytest.fixture
@@ -60,3 +62,50 @@ async def test_a_dial_that_gets_no_answer_fails_within_the_connect_timeout(
     message = str(caught.value)
     assert f"peer {target} is unreachable" in message
     assert "trust" not in message
+
+
+async def _stream_through_pings(server_options: list[tuple[str, Any]], ping_ms: int) -> int:
+    """Messages a quiet stream (one every ``BEAT_S``) delivered to a caller pinging every
+    ``ping_ms`` before it ended (all of them when the server never sent GOAWAY)."""
+
+    async def beats(request: bytes, context: grpc.aio.ServicerContext[Any, Any]) -> Any:
+        for _ in range(BEATS):
+            await asyncio.sleep(BEAT_S)
+            yield b"beat"
+
+    server = grpc.aio.server(options=server_options)
+    handler = grpc.unary_stream_rpc_method_handler(beats)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("t.Beat", {"Beat": handler}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    got = 0
+    try:
+        options = [("grpc.keepalive_time_ms", ping_ms)]
+        async with open_channel(f"127.0.0.1:{port}", None, options) as channel:
+            call = channel.unary_stream("/t.Beat/Beat")(b"")
+            with contextlib.suppress(grpc.aio.AioRpcError):
+                async for _ in call:
+                    got += 1
+    finally:
+        await server.stop(0)
+    return got
+
+
+BEAT_S = 5.0
+BEATS = 3
+
+
+@pytest.mark.slow  # three 5 s heartbeats, twice
+async def test_our_pings_pass_a_server_with_grpcs_default_ping_policy() -> None:
+    """Scaled down 4:1 (a heartbeat every 5 s, pings as often against it as ours every
+    10 s against 20 s heartbeats) against a server that takes pings as gRPC's default
+    does (none more often than every 5 minutes while it sends nothing, 2 strikes): the
+    call lives, since each message the server sends resets the strikes. Pinging every
+    second (gRPC's floor for a client) ends it with GOAWAY: the policy is in force."""
+    default_policy = [("grpc.http2.min_recv_ping_interval_without_data_ms", 300_000)]
+    ratio = WATCH_HEARTBEAT_S / KEEPALIVE_S
+    assert ratio <= 2, "more than 2 pings between heartbeats: a default peer says GOAWAY"
+    assert await _stream_through_pings(default_policy, int(BEAT_S * 1000 / ratio)) == BEATS
+    assert await _stream_through_pings(default_policy, 1000) < BEATS
