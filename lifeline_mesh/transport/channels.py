@@ -23,18 +23,66 @@ from lifeline_mesh.transport.errors import error_from_rpc
 from lifeline_mesh.wire.codec import decode_bytes, encode_bytes
 
 __all__ = [
+    "CONNECT_TIMEOUT_S",
     "HANDSHAKE_TIMEOUT_S",
+    "KEEPALIVE_S",
+    "KEEPALIVE_TIMEOUT_S",
     "METHOD",
     "ClientChannel",
     "ServerChannel",
     "grpc_options",
+    "liveness_options",
     "open_channel",
+    "server_ping_options",
 ]
 
 METHOD = "/lifeline_mesh.v1.Mesh/Sync"
 # A connection to any of our servers must finish its TLS handshake within this (gRPC's
 # default is 120 s): a caller that stalls it holds a socket, no more, and not for long.
 HANDSHAKE_TIMEOUT_S = 10.0
+
+# Link liveness (decision 0085). A call whose link went dead without a FIN (a partition, a
+# laptop's Wi-Fi gone) is noticed by an HTTP/2 ping every KEEPALIVE_S that is not answered
+# within KEEPALIVE_TIMEOUT_S (so within 15 s of the last packet), not after TCP's
+# retransmission back-off (~13 s after a 20 s cut) or the Watch call's 60 s of silence.
+# A ping every 10 s is at most 2 between two Watch heartbeats (20 s), which is what a peer
+# with gRPC's default ping policy tolerates (2 strikes, reset by each message it sends);
+# our servers accept one every KEEPALIVE_S / 2 (``server_ping_options``).
+KEEPALIVE_S = 10.0
+KEEPALIVE_TIMEOUT_S = 5.0
+# One connection attempt (TCP connect and TLS handshake) may take this long, not gRPC's
+# 20 s: through a partition a SYN is retried after 1, 3, 7, 15 s, so a 20 s attempt that
+# started before the links came back sits out up to 8 s of a healed link. A short attempt
+# fails instead, and the caller dials again (the Watch calls within ``WATCH_BACKOFF``).
+CONNECT_TIMEOUT_S = 3.0
+
+
+def liveness_options() -> list[tuple[str, Any]]:
+    """The client side of link liveness, for every channel :func:`open_channel` opens."""
+    return [
+        ("grpc.keepalive_time_ms", int(KEEPALIVE_S * 1000)),
+        ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT_S * 1000)),
+        # Pings only while a call is open (a channel lives for its calls anyway), and with
+        # no limit on pings between our own data frames: a Watch caller sends none after
+        # its request, and gRPC's default (2) would stop the pings on exactly that call.
+        ("grpc.keepalive_permit_without_calls", 0),
+        ("grpc.http2.max_pings_without_data", 0),
+        # gRPC names the shortest connection attempt "min_reconnect_backoff" (its
+        # MIN_CONNECT_TIMEOUT); a channel's own redials stay within our Watch back-off.
+        ("grpc.min_reconnect_backoff_ms", int(CONNECT_TIMEOUT_S * 1000)),
+        ("grpc.initial_reconnect_backoff_ms", 1000),
+        ("grpc.max_reconnect_backoff_ms", int(CONNECT_TIMEOUT_S * 1000)),
+    ]
+
+
+def server_ping_options() -> list[tuple[str, Any]]:
+    """The server side: accept the callers' keepalive pings instead of ending their calls
+    with GOAWAY "too_many_pings" (gRPC's default expects at most one every 5 minutes
+    while the server sends no data, and a Watch call is quiet for 20 s at a time)."""
+    return [
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", int(KEEPALIVE_S * 1000 / 2)),
+        ("grpc.keepalive_permit_without_calls", 1),  # a ping racing a call's end is fine
+    ]
 
 
 def grpc_options(max_frame_bytes: int) -> list[tuple[str, Any]]:
@@ -52,11 +100,15 @@ def open_channel(
     options: Sequence[tuple[str, Any]] = (),
 ) -> grpc.aio.Channel:
     """A channel to ``target`` (``HOST:PORT``): TLS with ``credentials``; without them
-    plain text, refused (ConfigError) unless ``target`` is a loopback address."""
+    plain text, refused (ConfigError) unless ``target`` is a loopback address. Every
+    channel notices a dead link and fails a stalled connection attempt within seconds
+    (:func:`liveness_options`; ``options`` of the same name win)."""
     require_loopback(target, tls=credentials is not None, what="peer address")
+    names = {name for name, _ in options}
+    merged = [*options, *(o for o in liveness_options() if o[0] not in names)]
     if credentials is None:
-        return grpc.aio.insecure_channel(target, options=list(options))
-    return grpc.aio.secure_channel(target, credentials, options=list(options))
+        return grpc.aio.insecure_channel(target, options=merged)
+    return grpc.aio.secure_channel(target, credentials, options=merged)
 
 
 class ServerChannel:

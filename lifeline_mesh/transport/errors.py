@@ -44,6 +44,9 @@ STATUS_TABLE: tuple[tuple[type[LifelineError], grpc.StatusCode], ...] = (
 )
 
 _HANDSHAKE = ("handshake", "ssl", "certificate", "tls", "alert", "socket closed", "verification")
+# What gRPC says when no TCP connection came up (the attempt's deadline passed, or nothing
+# listens): the peer is unreachable, whatever the "handshaker" in the words suggests.
+_NO_CONNECTION = ("tcp handshaker shutdown", "failed to connect to remote host")
 _PEER = {
     grpc.StatusCode.CANCELLED,
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -96,7 +99,11 @@ def error_from_rpc(
         return NotAuthenticated(f"peer {target} refused us as not authenticated: {detail}")
     if code is grpc.StatusCode.PERMISSION_DENIED:
         return PermissionDenied(f"peer {target} refused us: {detail}")
-    if code is grpc.StatusCode.UNAVAILABLE and any(h in detail.lower() for h in _HANDSHAKE):
+    if (
+        code is grpc.StatusCode.UNAVAILABLE
+        and any(h in detail.lower() for h in _HANDSHAKE)
+        and not any(n in detail.lower() for n in _NO_CONNECTION)
+    ):
         return NotAuthenticated(
             f"refused: {target} and this node do not trust each other (TLS handshake failed: "
             f"{_reason(detail)}) — not a member of this mesh, a certificate of another mesh, "

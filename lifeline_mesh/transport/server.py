@@ -43,6 +43,7 @@ from lifeline_mesh.transport.channels import (
     METHOD,
     ServerChannel,
     grpc_options,
+    server_ping_options,
 )
 from lifeline_mesh.transport.errors import Refused, status_for
 from lifeline_mesh.transport.refusals import FailureRing, QuietLog, cut, peer_host, quote
@@ -131,6 +132,7 @@ class SyncServer:
         options = [
             *grpc_options(self.limits.max_frame_bytes),
             ("grpc.server_handshake_timeout_ms", int(HANDSHAKE_TIMEOUT_S * 1000)),
+            *server_ping_options(),  # the callers' keepalive pings (decision 0085)
             ("grpc.so_reuseport", 0),  # a port one node serves is not shared with another
         ]
         server = grpc.aio.server(options=options)
