@@ -19,7 +19,7 @@ once (threads): each works on its own copy and keeps it only if it is newer.
 from __future__ import annotations
 
 import threading
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -32,43 +32,52 @@ Row = tuple[bytes, bytes, bytes]  # (id, role, ts) as the tables hold them
 
 @dataclass(slots=True)
 class InForce:
-    """Per role, the items' (ts, id) keys sorted as the database sorts bytea, and where each
-    item is filed."""
+    """Per role, the items' (ts, id) keys sorted as the database sorts bytea, their ids as
+    text in the same order, and where each item is filed."""
 
     keys: dict[bytes, list[tuple[bytes, bytes]]] = field(default_factory=dict)
+    texts: dict[bytes, list[str]] = field(default_factory=dict)
     filed: dict[bytes, tuple[bytes, bytes, bytes]] = field(default_factory=dict)  # id: role, ts
 
     @classmethod
     def of(cls, rows: Iterable[Row]) -> InForce:
         """From every item of the roles in force (any order)."""
-        made = cls({role: [] for role in IN_FORCE_ROLES})
+        keys: dict[bytes, list[tuple[bytes, bytes]]] = {role: [] for role in IN_FORCE_ROLES}
+        filed = {}
         for i, role, ts in rows:
-            if role in made.keys:
-                made.keys[role].append((ts, i))
-                made.filed[i] = (role, ts, i)
-        for keys in made.keys.values():
-            keys.sort()
-        return made
+            if role in keys:
+                keys[role].append((ts, i))
+                filed[i] = (role, ts, i)
+        for ordered in keys.values():
+            ordered.sort()
+        texts = {role: [i.decode() for _ts, i in ordered] for role, ordered in keys.items()}
+        return cls(keys, texts, filed)
 
     def moved(self, rows: Iterable[Row]) -> InForce:
         """A copy with the items of ``rows`` (stored or given a role since) filed anew."""
         rows = list(rows)
         if not rows:
             return self
-        out = InForce({r: list(k) for r, k in self.keys.items()}, dict(self.filed))
+        out = InForce(
+            {r: list(k) for r, k in self.keys.items()},
+            {r: list(t) for r, t in self.texts.items()},
+            dict(self.filed),
+        )
         for i, role, ts in rows:
             was = out.filed.pop(i, None)
             if was is not None:
-                keys = out.keys[was[0]]
-                del keys[bisect_left(keys, (was[1], was[2]))]
+                at = bisect_left(out.keys[was[0]], (was[1], was[2]))
+                del out.keys[was[0]][at], out.texts[was[0]][at]
             if role in out.keys:
-                insort(out.keys[role], (ts, i))
+                at = bisect_left(out.keys[role], (ts, i))
+                out.keys[role].insert(at, (ts, i))
+                out.texts[role].insert(at, i.decode())
                 out.filed[i] = (role, ts, i)
         return out
 
     def ids(self, role: bytes) -> list[str]:
-        """The ids of ``role`` in order (entry ids: hex)."""
-        return [i.decode() for _ts, i in self.keys.get(role, ())]
+        """The ids of ``role`` in order (entry ids: hex), a list of the caller's."""
+        return list(self.texts.get(role, ()))
 
 
 @dataclass(frozen=True, slots=True)
