@@ -80,8 +80,8 @@ class MemoryStore:
     async def children(self, entry_id: str) -> list[str]:
         return sorted(self._children.get(entry_id, ()))
 
-    async def tips(self) -> list[str]:
-        return sorted(i for i in self._entries if not self._children.get(i))
+    async def tips(self, limit: int | None = None) -> list[str]:
+        return sorted(i for i in self._entries if not self._children.get(i))[:limit]
 
     async def count(self) -> int:
         return len(self._entries)

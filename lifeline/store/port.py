@@ -81,8 +81,9 @@ class Store(Protocol):
         """Ids of the stored entries that name ``entry_id`` as a parent, sorted."""
         ...
 
-    async def tips(self) -> list[str]:
-        """Ids of the entries that no stored entry names as a parent, sorted."""
+    async def tips(self, limit: int | None = None) -> list[str]:
+        """Ids of the entries that no stored entry names as a parent, sorted; with
+        ``limit``, only the first ``limit`` of them."""
         ...
 
     async def count(self) -> int: ...

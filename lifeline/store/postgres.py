@@ -352,8 +352,10 @@ class PgStore:
         )
         return [bytes(r[0]).hex() for r in rows]
 
-    async def tips(self) -> list[str]:
-        rows = await self._fetch("SELECT id FROM tips WHERE line_id = $1 ORDER BY id")
+    async def tips(self, limit: int | None = None) -> list[str]:
+        rows = await self._fetch(
+            "SELECT id FROM tips WHERE line_id = $1 ORDER BY id LIMIT $2", limit
+        )
         return [bytes(r[0]).hex() for r in rows]
 
     async def count(self) -> int:

@@ -437,9 +437,11 @@ class SqliteStore:
         )
         return [r[0] for r in rows]
 
-    async def tips(self) -> list[str]:
+    async def tips(self, limit: int | None = None) -> list[str]:
         rows = await self.run_read(
-            lambda conn: conn.execute("SELECT id FROM tips ORDER BY id").fetchall()
+            lambda conn: conn.execute(
+                "SELECT id FROM tips ORDER BY id LIMIT ?", (-1 if limit is None else limit,)
+            ).fetchall()
         )
         return [r[0] for r in rows]
 

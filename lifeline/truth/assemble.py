@@ -16,9 +16,10 @@ from lifeline.truth.pieces import Section, inline, short
 from lifeline.truth.sections import Inputs, PieceMemo, Render, build_sections
 from lifeline.wording import count
 
-__all__ = ["Context", "assemble", "needed_ids", "recent_ids"]
+__all__ = ["TIPS_SHOWN", "Context", "assemble", "needed_ids", "recent_ids"]
 
 MARKER_IDS = 40  # bad ids listed by name in the integrity warning
+TIPS_SHOWN = 4  # tips named in the footer; "…" says there are more
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +107,8 @@ def _header(inp: Inputs, line: str) -> str:
 def _footer(inp: Inputs, tips: list[str]) -> str:
     s = inp.state
     who = ", ".join(f"{inline(k)} ({v})" for k, v in sorted(s.contributors.items()))
-    tip_text = " ".join(f"`{short(t)}`" for t in tips[:4]) + (" …" if len(tips) > 4 else "")
+    tip_text = " ".join(f"`{short(t)}`" for t in tips[:TIPS_SHOWN])
+    tip_text += " …" if len(tips) > TIPS_SHOWN else ""
     return (
         f"---\n{count(s.count, 'entry', 'entries')} · head `{s.head}` · tips {tip_text or '-'}\n"
         f"contributors: {who or '-'}\n"
@@ -123,7 +125,8 @@ def assemble(
     pieces: PieceMemo | None = None,
 ) -> Context:
     """Render the context for ``inp`` within ``budget``; tracked items already rendered
-    for the same line are taken from ``pieces`` (and new ones kept there)."""
+    for the same line are taken from ``pieces`` (and new ones kept there). ``tips``: the
+    line's first tips, at least ``TIPS_SHOWN + 1`` of them when there are more."""
     how = Render(budget.item_cap_chars, pieces)
     sections = build_sections(inp, recent_ids(inp), query, how)
     for section in sections:

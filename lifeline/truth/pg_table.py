@@ -109,7 +109,27 @@ PG_TRUTH: Migrations = {
                 "CREATE TRIGGER truth_on_update AFTER UPDATE OR DELETE ON entries"
                 " FOR EACH ROW EXECUTE FUNCTION truth_entry_changed()",
             ],
-        )
+        ),
+        (
+            2,
+            [
+                # When an item was stored or last given a role: a mark from one sequence,
+                # taken by the database on every write of the row (so a writer of any
+                # version takes it; folds hold the line's lock, so marks grow in commit
+                # order). A reader that kept what is in force reads only the items marked
+                # past the highest mark it saw (lifeline/truth/pg_view.py, decision 0087).
+                "CREATE SEQUENCE truth_touch",
+                "ALTER TABLE truth_items ADD COLUMN touched bigint NOT NULL DEFAULT 0",
+                "CREATE INDEX truth_items_touched ON truth_items (line_id, touched)",
+                """CREATE FUNCTION truth_item_touched() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    NEW.touched := nextval('truth_touch');
+                    RETURN NEW;
+                END $$""",
+                "CREATE TRIGGER truth_items_touch BEFORE INSERT OR UPDATE ON truth_items"
+                " FOR EACH ROW EXECUTE FUNCTION truth_item_touched()",
+            ],
+        ),
     ]
 }
 
@@ -334,6 +354,8 @@ async def catch_up(conn: Conn, line_id: int) -> None:
     if found is not None and found[0] == top and found[1].count == total:
         return
     if found is None or found[0] > top or found[1].count > total:
+        # folded again from the first row: a new generation (what readers kept is void)
+        await _next_generation(conn, line_id)
         for table in (*TABLES, "truth_core"):
             await conn.execute(f"DELETE FROM {table} WHERE line_id = $1", line_id)
         last, core, ended, again = 0, State(), [], True
@@ -376,12 +398,15 @@ async def rebuild(conn: Conn, line_id: int) -> None:
     """Fold every row of the line into the tables again (a new generation), inside a
     transaction; e.g. after ``verify`` found a row that lies."""
     await lock_line(conn, line_id)
+    await conn.execute("DELETE FROM truth_core WHERE line_id = $1", line_id)
+    # what a line's memo kept from the tables is read again (its change token moves)
+    await conn.execute("UPDATE lines SET version = version + 1 WHERE line_id = $1", line_id)
+    await catch_up(conn, line_id)  # from the first row: a new generation
+
+
+async def _next_generation(conn: Conn, line_id: int) -> None:
     await conn.execute(
         "INSERT INTO truth_generation VALUES ($1, 1) ON CONFLICT (line_id)"
         " DO UPDATE SET n = truth_generation.n + 1",
         line_id,
     )
-    await conn.execute("DELETE FROM truth_core WHERE line_id = $1", line_id)
-    # what a line's memo kept from the tables is read again (its change token moves)
-    await conn.execute("UPDATE lines SET version = version + 1 WHERE line_id = $1", line_id)
-    await catch_up(conn, line_id)

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, TypeVar
 
 from lifeline.errors import StoreError
+from lifeline.truth.order_memo import IN_FORCE_ROLES, InForce, Read
 from lifeline.truth.pg_table import (
     PgTruthLine,
     b,
@@ -62,13 +63,12 @@ async def superseded(conn: Conn, line: int) -> dict[str, str]:
 
 
 async def _items(
-    conn: Conn, line: int, ids: Iterable[str], known: ItemMemo | None
+    conn: Conn, line: int, ids: Iterable[str], known: ItemMemo | None, gen: int | None
 ) -> dict[str, Item]:
     if known is not None:
-        gen = await generation(conn, line)
         out, missing = known.kept(gen, ids)
     else:
-        gen, out, missing = None, {}, set(ids)
+        out, missing = {}, set(ids)
     fresh: dict[str, Item] = {}
     if missing:
         for i, kind, ts, summary, why, thread in await conn.fetch(
@@ -88,12 +88,33 @@ async def _ids(conn: Conn, sql: str, *args: object) -> list[str]:
     return texts(await conn.fetch(sql, *args))
 
 
-# The decisions in force and the open items, each in order: one row of ids per role (item
-# ids are entry ids, hex: plain text).
-_IN_FORCE = (
-    "SELECT role, string_agg(convert_from(id, 'UTF8'), ' ' ORDER BY ts, id) FROM truth_items"
-    " WHERE line_id = $1 AND role IN ('d'::bytea, 'o'::bytea) GROUP BY role"
-)
+# The decisions in force and the open items (sorted here: see InForce), and the highest
+# mark of any item; then only the items touched since (decision 0087).
+_IN_FORCE = "SELECT id, role, ts FROM truth_items WHERE line_id = $1 AND role = ANY($2::bytea[])"
+_TOUCHED = "SELECT max(touched) FROM truth_items WHERE line_id = $1"
+_TOUCHED_SINCE = "SELECT id, role, ts, touched FROM truth_items WHERE line_id = $1 AND touched > $2"
+
+
+async def _in_force(
+    conn: Conn, line: int, gen: int | None, last: int, known: ItemMemo | None
+) -> InForce:
+    """The decisions in force and the open items, each in order: those kept by ``known``
+    moved by the items touched since they were read, or all of them read."""
+    memo = None if known is None else known.order
+    base = None if memo is None else memo.since(gen, last)
+    if base is None:
+        lists = InForce.of(tuple(r) for r in await conn.fetch(_IN_FORCE, line, IN_FORCE_ROLES))
+        read = Read(gen, last, int(await conn.fetchval(_TOUCHED, line) or 0))
+    else:
+        seen, kept = base
+        rows = await conn.fetch(_TOUCHED_SINCE, line, seen.touched)
+        lists = kept.moved((r[0], r[1], r[2]) for r in rows)
+        read = Read(gen, last, max([seen.touched, *(int(r[3]) for r in rows)]))
+    if memo is not None:
+        memo.keep(read, lists)
+    return lists
+
+
 # Every thread with a mark: a loose index scan (one seek per thread), as tableview's
 # thread_names walks SQLite's index.
 _THREADS = """WITH RECURSIVE t(th) AS (
@@ -116,9 +137,15 @@ SELECT t.th, (SELECT m.id FROM truth_marks m WHERE m.line_id = $1 AND m.cp = 1
 
 
 async def _truth(
-    conn: Conn, line: int, state: State, ended: list[str], known: ItemMemo | None
+    conn: Conn,
+    line: int,
+    state: State,
+    ended: list[str],
+    known: ItemMemo | None,
+    at: tuple[int | None, int],
 ) -> Truth:
-    """tableview's ``truth_of`` on a hub's line."""
+    """tableview's ``truth_of`` on a hub's line (``at``: the tables' generation, the last
+    row they folded)."""
     gone = await superseded(conn, line)
     boot = await conn.fetchval(
         "SELECT id FROM truth_items WHERE line_id = $1 AND role = $2"
@@ -127,18 +154,19 @@ async def _truth(
         b"b",
     )
     pin_notes = pins_in_force(state, gone)
-    times = {i: item[1] for i, item in (await _items(conn, line, pin_notes, known)).items()}
+    pin_items = await _items(conn, line, pin_notes, known, at[0])
+    times = {i: item[1] for i, item in pin_items.items()}
     closed = set(ended)
     resume = {
         s(t): s(i)
         for t, i in await conn.fetch(_RESUME, line)
         if i is not None and s(t) not in closed
     }
-    in_force = {bytes(r[0]): str(r[1]).split(" ") for r in await conn.fetch(_IN_FORCE, line)}
+    in_force = await _in_force(conn, line, at[0], at[1], known)
     return Truth(
         superseded=gone,
-        decisions=in_force.get(b"d", []),
-        open=in_force.get(b"o", []),
+        decisions=in_force.ids(b"d"),
+        open=in_force.ids(b"o"),
         identity=None if boot is None else s(boot),
         pinned=pinned_order(pin_notes, times),
         pin_notes=pin_notes,
@@ -159,10 +187,11 @@ def shown_state(
         found = await read_core(conn, line)
         if found is None:
             raise LookupError("the truth tables are not up to date")
-        _last, state, ended = found
+        last, state, ended = found
+        gen = None if items is None else await generation(conn, line)
         names = await _ids(conn, _THREADS, line)
         chosen = thread if thread is None else resolve(names, thread)
-        truth = await _truth(conn, line, state, ended, items)
+        truth = await _truth(conn, line, state, ended, items, (gen, last))
         wanted: set[str] = set(truth.pinned) | set(truth.resume)
         if truth.identity is not None:
             wanted.add(truth.identity)
@@ -181,7 +210,7 @@ def shown_state(
                           truth.pin_notes, truth.resume)  # fmt: skip
         wanted.update(decisions)
         wanted.update(opens)
-        state.items = await _items(conn, line, wanted, items)
+        state.items = await _items(conn, line, wanted, items, gen)
         fixes = sorted({d for d in decisions if state.items[d][0] == "correction"})
         for cid, targets in await conn.fetch(
             "SELECT id, targets FROM truth_corrections WHERE line_id = $1"

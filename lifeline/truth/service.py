@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from lifeline.entry import Entry
 from lifeline.errors import NotFound
 from lifeline.store.port import Store
-from lifeline.truth.assemble import Context, assemble, needed_ids
+from lifeline.truth.assemble import TIPS_SHOWN, Context, assemble, needed_ids
 from lifeline.truth.budget import Budget
 from lifeline.truth.parse import parse_checkpoint
 from lifeline.truth.recall import recall
@@ -94,7 +94,7 @@ async def build_context(
     probe = Inputs(state, truth, {}, hits, thread, recent, budget.max_items)
     entries = await fetch_verified(store, needed_ids(probe))
     inp = Inputs(state, truth, entries, hits, thread, recent, budget.max_items)
-    tips = await store.tips()
+    tips = await store.tips(limit=TIPS_SHOWN + 1)  # what the footer shows: not all of them
     return assemble(inp, line=line, budget=budget, tips=tips, query=bool(query), pieces=pieces)
 
 

@@ -16,6 +16,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Sequence
 
+from lifeline.truth.order_memo import OrderMemo
 from lifeline.truth.state import Item, State
 from lifeline.truth.table import read_core
 from lifeline.truth.views import Truth
@@ -54,6 +55,8 @@ class ItemMemo:
         self._lock = threading.Lock()
         self._generation: int | None = None
         self._items: dict[str, Item] = {}
+        # what is in force, in order, on a hub's line (lifeline/truth/pg_view.py)
+        self.order = OrderMemo()
 
     def read(self, conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, Item]:
         """The items of ``ids`` (those that exist) as ``conn``'s transaction sees them."""

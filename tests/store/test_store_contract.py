@@ -111,6 +111,16 @@ async def test_parents_children_tips(store: Store) -> None:
     assert (await store.get(join.id)).parents == tuple(sorted([left.id, right.id]))
 
 
+async def test_tips_with_a_limit_are_the_first_of_them(store: Store) -> None:
+    root = make_entry("root")
+    await store.append_many([root, *(make_entry(f"leaf {k}", (root.id,)) for k in range(7))])
+    every = await store.tips()
+    assert len(every) == 7
+    for limit in (0, 1, 5, 7, 9):
+        assert await store.tips(limit=limit) == every[:limit]
+    assert await store.tips(limit=None) == every
+
+
 @pytest.mark.parametrize("order", [(0, 1, 2), (2, 0, 1)])  # parents first, or not
 async def test_children_across_batches_and_of_a_cross_line_parent(
     store: Store, order: tuple[int, int, int]
