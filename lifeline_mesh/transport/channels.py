@@ -28,6 +28,7 @@ __all__ = [
     "KEEPALIVE_S",
     "KEEPALIVE_TIMEOUT_S",
     "METHOD",
+    "SERVER_MIN_PING_MS",
     "ClientChannel",
     "ServerChannel",
     "grpc_options",
@@ -45,9 +46,10 @@ HANDSHAKE_TIMEOUT_S = 10.0
 # laptop's Wi-Fi gone) is noticed by an HTTP/2 ping every KEEPALIVE_S that is not answered
 # within KEEPALIVE_TIMEOUT_S (so within 15 s of the last packet), not after TCP's
 # retransmission back-off (~13 s after a 20 s cut) or the Watch call's 60 s of silence.
-# A ping every 10 s is at most 2 between two Watch heartbeats (20 s), which is what a peer
-# with gRPC's default ping policy tolerates (2 strikes, reset by each message it sends);
-# our servers accept one every KEEPALIVE_S / 2 (``server_ping_options``).
+# Our servers accept a ping a second (``server_ping_options``), gRPC's floor for a client's
+# keepalive, a tenth of our interval. A peer from before decision 0085 keeps gRPC's default
+# policy (no ping within 5 minutes of another, 2 strikes) and may end a quiet Watch call
+# with GOAWAY "too_many_pings" now and then: the call is redialled.
 KEEPALIVE_S = 10.0
 KEEPALIVE_TIMEOUT_S = 5.0
 # One connection attempt (TCP connect and TLS handshake) may take this long, not gRPC's
@@ -55,6 +57,7 @@ KEEPALIVE_TIMEOUT_S = 5.0
 # started before the links came back sits out up to 8 s of a healed link. A short attempt
 # fails instead, and the caller dials again (the Watch calls within ``WATCH_BACKOFF``).
 CONNECT_TIMEOUT_S = 3.0
+SERVER_MIN_PING_MS = 1000  # the shortest gap between a caller's pings a server accepts
 
 
 def liveness_options() -> list[tuple[str, Any]]:
@@ -80,7 +83,7 @@ def server_ping_options() -> list[tuple[str, Any]]:
     with GOAWAY "too_many_pings" (gRPC's default expects at most one every 5 minutes
     while the server sends no data, and a Watch call is quiet for 20 s at a time)."""
     return [
-        ("grpc.http2.min_recv_ping_interval_without_data_ms", int(KEEPALIVE_S * 1000 / 2)),
+        ("grpc.http2.min_ping_interval_without_data_ms", SERVER_MIN_PING_MS),
         ("grpc.keepalive_permit_without_calls", 1),  # a ping racing a call's end is fine
     ]
 
