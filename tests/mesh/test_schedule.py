@@ -397,14 +397,15 @@ def test_rows_taken_from_a_peer_in_back_off_end_the_back_off() -> None:
     async def never(peer: PeerState) -> None:
         raise AssertionError("no session runs in this test")
 
-    scheduler = SyncScheduler(never, clock=lambda: now[0])
+    # no jitter: the back-off is its ceiling, 32 s (drawn in 16-32 s, it may end before 20 s)
+    scheduler = SyncScheduler(never, clock=lambda: now[0], rand=lambda: 0.0)
     back: list[str] = []
     scheduler.on_back = back.append
     peer = scheduler.add_static(PeerAddress("10.0.0.1", 1))
     for _ in range(6):
         scheduler.planner.started(peer)
         scheduler.planner.failed(peer, 0.0, 0.0, "deadline exceeded")
-    assert scheduler.planner.due(20.0) == []  # backing off for 16-32 s
+    assert scheduler.planner.due(20.0) == []  # backing off for 32 s
     now[0] = 20.0
     scheduler.heard_from(peer.key)
     assert peer.failures == 0 and back == [peer.key] and scheduler.planner.due(20.0) == [peer]
