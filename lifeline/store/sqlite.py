@@ -30,7 +30,13 @@ from lifeline.store.schema import Schema, apply_migrations, line_schema
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_open import connect_read_only, open_failure, sidecars, unwritable
 from lifeline.store.sqlite_reads import COLUMNS, decode_or_raise, decoded_by_id, pages
-from lifeline.store.sqlite_writes import append_tx, id_chunks, in_transaction
+from lifeline.store.sqlite_writes import (
+    InTransaction,
+    append_tx,
+    append_within,
+    id_chunks,
+    in_transaction,
+)
 from lifeline.store.summary import (
     ENTRIES_SET,
     SetTotals,
@@ -38,9 +44,6 @@ from lifeline.store.summary import (
     entry_token,
     read_totals,
 )
-
-# A hook run inside a local write's transaction: (connection, entries newly stored).
-InTransaction = Callable[[sqlite3.Connection, Sequence[Entry]], None]
 
 __all__ = ["SqliteStore"]
 
@@ -300,7 +303,7 @@ class SqliteStore:
             return self._submit(self.write(fn))
 
         try:
-            write = append_tx if within is None else partial(_append_within, within)
+            write = append_tx if within is None else partial(append_within, within)
             results = await pipelined(submit, write, chunks)
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
@@ -312,7 +315,7 @@ class SqliteStore:
         """``append_many`` with ``within(conn, new entries)`` in the same transaction."""
         if not entries:
             return AppendResult(())
-        write = partial(_append_within, within)
+        write = partial(append_within, within)
         if len(entries) == 1:
             return await self.run_short_write(lambda conn: write(conn, entries))
         return await self.run_write(lambda conn: write(conn, entries))
@@ -488,14 +491,3 @@ class SqliteStore:
                         log.warning("skipping undecodable row %s in %s: %s", row[1], self.path, exc)
                     continue
                 yield entry
-
-
-def _append_within(
-    within: InTransaction, conn: sqlite3.Connection, entries: Sequence[Entry]
-) -> AppendResult:
-    """``append_tx``, then ``within`` on the entries it added, in the same transaction."""
-    result = append_tx(conn, entries)
-    if result.added:
-        added = set(result.added)
-        within(conn, [e for e in entries if e.id in added])
-    return result

@@ -19,7 +19,19 @@ from lifeline.store.port import AppendResult
 from lifeline.store.shallow import boundary_heights, leave_boundary
 from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
 
-__all__ = ["ENTRY_COLUMNS", "EntryRow", "append_tx", "id_chunks", "in_transaction", "insert_rows"]
+__all__ = [
+    "ENTRY_COLUMNS",
+    "EntryRow",
+    "InTransaction",
+    "append_tx",
+    "append_within",
+    "id_chunks",
+    "in_transaction",
+    "insert_rows",
+]
+
+# A hook run inside a local write's transaction: (connection, entries newly stored).
+InTransaction = Callable[[sqlite3.Connection, Sequence[Entry]], None]
 
 T = TypeVar("T")
 ROWS_PER_STATEMENT = 1024  # a full statement's text is reused from the statement cache
@@ -268,3 +280,14 @@ def _taken_keys(conn: sqlite3.Connection, keys: list[str]) -> set[str]:
             )
         )
     return taken
+
+
+def append_within(
+    within: InTransaction, conn: sqlite3.Connection, entries: Sequence[Entry]
+) -> AppendResult:
+    """``append_tx``, then ``within`` on the entries it added, in the same transaction."""
+    result = append_tx(conn, entries)
+    if result.added:
+        added = set(result.added)
+        within(conn, [e for e in entries if e.id in added])
+    return result
