@@ -16,11 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.home import Home
-from lifeline.ledger import Draft, Ledger
-from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.notary.sign import append_hook_factory
 from tests.support.ci_helpers import job
+from tests.support.history_lines import fill_history_line
 from tests.support.mesh_procs import cli, shared_node, start_ca_serve, terminate
 from tests.support.pg_server import fresh_database
 
@@ -47,18 +44,7 @@ def _join(root: Path, hub: Path, join_address: str) -> None:
 
 async def _fill(root: Path) -> None:
     """The laptop's line: a decision, old notes, a checkpoint, an open question."""
-    hook = append_hook_factory(Home(root))
-    assert hook is not None
-    async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
-        ledger = Ledger(store, hooks=[hook])
-        await ledger.append(Draft(kind="decision", summary="Database: PostgreSQL", agent="t"))
-        for n in range(OLD_NOTES):
-            await ledger.append(Draft(kind="note", summary=f"old note {n}", agent="t"))
-        body = "thread: billing\ndone:\n  - invoices\nnext:\n  - refunds"
-        await ledger.append(
-            Draft(kind="checkpoint", summary="checkpoint billing", body=body, agent="t")
-        )
-        await ledger.append(Draft(kind="open", summary="Which queue for refunds?", agent="t"))
+    await fill_history_line(root, OLD_NOTES)
 
 
 def _count(line_file: Path, sql: str) -> int:

@@ -19,9 +19,7 @@ from pathlib import Path
 import pytest
 
 from lifeline.home import Home
-from lifeline.ledger import Draft, Ledger
-from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.notary.sign import append_hook_factory
+from tests.support.history_lines import fill_history_line
 from tests.support.mesh_procs import cli, first_line, free_ports, terminate
 
 pytestmark = pytest.mark.slow
@@ -30,14 +28,7 @@ OLD_NOTES = 300  # the Recent section keeps the newest few: the rest is history
 
 
 async def _fill(root: Path) -> None:
-    hook = append_hook_factory(Home(root))
-    assert hook is not None
-    async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
-        ledger = Ledger(store, hooks=[hook])
-        await ledger.append(Draft(kind="decision", summary="Database: PostgreSQL", agent="t"))
-        for n in range(OLD_NOTES):
-            await ledger.append(Draft(kind="note", summary=f"old note {n}", agent="t"))
-        await ledger.append(Draft(kind="open", summary="Which queue for refunds?", agent="t"))
+    await fill_history_line(root, OLD_NOTES, checkpoint=False)
 
 
 def _scalar(root: Path, sql: str) -> int:

@@ -19,9 +19,8 @@ from pathlib import Path
 import pytest
 
 from lifeline.home import Home
-from lifeline.ledger import Draft, Ledger
 from lifeline.store.sqlite import SqliteStore
-from lifeline_mesh.notary.sign import append_hook_factory
+from tests.support.history_lines import fill_history_line
 from tests.support.mcp_client import mcp_client, tool_text
 from tests.support.mesh_procs import cli, first_line, has_entry, serve_with_join_port
 
@@ -32,18 +31,7 @@ OLD_NOTES = 90  # more than the Recent section keeps: the oldest are history, no
 
 async def _fill(root: Path) -> None:
     """A's line: a decision, old notes, a checkpoint, an open question, a newer decision."""
-    hook = append_hook_factory(Home(root))
-    async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
-        ledger = Ledger(store, hooks=[hook] if hook else [])
-        await ledger.append(Draft(kind="decision", summary="Database: PostgreSQL", agent="t"))
-        for n in range(OLD_NOTES):
-            await ledger.append(Draft(kind="note", summary=f"old note {n}", agent="t"))
-        body = "thread: billing\ndone:\n  - invoices\nnext:\n  - refunds"
-        await ledger.append(
-            Draft(kind="checkpoint", summary="checkpoint billing", body=body, agent="t")
-        )
-        await ledger.append(Draft(kind="open", summary="Which queue for refunds?", agent="t"))
-        await ledger.append(Draft(kind="decision", summary="Queue: Redis streams", agent="t"))
+    await fill_history_line(root, OLD_NOTES, newer_decision=True)
 
 
 def _rows(root: Path, sql: str) -> list[tuple[object, ...]]:
