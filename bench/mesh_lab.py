@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -307,11 +308,32 @@ def _checks(lab: Lab) -> dict[str, object]:
         verified = list(pool.map(verify_node, lab.nodes))
     return {
         "writes": len(written),
+        "closing": _closing(lab.nodes, len(written)),
         "identical": all(s == sets[0] for s in sets),
         "lost": len(lost),
         "verify_clean": [v for v in verified if v is not None] == [],
         "verify_failures": [v for v in verified if v is not None][:5],
     }
+
+
+CLOSING = re.compile(
+    r"stopped after (?P<sessions_in>\d+) sessions in .* and (?P<syncs_out>\d+) syncs out .*"
+    r"took the rows of (?P<taken>\d+) changes over watches \((?P<held>\d+) more were here "
+    r"already(?:, (?P<refused>\d+) refused)?"
+)
+
+
+def _closing(nodes: list[LabNode], writes: int) -> dict[str, float]:
+    """What the nodes' closing lines say over the whole run, per node per write: sessions
+    served and started, rows taken over Watch calls, copies held already, rows refused (a
+    session instead). A node killed during the run said nothing of its first life."""
+    total: dict[str, int] = {}
+    for node in nodes:
+        found = CLOSING.search(node.closing)
+        for key, value in (found.groupdict() if found else {}).items():
+            total[key] = total.get(key, 0) + int(value or 0)
+    per = max(1, writes) * max(1, len(nodes))
+    return {key: round(value / per, 3) for key, value in sorted(total.items())}
 
 
 def _print(report: dict[str, object]) -> None:

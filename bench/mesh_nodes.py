@@ -136,6 +136,7 @@ class LabNode:
     env: dict[str, str] = field(default_factory=dict)
     skew: float = 0.0
     proc: subprocess.Popen[str] | None = None
+    closing: str = ""  # its closing line (sessions, rows taken, held, refused), once stopped
 
     @property
     def line(self) -> Path:
@@ -179,9 +180,13 @@ class LabNode:
         assert self.proc is not None
         self.proc.terminate()
         try:
-            self.proc.communicate(timeout=60)
+            out, _ = self.proc.communicate(timeout=60)
         except subprocess.TimeoutExpired:
             self.kill()
+            return
+        self.closing = next((x for x in out.splitlines() if x.startswith("stopped after")), "")
+        with (self.root.parent / f"n{self.host.index:02d}.log").open("a") as log:
+            log.write(self.closing + "\n")
 
     def peer_count(self) -> int:
         try:

@@ -224,7 +224,8 @@ async def _serve_node(args: argparse.Namespace, node: Node, metrics: MetricsServ
         f"stopped after {len(server.reports) + server.failures.total} sessions in "
         f"({server.failures.total} failed) and {out['syncs']} syncs out ({out['failed']} failed); "
         f"took the rows of {node.rows.taken['changes']} changes over watches "
-        f"({node.rows.taken['held']} more were here already); asked peers to leave it out "
+        f"({node.rows.taken['held']} more were here already, {node.rows.taken['refused']} "
+        "refused: synced instead); asked peers to leave it out "
         f"of {node.changes.relays['prunes asked']} trees of relays"
     )
     return 0

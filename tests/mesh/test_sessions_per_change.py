@@ -55,7 +55,7 @@ WRITE_EVERY_S = 2.0
 BUSY_PER_WRITE_BOUND = 0.5
 STOPPED = re.compile(
     r"stopped after (\d+) sessions in \((\d+) failed\) and (\d+) syncs out .*"
-    r"took the rows of (\d+) changes over watches \((\d+) more were here already\)"
+    r"took the rows of (\d+) changes over watches \((\d+) more were here already, (\d+) refused"
 )
 
 
