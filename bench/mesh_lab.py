@@ -153,6 +153,7 @@ class Lab:
         for cpu, node in zip(cpus, self.nodes, strict=True):
             cpu.sample(node.pgid)
         before = [self.net.counters(n.host) for n in self.nodes]
+        mcast0 = [self.net.multicast_received(n.host) for n in self.nodes]
         with self._lock:
             writes0 = len(self.written)
         sockets: list[list[int]] = [[] for _ in self.nodes]
@@ -164,6 +165,9 @@ class Lab:
         elapsed = time.monotonic() - started
         used = [cpu.sample(n.pgid) / elapsed for cpu, n in zip(cpus, self.nodes, strict=True)]
         after = [self.net.counters(n.host) for n in self.nodes]
+        mcast = [
+            self.net.multicast_received(n.host) - m for n, m in zip(self.nodes, mcast0, strict=True)
+        ]
         with self._lock:
             writes = max(1, len(self.written) - writes0)
         return {
@@ -171,6 +175,7 @@ class Lab:
             "sockets": [statistics.median(s) if s else 0 for s in sockets],
             "rx_per_write": [(a[0] - b[0]) / writes for a, b in zip(after, before, strict=True)],
             "tx_per_write": [(a[1] - b[1]) / writes for a, b in zip(after, before, strict=True)],
+            "mcast_rx_per_write": [m / writes for m in mcast],
             "writes": [float(writes)],
             "seconds": [elapsed],
         }
@@ -263,6 +268,7 @@ def _run(args: argparse.Namespace, lab: Lab) -> dict[str, object]:
         "sockets": figures["sockets"],
         "rx_bytes_per_write": [round(b) for b in figures["rx_per_write"]],
         "tx_bytes_per_write": [round(b) for b in figures["tx_per_write"]],
+        "multicast_rx_bytes_per_write": [round(b) for b in figures["mcast_rx_per_write"]],
         "writes": figures["writes"][0],
         "seconds": round(figures["seconds"][0], 1),
         "peers": [n.peer_count() for n in lab.nodes],
@@ -351,7 +357,8 @@ def _print(report: dict[str, object]) -> None:
         f"  per node: CPU median {statistics.median(cpu):.3f} max {max(cpu):.3f} cores; "
         f"sockets median {statistics.median(socks):g} max {max(socks):g}; peers "
         f"max {max(steady['peers'])}; bytes per write rx median {statistics.median(rx):.0f} "
-        f"max {max(rx)}, tx median {statistics.median(tx):.0f} max {max(tx)}"
+        f"max {max(rx)}, tx median {statistics.median(tx):.0f} max {max(tx)}; of rx, multicast "
+        f"(mDNS) median {statistics.median(steady['multicast_rx_bytes_per_write']):.0f}"
     )
     for key in (
         "restart_listen_s",

@@ -130,6 +130,18 @@ class Net:
         stats = json.loads(out.stdout)[0]["stats64"]
         return int(stats["rx"]["bytes"]), int(stats["tx"]["bytes"])
 
+    def multicast_received(self, host: NodeHost) -> int:
+        """Multicast bytes (mDNS: discovery) the node's namespace received so far (IP
+        layer, from its ``/proc/net/netstat``)."""
+        out = subprocess.run(
+            ["ip", "netns", "exec", host.namespace, "cat", "/proc/net/netstat"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        names, values = [x.split() for x in out.stdout.splitlines() if x.startswith("IpExt:")]
+        return int(dict(zip(names, values, strict=True))["InMcastOctets"])
+
     def established(self, host: NodeHost) -> int:
         """TCP connections established in the node's namespace (the node's own)."""
         out = subprocess.run(
