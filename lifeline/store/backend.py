@@ -19,7 +19,9 @@ this module and every adapter into one import cycle (``TYPE_CHECKING`` imports c
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from lifeline.store.port import Store
 
@@ -27,7 +29,7 @@ if TYPE_CHECKING:
     from lifeline.store.postgres import PgStore
     from lifeline.store.sqlite import SqliteStore
 
-__all__ = ["PerBackend", "on_backend"]
+__all__ = ["FileOrEntries", "PerBackend", "on_backend"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -47,6 +49,24 @@ class PerBackend(Protocol[T_co]):
     def plain(self, store: Store) -> T_co:
         """Any other store (memory): the entries alone, no table beside them."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class FileOrEntries(Generic[T]):
+    """A :class:`PerBackend` for work a line file does in its SQL (``file``) and any other
+    line does from its entries through the store port (``entries``: a hub's line, memory)."""
+
+    file: Callable[[SqliteStore], T]
+    entries: Callable[[Store], T]
+
+    def sqlite(self, store: SqliteStore) -> T:
+        return self.file(store)
+
+    def postgres(self, store: PgStore) -> T:
+        return self.entries(store)
+
+    def plain(self, store: Store) -> T:
+        return self.entries(store)
 
 
 def on_backend(store: Store, per: PerBackend[T]) -> T:
