@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from lifeline.store.port import Store
+from lifeline.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from lifeline.store.postgres import PgStore
-    from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["FileOrEntries", "PerBackend", "on_backend"]
 
@@ -71,8 +71,6 @@ class FileOrEntries(Generic[T]):
 
 def on_backend(store: Store, per: PerBackend[T]) -> T:
     """``per``'s implementation for the backend ``store`` was opened on."""
-    from lifeline.store.sqlite import SqliteStore
-
     if isinstance(store, SqliteStore):
         return per.sqlite(store)
     # Imported only past a line file: a laptop's command never loads the database driver.
