@@ -11,10 +11,10 @@ from lifeline.errors import StoreError
 from lifeline.store import MemoryStore, SqliteStore
 from lifeline.store.pg_lines import PgLines
 from lifeline.store.schema import LEDGER, line_schema
+from lifeline.store.tiers import SqlLine, Summarized
 from lifeline.truth.pg_view import PgTruth
 from lifeline.truth.snapshot import SqliteTruth, truth_source
 from lifeline.truth.source import FoldedTruth
-from lifeline.store.tiers import SqlLine, Summarized
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.storage import NotaryStore
 from tests.support.entries import make_entry
