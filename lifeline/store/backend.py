@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
+from lifeline.store.tiers import Summarized
 
 if TYPE_CHECKING:
     from lifeline.store.postgres import PgStore
 
-__all__ = ["FileOrEntries", "PerBackend", "on_backend"]
+__all__ = ["FileOrEntries", "PerBackend", "on_backend", "summarized"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -79,3 +80,25 @@ def on_backend(store: Store, per: PerBackend[T]) -> T:
     if isinstance(store, PgStore):
         return per.postgres(store)
     return per.plain(store)
+
+
+class _Summaries:
+    """The line's whole-set fingerprint, kept by each write (:class:`~lifeline.store.tiers.
+    Summarized`): a line file's and a hub line's; a memory store keeps none."""
+
+    def sqlite(self, store: SqliteStore) -> Summarized | None:
+        return store
+
+    def postgres(self, store: PgStore) -> Summarized | None:
+        return store
+
+    def plain(self, store: Store) -> Summarized | None:
+        return None
+
+
+_SUMMARIES = _Summaries()
+
+
+def summarized(store: Store) -> Summarized | None:
+    """``store`` as the keeper of its line's fingerprint (None: it keeps none)."""
+    return on_backend(store, _SUMMARIES)

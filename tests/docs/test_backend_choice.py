@@ -16,7 +16,9 @@ from pathlib import Path
 from tests.support.paths import REPO
 
 # The store adapters and the tiers a component might test a store against.
-BACKEND_CLASSES = frozenset({"SqliteStore", "PgStore", "MemoryStore", "SqlLine", "PgTruthLine"})
+BACKEND_CLASSES = frozenset(
+    {"SqliteStore", "PgStore", "MemoryStore", "SqlLine", "PgTruthLine", "Summarized", "TokenRows"}
+)
 LOOKUPS = frozenset({"tables_of", "pg_tables_of"})
 
 # The one dispatch point; and a helper of the same name on a foreign database (an agent
@@ -92,6 +94,7 @@ if isinstance(store, SqliteStore | PgTruthLine): pass
 sql = tables_of(store, "truth")
 hub = pg_table.pg_tables_of(store)
 if isinstance(store, Summarized): pass
+if isinstance(store, Sized): pass
 """
     found = sniffs(source, "lifeline/truth/example.py")
     assert [hit.split(": ", 1)[1] for hit in found] == [
@@ -100,6 +103,7 @@ if isinstance(store, Summarized): pass
         "isinstance(…, PgTruthLine|SqliteStore)",
         "tables_of(…)",
         "pg_tables_of(…)",
+        "isinstance(…, Summarized)",
     ]
     assert sniffs(source, "lifeline/store/backend.py") == [
         "lifeline/store/backend.py:5: tables_of(…)",
