@@ -65,8 +65,8 @@ log = logging.getLogger(__name__)
 def _no_tables(purpose: str) -> Callable[[Store], Awaitable[NotaryStore]]:
     async def refuse(store: Store) -> NotaryStore:
         raise StoreError(
-            f"{purpose} needs the notary's tables in a line file, which a "
-            f"{type(store).__name__} does not have; open the line through its home"
+            f"{purpose} needs the notary's tables, which a {type(store).__name__} does not "
+            "have; open the line through its home (a line file, or a hub's line)"
         )
 
     return refuse
