@@ -15,8 +15,8 @@ import sqlite3
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.ledger import Draft
+from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
-from lifeline.store.tiers import tables_of
 
 __all__ = ["copies_in", "origin_body", "origin_of", "promotion_draft"]
 
@@ -54,18 +54,22 @@ def promotion_draft(entry: Entry, source_line: str) -> Draft:
 
 
 async def copies_in(store: Store, entry_id: str) -> list[str]:
-    """Ids of the entries of ``store`` whose origin block names ``entry_id``."""
-    sql = tables_of(store, "truth")
-    if sql is None:  # a line without tables (a hub's): its entries read once
-        return [
-            e.id async for e in store.stream() if (origin_of(e.body) or ("", ""))[1] == entry_id
-        ]
+    """Ids of the entries of ``store`` whose origin block names ``entry_id``: found by SQL
+    in a line file, the entries read once elsewhere (a hub's line)."""
+
+    def names_it(body: str) -> bool:
+        return (origin_of(body) or ("", ""))[1] == entry_id
 
     def read(conn: sqlite3.Connection) -> list[str]:
         rows = conn.execute(
             "SELECT id, body FROM entries WHERE instr(body, ?) ORDER BY seq",
             (f"\n  id: {entry_id}",),
         ).fetchall()
-        return [i for i, body in rows if (origin_of(body) or ("", ""))[1] == entry_id]
+        return [i for i, body in rows if names_it(body)]
 
-    return await sql.run_read(read)
+    async def streamed(store: Store) -> list[str]:
+        return [e.id async for e in store.stream() if names_it(e.body)]
+
+    return await on_backend(
+        store, FileOrEntries(file=lambda sql: sql.run_read(read), entries=streamed)
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
 from lifeline.audit import parallel as audit_parallel
@@ -15,6 +16,7 @@ from lifeline.audit.worker import row_key
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.lines import EXTERNAL_ANCHOR
+from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.shallow import boundary_heights
 from lifeline.store.tiers import SqlLine
@@ -109,19 +111,19 @@ async def verify_store(
     mark = truth.mark if truth is not None else None
     report: Report | None = None
     results: list[tuple[Any, ...]] | None = None
-    if isinstance(store, SqlLine):  # a line file: worker processes open it by its path
-        count = audit_parallel.workers()
-        least = audit_parallel.parallel_min() if parallel_from is None else parallel_from
-        if count > 1 and await _size(store) >= least:
-            merged = await audit_parallel.check_in_workers(
-                store, count, advance=advance, each_page=each_page, truth_mark=mark
-            )
-            report = Report(line=line, entries=merged.entries)
-            report.findings += [Finding(c, e, d) for _pos, c, e, d in merged.ids]
-            report.findings += [Finding("corrupt-row", e, d) for _pos, e, d in merged.rows]
-            later = [(e, p) for _pos, e, p in merged.parents]
-            await _resolve(store, report, later, set(), external_exists)
-            results = merged.truth
+    least = audit_parallel.parallel_min() if parallel_from is None else parallel_from
+    workers = partial(  # a line file: worker processes open it by its path
+        _in_workers,
+        line=line,
+        least=least,
+        mark=mark,
+        advance=advance,
+        each_page=each_page,
+        external_exists=external_exists,
+    )
+    split = await on_backend(store, FileOrEntries(file=workers, entries=_serial))
+    if split is not None:
+        report, results = split
     if report is None:
         rows = _StreamTruth(truth) if truth is not None and mark is not None else None
         if rows is not None:
@@ -133,6 +135,36 @@ async def verify_store(
         found = await truth.finish(results, rebuild_tables=rebuild)
         report.findings += [Finding(c, s, d) for c, s, d in found]
     return report
+
+
+async def _serial(store: Store) -> None:
+    return None  # a line of another backend: read once, in this process, below
+
+
+async def _in_workers(
+    store: SqlLine,
+    *,
+    line: str,
+    least: int,
+    mark: int | None,
+    advance: Callable[[int], None],
+    each_page: Callable[[Sequence[Linked]], Awaitable[None]] | None,
+    external_exists: Callable[[str, str], Awaitable[bool]] | None,
+) -> tuple[Report, list[tuple[Any, ...]] | None] | None:
+    """A line file of at least ``least`` entries, checked in one worker process per core
+    (each opens the file by its path); None: too small, or one core."""
+    count = audit_parallel.workers()
+    if count <= 1 or await _size(store) < least:
+        return None
+    merged = await audit_parallel.check_in_workers(
+        store, count, advance=advance, each_page=each_page, truth_mark=mark
+    )
+    report = Report(line=line, entries=merged.entries)
+    report.findings += [Finding(c, e, d) for _pos, c, e, d in merged.ids]
+    report.findings += [Finding("corrupt-row", e, d) for _pos, e, d in merged.rows]
+    later = [(e, p) for _pos, e, p in merged.parents]
+    await _resolve(store, report, later, set(), external_exists)
+    return report, merged.truth
 
 
 async def _size(store: SqlLine) -> int:
@@ -233,10 +265,18 @@ async def _verify_stream(
 
 
 async def _boundary(store: Store, parents: set[str]) -> set[str]:
-    """Those ``parents`` on the line's shallow boundary (decision 0063)."""
-    if not parents or not isinstance(store, SqlLine):
+    """Those ``parents`` on the line's shallow boundary (decision 0063; a line file's: a
+    hub's line is taken in full)."""
+    if not parents:
         return set()
-    return set(await store.run_read(lambda conn: boundary_heights(conn, parents)))
+
+    async def on_file(sql: SqlLine) -> set[str]:
+        return set(await sql.run_read(lambda conn: boundary_heights(conn, parents)))
+
+    async def complete(_other: Store) -> set[str]:
+        return set()
+
+    return await on_backend(store, FileOrEntries(file=on_file, entries=complete))
 
 
 async def _resolve(

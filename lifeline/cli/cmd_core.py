@@ -32,7 +32,7 @@ from lifeline.integrity import recover_line
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.store.port import RowProblem, Store
-from lifeline.store.shallow import shallow_note
+from lifeline.store.shallow_status import shallow_note
 from lifeline.store.sqlite_check import integrity_problems
 from lifeline.wording import noun
 

@@ -17,7 +17,7 @@ from lifeline.errors import ConfigError
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.truth.graph import RELATION_TYPES, Graph, relation_body
-from lifeline.truth.snapshot import load_superseded
+from lifeline.truth.snapshot import truth_source
 
 __all__ = ["register"]
 
@@ -82,7 +82,7 @@ async def cmd_relate(args: argparse.Namespace) -> int:
 async def cmd_graph(args: argparse.Namespace) -> int:
     async with open_line(args) as store:
         node = await store.resolve(args.id)
-        truth = await load_superseded(store)
+        truth = await truth_source(store).superseded()
         graph = Graph([e async for e in store.stream() if e.kind == "relation"], truth.by)
         found = graph.around(node.id, rel=args.rel, direction=args.direction, depth=args.depth)
         ends = {

@@ -11,7 +11,7 @@ from lifeline.ledger import Ledger
 from lifeline.lines import validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.promote import copies_in, promotion_draft
-from lifeline.truth.snapshot import load_superseded
+from lifeline.truth.snapshot import truth_source
 
 __all__ = ["register"]
 
@@ -40,7 +40,7 @@ async def _targets(args: argparse.Namespace) -> list[Entry]:
     async with open_line(args) as store:
         if args.ids:
             return [await store.resolve(i) for i in args.ids]
-        gone = await load_superseded(store)
+        gone = await truth_source(store).superseded()
         found = [
             e async for e in store.stream() if e.kind == args.kind and not gone.is_superseded(e.id)
         ]

@@ -24,7 +24,7 @@ from lifeline.truth.formats import FORMATS, deliver
 from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary, reword_body
 from lifeline.truth.recall import DEFAULT_FLOOR, recall
 from lifeline.truth.service import build_context, read_truth, resume_of
-from lifeline.truth.snapshot import load_superseded
+from lifeline.truth.snapshot import truth_source
 
 __all__ = ["register"]
 
@@ -139,7 +139,7 @@ async def cmd_context(args: argparse.Namespace) -> int:
 
 async def cmd_recall(args: argparse.Namespace) -> int:
     async with open_line(args) as store:
-        superseded = await load_superseded(store)
+        superseded = await truth_source(store).superseded()
         hits = await recall(store, superseded, args.query, k=args.k, floor=args.floor)
     if args.json:
         print_json(

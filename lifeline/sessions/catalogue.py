@@ -31,6 +31,7 @@ from lifeline.sessions.model import (
 from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.sessions.scope import scope_matches
 from lifeline.sessions.status import LIVE_WINDOW, judge
+from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine
 
@@ -45,15 +46,20 @@ class StoredSession:
 
 
 async def _rows(store: Store, kind: str) -> list[tuple[str, str, str]]:
-    """(id, ts, body) of every entry of ``kind``: one query on SQLite, a scan elsewhere."""
-    if isinstance(store, SqlLine):
-        rows: list[tuple[str, str, str]] = await store.run_read(
+    """(id, ts, body) of every entry of ``kind``: one query on a line file, a scan elsewhere."""
+
+    async def queried(sql: SqlLine) -> list[tuple[str, str, str]]:
+        rows: list[tuple[str, str, str]] = await sql.run_read(
             lambda conn: conn.execute(
                 "SELECT id, ts, body FROM entries WHERE kind = ?", (kind,)
             ).fetchall()
         )
         return rows
-    return [(e.id, e.ts, e.body) for e in [e async for e in store.stream()] if e.kind == kind]
+
+    async def scanned(other: Store) -> list[tuple[str, str, str]]:
+        return [(e.id, e.ts, e.body) async for e in other.stream() if e.kind == kind]
+
+    return await on_backend(store, FileOrEntries(file=queried, entries=scanned))
 
 
 def _json(body: str) -> dict[str, Any] | None:

@@ -23,6 +23,7 @@ from lifeline.errors import ConfigError
 from lifeline.home import Home
 from lifeline.sessions.index import SessionIndex
 from lifeline.sessions.messages import ROLES, message_text
+from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine
 from lifeline.truth.recall import query_terms
@@ -33,27 +34,37 @@ CANDIDATES = 4_000
 _EXCERPT = 160
 
 
+async def _file_index(store: SqlLine) -> SessionIndex:
+    """A line file's index, in its file beside the line (in memory when that folder
+    cannot be written), brought up to date from the line's rows past its mark."""
+    try:
+        index = SessionIndex(Home.sessions_index_path(store.path))
+    except (OSError, sqlite3.Error):  # a read-only copy of a project: index in memory
+        index = SessionIndex(None)
+    try:
+
+        def catch_up(conn: sqlite3.Connection) -> int:
+            return index.catch_up_sql(conn) if index.behind(conn) else 0
+
+        await store.run_read(catch_up)
+    except BaseException:
+        index.close()
+        raise
+    return index
+
+
+async def _built_index(store: Store) -> SessionIndex:
+    """Any other line's index (a hub's), built in memory from its entries."""
+    index = SessionIndex(None)
+    index.rebuild([(e.id, e.ts, e.kind, e.body, e.parents) async for e in store.stream()])
+    return index
+
+
 @asynccontextmanager
 async def opened_index(store: Store) -> AsyncIterator[SessionIndex]:
-    """The line's index, brought up to date: its file beside a SQLite line (in memory when
-    that folder cannot be written), or built in memory from a line that is not SQLite."""
-    if isinstance(store, SqlLine):
-        try:
-            index = SessionIndex(Home.sessions_index_path(store.path))
-        except (OSError, sqlite3.Error):  # a read-only copy of a project: index in memory
-            index = SessionIndex(None)
-        try:
-
-            def catch_up(conn: sqlite3.Connection) -> int:
-                return index.catch_up_sql(conn) if index.behind(conn) else 0
-
-            await store.run_read(catch_up)
-        except BaseException:
-            index.close()
-            raise
-    else:
-        index = SessionIndex(None)
-        index.rebuild([(e.id, e.ts, e.kind, e.body, e.parents) async for e in store.stream()])
+    """The line's index, brought up to date: its file beside a line file, or built in
+    memory from a line of another backend."""
+    index = await on_backend(store, FileOrEntries(file=_file_index, entries=_built_index))
     try:
         yield index
     finally:

@@ -23,7 +23,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lifeline.errors import InvalidEntry
-from lifeline.store.port import Store
 
 __all__ = [
     "boundary_heights",
@@ -34,8 +33,6 @@ __all__ = [
     "read_source",
     "record_boundary",
     "record_source",
-    "shallow_note",
-    "shallow_origin",
 ]
 
 _VARS = 500
@@ -145,49 +142,3 @@ def read_source(conn: sqlite3.Connection) -> dict[str, Any] | None:
 def read_mark(conn: sqlite3.Connection) -> int | None:
     found = read_source(conn)
     return None if found is None else int(found["mark"])
-
-
-def _origin(conn: sqlite3.Connection) -> tuple[int, str | None]:
-    size = boundary_size(conn)
-    source = read_source(conn) if size else None
-    peer = None if source is None else source.get("peer")
-    return size, peer if isinstance(peer, str) else None
-
-
-async def shallow_origin(store: Store) -> tuple[int, str | None]:
-    """How many absent parents ``store``'s line names (0: complete), and the address its
-    shallow part came from (None: not recorded, e.g. taken before decision 0082)."""
-    from lifeline.store.tiers import SqlLine  # tiers imports the adapter, which imports us
-
-    if not isinstance(store, SqlLine):
-        return 0, None  # a hub's line is filled by sessions and pushes: never shallow
-    return await store.run_read(_origin)
-
-
-def _note(conn: sqlite3.Connection) -> tuple[int, dict[str, Any] | None]:
-    size = boundary_size(conn)
-    return size, read_source(conn) if size else None
-
-
-async def shallow_note(store: Store, line: str) -> str | None:
-    """One sentence saying ``line`` is shallow and what that means (None: it is not)."""
-    from lifeline.store.tiers import SqlLine  # tiers imports the adapter, which imports us
-
-    if not isinstance(store, SqlLine):
-        return None
-    size, source = await store.run_read(_note)
-    if not size:
-        return None
-    held = await store.count()
-    origin = ""
-    if source is not None:
-        fields = dict(r.split(": ", 1) for r in str(source["head"]).splitlines()[1:6])
-        origin = (
-            f" (a shallow sync from node {fields.get('node', '?')}, which held "
-            f"{fields.get('count', '?')} at {fields.get('ts', '?')})"
-        )
-    return (
-        f"line {line!r} is shallow: {held} entries here{origin}; the older history is not "
-        f"here ({size} absent parent(s)); `lifeline-mesh serve` deepens it in the background, "
-        "or `lifeline-mesh sync PEER` at once"
-    )

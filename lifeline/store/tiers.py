@@ -17,10 +17,13 @@ here, so callers ask for a capability instead of testing for one adapter class:
   lines keep the notary's part in PostgreSQL tables of their own
   (``lifeline_mesh/notary/pg_storage.py``).
 
-A component whose tables are optional asks :func:`tables_of` (None: fall back, e.g. fold
-the truth in memory). One that cannot work without them gets them from whoever opened the
-line: a node's line object hands its sessions the line file with the notary's tables, or
-says that a hub line has none (``lifeline_mesh/node/lines.py``, decision 0076).
+A component never tests a store for these: what it does per backend is its
+:class:`~lifeline.store.backend.PerBackend`, chosen by :func:`~lifeline.store.backend.on_backend`
+for the store the line was opened as (decision 0088); whether the line was opened with its
+tables is the schema's (``component in store.schema``). One that cannot work without them
+gets them from whoever opened the line: a node's line object hands its sessions the line
+file with the notary's tables, or says that a hub line has none
+(``lifeline_mesh/node/lines.py``, decision 0076).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from lifeline.store.port import AppendResult, Store
 from lifeline.store.schema import Schema
 from lifeline.store.summary import SetTotals
 
-__all__ = ["SqlLine", "Summarized", "TokenRows", "tables_of"]
+__all__ = ["SqlLine", "Summarized", "TokenRows"]
 
 T = TypeVar("T")
 
@@ -102,10 +105,3 @@ class SqlLine(Store, Summarized, Protocol):
     ) -> AppendResult:
         """``append_many`` with ``within(conn, new entries)`` in the same transaction."""
         ...
-
-
-def tables_of(store: Store, component: str) -> SqlLine | None:
-    """``store`` when it is a :class:`SqlLine` opened with ``component``'s tables."""
-    if isinstance(store, SqlLine) and component in store.schema:
-        return store
-    return None

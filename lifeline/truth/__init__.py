@@ -2,8 +2,9 @@
 
 Pure core: :mod:`parse`, :mod:`state`, :mod:`reducers`, :mod:`views`, :mod:`budget`,
 :mod:`pieces`, :mod:`fit`, :mod:`sections`, :mod:`assemble`, :mod:`formats`. Adapters on a
-store: :mod:`snapshot` (incremental state in the line's db), :mod:`recall` (FTS5) and
-:mod:`service` (the glue the CLI and the node call).
+store: :mod:`source` (a line's truth, the port) and :mod:`snapshot` (which truth a line
+reads, per backend; the incremental state in a line file), :mod:`pg_view` (in a hub's
+database), :mod:`recall` (FTS5) and :mod:`service` (the glue the CLI and the node call).
 """
 
 from __future__ import annotations

@@ -13,11 +13,12 @@ PgTables`, decision 0077); the derivation and the judging are :mod:`lifeline.tru
 from __future__ import annotations
 
 import sqlite3
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lifeline.errors import LifelineError
+from lifeline.store.backend import on_backend
 from lifeline.store.port import Store
-from lifeline.store.tiers import SqlLine, tables_of
+from lifeline.store.tiers import SqlLine
 from lifeline.truth.check import (
     RowCheck,
     Stored,
@@ -27,8 +28,11 @@ from lifeline.truth.check import (
     read_stored,
     scan,
 )
-from lifeline.truth.pg_table import pg_tables_of
 from lifeline.truth.table import rebuild
+
+if TYPE_CHECKING:
+    from lifeline.store.postgres import PgStore
+    from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["REBUILT", "SqliteTables", "TruthAudit", "TruthTables"]
 
@@ -86,17 +90,27 @@ class SqliteTables:
         await self.store.run_write(rebuild)
 
 
-def tables_for(store: Store) -> TruthTables | None:
-    """The truth tables ``store`` keeps, on either database; None without them."""
-    sql = tables_of(store, "truth")
-    if sql is not None:
-        return SqliteTables(sql)
-    hub = pg_tables_of(store)
-    if hub is not None:
+class _TablesOf:
+    """The truth tables a line keeps, per backend (None: it keeps none)."""
+
+    def sqlite(self, store: SqliteStore) -> TruthTables | None:
+        return SqliteTables(store) if "truth" in store.schema else None
+
+    def postgres(self, store: PgStore) -> TruthTables | None:
         from lifeline.truth.pg_check import PgTables
 
-        return PgTables(hub)
-    return None
+        return PgTables(store) if "truth" in store.components else None
+
+    def plain(self, store: Store) -> TruthTables | None:
+        return None
+
+
+_TABLES = _TablesOf()
+
+
+def tables_for(store: Store) -> TruthTables | None:
+    """The truth tables ``store`` keeps, on either database; None without them."""
+    return on_backend(store, _TABLES)
 
 
 class TruthAudit:

@@ -22,11 +22,10 @@ import json
 import logging
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry, StoreError
-from lifeline.store.port import Store
 from lifeline.truth.progress import fold_progress
 from lifeline.truth.reducers import fold
 from lifeline.truth.state import STATE_VERSION, State
@@ -52,7 +51,6 @@ __all__ = [
     "fold_appended",
     "is_current",
     "lock_line",
-    "pg_tables_of",
     "read_core",
     "rebuild",
     "s",
@@ -149,7 +147,6 @@ def texts(rows: Iterable[Any], column: int = 0) -> list[str]:
     return [r[column].decode("utf-8", "surrogatepass") for r in rows]
 
 
-@runtime_checkable
 class PgTruthLine(Protocol):
     """A line of a hub's database (:class:`~lifeline.store.postgres.PgStore`)."""
 
@@ -163,13 +160,6 @@ class PgTruthLine(Protocol):
     def transaction(self) -> AbstractAsyncContextManager[Conn]: ...
 
     def read_view(self) -> AbstractAsyncContextManager[Conn]: ...
-
-
-def pg_tables_of(store: Store) -> PgTruthLine | None:
-    """``store`` when it is a line of a hub's database that holds the truth tables."""
-    if isinstance(store, PgTruthLine) and "truth" in store.components:
-        return store
-    return None
 
 
 async def lock_line(conn: Conn, line_id: int) -> tuple[int, int]:

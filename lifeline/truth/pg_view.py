@@ -5,6 +5,7 @@ tableview's) in a few queries, so a context costs a few round trips, not a fold.
 
 :func:`read_current` reads a current line in one read-only REPEATABLE READ transaction (a
 consistent view); a line that is behind is caught up and read under the line's lock.
+:class:`PgTruth` is a hub line's :class:`~lifeline.truth.source.TruthSource` (decision 0088).
 """
 
 from __future__ import annotations
@@ -26,14 +27,16 @@ from lifeline.truth.pg_table import (
     s,
     texts,
 )
+from lifeline.truth.source import FoldedTruth, Resolver, Superseded
 from lifeline.truth.state import Item, State
 from lifeline.truth.tableview import ItemMemo, ends, pinned_order, pins_in_force
 from lifeline.truth.views import Truth
 
 if TYPE_CHECKING:
     from lifeline.store.pg_schema import Conn
+    from lifeline.store.postgres import PgStore
 
-__all__ = ["full_state", "read_current", "shown_state", "superseded"]
+__all__ = ["PgTruth", "full_state", "read_current", "shown_state", "superseded"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -257,3 +260,36 @@ async def full_state(conn: Conn, line: int) -> State:
         if cp:
             state.checkpoints.setdefault(s(thread), []).append([s(ts), s(i)])
     return state
+
+
+class PgTruth(FoldedTruth):
+    """The truth tables of a hub's line; a fold when they cannot be brought up to date."""
+
+    def __init__(self, store: PgStore) -> None:
+        super().__init__(store)
+        self.tables: PgTruthLine = store
+
+    async def state(self) -> State:
+        state = await read_current(self.tables, full_state)
+        return state if state is not None else await super().state()
+
+    async def shown(
+        self,
+        *,
+        thread: str | None,
+        recent: int,
+        max_items: int,
+        resolve: Resolver,
+        items: ItemMemo | None = None,
+    ) -> tuple[State, Truth, str | None]:
+        reader = shown_state(thread, recent, max_items, resolve, items)
+        found = await read_current(self.tables, reader)
+        if found is not None:
+            return found
+        return await super().shown(
+            thread=thread, recent=recent, max_items=max_items, resolve=resolve
+        )
+
+    async def superseded(self) -> Superseded:
+        gone = await read_current(self.tables, superseded)
+        return Superseded(gone) if gone is not None else await super().superseded()

@@ -23,14 +23,20 @@ import re
 import sqlite3
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
-from typing import Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Protocol
 
 from lifeline.entry import Entry
+from lifeline.store.backend import on_backend
 from lifeline.store.port import Store
-from lifeline.store.tiers import tables_of
+from lifeline.store.tiers import SqlLine
 from lifeline.truth.reducers import why_excerpt
 from lifeline.truth.sections import Hit
+
+if TYPE_CHECKING:
+    from lifeline.store.postgres import PgStore
+    from lifeline.store.sqlite import SqliteStore
 
 __all__ = [
     "CANDIDATES",
@@ -243,25 +249,48 @@ def scan_rank(
     return scored[:limit]
 
 
-async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
-    sql = tables_of(store, "recall")
-    if sql is not None:
-        index_tx = sql.write(catch_up)
+class _Rankers:
+    """How a line ranks entries for terms, per backend: FTS5 on a line file opened with
+    recall's index, BM25 over the entries read once elsewhere."""
 
-        def ranked(conn: sqlite3.Connection) -> list[tuple[str, float]]:
-            # one thread hop: the catch-up transaction (if any) and the query together
-            if _behind(conn):
-                try:
-                    index_tx()
-                except sqlite3.OperationalError as exc:  # e.g. a read-only copy of a line
-                    raise LookupError(f"cannot bring the recall index up to date: {exc}") from exc
-            return _fts_rank(conn, terms, limit)
+    def sqlite(self, store: SqliteStore) -> Ranker:
+        return partial(_fts_ranked, store) if "recall" in store.schema else partial(_scanned, store)
 
-        try:
-            return await sql.run_read(ranked)
-        except LookupError:
-            pass
+    def postgres(self, store: PgStore) -> Ranker:
+        return partial(_scanned, store)
+
+    def plain(self, store: Store) -> Ranker:
+        return partial(_scanned, store)
+
+
+Ranker = Callable[[Sequence[str], int], Awaitable[list[tuple[str, float]]]]
+_RANKERS = _Rankers()
+
+
+async def _scanned(store: Store, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
     return scan_rank([e async for e in store.stream()], terms, limit)
+
+
+async def _fts_ranked(store: SqlLine, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+    index_tx = store.write(catch_up)
+
+    def ranked(conn: sqlite3.Connection) -> list[tuple[str, float]]:
+        # one thread hop: the catch-up transaction (if any) and the query together
+        if _behind(conn):
+            try:
+                index_tx()
+            except sqlite3.OperationalError as exc:  # e.g. a read-only copy of a line
+                raise LookupError(f"cannot bring the recall index up to date: {exc}") from exc
+        return _fts_rank(conn, terms, limit)
+
+    try:
+        return await store.run_read(ranked)
+    except LookupError:
+        return await _scanned(store, terms, limit)
+
+
+async def _rank(store: Store, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
+    return await on_backend(store, _RANKERS)(terms, limit)
 
 
 class Superseding(Protocol):

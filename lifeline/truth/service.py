@@ -19,7 +19,7 @@ from lifeline.truth.budget import Budget
 from lifeline.truth.parse import parse_checkpoint
 from lifeline.truth.recall import recall
 from lifeline.truth.sections import Inputs, PieceMemo
-from lifeline.truth.snapshot import load_shown, load_state
+from lifeline.truth.snapshot import truth_source
 from lifeline.truth.state import State
 from lifeline.truth.tableview import ItemMemo
 from lifeline.truth.views import Truth, derive
@@ -42,7 +42,7 @@ class LineTruth:
 
 
 async def read_truth(store: Store) -> LineTruth:
-    state = await load_state(store)
+    state = await truth_source(store).state()
     return LineTruth(state, derive(state))
 
 
@@ -82,8 +82,7 @@ async def build_context(
     """The context of ``store``. What earlier calls on the same line kept, reused and added
     to: ``items`` read (:class:`~lifeline.truth.tableview.ItemMemo`), ``pieces`` rendered
     (:class:`~lifeline.truth.sections.PieceMemo`)."""
-    state, truth, thread = await load_shown(
-        store,
+    state, truth, thread = await truth_source(store).shown(
         thread=thread,
         recent=recent,
         max_items=budget.max_items,
@@ -101,8 +100,8 @@ async def build_context(
 async def read_shown(store: Store) -> LineTruth:
     """What is in force and the few items it names (identity, pins, thread labels), without
     the whole state: for commands that need the truth but not every item."""
-    state, truth, _t = await load_shown(
-        store, thread=None, recent=0, max_items=0, resolve=resolve_name
+    state, truth, _t = await truth_source(store).shown(
+        thread=None, recent=0, max_items=0, resolve=resolve_name
     )
     return LineTruth(state, truth)
 
@@ -111,8 +110,8 @@ async def read_for_exam(store: Store) -> LineTruth:
     """Every decision in force and open question with its item, and the items the truth
     names (identity, pins), in one read: what ``exam`` scores, without the whole state
     (every item, thread mark and correction of the line). The same answers elsewhere."""
-    state, truth, _t = await load_shown(
-        store, thread=None, recent=0, max_items=sys.maxsize, resolve=resolve_name
+    state, truth, _t = await truth_source(store).shown(
+        thread=None, recent=0, max_items=sys.maxsize, resolve=resolve_name
     )
     return LineTruth(state, truth)
 

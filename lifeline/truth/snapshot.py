@@ -1,33 +1,40 @@
-"""Incremental truth: the folded state kept as tables in the line's own database.
+"""Which truth a line reads (:func:`truth_source`), and the truth tables of a line file.
 
-:mod:`lifeline.truth.table` keeps the tables and folds the rows past their mark;
-:mod:`lifeline.truth.tableview` reads them back. A line with rows past the mark is caught up
-and read in one write transaction; a current one is read in one read transaction (a
-consistent view either way). A line that cannot be written (a read-only copy) and is
-behind, and any other store, gets a full fold in memory instead: same answers, without the
-speed-up. A hub's line reads its tables in the database (:mod:`lifeline.truth.pg_view`,
-decision 0077).
+The truth follows the backend the line was opened on (decision 0088): a line file reads
+its truth tables (:class:`SqliteTruth`), a hub's line the same tables in its database
+(:class:`~lifeline.truth.pg_view.PgTruth`, decision 0077), any other store folds its
+entries (:class:`~lifeline.truth.source.FoldedTruth`). :func:`truth_source` is the truth's one
+choice, made through :func:`~lifeline.store.backend.on_backend`; nothing else in the layer
+asks which backend a line is on.
+
+On a line file, :mod:`lifeline.truth.table` keeps the tables and folds the rows past their
+mark; :mod:`lifeline.truth.tableview` reads them back. A line with rows past the mark is
+caught up and read in one write transaction; a current one is read in one read transaction
+(a consistent view either way). A line that cannot be written (a read-only copy) and is
+behind gets a full fold in memory instead: same answers, without the speed-up.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
+from lifeline.store.backend import on_backend
 from lifeline.store.port import Store
-from lifeline.store.tiers import SqlLine, tables_of
-from lifeline.truth import pg_view
-from lifeline.truth.pg_table import pg_tables_of
-from lifeline.truth.reducers import fold_all
+from lifeline.store.tiers import SqlLine
+from lifeline.truth.source import FoldedTruth, Resolver, Superseded, TruthSource
 from lifeline.truth.state import State
 from lifeline.truth.table import catch_up, is_current
 from lifeline.truth.tableview import ItemMemo, full_state, shown_state
-from lifeline.truth.views import Truth, derive
+from lifeline.truth.views import Truth
 
-__all__ = ["Superseded", "load_shown", "load_state", "load_superseded"]
+if TYPE_CHECKING:
+    from lifeline.store.postgres import PgStore
+    from lifeline.store.sqlite import SqliteStore
+
+__all__ = ["SqliteTruth", "Superseded", "TruthSource", "truth_source"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -64,81 +71,60 @@ async def _read(store: SqlLine, reader: Callable[[sqlite3.Connection], T]) -> T 
     return await store.run_read(run)
 
 
-async def _full_fold(store: Store) -> State:
-    return fold_all([e async for e in store.stream()])
+class SqliteTruth(FoldedTruth):
+    """The truth tables of a line file; a fold when they cannot be brought up to date."""
 
+    def __init__(self, store: SqlLine) -> None:
+        super().__init__(store)
+        self.sql = store
 
-async def load_state(store: Store) -> State:
-    """The folded state of ``store``: from the tables on SQLite, a full fold otherwise."""
-    sql = tables_of(store, "truth")
-    if sql is not None:
-        state = await _read(sql, full_state)
-        if state is not None:
-            return state
-    hub = pg_tables_of(store)
-    if hub is not None:
-        state = await pg_view.read_current(hub, pg_view.full_state)
-        if state is not None:
-            return state
-    return await _full_fold(store)
+    async def state(self) -> State:
+        state = await _read(self.sql, full_state)
+        return state if state is not None else await super().state()
 
-
-Resolver = Callable[[Iterable[str], str], str]
-
-
-async def load_shown(
-    store: Store,
-    *,
-    thread: str | None,
-    recent: int,
-    max_items: int,
-    resolve: Resolver,
-    items: ItemMemo | None = None,
-) -> tuple[State, Truth, str | None]:
-    """The state and truth a context reads, and ``thread`` resolved by ``resolve`` (see
-    :func:`~lifeline.truth.tableview.shown_state`): bounded by the budget on SQLite (the
-    items already read kept in ``items``); the whole state elsewhere."""
-    sql = tables_of(store, "truth")
-    if sql is not None:
+    async def shown(
+        self,
+        *,
+        thread: str | None,
+        recent: int,
+        max_items: int,
+        resolve: Resolver,
+        items: ItemMemo | None = None,
+    ) -> tuple[State, Truth, str | None]:
         found = await _read(
-            sql, lambda conn: shown_state(conn, thread, recent, max_items, resolve, items)
+            self.sql, lambda conn: shown_state(conn, thread, recent, max_items, resolve, items)
         )
         if found is not None:
             return found
-    hub = pg_tables_of(store)
-    if hub is not None:
-        reader = pg_view.shown_state(thread, recent, max_items, resolve, items)
-        found = await pg_view.read_current(hub, reader)
-        if found is not None:
-            return found
-    state = await _full_fold(store)
-    if thread is not None:
-        thread = resolve(state.threads, thread)
-    return state, derive(state), thread
-
-
-@dataclass(frozen=True, slots=True)
-class Superseded:
-    """What is superseded, and by which correction in force (all ``recall`` needs)."""
-
-    by: dict[str, str]
-
-    def is_superseded(self, entry_id: str) -> bool:
-        return entry_id in self.by
-
-
-async def load_superseded(store: Store) -> Superseded:
-    """The superseded entries alone: one table on SQLite, a full fold elsewhere."""
-    sql = tables_of(store, "truth")
-    if sql is not None:
-        found = await _read(
-            sql, lambda conn: dict(conn.execute("SELECT id, by FROM truth_superseded"))
+        return await super().shown(
+            thread=thread, recent=recent, max_items=max_items, resolve=resolve
         )
-        if found is not None:
-            return Superseded(found)
-    hub = pg_tables_of(store)
-    if hub is not None:
-        gone = await pg_view.read_current(hub, pg_view.superseded)
-        if gone is not None:
-            return Superseded(gone)
-    return Superseded(derive(await _full_fold(store)).superseded)
+
+    async def superseded(self) -> Superseded:
+        found = await _read(
+            self.sql, lambda conn: dict(conn.execute("SELECT id, by FROM truth_superseded"))
+        )
+        return Superseded(found) if found is not None else await super().superseded()
+
+
+class _TruthSources:
+    """The truth of a line, per backend: its tables when it was opened with them."""
+
+    def sqlite(self, store: SqliteStore) -> TruthSource:
+        return SqliteTruth(store) if "truth" in store.schema else FoldedTruth(store)
+
+    def postgres(self, store: PgStore) -> TruthSource:
+        from lifeline.truth.pg_view import PgTruth
+
+        return PgTruth(store) if "truth" in store.components else FoldedTruth(store)
+
+    def plain(self, store: Store) -> TruthSource:
+        return FoldedTruth(store)
+
+
+_SOURCES = _TruthSources()
+
+
+def truth_source(store: Store) -> TruthSource:
+    """The truth of ``store``'s line, read from what its backend keeps."""
+    return on_backend(store, _SOURCES)

@@ -20,11 +20,11 @@ from lifeline.entry import Entry
 from lifeline.errors import StoreError
 from lifeline.home import Home
 from lifeline.lines import validate_line_name
+from lifeline.store.backend import summarized
 from lifeline.store.port import Store
 from lifeline.store.postgres import PgDatabase, is_postgres_url
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.summary import SetTotals
-from lifeline.store.tiers import Summarized
 from lifeline_mesh.notary.pg_schema import PG_NOTARY
 from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary
@@ -136,9 +136,10 @@ async def _copy_items(raws: Sequence[bytes], target: Notary) -> None:
 
 
 async def _totals(store: Store) -> SetTotals:
-    if not isinstance(store, Summarized):
+    kept = summarized(store)
+    if kept is None:
         raise StoreError(f"{type(store).__name__} keeps no line fingerprint to verify against")
-    return await store.entry_totals()
+    return await kept.entry_totals()
 
 
 async def _verified(

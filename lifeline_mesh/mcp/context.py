@@ -12,7 +12,7 @@ from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import deliver
 from lifeline.truth.recall import DEFAULT_FLOOR, recall
 from lifeline.truth.service import build_context, resume_of
-from lifeline.truth.snapshot import load_superseded
+from lifeline.truth.snapshot import truth_source
 from lifeline_mesh.mcp.shapes import RecallHit, RecallView, ResumeThread, ResumeView
 from lifeline_mesh.mcp.workspace import Workspace
 
@@ -77,7 +77,7 @@ async def recall_view(ws: Workspace, line: str | None, query: str, k: int) -> Re
     if not query.strip():
         raise ConfigError("query is empty; give a few words to search for")
     async with ws.store(line) as store:
-        superseded = await load_superseded(store)
+        superseded = await truth_source(store).superseded()
         hits = await recall(store, superseded, query, k=k, floor=DEFAULT_FLOOR)
     return RecallView(
         line=ws.line_name(line),

@@ -14,8 +14,8 @@ from typing import Any
 
 from lifeline.entry import normalize_ts
 from lifeline.errors import ConfigError, InvalidEntry
+from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
-from lifeline.store.tiers import tables_of
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.proposals import ProposalBook
@@ -126,8 +126,13 @@ async def history_view(
     async with ws.store(line) as store:
         anchor = (await store.resolve(ref)).id if ref else None
         select = partial(_select_ids, anchor=anchor, ts=ts, kind=kind, limit=limit)
-        sql = tables_of(store, "truth")  # a line file: on its own index
-        ids = await (sql.run_read(select) if sql else _streamed_ids(store, select.keywords))
+        ids = await on_backend(  # a line file: on its own index
+            store,
+            FileOrEntries(
+                file=lambda sql: sql.run_read(select),
+                entries=lambda other: _streamed_ids(other, select.keywords),
+            ),
+        )
         more = len(ids) > limit
         ids = ids[:limit] if (ref or ts) else ids[-limit:]
         chosen = await store.get_many(ids)

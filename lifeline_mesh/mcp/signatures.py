@@ -14,11 +14,11 @@ import sqlite3
 from typing import Any
 
 from lifeline.errors import InvalidEntry
+from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
-from lifeline.store.tiers import tables_of
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.port import Notary
-from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.sign import notary_of
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.statement import Role, decode
@@ -94,12 +94,15 @@ async def entry_signatures(
     home: NodeHome, store: Store, entry_id: str, entry_ts: str, local_node_id: str | None
 ) -> dict[str, Any]:
     """``{"signed": bool, "items": [...]}``: signed means a valid author signature exists."""
-    sql = tables_of(store, NOTARY_COMPONENT)
-    if sql is not None:
+
+    async def in_file(sql: SqlLine) -> list[bytes]:
         await NotaryStore.attach(sql)  # the notary's tables exist even in a line it never saw
-        items = await sql.run_read(lambda conn: _items_about(conn, entry_id))
-    else:  # a hub's line: its author and import statements, read from the database
-        items = await _subject_items(await notary_of(store), entry_id)
+        return await sql.run_read(lambda conn: _items_about(conn, entry_id))
+
+    async def elsewhere(other: Store) -> list[bytes]:  # a hub's: its statements, by subject
+        return await _subject_items(await notary_of(other), entry_id)
+
+    items = await on_backend(store, FileOrEntries(file=in_file, entries=elsewhere))
     signers = FileSigners.load(home, local_node_id)
     described = [_describe(item, signers, entry_ts) for item in items]
     signed = any(d.get("role") == "author" and d["valid"] for d in described)

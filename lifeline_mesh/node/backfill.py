@@ -26,7 +26,7 @@ from typing import Protocol
 
 from lifeline.errors import LifelineError
 from lifeline.store.port import Store
-from lifeline.store.shallow import shallow_origin
+from lifeline.store.shallow_status import shallow_origin
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.sync.driver import SyncReport
 

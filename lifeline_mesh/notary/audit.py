@@ -28,8 +28,9 @@ from typing import IO, Any
 from lifeline.audit.line import Linked, verify_store
 from lifeline.audit.parallel import StreamPage
 from lifeline.errors import BadSignature
+from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
-from lifeline.store.tiers import SqlLine, tables_of
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.audit_items import AttestationIndex, ItemPass
 from lifeline_mesh.notary.audit_reads import enrolled_items, ts_of_ids
 from lifeline_mesh.notary.audit_walk import witness_windows
@@ -48,7 +49,6 @@ from lifeline_mesh.notary.rules import (
     unsigned_severity,
     verify_items,
 )
-from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role
 from lifeline_mesh.notary.storage import NotaryStore
@@ -136,25 +136,64 @@ async def audit_line(
     external_exists: Callable[[str, str], Awaitable[bool]] | None = None,
     advance: Callable[[int], None] = lambda _n: None,
 ) -> LineReport:
-    """The report of ``line``; ``advance(n)`` is told of every ``n`` entries checked."""
-    store = tables_of(line_store, NOTARY_COMPONENT)
-    if store is None:  # a hub's line: its notary's PostgreSQL twin, the line read whole
-        from lifeline_mesh.notary.audit_whole import audit_whole_line
-        from lifeline_mesh.notary.sign import notary_of
+    """The report of ``line``; ``advance(n)`` is told of every ``n`` entries checked: on
+    a line file, its notary's tables read a page at a time; on a hub's line, its notary's
+    PostgreSQL twin, the line read whole (:mod:`lifeline_mesh.notary.audit_whole`)."""
+    audit = partial(
+        _audit_file,
+        line=line,
+        signers=signers,
+        policy=policy,
+        external_exists=external_exists,
+        advance=advance,
+    )
+    whole = partial(
+        _audit_whole,
+        line=line,
+        signers=signers,
+        policy=policy,
+        external_exists=external_exists,
+        advance=advance,
+    )
+    return await on_backend(line_store, FileOrEntries(file=audit, entries=whole))
 
-        found, whole = await audit_whole_line(
-            line_store,
-            await notary_of(line_store),
-            line,
-            signers,
-            policy,
-            sections=SECTIONS,
-            learn_runners=_learn_runners,  # type: ignore[arg-type]
-            external_exists=external_exists,
-            advance=advance,
-        )
-        assert isinstance(found, Verdict)
-        return LineReport(line, found, whole)
+
+async def _audit_whole(
+    line_store: Store,
+    *,
+    line: str,
+    signers: KnownSigners,
+    policy: Policy,
+    external_exists: Callable[[str, str], Awaitable[bool]] | None,
+    advance: Callable[[int], None],
+) -> LineReport:
+    from lifeline_mesh.notary.audit_whole import audit_whole_line
+    from lifeline_mesh.notary.sign import notary_of
+
+    found, whole = await audit_whole_line(
+        line_store,
+        await notary_of(line_store),
+        line,
+        signers,
+        policy,
+        sections=SECTIONS,
+        learn_runners=_learn_runners,  # type: ignore[arg-type]
+        external_exists=external_exists,
+        advance=advance,
+    )
+    assert isinstance(found, Verdict)
+    return LineReport(line, found, whole)
+
+
+async def _audit_file(
+    store: SqlLine,
+    *,
+    line: str,
+    signers: KnownSigners,
+    policy: Policy,
+    external_exists: Callable[[str, str], Awaitable[bool]] | None,
+    advance: Callable[[int], None],
+) -> LineReport:
     await NotaryStore.attach(store)  # raises when the line has no notary tables
     log = FindingLog(SECTIONS)
     verdict = Verdict()

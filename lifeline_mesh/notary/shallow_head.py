@@ -24,11 +24,13 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lifeline.errors import BadSignature, LifelineError, RemoteProtocolError
+from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
-from lifeline.store.shallow import read_source, shallow_note
-from lifeline.store.tiers import SqlLine
+from lifeline.store.shallow import read_source
+from lifeline.store.shallow_status import shallow_note
 from lifeline_mesh.home.identity import NodeIdentity, node_id_for, verify_signature
 
 __all__ = [
@@ -137,15 +139,21 @@ def sign_head(identity: NodeIdentity, head: ShallowHead) -> tuple[bytes, bytes, 
     return data, identity.sign(data), identity.public_key
 
 
+async def _no_source(_store: Store) -> dict[str, Any] | None:
+    return None
+
+
 async def audit_shallow(store: Store, line: str) -> tuple[str | None, str | None]:
     """For ``verify``: (a note that the line is shallow and what was checked, a failure).
 
     A shallow line's recorded head must still verify: signed by the node it names, over
     the tips it lists. (None, None) for a complete line."""
-    note = await shallow_note(store, line)
-    if note is None or not isinstance(store, SqlLine):
+    note = await shallow_note(store, line)  # None on a line of any other backend than a file
+    if note is None:
         return None, None
-    source = await store.run_read(read_source)
+    source = await on_backend(
+        store, FileOrEntries(file=lambda sql: sql.run_read(read_source), entries=_no_source)
+    )
     if source is None:
         return note, None
     try:

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeline.entry import Entry
 from lifeline.errors import StoreError
 from lifeline.home import Home
 from lifeline.plugins import AppendHook
+from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
-from lifeline.store.tiers import SqlLine
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
@@ -55,33 +55,56 @@ __all__ = [
     "witness",
 ]
 
+if TYPE_CHECKING:
+    from lifeline.store.postgres import PgStore
+    from lifeline.store.sqlite import SqliteStore
+
 log = logging.getLogger(__name__)
 
 
-async def _file_notary(store: Store, purpose: str = "storing attestations") -> NotaryStore:
-    """The notary of a line file (its schema checked by ``attach``); any other store given
-    alone by a tool has no notary tables."""
-    if not isinstance(store, SqlLine):
+def _no_tables(purpose: str) -> Callable[[Store], Awaitable[NotaryStore]]:
+    async def refuse(store: Store) -> NotaryStore:
         raise StoreError(
             f"{purpose} needs the notary's tables, which a {type(store).__name__} does not "
             "have; open the line through its home (a line file, or a hub's line)"
         )
-    return await NotaryStore.attach(store)
+
+    return refuse
 
 
-async def _hub_notary(store: Store) -> Notary:
-    from lifeline.store.postgres import PgStore
-    from lifeline_mesh.notary.pg_storage import PgNotaryStore
+async def _file_notary(store: Store, purpose: str = "storing attestations") -> NotaryStore:
+    """The notary of a line file (its schema checked by ``attach``); a line of any other
+    backend has no notary tables of SQLite's: a one-line error naming ``purpose``."""
+    return await on_backend(
+        store, FileOrEntries(file=NotaryStore.attach, entries=_no_tables(purpose))
+    )
 
-    assert isinstance(store, PgStore)  # a line of the hub's database (the home's choice)
-    return PgNotaryStore(store)
+
+class _Notaries:
+    """A line's notary, per backend: its tables in the line file, or their PostgreSQL
+    twin in a hub's database; a store of neither kind has none."""
+
+    def sqlite(self, store: SqliteStore) -> Awaitable[Notary]:
+        return NotaryStore.attach(store)
+
+    def postgres(self, store: PgStore) -> Awaitable[Notary]:
+        from lifeline_mesh.notary.pg_storage import PgNotaryStore
+
+        async def hub() -> Notary:
+            return PgNotaryStore(store)
+
+        return hub()
+
+    def plain(self, store: Store) -> Awaitable[Notary]:
+        return _no_tables("storing attestations")(store)
+
+
+_NOTARIES = _Notaries()
 
 
 async def notary_of(store: Store) -> Notary:
-    """The notary of a store given alone (tools and tests): a hub line's or a line file's."""
-    from lifeline.store.postgres import PgStore  # a tool's choice, not the node's
-
-    return await (_hub_notary if isinstance(store, PgStore) else _file_notary)(store)
+    """The notary of ``store``'s line, on the backend the line was opened on."""
+    return await on_backend(store, _NOTARIES)
 
 
 async def sign_entries(
@@ -212,17 +235,14 @@ class AuthorHook:
         self,
         identity: NodeIdentity,
         enrolled: Attestation | None = None,
-        notary_of: Callable[[Store], Awaitable[Notary]] | None = None,
     ) -> None:
         self.identity = identity
         self.enrolled = enrolled
-        # the notary of a line of the home's kind (its files', or its hub's database's)
-        self.notary_of = notary_of or _file_notary
 
     async def __call__(self, store: Store, entries: Sequence[Entry]) -> None:
         if entries:
             atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
-            notary = await self.notary_of(store)
+            notary = await notary_of(store)  # the line's, on its backend
             await notary.add([*self._enrollment(), *atts])
 
     async def prepare(self, store: Store) -> None:
@@ -244,5 +264,4 @@ def append_hook_factory(project: Home) -> AppendHook | None:
         return None
     cert = runner_certificate(home)
     enrolled = enrollment_statement(identity, cert) if cert else None
-    hub = home.lines.url is not None  # the home chose its lines: the notary goes with them
-    return AuthorHook(identity, enrolled, _hub_notary if hub else _file_notary)
+    return AuthorHook(identity, enrolled)  # the notary goes with each line's backend

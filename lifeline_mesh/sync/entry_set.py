@@ -7,8 +7,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
 from lifeline.lines import validate_line_name
+from lifeline.store.backend import summarized
 from lifeline.store.port import AppendResult, Store
-from lifeline.store.tiers import SqlLine, Summarized, TokenRows
+from lifeline.store.tiers import SqlLine, TokenRows
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot, token_of
 from lifeline_mesh.sync.port import AdmitResult, FetchResult, SetSnapshots
@@ -90,6 +91,7 @@ class EntrySet:
         self.store = store
         self.codec = codec or EntryCodec()
         self.snapshots = snapshots or KeyedEntries(store)
+        self.summarized = summarized(store)  # chosen once per set
         self._externals: dict[str, str] | None = None
 
     async def snapshot(self) -> Snapshot:
@@ -98,9 +100,9 @@ class EntrySet:
     async def summary(self) -> SetSummary | None:
         """Count and sum of tokens of the line's entries, kept by the store (SQLite,
         PostgreSQL): an in-sync check reads no entry."""
-        if not isinstance(self.store, Summarized):
+        if self.summarized is None:
             return None
-        totals = await self.store.entry_totals()
+        totals = await self.summarized.entry_totals()
         return SetSummary(totals.count, totals.total)
 
     async def _declared(self) -> dict[str, str]:
@@ -110,9 +112,9 @@ class EntrySet:
 
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
         declared = await self._declared()
-        if not declared and isinstance(self.store, Summarized):
+        if not declared and self.summarized is not None:
             # no cross-line parents to declare: the JSON as the store keeps it
-            return FetchResult(await self.store.get_many_json(i.hex() for i in ids), [])
+            return FetchResult(await self.summarized.get_many_json(i.hex() for i in ids), [])
         entries = await self.store.get_many(i.hex() for i in ids)
         externals = sorted(
             {(bytes.fromhex(p), declared[p]) for e in entries for p in e.parents if p in declared}

@@ -19,7 +19,7 @@ from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.recall import recall
 from lifeline.truth.service import LineTruth, resolve_name
-from lifeline.truth.snapshot import load_shown
+from lifeline.truth.snapshot import truth_source
 from lifeline_mesh.ui.dag import DagNode
 from lifeline_mesh.ui.search import Found, RankCache, search
 from lifeline_mesh.ui.sessions_view import SessionsView
@@ -223,8 +223,8 @@ async def read_shown(store: SqliteStore) -> LineTruth:
     threads' labels. At 1M entries this holds ~70 MB where the whole state held ~250 MB,
     and reads in about a second where folding it back took 6–8 s. A line whose tables
     cannot be brought up to date (a read-only copy that is behind) is folded whole."""
-    state, truth, _thread = await load_shown(
-        store, thread=None, recent=0, max_items=2 * SHOWN, resolve=resolve_name
+    state, truth, _thread = await truth_source(store).shown(
+        thread=None, recent=0, max_items=2 * SHOWN, resolve=resolve_name
     )
     return LineTruth(state, truth)
 

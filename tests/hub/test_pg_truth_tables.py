@@ -15,7 +15,7 @@ from lifeline.store.postgres import PgDatabase, PgStore
 from lifeline.truth.budget import Budget
 from lifeline.truth.reducers import fold_all
 from lifeline.truth.service import build_context, read_shown, resume_of
-from lifeline.truth.snapshot import load_state, load_superseded
+from lifeline.truth.snapshot import truth_source
 from lifeline.truth.views import derive
 from tests.support.arrival import arrival_order
 from tests.support.pg_server import fresh_database
@@ -70,8 +70,8 @@ async def test_appends_keep_the_tables_equal_to_a_full_fold(pg_server: str) -> N
                 assert await _folded_rows(store) == min(start + step, len(order))
                 shown = await read_shown(store)
                 assert shown.truth == derive(fold_all(order[: start + step]))
-            assert (await load_state(store)).to_json() == full.to_json()
-            assert (await load_superseded(store)).by == derive(full).superseded
+            assert (await truth_source(store).state()).to_json() == full.to_json()
+            assert (await truth_source(store).superseded()).by == derive(full).superseded
             assert await _contexts(store, threads) == await _contexts(reference, threads)
 
 
@@ -88,7 +88,7 @@ async def test_a_reader_catches_up_what_writers_without_the_hook_wrote(pg_server
         await other.append_many(entries[40:])
     async with _line(url) as store:
         assert await _folded_rows(store) == 40
-        assert (await load_state(store)).to_json() == fold_all(entries).to_json()
+        assert (await truth_source(store).state()).to_json() == fold_all(entries).to_json()
         assert await _folded_rows(store) == 80
 
 
@@ -105,7 +105,7 @@ async def test_a_ts_changed_in_place_is_folded_again(pg_server: str) -> None:
         assert await _folded_rows(store) == -1  # the trigger dropped the core, as SQLite's
         now = [e async for e in store.stream()]
         assert next(e.ts for e in now if e.id == target.id).startswith("2019-01-01")
-        state = await load_state(store)
+        state = await truth_source(store).state()
         assert state.items[target.id][1].startswith("2019-01-01")
         assert state.to_json() == fold_all(now).to_json()
 
@@ -178,7 +178,7 @@ async def test_a_reader_kept_from_the_line_lock_folds_the_line_instead(pg_server
             await holder.execute("SELECT 1 FROM lines WHERE name = 'l' FOR UPDATE")
             impatient = url + ("&" if "?" in url else "?") + "lock_timeout=200ms"
             async with _line(impatient) as reader:
-                assert (await load_state(reader)).to_json() == fold_all(entries).to_json()
+                assert (await truth_source(reader).state()).to_json() == fold_all(entries).to_json()
                 assert (await read_shown(reader)).truth == derive(fold_all(entries))
     finally:
         await holder.close()

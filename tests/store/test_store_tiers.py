@@ -9,12 +9,16 @@ import pytest
 
 from lifeline.errors import StoreError
 from lifeline.store import MemoryStore, SqliteStore
+from lifeline.store.pg_lines import PgLines
 from lifeline.store.schema import LEDGER, line_schema
-from lifeline.store.tiers import SqlLine, Summarized, tables_of
+from lifeline.store.tiers import SqlLine, Summarized
+from lifeline.truth.pg_view import PgTruth
+from lifeline.truth.snapshot import SqliteTruth, truth_source
+from lifeline.truth.source import FoldedTruth
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.storage import NotaryStore
 from tests.support.entries import make_entry
-from tests.support.pg_server import open_test_store
+from tests.support.pg_server import line_name, open_test_store
 from tests.support.sync_helpers import make_node
 
 
@@ -33,7 +37,17 @@ async def test_each_store_offers_its_tiers(request: pytest.FixtureRequest, tmp_p
             assert totals.count == 2 and totals.total != 0
         assert (await sqlite.entry_totals()) == (await pg.entry_totals())
         assert sorted(line_schema()) == ["ledger", "notary", "recall", "truth"]
-        assert tables_of(sqlite, "notary") is sqlite and tables_of(pg, "notary") is None
+        # each line's truth follows the backend it was opened on (decision 0088)
+        assert (
+            type(truth_source(sqlite)) is SqliteTruth and type(truth_source(memory)) is FoldedTruth
+        )
+        assert type(truth_source(pg)) is FoldedTruth  # opened without the truth's component
+        hub = PgLines(request.getfixturevalue("pg_server"))  # as a hub root opens its lines
+        try:
+            async with hub.open(line_name(), create=True) as line:
+                assert type(truth_source(line)) is PgTruth
+        finally:
+            await hub.close()
     finally:
         await sqlite.close()
         await pg.close()
@@ -41,7 +55,7 @@ async def test_each_store_offers_its_tiers(request: pytest.FixtureRequest, tmp_p
 
 async def test_a_line_opened_without_the_notary_tables_says_so(tmp_path: Path) -> None:
     async with await SqliteStore.open(tmp_path / "bare.db", schema=LEDGER) as bare:
-        assert tables_of(bare, "truth") is None  # truth then folds in memory
+        assert type(truth_source(bare)) is FoldedTruth  # no tables: truth folds in memory
         with pytest.raises(StoreError, match="without the notary's tables"):
             await NotaryStore.attach(bare)
         tables = await bare.run_read(

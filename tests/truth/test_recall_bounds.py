@@ -11,7 +11,7 @@ from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth import recall as recall_mod
 from lifeline.truth.recall import FTS5_AVAILABLE, recall
-from lifeline.truth.snapshot import load_superseded
+from lifeline.truth.snapshot import truth_source
 
 pytestmark = pytest.mark.skipif(not FTS5_AVAILABLE, reason="this SQLite has no FTS5")
 
@@ -39,7 +39,7 @@ def _line() -> list[Entry]:
 
 
 async def _ids(store: SqliteStore, query: str) -> list[str]:
-    hits = await recall(store, await load_superseded(store), query, k=8, floor=0.0)
+    hits = await recall(store, await truth_source(store).superseded(), query, k=8, floor=0.0)
     return [h.entry_id for h in hits]
 
 

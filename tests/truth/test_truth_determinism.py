@@ -16,7 +16,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.budget import Budget
 from lifeline.truth.reducers import fold_all
 from lifeline.truth.service import build_context, read_truth
-from lifeline.truth.snapshot import load_state
+from lifeline.truth.snapshot import truth_source
 from lifeline.truth.state import State
 from tests.support.arrival import arrival_order
 
@@ -78,7 +78,7 @@ async def test_sqlite_snapshot_is_incremental_and_correct(tmp_path: Path) -> Non
     path = tmp_path / "l.db"
     async with await SqliteStore.open(path) as store:
         await store.append_many(entries[:30])
-        first = await load_state(store)
+        first = await truth_source(store).state()
         assert first.to_json() == fold_all(entries[:30]).to_json()
         await store.append_many(entries[30:])
         folded_now: list[int] = []
@@ -87,29 +87,29 @@ async def test_sqlite_snapshot_is_incremental_and_correct(tmp_path: Path) -> Non
             return int(conn.execute("SELECT last_seq FROM truth_core").fetchone()[0])
 
         folded_now.append(await store.run_read(snap))
-        second = await load_state(store)
+        second = await truth_source(store).state()
         folded_now.append(await store.run_read(snap))
         assert folded_now == [30, 60]  # the second read folded only the 30 new rows
         assert second.to_json() == fold_all(entries).to_json()
-        assert (await load_state(store)).to_json() == second.to_json()
+        assert (await truth_source(store).state()).to_json() == second.to_json()
 
 
 async def test_lowered_ts_and_tampering_invalidate_the_snapshot(tmp_path: Path) -> None:
     entries = _ledger(11, 20)
     async with await SqliteStore.open(tmp_path / "l.db") as store:
         await store.append_many(entries)
-        await load_state(store)
+        await truth_source(store).state()
         earlier = entries[-1].with_ts("2025-01-01T00:00:00Z")
         await store.append(earlier)  # same id, earlier ts: the store lowers it
         expected = fold_all([*entries[:-1], earlier]).to_json()
-        assert (await load_state(store)).to_json() == expected
+        assert (await truth_source(store).state()).to_json() == expected
         victim = entries[3]
 
         def tamper(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE entries SET summary = 'forged' WHERE id = ?", (victim.id,))
 
         await store.run_write(tamper)
-        state = await load_state(store)
+        state = await truth_source(store).state()
         assert victim.id in state.integrity
 
 
@@ -120,7 +120,7 @@ async def test_two_sqlite_nodes_same_set_same_context(tmp_path: Path) -> None:
         async with await SqliteStore.open(tmp_path / f"{n}.db") as store:
             for start in range(0, len(order), 7):  # several syncs, each folded incrementally
                 await store.append_many(order[start : start + 7])
-                await load_state(store)
+                await truth_source(store).state()
             ctx = await build_context(store, line="l", budget=Budget(3000), query="s1 why")
             texts.append((ctx.stable, ctx.volatile))
     assert texts[0] == texts[1]
@@ -130,13 +130,13 @@ async def test_rows_removed_behind_the_triggers_back_force_a_full_fold(tmp_path:
     entries = _ledger(5, 25)
     async with await SqliteStore.open(tmp_path / "l.db") as store:
         await store.append_many(entries)
-        await load_state(store)
+        await truth_source(store).state()
 
         def sneak(conn: sqlite3.Connection) -> None:
             conn.execute("DROP TRIGGER truth_on_delete")
             conn.execute("DELETE FROM entries WHERE id = ?", (entries[-1].id,))
 
         await store.run_write(sneak)
-        state = await load_state(store)
+        state = await truth_source(store).state()
         assert state.count == 24
         assert state.to_json() == fold_all(entries[:-1]).to_json()

@@ -20,7 +20,7 @@ from lifeline.store.sqlite_open import connect_read_only
 from lifeline.truth.budget import Budget
 from lifeline.truth.reducers import fold_all
 from lifeline.truth.service import build_context, read_shown, read_truth, resume_of
-from lifeline.truth.snapshot import load_state
+from lifeline.truth.snapshot import truth_source
 from lifeline.truth.table import _V1
 from lifeline.truth.views import derive
 from tests.support.arrival import arrival_order
@@ -64,7 +64,7 @@ async def test_tables_equal_a_full_fold(seed: int, n: int, step: int, tmp_path: 
             shown = await read_shown(store)
             part = fold_all(order[: start + step])
             assert shown.truth == derive(part)
-        assert (await load_state(store)).to_json() == full.to_json()
+        assert (await truth_source(store).state()).to_json() == full.to_json()
         assert (await read_truth(store)).truth == want_truth
         assert await _contexts(store, threads) == want
 
@@ -91,7 +91,7 @@ async def test_a_line_with_the_old_snapshot_migrates(tmp_path: Path) -> None:
             await reference.append(e)
         threads = sorted(fold_all(entries).threads)
         assert await _contexts(store, threads) == await _contexts(reference, threads)
-        assert (await load_state(store)).to_json() == fold_all(entries).to_json()
+        assert (await truth_source(store).state()).to_json() == fold_all(entries).to_json()
 
 
 async def test_a_read_only_copy_that_is_behind_folds_in_memory(tmp_path: Path) -> None:
