@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lifeline.errors import LifelineError
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.node.lines import NodeLine
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
+from lifeline_mesh.node.witness_pace import WitnessPace
 from lifeline_mesh.notary.attestation_set import AttestationSet
 from lifeline_mesh.notary.notarized_set import NotarizedEntrySet
 from lifeline_mesh.notary.sign import sign_state
@@ -42,6 +43,10 @@ class SessionParts:
     identity: NodeIdentity | None
     clock: Callable[[], str]
     scheduler: Callable[[], SyncScheduler | None]
+    # rows taken over Watch calls are witnessed at most once per interval (decision 0091);
+    # witness_later(line, seconds) signs the deferred statement then
+    pace: WitnessPace = field(default_factory=WitnessPace)
+    witness_later: Callable[[str, float], None] | None = None
 
 
 class LineSession:
@@ -54,8 +59,11 @@ class LineSession:
         codec: EntryCodec,
         peer: SessionPeer | None = None,
         source: str | None = None,
+        *,
+        live: bool = False,
     ) -> None:
         self.parts, self.line, self.peer = parts, line, peer
+        self.live = live  # rows taken over a Watch call, not a session (witness_pace.py)
         self.caller = peer_node_id(peer.identity) if peer is not None else None
         # source: the node we dialed (a caller: its certificate's)
         source = self.caller if peer is not None else source
@@ -112,6 +120,13 @@ class LineSession:
             # A runner's statements would outlive it for nothing (the node it syncs with
             # witnesses what it wrote) and would grow the line by one per job.
             return []
+        if self.live:
+            wait = self.parts.pace.now_or_later(line)
+            if wait > 0:
+                later = self.parts.witness_later
+                if later is not None and self.parts.pace.defer(line):
+                    later(line, wait)
+                return []
         try:
             atts = await sign_state(self.entries.notary, identity, line, self.parts.clock)
         except LifelineError as exc:  # the entries are stored; the next session signs

@@ -222,7 +222,7 @@ class LiveRows:
         """Store ``rows`` in one session of ours; the ids of the entries stored with their
         author's signature."""
         line = rows.line
-        async with self._session(line, None, source) as session:
+        async with self._session(line, None, source, live=True) as session:
             atts, _, entry_set = session.sets
             signed = [self._parse(atts.codec, raw) for raw in rows.attestations]
             # An entry announced without its author's signature is not "held" for good:

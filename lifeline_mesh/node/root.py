@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from lifeline.errors import PeerError
+from lifeline.errors import LifelineError, PeerError
 from lifeline.ledger import utc_now
 from lifeline.store.port import Store
 from lifeline_mesh.helpers import pool as offload
@@ -43,6 +43,7 @@ from lifeline_mesh.node.observer import NodeObserver
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
 from lifeline_mesh.node.shallow_serve import shallow_service
 from lifeline_mesh.node.watch_back import WatchBack
+from lifeline_mesh.notary.sign import sign_state
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.peering.service import Peering, PeeringOptions
 from lifeline_mesh.peering.table import PeerState
@@ -101,7 +102,9 @@ class Node:
             identity=self.identity,
             clock=clock,
             scheduler=lambda: self._peering.scheduler if self._peering else None,
+            witness_later=self._witness_later,
         )
+        self._deferred: set[asyncio.Task[None]] = set()  # statements signed later (0091)
         # Rows read to announce and rows taken from the peers we watch (decision 0046)
         self.rows = LiveRows(
             home,
@@ -147,12 +150,19 @@ class Node:
 
     @asynccontextmanager
     async def session(
-        self, line: str, peer: SessionPeer | None = None, source: str | None = None
+        self,
+        line: str,
+        peer: SessionPeer | None = None,
+        source: str | None = None,
+        *,
+        live: bool = False,
     ) -> AsyncIterator[LineSession]:
         """One session on ``line``: dialed to us by ``peer``, or ours with ``source`` (the
-        node we dial). It ends itself (node/line_session.py)."""
+        node we dial; ``live``: rows taken over its Watch call). It ends itself
+        (node/line_session.py)."""
         async with self.lines.open(line) as opened:
-            current = LineSession(self.parts, opened, EntryCodec(self.home.limits()), peer, source)
+            codec = EntryCodec(self.home.limits())
+            current = LineSession(self.parts, opened, codec, peer, source, live=live)
             await current.begin()
             ok = False
             try:
@@ -160,6 +170,28 @@ class Node:
                 ok = True
             finally:
                 await current.end(ok=ok)
+
+    def _witness_later(self, line: str, seconds: float) -> None:
+        """Sign ``line``'s state in ``seconds`` (rows taken over Watch calls meanwhile are
+        witnessed by that one statement: node/witness_pace.py)."""
+
+        async def later() -> None:
+            await asyncio.sleep(seconds)
+            self.parts.pace.due(line)
+            identity = self.identity
+            if identity is None:
+                return
+            try:
+                async with self.lines.open(line) as opened:
+                    signers = self.parts.signers(identity.node_id, None)
+                    notary = opened.notary(signers, self.parts.clock, None)
+                    await sign_state(notary, identity, line, self.parts.clock)
+            except LifelineError as exc:  # the next taken rows or session signs instead
+                log.warning("line %s: no state statement signed: %s", line, exc)
+
+        task = asyncio.get_running_loop().create_task(later(), name=f"witness {line}")
+        self._deferred.add(task)
+        task.add_done_callback(self._deferred.discard)
 
     async def connect(self) -> None:
         """Reach the lines' store now (a hub's database: unreachable is one line and an

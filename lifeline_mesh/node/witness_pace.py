@@ -1,0 +1,63 @@
+"""How often a node witnesses what reaches it over the Watch calls (decision 0091).
+
+A node signs a state statement after it admits new entries from a peer (DESIGN §6). Over
+the Watch calls a mesh writing once a second admits a write a second on every node, so each
+node signed a statement a second and every node's statements travelled to every other: on a
+LAN of 20 nodes a line held 13–18 statements per entry, and each write cost every node the
+statements of all the others — bytes and signature checks that grow with N. Rows taken over
+a Watch call are therefore witnessed at most once per :data:`WITNESS_EVERY_S` per line: the
+first at once, the next when the interval has passed (one deferred statement covers every
+state in between: a statement over the tips witnesses every ancestor). A session — `sync`,
+a scheduled sync, a catch-up — still signs at its end, in its closing round, as before.
+
+Witnessing is then up to :data:`WITNESS_EVERY_S` later than it was: far inside what the
+notary's rules measure with (a backdate is judged over a day, a clock over five minutes:
+``notary/rules.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+__all__ = ["WITNESS_EVERY_S", "WitnessPace"]
+
+WITNESS_EVERY_S = 30.0
+
+
+class WitnessPace:
+    """Per line, when this node last witnessed rows taken over a Watch call, and whether a
+    deferred statement is due."""
+
+    def __init__(
+        self, every_s: float = WITNESS_EVERY_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.every_s, self._clock = every_s, clock
+        self._last: dict[str, float] = {}
+        self._deferred: set[str] = set()
+        self.counts = {"signed": 0, "deferred": 0}
+
+    def now_or_later(self, line: str) -> float:
+        """0: witness ``line`` now (and it is recorded as done); else the seconds until a
+        deferred statement is due, and the caller schedules one unless one is
+        (:meth:`defer` tells)."""
+        now = self._clock()
+        last = self._last.get(line)
+        if last is None or now - last >= self.every_s:
+            self._last[line] = now
+            self.counts["signed"] += 1
+            return 0.0
+        return last + self.every_s - now
+
+    def defer(self, line: str) -> bool:
+        """Whether a deferred statement for ``line`` must be scheduled (not one already)."""
+        if line in self._deferred:
+            return False
+        self._deferred.add(line)
+        self.counts["deferred"] += 1
+        return True
+
+    def due(self, line: str) -> None:
+        """The deferred statement of ``line`` is being signed now."""
+        self._deferred.discard(line)
+        self._last[line] = self._clock()

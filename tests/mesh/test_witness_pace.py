@@ -1,0 +1,68 @@
+"""Rows taken over Watch calls are witnessed at most once per interval (decision 0091):
+real line files, real signed entries written by `lifeline log`, a real node taking their
+rows as its Watch calls would. The first taking is witnessed at once; those within the
+interval are not, and one deferred statement, signed when the interval ends, witnesses the
+state they left (its tips cover every entry taken). A session still signs at its end."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from pathlib import Path
+
+from lifeline.entry import Entry
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.node.live_rows import Taken
+from lifeline_mesh.node.root import Node
+from lifeline_mesh.notary.statement import decode
+from lifeline_mesh.transport.announce import ChangeItems
+from tests.support.mesh_procs import cli, signed_node
+
+LINE = "ledger"
+
+
+def _count(node: Node, table: str) -> int:
+    with sqlite3.connect(node.home.line_path(LINE)) as conn:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+def _last_statement_tips(node: Node) -> list[str]:
+    with sqlite3.connect(node.home.line_path(LINE)) as conn:
+        raw = conn.execute("SELECT item FROM statements ORDER BY seq DESC LIMIT 1").fetchone()[0]
+    return list(decode(bytes(raw)).summary_tips)
+
+
+async def _write(node: Node, summary: str) -> ChangeItems:
+    before = _count(node, "entries")
+    cli("lifeline", node.home.root, "log", "--kind", "decision", "--summary", summary)
+    rows = await node.rows.read(LINE, before, before + 1)
+    assert rows is not None
+    return rows
+
+
+async def test_rows_taken_within_the_interval_are_witnessed_once_later(tmp_path: Path) -> None:
+    signed_node(tmp_path / "a", "first")
+    signed_node(tmp_path / "b")
+    a = Node(NodeHome(tmp_path / "a"), insecure=True)
+    b = Node(NodeHome(tmp_path / "b"), insecure=True)
+    b.parts.pace.every_s = 3.0
+    first = await a.rows.read(LINE, 0, _count(a, "entries"))
+    assert first is not None
+    assert await b.rows.take("node-a", first) is Taken.STORED
+    assert _count(b, "statements") == 1  # the first taking: witnessed at once
+    started = time.monotonic()
+    last = None
+    for n in range(3):
+        last = await _write(a, f"write {n}")
+        assert await b.rows.take("node-a", last) is Taken.STORED
+    assert _count(b, "statements") == 1  # within the interval: none more yet
+    assert b.parts.pace.counts == {"signed": 1, "deferred": 1}
+    deadline = started + 30
+    while _count(b, "statements") == 1:
+        assert time.monotonic() < deadline, "the deferred statement was never signed"
+        await asyncio.sleep(0.05)
+    assert time.monotonic() - started >= 2.0  # not before the interval ended
+    assert _count(b, "statements") == 2  # one statement for the three takings
+    assert last is not None
+    assert _last_statement_tips(b) == [Entry.from_json(last.entries[-1], check=False).id]
