@@ -96,6 +96,8 @@ class Planner:
         self.policy = policy
         self._rand = rand
         self.own: str | None = None  # this node's id (which end of a link catches up)
+        # Can ``peer`` dial us (we serve where it can reach us)? Unknown: yes.
+        self.reachable_by: Callable[[PeerState], bool] | None = None
 
     def appeared(self, key: str, now: float) -> None:
         """A peer was added or re-announced itself: try it now (a node that comes back on
@@ -214,8 +216,10 @@ class Planner:
         wake = peer.wake = Wake(fallback=fallback)
         wake.catch_up_since = min([now, *peer.inbound])
         # Both ends of the link get a fresh call at about the same time: the one whose
-        # id sorts first dials, the other gives its session time to begin.
+        # id sorts first dials, the other gives its session time to begin (unless that
+        # peer cannot dial us: a node that only dials out, a CI runner, dials at once).
         second = self.own is not None and peer.node_id is not None and self.own > peer.node_id
+        second = second and (self.reachable_by is None or self.reachable_by(peer))
         peer.next_attempt = now + (CATCH_UP_GRACE_S if second else 0.0)
         wake.catch_up_until = peer.next_attempt + CATCH_UP_WAIT_S
         return True
@@ -273,6 +277,7 @@ class Planner:
             # It holds all we held as the session ended: no session back to it now (the
             # changes since make it due as for any healthy peer), decision 0089.
             peer.next_attempt = now + self.policy.period * (1.0 - self.policy.period_jitter)
+            peer.wake = None
         return back
 
     def up_again(self, key: str, now: float) -> bool:
@@ -285,6 +290,8 @@ class Planner:
             return False
         peer.failures = 0
         peer.last_error = None
+        if peer.wake is not None and peer.wake.catch_up_since is not None:
+            return True  # its fresh call asked for a catch-up: that decides (decision 0089)
         peer.next_attempt = now
         peer.wake = None
         return True

@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from lifeline.errors import ConfigError
 from lifeline_mesh.peering.schedule import (
     ANNOUNCE_GRACE_S,
+    CATCH_UP_GRACE_S,
     RELAY_DELAY_S,
     Planner,
     SchedulePolicy,
@@ -464,3 +465,30 @@ def test_a_change_during_a_session_that_carried_it_costs_no_second_session() -> 
     planner.synced(peer.key, 8.0, {"ledger": 8})  # row 9 came after its ranges
     planner.succeeded(peer, 8.0, 0.0, "ok")
     assert planner.due(8.0) == [peer]
+
+
+def test_the_end_of_a_link_whose_id_sorts_first_catches_up_and_the_other_waits() -> None:
+    """Both ends of a link that comes back get a fresh call at about the same time; the
+    end whose node id sorts first dials at once, the other gives the peer's session
+    ``CATCH_UP_GRACE_S`` to begin — unless that peer cannot dial it (decision 0089)."""
+    planner = _planner()
+    planner.own = "node-m"
+    first = planner.table.add_static(PeerAddress("10.0.0.1", 1))
+    second = planner.table.add_static(PeerAddress("10.0.0.2", 1))
+    planner.table.learned(first, "node-z")  # we sort first on this link: we dial
+    planner.table.learned(second, "node-a")  # it sorts first: it dials
+    for peer in (first, second):
+        for _ in range(9):  # a long partition: back-offs of minutes
+            planner.started(peer)
+            planner.failed(peer, 0.0, 0.0, "unreachable")
+    assert planner.remote_change(second.key, 10.0, fresh=True)
+    assert planner.due(10.0) == [] and planner.due(10.0 + CATCH_UP_GRACE_S) == [second]
+    planner.started(second)
+    planner.succeeded(second, 14.0, 0.0, "ok")
+    assert planner.remote_change(first.key, 20.0, fresh=True)
+    assert planner.due(20.0) == [first]
+    planner.started(first)
+    planner.succeeded(first, 21.0, 0.0, "ok")
+    planner.reachable_by = lambda peer: False  # we only dial out: nobody dials us
+    assert planner.remote_change(second.key, 30.0, fresh=True)
+    assert planner.due(30.0) == [second]
