@@ -64,8 +64,6 @@ class Lab:
         self.written: dict[str, tuple[int, float]] = {}  # id -> (node index, time written)
         self.arrivals: list[Arrivals] = []
         self.events: dict[str, float] = {}
-        self.wall: dict[str, float] = {}  # the same events by the wall clock (to read logs)
-        self.heal_curve: list[list[float]] = []  # [s after the links came back, pairs missing]
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -80,10 +78,8 @@ class Lab:
         if self.args.baseline:
             env["PYTHONPATH"] = str(self.args.baseline)
         skews = _skews(len(hosts), self.args.skew)
-        events = self.args.keep is not None  # kept logs are worth reading: time every event
         self.nodes = [
-            LabNode(h, roots[h.index], topo, env=env, skew=skews.get(h.index, 0.0), events=events)
-            for h in hosts
+            LabNode(h, roots[h.index], topo, env=env, skew=skews.get(h.index, 0.0)) for h in hosts
         ]
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(LabNode.start, self.nodes))
@@ -133,22 +129,12 @@ class Lab:
             ids = [i for i, (_, t) in self.written.items() if upto is None or t <= upto]
         return sum(1 for a in self.arrivals for i in ids if i not in a.seen)
 
-    def wait_everywhere(
-        self, timeout: float, upto: float | None = None, curve: list[list[float]] | None = None
-    ) -> float | None:
-        """Monotonic time at which every write (made before ``upto``) was everywhere;
-        ``curve`` gets [seconds since start, (write, node) pairs missing] every second."""
-        start = time.monotonic()
-        end = start + timeout
-        noted = -1.0
+    def wait_everywhere(self, timeout: float, upto: float | None = None) -> float | None:
+        """Monotonic time at which every write (made before ``upto``) was everywhere."""
+        end = time.monotonic() + timeout
         while time.monotonic() < end:
-            missing = self.missing(upto)
-            now = time.monotonic()
-            if curve is not None and (now - noted >= 1.0 or missing == 0):
-                curve.append([round(now - start, 1), missing])
-                noted = now
-            if missing == 0:
-                return now
+            if self.missing(upto) == 0:
+                return time.monotonic()
             time.sleep(0.1)
         return None
 
@@ -231,13 +217,11 @@ class Lab:
         every write made until then was on every node (None: not within the timeout)."""
         self.net.partition(True)
         self.events["cut"] = time.monotonic()
-        self.wall["cut"] = time.time()
         time.sleep(seconds)
         self.net.partition(False)
         healed = time.monotonic()
         self.events["healed"] = healed
-        self.wall["healed"] = time.time()
-        done = self.wait_everywhere(self.args.drain, upto=healed, curve=self.heal_curve)
+        done = self.wait_everywhere(self.args.drain, upto=healed)
         return None if done is None else done - healed
 
     def close(self) -> None:
@@ -299,7 +283,6 @@ def _run(args: argparse.Namespace, lab: Lab) -> dict[str, object]:
         heal = lab.partition(args.partition)
         report["partition_s"] = args.partition
         report["heal_s"] = None if heal is None else round(heal, 2)
-        report["heal_curve"] = lab.heal_curve
     lab.stop_writers()
     done = lab.wait_everywhere(lab.args.drain)
     report["drained"] = done is not None
@@ -315,7 +298,6 @@ def _run(args: argparse.Namespace, lab: Lab) -> dict[str, object]:
     }
     report["checks"] = _checks(lab)
     report["skewed"] = {str(n.host.index): n.skew for n in lab.nodes if n.skew}
-    report["events_wall"] = {k: round(v, 3) for k, v in lab.wall.items()}
     report["load_average"] = round(os.getloadavg()[1], 1)  # the machine's, over 5 minutes
     return report
 
@@ -414,11 +396,7 @@ def main() -> None:
     parser.add_argument("--skew", type=float, default=120.0, help="s; 0: no skewed clocks")
     parser.add_argument("--baseline", type=Path, help="run the nodes from this source tree")
     parser.add_argument("--json", type=Path)
-    parser.add_argument(
-        "--keep",
-        type=Path,
-        help="make the homes and logs here, keep them (the nodes log JSON events)",
-    )
+    parser.add_argument("--keep", type=Path, help="make the homes and logs here, keep them")
     parser.add_argument("--drain", type=float, default=90.0, help="s to wait for convergence")
     args = parser.parse_args()
     if args.write_every is None:

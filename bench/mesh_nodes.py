@@ -135,7 +135,6 @@ class LabNode:
     topo: Topology
     env: dict[str, str] = field(default_factory=dict)
     skew: float = 0.0
-    events: bool = False  # log every session and peer event as JSON (the lab's --keep)
     proc: subprocess.Popen[str] | None = None
     closing: str = ""  # its closing line (sessions, rows taken, held, refused), once stopped
 
@@ -152,8 +151,6 @@ class LabNode:
     def start(self) -> None:
         argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(self.root), "serve"]
         argv += self.topo.serve_args(self.host.index)
-        if self.events:  # JSON lines with a time each; sessions are logged with metrics on
-            argv += ["--log-format", "json", "--metrics-listen", "127.0.0.1:0"]
         log = (self.root.parent / f"n{self.host.index:02d}.log").open("a")
         self.proc = subprocess.Popen(
             self.host.wrap(argv),

@@ -114,14 +114,12 @@ class NodeMetrics:
         self.bytes.labels("in").inc(report.bytes_received)
         self.session_seconds.labels(direction).observe(report.seconds)
         log.info(
-            "session %s with %s on line %s: sent %d, received %d entries (%d new) in %.2fs",
+            "session %s with %s on line %s: sent %d, received %d entries",
             direction,
             peer,
             line,
             report.entries_sent,
             report.entries_received,
-            report.entries_added,
-            report.seconds,
             extra=extra,
         )
 

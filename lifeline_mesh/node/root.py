@@ -317,10 +317,6 @@ class Node:
             feed=None if self.security.role is MeshRole.READER else self.changes,
         )
         self._peering.scheduler.covered = self._row_takers
-        # a peer can dial us back where we tell it we serve (a runner's peers cannot)
-        self._peering.scheduler.planner.reachable_by = lambda peer: (
-            self.watch_back.serves_port(peer) > 0
-        )
         return self._peering
 
     async def watch_peer(self, peer: PeerState) -> AsyncIterator[Heard]:

@@ -8,13 +8,8 @@ a fake clock. Rules:
 * a local change makes every healthy peer due at once; a peer in back-off keeps its
   schedule, so writing fast never hammers a dead peer;
 * a change a peer announces (over the Watch call this node opened) makes that peer due at
-  once; later announcements only when the peer is healthy;
-* a fresh call (the peer answers again, even in back-off) asks for a *catch-up*: it runs
-  when no other session of this node runs (at most ``CATCH_UP_WAIT_S`` later), one at a
-  time, and not at all when a session that peer dialed to us ran since the call opened or
-  was running then (decision 0089: after a partition every node of each half caught up
-  with each of its peers of the other half at once, both ways, each session carrying the
-  same writes);
+  once; a fresh call does so even in back-off (the peer answers again), later
+  announcements only when the peer is healthy;
 * after a success the next sync is one period later (with jitter, so a room of nodes started
   together does not sync in lock step);
 * after a failure the delay doubles from ``backoff_base`` up to ``backoff_max``, each delay
@@ -46,8 +41,6 @@ __all__ = [
     "BACKOFF_BASE_S",
     "BACKOFF_JITTER",
     "BACKOFF_MAX_S",
-    "CATCH_UP_GRACE_S",
-    "CATCH_UP_WAIT_S",
     "PERIODIC_SYNC_S",
     "PERIOD_JITTER",
     "RELAY_DELAY_S",
@@ -66,10 +59,6 @@ RELAY_DELAY_S = 0.5  # a change that may be a relay waits [0.5, 1] × this (jitt
 ANNOUNCE_GRACE_S = 1.0  # an announcing peer that dials us has this long to bring it itself
 ANNOUNCE_SLACK_S = 1.0  # a session with it that began this long before counts as its answer
 DIALS_US_S = 2 * PERIODIC_SYNC_S  # it dialed us this recently: it dials us on its changes
-CATCH_UP_WAIT_S = 10.0  # a catch-up waits for this node's other sessions at most this long
-# The end of a link whose node id sorts after the other's waits this long for the other's
-# session (both ends get their fresh calls at about the same time)
-CATCH_UP_GRACE_S = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +84,6 @@ class Planner:
         self.table = table
         self.policy = policy
         self._rand = rand
-        self.own: str | None = None  # this node's id (which end of a link catches up)
-        # Can ``peer`` dial us (we serve where it can reach us)? Unknown: yes.
-        self.reachable_by: Callable[[PeerState], bool] | None = None
 
     def appeared(self, key: str, now: float) -> None:
         """A peer was added or re-announced itself: try it now (a node that comes back on
@@ -136,9 +122,6 @@ class Planner:
         wake = peer.wake
         if wake is None or wake.hard or wake.fallback <= now:
             return True
-        if wake.catch_up_since is not None:
-            answered = peer.answered
-            return answered is None or answered < wake.catch_up_since
         if any(peer.synced.get(line, -1) < mark for line, mark in wake.marks.items()):
             return True
         if wake.announced is None:
@@ -195,34 +178,11 @@ class Planner:
         if key not in self.table:
             return False
         peer = self.table.get(key)
-        if fresh:
-            return self._catch_up(peer, now)
-        if peer.failures:
+        if peer.failures and not fresh:
             return False
-        if at_once or not self.dials_us(peer, now):
+        if fresh or at_once or not self.dials_us(peer, now):
             return self._wake(peer, now, hard=True)
         return self._wake(peer, now + ANNOUNCE_GRACE_S, announced=now)
-
-    def _catch_up(self, peer: PeerState, now: float) -> bool:
-        """``peer``'s Watch call was just accepted (it may have been out of reach): a
-        catch-up session, answered by any session that peer dialed to us which was running
-        when the call opened or began since (one session a link, not one each way), and
-        run when this node runs no other session (``due``), so that the sessions with
-        the peers of the other half of a healed partition run one after the other, the
-        later ones carrying only what the earlier did not."""
-        if peer.in_flight:
-            return self._wake(peer, now, hard=True)
-        fallback = peer.next_attempt if peer.wake is None else peer.wake.fallback
-        wake = peer.wake = Wake(fallback=fallback)
-        wake.catch_up_since = min([now, *peer.inbound])
-        # Both ends of the link get a fresh call at about the same time: the one whose
-        # id sorts first dials, the other gives its session time to begin (unless that
-        # peer cannot dial us: a node that only dials out, a CI runner, dials at once).
-        second = self.own is not None and peer.node_id is not None and self.own > peer.node_id
-        second = second and (self.reachable_by is None or self.reachable_by(peer))
-        peer.next_attempt = now + (CATCH_UP_GRACE_S if second else 0.0)
-        wake.catch_up_until = peer.next_attempt + CATCH_UP_WAIT_S
-        return True
 
     def took(self, key: str, line: str, span: tuple[int, int]) -> None:
         """Our rows ``span`` = (after, up to] of ``line`` are the rows just taken from
@@ -240,45 +200,18 @@ class Planner:
         """A session that ``key`` dialed to us began."""
         peer = self.table.get(key)
         peer.dialed_in_at = peer.touched_at = now
-        peer.inbound.append(now)
-
-    def dialed_in_ended(self, key: str, *, ok: bool) -> None:
-        """A session that ``key`` dialed to us ended (``ok``: well; taken as the oldest
-        of its sessions running, whose start then answers a catch-up begun before it)."""
-        if key not in self.table:
-            return
-        peer = self.table.get(key)
-        if peer.inbound:
-            began = peer.inbound.pop(0)
-            if ok:
-                peer.answered = max(began, peer.answered or began)
-
-    def idle(self, now: float) -> None:
-        """A session of this node ended: the catch-ups waiting for it are due again."""
-        for peer in self.table:
-            wake = peer.wake
-            if wake is not None and wake.deferred and not peer.in_flight:
-                peer.next_attempt = min(peer.next_attempt, now)
-                wake.deferred = False
 
     def synced(self, key: str, now: float, marks: dict[str, int] | None) -> bool:
         """A session with ``key`` (either way) ended well; ``marks``: the highest row of
         each line it now holds (when known). A peer in back-off is up again: its back-off
-        ends, and it is due now unless what it holds is known. Returns whether it was in
-        back-off."""
+        ends and it is due now. Returns whether it was in back-off."""
         if key not in self.table:
             return False
         peer = self.table.get(key)
         peer.touched_at = now
         for line, mark in (marks or {}).items():
             peer.synced[line] = max(mark, peer.synced.get(line, mark))
-        back = self.up_again(key, now)
-        if back and marks:
-            # It holds all we held as the session ended: no session back to it now (the
-            # changes since make it due as for any healthy peer), decision 0089.
-            peer.next_attempt = now + self.policy.period * (1.0 - self.policy.period_jitter)
-            peer.wake = None
-        return back
+        return self.up_again(key, now)
 
     def up_again(self, key: str, now: float) -> bool:
         """A session with ``key`` ended well: a back-off with it ends and it is due now
@@ -290,40 +223,21 @@ class Planner:
             return False
         peer.failures = 0
         peer.last_error = None
-        if peer.wake is not None and peer.wake.catch_up_since is not None:
-            return True  # its fresh call asked for a catch-up: that decides (decision 0089)
         peer.next_attempt = now
         peer.wake = None
         return True
 
-    def due(self, now: float, *, busy: bool = False) -> list[PeerState]:
+    def due(self, now: float) -> list[PeerState]:
         """Peers whose time has come and that are not already syncing, earliest first. A
-        conditional wake-up no longer needed goes back to the peer's plain schedule. A
-        catch-up waits while another session runs (``busy``: one dialed to us, or any
-        session of ours) until its ``catch_up_until``; one at a time."""
-        ready, catch_ups = [], []
-        busy = busy or any(p.in_flight or p.inbound for p in self.table)
+        conditional wake-up no longer needed goes back to the peer's plain schedule."""
+        ready = []
         for peer in self.table:
             if peer.in_flight or peer.next_attempt > now:
                 continue
             if not self._needed(peer, now) and peer.wake is not None:
                 peer.next_attempt, peer.wake = peer.wake.fallback, None
                 continue
-            until = None if peer.wake is None else peer.wake.catch_up_until
-            if until is not None and until > now:
-                catch_ups.append(peer)
-            else:
-                ready.append(peer)
-        order = sorted(catch_ups, key=lambda p: (p.next_attempt, p.key))
-        for peer in order:
-            wake = peer.wake
-            assert wake is not None and wake.catch_up_until is not None
-            if busy or ready:
-                peer.next_attempt = wake.catch_up_until  # or sooner: ``idle``
-                wake.deferred = True
-            else:
-                ready.append(peer)
-                busy = True
+            ready.append(peer)
         return sorted(ready, key=lambda p: (p.next_attempt, p.key))
 
     def next_wakeup(self) -> float | None:

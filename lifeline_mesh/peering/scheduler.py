@@ -103,8 +103,6 @@ class SyncScheduler:
         """A node watching us serves at ``address``: keep it as a peer and watch it back
         (decision 0066). No session now: the Watch calls' first messages start one."""
         peer = self.table.watched_by(node_id, address)
-        if peer is None and (key := self._by_node(node_id)) is not None:
-            self._poke(key)  # our call to it may wait in back-off: the link is back
         if peer is not None:
             peer.next_attempt = self._clock() + self.planner.policy.period
             log.info("watching %s back (it watches us)", address)
@@ -147,7 +145,6 @@ class SyncScheduler:
         key = self._by_node(node_id)
         if key is not None:
             self.planner.dialed_in(key, self._clock())
-            self._poke(key)
 
     def inbound_ended(
         self, node_id: str | None, marks: dict[str, int] | None, *, ok: bool = False
@@ -157,10 +154,6 @@ class SyncScheduler:
         while it ran): the peer is up all the same, so a back-off with it ends now."""
         self.inbound = max(0, self.inbound - 1)
         key = self._by_node(node_id)
-        if key is not None:
-            self.planner.dialed_in_ended(key, ok=ok or marks is not None)
-        self.planner.idle(self._clock())
-        self._wake.set()
         if key is not None and marks is not None:
             self.synced(key, marks)
         elif key is not None and ok and self.planner.up_again(key, self._clock()):
@@ -172,12 +165,6 @@ class SyncScheduler:
         learn that a peer it failed to reach during a partition is back)."""
         if self.planner.up_again(key, self._clock()):
             self._back(key, "its Watch call brought rows")
-
-    def _poke(self, key: str) -> None:
-        """``key`` just reached us (a session or a Watch call it dialed): the link works,
-        so our Watch call to it, if it waits in back-off, is dialled now (decision 0089)."""
-        if self.on_back is not None:
-            self.on_back(key)
 
     def _back(self, key: str, why: str = "it dialed us") -> None:
         log.info("%s is up again (%s)", self.table.get(key).address, why)
@@ -220,7 +207,7 @@ class SyncScheduler:
         """Start due sessions in ``tg`` and sleep until the next one; runs until cancelled."""
         while True:
             started = False
-            for peer in self.planner.due(self._clock(), busy=self.inbound > 0):
+            for peer in self.planner.due(self._clock()):
                 self.planner.started(peer)
                 tg.create_task(self._session(peer), name=f"sync {peer.key}")
                 started = True
@@ -253,5 +240,4 @@ class SyncScheduler:
             node_id = getattr(result, "peer_node_id", None)
             if isinstance(node_id, str) and node_id != peer.node_id:
                 self.table.learned(peer, node_id)
-        self.planner.idle(self._clock())
         self._changed()

@@ -152,7 +152,6 @@ class Peering:
             clock=clock,
             on_update=self._persist,
         )
-        self.scheduler.planner.own = node_id or None  # which end of a link catches up first
         self.discovery: ZeroconfDiscovery | None = None
         self.feed = feed  # our line changes, announced to the peers that watch us
         self.watches = (

@@ -67,12 +67,6 @@ class Wake:
     marks: dict[str, int] = field(default_factory=dict)
     announced: float | None = None
     hard: bool = False
-    # A catch-up (a fresh Watch call, decision 0089): answered by a session the peer dialed
-    # to us that began at ``catch_up_since`` or later and ended well; until
-    # ``catch_up_until`` it waits while another session of this node runs
-    catch_up_since: float | None = None
-    catch_up_until: float | None = None
-    deferred: bool = False  # the catch-up waits for this node's other sessions to end
 
     def add(self, marks: dict[str, int] | None, announced: float | None, hard: bool) -> None:
         for line, mark in (marks or {}).items():
@@ -107,8 +101,6 @@ class PeerState:
     synced: dict[str, int] = field(default_factory=dict)
     dialed_in_at: float | None = None
     touched_at: float | None = None
-    inbound: list[float] = field(default_factory=list)  # starts of its sessions to us, running
-    answered: float | None = None  # the start of its latest session to us that ended well
     wake: Wake | None = None  # the next attempt is conditional (None: it is not)
     pending: Wake | None = None  # conditions of changes seen while a session ran
 

@@ -13,7 +13,6 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from lifeline.errors import ConfigError
 from lifeline_mesh.peering.schedule import (
     ANNOUNCE_GRACE_S,
-    CATCH_UP_GRACE_S,
     RELAY_DELAY_S,
     Planner,
     SchedulePolicy,
@@ -160,48 +159,12 @@ def test_a_change_a_peer_announces_makes_that_peer_due() -> None:
     assert planner.remote_change(healthy.key, 0.1) and planner.due(0.1) == [healthy]
     assert not planner.remote_change(failing.key, 0.1)  # its back-off holds...
     assert planner.remote_change(failing.key, 0.1, fresh=True)  # ...until it answers again
-    # a catch-up (a fresh call) waits while another session runs or starts (decision 0089)
-    assert planner.due(0.1) == [healthy]
+    assert planner.due(0.1) == [healthy, failing]
     assert not planner.remote_change("static:10.9.9.9:1", 0.1)  # a peer no longer listed
     planner.started(healthy)
-    assert planner.due(0.2) == [] and failing.next_attempt == 10.1  # at the latest then
     assert planner.remote_change(healthy.key, 2.0)  # mid-session: once more right after
     planner.succeeded(healthy, 3.0, 0.0, "ok")
-    planner.idle(3.0)
     assert healthy in planner.due(3.0) and healthy.next_attempt == 3.0
-    assert failing not in planner.due(3.0)  # healthy's session comes first
-    planner.started(healthy)
-    planner.succeeded(healthy, 4.0, 0.0, "ok")
-    planner.idle(4.0)
-    assert planner.due(4.0) == [failing]  # nothing else runs: the catch-up
-
-
-def test_a_catch_up_is_answered_by_the_session_the_peer_dialed() -> None:
-    """Both ends of a link that comes back get a fresh Watch call: one session is enough
-    (decision 0089). A session the peer dialed that was running when our call opened, or
-    began since, answers our catch-up when it ends well; one that failed does not."""
-    planner = _planner()
-    peer = planner.table.add_static(PeerAddress("10.0.0.1", 1))
-    planner.started(peer)
-    planner.failed(peer, 0.0, 0.0, "unreachable")
-    planner.dialed_in(peer.key, 1.0)  # its session to us began...
-    assert planner.remote_change(peer.key, 1.5, fresh=True)  # ...before our call opened
-    assert planner.due(1.5, busy=True) == []  # it runs: we wait
-    planner.dialed_in_ended(peer.key, ok=True)
-    planner.synced(peer.key, 3.0, {"ledger": 7})
-    planner.idle(3.0)
-    assert planner.due(3.0) == [] and peer.failures == 0  # answered, back-off over
-    assert planner.local_change(4.0, {"ledger": 8}) == [peer.key]  # writes reach it again
-    planner.started(peer)
-    planner.succeeded(peer, 4.5, 0.0, "ok")
-
-    other = planner.table.add_static(PeerAddress("10.0.0.2", 1))
-    assert planner.remote_change(other.key, 5.0, fresh=True)
-    planner.dialed_in(other.key, 5.2)
-    assert planner.due(5.3) == []  # its session runs
-    planner.dialed_in_ended(other.key, ok=False)  # and failed: ours is still needed
-    planner.idle(5.5)
-    assert planner.due(5.5) == [other]
 
 
 def test_change_during_a_session_syncs_again_right_after() -> None:
@@ -390,8 +353,7 @@ def test_a_peer_in_back_off_that_dials_us_is_up_again() -> None:
         planner.failed(peer, 0.0, 0.0, "connection refused")
     assert peer.next_attempt >= 4.0 and planner.local_change(1.0, {"ledger": 5}) == []
     assert planner.synced(peer.key, 1.0, {"ledger": 5})  # its session to us went through
-    # it holds what we held (decision 0089): no session back to it now
-    assert peer.failures == 0 and planner.due(1.0) == []
+    assert peer.failures == 0 and planner.due(1.0) == [peer]
     assert planner.local_change(2.0, {"ledger": 6}) == [peer.key]  # writes reach it again
 
 
@@ -416,12 +378,11 @@ def test_a_session_it_dialed_ends_a_back_off_even_when_what_it_holds_is_unknown(
     now[0] = 3.0
     scheduler.inbound_started("node-x")
     scheduler.inbound_ended("node-x", None)  # it failed: nothing is known
-    # (its dial reached us: our Watch call to it is poked, decision 0089)
-    assert peer.failures == 4 and back == [peer.key]
+    assert peer.failures == 4 and back == []
     scheduler.inbound_started("node-x")
     now[0] = 3.5
     scheduler.inbound_ended("node-x", None, ok=True)
-    assert peer.failures == 0 and back == [peer.key] * 3 and scheduler.planner.due(3.5) == [peer]
+    assert peer.failures == 0 and back == [peer.key] and scheduler.planner.due(3.5) == [peer]
     assert peer.synced == {} and peer.touched_at == 3.0  # set when it dialed, not now
     assert scheduler.inbound == 0
 
@@ -465,32 +426,3 @@ def test_a_change_during_a_session_that_carried_it_costs_no_second_session() -> 
     planner.synced(peer.key, 8.0, {"ledger": 8})  # row 9 came after its ranges
     planner.succeeded(peer, 8.0, 0.0, "ok")
     assert planner.due(8.0) == [peer]
-
-
-def test_the_end_of_a_link_whose_id_sorts_first_catches_up_and_the_other_waits() -> None:
-    """Both ends of a link that comes back get a fresh call at about the same time; the
-    end whose node id sorts first dials at once, the other gives the peer's session
-    ``CATCH_UP_GRACE_S`` to begin — unless that peer cannot dial it (decision 0089)."""
-    planner = _planner()
-    planner.own = "node-m"
-    first = planner.table.add_static(PeerAddress("10.0.0.1", 1))
-    second = planner.table.add_static(PeerAddress("10.0.0.2", 1))
-    planner.table.learned(first, "node-z")  # we sort first on this link: we dial
-    planner.table.learned(second, "node-a")  # it sorts first: it dials
-    for peer in (first, second):
-        for _ in range(9):  # a long partition: back-offs of minutes
-            planner.started(peer)
-            planner.failed(peer, 0.0, 0.0, "unreachable")
-    assert planner.remote_change(second.key, 10.0, fresh=True)
-    # rows over our call end the back-off but not the catch-up's rules
-    assert planner.up_again(second.key, 10.5) and second.failures == 0
-    assert planner.due(10.5) == [] and planner.due(10.0 + CATCH_UP_GRACE_S) == [second]
-    planner.started(second)
-    planner.succeeded(second, 14.0, 0.0, "ok")
-    assert planner.remote_change(first.key, 20.0, fresh=True)
-    assert planner.due(20.0) == [first]
-    planner.started(first)
-    planner.succeeded(first, 21.0, 0.0, "ok")
-    planner.reachable_by = lambda peer: False  # we only dial out: nobody dials us
-    assert planner.remote_change(second.key, 30.0, fresh=True)
-    assert planner.due(30.0) == [second]
