@@ -154,6 +154,7 @@ class Lab:
             cpu.sample(node.pgid)
         before = [self.net.counters(n.host) for n in self.nodes]
         mcast0 = [self.net.multicast_received(n.host) for n in self.nodes]
+        opens0 = [self.net.tcp_opens(n.host) for n in self.nodes]
         with self._lock:
             writes0 = len(self.written)
         sockets: list[list[int]] = [[] for _ in self.nodes]
@@ -168,6 +169,7 @@ class Lab:
         mcast = [
             self.net.multicast_received(n.host) - m for n, m in zip(self.nodes, mcast0, strict=True)
         ]
+        opens = [self.net.tcp_opens(n.host) - o for n, o in zip(self.nodes, opens0, strict=True)]
         with self._lock:
             writes = max(1, len(self.written) - writes0)
         return {
@@ -176,6 +178,7 @@ class Lab:
             "rx_per_write": [(a[0] - b[0]) / writes for a, b in zip(after, before, strict=True)],
             "tx_per_write": [(a[1] - b[1]) / writes for a, b in zip(after, before, strict=True)],
             "mcast_rx_per_write": [m / writes for m in mcast],
+            "tcp_opens_per_write": [o / writes for o in opens],
             "writes": [float(writes)],
             "seconds": [elapsed],
         }
@@ -269,6 +272,7 @@ def _run(args: argparse.Namespace, lab: Lab) -> dict[str, object]:
         "rx_bytes_per_write": [round(b) for b in figures["rx_per_write"]],
         "tx_bytes_per_write": [round(b) for b in figures["tx_per_write"]],
         "multicast_rx_bytes_per_write": [round(b) for b in figures["mcast_rx_per_write"]],
+        "tcp_opens_per_write": [round(b, 3) for b in figures["tcp_opens_per_write"]],
         "writes": figures["writes"][0],
         "seconds": round(figures["seconds"][0], 1),
         "peers": [n.peer_count() for n in lab.nodes],
@@ -358,7 +362,9 @@ def _print(report: dict[str, object]) -> None:
         f"sockets median {statistics.median(socks):g} max {max(socks):g}; peers "
         f"max {max(steady['peers'])}; bytes per write rx median {statistics.median(rx):.0f} "
         f"max {max(rx)}, tx median {statistics.median(tx):.0f} max {max(tx)}; of rx, multicast "
-        f"(mDNS) median {statistics.median(steady['multicast_rx_bytes_per_write']):.0f}"
+        f"(mDNS) median {statistics.median(steady['multicast_rx_bytes_per_write']):.0f}; "
+        f"TCP connections opened per write median "
+        f"{statistics.median(steady['tcp_opens_per_write']):.3f}"
     )
     for key in (
         "restart_listen_s",

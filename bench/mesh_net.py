@@ -142,6 +142,19 @@ class Net:
         names, values = [x.split() for x in out.stdout.splitlines() if x.startswith("IpExt:")]
         return int(dict(zip(names, values, strict=True))["InMcastOctets"])
 
+    def tcp_opens(self, host: NodeHost) -> int:
+        """TCP connections the node's namespace opened or accepted so far (each a TCP and
+        TLS handshake: a session dials its own, a Watch call its own)."""
+        out = subprocess.run(
+            ["ip", "netns", "exec", host.namespace, "cat", "/proc/net/snmp"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        names, values = [x.split() for x in out.stdout.splitlines() if x.startswith("Tcp:")]
+        tcp = dict(zip(names, values, strict=True))
+        return int(tcp["ActiveOpens"]) + int(tcp["PassiveOpens"])
+
     def established(self, host: NodeHost) -> int:
         """TCP connections established in the node's namespace (the node's own)."""
         out = subprocess.run(
