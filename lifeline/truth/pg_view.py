@@ -27,7 +27,7 @@ from lifeline.truth.pg_table import (
     s,
     texts,
 )
-from lifeline.truth.source import FoldedTruth, Resolver, Superseded
+from lifeline.truth.source import FoldedTruth, ShownQuery, Superseded
 from lifeline.truth.state import Item, State
 from lifeline.truth.tableview import ItemMemo, ends, pinned_order, pins_in_force
 from lifeline.truth.views import Truth
@@ -273,22 +273,14 @@ class PgTruth(FoldedTruth):
         state = await read_current(self.tables, full_state)
         return state if state is not None else await super().state()
 
-    async def shown(
-        self,
-        *,
-        thread: str | None,
-        recent: int,
-        max_items: int,
-        resolve: Resolver,
-        items: ItemMemo | None = None,
-    ) -> tuple[State, Truth, str | None]:
-        reader = shown_state(thread, recent, max_items, resolve, items)
+    async def shown(self, query: ShownQuery) -> tuple[State, Truth, str | None]:
+        reader = shown_state(
+            query.thread, query.recent, query.max_items, query.resolve, query.items
+        )
         found = await read_current(self.tables, reader)
         if found is not None:
             return found
-        return await super().shown(
-            thread=thread, recent=recent, max_items=max_items, resolve=resolve
-        )
+        return await super().shown(query)
 
     async def superseded(self) -> Superseded:
         gone = await read_current(self.tables, superseded)

@@ -20,6 +20,7 @@ from lifeline.truth.parse import parse_checkpoint
 from lifeline.truth.recall import recall
 from lifeline.truth.sections import Inputs, PieceMemo
 from lifeline.truth.snapshot import truth_source
+from lifeline.truth.source import ShownQuery
 from lifeline.truth.state import State
 from lifeline.truth.tableview import ItemMemo
 from lifeline.truth.views import Truth, derive
@@ -83,11 +84,13 @@ async def build_context(
     to: ``items`` read (:class:`~lifeline.truth.tableview.ItemMemo`), ``pieces`` rendered
     (:class:`~lifeline.truth.sections.PieceMemo`)."""
     state, truth, thread = await truth_source(store).shown(
-        thread=thread,
-        recent=recent,
-        max_items=budget.max_items,
-        resolve=resolve_name,
-        items=items,
+        ShownQuery(
+            thread=thread,
+            recent=recent,
+            max_items=budget.max_items,
+            resolve=resolve_name,
+            items=items,
+        )
     )
     hits = await recall(store, truth, query) if query else []
     probe = Inputs(state, truth, {}, hits, thread, recent, budget.max_items)
@@ -101,7 +104,7 @@ async def read_shown(store: Store) -> LineTruth:
     """What is in force and the few items it names (identity, pins, thread labels), without
     the whole state: for commands that need the truth but not every item."""
     state, truth, _t = await truth_source(store).shown(
-        thread=None, recent=0, max_items=0, resolve=resolve_name
+        ShownQuery(thread=None, recent=0, max_items=0, resolve=resolve_name)
     )
     return LineTruth(state, truth)
 
@@ -111,7 +114,7 @@ async def read_for_exam(store: Store) -> LineTruth:
     names (identity, pins), in one read: what ``exam`` scores, without the whole state
     (every item, thread mark and correction of the line). The same answers elsewhere."""
     state, truth, _t = await truth_source(store).shown(
-        thread=None, recent=0, max_items=sys.maxsize, resolve=resolve_name
+        ShownQuery(thread=None, recent=0, max_items=sys.maxsize, resolve=resolve_name)
     )
     return LineTruth(state, truth)
 

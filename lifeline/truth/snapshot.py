@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, TypeVar
 from lifeline.store.backend import on_backend
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine
-from lifeline.truth.source import FoldedTruth, Resolver, Superseded, TruthSource
+from lifeline.truth.source import FoldedTruth, ShownQuery, Superseded, TruthSource
 from lifeline.truth.state import State
 from lifeline.truth.table import catch_up, is_current
-from lifeline.truth.tableview import ItemMemo, full_state, shown_state
+from lifeline.truth.tableview import full_state, shown_state
 from lifeline.truth.views import Truth
 
 if TYPE_CHECKING:
@@ -82,23 +82,16 @@ class SqliteTruth(FoldedTruth):
         state = await _read(self.sql, full_state)
         return state if state is not None else await super().state()
 
-    async def shown(
-        self,
-        *,
-        thread: str | None,
-        recent: int,
-        max_items: int,
-        resolve: Resolver,
-        items: ItemMemo | None = None,
-    ) -> tuple[State, Truth, str | None]:
+    async def shown(self, query: ShownQuery) -> tuple[State, Truth, str | None]:
         found = await _read(
-            self.sql, lambda conn: shown_state(conn, thread, recent, max_items, resolve, items)
+            self.sql,
+            lambda conn: shown_state(
+                conn, query.thread, query.recent, query.max_items, query.resolve, query.items
+            ),
         )
         if found is not None:
             return found
-        return await super().shown(
-            thread=thread, recent=recent, max_items=max_items, resolve=resolve
-        )
+        return await super().shown(query)
 
     async def superseded(self) -> Superseded:
         found = await _read(

@@ -21,7 +21,7 @@ from lifeline.truth.state import State
 from lifeline.truth.tableview import ItemMemo
 from lifeline.truth.views import Truth, derive
 
-__all__ = ["FoldedTruth", "Resolver", "Superseded", "TruthSource"]
+__all__ = ["FoldedTruth", "Resolver", "ShownQuery", "Superseded", "TruthSource"]
 
 Resolver = Callable[[Iterable[str], str], str]
 
@@ -36,6 +36,21 @@ class Superseded:
         return entry_id in self.by
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShownQuery:
+    """What :meth:`TruthSource.shown` reads (see :func:`~lifeline.truth.tableview.shown_state`):
+    ``thread`` (None for none), resolved by ``resolve(known thread names, thread)``; its
+    newest ``recent`` marks; the decisions and open questions a section keeps when pruned to
+    ``max_items``; ``items``, the items earlier calls on the same line read, reused and added
+    to. Where no tables are kept only ``thread`` and ``resolve`` count: the state is whole."""
+
+    thread: str | None
+    recent: int
+    max_items: int
+    resolve: Resolver
+    items: ItemMemo | None = None
+
+
 class TruthSource(Protocol):
     """The truth of one open line, read from what its backend keeps."""
 
@@ -43,18 +58,11 @@ class TruthSource(Protocol):
         """The whole folded state."""
         ...
 
-    async def shown(
-        self,
-        *,
-        thread: str | None,
-        recent: int,
-        max_items: int,
-        resolve: Resolver,
-        items: ItemMemo | None = None,
-    ) -> tuple[State, Truth, str | None]:
-        """The state and truth a context reads, and ``thread`` resolved by ``resolve`` (see
-        :func:`~lifeline.truth.tableview.shown_state`): bounded by the budget where tables
-        are kept (the items already read kept in ``items``); the whole state elsewhere."""
+    async def shown(self, query: ShownQuery) -> tuple[State, Truth, str | None]:
+        """The state and truth a context reads, and ``query.thread`` resolved by
+        ``query.resolve`` (see :func:`~lifeline.truth.tableview.shown_state`): bounded by the
+        budget where tables are kept (the items already read kept in ``query.items``); the
+        whole state elsewhere."""
         ...
 
     async def superseded(self) -> Superseded:
@@ -71,18 +79,11 @@ class FoldedTruth:
     async def state(self) -> State:
         return fold_all([e async for e in self.store.stream()])
 
-    async def shown(
-        self,
-        *,
-        thread: str | None,
-        recent: int,
-        max_items: int,
-        resolve: Resolver,
-        items: ItemMemo | None = None,
-    ) -> tuple[State, Truth, str | None]:
+    async def shown(self, query: ShownQuery) -> tuple[State, Truth, str | None]:
         state = await FoldedTruth.state(self)
+        thread = query.thread
         if thread is not None:
-            thread = resolve(state.threads, thread)
+            thread = query.resolve(state.threads, thread)
         return state, derive(state), thread
 
     async def superseded(self) -> Superseded:

@@ -127,6 +127,17 @@ def _write_array(
     out.write("[]" if first else "\n" + indent + "]")
 
 
+@dataclass(frozen=True, slots=True)
+class _Audit:
+    """What :func:`audit_line` was asked: the same for a line file and any other line."""
+
+    line: str
+    signers: KnownSigners
+    policy: Policy
+    external_exists: Callable[[str, str], Awaitable[bool]] | None
+    advance: Callable[[int], None]
+
+
 async def audit_line(
     line_store: Store,
     line: str,
@@ -139,76 +150,51 @@ async def audit_line(
     """The report of ``line``; ``advance(n)`` is told of every ``n`` entries checked: on
     a line file, its notary's tables read a page at a time; on a hub's line, its notary's
     PostgreSQL twin, the line read whole (:mod:`lifeline_mesh.notary.audit_whole`)."""
-    audit = partial(
-        _audit_file,
-        line=line,
-        signers=signers,
-        policy=policy,
-        external_exists=external_exists,
-        advance=advance,
-    )
-    whole = partial(
-        _audit_whole,
-        line=line,
-        signers=signers,
-        policy=policy,
-        external_exists=external_exists,
-        advance=advance,
-    )
-    return await on_backend(line_store, FileOrEntries(file=audit, entries=whole))
+    audit = _Audit(line, signers, policy, external_exists, advance)
+    file, whole = partial(_audit_file, audit=audit), partial(_audit_whole, audit=audit)
+    return await on_backend(line_store, FileOrEntries(file=file, entries=whole))
 
 
-async def _audit_whole(
-    line_store: Store,
-    *,
-    line: str,
-    signers: KnownSigners,
-    policy: Policy,
-    external_exists: Callable[[str, str], Awaitable[bool]] | None,
-    advance: Callable[[int], None],
-) -> LineReport:
+async def _audit_whole(line_store: Store, *, audit: _Audit) -> LineReport:
     from lifeline_mesh.notary.audit_whole import audit_whole_line
     from lifeline_mesh.notary.sign import notary_of
 
     found, whole = await audit_whole_line(
         line_store,
         await notary_of(line_store),
-        line,
-        signers,
-        policy,
+        audit.line,
+        audit.signers,
+        audit.policy,
         sections=SECTIONS,
         learn_runners=_learn_runners,  # type: ignore[arg-type]
-        external_exists=external_exists,
-        advance=advance,
+        external_exists=audit.external_exists,
+        advance=audit.advance,
     )
     assert isinstance(found, Verdict)
-    return LineReport(line, found, whole)
+    return LineReport(audit.line, found, whole)
 
 
-async def _audit_file(
-    store: SqlLine,
-    *,
-    line: str,
-    signers: KnownSigners,
-    policy: Policy,
-    external_exists: Callable[[str, str], Awaitable[bool]] | None,
-    advance: Callable[[int], None],
-) -> LineReport:
+async def _audit_file(store: SqlLine, *, audit: _Audit) -> LineReport:
     await NotaryStore.attach(store)  # raises when the line has no notary tables
     log = FindingLog(SECTIONS)
     verdict = Verdict()
     workers = max(1, min(os.cpu_count() or 1, 8))
     enrolled = verify_items(await store.run_read(enrolled_items))
-    log.extend(_learn_runners(enrolled.valid, signers), "enrolled")
-    items = ItemPass(store, signers, policy, log, workers)
+    log.extend(_learn_runners(enrolled.valid, audit.signers), "enrolled")
+    items = ItemPass(store, audit.signers, audit.policy, log, workers)
     await items.run()
+    policy = audit.policy
     if Role.AUTHOR in items.index.roles:  # a line its nodes sign: see Policy.allow_unsigned
         policy = replace(policy, signed_line=True)
     verdict.attestations = items.count
     windows = await witness_windows(store, items.index, items.trusted_evidence(), policy)
     walk = _ForwardPass(store, items.index, policy, log, verdict, windows)
     base = await verify_store(
-        store, line, external_exists=external_exists, advance=advance, each_page=walk.page
+        store,
+        audit.line,
+        external_exists=audit.external_exists,
+        advance=audit.advance,
+        each_page=walk.page,
     )
     verdict.entries = base.entries
     log.extend((Finding(f.check, f.entry_id, f.detail) for f in base.findings), "ledger")
@@ -218,7 +204,7 @@ async def _audit_file(
     log.extend(missing_findings(items.missing), "truncation")
     log.extend(state_findings(evidence, held, policy), "states")
     log.extend(await store.run_read(source_findings), "sources")  # who sent what
-    return LineReport(line, verdict, log)
+    return LineReport(audit.line, verdict, log)
 
 
 class _ForwardPass:

@@ -20,6 +20,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.recall import recall
 from lifeline.truth.service import LineTruth, resolve_name
 from lifeline.truth.snapshot import truth_source
+from lifeline.truth.source import ShownQuery
 from lifeline_mesh.ui.dag import DagNode
 from lifeline_mesh.ui.search import Found, RankCache, search
 from lifeline_mesh.ui.sessions_view import SessionsView
@@ -224,7 +225,7 @@ async def read_shown(store: SqliteStore) -> LineTruth:
     and reads in about a second where folding it back took 6–8 s. A line whose tables
     cannot be brought up to date (a read-only copy that is behind) is folded whole."""
     state, truth, _thread = await truth_source(store).shown(
-        thread=None, recent=0, max_items=2 * SHOWN, resolve=resolve_name
+        ShownQuery(thread=None, recent=0, max_items=2 * SHOWN, resolve=resolve_name)
     )
     return LineTruth(state, truth)
 
