@@ -39,6 +39,7 @@ pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
 __all__ = ["CALL_TIMEOUT", "pull_membership", "whoami"]
 
 CALL_TIMEOUT = 10.0
+MAX_SEEN_PEERS = 4096  # peers whose lists' digest a node keeps (far more than it syncs with)
 log = logging.getLogger(__name__)
 
 
@@ -62,19 +63,39 @@ async def pull_membership(
     address: str,
     timeout: float = CALL_TIMEOUT,
     logged: set[tuple[str, str, str]] | None = None,
+    seen: dict[str, bytes] | None = None,
 ) -> list[Revocation]:
     """Import the revocations and proven members ``address`` knows; returns new revocations.
 
     Each refused row is logged (a warning naming ``address``) — once per (peer, row,
-    reason) when the caller keeps ``logged`` across sessions."""
+    reason) when the caller keeps ``logged`` across sessions. With ``seen`` (kept across
+    sessions: the digest of each peer's last lists), a peer whose lists did not change
+    since sends none, and nothing is imported again."""
     creds = channel_credentials(home)
+    known = seen.get(address, b"") if seen is not None else b""
     async with open_channel(address, creds, channel_options()) as ch:
         try:
             reply = await pb_grpc.MembershipStub(ch).Revocations(
-                pb.RevocationsRequest(), timeout=timeout
+                pb.RevocationsRequest(known=known), timeout=timeout
             )
         except grpc.aio.AioRpcError as exc:
             raise error_from_rpc(exc, address) from exc
+    if reply.unchanged and known and reply.digest == known:
+        return []  # imported already, from the same lists
+    new = _merge(home, address, reply, logged)
+    if seen is not None and reply.digest:
+        if len(seen) >= MAX_SEEN_PEERS and address not in seen:
+            seen.clear()  # addresses of peers long gone: asking again costs one full list
+        seen[address] = bytes(reply.digest)
+    return new
+
+
+def _merge(
+    home: NodeHome,
+    address: str,
+    reply: pb.RevocationsReply,
+    logged: set[tuple[str, str, str]] | None,
+) -> list[Revocation]:
     new = import_revocations(home, reply.revocations_json.encode())
     try:
         theirs = Registry.from_json(json.loads(reply.members_json))

@@ -46,10 +46,20 @@ __all__ = [
     "MembershipServicer",
     "add_membership",
     "join_message",
+    "lists_digest",
 ]
 
 Clock = Callable[[], dt.datetime]
 MAX_CSR = 4096  # a P-256 CSR is about 250 bytes
+
+
+def lists_digest(revocations_json: str, members_json: str) -> bytes:
+    """What a Revocations reply's ``digest`` is: sha256 over both lists as sent."""
+    h = hashlib.sha256(b"lifeline-mesh/membership-lists/v1\n")
+    for part in (revocations_json, members_json):
+        data = part.encode()
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.digest()
 
 
 def join_message(mesh_id: str, token_id: bytes, csr_der: bytes) -> bytes:
@@ -160,9 +170,14 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
         # The caller's certificate, which TLS just verified, proves its own row; ours too.
         caller = list(peer.auth_context.get("x509_pem_cert") or ())[:1]
         record_proofs(self.home, caller + own_certificate(self.home), self.proof)
+        revocations = export_revocations(self.home).decode()
+        members = self._proven_members(Registry.load(self.home))
+        digest = lists_digest(revocations, members)
+        if request.known and hmac.compare_digest(bytes(request.known), digest):
+            # The caller holds these lists already (it asks before every session).
+            return pb.RevocationsReply(digest=digest, unchanged=True)
         return pb.RevocationsReply(
-            revocations_json=export_revocations(self.home).decode(),
-            members_json=self._proven_members(Registry.load(self.home)),
+            revocations_json=revocations, members_json=members, digest=digest
         )
 
     def _proven_members(self, registry: Registry) -> str:

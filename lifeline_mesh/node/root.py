@@ -121,6 +121,9 @@ class Node:
         # the channels we dial there: what we send goes to that node or nowhere.
         self.pins = PeerPins(home)
         self.refused_rows: set[tuple[str, str, str]] = set()  # members rows logged once
+        # each peer's last members and revocation lists (their digest): a peer whose lists
+        # did not change answers a session's pull with none
+        self.lists_seen: dict[str, bytes] = {}
         self.metrics: NodeObserver | None = None  # serve --metrics-listen (node/metrics.py)
         self.watch_back = WatchBack(lambda: self._peering)  # links watched both ways
         self.openings = PeerOpenings()  # what each peer's hello said it reads
@@ -417,7 +420,7 @@ class Node:
         options = self.security.channel_options
         if not self.security.insecure:
             # Learn the members and revocations the peer knows: signers we must accept.
-            await pull_membership(self.home, peer, logged=self.refused_rows)
+            await pull_membership(self.home, peer, logged=self.refused_rows, seen=self.lists_seen)
             options = await self.pins.pin(peer)
         reports = []
         for line in lines:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#lifeline_mesh/wire/membership.proto\x12\x10lifeline_mesh.v1\"p\n\x0bJoinRequest\x12\x10\n\x08token_id\x18\x01 \x01(\x0c\x12\r\n\x05proof\x18\x02 \x01(\x0c\x12\x0f\n\x07\x63sr_der\x18\x03 \x01(\x0c\x12\x17\n\x0fnode_public_key\x18\x04 \x01(\x0c\x12\x16\n\x0enode_signature\x18\x05 \x01(\x0c\"\x86\x01\n\tJoinReply\x12\x15\n\rnode_cert_pem\x18\x01 \x01(\x0c\x12\x13\n\x0b\x63\x61_cert_pem\x18\x02 \x01(\x0c\x12\x14\n\x0cmembers_json\x18\x03 \x01(\t\x12\x18\n\x10revocations_json\x18\x04 \x01(\t\x12\x0c\n\x04role\x18\x05 \x01(\t\x12\x0f\n\x07mesh_id\x18\x06 \x01(\t\"\x0f\n\rWhoAmIRequest\"U\n\x0bWhoAmIReply\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07mesh_id\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x16\n\x0eserver_node_id\x18\x04 \x01(\t\"\x14\n\x12RevocationsRequest\"B\n\x10RevocationsReply\x12\x18\n\x10revocations_json\x18\x01 \x01(\t\x12\x14\n\x0cmembers_json\x18\x02 \x01(\t2\xf3\x01\n\nMembership\x12\x42\n\x04Join\x12\x1d.lifeline_mesh.v1.JoinRequest\x1a\x1b.lifeline_mesh.v1.JoinReply\x12H\n\x06WhoAmI\x12\x1f.lifeline_mesh.v1.WhoAmIRequest\x1a\x1d.lifeline_mesh.v1.WhoAmIReply\x12W\n\x0bRevocations\x12$.lifeline_mesh.v1.RevocationsRequest\x1a\".lifeline_mesh.v1.RevocationsReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#lifeline_mesh/wire/membership.proto\x12\x10lifeline_mesh.v1\"p\n\x0bJoinRequest\x12\x10\n\x08token_id\x18\x01 \x01(\x0c\x12\r\n\x05proof\x18\x02 \x01(\x0c\x12\x0f\n\x07\x63sr_der\x18\x03 \x01(\x0c\x12\x17\n\x0fnode_public_key\x18\x04 \x01(\x0c\x12\x16\n\x0enode_signature\x18\x05 \x01(\x0c\"\x86\x01\n\tJoinReply\x12\x15\n\rnode_cert_pem\x18\x01 \x01(\x0c\x12\x13\n\x0b\x63\x61_cert_pem\x18\x02 \x01(\x0c\x12\x14\n\x0cmembers_json\x18\x03 \x01(\t\x12\x18\n\x10revocations_json\x18\x04 \x01(\t\x12\x0c\n\x04role\x18\x05 \x01(\t\x12\x0f\n\x07mesh_id\x18\x06 \x01(\t\"\x0f\n\rWhoAmIRequest\"U\n\x0bWhoAmIReply\x12\x0f\n\x07node_id\x18\x01 \x01(\t\x12\x0f\n\x07mesh_id\x18\x02 \x01(\t\x12\x0c\n\x04role\x18\x03 \x01(\t\x12\x16\n\x0eserver_node_id\x18\x04 \x01(\t\"#\n\x12RevocationsRequest\x12\r\n\x05known\x18\x01 \x01(\x0c\"e\n\x10RevocationsReply\x12\x18\n\x10revocations_json\x18\x01 \x01(\t\x12\x14\n\x0cmembers_json\x18\x02 \x01(\t\x12\x0e\n\x06\x64igest\x18\x03 \x01(\x0c\x12\x11\n\tunchanged\x18\x04 \x01(\x08\x32\xf3\x01\n\nMembership\x12\x42\n\x04Join\x12\x1d.lifeline_mesh.v1.JoinRequest\x1a\x1b.lifeline_mesh.v1.JoinReply\x12H\n\x06WhoAmI\x12\x1f.lifeline_mesh.v1.WhoAmIRequest\x1a\x1d.lifeline_mesh.v1.WhoAmIReply\x12W\n\x0bRevocations\x12$.lifeline_mesh.v1.RevocationsRequest\x1a\".lifeline_mesh.v1.RevocationsReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -40,9 +40,9 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_WHOAMIREPLY']._serialized_start=325
   _globals['_WHOAMIREPLY']._serialized_end=410
   _globals['_REVOCATIONSREQUEST']._serialized_start=412
-  _globals['_REVOCATIONSREQUEST']._serialized_end=432
-  _globals['_REVOCATIONSREPLY']._serialized_start=434
-  _globals['_REVOCATIONSREPLY']._serialized_end=500
-  _globals['_MEMBERSHIP']._serialized_start=503
-  _globals['_MEMBERSHIP']._serialized_end=746
+  _globals['_REVOCATIONSREQUEST']._serialized_end=447
+  _globals['_REVOCATIONSREPLY']._serialized_start=449
+  _globals['_REVOCATIONSREPLY']._serialized_end=550
+  _globals['_MEMBERSHIP']._serialized_start=553
+  _globals['_MEMBERSHIP']._serialized_end=796
 # @@protoc_insertion_point(module_scope)

@@ -51,13 +51,19 @@ class WhoAmIReply(_message.Message):
     def __init__(self, node_id: _Optional[str] = ..., mesh_id: _Optional[str] = ..., role: _Optional[str] = ..., server_node_id: _Optional[str] = ...) -> None: ...
 
 class RevocationsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("known",)
+    KNOWN_FIELD_NUMBER: _ClassVar[int]
+    known: bytes
+    def __init__(self, known: _Optional[bytes] = ...) -> None: ...
 
 class RevocationsReply(_message.Message):
-    __slots__ = ("revocations_json", "members_json")
+    __slots__ = ("revocations_json", "members_json", "digest", "unchanged")
     REVOCATIONS_JSON_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    UNCHANGED_FIELD_NUMBER: _ClassVar[int]
     revocations_json: str
     members_json: str
-    def __init__(self, revocations_json: _Optional[str] = ..., members_json: _Optional[str] = ...) -> None: ...
+    digest: bytes
+    unchanged: bool
+    def __init__(self, revocations_json: _Optional[str] = ..., members_json: _Optional[str] = ..., digest: _Optional[bytes] = ..., unchanged: _Optional[bool] = ...) -> None: ...

@@ -25,6 +25,7 @@ from lifeline_mesh.membership.invite import Token, issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.revocation import RevocationList, revoke
+from lifeline_mesh.membership.service import lists_digest
 from lifeline_mesh.membership.tls import (
     channel_credentials,
     channel_options,
@@ -285,3 +286,45 @@ async def test_unreachable_is_not_reported_as_refused(mesh: Mesh) -> None:
         with pytest.raises(PeerError, match="unreachable") as info:
             await whoami(NodeHome(root), address, timeout=5)
     assert not isinstance(info.value, (NotAuthenticated, PermissionDenied))
+
+
+async def _revocations(root: Path, address: str, known: bytes = b"") -> Any:
+    async with open_channel(address, channel_credentials(NodeHome(root)), channel_options()) as ch:
+        stub: Any = membership_pb2_grpc.MembershipStub(ch)
+        return await stub.Revocations(membership_pb2.RevocationsRequest(known=known))
+
+
+async def test_lists_move_only_when_they_changed(mesh: Mesh) -> None:
+    """A node pulls the lists before every session: a server whose lists did not change
+    since the caller's last pull answers with their digest only; any change (here a
+    revocation, then a newcomer) sends them again, and a caller that asks without a digest
+    (an older node) always gets them whole."""
+    other = await mesh.new_node("desk")
+    victim = await mesh.new_node("stolen")
+    victim_id = identity_from_cert(NodeHome(victim).tls_cert_path.read_bytes()).node_id
+    whole = await _revocations(other, mesh.mtls_address)
+    assert not whole.unchanged and whole.digest == lists_digest(
+        whole.revocations_json, whole.members_json
+    )
+    again = await _revocations(other, mesh.mtls_address, known=whole.digest)
+    assert again.unchanged and again.digest == whole.digest
+    assert again.members_json == "" and again.revocations_json == ""
+    assert len(again.SerializeToString()) < 64 < len(whole.SerializeToString()) // 10
+    stale = await _revocations(other, mesh.mtls_address, known=b"\0" * 32)
+    assert not stale.unchanged and stale.members_json == whole.members_json
+
+    seen: dict[str, bytes] = {}
+    assert await pull_membership(NodeHome(other), mesh.mtls_address, seen=seen) == []
+    assert seen == {mesh.mtls_address: whole.digest}
+    before = NodeHome(other).members_path.read_bytes()
+    assert await pull_membership(NodeHome(other), mesh.mtls_address, seen=seen) == []
+    assert NodeHome(other).members_path.read_bytes() == before
+    revoke(NodeHome(mesh.ca_root), victim_id, "laptop stolen")
+    pulled = await pull_membership(NodeHome(other), mesh.mtls_address, seen=seen)
+    assert [s.node_id for s in pulled] == [victim_id]
+    assert Registry.load(NodeHome(other)).members[victim_id].status == "revoked"
+    assert seen[mesh.mtls_address] != whole.digest
+    newcomer = await mesh.new_node("newcomer")
+    newcomer_id = identity_from_cert(NodeHome(newcomer).tls_cert_path.read_bytes()).node_id
+    assert await pull_membership(NodeHome(other), mesh.mtls_address, seen=seen) == []
+    assert newcomer_id in Registry.load(NodeHome(other)).members
