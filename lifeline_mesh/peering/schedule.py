@@ -11,7 +11,10 @@ a fake clock. Rules:
   once; a fresh call does so even in back-off (the peer answers again), later
   announcements only when the peer is healthy;
 * after a success the next sync is one period later (with jitter, so a room of nodes started
-  together does not sync in lock step);
+  together does not sync in lock step); a link whose changes cross both ways over open
+  Watch calls (we watch the peer, it takes our rows over its call to us) needs that check
+  from one end only: the end whose node id sorts first keeps the period, the other waits
+  ``live_period`` (its safety net should the first stop checking; decision 0093);
 * after a failure the delay doubles from ``backoff_base`` up to ``backoff_max``, each delay
   drawn in ``[(1 - backoff_jitter) * d, d]``;
 * a peer is never in two sessions at once; each peer has its own schedule, so one dead or
@@ -41,6 +44,7 @@ __all__ = [
     "BACKOFF_BASE_S",
     "BACKOFF_JITTER",
     "BACKOFF_MAX_S",
+    "LIVE_PERIOD_S",
     "PERIODIC_SYNC_S",
     "PERIOD_JITTER",
     "RELAY_DELAY_S",
@@ -50,6 +54,7 @@ __all__ = [
 ]
 
 PERIODIC_SYNC_S = 60.0  # a sync check costs one round trip when in sync (DESIGN §10)
+LIVE_PERIOD_S = 300.0  # the check by the second end of a link watched both ways (0093)
 PERIOD_JITTER = 0.1  # the period is drawn in [(1 - j) * period, period]
 BACKOFF_BASE_S = 1.0
 BACKOFF_MAX_S = 300.0
@@ -64,6 +69,7 @@ DIALS_US_S = 2 * PERIODIC_SYNC_S  # it dialed us this recently: it dials us on i
 @dataclass(frozen=True, slots=True)
 class SchedulePolicy:
     period: float = PERIODIC_SYNC_S
+    live_period: float = LIVE_PERIOD_S
     period_jitter: float = PERIOD_JITTER
     backoff_base: float = BACKOFF_BASE_S
     backoff_max: float = BACKOFF_MAX_S
@@ -250,7 +256,11 @@ class Planner:
         peer.syncs += 1
         peer.wake = None  # this session answers what made it due
 
-    def succeeded(self, peer: PeerState, now: float, wall: float, result: str) -> None:
+    def succeeded(
+        self, peer: PeerState, now: float, wall: float, result: str, *, live: bool = False
+    ) -> None:
+        """A session with ``peer`` ended well; ``live``: the link is watched both ways and
+        the peer checks it, so ours waits ``live_period`` (never less than ``period``)."""
         peer.in_flight = False
         peer.failures = 0
         peer.last_sync_at = wall
@@ -258,7 +268,8 @@ class Planner:
         peer.last_error = None
         peer.touched_at = now
         jitter = 1.0 - self.policy.period_jitter * self._rand()
-        peer.next_attempt = now + self.policy.period * jitter
+        period = max(self.policy.period, self.policy.live_period) if live else self.policy.period
+        peer.next_attempt = now + period * jitter
         pending, peer.pending = peer.pending, None
         if peer.resync:
             peer.resync = False

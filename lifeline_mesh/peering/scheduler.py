@@ -79,6 +79,9 @@ class SyncScheduler:
         self.on_back: Callable[[str], None] | None = None  # a peer in back-off is up again
         # The node ids of the peers whose Watch calls take our changes' rows (decision 0046)
         self.covered: Callable[[], set[str]] | None = None
+        # The keys of the peers whose changes reach us over our open Watch calls to them
+        self.watched: Callable[[], set[str]] | None = None
+        self.own_id: str | None = None  # this node's id: which end checks a live link
 
     # -- inputs (call from the event loop) ---------------------------------------------
 
@@ -128,6 +131,17 @@ class SyncScheduler:
             return frozenset()
         nodes = self.covered()
         return frozenset(p.key for p in self.table if p.node_id is not None and p.node_id in nodes)
+
+    def _checked_by_peer(self) -> frozenset[str]:
+        """The peers on links watched both ways (their changes reach us over our open Watch
+        call to them, ours over theirs to us) whose node id sorts before ours: each such
+        link is checked every period by that end alone, and by ours every ``live_period``
+        (decision 0093)."""
+        own = self.own_id
+        if self.watched is None or own is None:
+            return frozenset()
+        first = frozenset(p.key for p in self.table if p.node_id is not None and p.node_id < own)
+        return self._covered_keys() & frozenset(self.watched()) & first
 
     def _by_node(self, node_id: str | None) -> str | None:
         if node_id is None:
@@ -236,7 +250,8 @@ class SyncScheduler:
         else:
             if peer.failures:
                 log.warning("sync with %s works again", peer.address)
-            self.planner.succeeded(peer, self._clock(), self._wall(), str(result))
+            live = peer.key in self._checked_by_peer()
+            self.planner.succeeded(peer, self._clock(), self._wall(), str(result), live=live)
             node_id = getattr(result, "peer_node_id", None)
             if isinstance(node_id, str) and node_id != peer.node_id:
                 self.table.learned(peer, node_id)

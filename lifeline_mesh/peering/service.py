@@ -161,6 +161,8 @@ class Peering:
         )
         if self.watches is not None:
             self.scheduler.on_back = self.watches.poke
+            self.scheduler.watched = lambda w=self.watches: w.live
+            self.scheduler.own_id = node_id
         self._watcher: LineWatcher | None = None
         # Nodes heard on the LAN; the few kept as peers (bounded fan-out, decision 0067)
         self.lan = LanView(node_id, options.fanout_offsets)

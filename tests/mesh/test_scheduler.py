@@ -208,3 +208,35 @@ async def test_watcher_follows_the_line_list_and_survives_a_bad_file(tmp_path: P
             await store.append(make_entry("y"))
             await _until(lambda: changes == 2)
         task.cancel()
+
+
+async def test_a_link_watched_both_ways_is_checked_by_one_end() -> None:
+    """Both peers are watched live and take our rows over their calls to us: the one whose
+    node id sorts before ours checks that link every period, so our next check waits the
+    live period; the one after ours is ours to check every period; a peer whose call to us
+    is not taking rows keeps the period whatever its id (decision 0093)."""
+    policy = SchedulePolicy(period=60, live_period=300, period_jitter=0.0)
+    clock = [1000.0]
+    done: list[str] = []
+
+    async def sync_one(peer: PeerState) -> str:
+        done.append(peer.key)
+        return "ok"
+
+    sched = SyncScheduler(sync_one, policy=policy, clock=lambda: clock[0])
+    own = "mmmm-mmmm-mmmm-mmmm-00"
+    before, after, unwatched = "aaaa-aaaa-aaaa-aaaa-00", "zzzz-zzzz-zzzz-zzzz-00", NODE_B
+    peers = {}
+    for n, node in enumerate((before, after, unwatched)):
+        found = PeerFound(node, (f"10.0.0.{n + 2}",), 7411)
+        peers[node] = sched.peer_found(found).key
+    sched.own_id = own
+    sched.covered = lambda: {before, after}  # their calls to us take our rows
+    sched.watched = lambda: set(peers.values())  # our calls to all three are open
+    async with _running(sched):
+        await _until(lambda: len(done) == 3)
+        await _until(lambda: not any(p.in_flight for p in sched.table))
+    due = {node: sched.table.get(key).next_attempt - clock[0] for node, key in peers.items()}
+    assert due == {before: 300.0, after: 60.0, unwatched: 60.0}
+    sched.own_id = None  # an insecure node has no id: every link keeps the period
+    assert sched._checked_by_peer() == frozenset()
