@@ -36,9 +36,11 @@ from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems, tree
 if TYPE_CHECKING:
     from lifeline_mesh.node.lines import NodeLine, NodeLines
 
-__all__ = ["HELD_IDS_PER_LINE", "HeldIds", "LiveRows", "Taken", "read_rows"]
+__all__ = ["HELD_IDS_PER_LINE", "TAKES_KEPT", "HeldIds", "LiveRows", "Taken", "read_rows"]
 
 log = logging.getLogger(__name__)
+
+TAKES_KEPT = 16  # per line, the last rows taken kept with where they were stored
 
 
 class _Marked(Protocol):
@@ -142,30 +144,49 @@ class LiveRows:
         # them on the same tree came over a link that is not on that tree (a copy of rows
         # a session brought, or of another tree, says nothing)
         self._took = HeldIds()
-        # Per line, the rows last taken and the row numbers they were stored at:
-        # announcing that change to our own watchers needs no read (nor to their sender).
-        self._last_taken: dict[str, tuple[int, int, ChangeItems]] = {}
+        # Per line, the rows last taken and the row numbers they were stored at: announcing
+        # a change made of them to our own watchers needs no read (nor to their senders),
+        # and each keeps its tree when two were stored between two polls of the line.
+        self._takes: dict[str, list[tuple[int, int, ChangeItems]]] = {}
         self.taken = {"changes": 0, "entries": 0, "refused": 0, "held": 0}
         self._taking: dict[str, set[str]] = {}  # per (line, tree), ids being admitted now
 
     def taken_span(self, rows: ChangeItems) -> tuple[int, int] | None:
         """The rows (after, up to] at which ``rows``, just taken, were stored, when
         nothing else was written meanwhile (else None)."""
-        taken = self._last_taken.get(rows.line)
-        return None if taken is None or taken[2].entries is not rows.entries else taken[:2]
+        for start, end, taken in reversed(self._takes.get(rows.line, ())):
+            if taken.entries is rows.entries:
+                return start, end
+        return None
 
-    async def read(self, line: str, after: int, upto: int) -> ChangeItems | None:
-        """A change's rows, for the peers that take them over their Watch calls."""
-        taken = self._last_taken.pop(line, None)
-        if taken is not None and taken[:2] == (after, upto):
-            return taken[2]  # exactly the rows just taken from a peer's watch (its source)
-        async with self._lines.open(line) as opened:
-            found = await read_rows(opened, EntryCodec(self.home.limits()), after, upto)
-        if found is None:
-            return None
-        rows, ids = found
-        self.held.add(line, ids)
-        return replace(rows, tree=self.tree if self._all_ours(rows) else b"")
+    async def read(self, line: str, after: int, upto: int) -> list[ChangeItems]:
+        """A change's rows (``after < seq <= upto``), for the peers that take them over
+        their Watch calls, in order: each run of rows taken from a peer's Watch call as it
+        was taken (its tree, its sender), the rows between read from the line (on our tree
+        when this node wrote them all, else on none: they go to every watcher). Empty when
+        some cannot be read (then the change is announced without rows)."""
+        takes = {
+            start: (end, rows)
+            for start, end, rows in self._takes.get(line, ())
+            if after <= start < end <= upto
+        }
+        out: list[ChangeItems] = []
+        at = after
+        while at < upto:
+            if at in takes:
+                at, rows = takes[at]
+                out.append(rows)  # rows just taken from a peer's watch, as they came
+                continue
+            until = min((start for start in takes if start > at), default=upto)
+            async with self._lines.open(line) as opened:
+                found = await read_rows(opened, EntryCodec(self.home.limits()), at, until)
+            if found is None:
+                return []
+            rows, ids = found
+            self.held.add(line, ids)
+            out.append(replace(rows, tree=self.tree if self._all_ours(rows) else b""))
+            at = until
+        return out
 
     async def take(self, source: str, rows: ChangeItems) -> Taken:
         """Admit rows announced by ``source``, as a session we dialed would (the same sets
@@ -237,11 +258,20 @@ class LiveRows:
             start = await session.line.mark()
             admitted = await entry_set.admit(entries, rows.externals)
             end = await session.line.mark()
-            self._last_taken.pop(line, None)
-            if start is not None and end is not None and end - start == admitted.added:
-                self._last_taken[line] = (start, end, replace(rows, source=source))
+            self._keep_take(line, start, end, admitted.added, replace(rows, source=source))
         # held for good only when stored now (not held back: decision 0084)
         return authored if admitted.added == len(entries) else set()
+
+    def _keep_take(
+        self, line: str, start: int | None, end: int | None, added: int, rows: ChangeItems
+    ) -> None:
+        """Keep ``rows`` as stored at rows (start, end] when they were, with nothing else
+        stored meanwhile."""
+        if not added or start is None or end is None or end - start != added:
+            return
+        takes = self._takes.setdefault(line, [])
+        takes.append((start, end, rows))
+        del takes[:-TAKES_KEPT]
 
     def _parse(self, codec: ItemCodec, raw: bytes) -> ParsedItem:
         if len(raw) > self._max_item_bytes:

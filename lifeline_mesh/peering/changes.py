@@ -46,8 +46,9 @@ log = logging.getLogger(__name__)
 CHANGE_POLL_S = 0.2  # how soon an append made by another process is noticed
 MAX_PRUNED_TREES = 4096  # trees one watcher may ask to be left out of (one per origin)
 PENDING_ITEMS_MAX = 4 * MAX_CHANGE_ITEMS  # rows one subscriber keeps; beyond, plain changes
-# (line, after row, up to row) -> that line's new rows, or None when they cannot be read
-RowReader = Callable[[str, int, int], Awaitable[ChangeItems | None]]
+# (line, after row, up to row) -> that line's new rows in order, in runs that each travel on
+# one tree of relays; empty when they cannot be read
+RowReader = Callable[[str, int, int], Awaitable[Sequence[ChangeItems]]]
 
 
 class _Probe:
@@ -174,8 +175,9 @@ class Subscription:
         self._event = asyncio.Event()
         self.closed = False
         self.items = items
-        self._rows: dict[str, ChangeItems] = {}  # lines in _pending with all their rows
-        self._taken: dict[str, ChangeItems] = {}
+        # lines in _pending with all their rows, in order, a run per tree of relays
+        self._rows: dict[str, list[ChangeItems]] = {}
+        self._taken: dict[str, list[ChangeItems]] = {}
         # Trees of relays this watcher takes from another peer (it asked: decision 0083)
         self.pruned: set[bytes] = set()
         self._prune: set[bytes] = set()  # asked of this watcher: leave us out of these
@@ -199,11 +201,11 @@ class Subscription:
             kept = self._rows.pop(line, None)
             if self.items and rows is not None and rows.line == line:
                 if line not in self._pending:
-                    self._rows[line] = rows
+                    self._rows[line] = [rows]
                 elif kept is not None:  # every earlier change came with its rows
-                    self._rows[line] = kept.then(rows)
+                    self._rows[line] = _followed(kept, rows)
             self._pending.add(line)
-        if sum(len(r.entries) for r in self._rows.values()) > PENDING_ITEMS_MAX:
+        if sum(len(r.entries) for runs in self._rows.values() for r in runs) > PENDING_ITEMS_MAX:
             self._rows.clear()  # a stalled caller: it syncs for these lines instead
         self._event.set()
 
@@ -239,11 +241,21 @@ class Subscription:
         self._taken, self._rows = self._rows, {}
         return out
 
-    def take_items(self) -> dict[str, ChangeItems]:
+    def take_items(self) -> dict[str, list[ChangeItems]]:
         """The rows of the lines :meth:`next` returned last, for those whose every change
-        since the call before came with its rows (a line missing here: sync for it)."""
-        out, self._taken = {line: r for line, r in self._taken.items() if r.fits()}, {}
+        since the call before came with its rows (a line missing here: sync for it), in
+        order: one run per tree of relays, each sent as one announcement."""
+        out = {line: runs for line, runs in self._taken.items() if all(r.fits() for r in runs)}
+        self._taken = {}
         return out
+
+
+def _followed(runs: list[ChangeItems], rows: ChangeItems) -> list[ChangeItems]:
+    """``runs`` followed by ``rows``: merged into the last run when on the same tree (one
+    announcement), else a run of their own, so that each keeps its tree (decision 0093)."""
+    if runs[-1].tree == rows.tree:
+        return [*runs[:-1], runs[-1].then(rows)]
+    return [*runs, rows]
 
 
 class ChangeFeed:
@@ -335,11 +347,14 @@ class ChangeFeed:
         while not self._reads.empty():
             line, before, after = self._reads.get_nowait()
             try:
-                rows = await self._read_rows(line, before, after)
+                runs = list(await self._read_rows(line, before, after))
             except Exception as exc:  # announced without its rows: watchers sync instead
                 log.warning("line %s: rows after %d not read to announce: %s", line, before, exc)
-                rows = None
-            self.publish([line], rows)
+                runs = []
+            if not runs:
+                self.publish([line])
+            for rows in runs:
+                self.publish([line], rows)
 
     @contextlib.contextmanager
     def subscribe(self, *, items: bool = False, node: str | None = None) -> Iterator[Subscription]:

@@ -136,8 +136,9 @@ class LineChange:
 class Subscription(Protocol):
     async def next(self, timeout: float | None = None) -> set[str] | None: ...
 
-    def take_items(self) -> dict[str, ChangeItems]:
-        """The rows of the lines of the last ``next`` whose every change came with them."""
+    def take_items(self) -> dict[str, list[ChangeItems]]:
+        """The rows of the lines of the last ``next`` whose every change came with them, a
+        run per tree of relays."""
         ...
 
     def take_control(self) -> tuple[tuple[bytes, ...], bool]:
@@ -241,7 +242,8 @@ class WatchService:
                     prune, graft = sub.take_control()
                     plain = [line for line in sorted(lines) if line not in rows]
                     for line in sorted(set(lines) - set(plain)):
-                        yield _with_items(rows[line])
+                        for run in rows[line]:  # one announcement per tree of relays
+                            yield _with_items(run)
                     if plain or not changed or prune or graft:  # or a heartbeat
                         yield pb.LineChange(lines=plain, prune=prune, graft=graft)
             finally:

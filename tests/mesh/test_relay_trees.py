@@ -4,6 +4,8 @@ ends. The feed's side, without a network: what each Watch call's subscriber is s
 
 from __future__ import annotations
 
+import functools
+
 from lifeline_mesh.peering.changes import MAX_PRUNED_TREES, ChangeFeed
 from lifeline_mesh.transport.announce import ChangeItems, tree_of
 
@@ -16,8 +18,10 @@ def _rows(n: int, tree: bytes, source: str | None = None) -> ChangeItems:
 
 
 async def _sent(sub: object) -> dict[str, ChangeItems]:
+    """What ``sub`` is sent next, each line's runs taken together."""
     assert await sub.next(0.01) is not None  # type: ignore[attr-defined]
-    return sub.take_items()  # type: ignore[attr-defined,no-any-return]
+    runs: dict[str, list[ChangeItems]] = sub.take_items()  # type: ignore[attr-defined]
+    return {line: functools.reduce(ChangeItems.then, changes) for line, changes in runs.items()}
 
 
 async def test_a_pruned_tree_is_not_sent_to_that_watcher_until_it_grafts() -> None:

@@ -20,7 +20,7 @@ from lifeline_mesh.node.live_rows import HeldIds
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.peering.changes import PENDING_ITEMS_MAX, ChangeFeed
 from lifeline_mesh.peering.table import PeerAddress, PeerState
-from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
+from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems, tree_of
 from tests.support.mesh_procs import cli, signed_node
 
 LINE = "ledger"
@@ -30,19 +30,43 @@ def _rows(n: int, line: str = LINE) -> ChangeItems:
     return ChangeItems(line, (b"att%d" % n,), (b"entry%d" % n,))
 
 
+def _one(runs: list[ChangeItems]) -> ChangeItems:
+    """The rows of a line sent as one announcement (all on one tree)."""
+    [rows] = runs
+    return rows
+
+
 async def test_a_subscriber_gets_every_change_s_rows_in_order() -> None:
     feed = ChangeFeed(lambda: [LINE])
     with feed.subscribe(items=True) as sub, feed.subscribe() as plain_sub:
         feed.publish([LINE], _rows(1))
         feed.publish([LINE], _rows(2))
         assert await sub.next(0) == {LINE}
-        taken = sub.take_items()[LINE]
+        taken = _one(sub.take_items()[LINE])
         assert taken.entries == (b"entry1", b"entry2")
         assert taken.attestations == (b"att1", b"att2")
         assert sub.take_items() == {}  # taken once
         # a subscriber that did not ask for rows hears of the line only
         assert await plain_sub.next(0) == {LINE}
         assert plain_sub.take_items() == {}
+
+
+async def test_rows_of_two_trees_are_sent_as_two_announcements() -> None:
+    """Changes a subscriber has not taken yet are merged only on one tree of relays: rows
+    of another tree stay a run of their own, so neither is flooded to every peer as rows
+    of no tree (decision 0093)."""
+    feed = ChangeFeed(lambda: [LINE])
+    on_a, on_b = tree_of("node-a"), tree_of("node-b")
+    with feed.subscribe(items=True) as sub:
+        for n, tree in ((1, on_a), (2, on_a), (3, on_b), (4, on_a)):
+            feed.publish([LINE], replace(_rows(n), tree=tree))
+        assert await sub.next(0) == {LINE}
+        runs = sub.take_items()[LINE]
+        assert [(r.tree, r.entries) for r in runs] == [
+            (on_a, (b"entry1", b"entry2")),
+            (on_b, (b"entry3",)),
+            (on_a, (b"entry4",)),
+        ]
 
 
 async def test_one_change_without_rows_makes_the_line_plain_until_taken() -> None:
@@ -56,7 +80,7 @@ async def test_one_change_without_rows_makes_the_line_plain_until_taken() -> Non
         assert set(sub.take_items()) == {"other"}
         feed.publish([LINE], _rows(4))  # after the sync: rows again
         assert await sub.next(0) == {LINE}
-        assert sub.take_items()[LINE].entries == (b"entry4",)
+        assert _one(sub.take_items()[LINE]).entries == (b"entry4",)
 
 
 async def test_a_stalled_subscriber_keeps_lines_not_rows() -> None:
@@ -73,13 +97,13 @@ async def test_the_feed_reads_each_change_once_in_order_and_only_for_takers() ->
     started = asyncio.Event()
     release = asyncio.Event()
 
-    async def read(line: str, after: int, upto: int) -> ChangeItems | None:
+    async def read(line: str, after: int, upto: int) -> list[ChangeItems]:
         calls.append((line, after, upto))
         started.set()
         await release.wait()
         if upto == 9:
             raise sqlite3.OperationalError("database is locked")
-        return _rows(upto)
+        return [_rows(upto)]
 
     feed = ChangeFeed(lambda: [LINE], read)
     path = Path(f"/nowhere/{LINE}.db")
@@ -96,7 +120,7 @@ async def test_the_feed_reads_each_change_once_in_order_and_only_for_takers() ->
         entries: tuple[bytes, ...] = ()
         while len(entries) < 2:
             assert await sub.next(5.0) == {LINE}
-            entries += sub.take_items()[LINE].entries
+            entries += _one(sub.take_items()[LINE]).entries
         assert entries == (b"entry3", b"entry5")  # each read once, in the order of changes
         assert calls == [(LINE, 2, 3), (LINE, 3, 5)]
         # too many rows, or no earlier mark: announced at once, without rows
@@ -137,18 +161,14 @@ def _count(line: Path, table: str) -> int:
 async def _all_rows(node: Node) -> ChangeItems:
     with sqlite3.connect(node.home.line_path(LINE)) as conn:
         mark = int(conn.execute("SELECT max(seq) FROM entries").fetchone()[0])
-    rows = await node.rows.read(LINE, 0, mark)
-    assert rows is not None
-    return rows
+    return _one(await node.rows.read(LINE, 0, mark))
 
 
 async def _append_signed(node: Node, summary: str) -> ChangeItems:
     """`lifeline log` one more signed decision on ``node``: its rows, as announced."""
     before = _count(node.home.line_path(LINE), "entries")
     cli("lifeline", node.home.root, "log", "--kind", "decision", "--summary", summary)
-    rows = await node.rows.read(LINE, before, before + 1)
-    assert rows is not None
-    return rows
+    return _one(await node.rows.read(LINE, before, before + 1))
 
 
 @pytest.fixture
@@ -180,14 +200,26 @@ async def test_rows_read_on_one_node_are_taken_by_another(two_nodes: tuple[Node,
     # watchers reuses the rows just taken instead of reading them back
     later = await _append_signed(a, "fourth")
     assert await b.take_rows(_peer(), later)
-    announced = await b.rows.read(LINE, 3, 4)  # the rows just taken, with their sender
-    assert announced is not None and announced.entries is later.entries
+    announced = _one(await b.rows.read(LINE, 3, 4))  # the rows just taken, with their sender
+    assert announced.entries is later.entries
     assert announced.source == str(_peer().address)
     assert announced.tree == later.tree == a.rows.tree  # a relay keeps a's tree (0083)
-    # read from the line this time: a's rows, not b's own writes, so on no tree (they go
-    # to every watcher); a's read of its own write named a's tree
-    assert await b.rows.read(LINE, 3, 4) == replace(later, tree=b"")
-    assert a.rows.tree and b.rows.tree != a.rows.tree
+    # The same rows again from another peer store nothing: the rows taken are still known
+    assert await b.take_rows(_peer(), later)
+    assert _one(await b.rows.read(LINE, 3, 4)).entries is later.entries
+    # b writes one of its own, and takes another of a's, before its watcher polls: the
+    # change is announced as three runs, each on its tree (decision 0093)
+    own = await _append_signed(b, "b's own")  # read here from the line: on b's tree
+    assert own.tree == b.rows.tree and a.rows.tree and b.rows.tree != a.rows.tree
+    fifth = await _append_signed(a, "fifth")
+    assert await b.take_rows(_peer(), fifth)
+    runs = await b.rows.read(LINE, 3, 6)
+    assert [r.tree for r in runs] == [a.rows.tree, b.rows.tree, a.rows.tree]
+    assert runs[0].entries is later.entries and runs[2].entries is fifth.entries
+    assert runs[1].entries == own.entries
+    # rows taken long ago are not kept: read from the line, a's rows are on no tree
+    b.rows._takes.clear()
+    assert await b.rows.read(LINE, 3, 4) == [replace(later, tree=b"")]
     # what a node read to announce counts as held: its own rows coming back are free
     assert a.rows.held.holds(LINE, [Entry.from_json(r, check=False).id for r in rows.entries])
 

@@ -36,8 +36,7 @@ def _last_statement_tips(node: Node) -> list[str]:
 async def _write(node: Node, summary: str) -> ChangeItems:
     before = _count(node, "entries")
     cli("lifeline", node.home.root, "log", "--kind", "decision", "--summary", summary)
-    rows = await node.rows.read(LINE, before, before + 1)
-    assert rows is not None
+    [rows] = await node.rows.read(LINE, before, before + 1)
     return rows
 
 
@@ -47,8 +46,7 @@ async def test_rows_taken_within_the_interval_are_witnessed_once_later(tmp_path:
     a = Node(NodeHome(tmp_path / "a"), insecure=True)
     b = Node(NodeHome(tmp_path / "b"), insecure=True)
     b.parts.pace.every_s = 3.0
-    first = await a.rows.read(LINE, 0, _count(a, "entries"))
-    assert first is not None
+    [first] = await a.rows.read(LINE, 0, _count(a, "entries"))
     assert await b.rows.take("node-a", first) is Taken.STORED
     assert _count(b, "statements") == 1  # the first taking: witnessed at once
     started = time.monotonic()
