@@ -9,7 +9,10 @@ them). The taking side admits them through the same sets and checks as a session
 (:meth:`LiveRows.take`; the node decides first whom it takes rows from); :class:`HeldIds`
 is what both sides know to be stored here. Rows this node wrote are announced on its own
 tree of relays; rows taken a second time on the same tree say that their sender may leave
-this node out of it (:class:`Taken`, decision 0083).
+this node out of it (:class:`Taken`, decision 0083). A change the line watcher sees may
+hold rows taken from several peers and rows written here: it is announced as runs, each
+on its own tree (the last rows taken are kept with where they were stored), so that no
+relayed row loses its tree and floods every link (decision 0094).
 """
 
 from __future__ import annotations

@@ -252,7 +252,7 @@ class Subscription:
 
 def _followed(runs: list[ChangeItems], rows: ChangeItems) -> list[ChangeItems]:
     """``runs`` followed by ``rows``: merged into the last run when on the same tree (one
-    announcement), else a run of their own, so that each keeps its tree (decision 0093)."""
+    announcement), else a run of their own, so that each keeps its tree (decision 0094)."""
     if runs[-1].tree == rows.tree:
         return [*runs[:-1], runs[-1].then(rows)]
     return [*runs, rows]

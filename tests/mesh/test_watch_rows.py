@@ -54,7 +54,7 @@ async def test_a_subscriber_gets_every_change_s_rows_in_order() -> None:
 async def test_rows_of_two_trees_are_sent_as_two_announcements() -> None:
     """Changes a subscriber has not taken yet are merged only on one tree of relays: rows
     of another tree stay a run of their own, so neither is flooded to every peer as rows
-    of no tree (decision 0093)."""
+    of no tree (decision 0094)."""
     feed = ChangeFeed(lambda: [LINE])
     on_a, on_b = tree_of("node-a"), tree_of("node-b")
     with feed.subscribe(items=True) as sub:
@@ -208,7 +208,7 @@ async def test_rows_read_on_one_node_are_taken_by_another(two_nodes: tuple[Node,
     assert await b.take_rows(_peer(), later)
     assert _one(await b.rows.read(LINE, 3, 4)).entries is later.entries
     # b writes one of its own, and takes another of a's, before its watcher polls: the
-    # change is announced as three runs, each on its tree (decision 0093)
+    # change is announced as three runs, each on its tree (decision 0094)
     own = await _append_signed(b, "b's own")  # read here from the line: on b's tree
     assert own.tree == b.rows.tree and a.rows.tree and b.rows.tree != a.rows.tree
     fifth = await _append_signed(a, "fifth")
