@@ -122,6 +122,8 @@ class LineSession:
             return []
         if self.live:
             wait = self.parts.pace.now_or_later(line)
+            if wait is None:
+                return []  # other nodes of the LAN witness this interval (decision 0095)
             if wait > 0:
                 later = self.parts.witness_later
                 if later is not None and self.parts.pace.defer(line):

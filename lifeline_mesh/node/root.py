@@ -43,6 +43,7 @@ from lifeline_mesh.node.observer import NodeObserver
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
 from lifeline_mesh.node.shallow_serve import shallow_service
 from lifeline_mesh.node.watch_back import WatchBack
+from lifeline_mesh.node.witness_pace import WitnessPace, witness_share
 from lifeline_mesh.notary.sign import sign_state
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.peering.service import Peering, PeeringOptions
@@ -103,6 +104,7 @@ class Node:
             clock=clock,
             scheduler=lambda: self._peering.scheduler if self._peering else None,
             witness_later=self._witness_later,
+            pace=WitnessPace(share=self._witness_share),
         )
         self._deferred: set[asyncio.Task[None]] = set()  # statements signed later (0091)
         # Rows read to announce and rows taken from the peers we watch (decision 0046)
@@ -173,6 +175,12 @@ class Node:
                 ok = True
             finally:
                 await current.end(ok=ok)
+
+    def _witness_share(self) -> float:
+        """The chance this node witnesses an interval's rows: 1 unless it hears more than
+        ``WITNESSES`` nodes on the LAN (decision 0095)."""
+        heard = len(self._peering.lan.heard) if self._peering is not None else 0
+        return witness_share(heard + 1)
 
     def _witness_later(self, line: str, seconds: float) -> None:
         """Sign ``line``'s state in ``seconds`` (rows taken over Watch calls meanwhile are

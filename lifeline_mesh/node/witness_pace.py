@@ -13,16 +13,30 @@ a scheduled sync, a catch-up — still signs at its end, in its closing round, a
 Witnessing is then up to :data:`WITNESS_EVERY_S` later than it was: far inside what the
 notary's rules measure with (a backdate is judged over a day, a clock over five minutes:
 ``notary/rules.py``).
+
+Even so, every node of a LAN signing once per interval makes the statements a mesh
+produces grow with N, and each travels to every node. On a LAN of more than
+:data:`WITNESSES` nodes, a node therefore witnesses an interval's rows with the chance
+``WITNESSES / N`` (drawn afresh each interval, N the nodes it hears on the LAN): about
+:data:`WITNESSES` statements per interval in the whole mesh, from nodes no one chooses
+(decision 0095). Sessions are not sampled.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 
-__all__ = ["WITNESS_EVERY_S", "WitnessPace"]
+__all__ = ["WITNESSES", "WITNESS_EVERY_S", "WitnessPace", "witness_share"]
 
 WITNESS_EVERY_S = 30.0
+WITNESSES = 8  # about this many nodes of a LAN witness each interval (decision 0095)
+
+
+def witness_share(nodes: int) -> float:
+    """The chance that one of ``nodes`` (itself included) witnesses an interval's rows."""
+    return min(1.0, WITNESSES / max(1, nodes))
 
 
 class WitnessPace:
@@ -30,23 +44,37 @@ class WitnessPace:
     deferred statement is due."""
 
     def __init__(
-        self, every_s: float = WITNESS_EVERY_S, clock: Callable[[], float] = time.monotonic
+        self,
+        every_s: float = WITNESS_EVERY_S,
+        clock: Callable[[], float] = time.monotonic,
+        *,
+        share: Callable[[], float] = lambda: 1.0,
+        rand: Callable[[], float] = random.random,
     ) -> None:
         self.every_s, self._clock = every_s, clock
+        self.share, self.rand = share, rand  # the chance per interval, and its draw
         self._last: dict[str, float] = {}
         self._deferred: set[str] = set()
-        self.counts = {"signed": 0, "deferred": 0}
+        self._passed: set[str] = set()  # lines this node does not witness this interval
+        self.counts = {"signed": 0, "deferred": 0, "passed": 0}
 
-    def now_or_later(self, line: str) -> float:
-        """0: witness ``line`` now (and it is recorded as done); else the seconds until a
-        deferred statement is due, and the caller schedules one unless one is
-        (:meth:`defer` tells)."""
+    def now_or_later(self, line: str) -> float | None:
+        """0: witness ``line`` now (and it is recorded as done); None: not this interval
+        (another node's turn); else the seconds until a deferred statement is due, and
+        the caller schedules one unless one is (:meth:`defer` tells)."""
         now = self._clock()
         last = self._last.get(line)
         if last is None or now - last >= self.every_s:
             self._last[line] = now
+            if self.rand() >= self.share():
+                self._passed.add(line)
+                self.counts["passed"] += 1
+                return None
+            self._passed.discard(line)
             self.counts["signed"] += 1
             return 0.0
+        if line in self._passed:
+            return None
         return last + self.every_s - now
 
     def defer(self, line: str) -> bool:

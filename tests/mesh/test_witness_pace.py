@@ -15,6 +15,7 @@ from lifeline.entry import Entry
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.live_rows import Taken
 from lifeline_mesh.node.root import Node
+from lifeline_mesh.node.witness_pace import WITNESSES, witness_share
 from lifeline_mesh.notary.statement import decode
 from lifeline_mesh.transport.announce import ChangeItems
 from tests.support.mesh_procs import cli, signed_node
@@ -55,7 +56,7 @@ async def test_rows_taken_within_the_interval_are_witnessed_once_later(tmp_path:
         last = await _write(a, f"write {n}")
         assert await b.rows.take("node-a", last) is Taken.STORED
     assert _count(b, "statements") == 1  # within the interval: none more yet
-    assert b.parts.pace.counts == {"signed": 1, "deferred": 1}
+    assert b.parts.pace.counts == {"signed": 1, "deferred": 1, "passed": 0}
     deadline = started + 30
     while _count(b, "statements") == 1:
         assert time.monotonic() < deadline, "the deferred statement was never signed"
@@ -64,3 +65,29 @@ async def test_rows_taken_within_the_interval_are_witnessed_once_later(tmp_path:
     assert _count(b, "statements") == 2  # one statement for the three takings
     assert last is not None
     assert _last_statement_tips(b) == [Entry.from_json(last.entries[-1], check=False).id]
+
+
+async def test_on_a_large_lan_a_node_witnesses_only_the_intervals_drawn(tmp_path: Path) -> None:
+    """On a LAN of more than WITNESSES nodes a node witnesses an interval's rows with the
+    chance WITNESSES / N (decision 0095): an interval not drawn leaves no statement, not
+    even a deferred one; the next interval is drawn afresh. A session still signs."""
+    assert witness_share(1) == witness_share(WITNESSES) == 1.0
+    assert witness_share(30) == WITNESSES / 30
+    signed_node(tmp_path / "a", "first")
+    signed_node(tmp_path / "b")
+    a = Node(NodeHome(tmp_path / "a"), insecure=True)
+    b = Node(NodeHome(tmp_path / "b"), insecure=True)
+    assert b._witness_share() == 1.0  # no LAN heard: every interval
+    draws = iter([0.5, 0.1])  # against a share of 0.25: not drawn, then drawn
+    pace = b.parts.pace
+    pace.every_s, pace.share, pace.rand = 1.0, lambda: 0.25, lambda: next(draws)
+    [first] = await a.rows.read(LINE, 0, _count(a, "entries"))
+    assert await b.rows.take("node-a", first) is Taken.STORED
+    second = await _write(a, "second")
+    assert await b.rows.take("node-a", second) is Taken.STORED
+    await asyncio.sleep(1.5)
+    assert _count(b, "statements") == 0  # neither at once nor deferred
+    third = await _write(a, "third")
+    assert await b.rows.take("node-a", third) is Taken.STORED
+    assert _count(b, "statements") == 1  # the next interval was drawn: witnessed at once
+    assert b.parts.pace.counts == {"signed": 1, "deferred": 0, "passed": 1}
