@@ -130,29 +130,27 @@ class Net:
         stats = json.loads(out.stdout)[0]["stats64"]
         return int(stats["rx"]["bytes"]), int(stats["tx"]["bytes"])
 
-    def multicast_received(self, host: NodeHost) -> int:
-        """Multicast bytes (mDNS: discovery) the node's namespace received so far (IP
-        layer, from its ``/proc/net/netstat``)."""
+    def _proc_table(self, host: NodeHost, path: str, prefix: str) -> dict[str, str]:
+        """One table of the node's namespace's ``/proc/net`` file (``IpExt:``, ``Tcp:``):
+        its header line's names with the values of the line after."""
         out = subprocess.run(
-            ["ip", "netns", "exec", host.namespace, "cat", "/proc/net/netstat"],
+            ["ip", "netns", "exec", host.namespace, "cat", path],
             capture_output=True,
             text=True,
             timeout=30,
         )
-        names, values = [x.split() for x in out.stdout.splitlines() if x.startswith("IpExt:")]
-        return int(dict(zip(names, values, strict=True))["InMcastOctets"])
+        names, values = [x.split() for x in out.stdout.splitlines() if x.startswith(prefix)]
+        return dict(zip(names, values, strict=True))
+
+    def multicast_received(self, host: NodeHost) -> int:
+        """Multicast bytes (mDNS: discovery) the node's namespace received so far (IP
+        layer, from its ``/proc/net/netstat``)."""
+        return int(self._proc_table(host, "/proc/net/netstat", "IpExt:")["InMcastOctets"])
 
     def tcp_opens(self, host: NodeHost) -> int:
         """TCP connections the node's namespace opened or accepted so far (each a TCP and
         TLS handshake: a session dials its own, a Watch call its own)."""
-        out = subprocess.run(
-            ["ip", "netns", "exec", host.namespace, "cat", "/proc/net/snmp"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-        names, values = [x.split() for x in out.stdout.splitlines() if x.startswith("Tcp:")]
-        tcp = dict(zip(names, values, strict=True))
+        tcp = self._proc_table(host, "/proc/net/snmp", "Tcp:")
         return int(tcp["ActiveOpens"]) + int(tcp["PassiveOpens"])
 
     def established(self, host: NodeHost) -> int:
