@@ -173,22 +173,25 @@ class LiveRows:
             for start, end, rows in self._takes.get(line, ())
             if after <= start < end <= upto
         }
+        if list(takes) == [after] and takes[after][0] == upto:
+            return [takes[after][1]]  # exactly rows just taken: no read
         out: list[ChangeItems] = []
-        at = after
-        while at < upto:
-            if at in takes:
-                at, rows = takes[at]
-                out.append(rows)  # rows just taken from a peer's watch, as they came
-                continue
-            until = min((start for start in takes if start > at), default=upto)
-            async with self._lines.open(line) as opened:
-                found = await read_rows(opened, EntryCodec(self.home.limits()), at, until)
-            if found is None:
-                return []
-            rows, ids = found
-            self.held.add(line, ids)
-            out.append(replace(rows, tree=self.tree if self._all_ours(rows) else b""))
-            at = until
+        codec = EntryCodec(self.home.limits())
+        async with self._lines.open(line) as opened:
+            at = after
+            while at < upto:
+                if at in takes:
+                    at, rows = takes[at]
+                    out.append(rows)  # rows just taken from a peer's watch, as they came
+                    continue
+                until = min((start for start in takes if start > at), default=upto)
+                found = await read_rows(opened, codec, at, until)
+                if found is None:
+                    return []
+                rows, ids = found
+                self.held.add(line, ids)
+                out.append(replace(rows, tree=self.tree if self._all_ours(rows) else b""))
+                at = until
         return out
 
     async def take(self, source: str, rows: ChangeItems) -> Taken:
