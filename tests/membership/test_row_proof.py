@@ -22,6 +22,7 @@ import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding
 
+from lifeline.errors import BadSignature
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, make_csr, new_tls_key
@@ -223,3 +224,32 @@ async def test_a_join_replaces_a_row_listed_before_it(mesh: Mesh) -> None:
     await join(NodeHome(newcomer), token.encode())
     row = Registry.load(NodeHome(mesh.ca)).members[key.node_id]
     assert (row.role, row.status, row.revoked_at) == (MeshRole.MEMBER, "active", None)
+
+
+class _Unchanged(pb_grpc.MembershipServicer):  # type: ignore[misc]
+    """A rogue peer that says "unchanged" whatever the caller holds (decision 0092)."""
+
+    async def Revocations(self, request: Any, context: Any) -> Any:
+        return membership_pb2.RevocationsReply(digest=b"\x01" * 32, unchanged=True)
+
+
+async def test_unchanged_for_lists_never_taken_is_refused(mesh: Mesh) -> None:
+    honest = await mesh.node("honest")
+    rogue = await mesh.node("rogue")
+    server = grpc.aio.server()
+    pb_grpc.add_MembershipServicer_to_server(_Unchanged(), server)
+    port = server.add_secure_port("127.0.0.1:0", server_credentials(NodeHome(rogue)))
+    await server.start()
+    address = f"127.0.0.1:{port}"
+    before = NodeHome(honest).members_path.read_bytes()
+    seen: dict[str, bytes] = {}
+    try:
+        with pytest.raises(BadSignature, match="not valid JSON statements"):
+            await pull_membership(NodeHome(honest), address, seen=seen)
+        seen[address] = b"\x02" * 32  # lists taken before, with another digest
+        with pytest.raises(BadSignature, match="not valid JSON statements"):
+            await pull_membership(NodeHome(honest), address, seen=seen)
+    finally:
+        await server.stop(grace=0)
+    assert NodeHome(honest).members_path.read_bytes() == before  # nothing taken
+    assert seen == {address: b"\x02" * 32}  # its digest was not remembered
