@@ -64,22 +64,25 @@ async def pull_membership(
     timeout: float = CALL_TIMEOUT,
     logged: set[tuple[str, str, str]] | None = None,
     seen: dict[str, bytes] | None = None,
+    channel: grpc.aio.Channel | None = None,
 ) -> list[Revocation]:
     """Import the revocations and proven members ``address`` knows; returns new revocations.
 
     Each refused row is logged (a warning naming ``address``) — once per (peer, row,
     reason) when the caller keeps ``logged`` across sessions. With ``seen`` (kept across
     sessions: the digest of each peer's last lists), a peer whose lists did not change
-    since sends none, and nothing is imported again."""
-    creds = channel_credentials(home)
+    since sends none, and nothing is imported again. ``channel``: an open channel to
+    ``address`` to ask on (a node's sessions share one, decision 0096)."""
     known = seen.get(address, b"") if seen is not None else b""
-    async with open_channel(address, creds, channel_options()) as ch:
-        try:
-            reply = await pb_grpc.MembershipStub(ch).Revocations(
-                pb.RevocationsRequest(known=known), timeout=timeout
-            )
-        except grpc.aio.AioRpcError as exc:
-            raise error_from_rpc(exc, address) from exc
+    request = pb.RevocationsRequest(known=known)
+    try:
+        if channel is not None:
+            reply = await pb_grpc.MembershipStub(channel).Revocations(request, timeout=timeout)
+        else:
+            async with open_channel(address, channel_credentials(home), channel_options()) as ch:
+                reply = await pb_grpc.MembershipStub(ch).Revocations(request, timeout=timeout)
+    except grpc.aio.AioRpcError as exc:
+        raise error_from_rpc(exc, address) from exc
     if reply.unchanged and known and reply.digest == known:
         return []  # imported already, from the same lists
     new = _merge(home, address, reply, logged)

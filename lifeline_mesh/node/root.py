@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from lifeline.errors import LifelineError, PeerError
+from lifeline.errors import LifelineError, NotAuthenticated
 from lifeline.ledger import utc_now
 from lifeline.store.port import Store
 from lifeline_mesh.helpers import pool as offload
@@ -40,7 +40,7 @@ from lifeline_mesh.node.lines import node_lines
 from lifeline_mesh.node.live_rows import LiveRows, Taken
 from lifeline_mesh.node.membership_server import MembershipServer, serve_membership
 from lifeline_mesh.node.observer import NodeObserver
-from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id
+from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id, shared_options
 from lifeline_mesh.node.shallow_serve import shallow_service
 from lifeline_mesh.node.watch_back import WatchBack
 from lifeline_mesh.node.witness_pace import WitnessPace, witness_share
@@ -58,6 +58,7 @@ from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_li
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
 from lifeline_mesh.transport.client import PeerOpenings, sync_line
 from lifeline_mesh.transport.errors import Refused
+from lifeline_mesh.transport.pool import ChannelPool
 from lifeline_mesh.transport.server import SyncServer
 
 if TYPE_CHECKING:  # a hub's (--store): imported when used, `serve` of line files never does
@@ -122,6 +123,7 @@ class Node:
         # The node found serving at each static peer address (its certificate), pinned in
         # the channels we dial there: what we send goes to that node or nowhere.
         self.pins = PeerPins(home)
+        self.channels = ChannelPool()  # the calls to one peer share a connection (0096)
         self.refused_rows: set[tuple[str, str, str]] = set()  # members rows logged once
         # each peer's last members and revocation lists (their digest): a peer whose lists
         # did not change answers a session's pull with none
@@ -337,30 +339,34 @@ class Node:
         When it ends, the peers watching us are asked for every tree's rows again: one
         of them may have reached us only over this call (decision 0083)."""
         sends_rows = opened = False
+        address = str(peer.address)
         try:
-            async for change in watch_lines(
-                str(peer.address),
-                [],  # every line the peer shares with us; ours are checked per announcement
-                credentials=self.security.channel_credentials,
-                options=self.security.channel_options,
-                items=True,
-                serves_port=self.watch_back.serves_port(peer),
-            ):
-                if change.initial and change.node_id and self._peering is not None:
-                    self._peering.scheduler.learned(peer.key, change.node_id)
-                if change.initial:
-                    sends_rows, opened = change.sends_rows, True
-                    yield Heard.OPENED
-                    continue
-                if change.prune or change.graft:
-                    self.changes.pruned(self._node_at(peer), change.prune, change.graft)
-                lines = set(change.lines) & set(self.config().shared_lines)
-                rows = change.items
-                if rows is not None and rows.line in lines and await self.take_rows(peer, rows):
-                    lines.discard(rows.line)
-                if lines:
-                    # A peer that sends rows never dials us for its change: sync now.
-                    yield Heard.UNTAKEN if sends_rows else Heard.CHANGED
+            async with self.dial(address) as channel:
+                async for change in watch_lines(
+                    address,
+                    [],  # every line the peer shares with us; ours are checked per announcement
+                    items=True,
+                    serves_port=self.watch_back.serves_port(peer),
+                    channel=channel,
+                ):
+                    if change.initial and change.node_id and self._peering is not None:
+                        self._peering.scheduler.learned(peer.key, change.node_id)
+                    if change.initial:
+                        sends_rows, opened = change.sends_rows, True
+                        yield Heard.OPENED
+                        continue
+                    if change.prune or change.graft:
+                        self.changes.pruned(self._node_at(peer), change.prune, change.graft)
+                    lines = set(change.lines) & set(self.config().shared_lines)
+                    rows = change.items
+                    if rows is not None and rows.line in lines and await self.take_rows(peer, rows):
+                        lines.discard(rows.line)
+                    if lines:
+                        # A peer that sends rows never dials us for its change: sync now.
+                        yield Heard.UNTAKEN if sends_rows else Heard.CHANGED
+        except NotAuthenticated:  # another node may serve there now: ask again
+            self.pins.forget(address)
+            raise
         finally:
             if opened:
                 self.changes.graft()
@@ -425,31 +431,51 @@ class Node:
                     f"line {line!r} is not shared on this node, so it is never sent or "
                     f"accepted; run `lifeline-mesh share {line}` first"
                 )
+        # Learn the members and revocations the peer knows: signers we must accept. At the
+        # first contact on a channel of its own, so that a port that is not a node's is
+        # named as such (pinning would see a failed TLS handshake only); then on the
+        # pinned channel every call to the peer shares.
+        ask = not self.security.insecure
+        if ask and peer not in self.pins.known:
+            await pull_membership(self.home, peer, logged=self.refused_rows, seen=self.lists_seen)
+            ask = False
+        reports = []
+        async with self.dial(peer) as channel:
+            if ask:
+                await pull_membership(
+                    self.home, peer, logged=self.refused_rows, seen=self.lists_seen, channel=channel
+                )
+                await self.pins.pin(peer)  # what it sent may revoke the node serving there
+            for line in lines:
+                async with self.session(line, None, self.pins.known.get(peer, peer)) as ours:
+                    try:
+                        report = await sync_line(
+                            peer,
+                            line,
+                            ours.sets,
+                            limits=self.limits,
+                            fast=self.fast,
+                            openings=self.openings,
+                            channel=channel,
+                        )
+                    except NotAuthenticated:  # another node may serve there now
+                        self.pins.forget(peer)
+                        raise
+                    reports.append(report)
+                    if self.metrics is not None:
+                        self.metrics.session(peer, line, "out", report)
+                if held is not None:
+                    held[line] = ours.held
+        return reports
+
+    @asynccontextmanager
+    async def dial(self, peer: str) -> AsyncIterator[grpc.aio.Channel]:
+        """The channel the calls to ``peer`` share (decision 0096): its Watch call, each
+        session and the membership pull before it. Pinned to the node serving at ``peer``
+        (refused while that node is revoked), except in a lab mesh without TLS."""
         options = self.security.channel_options
         if not self.security.insecure:
-            # Learn the members and revocations the peer knows: signers we must accept.
-            await pull_membership(self.home, peer, logged=self.refused_rows, seen=self.lists_seen)
             options = await self.pins.pin(peer)
-        reports = []
-        for line in lines:
-            async with self.session(line, None, self.pins.known.get(peer, peer)) as ours:
-                try:
-                    report = await sync_line(
-                        peer,
-                        line,
-                        ours.sets,
-                        credentials=self.security.channel_credentials,
-                        limits=self.limits,
-                        extra_options=options,
-                        fast=self.fast,
-                        openings=self.openings,
-                    )
-                except PeerError:
-                    self.pins.forget(peer)
-                    raise
-                reports.append(report)
-                if self.metrics is not None:
-                    self.metrics.session(peer, line, "out", report)
-            if held is not None:
-                held[line] = ours.held
-        return reports
+        sized = shared_options(options, self.limits.max_frame_bytes)
+        async with self.channels.lease(peer, self.security.channel_credentials, sized) as ch:
+            yield ch

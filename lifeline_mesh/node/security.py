@@ -11,6 +11,7 @@ nowhere, and rows announced there are taken only from it (decision 0046).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from lifeline_mesh.membership.authz import MeshAuthorizer, cert_identity
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.tls import (
+    MAX_MESSAGE,
     channel_credentials,
     channel_options,
     server_credentials,
@@ -32,8 +34,9 @@ from lifeline_mesh.membership.tls import (
 from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
 from lifeline_mesh.transport.authz import AllowAll, Authorizer, MeshRole, PeerIdentity
+from lifeline_mesh.transport.channels import FRAME_HEADROOM
 
-__all__ = ["PeerPins", "SessionSigners", "TransportSecurity", "peer_node_id"]
+__all__ = ["PeerPins", "SessionSigners", "TransportSecurity", "peer_node_id", "shared_options"]
 
 
 def peer_node_id(peer: PeerIdentity) -> str | None:
@@ -146,3 +149,16 @@ class PeerPins:
         """Whether the node pinned at ``peer`` is known and not revoked."""
         node_id = self.known.get(peer)
         return node_id is not None and RevocationList.current(self.home).revoked_at(node_id) is None
+
+
+_SIZES = ("grpc.max_receive_message_length", "grpc.max_send_message_length")
+
+
+def shared_options(
+    options: Sequence[tuple[str, Any]], max_frame_bytes: int
+) -> list[tuple[str, Any]]:
+    """``options`` for a channel that every call to a peer shares (decision 0096): room
+    for the largest of its messages — a membership list or a sync frame, whose own cap the
+    session checks (``ClientChannel``)."""
+    limit = max(MAX_MESSAGE, max_frame_bytes + FRAME_HEADROOM)
+    return [*(o for o in options if o[0] not in _SIZES), *((name, limit) for name in _SIZES)]

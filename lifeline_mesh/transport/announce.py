@@ -32,7 +32,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -335,15 +335,18 @@ async def watch_lines(
     idle: float = WATCH_IDLE_S,
     items: bool = False,
     serves_port: int = 0,
+    channel: grpc.aio.Channel | None = None,
 ) -> AsyncIterator[LineChange]:
     """Watch ``lines`` (empty: every shared line we may read) at ``target`` until the call
     ends; yields each announcement (heartbeats are not yielded), with the new rows of a
     line when ``items`` asked for them and the peer sent them. Raises our errors: a
     PeerError when the peer is unreachable, silent for ``idle`` seconds, or too old to
     announce (UNIMPLEMENTED). ``serves_port``: the port we serve on at the address we dial
-    from (0: we cannot be dialled), so the peer may watch us back."""
-    async with open_channel(target, credentials, options) as channel:
-        call = channel.unary_stream(
+    from (0: we cannot be dialled), so the peer may watch us back. ``channel``: an open
+    channel to ``target`` to call on (shared with sessions, decision 0096)."""
+    opened = open_channel(target, credentials, options) if channel is None else None
+    async with opened or nullcontext(channel) as ch:
+        call = ch.unary_stream(
             WATCH_METHOD,
             request_serializer=pb.WatchRequest.SerializeToString,
             response_deserializer=pb.LineChange.FromString,

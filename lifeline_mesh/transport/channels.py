@@ -16,7 +16,7 @@ from typing import Any
 
 import grpc
 
-from lifeline.errors import PeerError
+from lifeline.errors import PeerError, RemoteProtocolError
 from lifeline_mesh.recon.frames import Abort, Frame, abort_error
 from lifeline_mesh.transport.addresses import require_loopback
 from lifeline_mesh.transport.errors import error_from_rpc
@@ -24,6 +24,7 @@ from lifeline_mesh.wire.codec import decode_bytes, encode_bytes
 
 __all__ = [
     "CONNECT_TIMEOUT_S",
+    "FRAME_HEADROOM",
     "HANDSHAKE_TIMEOUT_S",
     "KEEPALIVE_S",
     "KEEPALIVE_TIMEOUT_S",
@@ -58,6 +59,7 @@ KEEPALIVE_TIMEOUT_S = 5.0
 # fails instead, and the caller dials again (the Watch calls within ``WATCH_BACKOFF``).
 CONNECT_TIMEOUT_S = 3.0
 SERVER_MIN_PING_MS = 1000  # the shortest gap between a caller's pings a server accepts
+FRAME_HEADROOM = 4096  # a message may exceed the frame cap by this (protobuf framing only)
 
 
 def liveness_options() -> list[tuple[str, Any]]:
@@ -90,7 +92,7 @@ def server_ping_options() -> list[tuple[str, Any]]:
 
 def grpc_options(max_frame_bytes: int) -> list[tuple[str, Any]]:
     # Explicit on both ends (DESIGN §5): a frame above the cap is refused by grpc itself.
-    limit = max_frame_bytes + 4096  # headroom for protobuf framing only
+    limit = max_frame_bytes + FRAME_HEADROOM
     return [
         ("grpc.max_receive_message_length", limit),
         ("grpc.max_send_message_length", limit),
@@ -134,9 +136,17 @@ class ServerChannel:
 
 
 class ClientChannel:
-    def __init__(self, call: grpc.aio.StreamStreamCall[bytes, bytes], target: str) -> None:
+    def __init__(
+        self,
+        call: grpc.aio.StreamStreamCall[bytes, bytes],
+        target: str,
+        max_bytes: int | None = None,
+    ) -> None:
         self._call = call
         self._target = target
+        # On a channel shared with other calls (a larger receive limit than a frame's),
+        # the frame cap is ours to enforce.
+        self._max_bytes = max_bytes
         self.bytes_sent = 0
         self.bytes_received = 0
 
@@ -171,6 +181,12 @@ class ClientChannel:
         if data is grpc.aio.EOF:
             await self._raise_status()
             return None
+        if self._max_bytes is not None and len(data) > self._max_bytes:
+            self._call.cancel()
+            raise RemoteProtocolError(
+                f"peer {self._target} sent a frame of {len(data)} bytes, above the "
+                f"{self._max_bytes}-byte limit: the session was ended"
+            )
         self.bytes_received += len(data)
         return decode_bytes(data)
 

@@ -15,7 +15,13 @@ from lifeline_mesh.recon.summaries import OPEN_CAPABILITY
 from lifeline_mesh.sync.driver import SyncReport, drive
 from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.port import ReconSet
-from lifeline_mesh.transport.channels import METHOD, ClientChannel, grpc_options, open_channel
+from lifeline_mesh.transport.channels import (
+    FRAME_HEADROOM,
+    METHOD,
+    ClientChannel,
+    grpc_options,
+    open_channel,
+)
 
 __all__ = ["PeerOpenings", "sync_line"]
 
@@ -55,29 +61,46 @@ async def sync_line(
     extra_options: Sequence[tuple[str, Any]] = (),
     fast: FastPaths = FAST,
     openings: PeerOpenings | None = None,
+    channel: grpc.aio.Channel | None = None,
 ) -> SyncReport:
     """Reconcile ``line`` with the peer at ``target`` (``HOST:PORT``); ``openings`` is
-    what the caller learned of its peers' hellos (kept up to date here)."""
+    what the caller learned of its peers' hellos (kept up to date here). ``channel``: an
+    open channel to ``target`` to run the session on (``ChannelPool``), instead of a
+    channel of its own made of ``credentials`` and ``extra_options``."""
     limits = limits or SessionLimits()
     if openings is not None:
         limits = openings.limits_for(target, limits)
+    if channel is not None:  # shared: a larger receive limit, the frame cap checked here
+        return await _session(channel, target, line, sets, limits, fast, openings)
     # Ours win over the TLS defaults (e.g. the target name override), sizes included.
     mine = grpc_options(limits.max_frame_bytes)
     names = {name for name, _ in mine}
     options = [*mine, *(o for o in extra_options if o[0] not in names)]
     async with open_channel(target, credentials, options) as grpc_channel:
-        call = grpc_channel.stream_stream(METHOD)()
-        channel = ClientChannel(call, target)
-        session = Session(
-            Role.INITIATOR, line, [(s.name, s.codec) for s in sets], time.monotonic(), limits
-        )
-        try:
-            report = await drive(session, channel, sets, fast=fast)
-            await channel.close()
-        except LifelineError:
-            call.cancel()
-            raise
-        finally:
-            if openings is not None:
-                openings.learn(target, session)
+        return await _session(grpc_channel, target, line, sets, limits, fast, openings)
+
+
+async def _session(
+    grpc_channel: grpc.aio.Channel,
+    target: str,
+    line: str,
+    sets: Sequence[ReconSet],
+    limits: SessionLimits,
+    fast: FastPaths,
+    openings: PeerOpenings | None,
+) -> SyncReport:
+    call = grpc_channel.stream_stream(METHOD)()
+    channel = ClientChannel(call, target, limits.max_frame_bytes + FRAME_HEADROOM)
+    session = Session(
+        Role.INITIATOR, line, [(s.name, s.codec) for s in sets], time.monotonic(), limits
+    )
+    try:
+        report = await drive(session, channel, sets, fast=fast)
+        await channel.close()
+    except LifelineError:
+        call.cancel()
+        raise
+    finally:
+        if openings is not None:
+            openings.learn(target, session)
     return report

@@ -1,0 +1,67 @@
+"""Channels shared by the calls a node makes to one peer (decision 0096).
+
+A node keeps a Watch call open to each peer it follows. The sessions it starts with that
+peer (the periodic check, a sync for an untaken change) and the membership pull before
+each session used to open a connection of their own: a TCP set-up and a mutual-TLS
+handshake each, two per session. A lease of :class:`ChannelPool` hands out the channel
+already open to the same address with the same credentials and options, so those calls
+ride on the Watch call's connection as further HTTP/2 streams; a channel is closed when
+its last lease ends. The options are part of the key: a session pinned to the node
+serving at an address never shares a channel that was not pinned to it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from lifeline_mesh.transport.channels import open_channel
+
+__all__ = ["ChannelPool"]
+
+_Key = tuple[str, int, tuple[tuple[str, Any], ...]]
+
+
+@dataclass
+class _Shared:
+    channel: grpc.aio.Channel
+    credentials: grpc.ChannelCredentials | None  # held: its id() is part of the key
+    leases: int = 0
+
+
+class ChannelPool:
+    """The open channels of one node's outgoing calls, shared while any call holds one."""
+
+    def __init__(self) -> None:
+        self._open: dict[_Key, _Shared] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    @contextlib.asynccontextmanager
+    async def lease(
+        self,
+        target: str,
+        credentials: grpc.ChannelCredentials | None,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> AsyncIterator[grpc.aio.Channel]:
+        """The channel to ``target`` (see :func:`open_channel`), opened by the first lease
+        and closed when the last one ends."""
+        key = (target, id(credentials), tuple(options))
+        shared = self._open.get(key)
+        if shared is None:
+            shared = _Shared(open_channel(target, credentials, options), credentials)
+            self._open[key] = shared
+        shared.leases += 1
+        try:
+            yield shared.channel
+        finally:
+            shared.leases -= 1
+            if shared.leases == 0:
+                if self._open.get(key) is shared:
+                    del self._open[key]
+                await shared.channel.close()
