@@ -8,7 +8,7 @@ statements of all the others — bytes and signature checks that grow with N. Ro
 a Watch call are therefore witnessed at most once per :data:`WITNESS_EVERY_S` per line: the
 first at once, the next when the interval has passed (one deferred statement covers every
 state in between: a statement over the tips witnesses every ancestor). A session — `sync`,
-a scheduled sync, a catch-up — still signs at its end, in its closing round, as before.
+a scheduled sync, a catch-up — signs at its end, in its closing round (but see below).
 
 Witnessing is then up to :data:`WITNESS_EVERY_S` later than it was: far inside what the
 notary's rules measure with (a backdate is judged over a day, a clock over five minutes:
@@ -19,7 +19,11 @@ produces grow with N, and each travels to every node. On a LAN of more than
 :data:`WITNESSES` nodes, a node therefore witnesses an interval's rows with the chance
 ``WITNESSES / N`` (drawn afresh each interval, N the nodes it hears on the LAN): about
 :data:`WITNESSES` statements per interval in the whole mesh, from nodes no one chooses
-(decision 0095). Sessions are not sampled.
+(decision 0095). On such a LAN the sessions `serve` runs or answers are paced and sampled
+the same way (decision 0098): there a session's entries are also held, and witnessed, by
+the nodes that took them over their Watch calls, and a statement per session was most of
+the statements the mesh made. With fewer nodes (and for `sync` from the command line, which
+hears no LAN) a session still signs at its end, in its closing round.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 real line files, real signed entries written by `lifeline log`, a real node taking their
 rows as its Watch calls would. The first taking is witnessed at once; those within the
 interval are not, and one deferred statement, signed when the interval ends, witnesses the
-state they left (its tips cover every entry taken). A session still signs at its end."""
+state they left (its tips cover every entry taken). A session signs at its end, except on
+a LAN of many nodes, where it is sampled too."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from lifeline_mesh.node.witness_pace import WITNESSES, witness_share
 from lifeline_mesh.notary.statement import decode
 from lifeline_mesh.transport.announce import ChangeItems
 from tests.support.mesh_procs import cli, signed_node
+from tests.support.sync_helpers import serving
 
 LINE = "ledger"
 
@@ -70,7 +72,7 @@ async def test_rows_taken_within_the_interval_are_witnessed_once_later(tmp_path:
 async def test_on_a_large_lan_a_node_witnesses_only_the_intervals_drawn(tmp_path: Path) -> None:
     """On a LAN of more than WITNESSES nodes a node witnesses an interval's rows with the
     chance WITNESSES / N (decision 0095): an interval not drawn leaves no statement, not
-    even a deferred one; the next interval is drawn afresh. A session still signs."""
+    even a deferred one; the next interval is drawn afresh."""
     assert witness_share(1) == witness_share(WITNESSES) == 1.0
     assert witness_share(30) == WITNESSES / 30
     signed_node(tmp_path / "a", "first")
@@ -91,3 +93,25 @@ async def test_on_a_large_lan_a_node_witnesses_only_the_intervals_drawn(tmp_path
     assert await b.rows.take("node-a", third) is Taken.STORED
     assert _count(b, "statements") == 1  # the next interval was drawn: witnessed at once
     assert b.parts.pace.counts == {"signed": 1, "deferred": 0, "passed": 1}
+
+
+async def test_on_a_large_lan_a_session_is_sampled_too(tmp_path: Path) -> None:
+    """On a LAN of more than WITNESSES nodes a session's new entries are witnessed by the
+    same draw as rows taken over Watch calls (decision 0098); with fewer nodes — and for
+    `sync` from the command line, which hears no LAN — a session signs at its end."""
+    signed_node(tmp_path / "a", "first", "second")
+    signed_node(tmp_path / "b")
+    a = Node(NodeHome(tmp_path / "a"), insecure=True)
+    b = Node(NodeHome(tmp_path / "b"), insecure=True)
+    pace = b.parts.pace
+    pace.share, pace.rand = lambda: 0.25, lambda: 0.5  # an interval not drawn
+    async with serving(a) as (_, address):
+        [report] = await b.sync(address, [LINE])
+        assert report.entries_added == 2
+        assert _count(b, "statements") == 0
+        assert pace.counts["passed"] == 1
+        await _write(a, "third")
+        pace.share = lambda: 1.0  # a small LAN: within the same interval, signed all the same
+        [report] = await b.sync(address, [LINE])
+        assert report.entries_added == 1
+    assert _count(b, "statements") == 1
