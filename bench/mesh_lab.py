@@ -64,6 +64,7 @@ class Lab:
         self.written: dict[str, tuple[int, float]] = {}  # id -> (node index, time written)
         self.arrivals: list[Arrivals] = []
         self.events: dict[str, float] = {}
+        self.heal_cpu: dict[str, float] = {}
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -79,7 +80,8 @@ class Lab:
             env["PYTHONPATH"] = str(self.args.baseline)
         skews = _skews(len(hosts), self.args.skew)
         self.nodes = [
-            LabNode(h, roots[h.index], topo, env=env, skew=skews.get(h.index, 0.0)) for h in hosts
+            LabNode(h, roots[h.index], topo, env, skews.get(h.index, 0.0), self.args.node_log)
+            for h in hosts
         ]
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(LabNode.start, self.nodes))
@@ -220,12 +222,45 @@ class Lab:
         every write made until then was on every node (None: not within the timeout)."""
         self.net.partition(True)
         self.events["cut"] = time.monotonic()
+        print(f"partition: links cut for {seconds:g} s", file=sys.stderr, flush=True)
         time.sleep(seconds)
+        cpus = [GroupCpu() for _ in self.nodes]
+        for cpu, node in zip(cpus, self.nodes, strict=True):
+            cpu.sample(node.pgid)
+        idle0 = _machine_idle()
+        switch = GroupCpu()
+        switch.sample(self.net.switch_pid)
         self.net.partition(False)
         healed = time.monotonic()
+        print("partition: links back", file=sys.stderr, flush=True)
         self.events["healed"] = healed
         done = self.wait_everywhere(self.args.drain, upto=healed)
+        spent = time.monotonic() - healed
+        used = sum(cpu.sample(n.pgid) for cpu, n in zip(cpus, self.nodes, strict=True))
+        self.heal_cpu = {
+            "nodes_cores": round(used / spent, 2),
+            "machine_idle_cores": round((_machine_idle() - idle0) / spent, 2),
+            "switch_cores": round(switch.sample(self.net.switch_pid) / spent, 2),
+        }
         return None if done is None else done - healed
+
+    def heal_profile(self) -> dict[str, object]:
+        """How the heal went, from the arrival times: (write, node) pairs missing when the
+        links came back, how many were still missing 1, 2, 5 and 10 s later, and when each
+        node held the last of them (sorted, s after the heal)."""
+        healed = self.events["healed"]
+        with self._lock:
+            ids = [i for i, (_, t) in self.written.items() if t <= healed]
+        late: list[list[float]] = []
+        for probe in self.arrivals:
+            late.append([probe.seen.get(i, 1e18) - healed for i in ids])
+        pairs = [d for node in late for d in node if d > 0]
+        return {
+            **self.heal_cpu,
+            "missing_at_heal": len(pairs),
+            "missing_after_s": {s: sum(1 for d in pairs if d > s) for s in (1, 2, 5, 10)},
+            "node_done_s": sorted(round(max([0.0, *node]), 2) for node in late),
+        }
 
     def close(self) -> None:
         self._stop.set()
@@ -235,6 +270,12 @@ class Lab:
         for node in self.nodes:
             node.kill()
         self.net.close()
+
+
+def _machine_idle() -> float:
+    """Seconds the machine's CPUs have been idle (all of them, /proc/stat)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
 
 
 def _skews(n: int, skew: float) -> dict[int, float]:
@@ -287,6 +328,7 @@ def _run(args: argparse.Namespace, lab: Lab) -> dict[str, object]:
         heal = lab.partition(args.partition)
         report["partition_s"] = args.partition
         report["heal_s"] = None if heal is None else round(heal, 2)
+        report["heal_profile"] = lab.heal_profile()
     lab.stop_writers()
     done = lab.wait_everywhere(lab.args.drain)
     report["drained"] = done is not None
@@ -370,6 +412,7 @@ def _print(report: dict[str, object]) -> None:
         "restart_listen_s",
         "after_restart_everywhere_s",
         "heal_s",
+        "heal_profile",
         "signed_everywhere_after_s",
     ):
         if key in report:
@@ -403,6 +446,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="run the nodes from this source tree")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--keep", type=Path, help="make the homes and logs here, keep them")
+    parser.add_argument(
+        "--node-log", choices=("text", "json"), default="text", help="json: sessions logged too"
+    )
     parser.add_argument("--drain", type=float, default=90.0, help="s to wait for convergence")
     args = parser.parse_args()
     if args.write_every is None:

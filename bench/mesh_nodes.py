@@ -135,6 +135,7 @@ class LabNode:
     topo: Topology
     env: dict[str, str] = field(default_factory=dict)
     skew: float = 0.0
+    log_format: str = "text"  # json: sessions logged too
     proc: subprocess.Popen[str] | None = None
     closing: str = ""  # its closing line (sessions, rows taken, held, refused), once stopped
 
@@ -151,6 +152,8 @@ class LabNode:
     def start(self) -> None:
         argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(self.root), "serve"]
         argv += self.topo.serve_args(self.host.index)
+        if self.log_format != "text":  # sessions are logged with metrics on
+            argv += ["--log-format", self.log_format, "--metrics-listen", "127.0.0.1:0"]
         log = (self.root.parent / f"n{self.host.index:02d}.log").open("a")
         self.proc = subprocess.Popen(
             self.host.wrap(argv),

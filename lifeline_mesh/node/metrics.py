@@ -114,12 +114,13 @@ class NodeMetrics:
         self.bytes.labels("in").inc(report.bytes_received)
         self.session_seconds.labels(direction).observe(report.seconds)
         log.info(
-            "session %s with %s on line %s: sent %d, received %d entries",
+            "session %s with %s on line %s: sent %d, received %d entries in %.2f s",
             direction,
             peer,
             line,
             report.entries_sent,
             report.entries_received,
+            report.seconds,
             extra=extra,
         )
 
