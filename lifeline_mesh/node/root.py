@@ -437,18 +437,16 @@ class Node:
         # pinned channel every call to the peer shares.
         ask = not self.security.insecure
         if ask and peer not in self.pins.known:
-            await pull_membership(self.home, peer, logged=self.refused_rows, seen=self.lists_seen)
+            await self._pull_lists(peer)
             ask = False
         reports = []
-        async with self.dial(peer) as channel:
-            if ask:
-                await pull_membership(
-                    self.home, peer, logged=self.refused_rows, seen=self.lists_seen, channel=channel
-                )
-                await self.pins.pin(peer)  # what it sent may revoke the node serving there
-            for line in lines:
-                async with self.session(line, None, self.pins.known.get(peer, peer)) as ours:
-                    try:
+        try:
+            async with self.dial(peer) as channel:
+                if ask:
+                    await self._pull_lists(peer, channel)
+                    await self.pins.pin(peer)  # what it sent may revoke the node serving there
+                for line in lines:
+                    async with self.session(line, None, self.pins.known.get(peer, peer)) as ours:
                         report = await sync_line(
                             peer,
                             line,
@@ -458,15 +456,20 @@ class Node:
                             openings=self.openings,
                             channel=channel,
                         )
-                    except NotAuthenticated:  # another node may serve there now
-                        self.pins.forget(peer)
-                        raise
-                    reports.append(report)
-                    if self.metrics is not None:
-                        self.metrics.session(peer, line, "out", report)
-                if held is not None:
-                    held[line] = ours.held
+                        reports.append(report)
+                        if self.metrics is not None:
+                            self.metrics.session(peer, line, "out", report)
+                    if held is not None:
+                        held[line] = ours.held
+        except NotAuthenticated:  # another node may serve there now: ask again next time
+            self.pins.forget(peer)
+            raise
         return reports
+
+    async def _pull_lists(self, peer: str, channel: grpc.aio.Channel | None = None) -> None:
+        await pull_membership(
+            self.home, peer, logged=self.refused_rows, seen=self.lists_seen, channel=channel
+        )
 
     @asynccontextmanager
     async def dial(self, peer: str) -> AsyncIterator[grpc.aio.Channel]:

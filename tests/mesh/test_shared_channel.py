@@ -16,7 +16,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from lifeline.errors import RemoteProtocolError
+from lifeline.errors import NotAuthenticated, PeerError, RemoteProtocolError
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.peering.table import PeerAddress, PeerState
@@ -72,15 +72,15 @@ class CountingProxy:
 
 
 @pytest.fixture
-def pair(tmp_path: Path) -> tuple[Path, Path]:
-    a, b = tmp_path / "a", tmp_path / "b"
-    for root in (a, b):
+def trio(tmp_path: Path) -> tuple[Path, Path, Path]:
+    roots = a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for root in roots:
         root.mkdir()
         cli("lifeline", root, "init")
-    join_mesh(b, [a])
-    for root in (a, b):
+    join_mesh(b, [a, c])
+    for root in roots:
         cli("lifeline_mesh", root, "share", LINE)
-    return a, b
+    return a, b, c
 
 
 @contextlib.asynccontextmanager
@@ -104,8 +104,10 @@ async def watching(node: Node, peer: PeerState) -> AsyncIterator[asyncio.Task[No
             await task
 
 
-async def test_sessions_ride_on_the_watch_call_s_connection(pair: tuple[Path, Path]) -> None:
-    a_root, b_root = pair
+async def test_sessions_ride_on_the_watch_call_s_connection(
+    trio: tuple[Path, Path, Path],
+) -> None:
+    a_root, b_root, _ = trio
     port = free_port()
     with serve(b_root, "--listen", f"127.0.0.1:{port}", "--no-discovery"):
         async with CountingProxy(port) as proxy:
@@ -124,6 +126,32 @@ async def test_sessions_ride_on_the_watch_call_s_connection(pair: tuple[Path, Pa
             await a.sync(proxy.address, [LINE])  # no Watch call: pull and session share one
             assert proxy.accepted == 3
             assert len(a.channels) == 0
+
+
+async def test_another_member_at_a_pinned_address_is_pinned_anew(
+    trio: tuple[Path, Path, Path],
+) -> None:
+    """The node pinned at an address is asked again when a handshake there fails as
+    untrusted (another node serves there now), not kept forever nor forgotten whenever
+    the peer is unreachable."""
+    a_root, b_root, c_root = trio
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    a = Node(NodeHome(a_root))
+    b_id, c_id = (cli("lifeline_mesh", r, "id").stdout.strip() for r in (b_root, c_root))
+    with serve(b_root, "--listen", address, "--no-discovery"):
+        await a.sync(address, [LINE])
+    assert a.pins.known[address] == b_id
+    with pytest.raises(PeerError, match="unreachable"):
+        await a.sync(address, [LINE])  # nobody there
+    assert a.pins.known[address] == b_id  # kept: the same node may come back
+    with serve(c_root, "--listen", address, "--no-discovery"):
+        with pytest.raises(NotAuthenticated):
+            await a.sync(address, [LINE])  # pinned to b, c answers
+        assert address not in a.pins.known
+        await a.sync(address, [LINE])
+    assert a.pins.known[address] == c_id
+    assert len(a.channels) == 0
 
 
 async def test_a_frame_above_the_cap_on_a_shared_channel_is_refused() -> None:
