@@ -174,29 +174,18 @@ class Planner:
         return peer.dialed_in_at is not None and now - peer.dialed_in_at < DIALS_US_S
 
     def remote_change(
-        self,
-        key: str,
-        now: float,
-        *,
-        fresh: bool = False,
-        at_once: bool = False,
-        second: bool = False,
+        self, key: str, now: float, *, fresh: bool = False, at_once: bool = False
     ) -> bool:
         """Peer ``key`` announced a change (``fresh``: its Watch call was just accepted):
         it is due now — or, when it dials us itself, once ``ANNOUNCE_GRACE_S`` has passed
         with no session with it; ``at_once``: the peer sends its changes' rows to its
-        watchers and so never dials us for one, no grace. ``second``: on a fresh call, the
-        peer's node id sorts before ours — when both ends of the link open their calls at
-        once (a healed partition, a restart) the first end syncs, and this one only when
-        no session with the peer began within the grace (decision 0097). Returns whether
-        anything changed."""
+        watchers and so never dials us for one, no grace. Returns whether anything
+        changed."""
         if key not in self.table:
             return False
         peer = self.table.get(key)
         if peer.failures and not fresh:
             return False
-        if fresh and second:
-            return self._wake(peer, now + ANNOUNCE_GRACE_S, announced=now)
         if fresh or at_once or not self.dials_us(peer, now):
             return self._wake(peer, now, hard=True)
         return self._wake(peer, now + ANNOUNCE_GRACE_S, announced=now)

@@ -201,12 +201,7 @@ class SyncScheduler:
     def remote_change(self, key: str, *, fresh: bool = False, at_once: bool = False) -> None:
         """Peer ``key`` announced a change over its Watch call: sync with it now (see
         ``Planner.remote_change``)."""
-        if key not in self.table:
-            return
-        node_id, own = self.table.get(key).node_id, self.own_id
-        second = fresh and node_id is not None and own is not None and node_id < own
-        clock = self._clock()
-        if self.planner.remote_change(key, clock, fresh=fresh, at_once=at_once, second=second):
+        if self.planner.remote_change(key, self._clock(), fresh=fresh, at_once=at_once):
             self._changed()
 
     def rows(self) -> list[dict[str, Any]]:

@@ -167,28 +167,6 @@ def test_a_change_a_peer_announces_makes_that_peer_due() -> None:
     assert healthy in planner.due(3.0) and healthy.next_attempt == 3.0
 
 
-def test_a_link_both_ends_reopen_is_synced_by_the_first_end() -> None:
-    """A heal reopens the Watch calls at both ends of a link at once: the end whose node id
-    sorts first syncs at once; the second end only when no session with the peer began
-    within the grace — even from back-off (decision 0097)."""
-    planner = _planner()
-    first = planner.table.add_static(PeerAddress("10.0.0.1", 1))
-    quiet = planner.table.add_static(PeerAddress("10.0.0.2", 1))
-    for peer, _ in itertools.product((first, quiet), range(8)):  # a partition's back-off
-        planner.started(peer)
-        planner.failed(peer, 0.0, 0.0, "unreachable")
-    assert planner.remote_change(first.key, 10.0, fresh=True, second=True)
-    assert planner.remote_change(quiet.key, 10.0, fresh=True, second=True)
-    assert planner.due(10.0) == []  # neither at once
-    planner.dialed_in(first.key, 10.4)  # the first end's session to us began
-    assert planner.due(10.0 + ANNOUNCE_GRACE_S) == [quiet]  # the other never dialed us
-    planner.started(quiet)
-    assert planner.remote_change(quiet.key, 20.0, fresh=True)  # we are the first end
-    assert planner.due(20.0) == []  # (its session still runs: one more right after)
-    planner.succeeded(quiet, 20.5, 0.0, "ok")
-    assert planner.due(20.5) == [quiet]
-
-
 def test_change_during_a_session_syncs_again_right_after() -> None:
     planner = _planner()
     peer = planner.table.add_static(PeerAddress("10.0.0.1", 1))
