@@ -121,7 +121,7 @@ class LineSession:
             # witnesses what it wrote) and would grow the line by one per job.
             return []
         pace = self.parts.pace
-        if self.live or pace.share() < 1.0:  # a session on a LAN of many: sampled too (0098)
+        if self.live or pace.sampling():
             wait = pace.now_or_later(line)
             if wait is None:
                 return []  # other nodes of the LAN witness this interval (decision 0095)

@@ -34,7 +34,7 @@ from lifeline_mesh.membership.tls import (
 from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
 from lifeline_mesh.transport.authz import AllowAll, Authorizer, MeshRole, PeerIdentity
-from lifeline_mesh.transport.channels import FRAME_HEADROOM
+from lifeline_mesh.transport.channels import FRAME_HEADROOM, sized
 
 __all__ = ["PeerPins", "SessionSigners", "TransportSecurity", "peer_node_id", "shared_options"]
 
@@ -151,14 +151,10 @@ class PeerPins:
         return node_id is not None and RevocationList.current(self.home).revoked_at(node_id) is None
 
 
-_SIZES = ("grpc.max_receive_message_length", "grpc.max_send_message_length")
-
-
 def shared_options(
     options: Sequence[tuple[str, Any]], max_frame_bytes: int
 ) -> list[tuple[str, Any]]:
     """``options`` for a channel that every call to a peer shares (decision 0096): room
     for the largest of its messages — a membership list or a sync frame, whose own cap the
     session checks (``ClientChannel``)."""
-    limit = max(MAX_MESSAGE, max_frame_bytes + FRAME_HEADROOM)
-    return [*(o for o in options if o[0] not in _SIZES), *((name, limit) for name in _SIZES)]
+    return sized(options, max(MAX_MESSAGE, max_frame_bytes + FRAME_HEADROOM))

@@ -81,6 +81,11 @@ class WitnessPace:
             return None
         return last + self.every_s - now
 
+    def sampling(self) -> bool:
+        """Whether this node hears a LAN large enough that its intervals are drawn (its
+        sessions' statements are then paced and sampled too, decision 0098)."""
+        return self.share() < 1.0
+
     def defer(self, line: str) -> bool:
         """Whether a deferred statement for ``line`` must be scheduled (not one already)."""
         if line in self._deferred:

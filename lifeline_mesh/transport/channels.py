@@ -36,6 +36,7 @@ __all__ = [
     "liveness_options",
     "open_channel",
     "server_ping_options",
+    "sized",
 ]
 
 METHOD = "/lifeline_mesh.v1.Mesh/Sync"
@@ -90,13 +91,18 @@ def server_ping_options() -> list[tuple[str, Any]]:
     ]
 
 
+_SIZES = ("grpc.max_receive_message_length", "grpc.max_send_message_length")
+
+
 def grpc_options(max_frame_bytes: int) -> list[tuple[str, Any]]:
     # Explicit on both ends (DESIGN §5): a frame above the cap is refused by grpc itself.
-    limit = max_frame_bytes + FRAME_HEADROOM
-    return [
-        ("grpc.max_receive_message_length", limit),
-        ("grpc.max_send_message_length", limit),
-    ]
+    return sized((), max_frame_bytes + FRAME_HEADROOM)
+
+
+def sized(options: Sequence[tuple[str, Any]], limit: int) -> list[tuple[str, Any]]:
+    """``options`` with the largest message sent and received set to ``limit`` bytes
+    (whatever sizes they named)."""
+    return [*((name, limit) for name in _SIZES), *(o for o in options if o[0] not in _SIZES)]
 
 
 def open_channel(

@@ -19,8 +19,8 @@ from lifeline_mesh.transport.channels import (
     FRAME_HEADROOM,
     METHOD,
     ClientChannel,
-    grpc_options,
     open_channel,
+    sized,
 )
 
 __all__ = ["PeerOpenings", "sync_line"]
@@ -72,10 +72,8 @@ async def sync_line(
         limits = openings.limits_for(target, limits)
     if channel is not None:  # shared: a larger receive limit, the frame cap checked here
         return await _session(channel, target, line, sets, limits, fast, openings)
-    # Ours win over the TLS defaults (e.g. the target name override), sizes included.
-    mine = grpc_options(limits.max_frame_bytes)
-    names = {name for name, _ in mine}
-    options = [*mine, *(o for o in extra_options if o[0] not in names)]
+    # The frame cap wins over the TLS defaults' sizes (the target name override stays).
+    options = sized(extra_options, limits.max_frame_bytes + FRAME_HEADROOM)
     async with open_channel(target, credentials, options) as grpc_channel:
         return await _session(grpc_channel, target, line, sets, limits, fast, openings)
 
