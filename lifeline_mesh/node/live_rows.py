@@ -17,6 +17,7 @@ relayed row loses its tree and floods every link (decision 0094).
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import logging
 import sqlite3
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline.home import Home
+from lifeline.store.port import Store
 from lifeline_mesh.notary.attestation_set import AttestationSet
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.storage import NotaryStore
@@ -49,9 +51,12 @@ TAKES_KEPT = 16  # per line, the last rows taken kept with where they were store
 class _Marked(Protocol):
     async def mark(self) -> int | None: ...
 
+    @property
+    def store(self) -> Store: ...
+
 
 class RowsSession(Protocol):
-    """What taking rows needs of a session the node opened: its sets, its line's mark."""
+    """What taking rows needs of a session the node opened: its sets, its line (mark, store)."""
 
     @property
     def sets(self) -> Sequence[ReconSet]: ...
@@ -152,7 +157,7 @@ class LiveRows:
         # and each keeps its tree when two were stored between two polls of the line.
         self._takes: dict[str, list[tuple[int, int, ChangeItems]]] = {}
         self.taken = {"changes": 0, "entries": 0, "refused": 0, "held": 0}
-        self._taking: dict[str, set[str]] = {}  # per (line, tree), ids being admitted now
+        self._taking: dict[str, asyncio.Lock] = {}  # per line: held while rows are admitted
 
     def taken_span(self, rows: ChangeItems) -> tuple[int, int] | None:
         """The rows (after, up to] at which ``rows``, just taken, were stored, when
@@ -166,8 +171,9 @@ class LiveRows:
         """A change's rows (``after < seq <= upto``), for the peers that take them over
         their Watch calls, in order: each run of rows taken from a peer's Watch call as it
         was taken (its tree, its sender), the rows between read from the line (on our tree
-        when this node wrote them all, else on none: they go to every watcher). Empty when
-        some cannot be read (then the change is announced without rows)."""
+        when this node wrote them all, else on none: they go to every watcher), in slices
+        of at most ``MAX_CHANGE_ITEMS`` rows. Empty when some cannot be read (then the change
+        is announced without rows)."""
         takes = {
             start: (end, rows)
             for start, end, rows in self._takes.get(line, ())
@@ -185,6 +191,7 @@ class LiveRows:
                     out.append(rows)  # rows just taken from a peer's watch, as they came
                     continue
                 until = min((start for start in takes if start > at), default=upto)
+                until = min(until, at + MAX_CHANGE_ITEMS)  # a slice per announcement (0099)
                 found = await read_rows(opened, codec, at, until)
                 if found is None:
                     return []
@@ -198,8 +205,9 @@ class LiveRows:
         """Admit rows announced by ``source``, as a session we dialed would (the same sets
         and checks). REFUSED when they cannot all be admitted here — a missing parent, a
         refused signature, an item over the cap — and the caller should sync instead;
-        HELD when every entry was taken from another peer's call, or is being; OURS when
-        every entry is held here otherwise (written here, or read to announce)."""
+        HELD when every entry was taken from another peer's call (first, or while this
+        call waited for that take to end); OURS when every entry is held here otherwise
+        (written here, or read to announce)."""
         line = rows.line
         try:
             codec = EntryCodec(self.home.limits())
@@ -208,25 +216,23 @@ class LiveRows:
             if not ids:
                 return Taken.STORED
             key = _tree_key(rows)
-            if rows.tree and (self._took.holds(key, ids) or self._being_taken(key, ids)):
-                self.taken["held"] += 1  # taken from another peer first
-                return Taken.HELD
-            if self.held.holds(line, ids):
-                self.taken["held"] += 1
-                return Taken.OURS
-            taking = self._taking.setdefault(key, set())
-            taking.update(ids)
-            try:
+            # One take of a line at a time (decision 0099): rows announced by several peers
+            # at once are verified and stored once, and a later slice finds its parents.
+            async with self._lock(line):
+                if rows.tree and self._took.holds(key, ids):
+                    self.taken["held"] += 1  # taken from another peer first
+                    return Taken.HELD
+                if self.held.holds(line, ids):
+                    self.taken["held"] += 1
+                    return Taken.OURS
                 authored = await self._admit(source, rows, entries)
-            finally:
-                taking.difference_update(ids)
+                self.held.add(line, [i for i in ids if i in authored])
+                if rows.tree:
+                    self._took.add(key, [i for i in ids if i in authored])
         except LifelineError as exc:
             self.taken["refused"] += 1
             log.debug("rows of %s from %s not taken (syncing instead): %s", line, source, exc)
             return Taken.REFUSED
-        self.held.add(line, [i for i in ids if i in authored])
-        if rows.tree:
-            self._took.add(key, [i for i in ids if i in authored])
         self.taken["changes"] += 1
         self.taken["entries"] += len(ids)
         return Taken.STORED
@@ -241,9 +247,8 @@ class LiveRows:
         mine = {a.subject for a in authors if a.role is Role.AUTHOR and a.node_id == self.node_id}
         return len(mine) == len(rows.entries) == sum(a.role is Role.AUTHOR for a in authors)
 
-    def _being_taken(self, line: str, ids: list[str]) -> bool:
-        taking = self._taking.get(line, set())
-        return bool(ids) and all(i in taking for i in ids)
+    def _lock(self, line: str) -> asyncio.Lock:
+        return self._taking.setdefault(line, asyncio.Lock())
 
     async def _admit(self, source: str, rows: ChangeItems, entries: list[ParsedItem]) -> set[str]:
         """Store ``rows`` in one session of ours; the ids of the entries stored with their
@@ -265,8 +270,11 @@ class LiveRows:
             admitted = await entry_set.admit(entries, rows.externals)
             end = await session.line.mark()
             self._keep_take(line, start, end, admitted.added, replace(rows, source=source))
-        # held for good only when stored now (not held back: decision 0084)
-        return authored if admitted.added == len(entries) else set()
+            if admitted.added == len(entries):
+                return authored
+            # Some were stored already (a session brought them meanwhile: decision 0099)
+            # or are held back (decision 0084): held for good are those stored now.
+            return authored & await session.line.store.contains(authored)
 
     def _keep_take(
         self, line: str, start: int | None, end: int | None, added: int, rows: ChangeItems

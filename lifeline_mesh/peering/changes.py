@@ -15,7 +15,10 @@ docs/protocol.md, "Watch"). Each subscriber keeps the set of lines changed since
 looked, so a slow or stalled caller costs one small set, never a growing queue. A
 subscriber that takes items (decision 0046) also keeps the new rows of each changed line,
 read once per change for all of them, up to ``PENDING_ITEMS_MAX`` rows: past that, or after
-a change whose rows were not read, the line is announced without rows. A subscriber that
+a change whose rows were not read, the line is announced without rows. A change of up to
+``ANNOUNCED_ROWS_MAX`` rows (a session's catch-up after a partition) is read and announced in
+slices that each fit one announcement (decision 0099), so that the peers of the node that
+caught up take the rows it brought instead of each syncing for them. A subscriber that
 asked to be left out of a tree of relays (decision 0083) hears nothing of that tree's rows;
 the feed also carries this node's own prune and graft requests to the peers watching it.
 """
@@ -33,6 +36,7 @@ from pathlib import Path
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 
 __all__ = [
+    "ANNOUNCED_ROWS_MAX",
     "CHANGE_POLL_S",
     "MAX_PRUNED_TREES",
     "PENDING_ITEMS_MAX",
@@ -46,6 +50,9 @@ log = logging.getLogger(__name__)
 CHANGE_POLL_S = 0.2  # how soon an append made by another process is noticed
 MAX_PRUNED_TREES = 4096  # trees one watcher may ask to be left out of (one per origin)
 PENDING_ITEMS_MAX = 4 * MAX_CHANGE_ITEMS  # rows one subscriber keeps; beyond, plain changes
+# The largest change whose rows are read to announce, in slices of at most MAX_CHANGE_ITEMS
+# (decision 0099); a larger one (a bulk sync) is announced without rows: its watchers sync.
+ANNOUNCED_ROWS_MAX = PENDING_ITEMS_MAX
 # (line, after row, up to row) -> that line's new rows in order, in runs that each travel on
 # one tree of relays; empty when they cannot be read
 RowReader = Callable[[str, int, int], Awaitable[Sequence[ChangeItems]]]
@@ -252,9 +259,10 @@ class Subscription:
 
 def _followed(runs: list[ChangeItems], rows: ChangeItems) -> list[ChangeItems]:
     """``runs`` followed by ``rows``: merged into the last run when on the same tree (one
-    announcement), else a run of their own, so that each keeps its tree (decision 0094)."""
-    if runs[-1].tree == rows.tree:
-        return [*runs[:-1], runs[-1].then(rows)]
+    announcement) and the two still fit one, else a run of their own, so that each keeps its
+    tree (decision 0094) and fits an announcement (decision 0099)."""
+    if runs[-1].tree == rows.tree and (merged := runs[-1].then(rows)).fits():
+        return [*runs[:-1], merged]
     return [*runs, rows]
 
 
@@ -330,7 +338,7 @@ class ChangeFeed:
                 self._read_rows is None
                 or before is None
                 or after is None
-                or not 0 < after - before <= MAX_CHANGE_ITEMS
+                or not 0 < after - before <= ANNOUNCED_ROWS_MAX
                 or not any(s.items for s in self._subscribers)
             ):
                 plain.append(path.stem)

@@ -18,9 +18,9 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.live_rows import HeldIds
 from lifeline_mesh.node.root import Node
-from lifeline_mesh.peering.changes import PENDING_ITEMS_MAX, ChangeFeed
+from lifeline_mesh.peering.changes import ANNOUNCED_ROWS_MAX, PENDING_ITEMS_MAX, ChangeFeed
 from lifeline_mesh.peering.table import PeerAddress, PeerState
-from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems, tree_of
+from lifeline_mesh.transport.announce import ChangeItems, tree_of
 from tests.support.mesh_procs import cli, signed_node
 
 LINE = "ledger"
@@ -123,8 +123,9 @@ async def test_the_feed_reads_each_change_once_in_order_and_only_for_takers() ->
             entries += _one(sub.take_items()[LINE]).entries
         assert entries == (b"entry3", b"entry5")  # each read once, in the order of changes
         assert calls == [(LINE, 2, 3), (LINE, 3, 5)]
-        # too many rows, or no earlier mark: announced at once, without rows
-        feed.publish_paths([path], {path: (5, 6 + MAX_CHANGE_ITEMS)})
+        # too many rows (more than a few slices: decision 0099), or no earlier mark:
+        # announced at once, without rows
+        feed.publish_paths([path], {path: (5, 6 + ANNOUNCED_ROWS_MAX)})
         feed.publish_paths([path], {path: (None, 3)})
         assert len(calls) == 2
         # a read that fails: the change is announced without its rows
