@@ -8,8 +8,12 @@ a fake clock. Rules:
 * a local change makes every healthy peer due at once; a peer in back-off keeps its
   schedule, so writing fast never hammers a dead peer;
 * a change a peer announces (over the Watch call this node opened) makes that peer due at
-  once; a fresh call does so even in back-off (the peer answers again), later
-  announcements only when the peer is healthy;
+  once, when the peer is healthy;
+* a fresh call (the peer answers again, even in back-off) asks for a *catch-up*: it runs
+  when no other session of this node runs, either way (at most ``CATCH_UP_WAIT_S`` later),
+  one at a time; none is ever dropped (decision 0099: after a partition every node of each
+  half caught up with each of its peers of the other half at once, every session carrying
+  the same writes; one at a time, the first brings them and the later ones find the rest);
 * after a success the next sync is one period later (with jitter, so a room of nodes started
   together does not sync in lock step); a link whose changes cross both ways over open
   Watch calls (we watch the peer, it takes our rows over its call to us) needs that check
@@ -44,6 +48,7 @@ __all__ = [
     "BACKOFF_BASE_S",
     "BACKOFF_JITTER",
     "BACKOFF_MAX_S",
+    "CATCH_UP_WAIT_S",
     "LIVE_PERIOD_S",
     "PERIODIC_SYNC_S",
     "PERIOD_JITTER",
@@ -64,6 +69,7 @@ RELAY_DELAY_S = 0.5  # a change that may be a relay waits [0.5, 1] × this (jitt
 ANNOUNCE_GRACE_S = 1.0  # an announcing peer that dials us has this long to bring it itself
 ANNOUNCE_SLACK_S = 1.0  # a session with it that began this long before counts as its answer
 DIALS_US_S = 2 * PERIODIC_SYNC_S  # it dialed us this recently: it dials us on its changes
+CATCH_UP_WAIT_S = 10.0  # a catch-up waits for this node's other sessions at most this long
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,19 +182,33 @@ class Planner:
     def remote_change(
         self, key: str, now: float, *, fresh: bool = False, at_once: bool = False
     ) -> bool:
-        """Peer ``key`` announced a change (``fresh``: its Watch call was just accepted):
-        it is due now — or, when it dials us itself, once ``ANNOUNCE_GRACE_S`` has passed
-        with no session with it; ``at_once``: the peer sends its changes' rows to its
-        watchers and so never dials us for one, no grace. Returns whether anything
-        changed."""
+        """Peer ``key`` announced a change (``fresh``: its Watch call was just accepted,
+        a catch-up): it is due now — or, when it dials us itself, once
+        ``ANNOUNCE_GRACE_S`` has passed with no session with it; ``at_once``: the peer
+        sends its changes' rows to its watchers and so never dials us for one, no grace.
+        Returns whether anything changed."""
         if key not in self.table:
             return False
         peer = self.table.get(key)
-        if peer.failures and not fresh:
+        if fresh:
+            return self._catch_up(peer, now)
+        if peer.failures:
             return False
-        if fresh or at_once or not self.dials_us(peer, now):
+        if at_once or not self.dials_us(peer, now):
             return self._wake(peer, now, hard=True)
         return self._wake(peer, now + ANNOUNCE_GRACE_S, announced=now)
+
+    def _catch_up(self, peer: PeerState, now: float) -> bool:
+        """``peer``'s Watch call was just accepted (it may have been out of reach): a
+        session that runs when this node runs no other (``due``), so that the sessions
+        with the peers of the other half of a healed partition run one after the other,
+        the later ones carrying only what the earlier did not bring (decision 0099)."""
+        if peer.in_flight:
+            return self._wake(peer, now, hard=True)
+        fallback = peer.next_attempt if peer.wake is None else peer.wake.fallback
+        peer.wake = Wake(fallback=fallback, hard=True, catch_up_until=now + CATCH_UP_WAIT_S)
+        peer.next_attempt = now
+        return True
 
     def took(self, key: str, line: str, span: tuple[int, int]) -> None:
         """Our rows ``span`` = (after, up to] of ``line`` are the rows just taken from
@@ -229,21 +249,45 @@ class Planner:
             return False
         peer.failures = 0
         peer.last_error = None
+        if peer.wake is not None and peer.wake.catch_up_until is not None:
+            return True  # its fresh call asked for a catch-up: that decides when
         peer.next_attempt = now
         peer.wake = None
         return True
 
-    def due(self, now: float) -> list[PeerState]:
+    def idle(self, now: float) -> None:
+        """A session of this node ended: the catch-ups waiting for it are due again."""
+        for peer in self.table:
+            wake = peer.wake
+            if wake is not None and wake.deferred and not peer.in_flight:
+                peer.next_attempt = min(peer.next_attempt, now)
+                wake.deferred = False
+
+    def due(self, now: float, *, busy: bool = False) -> list[PeerState]:
         """Peers whose time has come and that are not already syncing, earliest first. A
-        conditional wake-up no longer needed goes back to the peer's plain schedule."""
-        ready = []
+        conditional wake-up no longer needed goes back to the peer's plain schedule. A
+        catch-up waits while another session runs (``busy``: one dialed to us; or one of
+        ours) until its ``catch_up_until`` (or ``idle``); one at a time."""
+        ready: list[PeerState] = []
+        catch_ups: list[PeerState] = []
+        busy = busy or any(p.in_flight for p in self.table)
         for peer in self.table:
             if peer.in_flight or peer.next_attempt > now:
                 continue
             if not self._needed(peer, now) and peer.wake is not None:
                 peer.next_attempt, peer.wake = peer.wake.fallback, None
                 continue
-            ready.append(peer)
+            until = None if peer.wake is None else peer.wake.catch_up_until
+            (catch_ups if until is not None and until > now else ready).append(peer)
+        for peer in sorted(catch_ups, key=lambda p: (p.next_attempt, p.key)):
+            wake = peer.wake
+            assert wake is not None and wake.catch_up_until is not None
+            if busy or ready:
+                peer.next_attempt = wake.catch_up_until  # or sooner: ``idle``
+                wake.deferred = True
+            else:
+                ready.append(peer)
+                busy = True
         return sorted(ready, key=lambda p: (p.next_attempt, p.key))
 
     def next_wakeup(self) -> float | None:

@@ -167,6 +167,8 @@ class SyncScheduler:
         holds is known (see ``synced``). ``ok`` without marks (other rows were written
         while it ran): the peer is up all the same, so a back-off with it ends now."""
         self.inbound = max(0, self.inbound - 1)
+        self.planner.idle(self._clock())  # a catch-up waiting for it may run (0099)
+        self._wake.set()
         key = self._by_node(node_id)
         if key is not None and marks is not None:
             self.synced(key, marks)
@@ -221,7 +223,7 @@ class SyncScheduler:
         """Start due sessions in ``tg`` and sleep until the next one; runs until cancelled."""
         while True:
             started = False
-            for peer in self.planner.due(self._clock()):
+            for peer in self.planner.due(self._clock(), busy=self.inbound > 0):
                 self.planner.started(peer)
                 tg.create_task(self._session(peer), name=f"sync {peer.key}")
                 started = True
@@ -255,4 +257,5 @@ class SyncScheduler:
             node_id = getattr(result, "peer_node_id", None)
             if isinstance(node_id, str) and node_id != peer.node_id:
                 self.table.learned(peer, node_id)
+        self.planner.idle(self._clock())
         self._changed()

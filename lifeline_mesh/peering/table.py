@@ -67,6 +67,10 @@ class Wake:
     marks: dict[str, int] = field(default_factory=dict)
     announced: float | None = None
     hard: bool = False
+    # A catch-up (a fresh Watch call, decision 0099): until ``catch_up_until`` it waits
+    # while another session of this node runs (``deferred``), then runs whatever happened
+    catch_up_until: float | None = None
+    deferred: bool = False
 
     def add(self, marks: dict[str, int] | None, announced: float | None, hard: bool) -> None:
         for line, mark in (marks or {}).items():

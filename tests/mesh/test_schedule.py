@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from lifeline.errors import ConfigError
 from lifeline_mesh.peering.schedule import (
     ANNOUNCE_GRACE_S,
+    CATCH_UP_WAIT_S,
     RELAY_DELAY_S,
     Planner,
     SchedulePolicy,
@@ -159,12 +160,51 @@ def test_a_change_a_peer_announces_makes_that_peer_due() -> None:
     assert planner.remote_change(healthy.key, 0.1) and planner.due(0.1) == [healthy]
     assert not planner.remote_change(failing.key, 0.1)  # its back-off holds...
     assert planner.remote_change(failing.key, 0.1, fresh=True)  # ...until it answers again
-    assert planner.due(0.1) == [healthy, failing]
+    # a catch-up: after the session with the healthy peer, not beside it (decision 0099)
+    assert planner.due(0.1) == [healthy]
     assert not planner.remote_change("static:10.9.9.9:1", 0.1)  # a peer no longer listed
+    planner.started(healthy)
+    planner.succeeded(healthy, 1.0, 0.0, "ok")
+    planner.idle(1.0)
+    assert planner.due(1.0) == [failing]
+    planner.started(failing)
+    planner.succeeded(failing, 1.5, 0.0, "ok")
     planner.started(healthy)
     assert planner.remote_change(healthy.key, 2.0)  # mid-session: once more right after
     planner.succeeded(healthy, 3.0, 0.0, "ok")
     assert healthy in planner.due(3.0) and healthy.next_attempt == 3.0
+
+
+def test_catch_ups_run_one_at_a_time_and_none_is_dropped() -> None:
+    """After a partition each node's Watch calls to the other half open at once: their
+    sessions run one after another, never beside another session of this node (either
+    way), and each runs — at the latest ``CATCH_UP_WAIT_S`` after its call opened — even
+    when the peer proved up meanwhile (decision 0099)."""
+    planner = _planner()
+    peers = [planner.table.add_static(PeerAddress(f"10.0.0.{i}", 1)) for i in (1, 2, 3)]
+    for peer in peers:
+        planner.started(peer)
+        planner.failed(peer, 0.0, 0.0, "unreachable")  # in back-off: the cut
+    for peer in peers:
+        assert planner.remote_change(peer.key, 10.0, fresh=True)
+    first = planner.due(10.0)
+    assert len(first) == 1
+    planner.started(first[0])
+    assert planner.due(10.5) == []  # the others wait for it
+    # a peer proves up (its rows came over the call): its catch-up still decides
+    waiting = [p for p in peers if p is not first[0]]
+    assert planner.up_again(waiting[0].key, 10.6)
+    assert waiting[0].next_attempt > 10.6 and planner.due(10.6) == []
+    planner.succeeded(first[0], 11.0, 0.0, "ok")
+    planner.idle(11.0)
+    second = planner.due(11.0)
+    assert len(second) == 1 and second[0] in waiting
+    planner.started(second[0])
+    # a session dialed to us keeps the last one waiting too, but not past its bound
+    planner.succeeded(second[0], 12.0, 0.0, "ok")
+    [last] = [p for p in waiting if p is not second[0]]
+    assert planner.due(12.0, busy=True) == []
+    assert planner.due(10.0 + CATCH_UP_WAIT_S, busy=True) == [last]
 
 
 def test_change_during_a_session_syncs_again_right_after() -> None:
