@@ -202,8 +202,9 @@ def test_catch_ups_run_one_at_a_time_and_none_is_dropped() -> None:
     planner.started(second[0])
     # a session dialed to us keeps the last one waiting too, but not past its bound
     planner.succeeded(second[0], 12.0, 0.0, "ok")
+    planner.idle(12.0)
     [last] = [p for p in waiting if p is not second[0]]
-    assert planner.due(12.0, busy=True) == []
+    assert last.next_attempt == 12.0 and planner.due(12.0, busy=True) == []
     assert planner.due(10.0 + CATCH_UP_WAIT_S, busy=True) == [last]
 
 
