@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 TAKES_KEPT = 16  # per line, the last rows taken kept with where they were stored
 
 
-class _Marked(Protocol):
+class _SessionLine(Protocol):
     async def mark(self) -> int | None: ...
 
     @property
@@ -62,7 +62,7 @@ class RowsSession(Protocol):
     def sets(self) -> Sequence[ReconSet]: ...
 
     @property
-    def line(self) -> _Marked: ...
+    def line(self) -> _SessionLine: ...
 
 
 class Taken(enum.Enum):
@@ -157,7 +157,7 @@ class LiveRows:
         # and each keeps its tree when two were stored between two polls of the line.
         self._takes: dict[str, list[tuple[int, int, ChangeItems]]] = {}
         self.taken = {"changes": 0, "entries": 0, "refused": 0, "held": 0}
-        self._taking: dict[str, asyncio.Lock] = {}  # per line: held while rows are admitted
+        self._take_locks: dict[str, asyncio.Lock] = {}  # per line: held while rows are admitted
 
     def taken_span(self, rows: ChangeItems) -> tuple[int, int] | None:
         """The rows (after, up to] at which ``rows``, just taken, were stored, when
@@ -248,7 +248,7 @@ class LiveRows:
         return len(mine) == len(rows.entries) == sum(a.role is Role.AUTHOR for a in authors)
 
     def _lock(self, line: str) -> asyncio.Lock:
-        return self._taking.setdefault(line, asyncio.Lock())
+        return self._take_locks.setdefault(line, asyncio.Lock())
 
     async def _admit(self, source: str, rows: ChangeItems, entries: list[ParsedItem]) -> set[str]:
         """Store ``rows`` in one session of ours; the ids of the entries stored with their
