@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import hashlib
 import logging
 import sqlite3
 from collections.abc import Callable, Iterable, Sequence
@@ -41,7 +42,15 @@ from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems, tree
 if TYPE_CHECKING:
     from lifeline_mesh.node.lines import NodeLine, NodeLines
 
-__all__ = ["HELD_IDS_PER_LINE", "TAKES_KEPT", "HeldIds", "LiveRows", "Taken", "read_rows"]
+__all__ = [
+    "HELD_IDS_PER_LINE",
+    "TAKES_KEPT",
+    "HeldIds",
+    "LiveRows",
+    "RawIds",
+    "Taken",
+    "read_rows",
+]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +111,36 @@ class HeldIds:
         return all(entry_id in held for entry_id in ids)
 
 
+class RawIds:
+    """The entry ids of raw entries parsed here lately, by a digest of their exact bytes,
+    per line, the oldest forgotten first: a copy of rows already taken (a relay heard from
+    several peers) is recognised without parsing it again (decision 0100). Only ids this
+    node computed itself from those very bytes are kept, so a digest names its entry."""
+
+    def __init__(self, per_line: int = HELD_IDS_PER_LINE) -> None:
+        self._per_line = per_line
+        self._lines: dict[str, dict[bytes, str]] = {}
+
+    @staticmethod
+    def digest(raw: bytes) -> bytes:
+        return hashlib.blake2b(raw, digest_size=16).digest()
+
+    def add(self, line: str, items: Iterable[ParsedItem]) -> None:
+        known = self._lines.setdefault(line, {})
+        for item in items:
+            key = self.digest(item.raw)
+            known.pop(key, None)
+            known[key] = item.id.hex()
+        while len(known) > self._per_line:
+            del known[next(iter(known))]
+
+    def ids(self, line: str, raws: Sequence[bytes]) -> list[str] | None:
+        """The ids of ``raws`` when every one was parsed here lately, else None."""
+        known = self._lines.get(line, {})
+        out = [known.get(self.digest(raw)) for raw in raws]
+        return None if None in out else [i for i in out if i is not None]
+
+
 def _new_ids(conn: sqlite3.Connection, after: int, upto: int) -> list[str]:
     sql = "SELECT id FROM entries WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?"
     return [row[0] for row in conn.execute(sql, (after, upto, MAX_CHANGE_ITEMS + 1))]
@@ -156,6 +195,7 @@ class LiveRows:
         # a change made of them to our own watchers needs no read (nor to their senders),
         # and each keeps its tree when two were stored between two polls of the line.
         self._takes: dict[str, list[tuple[int, int, ChangeItems]]] = {}
+        self._raw = RawIds()  # the rows parsed in takes, by their bytes: a copy is not parsed
         self.taken = {"changes": 0, "entries": 0, "refused": 0, "held": 0}
         self._take_locks: dict[str, asyncio.Lock] = {}  # per line: held while rows are admitted
 
@@ -210,11 +250,14 @@ class LiveRows:
         (written here, or read to announce)."""
         line = rows.line
         try:
-            codec = EntryCodec(self.home.limits())
-            entries = [self._parse(codec, raw) for raw in rows.entries]
-            ids = [item.id.hex() for item in entries]
-            if not ids:
+            if not rows.entries:
                 return Taken.STORED
+            # A copy of rows taken already is known by its bytes: no parse (decision 0100)
+            ids = self._raw.ids(line, rows.entries)
+            entries = None if ids is not None else self._parse_all(rows)
+            if ids is None:
+                assert entries is not None
+                ids = [item.id.hex() for item in entries]
             key = _tree_key(rows)
             # One take of a line at a time (decision 0099): rows announced by several peers
             # at once are verified and stored once, and a later slice finds its parents.
@@ -225,7 +268,10 @@ class LiveRows:
                 if self.held.holds(line, ids):
                     self.taken["held"] += 1
                     return Taken.OURS
+                if entries is None:  # known bytes, but not all held: admit them anew
+                    entries = self._parse_all(rows)
                 authored = await self._admit(source, rows, entries)
+                self._raw.add(line, entries)
                 self.held.add(line, [i for i in ids if i in authored])
                 if rows.tree:
                     self._took.add(key, [i for i in ids if i in authored])
@@ -286,6 +332,10 @@ class LiveRows:
         takes = self._takes.setdefault(line, [])
         takes.append((start, end, rows))
         del takes[:-TAKES_KEPT]
+
+    def _parse_all(self, rows: ChangeItems) -> list[ParsedItem]:
+        codec = EntryCodec(self.home.limits())
+        return [self._parse(codec, raw) for raw in rows.entries]
 
     def _parse(self, codec: ItemCodec, raw: bytes) -> ParsedItem:
         if len(raw) > self._max_item_bytes:

@@ -12,6 +12,8 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
+
 from lifeline.entry import Entry, format_ts
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
@@ -21,6 +23,8 @@ from lifeline_mesh.node.root import Node
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.peering.changes import ANNOUNCED_ROWS_MAX, ChangeFeed
 from lifeline_mesh.peering.table import PeerAddress, PeerState
+from lifeline_mesh.recon.entry_codec import EntryCodec
+from lifeline_mesh.recon.sets import ParsedItem
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 from tests.support.mesh_procs import signed_node
 
@@ -116,3 +120,38 @@ async def test_rows_a_session_stored_meanwhile_are_held_after_a_take(tmp_path: P
     assert await b.take_rows(_peer("127.0.0.1:3"), rows)
     assert b.rows.taken["held"] == before["held"] + 1
     assert b.rows.taken["changes"] == before["changes"]
+
+
+async def test_a_copy_of_rows_taken_is_known_by_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relay heard from several peers: the copies of rows taken already are recognised
+    by a digest of their bytes, not parsed again; bytes altered in any way are parsed,
+    refused, and store nothing (decision 0100)."""
+    signed_node(tmp_path / "a", "first", "second")
+    signed_node(tmp_path / "b")
+    a = Node(NodeHome(tmp_path / "a"), insecure=True)
+    b = Node(NodeHome(tmp_path / "b"), insecure=True)
+    [rows] = await a.rows.read(LINE, 0, 2)
+    parsed: list[bytes] = []
+    parse = EntryCodec.parse
+
+    def counted(codec: EntryCodec, raw: bytes) -> ParsedItem:
+        parsed.append(raw)
+        return parse(codec, raw)
+
+    monkeypatch.setattr(EntryCodec, "parse", counted)
+    assert await b.take_rows(_peer("127.0.0.1:1"), rows)
+    assert len(parsed) == 2
+    for port in (2, 3):  # the same rows from two more peers: held, nothing parsed
+        assert await b.take_rows(_peer(f"127.0.0.1:{port}"), rows)
+    assert len(parsed) == 2 and b.rows.taken["held"] == 2
+
+    # the same entry with one byte changed (its id kept): parsed, refused, nothing stored
+    entries_before = _count(b.home.line_path(LINE), "entries")
+    altered = rows.entries[1].replace(b'"summary":"second"', b'"summary":"secont"')
+    assert altered != rows.entries[1]
+    forged = ChangeItems(LINE, rows.attestations, (rows.entries[0], altered), tree=rows.tree)
+    assert not await b.take_rows(_peer("127.0.0.1:4"), forged)
+    assert parsed[-1] == altered and b.rows.taken["refused"] == 1
+    assert _count(b.home.line_path(LINE), "entries") == entries_before
