@@ -10,10 +10,15 @@ a fake clock. Rules:
 * a change a peer announces (over the Watch call this node opened) makes that peer due at
   once, when the peer is healthy;
 * a fresh call (the peer answers again, even in back-off) asks for a *catch-up*: it runs
-  when no other session of this node runs, either way (at most ``CATCH_UP_WAIT_S`` later),
-  one at a time; none is ever dropped (decision 0099: after a partition every node of each
-  half caught up with each of its peers of the other half at once, every session carrying
-  the same writes; one at a time, the first brings them and the later ones find the rest);
+  when no other session of this node runs, either way (at most ``CATCH_UP_WAIT_S`` after
+  the call opened), one at a time; none is ever dropped (decision 0099: after a partition
+  every node of each half caught up with each of its peers of the other half at once,
+  every session carrying the same writes; one at a time, the first brings them and the
+  later ones find the rest). A node that kept other calls open meanwhile (rows relayed to
+  it may bring what the peer holds) starts it at a random time within
+  ``CATCH_UP_SPREAD_S`` per node of the mesh: of the many nodes that lost their links to
+  the other half at once, a few catch up first and the rows they bring are relayed to the
+  others before their own catch-ups start (decision 0100);
 * after a success the next sync is one period later (with jitter, so a room of nodes started
   together does not sync in lock step); a link whose changes cross both ways over open
   Watch calls (we watch the peer, it takes our rows over its call to us) needs that check
@@ -48,6 +53,7 @@ __all__ = [
     "BACKOFF_BASE_S",
     "BACKOFF_JITTER",
     "BACKOFF_MAX_S",
+    "CATCH_UP_SPREAD_S",
     "CATCH_UP_WAIT_S",
     "LIVE_PERIOD_S",
     "PERIODIC_SYNC_S",
@@ -70,6 +76,10 @@ ANNOUNCE_GRACE_S = 1.0  # an announcing peer that dials us has this long to brin
 ANNOUNCE_SLACK_S = 1.0  # a session with it that began this long before counts as its answer
 DIALS_US_S = 2 * PERIODIC_SYNC_S  # it dialed us this recently: it dials us on its changes
 CATCH_UP_WAIT_S = 10.0  # a catch-up waits for this node's other sessions at most this long
+# A catch-up of a node with other calls open starts at a random time in [0, this × the
+# nodes of the mesh] (at most CATCH_UP_WAIT_S): of the nodes that lost a link at once, a
+# few catch up first and their rows reach the others over the Watch calls (decision 0100)
+CATCH_UP_SPREAD_S = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,34 +190,43 @@ class Planner:
         return peer.dialed_in_at is not None and now - peer.dialed_in_at < DIALS_US_S
 
     def remote_change(
-        self, key: str, now: float, *, fresh: bool = False, at_once: bool = False
+        self,
+        key: str,
+        now: float,
+        *,
+        fresh: bool = False,
+        at_once: bool = False,
+        spread_over: int = 0,
     ) -> bool:
         """Peer ``key`` announced a change (``fresh``: its Watch call was just accepted,
-        a catch-up): it is due now — or, when it dials us itself, once
-        ``ANNOUNCE_GRACE_S`` has passed with no session with it; ``at_once``: the peer
-        sends its changes' rows to its watchers and so never dials us for one, no grace.
-        Returns whether anything changed."""
+        a catch-up, spread over ``spread_over`` nodes of the mesh, 0: none): it is due now
+        — or, when it dials us itself, once ``ANNOUNCE_GRACE_S`` has passed with no session
+        with it; ``at_once``: the peer sends its changes' rows to its watchers and so never
+        dials us for one, no grace. Returns whether anything changed."""
         if key not in self.table:
             return False
         peer = self.table.get(key)
         if fresh:
-            return self._catch_up(peer, now)
+            return self._catch_up(peer, now, spread_over)
         if peer.failures:
             return False
         if at_once or not self.dials_us(peer, now):
             return self._wake(peer, now, hard=True)
         return self._wake(peer, now + ANNOUNCE_GRACE_S, announced=now)
 
-    def _catch_up(self, peer: PeerState, now: float) -> bool:
+    def _catch_up(self, peer: PeerState, now: float, spread_over: int) -> bool:
         """``peer``'s Watch call was just accepted (it may have been out of reach): a
         session that runs when this node runs no other (``due``), so that the sessions
         with the peers of the other half of a healed partition run one after the other,
-        the later ones carrying only what the earlier did not bring (decision 0099)."""
+        the later ones carrying only what the earlier did not bring (decision 0099); it
+        starts at a random time spread over ``spread_over`` nodes, so that a few of them
+        catch up first and relay what they brought to the others (decision 0100)."""
         if peer.in_flight:
             return self._wake(peer, now, hard=True)
         fallback = peer.next_attempt if peer.wake is None else peer.wake.fallback
         peer.wake = Wake(fallback=fallback, hard=True, catch_up_until=now + CATCH_UP_WAIT_S)
-        peer.next_attempt = now
+        spread = min(CATCH_UP_WAIT_S, CATCH_UP_SPREAD_S * spread_over)
+        peer.next_attempt = now + spread * self._rand()
         return True
 
     def took(self, key: str, line: str, span: tuple[int, int]) -> None:

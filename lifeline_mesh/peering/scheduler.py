@@ -82,6 +82,11 @@ class SyncScheduler:
         # The keys of the peers whose changes reach us over our open Watch calls to them
         self.watched: Callable[[], set[str]] | None = None
         self.own_id: str | None = None  # this node's id: which end checks a live link
+        # How many nodes this node knows in its mesh (heard on the LAN, or its peers), and
+        # whether a call to another peer stayed open (``PeerWatches.linked``): then the
+        # catch-up of a reopened call is spread over that many nodes (decision 0100)
+        self.nodes: Callable[[], int] | None = None
+        self.linked: Callable[[str], bool] | None = None
 
     # -- inputs (call from the event loop) ---------------------------------------------
 
@@ -203,7 +208,11 @@ class SyncScheduler:
     def remote_change(self, key: str, *, fresh: bool = False, at_once: bool = False) -> None:
         """Peer ``key`` announced a change over its Watch call: sync with it now (see
         ``Planner.remote_change``)."""
-        if self.planner.remote_change(key, self._clock(), fresh=fresh, at_once=at_once):
+        spread = 0  # a node that no other call reaches catches up at once
+        if fresh and self.nodes is not None and self.linked is not None and self.linked(key):
+            spread = self.nodes()
+        now = self._clock()
+        if self.planner.remote_change(key, now, fresh=fresh, at_once=at_once, spread_over=spread):
             self._changed()
 
     def rows(self) -> list[dict[str, Any]]:

@@ -163,9 +163,11 @@ class Peering:
             self.scheduler.on_back = self.watches.poke
             self.scheduler.watched = lambda w=self.watches: w.live
             self.scheduler.own_id = node_id
-        self._watcher: LineWatcher | None = None
+            self.scheduler.linked = self.watches.linked
         # Nodes heard on the LAN; the few kept as peers (bounded fan-out, decision 0067)
         self.lan = LanView(node_id, options.fanout_offsets)
+        self.scheduler.nodes = lambda: max(len(self.lan.heard), len(self.scheduler.table)) + 1
+        self._watcher: LineWatcher | None = None
         self._written: list[dict[str, Any]] | None = None  # the table last written
         self._written_at = 0.0
         self._flush: asyncio.TimerHandle | None = None

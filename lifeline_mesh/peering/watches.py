@@ -20,13 +20,14 @@ import asyncio
 import enum
 import logging
 import random
+import time
 from collections.abc import AsyncIterator, Callable
 
 from lifeline_mesh.peering.schedule import SchedulePolicy, backoff_delay
 from lifeline_mesh.peering.scheduler import SyncScheduler, describe_failure
 from lifeline_mesh.peering.table import PeerState
 
-__all__ = ["WATCH_BACKOFF", "Heard", "PeerWatches", "WatchOne"]
+__all__ = ["LINKED_S", "WATCH_BACKOFF", "Heard", "PeerWatches", "WatchOne"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,10 @@ WatchOne = Callable[[PeerState], AsyncIterator[Heard]]
 # partition that ends is noticed within that (a fresh call syncs at once, whatever the
 # session back-off), and with a bounded fan-out (``fanout.py``) a node dials few peers.
 WATCH_BACKOFF = SchedulePolicy(backoff_base=0.5, backoff_max=5.0, backoff_jitter=0.5)
+# A call open this long is a link that stayed up through what another call's reopening
+# ends (a partition, a peer's restart): rows relayed over it may bring what that peer
+# holds, so the catch-up with it need not run at once (decision 0100)
+LINKED_S = 10.0
 
 
 class PeerWatches:
@@ -60,6 +65,7 @@ class PeerWatches:
         policy: SchedulePolicy = WATCH_BACKOFF,
         rand: Callable[[], float] = random.random,
         on_live: Callable[[], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.scheduler = scheduler
         self._watch_one = watch_one
@@ -68,6 +74,8 @@ class PeerWatches:
         self._tg: asyncio.TaskGroup | None = None
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.live: set[str] = set()  # keys of peers whose call is open now
+        self._opened_at: dict[str, float] = {}  # of those, when each call opened
+        self._clock = clock
         self._pokes: dict[str, asyncio.Event] = {}  # ends a back-off wait early
         self._on_live = on_live  # told when a call opens or ends (the peer table shows it)
 
@@ -86,6 +94,12 @@ class PeerWatches:
             self._tasks.pop(key).cancel()
             self._pokes.pop(key, None)
             self.live.discard(key)
+            self._opened_at.pop(key, None)
+
+    def linked(self, besides: str) -> bool:
+        """Whether a call to a peer other than ``besides`` has been open ``LINKED_S``."""
+        since = self._clock() - LINKED_S
+        return any(at <= since for key, at in self._opened_at.items() if key != besides)
 
     def poke(self, key: str) -> None:
         """``key`` is up again (it dialed us): a call in back-off is dialled at once."""
@@ -111,6 +125,7 @@ class PeerWatches:
             except Exception as exc:  # a peer's failure never leaves its task
                 failures += 1
                 self._failed(peer, failures, exc)
+            self._opened_at.pop(key, None)
             if key in self.live:
                 self.live.discard(key)
                 self._live_changed()
@@ -127,6 +142,7 @@ class PeerWatches:
 
     def _opened(self, peer: PeerState, failures: int) -> None:
         self.live.add(peer.key)
+        self._opened_at[peer.key] = self._clock()
         self._live_changed()
         level = logging.INFO if failures else logging.DEBUG
         log.log(level, "watching %s for changes", peer.address)
