@@ -253,10 +253,10 @@ class LiveRows:
             if not rows.entries:
                 return Taken.STORED
             # A copy of rows taken already is known by its bytes: no parse (decision 0100)
+            entries: list[ParsedItem] | None = None
             ids = self._raw.ids(line, rows.entries)
-            entries = None if ids is not None else self._parse_all(rows)
             if ids is None:
-                assert entries is not None
+                entries = self._parse_all(rows)
                 ids = [item.id.hex() for item in entries]
             key = _tree_key(rows)
             # One take of a line at a time (decision 0099): rows announced by several peers
