@@ -42,6 +42,7 @@ from lifeline_mesh.transport.channels import (
     HANDSHAKE_TIMEOUT_S,
     METHOD,
     ServerChannel,
+    flow_options,
     grpc_options,
     server_ping_options,
 )
@@ -133,6 +134,7 @@ class SyncServer:
             *grpc_options(self.limits.max_frame_bytes),
             ("grpc.server_handshake_timeout_ms", int(HANDSHAKE_TIMEOUT_S * 1000)),
             *server_ping_options(),  # the callers' keepalive pings (decision 0085)
+            *flow_options(),  # fixed windows, no bandwidth probes (decision 0101)
             ("grpc.so_reuseport", 0),  # a port one node serves is not shared with another
         ]
         server = grpc.aio.server(options=options)
