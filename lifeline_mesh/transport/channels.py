@@ -66,10 +66,11 @@ SERVER_MIN_PING_MS = 1000  # the shortest gap between a caller's pings a server 
 # link's bandwidth-delay product: data that arrives is answered with window updates and a
 # PING, whose ack the sender answers in turn. A Watch call carries an announcement every
 # few tenths of a second, so nearly every one drew that exchange and its TCP ACKs: a fifth
-# of the bytes a node received for a write at 30 nodes. Our frames are capped (1 MiB by
-# default), so both ends instead offer fixed windows of this size on every stream: two
-# frames in flight, ~20 MB/s on a 100 ms link, far above what a session admits a second.
-STREAM_WINDOW_BYTES = 2 << 20
+# of the bytes a node received for a write at 30 nodes. Both ends instead offer fixed
+# windows of this size on every stream: a frame at the default cap, ~10 MB/s on a 100 ms
+# link (2.5 times what a session admits a second here), and a bound on what a member can
+# have queued on a stream ahead of what its handler has read.
+STREAM_WINDOW_BYTES = 1 << 20
 FRAME_HEADROOM = 4096  # a message may exceed the frame cap by this (protobuf framing only)
 
 
