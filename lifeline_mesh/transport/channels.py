@@ -67,10 +67,13 @@ SERVER_MIN_PING_MS = 1000  # the shortest gap between a caller's pings a server 
 # PING, whose ack the sender answers in turn. A Watch call carries an announcement every
 # few tenths of a second, so nearly every one drew that exchange and its TCP ACKs: a fifth
 # of the bytes a node received for a write at 30 nodes. Both ends instead offer fixed
-# windows of this size on every stream: a frame at the default cap, ~10 MB/s on a 100 ms
-# link (2.5 times what a session admits a second here), and a bound on what a member can
-# have queued on a stream ahead of what its handler has read.
-STREAM_WINDOW_BYTES = 1 << 20
+# windows of this size on every stream: two frames at the default cap, ~20 MB/s on a
+# 100 ms link (5 times what a session admits a second here), and a bound on what a member
+# can have queued on a stream ahead of what its handler has read. Not smaller: a sender
+# whose frame is over the cap learns RESOURCE_EXHAUSTED only when it could push the frame
+# before the refusal reached it (up to about the cap plus a window; past that its stream
+# is reset, INTERNAL), and with 1 MiB a frame of 2 MiB to the default cap was already past.
+STREAM_WINDOW_BYTES = 2 << 20
 FRAME_HEADROOM = 4096  # a message may exceed the frame cap by this (protobuf framing only)
 
 
