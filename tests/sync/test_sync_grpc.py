@@ -121,7 +121,10 @@ async def test_misbehaving_peers_are_refused_and_the_node_keeps_serving(tmp_path
         assert "not a valid protobuf Frame" in server.failures[-1]
         huge = _frame(Items(0, (b"x" * (2 << 20),)))
         got, code = await raw_session(address, [hello, huge, _frame(EndOfTurn())])
-        assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        # refused by gRPC before the session reads it; the sender sees RESOURCE_EXHAUSTED
+        # if its frame went out whole before the refusal came back, else its stream is
+        # reset (INTERNAL): on a loaded machine either (docs/protocol.md)
+        assert code in (grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.INTERNAL), code
         await _still_serves(tmp_path / "a", address)
     assert await history(b) == [e.to_dict() for e in BASE[:5]]
 
