@@ -26,7 +26,7 @@ from lifeline_mesh.node.shallow_join import push_lines, shallow_sync
 from lifeline_mesh.peering.service import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.fast import ENV, PLAIN, FastPaths
-from lifeline_mesh.sync.memory import SESSIONS, one_arena
+from lifeline_mesh.sync.memory import SESSIONS
 from lifeline_mesh.transport.addresses import address_arg, split_address
 from lifeline_mesh.transport.authz import MeshRole
 
@@ -156,7 +156,6 @@ def _fast(args: argparse.Namespace) -> FastPaths:
 async def cmd_serve(args: argparse.Namespace) -> int:
     home = node_home(args)
     SESSIONS.freezing = True  # many sessions: each collection walks only what is new
-    one_arena()  # the sessions' worker threads reuse each other's freed heap (decision 0044)
     with serve_lock(home):
         return await _serve(args, home)
 

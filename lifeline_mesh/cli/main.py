@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from lifeline.cli.main import command_word, exit_process, make_parser, run, store_details
 from lifeline_mesh import __version__
+from lifeline_mesh.heap import one_arena
 
 __all__ = ["COMMANDS", "COMMAND_MODULES", "build_parser", "main"]
 
@@ -73,6 +74,7 @@ def _version_details() -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    one_arena()  # every thread allocates from one heap (lifeline_mesh/heap.py)
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(argv).parse_args(argv)
     exit_process(run(args, prog="lifeline-mesh"))

@@ -35,6 +35,8 @@ STATEMENTS = "statements"
 class AttestationCodec:
     """Structural decoding only; signatures are checked once per batch at admission."""
 
+    flat = True  # an attestation names entries, never another attestation
+
     def parse(self, raw: bytes) -> ParsedItem:
         if len(raw) > MAX_ITEM_BYTES:
             raise InvalidEntry(

@@ -12,7 +12,7 @@ import json
 import logging
 import sqlite3
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import MutableMapping, Sequence
 
 from lifeline.entry import Entry
 from lifeline.store.port import AppendResult
@@ -33,7 +33,9 @@ def _chunks(items: Sequence[str]) -> list[list[str]]:
 
 
 def signed_and_known(
-    conn: sqlite3.Connection, entries: Sequence[Entry], remembered: Mapping[str, str] | None
+    conn: sqlite3.Connection,
+    entries: Sequence[Entry],
+    remembered: MutableMapping[str, str] | None,
 ) -> tuple[dict[str, set[str]], dict[str, str]]:
     """Each entry's author-signed ts held (an entry signed as dated maps to its own ts
     alone), and the ts of the batch's stored parents and of the batch itself.
@@ -45,7 +47,9 @@ def signed_and_known(
     unique = len(own) == len(entries)
     matched: set[str] = set()
     if unique and remembered:  # signed as dated by a signature stored in this session
-        matched = {i for i, ts in own.items() if remembered.get(i) == ts}
+        # Taken out once used: an entry arrives once a session, and the table has the
+        # signature if it comes again (an initial sync's map then empties as it goes).
+        matched = {i for i, ts in own.items() if remembered.pop(i, None) == ts}
     signed: dict[str, set[str]] = defaultdict(set)
     for chunk in _chunks(sorted({i[:_KEY] for i in own if i not in matched})):
         marks = ",".join("?" * len(chunk))
@@ -77,7 +81,7 @@ def signed_and_known(
 def take_entries(
     conn: sqlite3.Connection,
     entries: Sequence[Entry],
-    remembered: Mapping[str, str] | None,
+    remembered: MutableMapping[str, str] | None,
     blocked: set[str],
     skew_s: float,
     now: str | None = None,

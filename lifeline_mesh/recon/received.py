@@ -17,7 +17,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 
-__all__ = ["ReceivedIds"]
+__all__ = ["NoIds", "ReceivedIds"]
 
 ID_BYTES = 32  # sha256 ids; ids of any other length stay in the set
 MIN_RUN = 1 << 16  # ids kept in the set before the first run is sealed
@@ -78,3 +78,16 @@ class ReceivedIds:
             self._runs.append(_Run(ids))
             self._sealed += len(ids)
         self._limit = max(self._min_run, self._sealed // 16) + len(self._recent)
+
+
+class NoIds:
+    """What a flat set's session keeps of its received ids: nothing (no item of the set
+    names another, so the closure never asks; ``ItemCodec``)."""
+
+    __slots__ = ()
+
+    def __contains__(self, item_id: object) -> bool:
+        return False
+
+    def add(self, item_id: bytes) -> None:
+        pass

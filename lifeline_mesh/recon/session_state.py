@@ -13,7 +13,7 @@ from lifeline_mesh.recon.dialect import COMPACT_CAPABILITY, Dialect
 from lifeline_mesh.recon.frames import Hello
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder
-from lifeline_mesh.recon.received import ReceivedIds
+from lifeline_mesh.recon.received import NoIds, ReceivedIds
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.recon.summaries import (
     OPEN_CAPABILITY,
@@ -119,7 +119,8 @@ class SetState:
         self.summary: SetSummary | None = None
         self.responder = Responder(self.snap, branch=limits.branch, leaf=limits.leaf)
         self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow)
-        self.received = ReceivedIds()
+        # ids received, for the closure; none kept for a flat set (ItemCodec)
+        self.received = NoIds() if getattr(codec, "flat", False) else ReceivedIds()
         self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
         self.outbox = SetOutbox()
 

@@ -14,9 +14,9 @@ again in the next session. So the memory is given back once no session has run f
 at once when the process's resident memory is ``GIVE_BACK_ABOVE`` over what it was after
 the last give-back (a large transfer: the peak goes back at the end of it, as before).
 Between sessions that follow each other closely the freed heap is kept for the next one:
-what it holds is bounded by what one session uses. ``serve`` also has every thread
-allocate from one heap (``one_arena``): each session's worker thread had a heap of its own
-that glibc shrank at every session's end (most of the soak's page faults).
+what it holds is bounded by what one session uses. Every thread allocates from one heap
+(``lifeline_mesh/heap.py``): each session's worker thread had a heap of its own that glibc
+shrank at every session's end (most of the soak's page faults).
 
 A snapshot holds no reference cycle, so it is freed the moment its session drops it; the
 collection that precedes the trim is for what a failed session leaves in cycles (its
@@ -46,7 +46,7 @@ import os
 import time
 from collections.abc import Callable
 
-__all__ = ["SessionMemory", "one_arena"]
+__all__ = ["SessionMemory"]
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,6 @@ SESSION_GC_THRESHOLD = 50_000  # new objects between two young collections while
 GIVE_BACK_IDLE_S = 5.0  # no session for this long: the freed heap goes back to the system
 GIVE_BACK_ABOVE = 64 << 20  # resident bytes over the level after the last give-back: at once
 
-_M_ARENA_MAX = -8  # glibc's mallopt parameter (malloc.h)
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -70,28 +69,6 @@ def _load_trim() -> Callable[[int], int] | None:
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return trim
-
-
-def one_arena() -> bool:
-    """Have every thread allocate from glibc's main heap (``M_ARENA_MAX`` 1); False where
-    the C library has no ``mallopt`` (not glibc). Call before the threads start.
-
-    Each session opens its line on a new worker thread (lifeline/store/sqlite.py), and
-    glibc gives threads heaps of their own ("arenas") that it shrinks as memory is freed
-    at their top: a session's SQLite page cache, read into such a heap and freed when the
-    session closed the line, was faulted in afresh by the next one (decision 0044). In one
-    heap the memory freed by one session is reused by the next, until a give-back trims it.
-    """
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
-    try:
-        mallopt = ctypes.CDLL(name).mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
-    mallopt.restype = ctypes.c_int
-    return bool(mallopt(_M_ARENA_MAX, 1))
 
 
 def resident_bytes() -> int | None:

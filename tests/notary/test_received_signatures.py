@@ -129,3 +129,21 @@ def test_an_author_statement_of_a_day_that_does_not_exist_is_refused(ts: str) ->
     item = body + AUTHOR.public_key + AUTHOR.sign(body)
     with pytest.raises(InvalidEntry, match="ISO-8601"):
         decode(item)
+
+
+async def test_a_remembered_signature_is_let_go_once_its_entry_is_stored(tmp_path: Path) -> None:
+    """An initial sync stores every signature before the entries: what the session
+    remembers of them empties as the entries arrive (decision 0102), and an entry sent
+    again is checked against the table, an edited copy still refused."""
+    entries = _chain(4)
+    async with await SqliteStore.open(tmp_path / "line.db") as store:
+        notary = await NotaryStore.attach(store, clock=lambda: NOW)
+        guarded = NotarizedEntrySet(EntrySet(store), notary)
+        await _receive_signatures(notary, entries)
+        assert notary._remembered is not None and len(notary._remembered) == 4
+        assert await _admit(guarded, entries[:3]) == 3
+        assert set(notary._remembered) == {entries[3].id}
+        assert await _admit(guarded, entries) == 1  # the three again: held already
+        assert notary._remembered == {}
+        with pytest.raises(BadSignature, match="time was edited"):
+            await notary.check_entries([entries[0].with_ts(EDITED)])

@@ -7,6 +7,7 @@ import hashlib
 import random
 import tracemalloc
 
+from lifeline_mesh.notary.attestation_set import AttestationCodec
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.received import ReceivedIds
 from lifeline_mesh.recon.session_state import SessionLimits, SetState
@@ -61,3 +62,17 @@ def test_a_session_remembers_what_it_received_in_about_40_bytes_an_id() -> None:
     assert all(i in state.received for i in _ids(n, 5)[::997])
     assert not state.known(hashlib.sha256(b"never sent").digest())
     assert held < 32_000_000, held
+
+
+def test_a_flat_set_keeps_none_of_the_ids_it_received() -> None:
+    """Attestations never name each other (their codec is flat), so the closure never asks
+    for one: a session receiving the million signatures of an initial sync kept 40 MB of
+    their ids for nothing (decision 0102). Entries still keep theirs."""
+    flat = SetState("attestations", AttestationCodec(), SessionLimits())
+    entries = SetState("entries", EntryCodec(), SessionLimits())
+    ids = _ids(20_000, 9)
+    batch = [ParsedItem(i, b"", (), b"") for i in ids]
+    assert len(flat.pool.admit(batch, flat.known, flat.received.add)) == len(ids)
+    assert len(entries.pool.admit(batch, entries.known, entries.received.add)) == len(ids)
+    assert not any(i in flat.received for i in ids)
+    assert all(i in entries.received for i in ids)

@@ -15,6 +15,7 @@ import pytest
 
 from lifeline_mesh.sync import driver
 from lifeline_mesh.sync.memory import FULL_EVERY_S, SESSION_GC_THRESHOLD, SessionMemory
+from tests.support.mesh_procs import SYNC_JSON, serve_insecure, shared_node, signed_node
 from tests.support.recon_helpers import chain
 from tests.support.sync_helpers import make_node, serving, write
 
@@ -177,8 +178,8 @@ async def test_a_serving_node_trims_after_idle_not_after_each_session(
 
 
 _HEAPS = """
-import ctypes, tempfile, threading
-from lifeline_mesh.sync.memory import one_arena
+import threading
+from lifeline_mesh.heap import one_arena
 assert one_arena()
 held, ready, done = [], threading.Barrier(5), threading.Event()
 def work():
@@ -189,34 +190,70 @@ threads = [threading.Thread(target=work) for _ in range(4)]
 for t in threads:
     t.start()
 ready.wait()  # all four alive and holding memory at once
-libc = ctypes.CDLL(ctypes.util.find_library("c"))
-libc.fopen.restype = ctypes.c_void_p
-libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
-libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
-libc.fclose.argtypes = [ctypes.c_void_p]
-with tempfile.NamedTemporaryFile(suffix=".xml") as out:
-    f = libc.fopen(out.name.encode(), b"w")
-    libc.malloc_info(0, f)
-    libc.fclose(f)
-    print(open(out.name).read().count("<heap nr="))
+print(heaps())
 done.set()
 """
 
+# glibc's heaps ("arenas") of this process, from malloc_info
+_COUNT_HEAPS = """
+import ctypes, ctypes.util, tempfile
+def heaps():
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+    libc.fclose.argtypes = [ctypes.c_void_p]
+    with tempfile.NamedTemporaryFile(suffix=".xml") as out:
+        f = libc.fopen(out.name.encode(), b"w")
+        libc.malloc_info(0, f)
+        libc.fclose(f)
+        return open(out.name).read().count("<heap nr=")
+"""
 
-@pytest.mark.skipif(
+# `lifeline-mesh ARGS` in this process, which prints its heaps to stderr as it exits
+_CLI_HEAPS = """
+import atexit, runpy, sys
+atexit.register(lambda: print("heaps:", heaps(), file=sys.stderr))
+sys.argv = ["lifeline-mesh", *sys.argv[1:]]
+runpy.run_module("lifeline_mesh", run_name="__main__")
+"""
+
+_GLIBC = pytest.mark.skipif(
     not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
     reason="arenas are glibc's",
 )
+
+
+@_GLIBC
 def test_serve_threads_share_one_heap() -> None:
     """Decision 0044: each session's worker thread took a heap of its own, which glibc
     shrank as the session's SQLite pages were freed, so the next session faulted them in
     again. After ``one_arena`` (called by `serve`), four threads holding memory at once
     allocate from one heap (glibc gives them up to 8 per core otherwise)."""
     out = subprocess.run(
-        [sys.executable, "-c", "import ctypes.util\n" + _HEAPS],
+        [sys.executable, "-c", _COUNT_HEAPS + _HEAPS],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
     assert out.stdout.strip() == "1", out.stderr
+
+
+@_GLIBC
+def test_a_pulling_sync_keeps_its_threads_in_one_heap(tmp_path: Path) -> None:
+    """Decision 0102: the `sync` command's threads (the store's worker, gRPC's) each took a
+    heap of their own, ~75 MB more at the peak of a million-entry pull. A real `sync` of a
+    real `serve` ends with one heap."""
+    signed_node(tmp_path / "a", "first", "second")
+    shared_node(tmp_path / "b")
+    with serve_insecure(tmp_path / "a") as (_, address):
+        code = _COUNT_HEAPS + _CLI_HEAPS
+        out = subprocess.run(
+            [sys.executable, "-c", code, "--root", str(tmp_path / "b"), *SYNC_JSON, address],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().endswith("heaps: 1"), out.stderr
