@@ -9,8 +9,9 @@ process). A second node, joined to the mesh with the real `invite` and `join`, s
 an empty line and pulls it with `lifeline-mesh sync ADDRESS --json` as a user runs it:
 every entry's id and every author signature checked at admission, a state statement signed
 when the session ends. Prints, per run: wall time of the `sync` process, entries/s, its
-peak RSS (the process itself, from wait4), the serving process's CPU during the sync, and
-the in-sync check after it.
+peak RSS (the process itself, from wait4), the serving process's CPU during the sync, the
+in-sync check after it, and what the `sync` process read and wrote through the kernel
+(its WAL, checkpoints and page-cache misses: /proc's rchar and wchar, sampled until it exits).
 
 The nodes (serve and sync) run the code of this tree, or, with ``--baseline TREE``, of
 both trees alternating run by run (``PYTHONPATH=TREE``), so the two are measured side by
@@ -33,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -183,6 +185,30 @@ def _cpu_s(pid: int) -> float:
     return total
 
 
+class _IoWatch:
+    """The last of a process's /proc I/O counters (bytes through read and write calls, page
+    cache included), read every half second until it exits (its own, not its helpers')."""
+
+    def __init__(self, pid: int) -> None:
+        self.last: dict[str, int] = {}
+        self._path = Path(f"/proc/{pid}/io")
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.5):
+            try:
+                text = self._path.read_text()
+            except OSError:
+                return
+            self.last = {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+
 def _spy(folder: Path, name: str) -> list[str]:
     """py-spy (when installed beside this interpreter): every thread and helper process,
     as collapsed stacks (`folder/name.txt`), on-CPU samples of the process's own threads."""
@@ -213,7 +239,9 @@ def one_run(
         started = time.monotonic()
         with (tmp / "out").open("w+b") as out, (tmp / "err").open("w+b") as err:
             sync = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
+            io = _IoWatch(sync.pid)
             _, status, usage = os.wait4(sync.pid, 0)  # ru_maxrss: this process alone
+            io.stop()
             sync.returncode = os.waitstatus_to_exitcode(status)
             wall = time.monotonic() - started
             out.seek(0)
@@ -236,6 +264,9 @@ def one_run(
         "wall": wall,
         "sync_peak": usage.ru_maxrss / 1024,
         "sync_cpu": usage.ru_utime + usage.ru_stime,  # with the helpers it waited for
+        "sync_sys": usage.ru_stime,
+        "sync_written": io.last.get("wchar", 0) / 1e9,  # through write(2): WAL, checkpoints
+        "sync_read": io.last.get("rchar", 0) / 1e9,
         "received": report["entries_received"],
         "serve_cpu": cpu,
         "serve_peak": serve_peak,
@@ -272,7 +303,9 @@ def main() -> None:
                     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
                     print(
                         f"n={n:,} {name}: {r['wall']:.1f} s = {n / r['wall']:,.0f} entries/s, "
-                        f"sync peak {r['sync_peak']:.0f} MB, sync CPU {r['sync_cpu']:.1f} s, "
+                        f"sync peak {r['sync_peak']:.0f} MB, sync CPU {r['sync_cpu']:.1f} s "
+                        f"({r['sync_sys']:.1f} s in the kernel; wrote {r['sync_written']:.1f} GB, "
+                        f"read {r['sync_read']:.1f} GB), "
                         f"serve CPU {r['serve_cpu']:.1f} s, "
                         f"serve peak {r['serve_peak']} MB; in-sync check {r['check_rt']:.0f} "
                         f"RT {r['check_out']:.0f} / {r['check_in']:.0f} B (load {load})",
