@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from tests.support.mesh_procs import free_ports
+from tests.support.needs import missing
 from tests.support.paths import REPO
 
 DOCKER = REPO / "docker"
@@ -70,9 +71,9 @@ def compose_command() -> list[str]:
             if command is None:
                 problem = "neither docker-compose nor the `docker compose` plugin is installed"
     if problem or command is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the Docker tests: {problem}; {HOWTO}")
-        pytest.skip(f"{problem}; {HOWTO}")
+        missing(
+            f"{problem}; {HOWTO}", under_ci_says=f"CI must run the Docker tests: {problem}; {HOWTO}"
+        )
     return command
 
 

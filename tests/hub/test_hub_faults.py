@@ -21,6 +21,7 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.sign import sign_entries
 from tests.support.mesh_procs import cli, log_note, shared_node
+from tests.support.needs import missing
 from tests.support.pg_server import HOW_TO, Cluster, fresh_database, hub, server_binaries
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # real processes, a loaded box
@@ -30,19 +31,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # real processes, a l
 def cluster() -> Iterator[Cluster]:
     bin_dir = server_binaries()
     if bin_dir is None:
-        pytest.fail(HOW_TO) if _ci() else pytest.skip(HOW_TO)
+        missing(HOW_TO)
     own = Cluster(bin_dir)
     own.start()
     try:
         yield own
     finally:
         own.stop()
-
-
-def _ci() -> bool:
-    import os
-
-    return bool(os.environ.get("CI"))
 
 
 def _node(root: Path) -> None:

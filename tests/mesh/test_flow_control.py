@@ -12,7 +12,6 @@ probing turned back on shows the measure sees the difference.
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import shutil
 import subprocess
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from lifeline_mesh.transport.announce import watch_lines
+from tests.support.needs import missing
 from tests.support.sync_helpers import make_node, serving
 
 ANNOUNCEMENTS = 24
@@ -62,10 +62,7 @@ async def _caller_sends(tmp_path: Path, options: list[tuple[str, Any]]) -> int:
 
 def _need_ss() -> None:
     if shutil.which("ss") is None:
-        reason = "`ss` (iproute2) is not installed: apt-get install iproute2"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing("`ss` (iproute2) is not installed: apt-get install iproute2")
 
 
 @pytest.mark.slow  # 24 announcements 0.2 s apart, twice
