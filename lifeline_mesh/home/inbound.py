@@ -19,6 +19,9 @@ from lifeline_mesh.home.node_home import NodeHome
 __all__ = ["InboundLog", "SessionCaller", "SessionFigures", "load_inbound"]
 
 NODE_URI = b"lifeline-mesh://node/"
+# Callers kept, the latest: a CI runner is a new node every job, and the log is rewritten
+# after every session, so it must not grow with the jobs a node ever served
+MAX_CALLERS = 1000
 
 
 # What the log reads of a session, named here so the home stays below the layers that run
@@ -54,12 +57,14 @@ def _node_id(identity: SessionCaller) -> str | None:
 
 
 class InboundLog:
-    """The last session of each caller, written to ``inbound.json`` after every session."""
+    """The last session of each caller (the ``MAX_CALLERS`` latest), written to
+    ``inbound.json`` after every session, latest last."""
 
     def __init__(self, home: NodeHome) -> None:
         self.path = home.inbound_path
+        held = sorted(load_inbound(home), key=lambda r: float(r.get("last_session_at") or 0))
         self.rows: dict[str, dict[str, Any]] = {
-            str(r.get("node_id") or r.get("address")): r for r in load_inbound(home)
+            str(r.get("node_id") or r.get("address")): r for r in held
         }
 
     def record(
@@ -71,7 +76,9 @@ class InboundLog:
         else:
             result = f"failed: {(error or '')[:200]}"
         key = node_id or identity.address
-        sessions = int(self.rows.get(key, {}).get("sessions") or 0) + 1
+        sessions = int(self.rows.pop(key, {}).get("sessions") or 0) + 1
+        while len(self.rows) >= MAX_CALLERS:  # the longest silent go first (oldest first)
+            del self.rows[next(iter(self.rows))]
         self.rows[key] = {
             "node_id": node_id,
             "address": identity.address,

@@ -60,6 +60,7 @@ from lifeline_mesh.transport.client import PeerOpenings, sync_line
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.pool import ChannelPool
 from lifeline_mesh.transport.server import SyncServer
+from lifeline_mesh.transport.shallow_rpc import CallHook
 
 if TYPE_CHECKING:  # a hub's (--store): imported when used, `serve` of line files never does
     from lifeline_mesh.sync.pg_snapshots import PgSnapshots
@@ -119,6 +120,7 @@ class Node:
         # Changes of our shared lines, announced (with their rows) to the peers watching us
         self.changes = self._feed()
         self._watch: WatchService | None = None  # the server's, once it is made
+        self._on_session: CallHook | None = None  # told of each inbound session and call
         self.outbound = {"syncs": 0, "failed": 0}  # scheduled syncs this node started
         # The node found serving at each static peer address (its certificate), pinned in
         # the channels we dial there: what we send goes to that node or nowhere.
@@ -217,7 +219,8 @@ class Node:
     def _extend(self, server: grpc.aio.Server) -> None:
         if not self.security.insecure:  # membership on the sync port
             add_membership(server, self.home)
-        shallow_service(self).add_to(server)  # the Shallow and Push calls (decision 0063)
+        # the Shallow and Push calls (decision 0063), logged and counted as sessions are
+        shallow_service(self, self._on_session).add_to(server)
 
     async def _join_port(self) -> grpc.aio.Server | None:
         """A join port, a server of its own, where the CA key lives."""
@@ -237,6 +240,8 @@ class Node:
         self._join_listen = join_listen
         self.changes = self._feed()  # a fresh feed: stopping a server closes its feed
         inbound = InboundLog(self.home)
+        hook = m.inbound(inbound.record) if (m := self.metrics) else inbound.record
+        self._on_session = hook  # the sessions', and the shallow calls' (_extend)
         server = SyncServer(
             self.session,
             self.is_shared,
@@ -246,7 +251,7 @@ class Node:
             extend=self._extend,
             side=self._join_port,
             announcements=self.changes,
-            on_session=m.inbound(inbound.record) if (m := self.metrics) else inbound.record,
+            on_session=hook,
             fast=self.fast,
             node_id=self.identity.node_id if self.identity else None,
         )

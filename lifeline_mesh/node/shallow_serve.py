@@ -40,6 +40,7 @@ from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.authz import SessionPeer
 from lifeline_mesh.transport.shallow_rpc import (
+    CallHook,
     PushedItems,
     ShallowService,
     ShallowSnapshot,
@@ -195,8 +196,9 @@ class ServingNode(Protocol):
     ) -> AbstractAsyncContextManager[LineSession]: ...
 
 
-def shallow_service(node: ServingNode) -> ShallowService:
-    """The ``Shallow`` and ``Push`` calls of ``node``'s sync port."""
+def shallow_service(node: ServingNode, on_session: CallHook | None = None) -> ShallowService:
+    """The ``Shallow`` and ``Push`` calls of ``node``'s sync port; each call is told to
+    ``on_session`` as a session would be."""
 
     # Each line's last parts, by the line's version: CI jobs started together take one
     # build (~1 s of reads on a 1M-entry line), each under a head signed for it.
@@ -221,4 +223,6 @@ def shallow_service(node: ServingNode) -> ShallowService:
         async with node.session(items.line, peer) as session:
             return await admit_push(session.sets, items, node.limits.max_item_bytes)
 
-    return ShallowService(node.security.authorizer, node.is_shared, snapshot, admit)
+    return ShallowService(
+        node.security.authorizer, node.is_shared, snapshot, admit, on_session=on_session
+    )

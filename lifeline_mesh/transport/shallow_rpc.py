@@ -15,6 +15,7 @@ in and out (``node/shallow_serve.py``, ``node/shallow_join.py``).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,8 @@ from typing import Any
 import grpc
 
 from lifeline.errors import LifelineError, PeerError, RemoteProtocolError
-from lifeline_mesh.transport.authz import Access, Authorizer, SessionPeer, identity_of
+from lifeline_mesh.sync.driver import SyncReport
+from lifeline_mesh.transport.authz import Access, Authorizer, PeerIdentity, SessionPeer, identity_of
 from lifeline_mesh.transport.channels import open_channel
 from lifeline_mesh.transport.errors import Refused, error_from_rpc, status_for
 from lifeline_mesh.transport.refusals import QuietLog, cut, peer_host, quote
@@ -53,6 +55,9 @@ PUSH_METHOD = f"/{SERVICE}/Push"
 MAX_SHALLOW_BYTES = 256 << 20
 PART_BYTES = 1 << 20  # one part of a snapshot: under every node's frame cap
 TIMEOUT_S = 120.0
+# A call's caller, line and what it did (None and the reason when it was refused): the
+# SyncServer's session hook, which the node's inbound log and metrics hang on
+CallHook = Callable[[PeerIdentity, str, SyncReport | None, str | None], None]
 
 
 class NoShallow(PeerError):
@@ -99,11 +104,15 @@ class ShallowService:
         is_shared: Callable[[str], bool],
         snapshot: Snapshotter,
         admit: Admitter,
+        on_session: CallHook | None = None,
     ) -> None:
         self._authorizer = authorizer
         self._is_shared = is_shared
         self._snapshot = snapshot
         self._admit = admit
+        # told of each call as of a session (the node's inbound log and metrics): a CI
+        # job's pull and push are most of what a CI runner costs its node
+        self._on_session = on_session
         self.served = 0
         self.quiet_log = QuietLog(log)
 
@@ -142,6 +151,7 @@ class ShallowService:
     async def shallow(
         self, request: pb.ShallowRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.ShallowPart]:
+        started = time.monotonic()
         try:
             peer = await self._caller(request.line, context, Access.READ)
             snap = await self._snapshot(request.line, peer)
@@ -149,15 +159,24 @@ class ShallowService:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, cut(str(exc)))
             return
         except LifelineError as exc:
-            await self._refuse(context, "a shallow snapshot", exc)
+            await self._refuse(context, request.line, "a shallow snapshot", exc)
             return
         self.served += 1
+        sent = 0
         for part in _parts(snap):
+            sent += part.ByteSize()
             yield part
+        report = SyncReport(request.line, "shallow", round_trips=1)
+        report.entries_sent = len(snap.entries)
+        report.signatures_sent = len(snap.attestations) + len(snap.statements)
+        report.bytes_sent = sent
+        report.bytes_received = request.ByteSize()
+        self._tell(peer.identity, report, started)
 
     async def push(
         self, request: pb.PushRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.PushReply:
+        started = time.monotonic()
         try:
             peer = await self._caller(request.line, context, Access.WRITE)
             items = PushedItems(
@@ -168,15 +187,34 @@ class ShallowService:
             )
             added, signed = await self._admit(peer, items)
         except LifelineError as exc:
-            await self._refuse(context, "a push", exc)
+            await self._refuse(context, request.line, "a push", exc)
             raise AssertionError("unreachable: abort raises") from None
-        return pb.PushReply(entries_added=added, attestations_added=signed)
+        reply = pb.PushReply(entries_added=added, attestations_added=signed)
+        report = SyncReport(request.line, "push", entries_added=added, attestations_added=signed)
+        report.entries_received = len(request.entries)
+        report.signatures_received = len(request.attestations)
+        report.bytes_received = request.ByteSize()
+        report.bytes_sent = reply.ByteSize()
+        report.round_trips = 1
+        self._tell(peer.identity, report, started)
+        return reply
+
+    def _tell(self, caller: PeerIdentity, report: SyncReport, started: float) -> None:
+        if self._on_session is not None:
+            report.seconds = round(time.monotonic() - started, 4)
+            self._on_session(caller, report.line, report, None)
 
     async def _refuse(
-        self, context: grpc.aio.ServicerContext[Any, Any], what: str, exc: LifelineError
+        self,
+        context: grpc.aio.ServicerContext[Any, Any],
+        line: str,
+        what: str,
+        exc: LifelineError,
     ) -> None:
         caller = context.peer() or "?"
         self.quiet_log.warning(peer_host(caller), "refused %s from %s: %s", what, caller, exc)
+        if self._on_session is not None:
+            self._on_session(identity_of(context), line, None, str(exc))
         await context.abort(status_for(exc), cut(str(exc)))
 
 

@@ -278,11 +278,12 @@ def join_mesh(
 
 
 def start_ca_serve(
-    root: Path, stderr: int = subprocess.PIPE
+    root: Path, stderr: int = subprocess.PIPE, extra: Sequence[str] = ()
 ) -> tuple[subprocess.Popen[str], str, str]:
     """Start `serve` on a CA holder with a join port, both on loopback; returns the process
     and the sync and join addresses it printed. The caller stops it (a long run passes
-    ``stderr=subprocess.DEVNULL``: nobody reads the pipe)."""
+    ``stderr=subprocess.DEVNULL``: nobody reads the pipe). ``extra``: more `serve` options
+    (what they print comes after those two lines)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -295,6 +296,7 @@ def start_ca_serve(
             "127.0.0.1:0",
             "--join-listen",
             "127.0.0.1:0",
+            *extra,
         ],
         stdout=subprocess.PIPE,
         stderr=stderr,
