@@ -48,6 +48,10 @@ log = logging.getLogger(__name__)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 REQUEST_DEADLINE_S = 5.0  # a scraper that sends no request in this long is dropped
 MAX_REQUEST_BYTES = 8192
+# Distinct `peer` labels; later peers are counted as "other". A CI runner is a new node
+# every job, and each label is a series kept (and scraped) for the process's life.
+MAX_PEER_LABELS = 256
+OTHER_PEERS = "other"
 
 
 class NodeMetrics:
@@ -55,6 +59,7 @@ class NodeMetrics:
 
     def __init__(self, node: Node) -> None:
         self.node = node
+        self._labelled: set[str] = set()  # the peers with a label of their own
         self.registry = CollectorRegistry()
         r = self.registry
         self.sessions = Counter(
@@ -90,6 +95,14 @@ class NodeMetrics:
         )
         r.register(_Gauges(node))
 
+    def _peer_label(self, peer: str) -> str:
+        if peer in self._labelled:
+            return peer
+        if len(self._labelled) >= MAX_PEER_LABELS:
+            return OTHER_PEERS
+        self._labelled.add(peer)
+        return peer
+
     def inbound(self, record: OnSession) -> OnSession:
         """``record`` (the inbound log), and this session counted and logged."""
 
@@ -103,7 +116,7 @@ class NodeMetrics:
 
     def session(self, peer: str, line: str, direction: str, report: SyncReport | None) -> None:
         outcome = "ok" if report is not None else "failed"
-        self.sessions.labels(peer, direction, outcome).inc()
+        self.sessions.labels(self._peer_label(peer), direction, outcome).inc()
         extra = {"peer": peer, "line": line}
         if report is None:
             log.info("session %s with %s on line %s failed", direction, peer, line, extra=extra)

@@ -1,6 +1,7 @@
 """A CI job's shallow pull and push are what a CI runner costs its node: the node counts
-them in its metrics and its inbound log as it counts sessions (decision 0102), and the
-log keeps the latest callers only, as every job is a new node."""
+them in its metrics and its inbound log as it counts sessions (decision 0102). As every
+job is a new node, the log keeps the latest callers only and the metrics a bounded number
+of peer labels."""
 
 from __future__ import annotations
 
@@ -9,14 +10,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from prometheus_client.exposition import generate_latest
 
 from lifeline_mesh.home import inbound
 from lifeline_mesh.home.inbound import InboundLog, load_inbound
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.node import metrics
+from lifeline_mesh.node.metrics import NodeMetrics
 from lifeline_mesh.sync.driver import SyncReport
 from tests.support.ci_helpers import Hub, job, stop
 from tests.support.mesh_procs import cli, free_port, start_ca_serve
-from tests.support.scrape import get, value
+from tests.support.scrape import get, labels, value
+from tests.support.sync_helpers import make_node
 
 
 def test_a_ci_jobs_shallow_pull_and_push_are_counted_by_the_node(tmp_path: Path) -> None:
@@ -74,3 +79,20 @@ def test_the_inbound_log_keeps_the_latest_callers(
         "10.0.0.5:4000",
         "10.0.0.6:4000",
     ]
+
+
+def test_past_the_cap_new_peers_are_counted_as_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each label is a series a scrape returns for the process's life: a node that served
+    thousands of CI jobs (each a new node) keeps a bounded number of them."""
+    monkeypatch.setattr(metrics, "MAX_PEER_LABELS", 3)
+    counted = NodeMetrics(make_node(tmp_path / "n"))
+    for k in (*range(10), 0, 9):
+        counted.session(f"runner-{k}", "ledger", "in", SyncReport("ledger", "shallow"))
+    text = generate_latest(counted.registry).decode()
+    peers = labels(text, "lifeline_sessions_total", "peer")
+    assert peers == {"runner-0", "runner-1", "runner-2", metrics.OTHER_PEERS}
+    assert value(text, "lifeline_sessions_total", peer="runner-0") == 2
+    assert value(text, "lifeline_sessions_total", peer=metrics.OTHER_PEERS) == 8
+    assert value(text, "lifeline_sessions_total") == 12
