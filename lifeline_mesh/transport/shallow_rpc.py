@@ -152,6 +152,7 @@ class ShallowService:
         self, request: pb.ShallowRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> AsyncIterator[pb.ShallowPart]:
         started = time.monotonic()
+        peer: SessionPeer | None = None
         try:
             peer = await self._caller(request.line, context, Access.READ)
             snap = await self._snapshot(request.line, peer)
@@ -159,7 +160,7 @@ class ShallowService:
             await context.abort(grpc.StatusCode.UNIMPLEMENTED, cut(str(exc)))
             return
         except LifelineError as exc:
-            await self._refuse(context, request.line, "a shallow snapshot", exc)
+            await self._refuse(context, request.line, "a shallow snapshot", exc, peer)
             return
         self.served += 1
         sent = 0
@@ -177,6 +178,7 @@ class ShallowService:
         self, request: pb.PushRequest, context: grpc.aio.ServicerContext[Any, Any]
     ) -> pb.PushReply:
         started = time.monotonic()
+        peer: SessionPeer | None = None
         try:
             peer = await self._caller(request.line, context, Access.WRITE)
             items = PushedItems(
@@ -187,7 +189,7 @@ class ShallowService:
             )
             added, signed = await self._admit(peer, items)
         except LifelineError as exc:
-            await self._refuse(context, request.line, "a push", exc)
+            await self._refuse(context, request.line, "a push", exc, peer)
             raise AssertionError("unreachable: abort raises") from None
         reply = pb.PushReply(entries_added=added, attestations_added=signed)
         report = SyncReport(request.line, "push", entries_added=added, attestations_added=signed)
@@ -210,11 +212,14 @@ class ShallowService:
         line: str,
         what: str,
         exc: LifelineError,
+        admitted: SessionPeer | None,
     ) -> None:
         caller = context.peer() or "?"
         self.quiet_log.warning(peer_host(caller), "refused %s from %s: %s", what, caller, exc)
-        if self._on_session is not None:
-            self._on_session(identity_of(context), line, None, str(exc))
+        # Told as a failed session only once the caller passed authorization, as the sync
+        # server does: a stranger's calls must not fill the inbound log or the metrics.
+        if admitted is not None and self._on_session is not None:
+            self._on_session(admitted.identity, line, None, str(exc))
         await context.abort(status_for(exc), cut(str(exc)))
 
 

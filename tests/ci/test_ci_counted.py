@@ -19,7 +19,7 @@ from lifeline_mesh.node import metrics
 from lifeline_mesh.node.metrics import NodeMetrics
 from lifeline_mesh.sync.driver import SyncReport
 from tests.support.ci_helpers import Hub, job, stop
-from tests.support.mesh_procs import cli, free_port, start_ca_serve
+from tests.support.mesh_procs import cli, free_port, join_mesh, shared_node, start_ca_serve
 from tests.support.scrape import get, labels, value
 from tests.support.sync_helpers import make_node
 
@@ -96,3 +96,33 @@ def test_past_the_cap_new_peers_are_counted_as_other(
     assert value(text, "lifeline_sessions_total", peer="runner-0") == 2
     assert value(text, "lifeline_sessions_total", peer=metrics.OTHER_PEERS) == 8
     assert value(text, "lifeline_sessions_total") == 12
+
+
+def test_shallow_calls_refused_before_admission_leave_no_trace(tmp_path: Path) -> None:
+    """Only a caller that passed authorization is told as a session, as the sync server
+    does: a member asking again and again for a line the node does not share, and a
+    revoked node, fill neither the inbound log nor the metrics."""
+    ca, member, rogue = tmp_path / "ca", tmp_path / "member", tmp_path / "rogue"
+    for root in (ca, member, rogue):
+        shared_node(root)
+    join_mesh(ca, [member, rogue])
+    cli("lifeline", member, "--line", "secret", "init")
+    cli("lifeline_mesh", member, "share", "secret")  # shared here, not on the CA holder
+    rogue_id = cli("lifeline_mesh", rogue, "id").stdout.strip()
+    cli("lifeline_mesh", ca, "revoke", rogue_id, "--reason", "laptop stolen")
+    metrics_at = f"127.0.0.1:{free_port()}"
+    proc, sync, _ = start_ca_serve(ca, extra=["--metrics-listen", metrics_at])
+    try:
+        for _ in range(3):
+            unshared = ["sync", "--shallow", "--line", "secret", sync]
+            refused = cli("lifeline_mesh", member, *unshared, check=False)
+            assert refused.returncode != 0 and "its owner can run" in refused.stderr, refused
+            refused = cli("lifeline_mesh", rogue, "sync", "--shallow", sync, check=False)
+            assert refused.returncode != 0 and "revoked" in refused.stderr, refused.stderr
+        status, text = get(metrics_at, "/metrics")
+    finally:
+        stop(proc)
+    assert status == 200
+    assert value(text, "lifeline_sessions_total") == 0
+    assert value(text, "lifeline_protocol_bytes_total") == 0
+    assert load_inbound(NodeHome(ca)) == []
