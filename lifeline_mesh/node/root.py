@@ -220,7 +220,9 @@ class Node:
         if not self.security.insecure:  # membership on the sync port
             add_membership(server, self.home)
         # the Shallow and Push calls (decision 0063), logged and counted as sessions are
-        shallow_service(self, self._on_session).add_to(server)
+        shallow = shallow_service(self, self._on_session)
+        shallow.on_failure = None if self.metrics is None else self.metrics.refused
+        shallow.add_to(server)
 
     async def _join_port(self) -> grpc.aio.Server | None:
         """A join port, a server of its own, where the CA key lives."""

@@ -113,6 +113,8 @@ class ShallowService:
         # told of each call as of a session (the node's inbound log and metrics): a CI
         # job's pull and push are most of what a CI runner costs its node
         self._on_session = on_session
+        # told of every refusal, by what was refused (the metrics' refusals by reason)
+        self.on_failure: Callable[[str, LifelineError], None] | None = None
         self.served = 0
         self.quiet_log = QuietLog(log)
 
@@ -216,6 +218,8 @@ class ShallowService:
     ) -> None:
         caller = context.peer() or "?"
         self.quiet_log.warning(peer_host(caller), "refused %s from %s: %s", what, caller, exc)
+        if self.on_failure is not None:
+            self.on_failure(what, exc)
         # Told as a failed session only once the caller passed authorization, as the sync
         # server does: a stranger's calls must not fill the inbound log or the metrics.
         if admitted is not None and self._on_session is not None:

@@ -126,3 +126,5 @@ def test_shallow_calls_refused_before_admission_leave_no_trace(tmp_path: Path) -
     assert value(text, "lifeline_sessions_total") == 0
     assert value(text, "lifeline_protocol_bytes_total") == 0
     assert load_inbound(NodeHome(ca)) == []
+    # counted as refusals, by reason, as the sync port's are
+    assert value(text, "lifeline_refusals_total", reason="Refused") == 3
