@@ -89,13 +89,9 @@ class ParsedItems:
 
 
 class ItemCodec(Protocol):
-    """Pure parsing and admission of a raw item; raises an InvalidEntry on a bad one.
-
-    A codec whose items never name items of their own set (``deps`` always empty) may say
-    so with a class attribute ``flat = True``: a session then keeps no record of the ids it
-    received in that set, which only the closure of dependent items reads (40 bytes an
-    item: 40 MB for the million signatures of an initial sync of a million entries).
-    """
+    """Pure parsing and admission of a raw item; raises an InvalidEntry on a bad one. A
+    codec whose items never name items of their own set may say ``flat = True``: a session
+    then keeps no record of the ids it received in it (decision 0102)."""
 
     def parse(self, raw: bytes) -> ParsedItem: ...
 
