@@ -18,8 +18,9 @@ import pytest
 
 from tests.support.ci_helpers import job
 from tests.support.history_lines import fill_history_line
-from tests.support.mesh_procs import cli, shared_node, start_ca_serve, terminate
+from tests.support.mesh_procs import cli, free_port, shared_node, start_ca_serve, terminate
 from tests.support.pg_server import fresh_database
+from tests.support.scrape import get, value
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +69,8 @@ def test_a_ci_job_joins_a_hub_shallow_and_the_other_process_serves_its_entry(
     _hub_init(hub_a, url, "--new-mesh", "team")
     _hub_init(hub_b, url)
     hub_id = _mesh(hub_a, "id").stdout.strip()
-    proc_a, sync_a, join_a = start_ca_serve(hub_a)
+    metrics_a = f"127.0.0.1:{free_port()}"
+    proc_a, sync_a, join_a = start_ca_serve(hub_a, extra=["--metrics-listen", metrics_a])
     try:
         proc_b, sync_b, join_b = start_ca_serve(hub_b)
         try:
@@ -102,6 +104,11 @@ def test_a_ci_job_joins_a_hub_shallow_and_the_other_process_serves_its_entry(
             assert again.returncode == 0 and "shallow" in again.stderr, again.stderr
             context = (tmp_path / "job2" / ".lifeline" / "ci" / "lifeline-context.md").read_text()
             assert "CI: shallow on a hub" in context
+            # process A counted each job's pull and push as sessions in (decision 0102)
+            _, text = get(metrics_a, "/metrics")
+            assert value(text, "lifeline_sessions_total", direction="in", outcome="ok") == 4
+            assert value(text, "lifeline_entries_total", direction="in") == 1
+            assert value(text, "lifeline_protocol_bytes_total", direction="out") > 1000
 
             # a new laptop joins and takes the line shallow through process B, in one
             # command: the job's entry is a tip there
