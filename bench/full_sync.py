@@ -34,12 +34,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memory import rss
+from memory import Sampler, rss
 
 from lifeline.entry import Entry, format_ts
 from lifeline.home import Home
@@ -192,21 +191,11 @@ class _IoWatch:
     def __init__(self, pid: int) -> None:
         self.last: dict[str, int] = {}
         self._path = Path(f"/proc/{pid}/io")
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, daemon=True)
-        self._thread.start()
+        self.stop = Sampler(self._read, 0.5).stop
 
-    def _watch(self) -> None:
-        while not self._done.wait(0.5):
-            try:
-                text = self._path.read_text()
-            except OSError:
-                return
-            self.last = {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
-
-    def stop(self) -> None:
-        self._done.set()
-        self._thread.join()
+    def _read(self) -> None:
+        text = self._path.read_text()
+        self.last = {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
 
 
 def _spy(folder: Path, name: str) -> list[str]:

@@ -15,7 +15,9 @@ import asyncio
 import os
 import shutil
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -50,6 +52,29 @@ async def fill(path: Path, n: int) -> None:
                 batch.append(e)
                 prev = e.id
             await store.append_many(batch)
+
+
+class Sampler:
+    """Calls ``read`` every ``every`` seconds in a thread of its own, until :meth:`stop`
+    or until ``read`` raises OSError (the process it reads has exited)."""
+
+    def __init__(self, read: Callable[[], None], every: float) -> None:
+        self._read = read
+        self._every = every
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.wait(self._every):
+            try:
+                self._read()
+            except OSError:
+                return
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def rss(pid: int) -> tuple[int, int]:

@@ -24,12 +24,12 @@ import collections
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import grpc
+from memory import Sampler
 
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import TARGET_NAME
@@ -62,20 +62,10 @@ class Peak:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.high = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
+        self.stop = Sampler(self._sample, 0.05).stop
 
     def _sample(self) -> None:
-        while not self._stop.wait(0.05):
-            try:
-                self.high = max(self.high, _rss_mb(self.pid))
-            except OSError:
-                return
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+        self.high = max(self.high, _rss_mb(self.pid))
 
 
 def _channel(address: str, ca_pem: bytes) -> grpc.aio.Channel:

@@ -39,7 +39,8 @@ def signed_and_known(
 ) -> tuple[dict[str, set[str]], dict[str, str]]:
     """Each entry's author-signed ts held (an entry signed as dated maps to its own ts
     alone), and the ts of the batch's stored parents and of the batch itself.
-    ``remembered``: signatures stored earlier in the session (entry id -> signed ts)."""
+    ``remembered``: signatures stored earlier in the session (entry id -> signed ts); those
+    that match are taken out of it, being used once."""
     own = {e.id: e.ts for e in entries}
     outside = sorted({p for e in entries for p in e.parents} - own.keys())
     # Only entries no held signature dates as they are dated can fail the check; when
