@@ -117,6 +117,7 @@ def build(cache: Path, n: int) -> tuple[Path, Path]:
     base = cache / str(n)
     served, puller = base / "served", base / "puller"
     if (base / "ready").exists():
+        _fold(served)
         return served, puller
     shutil.rmtree(base, ignore_errors=True)
     served.mkdir(parents=True)
@@ -136,8 +137,23 @@ def build(cache: Path, n: int) -> tuple[Path, Path]:
         proc.terminate()
         proc.communicate(timeout=120)
     NodeConfig(shared_lines=["ledger"]).save(NodeHome(puller))
+    _fold(served)
     (base / "ready").write_text("ok\n")
     return served, puller
+
+
+def _fold(served: Path) -> None:
+    """The served line's truth and recall index brought up to date, as on a node that
+    serves it (`serve` folds them after a large load and when it starts, decision 0103):
+    the first run measures the sync, not a fold running beside it."""
+    for command in (["context"], ["recall", "fold"]):  # each folds what it reads
+        subprocess.run(
+            [sys.executable, "-m", "lifeline", "--root", str(served), *command],
+            env={**os.environ, "PYTHONPATH": str(TREE)},
+            stdout=subprocess.DEVNULL,
+            timeout=600,
+            check=True,
+        )
 
 
 def _join_address(served: Path) -> str:

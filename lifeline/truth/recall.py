@@ -160,16 +160,20 @@ def _behind(conn: sqlite3.Connection) -> bool:
     return bool(top > mark)
 
 
-def catch_up(conn: sqlite3.Connection) -> int:
-    """Index every row past the mark and advance it (call inside a write transaction)."""
+def catch_up(conn: sqlite3.Connection, limit: int | None = None) -> int:
+    """Index every row past the mark and advance it (call inside a write transaction);
+    with ``limit``, at most that many rows (a background fold in parts:
+    node/read_upkeep.py). Returns the rows indexed."""
     mark = conn.execute("SELECT seq FROM recall_mark").fetchone()[0]
     top = conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0]
+    if limit is not None:
+        top = min(top, mark + limit)  # row numbers: ``limit`` rows or fewer
     if top <= mark:
         return 0
     conn.execute(
         "INSERT INTO recall_fts(rowid, summary, body)"
-        " SELECT seq, summary, body FROM entries WHERE seq > ? ORDER BY seq",
-        (mark,),
+        " SELECT seq, summary, body FROM entries WHERE seq > ? AND seq <= ? ORDER BY seq",
+        (mark, top),
     )
     conn.execute("UPDATE recall_mark SET seq = ?", (top,))
     return int(top - mark)

@@ -321,15 +321,18 @@ def rederive(conn: sqlite3.Connection, rewords: list[str]) -> list[str]:
     return ended
 
 
-def _fold_after(conn: sqlite3.Connection, core: State, last: int, behind: int) -> tuple[int, bool]:
-    """Fold the rows past ``last`` (``behind`` of them); returns (new last, whether the
-    graph must be derived)."""
+def _fold_after(
+    conn: sqlite3.Connection, core: State, last: int, behind: int, limit: int | None = None
+) -> tuple[int, bool]:
+    """Fold the rows past ``last`` (``behind`` of them; with ``limit``, at most that many);
+    returns (new last, whether the graph must be derived)."""
     again = False
-    shown = fold_progress() if behind >= SHOWN_FOLD else None
+    shown = fold_progress() if behind >= SHOWN_FOLD and limit is None else None
     done = 0
-    while True:
+    while limit is None or done < limit:
+        size = _CHUNK if limit is None else min(_CHUNK, limit - done)
         rows = conn.execute(
-            f"SELECT {COLUMNS} FROM entries WHERE seq > ? ORDER BY seq LIMIT {_CHUNK}", (last,)
+            f"SELECT {COLUMNS} FROM entries WHERE seq > ? ORDER BY seq LIMIT ?", (last, size)
         ).fetchall()
         if not rows:
             return last, again
@@ -349,6 +352,7 @@ def _fold_after(conn: sqlite3.Connection, core: State, last: int, behind: int) -
             shown(done, behind)
         again = again or bool(delta.corrections) or _names_a_target(conn, list(delta.items))
         last = int(rows[-1][0])
+    return last, again
 
 
 def _row_count(conn: sqlite3.Connection, *, exact: bool) -> int:
@@ -365,8 +369,11 @@ def _row_count(conn: sqlite3.Connection, *, exact: bool) -> int:
     return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
 
 
-def catch_up(conn: sqlite3.Connection) -> None:
-    """Bring the tables up to every row of the line (inside a write transaction)."""
+def catch_up(conn: sqlite3.Connection, limit: int | None = None) -> int:
+    """Bring the tables up to every row of the line (inside a write transaction); with
+    ``limit``, fold at most that many rows past the mark and stop (a background fold in
+    parts, each its own transaction: node/read_upkeep.py). Returns the rows still past
+    the mark."""
     found = read_core(conn)
     ended: list[str]
     if found is None:  # none yet, another version, or dropped by a trigger: fold it all
@@ -376,17 +383,18 @@ def catch_up(conn: sqlite3.Connection) -> None:
     else:
         (last, core, ended), again = found, False
     total = _row_count(conn, exact=found is None)
-    last, more = _fold_after(conn, core, last, total - core.count)
-    if core.count != total:
+    last, more = _fold_after(conn, core, last, total - core.count, limit)
+    left = 0 if limit is None else _top(conn) - last
+    if left <= 0 and core.count != total:
         if found is None:
             raise StoreError(f"truth fold saw {core.count} rows but the line holds {total}")
         # Rows went away or changed behind the triggers' back: trust nothing, fold it all.
         conn.execute("DELETE FROM truth_core")
-        catch_up(conn)
-        return
+        return catch_up(conn, limit)
     if again or more:
         ended = rederive(conn, core.rewords)
     _write_core(conn, last, core, ended)
+    return max(left, 0)
 
 
 def rebuild(conn: sqlite3.Connection) -> None:

@@ -3,14 +3,15 @@
 The home chose where the lines live (``home.lines``: line files, or a hub's database,
 decision 0060). The node turns that choice, once, into a :class:`NodeLines` opener whose
 lines are of one kind: a :class:`FileLine` (a SQLite file with the notary's tables, a
-snapshot cache kept between runs, its WAL trimmed after a session) or a :class:`HubLine`
+snapshot cache kept between runs, its WAL trimmed after a session, its read models folded
+after a large load while `serve` runs) or a :class:`HubLine`
 (a line of the database, the notary's PostgreSQL twin, snapshots brought up to date from
 bucket sums, a large load followed by VACUUM ANALYZE). Nothing above asks which one it has.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Protocol
 
@@ -21,6 +22,7 @@ from lifeline.store.shallow import boundary_size
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.node.read_upkeep import ReadUpkeep
 from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.attestation_set import attestation_rows
 from lifeline_mesh.notary.claims import Claims
@@ -102,9 +104,11 @@ class FileLine:
         snapshots: SnapshotCache,
         id_sums: IdSums,
         claims: Claims,
+        upkeep: ReadUpkeep | None = None,
     ) -> None:
         self.name, self.store, self.snapshots = name, store, snapshots
         self.id_sums, self.claims = id_sums, claims
+        self.upkeep = upkeep  # while `serve` runs (decision 0103)
 
     def notary(
         self, signers: KnownSigners | None, clock: Callable[[], str], source: str | None
@@ -134,6 +138,8 @@ class FileLine:
 
     async def finish(self, admitted: int) -> None:
         await trim_wal(self.store)
+        if self.upkeep is not None:  # a large load: its read models folded in the background
+            self.upkeep.admitted(self.name, admitted)
 
     def snapshot_reads(self) -> SnapshotReads:
         from lifeline_mesh.node.snapshot_reads import SqliteSnapshotReads
@@ -208,6 +214,11 @@ class NodeLines(Protocol):
         ``feed`` (a hub's: every process of its database; line files: the watcher's job)."""
         ...
 
+    def keep_read_models(self, lines: Sequence[str]) -> AbstractAsyncContextManager[object]:
+        """While the block runs (`serve`), a line's read models are folded after a large
+        load, and ``lines`` at once when far behind (line files; a hub folds as it writes)."""
+        ...
+
     def pool(self) -> dict[str, int] | None:
         """The database pool's connections (None: no database)."""
         ...
@@ -224,11 +235,23 @@ class _FileLines:
         self.snapshots = SnapshotCache(directory=home.snapshots_dir)
         self.id_sums: IdSums = {}  # each line's id sum, brought up to date per statement
         self.claims = Claims()  # the claims read back at admission, verified once
+        self.upkeep: ReadUpkeep | None = None  # while `serve` runs
 
     @asynccontextmanager
     async def open(self, name: str) -> AsyncIterator[NodeLine]:
         async with self.files.open(validate_line_name(name), create=True) as store:
-            yield FileLine(name, store, self.snapshots, self.id_sums, self.claims)
+            yield FileLine(name, store, self.snapshots, self.id_sums, self.claims, self.upkeep)
+
+    @asynccontextmanager
+    async def keep_read_models(self, lines: Sequence[str]) -> AsyncIterator[object]:
+        upkeep = ReadUpkeep(lambda name: self.files.open(validate_line_name(name)))
+        self.upkeep = upkeep
+        upkeep.check(lines)
+        try:
+            yield upkeep
+        finally:
+            self.upkeep = None
+            await upkeep.close()
 
     async def connect(self) -> None:
         return None
@@ -277,6 +300,9 @@ class _HubLines:
         dsn = (await self.lines.database()).plain_dsn
         async with hub_feed(dsn, feed, local_change) as listener:
             yield listener
+
+    def keep_read_models(self, lines: Sequence[str]) -> AbstractAsyncContextManager[object]:
+        return nullcontext()  # a hub's truth is folded as its rows are written (decision 0077)
 
     def pool(self) -> dict[str, int] | None:
         db = self.lines.connected

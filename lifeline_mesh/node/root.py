@@ -296,7 +296,10 @@ class Node:
             )
             with recorded_node_state(self.home, state):
                 local = None if keeper is None else keeper.scheduler.local_change
-                async with self.lines.writes_of_others(self.changes, local):
+                async with (
+                    self.lines.writes_of_others(self.changes, local),
+                    self.lines.keep_read_models(self.config().shared_lines),  # decision 0103
+                ):
                     if ready is not None:
                         ready(address)
                     if self.fast.helpers:  # ready before the first large batch arrives

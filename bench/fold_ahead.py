@@ -1,0 +1,129 @@
+"""The first reads of a line that took a large load, with and without `serve` (decision 0103).
+
+    python bench/fold_ahead.py [--n 1000000] [--baseline TREE] [--cache DIR]
+
+The line is bench/full_sync.py's (n signed entries, built once in ``--cache``), copied as
+a large pull leaves it: every row past the truth's and the recall index's marks. Per tree:
+
+1. **no serve** (a `lifeline-mesh sync` leaves the line so): `lifeline context`, then
+   `lifeline recall`, each twice; the first of each folds what it reads.
+2. **under serve**: `lifeline-mesh serve` starts on another copy and folds it in the
+   background; printed: the time until nothing is left behind and serve's CPU meanwhile,
+   `lifeline log` (a write, waiting for at most one part) while the fold runs and after,
+   then `lifeline context` and `lifeline recall` once it is done.
+
+Every figure is a real CLI process's wall time. With ``--baseline TREE`` the same runs
+with TREE's code (which does not fold under serve) follow, for a side-by-side view.
+Prints figures; not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TREE = HERE.parent
+sys.path.insert(0, str(TREE))
+
+from bench.full_sync import _cpu_s, _serve, build  # noqa: E402
+
+
+def _behind(line: Path) -> int:
+    conn = sqlite3.connect(f"file:{line}?mode=ro", uri=True, timeout=30)
+    try:
+        top = conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0]
+        core = conn.execute("SELECT last_seq FROM truth_core").fetchone()
+        mark = conn.execute("SELECT seq FROM recall_mark").fetchone()[0]
+        return int(top - min(mark, core[0] if core else 0))
+    finally:
+        conn.close()
+
+
+def _timed(env: dict[str, str], root: Path, *args: str) -> float:
+    started = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-m", "lifeline", "--root", str(root), *args],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        check=True,
+        timeout=600,
+    )
+    return time.monotonic() - started
+
+
+def _copy(served: Path, to: Path) -> Path:
+    shutil.rmtree(to, ignore_errors=True)
+    shutil.copytree(served, to)
+    line = to / ".lifeline" / "ledger.db"
+    conn = sqlite3.connect(line)
+    try:  # as a pull leaves it: nothing folded (the cache's copy was folded by build)
+        conn.execute("DELETE FROM truth_core")
+        conn.execute("UPDATE recall_mark SET seq = 0")
+        conn.execute("INSERT INTO recall_fts(recall_fts) VALUES ('delete-all')")
+        conn.commit()
+    finally:
+        conn.close()
+    return line
+
+
+def _reads(env: dict[str, str], root: Path) -> str:
+    ctx = [_timed(env, root, "context") for _ in range(2)]
+    rec = [_timed(env, root, "recall", "decision") for _ in range(2)]
+    return f"context {ctx[0]:.2f} s then {ctx[1]:.2f} s; recall {rec[0]:.2f} s then {rec[1]:.2f} s"
+
+
+def one_tree(tree: Path, served: Path, tmp: Path, n: int) -> None:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    print(f"tree {tree}", flush=True)
+    _copy(served, tmp / "plain")
+    print(f"  no serve: {_reads(env, tmp / 'plain')}", flush=True)
+    line = _copy(served, tmp / "served")
+    proc, _address = _serve(tmp / "served", env, [])
+    try:
+        cpu0, started = _cpu_s(proc.pid), time.monotonic()
+        note = ["log", "--kind", "note", "--summary"]
+        writes = []
+        # the notes written meanwhile are too few for serve to fold: 100 rows is done
+        while _behind(line) > 100 and time.monotonic() - started < 120:
+            writes.append(_timed(env, tmp / "served", *note, "during"))
+            time.sleep(0.5)
+        folded, cpu = time.monotonic() - started, _cpu_s(proc.pid) - cpu0
+        after = [_timed(env, tmp / "served", *note, "after") for _ in range(3)]
+        behind = _behind(line)
+        print(
+            f"  under serve: {'folded' if behind <= 100 else f'{behind:,} behind'} after"
+            f" {folded:.1f} s (serve CPU {cpu:.1f} s); `log` during: median"
+            f" {statistics.median(writes) if writes else 0:.2f} s, max"
+            f" {max(writes, default=0):.2f} s ({len(writes)}); after: median"
+            f" {statistics.median(after):.2f} s",
+            flush=True,
+        )
+        print(f"  then: {_reads(env, tmp / 'served')}", flush=True)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=120)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--baseline", type=Path, help="another tree, measured after this one")
+    parser.add_argument("--cache", type=Path, default=HERE / "out" / "full_sync")
+    args = parser.parse_args()
+    served, _puller = build(args.cache, args.n)
+    with tempfile.TemporaryDirectory(prefix="fold-ahead-") as tmp:
+        for tree in [TREE] + ([args.baseline.resolve()] if args.baseline else []):
+            one_tree(tree, served, Path(tmp), args.n)
+
+
+if __name__ == "__main__":
+    main()
