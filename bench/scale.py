@@ -1,4 +1,5 @@
-"""Benchmark: every read command of the `lifeline` CLI on a large line, as a user runs it.
+"""Benchmark: every read command of the `lifeline` CLI on a large line, and `log`, as a user
+runs them.
 
 Builds a line of N entries with bench/truth_ledger.py (corrections, 50 threads of
 checkpoints, decisions, open items, pins; the same entries also in lifeline-context 0.6's
@@ -6,12 +7,15 @@ SQLite layout), then runs each command as a whole process and prints its wall ti
 of --repeat runs), CPU time (user + system) and peak RSS. `history | head -3` runs through
 a real pipe, as a user types it. `import` reads the lifeline-context copy into a fresh
 folder each run; `render (after 1 append)` times the render that follows one `lifeline
-log` (untimed). With --lc (lifeline-context's `lifeline` executable) its `rebuild` and
-`verify` run on its copy too. Prints figures; not a pass/fail test.
+log` (untimed); `log (checked)` is a note written after the file's last integrity check
+was forgotten, `log` one written while that check is believed (decision 0104). With --lc
+(lifeline-context's `lifeline` executable) its `rebuild` and `verify` run on its copy too.
+Prints figures; not a pass/fail test.
 
     .venv/bin/python bench/scale.py --sizes 100000 1000000
     .venv/bin/python bench/scale.py --sizes 1000000 --keep /tmp/scale   # reuse the line later
     .venv/bin/python bench/scale.py --sizes 100000 --keep /tmp/scale --only render import
+    PYTHONPATH=TREE .venv/bin/python bench/scale.py ...   # the commands run TREE's code
 """
 
 from __future__ import annotations
@@ -61,6 +65,9 @@ def _commands(lc: str | None, newest: str) -> list[Step]:
         ("history | head -3", ["sh", "-c", f"{me} history | head -3"], "ours", None),
         ("history --json", [*LIFELINE, "history", "--json"], "ours", None),
         ("history --limit 20", [*LIFELINE, "history", "--limit", "20"], "ours", None),
+        # a local write: the first checks the whole file (decision 0104), the next believe it
+        ("log (checked)", note, "ours", ["rm", "-f", ".lifeline/ledger.db-checked"]),
+        ("log", note, "ours", None),
         ("render (full)", [*LIFELINE, "render", "--full"], "ours", None),
         ("render (after 1 append)", [*LIFELINE, "render"], "ours", note),
         ("import", [*LIFELINE, "import", "../lc"], "import", ["rm", "-rf", ".lifeline"]),

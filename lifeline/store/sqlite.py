@@ -28,7 +28,13 @@ from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
 from lifeline.store.schema import Schema, apply_migrations, line_schema
 from lifeline.store.sqlite_json import entries_json
-from lifeline.store.sqlite_open import connect_read_only, open_failure, sidecars, unwritable
+from lifeline.store.sqlite_open import (
+    connect_read_only,
+    open_failure,
+    sidecars,
+    store_failure,
+    unwritable,
+)
 from lifeline.store.sqlite_reads import COLUMNS, decode_or_raise, decoded_by_id, pages
 from lifeline.store.sqlite_writes import (
     InTransaction,
@@ -87,12 +93,7 @@ class SqliteStore:
         self.read_only = False  # opened read-only: its folder cannot be written
 
     def _error(self, exc: sqlite3.Error) -> StoreError:
-        if self.read_only and "readonly" in str(exc):
-            return StoreError(
-                f"{self.path.parent} is read-only, and this command writes to "
-                f"{self.path.name}; reads work, write where .lifeline/ is writable"
-            )
-        return StoreError(f"SQLite error on {self.path}: {exc}")
+        return StoreError(store_failure(self.path, exc, read_only=self.read_only))
 
     # -- lifecycle -----------------------------------------------------------------
 

@@ -1,5 +1,5 @@
 """Opening a line's SQLite file: its side files, read-only access where nothing can be
-written, and the one-line errors of a file that cannot be opened."""
+written, and the one-line errors of a file that cannot be opened or used."""
 
 from __future__ import annotations
 
@@ -10,7 +10,16 @@ from pathlib import Path
 from lifeline.errors import StoreError
 from lifeline.store.schema import LEDGER, migrations_pending
 
-__all__ = ["connect_read_only", "open_failure", "read_only_uri", "sidecars", "unwritable"]
+__all__ = [
+    "connect_read_only",
+    "damage_advice",
+    "is_damage",
+    "open_failure",
+    "read_only_uri",
+    "sidecars",
+    "store_failure",
+    "unwritable",
+]
 
 
 def sidecars(path: Path) -> tuple[Path, Path]:
@@ -24,15 +33,38 @@ def open_failure(path: Path, exc: sqlite3.Error) -> str:
             f"cannot open {path} ({text}): is the disk full? Free space and run it again; "
             "nothing was half-written"
         )
-    if "malformed" in text or "not a database" in text:
-        return (
-            f"cannot open {path} ({text}): the line file is damaged (or not a SQLite file) — "
-            f"run `lifeline --line {path.stem} recover` to keep what its pages still hold "
-            "(the damaged file is kept), "
-            "then `lifeline-mesh sync PEER` to get the rest back from a peer "
-            "(docs/user-guide.md, Recovering a damaged line)"
-        )
+    if is_damage(exc):
+        return f"cannot open {path} ({text}): {damage_advice(path)}"
     return f"cannot open {path} as a SQLite ledger ({text}); is it a lifeline line file?"
+
+
+def store_failure(path: Path, exc: sqlite3.Error, *, read_only: bool) -> str:
+    """What an operation on the open line file at ``path`` met, and what to do."""
+    if is_damage(exc):  # met by a read or a write: the transaction wrote nothing
+        return f"SQLite error on {path}: {exc}; {damage_advice(path)}"
+    if read_only and "readonly" in str(exc):
+        return (
+            f"{path.parent} is read-only, and this command writes to "
+            f"{path.name}; reads work, write where .lifeline/ is writable"
+        )
+    return f"SQLite error on {path}: {exc}"
+
+
+def is_damage(exc: sqlite3.Error) -> bool:
+    """SQLite found the file damaged (SQLITE_CORRUPT, SQLITE_NOTADB)."""
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
+
+
+def damage_advice(path: Path) -> str:
+    """What to do about a damaged line file, in one sentence."""
+    return (
+        f"the line file is damaged (or not a SQLite file) — "
+        f"run `lifeline --line {path.stem} recover` to keep what its pages still hold "
+        "(the damaged file is kept), "
+        "then `lifeline-mesh sync PEER` to get the rest back from a peer "
+        "(docs/user-guide.md, Recovering a damaged line)"
+    )
 
 
 def unwritable(path: Path) -> bool:

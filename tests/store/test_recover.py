@@ -10,8 +10,7 @@ from pathlib import Path
 from lifeline.ledger import Draft, Ledger
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline
-
-PAGE = 4096
+from tests.support.damage import damage_pages
 
 
 async def _fill(path: Path, count: int) -> None:
@@ -19,15 +18,6 @@ async def _fill(path: Path, count: int) -> None:
         ledger = Ledger(store)
         for n in range(count):
             await ledger.append(Draft(kind="note", summary=f"entry {n}", body=f"{n} " * 700))
-
-
-def _damage(path: Path) -> None:
-    """Overwrite a few pages in the middle of the file, as a failing disk would."""
-    size = path.stat().st_size
-    with path.open("r+b") as fh:
-        for page in range(size // PAGE // 2, size // PAGE // 2 + 3):
-            fh.seek(page * PAGE)
-            fh.write(b"\xde\xad\xbe\xef" * (PAGE // 4))
 
 
 def _ids(root: Path) -> set[str]:
@@ -42,7 +32,7 @@ def test_a_damaged_line_refuses_writes_and_recovers(tmp_path: Path) -> None:
     asyncio.run(_fill(line, 80))
     original = _ids(tmp_path)
     assert lifeline(tmp_path, "render").returncode == 0  # LIFELINE.md, before the damage
-    _damage(line)
+    damage_pages(line)
 
     refused = lifeline(tmp_path, "log", "--kind", "note", "--summary", "into the damage")
     assert refused.returncode == 2, refused.stdout
