@@ -48,6 +48,7 @@ class ReadUpkeep:
         self._admitted: dict[str, int] = {}  # rows admitted since the line's last fold
         self._last: dict[str, float] = {}  # when a session last admitted rows
         self._running: dict[str, asyncio.Task[None]] = {}
+        self._one = asyncio.Semaphore(1)  # one fold at a time: many lines do not pile up
         self.runs: list[tuple[str, int, float]] = []  # (line, rows folded, seconds)
 
     def admitted(self, line: str, count: int) -> bool:
@@ -88,18 +89,21 @@ class ReadUpkeep:
 
     async def _fold(self, line: str) -> bool:
         """Fold ``line`` if it is far enough behind; False when it could not be read."""
-        started = time.monotonic()
-        try:
-            async with self._open(line) as store:
-                if await rows_behind(store) < self.threshold:
-                    return True
-                rows = await fold_line(store)
-        except NotFound:
-            return False  # a shared line not made yet: its first session makes it
-        except (LifelineError, sqlite3.Error) as exc:  # upkeep only: readers fold instead
-            extra = {"line": line}
-            log.warning("line %s: truth and recall index not folded: %s", line, exc, extra=extra)
-            return False
+        async with self._one:
+            started = time.monotonic()
+            try:
+                async with self._open(line) as store:
+                    if await rows_behind(store) < self.threshold:
+                        return True
+                    rows = await fold_line(store)
+            except NotFound:
+                return False  # a shared line not made yet: its first session makes it
+            except (LifelineError, sqlite3.Error) as exc:  # upkeep only: readers fold instead
+                extra = {"line": line}
+                log.warning(
+                    "line %s: truth and recall index not folded: %s", line, exc, extra=extra
+                )
+                return False
         seconds = time.monotonic() - started
         self.runs.append((line, rows, seconds))
         log.info(

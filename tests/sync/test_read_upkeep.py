@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
@@ -103,3 +104,32 @@ async def test_a_stopped_node_keeps_the_parts_it_folded(
     await upkeep.close()
     left = await _behind(tmp_path / ".lifeline" / "ledger.db")
     assert 0 < left < 400  # some parts committed, the rest left for a reader
+
+
+async def test_lines_far_behind_at_start_are_folded_one_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lifeline_mesh.node import read_upkeep
+
+    names = ["a", "b", "c"]
+    b = make_node(tmp_path, shared=tuple(names))
+    for name in names:
+        await write(b, chain(20, name), line=name)
+    spans: list[tuple[float, float]] = []
+    real = read_upkeep.fold_line
+
+    async def timed(store: SqliteStore, part: int | None = None) -> int:
+        started = time.monotonic()
+        rows = await real(store, part)
+        spans.append((started, time.monotonic()))
+        return rows
+
+    monkeypatch.setattr(read_upkeep, "fold_line", timed)
+    upkeep = ReadUpkeep(lambda name: b.home.lines.files.open(name), threshold=10)
+    upkeep.check(names)
+    await upkeep.idle()
+    assert sorted(line for line, _rows, _s in upkeep.runs) == names
+    spans.sort()
+    assert all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans))
+    for name in names:
+        assert await _behind(tmp_path / ".lifeline" / f"{name}.db") == 0
