@@ -1,5 +1,5 @@
-"""Benchmark: every read command of the `lifeline` CLI on a large line, and `log`, as a user
-runs them.
+"""Benchmark: every read command of the `lifeline` CLI on a large line, and `log` and `pin`,
+as a user runs them.
 
 Builds a line of N entries with bench/truth_ledger.py (corrections, 50 threads of
 checkpoints, decisions, open items, pins; the same entries also in lifeline-context 0.6's
@@ -68,6 +68,7 @@ def _commands(lc: str | None, newest: str) -> list[Step]:
         # a local write: the first checks the whole file (decision 0104), the next believe it
         ("log (checked)", note, "ours", ["rm", "-f", ".lifeline/ledger.db-checked"]),
         ("log", note, "ours", None),
+        ("pin", [*LIFELINE, "pin", newest[:12]], "ours", None),  # reads what is in force
         ("render (full)", [*LIFELINE, "render", "--full"], "ours", None),
         ("render (after 1 append)", [*LIFELINE, "render"], "ours", note),
         ("import", [*LIFELINE, "import", "../lc"], "import", ["rm", "-rf", ".lifeline"]),

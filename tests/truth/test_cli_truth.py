@@ -119,6 +119,24 @@ def test_correct_pin_checkpoint_resume_and_context(line: dict[str, str]) -> None
     assert brief.startswith("# Brief — thread main")
 
 
+def test_pin_and_unpin_read_what_is_in_force(line: dict[str, str]) -> None:
+    """`pin` refuses a superseded entry and `unpin` an entry no pin names (they read what
+    is in force, not every item of the line: decision 0104)."""
+    root = Path(line["root"])
+    ok(root, "correct", line["redis"][:10], "--summary", "Cache: Memcached", "--body", "b")
+    refused = run(root, "pin", line["redis"][:10])
+    assert refused.returncode == 2 and "is superseded; pin the entry" in refused.stderr
+    assert run(root, "unpin", line["pg"][:10]).returncode == 2  # not pinned yet
+    note = ok(root, "pin", line["pg"][:10]).strip()
+    ok(root, "correct", note[:10], "--summary", "not pinned after all", "--body", "b")
+    gone = run(root, "unpin", line["pg"][:10])  # its one pin note superseded: no pin left
+    assert gone.returncode == 2 and "is not pinned" in gone.stderr
+    assert "## Pinned" not in ok(root, "context")
+    ok(root, "pin", line["boot"][:10])
+    ok(root, "unpin", line["boot"][:10])
+    assert "## Pinned" not in ok(root, "context")
+
+
 def test_context_budget_formats_and_query(line: dict[str, str]) -> None:
     root = Path(line["root"])
     small = ok(root, "context", "--budget", "400")
