@@ -214,9 +214,12 @@ class NodeLines(Protocol):
         ``feed`` (a hub's: every process of its database; line files: the watcher's job)."""
         ...
 
-    def keep_read_models(self, lines: Sequence[str]) -> AbstractAsyncContextManager[object]:
+    def keep_read_models(
+        self, lines: Callable[[], Sequence[str]]
+    ) -> AbstractAsyncContextManager[object]:
         """While the block runs (`serve`), a line's read models are folded after a large
-        load, and ``lines`` at once when far behind (line files; a hub folds as it writes)."""
+        load, and ``lines()`` now and every minute when far behind (line files; a hub folds
+        as it writes)."""
         ...
 
     def pool(self) -> dict[str, int] | None:
@@ -243,10 +246,10 @@ class _FileLines:
             yield FileLine(name, store, self.snapshots, self.id_sums, self.claims, self.upkeep)
 
     @asynccontextmanager
-    async def keep_read_models(self, lines: Sequence[str]) -> AsyncIterator[object]:
+    async def keep_read_models(self, lines: Callable[[], Sequence[str]]) -> AsyncIterator[object]:
         upkeep = ReadUpkeep(lambda name: self.files.open(validate_line_name(name)))
         self.upkeep = upkeep
-        upkeep.check(lines)
+        upkeep.sweep(lines)
         try:
             yield upkeep
         finally:
@@ -301,7 +304,9 @@ class _HubLines:
         async with hub_feed(dsn, feed, local_change) as listener:
             yield listener
 
-    def keep_read_models(self, lines: Sequence[str]) -> AbstractAsyncContextManager[object]:
+    def keep_read_models(
+        self, lines: Callable[[], Sequence[str]]
+    ) -> AbstractAsyncContextManager[object]:
         return nullcontext()  # a hub's truth is folded as its rows are written (decision 0077)
 
     def pool(self) -> dict[str, int] | None:

@@ -6,9 +6,10 @@ shallow line deepening under `serve`), that reader is the next `context`, `recal
 call or shallow snapshot, and it waits ~12 s. While `serve` runs, :class:`ReadUpkeep` does
 that fold itself once a line has taken ``FOLD_AFTER`` rows and then been quiet for
 ``QUIET_S``, in short parts (lifeline/truth/upkeep.py) so that sessions keep writing; and,
-when `serve` starts, for every shared line that is that far behind (lines loaded by a
-`sync` or an import of their own). A hub's lines need none: its truth is folded as rows
-are written (decision 0077).
+when `serve` starts and every ``SWEEP_S`` after, for every shared line that is that far
+behind (lines loaded by other processes: a `sync`, an import, `lifeline sessions`, `serve
+--sessions`' watcher). A hub's lines need none: its truth is folded as rows are written
+(decision 0077).
 """
 
 from __future__ import annotations
@@ -25,12 +26,13 @@ from lifeline.errors import LifelineError, NotFound
 from lifeline.store.sqlite import SqliteStore
 from lifeline.truth.upkeep import fold_line, rows_behind
 
-__all__ = ["FOLD_AFTER", "QUIET_S", "ReadUpkeep"]
+__all__ = ["FOLD_AFTER", "QUIET_S", "SWEEP_S", "ReadUpkeep"]
 
 log = logging.getLogger(__name__)
 
 FOLD_AFTER = 5_000  # rows past the marks before the node folds them (a reader's ~60 ms)
 QUIET_S = 1.0  # seconds without a session admitting rows to the line before it folds
+SWEEP_S = 60.0  # every shared line looked at this often (rows other processes wrote)
 
 
 class ReadUpkeep:
@@ -49,6 +51,7 @@ class ReadUpkeep:
         self._last: dict[str, float] = {}  # when a session last admitted rows
         self._running: dict[str, asyncio.Task[None]] = {}
         self._one = asyncio.Semaphore(1)  # one fold at a time: many lines do not pile up
+        self._sweeper: asyncio.Task[None] | None = None
         self.runs: list[tuple[str, int, float]] = []  # (line, rows folded, seconds)
 
     def admitted(self, line: str, count: int) -> bool:
@@ -64,9 +67,20 @@ class ReadUpkeep:
         return True
 
     def check(self, lines: Iterable[str]) -> None:
-        """Fold each of ``lines`` that is at least ``threshold`` rows behind (at start)."""
+        """Fold each of ``lines`` that is at least ``threshold`` rows behind."""
         for line in lines:
             self._start(line)
+
+    def sweep(self, lines: Callable[[], Iterable[str]], every_s: float = SWEEP_S) -> None:
+        """:meth:`check` ``lines()`` now and every ``every_s`` until :meth:`close`: rows
+        that other processes wrote are folded too, ``every_s`` after at the latest."""
+
+        async def run() -> None:
+            while True:
+                self.check(lines())
+                await asyncio.sleep(every_s)
+
+        self._sweeper = asyncio.get_running_loop().create_task(run(), name="fold sweep")
 
     def _start(self, line: str) -> None:
         if line not in self._running:
@@ -122,7 +136,7 @@ class ReadUpkeep:
 
     async def close(self) -> None:
         """Stop: a fold in progress keeps the parts it committed; readers fold the rest."""
-        tasks = list(self._running.values())
+        tasks = list(self._running.values()) + [t for t in [self._sweeper] if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:

@@ -298,7 +298,7 @@ class Node:
                 local = None if keeper is None else keeper.scheduler.local_change
                 async with (
                     self.lines.writes_of_others(self.changes, local),
-                    self.lines.keep_read_models(self.config().shared_lines),  # decision 0103
+                    self.lines.keep_read_models(lambda: self.config().shared_lines),  # 0103
                 ):
                     if ready is not None:
                         ready(address)

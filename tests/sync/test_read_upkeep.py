@@ -133,3 +133,21 @@ async def test_lines_far_behind_at_start_are_folded_one_at_a_time(
     assert all(end <= nxt for (_, end), (nxt, _) in itertools.pairwise(spans))
     for name in names:
         assert await _behind(tmp_path / ".lifeline" / f"{name}.db") == 0
+
+
+async def test_rows_other_processes_write_are_folded_by_the_sweep(tmp_path: Path) -> None:
+    """An import or `lifeline sessions` writes beside `serve`, which hears of no session:
+    the sweep looks at every shared line again and folds the one now far behind."""
+    b = make_node(tmp_path)
+    line_file = tmp_path / ".lifeline" / "ledger.db"
+    upkeep = ReadUpkeep(lambda name: b.home.lines.files.open(name), threshold=10, quiet_s=0)
+    upkeep.sweep(lambda: ["ledger"], every_s=0.2)
+    try:
+        await write(b, chain(5, "few"))  # under the threshold: left to the readers
+        await asyncio.sleep(0.6)
+        assert await _behind(line_file) == 5 and upkeep.runs == []
+        await write(b, chain(30, "many"))
+        await _until_folded(line_file, deadline_s=20)
+    finally:
+        await upkeep.close()
+    assert [rows for _line, rows, _s in upkeep.runs] == [35]
