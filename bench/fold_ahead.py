@@ -1,6 +1,6 @@
 """The first reads of a line that took a large load, with and without `serve` (decision 0103).
 
-    python bench/fold_ahead.py [--n 1000000] [--baseline TREE] [--cache DIR]
+    python bench/fold_ahead.py [--n 1000000] [--baseline TREE] [--cache DIR] [--laptop]
 
 The line is bench/full_sync.py's (n signed entries, built once in ``--cache``), copied as
 a large pull leaves it: every row past the truth's and the recall index's marks. Per tree:
@@ -12,6 +12,12 @@ a large pull leaves it: every row past the truth's and the recall index's marks.
    `lifeline log` (a write, waiting for at most one part) while the fold runs and after,
    then `lifeline context` and `lifeline recall` once it is done.
 
+With ``--laptop``, instead, a new laptop's path of issue 37 on that line: the node joined
+to the mesh pulls it shallow (`sync --shallow`), reads its context, then runs `serve`,
+which deepens the line from the serving node in the background (decision 0082). Printed:
+the time until the history is whole (the shallow boundary empty), until nothing is left
+to fold, serve's CPU meanwhile, and `context` and `recall` then.
+
 Every figure is a real CLI process's wall time. With ``--baseline TREE`` the same runs
 with TREE's code (which does not fold under serve) follow, for a side-by-side view.
 Prints figures; not a test.
@@ -20,6 +26,7 @@ Prints figures; not a test.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sqlite3
@@ -113,16 +120,97 @@ def one_tree(tree: Path, served: Path, tmp: Path, n: int) -> None:
         proc.communicate(timeout=120)
 
 
+def _boundary(line: Path) -> int:
+    conn = sqlite3.connect(f"file:{line}?mode=ro", uri=True, timeout=30)
+    try:
+        return int(conn.execute("SELECT count(*) FROM shallow_boundary").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _serve_laptop(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve"]
+    argv += ["--listen", "127.0.0.1:0", "--no-discovery", "--log-format", "json"]
+    log = (root.parent / "laptop-serve.log").open("w")  # its sessions, deepening and folds
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    if not first.startswith("listening on"):
+        proc.kill()
+        raise SystemExit(f"serve did not start: {first!r}")
+    return proc
+
+
+def one_laptop(tree: Path, served: Path, template: Path, tmp: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    print(f"tree {tree}", flush=True)
+    laptop = tmp / "laptop"
+    shutil.rmtree(laptop, ignore_errors=True)
+    shutil.copytree(template, laptop)
+    line = laptop / ".lifeline" / "ledger.db"
+    for leftover in line.parent.glob("ledger.db*"):
+        leftover.unlink()
+    source, address = _serve(served, env, [])
+    try:
+        started = time.monotonic()
+        pull = [sys.executable, "-m", "lifeline_mesh", "--root", str(laptop), "sync"]
+        subprocess.run(
+            [*pull, "--shallow", address],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            check=True,
+            timeout=600,
+        )
+        shallow = time.monotonic() - started
+        first = _timed(env, laptop, "context")
+        print(f"  sync --shallow {shallow:.2f} s, then context {first:.2f} s", flush=True)
+        proc = _serve_laptop(laptop, env)
+        try:
+            cpu0, started = _cpu_s(proc.pid), time.monotonic()
+            whole = None
+            while time.monotonic() - started < 900:
+                if whole is None and _boundary(line) == 0:
+                    whole = time.monotonic() - started
+                if whole is not None and (
+                    _behind(line) == 0 or time.monotonic() - started > whole + 120
+                ):
+                    break
+                time.sleep(0.5)
+            done, cpu = time.monotonic() - started, _cpu_s(proc.pid) - cpu0
+            behind = _behind(line)
+            print(
+                f"  under serve: history whole after {whole or 0:.1f} s;"
+                f" {'folded' if behind == 0 else f'{behind:,} rows behind'} after {done:.1f} s"
+                f" (serve CPU {cpu:.1f} s)",
+                flush=True,
+            )
+            print(f"  then: {_reads(env, laptop)}", flush=True)
+        finally:
+            proc.terminate()
+            proc.communicate(timeout=120)
+        for event in (tmp / "laptop-serve.log").read_text().splitlines():
+            if any(word in event for word in ("deepen", "folded", "session")):
+                record = json.loads(event)
+                print(f"    serve: {record['ts'][11:23]} {record['message']}", flush=True)
+    finally:
+        source.terminate()
+        source.communicate(timeout=120)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--baseline", type=Path, help="another tree, measured after this one")
     parser.add_argument("--cache", type=Path, default=HERE / "out" / "full_sync")
+    parser.add_argument("--laptop", action="store_true", help="a new laptop's shallow join")
     args = parser.parse_args()
-    served, _puller = build(args.cache, args.n)
+    served, puller = build(args.cache, args.n)
     with tempfile.TemporaryDirectory(prefix="fold-ahead-") as tmp:
         for tree in [TREE] + ([args.baseline.resolve()] if args.baseline else []):
-            one_tree(tree, served, Path(tmp), args.n)
+            if args.laptop:
+                one_laptop(tree, served, puller, Path(tmp))
+            else:
+                one_tree(tree, served, Path(tmp), args.n)
 
 
 if __name__ == "__main__":
