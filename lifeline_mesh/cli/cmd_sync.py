@@ -10,6 +10,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from lifeline.cli.common import Commands, add_json_option, add_line_option, print_json
+from lifeline.cli.progress import Progress, progress_for
 from lifeline.errors import ConfigError, NotAuthenticated, PeerError
 from lifeline.file_modes import repair_modes
 from lifeline.ignore import ensure_ignore_file
@@ -88,7 +89,8 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         parents=[parent],
         help="run one sync session with a peer",
         description="Sync every shared line with PEER (only LINE with --line), one session "
-        "per line, and report what moved.",
+        "per line, and report what moved. On a terminal, a counter on stderr shows the "
+        "entries and signatures stored so far.",
     )
     p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
     add_line_option(p, "sync only this line (default: every shared line)")
@@ -271,7 +273,8 @@ async def cmd_sync(args: argparse.Namespace) -> int:
         elif args.push:
             reports = await push_lines(node, args.peer, lines)
         else:
-            reports = await node.sync(args.peer, lines)
+            with _Stored(args, args.peer) as shown:
+                reports = await node.sync(args.peer, lines, progress=shown)
     except NotAuthenticated as exc:
         if not args.insecure:
             raise
@@ -291,6 +294,33 @@ async def cmd_sync(args: argparse.Namespace) -> int:
                     f"{report.line!r} only receives)"
                 )
     return 0
+
+
+class _Stored:
+    """`sync`'s counter on a terminal (stderr, not with ``--json``): a large pull says how
+    far it is, a line at a time, as its received batches are stored."""
+
+    def __init__(self, args: argparse.Namespace, peer: str) -> None:
+        self.args, self.peer = args, peer
+        self.shown: Progress | None = None
+        self.line: str | None = None
+
+    def __enter__(self) -> _Stored:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.shown is not None:
+            self.shown.close()
+
+    def __call__(self, report: SyncReport) -> None:
+        if self.shown is None or report.line != self.line:
+            self.__exit__()
+            self.line = report.line
+            self.shown = progress_for(self.args, f"line {report.line!r} from {self.peer}:")
+        self.shown.update(
+            report.entries_added,
+            note=f"entries and {report.attestations_added:,} signatures and statements stored",
+        )
 
 
 def _report_text(r: SyncReport, peer: str) -> str:

@@ -51,7 +51,7 @@ from lifeline_mesh.peering.table import PeerState
 from lifeline_mesh.peering.watches import Heard
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
-from lifeline_mesh.sync.driver import SyncReport
+from lifeline_mesh.sync.driver import Progress, SyncReport
 from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_lines
@@ -431,10 +431,14 @@ class Node:
         )
 
     async def sync(
-        self, peer: str, lines: Sequence[str], held: dict[str, int | None] | None = None
+        self,
+        peer: str,
+        lines: Sequence[str],
+        held: dict[str, int | None] | None = None,
+        progress: Progress | None = None,
     ) -> list[SyncReport]:
-        """One session per line with ``peer``; every line must be shared here. ``held``
-        gets, per line, the highest row the peer is known to hold after it (or None)."""
+        """One session per line with ``peer`` (each shared here); ``held`` gets, per line,
+        the highest row the peer holds after it (or None); ``progress``, see ``drive``."""
         for line in lines:
             if not self.is_shared(line):
                 raise Refused(
@@ -465,6 +469,7 @@ class Node:
                             fast=self.fast,
                             openings=self.openings,
                             channel=channel,
+                            progress=progress,
                         )
                         reports.append(report)
                         if self.metrics is not None:

@@ -51,7 +51,7 @@ from lifeline_mesh.sync.memory import SESSIONS
 from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet, Summarizing
 from lifeline_mesh.sync.readahead import ReadAhead
 
-__all__ = ["IDLE_TIMEOUT", "Channel", "SyncReport", "drive"]
+__all__ = ["IDLE_TIMEOUT", "Channel", "Progress", "SyncReport", "drive"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session 
 # nothing for this long, it sends a KeepAlive to a peer that reads them, so a long build on a
 # large line, or a backlog stored after a long transfer, is not taken for a dead peer.
 KEEP_ALIVE_EVERY = 15.0
+Progress = Callable[["SyncReport"], None]  # e.g. `lifeline-mesh sync`'s counter on a terminal
 ADMIT_DEPTH = 2  # received batches in flight: one being stored, the next being checked
 READ_AHEAD = 2  # frames received ahead of the session
 TRIM_EVERY = 16  # received batches stored between two returns of free heap memory
@@ -98,10 +99,12 @@ async def drive(
     clock: Callable[[], float] = time.monotonic,
     idle_timeout: float | None = None,
     fast: FastPaths = FAST,
+    progress: Progress | None = None,
 ) -> SyncReport:
-    """Run ``session`` to the end; raise a ProtocolError/PeerError when it fails."""
+    """Run ``session`` to the end; raise a ProtocolError/PeerError when it fails.
+    ``progress`` is told of the report after each received batch is stored."""
     with fast.applied():
-        return await _drive(session, channel, sets, first, clock, idle_timeout, fast)
+        return await _drive(session, channel, sets, first, clock, idle_timeout, fast, progress)
 
 
 async def _drive(
@@ -112,6 +115,7 @@ async def _drive(
     clock: Callable[[], float],
     idle_timeout: float | None,
     fast: FastPaths,
+    progress: Progress | None = None,
 ) -> SyncReport:
     idle = IDLE_TIMEOUT if idle_timeout is None else idle_timeout
     started = clock()
@@ -121,6 +125,7 @@ async def _drive(
         effects.extend(session.receive(first, clock()))
     by_name = {s.name: s for s in sets}
     admitter = _Admitter(report, ADMIT_DEPTH if fast.pipelined else 1, overlap=fast.pipelined)
+    admitter.progress = progress
     reader = ReadAhead(
         channel,
         depth=READ_AHEAD if fast.read_ahead else 0,
@@ -269,6 +274,7 @@ class _Admitter:
         # each batch's store, and whether it holds entries (else signatures or statements)
         self._tasks: deque[tuple[asyncio.Task[AdmitResult | None], bool]] = deque()
         self._settled = 0
+        self.progress: Progress | None = None  # told of the report after each batch stored
 
     @property
     def in_flight(self) -> bool:
@@ -317,6 +323,8 @@ class _Admitter:
                 self._report.attestations_added += result.added
             self._report.ts_lowered += result.updated
         self._settled += 1
+        if self.progress is not None:
+            self.progress(self._report)
         if self._settled % TRIM_EVERY == 0:
             SESSIONS.trim()  # freed batches, spread over several threads' heaps
         return []

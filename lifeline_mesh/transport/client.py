@@ -12,7 +12,7 @@ import grpc
 from lifeline.errors import LifelineError
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.recon.summaries import OPEN_CAPABILITY
-from lifeline_mesh.sync.driver import SyncReport, drive
+from lifeline_mesh.sync.driver import Progress, SyncReport, drive
 from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.channels import (
@@ -62,20 +62,22 @@ async def sync_line(
     fast: FastPaths = FAST,
     openings: PeerOpenings | None = None,
     channel: grpc.aio.Channel | None = None,
+    progress: Progress | None = None,
 ) -> SyncReport:
     """Reconcile ``line`` with the peer at ``target`` (``HOST:PORT``); ``openings`` is
     what the caller learned of its peers' hellos (kept up to date here). ``channel``: an
     open channel to ``target`` to run the session on (``ChannelPool``), instead of a
-    channel of its own made of ``credentials`` and ``extra_options``."""
+    channel of its own made of ``credentials`` and ``extra_options``. ``progress``: told
+    of the report after each received batch is stored."""
     limits = limits or SessionLimits()
     if openings is not None:
         limits = openings.limits_for(target, limits)
     if channel is not None:  # shared: a larger receive limit, the frame cap checked here
-        return await _session(channel, target, line, sets, limits, fast, openings)
+        return await _session(channel, target, line, sets, limits, fast, openings, progress)
     # The frame cap wins over the TLS defaults' sizes (the target name override stays).
     options = sized(extra_options, limits.max_frame_bytes + FRAME_HEADROOM)
     async with open_channel(target, credentials, options) as grpc_channel:
-        return await _session(grpc_channel, target, line, sets, limits, fast, openings)
+        return await _session(grpc_channel, target, line, sets, limits, fast, openings, progress)
 
 
 async def _session(
@@ -86,6 +88,7 @@ async def _session(
     limits: SessionLimits,
     fast: FastPaths,
     openings: PeerOpenings | None,
+    progress: Progress | None = None,
 ) -> SyncReport:
     call = grpc_channel.stream_stream(METHOD)()
     channel = ClientChannel(call, target, limits.max_frame_bytes + FRAME_HEADROOM)
@@ -93,7 +96,7 @@ async def _session(
         Role.INITIATOR, line, [(s.name, s.codec) for s in sets], time.monotonic(), limits
     )
     try:
-        report = await drive(session, channel, sets, fast=fast)
+        report = await drive(session, channel, sets, fast=fast, progress=progress)
         await channel.close()
     except LifelineError:
         call.cancel()

@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import pty
 import sqlite3
-import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -25,6 +22,7 @@ from lifeline.store.port import Store
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline
 from tests.support.entries import make_entry
+from tests.support.terminal import on_a_terminal
 
 
 async def _line(root: Path, count: int) -> None:
@@ -39,25 +37,7 @@ async def _line(root: Path, count: int) -> None:
 
 
 def _on_a_terminal(root: Path, *args: str) -> tuple[int, str]:
-    """Run the CLI with stderr on a pseudo-terminal; (exit status, what it drew there)."""
-    main, sub = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline", "--root", str(root), *args],
-        stdout=subprocess.DEVNULL,
-        stderr=sub,
-    )
-    os.close(sub)
-    drawn = b""
-    while True:
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        drawn += chunk
-    os.close(main)
-    return proc.wait(timeout=60), drawn.decode("utf-8", "replace")
+    return on_a_terminal([sys.executable, "-m", "lifeline", "--root", str(root), *args])
 
 
 @pytest.mark.parametrize(
