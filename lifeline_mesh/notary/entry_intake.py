@@ -12,12 +12,13 @@ import json
 import logging
 import sqlite3
 from collections import defaultdict
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Sequence
 
 from lifeline.entry import Entry
 from lifeline.store.port import AppendResult
 from lifeline_mesh.notary.admission import check_entry_times, future_dated
 from lifeline_mesh.notary.provenance import Intake, Outcome, SourceRow, split_refused
+from lifeline_mesh.notary.signed_times import SignedTimes
 
 __all__ = ["intake_rows", "signed_and_known", "take_entries"]
 
@@ -35,12 +36,11 @@ def _chunks(items: Sequence[str]) -> list[list[str]]:
 def signed_and_known(
     conn: sqlite3.Connection,
     entries: Sequence[Entry],
-    remembered: MutableMapping[str, str] | None,
+    remembered: SignedTimes | None,
 ) -> tuple[dict[str, set[str]], dict[str, str]]:
     """Each entry's author-signed ts held (an entry signed as dated maps to its own ts
     alone), and the ts of the batch's stored parents and of the batch itself.
-    ``remembered``: signatures stored earlier in the session (entry id -> signed ts); those
-    that match are taken out of it, being used once."""
+    ``remembered``: the author signatures stored earlier in the session."""
     own = {e.id: e.ts for e in entries}
     outside = sorted({p for e in entries for p in e.parents} - own.keys())
     # Only entries no held signature dates as they are dated can fail the check; when
@@ -48,9 +48,7 @@ def signed_and_known(
     unique = len(own) == len(entries)
     matched: set[str] = set()
     if unique and remembered:  # signed as dated by a signature stored in this session
-        # Taken out once used: an entry arrives once a session, and the table has the
-        # signature if it comes again (an initial sync's map then empties as it goes).
-        matched = {i for i, ts in own.items() if remembered.pop(i, None) == ts}
+        matched = {i for i, ts in own.items() if remembered.holds(i, ts)}
     signed: dict[str, set[str]] = defaultdict(set)
     for chunk in _chunks(sorted({i[:_KEY] for i in own if i not in matched})):
         marks = ",".join("?" * len(chunk))
@@ -82,7 +80,7 @@ def signed_and_known(
 def take_entries(
     conn: sqlite3.Connection,
     entries: Sequence[Entry],
-    remembered: MutableMapping[str, str] | None,
+    remembered: SignedTimes | None,
     blocked: set[str],
     skew_s: float,
     now: str | None = None,

@@ -47,6 +47,7 @@ from lifeline_mesh.notary.provenance import (
 from lifeline_mesh.notary.row_writes import ENTRY_KEY_CHARS, chunks, insert_attestations, is_empty
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
+from lifeline_mesh.notary.signed_times import SignedTimes
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.states import IdSums, StateOf, last_state, state_of
@@ -116,13 +117,6 @@ def receipts_naming(
     return found
 
 
-# Author signatures this object stored, remembered (entry id -> signed ts) so that the
-# entries they sign, arriving later in the same session, are checked without looking them
-# up again (an initial sync stores every signature before the entries). At most this many
-# (~250 bytes each); past it, entries are checked against the table as before.
-REMEMBERED_SIGNATURES = 100_000
-
-
 class NotaryStore(NotarySet[SqlLine]):
     """The attestations of one line. Create with :meth:`attach` on a line of the SQL tier.
 
@@ -130,7 +124,9 @@ class NotaryStore(NotarySet[SqlLine]):
     remembers of the signatures it stored lasts as long as the session; what it verified of
     earlier claims (``claims``) and the line's id sums are the line opener's."""
 
-    _remembered: dict[str, str] | None = None
+    # The author signatures this object stored, so that the entries they sign, arriving
+    # later in the session, are checked without a lookup (signed_times.py, decision 0105)
+    _remembered: SignedTimes | None = None
     id_sums: IdSums | None = None  # the line opener's, kept across sessions (states.py)
     _blocked: set[str] | None = None  # ids refused this session: their children wait too
 
@@ -249,17 +245,8 @@ class NotaryStore(NotarySet[SqlLine]):
 
     def _remember(self, atts: Sequence[Attestation]) -> None:
         if self._remembered is None:
-            self._remembered = {}
-        memory = self._remembered
-        room = REMEMBERED_SIGNATURES - len(memory)
-        for att in atts:
-            if room <= 0:
-                return
-            if att.role is Role.AUTHOR:
-                # An entry id has more than one signature only when its ts was edited: keep
-                # the first; the table has them all.
-                memory.setdefault(att.subject, att.ts)
-                room -= 1
+            self._remembered = SignedTimes()
+        self._remembered.add((a.subject, a.ts) for a in atts if a.role is Role.AUTHOR)
 
     async def add(self, atts: Sequence[Attestation]) -> int:
         """Store attestations this node just signed (no peer input, no checks needed)."""

@@ -13,7 +13,7 @@ from lifeline.entry import Entry
 from lifeline.errors import BadSignature, InvalidEntry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
-from lifeline_mesh.notary import storage
+from lifeline_mesh.notary import signed_times
 from lifeline_mesh.notary.notarized_set import NotarizedEntrySet
 from lifeline_mesh.notary.statement import Attestation, Role, decode, sign
 from lifeline_mesh.notary.storage import NotaryStore
@@ -50,7 +50,7 @@ async def test_an_edited_ts_is_refused_after_its_signature_arrived(
     tmp_path: Path, remembered: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 100: every signature remembered; 1: only the first; 0: none (the table alone)
-    monkeypatch.setattr(storage, "REMEMBERED_SIGNATURES", remembered)
+    monkeypatch.setattr(signed_times, "MAX_SIGNED_TIMES", remembered)
     entries = _chain(3)
     async with await SqliteStore.open(tmp_path / "line.db") as store:
         notary = await NotaryStore.attach(store, clock=lambda: NOW)
@@ -131,19 +131,18 @@ def test_an_author_statement_of_a_day_that_does_not_exist_is_refused(ts: str) ->
         decode(item)
 
 
-async def test_a_remembered_signature_is_let_go_once_its_entry_is_stored(tmp_path: Path) -> None:
-    """An initial sync stores every signature before the entries: what the session
-    remembers of them empties as the entries arrive (decision 0102), and an entry sent
-    again is checked against the table, an edited copy still refused."""
+async def test_what_a_session_remembers_of_its_signatures(tmp_path: Path) -> None:
+    """An initial sync stores every signature before the entries: the session keeps each
+    in 8 to 16 bytes (decision 0105), finds the entries signed as dated, an entry sent again
+    too, and still refuses an edited copy."""
     entries = _chain(4)
     async with await SqliteStore.open(tmp_path / "line.db") as store:
         notary = await NotaryStore.attach(store, clock=lambda: NOW)
         guarded = NotarizedEntrySet(EntrySet(store), notary)
         await _receive_signatures(notary, entries)
         assert notary._remembered is not None and len(notary._remembered) == 4
+        assert notary._remembered.nbytes() == 4096 * 8  # the table's first size
         assert await _admit(guarded, entries[:3]) == 3
-        assert set(notary._remembered) == {entries[3].id}
         assert await _admit(guarded, entries) == 1  # the three again: held already
-        assert notary._remembered == {}
         with pytest.raises(BadSignature, match="time was edited"):
             await notary.check_entries([entries[0].with_ts(EDITED)])
