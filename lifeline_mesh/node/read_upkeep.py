@@ -77,7 +77,10 @@ class ReadUpkeep:
 
         async def run() -> None:
             while True:
-                self.check(lines())
+                try:
+                    self.check(lines())
+                except LifelineError as exc:  # e.g. the config being rewritten: next time
+                    log.warning("could not list the lines to fold: %s", exc)
                 await asyncio.sleep(every_s)
 
         self._sweeper = asyncio.get_running_loop().create_task(run(), name="fold sweep")

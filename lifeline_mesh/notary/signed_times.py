@@ -4,9 +4,8 @@ An initial sync stores every author signature before the entries they sign (the 
 reconciled in that order). Each received entry must then be found signed as dated (DESIGN
 §5). Looking that up in the table costs a random read of the index and of the row: at a
 million entries, 14% of the pulling process's samples (decision 0102). So the notary
-remembers what it stored in the session.
-A map of entry id to signed ts held 100,000 of them at ~250 bytes each; past that,
-entries were looked up in the table again.
+remembers what it stored in the session. A map of entry id to signed ts held 100,000 of
+them at ~250 bytes each; past that, entries were looked up in the table again.
 
 :class:`SignedTimes` keeps each signature as a 64-bit digest of (entry id, ts), keyed by
 a random secret of the session. A sender cannot aim at a digest it cannot compute, so a

@@ -155,3 +155,30 @@ async def test_rows_other_processes_write_are_folded_by_the_sweep(tmp_path: Path
     finally:
         await upkeep.close()
     assert [rows for _line, rows, _s in upkeep.runs] == [35]
+
+
+async def test_the_sweep_outlives_a_config_it_cannot_read(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from lifeline.errors import ConfigError
+
+    b = make_node(tmp_path)
+    await write(b, chain(30, "later"))
+    calls = [0]
+
+    def lines() -> list[str]:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise ConfigError("config.json is being rewritten")
+        return ["ledger"]
+
+    upkeep = ReadUpkeep(lambda name: b.home.lines.files.open(name), threshold=10, quiet_s=0)
+    upkeep.sweep(lines, every_s=0.1)
+    try:
+        deadline = time.monotonic() + 20
+        while not upkeep.runs:
+            assert time.monotonic() < deadline, "not folded"
+            await asyncio.sleep(0.05)
+    finally:
+        await upkeep.close()
+    assert "could not list the lines to fold" in caplog.text
