@@ -110,8 +110,8 @@ class ReadUpkeep:
             started = time.monotonic()
             try:
                 async with self._open(line) as store:
-                    if await rows_behind(store) < self.threshold:
-                        return True
+                    if store.read_only or await rows_behind(store) < self.threshold:
+                        return True  # a read-only copy: its readers fold in memory
                     rows = await fold_line(store)
             except NotFound:
                 return False  # a shared line not made yet: its first session makes it

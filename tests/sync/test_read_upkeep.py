@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -182,3 +184,23 @@ async def test_the_sweep_outlives_a_config_it_cannot_read(
     finally:
         await upkeep.close()
     assert "could not list the lines to fold" in caplog.text
+
+
+async def test_a_read_only_line_is_left_to_its_readers(tmp_path: Path) -> None:
+    """A line in a folder `serve` cannot write opens read-only: nothing to fold, no
+    record and no log line every minute."""
+    b = make_node(tmp_path)
+    await write(b, chain(30, "ro"))
+
+    @asynccontextmanager
+    async def read_only(name: str) -> AsyncIterator[SqliteStore]:
+        async with b.home.lines.files.open(name) as store:
+            store.read_only = True  # as SqliteStore.open leaves a line it cannot write
+            yield store
+
+    upkeep = ReadUpkeep(read_only, threshold=10, quiet_s=0)
+    upkeep.check(["ledger"])
+    await upkeep.idle()
+    await upkeep.close()
+    assert upkeep.runs == []
+    assert await _behind(tmp_path / ".lifeline" / "ledger.db") == 30
