@@ -104,6 +104,12 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         checkpoint = _life(hub_a, "checkpoint", "--thread", "rollout", "--next", "ship okapi")
         assert checkpoint.returncode == 0
         assert "okapi" in _life(hub_b, "context").stdout  # the other process's root sees it
+        # pin and unpin read what is in force from the database's truth tables
+        _life(hub_a, "pin", from_hub[:12])
+        assert "## Pinned" in _life(hub_b, "context").stdout
+        _life(hub_b, "unpin", from_hub[:12])
+        assert "## Pinned" not in _life(hub_a, "context").stdout
+        assert _life(hub_a, "unpin", from_hub[:12], check=False).returncode == 2
         _mesh(laptop, "sync", sync_b, "--json")
         assert from_hub in _ids(laptop)
         assert "ship okapi" in _life(laptop, "context").stdout
