@@ -58,13 +58,19 @@ class SignedTimes:
             self._size += self._put(self._slots, self._digest(entry_id, ts))
 
     @staticmethod
-    def _put(slots: array[int], digest: int) -> int:
+    def _slot(slots: array[int], digest: int) -> int:
+        """The slot holding ``digest``, or the empty one where it would go."""
         mask = len(slots) - 1
         at = digest & mask
-        while (held := slots[at]) != 0:
-            if held == digest:
-                return 0
+        while (held := slots[at]) != 0 and held != digest:
             at = (at + 1) & mask
+        return at
+
+    @classmethod
+    def _put(cls, slots: array[int], digest: int) -> int:
+        at = cls._slot(slots, digest)
+        if slots[at]:
+            return 0
         slots[at] = digest
         return 1
 
@@ -76,12 +82,5 @@ class SignedTimes:
 
     def holds(self, entry_id: str, ts: str) -> bool:
         """Whether a signature of ``entry_id`` dated ``ts`` was remembered."""
-        digest = self._digest(entry_id, ts)
         slots = self._slots
-        mask = len(slots) - 1
-        at = digest & mask
-        while (held := slots[at]) != 0:
-            if held == digest:
-                return True
-            at = (at + 1) & mask
-        return False
+        return slots[self._slot(slots, self._digest(entry_id, ts))] != 0
