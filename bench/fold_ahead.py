@@ -42,15 +42,14 @@ TREE = HERE.parent
 sys.path.insert(0, str(TREE))
 
 from bench.full_sync import _cpu_s, _serve, build  # noqa: E402
+from lifeline.truth.upkeep import behind_in  # noqa: E402
 
 
 def _behind(line: Path) -> int:
+    """What the line's next reader would fold (the product's own count, read-only)."""
     conn = sqlite3.connect(f"file:{line}?mode=ro", uri=True, timeout=30)
     try:
-        top = conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0]
-        core = conn.execute("SELECT last_seq FROM truth_core").fetchone()
-        mark = conn.execute("SELECT seq FROM recall_mark").fetchone()[0]
-        return int(top - min(mark, core[0] if core else 0))
+        return behind_in(conn)
     finally:
         conn.close()
 
@@ -131,8 +130,8 @@ def _boundary(line: Path) -> int:
 def _serve_laptop(root: Path, env: dict[str, str]) -> subprocess.Popen[str]:
     argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve"]
     argv += ["--listen", "127.0.0.1:0", "--no-discovery", "--log-format", "json"]
-    log = (root.parent / "laptop-serve.log").open("w")  # its sessions, deepening and folds
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
+    with (root.parent / "laptop-serve.log").open("w") as log:  # sessions, deepening, folds
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=log, text=True, env=env)
     assert proc.stdout is not None
     first = proc.stdout.readline()
     if not first.startswith("listening on"):

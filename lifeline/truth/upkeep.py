@@ -19,7 +19,7 @@ from lifeline.store.tiers import SqlLine
 from lifeline.truth import recall, table
 from lifeline.truth.state import STATE_VERSION
 
-__all__ = ["FOLD_PART", "fold_line", "rows_behind"]
+__all__ = ["FOLD_PART", "behind_in", "fold_line", "rows_behind"]
 
 # Rows per part: ~60 ms of both folds on this machine (2 cores), the longest a writer
 # then waits; a million rows take as long in parts of 5,000 as in one (11.8 s).
@@ -31,8 +31,9 @@ def _has(conn: sqlite3.Connection, name: str) -> bool:
     return found is not None
 
 
-def _behind(conn: sqlite3.Connection) -> int:
-    """Rows past the truth's mark or the recall index's, whichever is further behind."""
+def behind_in(conn: sqlite3.Connection) -> int:
+    """Rows past the truth's mark or the recall index's, whichever is further behind (any
+    connection to the line file, a read-only one too)."""
     top = int(conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0])
     marks = []
     if _has(conn, "truth_core"):
@@ -48,7 +49,7 @@ def _behind(conn: sqlite3.Connection) -> int:
 
 async def rows_behind(store: SqlLine) -> int:
     """How many rows the line's first reader would fold now (a few primary-key reads)."""
-    return await store.run_read(_behind)
+    return await store.run_read(behind_in)
 
 
 def _fold_part(conn: sqlite3.Connection, rows: int) -> int:
@@ -56,7 +57,7 @@ def _fold_part(conn: sqlite3.Connection, rows: int) -> int:
         table.catch_up(conn, rows)
     if _has(conn, "recall_mark"):
         recall.catch_up(conn, rows)
-    return _behind(conn)
+    return behind_in(conn)
 
 
 async def fold_line(store: SqlLine, part: int | None = None) -> int:
