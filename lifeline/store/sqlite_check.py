@@ -71,17 +71,12 @@ def _verdict_path(path: Path) -> Path:
     return path.with_name(path.name + "-checked")
 
 
-def _identity(stat: os.stat_result) -> dict[str, int]:
-    return {"dev": stat.st_dev, "ino": stat.st_ino, "size": stat.st_size}
-
-
-def _believed(path: Path, now: float) -> bool:
+def _believed(path: Path, stat: os.stat_result, now: float) -> bool:
     """A sound check of this very file (same device and inode, not smaller) was made less
     than ``RECHECK_S`` ago."""
+    if stat.st_size <= ALWAYS_CHECKED_BYTES:
+        return False
     try:
-        stat = path.stat()
-        if stat.st_size <= ALWAYS_CHECKED_BYTES:
-            return False
         kept = json.loads(_verdict_path(path).read_text(encoding="utf-8"))
         same = kept["dev"] == stat.st_dev and kept["ino"] == stat.st_ino
         return bool(same and kept["size"] <= stat.st_size and 0 <= now - kept["at"] < RECHECK_S)
@@ -92,16 +87,16 @@ def _believed(path: Path, now: float) -> bool:
 def _keep_verdict(path: Path, stat: os.stat_result, at: float) -> None:
     if stat.st_size <= ALWAYS_CHECKED_BYTES:
         return
-    verdict = json.dumps({**_identity(stat), "at": at}).encode() + b"\n"
+    kept = {"dev": stat.st_dev, "ino": stat.st_ino, "size": stat.st_size, "at": at}
     with contextlib.suppress(OSError):  # not kept (a read-only folder): checked next time
-        write_atomic(_verdict_path(path), verdict, mode=PRIVATE_FILE)
+        write_atomic(_verdict_path(path), json.dumps(kept).encode() + b"\n", mode=PRIVATE_FILE)
 
 
 def _check_unless_believed(path: Path) -> list[str]:
     now = time.time()
-    if _believed(path, now):
-        return []
     stat = path.stat()  # before the check: a write meanwhile only makes the file larger
+    if _believed(path, stat, now):
+        return []
     problems = integrity_problems(path)
     if not problems:
         _keep_verdict(path, stat, now)
