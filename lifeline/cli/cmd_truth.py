@@ -14,7 +14,7 @@ from lifeline.cli.common import (
     print_json,
 )
 from lifeline.cli.common import positive_int as _positive
-from lifeline.entry import Entry
+from lifeline.entry import Entry, compute_id
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
@@ -244,17 +244,33 @@ async def cmd_correct(args: argparse.Namespace) -> int:
 async def cmd_pin(args: argparse.Namespace) -> int:
     async with open_line(args) as store:
         target = await store.resolve(args.id)
-        lt = await read_shown(store)  # what is superseded, not every item (1M: 1.8 s, 290 MB)
-        if lt.truth.is_superseded(target.id):
+        truth = (await read_shown(store)).truth  # what is superseded, not every item
+        if truth.is_superseded(target.id):
             raise InvalidEntry(f"{target.id[:12]} is superseded; pin the entry that replaced it")
+        draft = await _pin_note(store, target, set(truth.pin_notes.get(target.id, ())))
+        return await _write(args, store, draft)
+
+
+async def _pin_note(store: Store, target: Entry, in_force: set[str]) -> Draft:
+    """The pin note for ``target``. Ids leave out the time, so a pin of the same words as
+    an earlier one that was unpinned since would be that superseded note again: the new
+    note names the old one as a parent (again and again, on every pin after an unpin)."""
+    parents: tuple[str, ...] = (target.id,)
+    while True:
         draft = Draft(
             kind="note",
             summary=f"pin: {' '.join(target.summary.split())}"[:200],
             body=f"pin: {target.id}",
             author=default_author(),
-            parents=(target.id,),
+            parents=parents,
         )
-        return await _write(args, store, draft)
+        note = compute_id(
+            draft.kind, draft.author, draft.agent, draft.provider, draft.model,
+            draft.summary, draft.body, parents,
+        )  # fmt: skip
+        if note in in_force or not await store.contains([note]):
+            return draft  # pinned by this very note already, or a new note
+        parents = (target.id, note)
 
 
 async def cmd_unpin(args: argparse.Namespace) -> int:

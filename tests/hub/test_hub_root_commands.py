@@ -110,6 +110,8 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         _life(hub_b, "unpin", from_hub[:12])
         assert "## Pinned" not in _life(hub_a, "context").stdout
         assert _life(hub_a, "unpin", from_hub[:12], check=False).returncode == 2
+        _life(hub_b, "pin", from_hub[:12])  # again, after the unpin: a new pin note
+        assert "## Pinned" in _life(hub_a, "context").stdout
         _mesh(laptop, "sync", sync_b, "--json")
         assert from_hub in _ids(laptop)
         assert "ship okapi" in _life(laptop, "context").stdout

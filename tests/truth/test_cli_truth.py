@@ -137,6 +137,22 @@ def test_pin_and_unpin_read_what_is_in_force(line: dict[str, str]) -> None:
     assert "## Pinned" not in ok(root, "context")
 
 
+def test_pin_again_after_unpin(line: dict[str, str]) -> None:
+    """Ids leave out the time: a second pin of the same words after an unpin must not be
+    the first, superseded note again, nor the third the second."""
+    root = Path(line["root"])
+    notes = []
+    for _ in range(3):
+        notes.append(ok(root, "pin", line["pg"][:10]).strip())
+        assert ok(root, "pin", line["pg"][:10]).strip() == notes[-1]  # pinned: the same note
+        assert f"## Pinned\n\n- `{line['pg'][:12]}`" in ok(root, "context")
+        ok(root, "unpin", line["pg"][:10])
+        assert "## Pinned" not in ok(root, "context")
+    assert len(set(notes)) == 3
+    ok(root, "pin", line["pg"][:10])
+    assert f"## Pinned\n\n- `{line['pg'][:12]}`" in ok(root, "context")
+
+
 def test_context_budget_formats_and_query(line: dict[str, str]) -> None:
     root = Path(line["root"])
     small = ok(root, "context", "--budget", "400")
