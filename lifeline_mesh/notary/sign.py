@@ -198,6 +198,13 @@ async def sign_state(
         if last is not None:
             if last.state_key == (str(state.count), state.fingerprint, tips_digest(state.tips)):
                 return []
+            if last.summary_count > state.count and state.shallow:
+                log.info(
+                    "line %s is shallow: it holds %d entries of the %d this node signed at "
+                    "%s; no state signed until a full `lifeline-mesh sync` deepens it",
+                    line, state.count, last.summary_count, last.ts,
+                )  # fmt: skip
+                return []
             if last.summary_count > state.count:
                 log.warning(
                     "line %s holds %d entries, fewer than the %d this node signed at %s; "

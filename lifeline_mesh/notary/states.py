@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from lifeline.errors import InvalidEntry
+from lifeline.store.shallow import boundary_size
 from lifeline.store.summary import ENTRIES_SET, read_totals, table_mark
 from lifeline_mesh.notary.claims import file_key
 from lifeline_mesh.notary.statement import Attestation, Role, decode
@@ -98,6 +99,7 @@ class StateOf:
     count: int
     fingerprint: str
     tips: tuple[str, ...]
+    shallow: bool = False  # the line holds what is in force, not its history (0063)
 
 
 def state_of(conn: sqlite3.Connection, sums: IdSums | None = None) -> StateOf:
@@ -105,7 +107,7 @@ def state_of(conn: sqlite3.Connection, sums: IdSums | None = None) -> StateOf:
     line file and brought up to date from the rows added since, see ``_id_sums``)."""
     count, total = _id_sums(conn, {} if sums is None else sums)
     tips = tuple(r[0] for r in conn.execute("SELECT id FROM tips ORDER BY id"))
-    return StateOf(count, _fingerprint(total, count), tips)
+    return StateOf(count, _fingerprint(total, count), tips, boundary_size(conn) > 0)
 
 
 def last_state(conn: sqlite3.Connection, node_id: str, line: str) -> Attestation | None:

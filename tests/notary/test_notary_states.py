@@ -4,6 +4,7 @@ every ancestor of their tips (decision 0015)."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
+from lifeline.store.shallow import record_boundary
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.notary.rules import Policy, check_attestations
@@ -66,7 +68,9 @@ def test_more_tips_than_a_statement_carries_are_signed_in_parts() -> None:
     assert all(len(p.item) < 72 * 1024 for p in parts)
 
 
-async def test_a_node_signs_each_state_once(tmp_path: Path) -> None:
+async def test_a_node_signs_each_state_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     entries = _chain(5)
     async with await SqliteStore.open(tmp_path / "line.db") as store:
         await store.append_many(entries[:3])
@@ -83,7 +87,16 @@ async def test_a_node_signs_each_state_once(tmp_path: Path) -> None:
         gone = entries[4].id
         await store.run_write(lambda c: c.execute("DELETE FROM entries WHERE id = ?", (gone,)))
         # a truncated store is not signed again (its earlier, larger state stands)
+        caplog.set_level(logging.INFO, "lifeline_mesh.notary.sign")
         assert await attest_state(store, A, "ledger", "2026-03-01T12:03:00.000000Z") == []
+        [warned] = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert "fewer than the 5 this node signed" in warned.getMessage()
+        # a shallow line holds fewer on purpose: said so, no call to verify
+        caplog.clear()
+        await store.run_write(lambda c: record_boundary(c, {"ab" * 32: 0}))
+        assert await attest_state(store, A, "ledger", "2026-03-01T12:04:00.000000Z") == []
+        [said] = caplog.records
+        assert said.levelno == logging.INFO and "is shallow" in said.getMessage()
 
 
 def test_every_ancestor_of_a_tip_is_witnessed_in_one_pass() -> None:
