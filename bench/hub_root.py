@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -190,9 +190,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another tree to run side by side")
     args = parser.parse_args()
+    on_a_server(lambda url: run(args, url))
+
+
+def on_a_server(run: Callable[[str], None]) -> None:
+    """``run(url)`` on ``LIFELINE_TEST_PG``, else on a throwaway cluster."""
     given = os.environ.get("LIFELINE_TEST_PG")
     if given:
-        run(args, given)
+        run(given)
         return
     bin_dir = server_binaries()
     if bin_dir is None:
@@ -200,7 +205,7 @@ def main() -> None:
     cluster = Cluster(bin_dir)
     cluster.start()
     try:
-        run(args, cluster.url)
+        run(cluster.url)
     finally:
         cluster.stop()
 

@@ -45,7 +45,9 @@ CHUNK = 250
 # thousands of unjoined thread leaves stays writable (decision 0018).
 JOIN_TIPS = 8
 
-Tip = tuple[str, str]  # (id, body) of a tip, as the store reads it for choose_parents
+# (id, body) of a tip, as the store reads it for choose_parents; a store may leave out
+# tips and bodies that could not change the choice (lifeline/store/sqlite_reads.py)
+Tip = tuple[str, str]
 
 
 def choose_parents(tips: Sequence[Tip], body: str, cap: int = JOIN_TIPS) -> tuple[str, ...]:
@@ -136,9 +138,19 @@ class TipsAppender(Protocol):
         self,
         build: Callable[[Sequence[Tip]], Entry],
         *,
+        thread: str | None = None,
+        cap: int,
         dedup_key: str | None = None,
         within: InTransaction | None = None,
     ) -> tuple[Entry, bool]: ...
+
+
+@runtime_checkable
+class TipsReader(Protocol):
+    """A store that reads only the tips a write could join (optional): the newest
+    ``cap + 1``, and those whose body may name ``thread``, newest first."""
+
+    async def tips_for_write(self, thread: str | None, cap: int) -> list[Tip]: ...
 
 
 @runtime_checkable
@@ -192,6 +204,7 @@ class Ledger:
         # (bench/history/figures-behind-the-code.md)
         self._onto_tips = store.append_onto_tips if isinstance(store, TipsAppender) else None
         self._chunked = store.append_chunks if isinstance(store, ChunkAppender) else None
+        self._tips_reader = store.tips_for_write if isinstance(store, TipsReader) else None
 
     async def _after_append(self, entries: Sequence[Entry]) -> None:
         for hook in self._hooks:
@@ -218,7 +231,11 @@ class Ledger:
         return entry
 
     async def _default_parents(self, body: str) -> tuple[str, ...]:
-        """:func:`choose_parents` over a store without :class:`TipsAppender`."""
+        """:func:`choose_parents` over a store without :class:`TipsAppender`: from the tips
+        it reads (a :class:`TipsReader`), else from every tip with its height."""
+        if self._tips_reader is not None:
+            read = await self._tips_reader(thread_of(body), self._join_cap())
+            return choose_parents(read, body, self._join_cap())
         tips = await self.store.tips()
         if len(tips) <= self._join_cap():
             return tuple(tips)
@@ -251,7 +268,11 @@ class Ledger:
             # one thread hop: dedup lookup, tips, build, write, sign and re-read in one
             # transaction
             entry, created = await self._onto_tips(
-                partial(self._checked, draft), dedup_key=draft.dedup_key, within=self._within
+                partial(self._checked, draft),
+                thread=thread_of(draft.body),
+                cap=self._join_cap(),
+                dedup_key=draft.dedup_key,
+                within=self._within,
             )
             if created:
                 await self._after_append([entry])

@@ -191,6 +191,16 @@ class PgDatabase:
             await self.pool.close()
 
 
+_TIPS = (
+    "SELECT t.id, {body}, e.height, e.ts FROM tips t"
+    " JOIN entries e ON e.line_id = t.line_id AND e.id = t.id WHERE t.line_id = $1"
+)
+_NEWEST_TIPS = (
+    _TIPS.format(body="''::text") + " ORDER BY e.height DESC, e.ts DESC, e.id DESC LIMIT $2"
+)
+_NAMING = _TIPS.format(body="e.doc::json->>'body'") + " AND strpos(e.doc::json->>'body', $2) > 0"
+
+
 class PgStore:
     """One line of a :class:`PgDatabase`. Open with :meth:`open`, or ``db.line(name)``."""
 
@@ -357,6 +367,15 @@ class PgStore:
             "SELECT id FROM tips WHERE line_id = $1 ORDER BY id LIMIT $2", limit
         )
         return [bytes(r[0]).hex() for r in rows]
+
+    async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str]]:
+        """The tips a local write could join (lifeline/store/sqlite_reads.py's
+        ``tips_for_write``), not every key of the line."""
+        rows = list(await self._fetch(_NEWEST_TIPS, cap + 1))
+        if thread is not None and len(rows) > cap:
+            rows = list({r[0]: r for r in [*rows, *await self._fetch(_NAMING, thread)]}.values())
+            rows.sort(key=lambda r: (r[2], r[3], bytes(r[0])), reverse=True)
+        return [(bytes(r[0]).hex(), r[1]) for r in rows]
 
     async def count(self) -> int:
         return (await self.entry_totals()).count

@@ -35,7 +35,13 @@ from lifeline.store.sqlite_open import (
     store_failure,
     unwritable,
 )
-from lifeline.store.sqlite_reads import COLUMNS, decode_or_raise, decoded_by_id, pages
+from lifeline.store.sqlite_reads import (
+    COLUMNS,
+    decode_or_raise,
+    decoded_by_id,
+    pages,
+    tips_for_write,
+)
 from lifeline.store.sqlite_writes import (
     InTransaction,
     append_tx,
@@ -53,13 +59,6 @@ from lifeline.store.summary import (
 
 __all__ = ["SqliteStore"]
 
-# The tips with their bodies, newest first in stream order (lifeline.ledger.choose_parents).
-# CROSS JOIN keeps the tips as the outer loop: with a plain JOIN the planner walks every
-# entry by the order index and probes the tips, O(line) per write.
-TIPS_NEWEST_FIRST = (
-    "SELECT e.id, e.body FROM tips t CROSS JOIN entries e ON e.id = t.id"
-    " ORDER BY e.height DESC, e.ts DESC, e.id DESC"
-)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -257,13 +256,16 @@ class SqliteStore:
         self,
         build: Callable[[Sequence[tuple[str, str]]], Entry],
         *,
+        thread: str | None = None,
+        cap: int,
         dedup_key: str | None = None,
         within: InTransaction | None = None,
     ) -> tuple[Entry, bool]:
         """Store ``build(tips)``, with the tips read in the same write transaction.
 
         ``tips`` are ``(id, body)`` pairs, newest first in stream order (height, ts, id
-        descending), for :func:`lifeline.ledger.choose_parents`.
+        descending), for :func:`lifeline.ledger.choose_parents` joining at most ``cap`` of
+        them for a write in ``thread``; only those that could matter (``tips_for_write``).
 
         One thread hop for a whole local write, and no window in which another writer's
         entry could land between reading the tips and writing onto them. With ``dedup_key``
@@ -279,7 +281,7 @@ class SqliteStore:
                 ).fetchone()
                 if row is not None:
                     return decode_or_raise(self.path, row), False
-            tips = conn.execute(TIPS_NEWEST_FIRST).fetchall()
+            tips = tips_for_write(conn, thread, cap)
             entry = build(tips)
             if append_tx(conn, [entry]).added:
                 if within is not None:
@@ -448,6 +450,9 @@ class SqliteStore:
             ).fetchall()
         )
         return [r[0] for r in rows]
+
+    async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str]]:
+        return await self.run_read(lambda conn: tips_for_write(conn, thread, cap))
 
     async def count(self) -> int:
         row = await self.run_read(

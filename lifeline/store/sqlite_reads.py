@@ -19,17 +19,41 @@ from lifeline.store.sqlite_writes import id_chunks
 
 __all__ = [
     "COLUMNS",
+    "NEWEST_TIPS",
     "STREAM_CHUNK",
     "decode_or_raise",
     "decoded_by_id",
     "page",
     "pages",
+    "tips_for_write",
 ]
 
 log = logging.getLogger(__name__)
 
 COLUMNS = "seq, id, ts, kind, author, agent, provider, model, summary, body, parents, dedup_key"
 STREAM_CHUNK = 2_000
+
+# The tips newest first in stream order (height, ts, id descending). CROSS JOIN keeps the
+# tips as the outer loop: with a plain JOIN the planner walks every entry by the order
+# index and probes the tips, O(line) per write.
+_TIPS = "SELECT e.id, {body}, e.height, e.ts FROM tips t CROSS JOIN entries e ON e.id = t.id"
+_NEWEST = " ORDER BY e.height DESC, e.ts DESC, e.id DESC"
+NEWEST_TIPS = _TIPS.format(body="''") + _NEWEST + " LIMIT ?"
+_NAMING = _TIPS.format(body="e.body") + " WHERE instr(e.body, ?) > 0"
+
+
+def tips_for_write(conn: sqlite3.Connection, thread: str | None, cap: int) -> list[tuple[str, str]]:
+    """The tips a local write chooses its parents from (lifeline.ledger.choose_parents),
+    newest first, as ``(id, body)``: the newest ``cap + 1`` without their bodies, and,
+    when there are more and the write is in ``thread``, every tip whose body holds that
+    name, with its body. ``choose_parents`` chooses from these what it would from every
+    tip with its body, without a line of many tips (a rogue member can push 20,000 a
+    call) read whole, bodies and all, on every write."""
+    rows = conn.execute(NEWEST_TIPS, (cap + 1,)).fetchall()
+    if thread is not None and len(rows) > cap:
+        rows = list({r[0]: r for r in [*rows, *conn.execute(_NAMING, (thread,))]}.values())
+        rows.sort(key=lambda r: (r[2], r[3], r[0]), reverse=True)
+    return [(r[0], r[1]) for r in rows]
 
 
 def page(

@@ -198,18 +198,13 @@ async def sign_state(
         if last is not None:
             if last.state_key == (str(state.count), state.fingerprint, tips_digest(state.tips)):
                 return []
-            if last.summary_count > state.count and state.shallow:
-                log.info(
-                    "line %s is shallow: it holds %d entries of the %d this node signed at "
-                    "%s; no state signed until a full `lifeline-mesh sync` deepens it",
+            if last.summary_count > state.count:  # truncated, or shallow (as it should)
+                log.log(
+                    logging.INFO if state.shallow else logging.WARNING,
+                    "line %s holds %d entries, fewer than the %d this node signed at %s; %s",
                     line, state.count, last.summary_count, last.ts,
-                )  # fmt: skip
-                return []
-            if last.summary_count > state.count:
-                log.warning(
-                    "line %s holds %d entries, fewer than the %d this node signed at %s; "
-                    "no state signed (run `lifeline-mesh verify`)",
-                    line, state.count, last.summary_count, last.ts,
+                    "it is shallow: no state signed until a full sync deepens it"
+                    if state.shallow else "no state signed (run `lifeline-mesh verify`)",
                 )  # fmt: skip
                 return []
         return state_statements(identity, line, state, stamp)

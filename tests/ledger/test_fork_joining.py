@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,14 @@ from lifeline.entry import Entry
 from lifeline.home import Home
 from lifeline.ledger import JOIN_TIPS, Draft, Ledger, choose_parents
 from lifeline.store.memory import MemoryStore
-from lifeline.store.sqlite import TIPS_NEWEST_FIRST, SqliteStore
+from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_reads import NEWEST_TIPS, tips_for_write
+from lifeline.truth.parse import thread_of
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline_mesh.home.node_home import NodeHome
 from tests.support.clirun import lifeline
 from tests.support.mcp_client import call_tool, mcp_client
+from tests.support.pg_server import open_test_store
 
 THREADS = 150
 LEAVES = 900
@@ -78,10 +82,12 @@ def test_choose_parents_rules() -> None:
     assert choose_parents([], "") == ()
 
 
-@pytest.mark.parametrize("adapter", ["sqlite", "memory"])
-async def test_a_leafy_line_stays_writable_and_converges(tmp_path: Path, adapter: str) -> None:
+@pytest.mark.parametrize("adapter", ["sqlite", "memory", "postgres"])
+async def test_a_leafy_line_stays_writable_and_converges(
+    request: pytest.FixtureRequest, tmp_path: Path, adapter: str
+) -> None:
     entries = _leafy_line()
-    store = await SqliteStore.open(tmp_path / "l.db") if adapter == "sqlite" else MemoryStore()
+    store = await open_test_store(request, adapter, tmp_path)
     try:
         await store.append_many(entries)
         tips = len(await store.tips())
@@ -99,19 +105,27 @@ async def test_a_leafy_line_stays_writable_and_converges(tmp_path: Path, adapter
         await store.close()
 
 
-async def test_sqlite_and_memory_choose_the_same_parents(tmp_path: Path) -> None:
+async def test_every_backend_chooses_the_same_parents(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
     entries = _leafy_line()
     chosen = []
-    for store in (await SqliteStore.open(tmp_path / "l.db"), MemoryStore()):
+    for kind in ("sqlite", "memory", "postgres"):
+        store = await open_test_store(request, kind, tmp_path)
         await store.append_many(entries)
         ledger = Ledger(store, clock=lambda: "2026-01-01T00:00:00.000000Z")
         entry, _ = await ledger.append(Draft(kind="note", summary="same"))
         batch = await ledger.append_many(
             [Draft(kind="note", summary="b1"), Draft(kind="note", summary="b2")]
         )
-        chosen.append((entry.parents, batch.added))
+        threaded, _ = await ledger.append(Draft(kind="note", summary="t", body="thread: t5"))
+        more = await ledger.append_many([Draft(kind="note", summary="u", body="thread: t6")])
+        [in_t6] = await store.get_many(more.added)
+        chosen.append((entry.parents, batch.added, threaded.parents, in_t6.parents))
         await store.close()
-    assert chosen[0] == chosen[1]
+    assert chosen[0] == chosen[1] == chosen[2]
+    assert _thread_head(entries, "t5") in chosen[0][2]
+    assert _thread_head(entries, "t6") in chosen[0][3]
 
 
 async def test_concurrent_forks_converge() -> None:
@@ -168,7 +182,36 @@ async def test_reading_the_tips_never_walks_the_line(tmp_path: Path) -> None:
     async with await SqliteStore.open(tmp_path / "l.db") as store:
         await store.append_many(_leafy_line())
         plan = await store.run_read(
-            lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {TIPS_NEWEST_FIRST}").fetchall()
+            lambda conn: conn.execute(f"EXPLAIN QUERY PLAN {NEWEST_TIPS}", (9,)).fetchall()
         )
     steps = [row[3] for row in plan]
     assert steps[0].startswith("SCAN t") and "entries_order" not in " ".join(steps), steps
+
+
+async def test_a_write_reads_only_the_tips_that_could_be_chosen(tmp_path: Path) -> None:
+    """The tips a write reads (the newest, and those that may be in its thread) give the
+    parents every tip with its body would, on a line of many tips in many threads."""
+    entries = _leafy_line()
+    async with await SqliteStore.open(tmp_path / "l.db") as store:
+        await store.append_many(entries)
+
+        def every_tip(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+            rows = conn.execute(
+                "SELECT e.id, e.body FROM tips t CROSS JOIN entries e ON e.id = t.id"
+                " ORDER BY e.height DESC, e.ts DESC, e.id DESC"
+            )
+            return rows.fetchall()
+
+        tips = await store.run_read(every_tip)
+        assert len(tips) == THREADS + LEAVES
+        for body in ("", "thread: t7", "thread: t1", "thread: t149\nnext:\n  - x", "thread: none"):
+            thread = thread_of(body)
+            for cap in (1, 3, JOIN_TIPS):
+                read = await store.run_read(lambda c: tips_for_write(c, thread, cap))  # noqa: B023
+                assert choose_parents(read, body, cap) == choose_parents(tips, body, cap)
+                naming = 0 if thread is None else sum(thread in b for _i, b in tips)
+                assert len(read) <= cap + 1 + naming  # "t1" is in t1, t10, t149...
+                assert all(b == "" or thread in b for _i, b in read)
+        # a line of no more tips than the cap: every tip, and no body is read
+        few = await store.run_read(lambda c: tips_for_write(c, "t7", len(tips)))
+        assert [i for i, _b in few] == [i for i, _b in tips] and {b for _i, b in few} == {""}

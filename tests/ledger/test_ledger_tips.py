@@ -31,19 +31,25 @@ async def test_sqlite_and_memory_give_the_same_entries(tmp_path: Path) -> None:
 
 
 class _KeysCounted(SqliteStore):
-    """The SQLite store, counting how often the whole line's keys are read."""
+    """The SQLite store, counting how often a write's tips are read, and how often the
+    whole line's keys (never: it reads only the tips a write could join)."""
 
     keys_read = 0
+    whole_line_read = 0
+
+    async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str]]:
+        type(self).keys_read += 1
+        return await super().tips_for_write(thread, cap)
 
     async def keys(self):  # type: ignore[no-untyped-def]
-        type(self).keys_read += 1
+        type(self).whole_line_read += 1
         return await super().keys()
 
 
 async def test_a_batch_with_its_parents_never_reads_the_lines_tips(tmp_path: Path) -> None:
     """A sessions line has a tip per session: past the join cap, finding which tips a
-    draft joins reads every key of the line. A batch whose drafts all name their parents
-    (every ingest) joins none, so it reads none: an ingest stays linear in the line."""
+    draft joins reads the tips (once every key of the line). A batch whose drafts all name
+    their parents (every ingest) joins none, so it reads none."""
     async with await _KeysCounted.open(tmp_path / "l.db") as store:
         ledger = Ledger(store, clock=_clock)
         for n in range(12):  # 12 separate chains: 12 tips, over the join cap of 8
@@ -56,3 +62,4 @@ async def test_a_batch_with_its_parents_never_reads_the_lines_tips(tmp_path: Pat
         assert len(result.added) == 1 and _KeysCounted.keys_read == read
         joined = await ledger.append_many([Draft(kind="note", summary="joins")])
         assert len(joined.added) == 1 and _KeysCounted.keys_read == read + 1  # still joins
+        assert _KeysCounted.whole_line_read == 0
