@@ -147,13 +147,20 @@ def bench(args: argparse.Namespace, server: str) -> None:
                     seen.setdefault((name, tree), []).append(
                         run_cli(tree, root, "log", *summary, *extra)
                     )
-        for name in cases:
-            for tree in trees:
-                runs = seen[(name, tree)]
-                wall = statistics.median(w for w, _ in runs)
-                peak = statistics.median(m for _, m in runs)
-                label = "this" if tree == TREE else f"baseline {tree}"
-                print(f"{name} — {label}: median {wall:.3f} s, peak {peak:.0f} MiB")
+        report(seen, list(cases), trees)
+
+
+def report(
+    seen: dict[tuple[str, Path], list[tuple[float, float]]], names: list[str], trees: list[Path]
+) -> None:
+    """Median wall time and peak of each case's runs ``(wall s, peak MiB)``, tree by tree."""
+    for name in names:
+        for tree in trees:
+            runs = seen[(name, tree)]
+            wall = statistics.median(w for w, _ in runs)
+            peak = statistics.median(m for _, m in runs)
+            label = "this" if tree == TREE else f"baseline {tree}"
+            print(f"{name} — {label}: median {wall:.3f} s, peak {peak:.0f} MiB")
 
 
 def main() -> None:

@@ -6,7 +6,6 @@ import argparse
 import asyncio
 import json
 import sys
-from collections import deque
 from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
@@ -31,6 +30,7 @@ from lifeline.file_modes import loose_modes, loose_warning
 from lifeline.integrity import recover_line
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
+from lifeline.store.newest import newest
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.shallow_status import shallow_note
 from lifeline.store.sqlite_check import integrity_problems
@@ -218,23 +218,16 @@ async def cmd_show(args: argparse.Namespace) -> int:
 
 async def cmd_history(args: argparse.Namespace) -> int:
     # Written as it is read (keyset pages from the store): memory does not grow with the line,
-    # and `history | head` answers at once. `--limit N` keeps only the last N in a ring.
+    # and `history | head` answers at once. `--limit N` reads the last N from the line's end.
     problems: list[RowProblem] = []
     out = _JsonArray() if args.json else _JsonLines() if args.jsonl else _TextRows()
     async with open_line(args) as store:
-        entries = (
-            e
-            async for e in store.stream(problems=problems)
-            if args.kind is None or e.kind == args.kind
-        )
         if args.limit is None:
-            async for e in entries:
-                out.write(e)
+            async for e in store.stream(problems=problems):
+                if args.kind is None or e.kind == args.kind:
+                    out.write(e)
         else:
-            last: deque[Entry] = deque(maxlen=args.limit)
-            async for e in entries:
-                last.append(e)
-            for e in last:
+            for e in await newest(store, args.limit, args.kind, problems):
                 out.write(e)
         note = await shallow_note(store, line_of(args))
     out.close()

@@ -66,6 +66,10 @@ def test_history_prints_the_rest_and_warns_once(damaged: tuple[Path, dict[str, s
     assert "Traceback" not in done.stderr
     listed = json.loads(lifeline(root, "history", "--json").stdout)
     assert bad["tampered"] in {e["id"] for e in listed}
+    # read from the line's end: the same rows, the same one warning
+    tail = lifeline(root, "history", "--limit", str(N - 5))
+    assert tail.returncode == 0 and tail.stdout.splitlines() == done.stdout.splitlines()[-(N - 5) :]
+    assert tail.stderr.strip().splitlines() == warnings
 
 
 def test_writes_go_on_and_nothing_else_is_lost(damaged: tuple[Path, dict[str, str]]) -> None:

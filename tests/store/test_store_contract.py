@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound
 from lifeline.store import MemoryStore, SqliteStore, Store
+from lifeline.store.newest import newest
 from lifeline.store.port import AppendResult
 from tests.support.entries import make_entry
 from tests.support.pg_server import open_test_store
@@ -193,6 +194,25 @@ async def test_stream_order_does_not_depend_on_arrival(
     for e in entries:
         for p in e.parents:
             assert position[p] < position[e.id]
+
+
+async def test_the_newest_are_the_end_of_the_stream(store: Store) -> None:
+    """`history --limit N` reads the line from its end: the same entries, in the same
+    order, as the last N of the stream, of one kind or of all."""
+    rng = random.Random(5)
+    entries: list[Entry] = []
+    for i in range(80):  # a DAG whose kinds are mixed, heights and times out of step
+        k = rng.randint(0, min(2, len(entries)))
+        parents = tuple(rng.sample([e.id for e in entries], k))
+        ts = f"2026-01-01T00:00:{rng.randint(0, 59):02d}Z"
+        entries.append(make_entry(f"m{i}", parents, kind=rng.choice(["note", "decision"]), ts=ts))
+    await store.append_many(entries)
+    line = [e async for e in store.stream()]
+    for limit in (1, 7, 79, 80, 500):
+        assert await newest(store, limit) == line[-limit:]
+        decisions = [e for e in line if e.kind == "decision"]
+        assert await newest(store, limit, "decision") == decisions[-limit:]
+    assert await newest(store, 0) == [] and await newest(store, 5, "open") == []
 
 
 async def test_sqlite_and_memory_agree_on_order(tmp_path: Path) -> None:
