@@ -262,13 +262,19 @@ class Bm25Scan:
         self._length += length
         if self._wanted.isdisjoint(summary) and self._wanted.isdisjoint(body):
             return
+        try:
+            raw = bytes.fromhex(entry.id)
+        except ValueError:
+            raw = b""
+        if len(raw) != 32:
+            return  # no entry id (a damaged row): never served, so never ranked
         s, b = Counter(summary), Counter(body)
         for k, term in enumerate(self.terms):
             f = SUMMARY_WEIGHT * s[term] + b[term]
             self._counts.append(f)
             if f:
                 self._held[k] += 1
-        self._ids += bytes.fromhex(entry.id)
+        self._ids += raw
         self._lengths.append(length)
 
     def ranked(self, limit: int) -> list[tuple[str, float]]:

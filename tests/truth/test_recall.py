@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import tracemalloc
 from collections.abc import Iterator
@@ -115,6 +116,19 @@ async def test_tampered_entry_is_never_served(store: SqliteStore) -> None:
 
     await store.run_write(tamper)
     assert all(summary != "Cache: Redis" for summary, _s in await _hits(store, "redis"))
+
+
+async def test_a_row_whose_id_is_no_id_is_never_served(store: SqliteStore) -> None:
+    def garble(conn: sqlite3.Connection) -> None:
+        conn.execute("UPDATE entries SET id = 'not-an-id' WHERE summary = 'Cache: Redis'")
+
+    await store.run_write(garble)
+    hits = await _hits(store, "redis")
+    assert hits and all(summary != "Cache: Redis" for summary, _s in hits)
+    # the scan itself, handed such an entry (a hub's row decodes it as it is): not ranked
+    good = _corpus()[0]
+    bad = dataclasses.replace(good, id="not-an-id")
+    assert [i for i, _s in scan_rank([good, bad], query_terms(good.summary), 5)] == [good.id]
 
 
 def test_scan_rank_matches_fts5_ordering() -> None:
