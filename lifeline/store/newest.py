@@ -38,6 +38,7 @@ async def newest(
 
 
 Key = tuple[Any, Any, Any]  # (height, ts, id) of a row, as the backend holds them
+PAGE = 2_000  # rows a read: a large N is read in pages, as the stream reads the line
 
 
 class _Damaged(Exception):
@@ -117,7 +118,7 @@ class _Newest:
         damage: list[RowProblem] = []
         before: Key | None = None
         while len(out) < self.limit:
-            wanted = self.limit - len(out)
+            wanted = min(self.limit - len(out), PAGE)
             rows = await read(before, wanted)
             for row in rows:
                 try:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound
 from lifeline.store import MemoryStore, SqliteStore, Store
+from lifeline.store import newest as newest_module
 from lifeline.store.newest import newest
 from lifeline.store.port import AppendResult
 from tests.support.entries import make_entry
@@ -196,7 +197,9 @@ async def test_stream_order_does_not_depend_on_arrival(
             assert position[p] < position[e.id]
 
 
-async def test_the_newest_are_the_end_of_the_stream(store: Store) -> None:
+async def test_the_newest_are_the_end_of_the_stream(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`history --limit N` reads the line from its end: the same entries, in the same
     order, as the last N of the stream, of one kind or of all."""
     rng = random.Random(5)
@@ -208,7 +211,8 @@ async def test_the_newest_are_the_end_of_the_stream(store: Store) -> None:
         entries.append(make_entry(f"m{i}", parents, kind=rng.choice(["note", "decision"]), ts=ts))
     await store.append_many(entries)
     line = [e async for e in store.stream()]
-    for limit in (1, 7, 79, 80, 500):
+    monkeypatch.setattr(newest_module, "PAGE", 9)  # several pages from the end
+    for limit in (1, 7, 9, 10, 79, 80, 500):
         assert await newest(store, limit) == line[-limit:]
         decisions = [e for e in line if e.kind == "decision"]
         assert await newest(store, limit, "decision") == decisions[-limit:]
