@@ -97,6 +97,10 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         recalled = _life(hub_a, "recall", "zebra", "--json").stdout
         assert from_laptop in recalled
         assert "zebra migration" in _life(hub_a, "render", "--stdout").stdout
+        # `history --limit` reads the database line's end: the same as the end of the whole
+        whole = json.loads(_life(hub_a, "history", "--json").stdout)
+        tail = json.loads(_life(hub_a, "history", "--json", "--limit", "2").stdout)
+        assert tail == whole[-2:] and from_laptop in {e["id"] for e in whole}
 
         # Written on process A's root (signed by the hub node), reaching the laptop via B
         made = _life(hub_a, "log", "--kind", "decision", "--summary", "hub decides: okapi")
