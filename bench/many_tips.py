@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import subprocess
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import asyncpg
 from hub_root import fresh_db, on_a_server
+from memory import rss
 from serving import TREE
 
 from lifeline.entry import Entry, format_ts
@@ -52,24 +54,15 @@ def run_cli(tree: Path, root: Path, *args: str) -> tuple[float, float]:
     cmd = [sys.executable, "-m", "lifeline", "--root", str(root), *args]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
-    peak_kib = 0
+    peak = 0
     while proc.poll() is None:
-        peak_kib = max(peak_kib, _hwm_kib(proc.pid))
+        with contextlib.suppress(OSError, KeyError):  # it exited meanwhile
+            peak = max(peak, rss(proc.pid)[1])
         time.sleep(0.005)  # polling a child's memory while it runs, not synchronising
     took = time.perf_counter() - started
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(args)} failed on {root} ({tree})")
-    return took, peak_kib / 1024
-
-
-def _hwm_kib(pid: int) -> int:
-    try:
-        for row in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if row.startswith("VmHWM:"):
-                return int(row.split()[1])
-    except (OSError, ValueError):
-        pass  # exited meanwhile
-    return 0
+    return took, float(peak)
 
 
 def _note(k: int, parents: tuple[str, ...] = (), body: str = "x" * 300) -> Entry:

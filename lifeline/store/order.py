@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 
-__all__ = ["order_batch"]
+__all__ = ["newest_first", "order_batch"]
 
 
 def order_batch(
@@ -97,3 +98,10 @@ def _in_order(
         heights[entry.id] = top + 1
         out.append((entry, top + 1))
     return out
+
+
+def newest_first(*parts: Iterable[Sequence[Any]]) -> list[Sequence[Any]]:
+    """Rows ``(id, body, height, ts)`` of several reads, each id once (the later read's
+    row wins), newest first in stream order (height, ts, id descending)."""
+    rows = {r[0]: r for part in parts for r in part}
+    return sorted(rows.values(), key=lambda r: (r[2], r[3], r[0]), reverse=True)

@@ -22,6 +22,7 @@ import asyncpg
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
+from lifeline.store.order import newest_first
 from lifeline.store.pg_dsn import connect_options, is_postgres_url
 from lifeline.store.pg_maintain import Maintenance
 from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
@@ -371,10 +372,9 @@ class PgStore:
     async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str]]:
         """The tips a local write could join (lifeline/store/sqlite_reads.py's
         ``tips_for_write``), not every key of the line."""
-        rows = list(await self._fetch(_NEWEST_TIPS, cap + 1))
+        rows: list[Sequence[Any]] = [tuple(r) for r in await self._fetch(_NEWEST_TIPS, cap + 1)]
         if thread is not None and len(rows) > cap:
-            rows = list({r[0]: r for r in [*rows, *await self._fetch(_NAMING, thread)]}.values())
-            rows.sort(key=lambda r: (r[2], r[3], bytes(r[0])), reverse=True)
+            rows = newest_first(rows, [tuple(r) for r in await self._fetch(_NAMING, thread)])
         return [(bytes(r[0]).hex(), r[1]) for r in rows]
 
     async def count(self) -> int:

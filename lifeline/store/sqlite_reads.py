@@ -14,6 +14,7 @@ from typing import Any
 
 from lifeline.entry import Entry
 from lifeline.errors import CorruptRow
+from lifeline.store.order import newest_first
 from lifeline.store.rows import decode_row
 from lifeline.store.sqlite_writes import id_chunks
 
@@ -49,10 +50,9 @@ def tips_for_write(conn: sqlite3.Connection, thread: str | None, cap: int) -> li
     name, with its body. ``choose_parents`` chooses from these what it would from every
     tip with its body, without a line of many tips (a rogue member can push 20,000 a
     call) read whole, bodies and all, on every write."""
-    rows = conn.execute(NEWEST_TIPS, (cap + 1,)).fetchall()
+    rows: list[Sequence[Any]] = conn.execute(NEWEST_TIPS, (cap + 1,)).fetchall()
     if thread is not None and len(rows) > cap:
-        rows = list({r[0]: r for r in [*rows, *conn.execute(_NAMING, (thread,))]}.values())
-        rows.sort(key=lambda r: (r[2], r[3], r[0]), reverse=True)
+        rows = newest_first(rows, conn.execute(_NAMING, (thread,)))
     return [(r[0], r[1]) for r in rows]
 
 
