@@ -224,8 +224,10 @@ def signed_times_replace(
 def source_findings(conn: sqlite3.Connection) -> list[Finding]:
     """What ``verify`` reports of who sent what (notes: they name a sender, this node's
     store holds the signed copy): each refused or replaced copy with its sender, and per
-    sender how many entries it sent without an author signature (their attributable
-    source; the table names each one)."""
+    sender how many of the entries it sent without an author signature still have none
+    (it is their attributable source; the table names each one). A signature that came
+    later, as it does when a store took an entry and its signature between two reads of
+    one session (a hub's other process writing), makes its author the source again."""
     out: list[Finding] = []
     found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entry_sources'"
     if conn.execute(found).fetchone() is None:
@@ -235,13 +237,15 @@ def source_findings(conn: sqlite3.Connection) -> list[Finding]:
         detail = f"{row.source} sent it at {row.at}: {row.detail}"
         out.append(Finding(check, row.entry_id, detail, "note"))
     for source, count, first, first_at in conn.execute(
-        "SELECT source, count(*), min(entry_id), min(at) FROM entry_sources"
-        " WHERE outcome = 'unsigned' GROUP BY source ORDER BY source"
+        "SELECT source, count(*), min(entry_id), min(at) FROM entry_sources s"
+        " WHERE outcome = 'unsigned' AND NOT EXISTS (SELECT 1 FROM attestations a"
+        " WHERE a.role = 'author' AND substr(a.subject, 1, 16) = substr(s.entry_id, 1, 16)"
+        " AND a.subject = s.entry_id) GROUP BY source ORDER BY source"
     ):
         detail = (
             f"{count} entr{'y' if count == 1 else 'ies'} arrived without an author signature "
-            f"from this node (first at {first_at}; e.g. {first[:12]}): it is their "
-            "attributable source"
+            f"from this node and still have none (first at {first_at}; e.g. {first[:12]}): "
+            "it is their attributable source"
         )
         out.append(Finding("unsigned-source", source, detail, "note"))
     return out

@@ -84,6 +84,36 @@ def test_an_unsigned_relay_with_an_earlier_ts_yields_to_the_authors_signature(
     assert replaced["subject"] == entry and ids["m"] in replaced["detail"]
     assert early in replaced["detail"] and signed_ts in replaced["detail"]
     assert ids["a"] not in replaced["detail"]
+    assert not _findings(verdict, "unsigned-source")  # A's signature names its source now
+
+
+def test_a_signature_that_comes_after_its_entry_makes_the_author_its_source(
+    tmp_path: Path,
+) -> None:
+    """M relays A's entry without its signature, the ts untouched (what a store read between
+    an entry and its signature sends): B names M as the source of an unsigned entry until
+    A's signature arrives, then names nobody — and keeps the record of what M sent."""
+    roots, ids = _mesh(tmp_path)
+    entry = log_note(roots["a"], "decided by A")
+    a_address, b_address = (f"127.0.0.1:{free_port()}" for _ in "ab")
+    with serve(roots["a"], "--listen", a_address, "--no-discovery"):
+        cli("lifeline_mesh", roots["m"], "sync", a_address)
+        strip_and_backdate(_line(roots["m"]), entry, seconds=0)
+        with serve(roots["b"], "--listen", b_address, "--no-discovery"):
+            cli("lifeline_mesh", roots["m"], "sync", b_address)
+        cli("lifeline_mesh", roots["b"], "members", "--pull", a_address)  # B learns of M
+        code, verdict = _verify(roots["b"], "--allow-unsigned")
+        assert code == 0, verdict
+        [source] = _findings(verdict, "unsigned-source")
+        assert source["subject"] == ids["m"] and "1 entry arrived" in source["detail"]
+        cli("lifeline_mesh", roots["b"], "sync", a_address)
+    code, verdict = _verify(roots["b"], "--require-signed")
+    assert not _findings(verdict, "unsigned-source") and not _findings(verdict, "unsigned")
+    assert {f["severity"] for f in verdict["lines"][0]["findings"]} <= {"note"}, verdict
+    assert code == 0, verdict
+    with sqlite3.connect(_line(roots["b"])) as conn:
+        rows = conn.execute("SELECT entry_id, source, outcome FROM entry_sources").fetchall()
+    assert rows == [(entry, ids["m"], "unsigned")]
 
 
 def test_a_conflicting_copy_is_refused_named_and_the_session_goes_on(tmp_path: Path) -> None:
