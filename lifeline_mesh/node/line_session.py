@@ -18,6 +18,7 @@ from lifeline.errors import LifelineError
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.node.lines import NodeLine
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
+from lifeline_mesh.node.signatures_ahead import SignaturesAhead
 from lifeline_mesh.node.witness_pace import WitnessPace
 from lifeline_mesh.notary.attestation_set import AttestationSet
 from lifeline_mesh.notary.notarized_set import NotarizedEntrySet
@@ -73,8 +74,10 @@ class LineSession:
         self.entries = NotarizedEntrySet(line.entries(codec), notary)
         self.entries.on_close = self._witness
         statements = notary.statements()
+        authors = AttestationSet(notary, line.attestation_snapshots(notary))
+        self.entries.ahead = SignaturesAhead(line, authors)
         sets: list[ReconSet] = [
-            AttestationSet(notary, line.attestation_snapshots(notary)),
+            authors,
             AttestationSet(statements, line.attestation_snapshots(statements)),
             self.entries,
         ]

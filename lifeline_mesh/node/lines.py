@@ -11,6 +11,7 @@ bucket sums, a large load followed by VACUUM ANALYZE). Nothing above asks which 
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import TYPE_CHECKING, Protocol
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 
 __all__ = ["FileLine", "HubLine", "NodeLine", "NodeLines", "node_lines"]
+
+_VARS = 500  # ids a query names at most
 
 
 class NodeLine(Protocol):
@@ -83,6 +86,16 @@ class NodeLine(Protocol):
 
     async def mark(self) -> int | None:
         """The line's highest row number (None: not known on this backend)."""
+        ...
+
+    async def write_mark(self) -> int:
+        """The highest row number the line has committed (0 when empty): every entry
+        stored later has a higher one, on either backend (rows are numbered under the
+        line's write lock, in the order their writes commit)."""
+        ...
+
+    async def stored_after(self, mark: int, ids: Sequence[str]) -> list[str]:
+        """Those of ``ids`` stored after :meth:`write_mark` said ``mark``."""
         ...
 
     async def finish(self, admitted: int) -> None:
@@ -136,6 +149,12 @@ class FileLine:
         row = await self.store.run_read(lambda c: c.execute(sql).fetchone())
         return None if row is None or row[0] is None else int(row[0])
 
+    async def write_mark(self) -> int:
+        return await self.mark() or 0
+
+    async def stored_after(self, mark: int, ids: Sequence[str]) -> list[str]:
+        return await self.store.run_read(lambda conn: _stored_after(conn, mark, ids))
+
     async def finish(self, admitted: int) -> None:
         await trim_wal(self.store)
         if self.upkeep is not None:  # a large load: its read models folded in the background
@@ -180,6 +199,20 @@ class HubLine:
     async def mark(self) -> int | None:
         return None  # rows of every hub process interleave: what a peer holds is unknown
 
+    async def write_mark(self) -> int:
+        [(next_seq,)] = await self.store.fetch_line("SELECT next_seq FROM lines WHERE line_id = $1")
+        return int(next_seq) - 1
+
+    async def stored_after(self, mark: int, ids: Sequence[str]) -> list[str]:
+        if await self.write_mark() <= mark:
+            return []  # the usual case: nothing written since
+        rows = await self.store.fetch_line(
+            "SELECT id FROM entries WHERE line_id = $1 AND seq > $2 AND id = ANY($3::bytea[])",
+            mark,
+            [bytes.fromhex(i) for i in ids],
+        )
+        return [bytes(r[0]).hex() for r in rows]
+
     async def finish(self, admitted: int) -> None:
         if admitted:  # a large load: VACUUM ANALYZE, in the background
             self.store.db.maintenance.admitted(self.store.line_id, admitted)
@@ -188,6 +221,26 @@ class HubLine:
         from lifeline_mesh.node.snapshot_reads import PgSnapshotReads
 
         return PgSnapshotReads(self.store)
+
+
+def _stored_after(conn: sqlite3.Connection, mark: int, ids: Sequence[str]) -> list[str]:
+    """Of ``ids``, those of a row after ``mark``: nothing read when no row is (the usual
+    case), the new rows when they are fewer than ``ids``, else the ids looked up."""
+    (top,) = conn.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()
+    if top <= mark:
+        return []
+    wanted = set(ids)
+    if top - mark <= len(wanted):
+        rows = conn.execute("SELECT id FROM entries WHERE seq > ?", (mark,))
+        return [i for (i,) in rows if i in wanted]
+    found: list[str] = []
+    listed = sorted(wanted)
+    for start in range(0, len(listed), _VARS):
+        part = listed[start : start + _VARS]
+        marks = ",".join("?" * len(part))
+        sql = f"SELECT id FROM entries WHERE seq > ? AND id IN ({marks})"
+        found += [i for (i,) in conn.execute(sql, (mark, *part))]
+    return found
 
 
 class NodeLines(Protocol):

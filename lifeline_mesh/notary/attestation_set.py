@@ -14,7 +14,7 @@ bounds it; admission (signature, signer, timing) is the notary's, all-or-nothing
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
 from lifeline.errors import InvalidEntry
 from lifeline_mesh.home.identity import node_id_for
@@ -68,14 +68,20 @@ class AttestationSet:
         self._looked_up: set[bytes] = set()  # signer keys whose enrollment was looked up
         self._pending: dict[str, bytes] = {}  # node id -> its enrollment, not sent yet
         self.snapshots = snapshots  # a serving node's: the last one, brought up to date
+        # Awaited before each read of the set (node/signatures_ahead.py marks the line)
+        self.before_read: Callable[[], Awaitable[None]] | None = None
 
     async def snapshot(self) -> Snapshot:
+        if self.before_read is not None:
+            await self.before_read()
         if self.snapshots is not None:
             return await self.snapshots.snapshot()
         keys = await self.notary.keys()
         return Snapshot.build((key, item_id, item_id) for key, item_id in keys)
 
     async def summary(self) -> SetSummary | None:
+        if self.before_read is not None:
+            await self.before_read()
         totals = await self.notary.totals()
         return SetSummary(totals.count, totals.total)
 

@@ -14,7 +14,7 @@ from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.recon.sets import ParsedItem
 from lifeline_mesh.sync.entry_set import EntrySet
 from lifeline_mesh.sync.guards import SetWrapper
-from lifeline_mesh.sync.port import AdmitResult
+from lifeline_mesh.sync.port import Accompanied, AdmitResult
 
 __all__ = ["NotarizedEntrySet"]
 
@@ -27,6 +27,11 @@ class NotarizedEntrySet(SetWrapper):
         self.admitted = 0  # entries newly stored in this session: a new state to witness
         # Signs that state (the node's: line -> the statements' bytes), for the closing round
         self.on_close: Callable[[str], Awaitable[Sequence[bytes]]] | None = None
+        # The signatures that go ahead of the entries sent (node/signatures_ahead.py)
+        self.ahead: Accompanied | None = None
+
+    async def ahead_of(self, ids: Sequence[bytes]) -> tuple[str, list[bytes]]:
+        return ("", []) if self.ahead is None else await self.ahead.ahead_of(ids)
 
     async def closing_items(self, line: str) -> Sequence[bytes]:
         if not self.admitted or self.on_close is None:

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 from lifeline.errors import RemoteProtocolError
 from lifeline_mesh.recon.sets import FINGERPRINT_BYTES, LIST_TOKEN_BYTES, Snapshot
 
-__all__ = ["COMPACT_CAPABILITY", "PLAIN", "SALT_BYTES", "Dialect", "compact", "session_key"]
+__all__ = [
+    "COMPACT_CAPABILITY",
+    "PLAIN",
+    "SALT_BYTES",
+    "Dialect",
+    "compact",
+    "frame_dialect",
+    "session_key",
+]
 
 COMPACT_CAPABILITY = "compact-ranges"
 SALT_BYTES = 8
@@ -120,3 +128,17 @@ def compact(key: bytes, fingerprint_bytes: int, short_id_bytes: int) -> Dialect:
             f"short id width {short_id_bytes} is outside 1..{MAX_SHORT_ID_BYTES} bytes"
         )
     return Dialect(True, fingerprint_bytes, short_id_bytes, key)
+
+
+def frame_dialect(
+    key: bytes | None, compact_form: bool, fingerprint_bytes: int, short_id_bytes: int
+) -> Dialect:
+    """The form a peer's ranges are in: plain, or compact with the widths it used (``key``:
+    the session's, None while compact ranges are not agreed)."""
+    if not compact_form:
+        return PLAIN
+    if key is None:
+        raise RemoteProtocolError(
+            f"got compact ranges, but {COMPACT_CAPABILITY} was not agreed in the hellos"
+        )
+    return compact(key, fingerprint_bytes, short_id_bytes)

@@ -20,6 +20,7 @@ from lifeline_mesh.recon.dialect import (
     SALT_BYTES,
     Dialect,
     compact,
+    frame_dialect,
     session_key,
 )
 from lifeline_mesh.recon.frames import (
@@ -236,15 +237,25 @@ class Session:
         externals: Sequence[tuple[bytes, str]],
         now: float,
     ) -> list[Effect]:
+        sent = self._send_items(set_index, raws, externals)
+        return sent if self.finished else sent + self._next_fetch()
+
+    def send_ahead(self, name: str, raws: Sequence[bytes]) -> list[Effect]:
+        """Items of set ``name`` ahead of a fetch's (signatures of entries stored after this
+        side read its signatures, decision 0106); none when the session lacks the set."""
+        found = [i for i, s in enumerate(self._sets) if s.name == name and s.active]
+        return self._send_items(found[0], raws, ()) if found and raws else []
+
+    def _send_items(
+        self, index: int, raws: Sequence[bytes], externals: Sequence[tuple[bytes, str]]
+    ) -> list[Effect]:
         budget = self._frame_budget()
         try:
-            frames = self._sets[set_index].outbox.pack(set_index, raws, externals, budget)
+            frames = self._sets[index].outbox.pack(index, raws, externals, budget)
         except LocalProtocolError as exc:
             return self._fail(exc, "limit")
-        self.stats.items_sent += len(raws)
-        name = self._sets[set_index].name
-        self.stats.sent_by_set[name] = self.stats.sent_by_set.get(name, 0) + len(raws)
-        return [SendFrame(f) for f in frames] + self._next_fetch()
+        self.stats.sent(self._sets[index].name, len(raws))
+        return [SendFrame(f) for f in frames]
 
     def tick(self, now: float) -> list[Effect]:
         """Time passing without a frame: past the deadline, the session fails (timeout)."""
@@ -325,13 +336,7 @@ class Session:
         whole-set fingerprints differ (all of them, for a peer without summaries) now, in
         parallel with the responder, which loads its own on reading our ranges."""
         theirs = peer_summaries(hello)
-        need = [
-            i
-            for i, s in enumerate(self._sets)
-            if s.active
-            and not s.loaded
-            and (s.summary is None or theirs.get(s.name) != s.summary.fingerprint())
-        ]
+        need = [i for i, s in enumerate(self._sets) if s.differs(theirs)]
         self._loading.update(need)
         return [LoadSnapshot(i) for i in need]
 
@@ -362,10 +367,8 @@ class Session:
         """Compact ranges when both sides offer them; the key takes both salts."""
         if not self.limits.compact_ranges or COMPACT_CAPABILITY not in hello.capabilities:
             return
-        if self.role is Role.INITIATOR:
-            self._key = session_key(self._salt, hello.salt)
-        else:
-            self._key = session_key(hello.salt, self._salt)
+        salts = (self._salt, hello.salt)
+        self._key = session_key(*(salts if self.role is Role.INITIATOR else salts[::-1]))
         self._dialect = compact(
             self._key, self.limits.fingerprint_bytes, self.limits.short_id_bytes
         )
@@ -373,14 +376,8 @@ class Session:
             state.responder.dialect = self._dialect
 
     def _incoming(self, frame: Recon) -> Dialect:
-        """The form a peer's ranges are in: plain, or compact with the widths it used."""
-        if not frame.compact:
-            return PLAIN
-        if self._key is None:
-            raise RemoteProtocolError(
-                f"got compact ranges, but {COMPACT_CAPABILITY} was not agreed in the hellos"
-            )
-        return compact(self._key, frame.fingerprint_bytes, frame.short_id_bytes)
+        widths = (frame.fingerprint_bytes, frame.short_id_bytes)
+        return frame_dialect(self._key, frame.compact, *widths)
 
     def _on_want(self, want: Want) -> list[Effect]:
         state = self._state(want.set_index)

@@ -106,6 +106,11 @@ class SessionStats:
     sent_by_set: dict[str, int] = field(default_factory=dict)
     received_by_set: dict[str, int] = field(default_factory=dict)
 
+    def sent(self, name: str, count: int) -> None:
+        """``count`` items of set ``name`` sent."""
+        self.items_sent += count
+        self.sent_by_set[name] = self.sent_by_set.get(name, 0) + count
+
 
 class SetState:
     """One set in a session: its snapshot (once loaded), summary, answers and outbox."""
@@ -123,6 +128,16 @@ class SetState:
         self.received = NoIds() if getattr(codec, "flat", False) else ReceivedIds()
         self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
         self.outbox = SetOutbox()
+
+    def differs(self, theirs: dict[str, bytes]) -> bool:
+        """Active, not loaded, and its whole-set fingerprint is not the peer's ``theirs``
+        names (or it keeps none): its snapshot is needed."""
+        mine = self.summary
+        return (
+            self.active
+            and not self.loaded
+            and (mine is None or theirs.get(self.name) != mine.fingerprint())
+        )
 
     def load(self, snap: Snapshot, limits: SessionLimits, dialect: Dialect) -> None:
         self.snap = snap

@@ -2,13 +2,14 @@
 
 It performs the session's effects against the sets (load snapshot, fetch, admit) and the
 channel (send), in order, and hands the session the next frame only when the effects are
-done. With its fast paths (:mod:`lifeline_mesh.sync.fast`), bounded overlaps keep both
-peers busy: frames are read ahead (two at most; a large batch of entries is parsed
-meanwhile in the helper processes), and one received batch is stored while the next is
-parsed and, for a set that checks signatures before storing, verified. Without them it is
-the plain loop, and stores exactly the same. A slow store still slows the peer, through
-the transport's flow control. Input from the peer never escapes as anything but our error
-tree.
+done. Ahead of a fetched batch it sends what the set says must precede it (``Accompanied``:
+the signatures of entries stored while the session ran, decision 0106). With its fast
+paths (:mod:`lifeline_mesh.sync.fast`), bounded overlaps keep both peers busy: frames are
+read ahead (two at most; a large batch of entries is parsed meanwhile in the helper
+processes), and one received batch is stored while the next is parsed and, for a set that
+checks signatures before storing, verified. Without them it is the plain loop, and stores
+exactly the same. A slow store still slows the peer, through the transport's flow
+control. Input from the peer never escapes as anything but our error tree.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.entry_offload import preparse
 from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.memory import SESSIONS
-from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet, Summarizing
+from lifeline_mesh.sync.port import Accompanied, AdmitResult, Preparing, ReconSet, Summarizing
 from lifeline_mesh.sync.readahead import ReadAhead
 
 __all__ = ["IDLE_TIMEOUT", "Channel", "Progress", "SyncReport", "drive"]
@@ -374,8 +375,14 @@ async def _perform(
         snap = await sets[names[eff.set_index]].snapshot()
         return session.snapshot_loaded(eff.set_index, snap, clock())
     if isinstance(eff, Fetch):
-        got = await sets[names[eff.set_index]].fetch(eff.ids)
-        return session.fetched(eff.set_index, got.raws, got.externals, clock())
+        target = sets[names[eff.set_index]]
+        got = await target.fetch(eff.ids)
+        ahead: list[Effect] = []
+        if got.raws and isinstance(target, Accompanied):
+            ahead = session.send_ahead(*await target.ahead_of(eff.ids))
+            if session.finished:
+                return ahead  # they did not fit a frame: the session failed
+        return ahead + session.fetched(eff.set_index, got.raws, got.externals, clock())
     return []
 
 

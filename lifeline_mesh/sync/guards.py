@@ -13,7 +13,13 @@ from collections.abc import Sequence
 
 from lifeline.errors import PermissionDenied
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
-from lifeline_mesh.sync.port import AdmitResult, FetchResult, ReconSet, Summarizing
+from lifeline_mesh.sync.port import (
+    Accompanied,
+    AdmitResult,
+    FetchResult,
+    ReconSet,
+    Summarizing,
+)
 
 __all__ = ["ReceiveOnly", "SendNothing", "SetWrapper"]
 
@@ -35,6 +41,10 @@ class SetWrapper:
 
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
         return await self._inner_set.fetch(ids)
+
+    async def ahead_of(self, ids: Sequence[bytes]) -> tuple[str, list[bytes]]:
+        inner = self._inner_set
+        return await inner.ahead_of(ids) if isinstance(inner, Accompanied) else ("", [])
 
 
 class ReceiveOnly(SetWrapper):

@@ -19,6 +19,7 @@ from typing import Protocol, runtime_checkable
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 
 __all__ = [
+    "Accompanied",
     "AdmitResult",
     "Closing",
     "FetchResult",
@@ -96,6 +97,16 @@ class Summarizing(Protocol):
     now; the session then loads the snapshot)."""
 
     async def summary(self) -> SetSummary | None: ...
+
+
+@runtime_checkable
+class Accompanied(Protocol):
+    """Optional capability of a ReconSet: items of another set that must travel ahead of
+    some of its items (the author signatures of entries the store took after the session
+    read its signatures, decision 0106). The driver sends them ahead of each batch it
+    fetched; ``("", [])`` when there are none."""
+
+    async def ahead_of(self, ids: Sequence[bytes]) -> tuple[str, list[bytes]]: ...
 
 
 @runtime_checkable
