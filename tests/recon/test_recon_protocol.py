@@ -14,6 +14,7 @@ from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.frames import (
     Abort,
     Bound,
+    Deliver,
     EndOfTurn,
     Failed,
     Fin,
@@ -24,9 +25,10 @@ from lifeline_mesh.recon.frames import (
     SendFrame,
     Want,
 )
+from lifeline_mesh.recon.sets import Snapshot
 from lifeline_mesh.testing.pair import SessionPair
 from lifeline_mesh.wire.codec import decode_bytes, encode
-from tests.support.recon_helpers import blob_set, chain, entry_set, open_responder
+from tests.support.recon_helpers import BlobCodec, blob_set, chain, entry_set, open_responder
 
 BASE = chain(500, "base", body="x" * 200)
 
@@ -275,3 +277,30 @@ def test_children_found_before_their_parents_converge_with_a_tiny_orphan_pool() 
     r = pair.run()
     assert r.errors == [] and a.state() == b.state() and b.closed()
     assert r.rounds <= 5
+
+
+def test_items_sent_ahead_are_counted_and_a_set_not_in_the_session_gets_none() -> None:
+    """What a sender sends ahead of a fetch (decision 0106): packed into frames of its set,
+    counted like fetched items; nothing for a set the session does not reconcile."""
+    sets = [("attestations", BlobCodec()), ("entries", EntryCodec())]
+    s = Session(Role.INITIATOR, "ledger", sets, 0.0)
+    frames = [e.frame for e in s.send_ahead("attestations", [b"sig-1", b"sig-2"])]
+    assert frames == [Items(0, (b"sig-1", b"sig-2"))]
+    assert s.stats.items_sent == 2 and s.stats.sent_by_set == {"attestations": 2}
+    assert s.send_ahead("statements", [b"x"]) == [] and s.send_ahead("attestations", []) == []
+    assert s.stats.items_sent == 2
+
+
+def test_a_responder_takes_items_sent_ahead_unasked() -> None:
+    """Items of a set arriving before any range of it asked for them (the signatures sent
+    ahead of entries) are delivered like any others; the set's snapshot is loaded first."""
+    sets = [("attestations", BlobCodec()), ("entries", EntryCodec())]
+    s = Session(Role.RESPONDER, "ledger", sets, 0.0)
+    open_responder(s, Hello(1, "ledger", ("attestations", "entries"), (), 1 << 20, 10**6))
+    effects = s.receive(Items(1, (BASE[0].to_json(),)), 0.0)  # entries: not loaded yet
+    assert [type(e).__name__ for e in effects] == ["LoadSnapshot"]
+    effects = s.snapshot_loaded(1, Snapshot.empty(), 0.0)
+    assert [type(e).__name__ for e in effects] == ["Deliver"]
+    delivered = s.receive(Items(0, (b"sig-1",)), 0.0)  # its snapshot loaded at the hello
+    assert [(type(e), e.set_index) for e in delivered if isinstance(e, Deliver)] == [(Deliver, 0)]
+    assert len(delivered) == 1
