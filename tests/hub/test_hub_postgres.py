@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -122,6 +123,13 @@ def test_two_hub_processes_on_one_database_converge(pg_server: str, tmp_path: Pa
             assert checks == {"unknown-signer"}, report["findings"][:5]
             signers = {p["detail"].split(" by ")[1].split(",")[0] for p in report["findings"]}
             assert hub_ids <= signers  # the hubs' state statements reached the laptops
+            # and no entry ever arrived without its signature, though each hub process
+            # stored the other's rows between its reads (decision 0106)
+            with sqlite3.connect(root / ".lifeline" / "ledger.db") as conn:
+                arrived = conn.execute(
+                    "SELECT count(*) FROM entry_sources WHERE outcome = 'unsigned'"
+                ).fetchone()
+            assert arrived == (0,), root.name
     for proc in (one, two):
         assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
 
