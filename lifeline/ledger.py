@@ -10,7 +10,7 @@ go to the store directly.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -172,6 +172,12 @@ class HookedAppender(Protocol):
     ) -> AppendResult: ...
 
 
+async def _in_order(waits: Sequence[Awaitable[None]]) -> None:
+    """The work of a write's transactional hooks on an asynchronous store, one by one."""
+    for wait in waits:
+        await wait
+
+
 class Ledger:
     """Local writes to one line, with the checks of :func:`lifeline.validate.check_local`.
 
@@ -210,10 +216,12 @@ class Ledger:
         for hook in self._hooks:
             await hook(self.store, entries)
 
-    def _run_within(self, conn: object, entries: Sequence[Entry]) -> None:
-        if entries:
-            for hook in self._atomic:
-                hook.in_transaction(conn, entries)
+    def _run_within(self, conn: object, entries: Sequence[Entry]) -> Awaitable[None] | None:
+        if not entries:
+            return None
+        pending = [hook.in_transaction(conn, entries) for hook in self._atomic]
+        waits = [p for p in pending if p is not None]
+        return _in_order(waits) if waits else None
 
     async def _prepare_hooks(self) -> None:
         if not self._prepared:

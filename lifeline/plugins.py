@@ -29,8 +29,11 @@ __all__ = ["AppendHook", "InTransaction", "TransactionalHook", "load_append_hook
 log = logging.getLogger(__name__)
 
 AppendHook = Callable[[Store, Sequence[Entry]], Awaitable[None]]
-# Runs inside a write transaction: (the store's connection, the entries newly stored).
-InTransaction = Callable[[Any, Sequence[Entry]], None]
+# Runs inside a write transaction: (the store's connection, the entries newly stored). On
+# a line file the connection is SQLite's and the work is done when it returns; on a hub's
+# PostgreSQL line it is a ``lifeline.store.line_write.LineWrite`` and the work is the
+# awaitable returned, which the store awaits inside the write.
+InTransaction = Callable[[Any, Sequence[Entry]], Awaitable[None] | None]
 
 
 @runtime_checkable
@@ -43,8 +46,9 @@ class TransactionalHook(Protocol):
     async def prepare(self, store: Store) -> None:
         """Once per store, before its first write (e.g. create the hook's tables)."""
 
-    def in_transaction(self, conn: Any, entries: Sequence[Entry]) -> None:
-        """Inside the write transaction; raising rolls the whole write back."""
+    def in_transaction(self, conn: Any, entries: Sequence[Entry]) -> Awaitable[None] | None:
+        """Inside the write transaction; raising rolls the whole write back (see
+        :data:`InTransaction` for what ``conn`` is and when an awaitable is returned)."""
 
 
 def load_append_hooks(home: Home) -> list[AppendHook]:

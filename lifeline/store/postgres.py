@@ -13,7 +13,7 @@ no entry. Entries are kept as their JSON text, exactly what a sync sends
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Hashable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -22,11 +22,17 @@ import asyncpg
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
+from lifeline.store.line_write import LineWrite
 from lifeline.store.order import newest_first
 from lifeline.store.pg_dsn import connect_options, is_postgres_url
 from lifeline.store.pg_maintain import Maintenance
 from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
-from lifeline.store.pg_writes import AppendHook, append_locked, declare_locked, id_bytes
+from lifeline.store.pg_writes import (
+    AppendHook,
+    append_locked,
+    declare_locked,
+    id_bytes,
+)
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.summary import SetTotals
 
@@ -275,6 +281,23 @@ class PgStore:
     async def append_many(self, entries: Sequence[Entry]) -> AppendResult:
         async with self.transaction() as conn:
             return await append_locked(conn, self.line_id, entries, self.db.after_append)
+
+    async def append_hooked(
+        self,
+        entries: Sequence[Entry],
+        within: Callable[[LineWrite, Sequence[Entry]], Awaitable[None] | None],
+    ) -> AppendResult:
+        """``append_many`` with ``within(LineWrite, new entries)`` awaited in the same
+        transaction: a local write's author signature commits with its entry."""
+        async with self.transaction() as conn:
+            result = await append_locked(conn, self.line_id, entries, self.db.after_append)
+            added = set(result.added)
+            new = [e for e in entries if e.id in added]
+            if new:
+                pending = within(LineWrite(conn, self.line_id), new)
+                if pending is not None:
+                    await pending
+            return result
 
     async def declare_external(self, entry_id: str, line: str) -> None:
         async with self.transaction() as conn:

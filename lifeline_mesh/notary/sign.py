@@ -20,6 +20,7 @@ from lifeline.errors import StoreError
 from lifeline.home import Home
 from lifeline.plugins import AppendHook
 from lifeline.store.backend import FileOrEntries, on_backend
+from lifeline.store.line_write import LineWrite
 from lifeline.store.port import Store
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
@@ -248,14 +249,24 @@ class AuthorHook:
             await notary.add([*self._enrollment(), *atts])
 
     async def prepare(self, store: Store) -> None:
-        await _file_notary(store)  # the attestation tables exist
+        await notary_of(store)  # a line file's attestation tables exist (a hub's do)
 
-    def in_transaction(self, conn: Any, entries: Sequence[Entry]) -> None:
+    def in_transaction(self, conn: Any, entries: Sequence[Entry]) -> Awaitable[None] | None:
         atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
-        NotaryStore.insert_in(conn, [*self._enrollment(), *atts] if atts else atts)
+        rows = [*self._enrollment(), *atts] if atts else atts
+        if isinstance(conn, LineWrite):  # a hub's line: the signatures commit with it too
+            return _insert_pg(conn, rows)
+        NotaryStore.insert_in(conn, rows)
+        return None
 
     def _enrollment(self) -> list[Attestation]:
         return [self.enrolled] if self.enrolled is not None else []
+
+
+async def _insert_pg(write: LineWrite, atts: Sequence[Attestation]) -> None:
+    from lifeline_mesh.notary.pg_storage import insert
+
+    await insert(write.conn, write.line_id, atts)
 
 
 def append_hook_factory(project: Home) -> AppendHook | None:

@@ -2,11 +2,12 @@
 author's signature (decision 0106).
 
 A session reads the signatures before the entries; an entry written in between (a
-`lifeline log` beside `serve`) used to reach the peer unsigned, and `verify` there failed
-it until a later session. Real processes: `serve`, signed notes written in a loop on the
-served root as `lifeline log` writes them, and `lifeline-mesh sync` from a laptop, in both
-directions; the receiving line is read after every session. Two hub processes taking
-pushes while laptops pull: tests/hub/test_hub_postgres.py.
+`lifeline log` beside `serve`, on a line file or a hub root) used to reach the peer
+unsigned, and `verify` there failed it until a later session. Real processes: `serve`,
+signed notes written in a loop on the served root as `lifeline log` writes them, and
+`lifeline-mesh sync` from a laptop, in both directions, on a line file and on a hub
+(real PostgreSQL); the receiving line is read after every session. Two hub processes
+taking pushes while laptops pull: tests/hub/test_hub_postgres.py.
 """
 
 from __future__ import annotations
@@ -19,12 +20,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
+from tests.support.hub_roots import hub_root
 from tests.support.mesh_procs import cli, serve_insecure, shared_node
+from tests.support.pg_server import fresh_database, hub
 
 pytestmark = pytest.mark.slow
 
@@ -98,3 +102,31 @@ def test_a_push_while_the_pusher_writes_sends_every_signature(tmp_path: Path) ->
             cli("lifeline_mesh", laptop, "sync", address, "--insecure", "--json")
             assert _unsigned(served / ".lifeline" / "ledger.db") == []
     assert len(written) >= 3
+
+
+def test_a_hub_served_while_written_sends_every_signature(pg_server: str, tmp_path: Path) -> None:
+    """A hub root's local writes sign in the entry's own transaction, as a line file's do."""
+    url = asyncio.run(fresh_database(pg_server))
+    served, laptop = tmp_path / "hub", tmp_path / "laptop"
+    hub_root(served, url)
+    _node(laptop)
+    with hub(served, url) as (_proc, address), _writing(served) as written:
+        _rounds(laptop, address, written)
+    together, apart = asyncio.run(_same_transaction(url))
+    assert together >= len(written) and apart == 0
+
+
+async def _same_transaction(url: str) -> tuple[int, int]:
+    """(author signatures written in their entry's own transaction, in another one): the
+    rows' ``xmin``, the transaction that inserted them."""
+    conn = await asyncpg.connect(url)
+    try:
+        row = await conn.fetchrow(
+            "SELECT count(*) FILTER (WHERE e.xmin::text = a.xmin::text),"
+            " count(*) FILTER (WHERE e.xmin::text <> a.xmin::text)"
+            " FROM entries e JOIN attestations a ON a.line_id = e.line_id"
+            " AND a.role = 'author' AND a.subject = encode(e.id, 'hex')"
+        )
+        return int(row[0]), int(row[1])
+    finally:
+        await conn.close()
