@@ -28,6 +28,7 @@ from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.attestation_set import attestation_rows
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.port import Notary
+from lifeline_mesh.notary.row_writes import chunks
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.states import IdSums
 from lifeline_mesh.notary.storage import NotaryStore
@@ -45,8 +46,6 @@ if TYPE_CHECKING:
     from lifeline_mesh.sync.pg_snapshots import PgSnapshots
 
 __all__ = ["FileLine", "HubLine", "NodeLine", "NodeLines", "node_lines"]
-
-_VARS = 500  # ids a query names at most
 
 
 class NodeLine(Protocol):
@@ -234,9 +233,7 @@ def _stored_after(conn: sqlite3.Connection, mark: int, ids: Sequence[str]) -> li
         rows = conn.execute("SELECT id FROM entries WHERE seq > ?", (mark,))
         return [i for (i,) in rows if i in wanted]
     found: list[str] = []
-    listed = sorted(wanted)
-    for start in range(0, len(listed), _VARS):
-        part = listed[start : start + _VARS]
+    for part in chunks(sorted(wanted)):
         marks = ",".join("?" * len(part))
         sql = f"SELECT id FROM entries WHERE seq > ? AND id IN ({marks})"
         found += [i for (i,) in conn.execute(sql, (mark, *part))]
