@@ -2,7 +2,7 @@
 
     python bench/store_indexes.py [--keys text|int|none] [--n 1000000] [--batch 3200]
                                   [--page 4096] [--cache-kib 32768] [--checkpoint 10000]
-                                  [--sorted]
+                                  [--sorted] [--commit-every 1]
 
 Writes ``--n`` entry rows and ``--n`` signature rows shaped as a line file's (a 64-hex id,
 ~480 bytes of body; a 32-byte id, a 64-hex subject, a 257-byte item) into a fresh SQLite
@@ -110,19 +110,22 @@ def run(args: argparse.Namespace, path: Path) -> None:
         if args.sorted:
             entries.sort(key=lambda r: r[0])
             atts.sort(key=lambda r: r[-2])
-        conn.execute("BEGIN")
+        if not conn.in_transaction:
+            conn.execute("BEGIN")
         t0 = time.perf_counter()
         conn.executemany(entry_sql, entries)
         t1 = time.perf_counter()
         conn.executemany(att_sql, atts)
         t2 = time.perf_counter()
-        conn.execute("COMMIT")
+        if (first // args.batch + 1) % args.commit_every == 0 or first + args.batch >= args.n:
+            conn.execute("COMMIT")
         t3 = time.perf_counter()
         spent[0], spent[1], spent[2] = spent[0] + t1 - t0, spent[1] + t2 - t1, spent[2] + t3 - t2
     conn.close()
     print(
         f"keys={args.keys} n={args.n:,} batch={args.batch} page={args.page}"
         f" cache={args.cache_kib} KiB checkpoint={args.checkpoint}"
+        f" commit every {args.commit_every}"
         f"{' sorted' if args.sorted else ''}:"
         f" wall {time.perf_counter() - started:.1f} s, CPU {time.process_time() - cpu:.1f} s;"
         f" entry inserts {spent[0]:.1f} s, signature inserts {spent[1]:.1f} s,"
@@ -139,6 +142,12 @@ def main() -> None:
     parser.add_argument("--cache-kib", type=int, default=32 * 1024)
     parser.add_argument("--checkpoint", type=int, default=10_000, help="WAL pages")
     parser.add_argument("--sorted", action="store_true", help="each batch sorted by key")
+    parser.add_argument(
+        "--commit-every",
+        type=int,
+        default=1,
+        help="batches a transaction (the rows of one batch in memory at a time)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="store-indexes-") as tmp:
         run(args, Path(tmp) / "line.db")

@@ -27,6 +27,7 @@ from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
 from lifeline.store.schema import Schema, apply_migrations, line_schema
+from lifeline.store.sqlite_group import WriteGroup
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_open import (
     connect_read_only,
@@ -90,6 +91,7 @@ class SqliteStore:
         self._lock = threading.Lock()
         self._queued = 0  # operations handed to the worker, not yet finished (loop thread)
         self.read_only = False  # opened read-only: its folder cannot be written
+        self.group: WriteGroup | None = None  # writes grouped (sqlite_group.grouped)
 
     def _error(self, exc: sqlite3.Error) -> StoreError:
         return StoreError(store_failure(self.path, exc, read_only=self.read_only))
@@ -198,7 +200,7 @@ class SqliteStore:
         worker instead).
         Returns ``(False, None)`` when it did not run.
         """
-        if self._queued or self._closed or not self._lock.acquire(blocking=False):
+        if self._queued or self._closed or self.group or not self._lock.acquire(blocking=False):
             return False, None
         conn = self._conn
         try:
@@ -228,6 +230,8 @@ class SqliteStore:
         """Wrap ``fn(conn)`` in a ``BEGIN IMMEDIATE`` transaction (for extensions)."""
 
         def tx() -> T:
+            if self.group is not None:  # a SAVEPOINT of the group's transaction
+                return self.group.run(self._conn, fn)
             self._conn.execute("BEGIN IMMEDIATE")
             return in_transaction(self._conn, fn)
 
@@ -455,9 +459,7 @@ class SqliteStore:
         return await self.run_read(lambda conn: tips_for_write(conn, thread, cap))
 
     async def count(self) -> int:
-        row = await self.run_read(
-            lambda conn: conn.execute("SELECT count(*) FROM entries").fetchone()
-        )
+        row = await self.run_read(lambda c: c.execute("SELECT count(*) FROM entries").fetchone())
         return int(row[0])
 
     async def by_dedup_key(self, key: str) -> Entry | None:
@@ -469,9 +471,7 @@ class SqliteStore:
         return await self.get(row[0]) if row else None
 
     async def externals(self) -> dict[str, str]:
-        rows = await self.run_read(
-            lambda conn: conn.execute("SELECT id, line FROM externals").fetchall()
-        )
+        rows = await self.run_read(lambda c: c.execute("SELECT id, line FROM externals").fetchall())
         return {r[0]: r[1] for r in rows}
 
     async def keys(self) -> list[tuple[int, str]]:

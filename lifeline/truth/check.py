@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeline.entry import Entry
+from lifeline.store.sqlite_group import read_transaction
 from lifeline.truth.reducers import NO_FACTS as _NO_FACTS
 from lifeline.truth.reducers import contributor, facts_of, id_value, integrity_of, keep_recent
 from lifeline.truth.state import RECENT_KEEP, State
@@ -323,13 +324,11 @@ class Stored:
 def read_stored(conn: sqlite3.Connection) -> Stored | None:
     """The tables as they are (one read transaction); None when there are none to check
     (never folded, another version, or dropped by a trigger: the next read folds them)."""
-    conn.execute("BEGIN")
-    try:
-        return _read_stored(conn)
-    except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
-        return Stored(-1, State(), {}, [(STATE, "-", f"the truth tables do not read: {exc}")])
-    finally:
-        conn.execute("COMMIT")
+    with read_transaction(conn):  # the group's own, inside a grouped pull
+        try:
+            return _read_stored(conn)
+        except (sqlite3.Error, ValueError, TypeError, KeyError) as exc:
+            return Stored(-1, State(), {}, [(STATE, "-", f"the truth tables do not read: {exc}")])
 
 
 def _read_stored(conn: sqlite3.Connection) -> Stored | None:

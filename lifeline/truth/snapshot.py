@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from lifeline.store.backend import on_backend
 from lifeline.store.port import Store
+from lifeline.store.sqlite_group import read_transaction
 from lifeline.store.tiers import SqlLine
 from lifeline.truth.source import FoldedTruth, ShownQuery, Superseded, TruthSource
 from lifeline.truth.state import State
@@ -54,12 +55,9 @@ async def _read(store: SqlLine, reader: Callable[[sqlite3.Connection], T]) -> T 
     bring_up = store.write(caught_up)
 
     def run(conn: sqlite3.Connection) -> T | None:
-        conn.execute("BEGIN")
-        try:
+        with read_transaction(conn):  # the group's own, inside a grouped pull
             if is_current(conn):
                 return reader(conn)
-        finally:
-            conn.execute("COMMIT")
         if store.read_only:
             return None
         try:

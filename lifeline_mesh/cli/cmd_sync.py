@@ -7,6 +7,7 @@ import asyncio
 import signal
 import sys
 from contextlib import AbstractAsyncContextManager, nullcontext
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lifeline.cli.common import Commands, add_json_option, add_line_option, print_json
@@ -146,13 +147,15 @@ def _fast_paths(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-fast-paths",
         action="store_true",
-        help="sync without helper processes, read-ahead or pipelined admission: slower, "
-        f"stores exactly the same (also {ENV}=off)",
+        help="sync without helper processes, read-ahead, pipelined admission or (in `sync`) "
+        f"batches committed together: slower, stores exactly the same (also {ENV}=off)",
     )
 
 
-def _fast(args: argparse.Namespace) -> FastPaths:
-    return PLAIN if args.no_fast_paths else FastPaths.from_env()
+def _fast(args: argparse.Namespace, *, grouped: bool = False) -> FastPaths:
+    """The fast paths; ``grouped``: and the pull's writes grouped (`sync` alone)."""
+    fast = PLAIN if args.no_fast_paths else FastPaths.from_env()
+    return replace(fast, grouped=True) if grouped and fast.any else fast
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
@@ -262,7 +265,7 @@ def _ui_beside(
 
 
 async def cmd_sync(args: argparse.Namespace) -> int:
-    node = Node(node_home(args), insecure=args.insecure, fast=_fast(args))
+    node = Node(node_home(args), insecure=args.insecure, fast=_fast(args, grouped=True))
     chosen = getattr(args, "line", None)
     lines = [validate_line_name(chosen)] if chosen else node.config().shared_lines
     if not lines:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from lifeline.errors import LifelineError
+from lifeline.store.grouped import commit_group
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.node.lines import NodeLine
 from lifeline_mesh.node.security import TransportSecurity, peer_node_id
@@ -134,6 +135,8 @@ class LineSession:
                     later(line, wait)
                 return []
         try:
+            # what the statement names is committed first (a grouped pull: sqlite_group)
+            await commit_group(self.line.store)
             atts = await sign_state(self.entries.notary, identity, line, self.parts.clock)
         except LifelineError as exc:  # the entries are stored; the next session signs
             log.warning("line %s: no state statement signed: %s", line, exc)

@@ -21,6 +21,7 @@ import grpc
 
 from lifeline.errors import LifelineError, NotAuthenticated
 from lifeline.ledger import utc_now
+from lifeline.store.grouped import grouped
 from lifeline.store.port import Store
 from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
@@ -169,7 +170,8 @@ class Node:
         """One session on ``line``: dialed to us by ``peer``, or ours with ``source`` (the
         node we dial; ``live``: rows taken over its Watch call). It ends itself
         (node/line_session.py)."""
-        async with self.lines.open(line) as opened:
+        bulk = self.fast.grouped and peer is None  # `sync`'s own pull (sync/fast.py)
+        async with self.lines.open(line) as opened, grouped(opened.store, bulk):
             codec = EntryCodec(self.home.limits())
             current = LineSession(self.parts, opened, codec, peer, source, live=live)
             await current.begin()
@@ -445,10 +447,9 @@ class Node:
                     f"line {line!r} is not shared on this node, so it is never sent or "
                     f"accepted; run `lifeline-mesh share {line}` first"
                 )
-        # Learn the members and revocations the peer knows: signers we must accept. At the
-        # first contact on a channel of its own, so that a port that is not a node's is
-        # named as such (pinning would see a failed TLS handshake only); then on the
-        # pinned channel every call to the peer shares.
+        # Learn the members and revocations the peer knows (signers we must accept): at first
+        # contact on a channel of its own, so a port that is not a node's is named as such
+        # (pinning would see a failed TLS handshake only); then on the pinned channel.
         ask = not self.security.insecure
         if ask and peer not in self.pins.known:
             await self._pull_lists(peer)

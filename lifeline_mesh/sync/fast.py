@@ -1,7 +1,8 @@
 """The fast paths of a sync session, behind one switch.
 
-Three overlaps make an initial sync of a large line fast (decisions 0009–0014); none
-changes what a session stores or sends:
+Three overlaps make an initial sync of a large line fast (decisions 0009–0014), and a
+fourth way of writing, for the `sync` command's own pulls; none changes what a session
+stores or sends:
 
 * ``helpers``: large received batches are checked in helper processes
   (:mod:`lifeline_mesh.helpers.pool`): entries parsed ahead of the session
@@ -10,7 +11,10 @@ changes what a session stores or sends:
 * ``read_ahead``: the next frames are received while the session works on this one
   (:mod:`lifeline_mesh.sync.readahead`);
 * ``pipelined``: one received batch is stored while the next is checked (the driver's
-  admitter and the :class:`~lifeline_mesh.sync.port.Preparing` capability of a set).
+  admitter and the :class:`~lifeline_mesh.sync.port.Preparing` capability of a set);
+* ``grouped``: the received batches committed to a line file ten or more at a time
+  (:mod:`lifeline.store.sqlite_group`, decision 0107). Off in ``serve``, whose sessions
+  and local writes share a line; on in `sync`, which alone writes its lines.
 
 With all three off (:data:`PLAIN`), :func:`~lifeline_mesh.sync.driver.drive` is the plain
 loop: receive a frame, hand it to the session, perform its effects one after the other.
@@ -43,10 +47,12 @@ class FastPaths:
     helpers: bool = True  # large batches parsed and verified in helper processes
     read_ahead: bool = True  # up to two frames received ahead of the session
     pipelined: bool = True  # a batch stored while the next one is checked
+    # a pull's writes committed together (lifeline/store/sqlite_group.py): `sync` only
+    grouped: bool = False
 
     @property
     def any(self) -> bool:
-        return self.helpers or self.read_ahead or self.pipelined
+        return self.helpers or self.read_ahead or self.pipelined or self.grouped
 
     @classmethod
     def from_env(cls, environ: dict[str, str] | None = None) -> FastPaths:

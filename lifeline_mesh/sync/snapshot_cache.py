@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from lifeline.store.sqlite_group import read_transaction
 from lifeline.store.summary import read_totals, table_mark
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.recon.sets import Snapshot
@@ -155,8 +156,7 @@ def _write(path: Path, snap: Snapshot, mark: int) -> None:
 def _read(
     conn: sqlite3.Connection, spec: SetRows, held: _Held | None
 ) -> tuple[Snapshot, int, bool]:
-    conn.execute("BEGIN")  # one read transaction: the rows and the summary agree
-    try:
+    with read_transaction(conn):  # the rows and the summary agree
         mark = table_mark(conn, spec.table)
         if held is not None and held.mark <= mark:
             totals = read_totals(conn, spec.name, spec.table)
@@ -167,5 +167,3 @@ def _read(
                     return snap, mark, True
         sql = f"SELECT {spec.columns} FROM {spec.table} ORDER BY {spec.order}"
         return Snapshot.build(spec.rows(conn.execute(sql))), mark, False
-    finally:
-        conn.execute("COMMIT")

@@ -1,8 +1,9 @@
 """The fast paths of a sync session sit behind one switch (lifeline_mesh/sync/fast.py).
 
-With the switch off a session uses no helper process, reads no frame ahead and admits
-each batch before it goes on; it must still store exactly what the fast session stores,
-row for row, in every table of the line.
+With the switch off a session uses no helper process, reads no frame ahead, admits each
+batch before it goes on and commits each batch alone; it must still store exactly what the
+fast session stores (with `sync`'s grouped commits, too), row for row, in every table of
+the line.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import pytest
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, PeerError
+from lifeline.store import sqlite_group
 from lifeline_mesh.helpers import pool
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
@@ -114,13 +116,27 @@ async def test_a_sync_without_fast_paths_stores_exactly_what_a_fast_one_stores(
     fast = await _synced(tmp_path, "fast", FAST)
     used_fast = len(calls)
     plain = await _synced(tmp_path, "plain", PLAIN)
+    used_plain = len(calls) - used_fast
+    # `sync`'s grouped writes, a group committed every ~300 rows: several in the pull
+    monkeypatch.setattr(sqlite_group, "GROUP_CHANGES", 300)
+    commits: list[bool] = []
+    commit = sqlite_group.WriteGroup.commit
+
+    def counted_commit(group: sqlite_group.WriteGroup, conn: sqlite3.Connection) -> None:
+        commits.append(conn.in_transaction)
+        commit(group, conn)
+
+    monkeypatch.setattr(sqlite_group.WriteGroup, "commit", counted_commit)
+    grouped = await _synced(tmp_path, "grouped", dataclasses.replace(FAST, grouped=True))
+    assert sum(commits) >= 3, "the grouped pull committed several batches at a time"
 
     assert used_fast > 0, "the fast session checked batches in the helper processes"
-    assert len(calls) == used_fast, "the plain session used no helper process"
+    assert used_plain == 0, "the plain session used no helper process"
     assert fast["entries"] and len(fast["entries"]) == N
-    assert fast.keys() == plain.keys()
+    assert fast.keys() == plain.keys() == grouped.keys()
     for table in fast:
         assert fast[table] == plain[table], f"table {table} differs"
+        assert grouped[table] == plain[table], f"table {table} differs when grouped"
 
 
 @pytest.mark.serial  # wall-clock bounds: a loaded machine's stalls would pass for silence

@@ -1,0 +1,93 @@
+"""A bulk pull's writes grouped on a line file (lifeline/store/sqlite_group.py, decision
+0107); on any other store they write as before."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import AbstractAsyncContextManager
+
+from lifeline.errors import LifelineError
+from lifeline.store import sqlite_group
+from lifeline.store.backend import FileOrEntries, on_backend
+from lifeline.store.port import Store
+from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_group import WriteGroup
+
+__all__ = ["commit_group", "grouped"]
+
+
+def grouped(
+    store: Store, on: bool = True, *, group: WriteGroup | None = None
+) -> AbstractAsyncContextManager[None]:
+    """With ``on``, the writes to ``store`` inside, from any task, grouped and committed at
+    the end (a line file's store not grouped already; any other store writes as before)."""
+    if not on:
+        return contextlib.nullcontext()
+    per = FileOrEntries(file=lambda s: _grouped(s, group), entries=lambda _s: _as_before())
+    return on_backend(store, per)
+
+
+async def commit_group(store: Store) -> None:
+    """Commit ``store``'s group now, if it has one (before the node signs what it holds)."""
+    await on_backend(store, FileOrEntries(file=_commit, entries=lambda _s: _nothing()))
+
+
+@contextlib.asynccontextmanager
+async def _as_before() -> AsyncIterator[None]:
+    yield
+
+
+async def _nothing() -> None:
+    return None
+
+
+def _commit(store: SqliteStore) -> Awaitable[None]:
+    group = store.group
+    if group is None:
+        return _nothing()
+    return store.run_read(group.commit)
+
+
+@contextlib.asynccontextmanager
+async def _grouped(store: SqliteStore, group: WriteGroup | None) -> AsyncIterator[None]:
+    if store.group is not None or store.read_only:
+        yield
+        return
+    group = group if group is not None else WriteGroup()
+    store.group = group
+    idle = asyncio.create_task(_commit_when_idle(store, group))
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(LifelineError):  # the error raised says what went wrong
+            await _end(store, group, idle)
+        raise
+    await _end(store, group, idle)
+
+
+async def _end(store: SqliteStore, group: WriteGroup, idle: asyncio.Task[None]) -> None:
+    idle.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await idle
+
+    def finish(conn: sqlite3.Connection) -> None:
+        try:
+            group.commit(conn)
+        finally:
+            store.group = None  # on the worker: the writes queued before this are grouped
+
+    await store.run_read(finish)
+
+
+async def _commit_when_idle(store: SqliteStore, group: WriteGroup) -> None:
+    while True:
+        seen = group.writes
+        await asyncio.sleep(sqlite_group.GROUP_IDLE_S)
+        if group.pending and group.writes == seen:
+            try:
+                await store.run_read(group.commit)
+            except LifelineError:
+                return  # group.lost says so to the next write and to the group's end

@@ -1,0 +1,157 @@
+"""Grouped writes (lifeline/store/grouped.py, sqlite_group.py; decision 0107): the writes of a bulk
+pull commit together, seen by another process only once committed; they commit when the
+group is full, idle, asked to, or ends; a failed write loses the uncommitted ones loudly
+and never what was committed before."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from lifeline.errors import StoreError
+from lifeline.ledger import Draft, Ledger
+from lifeline.store import sqlite_group
+from lifeline.store.grouped import commit_group, grouped
+from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_group import WriteGroup, read_transaction
+
+
+def _clock() -> Callable[[], str]:
+    ticks = iter(range(1_000_000))
+    return lambda: f"2026-01-01T00:00:00.{next(ticks):06d}Z"
+
+
+def _drafts(n: int, tag: str) -> list[Draft]:
+    return [Draft(kind="note", summary=f"{tag} {i}", body=f"body {i}") for i in range(n)]
+
+
+def _seen(path: Path) -> int:
+    """The entries another process would see (its own connection)."""
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def _never() -> WriteGroup:
+    return WriteGroup(changes=10**9, seconds=1e9)
+
+
+async def test_grouped_writes_are_seen_elsewhere_once_the_group_ends(tmp_path: Path) -> None:
+    path = tmp_path / "line.db"
+    async with await SqliteStore.open(path) as store:
+        ledger = Ledger(store, clock=_clock())
+        async with grouped(store, group=_never()):
+            await ledger.append_many(_drafts(300, "a"))  # a batch, on the worker
+            await ledger.append(_drafts(1, "b")[0])  # a short write: not in place
+            await ledger.append_many(_drafts(300, "c"))
+            assert await store.count() == 601  # this connection reads what it wrote
+            assert _seen(path) == 0  # another one sees nothing yet
+        assert _seen(path) == 601
+        assert store.group is None
+        await ledger.append_many(_drafts(2, "d"))  # after the group: a transaction each
+        assert _seen(path) == 603
+
+
+async def test_a_group_commits_when_full_when_asked_and_when_idle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "line.db"
+    monkeypatch.setattr(sqlite_group, "GROUP_IDLE_S", 0.05)
+    async with await SqliteStore.open(path) as store:
+        ledger = Ledger(store, clock=_clock())
+        full = WriteGroup(changes=500, seconds=1e9)
+        async with grouped(store, group=full):
+            await ledger.append_many(_drafts(200, "a"))
+            await ledger.append_many(_drafts(200, "b"))  # 400 rows and their links
+            assert full.commits == 1 and _seen(path) == 400
+            await ledger.append_many(_drafts(10, "c"))
+            await commit_group(store)  # e.g. before the node signs what it holds
+            assert full.commits == 2 and _seen(path) == 410
+            await ledger.append_many(_drafts(10, "d"))
+            assert _seen(path) == 410
+            for _ in range(100):  # no write for GROUP_IDLE_S: committed
+                await asyncio.sleep(0.02)
+                if _seen(path) == 420:
+                    break
+            assert _seen(path) == 420
+
+
+async def test_a_failed_write_loses_the_uncommitted_writes_loudly_and_nothing_before(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "line.db"
+    async with await SqliteStore.open(path) as store:
+        ledger = Ledger(store, clock=_clock())
+        await ledger.append_many(_drafts(5, "before"))
+
+        def fails(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO meta VALUES ('k', 'v')")
+            raise ValueError("a batch that breaks a rule")
+
+        with pytest.raises(StoreError, match="not stored"):
+            async with grouped(store, group=_never()):
+                await ledger.append_many(_drafts(50, "a"))
+                await commit_group(store)
+                await ledger.append_many(_drafts(50, "b"))  # uncommitted
+                with pytest.raises(ValueError, match="breaks a rule"):
+                    await store.run_write(fails)
+                with pytest.raises(StoreError, match="not stored"):  # what it lost: said
+                    await ledger.append_many(_drafts(1, "c"))
+        assert store.group is None
+        assert _seen(path) == 55  # before the group, and its first commit
+        assert await store.run_read(lambda c: c.execute("SELECT * FROM meta").fetchall()) == []
+        await ledger.append_many(_drafts(1, "after"))  # the line works as before
+        assert _seen(path) == 56
+
+
+async def test_a_failed_first_write_of_a_transaction_loses_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "line.db"
+    async with await SqliteStore.open(path) as store:
+        ledger = Ledger(store, clock=_clock())
+
+        def fails(conn: sqlite3.Connection) -> None:
+            raise ValueError("refused")
+
+        async with grouped(store, group=_never()):
+            await ledger.append_many(_drafts(3, "a"))
+            await commit_group(store)
+            with pytest.raises(ValueError):
+                await store.run_write(fails)
+            await ledger.append_many(_drafts(3, "b"))  # the group goes on
+        assert _seen(path) == 6
+
+
+async def test_an_error_inside_the_group_is_raised_and_what_was_written_committed(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "line.db"
+    async with await SqliteStore.open(path) as store:
+        ledger = Ledger(store, clock=_clock())
+        with pytest.raises(ConnectionError):
+            async with grouped(store, group=_never()):
+                await ledger.append_many(_drafts(7, "a"))
+                raise ConnectionError("the peer went away")
+        assert _seen(path) == 7  # stored batches stay stored, as without a group
+
+
+async def test_read_transactions_inside_a_group_read_its_writes(tmp_path: Path) -> None:
+    path = tmp_path / "line.db"
+    async with await SqliteStore.open(path) as store:
+        ledger = Ledger(store, clock=_clock())
+
+        def count(conn: sqlite3.Connection) -> int:
+            with read_transaction(conn):  # no BEGIN inside the group's transaction
+                return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+
+        async with grouped(store, group=_never()):
+            await ledger.append_many(_drafts(4, "a"))
+            assert await store.run_read(count) == 4
+            assert await store.run_read(lambda c: c.in_transaction)  # still the group's
+        assert await store.run_read(count) == 4
+        assert not await store.run_read(lambda c: c.in_transaction)
