@@ -30,6 +30,7 @@ from typing import TypeVar
 
 __all__ = [
     "GROUP_CHANGES",
+    "GROUP_GAP_S",
     "GROUP_IDLE_S",
     "GROUP_SECONDS",
     "WriteGroup",
@@ -41,6 +42,13 @@ T = TypeVar("T")
 GROUP_CHANGES = 250_000  # rows changed (~40,000 entries with their signatures, links, tips)
 GROUP_SECONDS = 5.0  # the longest another process's writer waits for a group
 GROUP_IDLE_S = 0.5
+# After a group committed because it was full or old, the line's lock is left free this
+# long before the next write takes it. A writer of another process (a `lifeline log`)
+# waiting for the lock retries every 100 ms (SQLite's busy handler) and would mostly miss
+# the moment between a commit and the next BEGIN: it waited for several groups, and with
+# groups of 5 s could pass its 30 s busy timeout and fail. A dozen times in a pull of a
+# million entries: ~2 s.
+GROUP_GAP_S = 0.15
 
 
 class WriteGroup:
@@ -80,6 +88,7 @@ class WriteGroup:
         full = conn.total_changes - self._base >= self.changes
         if full or self._clock() - self._began >= self.seconds:
             self.commit(conn)
+            time.sleep(GROUP_GAP_S)  # on the worker: the lock free for another process
         return result
 
     def commit(self, conn: sqlite3.Connection) -> None:

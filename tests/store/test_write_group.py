@@ -1,18 +1,21 @@
 """Grouped writes (lifeline/store/grouped.py, sqlite_group.py; decision 0107): the writes of a bulk
 pull commit together, seen by another process only once committed; they commit when the
-group is full, idle, asked to, or ends; a failed write loses the uncommitted ones loudly
-and never what was committed before."""
+group is full, idle, asked to, or ends, so another process's writer gets the line between
+groups; a failed write loses the uncommitted ones loudly and never what was committed
+before."""
 
 from __future__ import annotations
 
 import asyncio
 import sqlite3
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from lifeline.errors import StoreError
+from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
 from lifeline.store import sqlite_group
 from lifeline.store.grouped import commit_group, grouped
@@ -155,3 +158,59 @@ async def test_read_transactions_inside_a_group_read_its_writes(tmp_path: Path) 
             assert await store.run_read(lambda c: c.in_transaction)  # still the group's
         assert await store.run_read(count) == 4
         assert not await store.run_read(lambda c: c.in_transaction)
+
+
+def _opened(pid: int, path: Path) -> bool:
+    """Whether process ``pid`` has the file at ``path`` open (Linux's /proc)."""
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(fd.resolve() == path for fd in fds.iterdir())
+    except OSError:  # it exited, or a descriptor closed while read
+        return False
+
+
+@pytest.mark.serial  # timing: a loaded machine's stalls would blur the commits
+async def test_a_writer_of_another_process_gets_the_line_at_the_next_commit(
+    tmp_path: Path,
+) -> None:
+    """A `lifeline log` beside a long grouped pull takes the line at the group's next
+    commit (GROUP_GAP_S leaves the lock free a moment): not groups later, nor refused after
+    its 30 s busy timeout."""
+    path = Home(tmp_path).line_path("ledger")
+    path.parent.mkdir(parents=True)
+    async with await SqliteStore.open(path) as store:
+        ledger = Ledger(store, clock=_clock())
+        stop = asyncio.Event()
+
+        async def pull(name: str) -> None:  # writes without a pause, as a large pull does
+            k = 0
+            while not stop.is_set():
+                await ledger.append_many(_drafts(20, f"pull {name} {k}"))
+                k += 1
+
+        group = WriteGroup(seconds=1.0)
+        async with grouped(store, group=group):
+            # two writers: the store's worker always has the next write queued
+            pulling = asyncio.gather(pull("a"), pull("b"))
+            log = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "lifeline", "--root", str(tmp_path), "log",
+                "--kind", "note", "--summary", "written beside a pull",
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )  # fmt: skip
+            waiting = asyncio.create_task(log.communicate())
+            while not _opened(log.pid, path) and not waiting.done():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # its reads done: it waits for the write lock
+            before = group.commits
+            _out, err = await asyncio.wait_for(waiting, 60)
+            commits = group.commits - before
+            stop.set()
+            await pulling
+    assert log.returncode == 0, err.decode()
+    assert commits <= 1, f"`lifeline log` waited for {commits} commits of the pull"
+    conn = sqlite3.connect(path)
+    try:
+        found = conn.execute("SELECT count(*) FROM entries WHERE summary LIKE 'written%'")
+        assert found.fetchone()[0] == 1
+    finally:
+        conn.close()
