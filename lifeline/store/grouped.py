@@ -26,18 +26,15 @@ def grouped(
     the end (a line file's store not grouped already; any other store writes as before)."""
     if not on:
         return contextlib.nullcontext()
-    per = FileOrEntries(file=lambda s: _grouped(s, group), entries=lambda _s: _as_before())
+    per: FileOrEntries[AbstractAsyncContextManager[None]] = FileOrEntries(
+        file=lambda s: _grouped(s, group), entries=lambda _s: contextlib.nullcontext()
+    )
     return on_backend(store, per)
 
 
 async def commit_group(store: Store) -> None:
     """Commit ``store``'s group now, if it has one (before the node signs what it holds)."""
     await on_backend(store, FileOrEntries(file=_commit, entries=lambda _s: _nothing()))
-
-
-@contextlib.asynccontextmanager
-async def _as_before() -> AsyncIterator[None]:
-    yield
 
 
 async def _nothing() -> None:

@@ -41,6 +41,12 @@ def _seen(path: Path) -> int:
         conn.close()
 
 
+def _fails(conn: sqlite3.Connection) -> None:
+    """A write that changes a row, then fails (as a batch the notary refuses)."""
+    conn.execute("INSERT INTO meta VALUES ('k', 'v')")
+    raise ValueError("a batch that breaks a rule")
+
+
 def _never() -> WriteGroup:
     return WriteGroup(changes=10**9, seconds=1e9)
 
@@ -92,18 +98,13 @@ async def test_a_failed_write_loses_the_uncommitted_writes_loudly_and_nothing_be
     async with await SqliteStore.open(path) as store:
         ledger = Ledger(store, clock=_clock())
         await ledger.append_many(_drafts(5, "before"))
-
-        def fails(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO meta VALUES ('k', 'v')")
-            raise ValueError("a batch that breaks a rule")
-
         with pytest.raises(StoreError, match="not stored"):
             async with grouped(store, group=_never()):
                 await ledger.append_many(_drafts(50, "a"))
                 await commit_group(store)
                 await ledger.append_many(_drafts(50, "b"))  # uncommitted
                 with pytest.raises(ValueError, match="breaks a rule"):
-                    await store.run_write(fails)
+                    await store.run_write(_fails)
                 with pytest.raises(StoreError, match="not stored"):  # what it lost: said
                     await ledger.append_many(_drafts(1, "c"))
         assert store.group is None
@@ -117,15 +118,11 @@ async def test_a_failed_first_write_of_a_transaction_loses_nothing(tmp_path: Pat
     path = tmp_path / "line.db"
     async with await SqliteStore.open(path) as store:
         ledger = Ledger(store, clock=_clock())
-
-        def fails(conn: sqlite3.Connection) -> None:
-            raise ValueError("refused")
-
         async with grouped(store, group=_never()):
             await ledger.append_many(_drafts(3, "a"))
             await commit_group(store)
             with pytest.raises(ValueError):
-                await store.run_write(fails)
+                await store.run_write(_fails)
             await ledger.append_many(_drafts(3, "b"))  # the group goes on
         assert _seen(path) == 6
 
