@@ -53,8 +53,9 @@ def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
         raise
 
 
-def create_private(path: Path) -> None:
-    """Make ``path`` an empty file of mode 0600 unless it exists, before SQLite opens it.
+def create_private(path: Path) -> bool:
+    """Make ``path`` an empty file of mode 0600 unless it exists, before SQLite opens it;
+    True when this call made it.
 
     SQLite creates a database 0644 minus the umask (0666 under ``umask 000``), readable by
     every local user; an empty file is a valid empty database, and SQLite gives the
@@ -62,8 +63,9 @@ def create_private(path: Path) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
     except FileExistsError:
-        return
+        return False
     os.close(fd)
+    return True
 
 
 def require_private(path: Path) -> None:

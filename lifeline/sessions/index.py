@@ -28,6 +28,7 @@ from typing import Any
 from lifeline.fsutil import create_private
 from lifeline.sessions.messages import Tokens, messages_of, usage_of
 from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
+from lifeline.store.sqlite_open import enter_wal
 
 __all__ = ["INDEX_VERSION", "SessionIndex"]
 
@@ -126,7 +127,7 @@ class SessionIndex:
         self.db = sqlite3.connect(target, check_same_thread=False, isolation_level=None)
         self.db.execute("PRAGMA busy_timeout=10000")
         if path is not None:
-            self.db.execute("PRAGMA journal_mode=WAL")
+            enter_wal(self.db, 10.0)
             self.db.execute("PRAGMA synchronous=NORMAL")  # a cache: a lost commit is a re-read
         self.db.executescript(_SCHEMA)
 

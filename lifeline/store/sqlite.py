@@ -31,6 +31,7 @@ from lifeline.store.sqlite_group import WriteGroup
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_open import (
     connect_read_only,
+    connect_writable,
     open_failure,
     sidecars,
     store_failure,
@@ -111,34 +112,30 @@ class SqliteStore:
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sqlite:{target.name}")
         loop = asyncio.get_running_loop()
 
+        made = False
+
         def connect() -> sqlite3.Connection:
+            nonlocal made
             if create:
                 with contextlib.suppress(OSError):  # SQLite's own open says what is wrong
-                    create_private(target)
-            conn = sqlite3.connect(
-                target,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = NORMAL")
-            conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
-            conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_AUTOCHECKPOINT_PAGES}")
-            conn.execute("PRAGMA temp_store = MEMORY")  # sorts for keys() etc. stay off disk
-            conn.execute("PRAGMA foreign_keys = OFF")
-            apply_migrations(conn, wanted)
+                    made = create_private(target)
+            conn = connect_writable(target, BUSY_TIMEOUT_MS, CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES)
+            try:
+                apply_migrations(conn, wanted)
+            except BaseException:
+                conn.close()
+                raise
             return conn
 
         read_only = False
-        existed = target.exists()
         try:
             conn = await loop.run_in_executor(pool, connect)
         except sqlite3.DatabaseError as exc:
             if not unwritable(target):
                 pool.shutdown(wait=False)
-                if not existed:  # nothing half-made is left behind (e.g. the disk is full)
+                # Nothing half-made is left behind (e.g. the disk is full), by the open that
+                # made the file only: opens of an existing file never remove it.
+                if made:
                     for leftover in (target, *sidecars(target)):
                         leftover.unlink(missing_ok=True)
                 raise StoreError(open_failure(target, exc)) from exc

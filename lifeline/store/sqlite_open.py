@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 from lifeline.errors import StoreError
@@ -12,7 +13,9 @@ from lifeline.store.schema import LEDGER, migrations_pending
 
 __all__ = [
     "connect_read_only",
+    "connect_writable",
     "damage_advice",
+    "enter_wal",
     "is_damage",
     "open_failure",
     "read_only_uri",
@@ -79,6 +82,43 @@ def read_only_uri(path: Path) -> str:
     wal = path.with_name(path.name + "-wal")
     mode = "ro" if wal.exists() and wal.stat().st_size else "ro&immutable=1"
     return f"file:{path}?mode={mode}"
+
+
+def connect_writable(
+    path: Path, busy_timeout_ms: int, cache_kib: int, autocheckpoint_pages: int
+) -> sqlite3.Connection:
+    """A connection to the line file at ``path`` in WAL mode, with our settings."""
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
+    )
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        enter_wal(conn, busy_timeout_ms / 1000)
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute(f"PRAGMA cache_size = -{cache_kib}")
+        conn.execute(f"PRAGMA wal_autocheckpoint = {autocheckpoint_pages}")
+        conn.execute("PRAGMA temp_store = MEMORY")  # sorts for keys() etc. stay off disk
+        conn.execute("PRAGMA foreign_keys = OFF")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def enter_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
+    """Switch to WAL mode. Opens of a new file at once race to switch it: the losers get
+    SQLITE_BUSY at once, without the busy handler, and try again (up to ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def connect_read_only(path: Path) -> sqlite3.Connection:

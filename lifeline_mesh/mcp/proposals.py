@@ -25,6 +25,7 @@ from typing import Any
 from lifeline.errors import AmbiguousPrefix, ConfigError, NotFound, StoreError
 from lifeline.fsutil import create_private
 from lifeline.ledger import Draft
+from lifeline.store.sqlite_open import enter_wal
 from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = ["Decision", "Proposal", "ProposalBook"]
@@ -146,7 +147,7 @@ class ProposalBook:
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(f"cannot open proposals file {self.path}: {exc}") from exc
         try:
-            conn.execute("PRAGMA journal_mode = WAL")
+            enter_wal(conn, 30.0)
             conn.executescript(_SCHEMA)
             if write:
                 conn.execute("BEGIN IMMEDIATE")

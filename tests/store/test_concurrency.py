@@ -1,7 +1,9 @@
-"""Several processes appending to one line at once lose nothing."""
+"""Several processes appending to one line at once lose nothing; opens of a new line at
+once all get it (a `serve` session and its fold sweep, two CLIs)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -9,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from lifeline.ledger import Draft, Ledger
+from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline
 
 # Each writer opens the line itself and appends one entry per transaction.
@@ -74,3 +78,17 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
     verified = lifeline(tmp_path, "verify", "--json")
     assert verified.returncode == 0, verified.stdout
     assert json.loads(verified.stdout)["entries"] == WRITERS * EACH + BATCHED
+
+
+async def test_opens_of_a_new_line_at_once_all_get_it(tmp_path: Path) -> None:
+    # They race to switch the new file to WAL mode: SQLite answers the losers "database is
+    # locked" without waiting, and an open that failed once removed the file under the rest.
+    async def append_one(path: Path, n: int) -> None:
+        async with await SqliteStore.open(path) as store:
+            await Ledger(store).append(Draft(kind="note", summary=f"opened {n}"))
+
+    for round_ in range(40):
+        path = tmp_path / f"line{round_}.db"
+        await asyncio.gather(*(append_one(path, n) for n in range(5)))
+        async with await SqliteStore.open(path, create=False) as store:
+            assert {e.summary async for e in store.stream()} == {f"opened {n}" for n in range(5)}

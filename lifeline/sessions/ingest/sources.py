@@ -20,6 +20,7 @@ from typing import Any
 
 from lifeline.fsutil import create_private
 from lifeline.sessions.pack import FORMAT
+from lifeline.store.sqlite_open import enter_wal
 
 __all__ = ["SourceLedger", "SourceRecord"]
 
@@ -68,8 +69,8 @@ class SourceLedger:
         path.parent.mkdir(parents=True, exist_ok=True)
         create_private(path)  # which transcripts were read: the owner's business only
         self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA busy_timeout=10000")
+        enter_wal(self._conn, 10.0)
         # bookkeeping that can be rebuilt: a commit lost in a power cut only means a re-read
         self._conn.execute("PRAGMA synchronous=NORMAL")
         self._conn.executescript(_SCHEMA)
