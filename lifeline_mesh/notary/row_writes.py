@@ -30,23 +30,32 @@ def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
 def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attestation]) -> int:
     """Insert into ``table``, keeping its whole-set fingerprint in the same transaction.
 
-    The items already held are looked up first (none, in an initial sync) and only the
-    others inserted, without ``RETURNING``: a statement that returns a row per insert
+    ``INSERT OR IGNORE`` without ``RETURNING``: a statement that returns a row per insert
     gives up the interpreter lock once a row to hand it back, and winning the lock again
     from a busy event loop made the signatures of an initial sync the slowest write of
-    the session (decision 0065; the same convoy as decision 0014's ``executemany``). The
-    write lock is held from the lookup to the insert, so nothing lands in between.
+    the session (decision 0065; the same convoy as decision 0014's ``executemany``). When
+    it inserted fewer rows than it was given, the ids of those it did insert are read back
+    by row number (new rows are numbered past every row before): an item already held
+    is found by the insert's own step down the id index, not by a lookup of every id
+    first, which cost a second step down it for each (decision 0108).
     """
     totals = totals_for_update(conn, table, table)
     fresh = list({a.id: a for a in atts}.values())  # an item twice in a batch: once
-    held = _held_ids(conn, table, [a.id for a in fresh])
-    if held:
-        fresh = [a for a in fresh if a.id not in held]
     if not fresh:
         return 0
+    before = conn.total_changes
+    after_seq = _last_seq(conn, table)
     insert_rows(
-        conn, f"INSERT INTO {table} (id, sort_key, role, subject, node_id, ts, item)", _rows(fresh)
+        conn,
+        f"INSERT OR IGNORE INTO {table} (id, sort_key, role, subject, node_id, ts, item)",
+        _rows(fresh),
     )
+    added = conn.total_changes - before
+    if added == 0:
+        return 0
+    if added < len(fresh):
+        inserted = _ids_after(conn, table, after_seq)
+        fresh = [a for a in fresh if a.id in inserted]
     # Rows are numbered in insertion order (AUTOINCREMENT), so the last is the highest.
     mark = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
     tokens = (int.from_bytes(a.id, "little") for a in fresh)
@@ -54,16 +63,15 @@ def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attesta
     return len(fresh)
 
 
-def _held_ids(conn: sqlite3.Connection, table: str, ids: Sequence[bytes]) -> set[bytes]:
-    """Those of ``ids`` that ``table`` holds (one statement per chunk; a row per hit)."""
-    held: set[bytes] = set()
-    for chunk in chunks(ids):
-        marks = ",".join("?" * len(chunk))
-        held.update(
-            bytes(r[0])
-            for r in conn.execute(f"SELECT id FROM {table} WHERE id IN ({marks})", chunk)
-        )
-    return held
+def _last_seq(conn: sqlite3.Connection, table: str) -> int:
+    """The highest row number ``table`` ever gave (AUTOINCREMENT never gives one again)."""
+    row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _ids_after(conn: sqlite3.Connection, table: str, seq: int) -> set[bytes]:
+    """The ids of ``table``'s rows numbered past ``seq``: those this transaction added."""
+    return {bytes(r[0]) for r in conn.execute(f"SELECT id FROM {table} WHERE seq > ?", (seq,))}
 
 
 def insert_attestations(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
