@@ -34,8 +34,8 @@ def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attesta
     gives up the interpreter lock once a row to hand it back, and winning the lock again
     from a busy event loop made the signatures of an initial sync the slowest write of
     the session (decision 0065; the same convoy as decision 0014's ``executemany``). When
-    it inserted fewer rows than it was given, the ids of those it did insert are read back
-    by row number (new rows are numbered past every row before): an item already held
+    it added fewer rows than it was given, the ids of those it did add are read back by
+    row number (new rows are numbered past every number given before): an item already held
     is found by the insert's own step down the id index, not by a lookup of every id
     first, which cost a second step down it for each (decision 0108).
     """
@@ -43,21 +43,21 @@ def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attesta
     fresh = list({a.id: a for a in atts}.values())  # an item twice in a batch: once
     if not fresh:
         return 0
-    before = conn.total_changes
     after_seq = _last_seq(conn, table)
     insert_rows(
         conn,
         f"INSERT OR IGNORE INTO {table} (id, sort_key, role, subject, node_id, ts, item)",
         _rows(fresh),
     )
-    added = conn.total_changes - before
+    # The rows just added, counted where they are (the last pages written, in the cache).
+    sql = f"SELECT count(*) FROM {table} WHERE seq > ?"
+    added = int(conn.execute(sql, (after_seq,)).fetchone()[0])
     if added == 0:
         return 0
     if added < len(fresh):
         inserted = _ids_after(conn, table, after_seq)
         fresh = [a for a in fresh if a.id in inserted]
-    # Rows are numbered in insertion order (AUTOINCREMENT), so the last is the highest.
-    mark = int(conn.execute("SELECT last_insert_rowid()").fetchone()[0])
+    mark = int(conn.execute(f"SELECT max(seq) FROM {table}").fetchone()[0])
     tokens = (int.from_bytes(a.id, "little") for a in fresh)
     bump_totals(conn, table, totals, mark=mark, added=tokens)
     return len(fresh)
