@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -51,10 +52,16 @@ def _never() -> WriteGroup:
     return WriteGroup(changes=10**9, seconds=1e9)
 
 
+@asynccontextmanager
+async def _line(path: Path) -> AsyncIterator[tuple[SqliteStore, Ledger]]:
+    """The line file at ``path``, and a ledger on it with a clock that ticks per entry."""
+    async with await SqliteStore.open(path) as store:
+        yield store, Ledger(store, clock=_clock())
+
+
 async def test_grouped_writes_are_seen_elsewhere_once_the_group_ends(tmp_path: Path) -> None:
     path = tmp_path / "line.db"
-    async with await SqliteStore.open(path) as store:
-        ledger = Ledger(store, clock=_clock())
+    async with _line(path) as (store, ledger):
         async with grouped(store, group=_never()):
             await ledger.append_many(_drafts(300, "a"))  # a batch, on the worker
             await ledger.append(_drafts(1, "b")[0])  # a short write: not in place
@@ -72,8 +79,7 @@ async def test_a_group_commits_when_full_when_asked_and_when_idle(
 ) -> None:
     path = tmp_path / "line.db"
     monkeypatch.setattr(sqlite_group, "GROUP_IDLE_S", 0.05)
-    async with await SqliteStore.open(path) as store:
-        ledger = Ledger(store, clock=_clock())
+    async with _line(path) as (store, ledger):
         full = WriteGroup(changes=500, seconds=1e9)
         async with grouped(store, group=full):
             await ledger.append_many(_drafts(200, "a"))
@@ -95,8 +101,7 @@ async def test_a_failed_write_loses_the_uncommitted_writes_loudly_and_nothing_be
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "line.db"
-    async with await SqliteStore.open(path) as store:
-        ledger = Ledger(store, clock=_clock())
+    async with _line(path) as (store, ledger):
         await ledger.append_many(_drafts(5, "before"))
         with pytest.raises(StoreError, match="not stored"):
             async with grouped(store, group=_never()):
@@ -116,8 +121,7 @@ async def test_a_failed_write_loses_the_uncommitted_writes_loudly_and_nothing_be
 
 async def test_a_failed_first_write_of_a_transaction_loses_nothing(tmp_path: Path) -> None:
     path = tmp_path / "line.db"
-    async with await SqliteStore.open(path) as store:
-        ledger = Ledger(store, clock=_clock())
+    async with _line(path) as (store, ledger):
         async with grouped(store, group=_never()):
             await ledger.append_many(_drafts(3, "a"))
             await commit_group(store)
@@ -131,8 +135,7 @@ async def test_an_error_inside_the_group_is_raised_and_what_was_written_committe
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "line.db"
-    async with await SqliteStore.open(path) as store:
-        ledger = Ledger(store, clock=_clock())
+    async with _line(path) as (store, ledger):
         with pytest.raises(ConnectionError):
             async with grouped(store, group=_never()):
                 await ledger.append_many(_drafts(7, "a"))
@@ -142,8 +145,7 @@ async def test_an_error_inside_the_group_is_raised_and_what_was_written_committe
 
 async def test_read_transactions_inside_a_group_read_its_writes(tmp_path: Path) -> None:
     path = tmp_path / "line.db"
-    async with await SqliteStore.open(path) as store:
-        ledger = Ledger(store, clock=_clock())
+    async with _line(path) as (store, ledger):
 
         def count(conn: sqlite3.Connection) -> int:
             with read_transaction(conn):  # no BEGIN inside the group's transaction
@@ -175,8 +177,7 @@ async def test_a_writer_of_another_process_gets_the_line_at_the_next_commit(
     its 30 s busy timeout."""
     path = Home(tmp_path).line_path("ledger")
     path.parent.mkdir(parents=True)
-    async with await SqliteStore.open(path) as store:
-        ledger = Ledger(store, clock=_clock())
+    async with _line(path) as (store, ledger):
         stop = asyncio.Event()
 
         async def pull(name: str) -> None:  # writes without a pause, as a large pull does
