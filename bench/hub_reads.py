@@ -3,14 +3,16 @@ another.
 
     python bench/scale.py --sizes 1000000 --keep DIR          # builds the line, once
     python bench/hub_reads.py --line DIR/1000000/ours/.lifeline/ledger.db [--runs 2]
-                              [--baseline TREE]
+                              [--baseline TREE] [--scan]
 
 Copies the line file's entries into a fresh hub (`hub init --store URL` on a root, the
 entries written through the PostgreSQL store, then ``VACUUM ANALYZE``), runs `context`
-once to fold the hub's truth tables, then, for each tree alternating, ``--runs`` times:
-`context`, `recall`, `history --limit 20` and `history --limit 5 --kind decision`: wall
-time and the process's own peak RSS. PostgreSQL: ``LIFELINE_TEST_PG=postgresql://…``, else
-a throwaway cluster (tests/support/pg_server.py). Prints medians; not a test.
+once to fold the hub's truth tables and `recall` once to build its recall index (decision
+0109), then, for each tree alternating, ``--runs`` times: `context`, `recall`, `history
+--limit 20` and `history --limit 5 --kind decision` (and, with ``--scan``, `recall` by the
+scan it ran before the index): wall time and the process's own peak RSS. PostgreSQL:
+``LIFELINE_TEST_PG=postgresql://…``, else a throwaway cluster (tests/support/pg_server.py).
+Prints medians; not a test.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ COMMANDS = [
     ("history", "--limit", "20"),
     ("history", "--limit", "5", "--kind", "decision"),
 ]
+SCANNED = "recall (LIFELINE_RECALL=scan)"
 
 
 async def copy_line(source: Path, url: str) -> int:
@@ -81,13 +84,19 @@ def bench(args: argparse.Namespace, server: str) -> None:
         print(f"{copied:,} entries copied into the hub in {time.perf_counter() - started:.0f} s")
         took, _peak = run_cli(TREE, hub, "context")
         print(f"first context (folds the hub's truth tables): {took:.1f} s")
+        took, peak = run_cli(TREE, hub, *COMMANDS[1])
+        print(f"first recall (builds the hub's recall index): {took:.1f} s, {peak:.0f} MiB")
         seen: dict[tuple[str, Path], list[tuple[float, float]]] = {}
+        names = [" ".join(c) for c in COMMANDS] + ([SCANNED] if args.scan else [])
         for r in range(args.runs):
             for tree in trees if r % 2 == 0 else trees[::-1]:
                 for command in COMMANDS:
                     runs = seen.setdefault((" ".join(command), tree), [])
                     runs.append(run_cli(tree, hub, *command))
-        report(seen, [" ".join(c) for c in COMMANDS], trees)
+                if args.scan:  # the scan a hub's recall ran before decision 0109
+                    runs = seen.setdefault((SCANNED, tree), [])
+                    runs.append(run_cli(tree, hub, *COMMANDS[1], env={"LIFELINE_RECALL": "scan"}))
+        report(seen, names, trees)
 
 
 def main() -> None:
@@ -95,6 +104,9 @@ def main() -> None:
     parser.add_argument("--line", type=Path, required=True, help="a line file to copy")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--baseline", type=Path, help="another tree to run side by side")
+    parser.add_argument(
+        "--scan", action="store_true", help="also `recall` by the scan, without the index"
+    )
     args = parser.parse_args()
     on_a_server(lambda url: bench(args, url))
 

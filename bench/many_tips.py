@@ -44,13 +44,15 @@ BATCH = 10_000
 START = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def run_cli(tree: Path, root: Path, *args: str) -> tuple[float, float]:
+def run_cli(
+    tree: Path, root: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[float, float]:
     """(wall s, peak RSS MiB) of ``python -m lifeline --root ROOT ARGS`` with ``tree``'s code.
 
     The peak is the process's own high-water mark (``VmHWM``, read until it exits): wait4's
     ``ru_maxrss`` would count this process's pages too, a million entries' worth after a
-    fill (Linux carries it across the child's exec)."""
-    env = dict(os.environ) | ({"PYTHONPATH": str(tree)} if tree != TREE else {})
+    fill (Linux carries it across the child's exec). ``env``: more variables for it."""
+    env = dict(os.environ) | ({"PYTHONPATH": str(tree)} if tree != TREE else {}) | (env or {})
     cmd = [sys.executable, "-m", "lifeline", "--root", str(root), *args]
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)

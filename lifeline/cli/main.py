@@ -237,12 +237,15 @@ def exit_process(code: int) -> NoReturn:
 
 def _run_command(args: argparse.Namespace) -> int:
     """``args.func`` run. A read that must first fold the whole line into the truth tables
-    (the first after an upgrade that changed them: ~2 minutes at a million entries) shows
-    how far it is on a terminal (lifeline.truth.table.SHOWN_FOLD)."""
+    (the first after an upgrade that changed them: ~2 minutes at a million entries), or
+    index it for a hub's recall (decision 0109), shows how far it is on a terminal
+    (lifeline.truth.table.SHOWN_FOLD)."""
     from lifeline.cli.progress import progress_for
     from lifeline.truth.progress import set_fold_progress
 
-    bar = progress_for(args, "bringing the truth tables up to date (once, after an upgrade)")
+    bar = progress_for(
+        args, "bringing the read tables up to date (after an upgrade or a large load)"
+    )
 
     def shown(done: int, total: int) -> None:
         bar.update(done, total)

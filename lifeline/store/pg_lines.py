@@ -20,11 +20,12 @@ from lifeline.store.port import Store
 
 if TYPE_CHECKING:
     from lifeline.line_source import FileLines
+    from lifeline.store.pg_maintain import LoadStep
     from lifeline.store.pg_schema import Migrations
     from lifeline.store.pg_writes import AppendHook
     from lifeline.store.postgres import PgDatabase, PgStore
 
-__all__ = ["PgLines", "pg_append_hooks", "pg_components"]
+__all__ = ["PgLines", "pg_append_hooks", "pg_components", "pg_load_steps"]
 
 
 class PgLines:
@@ -52,7 +53,10 @@ class PgLines:
         loop = asyncio.get_running_loop()
         if self._db is None or self._loop is not loop:
             self._db = await PgDatabase.connect(
-                self.dsn, migrations=pg_components(), after_append=pg_append_hooks()
+                self.dsn,
+                migrations=pg_components(),
+                after_append=pg_append_hooks(),
+                after_load=pg_load_steps(),
             )
             self._loop = loop
         return self._db
@@ -116,6 +120,16 @@ def pg_append_hooks() -> list[AppendHook]:
 
     return [
         p.load() for p in sorted(entry_points(group="lifeline.pg_append"), key=lambda p: p.name)
+    ]
+
+
+def pg_load_steps() -> list[LoadStep]:
+    """What installed components do after a large load, in the background (entry-point
+    group ``lifeline.pg_after_load``): recall's index brought up to date (decision 0109)."""
+    from importlib.metadata import entry_points
+
+    return [
+        p.load() for p in sorted(entry_points(group="lifeline.pg_after_load"), key=lambda p: p.name)
     ]
 
 

@@ -7,8 +7,11 @@ statistics and is full of rows autovacuum has not looked at yet: range queries t
 :data:`ANALYZE_AFTER` entries into a line, the hub process runs ``VACUUM (ANALYZE)`` on that
 line's partition, and ``ANALYZE`` on the shared ``links``/``tips``/``fp_buckets`` tables,
 in a background task on a pooled connection: the session that loaded the rows has already
-answered. One run per line at a time; a load that arrives while one runs asks for one
-more run after it. A failure is logged and changes nothing (autovacuum still runs).
+answered. Then the installed components' steps after a load (entry-point group
+``lifeline.pg_after_load``: recall's index brought up to date, decision 0109), so that the
+first reader after the load does not pay for them. One run per line at a time; a load that
+arrives while one runs asks for one more run after it. A failure is logged and changes
+nothing (autovacuum still runs; readers catch up what a step left).
 """
 
 from __future__ import annotations
@@ -17,21 +20,26 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["ANALYZE_AFTER", "Maintenance"]
+__all__ = ["ANALYZE_AFTER", "LoadStep", "Maintenance"]
 
 log = logging.getLogger(__name__)
 
 ANALYZE_AFTER = 5000  # entries admitted by one session into one line
+LoadStep = Callable[[Any, int], Awaitable[None]]  # (a pooled connection, line_id)
 
 
 class Maintenance:
     """The background upkeep of one database's lines (owned by ``PgDatabase``)."""
 
-    def __init__(self, pool: Any, *, threshold: int = ANALYZE_AFTER) -> None:
+    def __init__(
+        self, pool: Any, *, threshold: int = ANALYZE_AFTER, steps: Sequence[LoadStep] = ()
+    ) -> None:
         self._pool = pool
         self.threshold = threshold
+        self.steps = tuple(steps)
         self._running: dict[int, asyncio.Task[None]] = {}
         self._again: set[int] = set()
         self.runs: list[tuple[int, float]] = []  # (line_id, seconds) of each finished run
@@ -61,13 +69,22 @@ class Maintenance:
                 except Exception as exc:  # upkeep only: autovacuum still comes
                     log.warning("VACUUM ANALYZE of line %s failed: %s", line_id, exc)
                     return
+                await self._steps(line_id)
                 seconds = time.monotonic() - started
                 self.runs.append((line_id, seconds))
-                log.info("line %s: VACUUM ANALYZE after a large load, %.2f s", line_id, seconds)
+                log.info("line %s: upkeep after a large load, %.2f s", line_id, seconds)
                 if line_id not in self._again:
                     return
         finally:
             self._running.pop(line_id, None)
+
+    async def _steps(self, line_id: int) -> None:
+        for step in self.steps:
+            try:
+                async with self._pool.acquire() as conn:
+                    await step(conn, line_id)
+            except Exception as exc:  # upkeep only: the next reader does it instead
+                log.warning("upkeep of line %s after a large load failed: %s", line_id, exc)
 
     async def idle(self) -> None:
         """Until every run asked for so far has finished (tests, shutdown)."""

@@ -25,7 +25,7 @@ from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
 from lifeline.store.line_write import LineWrite
 from lifeline.store.order import newest_first
 from lifeline.store.pg_dsn import connect_options, is_postgres_url
-from lifeline.store.pg_maintain import Maintenance
+from lifeline.store.pg_maintain import LoadStep, Maintenance
 from lifeline.store.pg_schema import LEDGER, Conn, Migrations, apply_pg_migrations, line_id_of
 from lifeline.store.pg_writes import (
     AppendHook,
@@ -138,12 +138,14 @@ class PgDatabase:
         *,
         migrations: Migrations | None = None,
         after_append: Sequence[AppendHook] = (),
+        after_load: Sequence[LoadStep] = (),
         min_size: int = 1,
         max_size: int = 8,
         timeout: float = 10.0,
     ) -> PgDatabase:
         """Connect and bring the schema (the ledger's, plus ``migrations``) up to date;
-        ``after_append`` run inside every append's transaction (the components' hooks)."""
+        ``after_append`` run inside every append's transaction (the components' hooks),
+        ``after_load`` in the background after a large load (:mod:`~lifeline.store.pg_maintain`)."""
         plain, command_timeout = client_options(dsn)
         plain, options = connect_options(plain)  # e.g. ?statement_cache_size=0 (pg_dsn.py)
         try:
@@ -160,6 +162,7 @@ class PgDatabase:
             raise _pg_error(dsn, exc) from exc
         db = cls(dsn, pool)
         db.after_append = tuple(after_append)
+        db.maintenance.steps = tuple(after_load)
         try:
             await db.migrate(migrations or {})
         except BaseException:

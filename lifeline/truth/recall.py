@@ -16,16 +16,12 @@ answers in kind).
 
 from __future__ import annotations
 
-import heapq
 import json
-import math
 import os
-import re
 import sqlite3
-import unicodedata
 from array import array
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -33,6 +29,7 @@ from lifeline.entry import Entry
 from lifeline.store.backend import on_backend
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine
+from lifeline.truth.bm25 import CANDIDATES, SUMMARY_WEIGHT, Bm25, words
 from lifeline.truth.reducers import why_excerpt
 from lifeline.truth.sections import Hit
 
@@ -46,18 +43,17 @@ __all__ = [
     "FTS5_AVAILABLE",
     "RECALL_MIGRATIONS",
     "SUMMARY_WEIGHT",
+    "Bm25",
     "Bm25Scan",
     "catch_up",
     "hits_for",
     "query_terms",
     "recall",
+    "words",
 ]
 
-SUMMARY_WEIGHT = 3.0
 DEFAULT_FLOOR = 0.25  # a fraction of the best hit's score, in (0, 1]
 MAX_TERMS = 16
-CANDIDATES = 10_000  # matches ranked at most, beyond those of rare words (decision 0026)
-_K1, _B = 1.2, 0.75
 
 
 def _probe_fts5() -> bool:
@@ -134,18 +130,9 @@ RECALL_MIGRATIONS: list[tuple[int, str]] = (
 )
 
 
-def _fold_text(text: str) -> str:
-    decomposed = unicodedata.normalize("NFKD", text.casefold())
-    return "".join(c for c in decomposed if not unicodedata.combining(c))
-
-
-def _tokens(text: str) -> list[str]:
-    return re.findall(r"[^\W_]+", _fold_text(text))
-
-
 def query_terms(text: str) -> list[str]:
     """The distinct terms of user text, in order, at most :data:`MAX_TERMS`."""
-    return list(dict.fromkeys(_tokens(text)))[:MAX_TERMS]
+    return list(dict.fromkeys(words(text)))[:MAX_TERMS]
 
 
 def _fts_query(terms: Sequence[str]) -> str:
@@ -256,7 +243,7 @@ class Bm25Scan:
         self._lengths = array("q")
 
     def add(self, entry: Entry) -> None:
-        summary, body = _tokens(entry.summary), _tokens(entry.body)
+        summary, body = words(entry.summary), words(entry.body)
         length = len(summary) + len(body)
         self._docs += 1
         self._length += length
@@ -278,34 +265,32 @@ class Bm25Scan:
         self._lengths.append(length)
 
     def ranked(self, limit: int) -> list[tuple[str, float]]:
-        if not self._docs:
-            return []
-        avg = max(self._length / self._docs, 1e-9)
-        idf = [max(math.log((self._docs - n + 0.5) / (n + 0.5)), 1e-6) for n in self._held]
         width = len(self.terms)
-
-        def scored() -> Iterator[tuple[float, bytes]]:
-            for m, length in enumerate(self._lengths):
-                score = 0.0
-                for weight, f in zip(idf, self._counts[m * width : (m + 1) * width], strict=True):
-                    if f:
-                        score += weight * f * (_K1 + 1) / (f + _K1 * (1 - _B + _B * length / avg))
-                if score > 0:
-                    yield -score, bytes(self._ids[m * 32 : m * 32 + 32])
-
-        # the best ``limit`` only (a million matches sorted whole took ~300 MB)
-        return [(i.hex(), -negated) for negated, i in heapq.nsmallest(limit, scored())]
+        scorer = Bm25(self._docs, self._length, self._held)
+        ids, counts = self._ids, self._counts
+        return scorer.best(
+            (
+                (bytes(ids[m * 32 : m * 32 + 32]), counts[m * width : (m + 1) * width], n)
+                for m, n in enumerate(self._lengths)
+            ),
+            limit,
+        )
 
 
 class _Rankers:
     """How a line ranks entries for terms, per backend: FTS5 on a line file opened with
-    recall's index, BM25 over the entries read once elsewhere."""
+    recall's index, its twin on a hub's database (:mod:`lifeline.truth.pg_recall`), BM25
+    over the entries read once elsewhere."""
 
     def sqlite(self, store: SqliteStore) -> Ranker:
         return partial(_fts_ranked, store) if "recall" in store.schema else partial(_scanned, store)
 
     def postgres(self, store: PgStore) -> Ranker:
-        return partial(_scanned, store)
+        if "recall" not in store.components or os.environ.get("LIFELINE_RECALL") == "scan":
+            return partial(_scanned, store)
+        from lifeline.truth.pg_recall import ranked
+
+        return partial(ranked, store)
 
     def plain(self, store: Store) -> Ranker:
         return partial(_scanned, store)

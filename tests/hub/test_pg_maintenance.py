@@ -1,6 +1,6 @@
 """A hub runs VACUUM ANALYZE on a line's partition after a session loaded many entries into
-it, in the background (lifeline/store/pg_maintain.py): the session does not wait for it,
-and small sessions do not cause it."""
+it, in the background (lifeline/store/pg_maintain.py), then brings recall's index up to
+date: the session does not wait for it, and small sessions do not cause it."""
 
 from __future__ import annotations
 
@@ -48,5 +48,14 @@ async def test_a_large_load_is_analyzed_after_the_session(pg_server: str, tmp_pa
             await asyncio.wait_for(db.maintenance.idle(), 120)
             assert [line for line, _ in db.maintenance.runs] == [line_id]
             assert await _analyzed(url, line_id)
+            # then recall's index, brought up to date with no reader (decision 0109)
+            conn = await asyncpg.connect(url)
+            try:
+                docs = await conn.fetchval(
+                    "SELECT docs FROM recall_mark WHERE line_id = $1", line_id
+                )
+            finally:
+                await conn.close()
+            assert docs == ANALYZE_AFTER + 200
     finally:
         await hub.close()

@@ -76,7 +76,7 @@ def test_a_full_fold_shows_progress_on_a_terminal_only(tmp_path: Path) -> None:
     _forget_the_tables(tmp_path)
     code, out, err = _on_a_terminal(tmp_path, "context", "--budget", "2000")
     assert code == 0 and "decision" in out
-    assert "bringing the truth tables up to date" in err and f"/{N:,}" in err
+    assert "bringing the read tables up to date" in err and f"/{N:,}" in err
     assert err.endswith("\r\x1b[K")  # cleared before the command's own output
     _forget_the_tables(tmp_path)
     piped = lifeline(tmp_path, "context", "--budget", "2000")
