@@ -68,20 +68,27 @@ async def copy_line(source: Path, url: str) -> int:
     return copied
 
 
+def hub_holding(line: Path, server: str, folder: Path) -> Path:
+    """A hub root in ``folder`` on a fresh database of ``server``, holding the entries of
+    the line file ``line`` (printed: how long the copy took)."""
+    hub = folder / "hub"
+    hub.mkdir()
+    url = asyncio.run(fresh_db(server))
+    subprocess.run(
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(hub), "hub", "init",
+         "--store", url], check=True, capture_output=True,
+    )  # fmt: skip
+    run_cli(TREE, hub, "init")
+    started = time.perf_counter()
+    copied = asyncio.run(copy_line(line, url))
+    print(f"{copied:,} entries copied into the hub in {time.perf_counter() - started:.0f} s")
+    return hub
+
+
 def bench(args: argparse.Namespace, server: str) -> None:
     trees = [TREE] + ([args.baseline.resolve()] if args.baseline else [])
     with tempfile.TemporaryDirectory(prefix="hub-reads-") as tmp:
-        hub = Path(tmp) / "hub"
-        hub.mkdir()
-        url = asyncio.run(fresh_db(server))
-        subprocess.run(
-            [sys.executable, "-m", "lifeline_mesh", "--root", str(hub), "hub", "init",
-             "--store", url], check=True, capture_output=True,
-        )  # fmt: skip
-        run_cli(TREE, hub, "init")
-        started = time.perf_counter()
-        copied = asyncio.run(copy_line(args.line, url))
-        print(f"{copied:,} entries copied into the hub in {time.perf_counter() - started:.0f} s")
+        hub = hub_holding(args.line, server, Path(tmp))
         took, _peak = run_cli(TREE, hub, "context")
         print(f"first context (folds the hub's truth tables): {took:.1f} s")
         took, peak = run_cli(TREE, hub, *COMMANDS[1])

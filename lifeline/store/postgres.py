@@ -416,6 +416,16 @@ class PgStore:
         rows = await self._fetch("SELECT id, line FROM externals WHERE line_id = $1")
         return {bytes(r[0]).hex(): r[1] for r in rows}
 
+    async def rows_after(self, seq: int, limit: int) -> list[tuple[int, Entry]]:
+        """``(row number, entry)`` of at most ``limit`` rows past ``seq``, in row order:
+        each entry's parents before it (a row is stored only once its parents are)."""
+        rows = await self._fetch(
+            "SELECT seq, doc FROM entries WHERE line_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+            seq,
+            limit,
+        )
+        return [(int(n), Entry.from_json(doc, check=False)) for n, doc in rows]
+
     async def keys(self) -> list[tuple[int, str]]:
         rows = await self._fetch(
             "SELECT height, id FROM entries WHERE line_id = $1 ORDER BY height, id"

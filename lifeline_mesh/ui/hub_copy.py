@@ -4,8 +4,11 @@ The viewer's reads (truth tables, history windows, the graph, search) are SQL on
 file. On a hub process root the lines live in PostgreSQL (``home.lines``, decision 0060), so
 the viewer keeps a copy of each line it shows in a private temporary folder — a cache, never
 evidence, removed when the viewer stops — and before each page brings it up to date from
-the database: the line's totals compared first (one row each side), then only the entries
-the copy lacks, parents first, in batches.
+the database: the line's totals first (one row), and when they changed since the last
+page, the rows past the last row number copied, in row order (parents before children),
+a batch at a time. The first page of a line copies it that way too, in memory bounded by
+a batch. Only when the totals still differ after that (a stored entry's ts changed in
+place, which moves no row number) are the two sides' ids compared, as a full pass.
 """
 
 from __future__ import annotations
@@ -13,9 +16,14 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
+
+if TYPE_CHECKING:
+    from lifeline.store.postgres import PgStore
+    from lifeline.store.summary import SetTotals
 
 __all__ = ["HubCopy"]
 
@@ -28,6 +36,9 @@ class HubCopy:
     def __init__(self, home: Home) -> None:
         self.home = home
         self._copies: Home | None = None  # a private project in a temporary folder
+        self._copied: dict[str, int] = {}  # each line's last row number copied
+        self._seen: dict[str, SetTotals] = {}  # each line's totals at its last refresh
+        self.full_passes = 0  # refreshes that compared every id (tests, figures)
 
     async def open(self, name: str) -> SqliteStore:
         """The copy of line ``name``, up to date (NotFound when the hub has no such line)."""
@@ -41,19 +52,36 @@ class HubCopy:
 
     async def refresh(self, name: str, copy: SqliteStore) -> int:
         """Add what the database holds and the copy lacks; how many entries were added."""
-        async with self.home.open_line(name) as source:
-            theirs = await source.entry_totals()  # type: ignore[attr-defined]
-            if theirs == await copy.entry_totals():
-                return 0
-            held = {entry_id for _h, entry_id in await copy.keys()}
-            missing = [entry_id for _h, entry_id in await source.keys() if entry_id not in held]
+        async with self.home.open_line(name) as opened:
+            source: PgStore = opened  # type: ignore[assignment]  # a hub root's line
+            theirs = await source.entry_totals()
+            if self._seen.get(name) == theirs:
+                return 0  # nothing written since the last page
             for entry_id, line in (await source.externals()).items():
                 await copy.declare_external(entry_id, line)
-            added = 0
-            for k in range(0, len(missing), _BATCH):
-                batch = await source.get_many(missing[k : k + _BATCH])
-                added += (await copy.append_many(batch)).count
+            added = await self._rows_after(name, source, copy)
+            if theirs != await copy.entry_totals():
+                added += await self._missing(source, copy)
+            self._seen[name] = theirs
             return added
+
+    async def _rows_after(self, name: str, source: PgStore, copy: SqliteStore) -> int:
+        added = 0
+        while rows := await source.rows_after(self._copied.get(name, 0), _BATCH):
+            added += (await copy.append_many([entry for _seq, entry in rows])).count
+            self._copied[name] = rows[-1][0]
+        return added
+
+    async def _missing(self, source: PgStore, copy: SqliteStore) -> int:
+        """The entries the copy lacks, found by comparing every id (a full pass)."""
+        self.full_passes += 1
+        held = {entry_id for _h, entry_id in await copy.keys()}
+        missing = [entry_id for _h, entry_id in await source.keys() if entry_id not in held]
+        added = 0
+        for k in range(0, len(missing), _BATCH):
+            batch = await source.get_many(missing[k : k + _BATCH])
+            added += (await copy.append_many(batch)).count
+        return added
 
     def close(self) -> None:
         if self._copies is not None:
