@@ -68,9 +68,9 @@ async def copy_line(source: Path, url: str) -> int:
     return copied
 
 
-def hub_holding(line: Path, server: str, folder: Path) -> Path:
+def hub_holding(line: Path | None, server: str, folder: Path) -> Path:
     """A hub root in ``folder`` on a fresh database of ``server``, holding the entries of
-    the line file ``line`` (printed: how long the copy took)."""
+    the line file ``line`` (printed: how long the copy took), or none."""
     hub = folder / "hub"
     hub.mkdir()
     url = asyncio.run(fresh_db(server))
@@ -79,6 +79,8 @@ def hub_holding(line: Path, server: str, folder: Path) -> Path:
          "--store", url], check=True, capture_output=True,
     )  # fmt: skip
     run_cli(TREE, hub, "init")
+    if line is None:
+        return hub
     started = time.perf_counter()
     copied = asyncio.run(copy_line(line, url))
     print(f"{copied:,} entries copied into the hub in {time.perf_counter() - started:.0f} s")

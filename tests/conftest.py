@@ -7,8 +7,11 @@ The fixture lives in the repository (``tests/fixtures/``, provenance in
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,12 @@ import pytest
 
 from tests.support.paths import LC_FIXTURE
 from tests.support.pg_server import pg_server  # noqa: F401  (the session's PostgreSQL server)
+
+# A hub root keeps its sessions index in the user's cache (lifeline/sessions/hub_index.py):
+# the suite's processes (and the CLIs they start) use a folder of the suite's own.
+_CACHE = tempfile.mkdtemp(prefix="lifeline-test-cache-")
+os.environ["XDG_CACHE_HOME"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -13,20 +13,24 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lifeline.errors import ConfigError
 from lifeline.home import Home
-from lifeline.sessions.index import SessionIndex
+from lifeline.sessions.index import SessionIndex, SqlRows
 from lifeline.sessions.messages import ROLES, message_text
-from lifeline.store.backend import FileOrEntries, on_backend
+from lifeline.store.backend import on_backend
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine
 from lifeline.truth.recall import query_terms
+
+if TYPE_CHECKING:
+    from lifeline.store.postgres import PgStore
+    from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["CANDIDATES", "SearchHit", "opened_index", "parse_since", "search"]
 
@@ -44,7 +48,8 @@ async def _file_index(store: SqlLine) -> SessionIndex:
     try:
 
         def catch_up(conn: sqlite3.Connection) -> int:
-            return index.catch_up_sql(conn) if index.behind(conn) else 0
+            rows = SqlRows(conn)
+            return index.catch_up(rows) if index.behind(rows) else 0
 
         await store.run_read(catch_up)
     except BaseException:
@@ -53,18 +58,36 @@ async def _file_index(store: SqlLine) -> SessionIndex:
     return index
 
 
+async def _hub_index(store: PgStore) -> SessionIndex:
+    from lifeline.sessions.hub_index import hub_index
+
+    return await hub_index(store)
+
+
 async def _built_index(store: Store) -> SessionIndex:
-    """Any other line's index (a hub's), built in memory from its entries."""
+    """Any other line's index (a memory store's), built in memory from its entries."""
     index = SessionIndex(None)
     index.rebuild([(e.id, e.ts, e.kind, e.body, e.parents) async for e in store.stream()])
     return index
 
 
+class _Indexes:
+    def sqlite(self, store: SqliteStore) -> Awaitable[SessionIndex]:
+        return _file_index(store)
+
+    def postgres(self, store: PgStore) -> Awaitable[SessionIndex]:
+        return _hub_index(store)
+
+    def plain(self, store: Store) -> Awaitable[SessionIndex]:
+        return _built_index(store)
+
+
 @asynccontextmanager
 async def opened_index(store: Store) -> AsyncIterator[SessionIndex]:
-    """The line's index, brought up to date: its file beside a line file, or built in
-    memory from a line of another backend."""
-    index = await on_backend(store, FileOrEntries(file=_file_index, entries=_built_index))
+    """The line's index, brought up to date: its file beside a line file, a file in the
+    user's cache for a hub's line (:mod:`lifeline.sessions.hub_index`), else built in
+    memory from the entries."""
+    index = await on_backend(store, _Indexes())
     try:
         yield index
     finally:

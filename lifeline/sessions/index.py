@@ -23,14 +23,14 @@ import json
 import sqlite3
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lifeline.fsutil import create_private
 from lifeline.sessions.messages import Tokens, messages_of, usage_of
 from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.store.sqlite_open import enter_wal
 
-__all__ = ["INDEX_VERSION", "SessionIndex"]
+__all__ = ["INDEX_VERSION", "LineRows", "Row", "SessionIndex", "SqlRows"]
 
 # Bump when what the index derives from a part changes: an index of another version is
 # rebuilt from the line on its next read.
@@ -77,6 +77,28 @@ CREATE VIRTUAL TABLE IF NOT EXISTS msgs_fts USING fts5(
 _TABLES = ("meta", "sessions", "parts", "msgs", "usage", "usage_sums", "msgs_fts")
 
 Fetch = Callable[[str], tuple[str, tuple[str, ...], str] | None]  # id -> kind, parents, body
+Row = tuple[str, str, str, str, tuple[str, ...]]  # id, ts, kind, body, parents
+
+
+class LineRows(Protocol):
+    """What the index reads of a line: row numbers, and the session entries past one."""
+
+    def top(self) -> int:
+        """The line's last row number (0 when empty)."""
+        ...
+
+    def id_at(self, seq: int) -> str | None:
+        """The id of the entry at row ``seq`` (None when there is none)."""
+        ...
+
+    def rows(self, after: int, top: int, limit: int) -> tuple[list[Row], int | None]:
+        """The session entries of rows ``after`` < seq <= ``top``, in row order, ``limit``
+        rows read at most; and the last row number read (None when none was)."""
+        ...
+
+    def fetch(self, eid: str) -> tuple[str, tuple[str, ...], str] | None:
+        """An entry's kind, parents and body by id (None when the line lacks it)."""
+        ...
 
 
 def _json(body: str) -> dict[str, Any]:
@@ -136,52 +158,45 @@ class SessionIndex:
 
     # -- bringing it up to date ---------------------------------------------------------
 
-    def catch_up_sql(self, line: sqlite3.Connection) -> int:
-        """Index the line's session entries past the mark (``line``: the line's SQLite
-        connection, read only). Returns how many line rows were read."""
+    def catch_up(self, line: LineRows) -> int:
+        """Index the line's session entries past the mark. Returns how many line rows were
+        read."""
         try:
-            return self._catch_up_sql(line)
+            return self._catch_up(line)
         except _Rebuild:
             self.db.execute("DELETE FROM meta WHERE key = 'version'")  # start over
-            return self._catch_up_sql(line)
+            return self._catch_up(line)
 
-    def _catch_up_sql(self, line: sqlite3.Connection) -> int:
+    def _catch_up(self, line: LineRows) -> int:
         self.db.execute("BEGIN IMMEDIATE")
         try:
             mark = self._mark(line)
-            top = int(line.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0])
+            top = line.top()
             done = 0
-            fetch = _sql_fetch(line)
             while mark < top:
-                rows = line.execute(
-                    "SELECT seq, id, ts, kind, body, parents FROM entries WHERE seq > ?"
-                    " AND seq <= ? AND kind IN (?, ?, ?) ORDER BY seq LIMIT ?",
-                    (mark, top, *_KINDS, _BATCH),
-                ).fetchall()
-                if not rows:
+                rows, last = line.rows(mark, top, _BATCH)
+                if last is None:
                     break
-                self._apply([(i, t, k, b, _parents(p)) for _s, i, t, k, b, p in rows], fetch)
-                mark = int(rows[-1][0])
-                done += len(rows)
-            mark_id = line.execute("SELECT id FROM entries WHERE seq = ?", (top,)).fetchone()
+                self._apply(rows, line.fetch)
+                done += last - mark
+                mark = last
             self._set("mark", str(top))
-            self._set("mark_id", mark_id[0] if mark_id else "")
+            self._set("mark_id", line.id_at(top) or "")
             self.db.execute("COMMIT")
         except BaseException:
             self.db.execute("ROLLBACK")
             raise
         return done
 
-    def behind(self, line: sqlite3.Connection) -> bool:
-        """Whether the line holds rows past the mark, or is not the file indexed (its row at
-        the mark is another entry: the line was replaced), or the index is of another
+    def behind(self, line: LineRows) -> bool:
+        """Whether the line holds rows past the mark, or is not the line indexed (its row
+        at the mark is another entry: the line was replaced), or the index is of another
         version."""
         mark = self._get("mark")
-        top = line.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0]
-        if mark is None or int(mark) != int(top) or self._get("version") != str(INDEX_VERSION):
+        top = line.top()
+        if mark is None or int(mark) != top or self._get("version") != str(INDEX_VERSION):
             return True
-        row = line.execute("SELECT id FROM entries WHERE seq = ?", (top,)).fetchone()
-        return (row[0] if row else "") != self._get("mark_id")
+        return (line.id_at(top) or "") != self._get("mark_id")
 
     def rebuild(self, entries: Iterable[tuple[str, str, str, str, tuple[str, ...]]]) -> None:
         """Index ``entries`` (id, ts, kind, body, parents) from nothing: a line that is not
@@ -204,14 +219,13 @@ class SessionIndex:
     def _set(self, key: str, value: str) -> None:
         self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, value))
 
-    def _mark(self, line: sqlite3.Connection) -> int:
+    def _mark(self, line: LineRows) -> int:
         """The last seq indexed; 0 (and an empty index) when the index was built by another
-        version or from another file (the row at the mark is not the one indexed)."""
+        version or from another line (the row at the mark is not the one indexed)."""
         mark = int(self._get("mark") or 0)
-        if self._get("version") == str(INDEX_VERSION) and mark:
-            row = line.execute("SELECT id FROM entries WHERE seq = ?", (mark,)).fetchone()
-            if row is not None and row[0] == self._get("mark_id"):
-                return mark
+        current = self._get("version") == str(INDEX_VERSION)
+        if current and mark and line.id_at(mark) == self._get("mark_id"):
+            return mark
         self._reset()
         return 0
 
@@ -392,10 +406,30 @@ class _Rebuild(Exception):
     """The index cannot be patched: drop it and build it again."""
 
 
-def _sql_fetch(line: sqlite3.Connection) -> Fetch:
-    def fetch(eid: str) -> tuple[str, tuple[str, ...], str] | None:
-        row = line.execute("SELECT kind, parents, body FROM entries WHERE id = ?", (eid,))
+class SqlRows:
+    """A line file's rows, as the index reads them (``line``: its connection, read only)."""
+
+    def __init__(self, line: sqlite3.Connection) -> None:
+        self.line = line
+
+    def top(self) -> int:
+        return int(self.line.execute("SELECT coalesce(max(seq), 0) FROM entries").fetchone()[0])
+
+    def id_at(self, seq: int) -> str | None:
+        row = self.line.execute("SELECT id FROM entries WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def rows(self, after: int, top: int, limit: int) -> tuple[list[Row], int | None]:
+        found = self.line.execute(
+            "SELECT seq, id, ts, kind, body, parents FROM entries WHERE seq > ?"
+            " AND seq <= ? AND kind IN (?, ?, ?) ORDER BY seq LIMIT ?",
+            (after, top, *_KINDS, limit),
+        ).fetchall()
+        if not found:
+            return [], None
+        return [(i, t, k, b, _parents(p)) for _s, i, t, k, b, p in found], int(found[-1][0])
+
+    def fetch(self, eid: str) -> tuple[str, tuple[str, ...], str] | None:
+        row = self.line.execute("SELECT kind, parents, body FROM entries WHERE id = ?", (eid,))
         found = row.fetchone()
         return None if found is None else (str(found[0]), _parents(found[1]), str(found[2]))
-
-    return fetch
