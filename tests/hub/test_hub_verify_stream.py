@@ -99,6 +99,29 @@ async def test_a_hub_line_is_audited_as_the_same_line_file(
     assert (hub_report.ok, hub_report.log.fails) == (laptop.ok, laptop.log.fails)
 
 
+async def test_a_hub_verify_tells_its_progress_as_a_laptop_does(
+    database: PgDatabase, tmp_path: Path
+) -> None:
+    """``advance`` hears of every page of entries as it is judged, 2,000 at a time, as on
+    the line file the same entries are in (the progress bar of `verify`)."""
+    entries: list[Entry] = []
+    for i in range(5_000):
+        parents = (entries[-1].id,) if entries else ()
+        ts = f"2026-01-01T00:{i // 3600 % 60:02d}:{i // 60 % 60:02d}.{i % 60:06d}Z"
+        entries.append(Entry.create(ts=ts, kind="note", summary=f"n{i}", parents=parents))
+    hub = await database.line(line_name())
+    heard: dict[str, list[int]] = {"laptop": [], "hub": []}
+    async with await SqliteStore.open(tmp_path / "line.db") as store:
+        await store.append_many(entries)
+        laptop = await audit_line(store, "ledger", FileSigners([]), Policy(),
+                                  advance=heard["laptop"].append)  # fmt: skip
+        await copy_to_hub(store, hub)
+    report = await audit_line(hub, "ledger", FileSigners([]), Policy(), advance=heard["hub"].append)
+    assert heard["hub"] == heard["laptop"] == [2_000, 2_000, 1_000]
+    assert report.verdict.to_dict() == laptop.verdict.to_dict()
+    assert report.verdict.unsigned == 5_000
+
+
 # -- memory: a real `lifeline-mesh verify` on a real hub root ----------------------------
 
 # The verify process's own high-water mark (VmHWM: since its exec, not the pages of the
