@@ -3,14 +3,17 @@ another.
 
     python bench/scale.py --sizes 1000000 --keep DIR          # builds the line, once
     python bench/hub_reads.py --line DIR/1000000/ours/.lifeline/ledger.db [--runs 2]
-                              [--baseline TREE]
+                              [--baseline TREE] [--only verify]
 
 Copies the line file's entries into a fresh hub (`hub init --store URL` on a root, the
 entries written through the PostgreSQL store, then ``VACUUM ANALYZE``), runs `context`
 once to fold the hub's truth tables, then, for each tree alternating, ``--runs`` times:
-`context`, `recall`, `history --limit 20` and `history --limit 5 --kind decision`: wall
-time and the process's own peak RSS. PostgreSQL: ``LIFELINE_TEST_PG=postgresql://…``, else
-a throwaway cluster (tests/support/pg_server.py). Prints medians; not a test.
+`context`, `recall`, `history --limit 20`, `history --limit 5 --kind decision` and
+`lifeline-mesh verify` (the whole audit: entries, truth tables, notary): wall time and the
+process's own peak RSS. Only the entries are copied, no attestation: the hub's verify reads
+an unsigned line. ``--only NAME`` runs the commands starting with NAME. PostgreSQL:
+``LIFELINE_TEST_PG=postgresql://…``, else a throwaway cluster (tests/support/pg_server.py).
+Prints medians; not a test.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ COMMANDS = [
     ("recall", "refund latency webhook"),
     ("history", "--limit", "20"),
     ("history", "--limit", "5", "--kind", "decision"),
+    ("verify",),  # lifeline-mesh's (MESH)
 ]
+MESH = {"verify"}  # commands of `lifeline-mesh`; the others are `lifeline`'s
 
 
 async def copy_line(source: Path, url: str) -> int:
@@ -81,13 +86,15 @@ def bench(args: argparse.Namespace, server: str) -> None:
         print(f"{copied:,} entries copied into the hub in {time.perf_counter() - started:.0f} s")
         took, _peak = run_cli(TREE, hub, "context")
         print(f"first context (folds the hub's truth tables): {took:.1f} s")
+        commands = [c for c in COMMANDS if " ".join(c).startswith(args.only or "")]
         seen: dict[tuple[str, Path], list[tuple[float, float]]] = {}
         for r in range(args.runs):
             for tree in trees if r % 2 == 0 else trees[::-1]:
-                for command in COMMANDS:
+                for command in commands:
+                    module = "lifeline_mesh" if command[0] in MESH else "lifeline"
                     runs = seen.setdefault((" ".join(command), tree), [])
-                    runs.append(run_cli(tree, hub, *command))
-        report(seen, [" ".join(c) for c in COMMANDS], trees)
+                    runs.append(run_cli(tree, hub, *command, module=module))
+        report(seen, [" ".join(c) for c in commands], trees)
 
 
 def main() -> None:
@@ -95,6 +102,7 @@ def main() -> None:
     parser.add_argument("--line", type=Path, required=True, help="a line file to copy")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--baseline", type=Path, help="another tree to run side by side")
+    parser.add_argument("--only", help="run only the commands starting with this")
     args = parser.parse_args()
     on_a_server(lambda url: bench(args, url))
 
