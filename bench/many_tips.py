@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Container
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -44,14 +45,16 @@ BATCH = 10_000
 START = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def run_cli(tree: Path, root: Path, *args: str, module: str = "lifeline") -> tuple[float, float]:
+def run_cli(
+    tree: Path, root: Path, *args: str, module: str = "lifeline", ok: Container[int] = (0,)
+) -> tuple[float, float]:
     """(wall s, peak RSS MiB) of ``python -m MODULE --root ROOT ARGS`` with ``tree``'s code.
 
     The peak is the process's own high-water mark (``VmHWM``, read until it exits): wait4's
     ``ru_maxrss`` would count this process's pages too, a million entries' worth after a
     fill (Linux carries it across the child's exec). The process runs in ``tree``: ``-m``
     puts the working folder ahead of ``PYTHONPATH``, so run from another tree it would
-    import that tree's code."""
+    import that tree's code. An exit status not in ``ok`` stops the bench."""
     env = dict(os.environ) | ({"PYTHONPATH": str(tree)} if tree != TREE else {})
     cmd = [sys.executable, "-m", module, "--root", str(root), *args]
     started = time.perf_counter()
@@ -62,7 +65,7 @@ def run_cli(tree: Path, root: Path, *args: str, module: str = "lifeline") -> tup
             peak = max(peak, rss(proc.pid)[1])
         time.sleep(0.005)  # polling a child's memory while it runs, not synchronising
     took = time.perf_counter() - started
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(args)} failed on {root} ({tree})")
     return took, float(peak)
 
