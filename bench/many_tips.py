@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Container
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -45,24 +46,32 @@ START = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def run_cli(
-    tree: Path, root: Path, *args: str, env: dict[str, str] | None = None
+    tree: Path,
+    root: Path,
+    *args: str,
+    module: str = "lifeline",
+    ok: Container[int] = (0,),
+    env: dict[str, str] | None = None,
 ) -> tuple[float, float]:
-    """(wall s, peak RSS MiB) of ``python -m lifeline --root ROOT ARGS`` with ``tree``'s code.
+    """(wall s, peak RSS MiB) of ``python -m MODULE --root ROOT ARGS`` with ``tree``'s code.
 
     The peak is the process's own high-water mark (``VmHWM``, read until it exits): wait4's
     ``ru_maxrss`` would count this process's pages too, a million entries' worth after a
-    fill (Linux carries it across the child's exec). ``env``: more variables for it."""
+    fill (Linux carries it across the child's exec). The process runs in ``tree``: ``-m``
+    puts the working folder ahead of ``PYTHONPATH``, so run from another tree it would
+    import that tree's code. An exit status not in ``ok`` stops the bench. ``env``: more
+    variables for it."""
     env = dict(os.environ) | ({"PYTHONPATH": str(tree)} if tree != TREE else {}) | (env or {})
-    cmd = [sys.executable, "-m", "lifeline", "--root", str(root), *args]
+    cmd = [sys.executable, "-m", module, "--root", str(root), *args]
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, env=env, cwd=tree, stdout=subprocess.DEVNULL)
     peak = 0
     while proc.poll() is None:
         with contextlib.suppress(OSError, KeyError):  # it exited meanwhile
             peak = max(peak, rss(proc.pid)[1])
         time.sleep(0.005)  # polling a child's memory while it runs, not synchronising
     took = time.perf_counter() - started
-    if proc.returncode != 0:
+    if proc.returncode not in ok:
         raise SystemExit(f"{' '.join(args)} failed on {root} ({tree})")
     return took, float(peak)
 
@@ -155,7 +164,8 @@ def report(
             wall = statistics.median(w for w, _ in runs)
             peak = statistics.median(m for _, m in runs)
             label = "this" if tree == TREE else f"baseline {tree}"
-            print(f"{name} — {label}: median {wall:.3f} s, peak {peak:.0f} MiB")
+            each = ", ".join(f"{w:.2f} s {m:.0f} MiB" for w, m in runs)
+            print(f"{name} — {label}: median {wall:.3f} s, peak {peak:.0f} MiB ({each})")
 
 
 def main() -> None:

@@ -12,7 +12,11 @@ line, in the same order, but in memory bounded by a page, not by the line (issue
 4. the ledger's own audit (:func:`lifeline.audit.line.verify_store`) reading the line once, and
    each page of its entries judged with the attestations about them, looked up by subject.
 
-Findings go to a :class:`FindingLog` (spilled to a temporary file past a few thousand).
+Findings go to a :class:`FindingLog` (spilled to a temporary file past a few thousand). The
+same audit runs on a line file and on a hub's line: only its reads differ, a line file's
+notary tables in SQLite (:class:`~lifeline_mesh.notary.audit_reads.SqliteAuditReads`) or
+their PostgreSQL twin (:class:`~lifeline_mesh.notary.pg_audit_reads.PgAuditReads`), chosen
+by the backend the line was opened on (decision 0110).
 """
 
 from __future__ import annotations
@@ -21,22 +25,19 @@ import json
 import os
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from functools import partial
 from itertools import islice
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from lifeline.audit.line import Linked, verify_store
 from lifeline.audit.parallel import StreamPage
-from lifeline.errors import BadSignature
-from lifeline.store.backend import FileOrEntries, on_backend
+from lifeline.errors import BadSignature, StoreError
+from lifeline.store.backend import on_backend
 from lifeline.store.port import Store
-from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.audit_items import AttestationIndex, ItemPass
-from lifeline_mesh.notary.audit_reads import enrolled_items, ts_of_ids
+from lifeline_mesh.notary.audit_reads import AuditReads, SqliteAuditReads
 from lifeline_mesh.notary.audit_walk import witness_windows
 from lifeline_mesh.notary.enrollment import LearningSigners
 from lifeline_mesh.notary.findings_log import FindingLog
-from lifeline_mesh.notary.provenance import source_findings
 from lifeline_mesh.notary.rules import (
     Finding,
     Policy,
@@ -52,6 +53,10 @@ from lifeline_mesh.notary.rules import (
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role
 from lifeline_mesh.notary.storage import NotaryStore
+
+if TYPE_CHECKING:
+    from lifeline.store.postgres import PgStore
+    from lifeline.store.sqlite import SqliteStore
 
 __all__ = ["SECTIONS", "LineReport", "audit_line", "write_json"]
 
@@ -129,7 +134,7 @@ def _write_array(
 
 @dataclass(frozen=True, slots=True)
 class _Audit:
-    """What :func:`audit_line` was asked: the same for a line file and any other line."""
+    """What :func:`audit_line` was asked: the same for a line file and a hub's line."""
 
     line: str
     signers: KnownSigners
@@ -147,48 +152,51 @@ async def audit_line(
     external_exists: Callable[[str, str], Awaitable[bool]] | None = None,
     advance: Callable[[int], None] = lambda _n: None,
 ) -> LineReport:
-    """The report of ``line``; ``advance(n)`` is told of every ``n`` entries checked: on
-    a line file, its notary's tables read a page at a time; on a hub's line, its notary's
-    PostgreSQL twin, the line read whole (:mod:`lifeline_mesh.notary.audit_whole`)."""
+    """The report of ``line``; ``advance(n)`` is told of every ``n`` entries checked. Its
+    notary's tables are read a page at a time: a line file's in SQLite, a hub's line's in
+    PostgreSQL (see the module docstring)."""
     audit = _Audit(line, signers, policy, external_exists, advance)
-    file, whole = partial(_audit_file, audit=audit), partial(_audit_whole, audit=audit)
-    return await on_backend(line_store, FileOrEntries(file=file, entries=whole))
+    reads = await on_backend(line_store, _READS)
+    return await _audit(line_store, reads, audit)
 
 
-async def _audit_whole(line_store: Store, *, audit: _Audit) -> LineReport:
-    from lifeline_mesh.notary.audit_whole import audit_whole_line
-    from lifeline_mesh.notary.sign import notary_of
+class _Reads:
+    """A line's :class:`AuditReads`, per backend; a store of neither kind has no notary."""
 
-    found, whole = await audit_whole_line(
-        line_store,
-        await notary_of(line_store),
-        audit.line,
-        audit.signers,
-        audit.policy,
-        sections=SECTIONS,
-        learn_runners=_learn_runners,  # type: ignore[arg-type]
-        external_exists=audit.external_exists,
-        advance=audit.advance,
-    )
-    assert isinstance(found, Verdict)
-    return LineReport(audit.line, found, whole)
+    async def sqlite(self, store: SqliteStore) -> AuditReads:
+        await NotaryStore.attach(store)  # raises when the line has no notary tables
+        return SqliteAuditReads(store)
+
+    async def postgres(self, store: PgStore) -> AuditReads:
+        # Imported only for a hub's line: a laptop's verify never loads the driver.
+        from lifeline_mesh.notary.pg_audit_reads import PgAuditReads
+
+        return PgAuditReads(store)
+
+    async def plain(self, store: Store) -> AuditReads:
+        raise StoreError(
+            f"verify needs the notary's tables, which a {type(store).__name__} does not "
+            "have; open the line through its home (a line file, or a hub's line)"
+        )
 
 
-async def _audit_file(store: SqlLine, *, audit: _Audit) -> LineReport:
-    await NotaryStore.attach(store)  # raises when the line has no notary tables
+_READS = _Reads()
+
+
+async def _audit(store: Store, reads: AuditReads, audit: _Audit) -> LineReport:
     log = FindingLog(SECTIONS)
     verdict = Verdict()
     workers = max(1, min(os.cpu_count() or 1, 8))
-    enrolled = verify_items(await store.run_read(enrolled_items))
+    enrolled = verify_items(await reads.enrolled_items())
     log.extend(_learn_runners(enrolled.valid, audit.signers), "enrolled")
-    items = ItemPass(store, audit.signers, audit.policy, log, workers)
+    items = ItemPass(reads, audit.signers, audit.policy, log, workers)
     await items.run()
     policy = audit.policy
     if Role.AUTHOR in items.index.roles:  # a line its nodes sign: see Policy.allow_unsigned
         policy = replace(policy, signed_line=True)
     verdict.attestations = items.count
-    windows = await witness_windows(store, items.index, items.trusted_evidence(), policy)
-    walk = _ForwardPass(store, items.index, policy, log, verdict, windows)
+    windows = await witness_windows(reads, items.index, items.trusted_evidence(), policy)
+    walk = _ForwardPass(reads, items.index, policy, log, verdict, windows)
     base = await verify_store(
         store,
         audit.line,
@@ -203,7 +211,7 @@ async def _audit_file(store: SqlLine, *, audit: _Audit) -> LineReport:
     log.extend(summary_truncation(evidence, held, base.entries, policy), "truncation")
     log.extend(missing_findings(items.missing), "truncation")
     log.extend(state_findings(evidence, held, policy), "states")
-    log.extend(await store.run_read(source_findings), "sources")  # who sent what
+    log.extend(await reads.source_findings(), "sources")  # who sent what
     return LineReport(audit.line, verdict, log)
 
 
@@ -212,14 +220,14 @@ class _ForwardPass:
 
     def __init__(
         self,
-        store: SqlLine,
+        reads: AuditReads,
         index: AttestationIndex,
         policy: Policy,
         log: FindingLog,
         verdict: Verdict,
         windows: dict[str, list[Finding]],
     ) -> None:
-        self.store, self.index, self.policy = store, index, policy
+        self.reads, self.index, self.policy = reads, index, policy
         self.log, self.verdict, self.windows = log, verdict, windows
         self.recent: dict[str, str] = {}
 
@@ -238,7 +246,7 @@ class _ForwardPass:
             recent.update([(e.id, e.ts) for e in entries])  # first: a parent may be on the page
         unknown = [p for e in linked for p in e.parents if p not in recent]
         if unknown:
-            found = await self.store.run_read(partial(ts_of_ids, ids=unknown))
+            found = await self.reads.ts_of_ids(unknown)
         ts_of = _Either(recent, found)
         authors = await self.index.about(Role.AUTHOR, ids)
         imports = await self.index.about(Role.IMPORTED, ids, trusted_only=True)

@@ -6,7 +6,8 @@ their signers; it keeps only what the rest of the audit needs across the line: t
 evidence (receipts, summaries, states), the ids of invalid items, the entries signed for
 that the store does not hold, and the rare row whose columns disagree with its item.
 :class:`AttestationIndex` then answers "the valid author (imported) statements about these
-entries" for one page of entries at a time, from the store.
+entries" for one page of entries at a time, from the store. Both read through the line's
+:class:`~lifeline_mesh.notary.audit_reads.AuditReads`: a line file's or a hub's line's.
 """
 
 from __future__ import annotations
@@ -17,15 +18,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from lifeline.errors import BadSignature, InvalidEntry
-from lifeline.store.tiers import SqlLine
-from lifeline_mesh.notary.audit_reads import (
-    TABLES,
-    DamagedRow,
-    ItemRow,
-    held_ids,
-    item_page,
-    items_about,
-)
+from lifeline_mesh.notary.audit_reads import TABLES, AuditReads, Cursor, DamagedRow, ItemRow
 from lifeline_mesh.notary.findings_log import FindingLog
 from lifeline_mesh.notary.intake import table_of
 from lifeline_mesh.notary.rules import Finding, Policy, signer_findings
@@ -71,8 +64,8 @@ def _damaged(row: DamagedRow) -> Finding:
 class AttestationIndex:
     """The valid author and imported statements about given entries, read from the store."""
 
-    def __init__(self, store: SqlLine, signers: KnownSigners) -> None:
-        self.store = store
+    def __init__(self, reads: AuditReads, signers: KnownSigners) -> None:
+        self.reads = reads
         self.signers = signers
         self.roles: set[Role] = set()  # the kinds a valid item of the line has
         self.invalid: set[bytes] = set()  # sha256 of the items that failed
@@ -88,7 +81,7 @@ class AttestationIndex:
             return {}
         wanted = set(ids)
         table = table_of(role)
-        rows = await self.store.run_read(lambda c: items_about(c, table, role.value, ids))
+        rows = await self.reads.items_about(table, role.value, ids)
         found: dict[str, dict[bytes, Attestation]] = defaultdict(dict)
         for digest, item in rows:
             if digest in self.invalid:
@@ -118,25 +111,25 @@ class ItemPass:
 
     def __init__(
         self,
-        store: SqlLine,
+        reads: AuditReads,
         signers: KnownSigners,
         policy: Policy,
         log: FindingLog,
         workers: int,
     ) -> None:
-        self.store, self.signers, self.policy, self.log = store, signers, policy, log
+        self.reads, self.signers, self.policy, self.log = reads, signers, policy, log
         self.workers = workers
         self.count = 0
         self.evidence: list[Attestation] = []
         self.missing: dict[str, bool] = {}  # entry id → signed for by this node
-        self.index = AttestationIndex(store, signers)
+        self.index = AttestationIndex(reads, signers)
 
     def trusted_evidence(self) -> list[Attestation]:
         return [a for a in self.evidence if self.index.trusted(a)]
 
     async def held_tips(self) -> set[str]:
         tips = [t for a in self.evidence for t in a.summary_tips]
-        return await self.store.run_read(lambda c: held_ids(c, tips)) if tips else set()
+        return await self.reads.held_ids(tips) if tips else set()
 
     async def run(self) -> None:
         for table in TABLES:
@@ -153,9 +146,9 @@ class ItemPass:
                     await self._judge(rows)
 
     async def _page(
-        self, table: str, after: int | None
-    ) -> tuple[list[ItemRow], list[DamagedRow], int | None]:
-        return await self.store.run_read(lambda c: item_page(c, table, after))
+        self, table: str, after: Cursor | None
+    ) -> tuple[list[ItemRow], list[DamagedRow], Cursor | None]:
+        return await self.reads.item_page(table, after)
 
     async def _judge(self, rows: list[ItemRow]) -> None:
         self.count += len(rows)
@@ -185,7 +178,7 @@ class ItemPass:
         if not named:
             return
         ids = [entry_id for _a, entry_id in named]
-        held = await self.store.run_read(lambda c: held_ids(c, ids))
+        held = await self.reads.held_ids(ids)
         local = self.policy.local_node_id
         for att, entry_id in named:
             if entry_id not in held:

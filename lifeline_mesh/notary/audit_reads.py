@@ -1,28 +1,39 @@
 """The reads of a streaming audit (``audit.py``): pages of items, lookups by subject and id.
 
-Each function runs on the store's reader (``SqlLine.run_read``) and returns at most one
-page, so that the audit of a line holds a bounded part of it at a time.
+:class:`AuditReads` is what the audit asks of a line, whatever holds it; a line file's are
+:class:`SqliteAuditReads`, the functions below run on the store's reader
+(``SqlLine.run_read``), and a hub's line's are their PostgreSQL twin
+(:mod:`lifeline_mesh.notary.pg_audit_reads`). Each read returns at most one page, so that
+the audit of a line holds a bounded part of it at a time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Sequence
-from typing import Any, NamedTuple
+from collections.abc import Hashable, Sequence
+from functools import partial
+from typing import Any, NamedTuple, Protocol, cast
 
 from lifeline.entry import Entry
 from lifeline.store.rows import decode_row
 from lifeline.store.sqlite_reads import COLUMNS
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, STATEMENTS_TABLE
+from lifeline_mesh.notary.provenance import source_findings
+from lifeline_mesh.notary.rules import Finding
 
 __all__ = [
     "BLOB_ITEM",
     "ITEM_PAGE",
     "LOOKUP",
+    "REVERSE_PAGE",
     "TABLES",
+    "AuditReads",
+    "Cursor",
     "DamagedRow",
     "ItemRow",
+    "SqliteAuditReads",
     "enrolled_items",
     "held_ids",
     "item_page",
@@ -33,11 +44,15 @@ __all__ = [
 ]
 
 ITEM_PAGE = 4_000  # items read, decoded and verified at a time
+REVERSE_PAGE = 2_000  # entries a witness walk reads at a time
 LOOKUP = 500  # ids per IN (...) lookup
 TABLES = (ATTESTATIONS_TABLE, STATEMENTS_TABLE)  # in the order a report lists their items
 SUBJECT_KEY = "substr(subject, 1, 16)"  # as the index is declared (storage.SUBJECT_KEY)
 
 ItemRow = tuple[int, bytes, str, str, bytes]  # sort_key, id, role, subject, item
+# Where a page ended, handed back to read the next one: the reads' own (a row number, a
+# key), opaque to the audit.
+Cursor = object
 
 
 class DamagedRow(NamedTuple):
@@ -193,9 +208,6 @@ def receipts_of(
     return sorted(seqs), items
 
 
-REVERSE_PAGE = 2_000
-
-
 def reverse_page(
     conn: sqlite3.Connection, before: tuple[int, str, str] | None
 ) -> tuple[list[Entry], tuple[int, str, str] | None]:
@@ -217,3 +229,88 @@ def reverse_page(
             continue
     end = (rows[-1][0], rows[-1][3], rows[-1][2]) if len(rows) == REVERSE_PAGE else None
     return out, end
+
+
+class AuditReads(Protocol):
+    """What a streaming audit reads of one line and its notary's tables, a page or a
+    lookup at a time (each method's meaning is its SQLite function's, above)."""
+
+    async def enrolled_items(self) -> list[bytes]:
+        """Every item stored as an ``enrolled`` statement, in report order."""
+        ...
+
+    async def item_page(
+        self, table: str, after: Cursor | None
+    ) -> tuple[list[ItemRow], list[DamagedRow], Cursor | None]:
+        """The next page of ``table``'s items in (sort_key, id) order (:func:`item_page`)."""
+        ...
+
+    async def items_about(
+        self, table: str, role: str, subjects: Sequence[str]
+    ) -> list[tuple[bytes, bytes]]:
+        """(sha256, item) of the ``role`` items about ``subjects`` (:func:`items_about`)."""
+        ...
+
+    async def held_ids(self, ids: Sequence[str]) -> set[str]:
+        """Those of ``ids`` the line stores."""
+        ...
+
+    async def ts_of_ids(self, ids: Sequence[str]) -> dict[str, str]:
+        """The stored ts of those of ``ids`` the line holds."""
+        ...
+
+    async def receipts_of(
+        self, ids: Sequence[str], known: set[Hashable]
+    ) -> tuple[list[Hashable], list[tuple[Hashable, bytes]]]:
+        """The receipts that may name ``ids``, and the items of those not ``known``
+        (:func:`receipts_of`; a receipt's key is the reads' own)."""
+        ...
+
+    async def reverse_page(self, before: Cursor | None) -> tuple[list[Entry], Cursor | None]:
+        """The next entries from the end of the stream (:func:`reverse_page`)."""
+        ...
+
+    async def source_findings(self) -> list[Finding]:
+        """Who sent what (:func:`lifeline_mesh.notary.provenance.source_findings`)."""
+        ...
+
+
+class SqliteAuditReads:
+    """:class:`AuditReads` of a line file: the functions above on its reader."""
+
+    def __init__(self, store: SqlLine) -> None:
+        self.store = store
+
+    async def enrolled_items(self) -> list[bytes]:
+        return await self.store.run_read(enrolled_items)
+
+    async def item_page(
+        self, table: str, after: Cursor | None
+    ) -> tuple[list[ItemRow], list[DamagedRow], Cursor | None]:
+        seq = cast("int | None", after)
+        return await self.store.run_read(lambda c: item_page(c, table, seq))
+
+    async def items_about(
+        self, table: str, role: str, subjects: Sequence[str]
+    ) -> list[tuple[bytes, bytes]]:
+        return await self.store.run_read(lambda c: items_about(c, table, role, subjects))
+
+    async def held_ids(self, ids: Sequence[str]) -> set[str]:
+        return await self.store.run_read(partial(held_ids, ids=ids))
+
+    async def ts_of_ids(self, ids: Sequence[str]) -> dict[str, str]:
+        return await self.store.run_read(partial(ts_of_ids, ids=ids))
+
+    async def receipts_of(
+        self, ids: Sequence[str], known: set[Hashable]
+    ) -> tuple[list[Hashable], list[tuple[Hashable, bytes]]]:
+        seqs = {k for k in known if isinstance(k, int)}
+        found, items = await self.store.run_read(partial(receipts_of, ids=ids, known=seqs))
+        return list(found), list(items)
+
+    async def reverse_page(self, before: Cursor | None) -> tuple[list[Entry], Cursor | None]:
+        end = cast("tuple[int, str, str] | None", before)
+        return await self.store.run_read(partial(reverse_page, before=end))
+
+    async def source_findings(self) -> list[Finding]:
+        return await self.store.run_read(source_findings)

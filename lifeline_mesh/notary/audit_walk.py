@@ -5,18 +5,18 @@ The same findings as :func:`lifeline_mesh.notary.rules.window_findings` over
 line is walked from children to parents a page at a time; an entry's own marks (the
 receipts naming it, looked up for the page; the state and summary tips, few, held) join
 the marks its children handed down when it is visited, and are dropped once handed to its
-parents. Only the walk's frontier and the findings are held.
+parents. Only the walk's frontier and the findings are held. The line is read through its
+:class:`~lifeline_mesh.notary.audit_reads.AuditReads` (a line file's or a hub's line's).
 """
 
 from __future__ import annotations
 
 import hashlib
-from functools import partial
+from collections.abc import Hashable
 
 from lifeline.errors import InvalidEntry
-from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.audit_items import AttestationIndex
-from lifeline_mesh.notary.audit_reads import receipts_of, reverse_page
+from lifeline_mesh.notary.audit_reads import AuditReads, Cursor
 from lifeline_mesh.notary.rules import Finding, Policy, window_findings
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.witnessing import Mark, hand_down, marks_of, rank, ranked
@@ -25,17 +25,17 @@ __all__ = ["witness_windows"]
 
 
 async def witness_windows(
-    store: SqlLine, index: AttestationIndex, evidence: list[Attestation], policy: Policy
+    reads: AuditReads, index: AttestationIndex, evidence: list[Attestation], policy: Policy
 ) -> dict[str, list[Finding]]:
     """Entry id → its window findings (only the entries that have some)."""
-    receipts = _Receipts(store, index) if Role.WITNESS in index.roles else None
+    receipts = _Receipts(reads, index) if Role.WITNESS in index.roles else None
     best: dict[str, list[Mark]] = ranked(marks_of(evidence))
     if not best and receipts is None:
         return {}
     out: dict[str, list[Finding]] = {}
-    before: tuple[int, str, str] | None = None
+    before: Cursor | None = None
     while True:
-        rows, before = await store.run_read(partial(reverse_page, before=before))
+        rows, before = await reads.reverse_page(before)
         own = await receipts.marks([e.id for e in rows]) if receipts else {}
         visited = []
         for entry in rows:
@@ -61,13 +61,13 @@ class _Receipts:
     """The valid receipts by known signers that name entries of a page, each decoded once
     while the walk is within the entries it names (a receipt names a batch of neighbours)."""
 
-    def __init__(self, store: SqlLine, index: AttestationIndex) -> None:
-        self.store, self.index = store, index
-        self.held: dict[int, tuple[Mark, frozenset[str]] | None] = {}
+    def __init__(self, reads: AuditReads, index: AttestationIndex) -> None:
+        self.reads, self.index = reads, index
+        self.held: dict[Hashable, tuple[Mark, frozenset[str]] | None] = {}
 
     async def marks(self, ids: list[str]) -> dict[str, list[Mark]]:
         known = set(self.held)
-        seqs, items = await self.store.run_read(partial(receipts_of, ids=ids, known=known))
+        seqs, items = await self.reads.receipts_of(ids, known)
         for seq, item in items:
             self.held[seq] = self._judge(item)
         wanted = set(ids)

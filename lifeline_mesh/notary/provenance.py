@@ -45,6 +45,7 @@ __all__ = [
     "replaced_detail",
     "signed_times_replace",
     "source_findings",
+    "sources_found",
     "split_refused",
 ]
 
@@ -228,20 +229,31 @@ def source_findings(conn: sqlite3.Connection) -> list[Finding]:
     (it is their attributable source; the table names each one). A signature that came
     later, as it does when a store took an entry and its signature between two reads of
     one session (a hub's other process writing), makes its author the source again."""
-    out: list[Finding] = []
     found = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'entry_sources'"
     if conn.execute(found).fetchone() is None:
-        return out  # a line file opened read-only before its migration 8
-    for row in read_sources(conn, (Outcome.REFUSED, Outcome.REPLACED)):
-        check = "refused-copy" if row.outcome is Outcome.REFUSED else "replaced-copy"
-        detail = f"{row.source} sent it at {row.at}: {row.detail}"
-        out.append(Finding(check, row.entry_id, detail, "note"))
-    for source, count, first, first_at in conn.execute(
+        return []  # a line file opened read-only before its migration 8
+    unsigned = conn.execute(
         "SELECT source, count(*), min(entry_id), min(at) FROM entry_sources s"
         " WHERE outcome = 'unsigned' AND NOT EXISTS (SELECT 1 FROM attestations a"
         " WHERE a.role = 'author' AND substr(a.subject, 1, 16) = substr(s.entry_id, 1, 16)"
         " AND a.subject = s.entry_id) GROUP BY source ORDER BY source"
-    ):
+    )
+    return sources_found(read_sources(conn, (Outcome.REFUSED, Outcome.REPLACED)), unsigned)
+
+
+def sources_found(
+    kept: Iterable[SourceRow], unsigned: Iterable[tuple[str, int, str, str]]
+) -> list[Finding]:
+    """The findings of :func:`source_findings` from what a store read: the refused and
+    replaced rows, by entry and time of receipt; per sender (in order), how many entries
+    it sent unsigned still have no author signature, the least entry id and first time
+    (one wording for a line file and a hub's line)."""
+    out: list[Finding] = []
+    for row in kept:
+        check = "refused-copy" if row.outcome is Outcome.REFUSED else "replaced-copy"
+        detail = f"{row.source} sent it at {row.at}: {row.detail}"
+        out.append(Finding(check, row.entry_id, detail, "note"))
+    for source, count, first, first_at in unsigned:
         detail = (
             f"{count} entr{'y' if count == 1 else 'ies'} arrived without an author signature "
             f"from this node and still have none (first at {first_at}; e.g. {first[:12]}): "
