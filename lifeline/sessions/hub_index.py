@@ -9,7 +9,8 @@ only, as a line file's index is), one per database line, brought up to date exac
 line file's is: the session entries past the last row number indexed, a batch at a time,
 and from nothing when the row at that number is another entry (the line was replaced).
 It is a cache: deleting it costs the next read a rebuild. When the folder cannot be
-written, the index is made in memory, the same way.
+written, or is not this user's alone (other users could write into it or read the file),
+the index is made in memory, the same way.
 
 The index works in a thread (SQLite); its reads of the database go back to the event loop
 that owns the pool.
@@ -22,6 +23,7 @@ import hashlib
 import logging
 import os
 import sqlite3
+import stat
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -100,14 +102,31 @@ class PgRows:
         return (found[0].kind, found[0].parents, found[0].body) if found else None
 
 
+def _ours(path: Path) -> bool:
+    """Whether ``path`` (if it exists) is this user's and no one else's: a cache folder
+    other users could write into (``XDG_CACHE_HOME`` on a shared folder) could hand this
+    process an index of theirs, or read what it writes."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    return (
+        found.st_uid == os.geteuid()
+        and not found.st_mode & 0o022
+        and not (stat.S_ISREG(found.st_mode) and found.st_mode & 0o077)
+    )
+
+
 async def hub_index(store: PgStore) -> SessionIndex:
     """The index of a hub's line, brought up to date (see the module docstring)."""
     path = hub_index_path(store)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not (_ours(path.parent) and _ours(path)):
+            raise PermissionError(f"{path} is not this user's alone")
         index = SessionIndex(path)
-    except (OSError, sqlite3.Error) as exc:  # no cache folder to write: in memory
-        log.debug("sessions index of %s in memory: %s", store.name, exc)
+    except (OSError, sqlite3.Error) as exc:  # no cache folder of our own: in memory
+        log.warning("sessions index of line %s kept in memory: %s", store.name, exc)
         index = SessionIndex(None)
     rows = PgRows(store, asyncio.get_running_loop())
 

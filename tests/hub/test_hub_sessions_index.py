@@ -12,7 +12,9 @@ import sqlite3
 import stat
 from pathlib import Path
 
-from lifeline.sessions.hub_index import PgRows, hub_index_path
+import pytest
+
+from lifeline.sessions.hub_index import PgRows, hub_index, hub_index_path
 from lifeline.sessions.index import SessionIndex
 from lifeline.store.postgres import PgDatabase, PgStore
 from tests.support.hub_roots import TRANSCRIPT, hub_root, life
@@ -74,5 +76,39 @@ async def _follow(url: str, root: Path, path: Path) -> None:
         other = await db.line("other")
         assert await asyncio.to_thread(index.behind, PgRows(other, asyncio.get_running_loop()))
         index.close()
+    finally:
+        await db.close()
+
+
+def test_a_cache_folder_others_can_write_is_not_used(
+    pg_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index file in a folder other users may write (XDG_CACHE_HOME on a shared folder)
+    could be theirs: the index is made in memory instead, and nothing is written there."""
+    url = asyncio.run(fresh_database(pg_server))
+    root = tmp_path / "hub"
+    hub_root(root, url)
+    _ingest(root, TRANSCRIPT)
+    shared = tmp_path / "shared"
+    (shared / "lifeline" / "hub-sessions").mkdir(parents=True)
+    for folder in (shared / "lifeline", shared / "lifeline" / "hub-sessions"):
+        folder.chmod(0o777)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(shared))
+    asyncio.run(_in_memory(url))
+    assert list((shared / "lifeline" / "hub-sessions").iterdir()) == []
+    used = life(root, "sessions", "usage", "--json").stdout  # the CLI too: answers, no file
+    assert used and list((shared / "lifeline" / "hub-sessions").iterdir()) == []
+
+
+async def _in_memory(url: str) -> None:
+    db = await PgDatabase.connect(url)
+    try:
+        store = await db.line("sessions", create=False)
+        index = await hub_index(store)
+        try:
+            assert index.db.execute("PRAGMA database_list").fetchone()[2] == ""  # in memory
+            assert index.db.execute("SELECT count(*) FROM sessions").fetchone()[0] == 1
+        finally:
+            index.close()
     finally:
         await db.close()
