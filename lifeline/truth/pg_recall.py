@@ -22,6 +22,7 @@ leaves it out.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections import Counter
@@ -36,11 +37,12 @@ if TYPE_CHECKING:
     from lifeline.store.pg_schema import Conn, Migrations
     from lifeline.store.postgres import PgStore
 
-__all__ = ["CHUNK", "PG_RECALL", "catch_up", "index_after_load", "ranked"]
+__all__ = ["CHUNK", "LONGEST", "PG_RECALL", "catch_up", "index_after_load", "ranked", "term_key"]
 
 log = logging.getLogger(__name__)
 
 CHUNK = 5_000  # rows indexed a transaction
+LONGEST = 200  # characters of a word kept as itself (term_key)
 _LOCK = 0x12EC411  # pg_advisory_xact_lock(_LOCK, line_id): one catch-up of a line at a time
 
 PG_RECALL: Migrations = {
@@ -103,14 +105,25 @@ async def _partition(conn: Conn, line_id: int) -> None:
         )
 
 
-def _indexed(doc: str) -> tuple[int, dict[str, int]] | None:
+def term_key(word: str) -> str:
+    """How a word is kept: itself, or past :data:`LONGEST` characters (a hash, a blob of
+    base64 in a body) ``#`` and its SHA-256, which no word can be (words hold letters and
+    digits only). PostgreSQL refuses an index key over ~2.7 kB: one such word would stop
+    every row after it from being indexed. Words and queries are kept alike, so a long word
+    is found, counted and scored as itself."""
+    if len(word) <= LONGEST:
+        return word
+    return "#" + hashlib.sha256(word.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _indexed(seq: int, doc: str) -> tuple[int, dict[str, int]] | None:
     """An entry's length in words and each word's weighted count; None when its JSON does
     not decode to an entry's fields."""
     try:
         fields = json.loads(doc)
         summary, body = fields["summary"], fields["body"]
     except (ValueError, TypeError, KeyError) as exc:
-        log.warning("recall: skipping undecodable row: %s", exc)
+        log.warning("recall: row %s left out, it does not decode: %s", seq, exc)
         return None
     if not isinstance(summary, str) or not isinstance(body, str):
         return None
@@ -118,8 +131,8 @@ def _indexed(doc: str) -> tuple[int, dict[str, int]] | None:
     counts: Counter[str] = Counter()
     weight = int(SUMMARY_WEIGHT)
     for word in said:
-        counts[word] += weight
-    counts.update(rest)
+        counts[term_key(word)] += weight
+    counts.update(map(term_key, rest))
     return len(said) + len(rest), dict(counts)
 
 
@@ -141,7 +154,7 @@ async def _index_chunk(conn: Conn, line_id: int) -> tuple[int, int, int]:
     seqs, lengths, terms, counts = [], [], [], []
     held: Counter[str] = Counter()
     for seq, doc in rows:
-        got = _indexed(doc)
+        got = _indexed(int(seq), doc)
         if got is None:
             continue
         n, weights = got
@@ -222,6 +235,7 @@ async def _catch_up(conn: Conn, line_id: int, progress: FoldProgress | None) -> 
 async def ranked(store: PgStore, terms: Sequence[str], limit: int) -> list[tuple[str, float]]:
     """The best ``limit`` entries for ``terms`` as (id, BM25 score), best first, ties by id:
     the index brought up to date, then read in one snapshot."""
+    terms = [term_key(t) for t in terms]
     await catch_up(store)
     line_id = store.line_id
     async with store.read_view() as conn:

@@ -6,6 +6,8 @@ PostgreSQL, real SQLite."""
 from __future__ import annotations
 
 import asyncio
+import random
+import string
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,6 +24,8 @@ from lifeline.truth.recall import FTS5_AVAILABLE, query_terms
 from tests.support.pg_server import fresh_database
 from tests.support.truth_ledgers import random_ledger
 
+# A word no index key can hold, and that does not compress (a blob of base64 in a body).
+LONG = "".join(random.Random(1).choices(string.ascii_letters + string.digits, k=8000))
 UNBOUNDED = recall_mod.CANDIDATES  # more than the corpus: every match scored
 QUERIES = [
     "redis",
@@ -32,6 +36,8 @@ QUERIES = [
     "decision thread",
     "nothing like this at all",
     "redis zeppelin",  # a rare word in an old entry: scored beside the newest matches
+    LONG,  # a word past any index key's size, in three entries
+    LONG + " redis",
 ]
 
 
@@ -45,7 +51,9 @@ def _corpus(n: int = 160) -> list[Entry]:
                 ts=f"2026-02-01T00:{i // 60:02d}:{i % 60:02d}Z",
                 kind="note",
                 summary=f"{words[i % len(words)]} item {i}",
-                body=f"{text} {'Café naïve ' * (i % 3)}" + (" zeppelin" if i == 1 else ""),
+                body=f"{text} {'Café naïve ' * (i % 3)}"
+                + (" zeppelin" if i == 1 else "")
+                + (" " + LONG if i % 70 == 3 else ""),
             )
         )
     return out
@@ -96,6 +104,8 @@ async def test_a_hub_ranks_as_a_line_file(
         assert await _ranked(hub, "redis"), "the corpus holds the word"
         old = [e.id for e in corpus if "zeppelin" in e.body]
         assert old[0] in [i for i, _s in await _ranked(hub, "redis zeppelin")]
+        long = [e.id for e in corpus if LONG in e.body]
+        assert sorted(i for i, _s in await _ranked(hub, LONG)) == sorted(long)
         assert await _docs(hub) == (await laptop.count(), await laptop.count())
     await laptop.close()
 
