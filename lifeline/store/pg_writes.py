@@ -6,6 +6,7 @@ read the batch depends on (stored ids, heights, dedup keys, the next row number)
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 
@@ -22,12 +23,35 @@ __all__ = [
     "AppendHook",
     "append_locked",
     "declare_locked",
+    "dedup_bytes",
+    "dedup_forms",
     "id_bytes",
     "lock_line",
     "retime_locked",
 ]
 
 _MOD = 1 << 256
+_LONGEST_KEY = 256  # bytes of a dedup key kept as itself (dedup_bytes)
+
+
+def dedup_bytes(key: str) -> bytes:
+    """How a dedup key is kept in the ``dedup`` column: its UTF-8, or past
+    :data:`_LONGEST_KEY` bytes 0xFF and its SHA-256 (no UTF-8 holds 0xFF). PostgreSQL
+    refuses an index key over ~2.7 kB: a longer key made a hub refuse the entry, and every
+    sync that carried it, where a line file took it."""
+    return dedup_forms(key)[0]
+
+
+def dedup_forms(key: str) -> tuple[bytes, ...]:
+    """The forms a dedup key may be held in: as it is kept now (:func:`dedup_bytes`) first;
+    for a long key, also its UTF-8, as a hub kept every key it could before (up to ~2.7 kB),
+    so that a key held that way is still found."""
+    raw = key.encode()
+    if len(raw) <= _LONGEST_KEY:
+        return (raw,)
+    return (b"\xff" + hashlib.sha256(raw).digest(), raw)
+
+
 # What another component does with new entries inside their append's transaction (after
 # the line's totals are written): ``hook(conn, line_id, first row number, new entries)``;
 # the truth tables' fold (lifeline/truth/pg_table.py, entry-point group lifeline.pg_append).
@@ -210,7 +234,7 @@ async def _drop_taken_keys(
 ) -> list[tuple[Entry, int]]:
     """A dedup key already held (stored, or earlier in the batch) is dropped from the
     newcomer, which is still stored: the set of ids never depends on arrival order."""
-    keys = [e.dedup_key.encode() for e, _ in fresh if e.dedup_key is not None]
+    keys = [f for e, _ in fresh if e.dedup_key is not None for f in dedup_forms(e.dedup_key)]
     if not keys:
         return fresh
     taken = {
@@ -224,11 +248,11 @@ async def _drop_taken_keys(
     out: list[tuple[Entry, int]] = []
     for entry, height in fresh:
         if entry.dedup_key is not None:
-            key = entry.dedup_key.encode()
-            if key in taken:
+            forms = dedup_forms(entry.dedup_key)
+            if any(f in taken for f in forms):
                 entry = replace(entry, dedup_key=None)
             else:
-                taken.add(key)
+                taken.add(forms[0])
         out.append((entry, height))
     return out
 
@@ -244,7 +268,7 @@ async def _insert(conn: Conn, line_id: int, next_seq: int, fresh: list[tuple[Ent
         list(range(next_seq, next_seq + len(fresh))),
         [h for _, h in fresh],
         [e.ts for e, _ in fresh],
-        [None if e.dedup_key is None else e.dedup_key.encode() for e, _ in fresh],
+        [None if e.dedup_key is None else dedup_bytes(e.dedup_key) for e, _ in fresh],
         [e.to_json().decode() for e, _ in fresh],
     )
     parents: list[bytes] = []

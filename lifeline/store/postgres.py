@@ -31,6 +31,7 @@ from lifeline.store.pg_writes import (
     AppendHook,
     append_locked,
     declare_locked,
+    dedup_forms,
     id_bytes,
 )
 from lifeline.store.port import AppendResult, RowProblem
@@ -408,7 +409,9 @@ class PgStore:
 
     async def by_dedup_key(self, key: str) -> Entry | None:
         rows = await self._fetch(
-            "SELECT doc FROM entries WHERE line_id = $1 AND dedup = $2", key.encode()
+            "SELECT doc FROM entries WHERE line_id = $1 AND dedup = ANY($2::bytea[])"
+            " ORDER BY seq LIMIT 1",
+            list(dedup_forms(key)),
         )
         return Entry.from_json(rows[0][0], check=False) if rows else None
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "BLOCKS",
+    "THREAD_LONGEST",
     "Checkpoint",
     "checkpoint_body",
     "checkpoint_summary",
@@ -31,6 +32,7 @@ __all__ = [
 ]
 
 BLOCKS = ("goal", "done", "next", "blocked", "tried")
+THREAD_LONGEST = 400  # characters of a thread's name (thread_of); UTF-8 within 1.6 kB
 _THREAD_RE = re.compile(r"^thread:[ \t]*(\S.*?)\s*$", re.MULTILINE)
 _STILL_OPEN_RE = re.compile(r"^status:[ \t]*open[ \t]*$", re.MULTILINE)
 _PIN_RE = re.compile(r"^pin:[ \t]*([0-9a-f]{64})\b")
@@ -47,11 +49,14 @@ class Checkpoint:
 
 
 def thread_of(body: str) -> str | None:
-    """The thread an entry belongs to: its first ``thread:`` line, if any."""
+    """The thread an entry belongs to: its first ``thread:`` line, if any, its first
+    :data:`THREAD_LONGEST` characters. A thread's name is a key of the truth tables, and
+    PostgreSQL refuses an index key over ~2.7 kB: a longer name made a hub refuse the entry
+    (every sync that carried it failed), where a line file took it."""
     if "thread:" not in body:  # fast path: most bodies have none
         return None
     found = _THREAD_RE.search(body)
-    return found.group(1) if found else None
+    return found.group(1)[:THREAD_LONGEST] if found else None
 
 
 def rewords(kind: str, body: str) -> bool:

@@ -6,13 +6,16 @@ place) or backfilled for a line written before the tables existed. Real PostgreS
 from __future__ import annotations
 
 import random
+import string
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from lifeline.entry import Entry
 from lifeline.store.memory import MemoryStore
 from lifeline.store.pg_lines import pg_append_hooks, pg_components
 from lifeline.store.postgres import PgDatabase, PgStore
 from lifeline.truth.budget import Budget
+from lifeline.truth.parse import THREAD_LONGEST
 from lifeline.truth.reducers import fold_all
 from lifeline.truth.service import build_context, read_shown, resume_of
 from lifeline.truth.snapshot import truth_source
@@ -73,6 +76,29 @@ async def test_appends_keep_the_tables_equal_to_a_full_fold(pg_server: str) -> N
             assert (await truth_source(store).state()).to_json() == full.to_json()
             assert (await truth_source(store).superseded()).by == derive(full).superseded
             assert await _contexts(store, threads) == await _contexts(reference, threads)
+
+
+async def test_a_thread_name_past_an_index_key_is_taken_cut(pg_server: str) -> None:
+    """A checkpoint whose ``thread:`` line holds more than PostgreSQL's index key (~2.7 kB,
+    text that does not compress) is taken as a line file takes it, its thread named by its
+    first THREAD_LONGEST characters on both: the hub used to refuse it, and with it every
+    sync that carried it."""
+    name = "".join(random.Random(3).choices(string.ascii_letters + string.digits, k=8000))
+    entries = [
+        *random_ledger(7, 20),
+        Entry.create(
+            ts="2026-05-01T00:00:00Z", kind="checkpoint", summary="long", body=f"thread: {name}"
+        ),
+    ]
+    reference = MemoryStore()
+    await reference.append_many(entries)
+    threads = sorted(fold_all(entries).threads)
+    assert name[:THREAD_LONGEST] in threads and name not in threads
+    async with _line(await fresh_database(pg_server)) as store:
+        await store.append_many(entries[:5])
+        await read_shown(store)  # current: the next append folds in its transaction
+        await store.append_many(entries[5:])
+        assert await _contexts(store, threads) == await _contexts(reference, threads)
 
 
 async def test_a_reader_catches_up_what_writers_without_the_hook_wrote(pg_server: str) -> None:
