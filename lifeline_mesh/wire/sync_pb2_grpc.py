@@ -5,7 +5,7 @@ import warnings
 
 from lifeline_mesh.wire import sync_pb2 as lifeline__mesh_dot_wire_dot_sync__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.85.0'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
