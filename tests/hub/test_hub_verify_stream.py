@@ -29,6 +29,7 @@ from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.provenance import Outcome, SourceRow, record
 from lifeline_mesh.notary.rules import Finding, Policy, check_attestations
 from lifeline_mesh.notary.signers import FileSigners
+from tests.support.entries import reasons_chain
 from tests.support.hub_corpus import copy_to_hub
 from tests.support.hub_roots import life, mesh
 from tests.support.notary_corpus import CASES, NOTE_CASES, Corpus, at, build
@@ -156,19 +157,7 @@ async def _fill(url: str, n: int) -> None:
     truth tables folded by each append, as `serve` and the CLI keep them)."""
     lines = PgLines(url)
     async with lines.open("ledger") as store:
-        parent: tuple[str, ...] = ()
-        for start in range(0, n, 2_000):
-            batch = []
-            for i in range(start, min(n, start + 2_000)):
-                entry = Entry.create(
-                    ts=f"2026-01-01T00:{i // 3600 % 60:02d}:{i // 60 % 60:02d}.{i % 60:06d}Z",
-                    kind="decision",
-                    summary=f"decision {i}",
-                    body=f"{i} " + "words of the reasons " * 200,
-                    parents=parent,
-                )
-                parent = (entry.id,)
-                batch.append(entry)
+        for batch in reasons_chain(n):
             await store.append_many(batch)
     db = lines.connected
     assert db is not None

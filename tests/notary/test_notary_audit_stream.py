@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 from lifeline.audit.line import verify_store
-from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary import findings_log
@@ -22,6 +21,7 @@ from lifeline_mesh.notary.findings_log import FindingLog
 from lifeline_mesh.notary.rules import Finding, Policy, Verdict, check_attestations
 from lifeline_mesh.notary.signers import FileSigners
 from lifeline_mesh.notary.storage import NotaryStore
+from tests.support.entries import reasons_chain
 from tests.support.notary_corpus import CASES, NOTE_CASES, build
 
 
@@ -93,19 +93,7 @@ async def _line_of(root: Path, n: int) -> None:
     """``n`` unsigned entries of ~4 KB in a chain (no node identity: each is a note)."""
     (root / ".lifeline").mkdir(parents=True)
     async with await SqliteStore.open(root / ".lifeline" / "ledger.db") as store:
-        parent: tuple[str, ...] = ()
-        for start in range(0, n, 2_000):
-            batch = []
-            for i in range(start, min(n, start + 2_000)):
-                entry = Entry.create(
-                    ts=f"2026-01-01T00:{i // 3600 % 60:02d}:{i // 60 % 60:02d}.{i % 60:06d}Z",
-                    kind="decision",
-                    summary=f"decision {i}",
-                    body=f"{i} " + "words of the reasons " * 200,
-                    parents=parent,
-                )
-                parent = (entry.id,)
-                batch.append(entry)
+        for batch in reasons_chain(n):
             await store.append_many(batch)
 
 
