@@ -3,7 +3,7 @@ another.
 
     python bench/scale.py --sizes 1000000 --keep DIR          # builds the line, once
     python bench/hub_reads.py --line DIR/1000000/ours/.lifeline/ledger.db [--runs 2]
-                              [--baseline TREE] [--only verify] [--signed] [--scan]
+                              [--baseline TREE] [--only verify] [--signed] [--scan] [--migrate]
 
 Copies the line file's entries into a fresh hub (`hub init --store URL` on a root, the
 entries written through the PostgreSQL store, then ``VACUUM ANALYZE``), runs `context`
@@ -13,7 +13,8 @@ once to fold the hub's truth tables and `recall` once to build its recall index 
 audit: entries, truth tables, notary), and with ``--scan`` `recall` by the scan it ran
 before the index: wall time and the process's own peak RSS. Only the entries are copied,
 unless ``--signed``: then the line file's attestations and statements too, as stored (for
-`verify` on a signed line). ``--only NAME`` runs the commands starting with NAME. PostgreSQL:
+`verify` on a signed line); with ``--migrate``, by `lifeline-mesh migrate-store` from the
+line's project root. ``--only NAME`` runs the commands starting with NAME. PostgreSQL:
 ``LIFELINE_TEST_PG=postgresql://…``, else a throwaway cluster (tests/support/pg_server.py).
 Prints medians; not a test.
 """
@@ -82,10 +83,13 @@ async def copy_line(source: Path, url: str, *, signed: bool = False) -> int:
     return copied
 
 
-def hub_holding(line: Path | None, server: str, folder: Path, *, signed: bool = False) -> Path:
+def hub_holding(
+    line: Path | None, server: str, folder: Path, *, signed: bool = False, migrate: bool = False
+) -> Path:
     """A hub root in ``folder`` on a fresh database of ``server``, holding the entries of
     the line file ``line`` (printed: how long the copy took), or none; ``signed``: its
-    attestations and statements too."""
+    attestations and statements too; ``migrate``: copied by `lifeline-mesh migrate-store`
+    from the line's project root, as a team moving to a hub does (its read models made)."""
     hub = folder / "hub"
     hub.mkdir()
     url = asyncio.run(fresh_db(server))
@@ -97,6 +101,12 @@ def hub_holding(line: Path | None, server: str, folder: Path, *, signed: bool = 
     if line is None:
         return hub
     started = time.perf_counter()
+    if migrate:
+        project = line.resolve().parent.parent
+        run_cli(TREE, project, "migrate-store", str(project), url, "--line", line.stem,
+                module="lifeline_mesh")  # fmt: skip
+        print(f"migrate-store into the hub: {time.perf_counter() - started:.0f} s")
+        return hub
     copied = asyncio.run(copy_line(line, url, signed=signed))
     print(f"{copied:,} entries copied into the hub in {time.perf_counter() - started:.0f} s")
     return hub
@@ -129,7 +139,7 @@ def _verdict(hub: Path) -> str:
 def bench(args: argparse.Namespace, server: str) -> None:
     trees = [TREE] + ([args.baseline.resolve()] if args.baseline else [])
     with tempfile.TemporaryDirectory(prefix="hub-reads-") as tmp:
-        hub = hub_holding(args.line, server, Path(tmp), signed=args.signed)
+        hub = hub_holding(args.line, server, Path(tmp), signed=args.signed, migrate=args.migrate)
         commands = [c for c in COMMANDS if " ".join(c).startswith(args.only or "")]
         took, _peak = run_cli(TREE, hub, "context")
         print(f"first context (folds the hub's truth tables): {took:.1f} s")
@@ -162,6 +172,9 @@ def main() -> None:
     )
     parser.add_argument("--only", help="run only the commands starting with this")
     parser.add_argument("--signed", action="store_true", help="copy the signatures too")
+    parser.add_argument(
+        "--migrate", action="store_true", help="copy with `lifeline-mesh migrate-store`"
+    )
     args = parser.parse_args()
     on_a_server(lambda url: bench(args, url))
 

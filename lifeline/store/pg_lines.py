@@ -125,7 +125,8 @@ def pg_append_hooks() -> list[AppendHook]:
 
 def pg_load_steps() -> list[LoadStep]:
     """What installed components do after a large load, in the background (entry-point
-    group ``lifeline.pg_after_load``): recall's index brought up to date (decision 0109)."""
+    group ``lifeline.pg_after_load``): recall's index built and the truth tables folded
+    past what was loaded (decision 0109)."""
     from importlib.metadata import entry_points
 
     return [

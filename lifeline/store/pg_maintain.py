@@ -8,7 +8,8 @@ statistics and is full of rows autovacuum has not looked at yet: range queries t
 line's partition, and ``ANALYZE`` on the shared ``links``/``tips``/``fp_buckets`` tables,
 in a background task on a pooled connection: the session that loaded the rows has already
 answered. Then the installed components' steps after a load (entry-point group
-``lifeline.pg_after_load``: recall's index brought up to date, decision 0109), so that the
+``lifeline.pg_after_load``: recall's index built and the truth tables folded, decision
+0109), so that the
 first reader after the load does not pay for them. One run per line at a time; a load that
 arrives while one runs asks for one more run after it. A failure is logged and changes
 nothing (autovacuum still runs; readers catch up what a step left).

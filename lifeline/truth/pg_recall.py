@@ -209,9 +209,10 @@ async def catch_up(store: PgStore) -> int:
 
 
 async def index_after_load(conn: Conn, line_id: int) -> None:
-    """After a large load, in the background (``lifeline.pg_after_load``,
-    :mod:`lifeline.store.pg_maintain`): the rows indexed, and the planner told of them."""
-    if await _catch_up(conn, line_id, None) >= CHUNK:
+    """After a large load (``lifeline.pg_after_load``: the store's background upkeep,
+    :mod:`lifeline.store.pg_maintain`, and `migrate-store` before it ends): the rows
+    indexed, and the planner told of them."""
+    if await _catch_up(conn, line_id, fold_progress()) >= CHUNK:
         await conn.execute(f"ANALYZE recall_docs_{int(line_id)}, recall_terms")
 
 

@@ -48,6 +48,7 @@ __all__ = [
     "b",
     "catch_up",
     "derive_roles",
+    "fold_after_load",
     "fold_appended",
     "is_current",
     "lock_line",
@@ -382,6 +383,14 @@ async def catch_up(conn: Conn, line_id: int) -> None:
     if again:
         ended = await _rederive(conn, line_id, core.rewords)
     await _write_core(conn, line_id, last, core, ended)
+
+
+async def fold_after_load(conn: Conn, line_id: int) -> None:
+    """After a large load (``lifeline.pg_after_load``: the store's background upkeep, and
+    `migrate-store` before it ends): the tables brought up to date, so that the first
+    reader does not wait for them (rows written by a writer without the hook)."""
+    async with conn.transaction():
+        await catch_up(conn, line_id)
 
 
 async def rebuild(conn: Conn, line_id: int) -> None:

@@ -16,7 +16,7 @@ from lifeline.lines import validate_line_name
 from lifeline.store.postgres import is_postgres_url
 from lifeline_mesh.home.mesh_state import NODE_KEY
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.hub.migrate import copy_line, describe, open_side
+from lifeline_mesh.hub.migrate import Side, copy_line, describe, open_side
 from lifeline_mesh.hub.state_init import init_hub
 
 __all__ = ["hub_home", "register", "store_url"]
@@ -32,7 +32,9 @@ def register(sub: Any, parent: argparse.ArgumentParser) -> None:
         "signed evidence, and verify each copy (counts and fingerprints of entries, "
         "attestations and statements). SRC and DST are each a project root (its "
         ".lifeline/ line files) or a postgresql://USER@HOST/DATABASE URL. Resumable: run it "
-        "again after an interruption; what is there already is kept. SRC is only read.",
+        "again after an interruption; what is there already is kept. SRC is only read. "
+        "A line copied into PostgreSQL is then made ready to read (its truth tables and "
+        "recall index), so the hub's first context and recall do not wait for them.",
     )
     p.add_argument("src", metavar="SRC", help="project root or postgresql:// URL to copy from")
     p.add_argument("dst", metavar="DST", help="project root or postgresql:// URL to copy to")
@@ -56,6 +58,7 @@ async def cmd_migrate_store(args: argparse.Namespace) -> int:
             for name in names:
                 with progress_for(args, f"copying {name}") as shown:
                     copies.append(await copy_line(src, dst, name, shown.advance))
+                await _ready_for_reads(args, dst, name)
                 if not args.json:
                     c = copies[-1]
                     print(
@@ -71,6 +74,19 @@ async def cmd_migrate_store(args: argparse.Namespace) -> int:
     if args.json:
         print_json([c.to_dict() for c in copies])
     return 0
+
+
+async def _ready_for_reads(args: argparse.Namespace, dst: Side, name: str) -> None:
+    """The copied line's truth tables and recall index, built now (with their progress)
+    rather than by the first `context` and `recall` on the hub."""
+    from lifeline.truth.progress import set_fold_progress
+
+    with progress_for(args, f"making {name} ready to read") as bar:
+        set_fold_progress(bar.update if bar.enabled else None)
+        try:
+            await dst.ready_for_reads(name)
+        finally:
+            set_fold_progress(None)
 
 
 def register_hub(sub: Any, parent: argparse.ArgumentParser) -> None:

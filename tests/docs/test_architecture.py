@@ -160,6 +160,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             f"{L}.sessions",
             f"{L}.sessions.ingest",
             f"{L}.store",
+            f"{L}.truth",  # the progress of a long fold (migrate-store's read models)
             M,
             f"{M}.ci",
             f"{M}.discovery",

@@ -9,6 +9,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from lifeline.entry import Entry
@@ -42,6 +43,19 @@ async def _nul_entry(root: Path, parent: str) -> str:
     return entry.id
 
 
+async def _read_models(url: str) -> dict[str, tuple[int, int]]:
+    """Per line: the rows its truth tables and its recall index cover."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT l.name, c.count, r.docs FROM lines l JOIN truth_core c USING (line_id)"
+            " JOIN recall_mark r USING (line_id)"
+        )
+        return {str(n): (int(c), int(d)) for n, c, d in rows}
+    finally:
+        await conn.close()
+
+
 def test_lines_go_to_postgresql_and_back_verified(pg_server: str, tmp_path: Path) -> None:
     laptop = tmp_path / "laptop"
     shared_node(laptop)
@@ -57,6 +71,8 @@ def test_lines_go_to_postgresql_and_back_verified(pg_server: str, tmp_path: Path
     assert set(by_line) == {"ledger", "research"} and all(c["verified"] for c in first)
     assert by_line["ledger"]["entries"] == 4 == by_line["ledger"]["added"]
     assert by_line["ledger"]["attestations"] == 4  # each entry's author signature
+    # ready to read: truth tables and recall index made by the copy, not by a first reader
+    assert asyncio.run(_read_models(url)) == {"ledger": (4, 4), "research": (1, 1)}
     again = json.loads(cli("lifeline_mesh", laptop, "migrate-store", str(laptop), url,
                            "--json").stdout)  # fmt: skip
     assert [c["added"] for c in again] == [0, 0]  # resumable: what is there is kept
