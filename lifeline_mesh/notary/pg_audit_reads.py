@@ -23,6 +23,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Hashable, Sequence
 
+from asyncpg import Record
+
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.store.postgres import PgStore
@@ -60,6 +62,26 @@ class PgAuditReads:
     def __init__(self, store: PgStore) -> None:
         self.store = store
 
+    async def _page(
+        self,
+        select: str,
+        keys: Sequence[str],
+        cursor: Cursor | None,
+        *,
+        limit: int,
+        backwards: bool = False,
+    ) -> list[Record]:
+        """A keyset page of ``select`` (whose WHERE is ``line_id = $1``): the rows past
+        ``cursor`` (before it ``backwards``) in the order of ``keys``, ``limit`` at most."""
+        sql, args = select, []
+        if cursor is not None:
+            assert isinstance(cursor, tuple)
+            marks = ", ".join(f"${n}" for n in range(2, len(keys) + 2))
+            sql += f" AND ({', '.join(keys)}) {'<' if backwards else '>'} ({marks})"
+            args = [*cursor]
+        order = ", ".join(f"{k} DESC" if backwards else k for k in keys)
+        return await self.store.fetch_line(f"{sql} ORDER BY {order} LIMIT {limit}", *args)
+
     async def enrolled_items(self) -> list[bytes]:
         out: list[bytes] = []
         for table in TABLES:
@@ -73,14 +95,12 @@ class PgAuditReads:
     async def item_page(
         self, table: str, after: Cursor | None
     ) -> tuple[list[ItemRow], list[DamagedRow], Cursor | None]:
-        sql = f"SELECT sort_key, id, role, subject, item FROM {table} WHERE line_id = $1"
-        args: list[object] = []
-        if after is not None:
-            assert isinstance(after, tuple)
-            sql += " AND (sort_key, id) > ($2, $3)"
-            args = [*after]
-        sql += f" ORDER BY sort_key, id LIMIT {ITEM_PAGE}"
-        rows = await self.store.fetch_line(sql, *args)
+        rows = await self._page(
+            f"SELECT sort_key, id, role, subject, item FROM {table} WHERE line_id = $1",
+            ("sort_key", "id"),
+            after,
+            limit=ITEM_PAGE,
+        )
         items: list[ItemRow] = [
             (int(k), bytes(i), str(r), str(s), bytes(b)) for k, i, r, s, b in rows
         ]
@@ -136,14 +156,13 @@ class PgAuditReads:
         return list[Hashable](found_keys), items
 
     async def reverse_page(self, before: Cursor | None) -> tuple[list[Entry], Cursor | None]:
-        sql = "SELECT height, ts, id, doc FROM entries WHERE line_id = $1"
-        args: list[object] = []
-        if before is not None:
-            assert isinstance(before, tuple)
-            sql += " AND (height, ts, id) < ($2, $3, $4)"
-            args = [*before]
-        sql += f" ORDER BY height DESC, ts DESC, id DESC LIMIT {REVERSE_PAGE}"
-        rows = await self.store.fetch_line(sql, *args)
+        rows = await self._page(
+            "SELECT height, ts, id, doc FROM entries WHERE line_id = $1",
+            ("height", "ts", "id"),
+            before,
+            limit=REVERSE_PAGE,
+            backwards=True,
+        )
         out: list[Entry] = []
         for _height, _ts, _id, doc in rows:
             try:  # as the forward stream reads a row (PgStore.stream): one it cannot is left out
