@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 import asyncpg
-from hub_root import fresh_db, on_a_server
+from hub_root import new_hub_root, on_a_server
 from many_tips import report, run_cli
 from serving import TREE
 
@@ -91,13 +91,7 @@ def hub_holding(
     attestations and statements too; ``migrate``: copied by `lifeline-mesh migrate-store`
     from the line's project root, as a team moving to a hub does (its read models made)."""
     hub = folder / "hub"
-    hub.mkdir()
-    url = asyncio.run(fresh_db(server))
-    subprocess.run(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(hub), "hub", "init",
-         "--store", url], check=True, capture_output=True,
-    )  # fmt: skip
-    run_cli(TREE, hub, "init")
+    url = new_hub_root(server, hub)
     if line is None:
         return hub
     started = time.perf_counter()

@@ -109,6 +109,16 @@ async def fresh_db(server: str) -> str:
     return database_url(server, name)
 
 
+def new_hub_root(server: str, hub: Path, tree: Path = TREE) -> str:
+    """``hub`` made a hub root (``tree``'s `hub init` and `init`) on a fresh database of
+    ``server``; its URL."""
+    hub.mkdir()
+    url = asyncio.run(fresh_db(server))
+    cli(tree, hub, "lifeline_mesh", "hub", "init", "--store", url)
+    cli(tree, hub, "lifeline", "init")
+    return url
+
+
 def laptop_run(tree: Path, base: Path, origin_address: str) -> dict[str, float]:
     node = base / f"laptop-{uuid.uuid4().hex[:8]}"
     signed_root(tree, node)
@@ -124,11 +134,8 @@ def laptop_run(tree: Path, base: Path, origin_address: str) -> dict[str, float]:
 
 
 def hub_run(tree: Path, base: Path, origin: Path, server: str) -> dict[str, float]:
-    url = asyncio.run(fresh_db(server))
     hub = base / f"hub-{uuid.uuid4().hex[:8]}"
-    hub.mkdir()
-    cli(tree, hub, "lifeline_mesh", "hub", "init", "--store", url)
-    cli(tree, hub, "lifeline", "init")
+    new_hub_root(server, hub, tree)
     cli(tree, hub, "lifeline_mesh", "share", "ledger")
     with serving(tree, hub) as address:
         first, t_sync = sync(tree, origin, address)

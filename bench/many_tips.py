@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import asyncpg
-from hub_root import fresh_db, on_a_server
+from hub_root import new_hub_root, on_a_server
 from memory import rss
 from serving import TREE
 
@@ -126,15 +126,9 @@ def bench(args: argparse.Namespace, server: str) -> None:
     with tempfile.TemporaryDirectory(prefix="many-tips-") as tmp:
         line, hub = Path(tmp) / "line", Path(tmp) / "hub"
         line.mkdir()
-        hub.mkdir()
         run_cli(TREE, line, "init")
         asyncio.run(fill_file(line, args.tips))
-        url = asyncio.run(fresh_db(server))
-        subprocess.run(
-            [sys.executable, "-m", "lifeline_mesh", "--root", str(hub), "hub", "init",
-             "--store", url], check=True, capture_output=True,
-        )  # fmt: skip
-        run_cli(TREE, hub, "init")
+        url = new_hub_root(server, hub)
         asyncio.run(fill_hub(url, args.entries))
         cases = {
             f"line file, {args.tips:,} tips: log": (line, ()),
