@@ -217,6 +217,13 @@ async def index_after_load(conn: Conn, line_id: int) -> None:
 
 
 async def _catch_up(conn: Conn, line_id: int, progress: FoldProgress | None) -> int:
+    current = await conn.fetchval(
+        "SELECT (SELECT seq FROM recall_mark WHERE line_id = $1)"
+        " = (SELECT next_seq - 1 FROM lines WHERE line_id = $1)",
+        line_id,
+    )
+    if current:  # the usual read: one row each side, no lock, no transaction
+        return 0
     done, start = 0, None
     shown: FoldProgress | None = None
     await _partition(conn, line_id)

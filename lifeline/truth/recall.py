@@ -11,7 +11,8 @@ query that shares no word with any entry finds nothing (BM25 scores of a small l
 below any absolute floor). Scores are reported relative to the best hit (1.0). A hit whose
 stored entry no longer matches its id is never served. When this SQLite lacks FTS5 (probed at
 import), or ``LIFELINE_RECALL=scan``, the same BM25 runs over a scan of the line (slower, same
-answers in kind).
+answers in kind). A hub's line has the twin of the index in PostgreSQL
+(:mod:`lifeline.truth.pg_recall`).
 """
 
 from __future__ import annotations
@@ -56,8 +57,13 @@ DEFAULT_FLOOR = 0.25  # a fraction of the best hit's score, in (0, 1]
 MAX_TERMS = 16
 
 
+def _scan_forced() -> bool:
+    """``LIFELINE_RECALL=scan``: every backend ranks by the scan, index or not."""
+    return os.environ.get("LIFELINE_RECALL") == "scan"
+
+
 def _probe_fts5() -> bool:
-    if os.environ.get("LIFELINE_RECALL") == "scan":
+    if _scan_forced():
         return False
     try:
         sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE t USING fts5(x)")
@@ -286,7 +292,7 @@ class _Rankers:
         return partial(_fts_ranked, store) if "recall" in store.schema else partial(_scanned, store)
 
     def postgres(self, store: PgStore) -> Ranker:
-        if "recall" not in store.components or os.environ.get("LIFELINE_RECALL") == "scan":
+        if "recall" not in store.components or _scan_forced():
             return partial(_scanned, store)
         from lifeline.truth.pg_recall import ranked
 
