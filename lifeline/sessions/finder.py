@@ -58,12 +58,6 @@ async def _file_index(store: SqlLine) -> SessionIndex:
     return index
 
 
-async def _hub_index(store: PgStore) -> SessionIndex:
-    from lifeline.sessions.hub_index import hub_index
-
-    return await hub_index(store)
-
-
 async def _built_index(store: Store) -> SessionIndex:
     """Any other line's index (a memory store's), built in memory from its entries."""
     index = SessionIndex(None)
@@ -76,7 +70,9 @@ class _Indexes:
         return _file_index(store)
 
     def postgres(self, store: PgStore) -> Awaitable[SessionIndex]:
-        return _hub_index(store)
+        from lifeline.sessions.hub_index import hub_index  # a hub's: the driver's side
+
+        return hub_index(store)
 
     def plain(self, store: Store) -> Awaitable[SessionIndex]:
         return _built_index(store)

@@ -9,10 +9,9 @@ line's partition, and ``ANALYZE`` on the shared ``links``/``tips``/``fp_buckets`
 in a background task on a pooled connection: the session that loaded the rows has already
 answered. Then the installed components' steps after a load (entry-point group
 ``lifeline.pg_after_load``: recall's index built and the truth tables folded, decision
-0109), so that the
-first reader after the load does not pay for them. One run per line at a time; a load that
-arrives while one runs asks for one more run after it. A failure is logged and changes
-nothing (autovacuum still runs; readers catch up what a step left).
+0109), so that the first reader after the load does not pay for them. One run per line at
+a time; a load that arrives while one runs asks for one more run after it. A failure is
+logged and changes nothing (autovacuum still runs; readers catch up what a step left).
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 __all__ = ["ANALYZE_AFTER", "LoadStep", "Maintenance"]
@@ -35,12 +34,10 @@ LoadStep = Callable[[Any, int], Awaitable[None]]  # (a pooled connection, line_i
 class Maintenance:
     """The background upkeep of one database's lines (owned by ``PgDatabase``)."""
 
-    def __init__(
-        self, pool: Any, *, threshold: int = ANALYZE_AFTER, steps: Sequence[LoadStep] = ()
-    ) -> None:
+    def __init__(self, pool: Any, *, threshold: int = ANALYZE_AFTER) -> None:
         self._pool = pool
         self.threshold = threshold
-        self.steps = tuple(steps)
+        self.steps: tuple[LoadStep, ...] = ()  # set by PgDatabase.connect (after_load)
         self._running: dict[int, asyncio.Task[None]] = {}
         self._again: set[int] = set()
         self.runs: list[tuple[int, float]] = []  # (line_id, seconds) of each finished run
