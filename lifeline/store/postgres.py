@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import asyncpg
 
 from lifeline.entry import Entry
-from lifeline.errors import AmbiguousPrefix, InvalidEntry, NotFound, StoreError
+from lifeline.errors import AmbiguousPrefix, CorruptRow, InvalidEntry, NotFound, StoreError
 from lifeline.store.line_write import LineWrite
 from lifeline.store.order import newest_first
 from lifeline.store.pg_dsn import connect_options, is_postgres_url
@@ -330,10 +330,16 @@ class PgStore:
         return int(row[0]), int.from_bytes(row[1], "big")
 
     async def get(self, entry_id: str) -> Entry:
-        found = await self.get_many([entry_id])
-        if not found:
+        docs = await self._docs([entry_id])
+        if entry_id not in docs:
             raise NotFound(f"no entry {entry_id[:64]!r} in line {self.name}")
-        return found[0]
+        try:
+            return Entry.from_json(docs[entry_id], check=False)
+        except InvalidEntry as exc:
+            raise CorruptRow(
+                f"entry {entry_id[:12]} is stored in line {self.name} but its row cannot be "
+                f"decoded ({exc}); `lifeline verify` lists the damaged rows"
+            ) from exc
 
     async def _docs(self, ids: list[str]) -> dict[str, str]:
         wanted = [raw for raw in (_maybe_id(i) for i in ids) if raw is not None]
@@ -343,9 +349,19 @@ class PgStore:
         return {bytes(r[0]).hex(): r[1] for r in rows}
 
     async def get_many(self, ids: Iterable[str]) -> list[Entry]:
+        """The stored entries among ``ids``; damaged rows are skipped (with a log line), as
+        on SQLite: ``get`` names them, ``lifeline verify`` lists them."""
         wanted = list(ids)
         docs = await self._docs(wanted)
-        return [Entry.from_json(docs[i], check=False) for i in wanted if i in docs]
+        found = (self._decoded(docs[i], i) for i in wanted if i in docs)
+        return [e for e in found if e is not None]
+
+    def _decoded(self, doc: str, where: object) -> Entry | None:
+        try:
+            return Entry.from_json(doc, check=False)
+        except InvalidEntry as exc:
+            log.debug("skipping undecodable row %s of %s: %s", where, self.name, exc)
+            return None
 
     async def get_many_json(self, ids: Iterable[str]) -> list[bytes]:
         """What a sync sends: the stored JSON of the entries among ``ids``, in that order."""
@@ -413,21 +429,24 @@ class PgStore:
             " ORDER BY seq LIMIT 1",
             list(dedup_forms(key)),
         )
-        return Entry.from_json(rows[0][0], check=False) if rows else None
+        return self._decoded(rows[0][0], key) if rows else None
 
     async def externals(self) -> dict[str, str]:
         rows = await self._fetch("SELECT id, line FROM externals WHERE line_id = $1")
         return {bytes(r[0]).hex(): r[1] for r in rows}
 
-    async def rows_after(self, seq: int, limit: int) -> list[tuple[int, Entry]]:
-        """``(row number, entry)`` of at most ``limit`` rows past ``seq``, in row order:
-        each entry's parents before it (a row is stored only once its parents are)."""
+    async def rows_after(self, seq: int, limit: int) -> tuple[int, list[Entry]]:
+        """The entries of at most ``limit`` rows past ``seq``, in row order (each entry's
+        parents before it: a row is stored only once its parents are), and the last row
+        number read (``seq`` when there is none). A damaged row is left out, logged, and
+        read past."""
         rows = await self._fetch(
             "SELECT seq, doc FROM entries WHERE line_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
             seq,
             limit,
         )
-        return [(int(n), Entry.from_json(doc, check=False)) for n, doc in rows]
+        decoded = (self._decoded(doc, n) for n, doc in rows)
+        return (int(rows[-1][0]) if rows else seq), [e for e in decoded if e is not None]
 
     async def keys(self) -> list[tuple[int, str]]:
         rows = await self._fetch(

@@ -285,6 +285,9 @@ async def cmd_sync(args: argparse.Namespace) -> int:
             f"{args.peer} would not talk plain text: it serves mutual TLS, and this sync used "
             "--insecure (plain text, loopback only, for nodes in no mesh); drop --insecure"
         ) from exc
+    for report in reports:
+        if report.refused:
+            print(_refused_text(report, args.peer), file=sys.stderr)
     if args.json:
         print_json([r.to_dict() for r in reports])
     else:
@@ -324,6 +327,16 @@ class _Stored:
             report.entries_added,
             note=f"entries and {report.attestations_added:,} signatures and statements stored",
         )
+
+
+def _refused_text(r: SyncReport, peer: str) -> str:
+    """The warning for items refused one by one (decision 0111): what, and what to do."""
+    first = r.refusals[0] if r.refusals else "no reason kept"
+    return (
+        f"warning: line {r.line!r}: refused {count(r.refused, 'item', 'items')} {peer} sent, "
+        f"stored the rest ({first}); that node holds a damaged or altered copy: "
+        "`lifeline-mesh verify` there names it"
+    )
 
 
 def _report_text(r: SyncReport, peer: str) -> str:

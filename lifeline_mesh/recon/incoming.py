@@ -1,9 +1,16 @@
 """Items a peer sent, taken in by a session: counted against the caps, each checked for
 size and parsed (or taken already parsed by the helper processes), then held until their
-parents are known and delivered, parents first. Pure: no I/O."""
+parents are known and delivered, parents first. Pure: no I/O.
+
+An inadmissible item (an entry whose id does not match its content, text that is not an
+entry: a copy the peer holds damaged) is refused alone and counted, and the rest of its
+frame goes on; one damaged row on a hub no longer stops every node's sync with it. Past
+``max_refused`` in a session the peer is misbehaving and the session is aborted
+(decision 0111)."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from lifeline.errors import InvalidEntry, RemoteProtocolError
@@ -31,7 +38,11 @@ def take_items(
             "(cap max_items); sync again to continue"
         )
     if parsed is None or len(parsed) != len(items.items):
-        ready_items = [_parse(state, raw, limits) for raw in items.items]
+        ready_items = [
+            item
+            for item in (_parse(state, raw, stats, limits) for raw in items.items)
+            if item is not None
+        ]
     else:
         for raw in items.items:
             _check_size(raw, limits)
@@ -53,10 +64,29 @@ def _check_size(raw: bytes, limits: SessionLimits) -> None:
         )
 
 
-def _parse(state: SetState, raw: bytes, limits: SessionLimits) -> ParsedItem:
+REFUSALS_KEPT = 3  # reasons a report names; the rest are counted
+
+
+def _parse(
+    state: SetState, raw: bytes, stats: SessionStats, limits: SessionLimits
+) -> ParsedItem | None:
+    """The item parsed, or None when it is refused (counted, its reason kept)."""
     _check_size(raw, limits)
     try:
         return state.codec.parse(raw)
     except InvalidEntry as exc:
-        # Keep the class (IdMismatch, EntryTooLarge...) so callers can tell cases apart.
-        raise type(exc)(f"the peer sent an inadmissible {state.name} item: {exc}") from exc
+        reason = f"the peer sent an inadmissible {state.name} item: {exc}"
+        digest = hashlib.sha256(raw).digest()
+        if digest in stats.refused_digests:
+            return None  # asked for again as a missing parent: refused once
+        stats.refused_digests.add(digest)
+        stats.refused += 1
+        if stats.refused > limits.max_refused:
+            # Keep the class (IdMismatch, EntryTooLarge...) so callers can tell cases apart.
+            raise type(exc)(
+                f"{reason} (more than {limits.max_refused} inadmissible items in one "
+                "session, cap max_refused)"
+            ) from exc
+        if len(stats.refusals) < REFUSALS_KEPT:
+            stats.refusals.append(reason)
+        return None

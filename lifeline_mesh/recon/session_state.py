@@ -61,6 +61,10 @@ class SessionLimits:
     orphan_pool: int = 10_000  # orphans kept in memory
     orphan_overflow: int = 1_000_000  # further orphans remembered by id, asked for again
     max_item_bytes: int = 256 * 1024
+    # Inadmissible items (an entry whose id does not match its content, a damaged row the
+    # peer read) refused one by one, the rest of their frame stored; past this many in one
+    # session the peer is misbehaving and the session is aborted (decision 0111).
+    max_refused: int = 1_000
     max_rounds: int = 32
     branch: int = 16
     leaf: int = 12
@@ -103,6 +107,9 @@ class SessionStats:
     rounds: int = 0
     orphans_dropped: int = 0
     snapshots_loaded: int = 0  # sets whose sorted snapshot this side built (0 when in sync)
+    refused: int = 0  # distinct inadmissible items refused (decision 0111)
+    refusals: list[str] = field(default_factory=list)  # the first few reasons
+    refused_digests: set[bytes] = field(default_factory=set)  # one sent twice counts once
     sent_by_set: dict[str, int] = field(default_factory=dict)
     received_by_set: dict[str, int] = field(default_factory=dict)
 

@@ -20,7 +20,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lifeline.errors import LifelineError, PeerError, ProtocolError, Refused, RemoteProtocolError
@@ -86,6 +86,8 @@ class SyncReport:
     seconds: float = 0.0
     orphans_dropped: int = 0
     snapshots: int = 0  # sets this side had to sort (0: an in-sync check from summaries)
+    refused: int = 0  # inadmissible items the peer sent, refused one by one (decision 0111)
+    refusals: list[str] = field(default_factory=list)  # the first few reasons
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -421,6 +423,8 @@ def _finish(
     report.attestations_added += closed.added
     report.round_trips = session.stats.rounds
     report.snapshots = stats.snapshots_loaded
+    report.refused = stats.refused
+    report.refusals = list(stats.refusals)
     report.bytes_sent = channel.bytes_sent
     report.bytes_received = channel.bytes_received
     report.seconds = round(seconds, 4)

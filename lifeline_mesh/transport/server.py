@@ -283,6 +283,12 @@ class SyncServer:
                 driving = True
                 report = await drive(session, channel, sets, first=hello, fast=self._fast)
             self.reports.append(report)
+            if report.refused:  # stored the rest (decision 0111); the peer's copy is damaged
+                who = context.peer() or "?"
+                self.quiet_log.warning(
+                    peer_host(who), "refused %d inadmissible item(s) from %s on line %r: %s",
+                    report.refused, who, hello.line, report.refusals[0] if report.refusals else "",
+                )  # fmt: skip
             if self._on_session is not None:
                 self._on_session(peer.identity, hello.line, report, None)
         except LifelineError as exc:

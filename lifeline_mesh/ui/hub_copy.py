@@ -8,16 +8,21 @@ the database: the line's totals first (one row), and when they changed since the
 page, the rows past the last row number copied, in row order (parents before children),
 a batch at a time. The first page of a line copies it that way too, in memory bounded by
 a batch. Only when the totals still differ after that (a stored entry's ts changed in
-place, which moves no row number) are the two sides' ids compared, as a full pass.
+place, which moves no row number) are the two sides' ids compared, as a full pass. A
+damaged row on the hub is left out of the copy, with its descendants (logged), never an
+error page.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lifeline.entry import Entry
+from lifeline.errors import InvalidEntry
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 
@@ -28,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["HubCopy"]
 
 _BATCH = 2000
+log = logging.getLogger(__name__)
 
 
 class HubCopy:
@@ -67,10 +73,12 @@ class HubCopy:
 
     async def _rows_after(self, name: str, source: PgStore, copy: SqliteStore) -> int:
         added = 0
-        while rows := await source.rows_after(self._copied.get(name, 0), _BATCH):
-            added += (await copy.append_many([entry for _seq, entry in rows])).count
-            self._copied[name] = rows[-1][0]
-        return added
+        while True:
+            last, entries = await source.rows_after(self._copied.get(name, 0), _BATCH)
+            if last == self._copied.get(name, 0):
+                return added
+            added += await _append(copy, entries)
+            self._copied[name] = last
 
     async def _missing(self, source: PgStore, copy: SqliteStore) -> int:
         """The entries the copy lacks, found by comparing every id (a full pass)."""
@@ -78,12 +86,37 @@ class HubCopy:
         held = {entry_id for _h, entry_id in await copy.keys()}
         missing = [entry_id for _h, entry_id in await source.keys() if entry_id not in held]
         added = 0
-        for k in range(0, len(missing), _BATCH):
-            batch = await source.get_many(missing[k : k + _BATCH])
-            added += (await copy.append_many(batch)).count
+        for k in range(0, len(missing), _BATCH):  # in key order: parents first
+            added += await _append(copy, await source.get_many(missing[k : k + _BATCH]))
         return added
 
     def close(self) -> None:
         if self._copies is not None:
             shutil.rmtree(self._copies.root, ignore_errors=True)
             self._copies = None
+
+
+async def _append(copy: SqliteStore, entries: list[Entry]) -> int:
+    """``entries`` (parents first) into the copy; how many it added. A damaged row on the
+    hub is left out of what the copy reads, and so are its descendants: they cannot be
+    stored without it, as a sync leaves such orphans out (`lifeline-mesh verify` on the hub
+    names the row)."""
+    if not entries:
+        return 0
+    try:
+        return (await copy.append_many(entries)).count
+    except InvalidEntry:  # a parent neither held nor in the batch
+        pass
+    known = await copy.contains({p for e in entries for p in e.parents})
+    known |= set(await copy.externals())
+    kept = []
+    for entry in entries:
+        if all(p in known for p in entry.parents):
+            kept.append(entry)
+            known.add(entry.id)
+    log.warning(
+        "viewer: %d entries left out of the copy of line %r: a damaged row on the hub is"
+        " their ancestor; `lifeline-mesh verify` there names it",
+        len(entries) - len(kept), copy.path.stem,
+    )  # fmt: skip
+    return (await copy.append_many(kept)).count if kept else 0

@@ -24,7 +24,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.hub_roots import MESH_NAME, TRANSCRIPT
+from tests.support.hub_roots import MESH_NAME, TRANSCRIPT, page, viewer
 from tests.support.hub_roots import hub_mesh as _hub_mesh
 from tests.support.hub_roots import life as _life
 from tests.support.hub_roots import line_ids as _ids
@@ -32,7 +32,6 @@ from tests.support.hub_roots import mesh as _mesh
 from tests.support.mcp_client import call_tool, tool_text
 from tests.support.mesh_procs import log_note
 from tests.support.pg_server import fresh_database
-from tests.support.ui_server import fetch
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -57,29 +56,6 @@ async def _tamper(url: str, entry_id: str) -> None:
         )
     finally:
         await conn.close()
-
-
-@contextmanager
-def _viewer(root: Path) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "ui", "--listen",
-         "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("viewer on "), (line, proc.stderr and proc.stderr.read())
-        yield line.removeprefix("viewer on ").strip().split("?")[0]
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=60)
-
-
-def _page(url: str) -> str:
-    status, body, _headers = fetch(url)
-    assert status == 200, (url, status, body[:300])
-    return body
 
 
 def test_cli_commands_on_a_hub_root_read_and_write_the_database(
@@ -121,11 +97,11 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         assert "ship okapi" in _life(laptop, "context").stdout
 
         # the viewer on a hub root: its pages show the database's line, kept up to date
-        with _viewer(hub_a) as base:
-            assert "zebra migration" in _page(base + "lines/ledger/history")
+        with viewer(hub_a) as base:
+            assert "zebra migration" in page(base + "lines/ledger/history")
             later = log_note(hub_b, "written on B while the viewer runs: ibex")
-            assert "ibex" in _page(base + "lines/ledger/history")
-            assert "ibex" in _page(base + f"lines/ledger/entries/{later}")
+            assert "ibex" in page(base + "lines/ledger/history")
+            assert "ibex" in page(base + f"lines/ledger/entries/{later}")
 
         # verify on a hub root audits the database's entries, signatures included
         rows = asyncio.run(_line_rows(url))

@@ -150,16 +150,36 @@ def _failure(effects: list[object]) -> tuple[Abort, Exception]:
     return aborts[0], failed[0]
 
 
-def test_an_altered_entry_aborts_the_session_with_the_reason() -> None:
+def test_an_altered_entry_is_refused_alone_and_the_rest_of_its_frame_delivered() -> None:
+    """One damaged or altered copy (a hub row edited, a disk error) is refused with its
+    reason and counted; its frame's other items are delivered (decision 0111)."""
     e = BASE[0]
     tampered = e.to_json().replace(b"base-0", b"base-X")
-    abort, error = _failure(_responder().receive(Items(0, (tampered,)), 0.0))
+    s = _responder()
+    effects = s.receive(Items(0, (tampered, b"\xff\x00garbage", BASE[1].to_json())), 0.0)
+    assert not [x for x in effects if isinstance(x, Failed)], effects
+    assert s.stats.refused == 2
+    assert "does not match its content" in s.stats.refusals[0] and e.id[:12] in s.stats.refusals[0]
+    assert "not valid JSON" in s.stats.refusals[1]
+    # BASE[1]'s parent was refused: it waits for it, and nothing is delivered yet
+    assert not [x for x in effects if isinstance(x, Deliver)]
+    s.receive(Items(0, (tampered,)), 0.0)  # sent again (asked for as a missing parent)
+    assert s.stats.refused == 2  # counted once
+    delivered = s.receive(Items(0, (BASE[0].to_json(),)), 0.0)
+    [deliver] = [x for x in delivered if isinstance(x, Deliver)]
+    assert [i.id.hex() for i in deliver.items] == [BASE[0].id, BASE[1].id]
+
+
+def test_past_max_refused_the_session_is_aborted_with_the_reason() -> None:
+    limits = SessionLimits(max_refused=2)
+    bad = [e.to_json().replace(b"base-", b"evil-") for e in BASE[:3]]
+    s = _responder(limits)
+    assert not [x for x in s.receive(Items(0, tuple(bad[:2])), 0.0) if isinstance(x, Failed)]
+    abort, error = _failure(s.receive(Items(0, (bad[2],)), 0.0))
     assert isinstance(error, IdMismatch)
-    assert "does not match its content" in abort.reason and e.id[:12] in abort.reason
-
-
-def test_garbage_item_is_refused() -> None:
-    abort, error = _failure(_responder().receive(Items(0, (b"\xff\x00garbage",)), 0.0))
+    assert "does not match its content" in abort.reason and "max_refused" in abort.reason
+    abort, error = _failure(_responder(SessionLimits(max_refused=0)).receive(
+        Items(0, (b"\xff\x00garbage",)), 0.0))  # fmt: skip
     assert isinstance(error, InvalidEntry) and "not valid JSON" in abort.reason
 
 

@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.mesh_procs import cli, shared_node, start_ca_serve, terminate
+from tests.support.ui_server import fetch
 
-__all__ = ["MESH_NAME", "TRANSCRIPT", "hub_mesh", "hub_root", "life", "line_ids", "mesh"]
+__all__ = [
+    "MESH_NAME",
+    "TRANSCRIPT",
+    "hub_mesh",
+    "hub_root",
+    "life",
+    "line_ids",
+    "mesh",
+    "page",
+    "viewer",
+]
 
 MESH_NAME = "lifeline-mesh"  # the DNS name every mesh certificate carries
 TRANSCRIPT = (
@@ -63,3 +75,28 @@ def hub_mesh(tmp_path: Path, url: str) -> Iterator[tuple[Path, Path, Path, str, 
             terminate(proc_b)
     finally:
         terminate(proc_a)
+
+
+@contextmanager
+def viewer(root: Path) -> Iterator[str]:
+    """`lifeline-mesh ui` on ``root`` (loopback, port 0): its base URL, until the block ends."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "ui", "--listen",
+         "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("viewer on "), (line, proc.stderr and proc.stderr.read())
+        yield line.removeprefix("viewer on ").strip().split("?")[0]
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=60)
+
+
+def page(url: str) -> str:
+    """The body of a viewer page that must answer 200."""
+    status, body, _headers = fetch(url)
+    assert status == 200, (url, status, body[:300])
+    return body

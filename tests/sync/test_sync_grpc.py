@@ -105,8 +105,11 @@ async def _still_serves(a_root: Path, address: str) -> None:
 
 async def test_misbehaving_peers_are_refused_and_the_node_keeps_serving(tmp_path: Path) -> None:
     # the protocol's default frame limit (a node's own sessions allow 8 MiB): the cap is
-    # enforced the same way at any size, by the gRPC options derived from it
-    b = make_node(tmp_path / "b", limits=SessionLimits(max_frame_bytes=1 << 20))
+    # enforced the same way at any size, by the gRPC options derived from it; no
+    # inadmissible item let through (a node refuses up to max_refused one by one and
+    # stores the rest: tests/sync/test_refused_items.py)
+    limits = SessionLimits(max_frame_bytes=1 << 20, max_refused=0)
+    b = make_node(tmp_path / "b", limits=limits)
     hello = _frame(Hello(1, "ledger", ("entries",), (), 1 << 20, 10**6))
     tampered = BASE[0].to_json().replace(b"base-0", b"evil-0")
     async with serving(b) as (server, address):
