@@ -4,12 +4,12 @@ A new laptop takes a line shallow (`sync --shallow PEER`, decision 0063) to star
 once; the line then names parents it does not hold. While `serve` runs, :func:`deepen`
 fills each shared shallow line from the address its snapshot came from (recorded with the
 snapshot, ``lifeline.store.shallow``): one full session per line, which reconciles by
-ranges and streams what is missing parents first, each batch its own transaction — so an
-interrupted deepening (a stopped `serve`, a lost peer) keeps every batch it stored and the
-next session resumes there. A failed session is tried again after a growing pause; a line
-whose boundary is empty is complete and left alone. The line stays readable all along
-(`context`, `recall`, MCP read what it holds; SQLite's WAL lets them read while batches
-land).
+ranges and streams what is missing parents first, its batches committed together as
+`sync`'s own pull commits them (decision 0107) — so an interrupted deepening (a stopped
+`serve`, a lost peer) keeps every group it committed and the next session resumes
+there. A failed session is tried again after a growing pause; a line whose boundary is
+empty is complete and left alone. The line stays readable all along (`context`, `recall`,
+MCP read what it holds; SQLite's WAL lets them read while groups land).
 
 Static and discovered peers are synced by the scheduler as before; this task only makes
 sure the source of a snapshot is dialed even when it is not one of them.
@@ -46,7 +46,9 @@ class Deepens(Protocol):
 
     def open_line(self, line: str) -> AbstractAsyncContextManager[Store]: ...
 
-    async def sync(self, peer: str, lines: Sequence[str]) -> list[SyncReport]: ...
+    async def sync(
+        self, peer: str, lines: Sequence[str], *, bulk: bool = False
+    ) -> list[SyncReport]: ...
 
 
 async def shallow_lines(node: Deepens) -> dict[str, str]:
@@ -70,7 +72,7 @@ async def shallow_lines(node: Deepens) -> dict[str, str]:
 async def _deepen_line(node: Deepens, line: str, peer: str) -> None:
     """One full session of ``line`` with ``peer``, and what it left."""
     started = time.perf_counter()
-    reports = await node.sync(peer, [line])
+    reports = await node.sync(peer, [line], bulk=True)  # grouped commits, as `sync`'s
     async with node.open_line(line) as store:
         left, _peer = await shallow_origin(store)
         held = await store.count()

@@ -166,11 +166,14 @@ class Node:
         source: str | None = None,
         *,
         live: bool = False,
+        bulk: bool = False,
     ) -> AsyncIterator[LineSession]:
         """One session on ``line``: dialed to us by ``peer``, or ours with ``source`` (the
-        node we dial; ``live``: rows taken over its Watch call). It ends itself
+        node we dial; ``live``: rows taken over its Watch call; ``bulk``: a large pull under
+        `serve`, a shallow line deepened, its writes grouped as `sync`'s). It ends itself
         (node/line_session.py)."""
-        bulk = self.fast.grouped and peer is None  # `sync`'s own pull (sync/fast.py)
+        # `sync`'s own pull (sync/fast.py), or a deepening under `serve` (decision 0082)
+        bulk = (self.fast.grouped or (bulk and self.fast.any)) and peer is None
         async with self.lines.open(line) as opened, grouped(opened.store, bulk):
             codec = EntryCodec(self.home.limits())
             current = LineSession(self.parts, opened, codec, peer, source, live=live)
@@ -438,9 +441,12 @@ class Node:
         lines: Sequence[str],
         held: dict[str, int | None] | None = None,
         progress: Progress | None = None,
+        *,
+        bulk: bool = False,
     ) -> list[SyncReport]:
         """One session per line with ``peer`` (each shared here); ``held`` gets, per line,
-        the highest row the peer holds after it (or None); ``progress``, see ``drive``."""
+        the highest row the peer holds after it (or None); ``progress``, see ``drive``;
+        ``bulk``: a large pull, its writes grouped even under `serve` (see ``session``)."""
         for line in lines:
             if not self.is_shared(line):
                 raise Refused(
@@ -461,7 +467,8 @@ class Node:
                     await self._pull_lists(peer, channel)
                     await self.pins.pin(peer)  # what it sent may revoke the node serving there
                 for line in lines:
-                    async with self.session(line, None, self.pins.known.get(peer, peer)) as ours:
+                    source = self.pins.known.get(peer, peer)
+                    async with self.session(line, None, source, bulk=bulk) as ours:
                         report = await sync_line(
                             peer,
                             line,
