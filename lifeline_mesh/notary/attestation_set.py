@@ -118,14 +118,17 @@ class AttestationSet:
     ) -> _Verified:
         """Verify the batch's signatures (no store access); :meth:`_Verified.commit` stores it."""
         # The codec decoded each item already; admission verifies the decoded form.
-        atts = [i.value if isinstance(i.value, Attestation) else i.raw for i in items]
-        return _Verified(self.notary, await self.notary.prepare(atts))
+        # An item that fails is refused alone, the rest stored (decision 0111).
+        atts = [i.value if isinstance(i.value, Attestation) else decode(i.raw) for i in items]
+        return _Verified(self.notary, *await self.notary.prepare_each(atts))
 
 
 class _Verified:
-    def __init__(self, notary: Notary, atts: list[Attestation]) -> None:
+    def __init__(self, notary: Notary, atts: list[Attestation], refused: list[str]) -> None:
         self._notary = notary
         self._atts = atts
+        self._refused = tuple(refused)
 
     async def commit(self) -> AdmitResult:
-        return AdmitResult(await self._notary.commit(self._atts))
+        added = await self._notary.commit(self._atts) if self._atts else 0
+        return AdmitResult(added, refused=self._refused)

@@ -12,7 +12,7 @@ import json
 import logging
 import sqlite3
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from lifeline.entry import Entry
 from lifeline.store.port import AppendResult
@@ -84,10 +84,12 @@ def take_entries(
     blocked: set[str],
     skew_s: float,
     now: str | None = None,
+    refused_signed: Mapping[str, str] | None = None,
 ) -> Intake:
     """The batch split by the signature rule and, with ``now``, the future rule
-    (``blocked``: the session's refused ids not held, updated), the parent rule applied to
-    what is kept (raises, as before)."""
+    (``blocked``: the session's refused ids not held, updated; ``refused_signed``: the
+    entries whose author signature the session refused), the parent rule applied to what
+    is kept (raises, as before)."""
     signed, known = signed_and_known(conn, entries, remembered)
 
     def stored(ids: list[str]) -> set[str]:
@@ -100,7 +102,7 @@ def take_entries(
         return out
 
     future = None if now is None else (lambda ts: future_dated(ts, now, skew_s))
-    intake = split_refused(entries, signed, blocked, stored, future)
+    intake = split_refused(entries, signed, blocked, stored, future, refused_signed)
     check_entry_times(intake.kept, signed, known, skew_s)
     return intake
 

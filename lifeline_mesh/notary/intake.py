@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Generic, Self, TypeVar
+from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
 from lifeline.ledger import utc_now
@@ -19,7 +19,15 @@ from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role
 from lifeline_mesh.notary.verifier import first_bad_signature
 
-__all__ = ["ATTESTATIONS_TABLE", "STATEMENTS_TABLE", "NotarySet", "table_of", "verify_batch"]
+__all__ = [
+    "ATTESTATIONS_TABLE",
+    "STATEMENTS_TABLE",
+    "NotarySet",
+    "Refusal",
+    "table_of",
+    "verify_batch",
+    "verify_each",
+]
 
 ATTESTATIONS_TABLE = "attestations"  # first-wave kinds (author, witness, summary), enrolled
 log = logging.getLogger(__name__)
@@ -28,6 +36,14 @@ STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
 
 
 StoreT = TypeVar("StoreT")
+
+
+class Refusal(NamedTuple):
+    """A received attestation refused alone (decision 0111): why, and the entry it signs as
+    its author's signature, if it is one (that entry is then refused too, in the session)."""
+
+    reason: str
+    signs: str | None
 
 
 class NotarySet(Generic[StoreT]):
@@ -57,6 +73,44 @@ class NotarySet(Generic[StoreT]):
         self._clock = clock
         self.skew_s = skew_s
         self.backdate_window_s = backdate_window_s
+        # The entries whose author signature this object refused, with why (decision 0111):
+        # a copy of one arriving later in the session is refused too, not stored unsigned.
+        self.refused_signatures: dict[str, str] = {}
+
+    async def held_enrollments(self) -> list[Attestation]:
+        """Every well-formed ``enrolled`` statement the line holds (each storage reads its own)."""
+        raise NotImplementedError
+
+    async def prepare(self, items: Sequence[bytes | Attestation]) -> list[Attestation]:
+        """The checks that need nothing stored: shape, signature, signer, not future-dated.
+
+        No store access, so a sync verifies one batch while the previous one is written.
+        Raises for the first bad item in batch order. The result is for ``commit``.
+        """
+        return await verify_batch(items, **self._checks())
+
+    async def prepare_each(
+        self, items: Sequence[Attestation]
+    ) -> tuple[list[Attestation], list[str]]:
+        """:meth:`prepare`, each item alone: those that pass, and why each other one is
+        refused (a session stores the rest, decision 0111). The entry a refused author
+        signature signs is remembered: a copy of it arriving later in the session is refused
+        too, rather than stored as an unsigned copy."""
+        kept, refused = await verify_each(items, **self._checks())
+        for refusal in refused:
+            if refusal.signs is not None:
+                self.refused_signatures.setdefault(refusal.signs, refusal.reason)
+        return kept, [r.reason for r in refused]
+
+    def _checks(self) -> dict[str, Any]:
+        return {
+            "now": self._clock(),
+            "signers": self.signers,
+            "skew_s": self.skew_s,
+            "table": self.table,
+            "held": self.held_enrollments,
+            "source": self.source,
+        }
 
     def statements(self) -> Self:
         """The same line's second-wave statements (state, imported), as their own set."""
@@ -134,3 +188,47 @@ async def verify_batch(
                 f"belongs to the set {table_of(att.role)!r}, not {table!r}"
             )
     return atts
+
+
+async def verify_each(
+    items: Sequence[Attestation],
+    *,
+    now: str,
+    signers: KnownSigners | None,
+    skew_s: float,
+    table: str,
+    held: Callable[[], Awaitable[list[Attestation]]],
+    source: str | None = None,
+) -> tuple[list[Attestation], list[Refusal]]:
+    """:func:`verify_batch`, each item alone when the batch does not pass whole: the items
+    that pass, and a :class:`Refusal` for each other one (decision 0111). A sound batch is
+    checked once, as a batch; a batch over ``MAX_ADMIT_ITEMS`` is still refused whole."""
+    checks: dict[str, Any] = {
+        "now": now, "signers": signers, "skew_s": skew_s, "table": table, "held": held,
+        "source": source,
+    }  # fmt: skip
+    try:
+        return await verify_batch(items, **checks), []
+    except UnknownSigner:
+        # A signer this node has not learned of yet (the membership it pulls lags): the
+        # session fails loudly, naming it, as before; the next one, once it knows, passes.
+        raise
+    except EntryTooLarge:
+        if len(items) > MAX_ADMIT_ITEMS:
+            raise
+    except InvalidEntry:  # a bad signature (a damaged row, a forgery), another set's item
+        pass
+    kept: list[Attestation] = []
+    refused: list[Refusal] = []
+    for n, att in enumerate(items):
+        try:
+            kept += await verify_batch([att], **checks)
+        except UnknownSigner:
+            raise
+        except InvalidEntry as exc:
+            detail = str(exc).removeprefix("attestation 0 of the batch refused: ")
+            signs = att.subject if att.role is Role.AUTHOR else None
+            refused.append(
+                Refusal(f"an inadmissible attestation (#{n} of its batch): {detail}", signs)
+            )
+    return kept, refused

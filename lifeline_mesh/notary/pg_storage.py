@@ -40,7 +40,6 @@ from lifeline_mesh.notary.intake import (
     STATEMENTS_TABLE,
     NotarySet,
     table_of,
-    verify_batch,
 )
 from lifeline_mesh.notary.provenance import (
     NOT_RECORDED,
@@ -106,17 +105,6 @@ class PgNotaryStore(NotarySet[PgStore]):
     async def admit(self, items: Sequence[bytes | Attestation]) -> int:
         return await self.commit(await self.prepare(items))
 
-    async def prepare(self, items: Sequence[bytes | Attestation]) -> list[Attestation]:
-        return await verify_batch(
-            items,
-            now=self._clock(),
-            signers=self.signers,
-            skew_s=self.skew_s,
-            table=self.table,
-            held=self.held_enrollments,
-            source=self.source,
-        )
-
     async def commit(self, atts: Sequence[Attestation]) -> int:
         async with self.store.transaction() as conn:
             await lock_line(conn, self._line)
@@ -180,6 +168,7 @@ class PgNotaryStore(NotarySet[PgStore]):
             self._blocked,
             lambda ids: held & set(ids),
             lambda ts: future_dated(ts, now, skew),
+            self.refused_signatures,
         )
         known = await _entry_ts(conn, self._line, outside)
         known.update(own)

@@ -52,6 +52,13 @@ class Notary(Protocol):
         """The checks that need nothing stored (raises for the first bad item)."""
         ...
 
+    async def prepare_each(
+        self, items: Sequence[Attestation]
+    ) -> tuple[list[Attestation], list[str]]:
+        """The same checks, each item alone: those that pass, and why each other one fails
+        (the entry a refused author signature signs is then refused too, in the session)."""
+        ...
+
     async def commit(self, atts: Sequence[Attestation]) -> int:
         """Checks against what is held, then store: one transaction, all or nothing."""
         ...

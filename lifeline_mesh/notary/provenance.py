@@ -24,7 +24,7 @@ from __future__ import annotations
 import enum
 import sqlite3
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lifeline.entry import Entry
@@ -102,13 +102,16 @@ def split_refused(
     blocked: set[str],
     stored: Callable[[list[str]], set[str]],
     future: Callable[[str], bool] | None = None,
+    refused_signed: Mapping[str, str] | None = None,
 ) -> Intake:
     """Refuse each entry whose ts none of its held author signatures names, each entry
     dated in this node's future (``future(ts)``: after its clock plus the skew tolerance —
     its author's clock is ahead; held back until it is not, decision 0084), and each entry
     whose parent was refused and is not held (in this batch or earlier in the session:
     ``blocked``, updated). ``signed`` maps an id to every author-signed ts held;
-    ``stored(ids)`` says which of ``ids`` the line holds."""
+    ``stored(ids)`` says which of ``ids`` the line holds. ``refused_signed``: the entries
+    whose author signature the session refused, with why (decision 0111): a copy of one
+    with no good signature held is refused too, not stored as an unsigned copy."""
     kept: list[Entry] = []
     intake = Intake(kept)
     for entry in entries:
@@ -116,6 +119,10 @@ def split_refused(
             intake.refused.append((entry, FUTURE_DETAIL))
             continue
         dated = signed.get(entry.id)
+        if not dated and refused_signed and entry.id in refused_signed:
+            why = refused_signed[entry.id]
+            intake.refused.append((entry, f"its author signature was refused: {why}"))
+            continue
         if dated and entry.ts not in dated:
             intake.refused.append((entry, refusal_detail(entry, dated)))
             continue

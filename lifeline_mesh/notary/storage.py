@@ -36,7 +36,6 @@ from lifeline_mesh.notary.intake import (
     STATEMENTS_TABLE,
     NotarySet,
     table_of,
-    verify_batch,
 )
 from lifeline_mesh.notary.provenance import (
     SourceRow,
@@ -201,22 +200,6 @@ class NotaryStore(NotarySet[SqlLine]):
         """
         return await self.commit(await self.prepare(items))
 
-    async def prepare(self, items: Sequence[bytes | Attestation]) -> list[Attestation]:
-        """The checks that need nothing stored: shape, signature, signer, not future-dated.
-
-        No store access, so a sync verifies one batch while the previous one is written.
-        Raises for the first bad item in batch order. The result is for :meth:`commit`.
-        """
-        return await verify_batch(
-            items,
-            now=self._clock(),
-            signers=self.signers,
-            skew_s=self.skew_s,
-            table=self.table,
-            held=self.held_enrollments,
-            source=self.source,
-        )
-
     async def held_enrollments(self) -> list[Attestation]:
         """Every well-formed ``enrolled`` statement the line holds."""
         return await self.store.run_read(held_enrollments)
@@ -294,8 +277,9 @@ class NotaryStore(NotarySet[SqlLine]):
             if self._blocked is None:
                 self._blocked = set()
             intake = take_entries(
-                conn, entries, self._remembered, self._blocked, self.skew_s, self._clock()
-            )
+                conn, entries, self._remembered, self._blocked, self.skew_s, self._clock(),
+                self.refused_signatures,
+            )  # fmt: skip
             result = store.append_in(conn, intake.kept, externals)
             record(conn, intake_rows(intake, result, self.source, self._clock()))
             return result

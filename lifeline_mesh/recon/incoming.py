@@ -18,7 +18,7 @@ from lifeline_mesh.recon.frames import Deliver, Effect, Items
 from lifeline_mesh.recon.session_state import SessionLimits, SessionStats, SetState
 from lifeline_mesh.recon.sets import ParsedItem
 
-__all__ = ["take_items"]
+__all__ = ["REFUSALS_KEPT", "take_items"]
 
 
 def take_items(

@@ -41,6 +41,7 @@ from lifeline_mesh.recon.frames import (
     LoadSummary,
     SendFrame,
 )
+from lifeline_mesh.recon.incoming import REFUSALS_KEPT
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.session_state import KEEP_ALIVE_CAPABILITY
 from lifeline_mesh.recon.sets import ParsedItem, ParsedItems
@@ -325,11 +326,31 @@ class _Admitter:
             else:
                 self._report.attestations_added += result.added
             self._report.ts_lowered += result.updated
+            if result.refused:
+                failed = self._refused(session, result.refused)
+                if failed:
+                    return failed
         self._settled += 1
         if self.progress is not None:
             self.progress(self._report)
         if self._settled % TRIM_EVERY == 0:
             SESSIONS.trim()  # freed batches, spread over several threads' heaps
+        return []
+
+    def _refused(self, session: Session, reasons: tuple[str, ...]) -> list[Effect]:
+        """Items of a stored batch refused alone (decision 0111): counted with those the
+        session refused; past ``max_refused`` in all, the session fails."""
+        report = self._report
+        report.refused += len(reasons)
+        room = max(0, REFUSALS_KEPT - len(report.refusals))
+        report.refusals += [f"the peer sent {r}" for r in reasons[:room]]
+        cap = session.limits.max_refused
+        if report.refused + session.stats.refused > cap:
+            error = RemoteProtocolError(
+                f"the peer sent {reasons[-1]} (more than {cap} inadmissible items in one "
+                "session, cap max_refused)"
+            )
+            return session.fail(error, "item")
         return []
 
     async def cancel(self) -> None:
@@ -423,8 +444,8 @@ def _finish(
     report.attestations_added += closed.added
     report.round_trips = session.stats.rounds
     report.snapshots = stats.snapshots_loaded
-    report.refused = stats.refused
-    report.refusals = list(stats.refusals)
+    report.refused += stats.refused
+    report.refusals = (list(stats.refusals) + report.refusals)[:REFUSALS_KEPT]
     report.bytes_sent = channel.bytes_sent
     report.bytes_received = channel.bytes_received
     report.seconds = round(seconds, 4)

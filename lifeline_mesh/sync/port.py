@@ -41,6 +41,7 @@ class FetchResult:
 class AdmitResult:
     added: int
     updated: int = 0  # items already held whose version was lowered (earlier ts)
+    refused: tuple[str, ...] = ()  # why each item refused alone was (decision 0111)
 
 
 class ReconSet(Protocol):

@@ -19,6 +19,23 @@ from tests.support.hub_roots import hub_mesh, life, line_ids, mesh, page, viewer
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
+async def _damage_signature(url: str, entry_id: str) -> None:
+    """Flip a bit of the author signature stored for ``entry_id``."""
+    conn = await asyncpg.connect(url)
+    try:
+        att, item = await conn.fetchrow(
+            "SELECT id, item FROM attestations WHERE role = 'author' AND subject = $1", entry_id
+        )
+        item = bytes(item)
+        await conn.execute(
+            "UPDATE attestations SET item = $1 WHERE id = $2",
+            item[:-1] + bytes([item[-1] ^ 1]),
+            att,
+        )
+    finally:
+        await conn.close()
+
+
 async def _damage(url: str, entry_id: str, doc: str) -> None:
     """Overwrite an entry's stored document, as a bad restore or a stray UPDATE would."""
     conn = await asyncpg.connect(url)
@@ -102,3 +119,28 @@ def test_an_altered_row_on_a_laptop_is_refused_by_the_hub_and_the_rest_is_stored
         assert report["refused"] == 0  # the laptop received nothing inadmissible
         status = json.loads(mesh(hub_a, "status", "--json").stdout)
         assert status["lines"][0]["entries"] == len(held)
+
+
+def test_a_damaged_signature_on_a_hub_is_refused_with_the_entry_it_signs(
+    pg_server: str, tmp_path: Path
+) -> None:
+    """A signature that no longer verifies is refused alone; the entry it signed is refused
+    with it (never stored unsigned), its descendants wait, the rest syncs."""
+    from tests.support.pg_server import fresh_database
+
+    url = asyncio.run(fresh_database(pg_server))
+    with hub_mesh(tmp_path, url) as (hub_a, _hub_b, laptop, _sync_a, sync_b):
+        first, signed, child = _decide(hub_a, "keep okapi", "signed ibex", "after ibex")
+        asyncio.run(_damage_signature(url, signed))
+        synced = mesh(laptop, "sync", sync_b, "--json")
+        [report] = json.loads(synced.stdout)
+        assert report["refused"] == 1, synced
+        assert "does not verify" in report["refusals"][0]
+        assert "refused 1 item" in synced.stderr
+        held = line_ids(laptop)
+        assert first in held and signed not in held and child not in held
+        (mine,) = _decide(laptop, "laptop decides: yak")
+        mesh(laptop, "sync", sync_b, "--json")
+        assert mine in line_ids(hub_a)
+        verified = mesh(laptop, "verify", "--json", check=False)
+        assert json.loads(verified.stdout)["ok"], verified.stdout  # nothing bad got in

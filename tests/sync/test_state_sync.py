@@ -35,9 +35,15 @@ class FirstWaveNode(Node):
 
     @asynccontextmanager
     async def session(
-        self, line: str, peer: SessionPeer | None = None, source: str | None = None
+        self,
+        line: str,
+        peer: SessionPeer | None = None,
+        source: str | None = None,
+        *,
+        live: bool = False,
+        bulk: bool = False,
     ) -> AsyncIterator[LineSession]:
-        async with super().session(line, peer, source) as opened:
+        async with super().session(line, peer, source, live=live, bulk=bulk) as opened:
             opened.sets = [s for s in opened.sets if s.name != STATEMENTS]
             yield opened
 

@@ -1,8 +1,9 @@
 """Received batches overlap: batch k+1 is verified while batch k is stored (sync/driver.py).
 
-A bad signature in a later batch must abort the session cleanly: every batch before it is
-stored whole, nothing of the bad batch (nor after it) is stored, and the receiver keeps
-serving.
+A bad signature in a later batch is refused alone (decision 0111): the rest of its batch
+and of the session is stored. Past the receiver's ``max_refused`` the session is aborted
+cleanly: every batch before the bad one is stored whole, the bad item never, and the
+receiver keeps serving.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from lifeline.entry import Entry
 from lifeline.errors import LifelineError
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.node.root import Node
 from lifeline_mesh.notary import verifier
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Attestation, Role, sign
@@ -45,26 +47,22 @@ def _chain(n: int) -> list[Entry]:
 
 
 class _Recorder:
-    """Wraps NotaryStore.prepare/commit: what each batch held, and when it ran."""
+    """Wraps NotaryStore.prepare_each/commit: what each batch held, and when it ran."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.prepared: list[tuple[float, list[bytes]]] = []  # (start, item ids)
-        self.refused: list[tuple[float, list[bytes]]] = []
+        self.refused: list[tuple[float, list[bytes]]] = []  # batches with an item refused
         self.committed: list[tuple[float, list[bytes]]] = []  # (end, item ids)
-        prepare, commit = NotaryStore.prepare, NotaryStore.commit
+        prepare, commit = NotaryStore.prepare_each, NotaryStore.commit
 
         async def slow_prepare(
-            notary: NotaryStore, items: Sequence[bytes | Attestation]
-        ) -> list[Attestation]:
+            notary: NotaryStore, items: Sequence[Attestation]
+        ) -> tuple[list[Attestation], list[str]]:
             started = time.monotonic()
-            ids = [i.id for i in items if isinstance(i, Attestation)]
-            try:
-                atts = await prepare(notary, items)
-            except LifelineError:
-                self.refused.append((started, ids))
-                raise
-            self.prepared.append((started, ids))
-            return atts
+            ids = [i.id for i in items]
+            atts, refused = await prepare(notary, items)
+            (self.refused if refused else self.prepared).append((started, ids))
+            return atts, refused
 
         async def slow_commit(notary: NotaryStore, atts: Sequence[Attestation]) -> int:
             await asyncio.sleep(0.05)  # a slow disk: the next batch is checked meanwhile
@@ -72,7 +70,7 @@ class _Recorder:
             self.committed.append((time.monotonic(), [a.id for a in atts]))
             return added
 
-        monkeypatch.setattr(NotaryStore, "prepare", slow_prepare)
+        monkeypatch.setattr(NotaryStore, "prepare_each", slow_prepare)
         monkeypatch.setattr(NotaryStore, "commit", slow_commit)
 
 
@@ -83,12 +81,7 @@ async def _stored_ids(node_root: Path) -> set[bytes]:
         return {k for _, k in await notary.keys()}
 
 
-@pytest.mark.parametrize("offload", [True, False], ids=["worker-process", "in-process"])
-async def test_a_bad_signature_in_a_later_batch_stores_nothing_of_that_batch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offload: bool
-) -> None:
-    if offload:
-        monkeypatch.setattr(verifier, "MIN_OFFLOAD", 1)  # every batch goes to the workers
+async def _with_forgery(tmp_path: Path) -> tuple[Node, Attestation]:
     identity, _ = NodeIdentity.load_or_create(NodeHome(tmp_path / "a"))
     entries = _chain(N)
     # Small frames: the attestations travel in many batches (~15 items each).
@@ -101,23 +94,52 @@ async def test_a_bad_signature_in_a_later_batch_stores_nothing_of_that_batch(
         good = sign(identity, Role.AUTHOR, entries[70].id, "2026-02-01T10:01:10.500000Z")
         forged = replace(good, signature=bytes(64))
         await (await NotaryStore.attach(store)).add([forged])  # type: ignore[arg-type]
+    return a, forged
+
+
+@pytest.mark.parametrize("offload", [True, False], ids=["worker-process", "in-process"])
+async def test_a_bad_signature_is_refused_alone_and_the_rest_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offload: bool
+) -> None:
+    if offload:
+        monkeypatch.setattr(verifier, "MIN_OFFLOAD", 1)  # every batch goes to the workers
+    a, forged = await _with_forgery(tmp_path)
     recorder = _Recorder(monkeypatch)
     b = make_node(tmp_path / "b")
+    async with serving(b) as (server, address):
+        [report] = await a.sync(address, ["ledger"])
+    [served] = server.reports
+    assert served.refused == 1 and "does not verify" in served.refusals[0], served
+    assert report.refused == 0  # the sender is not told (b logs it)
+    [(_at, bad_batch)] = recorder.refused
+    assert forged.id in bad_batch
+    stored = await _stored_ids(tmp_path / "b")
+    assert forged.id not in stored and set(bad_batch) - {forged.id} <= stored
+    # entry 70 keeps its good signature: it and every other entry are stored
+    assert len(await history(b)) == N
+
+
+@pytest.mark.parametrize("offload", [True, False], ids=["worker-process", "in-process"])
+async def test_past_max_refused_a_later_batch_ends_the_session_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, offload: bool
+) -> None:
+    if offload:
+        monkeypatch.setattr(verifier, "MIN_OFFLOAD", 1)
+    a, forged = await _with_forgery(tmp_path)
+    recorder = _Recorder(monkeypatch)
+    b = make_node(tmp_path / "b", limits=SessionLimits(max_refused=0))
     async with serving(b) as (_, address):
         with pytest.raises(LifelineError, match="does not verify") as caught:
             await a.sync(address, ["ledger"])
-        assert "attestation" in str(caught.value)
+        assert "max_refused" in str(caught.value)
 
     [(refused_at, bad_batch)] = recorder.refused
     assert forged.id in bad_batch
     stored = await _stored_ids(tmp_path / "b")
-    assert not stored & set(bad_batch), "nothing of the bad batch is stored"
+    assert forged.id not in stored
     committed = [ids for _, ids in recorder.committed]
-    assert stored == {i for ids in committed for i in ids}, "earlier batches are stored whole"
+    assert stored == {i for ids in committed for i in ids}, "what was committed is stored"
     assert len(committed) >= 2 and stored
-    # No batch after the bad one is stored, even one whose checks passed.
-    started = {tuple(ids): at for at, ids in recorder.prepared}
-    assert all(started[tuple(ids)] < refused_at for ids in committed)
     # The overlap happened: the bad batch was being checked before its predecessor was
     # stored, and that predecessor was still stored.
     assert refused_at < recorder.committed[-1][0]
