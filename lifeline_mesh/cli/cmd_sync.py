@@ -333,8 +333,9 @@ def _refused_text(r: SyncReport, peer: str) -> str:
     """The warning for items refused one by one (decision 0111): what, and what to do."""
     first = r.refusals[0] if r.refusals else "no reason kept"
     return (
-        f"warning: line {r.line!r}: refused {count(r.refused, 'item', 'items')} {peer} sent, "
-        f"stored the rest ({first}); that node holds a damaged or altered copy: "
+        f"warning: line {r.line!r}: refused {count(r.refused, 'item', 'items')} from {peer} "
+        f"({first}); the rest is stored, and entries that descend from a refused one wait "
+        "for an intact copy. That node holds a damaged or altered copy: "
         "`lifeline-mesh verify` there names it"
     )
 

@@ -1,0 +1,44 @@
+"""An altered row on one laptop does not stop syncs with it (decision 0111), through the real
+CLIs on two line files: the receiver refuses that entry alone, warns with what to do, keeps
+everything else, and still sends its own work back; a later intact copy is taken."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from tests.support.mesh_procs import cli, has_entry, log_note, serve_insecure, shared_node
+
+
+def test_an_altered_entry_is_refused_alone_and_everything_else_syncs(tmp_path: Path) -> None:
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    line = {root: shared_node(root) for root in (a, b, c)}
+    kept = log_note(a, "kept okapi")
+    altered = log_note(a, "altered ibex")
+    child = log_note(a, "child of the ibex")
+    with serve_insecure(a) as (_proc, address):
+        cli("lifeline_mesh", c, "sync", "--insecure", address)  # c keeps an intact copy
+    with sqlite3.connect(line[a]) as db:  # edited by hand: the id stays, the hash does not
+        db.execute("UPDATE entries SET summary = 'rewritten' WHERE id = ?", (altered,))
+    mine = log_note(b, "b's own work")
+
+    with serve_insecure(a) as (_proc, address):
+        synced = cli("lifeline_mesh", b, "sync", "--insecure", address)
+        as_json = cli("lifeline_mesh", b, "sync", "--insecure", address, "--json")
+    assert synced.returncode == 0
+    assert f"refused 1 item from {address}" in synced.stderr, synced.stderr
+    assert "its id does not match its content" in synced.stderr
+    assert "`lifeline-mesh verify` there names it" in synced.stderr
+    [report] = json.loads(as_json.stdout)
+    assert report["refused"] == 1 and "does not match its content" in report["refusals"][0]
+    assert has_entry(line[b], kept)
+    assert not has_entry(line[b], altered) and not has_entry(line[b], child)
+    assert has_entry(line[a], mine)  # b's work still reached a
+    assert cli("lifeline", b, "verify").returncode == 0  # nothing altered got in
+
+    # an intact copy from another node is taken, and its child with it
+    with serve_insecure(c) as (_proc, address):
+        clean = cli("lifeline_mesh", b, "sync", "--insecure", address, "--json")
+    assert json.loads(clean.stdout)[0]["refused"] == 0
+    assert has_entry(line[b], altered) and has_entry(line[b], child)
