@@ -121,6 +121,41 @@ def test_an_altered_row_on_a_laptop_is_refused_by_the_hub_and_the_rest_is_stored
         assert status["lines"][0]["entries"] == len(held)
 
 
+def test_a_signature_altered_on_a_laptop_is_refused_by_the_hub_with_its_entry(
+    pg_server: str, tmp_path: Path
+) -> None:
+    """The hub refuses the signature and the entry it signs, rather than storing the entry
+    as an unsigned copy; `verify` on the hub notes the refused copy and its sender."""
+    from tests.support.pg_server import fresh_database
+
+    url = asyncio.run(fresh_database(pg_server))
+    with hub_mesh(tmp_path, url) as (hub_a, _hub_b, laptop, _sync_a, sync_b):
+        mesh(laptop, "sync", sync_b, "--json")
+        (signed,) = _decide(laptop, "laptop signs gnu")
+        with sqlite3.connect(laptop / ".lifeline" / "ledger.db") as db:
+            att, item = db.execute(
+                "SELECT id, item FROM attestations WHERE role = 'author' AND subject = ?",
+                (signed,),
+            ).fetchone()
+            db.execute(
+                "UPDATE attestations SET item = ? WHERE id = ?",
+                (item[:-1] + bytes([item[-1] ^ 1]), att),
+            )
+        mesh(laptop, "sync", sync_b, "--json")
+        assert signed not in line_ids(hub_a)  # never stored unsigned
+        verified = mesh(hub_a, "verify", "--json", check=False)
+        about = [
+            f
+            for line in json.loads(verified.stdout)["lines"]
+            for f in line["findings"]
+            if f["subject"] == signed
+        ]
+        # recorded with its sender, as any refused copy (decision 0048): a note, no failure
+        [note] = about
+        assert note["check"] == "refused-copy" and note["severity"] == "note", note
+        assert "its author signature was refused" in note["detail"], note
+
+
 def test_a_damaged_signature_on_a_hub_is_refused_with_the_entry_it_signs(
     pg_server: str, tmp_path: Path
 ) -> None:
