@@ -27,7 +27,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from lifeline.errors import LifelineError, RemoteProtocolError
+from lifeline.errors import BadSignature, LifelineError, RemoteProtocolError
 from lifeline.home import Home
 from lifeline.store.port import Store
 from lifeline_mesh.notary.attestation_set import AttestationSet
@@ -311,7 +311,9 @@ class LiveRows:
                 if isinstance(i.value, Attestation) and i.value.role is Role.AUTHOR
             }
             if signed:
-                await atts.admit(signed, [])
+                taken = await atts.admit(signed, [])
+                if taken.refused:  # a session would store the rest; rows are taken whole
+                    raise BadSignature(f"the rows carry {taken.refused[0]}")
             start = await session.line.mark()
             admitted = await entry_set.admit(entries, rows.externals)
             end = await session.line.mark()

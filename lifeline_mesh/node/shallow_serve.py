@@ -22,7 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from lifeline.errors import RemoteProtocolError
+from lifeline.errors import BadSignature, RemoteProtocolError
 from lifeline.store.tiers import SqlLine
 from lifeline.truth.in_force import ids_in_force
 from lifeline_mesh.home.identity import NodeIdentity
@@ -37,7 +37,7 @@ from lifeline_mesh.notary.shallow_head import (
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem
 from lifeline_mesh.sync.entry_set import EntrySet
-from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.sync.port import AdmitResult, ReconSet
 from lifeline_mesh.transport.authz import SessionPeer
 from lifeline_mesh.transport.shallow_rpc import (
     CallHook,
@@ -166,9 +166,11 @@ async def admit_push(
     atts, _statements, entry_set = sets
     signed = _parse(atts.codec, items.attestations, max_item_bytes)
     entries = _parse(entry_set.codec, items.entries, max_item_bytes)
-    added_atts = (await atts.admit(signed, [])).added if signed else 0
+    taken = await atts.admit(signed, []) if signed else AdmitResult(0)
+    if taken.refused:  # the caller hears it in the reply, rather than losing the entry
+        raise BadSignature(f"refused the push: it carries {taken.refused[0]}")
     added = (await entry_set.admit(entries, items.externals)).added if entries else 0
-    return added, added_atts
+    return added, taken.added
 
 
 class ServingNode(Protocol):

@@ -242,3 +242,28 @@ def test_a_push_naming_history_the_node_lacks_is_refused(
     assert "names parent abababababab, which is not in this line" in error, error
     assert len(error.splitlines()) == 1
     assert not has_entry(Home(a).line_path("ledger"), forged)
+
+
+def test_a_push_carrying_a_signature_that_does_not_verify_is_refused(
+    mesh: tuple[Path, Path, Path, str],
+) -> None:
+    """A push is answered: a signature that does not verify refuses it with the reason
+    (a session would refuse that item alone and store the rest; a push caller would not
+    hear of it), and the entry it signs is not stored."""
+    a, b, _c, address = mesh
+    cli("lifeline_mesh", b, "sync", "--shallow", address)
+    note = json.loads(
+        cli("lifeline", b, "log", "--kind", "note", "--summary", "altered later", "--json").stdout
+    )["id"]
+    with sqlite3.connect(Home(b).line_path("ledger")) as db:
+        att, item = db.execute(
+            "SELECT id, item FROM attestations WHERE role = 'author' AND subject = ?", (note,)
+        ).fetchone()
+        db.execute(
+            "UPDATE attestations SET item = ? WHERE id = ?",
+            (item[:-1] + bytes([item[-1] ^ 1]), att),
+        )
+    done = cli("lifeline_mesh", b, "sync", "--push", address, check=False)
+    assert done.returncode != 0
+    assert "refused the push" in done.stderr and "does not verify" in done.stderr, done.stderr
+    assert not has_entry(Home(a).line_path("ledger"), note)
