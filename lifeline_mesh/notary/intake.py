@@ -6,7 +6,7 @@ storage (SQLite, lifeline_mesh/notary/storage.py; PostgreSQL, pg_storage.py), wi
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
@@ -96,7 +96,7 @@ class NotarySet(Generic[StoreT]):
         refused (a session stores the rest, decision 0111). The entry a refused author
         signature signs is remembered: a copy of it arriving later in the session is refused
         too, rather than stored as an unsigned copy."""
-        kept, refused = await verify_each(items, **self._checks())
+        kept, refused = await verify_each(items, self._checks())
         for refusal in refused:
             if refusal.signs is not None:
                 self.refused_signatures.setdefault(refusal.signs, refusal.reason)
@@ -191,22 +191,12 @@ async def verify_batch(
 
 
 async def verify_each(
-    items: Sequence[Attestation],
-    *,
-    now: str,
-    signers: KnownSigners | None,
-    skew_s: float,
-    table: str,
-    held: Callable[[], Awaitable[list[Attestation]]],
-    source: str | None = None,
+    items: Sequence[Attestation], checks: Mapping[str, Any]
 ) -> tuple[list[Attestation], list[Refusal]]:
-    """:func:`verify_batch`, each item alone when the batch does not pass whole: the items
-    that pass, and a :class:`Refusal` for each other one (decision 0111). A sound batch is
-    checked once, as a batch; a batch over ``MAX_ADMIT_ITEMS`` is still refused whole."""
-    checks: dict[str, Any] = {
-        "now": now, "signers": signers, "skew_s": skew_s, "table": table, "held": held,
-        "source": source,
-    }  # fmt: skip
+    """:func:`verify_batch` with ``checks`` (its keyword arguments), each item alone when the
+    batch does not pass whole: the items that pass, and a :class:`Refusal` for each other
+    one (decision 0111). A sound batch is checked once, as a batch; a batch over
+    ``MAX_ADMIT_ITEMS`` is still refused whole."""
     try:
         return await verify_batch(items, **checks), []
     except UnknownSigner:

@@ -8,11 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2
@@ -20,6 +16,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.support.hub_roots import mcp_http
 from tests.support.mcp_client import call_tool
 from tests.support.mesh_procs import cli
 from tests.support.pg_server import fresh_database
@@ -34,23 +31,6 @@ def _hub(root: Path, url: str, *extra: str) -> str:
     made = cli("lifeline_mesh", root, "hub", "init", "--store", url, "--json", *extra)
     cli("lifeline", root, "init")
     return str(json.loads(made.stdout)["node_id"])
-
-
-@contextmanager
-def _serving(root: Path) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "mcp", "--root", str(root), "--http",
-         "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("serving MCP on "), (line, proc.stderr and proc.stderr.read())
-        yield line.split()[3]
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=20)
 
 
 def _http(root: Path, token: str) -> httpx2.AsyncClient:
@@ -94,7 +74,7 @@ async def test_a_token_issued_through_one_process_works_on_the_other(
     assert _hub(hub_b, url) == node_id
     issued = cli("lifeline_mesh", hub_a, "mcp", "token", "issue", "ci-docs", "--json").stdout
     token = str(json.loads(issued)["token"])
-    with _serving(hub_b) as on_b, _serving(hub_a) as on_a:
+    with mcp_http(hub_b) as on_b, mcp_http(hub_a) as on_a:
         status = await _status(hub_b, on_b, token)  # issued through A, served by B
         assert status["agent"] == "ci-docs" and status["node_id"] == node_id
         cli("lifeline_mesh", hub_b, "mcp", "token", "revoke", "ci-docs")

@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.support.hub_roots import MESH_NAME, TRANSCRIPT, page, viewer
+from tests.support.hub_roots import MESH_NAME, TRANSCRIPT, mcp_http, page, viewer
 from tests.support.hub_roots import hub_mesh as _hub_mesh
 from tests.support.hub_roots import life as _life
 from tests.support.hub_roots import line_ids as _ids
@@ -125,23 +122,6 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         assert len(listed) == 1, listed
 
 
-@contextmanager
-def _mcp_http(root: Path) -> Iterator[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "mcp", "--root", str(root), "--http",
-         "127.0.0.1:0", "--stateless"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("serving MCP on "), (line, proc.stderr and proc.stderr.read())
-        yield line.split()[3]
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=20)
-
-
 async def _http_context(root: Path, url: str, token: str) -> str:
     trust = ssl.create_default_context(cafile=str(root / ".lifeline" / "mesh" / "ca.pem"))
 
@@ -206,6 +186,6 @@ def test_mcp_on_a_hub_root_reads_the_database_and_an_approved_write_syncs(
         issued = _mesh(hub_a, "mcp", "token", "issue", "ci-docs", "--json").stdout
         token = str(json.loads(issued)["token"])
         for root in (hub_a, hub_b):
-            with _mcp_http(root) as served:
+            with mcp_http(root, "--stateless") as served:
                 over_http = asyncio.run(_http_context(root, served, token))
             assert "walrus index" in over_http and "quokka cache" in over_http, root.name

@@ -16,10 +16,12 @@ from tests.support.ui_server import fetch
 __all__ = [
     "MESH_NAME",
     "TRANSCRIPT",
+    "first_words",
     "hub_mesh",
     "hub_root",
     "life",
     "line_ids",
+    "mcp_http",
     "mesh",
     "page",
     "viewer",
@@ -78,21 +80,36 @@ def hub_mesh(tmp_path: Path, url: str) -> Iterator[tuple[Path, Path, Path, str, 
 
 
 @contextmanager
-def viewer(root: Path) -> Iterator[str]:
-    """`lifeline-mesh ui` on ``root`` (loopback, port 0): its base URL, until the block ends."""
+def first_words(root: Path, *args: str, says: str, timeout: float = 60) -> Iterator[str]:
+    """`lifeline-mesh --root ROOT ARGS…` running until the block ends: the first line it
+    prints, after ``says`` (which it must start with), e.g. the address it serves on."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "ui", "--listen",
-         "127.0.0.1:0"],
+        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert line.startswith("viewer on "), (line, proc.stderr and proc.stderr.read())
-        yield line.removeprefix("viewer on ").strip().split("?")[0]
+        assert line.startswith(says), (line, proc.stderr and proc.stderr.read())
+        yield line.removeprefix(says).strip()
     finally:
         proc.terminate()
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=timeout)
+
+
+@contextmanager
+def viewer(root: Path) -> Iterator[str]:
+    """`lifeline-mesh ui` on ``root`` (loopback, port 0): its base URL, until the block ends."""
+    with first_words(root, "ui", "--listen", "127.0.0.1:0", says="viewer on ") as url:
+        yield url.split("?")[0]
+
+
+@contextmanager
+def mcp_http(root: Path, *extra: str) -> Iterator[str]:
+    """`lifeline-mesh mcp --http` on ``root`` (loopback, port 0): its URL, until the block
+    ends."""
+    with first_words(root, "mcp", "--http", "127.0.0.1:0", *extra, says="serving MCP on ") as rest:
+        yield rest.split()[0]
 
 
 def page(url: str) -> str:

@@ -35,15 +35,9 @@ class FirstWaveNode(Node):
 
     @asynccontextmanager
     async def session(
-        self,
-        line: str,
-        peer: SessionPeer | None = None,
-        source: str | None = None,
-        *,
-        live: bool = False,
-        bulk: bool = False,
+        self, line: str, peer: SessionPeer | None = None, source: str | None = None, **kw: bool
     ) -> AsyncIterator[LineSession]:
-        async with super().session(line, peer, source, live=live, bulk=bulk) as opened:
+        async with super().session(line, peer, source, **kw) as opened:
             opened.sets = [s for s in opened.sets if s.name != STATEMENTS]
             yield opened
 
