@@ -34,7 +34,7 @@ from lifeline.store.newest import newest
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.shallow_status import shallow_note
 from lifeline.store.sqlite_check import integrity_problems
-from lifeline.wording import noun
+from lifeline.wording import count, noun
 
 __all__ = ["register"]
 
@@ -386,13 +386,38 @@ def _print_shallow(report: Report) -> None:
         )
 
 
+_ALTERED = ("id-mismatch", "corrupt-row", "invalid-text")  # rows a rebuild leaves out
+
+
+async def _altered(args: argparse.Namespace, name: str) -> list[Finding]:
+    """The rows of an intact file that `verify` finds altered or undecodable: a peer refuses
+    each (decision 0111), and only a rebuild drops them, so a sync brings the intact copy."""
+    async with open_line(args) as store:
+        with progress_for(args, f"checking line {name}", await store.count()) as bar:
+            report = await verify_store(store, name, advance=bar.advance, rebuild=False)
+    return [f for f in report.findings if f.check in _ALTERED]
+
+
 async def cmd_recover(args: argparse.Namespace) -> int:
     name = line_of(args)
     path = home_of(args).line_path(name, must_exist=True)
     damage = integrity_problems(path)
     if not damage:
-        print(f"line {name!r} passes SQLite's integrity check; nothing to recover")
-        return 0
+        altered = await _altered(args, name)
+        if not altered:
+            print(
+                f"line {name!r} passes SQLite's integrity check and every entry matches its "
+                "id; nothing to recover"
+            )
+            return 0
+        first = altered[0]
+        print(
+            f"line {name!r} passes SQLite's integrity check, but "
+            f"{count(len(altered), 'entry', 'entries')} no longer match their ids or do not "
+            f"decode (first: {first.entry_id[:12]}, {first.detail}); rebuilding the line "
+            "without them (decision 0111)",
+            file=sys.stderr,
+        )
     done = await recover_line(path)
     scanned = (
         f"; {done.scanned} of the entries read came from a scan of its pages, where SQLite "

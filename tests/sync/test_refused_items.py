@@ -1,6 +1,8 @@
 """An altered row on one laptop does not stop syncs with it (decision 0111), through the real
-CLIs on two line files: the receiver refuses that entry alone, warns with what to do, keeps
-everything else, and still sends its own work back; a later intact copy is taken."""
+CLIs on line files: the receiver refuses that entry alone, warns with what to do, keeps
+everything else, and still sends its own work back; a later intact copy is taken. On the
+node that holds the altered row, `lifeline recover` rebuilds the line without it, and a
+sync brings the intact copy back."""
 
 from __future__ import annotations
 
@@ -42,3 +44,18 @@ def test_an_altered_entry_is_refused_alone_and_everything_else_syncs(tmp_path: P
         clean = cli("lifeline_mesh", b, "sync", "--insecure", address, "--json")
     assert json.loads(clean.stdout)[0]["refused"] == 0
     assert has_entry(line[b], altered) and has_entry(line[b], child)
+
+    # on a: `recover` drops the altered row (its file passes SQLite's check), the damaged
+    # file is kept, and a sync with c brings the intact copy back; b's syncs are clean again
+    recovered = cli("lifeline", a, "recover")
+    assert "no longer match their ids" in recovered.stderr, recovered.stderr
+    assert list((a / ".lifeline").glob("ledger.db.damaged-*"))
+    assert not has_entry(line[a], altered) and has_entry(line[a], kept)
+    assert cli("lifeline", a, "verify").returncode == 0
+    with serve_insecure(c) as (_proc, address):
+        cli("lifeline_mesh", a, "sync", "--insecure", address)
+    assert has_entry(line[a], altered) and has_entry(line[a], child)
+    with serve_insecure(a) as (_proc, address):
+        again = cli("lifeline_mesh", b, "sync", "--insecure", address, "--json")
+    assert json.loads(again.stdout)[0]["refused"] == 0 and not again.stderr
+    assert "nothing to recover" in cli("lifeline", a, "recover").stdout
