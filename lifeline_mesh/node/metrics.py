@@ -80,6 +80,12 @@ class NodeMetrics:
             ["reason"],
             registry=r,
         )
+        self.items_refused = Counter(
+            "lifeline_items_refused",
+            "Inadmissible items a peer sent, refused one by one (decision 0111), by direction",
+            ["direction"],
+            registry=r,
+        )
         self.session_seconds = Histogram(
             "lifeline_session_seconds",
             "Duration of one session (one line), by direction",
@@ -125,6 +131,8 @@ class NodeMetrics:
         self.entries.labels("in").inc(report.entries_received)
         self.bytes.labels("out").inc(report.bytes_sent)
         self.bytes.labels("in").inc(report.bytes_received)
+        if report.refused:
+            self.items_refused.labels(direction).inc(report.refused)
         self.session_seconds.labels(direction).observe(report.seconds)
         log.info(
             "session %s with %s on line %s: sent %d, received %d entries in %.2f s",

@@ -10,7 +10,16 @@ import json
 import sqlite3
 from pathlib import Path
 
-from tests.support.mesh_procs import cli, has_entry, log_note, serve_insecure, shared_node
+from tests.support.mesh_procs import (
+    cli,
+    free_ports,
+    has_entry,
+    log_note,
+    serve,
+    serve_insecure,
+    shared_node,
+)
+from tests.support.scrape import scrape_until, value
 
 
 def test_an_altered_entry_is_refused_alone_and_everything_else_syncs(tmp_path: Path) -> None:
@@ -59,3 +68,23 @@ def test_an_altered_entry_is_refused_alone_and_everything_else_syncs(tmp_path: P
         again = cli("lifeline_mesh", b, "sync", "--insecure", address, "--json")
     assert json.loads(again.stdout)[0]["refused"] == 0 and not again.stderr
     assert "nothing to recover" in cli("lifeline", a, "recover").stdout
+
+
+def test_serve_refuses_an_altered_entry_pushed_to_it_and_counts_it(tmp_path: Path) -> None:
+    """The serving side of the same: the entry a peer pushes altered is refused alone, the
+    rest stored, the refusal logged with the peer and counted in the metrics."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    line = {root: shared_node(root) for root in (a, b)}
+    altered, kept = log_note(b, "altered on b"), log_note(b, "kept on b")
+    with sqlite3.connect(line[b]) as db:
+        db.execute("UPDATE entries SET summary = 'rewritten' WHERE id = ?", (altered,))
+    port, metrics = free_ports(2)
+    listen = ("--insecure", "--no-discovery", "--listen", f"127.0.0.1:{port}")
+    with serve(a, *listen, "--metrics-listen", f"127.0.0.1:{metrics}") as proc:
+        cli("lifeline_mesh", b, "sync", "--insecure", f"127.0.0.1:{port}")
+        text = scrape_until(f"127.0.0.1:{metrics}", r"^lifeline_items_refused_total")
+        assert value(text, "lifeline_items_refused_total", direction="in") == 1
+    assert proc.stderr is not None
+    log = proc.stderr.read()
+    assert "refused 1 inadmissible item(s)" in log and "does not match its content" in log, log
+    assert not has_entry(line[a], altered) and not has_entry(line[a], kept)
