@@ -91,7 +91,10 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         help="run one sync session with a peer",
         description="Sync every shared line with PEER (only LINE with --line), one session "
         "per line, and report what moved. On a terminal, a counter on stderr shows the "
-        "entries and signatures stored so far.",
+        "entries and signatures stored so far. An item PEER sends damaged or altered (an "
+        "entry whose id does not match its content, a signature that does not verify) is "
+        "refused alone, with a warning on stderr naming it, and the rest is stored "
+        "(refused, refusals in --json).",
     )
     p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
     add_line_option(p, "sync only this line (default: every shared line)")
