@@ -44,7 +44,7 @@ from lifeline_mesh.node.observer import NodeObserver
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id, shared_options
 from lifeline_mesh.node.shallow_serve import shallow_service
 from lifeline_mesh.node.watch_back import WatchBack
-from lifeline_mesh.node.witness_pace import WitnessPace, witness_share
+from lifeline_mesh.node.witness_pace import Deferred, WitnessPace, witness_share
 from lifeline_mesh.notary.sign import sign_state
 from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.peering.service import Peering, PeeringOptions
@@ -106,10 +106,9 @@ class Node:
             identity=self.identity,
             clock=clock,
             scheduler=lambda: self._peering.scheduler if self._peering else None,
-            witness_later=self._witness_later,
+            witness_later=Deferred(self._witness).later,
             pace=WitnessPace(share=self._witness_share),
         )
-        self._deferred: set[asyncio.Task[None]] = set()  # statements signed later (0091)
         # Rows read to announce and rows taken from the peers we watch (decision 0046)
         self.rows = LiveRows(
             home,
@@ -191,27 +190,20 @@ class Node:
         heard = len(self._peering.lan.heard) if self._peering is not None else 0
         return witness_share(heard + 1)
 
-    def _witness_later(self, line: str, seconds: float) -> None:
-        """Sign ``line``'s state in ``seconds`` (rows taken over Watch calls meanwhile are
-        witnessed by that one statement: node/witness_pace.py)."""
-
-        async def later() -> None:
-            await asyncio.sleep(seconds)
-            self.parts.pace.due(line)
-            identity = self.identity
-            if identity is None:
-                return
-            try:
-                async with self.lines.open(line) as opened:
-                    signers = self.parts.signers(identity.node_id, None)
-                    notary = opened.notary(signers, self.parts.clock, None)
-                    await sign_state(notary, identity, line, self.parts.clock)
-            except LifelineError as exc:  # the next taken rows or session signs instead
-                log.warning("line %s: no state statement signed: %s", line, exc)
-
-        task = asyncio.get_running_loop().create_task(later(), name=f"witness {line}")
-        self._deferred.add(task)
-        task.add_done_callback(self._deferred.discard)
+    async def _witness(self, line: str) -> None:
+        """Sign ``line``'s state now, a deferred statement coming due (rows taken over Watch
+        calls meanwhile are witnessed by that one statement: node/witness_pace.py)."""
+        self.parts.pace.due(line)
+        identity = self.identity
+        if identity is None:
+            return
+        try:
+            async with self.lines.open(line) as opened:
+                signers = self.parts.signers(identity.node_id, None)
+                notary = opened.notary(signers, self.parts.clock, None)
+                await sign_state(notary, identity, line, self.parts.clock)
+        except LifelineError as exc:  # the next taken rows or session signs instead
+            log.warning("line %s: no state statement signed: %s", line, exc)
 
     async def connect(self) -> None:
         """Reach the lines' store now (a hub's database: unreachable is one line and an

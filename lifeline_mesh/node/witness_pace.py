@@ -28,11 +28,12 @@ hears no LAN) a session still signs at its end, in its closing round.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-__all__ = ["WITNESSES", "WITNESS_EVERY_S", "WitnessPace", "witness_share"]
+__all__ = ["WITNESSES", "WITNESS_EVERY_S", "Deferred", "WitnessPace", "witness_share"]
 
 WITNESS_EVERY_S = 30.0
 WITNESSES = 8  # about this many nodes of a LAN witness each interval (decision 0095)
@@ -98,3 +99,22 @@ class WitnessPace:
         """The deferred statement of ``line`` is being signed now."""
         self._deferred.discard(line)
         self._last[line] = self._clock()
+
+
+class Deferred:
+    """Statements signed a while from now (:class:`WitnessPace`'s deferred ones): ``sign(line)``
+    run after ``seconds``, each task kept until it ends (an event loop keeps only weak
+    references to its tasks)."""
+
+    def __init__(self, sign: Callable[[str], Awaitable[None]]) -> None:
+        self._sign = sign
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def later(self, line: str, seconds: float) -> None:
+        async def run() -> None:
+            await asyncio.sleep(seconds)
+            await self._sign(line)
+
+        task = asyncio.get_running_loop().create_task(run(), name=f"witness {line}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
