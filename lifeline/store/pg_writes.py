@@ -7,7 +7,7 @@ read the batch depends on (stored ids, heights, dedup keys, the next row number)
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import replace
 
 from lifeline.entry import Entry
@@ -26,6 +26,7 @@ __all__ = [
     "dedup_bytes",
     "dedup_forms",
     "id_bytes",
+    "ids_bytes",
     "lock_line",
     "retime_locked",
 ]
@@ -67,6 +68,18 @@ def id_bytes(entry_id: str) -> bytes:
     if len(raw) != 32:
         raise InvalidEntry(f"{entry_id[:80]!r} is not an entry id (64 hex digits)")
     return raw
+
+
+def ids_bytes(ids: Iterable[str]) -> list[bytes]:
+    """The ids among ``ids`` that could be stored, as their 32 bytes, each once (anything
+    else cannot be held: left out of a lookup)."""
+    out: list[bytes] = []
+    for entry_id in dict.fromkeys(ids):
+        try:
+            out.append(id_bytes(entry_id))
+        except InvalidEntry:
+            continue
+    return out
 
 
 async def lock_line(conn: Conn, line_id: int) -> tuple[int, SetTotals, int]:

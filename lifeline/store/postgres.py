@@ -33,6 +33,7 @@ from lifeline.store.pg_writes import (
     declare_locked,
     dedup_forms,
     id_bytes,
+    ids_bytes,
 )
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.summary import SetTotals
@@ -342,7 +343,7 @@ class PgStore:
             ) from exc
 
     async def _docs(self, ids: list[str]) -> dict[str, str]:
-        wanted = [raw for raw in (_maybe_id(i) for i in ids) if raw is not None]
+        wanted = ids_bytes(ids)
         rows = await self._fetch(
             "SELECT id, doc FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])", wanted
         )
@@ -391,7 +392,7 @@ class PgStore:
         return await self.get(bytes(rows[0][0]).hex())
 
     async def contains(self, ids: Iterable[str]) -> set[str]:
-        wanted = [raw for raw in (_maybe_id(i) for i in ids) if raw is not None]
+        wanted = ids_bytes(ids)
         rows = await self._fetch(
             "SELECT id FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])", wanted
         )

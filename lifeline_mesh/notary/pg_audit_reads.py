@@ -27,6 +27,7 @@ from asyncpg import Record
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
+from lifeline.store.pg_writes import ids_bytes
 from lifeline.store.postgres import PgStore
 from lifeline_mesh.notary.audit_reads import (
     ITEM_PAGE,
@@ -40,19 +41,6 @@ from lifeline_mesh.notary.provenance import Outcome, SourceRow, sources_found
 from lifeline_mesh.notary.rules import Finding
 
 __all__ = ["PgAuditReads"]
-
-
-def _id_bytes(ids: Sequence[str]) -> list[bytes]:
-    """The ids that can be stored (64 hex digits) as their bytes, each once."""
-    out: list[bytes] = []
-    for entry_id in dict.fromkeys(ids):
-        if len(entry_id) != 64:
-            continue
-        try:
-            out.append(bytes.fromhex(entry_id))
-        except ValueError:
-            continue
-    return out
 
 
 class PgAuditReads:
@@ -118,7 +106,7 @@ class PgAuditReads:
         return [(hashlib.sha256(bytes(r[0])).digest(), bytes(r[0])) for r in rows]
 
     async def held_ids(self, ids: Sequence[str]) -> set[str]:
-        wanted = _id_bytes(ids)
+        wanted = ids_bytes(ids)
         if not wanted:
             return set()
         rows = await self.store.fetch_line(
@@ -127,7 +115,7 @@ class PgAuditReads:
         return {bytes(r[0]).hex() for r in rows}
 
     async def ts_of_ids(self, ids: Sequence[str]) -> dict[str, str]:
-        wanted = _id_bytes(ids)
+        wanted = ids_bytes(ids)
         if not wanted:
             return {}
         rows = await self.store.fetch_line(
