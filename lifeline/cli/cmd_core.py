@@ -400,7 +400,14 @@ async def _altered(args: argparse.Namespace, name: str) -> list[Finding]:
 
 async def cmd_recover(args: argparse.Namespace) -> int:
     name = line_of(args)
-    path = home_of(args).line_path(name, must_exist=True)
+    home = home_of(args)
+    if home.lines.url is not None:  # a hub process root: the line is in its database
+        raise ConfigError(
+            f"line {name!r} is kept in the hub's database, not in a line file: `recover` "
+            "rebuilds line files. On a hub, `lifeline-mesh verify` names a damaged row and "
+            "a backup restores it (docs/hub.md, Backup and restore)"
+        )
+    path = home.line_path(name, must_exist=True)
     damage = integrity_problems(path)
     if not damage:
         altered = await _altered(args, name)

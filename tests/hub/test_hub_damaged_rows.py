@@ -15,6 +15,7 @@ import asyncpg
 import pytest
 
 from tests.support.hub_roots import hub_mesh, life, line_ids, mesh, page, viewer
+from tests.support.pg_server import fresh_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -56,8 +57,6 @@ def _decide(root: Path, *summaries: str) -> list[str]:
 def test_a_damaged_hub_row_is_refused_alone_and_the_rest_syncs_both_ways(
     pg_server: str, tmp_path: Path
 ) -> None:
-    from tests.support.pg_server import fresh_database
-
     url = asyncio.run(fresh_database(pg_server))
     with hub_mesh(tmp_path, url) as (hub_a, _hub_b, laptop, _sync_a, sync_b):
         first, damaged, child = _decide(hub_a, "keep okapi", "damaged ibex", "after ibex")
@@ -89,6 +88,11 @@ def test_a_damaged_hub_row_is_refused_alone_and_the_rest_syncs_both_ways(
         report = json.loads(mesh(hub_a, "verify", "--json", check=False).stdout)
         checks = {f["check"] for line in report["lines"] for f in line["findings"]}
         assert "corrupt-row" in checks
+        # `recover` rebuilds line files: on a hub root it says where the line is and what
+        # repairs it, instead of claiming the line does not exist
+        recover = life(hub_a, "recover", check=False)
+        assert recover.returncode == 2 and "kept in the hub's database" in recover.stderr
+        assert "backup" in recover.stderr and "does not exist" not in recover.stderr
 
         # the viewer shows what it can, without the damaged row and its descendants
         with viewer(hub_a) as base:
@@ -100,8 +104,6 @@ def test_a_damaged_hub_row_is_refused_alone_and_the_rest_syncs_both_ways(
 def test_an_altered_row_on_a_laptop_is_refused_by_the_hub_and_the_rest_is_stored(
     pg_server: str, tmp_path: Path
 ) -> None:
-    from tests.support.pg_server import fresh_database
-
     url = asyncio.run(fresh_database(pg_server))
     with hub_mesh(tmp_path, url) as (hub_a, _hub_b, laptop, _sync_a, sync_b):
         mesh(laptop, "sync", sync_b, "--json")
@@ -126,8 +128,6 @@ def test_a_signature_altered_on_a_laptop_is_refused_by_the_hub_with_its_entry(
 ) -> None:
     """The hub refuses the signature and the entry it signs, rather than storing the entry
     as an unsigned copy; `verify` on the hub notes the refused copy and its sender."""
-    from tests.support.pg_server import fresh_database
-
     url = asyncio.run(fresh_database(pg_server))
     with hub_mesh(tmp_path, url) as (hub_a, _hub_b, laptop, _sync_a, sync_b):
         mesh(laptop, "sync", sync_b, "--json")
@@ -161,8 +161,6 @@ def test_a_damaged_signature_on_a_hub_is_refused_with_the_entry_it_signs(
 ) -> None:
     """A signature that no longer verifies is refused alone; the entry it signed is refused
     with it (never stored unsigned), its descendants wait, the rest syncs."""
-    from tests.support.pg_server import fresh_database
-
     url = asyncio.run(fresh_database(pg_server))
     with hub_mesh(tmp_path, url) as (hub_a, _hub_b, laptop, _sync_a, sync_b):
         first, signed, child = _decide(hub_a, "keep okapi", "signed ibex", "after ibex")
