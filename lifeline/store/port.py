@@ -30,10 +30,12 @@ __all__ = ["AppendResult", "RowProblem", "Store"]
 
 @dataclass(frozen=True, slots=True)
 class AppendResult:
-    """What a batch append did: ids newly stored, ids whose ts was lowered."""
+    """What a batch append did: ids newly stored, ids whose ts was lowered; for received
+    entries, why each one their admission refused alone was (the stores never refuse)."""
 
     added: tuple[str, ...]
     ts_lowered: tuple[str, ...] = ()
+    refused: tuple[str, ...] = ()
 
     @property
     def count(self) -> int:

@@ -27,7 +27,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Protocol
 
-from lifeline.errors import BadSignature, LifelineError, RemoteProtocolError
+from lifeline.errors import BadSignature, InvalidEntry, LifelineError, RemoteProtocolError
 from lifeline.home import Home
 from lifeline.store.port import Store
 from lifeline_mesh.notary.attestation_set import AttestationSet
@@ -316,6 +316,8 @@ class LiveRows:
                     raise BadSignature(f"the rows carry {taken.refused[0]}")
             start = await session.line.mark()
             admitted = await entry_set.admit(entries, rows.externals)
+            if admitted.refused:  # the rest is stored; the refusal is a session's to report
+                raise InvalidEntry(f"the rows carry {admitted.refused[0]}")
             end = await session.line.mark()
             self._keep_take(line, start, end, admitted.added, replace(rows, source=source))
             if admitted.added == len(entries):

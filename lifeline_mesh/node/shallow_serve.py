@@ -22,7 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from lifeline.errors import BadSignature, RemoteProtocolError
+from lifeline.errors import BadSignature, InvalidEntry, RemoteProtocolError
 from lifeline.store.tiers import SqlLine
 from lifeline.truth.in_force import ids_in_force
 from lifeline_mesh.home.identity import NodeIdentity
@@ -169,8 +169,10 @@ async def admit_push(
     taken = await atts.admit(signed, []) if signed else AdmitResult(0)
     if taken.refused:  # the caller hears it in the reply, rather than losing the entry
         raise BadSignature(f"refused the push: it carries {taken.refused[0]}")
-    added = (await entry_set.admit(entries, items.externals)).added if entries else 0
-    return added, taken.added
+    stored = await entry_set.admit(entries, items.externals) if entries else AdmitResult(0)
+    if stored.refused:  # the rest is stored; the caller hears of the one left out
+        raise InvalidEntry(f"refused part of the push: it carries {stored.refused[0]}")
+    return stored.added, taken.added
 
 
 class ServingNode(Protocol):

@@ -4,7 +4,8 @@ Pure: no I/O. :func:`check_items` decides whether a batch of attestation items m
 stored (every item well-formed, under the caps, signed by the key its node id names, by a
 signer that is known and was not revoked when it signed, and not dated in the receiver's
 future). :func:`check_timing` applies the rules that need what the store already holds.
-Any failure raises, so the caller stores nothing of the batch.
+Any failure raises, so the caller stores nothing of the batch; a sync session judges each
+item alone instead (:func:`timing_faults`, :func:`parent_fault`; decision 0112).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ __all__ = [
     "check_items",
     "check_timing",
     "future_dated",
+    "parent_fault",
+    "timing_faults",
 ]
 
 MAX_ADMIT_ITEMS = 10_000  # per call; a sync batch of ~1 MiB holds far fewer
@@ -114,56 +117,85 @@ def check_timing(
     skew_s: float,
     backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
 ) -> None:
-    """Refuse a provable backdate, a time contradicted by a witness, or a rolled-back summary.
+    """Refuse a provable backdate, a time contradicted by a witness, or a rolled-back summary:
+    raises for the first of :func:`timing_faults`, so the caller stores nothing of the batch.
+    """
+    faults = timing_faults(atts, ctx, skew_s, backdate_window_s)
+    if faults:
+        raise InvalidEntry(faults[min(faults)])
+
+
+def timing_faults(
+    atts: Sequence[Attestation],
+    ctx: StoredContext,
+    skew_s: float,
+    backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S,
+) -> dict[int, str]:
+    """Why each of ``atts`` that fails a rule checked against what is held is refused, by
+    its place in ``atts``: a provable backdate, a time contradicted by a witness, a
+    rolled-back summary. A session refuses each alone and stores the rest (decision 0112).
 
     Witness evidence is used when it is at hand (held, or in the same batch); a backdate whose
     receipts arrive later is stored and then flagged by ``lifeline-mesh verify``.
     """
-    for att in atts:
+    out: dict[int, str] = {}
+    for n, att in enumerate(atts):
+        why: str | None = None
         if att.role is Role.AUTHOR:
-            _check_parents(att, ctx, skew_s)
-            _check_witnessed(att, ctx.witnessed.get(att.subject, []), skew_s, backdate_window_s)
+            why = _parents_fault(att, ctx, skew_s) or _witness_fault(
+                att, ctx.witnessed.get(att.subject, []), skew_s, backdate_window_s
+            )
         elif att.role is Role.SUMMARY or att.role is Role.STATE:
-            for ts, count in ctx.summary_counts.get((att.node_id, att.subject), []):
-                # Signed together, two statements may be dated in the wrong order: that is
-                # no rollback (decision 0035), and refusing it would cut the node off.
-                if ts < att.ts and count > att.summary_count and not made_together(ts, att.ts):
-                    raise InvalidEntry(
-                        f"{att.role.value} statement by {att.node_id} at {att.ts} says line "
-                        f"{att.subject!r} holds "
-                        f"{att.summary_count} entries, fewer than the {count} it signed at "
-                        f"{ts}: its store was truncated or rolled back; refused"
-                    )
+            why = _rollback_fault(att, ctx)
+        if why is not None:
+            out[n] = why
+    return out
 
 
-def _check_parents(att: Attestation, ctx: StoredContext, skew_s: float) -> None:
+def _rollback_fault(att: Attestation, ctx: StoredContext) -> str | None:
+    for ts, count in ctx.summary_counts.get((att.node_id, att.subject), []):
+        # Signed together, two statements may be dated in the wrong order: that is
+        # no rollback (decision 0035), and refusing it would cut the node off.
+        if ts < att.ts and count > att.summary_count and not made_together(ts, att.ts):
+            return (
+                f"{att.role.value} statement by {att.node_id} at {att.ts} says line "
+                f"{att.subject!r} holds "
+                f"{att.summary_count} entries, fewer than the {count} it signed at "
+                f"{ts}: its store was truncated or rolled back; refused"
+            )
+    return None
+
+
+def _parents_fault(att: Attestation, ctx: StoredContext, skew_s: float) -> str | None:
     for parent in ctx.entry_parents.get(att.subject, ()):
         parent_ts = ctx.entry_ts.get(parent)
         if parent_ts is not None and _later_by(parent_ts, att.ts, skew_s):
-            raise InvalidEntry(
+            return (
                 f"author attestation by {att.node_id} dates entry {att.subject[:12]} "
                 f"{att.ts}, before its parent {parent[:12]} ({parent_ts}): backdated; refused"
             )
+    return None
 
 
-def _check_witnessed(
+def _witness_fault(
     att: Attestation, seen: list[tuple[str, str]], skew_s: float, window_s: float
-) -> None:
+) -> str | None:
     others = sorted(ts for ts, node in seen if node != att.node_id)
     if not others:
-        return
+        return None
     gap = _gap(others[0], att.ts)
     if gap < -skew_s:
-        raise InvalidEntry(
+        return (
             f"author attestation dates entry {att.subject[:12]} {att.ts}, after a witness "
             f"held it at {others[0]}: future-dated; refused"
         )
     if gap > window_s:
-        raise InvalidEntry(
+        return (
             f"author attestation dates entry {att.subject[:12]} {att.ts}, {gap / 3600:.1f}h "
             f"before its first witness ({others[0]}): backdated beyond the "
             f"{window_s / 3600:g}h window; refused"
         )
+    return None
 
 
 def _gap(later: str, earlier: str) -> float:
@@ -202,10 +234,20 @@ def check_entry_times(
                 f"entry {entry.id[:12]} arrives with ts {entry.ts}, but its author signed "
                 f"{', '.join(sorted(signed))}: the time was edited; refused"
             )
-        for parent in entry.parents:
-            parent_ts = known_ts.get(parent)
-            if parent_ts is not None and _later_by(parent_ts, entry.ts, skew_s):
-                raise InvalidEntry(
-                    f"entry {entry.id[:12]} claims {entry.ts}, before its parent "
-                    f"{parent[:12]} ({parent_ts}): backdated; refused"
-                )
+        why = parent_fault(entry, known_ts, skew_s)
+        if why is not None:
+            raise InvalidEntry(why)
+
+
+def parent_fault(entry: Entry, known_ts: Mapping[str, str], skew_s: float) -> str | None:
+    """Why ``entry`` is refused when it is dated before one of its parents (``known_ts``:
+    the ts of the parents at hand) by more than ``skew_s``: a child cannot be older than
+    what it names. None when it is not."""
+    for parent in entry.parents:
+        parent_ts = known_ts.get(parent)
+        if parent_ts is not None and _later_by(parent_ts, entry.ts, skew_s):
+            return (
+                f"entry {entry.id[:12]} claims {entry.ts}, before its parent "
+                f"{parent[:12]} ({parent_ts}): backdated; refused"
+            )
+    return None

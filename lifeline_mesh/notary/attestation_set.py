@@ -130,5 +130,8 @@ class _Verified:
         self._refused = tuple(refused)
 
     async def commit(self) -> AdmitResult:
-        added = await self._notary.commit(self._atts) if self._atts else 0
-        return AdmitResult(added, refused=self._refused)
+        if not self._atts:
+            return AdmitResult(0, refused=self._refused)
+        # each item judged alone against what is held too (decision 0112)
+        added, refused = await self._notary.commit_each(self._atts)
+        return AdmitResult(added, refused=self._refused + tuple(refused))

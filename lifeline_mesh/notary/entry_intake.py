@@ -1,8 +1,8 @@
 """Received entries against the author signatures a SQLite line holds (DESIGN §5, §6).
 
 :func:`take_entries` splits a received batch into what may be stored and the copies
-refused because their author did not sign their ts (notary/provenance.py), and applies the
-parent rule to the rest; :func:`intake_rows` names the sender of what was refused or stored
+refused because their author did not sign their ts or because they are dated before a
+parent (notary/provenance.py); :func:`intake_rows` names the sender of what was refused or stored
 unsigned. Functions of a ``sqlite3.Connection`` inside the caller's transaction.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from lifeline.entry import Entry
 from lifeline.store.port import AppendResult
-from lifeline_mesh.notary.admission import check_entry_times, future_dated
+from lifeline_mesh.notary.admission import future_dated, parent_fault
 from lifeline_mesh.notary.provenance import Intake, Outcome, SourceRow, split_refused
 from lifeline_mesh.notary.signed_times import SignedTimes
 
@@ -86,10 +86,10 @@ def take_entries(
     now: str | None = None,
     refused_signed: Mapping[str, str] | None = None,
 ) -> Intake:
-    """The batch split by the signature rule and, with ``now``, the future rule
-    (``blocked``: the session's refused ids not held, updated; ``refused_signed``: the
-    entries whose author signature the session refused), the parent rule applied to what
-    is kept (raises, as before)."""
+    """The batch split by the signature rule, with ``now`` the future rule, and the parent
+    rule (``blocked``: the session's refused ids not held, updated; ``refused_signed``: the
+    entries whose author signature the session refused). Each copy a rule refuses is
+    refused alone, its descendants in the batch with it (decision 0112)."""
     signed, known = signed_and_known(conn, entries, remembered)
 
     def stored(ids: list[str]) -> set[str]:
@@ -102,9 +102,10 @@ def take_entries(
         return out
 
     future = None if now is None else (lambda ts: future_dated(ts, now, skew_s))
-    intake = split_refused(entries, signed, blocked, stored, future, refused_signed)
-    check_entry_times(intake.kept, signed, known, skew_s)
-    return intake
+    return split_refused(
+        entries, signed, blocked, stored, future, refused_signed,
+        lambda entry: parent_fault(entry, known, skew_s),
+    )  # fmt: skip
 
 
 def intake_rows(

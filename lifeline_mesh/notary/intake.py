@@ -11,7 +11,14 @@ from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
 from lifeline.ledger import utc_now
-from lifeline_mesh.notary.admission import MAX_ADMIT_ITEMS, UnknownSigner, check_items
+from lifeline_mesh.notary.admission import (
+    MAX_ADMIT_ITEMS,
+    StoredContext,
+    UnknownSigner,
+    check_items,
+    check_timing,
+    timing_faults,
+)
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.enrollment import learn_held
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
@@ -24,6 +31,7 @@ __all__ = [
     "STATEMENTS_TABLE",
     "NotarySet",
     "Refusal",
+    "held_rules",
     "table_of",
     "verify_batch",
     "verify_each",
@@ -97,10 +105,36 @@ class NotarySet(Generic[StoreT]):
         signature signs is remembered: a copy of it arriving later in the session is refused
         too, rather than stored as an unsigned copy."""
         kept, refused = await verify_each(items, self._checks())
+        return kept, self._refused(refused)
+
+    async def commit(self, atts: Sequence[Attestation]) -> int:
+        """Store attestations that passed :meth:`prepare`, after the checks against what is
+        held (timing, summaries), in one transaction; stores nothing if one fails."""
+        added, _ = await self._commit(atts, each=False)
+        return added
+
+    async def commit_each(self, atts: Sequence[Attestation]) -> tuple[int, list[str]]:
+        """:meth:`commit`, each item judged alone against what is held: one that fails a
+        rule (a backdate, a time a witness contradicts, a rolled-back state) is refused and
+        the rest stored (decision 0112). How many were new, and why each other one was
+        refused; the entry a refused author signature signs is remembered, as by
+        :meth:`prepare_each`."""
+        added, refused = await self._commit(atts, each=True)
+        return added, self._refused(refused)
+
+    async def _commit(
+        self, atts: Sequence[Attestation], *, each: bool
+    ) -> tuple[int, list[Refusal]]:
+        """The storage's transaction: the rules against what is held, then the insert.
+        With ``each``, the items that fail are left out and returned; else the first
+        failure raises and nothing is stored."""
+        raise NotImplementedError
+
+    def _refused(self, refused: Sequence[Refusal]) -> list[str]:
         for refusal in refused:
             if refusal.signs is not None:
                 self.refused_signatures.setdefault(refusal.signs, refusal.reason)
-        return kept, [r.reason for r in refused]
+        return [r.reason for r in refused]
 
     def _checks(self) -> dict[str, Any]:
         return {
@@ -188,6 +222,32 @@ async def verify_batch(
                 f"belongs to the set {table_of(att.role)!r}, not {table!r}"
             )
     return atts
+
+
+def held_rules(
+    atts: Sequence[Attestation],
+    ctx: StoredContext,
+    skew_s: float,
+    window_s: float,
+    *,
+    each: bool,
+) -> tuple[list[Attestation], list[Refusal]]:
+    """The rules checked against what is held (``ctx``: a backdate, a time a witness
+    contradicts, a rolled-back state). With ``each``, the items that fail are left out,
+    each with a :class:`Refusal` (decision 0112); else the first failure raises."""
+    if not each:
+        check_timing(atts, ctx, skew_s, window_s)
+        return list(atts), []
+    faults = timing_faults(atts, ctx, skew_s, window_s)
+    kept = [a for n, a in enumerate(atts) if n not in faults]
+    refused = [
+        Refusal(
+            f"an inadmissible attestation (#{n} of its batch): {why}",
+            atts[n].subject if atts[n].role is Role.AUTHOR else None,
+        )
+        for n, why in sorted(faults.items())
+    ]
+    return kept, refused
 
 
 async def verify_each(

@@ -46,4 +46,4 @@ class NotarizedEntrySet(SetWrapper):
         # then the entries.
         result = await self.notary.admit_entries(entries, self.inner.externals_of(externals))
         self.admitted += len(result.added)
-        return AdmitResult(result.count, len(result.ts_lowered))
+        return AdmitResult(result.count, len(result.ts_lowered), result.refused)

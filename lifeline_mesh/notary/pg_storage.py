@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
@@ -29,9 +30,8 @@ from lifeline.store.postgres import PgStore
 from lifeline.store.summary import SetTotals
 from lifeline_mesh.notary.admission import (
     StoredContext,
-    check_entry_times,
-    check_timing,
     future_dated,
+    parent_fault,
 )
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.entry_intake import intake_rows
@@ -39,6 +39,8 @@ from lifeline_mesh.notary.intake import (
     ATTESTATIONS_TABLE,
     STATEMENTS_TABLE,
     NotarySet,
+    Refusal,
+    held_rules,
     table_of,
 )
 from lifeline_mesh.notary.provenance import (
@@ -105,16 +107,19 @@ class PgNotaryStore(NotarySet[PgStore]):
     async def admit(self, items: Sequence[bytes | Attestation]) -> int:
         return await self.commit(await self.prepare(items))
 
-    async def commit(self, atts: Sequence[Attestation]) -> int:
+    async def _commit(
+        self, atts: Sequence[Attestation], *, each: bool
+    ) -> tuple[int, list[Refusal]]:
+        skew, window = self.skew_s, self.backdate_window_s
         async with self.store.transaction() as conn:
             await lock_line(conn, self._line)
-            check_timing(atts, await _context(conn, self._line, atts, self.claims), self.skew_s,
-                         self.backdate_window_s)  # fmt: skip
-            added = await insert(conn, self._line, atts)
+            ctx = await _context(conn, self._line, atts, self.claims)
+            kept, refused = held_rules(atts, ctx, skew, window, each=each)
+            added = await insert(conn, self._line, kept)
             # An entry held at a ts no author signed takes its author's signed ts
-            await _record(conn, self._line, await _replace_unsigned(conn, self._line, atts,
+            await _record(conn, self._line, await _replace_unsigned(conn, self._line, kept,
                                                                     self._clock()))  # fmt: skip
-            return added
+            return added, refused
 
     async def add(self, atts: Sequence[Attestation]) -> int:
         """Store attestations this node just signed (no peer input, no checks needed)."""
@@ -136,7 +141,7 @@ class PgNotaryStore(NotarySet[PgStore]):
             result = await append_locked(conn, self._line, intake.kept, self.store.db.after_append)
             rows = intake_rows(intake, result, self.source, self._clock())
             await _record(conn, self._line, rows)
-            return result
+            return replace(result, refused=tuple(intake.faults)) if intake.faults else result
 
     async def sources(self) -> list[SourceRow]:
         """Who sent which copy of an entry, and what became of it (provenance.py)."""
@@ -162,18 +167,17 @@ class PgNotaryStore(NotarySet[PgStore]):
         if self._blocked is None:
             self._blocked = set()
         now, skew = self._clock(), self.skew_s
-        intake = split_refused(
+        known = await _entry_ts(conn, self._line, outside)
+        known.update(own)
+        return split_refused(
             entries,
             dict(signed),
             self._blocked,
             lambda ids: held & set(ids),
             lambda ts: future_dated(ts, now, skew),
             self.refused_signatures,
+            lambda entry: parent_fault(entry, known, skew),
         )
-        known = await _entry_ts(conn, self._line, outside)
-        known.update(own)
-        check_entry_times(intake.kept, signed, known, self.skew_s)
-        return intake
 
     async def held_enrollments(self) -> list[Attestation]:
         rows = await self.store.fetch_line(

@@ -63,6 +63,11 @@ class Notary(Protocol):
         """Checks against what is held, then store: one transaction, all or nothing."""
         ...
 
+    async def commit_each(self, atts: Sequence[Attestation]) -> tuple[int, list[str]]:
+        """:meth:`commit`, each item judged alone: the ones that fail are refused, the rest
+        stored; how many were new, and why each refused one was (decision 0112)."""
+        ...
+
     async def admit(self, items: Sequence[bytes | Attestation]) -> int:
         """:meth:`prepare` then :meth:`commit`; how many were new."""
         ...

@@ -1,8 +1,9 @@
 """Who sent which copy of an entry, and what became of it (DESIGN §5, §6; decision 0048).
 
 An entry's ``author`` is free text outside any key, so a copy that arrives without its
-author signature cannot be attributed to its writer — only to the node that sent it. Three
-rules keep a member from rewriting someone else's entry through the earliest-ts merge:
+author signature cannot be attributed to its writer — only to the node that sent it. These
+rules keep a member from rewriting someone else's entry through the earliest-ts merge, and
+a copy's time honest:
 
 * a copy whose ts none of the held author signatures names is **refused**: not stored, the
   session goes on, and the copy is recorded with the node that sent it;
@@ -12,7 +13,9 @@ rules keep a member from rewriting someone else's entry through the earliest-ts 
   takes the earliest signed ts (**replaced**), and the unsigned copy's senders are named;
 * a copy dated after this node's clock plus the skew tolerance (its author's clock is
   ahead) is **refused** the same way, alone: held back until a later session finds it
-  within the tolerance (decision 0084).
+  within the tolerance (decision 0084);
+* a copy dated before one of its parents (its writer's clock went back) is **refused**
+  alone, its descendants with it, and the session goes on (decision 0112).
 
 Rows live in ``entry_sources`` (notary migration 8), local to the node: they say what this
 node received from whom, and ``lifeline-mesh verify`` reports them. Functions of a
@@ -76,6 +79,9 @@ class Intake:
     kept: list[Entry]
     refused: list[tuple[Entry, str]] = field(default_factory=list)  # (copy, why)
     unsigned: set[str] = field(default_factory=set)  # ids with no author signature held
+    # why each entry refused by a rule of the notary was, when it is left out for good: a
+    # time before its parent's (decision 0112); the session counts and reports them
+    faults: list[str] = field(default_factory=list)
 
 
 FUTURE_DETAIL = (
@@ -103,6 +109,7 @@ def split_refused(
     stored: Callable[[list[str]], set[str]],
     future: Callable[[str], bool] | None = None,
     refused_signed: Mapping[str, str] | None = None,
+    dated_before: Callable[[Entry], str | None] | None = None,
 ) -> Intake:
     """Refuse each entry whose ts none of its held author signatures names, each entry
     dated in this node's future (``future(ts)``: after its clock plus the skew tolerance —
@@ -111,7 +118,9 @@ def split_refused(
     ``blocked``, updated). ``signed`` maps an id to every author-signed ts held;
     ``stored(ids)`` says which of ``ids`` the line holds. ``refused_signed``: the entries
     whose author signature the session refused, with why (decision 0111): a copy of one
-    with no good signature held is refused too, not stored as an unsigned copy."""
+    with no good signature held is refused too, not stored as an unsigned copy.
+    ``dated_before(entry)``: why an entry dated before its parent is refused (None when it
+    is not; decision 0112), applied to the copies the rules above keep."""
     kept: list[Entry] = []
     intake = Intake(kept)
     for entry in entries:
@@ -125,6 +134,11 @@ def split_refused(
             continue
         if dated and entry.ts not in dated:
             intake.refused.append((entry, refusal_detail(entry, dated)))
+            continue
+        early = None if dated_before is None else dated_before(entry)
+        if early is not None:
+            intake.refused.append((entry, early))
+            intake.faults.append(f"an inadmissible entry: {early}")
             continue
         if not dated:
             intake.unsigned.add(entry.id)

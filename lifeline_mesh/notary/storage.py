@@ -16,6 +16,7 @@ import json
 import sqlite3
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry, StoreError
@@ -27,7 +28,10 @@ from lifeline.store.summary import (
     read_totals,
 )
 from lifeline.store.tiers import SqlLine
-from lifeline_mesh.notary.admission import StoredContext, check_entry_times, check_timing
+from lifeline_mesh.notary.admission import (
+    StoredContext,
+    check_entry_times,
+)
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
 from lifeline_mesh.notary.entry_intake import intake_rows, signed_and_known, take_entries
@@ -35,6 +39,8 @@ from lifeline_mesh.notary.intake import (
     ATTESTATIONS_TABLE,
     STATEMENTS_TABLE,
     NotarySet,
+    Refusal,
+    held_rules,
     table_of,
 )
 from lifeline_mesh.notary.provenance import (
@@ -208,23 +214,23 @@ class NotaryStore(NotarySet[SqlLine]):
         """The ``enrolled`` statement held for each of ``node_ids`` that has one."""
         return await self.store.run_read(lambda c: enrollments_of(c, node_ids))
 
-    async def commit(self, atts: Sequence[Attestation]) -> int:
-        """Store attestations that passed :meth:`prepare`, after the checks against what is
-        held (timing, summaries), in one transaction; stores nothing if one fails."""
+    async def _commit(
+        self, atts: Sequence[Attestation], *, each: bool
+    ) -> tuple[int, list[Refusal]]:
         skew, window, claims = self.skew_s, self.backdate_window_s, self.claims
-
         now = self._clock()
 
-        def tx(conn: sqlite3.Connection) -> int:
-            check_timing(atts, _context(conn, atts, claims), skew, window)
-            added = insert_attestations(conn, atts)
+        def tx(conn: sqlite3.Connection) -> tuple[int, list[Attestation], list[Refusal]]:
+            ctx = _context(conn, atts, claims)
+            kept, refused = held_rules(atts, ctx, skew, window, each=each)
+            added = insert_attestations(conn, kept)
             # An entry held at a ts no author signed takes its author's signed ts
-            record(conn, signed_times_replace(conn, atts, now))
-            return added
+            record(conn, signed_times_replace(conn, kept, now))
+            return added, kept, refused
 
-        added = await self.store.run_write(tx)
-        self._remember(atts)  # committed: held from now on (attestations are never deleted)
-        return added
+        added, kept, refused = await self.store.run_write(tx)
+        self._remember(kept)  # committed: held from now on (attestations are never deleted)
+        return added, refused
 
     def _remember(self, atts: Sequence[Attestation]) -> None:
         if self._remembered is None:
@@ -282,7 +288,7 @@ class NotaryStore(NotarySet[SqlLine]):
             )  # fmt: skip
             result = store.append_in(conn, intake.kept, externals)
             record(conn, intake_rows(intake, result, self.source, self._clock()))
-            return result
+            return replace(result, refused=tuple(intake.faults)) if intake.faults else result
 
         return await store.run_write(tx)
 
