@@ -29,6 +29,7 @@ from lifeline_mesh.peering.service import add_peering_arguments, peering_options
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.fast import ENV, PLAIN, FastPaths
 from lifeline_mesh.sync.memory import SESSIONS
+from lifeline_mesh.sync.outcome import refusal_warnings
 from lifeline_mesh.transport.addresses import address_arg, split_address
 from lifeline_mesh.transport.authz import MeshRole
 
@@ -94,7 +95,10 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         "entries and signatures stored so far. An item PEER sends damaged or altered (an "
         "entry whose id does not match its content, a signature that does not verify) is "
         "refused alone, with a warning on stderr naming it, and the rest is stored "
-        "(refused, refusals in --json).",
+        "(refused, refusals in --json); so is an item the notary's rules refuse (an entry "
+        "dated before its parent, a rolled-back state). When PEER refuses items this node "
+        "sent, it says so at the end of the session, and a warning names them "
+        "(refused_there, refusals_there).",
     )
     p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
     add_line_option(p, "sync only this line (default: every shared line)")
@@ -289,8 +293,8 @@ async def cmd_sync(args: argparse.Namespace) -> int:
             "--insecure (plain text, loopback only, for nodes in no mesh); drop --insecure"
         ) from exc
     for report in reports:
-        if report.refused:
-            print(_refused_text(report, args.peer), file=sys.stderr)
+        for warning in refusal_warnings(report, args.peer).values():
+            print(f"warning: {warning}", file=sys.stderr)
     if args.json:
         print_json([r.to_dict() for r in reports])
     else:
@@ -330,17 +334,6 @@ class _Stored:
             report.entries_added,
             note=f"entries and {report.attestations_added:,} signatures and statements stored",
         )
-
-
-def _refused_text(r: SyncReport, peer: str) -> str:
-    """The warning for items refused one by one (decision 0111): what, and what to do."""
-    first = r.refusals[0] if r.refusals else "no reason kept"
-    return (
-        f"warning: line {r.line!r}: refused {count(r.refused, 'item', 'items')} from {peer} "
-        f"({first}); the rest is stored, and entries that descend from a refused one wait "
-        "for an intact copy. That node holds a damaged or altered copy: "
-        "`lifeline-mesh verify` there names it"
-    )
 
 
 def _report_text(r: SyncReport, peer: str) -> str:

@@ -86,6 +86,13 @@ class NodeMetrics:
             ["direction"],
             registry=r,
         )
+        self.items_refused_there = Counter(
+            "lifeline_items_refused_by_peer",
+            "Items this node sent that the peer said it refused alone (decision 0112), by "
+            "direction",
+            ["direction"],
+            registry=r,
+        )
         self.session_seconds = Histogram(
             "lifeline_session_seconds",
             "Duration of one session (one line), by direction",
@@ -133,6 +140,8 @@ class NodeMetrics:
         self.bytes.labels("in").inc(report.bytes_received)
         if report.refused:
             self.items_refused.labels(direction).inc(report.refused)
+        if report.refused_there:
+            self.items_refused_there.labels(direction).inc(report.refused_there)
         self.session_seconds.labels(direction).observe(report.seconds)
         log.info(
             "session %s with %s on line %s: sent %d, received %d entries in %.2f s",

@@ -54,6 +54,7 @@ from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.sync.driver import Progress, SyncReport
 from lifeline_mesh.sync.fast import FastPaths
+from lifeline_mesh.sync.outcome import scheduled_summary
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_lines
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
@@ -421,11 +422,7 @@ class Node:
         if self._peering is not None:
             marks = {line: mark for line, mark in held.items() if mark is not None}
             self._peering.scheduler.synced(peer.key, marks)
-        return "; ".join(
-            f"{r.line}: sent {r.entries_sent}, received {r.entries_received} "
-            f"({r.entries_added} new), {r.bytes_sent}/{r.bytes_received} bytes out/in"
-            for r in reports
-        )
+        return scheduled_summary(reports, str(peer.address))
 
     async def sync(
         self,

@@ -125,7 +125,13 @@ class Abort:
 
 @dataclass(frozen=True, slots=True)
 class EndOfTurn:
-    """The sender has said everything for this round; the other side answers now."""
+    """The sender has said everything for this round; the other side answers now.
+
+    In the closing round only: how many of the items the peer sent this session the sender
+    refused alone, and why the first few were (decisions 0111, 0112)."""
+
+    refused: int = 0
+    refusals: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,10 @@ the same statements, and the next session's summaries match in its first round. 
 sides send before they read, so the round costs one crossing, not a round trip. With an
 older peer nothing changes: the next session carries the statements. A failure here never
 fails the session (its entries are stored): the statements then travel next time.
+
+Each side's ``EndOfTurn`` in this round also says how many of the items the peer sent it
+refused alone, and why the first few were (decision 0112): the node that sent a damaged
+row or an entry dated before its parent hears of it (an older peer sends nothing there).
 """
 
 from __future__ import annotations
@@ -39,15 +43,18 @@ STATEMENTS = "statements"
 
 MAX_CLOSING_ITEMS = 256  # statements a peer may send in its closing round
 BATCH = 64  # statements per Items frame at most
+NOTHING_REFUSED = EndOfTurn()  # a closing turn's end that refused nothing the peer sent
 
 
 @dataclass(frozen=True, slots=True)
 class Closed:
-    """What a closing round moved: statements sent, received, and newly stored here."""
+    """What a closing round moved: statements sent, received, and newly stored here; and
+    what the peer said it refused of the items this side sent (its ``EndOfTurn``)."""
 
     sent: int = 0
     received: int = 0
     added: int = 0
+    told: EndOfTurn = NOTHING_REFUSED
 
 
 def wanted(session: Session, sets: Sequence[ReconSet]) -> bool:
@@ -70,8 +77,10 @@ async def closing_round(
     send: Callable[[Frame], Awaitable[None]],
     recv: Callable[[], Awaitable[Frame | ParsedItems | None]],
     timeout: float,
+    tell: EndOfTurn = NOTHING_REFUSED,
 ) -> Closed:
-    """Send what this side signs, store what the peer signed."""
+    """Send what this side signs, store what the peer signed. ``tell``: the end of this
+    side's turn, saying what it refused of the items the peer sent (decision 0112)."""
     index = session.set_names.index(STATEMENTS)
     target = next(s for s in sets if s.name == STATEMENTS)
     own = next((s for s in sets if isinstance(s, Closing)), None)
@@ -81,13 +90,14 @@ async def closing_round(
         budget = min(session.limits.max_frame_bytes, peer_cap or session.limits.max_frame_bytes)
         for batch in _batches(raws, budget // 2):
             await send(Items(index, batch))
-        await send(EndOfTurn())
+        await send(tell)
         async with asyncio.timeout(timeout):
-            received = await _read(recv)
+            received, told = await _read(recv)
         if not received:
-            return Closed(len(raws))
+            return Closed(len(raws), told=told)
         parsed = [target.codec.parse(raw) for raw in received]
-        return Closed(len(raws), len(received), (await target.admit(parsed, ())).added)
+        added = (await target.admit(parsed, ())).added
+        return Closed(len(raws), len(received), added, told)
     except (LifelineError, TimeoutError) as exc:
         log.warning("line %s: closing round given up (%s); the next session sends its "
                     "statements", session.line, str(exc) or "the peer sent nothing")  # fmt: skip
@@ -109,15 +119,17 @@ def _batches(raws: Sequence[bytes], budget: int) -> Iterator[tuple[bytes, ...]]:
         yield tuple(batch)
 
 
-async def _read(recv: Callable[[], Awaitable[Frame | ParsedItems | None]]) -> list[bytes]:
-    """The peer's closing statements: ``Items`` frames up to its ``EndOfTurn``."""
+async def _read(
+    recv: Callable[[], Awaitable[Frame | ParsedItems | None]],
+) -> tuple[list[bytes], EndOfTurn]:
+    """The peer's closing statements: ``Items`` frames up to its ``EndOfTurn``, and that."""
     received: list[bytes] = []
     while True:
         frame = await recv()
         if isinstance(frame, ParsedItems):
             frame = frame.frame
         if isinstance(frame, EndOfTurn):
-            return received
+            return received, frame
         if isinstance(frame, KeepAlive):
             continue
         if not isinstance(frame, Items):

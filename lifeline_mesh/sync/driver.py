@@ -89,6 +89,9 @@ class SyncReport:
     snapshots: int = 0  # sets this side had to sort (0: an in-sync check from summaries)
     refused: int = 0  # inadmissible items the peer sent, refused one by one (decision 0111)
     refusals: list[str] = field(default_factory=list)  # the first few reasons
+    # what the peer said it refused of the items this side sent (decision 0112)
+    refused_there: int = 0
+    refusals_there: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -150,8 +153,9 @@ async def _drive(
                     closed = closing.Closed()
                     if closing.wanted(session, sets):
                         closed = await closing.closing_round(
-                            session, sets, busy.send, reader.recv_after_end, idle
-                        )
+                            session, sets, busy.send, reader.recv_after_end, idle,
+                            _refusals_told(report, session),
+                        )  # fmt: skip
                     clean = True
                     return _finish(report, session, channel, clock() - started, closed)
                 if isinstance(eff, Failed):
@@ -432,6 +436,13 @@ async def _next_frame(
     return session.receive(frame, clock())
 
 
+def _refusals_told(report: SyncReport, session: Session) -> EndOfTurn:
+    """The end of this side's closing turn: what it refused of the items the peer sent."""
+    reasons = (list(session.stats.refusals) + report.refusals)[:REFUSALS_KEPT]
+    told = tuple(r.removeprefix("the peer sent ") for r in reasons)
+    return EndOfTurn(report.refused + session.stats.refused, told)
+
+
 def _finish(
     report: SyncReport, session: Session, channel: Channel, seconds: float, closed: closing.Closed
 ) -> SyncReport:
@@ -446,6 +457,8 @@ def _finish(
     report.snapshots = stats.snapshots_loaded
     report.refused += stats.refused
     report.refusals = (list(stats.refusals) + report.refusals)[:REFUSALS_KEPT]
+    report.refused_there = closed.told.refused
+    report.refusals_there = list(closed.told.refusals)
     report.bytes_sent = channel.bytes_sent
     report.bytes_received = channel.bytes_received
     report.seconds = round(seconds, 4)

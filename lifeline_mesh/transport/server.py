@@ -27,6 +27,7 @@ from lifeline_mesh.recon.frames import EndOfTurn, Hello
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import IDLE_TIMEOUT, SyncReport, drive
 from lifeline_mesh.sync.fast import FAST, FastPaths
+from lifeline_mesh.sync.outcome import refusal_warnings
 from lifeline_mesh.sync.port import ReconSet
 from lifeline_mesh.transport.addresses import check_bindable, require_loopback
 from lifeline_mesh.transport.announce import Announcements, WatchService
@@ -283,12 +284,10 @@ class SyncServer:
                 driving = True
                 report = await drive(session, channel, sets, first=hello, fast=self._fast)
             self.reports.append(report)
-            if report.refused:  # stored the rest (decision 0111); the peer's copy is damaged
-                who = context.peer() or "?"
-                self.quiet_log.warning(
-                    peer_host(who), "refused %d inadmissible item(s) from %s on line %r: %s",
-                    report.refused, who, hello.line, report.refusals[0] if report.refusals else "",
-                )  # fmt: skip
+            # items refused alone either way, the rest stored (decisions 0111, 0112)
+            who = context.peer() or "?"
+            for way, warning in refusal_warnings(report, who).items():
+                self.quiet_log.warning(f"{peer_host(who)} {way}", "%s", warning)
             if self._on_session is not None:
                 self._on_session(peer.identity, hello.line, report, None)
         except LifelineError as exc:

@@ -42,11 +42,13 @@ __all__ = [
     "MAX_IDS_PER_FRAME",
     "MAX_ITEMS_PER_FRAME",
     "MAX_NAME_CHARS",
+    "MAX_PEER_TEXT",
     "MAX_RANGES_PER_FRAME",
     "decode",
     "decode_bytes",
     "encode",
     "encode_bytes",
+    "peer_text",
 ]
 
 MAX_HELLO_SETS = 16  # sets named in a hello (this version reconciles 3)
@@ -57,6 +59,8 @@ MAX_IDS_PER_FRAME = 1 << 18  # ids in one Want frame
 # Ranges in one Recon frame: a sender puts at most one per 48 bytes of its frame budget
 # (recon/outbox.py), 174,762 in the largest frames a node sends (8 MiB).
 MAX_RANGES_PER_FRAME = 1 << 18
+MAX_PEER_TEXT = 1000  # characters kept of a peer's free text (an abort's reason, a refusal)
+MAX_REFUSALS_TOLD = 3  # reasons kept of a closing EndOfTurn's refusals (REFUSALS_KEPT)
 
 
 def _bound_pb(bound: Bound | None) -> pb.Bound:
@@ -113,7 +117,8 @@ def encode(frame: Frame) -> pb.Frame:
     if isinstance(frame, Abort):
         return pb.Frame(abort=pb.Abort(code=frame.code, reason=frame.reason))
     if isinstance(frame, EndOfTurn):
-        return pb.Frame(end_of_turn=pb.EndOfTurn())
+        told = pb.EndOfTurn(refused=frame.refused, refusals=frame.refusals)
+        return pb.Frame(end_of_turn=told)
     if isinstance(frame, KeepAlive):
         return pb.Frame(keep_alive=pb.KeepAlive())
     return pb.Frame(fin=pb.Fin())
@@ -162,6 +167,16 @@ def _range(msg: pb.Range) -> Range:
     except ValueError as exc:
         raise RemoteProtocolError(f"unknown range mode {msg.mode}; upgrade this node") from exc
     return Range(_bound(msg.upper), mode, bytes(msg.fingerprint), msg.count, bytes(msg.tokens))
+
+
+def peer_text(text: str, cap: int = MAX_PEER_TEXT) -> str:
+    """A peer's free text (an abort's reason, a refusal) made safe to print on one terminal
+    line: control characters (ESC, CR, newlines) shown escaped, at most ``cap`` characters."""
+    if len(text) > cap:
+        text = text[:cap] + "…"
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _at_most(count: int, cap: int, what: str) -> None:
@@ -242,9 +257,11 @@ def decode(msg: pb.Frame) -> Frame:
     if kind == "items":
         return _items(msg.items)
     if kind == "abort":
-        return Abort(msg.abort.code, msg.abort.reason)
+        return Abort(peer_text(msg.abort.code), peer_text(msg.abort.reason))
     if kind == "end_of_turn":
-        return EndOfTurn()
+        told = msg.end_of_turn
+        refusals = tuple(peer_text(r) for r in told.refusals[:MAX_REFUSALS_TOLD])
+        return EndOfTurn(told.refused, refusals)
     if kind == "fin":
         return Fin()
     if kind == "keep_alive":

@@ -114,8 +114,12 @@ class Abort(_message.Message):
     def __init__(self, code: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class EndOfTurn(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("refused", "refusals")
+    REFUSED_FIELD_NUMBER: _ClassVar[int]
+    REFUSALS_FIELD_NUMBER: _ClassVar[int]
+    refused: int
+    refusals: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, refused: _Optional[int] = ..., refusals: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Fin(_message.Message):
     __slots__ = ()

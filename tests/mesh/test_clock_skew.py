@@ -98,3 +98,52 @@ def test_a_node_ten_minutes_ahead_is_held_back_and_the_session_succeeds(
         done = _skewed(roots["a"], "lifeline_mesh", "sync", address, ahead="+360s")
         assert done.returncode == 0, done.stderr
     assert has_entry(_line(roots["a"]), from_s)
+
+
+@pytest.mark.skipif(not FAKETIME_LIB.exists(), reason="libfaketime is not installed")
+def test_a_node_whose_clock_went_back_is_told_and_every_sync_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S synced with its clock right, then its clock went back two hours: the note it
+    writes is dated before its parent, which every peer refuses (decision 0112). Before, A
+    refused S's whole session, at every sync, both ways: nothing crossed again. Now A
+    refuses that entry alone (and what descends from it), takes the rest, and tells S in
+    the closing round; S's `sync` says what was refused and what to do."""
+    roots = {n: tmp_path / n for n in "as"}
+    for root in roots.values():
+        shared_node(root)
+    # the mesh made three hours ago: S's certificates still valid on its clock
+    monkeypatch.setenv("LD_PRELOAD", str(FAKETIME_LIB))
+    monkeypatch.setenv("FAKETIME", "-10800s")
+    join_mesh(roots["a"], [roots["s"]])
+    monkeypatch.delenv("LD_PRELOAD")
+    monkeypatch.delenv("FAKETIME")
+    address = f"127.0.0.1:{free_port()}"
+    with serve(roots["a"], "--listen", address, "--no-discovery") as proc:
+        parent = log_note(roots["a"], "written on a")
+        cli("lifeline_mesh", roots["s"], "sync", address)
+        honest = log_note(roots["s"], "written on s, clock right")
+        behind = _skewed(roots["s"], "lifeline", "log", "--kind", "note", "--summary", "late",
+                         "--json", ahead="-7200s")  # fmt: skip
+        assert behind.returncode == 0, behind.stderr
+        backdated = json.loads(behind.stdout)["id"]
+        child = log_note(roots["s"], "its child, clock right again")  # descends from it
+        done = cli("lifeline_mesh", roots["s"], "sync", address, "--json")
+        [report] = json.loads(done.stdout)
+        assert report["refused_there"] == 1, done.stderr
+        assert "before its parent" in report["refusals_there"][0]
+        assert f"{address} refused 1 item this node sent" in done.stderr
+        assert "`lifeline verify` here names it" in done.stderr
+        assert has_entry(_line(roots["a"]), honest)  # the rest crossed
+        assert not has_entry(_line(roots["a"]), backdated)
+        assert not has_entry(_line(roots["a"]), child)
+        # the next sync is no worse: A's new work reaches S, S is told again
+        later = log_note(roots["a"], "later on a")
+        again = cli("lifeline_mesh", roots["s"], "sync", address)
+        assert has_entry(_line(roots["s"]), later) and "refused 1 item" in again.stderr
+    assert proc.stderr is not None
+    log = proc.stderr.read()
+    assert "refused 1 item from" in log and "before its parent" in log, log
+    assert has_entry(_line(roots["a"]), parent)
+    verdict = cli("lifeline_mesh", roots["s"], "verify", "--json", check=False)
+    assert "ts-before-parent" in verdict.stdout  # S's own audit names the entry

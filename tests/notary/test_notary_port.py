@@ -149,6 +149,49 @@ async def test_a_backdated_signature_is_refused_against_the_stored_parent(line: 
     assert await notary.count() == 0
 
 
+async def test_each_item_a_held_rule_refuses_is_refused_alone(line: Store) -> None:
+    """A session's path (decision 0112): a backdated signature, a rolled-back state and an
+    entry dated before its parent are each refused alone, the rest of their batch stored,
+    and the reasons handed back; a batch taken whole (`admit`) still refuses them all."""
+    author = NodeIdentity.generate()
+    first, second, third = _chain(3)
+    await line.append_many([first, second])
+    notary = await _notary(line, source="peer")
+    early = sign(author, Role.AUTHOR, second.id, "2026-03-01T09:00:00.000000Z")
+    honest = sign(author, Role.AUTHOR, first.id, first.ts)
+    added, why = await notary.commit_each([early, honest])
+    assert added == 1 and await notary.count() == 1 and len(why) == 1
+    assert "#0 of its batch" in why[0] and "backdated" in why[0]
+    assert second.id in notary.refused_signatures  # a copy of it now needs a good signature
+
+    statements = notary.statements()
+    held = StateOf(2, "00" * 16, (second.id,))
+    full = state_statements(author, "ledger", held, "2026-03-01T11:00:00.000000Z")
+    fewer = state_statements(
+        author, "ledger", StateOf(1, "00" * 16, (first.id,)), "2026-03-01T11:30:00.000000Z"
+    )
+    added, why = await statements.commit_each([*full, *fewer])
+    assert added == len(full) and len(why) == 1 and "rolled back" in why[0]
+    with pytest.raises(InvalidEntry, match="rolled back"):
+        await statements.admit(fewer)
+
+    guarded = NotarizedEntrySet(EntrySet(line), notary)
+    before = Entry.create(
+        ts="2026-03-01T09:30:00.000000Z", kind="note", summary="clock went back",
+        parents=(third.id,),
+    )  # fmt: skip
+    after = Entry.create(ts=NOW, kind="note", summary="its child", parents=(before.id,))
+    apart = Entry.create(ts=NOW, kind="note", summary="unrelated")
+    codec = EntryCodec()
+    result = await guarded.admit(
+        [codec.parse(e.to_json()) for e in (third, before, after, apart)], []
+    )
+    assert result.added == 2 and await line.count() == 4  # third and apart
+    assert len(result.refused) == 1 and "before its parent" in result.refused[0]
+    refused = {r.entry_id: r.detail for r in await notary.sources() if r.outcome is Outcome.REFUSED}
+    assert "backdated" in refused[before.id] and "a child of a refused copy" in refused[after.id]
+
+
 async def test_the_state_statement_is_signed_once_per_state(line: Store) -> None:
     node = NodeIdentity.generate()
     await line.append_many(_chain(4))

@@ -27,7 +27,8 @@ from lifeline_mesh.recon.frames import (
 )
 from lifeline_mesh.recon.sets import Snapshot
 from lifeline_mesh.testing.pair import SessionPair
-from lifeline_mesh.wire.codec import decode_bytes, encode
+from lifeline_mesh.wire import sync_pb2 as pb
+from lifeline_mesh.wire.codec import MAX_PEER_TEXT, decode_bytes, encode
 from tests.support.recon_helpers import BlobCodec, blob_set, chain, entry_set, open_responder
 
 BASE = chain(500, "base", body="x" * 200)
@@ -324,3 +325,19 @@ def test_a_responder_takes_items_sent_ahead_unasked() -> None:
     delivered = s.receive(Items(0, (b"sig-1",)), 0.0)  # its snapshot loaded at the hello
     assert [(type(e), e.set_index) for e in delivered if isinstance(e, Deliver)] == [(Deliver, 0)]
     assert len(delivered) == 1
+
+
+def test_a_peers_free_text_is_safe_to_print_and_its_refusals_bounded() -> None:
+    """An abort's reason and a closing turn's refusals come from the peer: control
+    characters (a terminal's escapes) arrive escaped, long text cut, at most three reasons
+    kept (decision 0112)."""
+    hostile = "\x1b[2J\x1b]0;owned\x07gone\r\nfine"
+    abort = decode_bytes(encode(Abort("item\x1b[31m", hostile)).SerializeToString())
+    assert isinstance(abort, Abort)
+    assert abort.reason.isprintable() and "\\x1b[2J" in abort.reason and "fine" in abort.reason
+    assert abort.code.isprintable()
+    told = pb.Frame(end_of_turn=pb.EndOfTurn(refused=9, refusals=["x" * 5000, *"abcd"]))
+    end = decode_bytes(told.SerializeToString())
+    assert isinstance(end, EndOfTurn) and end.refused == 9
+    assert len(end.refusals) == 3 and len(end.refusals[0]) == MAX_PEER_TEXT + 1
+    assert decode_bytes(encode(EndOfTurn()).SerializeToString()) == EndOfTurn()

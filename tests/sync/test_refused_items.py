@@ -72,7 +72,8 @@ def test_an_altered_entry_is_refused_alone_and_everything_else_syncs(tmp_path: P
 
 def test_serve_refuses_an_altered_entry_pushed_to_it_and_counts_it(tmp_path: Path) -> None:
     """The serving side of the same: the entry a peer pushes altered is refused alone, the
-    rest stored, the refusal logged with the peer and counted in the metrics."""
+    rest stored, the refusal logged with the peer and counted in the metrics; the peer
+    that pushed it is told."""
     a, b = tmp_path / "a", tmp_path / "b"
     line = {root: shared_node(root) for root in (a, b)}
     altered, kept = log_note(b, "altered on b"), log_note(b, "kept on b")
@@ -81,10 +82,26 @@ def test_serve_refuses_an_altered_entry_pushed_to_it_and_counts_it(tmp_path: Pat
     port, metrics = free_ports(2)
     listen = ("--insecure", "--no-discovery", "--listen", f"127.0.0.1:{port}")
     with serve(a, *listen, "--metrics-listen", f"127.0.0.1:{metrics}") as proc:
-        cli("lifeline_mesh", b, "sync", "--insecure", f"127.0.0.1:{port}")
+        pushed = cli("lifeline_mesh", b, "sync", "--insecure", f"127.0.0.1:{port}")
+        # the pusher is told in the closing round (decision 0112), and what to do
+        assert f"127.0.0.1:{port} refused 1 item this node sent" in pushed.stderr, pushed.stderr
+        assert "does not match its content" in pushed.stderr
+        assert "`lifeline recover`" in pushed.stderr
         text = scrape_until(f"127.0.0.1:{metrics}", r"^lifeline_items_refused_total")
         assert value(text, "lifeline_items_refused_total", direction="in") == 1
     assert proc.stderr is not None
     log = proc.stderr.read()
-    assert "refused 1 inadmissible item(s)" in log and "does not match its content" in log, log
+    assert "refused 1 item from" in log and "does not match its content" in log, log
     assert not has_entry(line[a], altered) and not has_entry(line[a], kept)
+
+    # the other way: a's serve pushes nothing damaged, but is told when b refuses (b pulls
+    # from a's serve a row altered on a, and says so in its closing turn)
+    with sqlite3.connect(line[a]) as db:
+        own = log_note(a, "a's own, altered")
+        db.execute("UPDATE entries SET summary = 'rewritten' WHERE id = ?", (own,))
+    with serve(a, *listen, "--metrics-listen", f"127.0.0.1:{metrics}") as proc:
+        cli("lifeline_mesh", b, "sync", "--insecure", f"127.0.0.1:{port}")
+        text = scrape_until(f"127.0.0.1:{metrics}", r"^lifeline_items_refused_by_peer_total")
+        assert value(text, "lifeline_items_refused_by_peer_total", direction="in") == 1
+    assert proc.stderr is not None
+    assert "refused 1 item this node sent" in proc.stderr.read()

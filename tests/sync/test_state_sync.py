@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from lifeline.entry import Entry, format_ts
-from lifeline.errors import LifelineError
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.line_session import LineSession
@@ -153,9 +152,11 @@ async def test_a_smaller_count_signed_seconds_later_is_still_a_rollback(tmp_path
     await write(origin, entries)
     await _store_pair(origin, entries, gap_s=2.0)
     async with serving(origin) as (_server, address):
-        with pytest.raises(LifelineError, match="rolled back"):
-            await joiner.sync(address, ["ledger"])
-    assert _states(joiner) == []
+        [report] = await joiner.sync(address, ["ledger"])
+    # refused alone, the session goes on (decision 0112): the earlier, larger claim is kept
+    assert report.refused == 1 and "rolled back" in report.refusals[0]
+    assert report.entries_added == 30
+    assert _states(joiner).count(origin.identity.node_id) == 1  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("old_serves", [True, False])

@@ -47,13 +47,13 @@ def _chain(n: int) -> list[Entry]:
 
 
 class _Recorder:
-    """Wraps NotaryStore.prepare_each/commit: what each batch held, and when it ran."""
+    """Wraps NotaryStore.prepare_each/commit_each: what each batch held, and when it ran."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.prepared: list[tuple[float, list[bytes]]] = []  # (start, item ids)
         self.refused: list[tuple[float, list[bytes]]] = []  # batches with an item refused
         self.committed: list[tuple[float, list[bytes]]] = []  # (end, item ids)
-        prepare, commit = NotaryStore.prepare_each, NotaryStore.commit
+        prepare, commit = NotaryStore.prepare_each, NotaryStore.commit_each
 
         async def slow_prepare(
             notary: NotaryStore, items: Sequence[Attestation]
@@ -64,14 +64,16 @@ class _Recorder:
             (self.refused if refused else self.prepared).append((started, ids))
             return atts, refused
 
-        async def slow_commit(notary: NotaryStore, atts: Sequence[Attestation]) -> int:
+        async def slow_commit(
+            notary: NotaryStore, atts: Sequence[Attestation]
+        ) -> tuple[int, list[str]]:
             await asyncio.sleep(0.05)  # a slow disk: the next batch is checked meanwhile
             added = await commit(notary, atts)
             self.committed.append((time.monotonic(), [a.id for a in atts]))
             return added
 
         monkeypatch.setattr(NotaryStore, "prepare_each", slow_prepare)
-        monkeypatch.setattr(NotaryStore, "commit", slow_commit)
+        monkeypatch.setattr(NotaryStore, "commit_each", slow_commit)
 
 
 async def _stored_ids(node_root: Path) -> set[bytes]:

@@ -1,0 +1,68 @@
+"""What a node's sessions did, said the same way by `lifeline-mesh sync` and `serve`: the
+items they refused alone, and a scheduled sync's one-line summary.
+
+Both directions (decisions 0111, 0112): what this side refused of the items the peer sent
+(an entry whose id does not match its content, a signature that does not verify, an entry
+dated before its parent, a rolled-back state), and what the peer said, in its closing turn,
+it refused of the items this side sent. Each is one line naming the line, the peer, how
+many, the first reason and what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from lifeline.wording import count
+from lifeline_mesh.sync.driver import SyncReport
+
+__all__ = ["refusal_warnings", "scheduled_summary"]
+
+log = logging.getLogger(__name__)
+
+
+def scheduled_summary(reports: Sequence[SyncReport], peer: str) -> str:
+    """One scheduled sync with ``peer`` (one report per line) in a line; its refusals
+    logged as warnings."""
+    for report in reports:
+        for warning in refusal_warnings(report, peer).values():
+            log.warning("%s", warning)
+    return "; ".join(
+        f"{r.line}: sent {r.entries_sent}, received {r.entries_received} "
+        f"({r.entries_added} new), {r.bytes_sent}/{r.bytes_received} bytes out/in"
+        for r in reports
+    )
+
+
+_HERE = (
+    "line {line!r}: refused {n} from {peer} ({first}); the rest is stored, and entries that "
+    "descend from a refused one wait for an intact copy. That node holds a damaged or "
+    "altered copy, or an item the notary's rules refuse: `lifeline-mesh verify` there "
+    "names it"
+)
+_THERE = (
+    "line {line!r}: {peer} refused {n} this node sent ({first}); the rest is stored there, "
+    "and what was refused (with what descends from it) stays here only. `lifeline verify` "
+    "here names it: a damaged row (`lifeline recover`), or an entry dated before its parent "
+    "(this machine's clock was behind when it was written)"
+)
+
+
+def refusal_warnings(r: SyncReport, peer: str) -> dict[str, str]:
+    """The warnings for ``r``'s refusals, by direction: ``here`` (this side refused what
+    the peer sent), ``there`` (the peer refused what this side sent); none when nothing was
+    refused."""
+    ways = (
+        ("here", _HERE, r.refused, r.refusals),
+        ("there", _THERE, r.refused_there, r.refusals_there),
+    )
+    return {
+        way: text.format(
+            line=r.line,
+            n=count(refused, "item", "items"),
+            peer=peer,
+            first=reasons[0] if reasons else "no reason given",
+        )
+        for way, text, refused, reasons in ways
+        if refused
+    }
