@@ -10,7 +10,7 @@ go to the store directly.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -33,6 +33,7 @@ __all__ = [
     "Tip",
     "TipsAppender",
     "choose_parents",
+    "not_before",
     "utc_now",
 ]
 
@@ -45,12 +46,14 @@ CHUNK = 250
 # thousands of unjoined thread leaves stays writable (decision 0018).
 JOIN_TIPS = 8
 
-# (id, body) of a tip, as the store reads it for choose_parents; a store may leave out
+# (id, body, ts) of a tip, as the store reads it for choose_parents; a store may leave out
 # tips and bodies that could not change the choice (lifeline/store/sqlite_reads.py)
-Tip = tuple[str, str]
+Tip = tuple[str, str, str]
 
 
-def choose_parents(tips: Sequence[Tip], body: str, cap: int = JOIN_TIPS) -> tuple[str, ...]:
+def choose_parents(
+    tips: Sequence[tuple[str, ...]], body: str, cap: int = JOIN_TIPS
+) -> tuple[str, ...]:
     """The default parents of a local write whose body is ``body``.
 
     ``tips`` are the line's tips, newest first in stream order (height, ts, id descending).
@@ -59,19 +62,40 @@ def choose_parents(tips: Sequence[Tip], body: str, cap: int = JOIN_TIPS) -> tupl
     """
     cap = max(cap, 1)
     if len(tips) <= cap:
-        return tuple(sorted(i for i, _b in tips))
+        return tuple(sorted(t[0] for t in tips))
     chosen: list[str] = []
     thread = thread_of(body)
     if thread is not None:
-        head = next((i for i, b in tips if thread_of(b) == thread), None)
+        head = next((t[0] for t in tips if thread_of(t[1]) == thread), None)
         if head is not None:
             chosen.append(head)
-    for tip_id, _b in tips:
+    for tip in tips:
         if len(chosen) == cap:
             break
-        if tip_id not in chosen:
-            chosen.append(tip_id)
+        if tip[0] not in chosen:
+            chosen.append(tip[0])
     return tuple(sorted(chosen))
+
+
+def _times(tips: Sequence[Tip], parents: Sequence[str]) -> list[str]:
+    """The ts of each tip among ``parents``."""
+    return [t[2] for t in tips if t[0] in parents]
+
+
+def _stored_form(ts: str) -> bool:
+    """``2026-01-02T03:04:05.123456Z``: the form in which string order is time order."""
+    return len(ts) == 27 and ts[26] == "Z" and ts[10] == "T"
+
+
+def not_before(now: str, parents_ts: Iterable[str]) -> str:
+    """``now``, or the latest of ``parents_ts`` when that is later (both in the stored
+    form): a local write is never dated before what it names. A clock that went back
+    (a VM restored, a dead battery) would date it so, and every peer refuses an entry
+    dated before its parent, with what descends from it (decision 0112)."""
+    if not _stored_form(now):
+        return now
+    latest = max((t for t in parents_ts if _stored_form(t)), default="")
+    return latest if latest > now else now
 
 
 _last_second: tuple[int, str] = (-1, "")  # a second and its rendering, swapped whole
@@ -234,32 +258,39 @@ class Ledger:
 
     def _checked(self, draft: Draft, tips: Sequence[Tip]) -> Entry:
         parents = choose_parents(tips, draft.body, self._join_cap())
-        entry = _create(draft, self._clock(), parents, ts_normal=self._ts_normal)
+        ts = not_before(self._clock(), _times(tips, parents))
+        entry = _create(draft, ts, parents, ts_normal=self._ts_normal)
         check_local(entry, self.limits, id_computed=True)
         return entry
 
-    async def _default_parents(self, body: str) -> tuple[str, ...]:
+    async def _default_parents(self, body: str) -> tuple[tuple[str, ...], list[str]]:
         """:func:`choose_parents` over a store without :class:`TipsAppender`: from the tips
-        it reads (a :class:`TipsReader`), else from every tip with its height."""
+        it reads (a :class:`TipsReader`), else from every tip with its height; with the ts
+        of each parent chosen."""
         if self._tips_reader is not None:
             read = await self._tips_reader(thread_of(body), self._join_cap())
-            return choose_parents(read, body, self._join_cap())
+            parents = choose_parents(read, body, self._join_cap())
+            return parents, _times(read, parents)
         tips = await self.store.tips()
+        found = await self.store.get_many(tips)
         if len(tips) <= self._join_cap():
-            return tuple(tips)
+            return tuple(tips), [e.ts for e in found]
         wanted = set(tips)
         height = {i: h for h, i in await self.store.keys() if i in wanted}
-        found = sorted(
-            await self.store.get_many(tips), key=lambda e: (height[e.id], e.ts, e.id), reverse=True
-        )
-        return choose_parents([(e.id, e.body) for e in found], body, self._join_cap())
+        found.sort(key=lambda e: (height[e.id], e.ts, e.id), reverse=True)
+        read = [(e.id, e.body, e.ts) for e in found]
+        parents = choose_parents(read, body, self._join_cap())
+        return parents, _times(read, parents)
 
     async def build(self, draft: Draft) -> Entry:
-        """Turn a draft into a validated entry (not yet stored)."""
-        parents = (
-            draft.parents if draft.parents is not None else await self._default_parents(draft.body)
-        )
-        entry = _create(draft, self._clock(), parents, ts_normal=self._ts_normal)
+        """Turn a draft into a validated entry (not yet stored), dated no earlier than its
+        parents (:func:`not_before`)."""
+        if draft.parents is None:
+            parents, times = await self._default_parents(draft.body)
+        else:
+            parents = draft.parents
+            times = [e.ts for e in await self.store.get_many(list(parents))] if parents else []
+        entry = _create(draft, not_before(self._clock(), times), parents, ts_normal=self._ts_normal)
         check_local(entry, self.limits, id_computed=True)
         if draft.parents is not None:  # tips are stored by definition: no need to look
             await self._check_parents(entry)
@@ -308,9 +339,12 @@ class Ledger:
         # the line's tips only when a draft joins them: reading them costs the whole line's
         # keys once there are more than the join cap (a sessions line has a tip a session)
         joins = any(draft.parents is None for draft in drafts)
-        tips = await self._default_parents(drafts[0].body) if joins else ()
+        tips, times = await self._default_parents(drafts[0].body) if joins else ((), [])
+        # the times of the parents drafts name, held before the batch
+        named = sorted({p for draft in drafts if draft.parents for p in draft.parents})
+        dated = {e.id: e.ts for e in await self.store.get_many(named)} if named else {}
         entries: list[Entry] = []
-        chunks = self._build_chunks(drafts, tips, entries)
+        chunks = self._build_chunks(drafts, (tips, times), dated, entries)
         if self._chunked is not None and len(drafts) > CHUNK:
             result = await self._chunked(chunks, within=self._within)
         elif self._hooked is not None and self._within is not None:
@@ -322,18 +356,32 @@ class Ledger:
         return result
 
     def _build_chunks(
-        self, drafts: Sequence[Draft], tips: tuple[str, ...], into: list[Entry]
+        self,
+        drafts: Sequence[Draft],
+        joined: tuple[tuple[str, ...], list[str]],
+        dated: dict[str, str],
+        into: list[Entry],
     ) -> Iterator[list[Entry]]:
-        """Validated entries, :data:`CHUNK` at a time; each is also appended to ``into``."""
+        """Validated entries, :data:`CHUNK` at a time; each is also appended to ``into``.
+        Each is dated no earlier than its parents: the tips it joins and their times
+        (``joined``), or the entries ``dated`` holds (the parents drafts name, and the
+        batch's own entries as they are built)."""
+        tips, times = joined
         for start in range(0, len(drafts), CHUNK):
             chunk: list[Entry] = []
             for draft in drafts[start : start + CHUNK]:
-                parents = draft.parents if draft.parents is not None else tips
-                entry = _create(draft, self._clock(), parents, ts_normal=self._ts_normal)
+                if draft.parents is None:
+                    parents, floor = tips, times
+                else:
+                    parents = draft.parents
+                    floor = [dated[p] for p in parents if p in dated]
+                ts = not_before(self._clock(), floor)
+                entry = _create(draft, ts, parents, ts_normal=self._ts_normal)
                 check_local(entry, self.limits, id_computed=True)
                 chunk.append(entry)
+                dated[entry.id] = entry.ts
                 if draft.parents is None:
-                    tips = (entry.id,)
+                    tips, times = (entry.id,), [entry.ts]
             into.extend(chunk)
             yield chunk
 

@@ -413,13 +413,13 @@ class PgStore:
         )
         return [bytes(r[0]).hex() for r in rows]
 
-    async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str]]:
+    async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str, str]]:
         """The tips a local write could join (lifeline/store/sqlite_reads.py's
         ``tips_for_write``), not every key of the line."""
         rows: list[Sequence[Any]] = [tuple(r) for r in await self._fetch(_NEWEST_TIPS, cap + 1)]
         if thread is not None and len(rows) > cap:
             rows = newest_first(rows, [tuple(r) for r in await self._fetch(_NAMING, thread)])
-        return [(bytes(r[0]).hex(), r[1]) for r in rows]
+        return [(bytes(r[0]).hex(), r[1], r[3]) for r in rows]
 
     async def count(self) -> int:
         return (await self.entry_totals()).count

@@ -255,7 +255,7 @@ class SqliteStore:
 
     async def append_onto_tips(
         self,
-        build: Callable[[Sequence[tuple[str, str]]], Entry],
+        build: Callable[[Sequence[tuple[str, str, str]]], Entry],
         *,
         thread: str | None = None,
         cap: int,
@@ -264,7 +264,7 @@ class SqliteStore:
     ) -> tuple[Entry, bool]:
         """Store ``build(tips)``, with the tips read in the same write transaction.
 
-        ``tips`` are ``(id, body)`` pairs, newest first in stream order (height, ts, id
+        ``tips`` are ``(id, body, ts)``, newest first in stream order (height, ts, id
         descending), for :func:`lifeline.ledger.choose_parents` joining at most ``cap`` of
         them for a write in ``thread``; only those that could matter (``tips_for_write``).
 
@@ -452,7 +452,7 @@ class SqliteStore:
         )
         return [r[0] for r in rows]
 
-    async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str]]:
+    async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str, str]]:
         return await self.run_read(lambda conn: tips_for_write(conn, thread, cap))
 
     async def count(self) -> int:

@@ -43,9 +43,11 @@ NEWEST_TIPS = _TIPS.format(body="''") + _NEWEST + " LIMIT ?"
 _NAMING = _TIPS.format(body="e.body") + " WHERE instr(e.body, ?) > 0"
 
 
-def tips_for_write(conn: sqlite3.Connection, thread: str | None, cap: int) -> list[tuple[str, str]]:
+def tips_for_write(
+    conn: sqlite3.Connection, thread: str | None, cap: int
+) -> list[tuple[str, str, str]]:
     """The tips a local write chooses its parents from (lifeline.ledger.choose_parents),
-    newest first, as ``(id, body)``: the newest ``cap + 1`` without their bodies, and,
+    newest first, as ``(id, body, ts)``: the newest ``cap + 1`` without their bodies, and,
     when there are more and the write is in ``thread``, every tip whose body holds that
     name, with its body. ``choose_parents`` chooses from these what it would from every
     tip with its body, without a line of many tips (a rogue member can push 20,000 a
@@ -53,7 +55,7 @@ def tips_for_write(conn: sqlite3.Connection, thread: str | None, cap: int) -> li
     rows: list[Sequence[Any]] = conn.execute(NEWEST_TIPS, (cap + 1,)).fetchall()
     if thread is not None and len(rows) > cap:
         rows = newest_first(rows, conn.execute(_NAMING, (thread,)))
-    return [(r[0], r[1]) for r in rows]
+    return [(r[0], r[1], r[3]) for r in rows]
 
 
 def page(

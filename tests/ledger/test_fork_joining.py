@@ -211,7 +211,8 @@ async def test_a_write_reads_only_the_tips_that_could_be_chosen(tmp_path: Path) 
                 assert choose_parents(read, body, cap) == choose_parents(tips, body, cap)
                 naming = 0 if thread is None else sum(thread in b for _i, b in tips)
                 assert len(read) <= cap + 1 + naming  # "t1" is in t1, t10, t149...
-                assert all(b == "" or thread in b for _i, b in read)
+                assert all(b == "" or thread in b for _i, b, _ts in read)
         # a line of no more tips than the cap: every tip, and no body is read
         few = await store.run_read(lambda c: tips_for_write(c, "t7", len(tips)))
-        assert [i for i, _b in few] == [i for i, _b in tips] and {b for _i, b in few} == {""}
+        assert [i for i, _b, _ts in few] == [i for i, _b in tips]
+        assert {b for _i, b, _ts in few} == {""}

@@ -37,7 +37,7 @@ class _KeysCounted(SqliteStore):
     keys_read = 0
     whole_line_read = 0
 
-    async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str]]:
+    async def tips_for_write(self, thread: str | None, cap: int) -> list[tuple[str, str, str]]:
         type(self).keys_read += 1
         return await super().tips_for_write(thread, cap)
 

@@ -30,7 +30,7 @@ from tests.support.mesh_procs import (
     serve,
     shared_node,
 )
-from tests.support.rogue import entry_ts
+from tests.support.rogue import backdated_child, entry_ts
 
 pytestmark = pytest.mark.slow
 
@@ -101,14 +101,17 @@ def test_a_node_ten_minutes_ahead_is_held_back_and_the_session_succeeds(
 
 
 @pytest.mark.skipif(not FAKETIME_LIB.exists(), reason="libfaketime is not installed")
-def test_a_node_whose_clock_went_back_is_told_and_every_sync_goes_on(
+def test_a_node_whose_clock_went_back_writes_after_its_parents_and_is_told_of_refusals(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """S synced with its clock right, then its clock went back two hours: the note it
-    writes is dated before its parent, which every peer refuses (decision 0112). Before, A
-    refused S's whole session, at every sync, both ways: nothing crossed again. Now A
-    refuses that entry alone (and what descends from it), takes the rest, and tells S in
-    the closing round; S's `sync` says what was refused and what to do."""
+    """S synced with its clock right, then its clock went back two hours (decision 0112).
+
+    The note it writes then is dated no earlier than its parents, so A takes it. An entry
+    dated before its parent, as S wrote before this change, is one every peer refuses:
+    before, A refused S's whole session for it, at every sync, both ways, and nothing
+    crossed again. Now A refuses that entry alone (and what descends from it), takes the
+    rest, and tells S in the closing round; S's `sync` says what was refused and what to
+    do, and S's `verify` names the entry."""
     roots = {n: tmp_path / n for n in "as"}
     for root in roots.values():
         shared_node(root)
@@ -126,15 +129,23 @@ def test_a_node_whose_clock_went_back_is_told_and_every_sync_goes_on(
         behind = _skewed(roots["s"], "lifeline", "log", "--kind", "note", "--summary", "late",
                          "--json", ahead="-7200s")  # fmt: skip
         assert behind.returncode == 0, behind.stderr
-        backdated = json.loads(behind.stdout)["id"]
+        late = json.loads(behind.stdout)["id"]
+        assert entry_ts(_line(roots["s"]), late) >= entry_ts(_line(roots["s"]), honest)
+        done = cli("lifeline_mesh", roots["s"], "sync", address, "--json")
+        assert json.loads(done.stdout)[0]["refused_there"] == 0, done.stderr
+        assert has_entry(_line(roots["a"]), late)
+
+        backdated = backdated_child(roots["s"])  # as S's ledger wrote before this change
         child = log_note(roots["s"], "its child, clock right again")  # descends from it
+        apart = cli("lifeline", roots["s"], "log", "--kind", "note", "--summary", "apart",
+                    "--parent", late, "--json").stdout  # fmt: skip
         done = cli("lifeline_mesh", roots["s"], "sync", address, "--json")
         [report] = json.loads(done.stdout)
         assert report["refused_there"] == 1, done.stderr
         assert "before its parent" in report["refusals_there"][0]
         assert f"{address} refused 1 item this node sent" in done.stderr
         assert "`lifeline verify` here names it" in done.stderr
-        assert has_entry(_line(roots["a"]), honest)  # the rest crossed
+        assert has_entry(_line(roots["a"]), json.loads(apart)["id"])  # the rest crossed
         assert not has_entry(_line(roots["a"]), backdated)
         assert not has_entry(_line(roots["a"]), child)
         # the next sync is no worse: A's new work reaches S, S is told again

@@ -153,8 +153,16 @@ async def resigned_other_node(c: Corpus, store: SqliteStore) -> set[str]:
 
 
 async def backdated_before_parent(c: Corpus, store: SqliteStore) -> set[str]:
-    ledger = Ledger(store, clock=lambda: at(-2 * 86_400), hooks=load_append_hooks(Home(c.root)))
-    await ledger.append(Draft(kind="decision", summary="we always did it this way"))
+    """A's own code dates a decision two days before the line's tips, and A signs it (the
+    ledger itself dates a write no earlier than its parents)."""
+    early = Entry.create(
+        ts=at(-2 * 86_400),
+        kind="decision",
+        summary="we always did it this way",
+        parents=tuple(sorted(await store.tips())),
+    )
+    await store.append(early)
+    await (await NotaryStore.attach(store)).add([sign(c.a, Role.AUTHOR, early.id, early.ts)])
     return {"ts-before-parent"}
 
 

@@ -3,11 +3,18 @@ code then sends is what any node sends of its store."""
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import sqlite3
 from pathlib import Path
 
-__all__ = ["STORED_FORM", "entry_ts", "strip_and_backdate"]
+from lifeline.entry import Entry
+from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.notary.sign import sign_entries
+
+__all__ = ["STORED_FORM", "backdated_child", "entry_ts", "strip_and_backdate"]
 
 STORED_FORM = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -30,3 +37,24 @@ def strip_and_backdate(line_file: Path, entry_id: str, seconds: float = 60) -> s
         # the sets' kept fingerprints are recomputed from the rows, as after any damage
         conn.execute("DELETE FROM set_summaries WHERE name IN ('attestations', 'entries')")
     return early
+
+
+def backdated_child(root: Path, seconds: float = 7200) -> str:
+    """What a node wrote, before its ledger dated a write no earlier than its parents
+    (decision 0112), once its clock had gone back: a note dated ``seconds`` before the
+    newest of its line's tips, a child of them, signed with the node's key. Returns its id."""
+    return asyncio.run(_backdated_child(root, seconds))
+
+
+async def _backdated_child(root: Path, seconds: float) -> str:
+    identity, _ = NodeIdentity.load_or_create(NodeHome(root))
+    async with await SqliteStore.open(root / ".lifeline" / "ledger.db") as store:
+        tips = sorted(await store.tips())
+        newest = max(e.ts for e in await store.get_many(tips))
+        when = dt.datetime.strptime(newest, STORED_FORM) - dt.timedelta(seconds=seconds)
+        entry = Entry.create(
+            ts=when.strftime(STORED_FORM), kind="note", summary="clock back", parents=tuple(tips)
+        )
+        await store.append(entry)
+        await sign_entries(store, identity, [entry])
+    return entry.id
