@@ -92,10 +92,11 @@ def not_before(now: str, parents_ts: Iterable[str]) -> str:
     form): a local write is never dated before what it names. A clock that went back
     (a VM restored, a dead battery) would date it so, and every peer refuses an entry
     dated before its parent, with what descends from it (decision 0112)."""
-    if not _stored_form(now):
-        return now
-    latest = max((t for t in parents_ts if _stored_form(t)), default="")
-    return latest if latest > now else now
+    latest = now
+    for ts in parents_ts:
+        if ts > latest and _stored_form(ts):  # the order test first: it nearly always fails
+            latest = ts
+    return latest if latest is now or _stored_form(now) else now
 
 
 _last_second: tuple[int, str] = (-1, "")  # a second and its rendering, swapped whole
@@ -364,8 +365,8 @@ class Ledger:
     ) -> Iterator[list[Entry]]:
         """Validated entries, :data:`CHUNK` at a time; each is also appended to ``into``.
         Each is dated no earlier than its parents: the tips it joins and their times
-        (``joined``), or the entries ``dated`` holds (the parents drafts name, and the
-        batch's own entries as they are built)."""
+        (``joined``), or the times ``dated`` holds of the parents drafts name (a draft
+        cannot name an entry of its own batch: its id is not known before it is built)."""
         tips, times = joined
         for start in range(0, len(drafts), CHUNK):
             chunk: list[Entry] = []
@@ -379,7 +380,6 @@ class Ledger:
                 entry = _create(draft, ts, parents, ts_normal=self._ts_normal)
                 check_local(entry, self.limits, id_computed=True)
                 chunk.append(entry)
-                dated[entry.id] = entry.ts
                 if draft.parents is None:
                     tips, times = (entry.id,), [entry.ts]
             into.extend(chunk)

@@ -34,7 +34,7 @@ from lifeline.store.newest import newest
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.shallow_status import shallow_note
 from lifeline.store.sqlite_check import integrity_problems
-from lifeline.wording import count, noun
+from lifeline.wording import count, noun, one_line
 
 __all__ = ["register"]
 
@@ -248,7 +248,7 @@ class _TextRows:
 
     def write(self, e: Entry) -> None:
         sys.stdout.write(
-            f"{e.id[:12]}  {e.ts[:19]}  {_one_line(e.kind):<10}  {_one_line(e.summary)}\n"
+            f"{e.id[:12]}  {e.ts[:19]}  {one_line(e.kind):<10}  {one_line(e.summary)}\n"
         )
 
     def close(self) -> None:
@@ -277,14 +277,6 @@ class _JsonArray(_TextRows):
 
     def close(self) -> None:
         sys.stdout.write("[]\n" if self._first else "\n]\n")
-
-
-def _one_line(text: str) -> str:
-    """Text safe for one terminal line: control characters (CR, ESC...) are shown escaped."""
-    text = text.replace("\n", " ")
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 async def cmd_lines(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from lifeline.wording import count
+from lifeline.wording import count, one_line
 from lifeline_mesh.sync.driver import SyncReport
 
 __all__ = ["refusal_warnings", "scheduled_summary"]
@@ -61,7 +61,7 @@ def refusal_warnings(r: SyncReport, peer: str) -> dict[str, str]:
             line=r.line,
             n=count(refused, "item", "items"),
             peer=peer,
-            first=reasons[0] if reasons else "no reason given",
+            first=one_line(reasons[0], 1000) if reasons else "no reason given",
         )
         for way, text, refused, reasons in ways
         if refused

@@ -19,6 +19,7 @@ from functools import lru_cache
 from google.protobuf.message import DecodeError
 
 from lifeline.errors import RemoteProtocolError
+from lifeline.wording import one_line
 from lifeline_mesh.recon.frames import (
     Abort,
     Bound,
@@ -169,14 +170,10 @@ def _range(msg: pb.Range) -> Range:
     return Range(_bound(msg.upper), mode, bytes(msg.fingerprint), msg.count, bytes(msg.tokens))
 
 
-def peer_text(text: str, cap: int = MAX_PEER_TEXT) -> str:
+def peer_text(text: str) -> str:
     """A peer's free text (an abort's reason, a refusal) made safe to print on one terminal
-    line: control characters (ESC, CR, newlines) shown escaped, at most ``cap`` characters."""
-    if len(text) > cap:
-        text = text[:cap] + "…"
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    line: control characters (ESC, CR) shown escaped, at most ``MAX_PEER_TEXT`` characters."""
+    return one_line(text, MAX_PEER_TEXT)
 
 
 def _at_most(count: int, cap: int, what: str) -> None:
