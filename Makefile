@@ -27,7 +27,7 @@ demo: $(DEMO_STAMP)
 # The whole suite, slow tests included: most of it on TEST_WORKERS pytest-xdist workers (whole
 # files per worker, the files holding slow tests first), then the tests marked `serial` alone,
 # one at a time. Both parts always run; either failing fails the target. See decision 0027.
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: $(STAMP)
