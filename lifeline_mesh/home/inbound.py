@@ -48,6 +48,12 @@ class SessionFigures(Protocol):
     @property
     def seconds(self) -> float: ...
 
+    @property
+    def refused(self) -> int: ...  # items the caller sent that this side refused alone
+
+    @property
+    def refused_there(self) -> int: ...  # items this side sent that the caller refused
+
 
 def _node_id(identity: SessionCaller) -> str | None:
     for value in identity.auth_context.get("x509_subject_alternative_name", ()):
@@ -73,6 +79,11 @@ class InboundLog:
         node_id = _node_id(identity)
         if report is not None:
             result = f"ok: sent {report.entries_sent}, received {report.entries_received}"
+            if report.refused or report.refused_there:  # decisions 0111, 0112
+                result += (
+                    f"; refused {report.refused} of its items, it refused "
+                    f"{report.refused_there} of ours (the log names them)"
+                )
         else:
             result = f"failed: {(error or '')[:200]}"
         key = node_id or identity.address

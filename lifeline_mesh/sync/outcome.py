@@ -30,6 +30,12 @@ def scheduled_summary(reports: Sequence[SyncReport], peer: str) -> str:
     return "; ".join(
         f"{r.line}: sent {r.entries_sent}, received {r.entries_received} "
         f"({r.entries_added} new), {r.bytes_sent}/{r.bytes_received} bytes out/in"
+        + (
+            f", refused {r.refused} of its items, it refused {r.refused_there} of ours "
+            "(the log names them)"
+            if r.refused or r.refused_there
+            else ""
+        )
         for r in reports
     )
 

@@ -93,6 +93,9 @@ def test_serve_refuses_an_altered_entry_pushed_to_it_and_counts_it(tmp_path: Pat
     log = proc.stderr.read()
     assert "refused 1 item from" in log and "does not match its content" in log, log
     assert not has_entry(line[a], altered) and not has_entry(line[a], kept)
+    # `peers` keeps it with the caller's last session, for whoever looks later
+    peers = cli("lifeline_mesh", a, "peers", "--json").stdout
+    assert "refused 1 of its items, it refused 0 of ours" in peers, peers
 
     # the other way: a's serve pushes nothing damaged, but is told when b refuses (b pulls
     # from a's serve a row altered on a, and says so in its closing turn)
