@@ -119,6 +119,10 @@ def test_an_altered_row_on_a_laptop_is_refused_by_the_hub_and_the_rest_is_stored
         held = line_ids(hub_a)
         assert altered not in held and kept not in held  # refused, and its child with it
         assert report["refused"] == 0  # the laptop received nothing inadmissible
+        # ...and is told that the hub refused its altered row (decision 0112)
+        assert report["refused_there"] == 1
+        assert "does not match its content" in report["refusals_there"][0]
+        assert f"{sync_b} refused 1 item this node sent" in pushed.stderr, pushed.stderr
         status = json.loads(mesh(hub_a, "status", "--json").stdout)
         assert status["lines"][0]["entries"] == len(held)
 
