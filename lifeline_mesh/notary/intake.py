@@ -107,6 +107,14 @@ class NotarySet(Generic[StoreT]):
         kept, refused = await verify_each(items, self._checks())
         return kept, self._refused(refused)
 
+    async def admit(self, items: Sequence[bytes | Attestation]) -> int:
+        """Verify every received item and store them all in one transaction.
+
+        Raises BadSignature / InvalidEntry (naming the item) and stores nothing when any
+        item fails. Returns how many were new.
+        """
+        return await self.commit(await self.prepare(items))
+
     async def commit(self, atts: Sequence[Attestation]) -> int:
         """Store attestations that passed :meth:`prepare`, after the checks against what is
         held (timing, summaries), in one transaction; stores nothing if one fails."""
@@ -240,14 +248,13 @@ def held_rules(
         return list(atts), []
     faults = timing_faults(atts, ctx, skew_s, window_s)
     kept = [a for n, a in enumerate(atts) if n not in faults]
-    refused = [
-        Refusal(
-            f"an inadmissible attestation (#{n} of its batch): {why}",
-            atts[n].subject if atts[n].role is Role.AUTHOR else None,
-        )
-        for n, why in sorted(faults.items())
-    ]
-    return kept, refused
+    return kept, [_refusal(n, atts[n], why) for n, why in sorted(faults.items())]
+
+
+def _refusal(n: int, att: Attestation, detail: str) -> Refusal:
+    """Item ``n`` of its batch refused alone, with why and the entry it signs, if any."""
+    signs = att.subject if att.role is Role.AUTHOR else None
+    return Refusal(f"an inadmissible attestation (#{n} of its batch): {detail}", signs)
 
 
 async def verify_each(
@@ -277,8 +284,5 @@ async def verify_each(
             raise
         except InvalidEntry as exc:
             detail = str(exc).removeprefix("attestation 0 of the batch refused: ")
-            signs = att.subject if att.role is Role.AUTHOR else None
-            refused.append(
-                Refusal(f"an inadmissible attestation (#{n} of its batch): {detail}", signs)
-            )
+            refused.append(_refusal(n, att, detail))
     return kept, refused

@@ -104,9 +104,6 @@ class PgNotaryStore(NotarySet[PgStore]):
 
     # -- admission -------------------------------------------------------------------
 
-    async def admit(self, items: Sequence[bytes | Attestation]) -> int:
-        return await self.commit(await self.prepare(items))
-
     async def _commit(
         self, atts: Sequence[Attestation], *, each: bool
     ) -> tuple[int, list[Refusal]]:

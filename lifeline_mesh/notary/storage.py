@@ -28,10 +28,7 @@ from lifeline.store.summary import (
     read_totals,
 )
 from lifeline.store.tiers import SqlLine
-from lifeline_mesh.notary.admission import (
-    StoredContext,
-    check_entry_times,
-)
+from lifeline_mesh.notary.admission import StoredContext, check_entry_times
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
 from lifeline_mesh.notary.entry_intake import intake_rows, signed_and_known, take_entries
@@ -197,14 +194,6 @@ class NotaryStore(NotarySet[SqlLine]):
             return [found[i] for i in ids if i in found]
 
         return await self.store.run_read(read)
-
-    async def admit(self, items: Sequence[bytes | Attestation]) -> int:
-        """Verify every received item and store them all in one transaction.
-
-        Raises BadSignature / InvalidEntry (naming the item) and stores nothing when any
-        item fails. Returns how many were new.
-        """
-        return await self.commit(await self.prepare(items))
 
     async def held_enrollments(self) -> list[Attestation]:
         """Every well-formed ``enrolled`` statement the line holds."""

@@ -436,11 +436,17 @@ async def _next_frame(
     return session.receive(frame, clock())
 
 
+def _all_refused(report: SyncReport, session: Session) -> tuple[int, list[str]]:
+    """What this side refused of the items the peer sent: while parsing (the session's
+    count) and while storing (the admitter's), and the first reasons of both."""
+    reasons = (list(session.stats.refusals) + report.refusals)[:REFUSALS_KEPT]
+    return report.refused + session.stats.refused, reasons
+
+
 def _refusals_told(report: SyncReport, session: Session) -> EndOfTurn:
     """The end of this side's closing turn: what it refused of the items the peer sent."""
-    reasons = (list(session.stats.refusals) + report.refusals)[:REFUSALS_KEPT]
-    told = tuple(r.removeprefix("the peer sent ") for r in reasons)
-    return EndOfTurn(report.refused + session.stats.refused, told)
+    refused, reasons = _all_refused(report, session)
+    return EndOfTurn(refused, tuple(r.removeprefix("the peer sent ") for r in reasons))
 
 
 def _finish(
@@ -455,8 +461,7 @@ def _finish(
     report.attestations_added += closed.added
     report.round_trips = session.stats.rounds
     report.snapshots = stats.snapshots_loaded
-    report.refused += stats.refused
-    report.refusals = (list(stats.refusals) + report.refusals)[:REFUSALS_KEPT]
+    report.refused, report.refusals = _all_refused(report, session)
     report.refused_there = closed.told.refused
     report.refusals_there = list(closed.told.refusals)
     report.bytes_sent = channel.bytes_sent
