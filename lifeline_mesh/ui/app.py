@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lifeline.errors import AmbiguousPrefix, ConfigError, LifelineError, NotFound
+from lifeline_mesh.ui.hub_copy import LinePreparing
 from lifeline_mesh.ui.render import page
 from lifeline_mesh.ui.sections import SECTIONS
 from lifeline_mesh.ui.viewer import Viewer
@@ -35,6 +36,7 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 )
+RELOAD_S = 2  # a page that waits for a hub line's first copy reloads itself this often
 _HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
@@ -96,6 +98,19 @@ class _Guard:
 
 
 async def _error(request: Request, exc: Exception) -> Response:
+    if isinstance(exc, LinePreparing):  # a hub line's first copy: come back in a moment
+        response = page(
+            request,
+            "error.html",
+            section="",
+            title="Preparing",
+            status=503,
+            heading=f"Preparing line {exc.line}",
+            message=str(exc),
+            reload_after=RELOAD_S,
+        )
+        response.headers["retry-after"] = str(RELOAD_S)
+        return response
     if isinstance(exc, NotFound):
         status, heading = 404, "Not found"
     elif isinstance(exc, ConfigError | AmbiguousPrefix):
@@ -110,6 +125,7 @@ async def _error(request: Request, exc: Exception) -> Response:
         status=status,
         heading=heading,
         message=str(exc),
+        reload_after=None,
     )
 
 

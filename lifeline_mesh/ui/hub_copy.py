@@ -7,7 +7,8 @@ evidence, removed when the viewer stops — and before each page brings it up to
 the database: the line's totals first (one row), and when they changed since the last
 page, the rows past the last row number copied, in row order (parents before children),
 a batch at a time. The first page of a line copies it that way too, in memory bounded by
-a batch. Only when the totals still differ after that (a stored entry's ts changed in
+a batch; :attr:`HubCopy.progress` says how far it is, for the page that waits on it
+(ui/viewer.py). Only when the totals still differ after that (a stored entry's ts changed in
 place, which moves no row number) are the two sides' ids compared, as a full pass. A
 damaged row on the hub is left out of the copy, with its descendants (logged), never an
 error page.
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lifeline.entry import Entry
-from lifeline.errors import InvalidEntry
+from lifeline.errors import InvalidEntry, LifelineError
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 
@@ -30,10 +31,25 @@ if TYPE_CHECKING:
     from lifeline.store.postgres import PgStore
     from lifeline.store.summary import SetTotals
 
-__all__ = ["HubCopy"]
+__all__ = ["HubCopy", "LinePreparing"]
 
 _BATCH = 2000
 log = logging.getLogger(__name__)
+
+
+class LinePreparing(LifelineError):
+    """A line's first copy is still being made; how far it is."""
+
+    def __init__(self, line: str, copied: int, total: int) -> None:
+        self.line, self.copied, self.total = line, copied, total
+        done = "starting"
+        if total:
+            done = f"{copied:,} of {total:,} entries ({copied * 100 // total}%)"
+        super().__init__(
+            f"copying line {line!r} from the hub's database: {done}. The viewer reads a copy"
+            " of its own, made once (about a minute at a million entries); this page reloads"
+            " itself until it is ready"
+        )
 
 
 class HubCopy:
@@ -45,6 +61,7 @@ class HubCopy:
         self._copied: dict[str, int] = {}  # each line's last row number copied
         self._seen: dict[str, SetTotals] = {}  # each line's totals at its last refresh
         self.full_passes = 0  # refreshes that compared every id (tests, figures)
+        self.progress: dict[str, tuple[int, int]] = {}  # line: (entries copied, of how many)
 
     async def open(self, name: str) -> SqliteStore:
         """The copy of line ``name``, up to date (NotFound when the hub has no such line)."""
@@ -63,6 +80,7 @@ class HubCopy:
             theirs = await source.entry_totals()
             if self._seen.get(name) == theirs:
                 return 0  # nothing written since the last page
+            self.progress[name] = (0, theirs.count)
             for entry_id, line in (await source.externals()).items():
                 await copy.declare_external(entry_id, line)
             added = await self._rows_after(name, source, copy)
@@ -79,6 +97,7 @@ class HubCopy:
                 return added
             added += await _append(copy, entries)
             self._copied[name] = last
+            self.progress[name] = (added, self.progress[name][1])
 
     async def _missing(self, source: PgStore, copy: SqliteStore) -> int:
         """The entries the copy lacks, found by comparing every id (a full pass)."""
