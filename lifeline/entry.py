@@ -67,7 +67,7 @@ _CANONICAL_TS = re.compile(
 # The json module's string escaper for ensure_ascii=False (its C version when available).
 _json_string = json.encoder.encode_basestring
 HASHED_FIELDS = ("kind", "author", "agent", "provider", "model", "summary", "body")
-ID_RE = re.compile(r"^[0-9a-f]{64}$")
+ID_RE = re.compile(r"^[0-9a-f]{64}\Z")  # \Z: "$" would take a trailing newline
 
 
 def canonical_bytes(

@@ -17,7 +17,7 @@ DEFAULT_LINE = "ledger"
 # What a declared external parent names instead of a line when it is an *anchor*: an entry
 # known only by its id (an import could not reproduce it), in no line. Not a valid line name.
 EXTERNAL_ANCHOR = "(anchor)"
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}\Z")
 
 
 def validate_line_name(name: str) -> str:

@@ -36,7 +36,7 @@ SERVICE_TYPE = "_lifeline-mesh._tcp.local."
 TXT_VERSION = "1"  # layout of the TXT keys below
 PROTOCOL_VERSION = 1  # sync protocol major version; peers with another major are not dialled
 
-_MESH_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+_MESH_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,64}\Z")
 _MAX_VALUE = 255  # one TXT string is at most 255 bytes (RFC 6763 §6.1)
 
 

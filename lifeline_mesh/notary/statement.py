@@ -78,8 +78,8 @@ MAX_WITNESS_IDS = 1_000  # a sync batch of ~1 MiB holds about this many ~1 KB en
 MAX_SUMMARY_TIPS = 256
 MAX_STATE_TIPS = 1_000  # per part of a state statement: ~67 KiB, under MAX_ITEM_BYTES
 MAX_ITEM_BYTES = 72 * 1024  # a full witness receipt is ~68 KiB
-_TS_RE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
-_NODE_RE = re.compile(r"^[0-9a-z]{4}(-[0-9a-z]{4}){3}-[0-9a-z]{2}$")
+_TS_RE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z\Z")
+_NODE_RE = re.compile(r"^[0-9a-z]{4}(-[0-9a-z]{4}){3}-[0-9a-z]{2}\Z")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # The exact bytes of an author statement (all but a few per cent of a line's items): one
 # match instead of the general field loop. Anything it matches, the general parser reads
@@ -112,7 +112,7 @@ _STATES = frozenset({Role.SUMMARY, Role.STATE})  # statements of a whole line's 
 # runner's enrollment, which must travel with the author signatures it vouches for.
 IN_ATTESTATIONS = FIRST_WAVE | {Role.ENROLLED}
 MAX_CERT_CHARS = 4096  # a runner certificate is ~700 base64 characters
-_B64URL_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_B64URL_RE = re.compile(r"^[A-Za-z0-9_-]+\Z")
 
 
 def tips_digest(tips: Sequence[str]) -> str:
@@ -367,15 +367,19 @@ def _check_fields(role: Role, subject: str, ts: str, node_id: str, extras: tuple
             validate_line_name(subject)
         except ConfigError as exc:
             raise InvalidEntry(f"summary attestation: {exc}") from exc
-        if len(extras) < 2 or not extras[0].isdigit() or not re.match(r"^[0-9a-f]{32}$", extras[1]):
+        if len(extras) < 2 or not _COUNT_RE.match(extras[0]) or not _HEX32_RE.match(extras[1]):
             raise InvalidEntry("summary attestation needs count, fingerprint and tips")
         if str(int(extras[0])) != extras[0]:
             raise InvalidEntry(f"summary count {extras[0][:20]!r} is not canonical")
         _check_ids(extras[2:], MAX_SUMMARY_TIPS, "summary tips")
 
 
-_PART_RE = re.compile(r"^([1-9][0-9]{0,6})/([1-9][0-9]{0,6})$")
-_HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
+_PART_RE = re.compile(r"^([1-9][0-9]{0,6})/([1-9][0-9]{0,6})\Z")
+# A count: ASCII digits only (str.isdigit takes "²", which int() refuses), and at most 18 of
+# them, so that int() takes it and SQLite stores it.
+_COUNT_RE = re.compile(r"^[0-9]{1,18}\Z")
+_HEX32_RE = re.compile(r"^[0-9a-f]{32}\Z")
+_HEX64_RE = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 def _check_state(line: str, extras: tuple[str, ...]) -> None:
@@ -386,9 +390,9 @@ def _check_state(line: str, extras: tuple[str, ...]) -> None:
     if len(extras) < 4:
         raise InvalidEntry("state statement needs count, fingerprint, tip digest and part")
     count, fp, digest, part = extras[:4]
-    if not count.isdigit() or str(int(count)) != count:
+    if not _COUNT_RE.match(count) or str(int(count)) != count:
         raise InvalidEntry(f"state statement count {count[:20]!r} is not canonical")
-    if not re.match(r"^[0-9a-f]{32}$", fp) or not _HEX64_RE.match(digest):
+    if not _HEX32_RE.match(fp) or not _HEX64_RE.match(digest):
         raise InvalidEntry("state statement fingerprint or tip digest is not hex of its size")
     parts = _PART_RE.match(part)
     if parts is None or int(parts[1]) > int(parts[2]):

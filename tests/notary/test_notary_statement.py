@@ -86,6 +86,37 @@ def test_malformed_statements_are_refused_with_a_reason() -> None:
         decode(b"3:abc\n" * 8 + b"\0" * 96)
 
 
+@pytest.mark.parametrize(
+    ("role", "subject", "extras"),
+    [
+        # digits int() refuses, or more than it takes: refused as malformed, not a crash
+        (Role.STATE, "ledger", ("\u00b2", "0" * 32, "0" * 64, "1/1")),
+        (Role.STATE, "ledger", ("9" * 5000, "0" * 32, "0" * 64, "1/1")),
+        (Role.SUMMARY, "ledger", ("\u0663", "0" * 32)),
+        # "$" would have taken a trailing newline
+        (Role.STATE, "ledger", ("7", "0" * 32 + "\n", "0" * 64, "1/1")),
+        (Role.STATE, "ledger", ("7", "0" * 32, "0" * 64 + "\n", "1/1")),
+        (Role.STATE, "ledger\n", ("7", "0" * 32, "0" * 64, "1/1")),
+        (Role.AUTHOR, E1 + "\n", ()),
+        (Role.WITNESS, "1", (E1 + "\n",)),
+    ],
+)
+def test_a_hostile_field_is_refused_as_malformed(
+    role: Role, subject: str, extras: tuple[str, ...]
+) -> None:
+    with pytest.raises(InvalidEntry):
+        sign(IDENT, role, subject, TS, *extras)
+    with pytest.raises(InvalidEntry):  # as a peer would send it, signed over its bytes
+        decode(_forged(role, subject, extras))
+    with pytest.raises(InvalidEntry):
+        sign(IDENT, Role.AUTHOR, E1, TS.replace("2026", "\u0662\u0660\u0662\u0666"))
+
+
+def _forged(role: Role, subject: str, extras: tuple[str, ...]) -> bytes:
+    unchecked = Attestation(role, subject, TS, IDENT.node_id, extras, IDENT.public_key, b"")
+    return unchecked.statement + IDENT.public_key + IDENT.sign(unchecked.statement)
+
+
 def test_a_statement_resigned_under_another_node_id_is_named() -> None:
     other = NodeIdentity.generate()
     honest = sign(other, Role.AUTHOR, E1, TS)

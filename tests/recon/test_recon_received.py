@@ -4,9 +4,17 @@ bytes an id, so pulling a million entries does not hold ~100 MB of ids (issue 21
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import tracemalloc
+from dataclasses import astuple
 
+import pytest
+
+from lifeline.entry import Entry
+from lifeline.errors import InvalidEntry
+from lifeline.validate import DEFAULT_LIMITS
+from lifeline_mesh.helpers.worker import parse_entries
 from lifeline_mesh.notary.attestation_set import AttestationCodec
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.received import ReceivedIds
@@ -76,3 +84,17 @@ def test_a_flat_set_keeps_none_of_the_ids_it_received() -> None:
     assert len(entries.pool.admit(batch, entries.known, entries.received.add)) == len(ids)
     assert not any(i in flat.received for i in ids)
     assert all(i in entries.received for i in ids)
+
+
+def test_a_parent_id_with_a_trailing_newline_is_refused() -> None:
+    """``$`` in the id pattern took "<id>\\n": a peer's entry naming its parent so was
+    admitted by the session, which read its dependency as the real parent (bytes.fromhex
+    skips whitespace), and then refused by a line file, which looked the text up."""
+    parent = Entry.create(ts="2026-01-01T00:00:00Z", kind="note", summary="p", body="")
+    child = Entry.create(
+        ts="2026-01-01T00:00:01Z", kind="note", summary="c", body="", parents=(parent.id + "\n",)
+    )
+    raw = json.dumps(json.loads(child.to_json())).encode()
+    with pytest.raises(InvalidEntry, match="not a 64-hex entry id"):
+        EntryCodec().parse(raw)
+    assert parse_entries(astuple(DEFAULT_LIMITS), [raw]) == (0, [])  # the helpers' path

@@ -20,7 +20,7 @@ from lifeline_mesh.ui.section import Section
 __all__ = ["SECTION"]
 
 MAX_FIELD = 200
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_DATE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}\Z")
 THREADS_LISTED = 200
 
 
