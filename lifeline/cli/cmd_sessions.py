@@ -211,6 +211,12 @@ async def cmd_list(args: argparse.Namespace) -> int:
         )
     finally:
         await catalogue.store.close()
+    if catalogue.left_out:
+        print(
+            f"note: {catalogue.left_out} session header(s) left out: not JSON, or of a tool"
+            " this version does not read (a newer version wrote them?)",
+            file=sys.stderr,
+        )
     if args.json:
         print_json([s.model_dump(mode="json", exclude={"items"}) for s in found])
         return 0

@@ -23,14 +23,14 @@ from lifeline.sessions.model import (
     Opaque,
     Provenance,
     Session,
-    SessionFacts,
-    SessionStatus,
     Status,
     Tool,
 )
 from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.sessions.scope import scope_matches
 from lifeline.sessions.status import LIVE_WINDOW, judge
+from lifeline.sessions.stored_values import count, counts, session_status, tool_of
+from lifeline.sessions.stored_values import facts as stored_facts
 from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
 from lifeline.store.tiers import SqlLine
@@ -83,6 +83,12 @@ def _source(stored: StoredSession) -> str:
     return str((stored.status or {}).get("source") or stored.header.get("source", ""))
 
 
+def _tool(stored: StoredSession) -> Tool:
+    tool = tool_of(stored.header)
+    assert tool is not None  # Catalogue.load keeps only headers of known tools
+    return tool
+
+
 def _rank(status: dict[str, Any], ts: str) -> tuple[int, int, int, str]:
     def num(key: str) -> int:
         value = status.get(key)
@@ -101,11 +107,17 @@ class Catalogue:
         self.now = now or datetime.now(UTC)
         self.live_window = live_window
         self.sessions: dict[str, StoredSession] = {}
+        self.left_out = 0  # headers not read: not JSON, or a tool this version does not know
 
     async def load(self) -> Catalogue:
-        headers = {
-            i: h for i, _, b in await _rows(self.store, KIND_HEADER) if (h := _json(b)) is not None
-        }
+        headers: dict[str, dict[str, Any]] = {}
+        self.left_out = 0
+        for i, _, b in await _rows(self.store, KIND_HEADER):
+            header = _json(b)
+            if header is None or tool_of(header) is None:
+                self.left_out += 1  # not a header this version reads (a newer tool, a typo)
+                continue
+            headers[i] = header
         best: dict[str, tuple[tuple[int, int, int, str], dict[str, Any]]] = {}
         for _, ts, body in await _rows(self.store, KIND_STATUS):
             status = _json(body)
@@ -162,28 +174,30 @@ class Catalogue:
         return None
 
     def _summary(self, stored: StoredSession, items: tuple[Item, ...] = ()) -> Session:
+        """What ``stored`` says, each value read as what it must be (stored_values: a
+        member's entry, or a newer version's, must not stop the list)."""
         header, status = stored.header, stored.status or {}
-        facts = SessionFacts.model_validate(status.get("facts") or {})
+        facts = stored_facts(status.get("facts"))
         verdict = Status(
-            status=SessionStatus(status.get("status", "crashed")),
+            status=session_status(status.get("status", "crashed")),
             reason=str(status.get("reason", "no status recorded yet")),
         )
         return Session(
             id=stored.header_id,
-            tool=Tool(header.get("tool", "claude")),
+            tool=_tool(stored),
             native_id=str(header.get("session", "")),
             source=_source(stored),
             facts=facts,
             scope=str(status.get("scope", "unknown:")),
             status=judge(verdict, facts.last_activity, self.now, self.live_window),
-            turns=int(status.get("turns", 0)),
+            turns=count(status.get("turns", 0)),
             items=items,
-            item_count=int(status.get("items", 0)),
-            skipped=dict(status.get("skipped", {})),
-            opaque=dict(status.get("opaque", {})),
-            redactions=dict(status.get("redactions", {})),
-            truncated=int(status.get("truncated", 0)),
-            usage={k: v for k, v in (status.get("usage") or {}).items() if isinstance(v, int)},
+            item_count=count(status.get("items", 0)),
+            skipped=counts(status.get("skipped")),
+            opaque=counts(status.get("opaque")),
+            redactions=counts(status.get("redactions")),
+            truncated=count(status.get("truncated", 0)),
+            usage=counts(status.get("usage")),
         )
 
     async def session(self, ref: str, kinds: frozenset[str] | None = None) -> Session:
@@ -192,7 +206,7 @@ class Catalogue:
         a bundle reads no usage, thinking or turn markers)."""
         stored = self.resolve(ref)
         parts = await self._parts(stored)
-        tool = Tool(stored.header.get("tool", "claude"))
+        tool = _tool(stored)
         source = _source(stored)
         rows = [d for p in parts for d in p["items"]]
         if kinds is not None:

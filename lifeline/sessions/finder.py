@@ -96,12 +96,13 @@ def parse_since(text: str | None, now: datetime | None = None) -> str | None:
     if text is None:
         return None
     value = text.strip()
+    days = value[:-1]
     try:
-        if value.endswith("d") and value[:-1].isdigit():
-            start = (now or datetime.now(UTC)) - timedelta(days=int(value[:-1]))
+        if value.endswith("d") and days.isascii() and days.isdigit() and len(days) <= 6:
+            start = (now or datetime.now(UTC)) - timedelta(days=int(days))
             return start.strftime("%Y-%m-%dT%H:%M:%S")
         parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+    except (ValueError, OverflowError):  # 999999d reaches before year 1
         raise ConfigError(
             f"--since {text!r} is not a date; give 2026-11-30, 2026-11-30T09:00:00Z or 7d"
         ) from None

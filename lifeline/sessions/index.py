@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from lifeline.fsutil import create_private
 from lifeline.sessions.messages import Tokens, messages_of, usage_of
 from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
+from lifeline.sessions.stored_values import counts
 from lifeline.store.sqlite_open import enter_wal
 
 __all__ = ["INDEX_VERSION", "LineRows", "Row", "SessionIndex", "SqlRows"]
@@ -284,7 +285,7 @@ class SessionIndex:
             str(status.get("scope", "unknown:")),
             facts.get("started") if isinstance(facts.get("started"), str) else None,
             " ".join(title.split())[:200] if isinstance(title, str) else None,
-            json.dumps(status.get("usage") or {}),
+            json.dumps(counts(status.get("usage"))),
         )
         self.db.execute(
             "INSERT INTO sessions (hid, rank, tail, scope, started, title, usage)"

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lifeline.sessions.stored_values import count
+
 __all__ = [
     "ROLES",
     "Message",
@@ -93,7 +95,7 @@ class Tokens:
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return count(value)  # a peer's 10**23 tokens would overflow the index's integers
 
 
 def normalized(tool: str, recorded: Mapping[str, Any]) -> Tokens:

@@ -114,3 +114,6 @@ def test_pages_of_hits_and_a_bad_page(line: tuple[Path, list[str], str]) -> None
     assert len(second) == search.PAGE and not set(first) & set(second)
     status, html, _ = fetch(f"{url}/lines/ledger/search?q=middle&page=x")
     assert status == 400 and "not a page of hits" in html
+    for hostile in ("%C2%B2", "9" * 5000):  # a digit int() refuses; more than it takes
+        status, html, _ = fetch(f"{url}/lines/ledger/search?q=middle&page={hostile}")
+        assert status == 400 and "not a page of hits" in html, html[:200]

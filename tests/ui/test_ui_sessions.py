@@ -83,6 +83,8 @@ def test_the_list_shows_every_session_and_filters_by_status_tool_and_scope(
     assert _session_links(here) == [] and "0 sessions matching" in here
     assert "is not one of" in _get(base, "/lines/sessions/sessions?status=nope", 400)
     assert "not a page number" in _get(base, "/lines/sessions/sessions?page=-1", 400)
+    assert "not a page number" in _get(base, "/lines/sessions/sessions?page=%C2%B2", 400)
+    assert "not a page number" in _get(base, "/lines/sessions/sessions?page=" + "9" * 5000, 400)
 
 
 def test_the_list_is_paged(base: str, project: Project, monkeypatch: pytest.MonkeyPatch) -> None:

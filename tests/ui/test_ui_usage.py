@@ -87,6 +87,8 @@ def test_usage_page_draws_the_cli_figures_as_svg(project: Project, base: str) ->
     assert "by='week' is not one of" in html.unescape(bad)
     worse = _get(base, "/lines/sessions/usage?since=yesterday-ish", 400)
     assert "is not a date" in worse
+    for far in ("99999999999999999999d", "999999d", "%C2%B2d"):  # OverflowError before
+        assert "is not a date" in _get(base, f"/lines/sessions/usage?since={far}", 400)
 
 
 def test_hostile_session_text_is_escaped_in_chart_and_table(base: str) -> None:

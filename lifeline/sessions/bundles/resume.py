@@ -35,7 +35,8 @@ from lifeline.sessions.bundles.fitting import fit_bundle
 from lifeline.sessions.bundles.merge import Group, dedup_key, groups_of, is_subagent, topic_of
 from lifeline.sessions.bundles.worktree import worktree_of
 from lifeline.sessions.catalogue import Catalogue, filter_sessions
-from lifeline.sessions.model import Session, SessionStatus, Status
+from lifeline.sessions.model import Session, Status
+from lifeline.sessions.stored_values import session_status
 from lifeline.truth.budget import Budget
 
 Render = Callable[[Bundle], str]
@@ -69,7 +70,7 @@ def stored_verdict(catalogue: Catalogue, session: Session) -> Session:
     """``session`` with the verdict its status entry holds (``live`` is the reader's view)."""
     stored = catalogue.sessions[session.id].status or {}
     verdict = Status(
-        status=SessionStatus(stored.get("status", "crashed")),
+        status=session_status(stored.get("status", "crashed")),
         reason=str(stored.get("reason", "no status recorded yet")),
     )
     return session.model_copy(update={"status": verdict})

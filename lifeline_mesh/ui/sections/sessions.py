@@ -30,8 +30,8 @@ TOOLS = [t.value for t in Tool]
 
 def _number(request: Request, name: str) -> int:
     raw = request.query_params.get(name, "0")
-    if not raw.isdigit():
-        raise ConfigError(f"{name}={raw!r} is not a page number; give 0 or more")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:  # not "²", not 5,000 digits
+        raise ConfigError(f"{name}={raw[:20]!r} is not a page number; give 0 to 999999999")
     return int(raw)
 
 

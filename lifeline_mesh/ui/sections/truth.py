@@ -121,8 +121,8 @@ async def search_page(request: Request) -> Response:
     line = request.path_params["line"]
     query = request.query_params.get("q", "")[:MAX_QUERY]
     raw = request.query_params.get("page", "0")
-    if not raw.isdigit() or int(raw) >= MAX_PAGES:
-        raise ConfigError(f"page={raw!r} is not a page of hits; give 0 to {MAX_PAGES - 1}")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9 or int(raw) >= MAX_PAGES:
+        raise ConfigError(f"page={raw[:20]!r} is not a page of hits; give 0 to {MAX_PAGES - 1}")
     number = int(raw)
     viewer = viewer_of(request)
     if line == load_session_settings(viewer.home).line:  # its messages, not its 48 KB parts
