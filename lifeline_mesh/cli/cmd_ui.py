@@ -39,10 +39,10 @@ async def ui_beside(
         sys.stdout.write(f"viewer on {url}\n")
         sys.stdout.flush()
 
-    names = (host, *args.ui_allow_host)
+    names = args.ui_allow_host
     viewer = Viewer(home, token=token)
     task = asyncio.create_task(
-        serve_viewer(viewer, sock, stop, ready, names=names, option="--ui-allow-host")
+        serve_viewer(viewer, sock, stop, ready, names=names, option="--ui-allow-host", listen=host)
     )
     try:
         yield
@@ -90,8 +90,8 @@ async def cmd_ui(args: argparse.Namespace) -> int:
         sys.stdout.write(f"viewer on {url}\n")
         sys.stdout.flush()
 
-    names = (host, *args.allow_host)
-    await serve_viewer(Viewer(home, token=token), sock, stop, ready, names=names)
+    viewer = Viewer(home, token=token)
+    await serve_viewer(viewer, sock, stop, ready, names=args.allow_host, listen=host)
     print("viewer stopped")
     return 0
 

@@ -34,6 +34,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.mcp.boundary import hide_path
 from lifeline_mesh.mcp.server import build_server
 from lifeline_mesh.mcp.tokens import TokenBook, TokenRefused
 from lifeline_mesh.mcp.workspace import Workspace
@@ -166,6 +167,7 @@ async def serve_http(ws: Workspace, opts: HttpOptions, book: TokenBook) -> None:
     """Serve until SIGINT/SIGTERM; prints the URL once it listens."""
     import uvicorn  # only this command needs it
 
+    hide_path(ws.home.root)  # a client elsewhere has no use for where the project lives
     tls = opts.check(ws.home)
     server = build_server(ws)
     app = server.streamable_http_app(
@@ -180,8 +182,10 @@ async def serve_http(ws: Workspace, opts: HttpOptions, book: TokenBook) -> None:
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
     scheme = "https" if tls else "http"
-    names = (opts.host, *opts.allow_hosts)
-    guarded = BrowserGuard(TokenAuth(app, book), names, what="--allow-host", tls=tls is not None)
+    guarded = BrowserGuard(
+        TokenAuth(app, book), opts.allow_hosts, what="--allow-host", tls=tls is not None,
+        listen=opts.host,
+    )  # fmt: skip
     config = server_config(
         guarded,
         log_level="warning",

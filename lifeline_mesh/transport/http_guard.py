@@ -13,7 +13,10 @@ left, and this middleware refuses both before the application sees the request:
   page's name before it sends anything), so a TLS server answers any ``Host``.
 - **Cross-site writes.** A form or ``fetch`` from another origin can still send a POST
   whose answer it never reads. Anything but GET/HEAD/OPTIONS that carries an ``Origin``
-  must come from our own origin (the request's own ``Host``, or an allowed name).
+  must come from our own origin (the request's own ``Host``, scheme and port), or from a
+  name given with ``--allow-host`` (a proxy in front, on whatever port). The listen host
+  is a name we serve, not a trusted origin: a page on another port of 127.0.0.1 is
+  another origin (another program), and is refused.
 
 Refusals: 421 for a name we do not serve, 403 for a foreign origin, each with one line
 saying what to do. Clients that are not browsers send no ``Origin`` and reach us by an
@@ -105,11 +108,20 @@ class BrowserGuard:
     ``Origin`` (403); everything else goes to ``app``."""
 
     def __init__(
-        self, app: ASGIApp, names: Iterable[str] = (), *, what: str, tls: bool = False
+        self,
+        app: ASGIApp,
+        names: Iterable[str] = (),
+        *,
+        what: str,
+        tls: bool = False,
+        listen: str | None = None,
     ) -> None:
+        """``names``: those given with ``--allow-host`` (served, and trusted as origins on
+        any port); ``listen``: the host the server listens on (served only)."""
         self.app = app
         self.tls = tls
-        self.names = frozenset(n.lower() for n in names)
+        self.origins = frozenset(n.lower() for n in names)
+        self.names = self.origins | ({listen.lower()} if listen else set())
         self.what = what  # "--allow-host" or "--ui-allow-host": the option that adds a name
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -131,7 +143,7 @@ class BrowserGuard:
             origin = headers.get("origin")
             scheme = str(scope.get("scheme", "http"))
             if origin is not None and not origin_allowed(
-                origin, host or "", self.names, scheme=scheme
+                origin, host or "", self.origins, scheme=scheme
             ):
                 refused = _refusal(
                     403,

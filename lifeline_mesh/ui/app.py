@@ -9,6 +9,7 @@ so even an escaping bug could not run a script that came from an entry.
 from __future__ import annotations
 
 import hmac
+import secrets
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -28,10 +29,14 @@ from lifeline_mesh.ui.render import page
 from lifeline_mesh.ui.sections import SECTIONS
 from lifeline_mesh.ui.viewer import Viewer
 
-__all__ = ["ASSETS", "CSP", "TOKEN_COOKIE", "create_app"]
+__all__ = ["ASSETS", "CSP", "SESSION_COOKIE", "create_app"]
 
 ASSETS = Path(__file__).resolve().parent / "static"
-TOKEN_COOKIE = "lifeline_ui_token"
+# What the address's ?token= opens: a key of this process, never the token itself. A
+# browser sends a host's cookies to every port of it (RFC 6265), so any program listening
+# on another port of 127.0.0.1 that the browser visits receives it: that program learns a
+# key that dies with this viewer, not the token (kept in an environment for scripts).
+SESSION_COOKIE = "lifeline_ui_session"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -53,6 +58,7 @@ class _Guard:
     def __init__(self, app: ASGIApp, token: str | None) -> None:
         self.app = app
         self.token = token
+        self.session = secrets.token_urlsafe(32)  # the cookie's value, this process only
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -83,12 +89,12 @@ class _Guard:
             rest = [(k, v) for k, v in parse_qsl(request.url.query) if k != "token"]
             target = request.url.path + ("?" + urlencode(rest) if rest else "")
             response = RedirectResponse(target, status_code=303)
-            response.set_cookie(TOKEN_COOKIE, self.token, httponly=True, samesite="strict")
+            response.set_cookie(SESSION_COOKIE, self.session, httponly=True, samesite="strict")
             return response
-        header = request.headers.get("authorization", "")
-        cookie = request.cookies.get(TOKEN_COOKIE, "")
-        for candidate in (header.removeprefix("Bearer ").strip(), cookie):
-            if candidate and hmac.compare_digest(candidate.encode(), self.token.encode()):
+        header = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
+        cookie = request.cookies.get(SESSION_COOKIE, "")
+        for given, expected in ((header, self.token), (cookie, self.session)):
+            if given and hmac.compare_digest(given.encode(), expected.encode()):
                 return None
         return PlainTextResponse(
             "this viewer needs its token: open the address `lifeline-mesh ui` printed "

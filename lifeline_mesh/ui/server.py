@@ -79,11 +79,12 @@ async def serve_viewer(
     *,
     names: Iterable[str] = (),
     option: str = "--allow-host",
+    listen: str | None = None,
 ) -> None:
     """Serve until ``stop`` is set; ``ready(url)`` once the socket accepts. Besides
-    ``localhost`` and IP addresses, browsers may reach it by ``names`` only (``option``
-    is the command-line option that adds one, named in the refusal)."""
-    app = BrowserGuard(create_app(viewer), names, what=option)
+    ``localhost``, IP addresses and the ``listen`` host, browsers may reach it by ``names``
+    only (``option`` is the command-line option that adds one, named in the refusal)."""
+    app = BrowserGuard(create_app(viewer), names, what=option, listen=listen)
     config = server_config(app, log_level=logging.WARNING, access_log=False, lifespan="on")
     server = _Server(config)
     task = asyncio.create_task(server.serve(sockets=[sock]))

@@ -93,6 +93,9 @@ def test_a_rebound_name_or_another_origin_is_refused_even_with_a_token(
         status, body = _initialize(port, token, Origin="http://attacker.example")
         assert status == 403 and "other origins" in body
         assert "serverInfo" not in body
+        # a page on another port of the listen host is another program's: refused too
+        status, body = _initialize(port, token, Origin=f"http://127.0.0.1:{port + 1}")
+        assert status == 403 and "serverInfo" not in body
         # Real clients: by address, by an allowed name, from our own origin, without Origin.
         assert _initialize(port, token)[0] == 200
         assert _initialize(port, token, Host=f"mcp.lan:{port}")[0] == 200

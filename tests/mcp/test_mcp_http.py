@@ -125,6 +125,11 @@ async def test_reader_reads_member_writes_under_the_policy(tmp_path: Path) -> No
             assert "token 'ci-read' has role 'reader', which may not write" in tool_text(refused)
             refused = await client.call_tool("checkpoint", {"next": ["y"]})
             assert refused.is_error and "may not write" in tool_text(refused)
+            # an error names the project's folder for a user at its terminal; a client
+            # over HTTP is told "." instead
+            missing = await client.call_tool("sessions_search", {"query": "x"})
+            assert missing.is_error and "does not exist under ." in tool_text(missing)
+            assert str(root) not in tool_text(missing)
     listed = json.loads(cli("lifeline_mesh", root, "mcp", "token", "list", "--json").stdout)
     assert {t["name"]: t["role"] for t in listed["tokens"]} == {
         "ci-write": "member",

@@ -80,7 +80,9 @@ def test_a_rebinding_page_cannot_read_a_private_line(project: Path) -> None:
 def test_a_write_from_another_origin_is_refused(project: Path) -> None:
     with _viewer(project) as port:
         own = {"Host": f"127.0.0.1:{port}"}
-        for origin in ("http://attacker.example", "null", f"http://localhost:{port + 1}"):
+        others = ("http://attacker.example", "null", f"http://localhost:{port + 1}")
+        # another port of the listen host: another program's page, another origin
+        for origin in (*others, f"http://127.0.0.1:{port + 1}"):
             status, body = browser_request(
                 port, "POST", "/lines/private/history", {**own, "Origin": origin}, b"x=1"
             )

@@ -229,6 +229,12 @@ def test_token_is_required_when_set(project: Project) -> None:
         cookie = headers["set-cookie"].split(";")[0]
         assert "HttpOnly" in headers["set-cookie"]
         assert fetch(url + "/mesh", {"Cookie": cookie})[0] == 200
+        # the cookie is a key of this process, not the token: a browser sends it to every
+        # port of the host, so another program there must not learn the token from it
+        assert TOKEN not in headers["set-cookie"]
+        assert fetch(url + "/mesh", {"Cookie": f"lifeline_ui_session={TOKEN}"})[0] == 401
+    with running_viewer(project.root, token=TOKEN) as again:  # a new process: a new key
+        assert fetch(again + "/mesh", {"Cookie": cookie})[0] == 401
 
 
 def test_listen_rules() -> None:
