@@ -14,6 +14,7 @@ from lifeline.audit.line import Finding, Report, verify_store
 from lifeline.cli.common import (
     Commands,
     add_json_option,
+    count_int,
     creates_project,
     default_author,
     entry_text,
@@ -70,7 +71,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("history", parents=[parent], help="every entry, in the ledger's order")
     p.add_argument("--kind", help="only entries of this kind")
-    p.add_argument("--limit", type=_count, help="only the last N entries")
+    p.add_argument("--limit", type=count_int, help="only the last N entries")
     form = p.add_mutually_exclusive_group()
     add_json_option(form, "one JSON array, written as it is read")
     form.add_argument("--jsonl", action="store_true", help="one JSON object per line")
@@ -103,16 +104,6 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         "to get back what was lost (docs/user-guide.md, Recovering a damaged line).",
     )
     p.set_defaults(func=cmd_recover)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a count; give a whole number >= 0")
-    return value
 
 
 async def cmd_init(args: argparse.Namespace) -> int:

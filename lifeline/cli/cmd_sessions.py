@@ -20,6 +20,7 @@ from lifeline.cli.common import (
     Commands,
     add_json_option,
     add_line_option,
+    count_int,
     creates_project,
     global_options,
     home_of,
@@ -98,8 +99,8 @@ def register(sub: Commands, top: argparse.ArgumentParser) -> None:
     q = inner.add_parser("show", parents=[parent], help="one session as a readable transcript")
     q.add_argument("id", metavar="ID", help="session id or prefix, or the tool's own session id")
     add_json_option(q, "the normalized session as JSON")
-    q.add_argument("--offset", type=_count, default=0, help="skip the first N items (--json)")
-    q.add_argument("--limit", type=_count, help="at most N items (--json)")
+    q.add_argument("--offset", type=count_int, default=0, help="skip the first N items (--json)")
+    q.add_argument("--limit", type=count_int, help="at most N items (--json)")
     q.set_defaults(func=cmd_show)
 
     q = inner.add_parser(
@@ -113,16 +114,6 @@ def register(sub: Commands, top: argparse.ArgumentParser) -> None:
     q.set_defaults(func=cmd_watch)
     register_into(inner, parent)
     register_find(inner, parent)
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be 0 or more")
-    return value
 
 
 def _line(args: argparse.Namespace, settings: SessionSettings) -> str:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from lifeline.cli.common import Commands, add_json_option, home_of, print_json
+from lifeline.cli.common import Commands, add_json_option, home_of, positive_int, print_json
 from lifeline.errors import ConfigError
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.finder import opened_index, parse_since, search
@@ -57,19 +57,9 @@ def register_find(inner: Commands, parent: argparse.ArgumentParser) -> None:
     q.add_argument("--since", help=_SINCE)
     q.add_argument("--role", choices=ROLES, help="only messages of this role")
     q.add_argument("--session", metavar="ID", help="only this session (id, prefix or tool's id)")
-    q.add_argument("--limit", type=_positive, default=20, help="at most N hits (default 20)")
+    q.add_argument("--limit", type=positive_int, default=20, help="at most N hits (default 20)")
     add_json_option(q)
     q.set_defaults(func=cmd_search)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be 1 or more")
-    return value
 
 
 @asynccontextmanager

@@ -24,6 +24,7 @@ __all__ = [
     "Commands",
     "add_json_option",
     "add_line_option",
+    "count_int",
     "creates_project",
     "default_author",
     "entry_text",
@@ -185,15 +186,34 @@ def _git_user_name() -> str | None:
     return name if done.returncode == 0 and name else None
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number greater than 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be greater than 0")
+# The largest count, limit or budget a command takes: far above any useful value, and far
+# inside the 64-bit integers SQLite binds (a LIMIT past them raised OverflowError).
+MOST = 1_000_000_000
+
+
+def _whole(text: str, least: int) -> int:
+    stripped = text.strip()
+    digits = stripped[1:] if stripped[:1] in ("+", "-") else stripped
+    if not (digits.isascii() and digits.isdigit()):  # int() would take '٣' or 5,000 digits
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number")
+    if len(digits.lstrip("0")) > len(str(MOST)) or int(stripped) > MOST:
+        raise argparse.ArgumentTypeError(f"{text[:40]} is too large: give at most {MOST:,}")
+    value = int(stripped)
+    if value < least:
+        raise argparse.ArgumentTypeError(
+            f"{value} must be greater than 0" if least == 1 else f"{value} must be 0 or more"
+        )
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number from 1 to :data:`MOST`."""
+    return _whole(text, 1)
+
+
+def count_int(text: str) -> int:
+    """An argparse type: a whole number from 0 to :data:`MOST`."""
+    return _whole(text, 0)
 
 
 def print_json(data: Any) -> None:

@@ -148,7 +148,7 @@ async def cmd_token_issue(args: argparse.Namespace) -> int:
             "this node is a reader in its mesh, so it cannot hand out write access; "
             "issue --role reader, or issue member tokens on a member node"
         )
-    spec = TokenSpec(args.name, args.role, parse_duration(args.ttl), args.agent)
+    spec = TokenSpec(args.name, args.role, parse_duration(args.ttl, "--ttl"), args.agent)
     token, record = book.issue(spec)
     if args.json:
         print_json({"token": token, **record.model_dump(exclude={"sha256"})})

@@ -164,9 +164,9 @@ def _credential(args: argparse.Namespace) -> Token:
     spec = CredentialSpec(
         name=args.ci,
         role=args.role,
-        ttl=parse_duration(args.ttl or "90d"),
+        ttl=parse_duration(args.ttl or "90d", "--ttl"),
         uses=args.uses,
-        job_ttl=parse_duration(args.job_ttl),
+        job_ttl=parse_duration(args.job_ttl, "--job-ttl"),
         lines=tuple(validate_line_name(n.strip()) for n in lines if n.strip()),
         addresses=tuple(args.address),
         sync_addresses=tuple(args.sync_address),
@@ -178,7 +178,7 @@ async def cmd_invite(args: argparse.Namespace) -> int:
     if args.ci:
         token = _credential(args)
     else:
-        ttl = parse_duration(args.ttl or "24h")
+        ttl = parse_duration(args.ttl or "24h", "--ttl")
         token = issue_invite(node_home(args), args.role, ttl, args.address)
     expires = dt.datetime.fromtimestamp(token.expires, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if args.json:

@@ -47,16 +47,29 @@ _VERSION = 1  # a one-time invite
 _VERSION_CI = 2  # a CI credential (credential.py): reusable; the tail also names lines
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 MAX_TTL = dt.timedelta(days=365)  # an invite is for joining soon; it is not a credential
+# Longer than any lifetime a caller takes (each checks its own cap after), and far inside
+# what a timedelta and an expiry date can hold: past it a duration is refused here.
+LONGEST_DURATION = dt.timedelta(days=36_500)
 
 
-def parse_duration(text: str) -> dt.timedelta:
-    """``90s``, ``10m``, ``2h``, ``7d``, ``1h30m`` → timedelta."""
-    parts = re.fullmatch(r"(?:\d+[smhdw])+", text.strip().lower())
+def parse_duration(text: str, option: str = "duration") -> dt.timedelta:
+    """``90s``, ``10m``, ``2h``, ``7d``, ``1h30m`` → timedelta (at most
+    :data:`LONGEST_DURATION`); ``option`` names it in a refusal (``--ttl``)."""
+    parts = re.fullmatch(r"(?:[0-9]+[smhdw])+", text.strip().lower())
     if not parts:
-        raise ConfigError(f"duration {text!r} is not like 10m, 2h, 7d or 1h30m")
-    seconds = sum(int(n) * _UNITS[u] for n, u in re.findall(r"(\d+)([smhdw])", text.lower()))
+        raise ConfigError(f"{option} {text[:40]!r} is not like 10m, 2h, 7d or 1h30m")
+    found = re.findall(r"([0-9]+)([smhdw])", text.lower())
+    longest = int(LONGEST_DURATION.total_seconds())
+    # a number of more digits than that is over it already (int() refuses 4,300 digits)
+    over = any(len(n.lstrip("0")) > len(str(longest)) for n, _u in found)
+    seconds = longest + 1 if over else sum(int(n) * _UNITS[u] for n, u in found)
     if seconds <= 0:
-        raise ConfigError(f"duration {text!r} must be positive")
+        raise ConfigError(f"{option} {text!r} must be positive")
+    if seconds > longest:
+        raise ConfigError(
+            f"{option} {text[:40]!r} is longer than {LONGEST_DURATION.days}d; "
+            "give a shorter one, e.g. 30d"
+        )
     return dt.timedelta(seconds=seconds)
 
 
