@@ -89,6 +89,23 @@ class MeshAuthorizer:
         authorize(peer.node_id, role, access, self._revoked.revoked_at(peer.node_id))
         return replace(peer, role=role)
 
+    def may_send(self, node_id: str, served: CertIdentity | None) -> str | None:
+        """Why the node ``node_id``, dialed by us (``served``: the certificate it served
+        with, when known), may not send us items — a reader — or None. A caller is checked
+        by :meth:`check`; a node we dial must be held to the same rule, or a reader gets its
+        writes in by being dialed (a static peer, a watch-back, a plain ``sync``)."""
+        self._refresh()
+        role = served.role if served is not None else self._roles.get(node_id)
+        if role is None:
+            return None  # neither served nor listed: the session's signers decide
+        if self._roles.get(node_id) is MeshRole.READER:
+            role = MeshRole.READER  # narrowed since the certificate, never widened
+        try:
+            authorize(node_id, role, Access.WRITE)
+        except PermissionDenied as exc:
+            return str(exc)
+        return None
+
     def caller(self, peer: PeerIdentity, access: Access) -> CertIdentity:
         """Who ``peer`` is, once allowed ``access``: NotAuthenticated without a mesh
         certificate, PermissionDenied when refused."""

@@ -49,6 +49,8 @@ class SessionParts:
     # witness_later(line, seconds) signs the deferred statement then
     pace: WitnessPace = field(default_factory=WitnessPace)
     witness_later: Callable[[str, float], None] | None = None
+    # why the node we dialed (its node id) may not send us items — a reader — or None
+    may_send: Callable[[str | None], str | None] = lambda _node_id: None
 
 
 class LineSession:
@@ -82,9 +84,16 @@ class LineSession:
             AttestationSet(statements, line.attestation_snapshots(statements)),
             self.entries,
         ]
-        if peer is not None and not peer.can_write:
-            sets = [ReceiveOnly(s, peer.why_not) for s in sets]
-        elif peer is None and parts.security.role is MeshRole.READER:
+        # A reader sends nothing, whoever dialed: refused by the other side in every
+        # session, be it the caller or the node dialed (a reader gets nothing in by being
+        # dialed), and its own side offers nothing in either.
+        if peer is not None:
+            refusal = None if peer.can_write else peer.why_not or "it may not write here"
+        else:
+            refusal = parts.may_send(source)
+        if refusal is not None:
+            sets = [ReceiveOnly(s, refusal) for s in sets]
+        if parts.security.role is MeshRole.READER:
             sets = [SendNothing(s) for s in sets]  # a reader's own side offers nothing
         self.sets: Sequence[ReconSet] = sets
         self.start: int | None = None

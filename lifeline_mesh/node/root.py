@@ -109,6 +109,7 @@ class Node:
             scheduler=lambda: self._peering.scheduler if self._peering else None,
             witness_later=Deferred(self._witness).later,
             pace=WitnessPace(share=self._witness_share),
+            may_send=lambda node_id: self.pins.may_send(node_id, self.security.authorizer),
         )
         # Rows read to announce and rows taken from the peers we watch (decision 0046)
         self.rows = LiveRows(
@@ -405,7 +406,9 @@ class Node:
         serving at the peer's address (its certificate), while it is not revoked."""
         if self.security.insecure:
             return True
-        return self.pins.trusted(str(peer.address))
+        address = str(peer.address)  # a reader's rows are not taken (its syncs send none)
+        node_id = self.pins.known.get(address)
+        return self.pins.trusted(address) and self.parts.may_send(node_id) is None
 
     async def sync_peer(self, peer: PeerState) -> str:
         """One scheduled sync with ``peer``: every shared line; a one-line summary."""

@@ -23,7 +23,7 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.authz import MeshAuthorizer, cert_identity
 from lifeline_mesh.membership.ca import load_ca_cert
-from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
+from lifeline_mesh.membership.certs import CertIdentity, identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.tls import (
     MAX_MESSAGE,
     channel_credentials,
@@ -124,13 +124,16 @@ class PeerPins:
     def __init__(self, home: NodeHome) -> None:
         self.home = home
         self.known: dict[str, str] = {}
+        self.served: dict[str, CertIdentity] = {}  # node id: the certificate it served with
 
     async def pin(self, peer: str) -> list[tuple[str, Any]]:
         """Channel options that admit only the node serving at ``peer`` — refused when that
         node is revoked, so nothing of ours reaches a revoked node at an address we dial."""
         node_id = self.known.get(peer)
         if node_id is None:
-            node_id = (await asyncio.to_thread(serving_node, self.home, peer)).node_id
+            served = await asyncio.to_thread(serving_node, self.home, peer)
+            node_id = served.node_id
+            self.served[node_id] = served
         revoked = RevocationList.current(self.home).revoked_at(node_id)
         if revoked is not None:
             self.known.pop(peer, None)
@@ -144,6 +147,13 @@ class PeerPins:
     def forget(self, peer: str) -> None:
         """Another node may serve there now: ask again at the next session."""
         self.known.pop(peer, None)
+
+    def may_send(self, node_id: str | None, authorizer: Authorizer) -> str | None:
+        """Why the node ``node_id`` we dialed may not send us items (a reader), or None
+        (anyone in a lab mesh without TLS)."""
+        if node_id is None or not isinstance(authorizer, MeshAuthorizer):
+            return None
+        return authorizer.may_send(node_id, self.served.get(node_id))
 
     def trusted(self, peer: str) -> bool:
         """Whether the node pinned at ``peer`` is known and not revoked."""

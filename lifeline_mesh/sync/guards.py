@@ -2,7 +2,8 @@
 
 * :class:`SetWrapper` delegates everything but ``admit``; the notary's check of received
   entries is one too (``notary/notarized_set.py``).
-* :class:`ReceiveOnly` lets a caller without write access receive but never send us items.
+* :class:`ReceiveOnly` lets a peer without write access receive but never send us items,
+  whether it called us or we dialed it.
 * :class:`SendNothing` is the reader's own side: it offers nothing, so its sessions only
   receive (what it wrote locally stays local) instead of being refused.
 """
@@ -48,7 +49,7 @@ class SetWrapper:
 
 
 class ReceiveOnly(SetWrapper):
-    """The caller may read this line but not write it (a reader, DESIGN §7)."""
+    """The peer may read this line but not write it (a reader, DESIGN §7)."""
 
     def __init__(self, inner: ReconSet, reason: str) -> None:
         super().__init__(inner)
@@ -59,7 +60,7 @@ class ReceiveOnly(SetWrapper):
     ) -> AdmitResult:
         if items:
             raise PermissionDenied(
-                f"refusing {len(items)} {self.name} from the caller: {self.reason}"
+                f"refusing {len(items)} {self.name} from the peer: {self.reason}"
             )
         return AdmitResult(0)
 

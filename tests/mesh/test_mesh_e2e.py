@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.hub_roots import first_words
 from tests.support.mesh_procs import cli, serve_with_join_port
 
 pytestmark = pytest.mark.slow
@@ -68,6 +69,12 @@ def test_a_mesh_syncs_signs_verifies_and_refuses_outsiders(tmp_path: Path) -> No
         ledger(a, "log", "--kind", "note", "--summary", "later on A")
         mesh(c, "sync", address)
         assert set(history_ids(a)) < set(history_ids(c)) and len(history_ids(a)) == 3
+        # ... whoever dials: A syncing with the reader's own `serve` takes nothing from it
+        serving = ("serve", "--listen", "127.0.0.1:0", "--no-discovery")
+        with first_words(c, *serving, says="listening on ") as c_address:
+            dialed = json.loads(mesh(a, "sync", c_address, "--json").stdout)
+            assert sum(r["entries_received"] for r in dialed) == 0, dialed
+            assert len(history_ids(a)) == 3
         # A lists the nodes that synced in by the node id their certificate proved.
         inbound = json.loads(mesh(a, "peers", "--json").stdout)["inbound"]
         assert mesh(c, "id").stdout.strip() in {r["node_id"] for r in inbound}, inbound

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import grpc
@@ -18,6 +19,7 @@ from lifeline_mesh.membership.tls import channel_credentials, channel_options
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.recon.frames import Abort, Hello, Items
 from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.transport.authz import MeshRole
 from lifeline_mesh.transport.client import sync_line
 from lifeline_mesh.wire.codec import encode
 from tests.support.recon_helpers import chain
@@ -99,3 +101,28 @@ async def test_a_reader_receives_and_anything_it_pushes_is_refused(
                 extra_options=c.security.channel_options,
             )
     assert len(await history(a)) == 3
+
+
+async def test_a_reader_dialed_gets_nothing_in(reader_mesh: tuple[Node, str, Node]) -> None:
+    """The role holds whoever dials: a member that dials a reader (a static peer, a
+    watch-back, a plain `sync` to its address) takes nothing from it. An honest reader
+    offers nothing; one that offers anyway (a modified node: here its own role patched
+    to member) is refused by the member, which reads the role from the certificate the
+    reader served with, and nothing is stored."""
+    a, _address, c = reader_mesh
+    await write(a, chain(3, "a"))
+    c_server = c.server()
+    c_address = await c_server.start("127.0.0.1:0")
+    try:
+        [pulled] = await c.sync(_address, ["ledger"])
+        assert pulled.entries_received == 3
+        await write(c, chain(2, "c", (await history(a))[-1]["id"]))
+        [report] = await a.sync(c_address, ["ledger"])  # an honest reader offers nothing
+        assert report.entries_received == 0
+        assert len(await history(a)) == 3
+        c.parts = replace(c.parts, security=replace(c.security, role=MeshRole.MEMBER))
+        with pytest.raises(PermissionDenied, match="has role 'reader', which may not write"):
+            await a.sync(c_address, ["ledger"])
+        assert len(await history(a)) == 3
+    finally:
+        await c_server.stop(0)
