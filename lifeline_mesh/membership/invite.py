@@ -217,6 +217,10 @@ class InviteBook:
     def _spend_invite(
         self, entry: dict[str, Any], check: Callable[[bytes], bool], node_id: str, now: dt.datetime
     ) -> MeshRole:
+        # The proof first: a caller holding only a token's id (no secret) learns nothing
+        # of it, not whether it was used, by whom, or whether it is still good.
+        if not check(bytes.fromhex(str(entry["key"]))):
+            raise PermissionDenied("invite proof does not match the token; the token was altered")
         if entry["used_at"] is not None:
             raise PermissionDenied(
                 f"invite token already used at {entry['used_at']} by {entry['used_by']}; "
@@ -226,8 +230,6 @@ class InviteBook:
             raise PermissionDenied(
                 f"invite token expired at {entry['expires_at']}; ask for a new invite"
             )
-        if not check(bytes.fromhex(str(entry["key"]))):
-            raise PermissionDenied("invite proof does not match the token; the token was altered")
         entry.update(used_at=iso(now), used_by=node_id)
         return MeshRole.parse(str(entry["role"]))
 

@@ -114,6 +114,11 @@ def test_invite_book_single_use_expiry_and_proof(tmp_path: Path) -> None:
     assert book.consume(token.token_id, lambda key: key == token.key, "n1", NOW) == "member"
     with pytest.raises(PermissionDenied, match=r"already used at .* by n1"):
         book.consume(token.token_id, lambda key: True, "n2", NOW)
+    # without the secret, the token's id alone says nothing of its use or expiry
+    for when in (NOW, later):
+        with pytest.raises(PermissionDenied, match="does not match") as refused:
+            book.consume(token.token_id, lambda key: False, "n3", when)
+        assert "n1" not in str(refused.value) and "used" not in str(refused.value)
     with pytest.raises(PermissionDenied, match="not issued by this node"):
         book.consume(b"x" * 8, lambda key: True, "n2", NOW)
 
