@@ -152,7 +152,13 @@ def normalize_ts(value: str, *, naive_utc: bool = False) -> str:
         if not naive_utc:
             raise InvalidEntry(f"timestamp {value!r} has no time zone; append Z for UTC")
         moment = moment.replace(tzinfo=UTC)
-    return format_ts(moment)
+    try:
+        return format_ts(moment)
+    except OverflowError as exc:  # e.g. 9999-12-31T23:59:59-14:00 is in the year 10000 UTC
+        raise InvalidEntry(
+            f"timestamp {value!r} falls outside the years 1 to 9999 in UTC; "
+            "use e.g. 2026-01-31T12:00:00Z"
+        ) from exc
 
 
 @dataclass(frozen=True, slots=True)

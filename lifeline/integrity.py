@@ -4,9 +4,10 @@ A line whose file fails SQLite's check refuses local writes
 (:func:`lifeline.store.sqlite_check.require_intact`). Recovery (:func:`recover_line`)
 copies every entry that still reads — through SQLite where it can, and from a scan of the
 file's pages where SQLite cannot open or walk it (:mod:`lifeline.page_scan`) — and whose id
-still matches its content, into a fresh file, parents before children, and keeps the
-damaged file beside it (``<line>.db.damaged-<time>``, 0600). What could not be read comes
-back by syncing with a peer or ingesting a ``LIFELINE.md`` written before the damage.
+still matches its content and whose ts is a time, into a fresh file, parents before
+children (heights computed again), and keeps the damaged file beside it
+(``<line>.db.damaged-<time>``, 0600). What could not be read comes back by syncing with a
+peer or ingesting a ``LIFELINE.md`` written before the damage.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def _rows(conn: sqlite3.Connection) -> tuple[dict[int, Entry], int]:
 
 def _keep(rows: list[tuple[Any, ...]], good: dict[int, Entry]) -> None:
     from lifeline.store.rows import decode_row as _decode  # one rule for stored rows
+    from lifeline.store.rows import ts_fault
 
     for row in rows:
         if row[0] in good:
@@ -76,6 +78,8 @@ def _keep(rows: list[tuple[Any, ...]], good: dict[int, Entry]) -> None:
             entry = _decode(row)
             entry.verify()
         except (ValueError, TypeError, LifelineError):
+            continue
+        if ts_fault(entry.ts) is not None:  # altered: its real time comes back with it
             continue
         good[int(row[0])] = entry
 

@@ -1,4 +1,5 @@
-"""Integrity audit of one line: ids recomputed, parents closed, bad rows listed.
+"""Integrity audit of one line: ids recomputed, parents closed, bad rows listed, times
+checked (``lifeline/audit/times.py``).
 
 The checks are the ledger's part of ``lifeline verify``; ``lifeline-mesh verify`` adds the
 signature checks on top.
@@ -12,6 +13,12 @@ from functools import partial
 from typing import Any, Protocol
 
 from lifeline.audit import parallel as audit_parallel
+from lifeline.audit.times import (
+    ParentTimes,
+    damaged_heights,
+    dated_before_parents,
+    invalid_ts,
+)
 from lifeline.audit.worker import row_key
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
@@ -43,8 +50,9 @@ class Linked(Protocol):
 class Finding:
     """One problem: ``check`` names the rule, ``entry_id`` the entry (or row)."""
 
-    # id-mismatch | invalid-text | missing-parent | external-missing | corrupt-row |
-    # truth-row | truth-state | truth-rebuilt (the truth tables against the entries)
+    # id-mismatch | invalid-text | invalid-ts | missing-parent | external-missing |
+    # corrupt-row | truth-row | truth-state | truth-rebuilt (the truth tables against the
+    # entries); as a note: ts-before-parent
     check: str
     entry_id: str
     detail: str
@@ -55,6 +63,7 @@ class Report:
     line: str
     entries: int = 0
     findings: list[Finding] = field(default_factory=list)
+    notes: list[Finding] = field(default_factory=list)  # reported; the line still verifies
     anchors: int = 0  # parents declared external anchors (known by id only), not checked
     shallow: int = 0  # parents on the shallow boundary: older history not here, not checked
 
@@ -69,6 +78,7 @@ class Report:
             "anchors": self.anchors,
             "ok": self.ok,
             "findings": [asdict(f) for f in self.findings],
+            "notes": [asdict(f) for f in self.notes],
             "shallow": self.shallow,
         }
 
@@ -88,6 +98,7 @@ async def verify_store(
     each_page: Callable[[Sequence[Linked]], Awaitable[None]] | None = None,
     parallel_from: int | None = None,
     rebuild: bool = True,
+    parent_times: bool = True,
 ) -> Report:
     """Audit every row of ``store``. ``external_exists(line, id)`` checks cross-line parents;
     ``advance(n)`` is told of every ``n`` entries read (a progress bar); ``each_page`` is
@@ -101,6 +112,10 @@ async def verify_store(
     A line that keeps the truth tables has them checked against its entries
     (:mod:`lifeline.truth.check`: what ``context`` reads), and rebuilt from the entries
     when they differ, unless ``rebuild`` is False or the file cannot be written.
+
+    Each row's ts and height are checked, and with ``parent_times`` each entry's time
+    against its parents' (notes; ``lifeline-mesh verify`` has its own rule, with the
+    signatures): :mod:`lifeline.audit.times`.
 
     Memory does not grow with the entries' text: the stream is in height order, so an
     entry's stored parents were read before it and are looked up as they come; only the
@@ -124,13 +139,19 @@ async def verify_store(
     split = await on_backend(store, FileOrEntries(file=workers, entries=_serial))
     if split is not None:
         report, results = split
+    in_sql = on_backend(store, FileOrEntries(file=lambda _s: True, entries=lambda _s: False))
     if report is None:
         rows = _StreamTruth(truth) if truth is not None and mark is not None else None
         if rows is not None:
             await rows.begin()
-        report = await _verify_stream(store, line, external_exists, advance, each_page, rows)
+        times = ParentTimes() if parent_times and not in_sql else None
+        report = await _verify_stream(store, line, external_exists, advance, each_page, rows, times)
         if rows is not None:
             results = await rows.end()
+        if times is not None:
+            report.notes += [Finding(*note) for note in await times.finish(store)]
+    if in_sql:
+        await _in_sql(store, report, parent_times)
     if truth is not None:
         found = await truth.finish(results, rebuild_tables=rebuild)
         report.findings += [Finding(c, s, d) for c, s, d in found]
@@ -139,6 +160,22 @@ async def verify_store(
 
 async def _serial(store: Store) -> None:
     return None  # a line of another backend: read once, in this process, below
+
+
+async def _in_sql(store: Store, report: Report, parent_times: bool) -> None:
+    """A line file's heights, and its entries dated before a parent, read in its SQL."""
+
+    async def read(sql: SqlLine) -> None:
+        found = await sql.run_read(damaged_heights)
+        report.findings += [Finding(*f) for f in found]
+        if parent_times:
+            notes = await sql.run_read(dated_before_parents)
+            report.notes += [Finding(*note) for note in notes]
+
+    async def nothing(_other: Store) -> None:
+        return None
+
+    await on_backend(store, FileOrEntries(file=read, entries=nothing))
 
 
 async def _in_workers(
@@ -220,6 +257,7 @@ async def _verify_stream(
     advance: Callable[[int], None],
     each_page: Callable[[Sequence[Linked]], Awaitable[None]] | None,
     truth: _StreamTruth | None = None,
+    times: ParentTimes | None = None,
 ) -> Report:
     report = Report(line=line)
     problems: list[RowProblem] = []
@@ -241,6 +279,11 @@ async def _verify_stream(
         for parent in entry.parents:
             if _key(parent) not in seen:
                 later.append((entry.id, parent))
+        if times is not None:
+            times.see(entry.id, entry.ts, entry.parents)
+        bad_ts = invalid_ts(entry.id, entry.ts)
+        if bad_ts is not None:
+            report.findings.append(Finding(*bad_ts))
         try:
             entry.verify()
         except InvalidEntry as exc:

@@ -2,14 +2,13 @@
 line on every core (``lifeline/audit/parallel.py`` starts one per core).
 
 ``python -m lifeline.audit.worker PATH LO HI [late] [truth=MARK]`` reads the rows whose
-``seq`` is in
-``(LO, HI]`` in ``seq`` order (the table in its own order: the cheapest read SQLite has)
-and checks each as the serial stream of ``lifeline/audit/line.py`` does: decoded (else a
-corrupt row), its id recomputed from its content (else an id mismatch), its parents
-stored. A parent not among the range's own rows is looked up by id in the file at the end
-(a row that does not decode does not count, as in the stream). The findings carry each
-row's stream position ``(height, ts, id)``, so the parent process lists them in the order
-the serial audit does.
+``seq`` is in ``(LO, HI]`` in ``seq`` order (the table in its own order: the cheapest read
+SQLite has) and checks each as the serial stream of ``lifeline/audit/line.py`` does:
+decoded (else a corrupt row), its ts a time (else ``invalid-ts``), its id recomputed from
+its content (else an id mismatch), its parents stored. A parent not among the range's own
+rows is looked up by id in the file at the end (a row that does not decode does not count,
+as in the stream). The findings carry each row's stream position ``(height, ts, id)``, so
+the parent process lists them in the order the serial audit does.
 
 Output on stdout: frames, each a 4-byte big-endian length and a ``marshal``'d list of
 records: ``("n", rows)`` (progress), ``("id", pos, check, entry_id, detail)``,
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from lifeline.audit.times import invalid_ts
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
 from lifeline.store.rows import decode_fields, decode_row
@@ -176,6 +176,9 @@ def check_range(
                 form += f"64:{parent}\n"
             if form.isascii() and sha256(form.encode("ascii")).hexdigest() == eid:
                 entries += 1
+                bad_ts = invalid_ts(eid, ts)
+                if bad_ts is not None:
+                    out.append(("id", (h, ts, eid), *bad_ts))
                 seen.add(int(eid[:32], 16))  # a sha256 in hex: row_key, without the call
                 if late is not None:
                     late.see(eid, ts, parent)
@@ -228,6 +231,9 @@ def _check_row(
     for parent in entry.parents:
         if row_key(parent) not in seen:
             later.append((entry.id, parent, position))
+    bad_ts = invalid_ts(entry.id, entry.ts)
+    if bad_ts is not None:
+        out.append(("id", position, *bad_ts))
     try:
         entry.verify()
     except InvalidEntry as exc:

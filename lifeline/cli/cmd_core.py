@@ -86,9 +86,11 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         parents=[parent],
         help="check ids, parents, rows and the truth tables; exit 1 on any problem",
         description="Check every entry of the line (its id against its content, its parents, "
-        "its row) and the truth tables `context` reads against the entries they derive "
-        "from. Exit 0 when clean, 1 on any problem. Truth tables that differ are rebuilt "
-        "from the entries (reported as truth-rebuilt); nothing else is written.",
+        "its row, its ts and height) and the truth tables `context` reads against the "
+        "entries they derive from. Exit 0 when clean, 1 on any problem; an entry dated "
+        "before its parent is a note (ts-before-parent), not a problem. Truth tables that "
+        "differ are rebuilt from the entries (reported as truth-rebuilt); nothing else is "
+        "written.",
     )
     add_json_option(p, "machine-readable report")
     p.set_defaults(func=cmd_verify)
@@ -330,18 +332,24 @@ async def cmd_verify(args: argparse.Namespace) -> int:
 def write_report_json(report: Report, out: TextIO) -> None:
     """The bytes ``print_json(report.to_dict())`` writes, one finding at a time."""
     out.write(f'{{\n  "anchors": {report.anchors},\n  "entries": {report.entries},\n')
-    if not report.findings:
-        out.write('  "findings": [],\n')
-    else:
-        lead = '  "findings": [\n    '
-        for finding in report.findings:
-            item = json.dumps(asdict(finding), ensure_ascii=False, indent=2, sort_keys=True)
-            out.write(lead + item.replace("\n", "\n    "))  # structural newlines only
-            lead = ",\n    "
-        out.write("\n  ],\n")
+    _write_findings("findings", report.findings, out)
     line = json.dumps(report.line, ensure_ascii=False)
     ok = "true" if report.ok else "false"
-    out.write(f'  "line": {line},\n  "ok": {ok},\n  "shallow": {report.shallow}\n}}\n')
+    out.write(f'  "line": {line},\n')
+    _write_findings("notes", report.notes, out)
+    out.write(f'  "ok": {ok},\n  "shallow": {report.shallow}\n}}\n')
+
+
+def _write_findings(key: str, findings: list[Finding], out: TextIO) -> None:
+    if not findings:
+        out.write(f'  "{key}": [],\n')
+        return
+    lead = f'  "{key}": [\n    '
+    for finding in findings:
+        item = json.dumps(asdict(finding), ensure_ascii=False, indent=2, sort_keys=True)
+        out.write(lead + item.replace("\n", "\n    "))  # structural newlines only
+        lead = ",\n    "
+    out.write("\n  ],\n")
 
 
 def _print_report(report: Report) -> None:
@@ -352,11 +360,14 @@ def _print_report(report: Report) -> None:
         print(
             f"line {report.line!r}: {report.entries} entries, all ids and parents verify{anchored}"
         )
-        _print_shallow(report)
-        return
-    print(f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries")
-    for f in report.findings:
-        print(f"  {f.check:<17} {f.entry_id[:12]}  {f.detail}")
+    else:
+        print(
+            f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries"
+        )
+        for f in report.findings:
+            print(f"  {f.check:<17} {f.entry_id[:12]}  {f.detail}")
+    for f in report.notes:
+        print(f"  note: {f.check} {f.entry_id[:12]}  {f.detail}")
     _print_shallow(report)
 
 
@@ -369,7 +380,8 @@ def _print_shallow(report: Report) -> None:
         )
 
 
-_ALTERED = ("id-mismatch", "corrupt-row", "invalid-text")  # rows a rebuild leaves out
+# rows a rebuild leaves out (a height: writes again)
+_ALTERED = ("id-mismatch", "corrupt-row", "invalid-text", "invalid-ts")
 
 
 async def _altered(args: argparse.Namespace, name: str) -> list[Finding]:
@@ -403,9 +415,10 @@ async def cmd_recover(args: argparse.Namespace) -> int:
         first = altered[0]
         print(
             f"line {name!r} passes SQLite's integrity check, but "
-            f"{count(len(altered), 'entry', 'entries')} no longer match their ids or do not "
-            f"decode (first: {first.entry_id[:12]}, {first.detail}); rebuilding the line "
-            "without them (decision 0111)",
+            f"{count(len(altered), 'entry', 'entries')} no longer match their ids, do not "
+            "decode, or hold a ts or a height no writer stores (first: "
+            f"{first.entry_id[:12]}, {first.detail}); rebuilding the line without them, "
+            "heights computed again (decision 0111)",
             file=sys.stderr,
         )
     done = await recover_line(path)
@@ -415,7 +428,7 @@ async def cmd_recover(args: argparse.Namespace) -> int:
     ) * bool(done.scanned)
     print(
         f"recovered line {name!r}: kept {done.kept} entries whose ids verify; "
-        f"{done.unreadable} rows lost (unreadable, or their ids no longer match), "
+        f"{done.unreadable} rows lost (unreadable, or their ids or times altered), "
         f"{done.orphans} left out for a lost parent{scanned}; the damaged file is kept as "
         f"{done.damaged}"
     )

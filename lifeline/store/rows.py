@@ -8,11 +8,29 @@ parsed, and the text columns are type-checked without building a generator.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple
 
-from lifeline.entry import Entry
+from lifeline.entry import Entry, normalize_ts
+from lifeline.errors import CorruptRow, InvalidEntry
 
-__all__ = ["Fields", "Links", "decode_fields", "decode_row", "last_key", "parents_of"]
+__all__ = [
+    "Fields",
+    "Links",
+    "decode_fields",
+    "decode_row",
+    "last_key",
+    "parents_of",
+    "stored_height",
+    "ts_fault",
+]
+
+# The stored form with a day its month has (29 February aside): nearly every row, told
+# apart by one match ([0-9], not \\d: no other script's digits).
+_PLAIN_TS = re.compile(
+    r"[0-9]{4}-(?:(?:0[1-9]|1[0-2])-(?:0[1-9]|1[0-9]|2[0-8])|(?:0[13-9]|1[0-2])-(?:29|30)"
+    r"|(?:0[13578]|1[02])-31)T(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]\.[0-9]{6}Z"
+)
 
 Fields = tuple[str, str, str, str, str, str, str, str, str, tuple[str, ...], str | None]
 
@@ -42,6 +60,32 @@ def decode_fields(row: tuple[Any, ...]) -> Fields:
     if dedup is not None and not isinstance(dedup, str):
         raise ValueError("dedup_key column holds a non-text value")
     return (eid, ts, kind, author, agent, provider, model, summary, body, plist, dedup)
+
+
+def ts_fault(ts: str) -> str | None:
+    """Why a stored ts is not a time, or None when it is one. Every writer stores the form
+    of :func:`lifeline.entry.format_ts`; another ISO 8601 time (lifeline-context wrote
+    some) is a time too. A row whose ts is none was altered: its order in the stream, the
+    projection (which ``ingest`` refuses) and the audit of its time all depend on it."""
+    if _PLAIN_TS.fullmatch(ts):
+        return None
+    try:
+        normalize_ts(ts, naive_utc=True)
+    except InvalidEntry:
+        return f"ts {ts[:40]!r} is not a time (ISO 8601, in the years 1 to 9999)"
+    return None
+
+
+def stored_height(entry_id: str, height: Any) -> int:
+    """A row's height as read (:class:`CorruptRow` when it is not an integer: the row was
+    altered, and the write path, the sync keys and the stream order are built on it)."""
+    if type(height) is int:
+        return height
+    raise CorruptRow(
+        f"entry {str(entry_id)[:12]}'s row holds the height {str(height)[:40]!r}, not a whole "
+        "number: the row was altered; `lifeline verify` lists the damaged rows, "
+        "`lifeline recover` rebuilds the line"
+    )
 
 
 def last_key(rows: list[tuple[Any, ...]]) -> tuple[int, str, str] | None:

@@ -26,6 +26,7 @@ from lifeline.fsutil import create_private
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
+from lifeline.store.rows import stored_height
 from lifeline.store.schema import Schema, apply_migrations, line_schema
 from lifeline.store.sqlite_group import WriteGroup
 from lifeline.store.sqlite_json import entries_json
@@ -477,7 +478,7 @@ class SqliteStore:
                 "SELECT height, id FROM entries ORDER BY height, id"
             ).fetchall()
         )
-        return [(int(h), i) for h, i in rows]
+        return [(h, i) if type(h) is int else (stored_height(i, h), i) for h, i in rows]
 
     async def stream(self, *, problems: list[RowProblem] | None = None) -> AsyncIterator[Entry]:
         # Keyset pagination over the (height, ts, id) index: bounded memory at any size;

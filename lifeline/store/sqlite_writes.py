@@ -16,6 +16,7 @@ from typing import Any, NamedTuple, TypeVar
 from lifeline.entry import Entry
 from lifeline.store.order import order_batch
 from lifeline.store.port import AppendResult
+from lifeline.store.rows import stored_height
 from lifeline.store.shallow import boundary_heights, leave_boundary
 from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
 
@@ -244,7 +245,7 @@ def _lookup(
         marks = ",".join("?" * len(chunk))
         sql = f"SELECT id, height, ts, seq FROM entries WHERE id IN ({marks})"
         for eid, height, ts, seq in conn.execute(sql, chunk):
-            heights[eid] = height
+            heights[eid] = height if type(height) is int else stored_height(eid, height)
             stamps[eid] = ts
             seqs[eid] = seq
     return heights, stamps, seqs

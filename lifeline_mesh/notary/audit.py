@@ -203,6 +203,7 @@ async def _audit(store: Store, reads: AuditReads, audit: _Audit) -> LineReport:
         external_exists=audit.external_exists,
         advance=audit.advance,
         each_page=walk.page,
+        parent_times=False,  # judged below with the signatures (rules.entry_findings)
     )
     verdict.entries = base.entries
     log.extend((Finding(f.check, f.entry_id, f.detail) for f in base.findings), "ledger")

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from lifeline.audit.line import Linked
+from lifeline.audit.times import SKEW_S
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import BadSignature, InvalidEntry
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
@@ -50,8 +51,9 @@ __all__ = [
 ]
 
 # Clocks of honest nodes on NTP agree within seconds; five minutes leaves room for a laptop
-# that has not synced its clock for a while without hiding a real backdate.
-DEFAULT_SKEW_S = 300.0
+# that has not synced its clock for a while without hiding a real backdate. The ledger's
+# own audit (`lifeline verify`) allows the same.
+DEFAULT_SKEW_S = SKEW_S
 # An entry written offline reaches its first witness when the node reconnects; a day covers
 # a laptop closed overnight. Beyond it the claimed time is a candidate backdate.
 DEFAULT_BACKDATE_WINDOW_S = 86_400.0
