@@ -26,6 +26,7 @@ from lifeline.lines import EXTERNAL_ANCHOR, validate_line_name
 from lifeline.migration.importer import (
     ForeignLine,
     LinePlan,
+    append_keeping_times,
     apply_plan,
     lc_sources,
     plan_import,
@@ -253,10 +254,14 @@ async def _ingest_plan(
 async def cmd_ingest(args: argparse.Namespace) -> int:
     name = line_of(args)
     foreign, declared, ours = _read_ingest(args.file, _read_text(args.file), name)
+    # where each entry is in our format's file, for the report ("-" in the other format)
+    numbers = {e.id: str(n) for n, e in enumerate(foreign.entries, 1)} if ours else None
     async with open_line(args, create=True) as store:
         await home_of(args).lines.require_intact(store, name)
         plan = await _ingest_plan(home_of(args), store, foreign, declared, ours)
-        plan.added = (await store.append_many(plan.entries)).count
+        plan.entries, plan.added = await append_keeping_times(
+            store, plan.entries, plan.rejected, numbers
+        )
     _report([plan], args.json, verb="ingested")
     return 1 if plan.rejected else 0
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,12 +34,16 @@ from lifeline.validate import DEFAULT_LIMITS, HARD_LIMITS, Limits, check_admissi
 __all__ = [
     "ForeignLine",
     "LinePlan",
+    "append_keeping_times",
     "apply_plan",
     "decode_lc_row",
     "lc_sources",
     "plan_import",
     "read_lc_project",
 ]
+
+
+_LOOKUP = 500  # ids per read of the entries a line already holds
 
 
 @dataclass(slots=True)
@@ -244,5 +248,45 @@ async def apply_plan(plans: list[LinePlan], open_store: OpenStore) -> AsyncItera
                 await store.declare_external(parent, other)
             for anchor in plan.anchors:
                 await store.declare_external(anchor, EXTERNAL_ANCHOR)
-            plan.added = (await store.append_many(plan.entries)).count
+            plan.entries, plan.added = await append_keeping_times(
+                store, plan.entries, plan.rejected
+            )
         yield plan
+
+
+async def append_keeping_times(
+    store: Store,
+    entries: Sequence[Entry],
+    rejected: list[Rejected],
+    numbers: Mapping[str, str] | None = None,
+) -> tuple[list[Entry], int]:
+    """Append ``entries`` except those ``store`` holds at another ts, each reported in
+    ``rejected`` (``numbers``: where it is in its file); the entries kept, how many new.
+
+    A ts is outside the id, and the store keeps the earliest it is given: a file is no
+    sync (it carries no signature, and anyone can edit it), so a copy dated otherwise
+    never moves a held entry — an earlier ts would backdate it for good, and on a signed
+    line break its author's signature (decision 0048 refuses such a copy from a peer).
+    The check and the append are two transactions: an entry stored in between (a sync)
+    is then dated as if this append had come first, which a sync allows.
+    """
+    held: dict[str, str] = {}
+    for start in range(0, len(entries), _LOOKUP):
+        chunk = [e.id for e in entries[start : start + _LOOKUP]]
+        held.update((e.id, e.ts) for e in await store.get_many(chunk))
+    kept: list[Entry] = []
+    for entry in entries:
+        stored = held.get(entry.id, entry.ts)
+        if stored == entry.ts:
+            kept.append(entry)
+        else:
+            number = (numbers or {}).get(entry.id, "-")
+            rejected.append(Rejected(number, entry.id, _redated(entry.ts, stored)))
+    return kept, (await store.append_many(kept)).count if kept else 0
+
+
+def _redated(ts: str, stored: str) -> str:
+    return (
+        f"dated {ts}, but the line holds this entry at {stored}; its ts is not part of its "
+        "id, so a changed one cannot be checked: the line's is kept"
+    )

@@ -28,7 +28,7 @@ from pathlib import Path
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.lines import validate_line_name
-from lifeline.migration.importer import LinePlan, decode_lc_row
+from lifeline.migration.importer import LinePlan, append_keeping_times, decode_lc_row
 from lifeline.migration.markdown import Rejected
 from lifeline.store.port import Store
 from lifeline.validate import DEFAULT_LIMITS, HARD_LIMITS, Limits, check_admissible, over_limits
@@ -166,9 +166,10 @@ class _LineImport:
     async def _store(self, ready: list[Entry]) -> None:
         if not ready:
             return
-        self.kept += len(ready)
-        self.plan.over_caps.extend(e.id for e in ready if over_limits(e, self.limits) is not None)
-        self.plan.added += (await self.store.append_many(ready)).count
+        kept, added = await append_keeping_times(self.store, ready, self.plan.rejected)
+        self.kept += len(kept)
+        self.plan.over_caps.extend(e.id for e in kept if over_limits(e, self.limits) is not None)
+        self.plan.added += added
 
     def finish(self) -> None:
         """Refuse what still waits: a parent found in none of the imported lines."""
