@@ -12,15 +12,16 @@ share ``message.id``; its usage is counted once.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from lifeline.sessions.adapters.fields import as_list as _as_list
 from lifeline.sessions.adapters.fields import flatten as _flatten
 from lifeline.sessions.adapters.fields import get as _get
 from lifeline.sessions.adapters.fields import opt_int as _opt_int
+from lifeline.sessions.adapters.fields import parse_json
 from lifeline.sessions.adapters.fields import to_int as _int
 from lifeline.sessions.adapters.fields import to_str as _str
 from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
@@ -166,19 +167,20 @@ class ClaudeParser:
             state.fact("parent_session", self.source.path.parent.parent.name)
         meta = self.source.path.with_suffix(".meta.json")
         try:
-            sidecar = json.loads(meta.read_text(encoding="utf-8"))
+            sidecar = parse_json(meta.read_bytes())
         except (OSError, ValueError):
             return
         if isinstance(sidecar, dict):
-            state.fact("spawned_by", sidecar.get("toolUseId"))
-            state.fact("title", sidecar.get("description"))
+            state.fact("spawned_by", _str(sidecar.get("toolUseId")))
+            state.fact("title", _str(sidecar.get("description")))
 
     def feed(self, line: RawLine) -> list[Item]:
         rec = line.json_object
         if rec is None:
             self.state.skipped["not-json" if line.data is None else "not-an-object"] += 1
             return []
-        kind = rec.get("type")
+        found = rec.get("type")
+        kind = found if isinstance(found, str) else None  # a list or a dict: untyped
         self._envelope(rec)
         if kind == "user":
             return self._user(rec)
@@ -193,13 +195,13 @@ class ClaudeParser:
         if kind == "attachment" and _get(rec, "attachment", "type") == "queued_command":
             prompt = _get(rec, "attachment", "prompt")
             if isinstance(prompt, str) and prompt.strip():
-                return [Prompt(text=prompt, steering=True, ts=rec.get("timestamp"))]
+                return [Prompt(text=prompt, steering=True, ts=_str(rec.get("timestamp")))]
         if kind in _METADATA:
             self.state.skipped["metadata"] += 1
             return []
-        name = str(kind) if isinstance(kind, str) else "untyped"
+        name = kind or "untyped"
         self.state.opaque[name] += 1
-        return [Opaque(record_type=name, raw=rec, ts=rec.get("timestamp"))]
+        return [Opaque(record_type=name, raw=rec, ts=_str(rec.get("timestamp")))]
 
     def _envelope(self, rec: dict[str, Any]) -> None:
         st = self.state
@@ -207,15 +209,15 @@ class ClaudeParser:
         if isinstance(cwd, str) and cwd:
             st.extra["cwd_raw"] = cwd
             st.fact("cwd", home_normalized(cwd))
-        st.fact("version", rec.get("version"))
-        st.fact("git_branch", rec.get("gitBranch"))
-        ts = rec.get("timestamp")
-        if isinstance(ts, str):
+        st.fact("version", _str(rec.get("version")))
+        st.fact("git_branch", _str(rec.get("gitBranch")))
+        ts = _str(rec.get("timestamp"))
+        if ts is not None:
             st.fact("started", ts, first=True)
             if ts > (st.facts.get("last_activity") or ""):
                 st.facts["last_activity"] = ts
         if self.subagent_file:
-            st.fact("parent_session", rec.get("sessionId"), first=True)
+            st.fact("parent_session", _str(rec.get("sessionId")), first=True)
 
     def _agent(self, rec: dict[str, Any]) -> str | None:
         if self.subagent_file or not rec.get("isSidechain"):
@@ -223,7 +225,7 @@ class ClaudeParser:
         return str(rec.get("agentId") or "sidechain")
 
     def _user(self, rec: dict[str, Any]) -> list[Item]:
-        ts, agent = rec.get("timestamp"), self._agent(rec)
+        ts, agent = _str(rec.get("timestamp")), self._agent(rec)
         content = _get(rec, "message", "content")
         meta = bool(rec.get("isMeta")) or bool(rec.get("isCompactSummary"))
         if isinstance(content, str):
@@ -285,7 +287,7 @@ class ClaudeParser:
         call_id = str(block.get("tool_use_id", ""))
         output = _flatten(block.get("content"))
         extra = rec.get("toolUseResult")
-        spawned = extra.get("agentId") if isinstance(extra, dict) else None
+        spawned = _str(extra.get("agentId")) if isinstance(extra, dict) else None
         items: list[Item] = []
         if output.lstrip().startswith("[Request interrupted by user"):
             items.append(Interrupt(text=output.strip(), ts=ts, agent=agent))
@@ -307,7 +309,7 @@ class ClaudeParser:
         return items
 
     def _assistant(self, rec: dict[str, Any]) -> list[Item]:
-        ts, agent = rec.get("timestamp"), self._agent(rec)
+        ts, agent = _str(rec.get("timestamp")), self._agent(rec)
         message = rec.get("message") if isinstance(rec.get("message"), dict) else {}
         assert isinstance(message, dict)
         model = message.get("model")
@@ -325,7 +327,9 @@ class ClaudeParser:
                 )
             ]
         items: list[Item] = []
-        for block in message.get("content") or []:
+        content = message.get("content")
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for block in _as_list(blocks):
             if isinstance(block, dict):
                 items.extend(self._assistant_block(block, model, ts, agent))
         items.extend(self._usage(rec, message, ts, agent))
@@ -421,7 +425,7 @@ class ClaudeParser:
         ]
 
     def _system(self, rec: dict[str, Any]) -> list[Item]:
-        ts, agent = rec.get("timestamp"), self._agent(rec)
+        ts, agent = _str(rec.get("timestamp")), self._agent(rec)
         subtype = str(rec.get("subtype") or "system")
         if subtype == "compact_boundary":
             meta = (
@@ -453,7 +457,7 @@ class ClaudeParser:
         if user_set or not self.state.facts.get("title_user_set"):
             self.state.fact("title", text)
             self.state.facts["title_user_set"] = user_set
-        return [Title(text=text, user_set=user_set, ts=rec.get("timestamp"))]
+        return [Title(text=text, user_set=user_set, ts=_str(rec.get("timestamp")))]
 
     def _progress(self, rec: dict[str, Any]) -> list[Item]:
         data = rec.get("data")
@@ -466,7 +470,7 @@ class ClaudeParser:
                     SubagentLink(
                         agent_id=agent_id,
                         call_id=_str(call_id),
-                        ts=rec.get("timestamp"),
+                        ts=_str(rec.get("timestamp")),
                         agent=self._agent(rec),
                     )
                 ]

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lifeline.sessions.adapters.fields import flatten, get, to_int, to_str
+from lifeline.sessions.adapters.fields import as_list, flatten, get, json_text, to_int, to_str
 from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.model import (
     Compaction,
@@ -224,13 +224,13 @@ class CodexParser:
         st.fact("parent_session", to_str(payload.get("forked_from_id")))
 
     def _response(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
-        ptype = payload.get("type")
+        ptype = to_str(payload.get("type"))
         if ptype == "message":
             return self._message(payload, ts)
         if ptype == "reasoning":  # the summary only; encrypted_content is never kept
             texts = [
                 to_str(s.get("text")) or ""
-                for s in payload.get("summary") or []
+                for s in as_list(payload.get("summary"))
                 if isinstance(s, dict)
             ]
             return [Thinking(text="\n".join(texts), ts=ts)] if any(texts) else []
@@ -250,7 +250,7 @@ class CodexParser:
 
     def _message(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
         role = payload.get("role")
-        content = [c for c in payload.get("content") or [] if isinstance(c, dict)]
+        content = [c for c in as_list(payload.get("content")) if isinstance(c, dict)]
         text = "\n".join(
             str(c.get("text", ""))
             for c in content
@@ -287,8 +287,8 @@ class CodexParser:
         text = str(payload.get("message", ""))
         held = self.state.extra.pop("held", None)
         items: list[Item] = []
-        urls = [u for u in payload.get("images") or [] if isinstance(u, str)]
-        count = len(urls) + sum(isinstance(p, str) for p in payload.get("local_images") or [])
+        urls = [u for u in as_list(payload.get("images")) if isinstance(u, str)]
+        count = len(urls) + sum(isinstance(p, str) for p in as_list(payload.get("local_images")))
         if isinstance(held, dict):
             if _same_text(str(held.get("text", "")), text):
                 self.state.skipped["duplicate-prompt"] += 1
@@ -313,10 +313,8 @@ class CodexParser:
         raw = payload.get("arguments", payload.get("input", payload.get("action")))
         data: Any = raw
         if isinstance(raw, str) and payload.get("type") == "function_call":
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                data = raw
+            decoded = json_text(raw)  # what the redactor decoded and redacted (0113)
+            data = raw if decoded is None else decoded
         call_id = str(payload.get("call_id") or payload.get("id") or "")
         items: list[Item] = [ToolCall(call_id=call_id, name=name, input=data, ts=ts)]
         patch = data if name == "apply_patch" else _shell_patch(data)
@@ -340,7 +338,7 @@ class CodexParser:
         return items
 
     def _event(self, payload: dict[str, Any], ts: str | None) -> list[Item]:
-        etype = payload.get("type")
+        etype = to_str(payload.get("type"))
         if etype == "user_message":
             return self._prompt(payload, ts)
         if etype == "token_count":
@@ -447,11 +445,8 @@ def _failed(output: str) -> bool:
     newer versions write (``Exit code: N``)."""
     head = output.lstrip()[:200]
     if head.startswith("{") and '"exit_code"' in output:
-        try:
-            data = json.loads(output)
-        except ValueError:
-            return False
-        code = get(data, "metadata", "exit_code")
+        data = json_text(output)
+        code = get(data, "metadata", "exit_code") if isinstance(data, dict) else None
         return isinstance(code, int) and code != 0
     match = _EXIT_CODE.search(head)
     return match is not None and match.group(1) != "0"

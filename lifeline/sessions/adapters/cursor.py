@@ -46,7 +46,7 @@ from lifeline.sessions.adapters.cursor_items import (
     chatdata_items,
     composer_bubble_items,
 )
-from lifeline.sessions.adapters.fields import to_str
+from lifeline.sessions.adapters.fields import as_list, parse_json, to_str
 from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.adapters.rows import file_uri_path, ms_to_iso, open_readonly, record_lines
 from lifeline.sessions.model import Item, Tool
@@ -129,7 +129,7 @@ class CursorAdapter:
                 stamp=stamp,
                 folder=folders.get(cid) or folder or own,
             )
-        for tab in (tabs or {}).get("tabs") or []:
+        for tab in as_list((tabs or {}).get("tabs")):
             if not isinstance(tab, dict) or not tab.get("bubbles") or not tab.get("tabId"):
                 continue
             raw = json.dumps(tab, sort_keys=True).encode()
@@ -296,7 +296,7 @@ def _composer_records(conn: sqlite3.Connection, cid: str) -> list[Any]:
             else:
                 records.append({"missing_bubble": bid})
     else:  # older builds: inline, though some keep only ids there and the text in rows
-        for bubble in data.get("conversation") or []:
+        for bubble in as_list(data.get("conversation")):
             if not isinstance(bubble, dict):
                 continue
             bid = bubble.get("bubbleId")
@@ -307,10 +307,10 @@ def _composer_records(conn: sqlite3.Connection, cid: str) -> list[Any]:
 
 def _tab_records(conn: sqlite3.Connection, tab_id: str) -> list[Any]:
     chat = _item(conn, _CHATDATA)
-    for tab in (chat or {}).get("tabs") or []:
+    for tab in as_list((chat or {}).get("tabs")):
         if isinstance(tab, dict) and tab.get("tabId") == tab_id:
             head = {k: v for k, v in tab.items() if k != "bubbles"}
-            bubbles = tab.get("bubbles") or []
+            bubbles = as_list(tab.get("bubbles"))
             return [{"tab": head}, *({"tab_bubble": b} for b in bubbles if isinstance(b, dict))]
     return []
 
@@ -331,8 +331,8 @@ def _json(value: Any) -> Any:
     if not isinstance(value, str):
         return None
     try:
-        return json.loads(value)
-    except (ValueError, RecursionError):
+        return parse_json(value)
+    except ValueError:
         return None
 
 
@@ -365,7 +365,7 @@ def _composer_folders(user: Path) -> dict[str, str]:
                 listed = _item(conn, "composer.composerData")
         except sqlite3.DatabaseError:
             continue
-        for composer in (listed or {}).get("allComposers") or []:
+        for composer in as_list((listed or {}).get("allComposers")):
             if isinstance(composer, dict) and isinstance(composer.get("composerId"), str):
                 found.setdefault(composer["composerId"], folder)
     return found

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from lifeline.sessions.adapters.fields import to_int, to_str
+from lifeline.sessions.adapters.fields import as_list, json_text, to_int, to_str
 from lifeline.sessions.adapters.port import ParseState
 from lifeline.sessions.model import (
     ErrorItem,
@@ -154,12 +154,9 @@ def _text(bubble: dict[str, Any]) -> str:
 
 
 def _loads(value: Any) -> Any:
-    if not isinstance(value, str):
-        return None
-    try:
-        return json.loads(value)
-    except (ValueError, RecursionError):
-        return None
+    """The object or array a string holds as JSON text (what the redactor decoded and
+    redacted too), else None."""
+    return json_text(value) if isinstance(value, str) else None
 
 
 def _rich_text(value: Any) -> str:
@@ -171,7 +168,7 @@ def _rich_text(value: Any) -> str:
         if isinstance(node, dict):
             if isinstance(node.get("text"), str):
                 parts.append(node["text"])
-            for child in node.get("children") or []:
+            for child in as_list(node.get("children")):
                 walk(child)
             if node.get("type") == "paragraph":
                 parts.append("\n")

@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lifeline.sessions.adapters.fields import to_str
+from lifeline.sessions.adapters.fields import as_list, parse_json, to_str
 from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.adapters.rows import iso_of, open_readonly, record_lines, tables_of
 from lifeline.sessions.model import (
@@ -245,7 +245,7 @@ def _load(db: Path, conv_id: str) -> tuple[dict[str, Any] | None, Any]:
     metrics = values.get("metrics")
     if isinstance(metrics, str):
         with contextlib.suppress(ValueError):
-            conversation["metrics"] = json.loads(metrics)
+            conversation["metrics"] = parse_json(metrics)
     if error:
         conversation["context_error"] = error
     return {"conversation": conversation}, context
@@ -268,9 +268,9 @@ def _decode(values: dict[str, Any]) -> tuple[Any, str | None]:
             return None, None
         text = raw
     try:
-        return json.loads(text), None
+        return parse_json(text), None
     except ValueError:
-        return None, "context is not JSON"
+        return None, "context is not JSON (or nested too deeply)"
 
 
 def _unzstd(blob: bytes) -> str:
@@ -369,12 +369,12 @@ def _text_items(msg: dict[str, Any], state: ParseState) -> list[Item]:
         return [Opaque(record_type=f"role/{role}", raw=msg, ts=ts)]
     state.fact("model", model)
     items: list[Item] = []
-    for detail in msg.get("reasoning_details") or []:
+    for detail in as_list(msg.get("reasoning_details")):
         if isinstance(detail, dict) and isinstance(detail.get("text"), str) and detail["text"]:
             items.append(Thinking(text=detail["text"], ts=ts))
     if content.strip():
         items.append(Reply(text=content, model=model, ts=ts))
-    for call in msg.get("tool_calls") or []:
+    for call in as_list(msg.get("tool_calls")):
         if not isinstance(call, dict):
             continue
         name = str(call.get("name", ""))
@@ -393,7 +393,7 @@ def _tool_result(tool: dict[str, Any]) -> ToolResult:
     found = tool.get("output")
     output: dict[str, Any] = found if isinstance(found, dict) else {}
     parts: list[str] = []
-    for value in output.get("values") or []:
+    for value in as_list(output.get("values")):
         if isinstance(value, dict):
             for kind in ("text", "markdown"):
                 if isinstance(value.get(kind), str):

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from lifeline.sessions.adapters.fields import flatten, to_int, to_str
+from lifeline.sessions.adapters.fields import as_list, flatten, parse_json, to_int, to_str
 from lifeline.sessions.adapters.port import ParseState, RawLine, SourceFile
 from lifeline.sessions.model import (
     Context,
@@ -113,7 +113,7 @@ def gemini_project_root(path: Path) -> str | None:
     if text:
         return text
     try:
-        registry = json.loads((project.parent.parent / "projects.json").read_bytes())
+        registry = parse_json((project.parent.parent / "projects.json").read_bytes())
     except (OSError, ValueError):
         return None
     projects = registry.get("projects") if isinstance(registry, dict) else None
@@ -126,7 +126,7 @@ def gemini_project_root(path: Path) -> str | None:
 
 def _load_document(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_bytes())
+        data = parse_json(path.read_bytes())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -151,7 +151,7 @@ def _apply(
     elif "$rewindTo" in rec:
         target = rec["$rewindTo"]
         keys = list(messages)
-        cut = keys.index(target) if target in messages else 0
+        cut = keys.index(target) if isinstance(target, str) and target in messages else 0
         for key in keys[cut:]:
             del messages[key]
     elif isinstance(rec.get("messages"), list):  # legacy whole document
@@ -218,11 +218,11 @@ def _gemini(msg: dict[str, Any], ts: str | None, state: ParseState) -> list[Item
     model = to_str(msg.get("model"))
     state.fact("model", model)
     items: list[Item] = []
-    for thought in msg.get("thoughts") or []:
+    for thought in as_list(msg.get("thoughts")):
         if isinstance(thought, dict):
             text = f"{thought.get('subject', '')}: {thought.get('description', '')}".strip(": ")
             items.append(Thinking(text=text, ts=to_str(thought.get("timestamp")) or ts))
-    for call in msg.get("toolCalls") or []:
+    for call in as_list(msg.get("toolCalls")):
         if not isinstance(call, dict):
             continue
         call_id, name, args = str(call.get("id", "")), str(call.get("name", "")), call.get("args")
@@ -234,7 +234,7 @@ def _gemini(msg: dict[str, Any], ts: str | None, state: ParseState) -> list[Item
             items.append(
                 FileEdit(path=home_normalized(path), tool_name=name, call_id=call_id, ts=ts)
             )
-        status = call.get("status")
+        status = to_str(call.get("status"))
         if status in _TERMINAL:
             output = call.get("result")
             text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)

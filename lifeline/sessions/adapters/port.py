@@ -6,21 +6,23 @@ native session id is, and how to turn one raw line into normalized items
 (:meth:`Parser.snapshot`), so an ingest can stop at a line boundary and the next one can
 continue from that byte offset without reading the file again.
 
-The shared rules of every format live here: a line that is not JSON is skipped and
-counted; a last line without its newline is not consumed (a live file is being written);
-a record type nobody knows becomes an :class:`~lifeline.sessions.model.Opaque` item and is
-counted; nothing makes a whole session fail.
+The shared rules of every format live here: a line that is not JSON (or nests deeper than
+:data:`~lifeline.sessions.adapters.fields.MAX_DEPTH`) is skipped and counted, and a lone
+surrogate in one becomes U+FFFD; a last line without its newline is not consumed (a live
+file is being written); a record type nobody knows becomes an
+:class:`~lifeline.sessions.model.Opaque` item and is counted; nothing makes a whole session
+fail.
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from lifeline.sessions.adapters.fields import parse_json
 from lifeline.sessions.model import Item, SessionFacts, Tool
 from lifeline.sessions.status import Tracker
 
@@ -87,8 +89,8 @@ def _json(raw: bytes) -> Any:
     if not text:
         return None
     try:
-        return json.loads(text)
-    except (ValueError, RecursionError):
+        return parse_json(text)
+    except ValueError:  # not JSON, or nested deeper than MAX_DEPTH: skipped and counted
         return None
 
 

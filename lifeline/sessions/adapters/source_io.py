@@ -9,12 +9,12 @@ file's size and mtime.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from lifeline.sessions.adapters.fields import parse_json
 from lifeline.sessions.adapters.port import Adapter, RawLine, RowAdapter, SourceFile, iter_lines
 
 __all__ = ["Stat", "fingerprints", "lines_of", "stat_of"]
@@ -56,7 +56,7 @@ def lines_of(adapter: Adapter, source: SourceFile, offset: int, number: int) -> 
         return
     raw = path.read_bytes()
     try:
-        data = json.loads(raw)
+        data = parse_json(raw)
     except ValueError:
         data = None
     yield RawLine(1, 0, len(raw), raw, data)

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.entry import compute_id
-from lifeline.errors import NotFound
+from lifeline.errors import NotFound, StoreError
 from lifeline.ledger import Draft, Ledger
 from lifeline.sessions.adapters.port import Adapter, ParseState, SourceFile
 from lifeline.sessions.adapters.source_io import Stat, fingerprints, lines_of, stat_of
 from lifeline.sessions.ingest.reading import Outcome, ReadJob, clean_line, read_slice, read_slim
 from lifeline.sessions.ingest.redact import Redactor
-from lifeline.sessions.ingest.report import FileResult
+from lifeline.sessions.ingest.report import FileResult, why_unreadable
 from lifeline.sessions.ingest.sources import SourceLedger, SourceRecord
 from lifeline.sessions.pack import (
     FORMAT,
@@ -117,12 +117,18 @@ class Ingester:
     async def ingest(
         self, adapter: Adapter, source: SourceFile, pool: Executor | None = None
     ) -> FileResult:
-        """Ingest one file; never raises for a bad file (the result says what happened).
+        """Ingest one file; never raises for a bad file (the result says what happened):
+        one odd transcript must not stop the others, the hooks, the watcher or ``serve``
+        (decision 0113). A store that fails does raise: nothing could be written anyway.
         ``pool``: where a big read runs (a process pool), instead of a worker thread."""
         try:
             return await self._ingest(adapter, source, pool)
         except OSError as exc:
             return FileResult(source, "failed", error=f"cannot read it ({exc.strerror or exc})")
+        except StoreError:
+            raise
+        except Exception as exc:  # what this file holds, whatever it is, fails it alone
+            return FileResult(source, "failed", error=why_unreadable(exc))
 
     async def _ingest(
         self, adapter: Adapter, source: SourceFile, pool: Executor | None

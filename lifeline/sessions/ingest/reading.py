@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lifeline.sessions.adapters.port import Adapter, ParseState, RawLine, SourceFile
+from lifeline.sessions.adapters.port import Adapter, Parser, ParseState, RawLine, SourceFile
 from lifeline.sessions.adapters.source_io import lines_of
 from lifeline.sessions.ingest.redact import Redactor
 from lifeline.sessions.model import Item, Prompt, Usage
@@ -78,7 +78,7 @@ def read_slice(job: ReadJob) -> Outcome:
         parser = adapter.parser(source, job.state)
         state = parser.state
         groups: Iterator[tuple[RawLine, list[Item]]] = (
-            (line, parser.feed(line)) for line in cleaned
+            (line, _fed(parser, line)) for line in cleaned
         )
     else:
         groups = adapter.whole(source, state, cleaned)
@@ -129,6 +129,17 @@ def read_slice(job: ReadJob) -> Outcome:
         state.opaque - opaque,
         more,
     )
+
+
+def _fed(parser: Parser, line: RawLine) -> list[Item]:
+    """The items of one line; none when the record holds fields of types its adapter does
+    not take (a list where a string goes): the line is skipped and counted ``malformed``,
+    and the rest of the file is read (decision 0113)."""
+    try:
+        return parser.feed(line)
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError):
+        parser.state.skipped["malformed"] += 1
+        return []
 
 
 def read_slim(job: ReadJob) -> Outcome:

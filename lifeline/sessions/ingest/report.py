@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from lifeline.sessions.adapters.port import SourceFile
 
-__all__ = ["FileResult", "IngestReport"]
+__all__ = ["FileResult", "IngestReport", "why_unreadable"]
+
+_HOME = Path(__file__).resolve().parents[3]  # the folder holding the lifeline package
+_OURS = str(_HOME / "lifeline")
 
 
 @dataclass
@@ -44,6 +49,21 @@ class FileResult:
         self.opaque.update(opaque)
         self.redactions.update(redactions)
 
+    def warning(self) -> str:
+        """The one line that says a source was skipped, and why."""
+        key = f"#{self.source.key}" if self.source.key else ""
+        return f"skipped {self.source.path}{key}: {self.error}"
+
+
+def why_unreadable(exc: BaseException) -> str:
+    """Why a source could not be ingested, in one line: the exception's type and where in
+    lifeline it was raised, never its message (it may quote the transcript, a secret too)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(_OURS)]
+    where = (
+        f" at {Path(frames[-1].filename).relative_to(_HOME)}:{frames[-1].lineno}" if frames else ""
+    )
+    return f"this version cannot read it ({type(exc).__name__}{where}); the other sources go on"
+
 
 @dataclass
 class IngestReport:
@@ -52,6 +72,7 @@ class IngestReport:
     unchanged: int = 0
     empty: int = 0
     out_of_scope: int = 0
+    failed: int = 0  # sources skipped: unreadable, or a content this version cannot take
     turns: int = 0
     items: int = 0
     lines: int = 0
@@ -68,6 +89,7 @@ class IngestReport:
         elif result.outcome == "empty":
             self.empty += 1
         elif result.outcome == "failed":
+            self.failed += 1
             self.failures.append(f"{result.source.path}: {result.error}")
         else:
             self.sessions += 1

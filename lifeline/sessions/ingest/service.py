@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import multiprocessing
 import os
 import re
@@ -27,7 +28,7 @@ from lifeline.sessions.adapters.port import Adapter, RowAdapter, SourceFile
 from lifeline.sessions.config import SessionSettings
 from lifeline.sessions.ingest.ingester import Ingester
 from lifeline.sessions.ingest.reading import watch_parent
-from lifeline.sessions.ingest.report import FileResult, IngestReport
+from lifeline.sessions.ingest.report import FileResult, IngestReport, why_unreadable
 from lifeline.sessions.ingest.sources import SourceLedger
 from lifeline.sessions.model import Tool
 from lifeline.sessions.scope import project_hashes, scope_for, scope_matches
@@ -59,6 +60,7 @@ _CONTEXT_DIR = re.compile(rb"Workspace Directories:(?:\\n|\n)\s*- ((?:[^\\\n\"])
 _REMOTE = re.compile(rb'"repository_url"\s*:\s*"((?:[^"\\]|\\.)+)"')
 _PROJECT_HASH = re.compile(rb'"projectHash"\s*:\s*"([0-9a-f]{64})"')
 _PEEK = 64 * 1024
+log = logging.getLogger(__name__)
 
 
 def _adapters(tools: Iterable[Tool] | None) -> list[Adapter]:
@@ -207,23 +209,32 @@ async def ingest_sources(
 ) -> IngestReport:
     """Ingest ``found``; ``scope``: only sessions of that project. When there is much to
     read (:data:`PARALLEL_BYTES`), files are read in ``workers`` processes (default: the
-    CPUs, at most 2) while this one writes (decision 0068); else one file at a time."""
+    CPUs, at most 2) while this one writes (decision 0068); else one file at a time. A
+    source that cannot be ingested is skipped with a warning (logged, and in the report's
+    ``failed`` and ``failures``); the others go on (decision 0113)."""
     report = IngestReport()
     total = len(found)
     todo: list[tuple[int, Found]] = []
+    results: list[FileResult | None] = [None] * len(found)
+    done = 0
     for index, (adapter, source) in enumerate(found):
-        if (
-            scope is not None
-            and not ingester.unchanged(adapter, source)
-            and not in_scope(source, scope, ingester.project_root)
-        ):
-            report.out_of_scope += 1
+        failed: FileResult | None = None
+        try:
+            outside = (
+                scope is not None
+                and not ingester.unchanged(adapter, source)
+                and not in_scope(source, scope, ingester.project_root)
+            )
+        except Exception as exc:  # e.g. a database that cannot say its chat's folder
+            results[index] = failed = FileResult(source, "failed", error=why_unreadable(exc))
+            outside = False
+        if outside or failed is not None:
+            report.out_of_scope += outside
+            done += 1
             if progress:
-                progress(report.out_of_scope, total, None)
+                progress(done, total, failed)
             continue
         todo.append((index, (adapter, source)))
-    results: list[FileResult | None] = [None] * len(found)
-    done = report.out_of_scope
 
     async def one(index: int, adapter: Adapter, source: SourceFile, pool: Executor | None) -> None:
         nonlocal done
@@ -249,6 +260,8 @@ async def ingest_sources(
                     group.create_task(bounded(index, adapter, source))
     for result in results:
         if result is not None:
+            if result.outcome == "failed":
+                log.warning("%s", result.warning())
             report.add(result)
     return report
 

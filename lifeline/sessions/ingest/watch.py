@@ -3,7 +3,8 @@
 Polling, not inotify: one ``stat`` per known file per pass is cheap (the source ledger
 answers "unchanged" without reading), works the same on every OS and inside containers,
 and a pass that finds nothing writes nothing. Used by ``lifeline sessions watch`` and by
-``lifeline-mesh serve --sessions``.
+``lifeline-mesh serve --sessions``. A source that could not be ingested is tried again only
+once it changes: its warning is given once, not every pass (decision 0113).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import contextlib
 from collections.abc import Callable
 
 from lifeline.home import Home
+from lifeline.sessions.adapters.port import SourceFile
+from lifeline.sessions.adapters.source_io import stat_of
 from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.ingest.ingester import Ingester
 from lifeline.sessions.ingest.report import FileResult
@@ -32,15 +35,33 @@ async def watch(
     announce: Callable[[FileResult], None] | None = None,
 ) -> None:
     """Ingest whatever changed every ``interval`` seconds until ``stop`` is set."""
+    failed: dict[str, tuple[int, int]] = {}  # a source that failed, as it was then
 
     def report(done: int, total: int, result: FileResult | None) -> None:
+        if result is not None and result.outcome == "failed":
+            with contextlib.suppress(OSError):
+                failed[result.source.ledger_path()] = stat_of(result.source)
         if result is not None and announce and result.outcome not in ("unchanged", "empty"):
             announce(result)
 
     while not stop.is_set():
-        await ingest_sources(ingester, find(), scope=scope, progress=report)
+        found = find()
+        if failed:
+            found = [f for f in found if not _as_it_failed(f[1], failed)]
+        await ingest_sources(ingester, found, scope=scope, progress=report)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=interval)
+
+
+def _as_it_failed(source: SourceFile, failed: dict[str, tuple[int, int]]) -> bool:
+    """Whether ``source`` failed and has not changed since."""
+    seen = failed.get(source.ledger_path())
+    if seen is None:
+        return False
+    try:
+        return stat_of(source) == seen
+    except OSError:
+        return False
 
 
 async def watch_project(
