@@ -91,7 +91,8 @@ class MemoryStore:
         return self._entries[entry_id] if entry_id else None
 
     async def declare_external(self, entry_id: str, line: str) -> None:
-        self._externals[entry_id] = line
+        if entry_id not in self._entries:  # held: no cross-line parent; declared: kept
+            self._externals.setdefault(entry_id, line)
 
     async def externals(self) -> dict[str, str]:
         return dict(self._externals)

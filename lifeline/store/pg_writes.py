@@ -96,11 +96,14 @@ async def lock_line(conn: Conn, line_id: int) -> tuple[int, SetTotals, int]:
 
 
 async def declare_locked(conn: Conn, line_id: int, externals: Sequence[tuple[str, str]]) -> None:
-    """Record cross-line references ``(id, line)`` (inside the locked transaction)."""
+    """Record cross-line references ``(id, line)`` (inside the locked transaction): a
+    declaration already held is never replaced, and an id the line holds as an entry is
+    none (a peer's declaration could otherwise move a parent to another line)."""
     await conn.execute(
         "INSERT INTO externals (line_id, id, line)"
-        " SELECT $1, * FROM unnest($2::bytea[], $3::text[])"
-        " ON CONFLICT (line_id, id) DO UPDATE SET line = excluded.line",
+        " SELECT $1, u.id, u.line FROM unnest($2::bytea[], $3::text[]) AS u(id, line)"
+        " WHERE NOT EXISTS (SELECT 1 FROM entries e WHERE e.line_id = $1 AND e.id = u.id)"
+        " ON CONFLICT (line_id, id) DO NOTHING",
         line_id,
         [id_bytes(i) for i, _ in externals],
         [line for _, line in externals],

@@ -93,7 +93,8 @@ class Store(Protocol):
     async def by_dedup_key(self, key: str) -> Entry | None: ...
 
     async def declare_external(self, entry_id: str, line: str) -> None:
-        """Record that ``entry_id`` lives in ``line``, so it may be named as a parent."""
+        """Record that ``entry_id`` lives in ``line``, so it may be named as a parent. The
+        first declaration of an id stays; an id the line holds as an entry is not one."""
         ...
 
     async def externals(self) -> dict[str, str]:

@@ -49,6 +49,7 @@ from lifeline.store.sqlite_writes import (
     InTransaction,
     append_tx,
     append_within,
+    declare_tx,
     id_chunks,
     in_transaction,
 )
@@ -333,13 +334,13 @@ class SqliteStore:
         externals: Sequence[tuple[str, str]] = (),
     ) -> AppendResult:
         """``append_many`` inside a transaction of ``run_write`` (with other writes of the
-        same batch, so they commit together): declares ``externals`` (id, line) first."""
-        if externals:
-            conn.executemany("INSERT OR REPLACE INTO externals VALUES (?, ?)", externals)
+        same batch, so they commit together): declares ``externals`` (id, line) first (see
+        :func:`declare_tx`)."""
+        declare_tx(conn, externals)
         return append_tx(conn, entries) if entries else AppendResult(())
 
     async def declare_external(self, entry_id: str, line: str) -> None:
-        await self.run_write(lambda conn: self.append_in(conn, (), [(entry_id, line)]))
+        await self.run_write(lambda conn: declare_tx(conn, [(entry_id, line)]))
 
     # -- reads ---------------------------------------------------------------------
 

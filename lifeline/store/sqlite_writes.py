@@ -26,6 +26,7 @@ __all__ = [
     "InTransaction",
     "append_tx",
     "append_within",
+    "declare_tx",
     "id_chunks",
     "in_transaction",
     "insert_rows",
@@ -128,6 +129,16 @@ def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResul
             removed=[entry_token(i, old) for i, old, _ in plan.relabelled],
         )
     return AppendResult(tuple(r.id for r in plan.rows), tuple(plan.lowered))
+
+
+def declare_tx(conn: sqlite3.Connection, externals: Sequence[tuple[str, str]]) -> None:
+    """Declare cross-line parents ``(id, line)`` inside a write transaction: a declaration
+    already held is never replaced, and an id this line holds as an entry is none."""
+    conn.executemany(
+        "INSERT OR IGNORE INTO externals (id, line)"
+        " SELECT ?1, ?2 WHERE NOT EXISTS (SELECT 1 FROM entries WHERE id = ?1)",
+        externals,
+    )
 
 
 def _plan(conn: sqlite3.Connection, entries: Sequence[Entry]) -> _Plan:

@@ -22,6 +22,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from lifeline.entry import Entry
 from lifeline.errors import BadSignature, InvalidEntry, RemoteProtocolError
 from lifeline.store.tiers import SqlLine
 from lifeline.truth.in_force import ids_in_force
@@ -157,15 +158,22 @@ async def admit_push(
     sets: Sequence[ReconSet], items: PushedItems, max_item_bytes: int
 ) -> tuple[int, int]:
     """Admit ``items`` through a session's sets (attestations, statements, entries);
-    (entries added, attestations added)."""
-    if len(items.entries) + len(items.attestations) > MAX_PUSH_ITEMS:
+    (entries added, attestations added).
+
+    Its cross-line parents count against the cap, and are checked before anything is
+    stored; only those naming a parent of the pushed entries are declared (as a session
+    declares only those of the items it stores), never replacing a declaration held."""
+    count = len(items.entries) + len(items.attestations) + len(items.externals)
+    if count > MAX_PUSH_ITEMS:
         raise RemoteProtocolError(
-            f"a push of {len(items.entries) + len(items.attestations)} items (cap "
+            f"a push of {count} items, cross-line parents included (cap "
             f"MAX_PUSH_ITEMS = {MAX_PUSH_ITEMS}); sync in full instead"
         )
     atts, _statements, entry_set = sets
     signed = _parse(atts.codec, items.attestations, max_item_bytes)
     entries = _parse(entry_set.codec, items.entries, max_item_bytes)
+    pushed = [i.value for i in entries if isinstance(i.value, Entry)]
+    EntrySet.externals_of(items.externals, pushed)  # a bad one: refused before anything is stored
     taken = await atts.admit(signed, []) if signed else AdmitResult(0)
     if taken.refused:  # the caller hears it in the reply, rather than losing the entry
         raise BadSignature(f"refused the push: it carries {taken.refused[0]}")

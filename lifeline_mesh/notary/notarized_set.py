@@ -44,6 +44,7 @@ class NotarizedEntrySet(SetWrapper):
         entries = [i.value for i in items if isinstance(i.value, Entry)]
         # One transaction per received batch: the check against the attestations held,
         # then the entries.
-        result = await self.notary.admit_entries(entries, self.inner.externals_of(externals))
+        declared = self.inner.externals_of(externals, entries)
+        result = await self.notary.admit_entries(entries, declared)
         self.admitted += len(result.added)
         return AdmitResult(result.count, len(result.ts_lowered), result.refused)

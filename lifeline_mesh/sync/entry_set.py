@@ -131,21 +131,35 @@ class EntrySet:
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AppendResult:
         """Store a received batch (one transaction); the store's result names the new ids."""
-        for ext_id, line in self.externals_of(externals):
-            await self.store.declare_external(ext_id, line)
         entries = [i.value for i in items if isinstance(i.value, Entry)]
+        for ext_id, line in self.externals_of(externals, entries):
+            await self.store.declare_external(ext_id, line)
         return await self.store.append_many(entries)
 
     @staticmethod
-    def externals_of(externals: Sequence[tuple[bytes, str]]) -> list[tuple[str, str]]:
-        """A peer's cross-line declarations as (id, line), each line name checked."""
-        out: list[tuple[str, str]] = []
+    def externals_of(
+        externals: Sequence[tuple[bytes, str]], entries: Sequence[Entry]
+    ) -> list[tuple[str, str]]:
+        """A peer's cross-line declarations as (id, line), for the batch ``entries`` they
+        travel with: only those naming a parent of the batch that is not in it (the rest
+        would be rows of the peer's choosing; the store keeps the first declaration of an
+        id and none for an entry it holds), each id 32 bytes and each line name checked."""
+        for ext_id, _line in externals:
+            if len(ext_id) != 32:
+                raise RemoteProtocolError(
+                    f"peer declared a cross-line parent whose id is {len(ext_id)} bytes, not 32"
+                )
+        named = {p for e in entries for p in e.parents}.difference(e.id for e in entries)
+        out: dict[str, str] = {}
         for ext_id, line in externals:
+            hex_id = ext_id.hex()
+            if hex_id not in named or hex_id in out:
+                continue
             try:
                 validate_line_name(line)
             except ConfigError as exc:
                 raise RemoteProtocolError(
                     f"peer declared an external in a bad line: {exc}"
                 ) from exc
-            out.append((ext_id.hex(), line))
-        return out
+            out[hex_id] = line
+        return list(out.items())

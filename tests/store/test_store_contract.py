@@ -70,6 +70,21 @@ async def test_declared_external_parent_is_allowed(store: Store) -> None:
     assert await store.externals() == {other: "research"}
 
 
+async def test_a_declaration_held_is_never_replaced(store: Store) -> None:
+    """A later declaration of the same id names another line (a peer's, or a mistake):
+    the first stands, so an entry's cross-line parent cannot be moved to a line where
+    `verify` no longer finds it. An id the line holds as an entry is not declared."""
+    other = "a" * 64
+    await store.declare_external(other, "design")
+    held = make_entry("held")
+    await store.append(held)
+    await store.declare_external(other, "bogus")
+    await store.declare_external(held.id, "bogus")
+    assert await store.externals() == {other: "design"}
+    assert await store.append(make_entry("x", (other,)))
+    assert await store.externals() == {other: "design"}
+
+
 async def test_earliest_ts_is_kept(store: Store) -> None:
     late = make_entry("same", ts="2026-02-01T00:00:00Z")
     early = late.with_ts("2026-01-01T00:00:00.000000Z")
