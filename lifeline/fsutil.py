@@ -1,7 +1,9 @@
-"""Atomic file replacement: a reader never sees half a file, a crash never leaves one."""
+"""Writing files safely: atomic replacement (a reader never sees half a file, a crash never
+leaves one), private files, and a new folder's tree written without following a link."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Iterator
@@ -13,9 +15,12 @@ from lifeline.errors import ConfigError
 
 __all__ = [
     "PRIVATE_FILE",
+    "NewTree",
     "atomic_file",
     "create_private",
+    "link_target",
     "read_private",
+    "require_new_or_empty",
     "require_private",
     "write_atomic",
 ]
@@ -82,3 +87,94 @@ def read_private(path: Path) -> bytes:
     """The bytes of a secret file, after :func:`require_private`."""
     require_private(path)
     return path.read_bytes()
+
+
+def link_target(path: Path) -> Path:
+    """The file a replacement of ``path`` writes: ``path``, or the file its symbolic link
+    leads to (a config file kept in a dotfiles repository stays a link; its target is
+    replaced atomically in its own folder). A link that loops, or leads into a folder that
+    does not exist, is refused."""
+    if not path.is_symlink():
+        return path
+    try:
+        target = path.resolve(strict=False)
+    except (OSError, RuntimeError) as exc:  # a loop: RuntimeError before Python 3.13
+        raise ConfigError(f"{path} is a symbolic link that cannot be followed ({exc})") from exc
+    if not target.parent.is_dir() or (target.exists() and not target.is_file()):
+        raise ConfigError(
+            f"{path} is a symbolic link to {target}, which is not a file in an existing "
+            "folder; mend the link or remove it, then run this again"
+        )
+    return target
+
+
+def require_new_or_empty(folder: Path) -> None:
+    """Refuse a ``folder`` that exists and is not an empty folder: an export writes a tree
+    of new files, and replaces (or follows) nothing that was there."""
+    if (folder.exists() or folder.is_symlink()) and (not folder.is_dir() or any(folder.iterdir())):
+        raise ConfigError(f"{folder} exists and is not an empty folder; give a new one")
+
+
+_OPEN_FOLDERS = 256  # folders kept open below the root; past it they are opened again
+
+
+class NewTree:
+    """Files written under a new or empty folder, none through a link: each folder below
+    it is made here and opened without following a link, each file is created new
+    (``O_EXCL | O_NOFOLLOW``), relative to its open folder. A link planted in the tree
+    while it is written (or a second write of one file) stops the write, naming the path;
+    nothing outside the tree is ever written."""
+
+    def __init__(self, root: Path) -> None:
+        require_new_or_empty(root)
+        root.mkdir(parents=True, exist_ok=True)
+        self.root = root
+        self._root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        self._folders: dict[tuple[str, ...], int] = {}
+
+    def __enter__(self) -> NewTree:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for fd in self._folders.values():
+            os.close(fd)
+        self._folders.clear()
+        if self._root_fd >= 0:
+            os.close(self._root_fd)
+            self._root_fd = -1
+
+    def write(self, relative: str, data: bytes, mode: int = 0o644) -> None:
+        """Create the file ``relative`` (``a/b/c.html``) with ``data``."""
+        parts = tuple(relative.split("/"))
+        if any(p in ("", ".", "..") or "\0" in p for p in parts):
+            raise ConfigError(f"{relative!r} is not a path inside {self.root}")
+        if len(self._folders) >= _OPEN_FOLDERS:
+            for fd in self._folders.values():
+                os.close(fd)
+            self._folders.clear()
+        try:
+            folder = self._folder(parts[:-1])
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(parts[-1], flags, mode, dir_fd=folder)
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot create {self.root / relative} ({exc.strerror}): something was put "
+                f"in {self.root} while it was written; give a new folder"
+            ) from exc
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+
+    def _folder(self, parts: tuple[str, ...]) -> int:
+        if not parts:
+            return self._root_fd
+        fd = self._folders.get(parts)
+        if fd is None:
+            parent = self._folder(parts[:-1])
+            with contextlib.suppress(FileExistsError):  # made by this tree, or refused below
+                os.mkdir(parts[-1], 0o755, dir_fd=parent)
+            flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = self._folders[parts] = os.open(parts[-1], flags, dir_fd=parent)
+        return fd

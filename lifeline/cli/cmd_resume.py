@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lifeline.cli.common import Commands, add_json_option, home_of, print_json
 from lifeline.cli.common import positive_int as _positive
-from lifeline.errors import ConfigError
+from lifeline.fsutil import require_new_or_empty
 from lifeline.sessions.bundles.bundle import PROVIDER_FORMATS
 from lifeline.sessions.bundles.launch import LAUNCHERS, launch
 from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle
@@ -171,8 +171,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     from lifeline.sessions.bundles.okf import export_okf
 
     out: Path = args.okf
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"{out} exists and is not an empty folder; give a new one")
+    require_new_or_empty(out)
     catalogue = await _catalogue(args)
     try:
         report = await export_okf(catalogue, out, Budget(args.budget_tokens, "tokens"))
