@@ -13,11 +13,20 @@ replaced whole. Configured patterns (``sessions.redact`` in ``.lifeline/config.j
 Python regexes) run first. All machines of a mesh need the same rules and patterns for ids
 to agree.
 
+A string that holds JSON text (Codex's ``arguments``, Cursor's ``rawArgs``: an object or an
+array, :func:`~lifeline.sessions.adapters.fields.json_text`) is redacted twice: what it
+decodes to, value by value — where its quotes are quotes again and its ``\\u0070`` escapes
+letters, as the adapter that decodes it after will see them — then, re-encoded compact when
+that found something, as the text it is. Decision 0113: the quoted rules missed
+``PGPASSWORD=\\"…\\"`` written inside such a string, and the adapter decoded a token
+nobody had redacted.
+
 Pure: strings in, strings out, counts by type.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -26,6 +35,7 @@ from typing import Any
 
 import re2
 
+from lifeline.sessions.adapters.fields import MAX_DEPTH, json_text
 from lifeline.sessions.ingest.ruleset import SEPARATOR, RuleSet, builtin_rules
 
 __all__ = ["Redactor", "marker"]
@@ -45,8 +55,14 @@ _MEMBER = re2.compile(
     rb'"[a-z0-9_\-]*(?:password|passwd|passphrase|secret|token|api_?key|access_?key'
     rb'|private_?key|credentials?)(?:_[a-z0-9_]*)?"\s*:\s*"'
 )
+# A string of a raw JSON line that begins with an object or an array: it may hold JSON text
+_JSON_TEXT = re2.compile(rb'"(?: |\\[nrt])*[\[{]')
 _MIN = 8  # no rule finds a secret in a shorter string
 _JOIN = SEPARATOR.decode()
+# Levels of containers the redactor walks, JSON texts decoded included: a record nests at
+# most MAX_DEPTH (deeper lines are skipped), and a JSON text an adapter decodes in it
+# MAX_DEPTH more; a text deeper than what is left is redacted as text only.
+_DEPTH = 2 * MAX_DEPTH
 
 
 @dataclass
@@ -63,8 +79,20 @@ class Redactor:
 
     def text(self, value: str) -> str:
         """``value`` with every secret replaced by its marker."""
+        return self._text(value, 0)
+
+    def _text(self, value: str, depth: int) -> str:
         if len(value) < _MIN:
             return value
+        inner = json_text(value, min(MAX_DEPTH, _DEPTH - depth))
+        if inner is not None:
+            before = self.counts.total()
+            redacted = self._value(inner, depth + 1)
+            if self.counts.total() != before:  # the text as what it holds less its secrets
+                value = json.dumps(redacted, ensure_ascii=False, separators=(",", ":"))
+        return self._plain(value)
+
+    def _plain(self, value: str) -> str:
         for kind, rx in self._extra:
             if rx.search(value) is not None:
                 value = rx.sub(self._counted(kind), value)
@@ -96,9 +124,10 @@ class Redactor:
 
     def may_hold_secret(self, raw: bytes) -> bool:
         """False when no rule can change any string of this raw JSON line (one scan).
-        JSON escapes cannot hide a keyword: writers never escape ASCII letters, and ``/``
-        (written ``\\/`` by some) is checked for apart."""
-        if self._extra:
+        JSON writers never escape ASCII letters, but a JSON text inside a string may
+        (``gh\\u0070_…``): a line with a ``\\u`` escape may hold anything; ``/`` (written
+        ``\\/`` by some) is checked for apart."""
+        if self._extra or b"\\u" in raw:
             return True
         return self._rules.may_match(raw.lower()) or b":\\/" in raw
 
@@ -116,6 +145,8 @@ class Redactor:
             return data
         if _MEMBER.search(low) is not None:
             return self._value(data)
+        if _JSON_TEXT.search(raw) is not None:  # JSON text in a string: the view is not its
+            return self.value(data)
         view = _view(raw)
         if not self._rules.probe(view, b"", picked):  # picked: no lower-case text needed
             return data
@@ -136,16 +167,19 @@ class Redactor:
                     return data
         return self._value(data)
 
-    def _value(self, data: Any) -> Any:
+    def _value(self, data: Any, depth: int = 0) -> Any:
         if isinstance(data, str):
-            return self.text(data)
+            return self._text(data, depth)
         if isinstance(data, list | tuple):
-            return [self._value(v) for v in data]
+            return [self._value(v, depth + 1) for v in data]
         if isinstance(data, dict):
-            return {self.text(str(k)): self._member(str(k), v) for k, v in data.items()}
+            return {
+                self._text(str(k), depth + 1): self._member(str(k), v, depth + 1)
+                for k, v in data.items()
+            }
         return data
 
-    def _member(self, name: str, value: Any) -> Any:
+    def _member(self, name: str, value: Any, depth: int) -> Any:
         if (
             isinstance(value, str)
             and len(value) >= 4
@@ -154,7 +188,7 @@ class Redactor:
         ):
             self.counts["env-secret"] += 1
             return marker("env-secret")
-        return self._value(value)
+        return self._value(value, depth)
 
 
 def _view(raw: bytes) -> bytes:
@@ -170,27 +204,31 @@ def _view(raw: bytes) -> bytes:
     return view.replace(b"\x02", b'"').replace(b"\x01", b"\\")
 
 
-def _collect(data: Any, out: list[str]) -> bool:
-    """The strings of ``data`` a rule could match, keys included, into ``out``; True when
-    a member's name says its string value is secret (it is replaced whatever it holds)."""
+def _collect(data: Any, out: list[str], depth: int = 0) -> bool:
+    """The strings of ``data`` a rule could match, keys included, into ``out``, and those of
+    every JSON text a string holds (decoded as :meth:`Redactor._text` decodes it, at the same
+    depths); True when a member's name says its string value is secret (it is replaced
+    whatever it holds)."""
     if isinstance(data, str):
-        if len(data) >= _MIN:
-            out.append(data)
-        return False
+        if len(data) < _MIN:
+            return False
+        out.append(data)
+        inner = json_text(data, min(MAX_DEPTH, _DEPTH - depth))
+        return inner is not None and _collect(inner, out, depth + 1)
     if isinstance(data, list | tuple):
-        return any([_collect(v, out) for v in data])
+        return any([_collect(v, out, depth + 1) for v in data])
     if isinstance(data, dict):
         named = False
         for key, value in data.items():
             name = str(key)
-            if len(name) >= _MIN:
-                out.append(name)
-            if isinstance(value, str):
-                if len(value) >= _MIN:
-                    out.append(value)
-                if len(value) >= 4 and _SECRET_NAME.fullmatch(name.lower()):
-                    named = named or not value.startswith("[REDACTED:")
-            elif _collect(value, out):
+            named = _collect(name, out, depth + 1) or named
+            if (
+                isinstance(value, str)
+                and len(value) >= 4
+                and _SECRET_NAME.fullmatch(name.lower())
+                and not value.startswith("[REDACTED:")
+            ):
                 named = True
+            named = _collect(value, out, depth + 1) or named
         return named
     return False
