@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline.fsutil import write_atomic
+from lifeline.fsutil import link_target, write_atomic
 
 __all__ = ["CLIENTS", "Client", "HookChange", "config_path", "plan_change", "write_change"]
 
@@ -167,7 +167,8 @@ def plan_change(path: Path, client: Client, commands: dict[str, str] | None) -> 
 
 
 def write_change(change: HookChange) -> None:
-    """Write the new file (atomically; an existing file keeps its mode)."""
+    """Write the new file (atomically; an existing file keeps its mode). A file that is a
+    symbolic link (a dotfiles repository's) stays one: the file it leads to is replaced."""
     if change.changed:
         change.path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(change.path, change.after.encode("utf-8"))
+        write_atomic(link_target(change.path), change.after.encode("utf-8"))
