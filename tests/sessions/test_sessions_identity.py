@@ -274,3 +274,50 @@ async def test_readers_show_a_session_by_its_newest_format(tmp_path: Path) -> No
     assert header.id != row["id"] and header.id in _entries(root, "session")
     shown = run_cli(root, "sessions", "show", header.id[:12])
     assert shown.returncode == 2 and "no session" in shown.stderr
+
+
+def _rollout_with_remote(path: Path, remote: str) -> Path:
+    """A Codex rollout whose first line (session_meta) records ``remote``, credentials and
+    all, as Codex copies it from the checkout's ``origin``."""
+    meta = {
+        "id": "019a93b9-f380-7600-98ff-940e6b99603e",
+        "timestamp": "2025-11-17T21:30:28.608Z",
+        "cwd": "/srv/api",
+        "originator": "codex_cli_rs",
+        "cli_version": "0.58.0",
+        "git": {"commit_hash": "0f022a04", "branch": "main", "repository_url": remote},
+    }
+    lines = [
+        {"timestamp": "2025-11-17T21:30:28.664Z", "type": "session_meta", "payload": meta},
+        {
+            "timestamp": "2025-11-17T21:30:29.000Z",
+            "type": "event_msg",
+            "payload": {"type": "user_message", "message": "please fix the failing build in ci"},
+        },
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in lines))
+    return path
+
+
+def test_the_header_holds_no_function_of_a_secret_in_the_first_line(tmp_path: Path) -> None:
+    """Decision 0113: the header's ``first`` was the sha256 of the raw first line, which a
+    Codex rollout fills with ``https://user:password@host/…``; with the facts every node
+    holds, a guess of the password could be tested offline. It is the hash of the line as
+    redacted: two rollouts that differ only in that password have one header."""
+    headers = []
+    for n, password in enumerate(("tulip42", "correct-horse-battery")):
+        name = "rollout-2025-11-17T21-30-28-019a93b9-f380-7600-98ff-940e6b99603e.jsonl"
+        path = _rollout_with_remote(
+            tmp_path / f"in{n}" / name, f"https://deploy:{password}@git.example.com/acme/api.git"
+        )
+        root = tmp_path / f"p{n}"
+        _ingest(root, "--tool", "codex", str(path))
+        ((header_id, body),) = _entries(root, "session").items()
+        raw_first = path.read_bytes().splitlines(keepends=True)[0]
+        assert json.loads(body)["first"] != hashlib.sha256(raw_first).hexdigest()
+        assert password.encode() not in b"".join(
+            p.read_bytes() for p in (root / ".lifeline").iterdir() if p.is_file()
+        )
+        headers.append((header_id, body))
+    assert headers[0] == headers[1]

@@ -8,7 +8,7 @@ and written with a header and a status entry in one transaction; the source ledg
 updated after the write, so a crash in between only repeats work (ids are content
 addresses: a repeat writes nothing new).
 
-Entry shapes (decision 0019): ``session`` (identity: tool, native id, source name, first
+Entry shapes (decision 0019): ``session`` (identity: tool, native id, the redacted first
 line's hash), ``session-part`` (a run of items; parent: the previous part or the header)
 and ``session-status`` (verdict, facts, counts, scope and the tail part's id; parent: the
 tail). Every field that is hashed is derived from the file's bytes, so two machines that
@@ -30,7 +30,7 @@ from typing import Any
 from lifeline.entry import compute_id
 from lifeline.errors import NotFound, StoreError
 from lifeline.ledger import Draft, Ledger
-from lifeline.sessions.adapters.port import Adapter, ParseState, SourceFile
+from lifeline.sessions.adapters.port import Adapter, ParseState, RawLine, SourceFile
 from lifeline.sessions.adapters.source_io import Stat, fingerprints, lines_of, stat_of
 from lifeline.sessions.ingest.reading import Outcome, ReadJob, clean_line, read_slice, read_slim
 from lifeline.sessions.ingest.redact import Redactor
@@ -187,7 +187,7 @@ class Ingester:
             "v": FORMAT,
             "tool": adapter.tool.value,
             "session": native,
-            "first": hashlib.sha256(first.raw).hexdigest()
+            "first": self._first_digest(first)
             if first is not None and adapter.append_only
             else None,
         }
@@ -197,6 +197,17 @@ class Ingester:
         return _Plan(
             header, session, native, None, Packer(self.caps.part_bytes), session, outcome=outcome
         )
+
+    def _first_digest(self, first: RawLine) -> str:
+        """The sha256 of the first line as it is stored: redacted, like the provenance hash
+        of every item (:func:`clean_line`). Of the raw line, it let anyone holding the line
+        test guesses of a secret in it offline — a Codex ``session_meta`` records
+        ``https://user:password@host/…``, and the facts give the rest (decision 0113)."""
+        redactor = Redactor(self.patterns)
+        if first.data is not None:
+            return clean_line(first, redactor).sha256
+        text = redactor.text(first.raw.decode("utf-8", "replace"))
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     async def _resume(self, rec: SourceRecord) -> _Plan | None:
         """Where the last pass stopped, with its tail part's items; None: read it all again
