@@ -111,6 +111,19 @@ LEDGER: Migrations = {
                 f" FROM entries e GROUP BY e.line_id, e.height / {BUCKET_HEIGHTS}",
             ],
         ),
+        (
+            3,
+            [
+                # The dedup keys of this node's own writes (as ``dedup`` holds them), the
+                # only ones a local write looks up; those held before count as its own
+                # (decision 0115, as the line files' own_keys).
+                """CREATE TABLE own_keys (
+                    line_id int NOT NULL, key bytea NOT NULL, id bytea NOT NULL,
+                    PRIMARY KEY (line_id, key))""",
+                "INSERT INTO own_keys (line_id, key, id)"
+                " SELECT line_id, dedup, id FROM entries WHERE dedup IS NOT NULL",
+            ],
+        ),
     ]
 }
 

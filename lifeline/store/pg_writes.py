@@ -111,11 +111,17 @@ async def declare_locked(conn: Conn, line_id: int, externals: Sequence[tuple[str
 
 
 async def append_locked(
-    conn: Conn, line_id: int, entries: Sequence[Entry], hooks: Sequence[AppendHook] = ()
+    conn: Conn,
+    line_id: int,
+    entries: Sequence[Entry],
+    hooks: Sequence[AppendHook] = (),
+    *,
+    received: bool = False,
 ) -> AppendResult:
     """Store ``entries`` inside a transaction: takes the line lock, then writes heights, row
     numbers, links, tips, dedup keys, earliest ts and the line's totals (see PgStore), and
-    runs ``hooks`` on the new entries."""
+    runs ``hooks`` on the new entries. The dedup keys of new entries become the line's own
+    keys (what a local retry finds), unless they were ``received`` from a peer (0115)."""
     next_seq, totals, id_sum = await lock_line(conn, line_id)
     if not entries:
         return AppendResult(())
@@ -155,8 +161,13 @@ async def append_locked(
     if lowered:
         await _lower_ts(conn, line_id, lowered)
     if fresh:
+        keys = (
+            [] if received else [(e.dedup_key, e.id) for e, _ in fresh if e.dedup_key is not None]
+        )
         fresh = await _drop_taken_keys(conn, line_id, fresh)
         await _insert(conn, line_id, next_seq, fresh)
+        if keys:  # the keys as written: the dedup column may have lost one
+            await _own_keys(conn, line_id, keys)
     count, total = totals.count, totals.total
     buckets: dict[int, tuple[int, int]] = {}  # height bucket -> (count, token sum) added
     for entry, height in fresh:
@@ -271,6 +282,17 @@ async def _drop_taken_keys(
                 taken.add(forms[0])
         out.append((entry, height))
     return out
+
+
+async def _own_keys(conn: Conn, line_id: int, written: Sequence[tuple[str, str]]) -> None:
+    """The dedup keys ``(key, id)`` of this node's new entries, each kept by its first."""
+    await conn.execute(
+        "INSERT INTO own_keys (line_id, key, id) SELECT $1, * FROM unnest($2::bytea[],"
+        " $3::bytea[]) ON CONFLICT DO NOTHING",
+        line_id,
+        [dedup_bytes(key) for key, _ in written],
+        [id_bytes(entry_id) for _, entry_id in written],
+    )
 
 
 async def _insert(conn: Conn, line_id: int, next_seq: int, fresh: list[tuple[Entry, int]]) -> None:

@@ -90,7 +90,10 @@ class Store(Protocol):
 
     async def count(self) -> int: ...
 
-    async def by_dedup_key(self, key: str) -> Entry | None: ...
+    async def by_dedup_key(self, key: str) -> Entry | None:
+        """The entry a write of this node recorded under ``key`` (what a retried write
+        returns); a key that came with a peer's entry finds nothing (decision 0115)."""
+        ...
 
     async def declare_external(self, entry_id: str, line: str) -> None:
         """Record that ``entry_id`` lives in ``line``, so it may be named as a parent. The

@@ -425,9 +425,9 @@ class PgStore:
         return (await self.entry_totals()).count
 
     async def by_dedup_key(self, key: str) -> Entry | None:
-        rows = await self._fetch(
-            "SELECT doc FROM entries WHERE line_id = $1 AND dedup = ANY($2::bytea[])"
-            " ORDER BY seq LIMIT 1",
+        rows = await self._fetch(  # this node's own writes only (decision 0115)
+            "SELECT e.doc FROM own_keys k JOIN entries e ON e.line_id = k.line_id AND e.id = k.id"
+            " WHERE k.line_id = $1 AND k.key = ANY($2::bytea[]) ORDER BY e.seq LIMIT 1",
             list(dedup_forms(key)),
         )
         return self._decoded(rows[0][0], key) if rows else None

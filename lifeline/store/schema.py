@@ -125,6 +125,19 @@ LEDGER: dict[str, list[tuple[int, str]]] = {
             ) WITHOUT ROWID;
             """,
         ),
+        (
+            5,
+            # The dedup keys of this node's own writes, the only ones a local write with a
+            # key looks up: a key that arrived with a peer's entry never makes a local
+            # write return that entry (a member could squat MCP idempotency keys). The
+            # keys held before count as the node's own. See
+            # docs/decisions/0115-a-dedup-key-answers-only-this-nodes-writes.md.
+            """
+            CREATE TABLE own_keys (key TEXT PRIMARY KEY, id TEXT NOT NULL) WITHOUT ROWID;
+            INSERT OR IGNORE INTO own_keys
+                SELECT dedup_key, id FROM entries WHERE dedup_key IS NOT NULL;
+            """,
+        ),
     ],
 }
 

@@ -76,6 +76,7 @@ CACHE_KIB = 32 * 1024
 # half the wall time of each commit on a virtual disk. 10000 pages (~40 MB of WAL) makes that
 # rarer; the WAL is still checkpointed and removed when the last connection closes.
 WAL_AUTOCHECKPOINT_PAGES = 10_000
+_OWN_KEY = "SELECT id FROM own_keys WHERE key = ?"  # a key of this node's writes (0115)
 
 
 class SqliteStore:
@@ -272,16 +273,15 @@ class SqliteStore:
 
         One thread hop for a whole local write, and no window in which another writer's
         entry could land between reading the tips and writing onto them. With ``dedup_key``
-        already recorded, nothing is built and the earlier entry is returned (not new); when
-        the built entry is already stored, the stored one is returned (not new).
+        recorded by a write of this node, nothing is built and that entry is returned (not
+        new); when the built entry is already stored, the stored one is returned (not new).
         ``within(conn, [entry])`` runs in the same transaction when the entry is new.
         """
 
         def tx(conn: sqlite3.Connection) -> tuple[Entry, bool]:
-            if dedup_key is not None:
-                row = conn.execute(
-                    f"SELECT {COLUMNS} FROM entries WHERE dedup_key = ?", (dedup_key,)
-                ).fetchone()
+            if dedup_key is not None:  # this node's own writes only (decision 0115)
+                sql = f"SELECT {COLUMNS} FROM entries WHERE id IN ({_OWN_KEY})"
+                row = conn.execute(sql, (dedup_key,)).fetchone()
                 if row is not None:
                     return decode_or_raise(self.path, row), False
             tips = tips_for_write(conn, thread, cap)
@@ -332,12 +332,14 @@ class SqliteStore:
         conn: sqlite3.Connection,
         entries: Sequence[Entry],
         externals: Sequence[tuple[str, str]] = (),
+        *,
+        received: bool = False,
     ) -> AppendResult:
         """``append_many`` inside a transaction of ``run_write`` (with other writes of the
         same batch, so they commit together): declares ``externals`` (id, line) first (see
-        :func:`declare_tx`)."""
+        :func:`declare_tx`); ``received``: a peer's entries, whose dedup keys are not ours."""
         declare_tx(conn, externals)
-        return append_tx(conn, entries) if entries else AppendResult(())
+        return append_tx(conn, entries, received=received) if entries else AppendResult(())
 
     async def declare_external(self, entry_id: str, line: str) -> None:
         await self.run_write(lambda conn: declare_tx(conn, [(entry_id, line)]))
@@ -462,11 +464,7 @@ class SqliteStore:
         return int(row[0])
 
     async def by_dedup_key(self, key: str) -> Entry | None:
-        row = await self.run_read(
-            lambda conn: conn.execute(
-                "SELECT id FROM entries WHERE dedup_key = ?", (key,)
-            ).fetchone()
-        )
+        row = await self.run_read(lambda conn: conn.execute(_OWN_KEY, (key,)).fetchone())
         return await self.get(row[0]) if row else None
 
     async def externals(self) -> dict[str, str]:

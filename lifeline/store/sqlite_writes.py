@@ -106,9 +106,14 @@ class _Plan:
     new_ts: dict[str, str] = field(default_factory=dict)  # id -> its lowered ts
 
 
-def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResult:
+def append_tx(
+    conn: sqlite3.Connection, entries: Sequence[Entry], *, received: bool = False
+) -> AppendResult:
     """Store ``entries`` on ``conn`` inside a write transaction already begun: heights,
-    row numbers, parent links, the tips, dedup keys and earliest ts (see SqliteStore)."""
+    row numbers, parent links, the tips, dedup keys and earliest ts (see SqliteStore).
+
+    The dedup keys of new entries become this line's own keys (``own_keys``, what a local
+    retry finds), unless the entries were ``received`` from a peer (decision 0115)."""
     totals = totals_for_update(conn, ENTRIES_SET, "entries")  # sync's whole-set summary
     plan = _plan(conn, entries)
     if plan.lowered:
@@ -118,6 +123,9 @@ def append_tx(conn: sqlite3.Connection, entries: Sequence[Entry]) -> AppendResul
         )
     if plan.rows:
         _insert(conn, entries, _unique_keys(conn, plan.rows), plan)
+        if not received:  # the keys as written: the entries column may have lost one
+            own = [(r.dedup_key, r.id) for r in plan.rows if r.dedup_key is not None]
+            insert_rows(conn, "INSERT OR IGNORE INTO own_keys (key, id)", own)
     if plan.rows or plan.relabelled:
         bump_totals(
             conn,

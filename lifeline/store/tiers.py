@@ -94,8 +94,11 @@ class SqlLine(Store, Summarized, Protocol):
         conn: sqlite3.Connection,
         entries: Sequence[Entry],
         externals: Sequence[tuple[str, str]] = (),
+        *,
+        received: bool = False,
     ) -> AppendResult:
-        """``append_many`` inside a transaction of :meth:`run_write`, with ``externals``."""
+        """``append_many`` inside a transaction of :meth:`run_write`, with ``externals``;
+        ``received``: a peer's entries, whose dedup keys are not this node's."""
         ...
 
     async def append_hooked(

@@ -135,7 +135,9 @@ class PgNotaryStore(NotarySet[PgStore]):
             intake = await self._intake(conn, entries)
             if externals:
                 await declare_locked(conn, self._line, externals)
-            result = await append_locked(conn, self._line, intake.kept, self.store.db.after_append)
+            result = await append_locked(
+                conn, self._line, intake.kept, self.store.db.after_append, received=True
+            )
             rows = intake_rows(intake, result, self.source, self._clock())
             await _record(conn, self._line, rows)
             return replace(result, refused=tuple(intake.faults)) if intake.faults else result

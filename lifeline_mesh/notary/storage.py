@@ -275,7 +275,7 @@ class NotaryStore(NotarySet[SqlLine]):
                 conn, entries, self._remembered, self._blocked, self.skew_s, self._clock(),
                 self.refused_signatures,
             )  # fmt: skip
-            result = store.append_in(conn, intake.kept, externals)
+            result = store.append_in(conn, intake.kept, externals, received=True)
             record(conn, intake_rows(intake, result, self.source, self._clock()))
             return replace(result, refused=tuple(intake.faults)) if intake.faults else result
 

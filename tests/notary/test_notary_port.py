@@ -10,6 +10,7 @@ import pytest
 
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature, InvalidEntry
+from lifeline.ledger import Draft, Ledger
 from lifeline.store.port import Store
 from lifeline.store.postgres import PgDatabase, PgStore
 from lifeline.store.sqlite import SqliteStore
@@ -223,3 +224,33 @@ async def test_the_state_fingerprint_is_the_same_on_both_stores(
     finally:
         await db.close()
     assert signed[0].item == signed[1].item  # same node, time and state: the same bytes
+
+
+async def test_a_peers_declarations_and_dedup_keys_change_nothing_of_ours(line: Store) -> None:
+    """What a member sends with its entries: cross-line declarations are kept only for
+    parents of the batch, never replace one held, and name no entry held; its dedup keys
+    are stored with its entries but never answer a local write (decision 0115)."""
+    design = "d" * 64
+    await line.declare_external(design, "design")
+    held = Entry.create(ts=NOW, kind="note", summary="held", parents=(design,))
+    await line.append(held)
+    guarded = NotarizedEntrySet(EntrySet(line), await _notary(line, source="member-b"))
+    squat = Entry.create(ts=NOW, kind="decision", summary="squatted", dedup_key="mcp:retry-42")
+    child = Entry.create(ts=NOW, kind="note", summary="child", parents=(design, held.id))
+    stray = [(bytes([k]) * 32, "zz") for k in range(1, 200)]
+    declared = [(bytes.fromhex(design), "bogus"), (bytes.fromhex(held.id), "bogus"), *stray]
+    codec = EntryCodec()
+    result = await guarded.admit([codec.parse(e.to_json()) for e in (squat, child)], declared)
+    assert result.added == 2
+    assert await line.externals() == {design: "design"}
+    assert (await line.get(squat.id)).dedup_key == "mcp:retry-42"  # kept, as it travels
+    assert await line.by_dedup_key("mcp:retry-42") is None
+    ours, created = await Ledger(line).append(
+        Draft(kind="decision", summary="Database: PostgreSQL 16", dedup_key="mcp:retry-42")
+    )
+    assert created and ours.summary == "Database: PostgreSQL 16"
+    assert await line.by_dedup_key("mcp:retry-42") == await line.get(ours.id)
+    again, created = await Ledger(line).append(
+        Draft(kind="decision", summary="Database: PostgreSQL 16", dedup_key="mcp:retry-42")
+    )
+    assert not created and again.id == ours.id  # a retry still records once
