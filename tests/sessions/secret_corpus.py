@@ -116,6 +116,20 @@ def secrets(seed: int) -> list[tuple[str, str, str]]:
         f"-----BEGIN RSA PRIVATE KEY-----\n{pem}\n-----END RSA PRIVATE KEY-----",
         "id_rsa:\nSECRET\n",
     )
+    add("google oauth access token", "ya29.a0" + r(_ALNUM + "-_", 120), "token:\nSECRET\n")
+    add(
+        "cookie header",
+        r(_ALNUM, 32),
+        "curl -H 'Cookie: sessionid=SECRET; csrftoken=abc' https://app.example.com/admin",
+    )
+    add("set-cookie header", r(_HEX, 40), "< Set-Cookie: sid=SECRET; Path=/; HttpOnly; Secure")
+    add("pwd= argument", pw(), "pyodbc.connect(server=db, uid=app, pwd=SECRET)")
+    add("MY_PWD=", pw(), "export MY_PWD=SECRET")
+    # decision 0113: gitleaks' global allowlist let through any secret holding "false" or
+    # ending in "null" (a regex without its group: ^true|false|null$)
+    add(".env password holding 'false'", r(_UP, 3) + "9false" + r(_ALNUM, 4), "DB_PASSWORD=SECRET")
+    add("url password holding 'False'", "Falsetto" + r(_DIG, 2), "postgres://app:SECRET@db/x")
+    add("bearer token ending in 'null'", r(_ALNUM, 30) + "null", "Authorization: Bearer SECRET")
     add("password in json", pw(), '{"user": "app", "password": "SECRET"}')
     add("password in yaml", pw(), "database:\n  password: SECRET\n")
     add("password literal in python", pw(), 'password = "SECRET"')
@@ -176,4 +190,8 @@ LOOK_ALIKES = [
     "git clone https://github.com/gitleaks/gitleaks.git",
     "the token budget is spent; refresh_token_url: https://auth.example.com/token",
     "def rotate_secret(secret_id: str) -> None:",
+    "PWD=/home/alice/src/api OLDPWD=/tmp",
+    "cd /srv/app && pwd",
+    "cookie_jar = http.cookiejar.CookieJar()",
+    "DEBUG=false\nCACHE=null",
 ]

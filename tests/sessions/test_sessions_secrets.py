@@ -1,4 +1,4 @@
-"""Secrets never reach the line (decision 0052): 71 made-up secrets of documented vendor formats
+"""Secrets never reach the line (decision 0052): 79 made-up secrets of documented vendor formats
 spliced into a copy of a real Claude Code transcript go through the real `lifeline sessions
 ingest`; none of them, nor its tail, is in any byte of the line's files, the continuation
 bundle, the OKF export or `show`. Code that only looks like a secret stays as it is. The

@@ -13,7 +13,10 @@ above it (rounded to 6 decimals so that no libm difference can change an id); al
 (the file's global one and the rule's own) drop a secret by regex (on the secret, the
 match or the line) or stopword. Rules scoped to a file path are left out: a transcript has
 no path. gitleaks' ``generic-api-key`` is left out too: our ``env-secret`` rules take the
-keyword = value forms, with exceptions written for code (decision 0052).
+keyword = value forms, with exceptions written for code (decision 0052). One regex of
+gitleaks' global allowlist is mended as it is loaded (:data:`_MENDED`): ``(?i)^true|false|null$``
+reads ``^true`` or ``false`` anywhere or ``null$``, and the global list applies to every rule,
+so any secret holding "false" or ending in "null" passed (decision 0113).
 
 Every machine of a mesh needs the same rules (the same files and the same ``google-re2``)
 for two ingests of one transcript to give the same entry ids.
@@ -40,6 +43,9 @@ Span = tuple[int, int, str]  # byte offsets in the UTF-8 text, and the marker ty
 # match crossing from one string into the next shows.
 SEPARATOR = b"\n\x00\n"
 _SKIPPED = frozenset({"generic-api-key"})
+# Regexes of gitleaks' file that do not say what they mean, and what they mean; the file
+# stays as gitleaks wrote it.
+_MENDED = {"(?i)^true|false|null$": "(?i)^(?:true|false|null)$"}
 _OPTIONS = re2.Options()
 _OPTIONS.max_mem = 32 << 20
 _GATES = 512  # sets of rules whose alternation is kept compiled (RuleSet._gate)
@@ -81,7 +87,7 @@ class _Allow:
 def _allowlist(spec: dict[str, Any]) -> _Allow | None:
     if spec.get("paths") and spec.get("condition", "OR").upper() == "AND":
         return None  # a path criterion never holds here, so the whole list never does
-    patterns = tuple(str(rx) for rx in spec.get("regexes", ()))
+    patterns = tuple(_MENDED.get(str(rx), str(rx)) for rx in spec.get("regexes", ()))
     stopwords = tuple(str(w).lower().encode() for w in spec.get("stopwords", ()))
     if not patterns and not stopwords:
         return None
