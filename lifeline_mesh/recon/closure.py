@@ -1,11 +1,12 @@
 """Closure of received items: an item is delivered only once its parents are known.
 
 Items whose parents are missing wait in a bounded orphan pool; their missing parents are
-reported so the session can ask for them. When the pool is full, further orphans are not
-kept: only their ids are (32 bytes each, up to ``overflow_cap``), and they are asked for
-again once reconciliation has settled — a large sync where children are found in an
-earlier round than their parents then costs a re-send, not unbounded memory. Pure: the
-caller supplies what is known.
+reported so the session can ask for them. The pool is bounded twice: ``cap`` items and
+``byte_cap`` bytes of raw items (10,000 orphans of 64 KB held ~1.3 GB once parsed). When
+either is reached, further orphans are not kept: only their ids are (32 bytes each, up to
+``overflow_cap``), and they are asked for again once reconciliation has settled — a large
+sync where children are found in an earlier round than their parents then costs a
+re-send, not unbounded memory. Pure: the caller supplies what is known.
 """
 
 from __future__ import annotations
@@ -19,11 +20,14 @@ __all__ = ["OrphanPool"]
 
 
 class OrphanPool:
-    """Holds items waiting for parents; ``cap`` bounds how many may wait at once."""
+    """Holds items waiting for parents; ``cap`` bounds how many may wait at once, and
+    ``byte_cap`` how many bytes of raw items."""
 
-    def __init__(self, cap: int, overflow_cap: int = 1_000_000) -> None:
+    def __init__(self, cap: int, overflow_cap: int = 1_000_000, byte_cap: int = 64 << 20) -> None:
         self.cap = cap
         self.overflow_cap = overflow_cap
+        self.byte_cap = byte_cap
+        self.bytes = 0  # raw bytes of the items waiting
         self._overflow: set[bytes] = set()  # orphans not kept: asked for again later
         self._waiting: dict[bytes, ParsedItem] = {}
         self._blocked_on: dict[bytes, set[bytes]] = {}  # missing parent -> waiting ids
@@ -51,16 +55,18 @@ class OrphanPool:
         return ready
 
     def _park(self, item: ParsedItem, missing: list[bytes]) -> None:
-        if len(self._waiting) >= self.cap:
+        if len(self._waiting) >= self.cap or self.bytes + len(item.raw) > self.byte_cap:
             if len(self._overflow) >= self.overflow_cap:
                 raise RemoteProtocolError(
-                    f"too many orphans in one session (caps orphan_pool={self.cap} kept, "
-                    f"orphan_overflow={self.overflow_cap} remembered): the peer sends items "
-                    f"whose parents never come (e.g. {item.id.hex()[:12]})"
+                    f"too many orphans in one session (caps orphan_pool={self.cap} and "
+                    f"orphan_pool_bytes={self.byte_cap} kept, orphan_overflow="
+                    f"{self.overflow_cap} remembered): the peer sends items whose parents "
+                    f"never come (e.g. {item.id.hex()[:12]})"
                 )
             self._overflow.add(item.id)
             return
         self._waiting[item.id] = item
+        self.bytes += len(item.raw)
         for dep in missing:
             self._blocked_on.setdefault(dep, set()).add(item.id)
 
@@ -78,6 +84,7 @@ class OrphanPool:
                 if child is None or not all(known(d) for d in child.deps):
                     continue
                 del self._waiting[child_id]
+                self.bytes -= len(child.raw)
                 ready.append(child)
                 mark(child_id)
                 stack.append(child_id)

@@ -8,7 +8,7 @@ parents go first), and packs ranges and raw items into frames under the peer's s
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 
 from lifeline.errors import LocalProtocolError, RemoteProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
@@ -24,10 +24,12 @@ _ITEM_OVERHEAD = 8
 
 
 class SetOutbox:
-    def __init__(self) -> None:
+    def __init__(self, max_wanted_ids: int = 2_000_000) -> None:
         self._indices: set[int] = set()
         self._intervals: list[tuple[int, int]] = []
-        self._ids: list[bytes] = []
+        self._unplaced: dict[bytes, None] = {}  # wanted, held outside the snapshot
+        self.max_wanted_ids = max_wanted_ids
+        self.wanted_ids = 0  # ids the peer asked for by id this session
 
     def collect(self, responder: Responder) -> None:
         """Take what this turn's range answers owe, to send now or in a later turn."""
@@ -43,10 +45,15 @@ class SetOutbox:
         """
         return not any(r.mode is Mode.FINGERPRINT for r in responder.reply.ranges)
 
-    def want(self, responder: Responder, want: Want) -> None:
+    def want(
+        self, responder: Responder, want: Want, received: Container[bytes] = frozenset()
+    ) -> None:
         """Record what the peer asked for (names never offered are ignored: nothing to send).
 
         A name offered for several items (short ids of two ranges colliding) sends them all.
+        An id is kept only when this side holds it (its snapshot, or ``received`` this
+        session), once however often it is asked for: ids by the hundred thousand held
+        until our turn took ~1.3 GB (cap ``max_wanted_ids`` counts them all).
         """
         short = responder.dialect.list_id_bytes if responder.dialect.compact else 0
         for names, width in (
@@ -62,7 +69,21 @@ class SetOutbox:
                 )
             for k in range(0, len(names), width):
                 self._indices.update(responder.offered.get(names[k : k + width], ()))
-        self._ids.extend(want.ids)
+        self._want_ids(responder.snap, want.ids, received)
+
+    def _want_ids(self, snap: Snapshot, ids: Sequence[bytes], received: Container[bytes]) -> None:
+        self.wanted_ids += len(ids)
+        if self.wanted_ids > self.max_wanted_ids:
+            raise RemoteProtocolError(
+                f"the peer asked for more than {self.max_wanted_ids} items by id in one "
+                "session (cap max_wanted_ids); a node asks only for parents it lacks"
+            )
+        for item_id in ids:
+            position = snap.position(item_id)
+            if position is not None:
+                self._indices.add(position)
+            elif item_id in received or snap.knows(item_id):
+                self._unplaced[item_id] = None
 
     @staticmethod
     def asks(responder: Responder, pool: OrphanPool) -> bool:
@@ -97,21 +118,15 @@ class SetOutbox:
         snap = responder.snap
         # Everything in key order, (height, id): parents before children, also for items
         # wanted by id. Ids outside the snapshot (received this session) go first.
-        unplaced: list[bytes] = []
-        extra = set(self._indices)
-        for item_id in dict.fromkeys(self._ids):
-            position = snap.position(item_id)
-            if position is None:
-                unplaced.append(item_id)
-            else:
-                extra.add(position)
+        unplaced = list(self._unplaced)
+        extra = sorted(self._indices)
         intervals = sorted((lo, hi) for lo, hi in self._intervals if hi > lo)
         self._indices.clear()
         self._intervals.clear()
-        self._ids.clear()
+        self._unplaced.clear()
         if not unplaced and not extra and not intervals:
             return None
-        return _fetches(index, snap, unplaced, _positions(intervals, sorted(extra)), chunk)
+        return _fetches(index, snap, unplaced, _positions(intervals, extra), chunk)
 
     @staticmethod
     def pack(

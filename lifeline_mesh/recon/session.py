@@ -381,7 +381,7 @@ class Session:
 
     def _on_want(self, want: Want) -> list[Effect]:
         state = self._state(want.set_index)
-        state.outbox.want(state.responder, want)
+        state.outbox.want(state.responder, want, state.received)
         return []
 
     def _on_items(self, items: Items, parsed: Sequence[ParsedItem] | None = None) -> list[Effect]:

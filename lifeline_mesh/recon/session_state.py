@@ -59,7 +59,13 @@ class SessionLimits:
     max_frame_bytes: int = 1 << 20
     max_items: int = 5_000_000  # items received per session
     orphan_pool: int = 10_000  # orphans kept in memory
+    orphan_pool_bytes: int = 64 << 20  # and their raw bytes (about twice that once parsed)
     orphan_overflow: int = 1_000_000  # further orphans remembered by id, asked for again
+    # Distinct cross-line parents a peer declares in one session (each set), and ids it
+    # asks for by id (missing parents, remembered orphans: at most ~1.6 million from a
+    # node with these caps): past either, the session is aborted.
+    max_externals: int = 100_000
+    max_wanted_ids: int = 2_000_000
     max_item_bytes: int = 256 * 1024
     # Inadmissible items (an entry whose id does not match its content, a damaged row the
     # peer read) refused one by one, the rest of their frame stored; past this many in one
@@ -130,11 +136,11 @@ class SetState:
         self.loaded = False  # the snapshot is loaded (only sets that differ ever are)
         self.summary: SetSummary | None = None
         self.responder = Responder(self.snap, branch=limits.branch, leaf=limits.leaf)
-        self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow)
+        self.pool = OrphanPool(limits.orphan_pool, limits.orphan_overflow, limits.orphan_pool_bytes)
         # ids received, for the closure; none kept for a flat set (ItemCodec)
         self.received = NoIds() if getattr(codec, "flat", False) else ReceivedIds()
         self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
-        self.outbox = SetOutbox()
+        self.outbox = SetOutbox(limits.max_wanted_ids)
 
     def differs(self, theirs: dict[str, bytes]) -> bool:
         """Active, not loaded, and its whole-set fingerprint is not the peer's ``theirs``
