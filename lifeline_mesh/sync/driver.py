@@ -49,6 +49,7 @@ from lifeline_mesh.sync import closing
 from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.entry_offload import preparse
 from lifeline_mesh.sync.fast import FAST, FastPaths
+from lifeline_mesh.sync.guards import refusing_items
 from lifeline_mesh.sync.memory import SESSIONS
 from lifeline_mesh.sync.port import Accompanied, AdmitResult, Preparing, ReconSet, Summarizing
 from lifeline_mesh.sync.readahead import ReadAhead
@@ -134,7 +135,7 @@ async def _drive(
     admitter = _Admitter(report, ADMIT_DEPTH if fast.pipelined else 1, overlap=fast.pipelined)
     admitter.progress = progress
     reader = ReadAhead(
-        channel,
+        refusing_items(channel, lambda: session.set_names, sets),  # a reader's items
         depth=READ_AHEAD if fast.read_ahead else 0,
         prepare=(lambda f: _preparse(session, f)) if fast.helpers else None,
     )
@@ -431,6 +432,8 @@ async def _next_frame(
         )
     except ProtocolError as exc:
         return session.fail(exc, "protocol")
+    except Refused as exc:  # a frame the caller may not send (a reader's items)
+        return session.fail(exc, REFUSED_CODE)
     if frame is None:
         raise PeerError("the peer closed the stream in the middle of the session; sync again")
     return session.receive(frame, clock())

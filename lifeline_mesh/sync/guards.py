@@ -6,14 +6,20 @@
   whether it called us or we dialed it.
 * :class:`SendNothing` is the reader's own side: it offers nothing, so its sessions only
   receive (what it wrote locally stays local) instead of being refused.
+* :func:`refusing_items`: the session's channel, on which the peer's first ``Items`` for
+  a :class:`ReceiveOnly` set is refused as it arrives, before anything of it is parsed
+  or held: orphans (never stored, so never refused at ``admit``) and cross-line parents
+  cost the node nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lifeline.errors import PermissionDenied
+from lifeline_mesh.recon.frames import Frame, Items
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
+from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.port import (
     Accompanied,
     AdmitResult,
@@ -22,7 +28,7 @@ from lifeline_mesh.sync.port import (
     Summarizing,
 )
 
-__all__ = ["ReceiveOnly", "SendNothing", "SetWrapper"]
+__all__ = ["ReceiveOnly", "SendNothing", "SetWrapper", "refusing_items"]
 
 
 class SetWrapper:
@@ -75,3 +81,53 @@ class SendNothing(SetWrapper):
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]
     ) -> AdmitResult:
         return await self._inner_set.admit(items, externals)
+
+
+def refusing_items(
+    channel: Channel, set_names: Callable[[], Sequence[str]], sets: Sequence[ReconSet]
+) -> Channel:
+    """``channel``, refusing the peer's items for the sets that take none (``ReceiveOnly``;
+    ``set_names()``: the session's sets, by index); ``channel`` itself when all take them."""
+    refusals = {s.name: s.reason for s in sets if isinstance(s, ReceiveOnly)}
+    return _RefusingItems(channel, set_names, refusals) if refusals else channel
+
+
+class _RefusingItems:
+    def __init__(
+        self, channel: Channel, set_names: Callable[[], Sequence[str]], refusals: dict[str, str]
+    ) -> None:
+        self._channel = channel
+        self._set_names = set_names
+        self._refusals = refusals
+
+    @property
+    def bytes_sent(self) -> int:
+        return self._channel.bytes_sent
+
+    @bytes_sent.setter
+    def bytes_sent(self, value: int) -> None:
+        self._channel.bytes_sent = value
+
+    @property
+    def bytes_received(self) -> int:
+        return self._channel.bytes_received
+
+    @bytes_received.setter
+    def bytes_received(self, value: int) -> None:
+        self._channel.bytes_received = value
+
+    async def send(self, frame: Frame) -> None:
+        await self._channel.send(frame)
+
+    async def recv(self) -> Frame | None:
+        frame = await self._channel.recv()
+        if isinstance(frame, Items) and (frame.items or frame.externals):
+            names = self._set_names()
+            name = names[frame.set_index] if 0 <= frame.set_index < len(names) else ""
+            reason = self._refusals.get(name)
+            if reason is not None:
+                what = (
+                    f"{len(frame.items)} {name}" if frame.items else f"cross-line parents of {name}"
+                )
+                raise PermissionDenied(f"refusing {what} from the peer: {reason}")
+        return frame
