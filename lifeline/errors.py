@@ -15,6 +15,7 @@
     │   ├── AmbiguousPrefix     an id prefix matches more than one entry
     │   └── CorruptRow          a stored row cannot be decoded
     ├── PeerError               a peer is unreachable or timed out
+    │   ├── Busy                a peer is at its cap of calls at once (try again later)
     │   └── Refused             a session was refused (line not shared, not allowed)
     │       ├── NotAuthenticated   no usable mesh certificate / failed TLS handshake
     │       └── PermissionDenied   known caller, not allowed (revoked, reader, other mesh)
@@ -28,6 +29,7 @@ from __future__ import annotations
 __all__ = [
     "AmbiguousPrefix",
     "BadSignature",
+    "Busy",
     "ConfigError",
     "CorruptRow",
     "EntryTooLarge",
@@ -96,6 +98,11 @@ class CorruptRow(StoreError):
 
 class PeerError(LifelineError):
     """A peer is unreachable, timed out, or refused the session."""
+
+
+class Busy(PeerError):
+    """The peer serves as many calls of that kind as it takes at once (from this caller,
+    or from all): nothing was done, try again in a moment."""
 
 
 class Refused(PeerError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import grpc
 
 from lifeline.errors import (
+    Busy,
     ConfigError,
     InvalidEntry,
     LifelineError,
@@ -26,13 +27,25 @@ from lifeline.errors import (
     StoreError,
 )
 
-__all__ = ["STATUS_TABLE", "Refused", "error_from_rpc", "not_lifeline_mesh", "status_for"]
+__all__ = [
+    "BUSY",
+    "STATUS_TABLE",
+    "Refused",
+    "error_from_rpc",
+    "not_lifeline_mesh",
+    "status_for",
+]
+
+# How a Busy refusal's details begin (RESOURCE_EXHAUSTED is gRPC's own word for a message
+# over a size cap too): ``busy: …``.
+BUSY = "busy: "
 
 
 # Most specific class first: the first match wins.
 STATUS_TABLE: tuple[tuple[type[LifelineError], grpc.StatusCode], ...] = (
     (NotAuthenticated, grpc.StatusCode.UNAUTHENTICATED),
     (Refused, grpc.StatusCode.PERMISSION_DENIED),
+    (Busy, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (PeerError, grpc.StatusCode.UNAVAILABLE),
     (RemoteProtocolError, grpc.StatusCode.INVALID_ARGUMENT),
     (InvalidEntry, grpc.StatusCode.INVALID_ARGUMENT),
@@ -109,6 +122,8 @@ def error_from_rpc(
             f"{_reason(detail)}) — not a member of this mesh, a certificate of another mesh, "
             "or a revoked node; check `lifeline-mesh members` on both sides"
         )
+    if code is grpc.StatusCode.RESOURCE_EXHAUSTED and detail.startswith(BUSY):
+        return Busy(f"peer {target} is {detail}")
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED:
         return RemoteProtocolError(
             f"peer {target}: a message was over a size limit ({detail}); "

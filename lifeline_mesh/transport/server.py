@@ -3,11 +3,12 @@
 Before a session it reads the Hello (within ``HELLO_TIMEOUT_S``; at most
 ``MAX_WAITING_HELLOS`` streams wait for theirs at once), asks the authorizer whether the
 caller may read at all, then checks the line is shared — so a caller that may not read
-hears the same refusal whether the line exists or not — then opens the line's store *for
-this session* (so writes by other processes are seen) and runs the responder. A failing
-session ends only itself: its reason goes to the peer and, bounded, to the server's
-failures and the log (``transport/refusals.py``; docs/security.md, "Unauthenticated
-network peer").
+hears the same refusal whether the line exists or not — then counts the session against
+``MAX_SESSIONS`` and ``MAX_SESSIONS_PER_CALLER`` (``transport/call_caps.py``), opens the
+line's store *for this session* (so writes by other processes are seen) and runs the
+responder. A failing session ends only itself: its reason goes to the peer and, bounded,
+to the server's failures and the log (``transport/refusals.py``; docs/security.md,
+"Unauthenticated network peer" and "What an admitted caller can hold").
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any, Protocol
 
 import grpc
 
-from lifeline.errors import LifelineError, PeerError, RemoteProtocolError
+from lifeline.errors import Busy, LifelineError, PeerError, RemoteProtocolError
 from lifeline_mesh.recon.frames import EndOfTurn, Hello
 from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import IDLE_TIMEOUT, SyncReport, drive
@@ -39,6 +40,12 @@ from lifeline_mesh.transport.authz import (
     SessionPeer,
     identity_of,
 )
+from lifeline_mesh.transport.call_caps import (
+    MAX_SESSIONS_PER_CALLER,
+    CallGate,
+    caller_key,
+    sessions_for_this_process,
+)
 from lifeline_mesh.transport.channels import (
     HANDSHAKE_TIMEOUT_S,
     METHOD,
@@ -47,7 +54,7 @@ from lifeline_mesh.transport.channels import (
     grpc_options,
     server_ping_options,
 )
-from lifeline_mesh.transport.errors import Refused, status_for
+from lifeline_mesh.transport.errors import BUSY, Refused, status_for
 from lifeline_mesh.transport.refusals import FailureRing, QuietLog, cut, peer_host, quote
 
 __all__ = [
@@ -123,6 +130,13 @@ class SyncServer:
         self.hello_timeout = HELLO_TIMEOUT_S
         self.max_waiting_hellos = MAX_WAITING_HELLOS
         self.waiting_hellos = 0
+        # Admitted sessions running now, in all and per caller (each holds its line open)
+        self.sessions = CallGate(
+            "sessions",
+            sessions_for_this_process(),
+            MAX_SESSIONS_PER_CALLER,
+            ("MAX_SESSIONS", "MAX_SESSIONS_PER_CALLER"),
+        )
         self._on_session = on_session  # told of each admitted session's caller and outcome
 
     async def start(self, listen: str) -> str:
@@ -181,8 +195,8 @@ class SyncServer:
     ) -> None:
         channel = ServerChannel(context)
         if self.waiting_hellos >= self.max_waiting_hellos:
-            busy = PeerError(
-                f"busy: {self.waiting_hellos} sessions are waiting for their hello (cap "
+            busy = Busy(
+                f"{BUSY}{self.waiting_hellos} sessions are waiting for their hello (cap "
                 "MAX_WAITING_HELLOS); try again in a moment"
             )
             await self._refuse(context, None, busy)
@@ -193,12 +207,17 @@ class SyncServer:
         try:
             hello = await self._hello(channel)
             peer = await self._admit(hello.line, context)
+            key = caller_key(peer.identity)
+            self.sessions.enter(key)  # counted from here until the session ends
         except LifelineError as exc:
             await self._refuse(context, channel if isinstance(hello, Hello) else None, exc)
             return
         finally:
             self.waiting_hellos -= 1
-        await self._run(hello, channel, context, peer)
+        try:
+            await self._run(hello, channel, context, peer)
+        finally:
+            self.sessions.leave(key)
 
     async def _hello(self, channel: ServerChannel) -> Hello:
         """The stream's first frame, a hello, within ``hello_timeout``."""
