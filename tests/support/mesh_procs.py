@@ -223,9 +223,11 @@ def join_mesh(
     host: str = "127.0.0.1",
     wrap_ca: Sequence[str] = (),
     wraps: Sequence[Sequence[str]] = (),
+    roles: Sequence[str] = (),
 ) -> str:
     """Create a mesh on ``ca_root`` and join every root of ``others`` to it with the real
-    commands (init --new-mesh, membership-serve, invite, join). Returns the mesh id."""
+    commands (init --new-mesh, membership-serve, invite, join); ``roles``: the role of each
+    (default member). Returns the mesh id."""
     created = cli("lifeline_mesh", ca_root, "init", "--new-mesh", "team", "--json")
     mesh_id = str(json.loads(created.stdout)["mesh_id"])
     proc = subprocess.Popen(
@@ -250,7 +252,9 @@ def join_mesh(
         assert proc.stdout is not None
         ports = json.loads(first_line(proc, 60, "membership-serve"))  # printed once it listens
         for n, root in enumerate(others):
-            token = json.loads(cli("lifeline_mesh", ca_root, "invite", "--json").stdout)["token"]
+            role = roles[n] if n < len(roles) else "member"
+            invited = cli("lifeline_mesh", ca_root, "invite", "--role", role, "--json")
+            token = json.loads(invited.stdout)["token"]
             wrap = list(wraps[n]) if n < len(wraps) else []
             joined = subprocess.run(
                 [
