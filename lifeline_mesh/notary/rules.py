@@ -50,12 +50,10 @@ __all__ = [
     "window_findings",
 ]
 
-# Clocks of honest nodes on NTP agree within seconds; five minutes leaves room for a laptop
-# that has not synced its clock for a while without hiding a real backdate. The ledger's
-# own audit (`lifeline verify`) allows the same.
+# Honest NTP clocks agree in seconds; 5 minutes (as `lifeline verify`) hides no real backdate.
 DEFAULT_SKEW_S = SKEW_S
-# An entry written offline reaches its first witness when the node reconnects; a day covers
-# a laptop closed overnight. Beyond it the claimed time is a candidate backdate.
+# An entry written offline meets its first witness when the node reconnects: a day covers a
+# laptop closed overnight; beyond, the claimed time is a candidate backdate.
 DEFAULT_BACKDATE_WINDOW_S = 86_400.0
 
 
