@@ -17,40 +17,12 @@ import asyncpg
 import pytest
 
 from tests.support.mesh_procs import cli, log_note, shared_node
+from tests.support.pg_locks import HeldTransaction
 from tests.support.pg_server import fresh_database, hub
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 LOCK_TIMEOUT_S = 2  # set through the URL, as an operator would (docs/hub.md)
-
-
-class _HeldLock:
-    """A transaction on its own thread holding ``SELECT … FOR UPDATE`` on a line's row."""
-
-    def __init__(self, url: str, line: str) -> None:
-        self.url, self.line = url, line
-        self.held, self.release = threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._hold()))
-
-    async def _hold(self) -> None:
-        conn = await asyncpg.connect(self.url)
-        try:
-            async with conn.transaction():
-                await conn.execute("SELECT 1 FROM lines WHERE name = $1 FOR UPDATE", self.line)
-                self.held.set()
-                while not self.release.is_set():
-                    await asyncio.sleep(0.05)
-        finally:
-            await conn.close()
-
-    def __enter__(self) -> _HeldLock:
-        self.thread.start()
-        assert self.held.wait(60), "could not take the line's lock"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        self.thread.join(60)
 
 
 def _ids(root: Path, line: str = "ledger") -> set[str]:
@@ -79,7 +51,7 @@ def test_a_blocked_line_times_out_its_session_and_nothing_is_lost(
     with hub(hub_root, f"{url}&lock_timeout={LOCK_TIMEOUT_S}s") as (proc, address):
         cli("lifeline_mesh", laptop, "sync", address, "--insecure")  # the line exists now
         second = log_note(laptop, "while the line is locked")
-        with _HeldLock(url, "ledger"):
+        with HeldTransaction(url, "SELECT 1 FROM lines WHERE name = $1 FOR UPDATE", "ledger"):
             started = time.monotonic()
             failed = cli("lifeline_mesh", laptop, "sync", address, "--insecure",
                          "--line", "ledger", check=False)  # fmt: skip

@@ -9,11 +9,8 @@ hub root, the copy a real line file, a real `lifeline-mesh ui`."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from pathlib import Path
-
-import asyncpg
 
 from lifeline.entry import Entry
 from lifeline.store.port import Store
@@ -21,6 +18,7 @@ from lifeline.store.summary import SetTotals
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.ui.hub_copy import HubCopy
 from tests.support.hub_roots import hub_root, page, viewer
+from tests.support.pg_locks import HeldTransaction
 from tests.support.pg_server import fresh_database
 from tests.support.recon_helpers import chain
 from tests.support.ui_server import fetch
@@ -76,42 +74,14 @@ async def _totals(hub: Store) -> SetTotals:
     return await hub.entry_totals()  # type: ignore[attr-defined,no-any-return]  # a PgStore
 
 
-class _LockedEntries:
-    """A transaction on its own thread holding the entries table exclusively, as a
-    database busy with something long would: the viewer's copy cannot read a row."""
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.held, self.release = threading.Event(), threading.Event()
-        self.thread = threading.Thread(target=lambda: asyncio.run(self._hold()))
-
-    async def _hold(self) -> None:
-        conn = await asyncpg.connect(self.url)
-        try:
-            async with conn.transaction():
-                await conn.execute("LOCK TABLE entries IN ACCESS EXCLUSIVE MODE")
-                self.held.set()
-                while not self.release.is_set():
-                    await asyncio.sleep(0.05)
-        finally:
-            await conn.close()
-
-    def __enter__(self) -> _LockedEntries:
-        self.thread.start()
-        assert self.held.wait(60), "could not lock the entries table"
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        self.thread.join(60)
-
-
 def test_a_page_says_how_far_the_first_copy_is(pg_server: str, tmp_path: Path) -> None:
     url = asyncio.run(fresh_database(pg_server))
     root = tmp_path / "hub"
     hub_root(root, url)
     asyncio.run(_fill(NodeHome(root), chain(50, "p")))
-    locked = _LockedEntries(url).__enter__()  # before the viewer starts its warm-up
+    # the entries table held exclusively, as a database busy with something long would:
+    # the viewer's copy cannot read a row (taken before the viewer starts its warm-up)
+    locked = HeldTransaction(url, "LOCK TABLE entries IN ACCESS EXCLUSIVE MODE").__enter__()
     try:
         with viewer(root) as base:
             started = time.monotonic()
@@ -124,7 +94,7 @@ def test_a_page_says_how_far_the_first_copy_is(pg_server: str, tmp_path: Path) -
             assert waited < 20, waited  # PATIENCE (3 s), not the whole copy
             # another page is not held behind the copy either
             assert fetch(f"{base}lines/ledger/history")[0] == 503
-            locked.__exit__()  # the database free again: the copy ends, the page is the line's
+            locked.release()  # the database free again: the copy ends, the page is the line's
             deadline = time.monotonic() + 60
             while (status := fetch(f"{base}lines/ledger/")[0]) == 503:
                 assert time.monotonic() < deadline, "the copy never ended"
@@ -132,7 +102,7 @@ def test_a_page_says_how_far_the_first_copy_is(pg_server: str, tmp_path: Path) -
             assert status == 200
             assert "p-49" in page(f"{base}lines/ledger/history")  # the whole line copied
     finally:
-        locked.__exit__()
+        locked.release()
 
 
 async def _fill(home: NodeHome, entries: list[Entry]) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline
 from tests.support.lc_venv import lc_command, run_lc
+from tests.support.mesh_procs import cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -124,13 +124,7 @@ async def test_its_ledger_imports_whole_and_stays_writable(written: Path, tmp_pa
 
 def test_verify_notes_its_approve_timing(written: Path, tmp_path: Path) -> None:
     assert lifeline(tmp_path, "import", str(written)).returncode == 0
-    done = subprocess.run(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(tmp_path), "verify", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = cli("lifeline_mesh", tmp_path, "verify", "--json", check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     timing = [

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from dataclasses import dataclass
@@ -38,7 +37,7 @@ from lifeline_mesh.transport.call_caps import (
 from lifeline_mesh.transport.channels import METHOD
 from lifeline_mesh.transport.shallow_rpc import SHALLOW_METHOD
 from lifeline_mesh.wire import sync_pb2 as pb
-from tests.support.mesh_procs import cli, first_line, join_mesh, shared_node
+from tests.support.mesh_procs import cli, join_mesh, shared_node, start_ca_serve
 
 pytestmark = pytest.mark.slow
 
@@ -102,29 +101,11 @@ def _serving(
     """`serve` on ``root`` (its log to ``log``) until the block ends; yields the process
     and its sync address."""
     with log.open("w") as out:
-        proc = subprocess.Popen(
-            [
-                *wrap,
-                sys.executable,
-                "-m",
-                "lifeline_mesh",
-                "--root",
-                str(root),
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--join-listen",
-                "127.0.0.1:0",
-                "--no-discovery",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=out.fileno(),
-            text=True,
+        proc, address, _joins = start_ca_serve(
+            root, out.fileno(), extra=("--no-discovery",), wrap=wrap
         )
     try:
-        first = first_line(proc, 60, "serve")
-        assert first.startswith("listening on "), (first, log.read_text()[-2000:])
-        yield proc, first.split()[-1]
+        yield proc, address
     finally:
         proc.terminate()
         proc.communicate(timeout=30)

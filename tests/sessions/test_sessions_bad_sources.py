@@ -18,7 +18,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from lifeline.sessions.adapters import fields
 from lifeline.sessions.adapters.claude import ClaudeAdapter, ClaudeParser
 from lifeline.sessions.adapters.port import ParseState, SourceFile
 from lifeline.sessions.ingest.service import ingest_sources, sources_in
-from tests.support.sessions_support import FIXTURES, catalogue_of, open_ingester, run_cli
+from tests.support.sessions_support import FIXTURES, catalogue_of, open_ingester, run_cli, watching
 
 CLAUDE = FIXTURES / "claude-code" / "marot__spotter__short.jsonl"
 CODEX = FIXTURES / "codex" / "kvsankar__agent-history__real_sessions__codex__session-01.jsonl"
@@ -301,52 +300,20 @@ def test_watch_reads_past_odd_files_and_warns_once_of_one_it_cannot_read(tmp_pat
         600,
         in_arguments=False,
     )
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lifeline",
-            "--root",
-            str(root),
-            "sessions",
-            "watch",
-            "--all",
-            "--interval",
-            "0.2",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "HOME": str(home)},
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    timer = threading.Timer(90, proc.kill)  # a hung watcher fails the test, never the suite
-    timer.start()
-    try:
+    with watching(root, home) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
         assert proc.stdout.readline().startswith("watching every project")
         first = sorted(proc.stdout.readline().split()[0] for _ in range(5))
         assert first == ["failed", "read", "read", "read", "read"], first
         for n in (1, 2):  # two more passes at least: the file that failed is not tried again
+            said = {"role": "user", "content": f"one more thing, number {n}"}
             with live.open("a") as out:
-                out.write(
-                    json.dumps(
-                        {
-                            "type": "user",
-                            "uuid": f"x{n}",
-                            "message": {"role": "user", "content": f"one more thing, number {n}"},
-                        }
-                    )
-                    + "\n"
-                )
+                out.write(json.dumps({"type": "user", "uuid": f"x{n}", "message": said}) + "\n")
             line = proc.stdout.readline()
             assert line.startswith("resumed") and "+1 turns" in line, line
         proc.send_signal(signal.SIGTERM)
         assert proc.stdout.readline().strip() == "stopped"
         assert proc.wait(timeout=30) == 0
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.kill()
     stderr = proc.stderr.read()
     assert "Traceback" not in stderr
     assert stderr.count("a-folder-named-like-a-transcript.jsonl: cannot read it") == 1, stderr

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import threading
 from pathlib import Path
 
-from tests.support.sessions_support import FIXTURES, claude_line, lay_out_home, run_cli, write_jsonl
+from tests.support.sessions_support import (
+    FIXTURES,
+    claude_line,
+    lay_out_home,
+    run_cli,
+    watching,
+    write_jsonl,
+)
 
 SPOTTER = "258c7280-ae70-4798-800f-63464d01a85d"
 
@@ -129,29 +132,8 @@ def test_watch_ingests_appended_lines_and_stops_on_sigterm(tmp_path: Path) -> No
     root.mkdir()
     live = home / ".claude" / "projects" / "-p" / "33333333-3333-3333-3333-333333333333.jsonl"
     write_jsonl(live, [claude_line("user", "u1", "first")])
-    env = {**os.environ, "HOME": str(home)}
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lifeline",
-            "--root",
-            str(root),
-            "sessions",
-            "watch",
-            "--all",
-            "--interval",
-            "0.2",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-    )
-    assert proc.stdout is not None
-    timer = threading.Timer(60, proc.kill)  # a hung watcher fails the test, never the suite
-    timer.start()
-    try:
+    with watching(root, home, seconds=60) as proc:
+        assert proc.stdout is not None
         assert proc.stdout.readline().startswith("watching every project")
         assert proc.stdout.readline().startswith("read ")
         with live.open("a") as out:
@@ -161,9 +143,5 @@ def test_watch_ingests_appended_lines_and_stops_on_sigterm(tmp_path: Path) -> No
         proc.send_signal(signal.SIGTERM)
         assert proc.stdout.readline().strip() == "stopped"
         assert proc.wait(timeout=30) == 0
-    finally:
-        timer.cancel()
-        if proc.poll() is None:
-            proc.kill()
     rows = json.loads(run_cli(root, "sessions", "list", "--json").stdout)
     assert rows[0]["turns"] == 2

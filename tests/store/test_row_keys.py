@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from lifeline.audit.line import verify_store
 from lifeline.entry import Entry
 from lifeline.store.memory import MemoryStore
 from tests.support.clirun import lifeline
+from tests.support.mesh_procs import cli
 
 SERIAL = {"LIFELINE_VERIFY_PARALLEL_MIN": str(10**9)}
 PARALLEL = {"LIFELINE_VERIFY_PARALLEL_MIN": "0", "LIFELINE_VERIFY_WORKERS": "2"}
@@ -147,12 +147,6 @@ def test_the_note_is_left_to_the_mesh_audit(tmp_path: Path) -> None:
     is not repeated there (an unsigned entry's timing is its own note)."""
     ids = _line(tmp_path, 3)
     _alter(tmp_path, "UPDATE entries SET ts = '2001-01-01T00:00:00.000000Z' WHERE id = ?", ids[2])
-    done = subprocess.run(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(tmp_path), "verify", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = cli("lifeline_mesh", tmp_path, "verify", "--json", check=False)
     found = [f for ln in json.loads(done.stdout)["lines"] for f in ln["findings"]]
     assert [f["severity"] for f in found if f["check"] == "ts-before-parent"] == ["note"]

@@ -282,14 +282,19 @@ def join_mesh(
 
 
 def start_ca_serve(
-    root: Path, stderr: int = subprocess.PIPE, extra: Sequence[str] = ()
+    root: Path,
+    stderr: int = subprocess.PIPE,
+    extra: Sequence[str] = (),
+    wrap: Sequence[str] = (),
 ) -> tuple[subprocess.Popen[str], str, str]:
     """Start `serve` on a CA holder with a join port, both on loopback; returns the process
     and the sync and join addresses it printed. The caller stops it (a long run passes
-    ``stderr=subprocess.DEVNULL``: nobody reads the pipe). ``extra``: more `serve` options
-    (what they print comes after those two lines)."""
+    ``stderr=subprocess.DEVNULL``: nobody reads the pipe; or a file's descriptor).
+    ``extra``: more `serve` options (what they print comes after those two lines); ``wrap``:
+    a command that runs it (``prlimit …``)."""
     proc = subprocess.Popen(
         [
+            *wrap,
             sys.executable,
             "-m",
             "lifeline_mesh",

@@ -9,9 +9,10 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ __all__ = [
     "run_cli",
     "serve_ingest_and_sync",
     "two_nodes",
+    "watching",
     "write_jsonl",
 ]
 
@@ -219,3 +221,24 @@ def serve_ingest_and_sync(a: Path, b: Path, home: Path) -> None:
     finally:
         proc.terminate()
         assert proc.wait(timeout=30) == 0
+
+
+@contextmanager
+def watching(root: Path, home: Path, *, seconds: float = 90) -> Iterator[subprocess.Popen[str]]:
+    """`lifeline sessions watch --all --interval 0.2` on ``root`` with ``HOME`` at ``home``,
+    its output piped; killed after ``seconds`` (a hung watcher fails the test, never the
+    suite) or when the block ends."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "lifeline", "--root", str(root), "sessions", "watch", "--all",
+         "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "HOME": str(home)},
+    )  # fmt: skip
+    timer = threading.Timer(seconds, proc.kill)
+    timer.start()
+    try:
+        yield proc
+    finally:
+        timer.cancel()
+        if proc.poll() is None:
+            proc.kill()
