@@ -56,16 +56,17 @@ def _serving(root: Path, *args: str, fds: int | None = None) -> Iterator[int]:
     """A running plain-HTTP `mcp --http` on a free loopback port; yields the port."""
     command = [sys.executable, "-m", "lifeline_mesh", "mcp", "--root", str(root)]
     proc = subprocess.Popen(
-        [*command, "--http", "127.0.0.1:0", "--insecure", *args],
+        at_most_fds([*command, "--http", "127.0.0.1:0", "--insecure", *args], fds),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=(lambda: at_most_fds(fds)) if fds else None,
     )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert line.startswith("serving MCP on http://127.0.0.1:"), (line, proc.stderr)
+        if not line.startswith("serving MCP on http://127.0.0.1:"):
+            proc.kill()
+            raise AssertionError(f"it printed {line!r}; stderr: {proc.stderr.read()[-2000:]}")
         yield int(line.split()[3].split(":")[2].split("/")[0])
     finally:
         proc.terminate()

@@ -10,7 +10,7 @@ import resource
 import select
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 __all__ = [
@@ -24,10 +24,14 @@ __all__ = [
 PARTIAL_HEAD = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "  # never finished
 
 
-def at_most_fds(limit: int) -> None:
-    """``preexec_fn`` for a server process: the common desktop limit of open descriptors."""
+def at_most_fds(command: Sequence[str], limit: int | None) -> list[str]:
+    """``command`` run with at most ``limit`` open descriptors (the common desktop limit),
+    through util-linux's ``prlimit``: a ``preexec_fn`` would run Python in a child forked
+    from a test process whose other threads (gRPC's) may hold locks. None: as it is."""
+    if limit is None:
+        return list(command)
     _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (min(limit, hard), hard))
+    return ["prlimit", f"--nofile={min(limit, hard)}:{hard}", "--", *command]
 
 
 @contextmanager

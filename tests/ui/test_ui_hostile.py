@@ -45,16 +45,17 @@ def _viewer(root: Path, *args: str, fds: int | None = None) -> Iterator[int]:
     """A running `lifeline-mesh ui` on a free loopback port; yields the port."""
     command = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "ui"]
     proc = subprocess.Popen(
-        [*command, "--listen", "127.0.0.1:0", *args],
+        at_most_fds([*command, "--listen", "127.0.0.1:0", *args], fds),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=(lambda: at_most_fds(fds)) if fds else None,
     )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert line.startswith("viewer on http://127.0.0.1:"), (line, proc.stderr)
+        if not line.startswith("viewer on http://127.0.0.1:"):
+            proc.kill()
+            raise AssertionError(f"it printed {line!r}; stderr: {proc.stderr.read()[-2000:]}")
         yield int(line.split(":")[2].split("/")[0])
     finally:
         proc.terminate()
