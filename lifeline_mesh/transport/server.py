@@ -60,6 +60,7 @@ from lifeline_mesh.transport.refusals import FailureRing, QuietLog, cut, peer_ho
 __all__ = [
     "HELLO_TIMEOUT_S",
     "MAX_WAITING_HELLOS",
+    "MAX_WAITING_HELLOS_PER_CALLER",
     "LineSessionSets",
     "SessionOpener",
     "SyncServer",
@@ -72,6 +73,9 @@ HELLO_TIMEOUT_S = IDLE_TIMEOUT
 # Streams waiting for their hello at once; more are refused at once (each costs the server
 # its stream state until the hello or the timeout).
 MAX_WAITING_HELLOS = 256
+# ... and from one caller (its certificate): a revoked node or a reader, whose streams are
+# refused only once their hello arrives, held all 256 and every member's sync got Busy.
+MAX_WAITING_HELLOS_PER_CALLER = 8
 
 
 class LineSessionSets(Protocol):
@@ -129,7 +133,9 @@ class SyncServer:
         self.quiet_log = QuietLog(log)
         self.hello_timeout = HELLO_TIMEOUT_S
         self.max_waiting_hellos = MAX_WAITING_HELLOS
+        self.max_waiting_hellos_per_caller = MAX_WAITING_HELLOS_PER_CALLER
         self.waiting_hellos = 0
+        self._waiting_by_caller: dict[str, int] = {}
         # Admitted sessions running now, in all and per caller (each holds its line open)
         self.sessions = CallGate(
             "sessions",
@@ -194,6 +200,8 @@ class SyncServer:
         self, requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext[bytes, bytes]
     ) -> None:
         channel = ServerChannel(context)
+        key = caller_key(identity_of(context))
+        mine = self._waiting_by_caller.get(key, 0)
         if self.waiting_hellos >= self.max_waiting_hellos:
             busy = Busy(
                 f"{BUSY}{self.waiting_hellos} sessions are waiting for their hello (cap "
@@ -201,19 +209,29 @@ class SyncServer:
             )
             await self._refuse(context, None, busy)
             return
+        if mine >= self.max_waiting_hellos_per_caller:
+            busy = Busy(
+                f"{BUSY}{mine} sessions of this caller are waiting for their hello (cap "
+                "MAX_WAITING_HELLOS_PER_CALLER); try again in a moment"
+            )
+            await self._refuse(context, None, busy)
+            return
         # Counted until admitted or refused: the hello, and a refusal's drain, each bounded
         self.waiting_hellos += 1
+        self._waiting_by_caller[key] = mine + 1
         hello = None
         try:
             hello = await self._hello(channel)
             peer = await self._admit(hello.line, context)
-            key = caller_key(peer.identity)
             self.sessions.enter(key)  # counted from here until the session ends
         except LifelineError as exc:
             await self._refuse(context, channel if isinstance(hello, Hello) else None, exc)
             return
         finally:
             self.waiting_hellos -= 1
+            left = self._waiting_by_caller.pop(key) - 1
+            if left:
+                self._waiting_by_caller[key] = left
         try:
             await self._run(hello, channel, context, peer)
         finally:

@@ -23,7 +23,7 @@ import pytest
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import TARGET_NAME
 from lifeline_mesh.membership.tls import channel_credentials
-from lifeline_mesh.transport.server import MAX_WAITING_HELLOS
+from lifeline_mesh.transport.server import MAX_WAITING_HELLOS, MAX_WAITING_HELLOS_PER_CALLER
 from lifeline_mesh.wire import sync_pb2 as pb
 from lifeline_mesh.wire import sync_pb2_grpc as stubs
 from tests.support.mesh_procs import cli, join_mesh, serve_insecure, shared_node, start_ca_serve
@@ -232,3 +232,36 @@ async def _answer(call: Any) -> str | None:
     except grpc.aio.AioRpcError as exc:
         return exc.details() or ""
     return "answered"
+
+
+def test_a_revoked_node_cannot_hold_the_waiting_hellos(tmp_path: Path) -> None:
+    """Its streams are refused only once their hello arrives, so 260 silent ones held all
+    256 slots for streams waiting for a hello and every member's sync got Busy. Now one
+    certificate holds at most MAX_WAITING_HELLOS_PER_CALLER of them, and a member syncs."""
+    ca, rogue, member = tmp_path / "ca", tmp_path / "rogue", tmp_path / "member"
+    for root in (ca, rogue, member):
+        shared_node(root)
+    join_mesh(ca, [rogue, member])
+    cli("lifeline_mesh", ca, "revoke", cli("lifeline_mesh", rogue, "id").stdout.strip())
+    with _ca_serving(ca, tmp_path / "serve.log") as (_, sync, _):
+        answers = asyncio.run(_silent_streams(rogue, sync, 40, member))
+    waiting, busy, synced = answers
+    assert waiting <= MAX_WAITING_HELLOS_PER_CALLER, answers
+    assert busy >= 40 - MAX_WAITING_HELLOS_PER_CALLER, answers
+    assert synced.returncode == 0, synced.stderr
+
+
+async def _silent_streams(
+    rogue: Path, sync: str, n: int, member: Path
+) -> tuple[int, int, subprocess.CompletedProcess[str]]:
+    """``n`` streams from ``rogue`` that send nothing, and while they are open a sync by
+    ``member``: (streams still waiting, streams refused as busy, the member's sync)."""
+    async with _channel(sync, channel_credentials(NodeHome(rogue))) as channel:
+        stub = grpc_stubs.MeshStub(channel)
+        calls = [stub.Sync() for _ in range(n)]
+        answers = await asyncio.gather(*(_answer(call) for call in calls))
+        synced = await asyncio.to_thread(cli, "lifeline_mesh", member, "sync", sync, check=False)
+        for call in calls:
+            call.cancel()
+    busy = [a for a in answers if a is not None and "busy" in a]
+    return answers.count(None), len(busy), synced
