@@ -29,6 +29,7 @@ __all__ = [
     "check_interfaces",
     "instance_name",
     "parse_txt",
+    "well_formed_name",
 ]
 
 # DNS-SD service type (RFC 6763 §7): service names are at most 15 characters.
@@ -83,6 +84,18 @@ class PeerLost:
 def instance_name(node_id: str) -> str:
     """The DNS-SD instance name of a node: its node id is unique on any LAN."""
     return f"{node_id}.{SERVICE_TYPE}"
+
+
+_INSTANCE = re.compile(
+    r"^[0-9a-z]{4}(?:-[0-9a-z]{4}){3}-[0-9a-z]{2}\." + re.escape(SERVICE_TYPE) + r"\Z",
+    re.IGNORECASE,
+)
+
+
+def well_formed_name(name: str) -> bool:
+    """Whether a name heard on the LAN can be a node's (:func:`instance_name`): anything
+    else is dropped before a lookup, which a control character in it made raise."""
+    return bool(_INSTANCE.match(name))
 
 
 def _text(props: Mapping[bytes, bytes | None], key: str) -> str:

@@ -15,7 +15,13 @@ from typing import Any
 from zeroconf import ServiceStateChange, Zeroconf
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
-from lifeline_mesh.discovery.advert import SERVICE_TYPE, AdvertRejected, admit, parse_txt
+from lifeline_mesh.discovery.advert import (
+    SERVICE_TYPE,
+    AdvertRejected,
+    admit,
+    parse_txt,
+    well_formed_name,
+)
 from lifeline_mesh.discovery.zeroconf import (
     RESOLVE_TIMEOUT_MS,
     check_interfaces,
@@ -63,7 +69,9 @@ async def survey(
     def heard(
         zeroconf: Zeroconf, service_type: str, name: str, state_change: ServiceStateChange
     ) -> None:
-        if state_change is not ServiceStateChange.Removed:
+        # A name no node announces is never looked up: a control character in one
+        # made the lookup raise (and printing it could write escapes to the terminal).
+        if state_change is not ServiceStateChange.Removed and well_formed_name(name):
             names.add(name)
 
     azc = AsyncZeroconf(interfaces=ifaces, ip_version=version)
@@ -74,7 +82,12 @@ async def survey(
         out = []
         for name in sorted(names):
             info = AsyncServiceInfo(SERVICE_TYPE, name)
-            if not await info.async_request(azc.zeroconf, RESOLVE_TIMEOUT_MS):
+            try:
+                answered = await info.async_request(azc.zeroconf, RESOLVE_TIMEOUT_MS)
+            except Exception as exc:
+                out.append(Sighting(name, None, None, (), None, f"lookup failed: {exc}"))
+                continue
+            if not answered:
                 out.append(Sighting(name, None, None, (), None, "did not answer a lookup"))
                 continue
             out.append(_sighting(name, info, version, mesh_id, own_node_id))

@@ -36,6 +36,7 @@ from lifeline_mesh.discovery.advert import (
     check_interfaces,
     instance_name,
     parse_txt,
+    well_formed_name,
 )
 
 __all__ = [
@@ -158,14 +159,19 @@ class ZeroconfDiscovery:
     # -- browsing ------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Turn browser changes into peer events until cancelled."""
+        """Turn browser changes into peer events until cancelled. Whatever a name heard
+        on the LAN makes a lookup raise (anyone can send one: zeroconf's own
+        ``BadTypeInNameException`` for a control character once ended `serve`) is logged
+        and that name dropped; the loop goes on."""
         while True:
             name, change = await self._changes.get()
+            if not well_formed_name(name):
+                log.debug("discovery: ignoring the malformed name %r", name[:200])
+                continue
             try:
                 await self._handle(name, change)
-            except (OSError, ValueError) as exc:
-                # A lookup failing on the wire is the network's problem, not the node's.
-                log.debug("discovery: lookup of %r failed: %s", name, exc)
+            except Exception as exc:
+                log.debug("discovery: lookup of %r failed: %s", name[:200], exc)
 
     async def _handle(self, name: str, change: ServiceStateChange) -> None:
         if change is ServiceStateChange.Removed:

@@ -8,6 +8,7 @@ import ipaddress
 import json
 import logging
 import secrets
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -19,7 +20,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from zeroconf import IPVersion
+from zeroconf._dns import DNSPointer
+from zeroconf._protocol.outgoing import DNSOutgoing
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
+from zeroconf.const import _CLASS_IN, _FLAGS_AA, _FLAGS_QR_RESPONSE, _TYPE_PTR
 
 from lifeline.errors import ConfigError, PeerError
 from lifeline_mesh.discovery.advert import (
@@ -220,6 +224,34 @@ async def test_malformed_adverts_are_ignored_and_logged(caplog: pytest.LogCaptur
             assert a.events.empty()
     finally:
         await raw.async_close()
+
+
+def _hostile_pointers(*names: str) -> None:
+    """One mDNS answer, sent to the group from a plain socket as anyone on a LAN can:
+    pointers of our service type to ``names``."""
+    out = DNSOutgoing(_FLAGS_QR_RESPONSE | _FLAGS_AA)
+    for name in names:
+        out.add_answer_at_time(DNSPointer(SERVICE_TYPE, _TYPE_PTR, _CLASS_IN, 120, name), 0)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(LOOPBACK))
+        for packet in out.packets():
+            sock.sendto(packet, ("224.0.0.251", 5353))
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")
+async def test_a_hostile_name_on_the_lan_ends_nothing() -> None:
+    """A name with a control character made zeroconf raise in the lookup, out of the
+    discovery loop, and ended every `serve` that heard it. Now such names are dropped
+    and the node goes on finding its peers."""
+    a, b = _disc(MESH_A, 7021), _disc(MESH_A, 7022)
+    async with _running(a):
+        hostile = ["a\x01." + SERVICE_TYPE, "\x1b[31mred\x1b[0m." + SERVICE_TYPE]
+        for _ in range(3):
+            _hostile_pointers(*hostile)
+            await asyncio.sleep(0.3)
+        async with _running(b):  # raises here if a's loop ended
+            assert await _next(a.events) == PeerFound(b.advert.node_id, (LOOPBACK,), 7022)
 
 
 @pytest.mark.netns
