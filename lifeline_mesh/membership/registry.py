@@ -90,12 +90,20 @@ class Member:
         try:
             member = cls(**{k: data[k] for k in data if k in cls.__dataclass_fields__})
             member = replace(member, role=MeshRole(member.role))
+            wrong = [k for k, kind in _TYPES.items() if not isinstance(getattr(member, k), kind)]
+            if wrong:  # a peer's row: "node_id": 5 crashed `members --pull` and `sync`
+                raise TypeError(f"{', '.join(wrong)} of the wrong type")
             key = bytes.fromhex(member.public_key)
         except (TypeError, ValueError) as exc:
-            raise ConfigError(f"members entry {data!r} is malformed ({exc})") from exc
+            raise ConfigError(f"members entry {str(data)[:300]} is malformed ({exc})") from exc
         if len(key) != 32 or node_id_for(key) != parse_node_id(member.node_id):
             raise ConfigError(f"members entry {member.node_id}: node id does not match its key")
         return member
+
+
+# The fields read here, by type, in a row from a file or a peer (the certificate and the
+# rest are the proof's to judge: a bad one refuses its row alone, membership/proof.py).
+_TYPES: dict[str, type] = {"node_id": str, "public_key": str}
 
 
 @dataclass(frozen=True, slots=True)

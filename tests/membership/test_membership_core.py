@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -238,3 +239,13 @@ def test_roles_parse_with_one_clear_error() -> None:
     with pytest.raises(ConfigError, match="role 'admin' is not one of member, reader"):
         MeshRole.parse("admin")
     assert ROLE_ACCESS[MeshRole.READER] == {Access.READ}
+
+
+@pytest.mark.parametrize("odd", [{"node_id": 5}, {"public_key": 5}, {"node_id": ["x"]}])
+def test_a_members_row_of_the_wrong_types_is_malformed(odd: dict[str, object]) -> None:
+    """A peer's list with such a row is malformed (the session says so), never an
+    AttributeError out of `members --pull` or `sync`."""
+    node = NodeIdentity.generate()
+    row = asdict(Member.new(node.public_key, "member", NOW)) | odd
+    with pytest.raises(ConfigError, match="malformed"):
+        Member.from_dict(row)
