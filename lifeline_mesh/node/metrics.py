@@ -35,8 +35,9 @@ from lifeline_mesh.node.observer import OnSession, SyncPeer
 from lifeline_mesh.node.security import peer_node_id
 from lifeline_mesh.peering.table import PeerState
 from lifeline_mesh.sync.driver import SyncReport
-from lifeline_mesh.transport.addresses import split_address
+from lifeline_mesh.transport.addresses import is_loopback, split_address
 from lifeline_mesh.transport.authz import PeerIdentity
+from lifeline_mesh.transport.http_guard import host_allowed
 
 if TYPE_CHECKING:
     from lifeline_mesh.node.root import Node
@@ -265,9 +266,14 @@ class MetricsServer:
         self.readiness = readiness
         self._server: asyncio.Server | None = None
         self.address = ""
+        self._names: tuple[str, ...] | None = None  # on loopback: the Host names answered
 
     async def start(self, listen: str) -> str:
         host, port = split_address(listen, listen=True)
+        # On loopback only a page on this machine can reach the port, and only by renaming
+        # itself to it (DNS rebinding): such a request carries the page's name in Host, and
+        # is refused as the viewer refuses it. On a LAN address any host there reads it.
+        self._names = (host,) if is_loopback(host) else None
         try:
             self._server = await asyncio.start_server(self._handle, host, port)
         except OSError as exc:
@@ -304,13 +310,16 @@ class MetricsServer:
             async with asyncio.timeout(REQUEST_DEADLINE_S):
                 await writer.drain()
         writer.close()
-        with contextlib.suppress(ConnectionError):
-            await writer.wait_closed()
+        with contextlib.suppress(ConnectionError, TimeoutError):
+            async with asyncio.timeout(REQUEST_DEADLINE_S):  # a client that never reads
+                await writer.wait_closed()
 
     def _answer(self, head: bytes) -> tuple[str, str, bytes]:
         parts = head.split(b"\r\n", 1)[0].split()
         if len(parts) != 3 or parts[0] not in (b"GET", b"HEAD"):
             return "405 Method Not Allowed", "text/plain", b"GET /metrics, /healthz or /readyz\n"
+        if self._names is not None and not host_allowed(_host_header(head), self._names):
+            return "421 Misdirected Request", "text/plain", b"reach it by 127.0.0.1 or localhost\n"
         path = parts[1].split(b"?", 1)[0]
         if path == b"/metrics":
             return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
@@ -323,6 +332,15 @@ class MetricsServer:
                 return "503 Service Unavailable", "text/plain", text.encode()
             return "200 OK", "text/plain", b"ready\n"
         return "404 Not Found", "text/plain", b"not found: try /metrics, /healthz or /readyz\n"
+
+
+def _host_header(head: bytes) -> str:
+    """A request head's ``Host`` ("" when it has none, which HTTP/1.1 clients always send)."""
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"host":
+            return value.strip().decode("latin-1")
+    return ""
 
 
 def readiness_of(node: Node) -> Readiness:

@@ -14,6 +14,8 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -69,6 +71,13 @@ def test_two_nodes_count_their_sessions_and_answer_health_checks(tmp_path: Path)
             assert get(address, "/healthz") == (200, "ok\n")
             assert get(address, "/readyz") == (200, "ready\n")
             assert get(address, "/nope")[0] == 404
+            # a page renamed to 127.0.0.1 (DNS rebinding) carries its own name: refused
+            renamed = urllib.request.Request(
+                f"http://{address}/metrics", headers={"Host": f"attacker.example:{ma}"}
+            )
+            with pytest.raises(urllib.error.HTTPError) as refused_host:
+                urllib.request.urlopen(renamed, timeout=10)
+            assert refused_host.value.code == 421
 
         # a served b's session: counted in, by b's node id, with the entry received.
         text_a = scrape_until(ma_address, r'^lifeline_sessions_total\{.*direction="in"')
