@@ -120,15 +120,33 @@ def _merge(
     return new
 
 
+MAX_ROWS_LOGGED = 5  # refused rows a pull logs one by one; the rest are counted in one line
+MAX_ROWS_REMEMBERED = 10_000  # refused rows a node remembers as logged (then it forgets them)
+
+
 def _log_refused(
     address: str, refused: list[Refused], logged: set[tuple[str, str, str]] | None
 ) -> None:
+    """Each refused row logged once (``logged``: the ones logged before), at most
+    :data:`MAX_ROWS_LOGGED` a pull: a rogue member sending 20,000 made-up rows a session
+    wrote 20,000 lines each time, and grew ``logged`` without end."""
+    if logged is not None and len(logged) > MAX_ROWS_REMEMBERED:
+        logged.clear()  # some are logged again: bounded either way
+    new = 0
     for row in refused:
         key = (address, row.node_id, row.reason)
         if logged is not None:
             if key in logged:
                 continue
             logged.add(key)
+        new += 1
+        if new <= MAX_ROWS_LOGGED:
+            log.warning(
+                "members row for %s sent by peer %s refused: %s",
+                str(row.node_id)[:80], address, str(row.reason)[:300],
+            )  # fmt: skip
+    if new > MAX_ROWS_LOGGED:
         log.warning(
-            "members row for %s sent by peer %s refused: %s", row.node_id, address, row.reason
-        )
+            "%d more members rows sent by peer %s refused (a member sending made-up rows?)",
+            new - MAX_ROWS_LOGGED, address,
+        )  # fmt: skip

@@ -26,9 +26,15 @@ from lifeline.errors import BadSignature
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, make_csr, new_tls_key
-from lifeline_mesh.membership.client import pull_membership
+from lifeline_mesh.membership.client import (
+    MAX_ROWS_LOGGED,
+    MAX_ROWS_REMEMBERED,
+    _log_refused,
+    pull_membership,
+)
 from lifeline_mesh.membership.invite import issue_invite, parse_duration
 from lifeline_mesh.membership.join import join
+from lifeline_mesh.membership.proof import Refused as ProofRefused
 from lifeline_mesh.membership.registry import Registry
 from lifeline_mesh.membership.tls import server_credentials
 from lifeline_mesh.node.root import MembershipServer, serve_membership
@@ -253,3 +259,20 @@ async def test_unchanged_for_lists_never_taken_is_refused(mesh: Mesh) -> None:
         await server.stop(grace=0)
     assert NodeHome(honest).members_path.read_bytes() == before  # nothing taken
     assert seen == {address: b"\x02" * 32}  # its digest was not remembered
+
+
+def test_made_up_rows_are_logged_in_a_few_lines(caplog: pytest.LogCaptureFixture) -> None:
+    """A rogue member sending 20,000 made-up rows each session wrote 20,000 warnings each
+    time (22–32 MB of log in minutes) and grew the node's memory of what it logged."""
+    logged: set[tuple[str, str, str]] = set()
+    sessions = 5
+    with caplog.at_level(logging.WARNING, logger="lifeline_mesh.membership.client"):
+        for k in range(sessions):  # new made-up rows each session
+            why = "its certificate is not a base64 text"
+            _log_refused(
+                "127.0.0.1:7420", [ProofRefused(f"n{k}-{n}", why) for n in range(20_000)], logged
+            )
+            assert len(logged) <= MAX_ROWS_REMEMBERED + 20_000, len(logged)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) <= sessions * (MAX_ROWS_LOGGED + 1), len(lines)
+    assert any("more members rows sent by peer 127.0.0.1:7420 refused" in m for m in lines)
