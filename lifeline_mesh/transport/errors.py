@@ -79,6 +79,9 @@ def status_for(exc: LifelineError) -> grpc.StatusCode:
 # What gRPC says when the port answers, but not in HTTP/2 or TLS as a node would (e.g. an
 # HTTP/1 server, or a plain-text server where TLS was expected).
 _NOT_OURS = ("wrong_version_number", "failed parsing http/2", "expected settings frame")
+# What gRPC's client says of a write the peer's end had already closed, before the peer's
+# own status arrived: that status (a refusal, say) is lost with it.
+_LOST_WRITE = "Internal error from Core"
 # A session cut after it began: the peer went away, not a refusal.
 _CUT = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNKNOWN}
 
@@ -105,6 +108,12 @@ def error_from_rpc(
         return PeerError(
             f"the connection to {target} was lost mid-session ({code.name.lower()}: "
             f"{detail[:160]}); what arrived was stored whole — run the sync again"
+        )
+    if code is grpc.StatusCode.INTERNAL and detail == _LOST_WRITE:
+        return PeerError(
+            f"peer {target} ended the call before it read what we sent, and its reason was "
+            "lost on the way (it may be busy, restarting or refusing this node; its log says "
+            "which); try again in a moment"
         )
     if code is grpc.StatusCode.UNAVAILABLE and (wrong := not_lifeline_mesh(detail, target)):
         return wrong

@@ -12,7 +12,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from lifeline.errors import Busy, RemoteProtocolError
+from lifeline.errors import Busy, PeerError, RemoteProtocolError
 from lifeline_mesh.transport.call_caps import CallGate
 from lifeline_mesh.transport.channels import METHOD
 from lifeline_mesh.transport.errors import error_from_rpc
@@ -94,3 +94,22 @@ def test_a_message_over_a_size_cap_is_no_busy_node() -> None:
         "Received message larger than max (9000000 vs. 8392704)",
     )
     assert isinstance(error_from_rpc(exhausted, "peer:1"), RemoteProtocolError)
+
+
+def test_a_write_the_peer_had_closed_is_told_as_such() -> None:
+    """gRPC's client fails a write racing the peer's refusal as INTERNAL "Internal error
+    from Core", losing the peer's status: the user hears that, not a failed call."""
+    lost = grpc.aio.AioRpcError(
+        grpc.StatusCode.INTERNAL,
+        grpc.aio.Metadata(),
+        grpc.aio.Metadata(),
+        "Internal error from Core",
+    )
+    said = error_from_rpc(lost, "peer:1")
+    assert isinstance(said, PeerError) and not isinstance(said, RemoteProtocolError)
+    assert "ended the call before it read what we sent" in str(said)
+    assert "try again" in str(said)
+    other = grpc.aio.AioRpcError(
+        grpc.StatusCode.INTERNAL, grpc.aio.Metadata(), grpc.aio.Metadata(), "boom"
+    )
+    assert "failed the call (INTERNAL): boom" in str(error_from_rpc(other, "peer:1"))
