@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
 REQUEST_DEADLINE_S = 5.0  # a scraper that sends no request in this long is dropped
 MAX_REQUEST_BYTES = 8192
+# Connections open at once. Past it, the one that has waited longest for its request is
+# closed, so the newest scraper always gets its turn and a flood of idle sockets cannot
+# take the descriptors the node's sessions and lines need.
+MAX_CONNECTIONS = 64
 # Distinct `peer` labels; later peers are counted as "other". A CI runner is a new node
 # every job, and each label is a series kept (and scraped) for the process's life.
 MAX_PEER_LABELS = 256
@@ -267,6 +271,11 @@ class MetricsServer:
         self._server: asyncio.Server | None = None
         self.address = ""
         self._names: tuple[str, ...] | None = None  # on loopback: the Host names answered
+        self.max_connections = MAX_CONNECTIONS
+        self._open = 0
+        # Connections still waiting for their request head, oldest first (dicts keep order).
+        self._waiting: dict[asyncio.StreamWriter, None] = {}
+        self.dropped = 0  # closed to make room, or refused with every slot answering
 
     async def start(self, listen: str) -> str:
         host, port = split_address(listen, listen=True)
@@ -292,15 +301,39 @@ class MetricsServer:
             self._server = None
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._open += 1
+        self._waiting[writer] = None
+        try:
+            if self._open > self.max_connections:
+                self._make_room(writer)
+            await self._serve(reader, writer)
+        finally:
+            self._open -= 1
+            self._waiting.pop(writer, None)
+
+    def _make_room(self, newcomer: asyncio.StreamWriter) -> None:
+        """Close the connection waiting longest for its request; when every other one is
+        being answered, the newcomer."""
+        oldest = next((w for w in self._waiting if w is not newcomer), newcomer)
+        self._waiting.pop(oldest, None)
+        oldest.transport.abort()
+        self.dropped += 1
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             async with asyncio.timeout(REQUEST_DEADLINE_S):
                 head = await reader.readuntil(b"\r\n\r\n")
+            self._waiting.pop(writer, None)
             status, ctype, body = self._answer(head[:MAX_REQUEST_BYTES])
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
             status, ctype, body = "400 Bad Request", "text/plain", b"bad request\n"
+        except ConnectionError:
+            return
         except Exception:  # a collector failed: the node keeps serving
             log.exception("metrics scrape failed")
             status, ctype, body = "500 Internal Server Error", "text/plain", b"error\n"
+        if writer.is_closing():  # closed to make room, or the client left
+            return
         writer.write(
             f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
             "Connection: close\r\n\r\n".encode("ascii")

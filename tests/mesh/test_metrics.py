@@ -22,8 +22,9 @@ import pytest
 
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.node.metrics import MetricsServer, NodeMetrics, readiness_of
+from lifeline_mesh.node.metrics import MAX_CONNECTIONS, MetricsServer, NodeMetrics, readiness_of
 from lifeline_mesh.node.root import Node
+from tests.support.http_flood import at_most_fds, idle_flood, wait_until_open_at_most
 from tests.support.mesh_procs import (
     cli,
     free_ports,
@@ -187,3 +188,26 @@ def test_readyz_is_503_until_the_node_listens(tmp_path: Path) -> None:
 
     assert NodeConfig().metrics_listen is None
     asyncio.run(run())
+
+
+def test_idle_scrapers_cannot_take_the_node_s_descriptors(tmp_path: Path) -> None:
+    """600 connections to the metrics port that never send a request, the node limited to
+    256 open files: at most MAX_CONNECTIONS stay open, a scrape is answered, and a member
+    still syncs. Was: every one held a descriptor until its 5 s deadline, the node ran out,
+    and accepted neither scrapers nor sessions meanwhile."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    line_a, _ = shared_node(a), shared_node(b)
+    join_mesh(a, [b])
+    note = log_note(b, "synced while the metrics port is flooded")
+    pa, ma = free_ports(2)
+    args = ["--listen", f"127.0.0.1:{pa}", "--metrics-listen", f"127.0.0.1:{ma}"]
+    with serve(a, *args, "--no-discovery", wrap=at_most_fds([], 256)) as node_a:
+        assert metrics_line(node_a) == f"metrics on 127.0.0.1:{ma}"
+        with idle_flood(ma, 600) as socks:
+            assert len(socks) > 3 * MAX_CONNECTIONS, len(socks)
+            still = wait_until_open_at_most(socks, MAX_CONNECTIONS, within=3)
+            assert still <= MAX_CONNECTIONS, still
+            assert get(f"127.0.0.1:{ma}", "/healthz") == (200, "ok\n")
+            synced = cli("lifeline_mesh", b, "sync", f"127.0.0.1:{pa}", check=False)
+            assert synced.returncode == 0, synced.stderr
+        wait_for_entry(line_a, note)
