@@ -65,7 +65,10 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         "--uses", default="unlimited", type=_uses, help="jobs it may enroll (default unlimited)"
     )
     ci.add_argument(
-        "--lines", default=None, help="lines a job pulls, L1,L2 (default: this node's shared)"
+        "--lines",
+        default=None,
+        help="lines a job pulls, and the only ones its runners may read or write, L1,L2 "
+        "(default: the lines this node shares now)",
     )
     ci.add_argument(
         "--job-ttl", default="6h", help="a runner certificate's life (default 6h; capped by --ttl)"

@@ -116,5 +116,12 @@ class MeshAuthorizer:
         self.caller(peer, Access.READ)
 
     async def authorize(self, peer: PeerIdentity, line: str, access: Access) -> None:
-        """The transport's hook: the same check for every line."""
-        self.caller(peer, access)
+        """The transport's hook: the same check for every line, but for a node whose
+        certificate names its only lines (a CI runner's, decision 0120)."""
+        who = self.caller(peer, access)
+        if not who.may_use(line):
+            raise PermissionDenied(
+                f"node {who.node_id} may use only line(s) {', '.join(who.lines)}, not "
+                f"{line!r} (its CI credential {who.credential or '?'!r} names them); mint "
+                "the credential with that line in --lines to let its jobs use it"
+            )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -25,6 +26,7 @@ from lifeline_mesh.membership.certs import (
     TARGET_NAME,
     URI_CA_HOLDER,
     URI_CREDENTIAL,
+    URI_LINE,
     URI_MESH,
     URI_NODE,
     URI_ROLE,
@@ -169,13 +171,15 @@ class MeshCA:
         credential: str | None = None,
         *,
         ca_holder: bool = False,
+        lines: Sequence[str] = (),
     ) -> x509.Certificate:
         """Sign a node certificate for the P-256 key in ``csr_der``; only the key is taken.
 
         ``not_after`` shortens it and ``credential`` names the CI credential that enrolled
         it (an ephemeral runner's: the certificate is then its membership, carried with
         what it signs — decision 0024); default NODE_VALID_DAYS. ``ca_holder`` marks the
-        certificate of the node holding the CA key (what peers believe of that row)."""
+        certificate of the node holding the CA key (what peers believe of that row);
+        ``lines``, when any, the only lines the node may read or write (decision 0120)."""
         public = self.check_request(csr_der)
         names: list[x509.GeneralName] = [
             x509.DNSName(TARGET_NAME),
@@ -186,6 +190,7 @@ class MeshCA:
         ]
         if credential is not None:
             names.append(x509.UniformResourceIdentifier(URI_CREDENTIAL + credential))
+        names.extend(x509.UniformResourceIdentifier(URI_LINE + line) for line in lines)
         if ca_holder:
             names.append(x509.UniformResourceIdentifier(URI_CA_HOLDER))
         san = x509.SubjectAlternativeName(names)

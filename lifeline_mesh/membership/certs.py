@@ -3,7 +3,8 @@
 grpcio cannot handshake with ed25519 TLS keys, so a node's TLS key is P-256 and its
 certificate, issued by the mesh CA, names the node's ed25519 node id, the mesh id and the
 role in URI SANs (``lifeline-mesh://node/<id>``); an ephemeral CI runner's also names the
-credential that enrolled it (``lifeline-mesh://credential/<name>``, decision 0024), and the
+credential that enrolled it (``lifeline-mesh://credential/<name>``, decision 0024) and the
+only lines it may use (``lifeline-mesh://line/<name>``, one each, decision 0120), and the
 CA holder's names ``lifeline-mesh://ca-holder`` (decision 0047). TLS
 hostname checks need a DNS name: every node certificate also carries the common name
 ``lifeline-mesh`` (channels override the target name to it, since certificates name nodes,
@@ -26,6 +27,7 @@ __all__ = [
     "TARGET_NAME",
     "URI_CA_HOLDER",
     "URI_CREDENTIAL",
+    "URI_LINE",
     "URI_MESH",
     "URI_NODE",
     "URI_ROLE",
@@ -41,6 +43,7 @@ URI_NODE = "lifeline-mesh://node/"
 URI_MESH = "lifeline-mesh://mesh/"
 URI_ROLE = "lifeline-mesh://role/"
 URI_CREDENTIAL = "lifeline-mesh://credential/"
+URI_LINE = "lifeline-mesh://line/"  # one per line a runner may use; none: every line
 URI_CA_HOLDER = "lifeline-mesh://ca-holder"
 
 
@@ -68,6 +71,12 @@ class CertIdentity:
     role: MeshRole
     credential: str | None = None  # the CI credential that enrolled an ephemeral runner
     ca_holder: bool = False  # the CA named this node its holder (decision 0047)
+    # The only lines it may read or write, when the CA named any (a CI credential's
+    # ``--lines``, decision 0120); empty: every line its role allows.
+    lines: tuple[str, ...] = ()
+
+    def may_use(self, line: str) -> bool:
+        return not self.lines or line in self.lines
 
 
 def identity_from_cert(pem: bytes) -> CertIdentity:
@@ -99,4 +108,5 @@ def identity_from_cert(pem: bytes) -> CertIdentity:
         role=MeshRole(role),
         credential=found[URI_CREDENTIAL],
         ca_holder=URI_CA_HOLDER in uris,
+        lines=tuple(sorted({u[len(URI_LINE) :] for u in uris if u.startswith(URI_LINE)})),
     )

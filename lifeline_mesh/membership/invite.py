@@ -146,6 +146,7 @@ class Grant:
     role: MeshRole
     credential: str | None = None
     cert_expires: dt.datetime | None = None
+    lines: tuple[str, ...] = ()  # a runner's only lines (its credential's); empty: every line
 
 
 def join_proof(key: bytes, token_id: bytes, csr_der: bytes, node_public_key: bytes) -> bytes:
@@ -268,7 +269,10 @@ def spend_credential(
     entry.update(used=int(entry["used"]) + 1, last_used_at=iso(now))
     expires = dt.datetime.fromisoformat(str(entry["expires_at"]).replace("Z", "+00:00"))
     cert_expires = min(now + dt.timedelta(seconds=int(entry["job_ttl_s"])), expires)
-    return Grant(MeshRole.parse(str(entry["role"])), name, cert_expires)
+    # The lines the jobs pull are the only ones their runners may use: a job pulls
+    # ``ledger`` when its credential names none, so that is its line then.
+    lines = tuple(str(line) for line in entry.get("lines") or ()) or ("ledger",)
+    return Grant(MeshRole.parse(str(entry["role"])), name, cert_expires, lines)
 
 
 def issue_invite(

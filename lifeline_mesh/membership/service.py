@@ -124,7 +124,13 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
             grant = InviteBook(self.home).spend(request.token_id, proof_ok, node_id, now)
             role = grant.role
             cert = ca.issue(
-                request.csr_der, node_id, role, now, grant.cert_expires, grant.credential
+                request.csr_der,
+                node_id,
+                role,
+                now,
+                grant.cert_expires,
+                grant.credential,
+                lines=grant.lines,
             )
             registry = Registry.load(self.home)
             registry.prune(now)  # expired runners leave the member list as new ones join

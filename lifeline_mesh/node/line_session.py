@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from lifeline.errors import LifelineError
+from lifeline.errors import LifelineError, PermissionDenied
 from lifeline.store.grouped import commit_group
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.node.lines import NodeLine
@@ -51,6 +51,8 @@ class SessionParts:
     witness_later: Callable[[str, float], None] | None = None
     # why the node we dialed (its node id) may not send us items — a reader — or None
     may_send: Callable[[str | None], str | None] = lambda _node_id: None
+    # why no session on a line runs with the node we dialed (its node id), or None
+    line_refused: Callable[[str | None, str], str | None] = lambda _node_id, _line: None
 
 
 class LineSession:
@@ -71,6 +73,8 @@ class LineSession:
         self.caller = peer_node_id(peer.identity) if peer is not None else None
         # source: the node we dialed (a caller: its certificate's)
         source = self.caller if peer is not None else source
+        if peer is None and (why := parts.line_refused(source, line.name)):
+            raise PermissionDenied(why)
         local = parts.identity.node_id if parts.identity else None
         signers = parts.signers(local, self.caller)
         notary = line.notary(signers, parts.clock, source)

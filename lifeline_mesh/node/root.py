@@ -110,6 +110,7 @@ class Node:
             witness_later=Deferred(self._witness).later,
             pace=WitnessPace(share=self._witness_share),
             may_send=lambda node_id: self.pins.may_send(node_id, self.security.authorizer),
+            line_refused=lambda node_id, line: self.pins.line_refused(node_id, line),
         )
         # Rows read to announce and rows taken from the peers we watch (decision 0046)
         self.rows = LiveRows(

@@ -155,6 +155,17 @@ class PeerPins:
             return None
         return authorizer.may_send(node_id, self.served.get(node_id))
 
+    def line_refused(self, node_id: str | None, line: str) -> str | None:
+        """Why no session on ``line`` runs with the node ``node_id`` we dialed — its
+        certificate names other lines only (a CI runner's, decision 0120) — or None."""
+        served = self.served.get(node_id) if node_id is not None else None
+        if served is None or served.may_use(line):
+            return None
+        return (
+            f"node {node_id} may use only line(s) {', '.join(served.lines)}: line {line!r} "
+            "is neither sent to it nor taken from it"
+        )
+
     def trusted(self, peer: str) -> bool:
         """Whether the node pinned at ``peer`` is known and not revoked."""
         node_id = self.known.get(peer)

@@ -286,12 +286,14 @@ class SyncServer:
         not read hears the same whether ``line`` is shared or not."""
         peer = identity_of(context)
         await self._authorizer.authenticate(peer)
+        # A caller whose certificate names its lines is refused the others whether they
+        # are shared or not (decision 0120); for the rest, reading is the role's.
+        await self._authorizer.authorize(peer, line, Access.READ)
         if not self._is_shared(line):
             raise Refused(
                 f"line {quote(line)} is not shared on this node; its owner can run "
                 f"`lifeline-mesh share LINE`"
             )
-        await self._authorizer.authorize(peer, line, Access.READ)
         try:
             await self._authorizer.authorize(peer, line, Access.WRITE)
         except PeerError as exc:

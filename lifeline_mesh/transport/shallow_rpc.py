@@ -160,12 +160,12 @@ class ShallowService:
     ) -> SessionPeer:
         peer = identity_of(context)
         await self._authorizer.authenticate(peer)
+        await self._authorizer.authorize(peer, line, Access.READ)  # before: decision 0120
         if not self._is_shared(line):
             raise Refused(
                 f"line {quote(line)} is not shared on this node; its owner can run "
                 "`lifeline-mesh share LINE`"
             )
-        await self._authorizer.authorize(peer, line, Access.READ)
         if access is Access.WRITE:
             await self._authorizer.authorize(peer, line, Access.WRITE)
         return SessionPeer(peer, can_write=access is Access.WRITE)

@@ -1,0 +1,93 @@
+"""A CI credential's ``--lines`` are the only lines its runners may use (decision 0120):
+the node refuses a runner every other line, shared or not, by sync and by shallow sync,
+and a node that dials a runner sends it none of them. Real processes throughout."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from cryptography import x509
+
+from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.membership.certs import identity_from_cert
+from tests.support.ci_helpers import Hub, job, stop
+from tests.support.mesh_procs import cli, free_port, has_entry, log_note
+
+SECRET = "secret-plans"
+
+
+def _share(root: Path, line: str) -> None:
+    cli("lifeline", root, "--line", line, "init")
+    cli("lifeline_mesh", root, "share", line)
+
+
+def test_a_runner_uses_only_its_credential_s_lines(hub: Hub, tmp_path: Path) -> None:
+    _share(hub.root, SECRET)
+    plan = cli(
+        "lifeline", hub.root, "--line", SECRET, "log", "--kind", "decision", "--summary", "Q3 plan"
+    ).stdout.strip()
+    token = hub.credential("scoped", "--lines", "ledger")
+    workdir = tmp_path / "job"
+    started = job(workdir, token, "ci", "start")
+    assert started.returncode == 0, started.stderr
+    cert = NodeHome(workdir).tls_cert_path.read_bytes()
+    assert identity_from_cert(cert).lines == ("ledger",)
+    sans = x509.load_pem_x509_certificate(cert).extensions.get_extension_for_class(
+        x509.SubjectAlternativeName
+    )
+    assert "lifeline-mesh://line/ledger" in sans.value.get_values_for_type(
+        x509.UniformResourceIdentifier
+    )
+
+    _share(workdir, SECRET)
+    _share(workdir, "not-on-the-hub")
+    for line in (SECRET, "not-on-the-hub"):  # shared or not: the same refusal
+        for how in ((), ("--shallow",)):
+            refused = job(workdir, token, "sync", hub.sync, "--line", line, *how)
+            assert refused.returncode == 2, (line, how, refused.stderr)
+            assert "may use only line(s) ledger, not" in refused.stderr, refused.stderr
+            assert "not shared" not in refused.stderr
+    assert not has_entry(workdir / ".lifeline" / f"{SECRET}.db", plan)
+    # its own line still syncs both ways
+    note = log_note(workdir, "the runner's note")
+    assert job(workdir, token, "sync", hub.sync, "--line", "ledger").returncode == 0
+    assert has_entry(hub.line_file, note)
+
+
+def test_a_node_that_dials_a_runner_sends_it_no_other_line(hub: Hub, tmp_path: Path) -> None:
+    """A runner that serves (a job's command may run anything) and is dialed by a member,
+    e.g. found on the LAN: only its lines are synced with it."""
+    _share(hub.root, SECRET)
+    plan = cli(
+        "lifeline", hub.root, "--line", SECRET, "log", "--kind", "decision", "--summary", "Q3 plan"
+    ).stdout.strip()
+    token = hub.credential("scoped", "--lines", "ledger")
+    workdir = tmp_path / "job"
+    assert job(workdir, token, "ci", "start").returncode == 0
+    _share(workdir, SECRET)
+    port = free_port()
+    argv = [sys.executable, "-m", "lifeline_mesh", "serve", "--listen", f"127.0.0.1:{port}"]
+    runner = subprocess.Popen(
+        [*argv, "--no-discovery"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert runner.stdout is not None
+        assert runner.stdout.readline().startswith("listening on "), runner.stderr
+        address = f"127.0.0.1:{port}"
+        refused = cli("lifeline_mesh", hub.root, "sync", address, "--line", SECRET, check=False)
+        assert refused.returncode == 2, refused.stderr
+        assert "may use only line(s) ledger: line 'secret-plans' is neither sent" in (
+            refused.stderr
+        )
+        synced = cli("lifeline_mesh", hub.root, "sync", address, "--line", "ledger", "--json")
+        assert [r["line"] for r in json.loads(synced.stdout)] == ["ledger"]
+    finally:
+        stop(runner)
+    assert not has_entry(workdir / ".lifeline" / f"{SECRET}.db", plan)
