@@ -41,8 +41,9 @@ __all__ = [
 # next ingest reads every file again and writes the new entries; readers then show each
 # session by its newest-format header (``Catalogue``). On a merge of two bumps, take the
 # larger number plus one.
-FORMAT = 5  # 2: ids from content only (0053); 3: edits judged by their results (0054);
-# 4: the secret rules of decision 0052; 5: what a transcript could leak or break (0113)
+FORMAT = 6  # 2: ids from content only (0053); 3: edits judged by their results (0054);
+# 4: the secret rules of decision 0052; 5: what a transcript could leak or break (0113);
+# 6: an argv redacted as the command line it stands for, cookies given by flag (0118)
 
 # The entry kinds of a session in its line (decision 0019).
 KIND_HEADER, KIND_PART, KIND_STATUS = "session", "session-part", "session-status"

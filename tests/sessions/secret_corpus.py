@@ -123,6 +123,11 @@ def secrets(seed: int) -> list[tuple[str, str, str]]:
         "curl -H 'Cookie: sessionid=SECRET; csrftoken=abc' https://app.example.com/admin",
     )
     add("set-cookie header", r(_HEX, 40), "< Set-Cookie: sid=SECRET; Path=/; HttpOnly; Secure")
+    # decision 0118: a cookie given to curl by flag
+    add(
+        "curl -b cookie", r(_ALNUM, 32), "curl -sS -b 'sessionid=SECRET' https://app.example.com/me"
+    )
+    add("curl --cookie", r(_HEX, 40), 'curl --cookie "sid=SECRET; theme=dark" https://x.example')
     add("pwd= argument", pw(), "pyodbc.connect(server=db, uid=app, pwd=SECRET)")
     add("MY_PWD=", pw(), "export MY_PWD=SECRET")
     # decision 0113: gitleaks' global allowlist let through any secret holding "false" or
@@ -193,5 +198,7 @@ LOOK_ALIKES = [
     "PWD=/home/alice/src/api OLDPWD=/tmp",
     "cd /srv/app && pwd",
     "cookie_jar = http.cookiejar.CookieJar()",
+    "curl -sS -b cookies.txt -c cookies.txt https://example.com/login",
+    "git checkout -b fix/cookie=handling",
     "DEBUG=false\nCACHE=null",
 ]

@@ -20,7 +20,7 @@ import pytest
 from lifeline.sessions.ingest.redact import Redactor
 from tests.sessions.secret_corpus import secrets
 from tests.support.agent_dbs import cursor_user_folder
-from tests.support.sessions_support import run_cli
+from tests.support.sessions_support import run_cli, stored
 
 SID = "019a93b9-f380-7600-98ff-940e6b99603d"
 GH = "5EbuVm1wlhNWzEkFBGS766p8wdbjNb1pgYXm"
@@ -93,10 +93,6 @@ def _rollout(path: Path, corpus: str) -> Path:
     return path
 
 
-def _stored(root: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in (root / ".lifeline").rglob("*") if p.is_file())
-
-
 def test_codex_calls_and_outputs_keep_no_secret_in_the_line_or_show(tmp_path: Path) -> None:
     corpus = secrets(5)
     joined = "\n".join(text for _, _, text in corpus)
@@ -108,7 +104,7 @@ def test_codex_calls_and_outputs_keep_no_secret_in_the_line_or_show(tmp_path: Pa
     shown = run_cli(root, "sessions", "show", SID)
     as_json = run_cli(root, "sessions", "show", SID, "--json")
     assert shown.returncode == 0 and as_json.returncode == 0, shown.stderr
-    blobs = {"line": _stored(root), "show": shown.stdout.encode(), "json": as_json.stdout.encode()}
+    blobs = {"line": stored(root), "show": shown.stdout.encode(), "json": as_json.stdout.encode()}
     secrets_kept = PLAIN + [secret for _, secret, _ in corpus]
     for secret in secrets_kept:
         for where, blob in blobs.items():
@@ -158,7 +154,7 @@ def test_cursor_params_and_results_keep_no_secret(tmp_path: Path) -> None:
     root.mkdir()
     done = run_cli(root, "sessions", "ingest", "--all", "--tool", "cursor", "--json", home=home)
     assert done.returncode == 0 and json.loads(done.stdout)["failures"] == [], done.stderr
-    stored = _stored(root)
+    line = stored(root)
     for secret in PLAIN[:4]:
-        assert not any(n in stored for n in _needles(secret)), secret
-    assert b'PGPASSWORD=\\"[REDACTED:env-secret]\\"' in stored
+        assert not any(n in line for n in _needles(secret)), secret
+    assert b'PGPASSWORD=\\"[REDACTED:env-secret]\\"' in line

@@ -1,4 +1,4 @@
-"""Secrets never reach the line (decision 0052): 79 made-up secrets of documented vendor formats
+"""Secrets never reach the line (decision 0052): 81 made-up secrets of documented vendor formats
 spliced into a copy of a real Claude Code transcript go through the real `lifeline sessions
 ingest`; none of them, nor its tail, is in any byte of the line's files, the continuation
 bundle, the OKF export or `show`. Code that only looks like a secret stays as it is. The
@@ -18,7 +18,7 @@ import pytest
 from lifeline.sessions.ingest.redact import Redactor
 from lifeline.sessions.ingest.ruleset import RuleSet, _document, builtin_rules
 from tests.sessions.secret_corpus import LOOK_ALIKES, secrets
-from tests.support.sessions_support import FIXTURES, run_cli
+from tests.support.sessions_support import FIXTURES, run_cli, stored
 
 SOURCE = FIXTURES / "claude-code" / "marot__spotter__short.jsonl"
 NAME = "55604662-cf2a-4331-851a-ec234028f8ca.jsonl"
@@ -128,10 +128,6 @@ def _ingest(tmp_path: Path, seed: int) -> tuple[Path, Path, list[tuple[str, str,
     return root, home, corpus
 
 
-def _stored(root: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in (root / ".lifeline").rglob("*") if p.is_file())
-
-
 def test_no_secret_reaches_the_line_the_bundle_the_export_or_show(tmp_path: Path) -> None:
     root, home, corpus = _ingest(tmp_path, 1)
     listed = json.loads(run_cli(root, "sessions", "list", "--json", home=home).stdout)
@@ -144,7 +140,7 @@ def test_no_secret_reaches_the_line_the_bundle_the_export_or_show(tmp_path: Path
     assert exported.returncode == 0, exported.stderr
     okf = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file())
     blobs = {
-        "line": _stored(root),
+        "line": stored(root),
         "show": shown.stdout.encode(),
         "bundle": bundle.stdout.encode(),
         "okf": okf,

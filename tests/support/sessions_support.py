@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ __all__ = [
     "rate_limited_session",
     "run_cli",
     "serve_ingest_and_sync",
+    "stored",
     "two_nodes",
     "watching",
     "write_jsonl",
@@ -172,6 +173,24 @@ def run_cli(
         check=False,
         env=env,
     )
+
+
+def stored(root: Path) -> bytes:
+    """Every byte of the files under ``root/.lifeline``, then every row of their SQLite
+    tables as SQLite gives it back: a string longer than a page's room is cut where its
+    overflow page begins, so the files alone may hold neither a kept text nor a leaked
+    secret whole."""
+    found = [p for p in sorted((root / ".lifeline").rglob("*")) if p.is_file()]
+    out = [p.read_bytes() for p in found]
+    for path in found:
+        if path.suffix not in (".db", ".sqlite"):
+            continue
+        with closing(sqlite3.connect(path)) as conn:
+            names = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+            for (table,) in names:
+                for row in conn.execute(f'SELECT * FROM "{table}"'):
+                    out += [c if isinstance(c, bytes) else str(c).encode() for c in row]
+    return b"\n".join(out)
 
 
 def _statuses(line_file: Path) -> int:

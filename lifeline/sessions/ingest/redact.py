@@ -21,6 +21,11 @@ that found something, as the text it is. Decision 0113: the quoted rules missed
 ``PGPASSWORD=\\"…\\"`` written inside such a string, and the adapter decoded a token
 nobody had redacted.
 
+An argv (a JSON array of strings with a flag in it: Codex's ``["mysql", "--password", "X"]``,
+an MCP tool's ``args``) is redacted string by string, then as the command line it stands
+for (:mod:`~lifeline.sessions.ingest.argv`), each finding marked in the strings it lies in:
+a flag and its value are two strings, which no rule saw together (decision 0118).
+
 Pure: strings in, strings out, counts by type.
 """
 
@@ -36,7 +41,8 @@ from typing import Any
 import re2
 
 from lifeline.sessions.adapters.fields import MAX_DEPTH, json_text
-from lifeline.sessions.ingest.ruleset import SEPARATOR, RuleSet, builtin_rules
+from lifeline.sessions.ingest.argv import RAW_ARGV, command_line, cuts, is_argv
+from lifeline.sessions.ingest.ruleset import SEPARATOR, RuleSet, Span, builtin_rules
 
 __all__ = ["Redactor", "marker"]
 
@@ -103,17 +109,24 @@ class Redactor:
         spans = self._rules.spans(raw, low)
         if not spans:
             return value
-        out, last = [], 0
-        for start, end, kind in spans:
-            out += [raw[last:start], marker(kind).encode()]
-            self.counts[kind] += 1
-            last = end
-        out.append(raw[last:])
-        joined = b"".join(out)
-        try:
-            return joined.decode("utf-8", "surrogatepass")
-        except UnicodeDecodeError:  # a span cut a lone surrogate: keep the rest readable
-            return joined.decode("utf-8", "replace")
+        self.counts.update(kind for _, _, kind in spans)
+        return _spliced(raw, spans)
+
+    def _argv(self, argv: list[str]) -> list[str]:
+        """``argv`` (its strings redacted each on its own) with what the rules find in the
+        command line it stands for marked in the strings it lies in (decision 0118)."""
+        line, places = command_line(argv)
+        low = line.lower()
+        if len(line) < _MIN or not self._rules.may_match(low):
+            return argv
+        found = self._rules.spans(line, low)
+        if not found:
+            return argv
+        per, kinds = cuts(found, places)
+        self.counts.update(kinds)
+        for index, spans in per.items():
+            argv[index] = _spliced(argv[index].encode("utf-8", "surrogatepass"), spans)
+        return argv
 
     def _counted(self, kind: str) -> Any:
         def replace(_: re.Match[str]) -> str:
@@ -147,6 +160,8 @@ class Redactor:
             return self._value(data)
         if _JSON_TEXT.search(raw) is not None:  # JSON text in a string: the view is not its
             return self.value(data)
+        if RAW_ARGV.search(raw) is not None:  # an argv: the view does not join its strings
+            return self.value(data)
         view = _view(raw)
         if not self._rules.probe(view, b"", picked):  # picked: no lower-case text needed
             return data
@@ -171,7 +186,8 @@ class Redactor:
         if isinstance(data, str):
             return self._text(data, depth)
         if isinstance(data, list | tuple):
-            return [self._value(v, depth + 1) for v in data]
+            items = [self._value(v, depth + 1) for v in data]
+            return self._argv(items) if is_argv(data) else items
         if isinstance(data, dict):
             return {
                 self._text(str(k), depth + 1): self._member(str(k), v, depth + 1)
@@ -189,6 +205,20 @@ class Redactor:
             self.counts["env-secret"] += 1
             return marker("env-secret")
         return self._value(value, depth)
+
+
+def _spliced(raw: bytes, spans: list[Span]) -> str:
+    """The UTF-8 text ``raw`` with each span (sorted, disjoint) replaced by its marker."""
+    out, last = [], 0
+    for start, end, kind in spans:
+        out += [raw[last:start], marker(kind).encode()]
+        last = end
+    out.append(raw[last:])
+    joined = b"".join(out)
+    try:
+        return joined.decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError:  # a span cut a lone surrogate: keep the rest readable
+        return joined.decode("utf-8", "replace")
 
 
 def _view(raw: bytes) -> bytes:
@@ -216,6 +246,8 @@ def _collect(data: Any, out: list[str], depth: int = 0) -> bool:
         inner = json_text(data, min(MAX_DEPTH, _DEPTH - depth))
         return inner is not None and _collect(inner, out, depth + 1)
     if isinstance(data, list | tuple):
+        if is_argv(data):  # and the command line it stands for
+            out.append(command_line(data)[0].decode("utf-8", "surrogatepass"))
         return any([_collect(v, out, depth + 1) for v in data])
     if isinstance(data, dict):
         named = False
