@@ -96,8 +96,39 @@ def _peer_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+# `ci run` hands the credential to itself on this pipe (see _out_of_environ).
+TOKEN_FD_ENV = "LIFELINE_MESH_TOKEN_FD"
+
+
+def _out_of_environ() -> None:
+    """Run this same command again with the credential out of its environment, handed over
+    on a pipe: the job's command runs as the same user and could read the credential in
+    ``/proc/PPID/environ`` for as long as the job lasts (the process's first environment
+    stays there whatever ``os.environ`` says). Linux only; elsewhere nothing changes."""
+    token = os.environ.get(TOKEN_ENV, "")
+    if not token or TOKEN_FD_ENV in os.environ or not sys.platform.startswith("linux"):
+        return
+    read, write = os.pipe()
+    os.write(write, token.encode())  # a token is far below a pipe's buffer
+    os.close(write)
+    os.set_inheritable(read, True)
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    env[TOKEN_FD_ENV] = str(read)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execve(sys.executable, sys.orig_argv, env)
+    except OSError:  # cannot run ourselves again: go on with the credential where it is
+        os.close(read)
+
+
 def _token() -> str:
-    text = os.environ.get(TOKEN_ENV, "").strip()
+    fd = os.environ.pop(TOKEN_FD_ENV, None)
+    if fd is not None and fd.isdigit():
+        with os.fdopen(int(fd), "rb") as pipe:
+            text = pipe.read(1 << 16).decode("utf-8", "replace").strip()
+    else:
+        text = os.environ.get(TOKEN_ENV, "").strip()
     if not text:
         raise ConfigError(
             f"${TOKEN_ENV} is empty: store the CI credential (`lifeline-mesh invite --ci NAME`) "
@@ -124,6 +155,7 @@ async def cmd_ci_run(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         raise ConfigError("no command to run; give it after --, e.g. `ci run -- make test`")
+    _out_of_environ()
     job = await start_job(
         node_home(args), _token(), args.peer, args.join_peer, shallow=not args.full_history
     )

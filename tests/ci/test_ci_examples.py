@@ -67,7 +67,7 @@ def test_the_job_steps_run_against_a_real_node(path: Path, hub: Hub, tmp_path: P
     # The team's copy of the package (tests/deploy/test_wheel.py installs a wheel); this test
     # uses the installed one.
     assert runs[0].startswith('pip install "$LIFELINE_MESH_PACKAGE"')
-    assert any(r.startswith("lifeline-mesh ci run -- ") for r in runs[1:])
+    assert any(r.removeprefix("exec ").startswith("lifeline-mesh ci run -- ") for r in runs[1:])
     checkout = tmp_path / "checkout"  # a repository with tests and the example's job script
     (checkout / "ci").mkdir(parents=True)
     shutil.copy(EXAMPLES / "agent-job.sh", checkout / "ci" / "agent-job.sh")

@@ -113,3 +113,23 @@ def test_revoking_the_credential_ends_its_runners(hub: Hub, tmp_path: Path) -> N
     assert again.returncode == 2 and "'leaked' refused: revoked at" in again.stderr
     members = cli("lifeline_mesh", hub.root, "members").stdout
     assert "revoked since" in members and "CI runner (leaked)" in members
+
+
+def test_the_job_s_command_cannot_read_the_credential_in_its_parent(
+    hub: Hub, tmp_path: Path
+) -> None:
+    """The command runs as the job's user and may read ``/proc/PPID/environ``: `ci run`
+    ran itself again with the reusable credential out of its environment (was: there for
+    the whole job, whatever the command's own environment said)."""
+    token = hub.credential("gha")
+    seen = tmp_path / "parent"
+    peek = (
+        f'tr "\\0" "\\n" < /proc/$PPID/environ > {seen}.env; cat /proc/$PPID/cmdline > {seen}.cmd'
+    )
+    done = job(tmp_path / "job", token, "ci", "run", "--", "sh", "-c", peek)
+    assert done.returncode == 0, done.stderr
+    assert "synced line 'ledger' back" in done.stderr  # the job used the credential
+    environ = Path(f"{seen}.env").read_text()
+    assert "LIFELINE_MESH_TOKEN_FD=" in environ  # the `ci run` process it read
+    assert token not in environ and "LIFELINE_MESH_TOKEN=" not in environ
+    assert token not in Path(f"{seen}.cmd").read_text()
