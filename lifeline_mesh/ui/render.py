@@ -2,8 +2,9 @@
 and :func:`page`, which adds what every page shows (sections, lines, links).
 
 Every value from a ledger reaches HTML through Jinja's autoescape, the markdown renderer
-(:mod:`lifeline_mesh.ui.markdown`), the ``redactions`` filter (escapes, then marks
-``[REDACTED:…]``) or the SVG builders' ``escape``; no template marks entry text safe.
+(:mod:`lifeline_mesh.ui.markdown`, run in a thread before the page: ``Viewer.body_html``),
+the ``redactions`` filter (escapes, then marks ``[REDACTED:…]``) or the SVG builders'
+``escape``; no template marks entry text safe.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
 from lifeline_mesh.ui.links import Links
-from lifeline_mesh.ui.markdown import render_markdown
 from lifeline_mesh.ui.section import Section
 from lifeline_mesh.ui.viewer import Viewer
 
@@ -57,7 +57,6 @@ ENV = Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
-ENV.filters["md"] = render_markdown
 ENV.filters["when"] = _when
 ENV.filters["short"] = _short
 ENV.filters["epoch"] = _epoch

@@ -5,18 +5,27 @@
 - A write from another origin (a form or fetch that never reads the answer) is refused.
 - 2,000 connections that never finish a request, against a viewer limited to the usual
   1,024 descriptors: the viewer still answers, and closes them.
+- 70 distinct bodies of 64,000 characters of brackets, as a member could sync them, opened
+  at once: every other page still answers at once, and each of them costs a bounded time.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from lifeline.entry import Entry
+from lifeline.home import Home
+from lifeline.store.sqlite import SqliteStore
 from tests.support.http_flood import (
     at_most_fds,
     browser_request,
@@ -28,6 +37,11 @@ from tests.support.mesh_procs import cli
 pytestmark = pytest.mark.timeout(180)
 
 SECRET = "Private: the acquisition of Initech closes on Friday"
+# What a member can sync to hold a viewer: bodies at the size a body written here may have,
+# each distinct (the viewer keeps the last 64 rendered), every bracket a possible link.
+BRACKET_SHAPES = ("[", "[\n", "[a](", "[*", "![")
+HOSTILE_BODIES = 70
+BODY_CHARS = 64_000
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +55,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @contextmanager
-def _viewer(root: Path, *args: str, fds: int | None = None) -> Iterator[int]:
-    """A running `lifeline-mesh ui` on a free loopback port; yields the port."""
+def _viewer(root: Path, *args: str, fds: int | None = None) -> Iterator[tuple[int, int]]:
+    """A running `lifeline-mesh ui` on a free loopback port; yields (port, process id)."""
     command = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "ui"]
     proc = subprocess.Popen(
         at_most_fds([*command, "--listen", "127.0.0.1:0", *args], fds),
@@ -56,14 +70,14 @@ def _viewer(root: Path, *args: str, fds: int | None = None) -> Iterator[int]:
         if not line.startswith("viewer on http://127.0.0.1:"):
             proc.kill()
             raise AssertionError(f"it printed {line!r}; stderr: {proc.stderr.read()[-2000:]}")
-        yield int(line.split(":")[2].split("/")[0])
+        yield int(line.split(":")[2].split("/")[0]), proc.pid
     finally:
         proc.terminate()
         proc.communicate(timeout=60)
 
 
 def test_a_rebinding_page_cannot_read_a_private_line(project: Path) -> None:
-    with _viewer(project, "--allow-host", "viewer.lan") as port:
+    with _viewer(project, "--allow-host", "viewer.lan") as (port, _):
         page = "/lines/private/history"
         # The browser believes the viewer is the page's own site: same-origin headers.
         for name in ("attacker.example", "attacker.example.", "127.0.0.1.nip.io"):
@@ -79,7 +93,7 @@ def test_a_rebinding_page_cannot_read_a_private_line(project: Path) -> None:
 
 
 def test_a_write_from_another_origin_is_refused(project: Path) -> None:
-    with _viewer(project) as port:
+    with _viewer(project) as (port, _):
         own = {"Host": f"127.0.0.1:{port}"}
         others = ("http://attacker.example", "null", f"http://localhost:{port + 1}")
         # another port of the listen host: another program's page, another origin
@@ -101,7 +115,7 @@ def test_a_write_from_another_origin_is_refused(project: Path) -> None:
 
 
 def test_the_viewer_answers_through_a_flood_of_idle_sockets(project: Path) -> None:
-    with _viewer(project, fds=1024) as port, idle_flood(port, 2000) as flood:
+    with _viewer(project, fds=1024) as (port, _), idle_flood(port, 2000) as flood:
         assert len(flood) == 2000  # every connection was taken
         status, body = browser_request(
             port, "GET", "/lines/private/history", {"Host": f"127.0.0.1:{port}"}
@@ -113,3 +127,72 @@ def test_the_viewer_answers_through_a_flood_of_idle_sockets(project: Path) -> No
         assert wait_until_open_at_most(flood, 0, within=20) == 0
         status, _ = browser_request(port, "GET", "/mesh", {"Host": f"localhost:{port}"})
         assert status == 200
+
+
+@pytest.fixture(scope="module")
+def brackets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+    """A project whose line holds :data:`HOSTILE_BODIES` bodies of brackets: (root, ids)."""
+    root = tmp_path_factory.mktemp("brackets") / "project"
+    root.mkdir()
+    cli("lifeline", root, "init")
+    entries = []
+    for k in range(HOSTILE_BODIES):
+        unit = BRACKET_SHAPES[k % len(BRACKET_SHAPES)]
+        body = (f"{k} " + unit * BODY_CHARS)[:BODY_CHARS]
+        ts = f"2026-01-01T00:00:00.{k:06d}Z"
+        entries.append(Entry.create(ts=ts, kind="note", summary=f"brackets {k}", body=body))
+
+    async def write() -> None:
+        async with await SqliteStore.open(Home(root).line_path("ledger")) as store:
+            await store.append_many(entries)
+
+    asyncio.run(write())
+    return root, [e.id for e in entries]
+
+
+def _open_all(port: int, ids: list[str], pool: ThreadPoolExecutor) -> list[Future[tuple[int, str]]]:
+    """Every entry page of ``ids`` asked for at once, as tabs a browser restores."""
+    own = {"Host": f"127.0.0.1:{port}"}
+    return [
+        pool.submit(browser_request, port, "GET", f"/lines/ledger/entries/{i}", own) for i in ids
+    ]
+
+
+def test_other_pages_answer_while_hostile_bodies_render(brackets: tuple[Path, list[str]]) -> None:
+    root, ids = brackets
+    with _viewer(root) as (port, _), ThreadPoolExecutor(len(ids)) as pool:
+        own = {"Host": f"127.0.0.1:{port}"}
+        assert browser_request(port, "GET", "/lines/ledger/history", own)[0] == 200  # read once
+        pages = _open_all(port, ids, pool)
+        next(as_completed(pages))  # one body is rendered: the others wait or render
+        start = time.monotonic()
+        status, body = browser_request(port, "GET", "/lines/ledger/history", own)
+        took = time.monotonic() - start
+        still_rendering = sum(not p.done() for p in pages)
+        assert (status, f"brackets {HOSTILE_BODIES - 1}" in body) == (200, True)  # newest
+        assert took < 2.0, f"the history page took {took:.1f} s behind the bodies"
+        assert still_rendering > 0  # it answered while bodies were still being rendered
+        assert all(p.result()[0] == 200 for p in pages)
+
+
+def _cpu_seconds(pid: int) -> float:
+    """The CPU time process ``pid`` has used (user and system, from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_page_of_a_hostile_body_costs_a_bounded_time(brackets: tuple[Path, list[str]]) -> None:
+    root, ids = brackets
+    with _viewer(root) as (port, pid), ThreadPoolExecutor(len(ids)) as pool:
+        own = {"Host": f"127.0.0.1:{port}"}
+        assert browser_request(port, "GET", "/lines/ledger/history", own)[0] == 200  # read once
+        cpu, start = _cpu_seconds(pid), time.monotonic()
+        pages = [p.result() for p in _open_all(port, ids, pool)]
+        took, cpu = time.monotonic() - start, _cpu_seconds(pid) - cpu
+    # Rendered whole, a body of 64,000 brackets took the viewer 0.5-0.9 s of CPU.
+    assert cpu / len(ids) < 0.35, f"{len(ids)} pages of brackets took {cpu:.1f} s of CPU"
+    assert took < 60, f"{len(ids)} pages of brackets took {took:.1f} s"
+    for k, (status, html) in enumerate(pages):
+        assert status == 200
+        assert "Shown as plain text" in html, k
+        assert BRACKET_SHAPES[k % len(BRACKET_SHAPES)] * 100 in html, k

@@ -51,6 +51,16 @@ def test_markdown_keeps_formatting_and_drops_html_images_and_bad_links() -> None
     assert "[bad](javascript:alert(1))" in html and 'href="javascript' not in html
 
 
+def test_a_body_of_too_much_markup_is_shown_as_escaped_plain_text() -> None:
+    # 60,000 brackets: ~120,000 steps of the parser, every bracket a possible link
+    html = render_markdown("<script>alert(1)</script> **x**\n" + "[" * 60_000)
+    assert "Shown as plain text" in html and '<pre class="plain">' in html
+    assert "&lt;script&gt;" in html and "<script>" not in html and "<strong>" not in html
+    # 1,000 tasks with a link and code each stay markdown
+    honest = render_markdown("- [ ] see [docs](https://example.org) and `x[1]`\n" * 1_000)
+    assert "Shown as plain text" not in honest and honest.count("<a href") == 1_000
+
+
 def test_markdown_cuts_huge_text_with_a_marker() -> None:
     html = render_markdown("x" * (MAX_RENDERED_CHARS + 10))
     assert "10 more characters not shown" in html

@@ -86,6 +86,7 @@ async def entry_page(request: Request) -> Response:
         corrects=_brief(near, list(entry.parents)) if entry.kind == "correction" else [],
         pin_notes=lt.truth.pin_notes.get(entry.id, []),
         thread=thread_of(entry.body) or "",
+        body=await viewer.body_html(entry.body) if entry.body else None,
         signatures=sigs,
         witness=witnessed(viewer, line, entry.id, sigs, key),
     )
