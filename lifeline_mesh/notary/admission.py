@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
 from lifeline_mesh.notary.enrollment import LearningSigners
+from lifeline_mesh.notary.import_times import import_refusal
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
 from lifeline_mesh.notary.statement import Attestation, Role, decode, made_together, ts_micros
@@ -221,11 +222,13 @@ def check_entry_times(
     signed_ts: Mapping[str, set[str]],
     known_ts: Mapping[str, str],
     skew_s: float = DEFAULT_SKEW_S,
+    attested: Mapping[str, set[str]] | None = None,
 ) -> None:
     """Refuse received entries whose ts contradicts what is signed or their parents' ts.
 
     ``signed_ts`` maps an entry id to the ts of its author attestations already held;
-    ``known_ts`` gives the ts of stored entries (and of the batch itself).
+    ``known_ts`` gives the ts of stored entries (and of the batch itself); ``attested``,
+    the ts the import attestations held fix for entries no author signed (decision 0119).
     """
     for entry in entries:
         signed = signed_ts.get(entry.id)
@@ -234,6 +237,9 @@ def check_entry_times(
                 f"entry {entry.id[:12]} arrives with ts {entry.ts}, but its author signed "
                 f"{', '.join(sorted(signed))}: the time was edited; refused"
             )
+        fixed = None if signed or attested is None else attested.get(entry.id)
+        if fixed and entry.ts not in fixed:
+            raise InvalidEntry(f"entry {entry.id[:12]}: {import_refusal(entry, fixed)}")
         why = parent_fault(entry, known_ts, skew_s)
         if why is not None:
             raise InvalidEntry(why)

@@ -1,8 +1,9 @@
 """Received entries against the author signatures a SQLite line holds (DESIGN §5, §6).
 
 :func:`take_entries` splits a received batch into what may be stored and the copies
-refused because their author did not sign their ts or because they are dated before a
-parent (notary/provenance.py); :func:`intake_rows` names the sender of what was refused or stored
+refused because their author did not sign their ts, because the import attestations held
+fix another (decision 0119), or because they are dated before a parent
+(notary/provenance.py); :func:`intake_rows` names the sender of what was refused or stored
 unsigned. Functions of a ``sqlite3.Connection`` inside the caller's transaction.
 """
 
@@ -17,10 +18,18 @@ from collections.abc import Mapping, Sequence
 from lifeline.entry import Entry
 from lifeline.store.port import AppendResult
 from lifeline_mesh.notary.admission import future_dated, parent_fault
-from lifeline_mesh.notary.provenance import Intake, Outcome, SourceRow, split_refused
+from lifeline_mesh.notary.import_times import fixed_times
+from lifeline_mesh.notary.provenance import (
+    Intake,
+    Outcome,
+    SourceRow,
+    imported_times,
+    split_refused,
+    stored_ts,
+)
 from lifeline_mesh.notary.signed_times import SignedTimes
 
-__all__ = ["intake_rows", "signed_and_known", "take_entries"]
+__all__ = ["import_fixed", "intake_rows", "signed_and_known", "take_entries"]
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +86,17 @@ def signed_and_known(
     return dict(signed), known
 
 
+def import_fixed(
+    conn: sqlite3.Connection, entries: Sequence[Entry], signed: Mapping[str, set[str]]
+) -> dict[str, set[str]]:
+    """The ts the import attestations held fix for the batch's entries that no author
+    signature held signs (``signed``: :func:`signed_and_known`'s): import_times.py."""
+    attested = imported_times(conn, sorted({e.id for e in entries} - signed.keys()))
+    if not attested:
+        return {}  # most lines hold no import attestation
+    return fixed_times(attested, stored_ts(conn, sorted(attested)))
+
+
 def take_entries(
     conn: sqlite3.Connection,
     entries: Sequence[Entry],
@@ -86,10 +106,11 @@ def take_entries(
     now: str | None = None,
     refused_signed: Mapping[str, str] | None = None,
 ) -> Intake:
-    """The batch split by the signature rule, with ``now`` the future rule, and the parent
-    rule (``blocked``: the session's refused ids not held, updated; ``refused_signed``: the
-    entries whose author signature the session refused). Each copy a rule refuses is
-    refused alone, its descendants in the batch with it (decision 0112)."""
+    """The batch split by the signature rule (author signatures, else import attestations),
+    with ``now`` the future rule, and the parent rule (``blocked``: the session's refused
+    ids not held, updated; ``refused_signed``: the entries whose author signature the
+    session refused). Each copy a rule refuses is refused alone, its descendants in the
+    batch with it (decision 0112)."""
     signed, known = signed_and_known(conn, entries, remembered)
 
     def stored(ids: list[str]) -> set[str]:
@@ -104,7 +125,7 @@ def take_entries(
     future = None if now is None else (lambda ts: future_dated(ts, now, skew_s))
     return split_refused(
         entries, signed, blocked, stored, future, refused_signed,
-        lambda entry: parent_fault(entry, known, skew_s),
+        lambda entry: parent_fault(entry, known, skew_s), import_fixed(conn, entries, signed),
     )  # fmt: skip
 
 

@@ -23,7 +23,6 @@ from lifeline.store.pg_writes import (
     declare_locked,
     id_bytes,
     lock_line,
-    retime_locked,
 )
 from lifeline.store.port import AppendResult
 from lifeline.store.postgres import PgStore
@@ -35,6 +34,7 @@ from lifeline_mesh.notary.admission import (
 )
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.entry_intake import intake_rows
+from lifeline_mesh.notary.import_times import fixed_times
 from lifeline_mesh.notary.intake import (
     ATTESTATIONS_TABLE,
     STATEMENTS_TABLE,
@@ -43,14 +43,14 @@ from lifeline_mesh.notary.intake import (
     held_rules,
     table_of,
 )
-from lifeline_mesh.notary.provenance import (
-    NOT_RECORDED,
-    Intake,
-    Outcome,
-    SourceRow,
-    replaced_detail,
-    split_refused,
+from lifeline_mesh.notary.pg_provenance import (
+    entry_ts,
+    imported_times,
+    record,
+    replace_imported,
+    replace_unsigned,
 )
+from lifeline_mesh.notary.provenance import Intake, Outcome, SourceRow, split_refused
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.states import StateOf, sum_fingerprint
 
@@ -113,9 +113,11 @@ class PgNotaryStore(NotarySet[PgStore]):
             ctx = await _context(conn, self._line, atts, self.claims)
             kept, refused = held_rules(atts, ctx, skew, window, each=each)
             added = await insert(conn, self._line, kept)
-            # An entry held at a ts no author signed takes its author's signed ts
-            await _record(conn, self._line, await _replace_unsigned(conn, self._line, kept,
-                                                                    self._clock()))  # fmt: skip
+            # An entry held at a ts no author signed takes its author's signed ts; one no
+            # author signed, held at a ts no import attestation names, an attested ts
+            now = self._clock()
+            await record(conn, self._line, await replace_unsigned(conn, self._line, kept, now))
+            await record(conn, self._line, await replace_imported(conn, self._line, kept, now))
             return added, refused
 
     async def add(self, atts: Sequence[Attestation]) -> int:
@@ -139,7 +141,7 @@ class PgNotaryStore(NotarySet[PgStore]):
                 conn, self._line, intake.kept, self.store.db.after_append, received=True
             )
             rows = intake_rows(intake, result, self.source, self._clock())
-            await _record(conn, self._line, rows)
+            await record(conn, self._line, rows)
             return replace(result, refused=tuple(intake.faults)) if intake.faults else result
 
     async def sources(self) -> list[SourceRow]:
@@ -162,11 +164,14 @@ class PgNotaryStore(NotarySet[PgStore]):
         ):
             signed[subject].add(ts)
         odd = sorted(e.id for e in entries if signed.get(e.id) and e.ts not in signed[e.id])
-        held = set(await _entry_ts(conn, self._line, odd)) if odd else set()
+        attested = await imported_times(conn, self._line, own.keys() - signed.keys())
+        fixed = fixed_times(attested, await entry_ts(conn, self._line, sorted(attested)))
+        odd += [e.id for e in entries if e.id in fixed and e.ts not in fixed[e.id]]
+        held = set(await entry_ts(conn, self._line, odd)) if odd else set()
         if self._blocked is None:
             self._blocked = set()
         now, skew = self._clock(), self.skew_s
-        known = await _entry_ts(conn, self._line, outside)
+        known = await entry_ts(conn, self._line, outside)
         known.update(own)
         return split_refused(
             entries,
@@ -176,6 +181,7 @@ class PgNotaryStore(NotarySet[PgStore]):
             lambda ts: future_dated(ts, now, skew),
             self.refused_signatures,
             lambda entry: parent_fault(entry, known, skew),
+            fixed,
         )
 
     async def held_enrollments(self) -> list[Attestation]:
@@ -289,18 +295,6 @@ async def _bump(conn: Conn, line_id: int, table: str, ids: list[bytes]) -> None:
     )
 
 
-async def _entry_ts(conn: Conn, line_id: int, ids: Sequence[str]) -> dict[str, str]:
-    wanted = [id_bytes(i) for i in ids if len(i) == 64]
-    if not wanted:
-        return {}
-    rows = await conn.fetch(
-        "SELECT id, ts FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])",
-        line_id,
-        wanted,
-    )
-    return {bytes(i).hex(): ts for i, ts in rows}
-
-
 async def _context(
     conn: Conn, line_id: int, atts: Sequence[Attestation], claims: Claims
 ) -> StoredContext:
@@ -309,7 +303,7 @@ async def _context(
     subjects = sorted({a.subject for a in atts if a.role is Role.AUTHOR and len(a.subject) == 64})
     parents: dict[str, tuple[str, ...]] = {}
     if subjects:
-        stored = await _entry_ts(conn, line_id, subjects)
+        stored = await entry_ts(conn, line_id, subjects)
         named: dict[str, list[str]] = {s: [] for s in stored}
         for child, parent in await conn.fetch(
             "SELECT child, parent FROM links WHERE line_id = $1 AND child = ANY($2::bytea[])",
@@ -318,7 +312,7 @@ async def _context(
         ):
             named[bytes(child).hex()].append(bytes(parent).hex())
         parents = {s: tuple(sorted(ps)) for s, ps in named.items()}
-    entry_ts = await _entry_ts(conn, line_id, sorted({p for ps in parents.values() for p in ps}))
+    parent_ts = await entry_ts(conn, line_id, sorted({p for ps in parents.values() for p in ps}))
     summaries: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     kinds = (Role.SUMMARY, Role.STATE)
     for a in atts:
@@ -353,7 +347,7 @@ async def _context(
             for receipt in _decoded([bytes(item)]):
                 if receipt.role is Role.WITNESS:
                     witnessed[entry_id].append((receipt.ts, receipt.node_id))
-    return StoredContext(entry_ts, parents, summaries, witnessed)
+    return StoredContext(parent_ts, parents, summaries, witnessed)
 
 
 def _decoded(items: Iterable[bytes]) -> list[Attestation]:
@@ -364,61 +358,4 @@ def _decoded(items: Iterable[bytes]) -> list[Attestation]:
             out.append(decode(item))
         except InvalidEntry:
             continue
-    return out
-
-
-async def _record(conn: Conn, line_id: int, rows: Sequence[SourceRow]) -> None:
-    if not rows:
-        return
-    await conn.execute(
-        "INSERT INTO entry_sources (line_id, entry_id, ts, source, outcome, at, detail)"
-        " SELECT $1, * FROM unnest($2::text[], $3::text[], $4::text[], $5::text[],"
-        " $6::text[], $7::text[]) ON CONFLICT DO NOTHING",
-        line_id,
-        [r.entry_id for r in rows],
-        [r.ts for r in rows],
-        [r.source for r in rows],
-        [r.outcome.value for r in rows],
-        [r.at for r in rows],
-        [r.detail for r in rows],
-    )
-
-
-async def _replace_unsigned(
-    conn: Conn, line_id: int, atts: Sequence[Attestation], at: str
-) -> list[SourceRow]:
-    """provenance.signed_times_replace on PostgreSQL: each entry held at a ts no author
-    signed takes the earliest signed ts; the rows name who sent the unsigned copy."""
-    new: dict[str, set[str]] = defaultdict(set)
-    for att in atts:
-        if att.role is Role.AUTHOR and len(att.subject) == 64:
-            new[att.subject].add(att.ts)
-    stored = await _entry_ts(conn, line_id, sorted(new)) if new else {}
-    odd = {i: ts for i, ts in stored.items() if ts not in new[i]}
-    if not odd:
-        return []
-    held: dict[str, set[str]] = defaultdict(set)
-    for subject, ts in await conn.fetch(
-        "SELECT subject, ts FROM attestations WHERE line_id = $1 AND role = 'author'"
-        " AND subject = ANY($2::text[])",
-        line_id,
-        sorted(odd),
-    ):
-        held[subject].add(ts)
-    changes = {i: (ts, min(held[i] | new[i])) for i, ts in odd.items() if ts not in held[i]}
-    await retime_locked(conn, line_id, changes)
-    out: list[SourceRow] = []
-    for entry_id, (old, signed) in sorted(changes.items()):
-        senders = [
-            str(r[0])
-            for r in await conn.fetch(
-                "SELECT DISTINCT source FROM entry_sources WHERE line_id = $1 AND entry_id = $2"
-                " AND ts = $3 AND outcome = 'unsigned'",
-                line_id,
-                entry_id,
-                old,
-            )
-        ] or [NOT_RECORDED]
-        detail = replaced_detail(old, signed)
-        out += [SourceRow(entry_id, old, s, Outcome.REPLACED, at, detail) for s in senders]
     return out

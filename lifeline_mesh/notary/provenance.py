@@ -15,7 +15,11 @@ a copy's time honest:
   ahead) is **refused** the same way, alone: held back until a later session finds it
   within the tolerance (decision 0084);
 * a copy dated before one of its parents (its writer's clock went back) is **refused**
-  alone, its descendants with it, and the session goes on (decision 0112).
+  alone, its descendants with it, and the session goes on (decision 0112);
+* a copy of an entry no author signed, dated otherwise than the import attestations held
+  fix it (notary/import_times.py), is **refused** the same way; when import attestations
+  are stored, an entry held at a ts none of them names takes the earliest they attest
+  (**replaced**, decision 0119).
 
 Rows live in ``entry_sources`` (notary migration 8), local to the node: they say what this
 node received from whom, and ``lifeline-mesh verify`` reports them. Functions of a
@@ -33,8 +37,9 @@ from dataclasses import dataclass, field
 from lifeline.entry import Entry
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
+from lifeline_mesh.notary.import_times import import_refusal, imported_detail
 from lifeline_mesh.notary.rules import Finding
-from lifeline_mesh.notary.statement import Attestation, Role
+from lifeline_mesh.notary.statement import IMPORTED_TS_FIELD, Attestation, Role, imported_ts
 
 __all__ = [
     "FUTURE_DETAIL",
@@ -42,6 +47,8 @@ __all__ = [
     "Intake",
     "Outcome",
     "SourceRow",
+    "imported_times",
+    "imported_times_replace",
     "read_sources",
     "record",
     "refusal_detail",
@@ -50,6 +57,7 @@ __all__ = [
     "source_findings",
     "sources_found",
     "split_refused",
+    "stored_ts",
 ]
 
 _CHUNK = 500
@@ -110,6 +118,7 @@ def split_refused(
     future: Callable[[str], bool] | None = None,
     refused_signed: Mapping[str, str] | None = None,
     dated_before: Callable[[Entry], str | None] | None = None,
+    attested: Mapping[str, set[str]] | None = None,
 ) -> Intake:
     """Refuse each entry whose ts none of its held author signatures names, each entry
     dated in this node's future (``future(ts)``: after its clock plus the skew tolerance —
@@ -120,7 +129,9 @@ def split_refused(
     whose author signature the session refused, with why (decision 0111): a copy of one
     with no good signature held is refused too, not stored as an unsigned copy.
     ``dated_before(entry)``: why an entry dated before its parent is refused (None when it
-    is not; decision 0112), applied to the copies the rules above keep."""
+    is not; decision 0112), applied to the copies the rules above keep. ``attested``: the
+    ts the import attestations held fix for entries no author signed (import_times.py,
+    decision 0119): a copy dated otherwise is refused."""
     kept: list[Entry] = []
     intake = Intake(kept)
     for entry in entries:
@@ -134,6 +145,10 @@ def split_refused(
             continue
         if dated and entry.ts not in dated:
             intake.refused.append((entry, refusal_detail(entry, dated)))
+            continue
+        fixed = None if dated or attested is None else attested.get(entry.id)
+        if fixed and entry.ts not in fixed:
+            intake.refused.append((entry, import_refusal(entry, fixed)))
             continue
         early = None if dated_before is None else dated_before(entry)
         if early is not None:
@@ -194,12 +209,7 @@ def signed_times_replace(
             new[att.subject].add(att.ts)
     if not new or conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is None:
         return []
-    stored: dict[str, str] = {}
-    ids = sorted(new)
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        stored.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
+    stored = stored_ts(conn, sorted(new))
     odd = {i: ts for i, ts in stored.items() if ts not in new[i]}
     if not odd:
         return []  # the usual case: each signature names the ts held
@@ -216,6 +226,99 @@ def signed_times_replace(
         }
         if ts not in held:
             changes.append((entry_id, ts, min(held | new[entry_id])))
+    return _retime(conn, changes, at, replaced_detail)
+
+
+def imported_times(conn: sqlite3.Connection, ids: Iterable[str]) -> dict[str, set[str]]:
+    """The ts the import attestations held attest, for each of ``ids`` that has any (each
+    read at its place in the item: statement.imported_ts)."""
+    wanted = set(ids)
+    keys = sorted({i[:16] for i in wanted})
+    if not keys or _no_imports(conn):
+        return {}
+    at, size = IMPORTED_TS_FIELD
+    out: dict[str, set[str]] = defaultdict(set)
+    for start in range(0, len(keys), _CHUNK):
+        chunk = keys[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        for subject, tail in conn.execute(
+            f"SELECT subject, substr(item, -{at}, {size}) FROM statements"
+            f" WHERE role = 'imported' AND {_SUBJECT_KEY} IN ({marks})",
+            chunk,
+        ):
+            ts = imported_ts(bytes(tail))
+            if subject in wanted and ts is not None:
+                out[subject].add(ts)
+    return dict(out)
+
+
+def _no_imports(conn: sqlite3.Connection) -> bool:
+    """Whether the line holds no import attestation (most lines: nothing to look up)."""
+    found = "SELECT 1 FROM statements WHERE role = 'imported' LIMIT 1"
+    return conn.execute(found).fetchone() is None
+
+
+def _authored(conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` an author attestation held signs."""
+    out: set[str] = set()
+    for start in range(0, len(ids), _CHUNK):
+        chunk = sorted({i[:16] for i in ids[start : start + _CHUNK]})
+        marks = ",".join("?" * len(chunk))
+        out.update(
+            s
+            for (s,) in conn.execute(
+                f"SELECT subject FROM attestations WHERE role = 'author'"
+                f" AND {_SUBJECT_KEY} IN ({marks})",
+                chunk,
+            )
+        )
+    return out & set(ids)
+
+
+def imported_times_replace(
+    conn: sqlite3.Connection, atts: Sequence[Attestation], at: str
+) -> list[SourceRow]:
+    """After import attestations are stored: every entry they name that no author signed
+    and that is held at a ts no import attestation names takes the earliest ts they attest
+    (its copy arrived before them; decision 0119); returns the rows naming who sent it."""
+    new: dict[str, set[str]] = defaultdict(set)
+    for att in atts:
+        if att.role is Role.IMPORTED:
+            new[att.subject].add(att.extras[0])
+    if not new or conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is None:
+        return []
+    stored = stored_ts(conn, sorted(new))
+    odd = sorted(i for i, ts in stored.items() if ts not in new[i])
+    if not odd:
+        return []  # the usual case: each attestation names the ts held
+    unsigned = sorted(set(odd) - _authored(conn, odd))
+    attested = imported_times(conn, unsigned)
+    changes = [
+        (i, stored[i], min(attested[i]))
+        for i in unsigned
+        if attested.get(i) and stored[i] not in attested[i]
+    ]
+    return _retime(conn, changes, at, imported_detail)
+
+
+def stored_ts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, str]:
+    """The stored ts of each of ``ids`` the line holds."""
+    stored: dict[str, str] = {}
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ",".join("?" * len(chunk))
+        stored.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
+    return stored
+
+
+def _retime(
+    conn: sqlite3.Connection,
+    changes: Sequence[tuple[str, str, str]],
+    at: str,
+    why: Callable[[str, str], str],
+) -> list[SourceRow]:
+    """Give each entry of ``changes`` (id, old ts, new ts) its new ts, the entries set's
+    fingerprint kept; the rows naming who sent each copy at the old ts (``why``: old, new)."""
     if not changes:
         return []
     totals = totals_for_update(conn, ENTRIES_SET, "entries")
@@ -229,7 +332,7 @@ def signed_times_replace(
         removed=[entry_token(i, old) for i, old, _ in changes],
     )
     out: list[SourceRow] = []
-    for entry_id, old, signed in changes:
+    for entry_id, old, new in changes:
         senders = [
             s
             for (s,) in conn.execute(
@@ -238,7 +341,7 @@ def signed_times_replace(
                 (entry_id, old),
             )
         ] or [NOT_RECORDED]
-        detail = replaced_detail(old, signed)
+        detail = why(old, new)
         out += [SourceRow(entry_id, old, s, Outcome.REPLACED, at, detail) for s in senders]
     return out
 

@@ -12,13 +12,12 @@ import datetime as dt
 import hashlib
 from collections import defaultdict
 from collections.abc import Container, Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from lifeline.audit.line import Linked
-from lifeline.audit.times import SKEW_S
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import BadSignature, InvalidEntry
+from lifeline_mesh.notary.import_times import import_findings
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
 from lifeline_mesh.notary.statement import (
     Attestation,
@@ -28,6 +27,13 @@ from lifeline_mesh.notary.statement import (
     tips_digest,
 )
 from lifeline_mesh.notary.times import canonical_ts, micros, seconds_between, unreadable
+from lifeline_mesh.notary.verdict import (
+    DEFAULT_BACKDATE_WINDOW_S,
+    DEFAULT_SKEW_S,
+    Finding,
+    Policy,
+    Verdict,
+)
 from lifeline_mesh.notary.witnessing import Mark, first_witnesses, marks_of
 
 __all__ = [
@@ -50,53 +56,8 @@ __all__ = [
     "window_findings",
 ]
 
-# Honest NTP clocks agree in seconds; 5 minutes (as `lifeline verify`) hides no real backdate.
-DEFAULT_SKEW_S = SKEW_S
-# An entry written offline meets its first witness when the node reconnects: a day covers a
-# laptop closed overnight; beyond, the claimed time is a candidate backdate.
-DEFAULT_BACKDATE_WINDOW_S = 86_400.0
 
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    check: str
-    subject: str  # entry id (hex) or attestation id (hex)
-    detail: str
-    severity: str = "fail"  # fail | note
-
-
-@dataclass(frozen=True, slots=True)
-class Policy:
-    local_node_id: str | None = None
-    skew_s: float = DEFAULT_SKEW_S
-    backdate_window_s: float = DEFAULT_BACKDATE_WINDOW_S
-    require_signed: bool = False
-    allow_unsigned: bool = False  # False: unsigned fails on a signed line (decision 0048)
-    signed_line: bool = False  # set by the audit: the line holds an author signature
-
-
-@dataclass(slots=True)
-class Verdict:
-    entries: int = 0
-    signed: int = 0
-    unsigned: int = 0
-    attestations: int = 0
-    imported: int = 0  # no author signature, but attested as imported by a node
-    findings: list[Finding] = field(default_factory=list)
-
-    @property
-    def failures(self) -> list[Finding]:
-        return [f for f in self.findings if f.severity == "fail"]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "entries": self.entries,
-            "signed": self.signed,
-            "unsigned": self.unsigned,
-            "imported": self.imported,
-            "attestations": self.attestations,
-            "findings": [asdict(f) for f in self.findings],
-        }
+_DEFAULT_POLICY = Policy()  # frozen: one default shared by every call
 
 
 @dataclass(slots=True)
@@ -191,7 +152,7 @@ def check_attestations(
     entries: Sequence[Entry],
     items: Iterable[bytes] | Checked,
     signers: KnownSigners,
-    policy: Policy = Policy(),
+    policy: Policy = _DEFAULT_POLICY,
 ) -> Verdict:
     """Apply every notary rule to one line's entries and attestation items.
 
@@ -287,7 +248,7 @@ def entry_findings(
     (``ts_of`` maps at least the entry's stored parents to their ts)."""
     out: list[Finding] = []
     if not authors and imports:
-        out.append(_imported(entry, imports))
+        out.extend(import_findings(entry, imports, authored=False))
     elif not authors:
         why, severity = unsigned_detail(policy), unsigned_severity(policy)
         out.append(Finding("unsigned", entry.id, why, severity))
@@ -301,6 +262,8 @@ def entry_findings(
                 "the time was edited after signing",
             )
         )
+    if authors and imports:
+        out.extend(import_findings(entry, imports, authored=True))
     # An unsigned entry's ts was never bound by anyone (lifeline-context's `approve` keeps
     # the proposal's older ts): its timing is a note, as the unsigned finding itself.
     timing = "fail" if authors or policy.require_signed else "note"
@@ -326,25 +289,6 @@ def entry_findings(
     if unread:
         out.append(Finding("ts-unreadable", entry.id, unreadable(entry.ts, "its parents"), timing))
     return out
-
-
-def _imported(entry: Linked, imports: Sequence[Attestation]) -> Finding:
-    if all(a.extras[0] != entry.ts for a in imports):
-        signed = ", ".join(sorted({a.extras[0] for a in imports}))
-        return Finding(
-            "ts-mismatch",
-            entry.id,
-            f"stored ts {entry.ts} is not the ts attested at import ({signed}); "
-            "the time was edited after the import was attested",
-        )
-    first = min(imports, key=lambda a: a.ts)
-    return Finding(
-        "imported",
-        entry.id,
-        f"no author signature; attested as imported (not authored) by {first.node_id} at "
-        f"{first.ts}: its ts is as trustworthy as its source",
-        "note",
-    )
 
 
 def _window(entry: Entry, witness: tuple[str, str], policy: Policy) -> list[Finding]:

@@ -31,7 +31,12 @@ from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
-from lifeline_mesh.notary.entry_intake import intake_rows, signed_and_known, take_entries
+from lifeline_mesh.notary.entry_intake import (
+    import_fixed,
+    intake_rows,
+    signed_and_known,
+    take_entries,
+)
 from lifeline_mesh.notary.intake import (
     ATTESTATIONS_TABLE,
     STATEMENTS_TABLE,
@@ -42,6 +47,7 @@ from lifeline_mesh.notary.intake import (
 )
 from lifeline_mesh.notary.provenance import (
     SourceRow,
+    imported_times_replace,
     read_sources,
     record,
     signed_times_replace,
@@ -213,8 +219,10 @@ class NotaryStore(NotarySet[SqlLine]):
             ctx = _context(conn, atts, claims)
             kept, refused = held_rules(atts, ctx, skew, window, each=each)
             added = insert_attestations(conn, kept)
-            # An entry held at a ts no author signed takes its author's signed ts
+            # An entry held at a ts no author signed takes its author's signed ts; one no
+            # author signed, held at a ts no import attestation names, an attested ts
             record(conn, signed_times_replace(conn, kept, now))
+            record(conn, imported_times_replace(conn, kept, now))
             return added, kept, refused
 
         added, kept, refused = await self.store.run_write(tx)
@@ -287,13 +295,15 @@ class NotaryStore(NotarySet[SqlLine]):
 
     async def check_entries(self, entries: Sequence[Entry]) -> None:
         """Admission check for received entries against the attestations already held:
-        raises for the first copy whose ts its author did not sign."""
+        raises for the first copy whose ts its author did not sign (or, for an entry no
+        author signed, the import attestations held do not fix)."""
         await self.store.run_read(lambda conn: self.check_entries_in(conn, entries))
 
     def check_entries_in(self, conn: sqlite3.Connection, entries: Sequence[Entry]) -> None:
         """:meth:`check_entries` on ``conn``, e.g. inside a transaction."""
         signed, known = signed_and_known(conn, entries, self._remembered)
-        check_entry_times(entries, signed, known, self.skew_s)
+        fixed = import_fixed(conn, entries, signed)
+        check_entry_times(entries, signed, known, self.skew_s, fixed)
 
     @staticmethod
     def insert_in(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:

@@ -254,3 +254,67 @@ async def test_a_peers_declarations_and_dedup_keys_change_nothing_of_ours(line: 
         Draft(kind="decision", summary="Database: PostgreSQL 16", dedup_key="mcp:retry-42")
     )
     assert not created and again.id == ours.id  # a retry still records once
+
+
+async def test_an_imported_entry_keeps_the_ts_its_import_attests(line: Store) -> None:
+    """An entry nobody signed, held with this node's import attestation: a member's own
+    `imported` statement of an earlier ts is kept as evidence and moves nothing, its copy
+    at that ts is refused alone and named, a child written on the entry is stored, and a
+    copy of an entry not held yet is taken only at a ts an import attests (decision 0119)."""
+    here, rogue = NodeIdentity.generate(), NodeIdentity.generate()
+    entry, other = _chain(1)[0], _chain(1, "other")[0]
+    await line.append(entry)
+    early = "2026-03-01T09:00:00.000000Z"
+    statements = (await _notary(line, source="rogue-node")).statements()
+    assert await statements.admit([sign(here, Role.IMPORTED, entry.id, NOW, entry.ts)]) == 1
+    forged = [
+        sign(rogue, Role.IMPORTED, entry.id, "2026-03-01T09:00:01.000000Z", early),
+        sign(rogue, Role.IMPORTED, other.id, NOW, other.ts),
+    ]
+    assert await statements.admit(forged) == 2
+    [held] = await line.get_many([entry.id])
+    assert held.ts == entry.ts  # the attested ts held stands
+
+    notary = await _notary(line, source="rogue-node")
+    guarded = NotarizedEntrySet(EntrySet(line), notary)
+    child = Entry.create(ts=NOW, kind="note", summary="on top", parents=(entry.id,))
+    moved = [entry.with_ts(early), child, other.with_ts(early)]
+    codec = EntryCodec()
+    result = await guarded.admit([codec.parse(e.to_json()) for e in moved], [])
+    assert result.added == 1 and await line.count() == 2  # the child only
+    [held] = await line.get_many([entry.id])
+    assert held.ts == entry.ts
+    refused = {r.entry_id: r for r in await notary.sources() if r.outcome is Outcome.REFUSED}
+    assert set(refused) == {entry.id, other.id}
+    assert refused[entry.id].ts == early and refused[entry.id].source == "rogue-node"
+    assert f"fixes its ts at {entry.ts}" in refused[entry.id].detail
+    assert (await guarded.admit([codec.parse(other.to_json())], [])).added == 1
+
+
+async def test_a_copy_held_before_its_import_attestation_takes_the_attested_ts(
+    line: Store,
+) -> None:
+    """A member sent an entry nobody signed with an earlier ts before the import
+    attestation of a node that holds it arrived: the attestation gives it the attested ts,
+    the early copy's sender is named, and the copy is refused from then on."""
+    importer = NodeIdentity.generate()
+    [entry] = _chain(1)
+    early = entry.with_ts("2026-03-01T09:00:00.000000Z")
+    notary = await _notary(line, source="rogue-node")
+    guarded = NotarizedEntrySet(EntrySet(line), notary)
+    codec = EntryCodec()
+    assert (await guarded.admit([codec.parse(early.to_json())], [])).added == 1
+    statements = (await _notary(line, source="honest-node")).statements()
+    assert await statements.admit([sign(importer, Role.IMPORTED, entry.id, NOW, entry.ts)]) == 1
+    [held] = await line.get_many([entry.id])
+    assert held.ts == entry.ts
+    replaced = [r for r in await statements.sources() if r.outcome is Outcome.REPLACED]
+    assert [(r.source, r.ts) for r in replaced] == [("rogue-node", early.ts)]
+    assert "attested at import" in replaced[0].detail
+    assert (await guarded.admit([codec.parse(early.to_json())], [])).added == 0
+    [held] = await line.get_many([entry.id])
+    assert held.ts == entry.ts
+    fresh = EntrySet(line)  # the entries' whole-set fingerprint follows the new ts
+    summary = await fresh.summary()
+    assert summary is not None
+    assert (await fresh.snapshot()).whole() == (summary.count, summary.total)

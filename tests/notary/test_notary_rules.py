@@ -12,6 +12,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.admission import check_entry_times, check_items
+from lifeline_mesh.notary.import_times import fixed_times
 from lifeline_mesh.notary.rules import Policy, check_attestations
 from lifeline_mesh.notary.sign import witness
 from lifeline_mesh.notary.signers import FileSigners, SignerState
@@ -97,3 +98,37 @@ def test_received_times_in_another_iso_form_are_judged() -> None:
         check_entry_times([backdated], {}, known)
     within = make_entry("within the skew", (parent.id,), ts="2026-01-10T11:59:59Z")
     check_entry_times([within], {}, known)
+
+
+def test_import_attestations_of_another_ts_are_a_note_not_a_failure() -> None:
+    """An entry held at the ts A attested at import; B attested an earlier one (another
+    import, or a member's try at moving it): a note naming B, never a failure — unless no
+    import names the ts held (edited after the import). Beside an author signature, an
+    import of another ts is the same note (decision 0119)."""
+    imported, authored = make_entry("imported", ts=T1), make_entry("authored", ts=T1)
+    signers = FileSigners([A.node_id, B.node_id])
+    items = [
+        sign(A, Role.IMPORTED, imported.id, T2.replace("Z", ".000000Z"), imported.ts).item,
+        sign(B, Role.IMPORTED, imported.id, T0, T0).item,
+        sign(A, Role.AUTHOR, authored.id, authored.ts).item,
+        sign(B, Role.IMPORTED, authored.id, T0, T0).item,
+    ]
+    verdict = check_attestations([imported, authored], items, signers, Policy(A.node_id))
+    found = {(f.check, f.subject): f for f in verdict.findings}
+    assert not verdict.failures and (verdict.signed, verdict.imported) == (1, 1)
+    assert A.node_id in found[("imported", imported.id)].detail
+    for entry in (imported, authored):
+        conflict = found[("import-conflict", entry.id)]
+        assert f"{T0} by {B.node_id}" in conflict.detail and conflict.severity == "note"
+    verdict = check_attestations([imported], items[1:2], signers, Policy(A.node_id))
+    assert [(f.check, f.severity) for f in verdict.findings] == [("ts-mismatch", "fail")]
+
+
+def test_an_import_fixes_the_held_ts_and_refuses_a_copy_dated_otherwise() -> None:
+    held, fresh = make_entry("held", ts=T1), make_entry("fresh", ts=T1)
+    attested = {held.id: {T0, T1}, fresh.id: {T0, T1}, "c" * 64: {T0}}
+    fixed = fixed_times(attested, {held.id: T1, "c" * 64: T1})
+    assert fixed == {held.id: {T1}, fresh.id: {T0, T1}, "c" * 64: {T0}}
+    check_entry_times([held, fresh], {}, {}, attested=fixed)
+    with pytest.raises(InvalidEntry, match=f"fixes its ts at {T1}"):
+        check_entry_times([held.with_ts(T0)], {}, {}, attested=fixed)

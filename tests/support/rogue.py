@@ -13,8 +13,10 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.sign import sign_entries
+from lifeline_mesh.notary.statement import Role, sign
+from lifeline_mesh.notary.storage import NotaryStore
 
-__all__ = ["STORED_FORM", "backdated_child", "entry_ts", "strip_and_backdate"]
+__all__ = ["STORED_FORM", "backdated_child", "entry_ts", "forge_import", "strip_and_backdate"]
 
 STORED_FORM = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -58,3 +60,17 @@ async def _backdated_child(root: Path, seconds: float) -> str:
         await store.append(entry)
         await sign_entries(store, identity, [entry])
     return entry.id
+
+
+def forge_import(root: Path, entry_id: str, ts: str, signed_at: str) -> None:
+    """The node's own `imported` statement that it held ``entry_id`` dated ``ts``, signed
+    with its key as dated ``signed_at`` and stored beside its line's other statements:
+    what a member sends to make another ts of an entry nobody signed look attested."""
+    asyncio.run(_forge_import(root, entry_id, ts, signed_at))
+
+
+async def _forge_import(root: Path, entry_id: str, ts: str, signed_at: str) -> None:
+    identity, _ = NodeIdentity.load_or_create(NodeHome(root))
+    async with await SqliteStore.open(root / ".lifeline" / "ledger.db") as store:
+        notary = await NotaryStore.attach(store)
+        await notary.statements().add([sign(identity, Role.IMPORTED, entry_id, signed_at, ts)])

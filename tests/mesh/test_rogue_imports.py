@@ -1,0 +1,98 @@
+"""A rogue member cannot move an imported entry's ts (decision 0119).
+
+Two real nodes over mutual TLS: H (the CA holder) holds lifeline-context's ledger (its
+entries nobody signed, as `lifeline import` stores them) and attests them with
+`lifeline-mesh sign --unsigned`; M, a member, syncs them
+and then edits its own store by hand: two of them a minute earlier, and for the second its
+own `imported` statement of that earlier ts, signed with its key. Its `sync` to H then
+sends what any node's code sends of its store. Everything runs as a user runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from lifeline.entry import Entry
+from lifeline.home import Home
+from lifeline.store.sqlite import SqliteStore
+from tests.support.mesh_procs import cli, free_port, join_mesh, log_note, serve, shared_node
+from tests.support.rogue import STORED_FORM, entry_ts, forge_import, strip_and_backdate
+
+pytestmark = pytest.mark.slow
+
+
+def _line(root: Path) -> Path:
+    return root / ".lifeline" / "ledger.db"
+
+
+async def _import_context(root: Path, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """lifeline-context's two lines, stored as an import stores them: unsigned."""
+    lines = {name: [Entry.from_dict(row) for row in found] for name, found in rows.items()}
+    home = {e.id: name for name, entries in lines.items() for e in entries}
+    for name, entries in lines.items():
+        async with await SqliteStore.open(Home(root).line_path(name)) as store:
+            for parent in {p for e in entries for p in e.parents if home[p] != name}:
+                await store.declare_external(parent, home[parent])
+            await store.append_many(entries)
+
+
+def _findings(report: dict[str, Any], check: str) -> list[dict[str, str]]:
+    return [f for f in report["lines"][0]["findings"] if f["check"] == check]
+
+
+def _imported(line_file: Path) -> list[str]:
+    """The entries of the line an `imported` statement names, latest ts first."""
+    with sqlite3.connect(line_file) as conn:
+        rows = conn.execute(
+            "SELECT id FROM entries WHERE id IN (SELECT subject FROM statements"
+            " WHERE role = 'imported') ORDER BY ts DESC, id"
+        ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def test_a_member_cannot_move_an_entry_held_with_its_import_attestation(
+    tmp_path: Path, lc_expected: dict[str, list[dict[str, Any]]]
+) -> None:
+    """M sends two attested entries a minute earlier, one with its own `imported`
+    statement of that ts (signed as if a month ago). H keeps both at the ts it attested,
+    refuses the copies and names M; `verify` on H passes, and notes M's statement."""
+    roots = {n: tmp_path / n for n in "hm"}
+    for root in roots.values():
+        shared_node(root)
+    join_mesh(roots["h"], [roots["m"]])
+    m_id = cli("lifeline_mesh", roots["m"], "id").stdout.strip()
+    asyncio.run(_import_context(roots["h"], lc_expected))
+    log_note(roots["h"], "H signs what it writes: a line its nodes sign")
+    cli("lifeline_mesh", roots["h"], "sign", "--unsigned")
+    plain, forged = _imported(_line(roots["h"]))[:2]
+    held = {e: entry_ts(_line(roots["h"]), e) for e in (plain, forged)}
+    h_address = f"127.0.0.1:{free_port()}"
+    with serve(roots["h"], "--listen", h_address, "--no-discovery"):
+        cli("lifeline_mesh", roots["m"], "sync", h_address)
+        early = {e: strip_and_backdate(_line(roots["m"]), e) for e in (plain, forged)}
+        signed_at = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)  # claims an old import
+        forge_import(roots["m"], forged, early[forged], signed_at.strftime(STORED_FORM))
+        for _ in range(2):  # and again: the refusal holds, the session still succeeds
+            pushed = cli("lifeline_mesh", roots["m"], "sync", h_address, check=False)
+            assert pushed.returncode == 0, pushed.stderr
+    assert {e: entry_ts(_line(roots["h"]), e) for e in (plain, forged)} == held
+    done = cli("lifeline_mesh", roots["h"], "verify", "--json", check=False)
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, report
+    assert not _findings(report, "ts-mismatch")
+    refused = {f["subject"]: f["detail"] for f in _findings(report, "refused-copy")}
+    assert set(refused) == {plain, forged}
+    for entry, detail in refused.items():
+        assert m_id in detail and early[entry] in detail and held[entry] in detail
+    [conflict] = _findings(report, "import-conflict")
+    assert conflict["subject"] == forged and m_id in conflict["detail"]
+    assert early[forged] in conflict["detail"] and conflict["severity"] == "note"
+    imported = {f["subject"]: f["detail"] for f in _findings(report, "imported")}
+    assert m_id not in imported[forged]  # attested by H, at the ts H holds
