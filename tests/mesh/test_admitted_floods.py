@@ -385,10 +385,10 @@ async def test_a_caller_s_sessions_are_capped_and_members_still_sync(
     errors = [a for a in answers if isinstance(a, grpc.aio.AioRpcError)]
     assert len(admitted) == MAX_SESSIONS_PER_CALLER, [e.details() for e in errors[:3]]
     assert len(admitted) + len(errors) == len(answers)
-    # A write racing the refusal fails in gRPC's client, which drops the node's status for
-    # its own INTERNAL (seen in 1 of ~1,700 refusals): refused still, its reason unheard.
+    # A write racing a refusal fails in gRPC's client, which drops the node's status for
+    # its own INTERNAL "Internal error from Core": refused still, its reason unheard (1 in
+    # ~1,700 refusals on a quiet machine, 34 of 292 on a loaded one).
     refused = [e for e in errors if e.details() != "Internal error from Core"]
-    assert len(refused) > 0.9 * len(errors), [e.details() for e in errors[:3]]
     assert {e.code() for e in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
     assert all((e.details() or "").startswith("busy: ") for e in refused)
     assert "MAX_SESSIONS_PER_CALLER" in (refused[0].details() or ""), refused[0].details()
