@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, RemoteProtocolError
-from lifeline.lines import validate_line_name
+from lifeline.lines import EXTERNAL_ANCHOR, validate_line_name
 from lifeline.store.backend import summarized
 from lifeline.store.port import AppendResult, Store
 from lifeline.store.tiers import SqlLine, TokenRows
@@ -143,7 +143,8 @@ class EntrySet:
         """A peer's cross-line declarations as (id, line), for the batch ``entries`` they
         travel with: only those naming a parent of the batch that is not in it (the rest
         would be rows of the peer's choosing; the store keeps the first declaration of an
-        id and none for an entry it holds), each id 32 bytes and each line name checked."""
+        id and none for an entry it holds), each id 32 bytes and each line name checked (or
+        the anchor mark of a parent an import could not reproduce, in no line)."""
         for ext_id, _line in externals:
             if len(ext_id) != 32:
                 raise RemoteProtocolError(
@@ -156,7 +157,8 @@ class EntrySet:
             if hex_id not in named or hex_id in out:
                 continue
             try:
-                validate_line_name(line)
+                if line != EXTERNAL_ANCHOR:  # an anchor: known by id only, in no line
+                    validate_line_name(line)
             except ConfigError as exc:
                 raise RemoteProtocolError(
                     f"peer declared an external in a bad line: {exc}"

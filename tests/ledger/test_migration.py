@@ -20,6 +20,7 @@ from lifeline_mesh.notary.rules import Policy, check_attestations
 from lifeline_mesh.notary.signers import FileSigners
 from tests.support.clirun import lifeline
 from tests.support.mcp_client import mcp_client, new_project, tool_error
+from tests.support.mesh_procs import cli, serve_insecure, shared_node
 
 REDIS = "584d0d181f11617bd98eecb258d86f595a5912250b7c0534964ff6fc47e86a03"
 
@@ -201,3 +202,31 @@ async def test_a_project_migrates_in_place_with_its_folder_moved_aside(
     assert done.returncode == 0, done.stderr
     assert set(await _ids(project)) == {e["id"] for e in lc_expected["ledger"]}
     assert lifeline(project, "verify").returncode == 0
+
+
+def test_a_line_with_an_external_anchor_syncs_to_a_peer(tmp_path: Path, lc_fixture: Path) -> None:
+    """A markdown-only project imported with an anchor (a parent nobody can reproduce)
+    syncs whole to another node, the anchor declared there too (was: the peer refused the
+    session, "peer declared an external in a bad line: '(anchor)'", so the line never
+    synced). Real `import`, `serve` and `sync` processes."""
+    project = _copy_project(lc_fixture, tmp_path, markdown_only=True)
+    view = project / "LIFELINE.md"
+    view.write_text(view.read_text(encoding="utf-8").replace("Cache: Redis", "Cache: Valkey"))
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    assert lifeline(a, "import", str(project)).returncode == 1  # the anchor is reported
+    shared_node(b)
+    cli("lifeline", b, "--line", "research", "init")  # ledger's entries cite research's
+    for root in (a, b):
+        for line in ("ledger", "research"):
+            cli("lifeline_mesh", root, "share", line)
+    with serve_insecure(a) as (_, address):
+        synced = cli("lifeline_mesh", b, "sync", address, "--insecure", check=False)
+    assert synced.returncode == 0, synced.stderr
+    with sqlite3.connect(Home(b).line_path("ledger")) as conn:
+        held = {row[0] for row in conn.execute("SELECT id FROM entries")}
+    with sqlite3.connect(Home(a).line_path("ledger")) as conn:
+        assert held == {row[0] for row in conn.execute("SELECT id FROM entries")}
+    verified = lifeline(b, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "parent link(s) to external anchors" in verified.stdout
