@@ -17,6 +17,7 @@ Pure.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from typing import Any, TypeGuard
@@ -79,13 +80,17 @@ def cuts(
     nothing)."""
     per: dict[int, list[Span]] = {}
     kinds: list[str] = []
+    ends = [last for _first, last in places]  # ascending, as the strings lie in the line
     for start, end, kind in found:
         touched = False
-        for index, (first, last) in enumerate(places):
+        index = bisect.bisect_right(ends, start)  # the first string ending past ``start``
+        while index < len(places) and places[index][0] < end:
+            first, last = places[index]
             low, high = max(start, first), min(end, last)
             if low < high:
                 per.setdefault(index, []).append((low - first, high - first, kind))
                 touched = True
+            index += 1
         if touched:
             kinds.append(kind)
     return per, kinds
