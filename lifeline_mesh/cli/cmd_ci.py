@@ -122,13 +122,34 @@ def _out_of_environ() -> None:
         os.close(read)
 
 
+PR_SET_DUMPABLE = 4  # prctl(2)
+
+
+def _not_dumpable() -> None:
+    """Linux: make this process non-dumpable. Other processes of its user — the job's
+    command among them — can then neither read its memory (``/proc/PPID/mem``, where the
+    credential it read lingers for the whole job) nor its environment or descriptors, nor
+    trace it, wherever ptrace is not restricted further (no Yama, or ``ptrace_scope`` 0).
+    A program it runs is dumpable again: execve resets the flag."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    except (OSError, AttributeError):  # no prctl in this C library: nothing more to do
+        return
+
+
 def _token() -> str:
     fd = os.environ.pop(TOKEN_FD_ENV, None)
     if fd is not None and fd.isdigit():
         with os.fdopen(int(fd), "rb") as pipe:
             text = pipe.read(1 << 16).decode("utf-8", "replace").strip()
     else:
-        text = os.environ.get(TOKEN_ENV, "").strip()
+        # Out of the environment any program started from here inherits (a helper, the
+        # projection on a failed sync), had running ourselves again failed.
+        text = os.environ.pop(TOKEN_ENV, "").strip()
     if not text:
         raise ConfigError(
             f"${TOKEN_ENV} is empty: store the CI credential (`lifeline-mesh invite --ci NAME`) "
@@ -156,6 +177,7 @@ async def cmd_ci_run(args: argparse.Namespace) -> int:
     if not command:
         raise ConfigError("no command to run; give it after --, e.g. `ci run -- make test`")
     _out_of_environ()
+    _not_dumpable()  # before the credential is read: the command may read our memory
     job = await start_job(
         node_home(args), _token(), args.peer, args.join_peer, shallow=not args.full_history
     )

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.ci_helpers import LIFELINE, MESH, Hub, job, stop
+from tests.support.ci_helpers import BIN_PATH, LIFELINE, MESH, Hub, job, stop
 from tests.support.mesh_procs import cli, has_entry
 
 AGENT = (
@@ -133,3 +135,60 @@ def test_the_job_s_command_cannot_read_the_credential_in_its_parent(
     assert "LIFELINE_MESH_TOKEN_FD=" in environ  # the `ci run` process it read
     assert token not in environ and "LIFELINE_MESH_TOKEN=" not in environ
     assert token not in Path(f"{seen}.cmd").read_text()
+
+
+# Run by the job's command: looks for a text in the memory of its parent, `ci run`.
+PEEK_MEMORY = r"""
+import os, re, sys
+needle, out = sys.argv[1].encode(), sys.argv[2]
+proc = f"/proc/{os.getppid()}"
+try:
+    with open(f"{proc}/maps") as maps, open(f"{proc}/mem", "rb", 0) as mem:
+        found = 0
+        for row in maps:
+            start, end, perms = re.match(r"([0-9a-f]+)-([0-9a-f]+) (\S+)", row).groups()
+            start, end = int(start, 16), int(end, 16)
+            if "r" in perms and end - start < 1 << 30:
+                try:
+                    mem.seek(start)
+                    found += needle in mem.read(end - start)
+                except OSError:
+                    pass
+    result = f"read: {found} region(s) hold it"
+except OSError as exc:
+    result = f"refused: {exc}"
+open(out, "w").write(result)
+"""
+
+
+NO_PTRACE = ("setpriv", "--inh-caps=-sys_ptrace", "--bounding-set=-sys_ptrace")
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None,
+    reason="runs the job without CAP_SYS_PTRACE through setpriv, as root",
+)
+def test_the_job_s_command_cannot_read_the_credential_in_its_parent_s_memory(
+    hub: Hub, tmp_path: Path
+) -> None:
+    """Where ptrace is not restricted further (no Yama, or ``ptrace_scope`` 0) a process
+    reads the memory of any other process of its user: the command found the credential
+    in `ci run`'s ``/proc/PPID/mem`` (two regions held it after the re-exec). `ci run` is
+    not dumpable now. Run without CAP_SYS_PTRACE, as a CI user is."""
+    token = hub.credential("gha")
+    seen = tmp_path / "memory"
+    command = [sys.executable, "-c", PEEK_MEMORY, token[-24:], str(seen)]
+    workdir = tmp_path / "job"
+    workdir.mkdir()
+    env = {**os.environ, "LIFELINE_MESH_TOKEN": token, "PATH": BIN_PATH}
+    done = subprocess.run(
+        [*NO_PTRACE, *MESH, "ci", "run", "--", *command],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "synced line 'ledger' back" in done.stderr  # the job used the credential
+    assert seen.read_text().startswith("refused: "), seen.read_text()
