@@ -21,7 +21,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from lifeline.entry import Entry
-from lifeline.errors import BadSignature, LifelineError, RemoteProtocolError, StoreError
+from lifeline.errors import (
+    BadSignature,
+    LifelineError,
+    PermissionDenied,
+    RemoteProtocolError,
+    StoreError,
+)
 from lifeline.store.shallow import (
     drop_boundary,
     read_mark,
@@ -176,6 +182,14 @@ async def _target(node: Node, peer: str) -> tuple[list[tuple[str, object]], str 
     return list(options), node.pins.known.get(peer)
 
 
+def _check_lines(node: Node, expected: str | None, lines: Sequence[str]) -> None:
+    """Refuse, before anything is asked or sent, a line the node pinned at the peer may
+    not use (a CI runner's certificate names its lines: decision 0120), as a session does."""
+    for line in lines:
+        if why := node.pins.line_refused(expected, line):
+            raise PermissionDenied(why)
+
+
 async def shallow_sync(node: Node, peer: str, lines: Sequence[str]) -> list[SyncReport]:
     """One shallow snapshot per line from ``peer``; a line that already holds history (not
     shallow, not empty) gets a full session instead, as does every line of an older peer."""
@@ -186,6 +200,7 @@ async def shallow_sync(node: Node, peer: str, lines: Sequence[str]) -> list[Sync
                 f"accepted; run `lifeline-mesh share {line}` first"
             )
     options, expected = await _target(node, peer)
+    _check_lines(node, expected, lines)
     reports: list[SyncReport] = []
     for line in lines:
         async with node.lines.open(line) as opened:
@@ -253,7 +268,8 @@ async def _written_items(node: Node, sql: SqlLine) -> PushedItems | None:
 async def push_lines(node: Node, peer: str, lines: Sequence[str]) -> list[SyncReport]:
     """Push what each shallow line wrote since its snapshot to ``peer`` (a line that is
     not shallow syncs in full)."""
-    options, _expected = await _target(node, peer)
+    options, expected = await _target(node, peer)
+    _check_lines(node, expected, lines)
     reports: list[SyncReport] = []
     for line in lines:
         async with node.lines.open(line) as opened:

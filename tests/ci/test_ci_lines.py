@@ -4,6 +4,7 @@ and a node that dials a runner sends it none of them. Real processes throughout.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -11,8 +12,12 @@ from pathlib import Path
 
 from cryptography import x509
 
+from lifeline.home import Home
+from lifeline.ledger import Draft, Ledger
+from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import identity_from_cert
+from lifeline_mesh.notary.sign import append_hook_factory
 from tests.support.ci_helpers import Hub, job, stop
 from tests.support.mesh_procs import cli, free_port, has_entry, log_note
 
@@ -91,3 +96,58 @@ def test_a_node_that_dials_a_runner_sends_it_no_other_line(hub: Hub, tmp_path: P
     finally:
         stop(runner)
     assert not has_entry(workdir / ".lifeline" / f"{SECRET}.db", plan)
+
+
+async def _history(root: Path) -> None:
+    """Old notes a shallow snapshot of ``SECRET`` leaves out (Recent keeps RECENT_KEEP, 64),
+    then a decision: signed by ``root``'s node."""
+    hook = append_hook_factory(Home(root))
+    async with await SqliteStore.open(Home(root).line_path(SECRET)) as store:
+        ledger = Ledger(store, hooks=[hook] if hook else [])
+        for n in range(80):
+            await ledger.append(Draft(kind="note", summary=f"old note {n}", agent="t"))
+        await ledger.append(Draft(kind="decision", summary="Q3: hire two", agent="t"))
+
+
+def test_a_member_pushes_no_other_line_to_a_runner(hub: Hub, tmp_path: Path) -> None:
+    """`sync --push` (what a shallow line wrote) and `sync --shallow` to a runner that
+    serves: refused before anything of another line is sent or asked for, as a session is
+    (was: the push's entries reached the runner's line)."""
+    _share(hub.root, SECRET)
+    asyncio.run(_history(hub.root))
+    member = tmp_path / "member"
+    member.mkdir()
+    invite = cli("lifeline_mesh", hub.root, "invite", "--address", hub.join, "--json")
+    cli("lifeline_mesh", member, "join", json.loads(invite.stdout)["token"])
+    _share(member, SECRET)
+    pulled = cli("lifeline_mesh", member, "sync", hub.sync, "--shallow", "--line", SECRET)
+    assert "shallow" in pulled.stdout, pulled.stdout
+    written = cli(
+        "lifeline", member, "--line", SECRET, "log", "--kind", "note", "--summary", "Q4 plan"
+    ).stdout.strip()
+    token = hub.credential("scoped", "--lines", "ledger")
+    workdir = tmp_path / "job"
+    assert job(workdir, token, "ci", "start").returncode == 0
+    _share(workdir, SECRET)
+    port = free_port()
+    argv = [sys.executable, "-m", "lifeline_mesh", "serve", "--listen", f"127.0.0.1:{port}"]
+    runner = subprocess.Popen(
+        [*argv, "--no-discovery"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert runner.stdout is not None
+        assert runner.stdout.readline().startswith("listening on "), runner.stderr
+        address = f"127.0.0.1:{port}"
+        for how in ("--push", "--shallow"):
+            refused = cli(
+                "lifeline_mesh", member, "sync", address, how, "--line", SECRET, check=False
+            )
+            assert refused.returncode == 2, (how, refused.stderr)
+            assert f"may use only line(s) ledger: line '{SECRET}' is neither sent" in refused.stderr
+    finally:
+        stop(runner)
+    assert not has_entry(workdir / ".lifeline" / f"{SECRET}.db", written)
