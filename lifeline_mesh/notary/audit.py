@@ -38,6 +38,7 @@ from lifeline_mesh.notary.audit_reads import AuditReads, SqliteAuditReads
 from lifeline_mesh.notary.audit_walk import witness_windows
 from lifeline_mesh.notary.enrollment import LearningSigners
 from lifeline_mesh.notary.findings_log import FindingLog
+from lifeline_mesh.notary.import_times import attests
 from lifeline_mesh.notary.rules import (
     Finding,
     Policy,
@@ -275,8 +276,10 @@ class _ForwardPass:
             if mine:
                 verdict.signed += 1
                 log.extend(self.windows.pop(eid, ()), "entries")
-            elif held:
+            elif held and attests(held, entry.ts):
                 verdict.imported += 1
+            elif held:
+                verdict.unsigned += 1  # other nodes' claims of other ts (decision 0122)
         verdict.unsigned += unsigned
         if run:
             log.extend_same("unsigned", why, severity, run, "entries")

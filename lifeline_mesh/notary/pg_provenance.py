@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterable, Sequence
 
 from lifeline.store.pg_schema import Conn
 from lifeline.store.pg_writes import id_bytes, retime_locked
-from lifeline_mesh.notary.import_times import imported_detail
 from lifeline_mesh.notary.provenance import NOT_RECORDED, Outcome, SourceRow, replaced_detail
 from lifeline_mesh.notary.statement import IMPORTED_TS_FIELD, Attestation, Role, imported_ts
 
@@ -17,7 +16,6 @@ __all__ = [
     "entry_ts",
     "imported_times",
     "record",
-    "replace_imported",
     "replace_unsigned",
 ]
 
@@ -100,28 +98,6 @@ async def replace_unsigned(
     held = await _author_times(conn, line_id, sorted(odd))
     changes = {i: (ts, min(held[i] | new[i])) for i, ts in odd.items() if ts not in held[i]}
     return await _retime(conn, line_id, changes, at, replaced_detail)
-
-
-async def replace_imported(
-    conn: Conn, line_id: int, atts: Sequence[Attestation], at: str
-) -> list[SourceRow]:
-    """provenance.imported_times_replace on PostgreSQL: each entry the import attestations
-    name that no author signed, held at a ts none of them names, takes the earliest ts
-    they attest (decision 0119)."""
-    new: dict[str, set[str]] = defaultdict(set)
-    for att in atts:
-        if att.role is Role.IMPORTED:
-            new[att.subject].add(att.extras[0])
-    stored = await entry_ts(conn, line_id, sorted(new)) if new else {}
-    odd = sorted(i for i, ts in stored.items() if ts not in new[i])
-    if not odd:
-        return []  # the usual case: each attestation names the ts held
-    signed = await _author_times(conn, line_id, odd)
-    attested = await imported_times(conn, line_id, [i for i in odd if i not in signed])
-    changes = {
-        i: (stored[i], min(times)) for i, times in attested.items() if stored[i] not in times
-    }
-    return await _retime(conn, line_id, changes, at, imported_detail)
 
 
 async def _retime(

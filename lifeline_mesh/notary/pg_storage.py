@@ -47,7 +47,6 @@ from lifeline_mesh.notary.pg_provenance import (
     entry_ts,
     imported_times,
     record,
-    replace_imported,
     replace_unsigned,
 )
 from lifeline_mesh.notary.provenance import Intake, Outcome, SourceRow, split_refused
@@ -113,11 +112,10 @@ class PgNotaryStore(NotarySet[PgStore]):
             ctx = await _context(conn, self._line, atts, self.claims)
             kept, refused = held_rules(atts, ctx, skew, window, each=each)
             added = await insert(conn, self._line, kept)
-            # An entry held at a ts no author signed takes its author's signed ts; one no
-            # author signed, held at a ts no import attestation names, an attested ts
+            # An entry held at a ts no author signed takes its author's signed ts (an
+            # import attestation moves nothing: decision 0122)
             now = self._clock()
             await record(conn, self._line, await replace_unsigned(conn, self._line, kept, now))
-            await record(conn, self._line, await replace_imported(conn, self._line, kept, now))
             return added, refused
 
     async def add(self, atts: Sequence[Attestation]) -> int:

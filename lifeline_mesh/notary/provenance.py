@@ -16,10 +16,10 @@ a copy's time honest:
   within the tolerance (decision 0084);
 * a copy dated before one of its parents (its writer's clock went back) is **refused**
   alone, its descendants with it, and the session goes on (decision 0112);
-* a copy of an entry no author signed, dated otherwise than the import attestations held
-  fix it (notary/import_times.py), is **refused** the same way; when import attestations
-  are stored, an entry held at a ts none of them names takes the earliest they attest
-  (**replaced**, decision 0119).
+* a copy of an entry no author signed, held at a ts an import attestation names, dated
+  otherwise (notary/import_times.py), is **refused** the same way (decision 0119); an
+  import attestation never refuses a copy of an entry not held, nor moves one held
+  (decision 0122).
 
 Rows live in ``entry_sources`` (notary migration 8), local to the node: they say what this
 node received from whom, and ``lifeline-mesh verify`` reports them. Functions of a
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from lifeline.entry import Entry
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
-from lifeline_mesh.notary.import_times import import_refusal, imported_detail
+from lifeline_mesh.notary.import_times import import_refusal
 from lifeline_mesh.notary.rules import Finding
 from lifeline_mesh.notary.statement import IMPORTED_TS_FIELD, Attestation, Role, imported_ts
 
@@ -48,7 +48,6 @@ __all__ = [
     "Outcome",
     "SourceRow",
     "imported_times",
-    "imported_times_replace",
     "read_sources",
     "record",
     "refusal_detail",
@@ -256,49 +255,6 @@ def _no_imports(conn: sqlite3.Connection) -> bool:
     """Whether the line holds no import attestation (most lines: nothing to look up)."""
     found = "SELECT 1 FROM statements WHERE role = 'imported' LIMIT 1"
     return conn.execute(found).fetchone() is None
-
-
-def _authored(conn: sqlite3.Connection, ids: Sequence[str]) -> set[str]:
-    """Which of ``ids`` an author attestation held signs."""
-    out: set[str] = set()
-    for start in range(0, len(ids), _CHUNK):
-        chunk = sorted({i[:16] for i in ids[start : start + _CHUNK]})
-        marks = ",".join("?" * len(chunk))
-        out.update(
-            s
-            for (s,) in conn.execute(
-                f"SELECT subject FROM attestations WHERE role = 'author'"
-                f" AND {_SUBJECT_KEY} IN ({marks})",
-                chunk,
-            )
-        )
-    return out & set(ids)
-
-
-def imported_times_replace(
-    conn: sqlite3.Connection, atts: Sequence[Attestation], at: str
-) -> list[SourceRow]:
-    """After import attestations are stored: every entry they name that no author signed
-    and that is held at a ts no import attestation names takes the earliest ts they attest
-    (its copy arrived before them; decision 0119); returns the rows naming who sent it."""
-    new: dict[str, set[str]] = defaultdict(set)
-    for att in atts:
-        if att.role is Role.IMPORTED:
-            new[att.subject].add(att.extras[0])
-    if not new or conn.execute("SELECT 1 FROM entries LIMIT 1").fetchone() is None:
-        return []
-    stored = stored_ts(conn, sorted(new))
-    odd = sorted(i for i, ts in stored.items() if ts not in new[i])
-    if not odd:
-        return []  # the usual case: each attestation names the ts held
-    unsigned = sorted(set(odd) - _authored(conn, odd))
-    attested = imported_times(conn, unsigned)
-    changes = [
-        (i, stored[i], min(attested[i]))
-        for i in unsigned
-        if attested.get(i) and stored[i] not in attested[i]
-    ]
-    return _retime(conn, changes, at, imported_detail)
 
 
 def stored_ts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, str]:

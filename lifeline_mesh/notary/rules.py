@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from lifeline.audit.line import Linked
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import BadSignature, InvalidEntry
-from lifeline_mesh.notary.import_times import import_findings
+from lifeline_mesh.notary.import_times import attests, import_findings
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
 from lifeline_mesh.notary.statement import (
     Attestation,
@@ -183,7 +183,7 @@ def check_attestations(
         if mine:
             verdict.signed += 1
             verdict.findings.extend(window_findings(entry, mine, witnesses, policy))
-        elif held:
+        elif attests(held, entry.ts):
             verdict.imported += 1
         else:
             verdict.unsigned += 1
@@ -247,11 +247,13 @@ def entry_findings(
     """One entry's own rules: signed or not, its ts as signed, not before its parents
     (``ts_of`` maps at least the entry's stored parents to their ts)."""
     out: list[Finding] = []
-    if not authors and imports:
-        out.extend(import_findings(entry, imports, authored=False))
-    elif not authors:
-        why, severity = unsigned_detail(policy), unsigned_severity(policy)
-        out.append(Finding("unsigned", entry.id, why, severity))
+    if not authors:
+        out.extend(import_findings(entry, imports, authored=False, local=policy.local_node_id))
+        edited = any(f.check == "ts-mismatch" for f in out)
+        if not attests(imports, entry.ts) and not edited:
+            # another node's claim of another ts moves nothing: as unsigned (decision 0122)
+            why, severity = unsigned_detail(policy), unsigned_severity(policy)
+            out.insert(0, Finding("unsigned", entry.id, why, severity))
     elif all(a.ts != entry.ts for a in authors):
         signed = ", ".join(sorted({a.ts for a in authors}))
         out.append(

@@ -47,7 +47,6 @@ from lifeline_mesh.notary.intake import (
 )
 from lifeline_mesh.notary.provenance import (
     SourceRow,
-    imported_times_replace,
     read_sources,
     record,
     signed_times_replace,
@@ -219,10 +218,9 @@ class NotaryStore(NotarySet[SqlLine]):
             ctx = _context(conn, atts, claims)
             kept, refused = held_rules(atts, ctx, skew, window, each=each)
             added = insert_attestations(conn, kept)
-            # An entry held at a ts no author signed takes its author's signed ts; one no
-            # author signed, held at a ts no import attestation names, an attested ts
+            # An entry held at a ts no author signed takes its author's signed ts (an
+            # import attestation moves nothing: decision 0122)
             record(conn, signed_times_replace(conn, kept, now))
-            record(conn, imported_times_replace(conn, kept, now))
             return added, kept, refused
 
         added, kept, refused = await self.store.run_write(tx)

@@ -96,3 +96,52 @@ def test_a_member_cannot_move_an_entry_held_with_its_import_attestation(
     assert early[forged] in conflict["detail"] and conflict["severity"] == "note"
     imported = {f["subject"]: f["detail"] for f in _findings(report, "imported")}
     assert m_id not in imported[forged]  # attested by H, at the ts H holds
+
+
+async def _unattested(root: Path) -> list[str]:
+    """An entry nobody signed or attested (an import whose importer never ran `sign
+    --unsigned`) and a child of it, as a line file stores them; their ids."""
+    root_entry = Entry.create(ts="2026-01-01T00:00:00.000000Z", kind="decision", summary="R")
+    child = Entry.create(
+        ts="2026-01-02T00:00:00.000000Z", kind="note", summary="on R", parents=(root_entry.id,)
+    )
+    async with await SqliteStore.open(_line(root)) as store:
+        await store.append_many([root_entry, child])
+    return [root_entry.id, child.id]
+
+
+def test_a_members_import_statement_moves_no_entry_and_cuts_off_no_descendant(
+    tmp_path: Path,
+) -> None:
+    """M signs an `imported` statement dating an entry nobody attested months later, after
+    its child, and syncs it to A, which holds the entry, its child and a signed entry on
+    them. A keeps every ts, a new member N takes all three from A, and `verify` on both
+    notes M's claim (decision 0122). Before, A moved the entry to M's ts, and N refused the
+    child and all that descends from it as dated before its parent, for good."""
+    roots = {n: tmp_path / n for n in "amn"}
+    for root in roots.values():
+        shared_node(root)
+    join_mesh(roots["a"], [roots["m"], roots["n"]])
+    m_id = cli("lifeline_mesh", roots["m"], "id").stdout.strip()
+    entry, child = asyncio.run(_unattested(roots["a"]))
+    signed = log_note(roots["a"], "written on the imported entries, signed")
+    held = entry_ts(_line(roots["a"]), entry)
+    address = f"127.0.0.1:{free_port()}"
+    with serve(roots["a"], "--listen", address, "--no-discovery"):
+        cli("lifeline_mesh", roots["m"], "sync", address)
+        forge_import(
+            roots["m"], entry, "2026-06-01T00:00:00.000000Z", "2026-02-01T00:00:00.000000Z"
+        )
+        cli("lifeline_mesh", roots["m"], "sync", address)
+        cli("lifeline_mesh", roots["n"], "sync", address)
+    assert entry_ts(_line(roots["a"]), entry) == held
+    assert [entry_ts(_line(roots["n"]), e) != "" for e in (entry, child, signed)] == [True] * 3
+    for node in "an":
+        done = cli(
+            "lifeline_mesh", roots[node], "verify", "--allow-unsigned", "--json", check=False
+        )
+        report = json.loads(done.stdout)
+        assert done.returncode == 0, report
+        [conflict] = _findings(report, "import-conflict")
+        assert conflict["subject"] == entry and m_id in conflict["detail"]
+        assert report["lines"][0]["imported"] == 0  # M's claim does not make it imported

@@ -259,17 +259,19 @@ async def test_a_peers_declarations_and_dedup_keys_change_nothing_of_ours(line: 
 async def test_an_imported_entry_keeps_the_ts_its_import_attests(line: Store) -> None:
     """An entry nobody signed, held with this node's import attestation: a member's own
     `imported` statement of an earlier ts is kept as evidence and moves nothing, its copy
-    at that ts is refused alone and named, a child written on the entry is stored, and a
-    copy of an entry not held yet is taken only at a ts an import attests (decision 0119)."""
+    at that ts is refused alone and named, and a child written on the entry is stored
+    (decision 0119). A copy of an entry not held is taken as any unsigned copy, whatever
+    ts a member attested: a statement naming a ts no copy carries refused the entry and
+    its descendants everywhere (decision 0122)."""
     here, rogue = NodeIdentity.generate(), NodeIdentity.generate()
     entry, other = _chain(1)[0], _chain(1, "other")[0]
     await line.append(entry)
-    early = "2026-03-01T09:00:00.000000Z"
+    early, later = "2026-03-01T09:00:00.000000Z", "2026-03-01T11:00:00.000000Z"
     statements = (await _notary(line, source="rogue-node")).statements()
     assert await statements.admit([sign(here, Role.IMPORTED, entry.id, NOW, entry.ts)]) == 1
     forged = [
         sign(rogue, Role.IMPORTED, entry.id, "2026-03-01T09:00:01.000000Z", early),
-        sign(rogue, Role.IMPORTED, other.id, NOW, other.ts),
+        sign(rogue, Role.IMPORTED, other.id, NOW, later),
     ]
     assert await statements.admit(forged) == 2
     [held] = await line.get_many([entry.id])
@@ -278,43 +280,39 @@ async def test_an_imported_entry_keeps_the_ts_its_import_attests(line: Store) ->
     notary = await _notary(line, source="rogue-node")
     guarded = NotarizedEntrySet(EntrySet(line), notary)
     child = Entry.create(ts=NOW, kind="note", summary="on top", parents=(entry.id,))
-    moved = [entry.with_ts(early), child, other.with_ts(early)]
+    other_child = Entry.create(ts=NOW, kind="note", summary="on other", parents=(other.id,))
+    moved = [entry.with_ts(early), child, other, other_child]
     codec = EntryCodec()
     result = await guarded.admit([codec.parse(e.to_json()) for e in moved], [])
-    assert result.added == 1 and await line.count() == 2  # the child only
-    [held] = await line.get_many([entry.id])
-    assert held.ts == entry.ts
+    assert result.added == 3 and await line.count() == 4  # all but the moved copy
+    held, taken = await line.get_many([entry.id, other.id])
+    assert held.ts == entry.ts and taken.ts == other.ts  # the member's `later` moved nothing
     refused = {r.entry_id: r for r in await notary.sources() if r.outcome is Outcome.REFUSED}
-    assert set(refused) == {entry.id, other.id}
+    assert set(refused) == {entry.id}
     assert refused[entry.id].ts == early and refused[entry.id].source == "rogue-node"
     assert f"fixes its ts at {entry.ts}" in refused[entry.id].detail
-    assert (await guarded.admit([codec.parse(other.to_json())], [])).added == 1
 
 
-async def test_a_copy_held_before_its_import_attestation_takes_the_attested_ts(
-    line: Store,
-) -> None:
-    """A member sent an entry nobody signed with an earlier ts before the import
-    attestation of a node that holds it arrived: the attestation gives it the attested ts,
-    the early copy's sender is named, and the copy is refused from then on."""
-    importer = NodeIdentity.generate()
+async def test_an_import_attestation_moves_no_entry_held(line: Store) -> None:
+    """An entry nobody signed, held at a ts no import attestation names: one that arrives
+    after it, of an earlier or a later ts, moves nothing (a member's later one moved the
+    entry after its children, which every new node then refused: decision 0122)."""
+    importer, rogue = NodeIdentity.generate(), NodeIdentity.generate()
     [entry] = _chain(1)
-    early = entry.with_ts("2026-03-01T09:00:00.000000Z")
-    notary = await _notary(line, source="rogue-node")
+    notary = await _notary(line, source="honest-node")
     guarded = NotarizedEntrySet(EntrySet(line), notary)
     codec = EntryCodec()
-    assert (await guarded.admit([codec.parse(early.to_json())], [])).added == 1
-    statements = (await _notary(line, source="honest-node")).statements()
-    assert await statements.admit([sign(importer, Role.IMPORTED, entry.id, NOW, entry.ts)]) == 1
+    assert (await guarded.admit([codec.parse(entry.to_json())], [])).added == 1
+    statements = (await _notary(line, source="rogue-node")).statements()
+    claims = [
+        sign(rogue, Role.IMPORTED, entry.id, NOW, "2026-03-01T11:30:00.000000Z"),
+        sign(importer, Role.IMPORTED, entry.id, NOW, "2026-03-01T09:00:00.000000Z"),
+    ]
+    assert await statements.admit(claims) == 2
     [held] = await line.get_many([entry.id])
     assert held.ts == entry.ts
-    replaced = [r for r in await statements.sources() if r.outcome is Outcome.REPLACED]
-    assert [(r.source, r.ts) for r in replaced] == [("rogue-node", early.ts)]
-    assert "attested at import" in replaced[0].detail
-    assert (await guarded.admit([codec.parse(early.to_json())], [])).added == 0
-    [held] = await line.get_many([entry.id])
-    assert held.ts == entry.ts
-    fresh = EntrySet(line)  # the entries' whole-set fingerprint follows the new ts
+    assert not [r for r in await statements.sources() if r.outcome is Outcome.REPLACED]
+    fresh = EntrySet(line)  # the entries' whole-set fingerprint is the stored rows'
     summary = await fresh.summary()
     assert summary is not None
     assert (await fresh.snapshot()).whole() == (summary.count, summary.total)

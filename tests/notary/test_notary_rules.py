@@ -120,15 +120,38 @@ def test_import_attestations_of_another_ts_are_a_note_not_a_failure() -> None:
     for entry in (imported, authored):
         conflict = found[("import-conflict", entry.id)]
         assert f"{T0} by {B.node_id}" in conflict.detail and conflict.severity == "note"
+    # B's claim alone: the entry is as unsigned as before it, and the claim a note; only
+    # this node's own attestation of another ts says the ts was edited (decision 0122)
     verdict = check_attestations([imported], items[1:2], signers, Policy(A.node_id))
+    checks = [(f.check, f.severity) for f in verdict.findings]
+    assert checks == [("unsigned", "note"), ("import-conflict", "note")]
+    assert (verdict.imported, verdict.unsigned) == (0, 1)
+    verdict = check_attestations([imported], items[1:2], signers, Policy(B.node_id))
     assert [(f.check, f.severity) for f in verdict.findings] == [("ts-mismatch", "fail")]
+
+
+def test_an_import_conflict_names_a_few_claims_and_counts_the_rest() -> None:
+    """A member may sign any number of `imported` statements of one entry: the note names
+    five and counts the others (30,000 made a note of 2.6 MB)."""
+    entry = make_entry("imported", ts=T1)
+    signers = FileSigners([A.node_id, B.node_id])
+    claims = [sign(A, Role.IMPORTED, entry.id, T0, entry.ts).item]
+    claims += [
+        sign(B, Role.IMPORTED, entry.id, T0, f"2025-01-01T00:00:{n:02d}.000000Z").item
+        for n in range(40)
+    ]
+    verdict = check_attestations([entry], claims, signers, Policy(A.node_id))
+    [conflict] = [f for f in verdict.findings if f.check == "import-conflict"]
+    assert conflict.detail.count(B.node_id) == 5  # five listed, the rest counted
+    assert "and 35 more, by 1 node(s)" in conflict.detail and len(conflict.detail) < 1000
 
 
 def test_an_import_fixes_the_held_ts_and_refuses_a_copy_dated_otherwise() -> None:
     held, fresh = make_entry("held", ts=T1), make_entry("fresh", ts=T1)
     attested = {held.id: {T0, T1}, fresh.id: {T0, T1}, "c" * 64: {T0}}
     fixed = fixed_times(attested, {held.id: T1, "c" * 64: T1})
-    assert fixed == {held.id: {T1}, fresh.id: {T0, T1}, "c" * 64: {T0}}
-    check_entry_times([held, fresh], {}, {}, attested=fixed)
+    # only what is held at an attested ts: a copy of the others is taken (decision 0122)
+    assert fixed == {held.id: {T1}}
+    check_entry_times([held, fresh, fresh.with_ts(T2)], {}, {}, attested=fixed)
     with pytest.raises(InvalidEntry, match=f"fixes its ts at {T1}"):
         check_entry_times([held.with_ts(T0)], {}, {}, attested=fixed)
