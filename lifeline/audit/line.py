@@ -65,6 +65,8 @@ class Report:
     findings: list[Finding] = field(default_factory=list)
     notes: list[Finding] = field(default_factory=list)  # reported; the line still verifies
     anchors: int = 0  # parents declared external anchors (known by id only), not checked
+    # Those links, (child, parent): a signed child of one is judged by the notary's audit
+    anchored: list[tuple[str, str]] = field(default_factory=list)
     shallow: int = 0  # parents on the shallow boundary: older history not here, not checked
 
     @property
@@ -342,6 +344,7 @@ async def _resolve(
             other = externals[parent]
             if other == EXTERNAL_ANCHOR:  # known by id only, in no line: nothing to look up
                 report.anchors += 1
+                report.anchored.append((entry_id, parent))
                 continue
             if external_exists is not None and not await external_exists(other, parent):
                 report.findings.append(

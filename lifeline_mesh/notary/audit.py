@@ -43,6 +43,7 @@ from lifeline_mesh.notary.rules import (
     Finding,
     Policy,
     Verdict,
+    anchor_findings,
     entry_findings,
     missing_findings,
     state_findings,
@@ -208,6 +209,9 @@ async def _audit(store: Store, reads: AuditReads, audit: _Audit) -> LineReport:
     )
     verdict.entries = base.entries
     log.extend((Finding(f.check, f.entry_id, f.detail) for f in base.findings), "ledger")
+    if base.anchored:  # an anchor under a signed entry is a false one (decision 0123)
+        signed = await items.index.about(Role.AUTHOR, sorted({c for c, _ in base.anchored}))
+        log.extend(anchor_findings(base.anchored, signed), "ledger")
     evidence = items.evidence
     held = await items.held_tips()
     log.extend(summary_truncation(evidence, held, base.entries, policy), "truncation")

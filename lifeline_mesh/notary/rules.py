@@ -44,6 +44,7 @@ __all__ = [
     "Finding",
     "Policy",
     "Verdict",
+    "anchor_findings",
     "check_attestations",
     "entry_findings",
     "missing_findings",
@@ -343,6 +344,29 @@ def summary_truncation(
                     f"holds {count} and {len(gone)} of those tips are gone",
                 )
             )
+    return out
+
+
+def anchor_findings(
+    anchored: Sequence[tuple[str, str]], authors: Mapping[str, Sequence[Attestation]]
+) -> list[Finding]:
+    """An entry its author signed whose parent is an external anchor the line does not
+    hold (``anchored``: (child, parent)). An anchor is a parent a markdown import could not
+    reproduce, so only imported entries, which nobody signed, name one: a signed entry was
+    written on parents its author held. A peer declared it so to pass off a parent it
+    withholds, or to hide a cross-line parent's line from ``external-missing``
+    (decision 0123)."""
+    out = []
+    for child, parent in anchored:
+        signers = sorted({a.node_id for a in authors.get(child, ())})
+        if signers:
+            detail = (
+                f"parent {parent[:12]} is declared an external anchor, a parent a markdown "
+                f"import could not reproduce, but {', '.join(signers)} signed this entry as "
+                "its author, on parents it held: the parent is withheld or the declaration "
+                "false (a peer sent it with the entry)"
+            )
+            out.append(Finding("anchor-signed", child, detail))
     return out
 
 

@@ -21,7 +21,11 @@ import pytest
 from lifeline.entry import Entry
 from lifeline.errors import LifelineError
 from lifeline.ledger import utc_now
+from lifeline.lines import EXTERNAL_ANCHOR
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.shallow_serve import MAX_PUSH_ITEMS
+from lifeline_mesh.notary.statement import Role, sign
 from tests.support.hostile_push import held_entry, push
 from tests.support.mesh_procs import cli, free_port, join_mesh, serve, shared_node
 
@@ -79,3 +83,34 @@ def test_a_push_declares_only_its_entries_parents_and_never_moves_one(tmp_path: 
         assert cli("lifeline_mesh", b, "sync", address, check=False).returncode == 0
     verified = cli("lifeline", a, "verify", check=False)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_an_anchor_declared_under_a_signed_entry_fails_verify(tmp_path: Path) -> None:
+    """An external anchor is a parent a markdown import could not reproduce; taken from
+    peers since the line must sync (commit 16f3482), it let a member pass off a parent it
+    withholds: B pushes an entry it signed whose parent exists nowhere, declared an anchor,
+    and `verify` on A passed (a parent declared in a line that does not hold it fails it,
+    `external-missing`). Now `anchor-signed` names the entry and its signer; an unsigned
+    child of an anchor (an import's) still passes (decision 0123)."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        shared_node(root)
+    join_mesh(a, [b])
+    _log(a, "--summary", "A signs what it writes")
+    b_key, _ = NodeIdentity.load_or_create(NodeHome(b))
+    withheld, lost = os.urandom(32), os.urandom(32)
+    signed = Entry.create(ts=utc_now(), kind="decision", summary="B's", parents=(withheld.hex(),))
+    imported = Entry.create(ts=utc_now(), kind="note", summary="an import's", parents=(lost.hex(),))
+    address = f"127.0.0.1:{free_port()}"
+    with serve(a, "--listen", address, "--no-discovery"):
+        cli("lifeline_mesh", b, "sync", address)
+        author = sign(b_key, Role.AUTHOR, signed.id, signed.ts).item
+        assert push(b, address, [signed], [(withheld, EXTERNAL_ANCHOR)], attestations=[author])
+        assert push(b, address, [imported], [(lost, EXTERNAL_ANCHOR)])[0] == 1
+    assert _externals(a)[withheld.hex()] == EXTERNAL_ANCHOR
+    done = cli("lifeline_mesh", a, "verify", "--allow-unsigned", "--json", check=False)
+    report = json.loads(done.stdout)
+    assert done.returncode == 1, report
+    failures = [f for f in report["lines"][0]["findings"] if f["severity"] == "fail"]
+    assert [(f["check"], f["subject"]) for f in failures] == [("anchor-signed", signed.id)]
+    assert b_key.node_id in failures[0]["detail"]

@@ -28,9 +28,13 @@ async def pushed(
     entries: Sequence[Entry],
     externals: Sequence[tuple[bytes, str]] = (),
     line: str = "ledger",
+    attestations: Sequence[bytes] = (),
 ) -> tuple[int, int]:
-    """``entries`` and ``externals`` pushed to ``address`` as the member at ``root``."""
-    items = PushedItems(line, (), tuple(e.to_json() for e in entries), tuple(externals))
+    """``entries``, ``externals`` and ``attestations`` (items) pushed to ``address`` as the
+    member at ``root``."""
+    items = PushedItems(
+        line, tuple(attestations), tuple(e.to_json() for e in entries), tuple(externals)
+    )
     credentials = channel_credentials(NodeHome(root))
     added, signed, _sent = await push_items(
         address, items, credentials=credentials, options=channel_options()
@@ -44,9 +48,10 @@ def push(
     entries: Sequence[Entry],
     externals: Sequence[tuple[bytes, str]] = (),
     line: str = "ledger",
+    attestations: Sequence[bytes] = (),
 ) -> tuple[int, int]:
     """:func:`pushed`, from a test without an event loop."""
-    return asyncio.run(pushed(root, address, entries, externals, line))
+    return asyncio.run(pushed(root, address, entries, externals, line, attestations))
 
 
 def held_entry(line_file: Path, entry_id: str) -> Entry:
