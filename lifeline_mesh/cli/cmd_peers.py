@@ -19,6 +19,7 @@ from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.discovery.survey import survey
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.membership.ca import local_mesh_id
+from lifeline_mesh.membership.registry import member_ids
 from lifeline_mesh.peering.report import own_node_id, peers_report, status_report
 
 __all__ = ["register"]
@@ -209,7 +210,11 @@ async def cmd_discover(args: argparse.Namespace) -> int:
     interfaces = args.interface or [config.listen.rpartition(":")[0].strip("[]")]
     mesh_id = local_mesh_id(home)
     found = await survey(
-        interfaces, listen_for=args.seconds, mesh_id=mesh_id, own_node_id=own_node_id(home) or ""
+        interfaces,
+        listen_for=args.seconds,
+        mesh_id=mesh_id,
+        own_node_id=own_node_id(home) or "",
+        members=member_ids(home) if mesh_id else None,
     )
     if args.json:
         print_json(

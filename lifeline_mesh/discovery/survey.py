@@ -60,8 +60,10 @@ async def survey(
     listen_for: float,
     mesh_id: str | None = None,
     own_node_id: str = "",
+    members: frozenset[str] | None = None,
 ) -> list[Sighting]:
-    """Browse for ``listen_for`` seconds, then resolve every name heard."""
+    """Browse for ``listen_for`` seconds, then resolve every name heard; ``members``: the
+    node ids of this node's members list (a node of our mesh not on it is not looked up)."""
     ifaces = check_interfaces(interfaces)
     version = ip_version_of(ifaces)
     names: set[str] = set()
@@ -90,14 +92,19 @@ async def survey(
             if not answered:
                 out.append(Sighting(name, None, None, (), None, "did not answer a lookup"))
                 continue
-            out.append(_sighting(name, info, version, mesh_id, own_node_id))
+            out.append(_sighting(name, info, version, mesh_id, own_node_id, members))
         return out
     finally:
         await azc.async_close()
 
 
 def _sighting(
-    name: str, info: AsyncServiceInfo, version: Any, mesh_id: str | None, own: str
+    name: str,
+    info: AsyncServiceInfo,
+    version: Any,
+    mesh_id: str | None,
+    own: str,
+    members: frozenset[str] | None,
 ) -> Sighting:
     addresses = tuple(usable_addresses(info.parsed_addresses(version)))
     try:
@@ -110,4 +117,9 @@ def _sighting(
             admit(advert, mesh_id=mesh_id, own_node_id=own)
         except AdvertRejected as exc:
             reason = str(exc)
+        if reason is None and members is not None and advert.node_id not in members:
+            reason = (
+                f"node {advert.node_id} is not on this node's members list (it is looked up "
+                "once a session brings a list that names it)"
+            )
     return Sighting(name, advert.node_id, advert.mesh_id, addresses, advert.port, reason)

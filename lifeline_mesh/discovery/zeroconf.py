@@ -7,6 +7,12 @@ same type. Browser callbacks only enqueue names; :meth:`run` resolves them and p
 node, of nodes the allow-list refuses, and malformed ones are dropped with a debug log:
 a LAN packet never raises into the node (DESIGN §8).
 
+Only the names of nodes ``known`` admits (the node passes "a member of my mesh") are
+looked up, one at a time, each name once however often it is heard (decision 0121):
+anyone can make up node ids, and a flood of their names held the lookups of real members
+behind one 3-second lookup each. A name heard before its node was known is looked up
+once it is (the names in zeroconf's cache are looked at again every ``RESCAN_S``).
+
 Interfaces are always named: multicast DNS on every interface of a laptop would announce
 the node on networks the user never chose (a café Wi-Fi, a VPN, a container bridge).
 """
@@ -21,6 +27,7 @@ from collections.abc import Callable, Sequence
 from zeroconf import IPVersion, NonUniqueNameException, ServiceStateChange, Zeroconf
 from zeroconf._dns import DNSQuestion
 from zeroconf._protocol.outgoing import DNSOutgoing
+from zeroconf._utils.time import current_time_millis
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 from zeroconf.const import _CLASS_IN, _FLAGS_AA, _FLAGS_QR_QUERY, _TYPE_PTR
 
@@ -40,6 +47,7 @@ from lifeline_mesh.discovery.advert import (
 )
 
 __all__ = [
+    "RESCAN_S",
     "RESOLVE_TIMEOUT_MS",
     "PeerEvent",
     "ZeroconfDiscovery",
@@ -52,6 +60,7 @@ log = logging.getLogger(__name__)
 
 RESOLVE_TIMEOUT_MS = 3_000  # how long one SRV/TXT/A lookup may take before we give up on it
 PROBE_INTERVAL = 0.25  # seconds between our multicast probes while zeroconf probes (RFC 6762 §8.1)
+RESCAN_S = 2.0  # how often the names heard are looked at again for nodes now known
 
 
 def ip_version_of(addresses: Sequence[str]) -> IPVersion:
@@ -74,15 +83,22 @@ class ZeroconfDiscovery:
         port: int,
         interfaces: Sequence[str],
         allow: Callable[[str], bool] | None = None,
+        known: Callable[[str], bool] | None = None,
         events: asyncio.Queue[PeerEvent] | None = None,
         resolve_timeout_ms: int = RESOLVE_TIMEOUT_MS,
+        rescan_s: float = RESCAN_S,
     ) -> None:
         self.interfaces = check_interfaces(interfaces)
         self.advert = Advert(node_id, mesh_id, port, tuple(self.interfaces))
         self.events: asyncio.Queue[PeerEvent] = events if events is not None else asyncio.Queue()
         self._allow = allow
+        self._known = known  # node ids whose names are looked up (None: every one)
         self._resolve_timeout_ms = resolve_timeout_ms
-        self._changes: asyncio.Queue[tuple[str, ServiceStateChange]] = asyncio.Queue()
+        self._rescan_s = rescan_s
+        # names to look up (or drop) in the order heard, each once; the latest change wins
+        self._pending: dict[str, ServiceStateChange] = {}
+        self._heard = asyncio.Event()
+        self._looked_up: set[str] = set()  # known names looked up since last heard
         self._found: dict[str, PeerFound] = {}  # instance name -> what we last announced
         self._azc: AsyncZeroconf | None = None
         self._browser: AsyncServiceBrowser | None = None
@@ -126,7 +142,7 @@ class ZeroconfDiscovery:
             zeroconf: Zeroconf, service_type: str, name: str, state_change: ServiceStateChange
         ) -> None:
             # Called by zeroconf's reader; hand over to our loop and return at once.
-            loop.call_soon_threadsafe(self._changes.put_nowait, (name, state_change))
+            loop.call_soon_threadsafe(self._heard_name, name, state_change)
 
         self._browser = AsyncServiceBrowser(
             self._azc.zeroconf, [SERVICE_TYPE], handlers=[on_change]
@@ -164,14 +180,55 @@ class ZeroconfDiscovery:
         ``BadTypeInNameException`` for a control character once ended `serve`) is logged
         and that name dropped; the loop goes on."""
         while True:
-            name, change = await self._changes.get()
-            if not well_formed_name(name):
-                log.debug("discovery: ignoring the malformed name %r", name[:200])
-                continue
+            name, change = await self._next_name()
             try:
                 await self._handle(name, change)
             except Exception as exc:
                 log.debug("discovery: lookup of %r failed: %s", name[:200], exc)
+
+    def _heard_name(self, name: str, change: ServiceStateChange) -> None:
+        """A browser change: queue the name when it is a known node's, or one we found."""
+        if not well_formed_name(name):
+            log.debug("discovery: ignoring the malformed name %r", name[:200])
+            return
+        self._looked_up.discard(name)
+        if name in self._found or self._is_known(name):
+            self._pending.pop(name, None)
+            self._pending[name] = change  # to the back: heard again, looked up once
+            self._heard.set()
+
+    def _is_known(self, name: str) -> bool:
+        if self._known is None:
+            return True
+        return self._known(name.partition(".")[0].lower())
+
+    async def _next_name(self) -> tuple[str, ServiceStateChange]:
+        """The next name to look up (or drop), oldest first; every ``rescan_s`` the names
+        in zeroconf's cache whose nodes became known meanwhile join them."""
+        while not self._pending:
+            self._heard.clear()
+            try:
+                async with asyncio.timeout(self._rescan_s):
+                    await self._heard.wait()
+            except TimeoutError:
+                self._rescan()
+        name = next(iter(self._pending))
+        return name, self._pending.pop(name)
+
+    def _rescan(self) -> None:
+        """Queue the names heard whose nodes were not known then and are now."""
+        azc = self._azc
+        if azc is None:
+            return
+        now = current_time_millis()
+        for record in azc.zeroconf.cache.async_all_by_details(SERVICE_TYPE, _TYPE_PTR, _CLASS_IN):
+            name = getattr(record, "alias", "")
+            if name in self._found or name in self._looked_up or name in self._pending:
+                continue
+            if record.is_expired(now):
+                continue
+            if well_formed_name(name) and self._is_known(name):
+                self._pending[name] = ServiceStateChange.Added
 
     async def _handle(self, name: str, change: ServiceStateChange) -> None:
         if change is ServiceStateChange.Removed:
@@ -179,6 +236,7 @@ class ZeroconfDiscovery:
             if gone is not None:
                 await self.events.put(PeerLost(gone.node_id))
             return
+        self._looked_up.add(name)
         advert = await self._resolve(name)
         if advert is None:
             return

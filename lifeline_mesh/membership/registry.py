@@ -32,7 +32,7 @@ from lifeline_mesh.home.mesh_state import MEMBERS, read_doc_json
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.transport.authz import MeshRole
 
-__all__ = ["ROLES", "Member", "Registry", "Retired", "iso"]
+__all__ = ["ROLES", "Member", "Registry", "Retired", "iso", "member_ids"]
 
 ROLES = tuple(MeshRole)  # in the order invite tokens number them
 
@@ -213,3 +213,17 @@ def _compact(member: Member) -> dict[str, Any]:
     if not data["carried"]:
         del data["carried"]
     return data
+
+
+def member_ids(home: NodeHome) -> frozenset[str] | None:
+    """The node ids of the members list, read again only when it changes (what LAN
+    discovery asks of every name it hears, decision 0121); None when the node keeps none
+    or cannot read it."""
+
+    def load() -> frozenset[str] | None:
+        try:
+            return frozenset(Registry.load(home).members)
+        except (ConfigError, KeyError, TypeError, ValueError):
+            return None
+
+    return home.kept("member ids", (MEMBERS,), load)

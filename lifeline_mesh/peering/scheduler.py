@@ -87,6 +87,7 @@ class SyncScheduler:
         # catch-up of a reopened call is spread over that many nodes (decision 0100)
         self.nodes: Callable[[], int] | None = None
         self.linked: Callable[[str], bool] | None = None
+        self.dialing: dict[str, PeerAddress] = {}  # the address each Watch call dialed
 
     # -- inputs (call from the event loop) ---------------------------------------------
 
@@ -96,9 +97,14 @@ class SyncScheduler:
         self._changed()
         return peer
 
-    def peer_found(self, event: PeerFound) -> PeerState:
+    def peer_found(self, event: PeerFound) -> PeerState | None:
+        """A LAN advert: its row is tried now (None: another node answered at every
+        address it names, so there is nothing to try)."""
         addresses = tuple(PeerAddress(a, event.port) for a in event.addresses)
         peer = self.table.discovered(event.node_id, addresses)
+        if peer is None:
+            log.debug("advert of %s ignored: other nodes serve at %s", event.node_id, addresses)
+            return None
         self.planner.appeared(peer.key, self._clock())
         self._changed()
         return peer
@@ -154,9 +160,27 @@ class SyncScheduler:
         return next((p.key for p in self.table if p.node_id == node_id), None)
 
     def learned(self, key: str, node_id: str) -> None:
-        """Peer ``key`` told us its node id (its Watch call's first message)."""
-        if key in self.table and self.table.get(key).node_id != node_id:
-            self.table.learned(self.table.get(key), node_id)
+        """Peer ``key`` told us its node id (its Watch call's first message, over a channel
+        pinned to the certificate served at its address)."""
+        if key not in self.table:
+            return
+        peer = self.table.get(key)
+        address = self.dialing.get(key, peer.address)
+        if not self.table.answered(peer, node_id, address):
+            log.info(
+                "%s serves node %s, not %s: not dialled for it again",
+                address,
+                node_id,
+                peer.node_id,
+            )
+            self._changed()
+
+    def unreachable(self, key: str, dialed: PeerAddress) -> None:
+        """A session or Watch call dialed to peer ``key`` at ``dialed`` failed: a
+        discovered peer with other candidate addresses is tried at the next one."""
+        if key in self.table and self.table.unreachable(self.table.get(key), dialed):
+            log.debug("%s unreachable at %s: trying %s", key, dialed, self.table.get(key).address)
+            self._changed()
 
     def inbound_started(self, node_id: str | None) -> None:
         """A session dialed to us began (``node_id``: the caller's, when known)."""
@@ -246,8 +270,10 @@ class SyncScheduler:
                     await self._wake.wait()
 
     async def _session(self, peer: PeerState) -> None:
+        dialed = peer.address
         try:
             async with self._sem:
+                dialed = peer.address  # what ``sync_one`` dials
                 async with asyncio.timeout(self._timeout):
                     result = await self._sync_one(peer)
         except Exception as exc:  # a peer's failure never leaves its session
@@ -258,6 +284,8 @@ class SyncScheduler:
             else:
                 log.debug("sync with %s failed again (%d): %s", peer.address, peer.failures, exc)
             log.debug("next attempt with %s in %.1fs", peer.address, delay)
+            if self.watched is None or peer.key not in self.watched():
+                self.unreachable(peer.key, dialed)  # (an open Watch call says it is there)
         else:
             if peer.failures:
                 log.warning("sync with %s works again", peer.address)

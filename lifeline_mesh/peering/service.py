@@ -26,6 +26,7 @@ from lifeline.errors import ConfigError
 from lifeline_mesh.discovery.advert import PeerEvent, PeerFound, PeerLost, check_interfaces
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.membership.registry import member_ids
 from lifeline_mesh.peering.changes import CHANGE_POLL_S, ChangeFeed, LineWatcher
 from lifeline_mesh.peering.fanout import FANOUT_OFFSETS, LanView
 from lifeline_mesh.peering.schedule import SchedulePolicy
@@ -247,6 +248,7 @@ class Peering:
                 port=self.port,
                 interfaces=self.options.interfaces,
                 allow=self.allow,
+                known=self._known,
             )
             await self.discovery.start()
             tg.create_task(self._discover(self.discovery), name="discovery")
@@ -256,6 +258,15 @@ class Peering:
                 "LAN discovery is off: this node is in no mesh (create or join one); "
                 "syncing with static peers only"
             )
+
+    def _known(self, node_id: str) -> bool:
+        """Whether discovery looks up ``node_id``'s advert: a member this node knows (a
+        member it does not know yet dials it, and is looked up once a session brought
+        the members list that names it; decision 0121), not revoked."""
+        members = member_ids(self.home)
+        if members is not None and node_id not in members:
+            return False
+        return node_id != self.node_id and (self.allow is None or self.allow(node_id))
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Run everything in a task group of its own until ``stop`` is set, then cancel it

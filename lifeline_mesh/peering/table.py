@@ -4,6 +4,14 @@ Static peers come from the config file and ``--peer HOST:PORT``; discovered peer
 go with LAN adverts. A static peer that is also discovered stays one row (it learns its
 node id). The table is written to ``NodeHome.peers_path`` after each change so
 ``lifeline-mesh peers`` can show it from another process while the node runs.
+
+Anyone on a LAN can send an advert naming a member's node id with another address
+(decision 0121). So the table keeps the node found answering at each address it dialed
+(``serving``: a Watch call's hello, over a channel pinned to the certificate served
+there), and an advert never moves a row off an address its node answered at: the
+advert's addresses are kept as candidates (``PeerState.addresses``, at most
+``MAX_CANDIDATES``), tried only when the current one fails; one that failed before its
+node answered there is dropped, and one where another node answers is never tried again.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.transport.addresses import split_address
 
 __all__ = [
+    "MAX_CANDIDATES",
     "PeerAddress",
     "PeerSource",
     "PeerState",
@@ -30,6 +39,9 @@ __all__ = [
     "load_peers_file",
     "save_peers_file",
 ]
+
+
+MAX_CANDIDATES = 4  # addresses a discovered row keeps to try in turn
 
 
 class PeerSource(enum.Enum):
@@ -123,6 +135,7 @@ class PeerState:
             "syncs": self.syncs,
             "next_attempt_at": None if self.in_flight else wall_now + wait,
             "syncing": self.in_flight,
+            "candidates": [str(a) for a in self.addresses if a != self.address],
         }
 
 
@@ -131,6 +144,8 @@ class PeerTable:
 
     def __init__(self) -> None:
         self._peers: dict[str, PeerState] = {}
+        # The node that answered at each address dialed (bounded by the members' addresses)
+        self.serving: dict[PeerAddress, str] = {}
 
     def __iter__(self) -> Iterator[PeerState]:
         return iter(sorted(self._peers.values(), key=lambda p: p.key))
@@ -151,25 +166,80 @@ class PeerTable:
         )
         return peer
 
-    def discovered(self, node_id: str, addresses: tuple[PeerAddress, ...]) -> PeerState:
-        """Record a LAN advert; returns the row to sync (a static row when one matches)."""
+    def discovered(self, node_id: str, addresses: tuple[PeerAddress, ...]) -> PeerState | None:
+        """Record a LAN advert; returns the row to sync (a static row when one matches), or
+        None when another node answered at every address it names."""
         if not addresses:
             raise ValueError("a discovered peer needs at least one address")
-        for peer in self._peers.values():
-            if PeerSource.STATIC in peer.sources and (
-                peer.node_id == node_id or peer.address in addresses
+        addresses = tuple(a for a in addresses if self.serving.get(a, node_id) == node_id)
+        for static in self._peers.values():
+            if PeerSource.STATIC in static.sources and (
+                static.node_id == node_id or static.address in addresses
             ):
-                peer.sources.add(PeerSource.DISCOVERED)
-                peer.node_id = node_id
-                return peer
+                static.sources.add(PeerSource.DISCOVERED)
+                static.node_id = node_id
+                return static
         key = f"node:{node_id}"
-        peer = self._peers.get(key) or PeerState(key, addresses[0], {PeerSource.DISCOVERED})
-        peer.sources.add(PeerSource.DISCOVERED)
-        peer.node_id, peer.addresses = node_id, addresses
-        if peer.address not in addresses:
-            peer.address = addresses[0]
+        held = self._peers.get(key)
+        candidates = self._candidates(node_id, addresses, held.addresses if held else ())
+        if not candidates:
+            return None
+        peer = held or PeerState(key, candidates[0], {PeerSource.DISCOVERED})
         self._peers[key] = peer
+        peer.sources.add(PeerSource.DISCOVERED)
+        peer.node_id, peer.addresses = node_id, candidates
+        if not self._answered(peer) or peer.address not in candidates:
+            peer.address = candidates[0]  # an address its node answered at stays
         return peer
+
+    def _candidates(
+        self, node_id: str, *groups: tuple[PeerAddress, ...]
+    ) -> tuple[PeerAddress, ...]:
+        """The addresses to try for ``node_id``: those it answered at first, then
+        ``groups`` in order, none where another node answered, at most MAX_CANDIDATES."""
+        answered = [a for a, n in self.serving.items() if n == node_id]
+        merged = dict.fromkeys([*answered, *(a for g in groups for a in g)])
+        kept = [a for a in merged if self.serving.get(a, node_id) == node_id]
+        return tuple(kept[:MAX_CANDIDATES])
+
+    def _answered(self, peer: PeerState) -> bool:
+        """Whether ``peer``'s node answered at its current address."""
+        return peer.node_id is not None and self.serving.get(peer.address) == peer.node_id
+
+    def unreachable(self, peer: PeerState, dialed: PeerAddress) -> bool:
+        """A session or Watch call dialed to ``dialed`` failed: a discovered row moves to
+        its next candidate; ``dialed`` stays one only when its node answered there before.
+        Returns whether the row moved."""
+        if dialed != peer.address or len(peer.addresses) < 2 or PeerSource.STATIC in peer.sources:
+            return False
+        at = peer.addresses.index(dialed) if dialed in peer.addresses else -1
+        following = peer.addresses[(at + 1) % len(peer.addresses)]
+        if not self._answered(peer):
+            peer.addresses = tuple(a for a in peer.addresses if a != dialed)
+        peer.address = following
+        return True
+
+    def answered(self, peer: PeerState, node_id: str, address: PeerAddress) -> bool:
+        """Node ``node_id`` answered at ``address``, dialed for ``peer`` (a Watch call's
+        hello). A static row learns who it is; a row of another node drops the address
+        (and goes when it has no other): False then."""
+        self.serving[address] = node_id
+        if peer.node_id is None or PeerSource.STATIC in peer.sources:
+            self.learned(peer, node_id)
+            return True
+        if peer.node_id == node_id:
+            peer.addresses = self._candidates(node_id, (address,), peer.addresses)
+            if not self._answered(peer):
+                peer.address = address
+            return True
+        rest = tuple(a for a in peer.addresses if a != address)
+        if not rest:
+            del self._peers[peer.key]
+        elif peer.address not in rest:
+            peer.address, peer.addresses = rest[0], rest
+        else:
+            peer.addresses = rest
+        return False
 
     def learned(self, peer: PeerState, node_id: str) -> None:
         """A session told us who ``peer`` is: merge a discovered row of the same node into it."""
@@ -197,6 +267,11 @@ class PeerTable:
         who it is)."""
         for peer in self._peers.values():
             if peer.node_id == node_id:
+                if PeerSource.STATIC not in peer.sources and address not in peer.addresses:
+                    # its own call says where it serves: tried before any unanswered one
+                    peer.addresses = self._candidates(node_id, (address,), peer.addresses)
+                    if not self._answered(peer) and address in peer.addresses:
+                        peer.address = address
                 return None
             if peer.node_id is None and peer.address == address:
                 self.learned(peer, node_id)

@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator, Callable
 
 from lifeline_mesh.peering.schedule import SchedulePolicy, backoff_delay
 from lifeline_mesh.peering.scheduler import SyncScheduler, describe_failure
-from lifeline_mesh.peering.table import PeerState
+from lifeline_mesh.peering.table import PeerAddress, PeerState
 
 __all__ = ["LINKED_S", "WATCH_BACKOFF", "Heard", "PeerWatches", "WatchOne"]
 
@@ -113,18 +113,13 @@ class PeerWatches:
         while key in self.scheduler.table:
             poke.clear()
             peer = self.scheduler.table.get(key)
+            dialed = peer.address
             try:
-                async for heard in self._watch_one(peer):
-                    if heard is Heard.OPENED:
-                        self._opened(peer, failures)
-                        failures = 0
-                    self.scheduler.remote_change(
-                        key, fresh=heard is Heard.OPENED, at_once=heard is Heard.UNTAKEN
-                    )
-                failures = max(failures, 1)  # the peer ended the call: it is stopping
+                failures = await self._watch(peer, dialed, failures)
             except Exception as exc:  # a peer's failure never leaves its task
                 failures += 1
                 self._failed(peer, failures, exc)
+                self.scheduler.unreachable(key, dialed)
             self._opened_at.pop(key, None)
             if key in self.live:
                 self.live.discard(key)
@@ -135,6 +130,33 @@ class PeerWatches:
                 failures = 0  # poked: the peer is up again
             except TimeoutError:
                 pass
+
+    async def _watch(self, peer: PeerState, dialed: PeerAddress, failures: int) -> int:
+        """One Watch call to ``peer`` at ``dialed`` until it ends; returns the failures to
+        back off for. A call answered by another node than the peer's (its address was
+        dropped from the row: ``PeerTable.answered``) is closed at once."""
+        self.scheduler.dialing[peer.key] = dialed
+        calls = self._watch_one(peer)
+        try:
+            async for heard in calls:
+                table = self.scheduler.table
+                if peer.key not in table or table.get(peer.key) is not peer:
+                    return failures  # the row went: the loop ends
+                if table.serving.get(dialed, peer.node_id) != peer.node_id:
+                    return 0  # another node answered there: dial the row's next address
+                if heard is Heard.OPENED:
+                    self._opened(peer, failures)
+                    failures = 0
+                self.scheduler.remote_change(
+                    peer.key, fresh=heard is Heard.OPENED, at_once=heard is Heard.UNTAKEN
+                )
+        finally:
+            if self.scheduler.dialing.get(peer.key) == dialed:
+                del self.scheduler.dialing[peer.key]
+            close = getattr(calls, "aclose", None)
+            if close is not None:
+                await close()
+        return max(failures, 1)  # the peer ended the call: it is stopping
 
     def _live_changed(self) -> None:
         if self._on_live is not None:

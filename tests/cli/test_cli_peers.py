@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import os
 import subprocess
@@ -20,6 +21,7 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import NodeState, recorded_node_state, write_node_state
 from lifeline_mesh.membership import create_mesh
+from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.peering.schedule import SchedulePolicy
 from lifeline_mesh.peering.scheduler import SyncScheduler
 from lifeline_mesh.peering.table import PeerAddress, PeerState, save_peers_file
@@ -137,13 +139,22 @@ def test_a_damaged_peers_file_is_one_clear_error(tmp_path: Path) -> None:
 @pytest.mark.netns
 @pytest.mark.usefixtures("own_netns")  # and `discover` with it: no other mDNS traffic in sight
 async def test_discover_lists_ours_and_says_why_others_are_ignored(tmp_path: Path) -> None:
-    mesh_id = create_mesh(NodeHome(tmp_path), "team").mesh_id
-    ours, theirs = NodeIdentity.generate().node_id, NodeIdentity.generate().node_id
+    home = NodeHome(tmp_path)
+    mesh_id = create_mesh(home, "team").mesh_id
+    member = NodeIdentity.generate()
+    registry = Registry.load(home)
+    registry.add(Member.new(member.public_key, "member", dt.datetime.now(dt.UTC)))
+    registry.save(home)
+    ours, theirs, unknown = member.node_id, _node_id(), _node_id()
     ads = [
         ZeroconfDiscovery(node_id=n, mesh_id=m, port=p, interfaces=["127.0.0.1"])
-        for n, m, p in ((ours, mesh_id, 7401), (theirs, "mesh-theirs", 7402))
+        for n, m, p in (
+            (ours, mesh_id, 7401),
+            (theirs, "mesh-theirs", 7402),
+            (unknown, mesh_id, 7403),  # of our mesh, but on no members list of ours
+        )
     ]
-    async with ads[0], ads[1]:
+    async with ads[0], ads[1], ads[2]:
         proc = await asyncio.create_subprocess_exec(
             *[sys.executable, "-m", "lifeline_mesh", "--root", str(tmp_path)],
             *["discover", "--interface", "127.0.0.1", "--seconds", "1.5", "--json"],
@@ -155,6 +166,11 @@ async def test_discover_lists_ours_and_says_why_others_are_ignored(tmp_path: Pat
     found = {n["node_id"]: n for n in json.loads(out)["nodes"]}
     assert found[ours]["ignored_because"] is None and found[ours]["port"] == 7401
     assert "belongs to mesh 'mesh-theirs'" in found[theirs]["ignored_because"]
+    assert "is not on this node's members list" in found[unknown]["ignored_because"]
+
+
+def _node_id() -> str:
+    return NodeIdentity.generate().node_id
 
 
 def test_discover_rejects_a_silly_window(tmp_path: Path) -> None:

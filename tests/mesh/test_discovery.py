@@ -39,6 +39,7 @@ from lifeline_mesh.discovery.advert import (
 )
 from lifeline_mesh.discovery.zeroconf import PeerEvent, ZeroconfDiscovery, check_interfaces
 from lifeline_mesh.home.identity import NodeIdentity
+from tests.support.forged_adverts import flood_packets, made_up_node_ids, pointer_packets, send
 from tests.support.mesh_procs import first_line
 from tests.support.netns import (
     netns_unavailable,
@@ -252,6 +253,28 @@ async def test_a_hostile_name_on_the_lan_ends_nothing() -> None:
             await asyncio.sleep(0.3)
         async with _running(b):  # raises here if a's loop ended
             assert await _next(a.events) == PeerFound(b.advert.node_id, (LOOPBACK,), 7022)
+
+
+@pytest.mark.netns
+@pytest.mark.usefixtures("own_netns")
+async def test_only_known_nodes_are_looked_up_and_one_known_later_is_found() -> None:
+    """Anyone can make up node ids: 300 made-up nodes of our mesh (100 of them names that
+    answer no lookup, 3 s each) are heard before a member, which is found all the same;
+    none of them is looked up. A node heard before it was known is found once it is."""
+    known: set[str] = set()
+    watcher = _disc(MESH_A, 7040, known=known.__contains__, rescan_s=0.2)
+    friend, later = _disc(MESH_A, 7041), _disc(MESH_A, 7042)
+    known.add(friend.advert.node_id)
+    async with _running(watcher):
+        send(pointer_packets(made_up_node_ids(100)))
+        send(flood_packets(made_up_node_ids(200), MESH_A, 7999, LOOPBACK))
+        async with _running(friend, later):  # registering takes over a second: heard after
+            found = await _next(watcher.events, timeout=10)
+            assert found == PeerFound(friend.advert.node_id, (LOOPBACK,), 7041)
+            known.add(later.advert.node_id)
+            found = await _next(watcher.events, timeout=10)
+            assert found == PeerFound(later.advert.node_id, (LOOPBACK,), 7042)
+            assert watcher.events.empty()
 
 
 @pytest.mark.netns
