@@ -8,6 +8,8 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cryptography import x509
@@ -27,6 +29,27 @@ SECRET = "secret-plans"
 def _share(root: Path, line: str) -> None:
     cli("lifeline", root, "--line", line, "init")
     cli("lifeline_mesh", root, "share", line)
+
+
+@contextmanager
+def _runner_serving(workdir: Path) -> Iterator[str]:
+    """The runner enrolled in ``workdir`` serving (a job's command may run anything): its
+    address, until the block ends."""
+    port = free_port()
+    argv = [sys.executable, "-m", "lifeline_mesh", "serve", "--listen", f"127.0.0.1:{port}"]
+    runner = subprocess.Popen(
+        [*argv, "--no-discovery"],
+        cwd=workdir,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert runner.stdout is not None
+        assert runner.stdout.readline().startswith("listening on "), runner.stderr
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop(runner)
 
 
 def test_a_runner_uses_only_its_credential_s_lines(hub: Hub, tmp_path: Path) -> None:
@@ -73,19 +96,7 @@ def test_a_node_that_dials_a_runner_sends_it_no_other_line(hub: Hub, tmp_path: P
     workdir = tmp_path / "job"
     assert job(workdir, token, "ci", "start").returncode == 0
     _share(workdir, SECRET)
-    port = free_port()
-    argv = [sys.executable, "-m", "lifeline_mesh", "serve", "--listen", f"127.0.0.1:{port}"]
-    runner = subprocess.Popen(
-        [*argv, "--no-discovery"],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert runner.stdout is not None
-        assert runner.stdout.readline().startswith("listening on "), runner.stderr
-        address = f"127.0.0.1:{port}"
+    with _runner_serving(workdir) as address:
         refused = cli("lifeline_mesh", hub.root, "sync", address, "--line", SECRET, check=False)
         assert refused.returncode == 2, refused.stderr
         assert "may use only line(s) ledger: line 'secret-plans' is neither sent" in (
@@ -93,8 +104,6 @@ def test_a_node_that_dials_a_runner_sends_it_no_other_line(hub: Hub, tmp_path: P
         )
         synced = cli("lifeline_mesh", hub.root, "sync", address, "--line", "ledger", "--json")
         assert [r["line"] for r in json.loads(synced.stdout)] == ["ledger"]
-    finally:
-        stop(runner)
     assert not has_entry(workdir / ".lifeline" / f"{SECRET}.db", plan)
 
 
@@ -129,25 +138,11 @@ def test_a_member_pushes_no_other_line_to_a_runner(hub: Hub, tmp_path: Path) -> 
     workdir = tmp_path / "job"
     assert job(workdir, token, "ci", "start").returncode == 0
     _share(workdir, SECRET)
-    port = free_port()
-    argv = [sys.executable, "-m", "lifeline_mesh", "serve", "--listen", f"127.0.0.1:{port}"]
-    runner = subprocess.Popen(
-        [*argv, "--no-discovery"],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert runner.stdout is not None
-        assert runner.stdout.readline().startswith("listening on "), runner.stderr
-        address = f"127.0.0.1:{port}"
+    with _runner_serving(workdir) as address:
         for how in ("--push", "--shallow"):
             refused = cli(
                 "lifeline_mesh", member, "sync", address, how, "--line", SECRET, check=False
             )
             assert refused.returncode == 2, (how, refused.stderr)
             assert f"may use only line(s) ledger: line '{SECRET}' is neither sent" in refused.stderr
-    finally:
-        stop(runner)
     assert not has_entry(workdir / ".lifeline" / f"{SECRET}.db", written)
