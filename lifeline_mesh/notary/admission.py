@@ -11,7 +11,7 @@ item alone instead (:func:`timing_faults`, :func:`parent_fault`; decision 0112).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
@@ -110,6 +110,8 @@ class StoredContext:
     entry_parents: Mapping[str, tuple[str, ...]]
     summary_counts: Mapping[tuple[str, str], list[tuple[str, int]]]  # (node, line) -> (ts, n)
     witnessed: Mapping[str, list[tuple[str, str]]]  # entry id -> (witness ts, witness node)
+    # held subject -> the earliest ts of its children held (none: not in the mapping)
+    child_ts: Mapping[str, str] = field(default_factory=dict)
 
 
 def check_timing(
@@ -143,8 +145,12 @@ def timing_faults(
     for n, att in enumerate(atts):
         why: str | None = None
         if att.role is Role.AUTHOR:
-            why = _parents_fault(att, ctx, skew_s) or _witness_fault(
-                att, ctx.witnessed.get(att.subject, []), skew_s, backdate_window_s
+            why = (
+                _parents_fault(att, ctx, skew_s)
+                or _children_fault(att, ctx, skew_s)
+                or _witness_fault(
+                    att, ctx.witnessed.get(att.subject, []), skew_s, backdate_window_s
+                )
             )
         elif att.role is Role.SUMMARY or att.role is Role.STATE:
             why = _rollback_fault(att, ctx)
@@ -175,6 +181,20 @@ def _parents_fault(att: Attestation, ctx: StoredContext, skew_s: float) -> str |
                 f"author attestation by {att.node_id} dates entry {att.subject[:12]} "
                 f"{att.ts}, before its parent {parent[:12]} ({parent_ts}): backdated; refused"
             )
+    return None
+
+
+def _children_fault(att: Attestation, ctx: StoredContext, skew_s: float) -> str | None:
+    """An author signature dating its entry after a child held: its author wrote it before
+    anyone could cite it, so the signature is not its author's. Signatures win over an
+    unsigned ts (decision 0048): a member's for an entry nobody signed, dated after its
+    children, moved it there and cut those children off every node that took it next."""
+    child_ts = ctx.child_ts.get(att.subject)
+    if child_ts is not None and _later_by(att.ts, child_ts, skew_s):
+        return (
+            f"author attestation by {att.node_id} dates entry {att.subject[:12]} {att.ts}, "
+            f"after a child of it held ({child_ts}): not its author's; refused"
+        )
     return None
 
 

@@ -300,6 +300,7 @@ async def _context(
     claims by the same nodes about the same lines, and receipts naming the subjects."""
     subjects = sorted({a.subject for a in atts if a.role is Role.AUTHOR and len(a.subject) == 64})
     parents: dict[str, tuple[str, ...]] = {}
+    child_ts: dict[str, str] = {}
     if subjects:
         stored = await entry_ts(conn, line_id, subjects)
         named: dict[str, list[str]] = {s: [] for s in stored}
@@ -310,6 +311,14 @@ async def _context(
         ):
             named[bytes(child).hex()].append(bytes(parent).hex())
         parents = {s: tuple(sorted(ps)) for s, ps in named.items()}
+        for parent, ts in await conn.fetch(  # the subjects held: their earliest child
+            "SELECT l.parent, min(e.ts) FROM links l JOIN entries e ON e.line_id = l.line_id"
+            " AND e.id = l.child WHERE l.line_id = $1 AND l.parent = ANY($2::bytea[])"
+            " GROUP BY l.parent",
+            line_id,
+            [id_bytes(s) for s in stored],
+        ):
+            child_ts[bytes(parent).hex()] = ts
     parent_ts = await entry_ts(conn, line_id, sorted({p for ps in parents.values() for p in ps}))
     summaries: dict[tuple[str, str], list[tuple[str, int]]] = defaultdict(list)
     kinds = (Role.SUMMARY, Role.STATE)
@@ -345,7 +354,7 @@ async def _context(
             for receipt in _decoded([bytes(item)]):
                 if receipt.role is Role.WITNESS:
                     witnessed[entry_id].append((receipt.ts, receipt.node_id))
-    return StoredContext(parent_ts, parents, summaries, witnessed)
+    return StoredContext(parent_ts, parents, summaries, witnessed, child_ts)
 
 
 def _decoded(items: Iterable[bytes]) -> list[Attestation]:

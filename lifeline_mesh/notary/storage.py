@@ -342,8 +342,18 @@ def _context(
     for chunk in chunks(wanted):
         marks = ",".join("?" * len(chunk))
         entry_ts.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
+    child_ts: dict[str, str] = {}
+    for chunk in chunks(sorted(parents)):  # the subjects held: their earliest child
+        marks = ",".join("?" * len(chunk))
+        child_ts.update(
+            conn.execute(
+                "SELECT p.id, min(c.ts) FROM entries p JOIN links l ON l.parent_seq = p.seq"
+                f" JOIN entries c ON c.seq = l.child_seq WHERE p.id IN ({marks}) GROUP BY p.id",
+                chunk,
+            )
+        )
     summaries = _summaries(conn, atts, claims)
-    return StoredContext(entry_ts, parents, summaries, _witnessed(conn, atts))
+    return StoredContext(entry_ts, parents, summaries, _witnessed(conn, atts), child_ts)
 
 
 def _summaries(

@@ -23,7 +23,13 @@ from lifeline.entry import Entry
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from tests.support.mesh_procs import cli, free_port, join_mesh, log_note, serve, shared_node
-from tests.support.rogue import STORED_FORM, entry_ts, forge_import, strip_and_backdate
+from tests.support.rogue import (
+    STORED_FORM,
+    entry_ts,
+    forge_author,
+    forge_import,
+    strip_and_backdate,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -145,3 +151,35 @@ def test_a_members_import_statement_moves_no_entry_and_cuts_off_no_descendant(
         [conflict] = _findings(report, "import-conflict")
         assert conflict["subject"] == entry and m_id in conflict["detail"]
         assert report["lines"][0]["imported"] == 0  # M's claim does not make it imported
+
+
+def test_a_members_author_signature_dated_after_a_child_held_is_refused(
+    tmp_path: Path,
+) -> None:
+    """M signs, as its author, an entry nobody signed, dated months later, after its child,
+    and syncs the signature to A, which holds the entry, its child and a signed entry on
+    them. A refuses the signature alone (a child held says the entry was written earlier),
+    keeps every ts, and a new member N takes all three from A. Before, signatures won
+    (decision 0048): A moved the entry after its child, and N refused the child and all
+    that descends from it as dated before its parent, for good."""
+    roots = {n: tmp_path / n for n in "amn"}
+    for root in roots.values():
+        shared_node(root)
+    join_mesh(roots["a"], [roots["m"], roots["n"]])
+    entry, child = asyncio.run(_unattested(roots["a"]))
+    signed = log_note(roots["a"], "written on the imported entries, signed")
+    held = {e: entry_ts(_line(roots["a"]), e) for e in (entry, child, signed)}
+    address = f"127.0.0.1:{free_port()}"
+    with serve(roots["a"], "--listen", address, "--no-discovery"):
+        cli("lifeline_mesh", roots["m"], "sync", address)
+        forge_author(roots["m"], entry, "2026-06-01T00:00:00.000000Z")
+        pushed = cli("lifeline_mesh", roots["m"], "sync", address, check=False)
+        assert pushed.returncode == 0, pushed.stderr  # refused alone (M is not told yet)
+        cli("lifeline_mesh", roots["n"], "sync", address)
+    assert {e: entry_ts(_line(roots["a"]), e) for e in held} == held
+    assert {e: entry_ts(_line(roots["n"]), e) for e in held} == held
+    for node in "an":
+        done = cli(
+            "lifeline_mesh", roots[node], "verify", "--allow-unsigned", "--json", check=False
+        )
+        assert done.returncode == 0, done.stdout

@@ -12,11 +12,19 @@ from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.notary.row_writes import insert_attestations
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Role, sign
 from lifeline_mesh.notary.storage import NotaryStore
 
-__all__ = ["STORED_FORM", "backdated_child", "entry_ts", "forge_import", "strip_and_backdate"]
+__all__ = [
+    "STORED_FORM",
+    "backdated_child",
+    "entry_ts",
+    "forge_author",
+    "forge_import",
+    "strip_and_backdate",
+]
 
 STORED_FORM = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -74,3 +82,18 @@ async def _forge_import(root: Path, entry_id: str, ts: str, signed_at: str) -> N
     async with await SqliteStore.open(root / ".lifeline" / "ledger.db") as store:
         notary = await NotaryStore.attach(store)
         await notary.statements().add([sign(identity, Role.IMPORTED, entry_id, signed_at, ts)])
+
+
+def forge_author(root: Path, entry_id: str, ts: str) -> None:
+    """The node's own author signature of ``entry_id`` dated ``ts``, written into its line
+    file beside the others by hand (its own rules would refuse it): what a member sends to
+    claim an entry nobody signed, at a ts of its choosing."""
+    asyncio.run(_forge_author(root, entry_id, ts))
+
+
+async def _forge_author(root: Path, entry_id: str, ts: str) -> None:
+    identity, _ = NodeIdentity.load_or_create(NodeHome(root))
+    forged = sign(identity, Role.AUTHOR, entry_id, ts)
+    async with await SqliteStore.open(root / ".lifeline" / "ledger.db") as store:
+        await NotaryStore.attach(store)
+        await store.run_write(lambda conn: insert_attestations(conn, [forged]))
