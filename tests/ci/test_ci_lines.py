@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from cryptography import x509
 
 from lifeline.home import Home
@@ -22,6 +23,8 @@ from lifeline_mesh.membership.certs import identity_from_cert
 from lifeline_mesh.notary.sign import append_hook_factory
 from tests.support.ci_helpers import Hub, job, stop
 from tests.support.mesh_procs import cli, free_port, has_entry, log_note
+
+pytestmark = pytest.mark.slow
 
 SECRET = "secret-plans"
 

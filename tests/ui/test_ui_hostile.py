@@ -34,7 +34,7 @@ from tests.support.http_flood import (
 )
 from tests.support.mesh_procs import cli
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 SECRET = "Private: the acquisition of Initech closes on Friday"
 # What a member can sync to hold a viewer: bodies at the size a body written here may have,
