@@ -34,6 +34,24 @@ def _share(root: Path, line: str) -> None:
     cli("lifeline_mesh", root, "share", line)
 
 
+def _secret_plan(hub: Hub) -> str:
+    """``SECRET`` shared on the hub, with a decision in it: its id."""
+    _share(hub.root, SECRET)
+    return cli(
+        "lifeline", hub.root, "--line", SECRET, "log", "--kind", "decision", "--summary", "Q3 plan"
+    ).stdout.strip()
+
+
+def _scoped_runner(hub: Hub, tmp_path: Path) -> tuple[str, Path]:
+    """A job enrolled (`ci start`) with a credential limited to ``ledger``: its token and
+    its workspace."""
+    token = hub.credential("scoped", "--lines", "ledger")
+    workdir = tmp_path / "job"
+    started = job(workdir, token, "ci", "start")
+    assert started.returncode == 0, started.stderr
+    return token, workdir
+
+
 @contextmanager
 def _runner_serving(workdir: Path) -> Iterator[str]:
     """The runner enrolled in ``workdir`` serving (a job's command may run anything): its
@@ -56,14 +74,8 @@ def _runner_serving(workdir: Path) -> Iterator[str]:
 
 
 def test_a_runner_uses_only_its_credential_s_lines(hub: Hub, tmp_path: Path) -> None:
-    _share(hub.root, SECRET)
-    plan = cli(
-        "lifeline", hub.root, "--line", SECRET, "log", "--kind", "decision", "--summary", "Q3 plan"
-    ).stdout.strip()
-    token = hub.credential("scoped", "--lines", "ledger")
-    workdir = tmp_path / "job"
-    started = job(workdir, token, "ci", "start")
-    assert started.returncode == 0, started.stderr
+    plan = _secret_plan(hub)
+    token, workdir = _scoped_runner(hub, tmp_path)
     cert = NodeHome(workdir).tls_cert_path.read_bytes()
     assert identity_from_cert(cert).lines == ("ledger",)
     sans = x509.load_pem_x509_certificate(cert).extensions.get_extension_for_class(
@@ -91,13 +103,8 @@ def test_a_runner_uses_only_its_credential_s_lines(hub: Hub, tmp_path: Path) -> 
 def test_a_node_that_dials_a_runner_sends_it_no_other_line(hub: Hub, tmp_path: Path) -> None:
     """A runner that serves (a job's command may run anything) and is dialed by a member,
     e.g. found on the LAN: only its lines are synced with it."""
-    _share(hub.root, SECRET)
-    plan = cli(
-        "lifeline", hub.root, "--line", SECRET, "log", "--kind", "decision", "--summary", "Q3 plan"
-    ).stdout.strip()
-    token = hub.credential("scoped", "--lines", "ledger")
-    workdir = tmp_path / "job"
-    assert job(workdir, token, "ci", "start").returncode == 0
+    plan = _secret_plan(hub)
+    _, workdir = _scoped_runner(hub, tmp_path)
     _share(workdir, SECRET)
     with _runner_serving(workdir) as address:
         refused = cli("lifeline_mesh", hub.root, "sync", address, "--line", SECRET, check=False)
@@ -137,9 +144,7 @@ def test_a_member_pushes_no_other_line_to_a_runner(hub: Hub, tmp_path: Path) -> 
     written = cli(
         "lifeline", member, "--line", SECRET, "log", "--kind", "note", "--summary", "Q4 plan"
     ).stdout.strip()
-    token = hub.credential("scoped", "--lines", "ledger")
-    workdir = tmp_path / "job"
-    assert job(workdir, token, "ci", "start").returncode == 0
+    _, workdir = _scoped_runner(hub, tmp_path)
     _share(workdir, SECRET)
     with _runner_serving(workdir) as address:
         for how in ("--push", "--shallow"):
