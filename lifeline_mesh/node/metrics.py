@@ -271,11 +271,9 @@ class MetricsServer:
         self._server: asyncio.Server | None = None
         self.address = ""
         self._names: tuple[str, ...] | None = None  # on loopback: the Host names answered
-        self.max_connections = MAX_CONNECTIONS
         self._open = 0
         # Connections still waiting for their request head, oldest first (dicts keep order).
         self._waiting: dict[asyncio.StreamWriter, None] = {}
-        self.dropped = 0  # closed to make room, or refused with every slot answering
 
     async def start(self, listen: str) -> str:
         host, port = split_address(listen, listen=True)
@@ -304,7 +302,7 @@ class MetricsServer:
         self._open += 1
         self._waiting[writer] = None
         try:
-            if self._open > self.max_connections:
+            if self._open > MAX_CONNECTIONS:
                 self._make_room(writer)
             await self._serve(reader, writer)
         finally:
@@ -317,7 +315,6 @@ class MetricsServer:
         oldest = next((w for w in self._waiting if w is not newcomer), newcomer)
         self._waiting.pop(oldest, None)
         oldest.transport.abort()
-        self.dropped += 1
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
