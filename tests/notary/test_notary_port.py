@@ -150,6 +150,23 @@ async def test_a_backdated_signature_is_refused_against_the_stored_parent(line: 
     assert await notary.count() == 0
 
 
+async def test_a_signature_dated_after_a_held_child_is_refused(line: Store) -> None:
+    """An author signature of an entry nobody signed, dated after a child of it held, is
+    refused on both stores, and the entry keeps its ts (decision 0124); one dated before
+    the child is taken as its author's."""
+    author = NodeIdentity.generate()
+    first, second = _chain(2)
+    await line.append_many([first, second])
+    notary = await _notary(line)
+    late = sign(author, Role.AUTHOR, first.id, "2026-03-01T11:00:00.000000Z")
+    with pytest.raises(InvalidEntry, match="after a child of it held"):
+        await notary.admit([late])
+    assert await notary.count() == 0
+    [held] = await line.get_many([first.id])
+    assert held.ts == first.ts
+    assert await notary.admit([sign(author, Role.AUTHOR, first.id, first.ts)]) == 1
+
+
 async def test_each_item_a_held_rule_refuses_is_refused_alone(line: Store) -> None:
     """A session's path (decision 0112): a backdated signature, a rolled-back state and an
     entry dated before its parent are each refused alone, the rest of their batch stored,
