@@ -89,9 +89,15 @@ if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
     make_base
 elif [ "$BASE_IMAGE" = "$LOCAL_BASE" ]; then
     have="$(docker image inspect -f '{{ index .Config.Labels "lifeline.base-key" }}' "$BASE_IMAGE")"
-    if [ "$have" != "$base_key" ] || [ ! -f "$CACHE/base-$base_key.dpkg-status" ]; then
-        say "$LOCAL_BASE is stale (or its package list is not cached): making it again"
+    status="$CACHE/base-$base_key.dpkg-status"
+    if [ "$have" != "$base_key" ]; then
+        say "$LOCAL_BASE is stale: making it again"
         make_base
+    elif [ ! -f "$status" ]; then
+        # A new cache beside an engine that has the base: its installed set is in the image.
+        docker run --rm --network none "$BASE_IMAGE" cat /var/lib/dpkg/status >"$status.tmp" \
+            && [ -s "$status.tmp" ] && mv "$status.tmp" "$status" \
+            || { rm -f "$status.tmp"; say "could not read $LOCAL_BASE's package list"; make_base; }
     fi
 fi
 
