@@ -7,7 +7,8 @@ ephemeral runner, its expiry. A legacy ``retired`` row needs the certificate of 
 runner that has expired — so no row can retire a permanent member such as the CA holder.
 Status is never taken from a row: it comes from the CA-signed revocations (revocation.py).
 
-* :class:`RowProof` — the checks against one CA certificate;
+* :class:`RowProof` — the checks against one CA certificate, and which proven rows a caller
+  limited to some lines is shown (decision 0125);
 * :func:`merge_proven` — what a list from a peer adds to ours: proven rows only, each refusal
   returned with its reason (the caller logs it with the peer that sent it);
 * :func:`attach_proofs` — put certificates this node holds itself (its own, or a caller's
@@ -113,6 +114,17 @@ class RowProof:
         if not_after != row.expires_at or not_after > iso(now):
             return f"its certificate expires at {not_after}; a runner retires once it expired"
         return None
+
+    def shown_to(self, lines: tuple[str, ...], cert_b64: str | None, node_id: str) -> bool:
+        """Whether the row of ``node_id``, proven by ``cert_b64``, goes to a caller limited to
+        ``lines`` (a CI runner, decision 0120; empty: a caller of every line): only the rows
+        of nodes that may use one of them, whose signatures its lines can hold (decision
+        0125) — every member and unlimited runner, and the runners sharing one of its lines.
+        """
+        if not lines:
+            return True
+        found = self.identity(cert_b64, node_id)
+        return not isinstance(found, str) and any(found[0].may_use(line) for line in lines)
 
     def believed(self, member: Member) -> Member:
         """A proven row as a receiver keeps it: active (the revocations say otherwise),

@@ -5,7 +5,10 @@ yet (``membership/join_port.py``, where Join is the only method); WhoAmI and Rev
 need a member certificate and so are reached on the node's mutual-TLS port. Only the node
 holding the CA key can complete a join (docs/security.md). The members list a node hands
 out holds only rows its CA certificates prove (decision 0047); a caller's certificate,
-verified by mutual TLS, proves the caller's own row when that row had no proof yet.
+verified by mutual TLS, proves the caller's own row when that row had no proof yet. A caller
+whose certificate names its only lines (a CI runner, decision 0120) is handed only the rows
+of nodes that may use one of them, so that it does not learn the lines of other credentials'
+runners (decision 0125).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import files
 from lifeline_mesh.membership.authz import MeshAuthorizer
 from lifeline_mesh.membership.ca import MeshCA, cert_text, load_ca_cert
-from lifeline_mesh.membership.certs import mesh_id_of
+from lifeline_mesh.membership.certs import identity_from_cert, mesh_id_of
 from lifeline_mesh.membership.invite import InviteBook, join_proof
 from lifeline_mesh.membership.proof import RowProof, own_certificate, record_proofs
 from lifeline_mesh.membership.registry import Member, Registry
@@ -146,10 +149,11 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
             # above, so nothing of an older row (status, role) survives into the new one.
             registry.members[member.node_id] = member
             registry.save(self.home)
+        pem = cert.public_bytes(serialization.Encoding.PEM)
         return pb.JoinReply(
-            node_cert_pem=cert.public_bytes(serialization.Encoding.PEM),
+            node_cert_pem=pem,
             ca_cert_pem=self.home.ca_cert_path.read_bytes(),
-            members_json=self._proven_members(registry),
+            members_json=self._proven_members(registry, identity_from_cert(pem).lines),
             revocations_json=export_revocations(self.home).decode(),
             role=role,
             mesh_id=self.mesh_id,
@@ -170,14 +174,15 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
     async def Revocations(self, request: Any, context: Any) -> Any:
         peer = identity_of(context)
         try:
-            self.authorizer.caller(peer, Access.READ)
+            who = self.authorizer.caller(peer, Access.READ)
         except LifelineError as exc:
             await context.abort(status_for(exc), str(exc))
         # The caller's certificate, which TLS just verified, proves its own row; ours too.
         caller = list(peer.auth_context.get("x509_pem_cert") or ())[:1]
         record_proofs(self.home, caller + own_certificate(self.home), self.proof)
         revocations = export_revocations(self.home).decode()
-        members = self._proven_members(Registry.load(self.home))
+        members = self._proven_members(Registry.load(self.home), who.lines)
+        # Over what this caller gets: its "unchanged" shortcut holds for its own rows.
         digest = lists_digest(revocations, members)
         if request.known and hmac.compare_digest(bytes(request.known), digest):
             # The caller holds these lists already (it asks before every session).
@@ -186,14 +191,19 @@ class MembershipServicer(pb_grpc.MembershipServicer):  # type: ignore[misc]
             revocations_json=revocations, members_json=members, digest=digest
         )
 
-    def _proven_members(self, registry: Registry) -> str:
-        """The list as handed to a peer: only rows whose certificates prove them."""
+    def _proven_members(self, registry: Registry, lines: tuple[str, ...]) -> str:
+        """The list as handed to a peer: only rows whose certificates prove them, and to a
+        caller limited to ``lines``, only those of nodes that may use one of them."""
+        proof, now = self.proof, self.clock()
         registry.members = {
-            k: m for k, m in registry.members.items() if self.proof.member(m) is None
+            k: m
+            for k, m in registry.members.items()
+            if proof.member(m) is None and proof.shown_to(lines, m.cert, k)
         }
-        now = self.clock()
         registry.retired = {
-            k: r for k, r in registry.retired.items() if self.proof.retired(r, now) is None
+            k: r
+            for k, r in registry.retired.items()
+            if proof.retired(r, now) is None and proof.shown_to(lines, r.cert, k)
         }
         return json.dumps(registry.to_json(), sort_keys=True)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 from dataclasses import asdict
@@ -21,6 +22,7 @@ from lifeline_mesh.membership.authz import MeshAuthorizer, authorize
 from lifeline_mesh.membership.ca import MeshCA, create_mesh, load_ca_cert, make_csr, new_tls_key
 from lifeline_mesh.membership.certs import CertIdentity, fingerprint, identity_from_cert
 from lifeline_mesh.membership.invite import InviteBook, Token, issue_invite, parse_duration
+from lifeline_mesh.membership.proof import RowProof
 from lifeline_mesh.membership.registry import Member, Registry
 from lifeline_mesh.membership.revocation import (
     RevocationList,
@@ -249,3 +251,36 @@ def test_a_members_row_of_the_wrong_types_is_malformed(odd: dict[str, object]) -
     row = asdict(Member.new(node.public_key, "member", NOW)) | odd
     with pytest.raises(ConfigError, match="malformed"):
         Member.from_dict(row)
+
+
+def test_a_caller_limited_to_lines_is_shown_the_rows_of_nodes_of_its_lines() -> None:
+    """Decision 0125: every member and every runner without a line limit may sign in any
+    line; a runner limited to lines is shown to a caller sharing one of them only."""
+    ca = MeshCA.generate("team", NOW)
+    proof = RowProof(ca.cert)
+
+    def row(credential: str | None, lines: tuple[str, ...]) -> tuple[str, str]:
+        node_id = NodeIdentity.generate().node_id
+        until = NOW + dt.timedelta(hours=1) if credential else None
+        csr = make_csr(new_tls_key(), node_id)
+        cert = ca.issue(csr, node_id, MeshRole.MEMBER, NOW, until, credential, lines=lines)
+        return base64.b64encode(cert.public_bytes(Encoding.DER)).decode(), node_id
+
+    rows = {
+        "member": row(None, ()),
+        "unlimited runner": row("before-0120", ()),
+        "ledger runner": row("ci", ("ledger",)),
+        "secret runner": row("ops", ("secret",)),
+        "both runner": row("release", ("ledger", "secret")),
+    }
+
+    def shown(lines: tuple[str, ...]) -> set[str]:
+        return {k for k, (cert, node_id) in rows.items() if proof.shown_to(lines, cert, node_id)}
+
+    assert shown(()) == set(rows)
+    assert shown(("ledger",)) == {"member", "unlimited runner", "ledger runner", "both runner"}
+    assert shown(("secret", "ops")) == set(rows) - {"ledger runner"}
+    ledger_cert, secret_id = rows["ledger runner"][0], rows["secret runner"][1]
+    # A certificate that is not this row's proves nothing: not shown to a limited caller.
+    assert not proof.shown_to(("ledger",), ledger_cert, secret_id)
+    assert not proof.shown_to(("ledger",), None, secret_id)

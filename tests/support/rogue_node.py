@@ -17,7 +17,8 @@ from lifeline_mesh.membership import service
 from lifeline_mesh.membership.registry import Registry
 
 
-def _as_written(self: Any, registry: Registry) -> str:
+def _as_written(self: Any, registry: Registry, lines: tuple[str, ...] = ()) -> str:
+    """Every row, to every caller (``lines``, the caller's, is ignored)."""
     raw = self.home.members_path.read_text()
     return json.dumps(json.loads(raw), sort_keys=True)
 
