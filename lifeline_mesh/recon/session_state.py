@@ -23,6 +23,7 @@ from lifeline_mesh.recon.summaries import (
 )
 
 __all__ = [
+    "CLOSING_ANY_CAPABILITY",
     "CLOSING_CAPABILITY",
     "KEEP_ALIVE_CAPABILITY",
     "PROTOCOL_VERSION",
@@ -32,6 +33,7 @@ __all__ = [
     "SetState",
     "capabilities",
     "check_hello",
+    "closing_offered",
     "inactive",
 ]
 
@@ -45,6 +47,10 @@ KEEP_ALIVE_CAPABILITY = "keep-alive"
 # After a session that moved entries, each side sends the state statements it signed for
 # them (its closing round, docs/protocol.md) and stores the peer's (decision 0059).
 CLOSING_CAPABILITY = "closing"
+# The closing round ends every session that moved items of any set, not only entries, so a
+# side that sent a lone signature the peer refused is told (decision 0126). It implies
+# ``closing``: a responder names it alone to an initiator that offered it.
+CLOSING_ANY_CAPABILITY = "closing-any"
 
 
 class Role(enum.Enum):
@@ -90,6 +96,10 @@ class SessionLimits:
     # Exchange the state statements a session's admissions made in a closing round, and
     # say so in the hello (off: a node from before it; the next session carries them)
     closing_round: bool = True
+    # With closing_round: take that round after a session that moved any items, signatures
+    # and statements too, and say so in the hello (off: a node from before it, whose round
+    # follows only a session that moved entries)
+    closing_any: bool = True
 
     def check_rounds(self, rounds: int) -> None:
         if rounds > self.max_rounds:
@@ -176,13 +186,13 @@ def check_hello(hello: Hello, line: str) -> None:
         raise RemoteProtocolError("the hello's opening does not cover its sets one for one")
 
 
-def capabilities(limits: SessionLimits, role: Role) -> tuple[str, ...]:
-    """What this side's hello offers."""
+def capabilities(limits: SessionLimits, role: Role, peer: Hello | None = None) -> tuple[str, ...]:
+    """What this side's hello offers (a responder's: in answer to the initiator's ``peer``)."""
     caps: tuple[str, ...] = CAPABILITIES
     if limits.keep_alive:
         caps = (*caps, KEEP_ALIVE_CAPABILITY)
     if limits.closing_round:
-        caps = (*caps, CLOSING_CAPABILITY)
+        caps = (*caps, *_closing(limits, role, peer))
     if limits.compact_ranges:
         caps = (*caps, COMPACT_CAPABILITY)
     if limits.set_summaries:
@@ -190,6 +200,22 @@ def capabilities(limits: SessionLimits, role: Role) -> tuple[str, ...]:
         if limits.open_sums and role is Role.RESPONDER:
             caps = (*caps, OPEN_CAPABILITY)  # the initiator's opening says it reads it
     return caps
+
+
+def _closing(limits: SessionLimits, role: Role, peer: Hello | None) -> tuple[str, ...]:
+    """The closing round's names. An initiator names both: an older responder reads only
+    ``closing``. A responder answering an initiator that offered ``closing-any`` names that
+    alone, which implies the other (9 bytes fewer in every session's hello)."""
+    if not limits.closing_any:
+        return (CLOSING_CAPABILITY,)
+    if role is Role.RESPONDER and peer is not None and CLOSING_ANY_CAPABILITY in peer.capabilities:
+        return (CLOSING_ANY_CAPABILITY,)
+    return (CLOSING_CAPABILITY, CLOSING_ANY_CAPABILITY)
+
+
+def closing_offered(hello: Hello) -> bool:
+    """Whether the sender of ``hello`` takes a closing round (``closing-any`` implies it)."""
+    return CLOSING_CAPABILITY in hello.capabilities or CLOSING_ANY_CAPABILITY in hello.capabilities
 
 
 def inactive(name: str, limits: SessionLimits) -> SetState:
@@ -230,7 +256,7 @@ def hello_for(
         protocol_version=PROTOCOL_VERSION,
         line=line,
         sets=tuple(s.name for s in sets if s.active),
-        capabilities=capabilities(limits, role),
+        capabilities=capabilities(limits, role, peer),
         max_frame_bytes=limits.max_frame_bytes,
         max_items=limits.max_items,
         salt=salt,

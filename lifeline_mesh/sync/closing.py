@@ -1,10 +1,11 @@
-"""The closing round: the state statements a session's admissions made, exchanged in it.
+"""The closing round: the state statements a session's admissions made, exchanged in it,
+and what each side refused of the other's items.
 
 Each side that admitted new entries signs one state statement as the session ends (DESIGN
 §6). Sent only on the next session, those statements made the sync after a real sync cost
 a second round trip and ~640 B instead of a one-round no-op, and each pair of sessions
-signed again. When both hellos say :data:`CLOSING_CAPABILITY` and the session moved
-entries either way (both sides count the same items, so both know), each side, once its
+signed again. When both hellos say ``closing`` and the session moved entries either way
+(both sides count the same items, so both know), each side, once its
 admissions are stored, signs (nothing if it admitted nothing new, or its state is the one it
 signed last), sends the statements as ``Items`` of the ``statements`` set and an
 ``EndOfTurn``, and then reads the peer's the same way and stores them: both sides end with
@@ -16,6 +17,13 @@ fails the session (its entries are stored): the statements then travel next time
 Each side's ``EndOfTurn`` in this round also says how many of the items the peer sent it
 refused alone, and why the first few were (decision 0112): the node that sent a damaged
 row or an entry dated before its parent hears of it (an older peer sends nothing there).
+When both hellos say :data:`CLOSING_ANY_CAPABILITY` (which implies ``closing``: a responder
+names it alone to an initiator that offered it), the round follows a session that moved
+items of any set, not only entries (decision 0126): a member whose lone author signature
+was refused hears of it too. Such a round signs nothing (no entry was admitted), so it
+costs the two ``EndOfTurn`` frames and one crossing, and the next session is still the
+no-op; a session that moved nothing has none. With a peer whose hello lacks it, both sides
+keep the first rule (each decides from both hellos, so both decide alike).
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from lifeline.errors import LifelineError, RemoteProtocolError
 from lifeline_mesh.recon.entry_codec import ENTRIES
 from lifeline_mesh.recon.frames import EndOfTurn, Frame, Items, KeepAlive
 from lifeline_mesh.recon.session import Session
-from lifeline_mesh.recon.session_state import CLOSING_CAPABILITY
+from lifeline_mesh.recon.session_state import CLOSING_ANY_CAPABILITY, closing_offered
 from lifeline_mesh.recon.sets import ParsedItems
 from lifeline_mesh.sync.port import Closing, ReconSet
 
@@ -59,16 +67,20 @@ class Closed:
 
 def wanted(session: Session, sets: Sequence[ReconSet]) -> bool:
     """Whether this session ends with a closing round (both sides compute the same: both
-    reconcile the statements set, both offered the round, and entries moved)."""
+    reconcile the statements set, both offered the round, and entries moved; or, when both
+    offered :data:`CLOSING_ANY_CAPABILITY`, items of any set moved)."""
     peer = session.peer_hello
     if not session.limits.closing_round or peer is None:
         return False
-    if CLOSING_CAPABILITY not in peer.capabilities or STATEMENTS not in peer.sets:
+    if not closing_offered(peer) or STATEMENTS not in peer.sets:
         return False
     if not any(s.name == STATEMENTS for s in sets):
         return False
     stats = session.stats
-    return stats.sent_by_set.get(ENTRIES, 0) + stats.received_by_set.get(ENTRIES, 0) > 0
+    moved = {name for name, n in (*stats.sent_by_set.items(), *stats.received_by_set.items()) if n}
+    if session.limits.closing_any and CLOSING_ANY_CAPABILITY in peer.capabilities:
+        return bool(moved)
+    return ENTRIES in moved
 
 
 async def closing_round(

@@ -50,7 +50,8 @@ _THERE = (
     "line {line!r}: {peer} refused {n} this node sent ({first}); the rest is stored there, "
     "and what was refused (with what descends from it) stays here only. `lifeline verify` "
     "here names it: a damaged row (`lifeline recover`), or an entry dated before its parent "
-    "(this machine's clock was behind when it was written)"
+    "(this machine's clock was behind when it was written); a refused signature or statement "
+    "names its signer in the reason"
 )
 
 

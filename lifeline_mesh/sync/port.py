@@ -113,7 +113,7 @@ class Accompanied(Protocol):
 @runtime_checkable
 class Closing(Protocol):
     """Optional capability of a ReconSet: the items this side signs as a session that moved
-    entries ends (its state statements; none when it admitted nothing new), sent to the peer
-    in the session's closing round (decision 0059)."""
+    items ends (its state statements; none when it admitted no new entry), sent to the peer
+    in the session's closing round (decisions 0059, 0126)."""
 
     async def closing_items(self, line: str) -> Sequence[bytes]: ...

@@ -22,7 +22,15 @@ import pytest
 from lifeline.entry import Entry
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
-from tests.support.mesh_procs import cli, free_port, join_mesh, log_note, serve, shared_node
+from tests.support.mesh_procs import (
+    cli,
+    free_port,
+    free_ports,
+    join_mesh,
+    log_note,
+    serve,
+    shared_node,
+)
 from tests.support.rogue import (
     STORED_FORM,
     entry_ts,
@@ -174,7 +182,7 @@ def test_a_members_author_signature_dated_after_a_child_held_is_refused(
         cli("lifeline_mesh", roots["m"], "sync", address)
         forge_author(roots["m"], entry, "2026-06-01T00:00:00.000000Z")
         pushed = cli("lifeline_mesh", roots["m"], "sync", address, check=False)
-        assert pushed.returncode == 0, pushed.stderr  # refused alone (M is not told yet)
+        assert pushed.returncode == 0, pushed.stderr  # refused alone (M is told: below)
         cli("lifeline_mesh", roots["n"], "sync", address)
     assert {e: entry_ts(_line(roots["a"]), e) for e in held} == held
     assert {e: entry_ts(_line(roots["n"]), e) for e in held} == held
@@ -183,3 +191,37 @@ def test_a_members_author_signature_dated_after_a_child_held_is_refused(
             "lifeline_mesh", roots[node], "verify", "--allow-unsigned", "--json", check=False
         )
         assert done.returncode == 0, done.stdout
+
+
+def test_a_member_whose_lone_author_signature_is_refused_is_told(tmp_path: Path) -> None:
+    """The session that carries M's signature of the test above moves no entry, only that
+    signature; it still ends with a closing round (decision 0126), whose ``EndOfTurn`` tells
+    M that A refused it and why: in `sync --json` and in `sync`'s warning, and, when A pulls
+    it from M's `serve`, in that serve's log. Before, only A's log said so."""
+    roots = {n: tmp_path / n for n in "am"}
+    for root in roots.values():
+        shared_node(root)
+    join_mesh(roots["a"], [roots["m"]])
+    entry, child = asyncio.run(_unattested(roots["a"]))
+    a_address, m_address = (f"127.0.0.1:{port}" for port in free_ports(2))
+    with serve(roots["a"], "--listen", a_address, "--no-discovery"):
+        cli("lifeline_mesh", roots["m"], "sync", a_address)
+        forge_author(roots["m"], entry, "2026-06-01T00:00:00.000000Z")
+        pushed = cli("lifeline_mesh", roots["m"], "sync", a_address, "--json")
+        warned = cli("lifeline_mesh", roots["m"], "sync", a_address)
+    [report] = json.loads(pushed.stdout)
+    assert report["entries_sent"] == report["entries_received"] == 0, report
+    assert report["signatures_sent"] == 1 and report["signatures_received"] == 0, report
+    assert report["refused_there"] == 1, report
+    child_ts = entry_ts(_line(roots["a"]), child)
+    assert f"after a child of it held ({child_ts})" in report["refusals_there"][0], report
+    assert f"{a_address} refused 1 item this node sent" in warned.stderr, warned.stderr
+    assert "not its author's" in warned.stderr and "names its signer" in warned.stderr
+
+    with serve(roots["m"], "--listen", m_address, "--no-discovery") as proc:
+        pulled = cli("lifeline_mesh", roots["a"], "sync", m_address, "--json")
+    [report] = json.loads(pulled.stdout)
+    assert report["refused"] == 1 and "not its author's" in report["refusals"][0], report
+    assert proc.stderr is not None
+    log = proc.stderr.read()
+    assert "refused 1 item this node sent" in log and "not its author's" in log, log

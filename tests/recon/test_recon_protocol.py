@@ -39,10 +39,11 @@ def test_in_sync_is_one_round_trip_and_a_few_dozen_bytes() -> None:
     r = SessionPair([a], [b]).run()
     assert r.errors == [] and r.done == 2
     assert r.rounds == 1
-    # hello (with the keep-alive, closing, compact-ranges and set-sums capabilities, an 8-byte salt
-    # and the opening: the set's count and 16-byte fingerprint) + end-of-turn + fin; hello
-    # (the capabilities with open-sums, the responder's whole-set fingerprint) + end-of-turn
-    assert (r.bytes_a_to_b, r.bytes_b_to_a) == (111, 118)
+    # hello (with the keep-alive, closing, closing-any, compact-ranges and set-sums
+    # capabilities, an 8-byte salt and the opening: the set's count and 16-byte fingerprint)
+    # + end-of-turn + fin; hello (the capabilities with closing-any alone and open-sums, the
+    # responder's whole-set fingerprint) + end-of-turn
+    assert (r.bytes_a_to_b, r.bytes_b_to_a) == (124, 122)
     assert (r.frames_a_to_b, r.frames_b_to_a) == (3, 2)
 
 

@@ -1,11 +1,15 @@
 """State statements over real gRPC sessions (decision 0015): one per session that admitted
 entries, however many batches it took; none for a no-op session; and a first-wave peer
-(which does not open the `statements` set) still syncs, and never receives one."""
+(which does not open the `statements` set) still syncs, and never receives one. A session
+that moved only statements ends with a closing round that signs nothing and tells the
+sender what was refused; with a peer from before that rule, neither side takes one
+(decision 0126)."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import logging
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -98,10 +102,13 @@ async def test_a_first_wave_peer_syncs_without_the_statements_set(tmp_path: Path
     assert new_id not in _states(old)
 
 
-async def _store_pair(node: Node, entries: list[Entry], gap_s: float) -> None:
+async def _store_pair(
+    node: Node, entries: list[Entry], gap_s: float, identity: NodeIdentity | None = None
+) -> None:
     """Put in ``node``'s line the pair the statement order bug (fixed in 6b440fc) left: its
-    statement of the whole line, then one of all but the last entry, ``gap_s`` later."""
-    identity = node.identity
+    statement of the whole line, then one of all but the last entry, ``gap_s`` later
+    (signed by ``identity``, by default ``node``'s)."""
+    identity = identity or node.identity
     assert identity is not None
     first = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=30)
     pair = [
@@ -182,3 +189,62 @@ async def test_a_node_from_before_the_closing_round_gets_the_statements_next_tim
         [third] = await client.sync(address, ["ledger"])
         assert third.round_trips == 1 and third.signatures_received == 0
     assert sorted(_states(old)) == sorted(_states(new))
+
+
+async def test_a_session_that_moved_only_statements_closes_and_signs_nothing(
+    tmp_path: Path,
+) -> None:
+    """Decision 0126: a session that moves statements and no entry (a third node's, as a hub
+    relays them) ends with a closing round, in which neither side signs (it admitted no
+    entry), and the sync after it is the no-op."""
+    origin, joiner = _signed(tmp_path / "origin"), _signed(tmp_path / "joiner")
+    entries = chain(20, "o")
+    await write(origin, entries)
+    async with serving(origin) as (_server, address):
+        await joiner.sync(address, ["ledger"])
+        third = NodeIdentity.generate()
+        await _store_pair(origin, entries, gap_s=0.001, identity=third)
+        before = (sorted(_states(origin)), sorted(_states(joiner)))
+        [relayed] = await joiner.sync(address, ["ledger"])
+        assert relayed.entries_received == relayed.entries_sent == 0
+        assert relayed.signatures_received == 2 and relayed.attestations_added == 2
+        assert relayed.refused == relayed.refused_there == 0
+        assert sorted(_states(origin)) == before[0]  # nothing signed on either side
+        assert sorted(_states(joiner)) == sorted([*before[1], third.node_id, third.node_id])
+        for _ in range(2):
+            [again] = await joiner.sync(address, ["ledger"])
+            assert again.round_trips == 1 and again.bytes_sent < 200
+            assert again.signatures_sent == again.signatures_received == 0
+    assert sorted(_states(origin)) == sorted(_states(joiner))
+
+
+@pytest.mark.parametrize(
+    ("rule_sender", "rule_receiver"), [(True, True), (False, True), (True, False)]
+)
+async def test_a_statement_refused_alone_is_told_to_its_sender_with_the_rule(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, rule_sender: bool, rule_receiver: bool
+) -> None:
+    """Decision 0126: a session that moved only statements, one of them refused (a rolled-back
+    count), ends with a closing round when both hellos offer ``closing-any``, and the sender
+    is told. When either is from before it, neither takes the round (each decides from both
+    hellos): the session ends at once and nothing waits for frames that never come; and a
+    session that moves entries still ends with one, as before."""
+    limits = {True: NODE_LIMITS, False: dataclasses.replace(NODE_LIMITS, closing_any=False)}
+    sender = _signed(tmp_path / "sender", limits=limits[rule_sender])
+    receiver = _signed(tmp_path / "receiver", limits=limits[rule_receiver])
+    entries = chain(20, "s")
+    await write(sender, entries)
+    caplog.set_level(logging.WARNING, logger="lifeline_mesh.sync.closing")
+    async with serving(receiver) as (_server, address):
+        [first] = await sender.sync(address, ["ledger"])
+        assert first.entries_sent == 20
+        # the receiver's statement crossed in the closing round: the first rule, kept
+        assert receiver.identity.node_id in _states(sender)  # type: ignore[union-attr]
+        await _store_pair(sender, entries, gap_s=2.0)
+        [pushed] = await sender.sync(address, ["ledger"])
+    assert pushed.entries_sent == pushed.entries_received == 0
+    assert pushed.signatures_sent == 2
+    told = rule_sender and rule_receiver
+    assert pushed.refused_there == (1 if told else 0)
+    assert ["rolled back" in r for r in pushed.refusals_there] == ([True] if told else [])
+    assert "closing round given up" not in caplog.text
