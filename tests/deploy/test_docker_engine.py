@@ -46,7 +46,9 @@ HOWTO = (
     " (.ci/run does this)"
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial, pytest.mark.timeout(1200)]
+# Not serial: with the image cache kept (tests/conftest.py) its build takes a second, and what
+# it waits for (containers starting, health checks) overlaps the other workers' tests.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 
 def _compose_command() -> list[str] | None:
