@@ -25,6 +25,7 @@ from lifeline.cli.common import (
     print_json,
 )
 from lifeline.cli.progress import progress_for
+from lifeline.cli.stdin import read_stdin
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import ConfigError, StoreError
 from lifeline.file_modes import loose_modes, loose_warning
@@ -127,7 +128,7 @@ def _read_body(args: argparse.Namespace, cap: int) -> str:
     name = "standard input" if args.body_file == "-" else args.body_file
     try:
         if args.body_file == "-":
-            raw = sys.stdin.buffer.read(cap + 1)
+            raw = read_stdin(lambda: sys.stdin.buffer.read(cap + 1))
         else:
             with Path(args.body_file).open("rb") as fh:
                 raw = fh.read(cap + 1)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.cli.common import Commands, creates_project
+from lifeline.cli.stdin import read_stdin
 from lifeline.errors import LifelineError
 from lifeline.home import Home
 from lifeline.lines import DEFAULT_LINE
@@ -119,7 +120,7 @@ def _project(cwd: Path) -> Home | None:
 
 def _event() -> dict[str, Any]:
     try:
-        data = json.loads(sys.stdin.read() or "{}")
+        data = json.loads(read_stdin(sys.stdin.read) or "{}")
     except ValueError:
         return {}
     return data if isinstance(data, dict) else {}

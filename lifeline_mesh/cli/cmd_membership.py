@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lifeline.cli.common import Commands, add_json_option, creates_project, print_json
+from lifeline.cli.stdin import read_stdin
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline_mesh.cli.home_arg import node_home
@@ -209,7 +210,7 @@ def _token_text(arg: str | None) -> str:
     if arg == "-":
         if sys.stdin.isatty():
             print("paste the invite token, then Enter:", file=sys.stderr)
-        text = sys.stdin.readline(MAX_TOKEN_CHARS + 1)
+        text = read_stdin(lambda: sys.stdin.readline(MAX_TOKEN_CHARS + 1))
         if len(text) > MAX_TOKEN_CHARS:
             raise ConfigError(
                 f"standard input holds more than {MAX_TOKEN_CHARS} characters; "

@@ -6,14 +6,16 @@ may write there; logs go to stderr.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+import anyio
 from mcp.server import MCPServer
 from mcp.server.stdio import stdio_server
 
 from lifeline_mesh import __version__
 from lifeline_mesh.mcp.policy import load_policy
 from lifeline_mesh.mcp.screen import screened
+from lifeline_mesh.mcp.stdin_lines import stdin_lines
 from lifeline_mesh.mcp.tools_bundles import register_bundles
 from lifeline_mesh.mcp.tools_mesh import register_mesh
 from lifeline_mesh.mcp.tools_read import register_reads
@@ -60,12 +62,15 @@ def build_server(ws: Workspace) -> MCPServer[Any]:
 
 
 async def serve_stdio(ws: Workspace) -> None:
-    """Serve until the client closes stdin; lines the SDK would drop are answered
-    (:mod:`lifeline_mesh.mcp.screen`)."""
+    """Serve until the client closes stdin, or until cancelled (Ctrl-C): stdin is read on
+    the event loop (:mod:`lifeline_mesh.mcp.stdin_lines`); lines the SDK would drop are
+    answered (:mod:`lifeline_mesh.mcp.screen`)."""
     server = build_server(ws)
     low = server._lowlevel_server
     async with (
-        stdio_server() as (read_stream, write_stream),
+        stdin_lines() as lines,
+        # The SDK only iterates its stdin (`async for line in stdin`); None: it reads its own.
+        stdio_server(cast("anyio.AsyncFile[str] | None", lines)) as (read_stream, write_stream),
         screened(read_stream, write_stream) as messages,
     ):
         await low.run(messages, write_stream, low.create_initialization_options())

@@ -3,10 +3,13 @@ client, against real line files; the human side through the real CLI."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import sqlite3
 import subprocess
 import sys
+import tty
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,8 @@ from mcp.types import TextResourceContents
 
 from lifeline.home import Home
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.mcp.stdin_lines import StdinLines
+from tests.support.interrupt import assert_one_sigint_stops, spawn
 from tests.support.mcp_client import (
     call_tool,
     mcp_client,
@@ -23,6 +28,17 @@ from tests.support.mcp_client import (
 )
 
 pytestmark = pytest.mark.timeout(60)
+
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
 
 
 async def test_append_and_read_back(tmp_path: Path) -> None:
@@ -230,3 +246,86 @@ async def test_writes_are_signed_by_the_node_and_verify_summarises(tmp_path: Pat
         assert line_report["failures"] >= 1
         assert note["id"] in {f["subject"] for f in line_report["failures_shown"]}
         assert (await call_tool(client, "entry", id=note["id"]))["intact"] is False
+
+
+async def test_one_ctrl_c_stops_the_server_while_the_client_keeps_stdin_open(
+    tmp_path: Path,
+) -> None:
+    # The SDK read stdin in a worker thread that a cancelled server waited for: until the
+    # client's next line, so ^C never stopped it (only SIGKILL did).
+    root = await new_project(tmp_path, {"default": "direct"})
+    proc = spawn("lifeline_mesh", root, "mcp")
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write(json.dumps(INIT).encode() + b"\n")
+    proc.stdin.flush()
+    assert json.loads(proc.stdout.readline())["id"] == 1  # serving, waiting for the next line
+    assert_one_sigint_stops(proc, "lifeline-mesh")
+
+
+async def test_stdin_from_a_regular_file_is_served(tmp_path: Path) -> None:
+    # The event loop cannot watch a regular file; the SDK's own reader serves it.
+    root = await new_project(tmp_path, {"default": "direct"})
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text(json.dumps(INIT))  # no line end: the end of the file ends it
+    with requests.open("rb") as stdin:
+        done = subprocess.run(
+            [sys.executable, "-m", "lifeline_mesh", "mcp", "--root", str(root)],
+            stdin=stdin,
+            capture_output=True,
+            timeout=30,
+        )
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["id"] for line in done.stdout.splitlines()] == [1]
+
+
+async def test_stdin_lines_split_reads_into_lines_and_cancel_at_once() -> None:
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)
+    try:
+        lines = StdinLines(read_end)
+        os.write(write_end, b'{"a": 1}\n{"b": "\xc3')  # a character split across reads
+        assert await anext(lines) == '{"a": 1}\n'
+        reading = asyncio.ensure_future(anext(lines))
+        await asyncio.sleep(0)  # let it reach the wait for more input
+        assert not reading.done()
+        long = b'\xa9", "c": "' + b"x" * 200_000 + b'"}\n\xff last'  # more than a pipe holds
+        await asyncio.to_thread(os.write, write_end, long)
+        assert await reading == '{"b": "\u00e9", "c": "' + "x" * 200_000 + '"}\n'
+
+        waiting = asyncio.ensure_future(anext(lines))  # "\xff last" has no line end yet
+        await asyncio.sleep(0)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert not asyncio.get_running_loop().remove_reader(read_end)  # nothing left watching
+
+        os.close(write_end)
+        write_end = -1
+        assert [line async for line in lines] == ["\ufffd last"]  # the end ends the last line
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+
+
+async def test_a_terminal_on_stdin_is_left_blocking(tmp_path: Path) -> None:
+    # Non-blocking mode belongs to the open terminal, which the shell shares with the server.
+    root = await new_project(tmp_path, {"default": "direct"})
+    controller, terminal = os.openpty()
+    try:
+        tty.setraw(terminal)  # no echo, so the controller side reads nothing back
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lifeline_mesh", "mcp", "--root", str(root)],
+            stdin=terminal,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        os.write(controller, json.dumps(INIT).encode() + b"\n")
+        assert json.loads(proc.stdout.readline())["id"] == 1
+        assert not os.get_blocking(terminal)  # read on the event loop while serving
+        assert_one_sigint_stops(proc, "lifeline-mesh")
+        assert os.get_blocking(terminal)
+    finally:
+        os.close(controller)
+        os.close(terminal)
