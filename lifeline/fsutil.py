@@ -4,6 +4,7 @@ leaves one), private files, and a new folder's tree written without following a 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ __all__ = [
     "atomic_file",
     "create_private",
     "link_target",
+    "make_new_folder",
     "read_private",
     "require_new_or_empty",
     "require_private",
@@ -115,6 +117,29 @@ def require_new_or_empty(folder: Path) -> None:
         raise ConfigError(f"{folder} exists and is not an empty folder; give a new one")
 
 
+_ELSEWHERE = "give a new folder in a place you can write"
+_CANNOT_MAKE = {
+    errno.ENOTDIR: "a part of that path is a file, not a folder; " + _ELSEWHERE,
+    errno.EACCES: "check the permissions of the folder above it, or " + _ELSEWHERE,
+    errno.EROFS: "it is on a read-only mount; " + _ELSEWHERE,
+}
+
+
+def make_new_folder(folder: Path) -> None:
+    """Make ``folder`` (and the folders above it) for an export, after
+    :func:`require_new_or_empty`; a path that cannot hold it (a file on the way, a read-only
+    or special file system) is a one-line error naming it, not a traceback."""
+    require_new_or_empty(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create the folder {folder}: {exc.strerror}"
+            + (f" ({exc.filename})" if exc.filename and str(exc.filename) != str(folder) else "")
+            + f"; {_CANNOT_MAKE.get(exc.errno or 0, _ELSEWHERE)}"
+        ) from exc
+
+
 _OPEN_FOLDERS = 256  # folders kept open below the root; past it they are opened again
 
 
@@ -126,8 +151,7 @@ class NewTree:
     nothing outside the tree is ever written."""
 
     def __init__(self, root: Path) -> None:
-        require_new_or_empty(root)
-        root.mkdir(parents=True, exist_ok=True)
+        make_new_folder(root)
         self.root = root
         self._root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         self._folders: dict[tuple[str, ...], int] = {}

@@ -22,7 +22,10 @@ when this file and `--help` disagree. Conventions for every command:
 - `--root DIR` (default: the current directory) and `--line NAME` (default: `ledger`) are
   accepted before or after the command name; `-v` shows tracebacks and debug logs.
 - Errors are one line on stderr and exit status 2; checks that find a problem (`verify`)
-  exit 1; success is 0.
+  exit 1; success is 0. A path the file system refuses (a file where a folder must be,
+  a folder that cannot be made, a full disk) is such an error too, naming the path.
+- Text from entries and sessions is printed with its control characters (ESC, BEL, C1)
+  escaped, so a member's text cannot drive your terminal; `--json` gives it as stored.
 - Read commands take `--json` for machine-readable output.
 """
 

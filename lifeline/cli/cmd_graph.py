@@ -18,6 +18,7 @@ from lifeline.ledger import Draft, Ledger
 from lifeline.plugins import load_append_hooks
 from lifeline.truth.graph import RELATION_TYPES, Graph, relation_body
 from lifeline.truth.snapshot import truth_source
+from lifeline.wording import one_line
 
 __all__ = ["register"]
 
@@ -113,11 +114,11 @@ async def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def _print_rows(node_id: str, summary: str, rows: list[dict[str, Any]]) -> None:
-    print(f"{node_id[:12]}  {summary}")
+    print(f"{node_id[:12]}  {one_line(summary)}")
     if not rows:
         print("  (no relation in force)")
     for row in rows:
         arrow = f"{row['rel']} →" if row["direction"] == "out" else f"← {row['rel']}"
         mark = " [superseded]" if row["other_superseded"] else ""
         pad = "  " * row["hop"]
-        print(f"{pad}{arrow} {row['other'][:12]}{mark}  {row['other_summary'] or '?'}")
+        print(f"{pad}{arrow} {row['other'][:12]}{mark}  {one_line(row['other_summary'] or '?')}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from lifeline.cli.common import Commands, add_json_option, home_of, print_json
 from lifeline.cli.common import positive_int as _positive
-from lifeline.fsutil import require_new_or_empty
+from lifeline.fsutil import make_new_folder
 from lifeline.sessions.bundles.bundle import PROVIDER_FORMATS
 from lifeline.sessions.bundles.launch import LAUNCHERS, launch
 from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle
@@ -18,7 +18,7 @@ from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.scope import project_scope
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.decisions import decisions_in_force
-from lifeline.wording import count
+from lifeline.wording import count, one_line
 
 __all__ = ["NOT_READY", "register_into"]
 
@@ -149,21 +149,23 @@ async def cmd_unfinished(args: argparse.Namespace) -> int:
         return 0
     for u in found:
         s = u.session
-        title = " ".join((s.facts.title or s.facts.first_prompt or "(untitled)").split())[:60]
+        title = one_line(" ".join((s.facts.title or s.facts.first_prompt or "(untitled)").split()))[
+            :60
+        ]
         when = (s.facts.last_activity or "?")[:16].replace("T", " ")
         print(f"{s.id[:12]}  {s.tool.value:<6} {u.state:<11} {when:<16}  {title}")
-        print(f"    {s.status.reason}")
+        print(f"    {one_line(s.status.reason)}")
         for group, texts in u.outstanding.items():
             for text in texts[:5]:
-                print(f"    {group.replace('_', ' ')}: {text[:100]}")
+                print(f"    {group.replace('_', ' ')}: {one_line(text[:100])}")
             if len(texts) > 5:
                 print(f"    {group.replace('_', ' ')}: … {len(texts) - 5} more")
         for text in u.unconfirmed_edits[:10]:
-            print(f"    unconfirmed edit: {text[:160]}")
+            print(f"    unconfirmed edit: {one_line(text[:160])}")
         if len(u.unconfirmed_edits) > 10:
             print(f"    unconfirmed edit: … {len(u.unconfirmed_edits) - 10} more")
         if u.last_failure:
-            print(f"    last failure: {u.last_failure[:300]}")
+            print(f"    last failure: {one_line(u.last_failure[:300])}")
     return 0
 
 
@@ -171,7 +173,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     from lifeline.sessions.bundles.okf import export_okf
 
     out: Path = args.okf
-    require_new_or_empty(out)
+    make_new_folder(out)  # before anything is read: a path that cannot be one fails at once
     catalogue = await _catalogue(args)
     try:
         report = await export_okf(catalogue, out, Budget(args.budget_tokens, "tokens"))

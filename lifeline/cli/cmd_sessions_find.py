@@ -19,6 +19,7 @@ from lifeline.sessions.prices import load_prices
 from lifeline.sessions.scope import project_scope
 from lifeline.sessions.usage import GROUPS, UsageLine, UsageReport, usage_report
 from lifeline.store.port import Store
+from lifeline.wording import one_line
 
 __all__ = ["register_find"]
 
@@ -153,9 +154,9 @@ async def cmd_search(args: argparse.Namespace) -> int:
         when = (h.ts or "")[:16].replace("T", " ")
         role = f"{h.role}:{h.name}" if h.name and h.role.startswith("tool") else h.role
         print(f"{h.session[:12]} +{h.offset:<5} {when:<16} {h.tool:<6} {role:<24} {h.score:.2f}")
-        print(f"    {h.excerpt}")
+        print(f"    {one_line(h.excerpt)}")
         print(
-            f"    {h.title[:70]}  (show: lifeline sessions show {h.session[:12]} --json "
+            f"    {one_line(h.title[:70])}  (show: lifeline sessions show {h.session[:12]} --json "
             f"--offset {h.offset} --limit 1)"
         )
     return 0

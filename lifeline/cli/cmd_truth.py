@@ -25,6 +25,7 @@ from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary, re
 from lifeline.truth.recall import DEFAULT_FLOOR, recall
 from lifeline.truth.service import build_context, read_shown, resume_of
 from lifeline.truth.snapshot import truth_source
+from lifeline.wording import one_line
 
 __all__ = ["register"]
 
@@ -159,7 +160,7 @@ async def cmd_recall(args: argparse.Namespace) -> int:
         print(f"no entry shares a word with {args.query!r}")
     for h in hits:
         mark = " [superseded]" if h.superseded else ""
-        print(f"{h.entry_id[:12]}  {h.score:6.2f}{mark}  {h.summary}")
+        print(f"{h.entry_id[:12]}  {h.score:6.2f}{mark}  {one_line(h.summary)}")
     return 0
 
 
@@ -172,12 +173,13 @@ async def cmd_resume(args: argparse.Namespace) -> int:
     if not rows:
         print("no checkpoint yet; record one with `lifeline checkpoint --thread NAME --next ...`")
     for row in rows:
-        print(f"thread {row['label']}  ({str(row['checkpoint'])[:12]}, {str(row['ts'])[:16]})")
+        label = one_line(str(row["label"]))
+        print(f"thread {label}  ({str(row['checkpoint'])[:12]}, {str(row['ts'])[:16]})")
         blocks = row["blocks"]
         assert isinstance(blocks, dict)
         for block, items in blocks.items():
             for item in items:
-                print(f"  {block}: {item}")
+                print(f"  {block}: {one_line(str(item))}")
     return 0
 
 

@@ -19,6 +19,7 @@ from lifeline.errors import ConfigError
 from lifeline.home import Home
 from lifeline.lines import DEFAULT_LINE, validate_line_name
 from lifeline.store.port import Store
+from lifeline.wording import one_line, shown_text
 
 __all__ = [
     "Commands",
@@ -221,19 +222,20 @@ def print_json(data: Any) -> None:
 
 
 def entry_text(entry: Entry) -> str:
-    """A human rendering of one entry (``lifeline show``)."""
+    """A human rendering of one entry (``lifeline show``): its text as written, but for
+    control characters, shown escaped (the entry may be a member's; decision 0128)."""
     lines = [
         f"id:       {entry.id}",
         f"ts:       {entry.ts}",
-        f"kind:     {entry.kind}",
-        f"author:   {entry.author}",
-        f"agent:    {entry.agent} ({entry.provider}/{entry.model})",
-        f"summary:  {entry.summary}",
+        f"kind:     {one_line(entry.kind)}",
+        f"author:   {one_line(entry.author)}",
+        f"agent:    {one_line(f'{entry.agent} ({entry.provider}/{entry.model})')}",
+        f"summary:  {one_line(entry.summary)}",
         f"parents:  {', '.join(entry.parents) or '-'}",
     ]
     if entry.dedup_key:
-        lines.append(f"dedup:    {entry.dedup_key}")
+        lines.append(f"dedup:    {one_line(entry.dedup_key)}")
     if entry.body:
         lines.append("")
-        lines.append(entry.body)
+        lines.append(shown_text(entry.body))
     return "\n".join(lines)

@@ -61,6 +61,17 @@ _CANNOT_WRITE = {
     errno.ENOSPC: "the disk is full; free space and run it again (nothing was half-written)",
     errno.EDQUOT: "the disk quota is used up; free space and run it again",
 }
+# A path the file system refuses (a file where a folder must be, a folder that is not
+# there), wherever a command meets it: one line naming the path, not a traceback. Other
+# OS errors (no path, or an errno not listed) stay tracebacks: they are likely our bugs.
+_PATH_REFUSED = {
+    errno.ENOTDIR: "a part of that path is a file, not a folder; give another path",
+    errno.ENOENT: "it, or a folder on its way, does not exist; check the path",
+    errno.EEXIST: "something is already there; give another path or move it away",
+    errno.EISDIR: "it is a folder, not a file; give a file",
+    errno.ELOOP: "it is a symbolic link that loops or was refused; mend or remove it",
+    errno.ENAMETOOLONG: "the name is too long; give a shorter path",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -278,6 +289,16 @@ def _our_error(group: BaseExceptionGroup[BaseException]) -> LifelineError | None
     return None
 
 
+def _refused(exc: OSError) -> str | None:
+    """The one line for an OS error the machine, not our code, caused; else None."""
+    where = f" {exc.filename}" if exc.filename else ""
+    if exc.errno in _CANNOT_WRITE:
+        return f"cannot write{where}: {exc.strerror}; {_CANNOT_WRITE[exc.errno]}"
+    if where and exc.errno in _PATH_REFUSED:
+        return f"cannot use{where}: {exc.strerror}; {_PATH_REFUSED[exc.errno]}"
+    return None
+
+
 def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
     verbose = bool(getattr(args, "verbose", False))
     configure_logging(verbose=verbose, log_format=getattr(args, "log_format", "text"))
@@ -304,13 +325,10 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except OSError as exc:
-        if verbose or exc.errno not in _CANNOT_WRITE:
+        told = None if verbose else _refused(exc)
+        if told is None:
             raise
-        where = f" {exc.filename}" if exc.filename else ""
-        print(
-            f"{prog}: error: cannot write{where}: {exc.strerror}; {_CANNOT_WRITE[exc.errno]}",
-            file=sys.stderr,
-        )
+        print(f"{prog}: error: {told}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -1,6 +1,10 @@
 """A session as text for people: prompts and replies in full, tool calls folded to one
 line with the first line of their result, subagents nested under the call that ran them,
-compactions, errors and todo lists marked. Pure: a Session in, lines out."""
+compactions, errors and todo lists marked. Pure: a Session in, lines out.
+
+Every line is safe to print on a terminal: a transcript's text (which a member may have
+written) keeps its newlines, but control characters such as ESC are shown escaped
+(:func:`lifeline.wording.shown_text`, decision 0128)."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from lifeline.sessions.model import (
     ToolResult,
     TurnEnd,
 )
+from lifeline.wording import one_line, shown_text
 
 __all__ = ["header_lines", "render_session", "session_row"]
 
@@ -36,7 +41,7 @@ _MARK = {"completed": "x", "in_progress": "~", "pending": " "}
 def session_row(s: Session) -> str:
     """One line of ``lifeline sessions list``."""
     title = s.facts.title or s.facts.first_prompt or "(untitled)"
-    title = " ".join(title.split())[:60]
+    title = one_line(" ".join(title.split()))[:60]
     started = (s.facts.started or "")[:16].replace("T", " ")
     return (
         f"{s.id[:12]}  {s.tool.value:<6} {s.status.status.value:<11} {s.turns:>5}  "
@@ -45,6 +50,7 @@ def session_row(s: Session) -> str:
 
 
 def header_lines(s: Session) -> list[str]:
+    """The facts above ``lifeline sessions show``'s transcript, one line each."""
     f = s.facts
     lines = [
         f"session   {s.id}",
@@ -64,13 +70,13 @@ def header_lines(s: Session) -> list[str]:
     for label, counts in (("skipped", s.skipped), ("opaque", s.opaque), ("redacted", s.redactions)):
         if counts:
             lines.append(f"{label:<9} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-    return lines
+    return [one_line(line) for line in lines]
 
 
 def _first_line(text: str, width: int = 100) -> str:
     for line in text.splitlines():
         if line.strip():
-            return line.strip()[:width]
+            return line.strip()[:width]  # its control characters: see _line
     return ""
 
 
@@ -119,7 +125,7 @@ def render_session(
             child = subagent(item.agent_id)
             if child is not None:
                 yield (
-                    f"{pad}    ┌ subagent {item.agent_id}: {child.status.status.value}, "
+                    f"{pad}    ┌ subagent {one_line(item.agent_id)}: {child.status.status.value}, "
                     f"{len(child.items)} items"
                 )
                 yield from render_session(child, subagent, depth + 1)
@@ -128,7 +134,7 @@ def render_session(
 def _inline_sidechain(item: Item, results: dict[str, ToolResult], pad: str) -> Iterator[str]:
     text = _line(item, results)
     if text is not None:
-        yield f"{pad}    [{item.agent}] {text}"
+        yield f"{pad}    [{one_line(str(item.agent))}] {text}"
 
 
 def _stamp(item: Item) -> str:
@@ -136,6 +142,11 @@ def _stamp(item: Item) -> str:
 
 
 def _line(item: Item, results: dict[str, ToolResult]) -> str | None:
+    text = _item_text(item, results)
+    return None if text is None else shown_text(text)
+
+
+def _item_text(item: Item, results: dict[str, ToolResult]) -> str | None:
     stamp = _stamp(item)
     if isinstance(item, Prompt):
         extra = f" (+{item.images} image)" if item.images else ""

@@ -6,6 +6,8 @@ heading or a section of its own. The context is plain text for a model: ``a < b`
 ``Vec<T>`` and ``&`` reach it as written. Only an HTML comment opener ``<!--`` is written
 ``&lt;!--``: where the context is shown rendered (a ``context.md`` on a forge), it would hide
 everything after it. Whoever renders the text as HTML escapes it there (the viewer does).
+Control characters (ESC, BEL, C1…) are shown escaped (``\\x1b``): the context is printed on
+terminals, and a member's entry must not drive them (decision 0128).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 from enum import Enum
+
+from lifeline.wording import shown_text
 
 __all__ = ["Piece", "Policy", "Section", "clip", "inline", "short"]
 
@@ -33,8 +37,9 @@ def short(entry_id: str) -> str:
 
 
 def inline(text: str) -> str:
-    """User text as one safe inline run: as written but for ``<!--`` (see the docstring)."""
-    return " ".join(text.split()).replace("<!--", "&lt;!--")
+    """User text as one safe inline run: as written but for ``<!--`` and control characters
+    (see the docstring)."""
+    return shown_text(" ".join(text.split()).replace("<!--", "&lt;!--"))
 
 
 def clip(text: str, limit: int) -> str:
