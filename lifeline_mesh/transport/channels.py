@@ -19,7 +19,7 @@ import grpc
 from lifeline.errors import PeerError, RemoteProtocolError
 from lifeline_mesh.recon.frames import Abort, Frame, abort_error
 from lifeline_mesh.transport.addresses import require_loopback
-from lifeline_mesh.transport.errors import error_from_rpc
+from lifeline_mesh.transport.errors import CONNECT_TIMEOUT_S, error_from_rpc
 from lifeline_mesh.wire.codec import decode_bytes, encode_bytes
 
 __all__ = [
@@ -56,11 +56,8 @@ HANDSHAKE_TIMEOUT_S = 10.0
 # with GOAWAY "too_many_pings" now and then: the call is redialled.
 KEEPALIVE_S = 10.0
 KEEPALIVE_TIMEOUT_S = 5.0
-# One connection attempt (TCP connect and TLS handshake) may take this long, not gRPC's
-# 20 s: through a partition a SYN is retried after 1, 3, 7, 15 s, so a 20 s attempt that
-# started before the links came back sits out up to 8 s of a healed link. A short attempt
-# fails instead, and the caller dials again (the Watch calls within ``WATCH_BACKOFF``).
-CONNECT_TIMEOUT_S = 3.0
+# One connection attempt may take CONNECT_TIMEOUT_S (errors.py: the error for a handshake
+# that got no answer in that time names it).
 SERVER_MIN_PING_MS = 1000  # the shortest gap between a caller's pings a server accepts
 # Flow control (decision 0101). By default gRPC sizes its HTTP/2 windows by probing each
 # link's bandwidth-delay product: data that arrives is answered with window updates and a

@@ -29,12 +29,21 @@ from lifeline.errors import (
 
 __all__ = [
     "BUSY",
+    "CONNECT_TIMEOUT_S",
     "STATUS_TABLE",
     "Refused",
     "error_from_rpc",
     "not_lifeline_mesh",
     "status_for",
 ]
+
+# One connection attempt (TCP connect and TLS handshake) may take this long, not gRPC's
+# 20 s: through a partition a SYN is retried after 1, 3, 7, 15 s, so a 20 s attempt that
+# started before the links came back sits out up to 8 s of a healed link. A short attempt
+# fails instead, and the caller dials again (the Watch calls within ``WATCH_BACKOFF``).
+# Set on every channel by channels.py (``liveness_options``); here, as the error for a
+# handshake that got no answer in that time names it.
+CONNECT_TIMEOUT_S = 3.0
 
 # How a Busy refusal's details begin (RESOURCE_EXHAUSTED is gRPC's own word for a message
 # over a size cap too): ``busy: …``.
@@ -60,6 +69,11 @@ _HANDSHAKE = ("handshake", "ssl", "certificate", "tls", "alert", "socket closed"
 # What gRPC says when no TCP connection came up (the attempt's deadline passed, or nothing
 # listens): the peer is unreachable, whatever the "handshaker" in the words suggests.
 _NO_CONNECTION = ("tcp handshaker shutdown", "failed to connect to remote host")
+# What gRPC says when the TCP connection came up but the TLS handshake had no answer before
+# the attempt's deadline (a stopped or overloaded `serve`, a port that accepts and never
+# writes): this end closed it. A peer that distrusts us says so at once instead, closing
+# the socket ("Socket closed") or with a TLS alert (SSL_ERROR_SSL: …).
+_NO_ANSWER = ("endpoint closing", "handshake timed out")
 _PEER = {
     grpc.StatusCode.CANCELLED,
     grpc.StatusCode.INVALID_ARGUMENT,
@@ -121,6 +135,8 @@ def error_from_rpc(
         return NotAuthenticated(f"peer {target} refused us as not authenticated: {detail}")
     if code is grpc.StatusCode.PERMISSION_DENIED:
         return PermissionDenied(f"peer {target} refused us: {detail}")
+    if code is grpc.StatusCode.UNAVAILABLE and any(n in detail.lower() for n in _NO_ANSWER):
+        return _not_answering(target, detail)
     if (
         code is grpc.StatusCode.UNAVAILABLE
         and any(h in detail.lower() for h in _HANDSHAKE)
@@ -148,6 +164,14 @@ def error_from_rpc(
     if code in _PEER:
         return PeerError(f"peer {target}: {code.name.lower()}: {detail}")
     return RemoteProtocolError(f"peer {target} failed the call ({code.name}): {detail}")
+
+
+def _not_answering(target: str, detail: str) -> PeerError:
+    return PeerError(
+        f"peer {target} is not answering: it took the connection, but its TLS handshake did "
+        f"not complete in {CONNECT_TIMEOUT_S:g} s ({_reason(detail)}); is `lifeline-mesh "
+        "serve` running there (not stopped), and is it overloaded? Is that the right port?"
+    )
 
 
 def _reason(detail: str) -> str:
