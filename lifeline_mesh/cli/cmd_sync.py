@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from lifeline.cli.common import Commands, add_json_option, add_line_option, print_json
 from lifeline.cli.progress import Progress, progress_for
-from lifeline.errors import ConfigError, NotAuthenticated, PeerError
+from lifeline.errors import ConfigError, NotAuthenticated, PeerError, PermissionDenied
 from lifeline.file_modes import repair_modes
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import validate_line_name
@@ -98,7 +98,10 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         "(refused, refusals in --json); so is an item the notary's rules refuse (an entry "
         "dated before its parent, a rolled-back state). When PEER refuses items this node "
         "sent, it says so at the end of the session, and a warning names them "
-        "(refused_there, refusals_there).",
+        "(refused_there, refusals_there). A line PEER refuses (not shared there, or not "
+        "allowed to this node) does not stop the others: each line that synced is reported, "
+        "then the refused lines are named and the exit status is 2 (in --json, each has an "
+        "entry whose error says why).",
     )
     p.add_argument("peer", metavar="PEER", type=address_arg(), help="the peer's HOST:PORT")
     add_line_option(p, "sync only this line (default: every shared line)")
@@ -284,7 +287,7 @@ async def cmd_sync(args: argparse.Namespace) -> int:
             reports = await push_lines(node, args.peer, lines)
         else:
             with _Stored(args, args.peer) as shown:
-                reports = await node.sync(args.peer, lines, progress=shown)
+                reports = await node.sync(args.peer, lines, progress=shown, go_on=True)
     except NotAuthenticated as exc:
         if not args.insecure:
             raise
@@ -295,18 +298,33 @@ async def cmd_sync(args: argparse.Namespace) -> int:
     for report in reports:
         for warning in refusal_warnings(report, args.peer).values():
             print(f"warning: {warning}", file=sys.stderr)
+    failed = [r for r in reports if r.error is not None]  # refused there: the others synced
     if args.json:
         print_json([r.to_dict() for r in reports])
     else:
         reader = node.security.role is MeshRole.READER
-        for report in reports:
+        for report in (r for r in reports if r.error is None):
             print(_report_text(report, args.peer))
             if reader:
                 print(
                     f"  (this node is a reader: its own entries never leave it; line "
                     f"{report.line!r} only receives)"
                 )
+    if failed:
+        raise _not_synced(failed, len(lines))
     return 0
+
+
+def _not_synced(failed: list[SyncReport], asked: int) -> PermissionDenied:
+    """The one error `sync` ends with when the peer refused some lines (the others synced,
+    their reports printed)."""
+    if len(failed) == 1 and asked == 1:
+        return PermissionDenied(str(failed[0].error))
+    names = ", ".join(repr(r.line) for r in failed)
+    reasons = "; ".join(str(r.error) for r in failed)
+    return PermissionDenied(
+        f"{count(len(failed), 'line')} of {asked} did not sync ({names}): {reasons}"
+    )
 
 
 class _Stored:

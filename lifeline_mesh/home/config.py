@@ -9,10 +9,11 @@ and is never synced.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lifeline.errors import ConfigError
+from lifeline.errors import ConfigError, Refused
 from lifeline.fsutil import write_atomic
 from lifeline.lines import validate_line_name
 from lifeline_mesh.home.node_home import NodeHome
@@ -67,6 +68,15 @@ class NodeConfig:
         for line in config.shared_lines:
             validate_line_name(line)
         return config
+
+    def require_shared(self, lines: Iterable[str]) -> None:
+        """Refuse, before any peer is asked, a line this node does not share."""
+        for line in lines:
+            if line not in self.shared_lines:
+                raise Refused(
+                    f"line {line!r} is not shared on this node, so it is never sent or "
+                    f"accepted; run `lifeline-mesh share {line}` first"
+                )
 
     def save(self, home: NodeHome) -> None:
         """Write atomically (temp file + rename), so a crash never leaves half a config."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from lifeline.errors import LifelineError, NotAuthenticated
+from lifeline.errors import LifelineError, NotAuthenticated, PermissionDenied
 from lifeline.ledger import utc_now
 from lifeline.store.grouped import grouped
 from lifeline.store.port import Store
@@ -59,7 +59,6 @@ from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_lines
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
 from lifeline_mesh.transport.client import PeerOpenings, sync_line
-from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.pool import ChannelPool
 from lifeline_mesh.transport.server import SyncServer
 from lifeline_mesh.transport.shallow_rpc import CallHook
@@ -209,8 +208,7 @@ class Node:
             log.warning("line %s: no state statement signed: %s", line, exc)
 
     async def connect(self) -> None:
-        """Reach the lines' store now (a hub's database: unreachable is one line and an
-        exit, before listening)."""
+        """Reach the lines' store now (a hub's database unreachable: one line, before listening)."""
         await self.lines.connect()
 
     async def close(self) -> None:
@@ -419,14 +417,15 @@ class Node:
         self.outbound["syncs"] += 1
         held: dict[str, int | None] = {}
         try:
-            reports = await self.sync(str(peer.address), lines, held)
+            reports = await self.sync(str(peer.address), lines, held, go_on=True)
+            summary = scheduled_summary(reports, str(peer.address))  # raises: no line synced
         except BaseException:
             self.outbound["failed"] += 1
             raise
         if self._peering is not None:
             marks = {line: mark for line, mark in held.items() if mark is not None}
             self._peering.scheduler.synced(peer.key, marks)
-        return scheduled_summary(reports, str(peer.address))
+        return summary
 
     async def sync(
         self,
@@ -436,16 +435,12 @@ class Node:
         progress: Progress | None = None,
         *,
         bulk: bool = False,
+        go_on: bool = False,
     ) -> list[SyncReport]:
-        """One session per line with ``peer`` (each shared here); ``held`` gets, per line,
-        the highest row the peer holds after it (or None); ``progress``, see ``drive``;
-        ``bulk``: a large pull, its writes grouped even under `serve` (see ``session``)."""
-        for line in lines:
-            if not self.is_shared(line):
-                raise Refused(
-                    f"line {line!r} is not shared on this node, so it is never sent or "
-                    f"accepted; run `lifeline-mesh share {line}` first"
-                )
+        """One session per line with ``peer`` (each shared here); ``held`` gets each line's
+        highest row the peer holds after it (or None); ``progress``: see ``drive``; ``bulk``: a
+        large pull, grouped under `serve` too; ``go_on``: a refused line is an ``error`` report."""
+        self.config().require_shared(lines)
         # Learn the members and revocations the peer knows (signers we must accept): at first
         # contact on a channel of its own, so a port that is not a node's is named as such
         # (pinning would see a failed TLS handshake only); then on the pinned channel.
@@ -461,22 +456,27 @@ class Node:
                     await self.pins.pin(peer)  # what it sent may revoke the node serving there
                 for line in lines:
                     source = self.pins.known.get(peer, peer)
-                    async with self.session(line, None, source, bulk=bulk) as ours:
-                        report = await sync_line(
-                            peer,
-                            line,
-                            ours.sets,
-                            limits=self.limits,
-                            fast=self.fast,
-                            openings=self.openings,
-                            channel=channel,
-                            progress=progress,
-                        )
-                        reports.append(report)
-                        if self.metrics is not None:
-                            self.metrics.session(peer, line, "out", report)
-                    if held is not None:
-                        held[line] = ours.held
+                    try:
+                        async with self.session(line, None, source, bulk=bulk) as ours:
+                            report = await sync_line(
+                                peer,
+                                line,
+                                ours.sets,
+                                limits=self.limits,
+                                fast=self.fast,
+                                openings=self.openings,
+                                channel=channel,
+                                progress=progress,
+                            )
+                            reports.append(report)
+                            if self.metrics is not None:
+                                self.metrics.session(peer, line, "out", report)
+                        if held is not None:
+                            held[line] = ours.held
+                    except PermissionDenied as exc:  # that line's: not shared there, not allowed
+                        if not go_on:  # else: reported, and the next lines sync
+                            raise
+                        reports.append(SyncReport(line, "initiator", error=str(exc)))
         except NotAuthenticated:  # another node may serve there now: ask again next time
             self.pins.forget(peer)
             raise

@@ -193,12 +193,7 @@ def _check_lines(node: Node, expected: str | None, lines: Sequence[str]) -> None
 async def shallow_sync(node: Node, peer: str, lines: Sequence[str]) -> list[SyncReport]:
     """One shallow snapshot per line from ``peer``; a line that already holds history (not
     shallow, not empty) gets a full session instead, as does every line of an older peer."""
-    for line in lines:
-        if not node.is_shared(line):
-            raise Refused(
-                f"line {line!r} is not shared on this node, so it is never sent or "
-                f"accepted; run `lifeline-mesh share {line}` first"
-            )
+    node.config().require_shared(lines)
     options, expected = await _target(node, peer)
     _check_lines(node, expected, lines)
     reports: list[SyncReport] = []

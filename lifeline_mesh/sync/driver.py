@@ -93,6 +93,8 @@ class SyncReport:
     # what the peer said it refused of the items this side sent (decision 0112)
     refused_there: int = 0
     refusals_there: list[str] = field(default_factory=list)
+    # why the line did not sync (the peer refused it; `sync` goes on with the next lines)
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

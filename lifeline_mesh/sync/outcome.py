@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
+from lifeline.errors import PermissionDenied
 from lifeline.wording import count, one_line
 from lifeline_mesh.sync.driver import SyncReport
 
@@ -23,11 +24,21 @@ log = logging.getLogger(__name__)
 
 def scheduled_summary(reports: Sequence[SyncReport], peer: str) -> str:
     """One scheduled sync with ``peer`` (one report per line) in a line; its refusals
-    logged as warnings."""
+    logged as warnings. A line the peer refused (its report's ``error``) is named as not
+    synced; when it refused every line, that is raised: the sync failed (logged, retried
+    later)."""
+    if reports and all(r.error is not None for r in reports):
+        raise PermissionDenied(str(reports[0].error))
     for report in reports:
         for warning in refusal_warnings(report, peer).values():
             log.warning("%s", warning)
-    return "; ".join(
+    return "; ".join(_summary(r) for r in reports)
+
+
+def _summary(r: SyncReport) -> str:
+    if r.error is not None:
+        return f"{r.line}: not synced ({r.error})"
+    return (
         f"{r.line}: sent {r.entries_sent}, received {r.entries_received} "
         f"({r.entries_added} new), {r.bytes_sent}/{r.bytes_received} bytes out/in"
         + (
@@ -36,7 +47,6 @@ def scheduled_summary(reports: Sequence[SyncReport], peer: str) -> str:
             if r.refused or r.refused_there
             else ""
         )
-        for r in reports
     )
 
 

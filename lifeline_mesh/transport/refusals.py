@@ -16,6 +16,9 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 
+from lifeline.errors import Refused
+from lifeline.lines import is_line_name
+
 __all__ = [
     "FAILURES_KEPT",
     "LOG_LINES_PER_WINDOW",
@@ -25,6 +28,7 @@ __all__ = [
     "FailureRing",
     "QuietLog",
     "cut",
+    "not_shared",
     "peer_host",
     "quote",
     "quote_all",
@@ -49,6 +53,16 @@ def quote(value: str, limit: int = MAX_QUOTE) -> str:
     if len(value) <= limit:
         return repr(value)
     return f"{value[:limit]!r}… ({len(value)} characters)"
+
+
+def not_shared(line: str) -> Refused:
+    """The refusal of a call on a line this node does not share. Its words are read by the
+    caller, whose own node does share it: "there" is the node serving the call."""
+    name = line if is_line_name(line) else "LINE"  # a peer's text goes in quoted only
+    return Refused(
+        f"line {quote(line)} is not shared by the node serving there, so it neither sends "
+        f"nor accepts it; the owner of that node can run `lifeline-mesh share {name}` on it"
+    )
 
 
 def quote_all(values: Iterable[str], limit: int = 8) -> str:

@@ -54,8 +54,14 @@ from lifeline_mesh.transport.channels import (
     grpc_options,
     server_ping_options,
 )
-from lifeline_mesh.transport.errors import BUSY, Refused, status_for
-from lifeline_mesh.transport.refusals import FailureRing, QuietLog, cut, peer_host, quote
+from lifeline_mesh.transport.errors import BUSY, status_for
+from lifeline_mesh.transport.refusals import (
+    FailureRing,
+    QuietLog,
+    cut,
+    not_shared,
+    peer_host,
+)
 
 __all__ = [
     "HELLO_TIMEOUT_S",
@@ -290,10 +296,7 @@ class SyncServer:
         # are shared or not (decision 0120); for the rest, reading is the role's.
         await self._authorizer.authorize(peer, line, Access.READ)
         if not self._is_shared(line):
-            raise Refused(
-                f"line {quote(line)} is not shared on this node; its owner can run "
-                f"`lifeline-mesh share LINE`"
-            )
+            raise not_shared(line)
         try:
             await self._authorizer.authorize(peer, line, Access.WRITE)
         except PeerError as exc:

@@ -38,8 +38,8 @@ from lifeline_mesh.transport.call_caps import (
     caller_key,
 )
 from lifeline_mesh.transport.channels import open_channel
-from lifeline_mesh.transport.errors import Refused, error_from_rpc, status_for
-from lifeline_mesh.transport.refusals import QuietLog, cut, peer_host, quote
+from lifeline_mesh.transport.errors import error_from_rpc, status_for
+from lifeline_mesh.transport.refusals import QuietLog, cut, not_shared, peer_host
 from lifeline_mesh.wire import sync_pb2 as pb
 
 __all__ = [
@@ -162,10 +162,7 @@ class ShallowService:
         await self._authorizer.authenticate(peer)
         await self._authorizer.authorize(peer, line, Access.READ)  # before: decision 0120
         if not self._is_shared(line):
-            raise Refused(
-                f"line {quote(line)} is not shared on this node; its owner can run "
-                "`lifeline-mesh share LINE`"
-            )
+            raise not_shared(line)
         if access is Access.WRITE:
             await self._authorizer.authorize(peer, line, Access.WRITE)
         return SessionPeer(peer, can_write=access is Access.WRITE)

@@ -63,7 +63,7 @@ def test_unshared_line_is_refused_end_to_end(tmp_path: Path) -> None:
     with serve_insecure(b) as (_, address):
         proc = cli("lifeline_mesh", a, "sync", address, "--insecure", check=False)
     assert proc.returncode == 2
-    assert "not shared on this node" in proc.stderr and "Traceback" not in proc.stderr
+    assert "not shared by the node serving there" in proc.stderr and "Traceback" not in proc.stderr
     assert [e["summary"] for e in json.loads(history(b))] == ["written-on-b"]
 
 

@@ -83,7 +83,7 @@ async def test_unshared_lines_are_never_offered_or_accepted(tmp_path: Path) -> N
     await write(a, BASE[:10])
     await write(b, chain(10, "private"))
     async with serving(b) as (server, address):
-        with pytest.raises(Refused, match="not shared on this node"):
+        with pytest.raises(Refused, match="not shared by the node serving there"):
             await a.sync(address, ["ledger"])
         assert "not shared" in server.failures[0]
         a_private = make_node(tmp_path / "a", shared=())

@@ -8,6 +8,7 @@ import logging
 
 import pytest
 
+from lifeline.errors import PermissionDenied
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.outcome import refusal_warnings, scheduled_summary
 
@@ -39,3 +40,14 @@ def test_a_scheduled_sync_logs_its_refusals_and_sums_them_up(
     )
     [record] = caplog.records
     assert "10.0.0.2:7000 refused 3 items this node sent (no reason given)" in record.message
+
+
+def test_a_line_the_peer_refused_is_named_and_every_line_refused_is_a_failed_sync() -> None:
+    why = "peer 10.0.0.2:7000 refused us: line 'notes' is not shared by the node serving there"
+    refused = SyncReport("notes", "initiator", error=why)
+    synced = SyncReport("ledger", "initiator", entries_received=2, entries_added=2)
+    summary = scheduled_summary([synced, refused], "10.0.0.2:7000")
+    assert summary.startswith("ledger: sent 0, received 2 (2 new)")
+    assert summary.endswith(f"; notes: not synced ({why})")
+    with pytest.raises(PermissionDenied, match="line 'notes' is not shared"):
+        scheduled_summary([refused], "10.0.0.2:7000")  # logged and retried as any failure
