@@ -3,23 +3,14 @@ OverflowError from SQLite or from a date."""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support.clirun import lifeline
+from tests.support.clirun import lifeline, one_line_error
 from tests.support.mesh_procs import cli
 
 HUGE = "99999999999999999999999"  # past SQLite's 64-bit integers
-
-
-def one_line(result: subprocess.CompletedProcess[str], *needles: str) -> None:
-    err = result.stderr
-    assert result.returncode == 2, (result.returncode, err)
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
 
 
 @pytest.fixture
@@ -42,7 +33,7 @@ def project(tmp_path: Path) -> Path:
     ],
 )
 def test_a_count_past_the_bound_is_refused_by_name(project: Path, args: tuple[str, ...]) -> None:
-    one_line(lifeline(project, *args), "is too large: give at most 1,000,000,000")
+    one_line_error(lifeline(project, *args), "is too large: give at most 1,000,000,000")
 
 
 def test_a_count_at_the_bound_is_taken(project: Path) -> None:
@@ -53,14 +44,14 @@ def test_a_count_at_the_bound_is_taken(project: Path) -> None:
 
 @pytest.mark.parametrize("digits", ["\u0663", "1" * 5_000])
 def test_digits_int_would_read_otherwise_are_refused(project: Path, digits: str) -> None:
-    one_line(lifeline(project, "history", "--limit", digits), "--limit")
+    one_line_error(lifeline(project, "history", "--limit", digits), "--limit")
 
 
 @pytest.mark.parametrize("ttl", ["99999999999999999d", "3" * 5_000 + "s"])
 def test_an_invite_ttl_past_any_date_is_refused(tmp_path: Path, ttl: str) -> None:
     cli("lifeline_mesh", tmp_path, "init", "--new-mesh", "team")
     done = cli("lifeline_mesh", tmp_path, "invite", "--ttl", ttl, check=False)
-    one_line(done, "is longer than 36500d")
+    one_line_error(done, "is longer than 36500d")
     assert not (tmp_path / ".lifeline" / "mesh" / "invites.json").exists()
 
 
@@ -71,4 +62,4 @@ def test_an_mcp_token_ttl_past_any_date_is_refused(tmp_path: Path) -> None:
         "lifeline_mesh", tmp_path, "mcp", "token", "issue", "ci", "--ttl", "99999999999999999d",
         check=False,
     )  # fmt: skip
-    one_line(done, "is longer than 36500d")
+    one_line_error(done, "is longer than 36500d")

@@ -3,21 +3,12 @@ special file system), is one line on stderr and exit 2, naming the path: not a t
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.support.clirun import lifeline
+from tests.support.clirun import lifeline, one_line_error
 from tests.support.mesh_procs import cli
-
-
-def one_line(result: subprocess.CompletedProcess[str], *needles: str) -> None:
-    err = result.stderr
-    assert result.returncode == 2, (result.returncode, err)
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for needle in needles:
-        assert needle in err, err
 
 
 @pytest.fixture
@@ -30,25 +21,25 @@ def project(tmp_path: Path) -> Path:
 def test_a_static_site_under_a_file_is_refused(project: Path) -> None:
     target = project / "afile" / "site"
     done = cli("lifeline_mesh", project, "ui", "--static", str(target), check=False)
-    one_line(done, f"cannot create the folder {target}: Not a directory", "is a file")
+    one_line_error(done, f"cannot create the folder {target}: Not a directory", "is a file")
 
 
 def test_a_static_site_where_no_folder_can_be_made_is_refused(project: Path) -> None:
     done = cli("lifeline_mesh", project, "ui", "--static", "/proc/nope", check=False)
-    one_line(done, "cannot create the folder /proc/nope", "give a new folder")
+    one_line_error(done, "cannot create the folder /proc/nope", "give a new folder")
 
 
 def test_an_okf_export_under_a_file_is_refused(project: Path) -> None:
     target = project / "afile" / "x"
     done = lifeline(project, "sessions", "export", "--okf", str(target))
-    one_line(done, f"cannot create the folder {target}: Not a directory")
+    one_line_error(done, f"cannot create the folder {target}: Not a directory")
 
 
 def test_any_command_meeting_a_file_for_a_folder_says_so(project: Path) -> None:
     """Caught where every command ends (the CLI's `run`), not only where folders are made."""
     config = project / "afile" / "claude"
     done = lifeline(project, "hooks", "install", "claude-code", "--config-dir", str(config))
-    one_line(done, f"cannot use {config}: Not a directory", "give another path")
+    one_line_error(done, f"cannot use {config}: Not a directory", "give another path")
     verbose = lifeline(
         project, "-v", "hooks", "install", "claude-code", "--config-dir", str(config)
     )

@@ -13,19 +13,10 @@ import pytest
 
 from lifeline_mesh.mcp.boundary import MAX_ERROR_CHARS, bounded
 from tests.support.clirun import lifeline
+from tests.support.mcp_client import INIT
 
 pytestmark = pytest.mark.timeout(90)
 
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 

@@ -20,6 +20,7 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.stdin_lines import StdinLines
 from tests.support.interrupt import assert_one_sigint_stops, spawn
 from tests.support.mcp_client import (
+    INIT,
     call_tool,
     mcp_client,
     new_project,
@@ -28,17 +29,6 @@ from tests.support.mcp_client import (
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "raw", "version": "0"},
-    },
-}
 
 
 async def test_append_and_read_back(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-__all__ = ["lifeline"]
+__all__ = ["lifeline", "one_line_error"]
 
 
 def lifeline(
@@ -28,3 +28,13 @@ def lifeline(
         check=False,
         env=None if env is None else os.environ | env,
     )
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """``result`` failed as the CLIs fail on bad input: exit status 2 and one line on stderr,
+    no traceback, holding each of ``needles``."""
+    err = result.stderr
+    assert result.returncode == 2, (result.returncode, err)
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for needle in needles:
+        assert needle in err, err

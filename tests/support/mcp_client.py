@@ -18,7 +18,27 @@ from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.node_home import NodeHome
 
-__all__ = ["call_tool", "mcp_client", "new_project", "run_module", "tool_error", "tool_text"]
+__all__ = [
+    "INIT",
+    "call_tool",
+    "mcp_client",
+    "new_project",
+    "run_module",
+    "tool_error",
+    "tool_text",
+]
+
+# A raw client's first request, for tests that write JSON-RPC lines to `mcp` themselves.
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
 
 
 def run_module(*args: str, module: str = "lifeline_mesh") -> subprocess.CompletedProcess[str]:
