@@ -116,7 +116,9 @@ def test_shallow_calls_refused_before_admission_leave_no_trace(tmp_path: Path) -
         for _ in range(3):
             unshared = ["sync", "--shallow", "--line", "secret", sync]
             refused = cli("lifeline_mesh", member, *unshared, check=False)
-            assert refused.returncode != 0 and "its owner can run" in refused.stderr, refused
+            assert refused.returncode != 0 and "the owner of that node can run" in refused.stderr, (
+                refused
+            )
             refused = cli("lifeline_mesh", rogue, "sync", "--shallow", sync, check=False)
             assert refused.returncode != 0 and "revoked" in refused.stderr, refused.stderr
         status, text = get(metrics_at, "/metrics")
