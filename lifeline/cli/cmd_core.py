@@ -115,8 +115,8 @@ async def cmd_init(args: argparse.Namespace) -> int:
     existed = home.has_line(name)
     async with open_line(args, create=True):
         pass
-    done = "line already exists" if existed else "created line"
-    print(f"{done} {name!r} at {home.lines.where(name)}")
+    done = f"line {name!r} already exists" if existed else f"created line {name!r}"
+    print(f"{done} at {home.lines.where(name)}")
     return 0
 
 

@@ -9,12 +9,11 @@ from pathlib import Path
 
 from lifeline.cli.common import Commands, add_json_option, home_of, print_json
 from lifeline.cli.common import positive_int as _positive
+from lifeline.cli.sessions_line import open_catalogue
 from lifeline.fsutil import make_new_folder
 from lifeline.sessions.bundles.bundle import PROVIDER_FORMATS
 from lifeline.sessions.bundles.launch import LAUNCHERS, launch
 from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle
-from lifeline.sessions.catalogue import Catalogue
-from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.scope import project_scope
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.decisions import decisions_in_force
@@ -86,14 +85,6 @@ def register_into(inner: Commands, parent: argparse.ArgumentParser) -> None:
     q.set_defaults(func=cmd_export)
 
 
-async def _catalogue(args: argparse.Namespace) -> Catalogue:
-    home = home_of(args)
-    settings = load_session_settings(home)
-    name = str(getattr(args, "line", None) or settings.line)
-    store = await home.lines.open_kept(name)  # line files, or a hub's database
-    return await Catalogue(store, live_window=settings.live_window).load()
-
-
 def _scope(args: argparse.Namespace) -> str | None:
     return project_scope(home_of(args).root) if args.scope == "." else args.scope
 
@@ -117,7 +108,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
         decisions=await decisions_in_force(home_of(args)),
         checkout_root=None if args.no_worktree else home_of(args).root,
     )
-    catalogue = await _catalogue(args)
+    catalogue = await open_catalogue(args)
     try:
         _, text = await build_bundle(catalogue, req)
     except NotReady as exc:
@@ -136,7 +127,7 @@ async def cmd_resume(args: argparse.Namespace) -> int:
 async def cmd_unfinished(args: argparse.Namespace) -> int:
     from lifeline.sessions.bundles.unfinished import unfinished
 
-    catalogue = await _catalogue(args)
+    catalogue = await open_catalogue(args)
     try:
         found = await unfinished(catalogue, _scope(args))
     finally:
@@ -174,7 +165,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
 
     out: Path = args.okf
     make_new_folder(out)  # before anything is read: a path that cannot be one fails at once
-    catalogue = await _catalogue(args)
+    catalogue = await open_catalogue(args)
     try:
         report = await export_okf(catalogue, out, Budget(args.budget_tokens, "tokens"))
     finally:

@@ -26,13 +26,10 @@ from lifeline.cli.common import (
     home_of,
     print_json,
 )
+from lifeline.cli.sessions_line import open_catalogue, sessions_line_name
 from lifeline.errors import ConfigError
-from lifeline.sessions.catalogue import Catalogue, filter_sessions
-from lifeline.sessions.config import (
-    DEFAULT_SESSIONS_LINE,
-    SessionSettings,
-    load_session_settings,
-)
+from lifeline.sessions.catalogue import filter_sessions
+from lifeline.sessions.config import DEFAULT_SESSIONS_LINE, load_session_settings
 from lifeline.sessions.model import SessionStatus, Tool
 from lifeline.sessions.render import header_lines, render_session, session_row
 from lifeline.sessions.scope import project_scope
@@ -116,10 +113,6 @@ def register(sub: Commands, top: argparse.ArgumentParser) -> None:
     register_find(inner, parent)
 
 
-def _line(args: argparse.Namespace, settings: SessionSettings) -> str:
-    return str(getattr(args, "line", None) or settings.line)
-
-
 def _found(args: argparse.Namespace) -> list[Found]:
     from lifeline.sessions.ingest.service import default_sources, sources_in
 
@@ -130,6 +123,25 @@ def _found(args: argparse.Namespace) -> list[Found]:
             raise ConfigError(f"no such file or folder: {', '.join(missing)}")
         return sources_in(args.paths, tools)
     return default_sources(tools)
+
+
+def _looked_in(args: argparse.Namespace) -> str:
+    """For an ingest of the standard folders that found no transcript: where it looked,
+    and how to point it at transcripts kept elsewhere."""
+    from lifeline.sessions.ingest.service import default_roots
+
+    home = Path.home()
+    roots = [root for _adapter, root in default_roots([Tool(t) for t in args.tool or []])]
+    there = [root for root in roots if root.exists()]
+    shown = ", ".join(
+        f"~/{root.relative_to(home)}" if root.is_relative_to(home) else str(root)
+        for root in there or roots
+    )
+    where = f"none in {shown}" if there else f"none of the tools' folders exists ({shown})"
+    return (
+        f"no agent transcripts found: {where}; for transcripts kept elsewhere, "
+        "give their files or folders: `lifeline sessions ingest PATH…`"
+    )
 
 
 class _Progress:
@@ -175,7 +187,7 @@ async def cmd_ingest(args: argparse.Namespace) -> int:
     settings = load_session_settings(home)
     found = _found(args)
     scope = None if (args.all or args.paths) else project_scope(home.root)
-    async with open_ingester(home, _line(args, settings), settings) as ingester:
+    async with open_ingester(home, sessions_line_name(args, settings), settings) as ingester:
         report = await ingest_sources(
             ingester, found, scope=scope, progress=_Progress(not args.json)
         )
@@ -183,18 +195,13 @@ async def cmd_ingest(args: argparse.Namespace) -> int:
         print_json(report.as_json())
     else:
         print(_summary(report))
+        if not found and not args.paths:
+            print(_looked_in(args))
     return 0
 
 
-async def _catalogue(args: argparse.Namespace) -> Catalogue:
-    home = home_of(args)
-    settings = load_session_settings(home)
-    store = await home.lines.open_kept(_line(args, settings))  # files, or a hub's database
-    return await Catalogue(store, live_window=settings.live_window).load()
-
-
 async def cmd_list(args: argparse.Namespace) -> int:
-    catalogue = await _catalogue(args)
+    catalogue = await open_catalogue(args)
     try:
         scope = project_scope(home_of(args).root) if args.scope == "." else args.scope
         found = filter_sessions(
@@ -221,7 +228,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
 
 
 async def cmd_show(args: argparse.Namespace) -> int:
-    catalogue = await _catalogue(args)
+    catalogue = await open_catalogue(args)
     try:
         session = await catalogue.session(args.id)
         children: dict[str, Any] = {}
@@ -259,7 +266,7 @@ async def cmd_watch(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
     args.paths = []
     print(f"watching {'every project' if scope is None else scope}; Ctrl-C stops", flush=True)
-    async with open_ingester(home, _line(args, settings), settings) as ingester:
+    async with open_ingester(home, sessions_line_name(args, settings), settings) as ingester:
         await watch(ingester, lambda: _found(args), scope, stop, args.interval, _announce)
     print("stopped", flush=True)
     return 0

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from lifeline.cli.common import Commands, add_json_option, home_of, positive_int, print_json
+from lifeline.cli.sessions_line import open_sessions_line
 from lifeline.errors import ConfigError
-from lifeline.sessions.config import load_session_settings
 from lifeline.sessions.finder import opened_index, parse_since, search
 from lifeline.sessions.index import SessionIndex
 from lifeline.sessions.messages import ROLES
@@ -19,7 +19,7 @@ from lifeline.sessions.prices import load_prices
 from lifeline.sessions.scope import project_scope
 from lifeline.sessions.usage import GROUPS, UsageLine, UsageReport, usage_report
 from lifeline.store.port import Store
-from lifeline.wording import one_line
+from lifeline.wording import count, one_line
 
 __all__ = ["register_find"]
 
@@ -65,10 +65,7 @@ def register_find(inner: Commands, parent: argparse.ArgumentParser) -> None:
 
 @asynccontextmanager
 async def _index(args: argparse.Namespace) -> AsyncIterator[tuple[Store, SessionIndex]]:
-    home = home_of(args)
-    settings = load_session_settings(home)
-    line = str(getattr(args, "line", None) or settings.line)
-    store = await home.lines.open_kept(line)  # line files, or a hub's database
+    store, _settings = await open_sessions_line(args)
     try:
         async with opened_index(store) as index:
             yield store, index
@@ -85,7 +82,15 @@ def _row(name: str, line: UsageLine, width: int) -> str:
     )
 
 
-def _print_usage(report: UsageReport) -> None:
+def _print_usage(report: UsageReport, since: str | None, before: int) -> None:
+    """``before``: how many sessions have usage recorded before ``since`` (none after it)."""
+    if not report.lines and since is not None and before:
+        print(
+            f"no recorded token usage since {since.replace('T', ' ')} UTC; "
+            f"{count(before, 'session has', 'sessions have')} usage from before then: "
+            "widen --since, or leave it out"
+        )
+        return
     if not report.lines:
         print("no recorded token usage; ingest sessions with `lifeline sessions ingest`")
         return
@@ -117,10 +122,14 @@ async def cmd_usage(args: argparse.Namespace) -> int:
         report = usage_report(
             index, prices, by=args.by, since=since, tool=args.tool, project=project
         )
+        before = 0
+        if since is not None and not report.lines and not args.json:
+            every = usage_report(index, prices, by=args.by, tool=args.tool, project=project)
+            before = every.total.sessions
     if args.json:
         print_json(report.as_json())
     else:
-        _print_usage(report)
+        _print_usage(report, since, before)
     return 0
 
 

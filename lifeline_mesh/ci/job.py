@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -52,6 +53,7 @@ __all__ = [
     "finish_job",
     "ingest_sessions",
     "run_command",
+    "say_undelivered",
     "start_job",
 ]
 
@@ -228,6 +230,18 @@ async def ingest_sessions(job: CiJob) -> None:
                 await ingest_sources(ingester, found, scope=scope)
     except (LifelineError, OSError) as exc:
         _say(f"warning: the agent sessions were not ingested: {exc}")
+
+
+def say_undelivered(job: CiJob) -> None:
+    """The one line for a job stopped (Ctrl-C) after its command started and before its
+    sync back ended: what it wrote stays in its ``.lifeline/``, beside the job's record
+    (:meth:`CiJob.save`), so `ci finish` there delivers it."""
+    root = job.home.root.resolve()
+    where = "" if root == Path.cwd().resolve() else f" --root {shlex.quote(str(root))}"
+    _say(
+        f"stopped before the sync back: what the job wrote is kept in {job.home.dir.resolve()}; "
+        f"deliver it with `lifeline-mesh{where} ci finish`"
+    )
 
 
 async def finish_job(job: CiJob) -> bool:

@@ -6,12 +6,20 @@ A CI credential itself is minted by `lifeline-mesh invite --ci NAME` (cmd_member
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import sys
 
 from lifeline.cli.common import Commands, add_json_option, creates_project, print_json
 from lifeline.errors import ConfigError
-from lifeline_mesh.ci.job import CiJob, finish_job, ingest_sessions, run_command, start_job
+from lifeline_mesh.ci.job import (
+    CiJob,
+    finish_job,
+    ingest_sessions,
+    run_command,
+    say_undelivered,
+    start_job,
+)
 from lifeline_mesh.cli.cmd_membership import TOKEN_ENV
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.membership.credential import (
@@ -181,9 +189,15 @@ async def cmd_ci_run(args: argparse.Namespace) -> int:
     job = await start_job(
         node_home(args), _token(), args.peer, args.join_peer, shallow=not args.full_history
     )
-    status = run_command(job, command)
-    await ingest_sessions(job)
-    await finish_job(job)
+    try:
+        status = run_command(job, command)
+        await ingest_sessions(job)
+        await finish_job(job)
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        # Ctrl-C: the command got it too and may have written already; asyncio.run turns
+        # the cancelled task into the CLI's "interrupted", exit 130.
+        say_undelivered(job)
+        raise
     return status
 
 

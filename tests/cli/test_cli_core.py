@@ -68,6 +68,13 @@ def root(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def test_init_twice_says_the_line_already_exists(root: Path) -> None:
+    again = lifeline(root, "init")
+    assert again.returncode == 0, again.stderr
+    where = root / ".lifeline" / "ledger.db"
+    assert again.stdout == f"line 'ledger' already exists at {where}\n", again.stdout
+
+
 def test_every_command_has_help(tmp_path: Path) -> None:
     commands = _commands()
     assert {"init", "log", "show", "history", "lines", "verify", "render", "ingest"} <= set(

@@ -145,3 +145,42 @@ def test_watch_ingests_appended_lines_and_stops_on_sigterm(tmp_path: Path) -> No
         assert proc.wait(timeout=30) == 0
     rows = json.loads(run_cli(root, "sessions", "list", "--json").stdout)
     assert rows[0]["turns"] == 2
+
+
+def test_reading_before_any_ingest_points_to_ingest(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    assert run_cli(root, "init").returncode == 0  # a project, without its sessions line yet
+    home = tmp_path / "home"
+    for args in (["list"], ["show", "abc"], ["usage"], ["search", "x"], ["unfinished"]):
+        done = run_cli(root, "sessions", *args, home=home)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, (args, done.stderr)
+        assert done.stderr.startswith("lifeline: error: no sessions yet: line 'sessions' ")
+        assert done.stderr.rstrip().endswith(
+            "`lifeline sessions ingest` creates it from the agents' transcripts"
+        ), done.stderr
+        assert "init" not in done.stderr
+    named = run_cli(root, "sessions", "list", "--line", "agents", home=home)
+    assert "`lifeline sessions ingest --line agents` creates it" in named.stderr, named.stderr
+
+
+def test_an_ingest_that_finds_nothing_says_where_it_looked(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    root = tmp_path / "p"
+    root.mkdir()
+    done = run_cli(root, "sessions", "ingest", home=home)
+    assert done.returncode == 0, done.stderr
+    summary, looked = done.stdout.splitlines()
+    assert summary.startswith("0 sessions ingested")
+    assert looked.startswith("no agent transcripts found: none of the tools' folders exists (")
+    for folder in ("~/.claude/projects", "~/.codex/sessions", "~/.gemini/tmp", "~/.forge"):
+        assert folder in looked
+    assert looked.endswith("give their files or folders: `lifeline sessions ingest PATH…`")
+    (home / ".codex" / "sessions").mkdir(parents=True)
+    codex = run_cli(root, "sessions", "ingest", "--tool", "codex", home=home)
+    assert codex.stdout.splitlines()[-1].startswith(
+        "no agent transcripts found: none in ~/.codex/sessions; "  # the folder that exists
+    ), codex.stdout
+    given = run_cli(root, "sessions", "ingest", str(FIXTURES / "codex"), home=home)
+    assert "no agent transcripts found" not in given.stdout  # it was told where to look

@@ -5,6 +5,7 @@ models shown as tokens only; the user's price file; filters; bad input."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -216,3 +217,16 @@ def test_filters_and_bad_input(project: Path) -> None:
     assert bad.returncode != 0 and "is not a date" in bad.stderr and "Traceback" not in bad.stderr
     missing = run_cli(project, "sessions", "usage", "--prices", str(project / "nope.json"))
     assert missing.returncode != 0 and "no price file" in missing.stderr
+
+
+def test_a_window_with_no_usage_says_how_many_sessions_are_before_it(project: Path) -> None:
+    days = [r["key"] for r in _json(project, "usage", "--by", "day")["rows"]]
+    sessions = _json(project, "usage")["total"]["sessions"]
+    after = (dt.date.fromisoformat(days[-1]) + dt.timedelta(days=1)).isoformat()
+    done = run_cli(project, "sessions", "usage", "--by", "day", "--since", after)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"no recorded token usage since {after} 00:00:00 UTC; {sessions} sessions have usage "
+        "from before then: widen --since, or leave it out"
+    ]
+    assert _json(project, "usage", "--since", after)["rows"] == []  # --json: as before

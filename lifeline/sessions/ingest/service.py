@@ -36,6 +36,7 @@ from lifeline.sessions.scope import project_hashes, scope_for, scope_matches
 __all__ = [
     "ADAPTERS",
     "Found",
+    "default_roots",
     "default_sources",
     "in_scope",
     "ingest_sources",
@@ -68,23 +69,31 @@ def _adapters(tools: Iterable[Tool] | None) -> list[Adapter]:
     return [a for t, a in ADAPTERS.items() if t in wanted]
 
 
+def default_roots(
+    tools: Iterable[Tool] | None = None,
+    env: dict[str, str] | None = None,
+    home: Path | None = None,
+) -> list[tuple[Adapter, Path]]:
+    """The tools' standard folders for this user, each with its tool's adapter."""
+    env = dict(os.environ) if env is None else env
+    home = home or Path(env.get("HOME") or Path.home())
+    return [(a, root) for a in _adapters(tools) for root in a.default_roots(env, home)]
+
+
 def default_sources(
     tools: Iterable[Tool] | None = None,
     env: dict[str, str] | None = None,
     home: Path | None = None,
 ) -> list[Found]:
     """Every transcript in the tools' standard folders for this user."""
-    env = dict(os.environ) if env is None else env
-    home = home or Path(env.get("HOME") or Path.home())
     found: list[Found] = []
     seen: set[Path] = set()
-    for adapter in _adapters(tools):
-        for root in adapter.default_roots(env, home):
-            for source in adapter.discover(root):
-                real = Path(source.ledger_path())
-                if real not in seen:
-                    seen.add(real)
-                    found.append((adapter, source))
+    for adapter, root in default_roots(tools, env, home):
+        for source in adapter.discover(root):
+            real = Path(source.ledger_path())
+            if real not in seen:
+                seen.add(real)
+                found.append((adapter, source))
     return found
 
 
