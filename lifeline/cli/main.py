@@ -75,20 +75,54 @@ _PATH_REFUSED = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors are one line on stderr (the usage text is one `--help` away)."""
+    """Usage errors are one line on stderr (the usage text is one `--help` away), told by
+    the command they are about: `PROG serve --bogus` says `see `PROG serve --help``."""
+
+    _argv: Sequence[str] = ()  # the words this parser was given (its command's, for a command)
+    _parsed: argparse.Namespace | None = None
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[Any, list[str]]:
+        self._argv = list(sys.argv[1:] if args is None else args)
+        parsed, extras = super().parse_known_args(args, namespace)
+        self._parsed = parsed
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
+        if message.startswith("unrecognized arguments:") and self._parsed is not None:
+            chosen = _chosen(self, self._parsed)
+            if chosen is not self:  # the command the words were given to tells them
+                chosen.error(message)
         message = _did_you_mean(self, message)
         self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 
+def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> _Parser:
+    """The (sub)command ``parsed`` names, deepest first: `serve`, `mcp token issue`..."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            child = action.choices.get(getattr(parsed, action.dest or "", None) or "")
+            if isinstance(child, _Parser):
+                return _chosen(child, parsed)
+    assert isinstance(parser, _Parser)
+    return parser
+
+
 def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
     """``message`` with "; did you mean `serve`?" for a mistyped command, choice or option
-    (and without the list of every choice then)."""
+    (and without the list of every choice then); an option is matched among the command's
+    own, without its dashes."""
     import difflib
     import re
 
     choice = re.match(r"argument .*?: invalid choice: '(.+?)' \(choose from (.+)\)$", message)
+    takes = ""
+    if choice and (option := _unknown_before(parser, choice[1])):
+        message = f"unrecognized arguments: {option} {choice[1]}"  # `mcp --policy x`
+        choice = None
+    elif choice and (action := _subcommands(parser)) and not action.required:
+        message, takes = _unknown_subcommand(parser, action, choice[1])
     if choice:
         typed, offered = choice[1], re.findall(r"'?([^,' ]+)'?", choice[2])
     else:
@@ -97,24 +131,44 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
             return message
         typed, offered = unknown[1].split("=", 1)[0], sorted(_option_strings(parser))
     # an option of another command is no typo: naming it again would not help
-    offered = [o for o in offered if o != typed]
-    close = difflib.get_close_matches(typed, offered, n=1, cutoff=0.6)
-    if not close:
-        return message
-    if choice:
-        message = message[: message.index(" (choose from")]
-    return f"{message}; did you mean `{close[0]}`?"
+    bare = {o.lstrip("-"): o for o in offered if o != typed}
+    close = difflib.get_close_matches(typed.lstrip("-"), list(bare), n=1, cutoff=0.6)
+    if close:
+        if " (choose from" in message:
+            message = message[: message.index(" (choose from")]
+        message = f"{message}; did you mean `{bare[close[0]]}`?"
+    return f"{message}; {takes}" if takes else message
+
+
+def _unknown_before(parser: argparse.ArgumentParser, word: str) -> str | None:
+    """The unknown option just before ``word`` in what ``parser`` was given, if any: then
+    ``word`` is that option's value, not a mistyped command."""
+    argv = list(getattr(parser, "_argv", ()))
+    at = argv.index(word) if word in argv else 0
+    before = argv[at - 1] if at else ""
+    if before.startswith("-") and before.split("=", 1)[0] not in _option_strings(parser):
+        return before
+    return None
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> argparse._SubParsersAction[Any] | None:
+    found = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return found[0] if found else None
+
+
+def _unknown_subcommand(
+    parser: argparse.ArgumentParser, action: argparse._SubParsersAction[Any], word: str
+) -> tuple[str, str]:
+    """A command that runs on its own and has subcommands too (`mcp`): a word it does not
+    know is an unknown subcommand, and what it takes (its subcommands' help) is said."""
+    known = ", ".join(f"`{c}`" for c in action.choices)
+    takes = action.help or f"`{parser.prog}` runs without one, or takes {known}"
+    return f"unknown {parser.prog.split()[-1]} subcommand {word!r}", takes
 
 
 def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
-    """Every long option of ``parser`` and of its commands."""
-    found: set[str] = set()
-    for action in parser._actions:
-        found.update(o for o in action.option_strings if o.startswith("--"))
-        if isinstance(action, argparse._SubParsersAction):
-            for child in set(action.choices.values()):
-                found |= _option_strings(child)
-    return found
+    """The options of ``parser`` itself (not of its subcommands')."""
+    return {o for action in parser._actions for o in action.option_strings}
 
 
 def _version_action(first: str, details: Callable[[], Sequence[str]]) -> type[argparse.Action]:

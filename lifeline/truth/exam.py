@@ -14,6 +14,7 @@ from typing import Any
 
 from lifeline.truth.state import State
 from lifeline.truth.views import Truth
+from lifeline.wording import count
 
 __all__ = ["CHECK_POINTS", "Check", "Exam", "Gap", "examine"]
 
@@ -97,13 +98,13 @@ def _why(state: State, truth: Truth) -> Check:
         for d in bare
     ]
     total = len(truth.decisions)
-    detail = f"{total - len(bare)} of {total} decisions in force say why"
+    detail = f"{total - len(bare)} of {count(total, 'decision')} in force {_say(total)} why"
     return Check("why", _share(total - len(bare), total), detail, gaps)
 
 
 def _decided(truth: Truth) -> Check:
     if truth.decisions:
-        return Check("decided", CHECK_POINTS, f"{len(truth.decisions)} decisions in force")
+        return Check("decided", CHECK_POINTS, f"{count(len(truth.decisions), 'decision')} in force")
     gap = Gap(
         "decided",
         None,
@@ -144,11 +145,18 @@ def _next(state: State, truth: Truth, resume: Sequence[Mapping[str, Any]]) -> Ch
     rest = CHECK_POINTS - said
     covered_share = 1.0 if not truth.open else (len(truth.open) - len(stalled)) / len(truth.open)
     points = (said if with_next else 0) + round(rest * covered_share)
+    asked = len(truth.open)
     detail = (
-        f"{len(with_next)} thread(s) say what is next; "
-        f"{len(truth.open) - len(stalled)} of {len(truth.open)} open questions have a checkpoint"
+        f"{count(len(with_next), 'thread')} {_say(len(with_next))} what is next; "
+        f"{asked - len(stalled)} of {count(asked, 'open question')} "
+        f"{'has' if asked == 1 else 'have'} a checkpoint"
     )
     return Check("next", points, detail, gaps)
+
+
+def _say(n: int) -> str:
+    """The verb after ``n`` things: ``1 thread says``, ``2 threads say``."""
+    return "says" if n == 1 else "say"
 
 
 def examine(state: State, truth: Truth, resume: Sequence[Mapping[str, Any]]) -> Exam:

@@ -21,6 +21,7 @@ from lifeline.cli.common import (
     root_of,
 )
 from lifeline.errors import ConfigError
+from lifeline.wording import count
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
@@ -87,6 +88,7 @@ async def cmd_capture(args: argparse.Namespace) -> int:
         print(f"{row['commit'][:12]}  {row['outcome']:<16}  {row['summary']}")
     drafted = sum(1 for r in rows if r["outcome"] == "proposed")
     print(
-        f"{drafted} new proposal(s); review with `lifeline-mesh proposals`, then approve or reject"
+        f"{count(drafted, 'new proposal')}; review with `lifeline-mesh proposals`, then approve "
+        "or reject"
     )
     return 0

@@ -19,6 +19,7 @@ from lifeline.cli.common import (
 )
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS
+from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
@@ -89,7 +90,12 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
 
 
 def _register_tokens(mcp: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
-    subs = mcp.add_subparsers(dest="mcp_command", metavar="[token]")
+    subs = mcp.add_subparsers(
+        dest="mcp_command",
+        metavar="[token]",
+        help="`mcp` alone serves on stdio, `mcp --http HOST:PORT` over HTTP; "
+        "`mcp token ...` issues, lists and revokes the bearer tokens of --http",
+    )
     tokens = subs.add_parser(
         "token",
         parents=[parent],
@@ -179,7 +185,9 @@ async def cmd_token_list(args: argparse.Namespace) -> int:
 
 async def cmd_token_revoke(args: argparse.Namespace) -> int:
     revoked = _book(args).revoke(args.name)
-    print(f"revoked {len(revoked)} token(s) named {args.name!r}; refused from the next request")
+    print(
+        f"revoked {count(len(revoked), 'token')} named {args.name!r}; refused from the next request"
+    )
     return 0
 
 

@@ -220,7 +220,9 @@ def _print_unproven(rows: list[dict[str, str]]) -> None:
     if not rows:
         return
     print(
-        f"\nmembers: {len(rows)} row(s) carry no proof from the mesh CA and are not trusted "
+        f"\nmembers: {count(len(rows), 'row')} "
+        f"{'carries' if len(rows) == 1 else 'carry'} no proof from the mesh CA and "
+        f"{'is' if len(rows) == 1 else 'are'} not trusted "
         "(a row is proven by the node's certificate; `lifeline-mesh members --pull "
         "HOST:PORT` fetches proven rows from a member)"
     )
@@ -232,16 +234,18 @@ def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
     failed = [r for r in reports if not r.ok]
     total = sum(r.log.fails for r in reports)
     if failed:
-        print(f"FAILED: {total} problem(s) in {len(failed)} of {len(reports)} line(s)")
+        print(
+            f"FAILED: {count(total, 'problem')} in {len(failed)} of {count(len(reports), 'line')}"
+        )
     else:
-        print(f"OK: {len(reports)} line(s) verified, no problems")
+        print(f"OK: {count(len(reports), 'line')} verified, no problems")
     for report in sorted(reports, key=lambda r: r.ok):
         v = report.verdict
         print(
             f"\nline {report.line!r}: {count(v.entries, 'entry', 'entries')} ({v.signed} "
             f"signed, {v.imported} imported, {v.unsigned} unsigned), "
             f"{count(v.attestations, 'attestation')}, "
-            f"{report.log.fails} failure(s)"
+            f"{count(report.log.fails, 'failure')}"
         )
         for f in report.log.failures():
             print(f"  {f.check:<21} {f.subject[:12]}  {f.detail}")

@@ -187,7 +187,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
     tracked = report["tracked_by_git"]
     if tracked:
         print(
-            f"warning: git tracks {len(tracked)} file(s) that must never be committed "
+            f"warning: git tracks {count(len(tracked), 'file')} that must never be committed "
             f"({', '.join(tracked[:4])}{', …' if len(tracked) > 4 else ''}); run "
             "`git rm -r --cached .lifeline` and, if any was pushed, treat its keys as leaked "
             "(docs/security.md, What to commit)",

@@ -21,6 +21,7 @@ from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.cli.ui_args import add_serve_ui_arguments
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.mesh_state import holds_ca_key
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import serve_lock
 from lifeline_mesh.node.root import Node
@@ -30,7 +31,7 @@ from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.fast import ENV, PLAIN, FastPaths
 from lifeline_mesh.sync.memory import SESSIONS
 from lifeline_mesh.sync.outcome import refusal_warnings
-from lifeline_mesh.transport.addresses import address_arg, split_address
+from lifeline_mesh.transport.addresses import address_arg, require_loopback, split_address
 from lifeline_mesh.transport.authz import MeshRole
 
 if TYPE_CHECKING:
@@ -182,7 +183,7 @@ async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
     if repaired:
         shown = ", ".join(f"{home.relative(x.path)} {x.mode:04o}" for x in repaired[:3])
         print(
-            f"made {len(repaired)} path(s) private that other users could read ({shown}"
+            f"made {count(len(repaired), 'path')} private that other users could read ({shown}"
             f"{', …' if len(repaired) > 3 else ''}): .lifeline/ 0700, databases 0600",
             file=sys.stderr,
         )
@@ -205,6 +206,10 @@ async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
 async def _serve_node(args: argparse.Namespace, node: Node, metrics: MetricsServer | None) -> int:
     config = node.config()
     listen = args.listen or config.listen
+    # Plain text is loopback only: said first, before what discovery would ask of the address
+    tls = node.security.server_credentials is not None
+    require_loopback(listen, tls=tls, what="listen address", listen=True)
+    _warn_no_joins(args, node)
     join_listen = args.join_listen or f"{listen.rpartition(':')[0]}:0"
     if node.home.hub_binding_path.exists():
         # A hub process is reached by its address; its sibling processes are the same node
@@ -233,14 +238,14 @@ async def _serve_node(args: argparse.Namespace, node: Node, metrics: MetricsServ
             server = await node.serve(listen, stop, ready, join_listen=join_listen, peering=peering)
         finally:
             stop.set()  # the watcher ends with the server
-    out = node.outbound
+    out, taken = node.outbound, node.rows.taken
     print(
-        f"stopped after {len(server.reports) + server.failures.total} sessions in "
-        f"({server.failures.total} failed) and {out['syncs']} syncs out ({out['failed']} failed); "
-        f"took the rows of {node.rows.taken['changes']} changes over watches "
-        f"({node.rows.taken['held']} more were here already, {node.rows.taken['refused']} "
-        "refused: synced instead); asked peers to leave it out "
-        f"of {node.changes.relays['prunes asked']} trees of relays"
+        f"stopped after {count(len(server.reports) + server.failures.total, 'session')} in "
+        f"({server.failures.total} failed) and {count(out['syncs'], 'sync')} out "
+        f"({out['failed']} failed); took the rows of {count(taken['changes'], 'change')} over "
+        f"watches ({taken['held']} more were here already, {taken['refused']} refused: synced "
+        "instead); asked peers to leave it out of "
+        f"{count(node.changes.relays['prunes asked'], 'tree')} of relays"
     )
     return 0
 
@@ -354,6 +359,23 @@ class _Stored:
         )
 
 
+def _warn_no_joins(args: argparse.Namespace, node: Node) -> None:
+    """--join-listen where no join is served: a warning, not an error, so a unit or compose
+    file that sets it on every node (or hub process) keeps them serving."""
+    if args.join_listen is None:
+        return
+    if node.security.insecure:
+        why = "--insecure serves no joins"
+    elif not holds_ca_key(node.home):
+        why = (
+            "this node does not hold the mesh CA key, so it serves no joins (the node that "
+            "created the mesh does; `lifeline-mesh members` names it)"
+        )
+    else:
+        return
+    print(f"warning: --join-listen {args.join_listen} ignored: {why}", file=sys.stderr)
+
+
 def _report_text(r: SyncReport, peer: str) -> str:
     if r.role == "shallow":
         return (
@@ -371,7 +393,7 @@ def _report_text(r: SyncReport, peer: str) -> str:
         f"{r.entries_received} ({r.ts_lowered} with an earlier ts); signatures "
         f"{r.signatures_sent} out / {r.signatures_received} in; "
         f"protocol bytes {r.bytes_sent} out / {r.bytes_received} in; "
-        f"{r.round_trips} round trips; {r.seconds:.3f}s"
+        f"{count(r.round_trips, 'round trip')}; {r.seconds:.3f}s"
     )
 
 

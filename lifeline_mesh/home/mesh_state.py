@@ -41,6 +41,7 @@ __all__ = [
     "FileState",
     "HoldsDocuments",
     "MeshState",
+    "holds_ca_key",
     "read_doc_json",
 ]
 
@@ -153,6 +154,11 @@ class FileState:
             yield
         finally:
             os.close(fd)  # releases the lock
+
+
+def holds_ca_key(home: HoldsDocuments) -> bool:
+    """Whether this node holds the mesh CA key: only there are joins served and invites made."""
+    return home.documents.read(CA_KEY) is not None
 
 
 def read_doc_json(home: HoldsDocuments, name: str, default: Any) -> Any:

@@ -27,7 +27,7 @@ from lifeline_mesh.helpers import pool as offload
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.inbound import InboundLog
-from lifeline_mesh.home.mesh_state import CA_KEY
+from lifeline_mesh.home.mesh_state import holds_ca_key
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import recorded_node_state, serving_state
 from lifeline_mesh.membership import RevocationList
@@ -225,7 +225,7 @@ class Node:
     async def _join_port(self) -> grpc.aio.Server | None:
         """A join port, a server of its own, where the CA key lives."""
         listen = self._join_listen
-        if self.security.insecure or not listen or self.home.documents.read(CA_KEY) is None:
+        if self.security.insecure or not listen or not holds_ca_key(self.home):
             return None
         server, port = await start_join_server(self.home, listen)
         self.join_address = f"{listen.rpartition(':')[0]}:{port}"

@@ -138,7 +138,7 @@ def test_status_warns_about_loose_modes_and_serve_repairs_them(project: Path) ->
     with serve(project, "--insecure", "--listen", "127.0.0.1:0") as proc:
         modes = _modes(project)
     assert proc.stderr is not None
-    assert "made 2 path(s) private" in proc.stderr.read()
+    assert "made 2 paths private" in proc.stderr.read()
     assert modes == {k: 0o700 if k == ".lifeline" else 0o600 for k in modes}
     status = _run("lifeline_mesh", project, "status", "--json")
     assert json.loads(status.stdout)["readable_by_others"] == []

@@ -59,3 +59,33 @@ def test_the_author_without_user_variables_is_gits_user_name(tmp_path: Path) -> 
     assert done.returncode == 0, done.stderr
     shown = _run("lifeline", "--root", str(tmp_path), "history", "--json", env=env)
     assert '"author": "Ada Lovelace"' in shown.stdout, shown.stdout
+
+
+def test_an_unknown_option_is_told_by_its_command_among_its_own_options() -> None:
+    done = _run("lifeline-mesh", "serve", "--bogus")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    said = "lifeline-mesh serve: error: unrecognized arguments: --bogus; see `lifeline-mesh serve"
+    assert done.stderr.startswith(said + " --help`"), done.stderr
+    assert "did you mean" not in done.stderr  # the dashes alone made it look like --verbose
+    done = _run("lifeline-mesh", "serve", "--join-lisen", "127.0.0.1:0")
+    assert "did you mean `--join-listen`?; see `lifeline-mesh serve --help`" in done.stderr
+    # `mcp token issue --role` is another command's option: not offered for `mcp`
+    done = _run("lifeline-mesh", "mcp", "token", "issue", "n", "--rle", "member")
+    assert "did you mean `--role`?; see `lifeline-mesh mcp token issue --help`" in done.stderr
+    done = _run("lifeline-mesh", "mcp", "--rle", "member")
+    assert "unrecognized arguments: --rle member; see `lifeline-mesh mcp --help`" in done.stderr
+
+
+def test_mcp_says_what_it_takes_for_a_word_it_does_not_know() -> None:
+    done = _run("lifeline-mesh", "mcp", "stdio")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "unknown mcp subcommand 'stdio'; `mcp` alone serves on stdio" in done.stderr
+    assert "`mcp --http HOST:PORT` over HTTP" in done.stderr and "`mcp token" in done.stderr
+    assert "choose from" not in done.stderr and "argument [token]" not in done.stderr
+    done = _run("lifeline-mesh", "mcp", "tokn")
+    assert "unknown mcp subcommand 'tokn'; did you mean `token`?" in done.stderr
+    # an unknown option's value is not taken for a subcommand
+    done = _run("lifeline-mesh", "mcp", "--policy", "x")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "unrecognized arguments: --policy x; see `lifeline-mesh mcp --help`" in done.stderr
+    assert "invalid choice" not in done.stderr

@@ -4,11 +4,13 @@
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.support.clirun import lifeline
+from tests.support.mesh_procs import serve_insecure
 
 WRONG = re.compile(r"\b1 (entries|sessions|turns|items|attestations|bundles|files)\b")
 
@@ -58,3 +60,46 @@ def test_many_still_read_as_plural(tmp_path: Path) -> None:
     for n in range(2):
         assert lifeline(tmp_path, "log", "--kind", "note", "--summary", f"n{n}").returncode == 0
     assert re.search(r"ledger\s+2 entries$", lifeline(tmp_path, "lines").stdout, re.M)
+
+
+def test_exam_and_serve_and_sync_counts_of_one_read_singular(tmp_path: Path) -> None:
+    """`exam`'s checks, a sync's round trips and serve's closing line: `1 decision in
+    force`, `1 thread says`, `1 round trip`, `stopped after 1 session in`, no `(s)`."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        root.mkdir()
+        assert lifeline(root, "init").returncode == 0
+        assert _mesh(root, "share", "ledger").returncode == 0
+    ok = lifeline(a, "log", "--kind", "decision", "--summary", "Db: sqlite", "--body", "because")
+    assert ok.returncode == 0, ok.stderr
+    assert lifeline(a, "checkpoint", "--thread", "main", "--next", "ship").returncode == 0
+    exam = lifeline(a, "exam").stdout
+    assert "1 of 1 decision in force says why" in exam and "  1 decision in force" in exam, exam
+    assert "1 thread says what is next; 0 of 0 open questions have" in exam, exam
+    with serve_insecure(b) as (proc, address):
+        first = _mesh(a, "sync", "--insecure", address)
+        assert first.returncode == 0, first.stderr
+        again = _mesh(a, "sync", "--insecure", address)  # nothing new: one round trip
+        assert again.returncode == 0 and "; 1 round trip; " in again.stdout, again.stdout
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert proc.stdout is not None
+        closing = proc.stdout.read()
+    assert "stopped after 2 sessions in (0 failed) and 0 syncs out (0 failed)" in closing
+    assert "(s)" not in exam + again.stdout + closing
+
+
+def test_serve_closing_line_of_one_session(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for root in (a, b):
+        root.mkdir()
+        assert lifeline(root, "init").returncode == 0
+        assert _mesh(root, "share", "ledger").returncode == 0
+    with serve_insecure(b) as (proc, address):
+        assert _mesh(a, "sync", "--insecure", address).returncode == 0
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert proc.stdout is not None
+        closing = proc.stdout.read()
+    assert "stopped after 1 session in (0 failed) and 0 syncs out" in closing, closing
+    assert "of 0 changes over watches" in closing and "of 0 trees of relays" in closing

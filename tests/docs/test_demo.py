@@ -32,7 +32,7 @@ def test_demo_runs_and_the_three_nodes_agree() -> None:
     digests = re.findall(r"^\s+(laptop-a|laptop-b|ci-runner)\s+context sha256 (\w+)$", out, re.M)
     assert [name for name, _ in digests] == ["laptop-a", "laptop-b", "ci-runner"]
     assert len({digest for _, digest in digests}) == 1
-    assert out.count("OK: 1 line(s) verified, no problems") == 3
+    assert out.count("OK: 1 line verified, no problems") == 3
     assert "Load test: PIX path holds 800 rps" in out  # the CI runner's entry reached laptop A
     stranger = out[out.index("== A node of another mesh is refused") :]
     assert "refused" in stranger and "do not trust each other" in stranger

@@ -167,7 +167,7 @@ async def test_wrong_expired_and_revoked_tokens_get_401_with_the_reason(tmp_path
         assert refused.group_contains(MCPError, depth=None)
 
         done = cli("lifeline_mesh", root, "mcp", "token", "revoke", "ci")
-        assert "revoked 1 token(s) named 'ci'" in done.stdout
+        assert "revoked 1 token named 'ci'" in done.stdout
         status, message = await _refusal(root, url, member)  # no restart needed
         assert status == 401 and "token 'ci' was revoked at" in message
         assert "ask the node's owner for a new one" in message

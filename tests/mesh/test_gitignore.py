@@ -67,7 +67,7 @@ def test_status_warns_when_git_tracks_a_secret(tmp_path: Path) -> None:
     git(tmp_path, "add", "-f", ".lifeline/mesh/ca.key")
     out = cli("lifeline_mesh", tmp_path, "status")
     assert out.stderr.count("\n") == 1
-    assert "git tracks 1 file(s)" in out.stderr and ".lifeline/mesh/ca.key" in out.stderr
+    assert "git tracks 1 file that" in out.stderr and ".lifeline/mesh/ca.key" in out.stderr
     assert "git rm -r --cached .lifeline" in out.stderr
     report = json.loads(cli("lifeline_mesh", tmp_path, "status", "--json").stdout)
     assert report["tracked_by_git"] == [".lifeline/mesh/ca.key"]

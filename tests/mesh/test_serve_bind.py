@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 from tests.support.ci_helpers import MESH
-from tests.support.mesh_procs import cli, serve
+from tests.support.mesh_procs import cli, join_mesh, serve
 
 
 def _node(path: Path, mesh: str) -> Path:
@@ -70,3 +70,48 @@ def test_insecure_off_loopback_says_what_insecure_means(tmp_path: Path) -> None:
     node = _node(tmp_path / "a", "a")
     said = _serve_fails(node, "--insecure", "--listen", "0.0.0.0:0")
     assert "without TLS (--insecure" in said and "this node has no TLS credentials" not in said
+
+
+def test_insecure_off_loopback_is_said_before_discovery_asks_for_an_interface(
+    tmp_path: Path,
+) -> None:
+    node = _node(tmp_path / "a", "a")
+    done = subprocess.run(
+        [*MESH, "--root", str(node), "serve", "--insecure", "--listen", "0.0.0.0:0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "is not a loopback address, and without TLS (--insecure" in done.stderr
+    assert "--interface" not in done.stderr
+
+
+def test_join_listen_on_a_node_without_the_ca_key_is_warned_and_ignored(tmp_path: Path) -> None:
+    ca, member = tmp_path / "ca", tmp_path / "member"
+    for root in (ca, member):
+        root.mkdir()
+        cli("lifeline", root, "init")
+    join_mesh(ca, [member])
+    with socket.socket() as holder:  # a taken port: never bound, since no join is served
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        with serve(
+            member,
+            "--listen",
+            "127.0.0.1:0",
+            "--no-discovery",
+            "--join-listen",
+            f"127.0.0.1:{port}",
+        ) as proc:
+            pass
+    assert proc.stderr is not None and proc.stdout is not None
+    out, err = proc.stdout.read(), proc.stderr.read()
+    assert "join port on" not in out
+    warned = [line for line in err.splitlines() if "--join-listen" in line]
+    assert warned == [
+        f"warning: --join-listen 127.0.0.1:{port} ignored: this node does not hold the mesh CA "
+        "key, so it serves no joins (the node that created the mesh does; `lifeline-mesh "
+        "members` names it)"
+    ], err

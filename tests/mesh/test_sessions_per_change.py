@@ -54,8 +54,8 @@ WRITE_EVERY_S = 2.0
 # write) with the writer's pushes, which the soak counted at 2.2-2.9.
 BUSY_PER_WRITE_BOUND = 0.5
 STOPPED = re.compile(
-    r"stopped after (\d+) sessions in \((\d+) failed\) and (\d+) syncs out .*"
-    r"took the rows of (\d+) changes over watches \((\d+) more were here already, (\d+) refused"
+    r"stopped after (\d+) sessions? in \((\d+) failed\) and (\d+) syncs? out .*"
+    r"took the rows of (\d+) changes? over watches \((\d+) more were here already, (\d+) refused"
 )
 
 
