@@ -23,22 +23,12 @@ from tests.support.http_flood import (
     idle_flood,
     wait_until_open_at_most,
 )
+from tests.support.mcp_client import INIT
 from tests.support.mesh_procs import cli
 
 pytestmark = pytest.mark.timeout(180)
 
-INIT = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "page", "version": "1"},
-        },
-    }
-).encode()
+INIT_BODY = json.dumps(INIT).encode()
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +71,7 @@ def _initialize(port: int, token: str, **headers: str) -> tuple[int, str]:
         "Accept": "application/json, text/event-stream",
         **{k.replace("_", "-"): v for k, v in headers.items()},
     }
-    return browser_request(port, "POST", "/mcp", sent, INIT)
+    return browser_request(port, "POST", "/mcp", sent, INIT_BODY)
 
 
 def test_a_rebound_name_or_another_origin_is_refused_even_with_a_token(

@@ -22,7 +22,7 @@ from mcp.shared.exceptions import MCPError
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.tokens import TokenBook, TokenSpec
-from tests.support.mcp_client import call_tool, tool_text
+from tests.support.mcp_client import INIT, call_tool, tool_text
 from tests.support.mesh_procs import cli
 
 pytestmark = pytest.mark.timeout(120)
@@ -238,16 +238,6 @@ async def test_stateless_serving_lets_any_process_answer_a_session(
     token = _issue(root, "ci-read")
     extra = ("--stateless",) if stateless else ()
     accept = {"Accept": "application/json, text/event-stream"}
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "lb-test", "version": "1"},
-        },
-    }
     call = {
         "jsonrpc": "2.0",
         "id": 2,
@@ -259,7 +249,7 @@ async def test_stateless_serving_lets_any_process_answer_a_session(
         _serving(root, "127.0.0.1:0", *extra) as second,
     ):
         async with _http(root, token) as http:
-            opened = await http.post(first, json=init, headers=accept)
+            opened = await http.post(first, json=INIT, headers=accept)
             assert opened.status_code == 200, opened.text
             headers = dict(accept)
             if "mcp-session-id" in opened.headers:
