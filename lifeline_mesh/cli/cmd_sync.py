@@ -287,9 +287,9 @@ async def cmd_sync(args: argparse.Namespace) -> int:
         raise ConfigError("no line is shared on this node; run `lifeline-mesh share LINE` first")
     try:
         if args.shallow:
-            reports = await shallow_sync(node, args.peer, lines)
+            reports = await shallow_sync(node, args.peer, lines, go_on=True)
         elif args.push:
-            reports = await push_lines(node, args.peer, lines)
+            reports = await push_lines(node, args.peer, lines, go_on=True)
         else:
             with _Stored(args, args.peer) as shown:
                 reports = await node.sync(args.peer, lines, progress=shown, go_on=True)

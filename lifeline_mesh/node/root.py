@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from lifeline.errors import LifelineError, NotAuthenticated, PermissionDenied
+from lifeline.errors import LifelineError, NotAuthenticated
 from lifeline.ledger import utc_now
 from lifeline.store.grouped import grouped
 from lifeline.store.port import Store
@@ -54,7 +54,7 @@ from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.sync.driver import Progress, SyncReport
 from lifeline_mesh.sync.fast import FastPaths
-from lifeline_mesh.sync.outcome import scheduled_summary
+from lifeline_mesh.sync.outcome import reported_if_refused, scheduled_summary
 from lifeline_mesh.transport.addresses import split_address
 from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_lines
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
@@ -448,7 +448,7 @@ class Node:
         if ask and peer not in self.pins.known:
             await self._pull_lists(peer)
             ask = False
-        reports = []
+        reports: list[SyncReport] = []
         try:
             async with self.dial(peer) as channel:
                 if ask:
@@ -456,7 +456,7 @@ class Node:
                     await self.pins.pin(peer)  # what it sent may revoke the node serving there
                 for line in lines:
                     source = self.pins.known.get(peer, peer)
-                    try:
+                    with reported_if_refused(reports, line, "initiator", go_on=go_on):
                         async with self.session(line, None, source, bulk=bulk) as ours:
                             report = await sync_line(
                                 peer,
@@ -473,10 +473,6 @@ class Node:
                                 self.metrics.session(peer, line, "out", report)
                         if held is not None:
                             held[line] = ours.held
-                    except PermissionDenied as exc:  # that line's: not shared there, not allowed
-                        if not go_on:  # else: reported, and the next lines sync
-                            raise
-                        reports.append(SyncReport(line, "initiator", error=str(exc)))
         except NotAuthenticated:  # another node may serve there now: ask again next time
             self.pins.forget(peer)
             raise

@@ -46,6 +46,7 @@ from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
+from lifeline_mesh.sync.outcome import reported_if_refused
 from lifeline_mesh.transport.errors import Refused
 from lifeline_mesh.transport.shallow_rpc import (
     NoShallow,
@@ -62,6 +63,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 __all__ = ["NoShallow", "check_snapshot", "push_lines", "shallow_sync"]
+
+# the channel options for a peer and the node id pinned there (None: a lab node)
+_Target = tuple[list[tuple[str, object]], str | None]
 
 
 def _refuse(peer: str, what: str) -> RemoteProtocolError:
@@ -173,7 +177,7 @@ def _record(conn: sqlite3.Connection, boundary: dict[str, int]) -> list[str]:
     return sorted(boundary)
 
 
-async def _target(node: Node, peer: str) -> tuple[list[tuple[str, object]], str | None]:
+async def _target(node: Node, peer: str) -> _Target:
     """Channel options for ``peer`` and the node id pinned there (None: a lab node)."""
     if node.security.insecure:
         return list(node.security.channel_options), None
@@ -182,57 +186,65 @@ async def _target(node: Node, peer: str) -> tuple[list[tuple[str, object]], str 
     return list(options), node.pins.known.get(peer)
 
 
-def _check_lines(node: Node, expected: str | None, lines: Sequence[str]) -> None:
-    """Refuse, before anything is asked or sent, a line the node pinned at the peer may
-    not use (a CI runner's certificate names its lines: decision 0120), as a session does."""
-    for line in lines:
-        if why := node.pins.line_refused(expected, line):
-            raise PermissionDenied(why)
+def _check_line(node: Node, expected: str | None, line: str) -> None:
+    """Refuse, before anything of it is asked or sent, a line the node pinned at the peer
+    may not use (a CI runner's certificate names its lines: decision 0120), as a session
+    does."""
+    if why := node.pins.line_refused(expected, line):
+        raise PermissionDenied(why)
 
 
-async def shallow_sync(node: Node, peer: str, lines: Sequence[str]) -> list[SyncReport]:
+async def shallow_sync(
+    node: Node, peer: str, lines: Sequence[str], *, go_on: bool = False
+) -> list[SyncReport]:
     """One shallow snapshot per line from ``peer``; a line that already holds history (not
-    shallow, not empty) gets a full session instead, as does every line of an older peer."""
+    shallow, not empty) gets a full session instead, as does every line of an older peer.
+    ``go_on``: a line refused (by the peer, or to this node) is an ``error`` report and the
+    next lines sync, as in ``Node.sync``."""
     node.config().require_shared(lines)
     options, expected = await _target(node, peer)
-    _check_lines(node, expected, lines)
     reports: list[SyncReport] = []
     for line in lines:
-        async with node.lines.open(line) as opened:
-            full = await opened.store.count() > 0 and not await opened.shallow()
-        if full:
-            reports += await node.sync(peer, [line])
-            continue
-        started = time.perf_counter()
-        try:
-            snap = await fetch_shallow(
-                peer, line, credentials=node.security.channel_credentials, options=options
-            )
-        except NoShallow as exc:
-            log.info("%s; syncing line %s in full", exc, line)
-            reports += await node.sync(peer, [line])
-            continue
-        revoked = RevocationList.load(node.home)
-        head, _entries = check_snapshot(snap, peer, line, expected, revoked)
-        # A snapshot's few thousand signatures are checked sooner by a thread of this
-        # process than by helper interpreters started for them (decision 0082)
-        with offload.allowed(False):
-            async with node.session(line, source=expected or peer) as session:
-                added, signed = await _store(node, session, snap, head, peer)
-        reports.append(
-            SyncReport(
-                line=line,
-                role="shallow",
-                entries_received=len(snap.entries),
-                entries_added=added,
-                attestations_added=signed,
-                signatures_received=len(snap.attestations) + len(snap.statements),
-                bytes_received=snap.wire_bytes,
-                round_trips=1,
-                seconds=time.perf_counter() - started,
-            )
-        )
+        with reported_if_refused(reports, line, "shallow", go_on=go_on):
+            reports += await _shallow_line(node, peer, line, (options, expected))
     return reports
+
+
+async def _shallow_line(node: Node, peer: str, line: str, target: _Target) -> list[SyncReport]:
+    options, expected = target
+    _check_line(node, expected, line)
+    async with node.lines.open(line) as opened:
+        full = await opened.store.count() > 0 and not await opened.shallow()
+    if full:
+        return await node.sync(peer, [line])
+    started = time.perf_counter()
+    try:
+        snap = await fetch_shallow(
+            peer, line, credentials=node.security.channel_credentials, options=options
+        )
+    except NoShallow as exc:
+        log.info("%s; syncing line %s in full", exc, line)
+        return await node.sync(peer, [line])
+    revoked = RevocationList.load(node.home)
+    head, _entries = check_snapshot(snap, peer, line, expected, revoked)
+    # A snapshot's few thousand signatures are checked sooner by a thread of this
+    # process than by helper interpreters started for them (decision 0082)
+    with offload.allowed(False):
+        async with node.session(line, source=expected or peer) as session:
+            added, signed = await _store(node, session, snap, head, peer)
+    return [
+        SyncReport(
+            line=line,
+            role="shallow",
+            entries_received=len(snap.entries),
+            entries_added=added,
+            attestations_added=signed,
+            signatures_received=len(snap.attestations) + len(snap.statements),
+            bytes_received=snap.wire_bytes,
+            round_trips=1,
+            seconds=time.perf_counter() - started,
+        )
+    ]
 
 
 def _written(conn: sqlite3.Connection, after: int, cap: int) -> list[str]:
@@ -260,40 +272,46 @@ async def _written_items(node: Node, sql: SqlLine) -> PushedItems | None:
     return PushedItems("", tuple(signed.raws), tuple(entries.raws), tuple(entries.externals))
 
 
-async def push_lines(node: Node, peer: str, lines: Sequence[str]) -> list[SyncReport]:
+async def push_lines(
+    node: Node, peer: str, lines: Sequence[str], *, go_on: bool = False
+) -> list[SyncReport]:
     """Push what each shallow line wrote since its snapshot to ``peer`` (a line that is
-    not shallow syncs in full)."""
+    not shallow syncs in full). ``go_on``: as in :func:`shallow_sync`."""
     options, expected = await _target(node, peer)
-    _check_lines(node, expected, lines)
     reports: list[SyncReport] = []
     for line in lines:
-        async with node.lines.open(line) as opened:
-            shallow = await opened.shallow()
-            items = await _written_items(node, opened.sql_tables("a push")) if shallow else None
-        if items is None:
-            reports += await node.sync(peer, [line])
-            continue
-        started = time.perf_counter()
-        items = PushedItems(line, items.attestations, items.entries, items.externals)
-        try:
-            _added, _signed, sent = await push_items(
-                peer, items, credentials=node.security.channel_credentials, options=options
-            )
-        except NoShallow:  # a peer from before the capability: a session (it deepens)
-            reports += await node.sync(peer, [line])
-            continue
-        except LifelineError:
-            node.pins.forget(peer)
-            raise
-        reports.append(
-            SyncReport(
-                line=line,
-                role="push",
-                entries_sent=len(items.entries),
-                signatures_sent=len(items.attestations),
-                bytes_sent=sent,
-                round_trips=1,
-                seconds=time.perf_counter() - started,
-            )
-        )
+        with reported_if_refused(reports, line, "push", go_on=go_on):
+            reports += await _push_line(node, peer, line, (options, expected))
     return reports
+
+
+async def _push_line(node: Node, peer: str, line: str, target: _Target) -> list[SyncReport]:
+    options, expected = target
+    _check_line(node, expected, line)
+    async with node.lines.open(line) as opened:
+        shallow = await opened.shallow()
+        items = await _written_items(node, opened.sql_tables("a push")) if shallow else None
+    if items is None:
+        return await node.sync(peer, [line])
+    started = time.perf_counter()
+    items = PushedItems(line, items.attestations, items.entries, items.externals)
+    try:
+        _added, _signed, sent = await push_items(
+            peer, items, credentials=node.security.channel_credentials, options=options
+        )
+    except NoShallow:  # a peer from before the capability: a session (it deepens)
+        return await node.sync(peer, [line])
+    except LifelineError:
+        node.pins.forget(peer)
+        raise
+    return [
+        SyncReport(
+            line=line,
+            role="push",
+            entries_sent=len(items.entries),
+            signatures_sent=len(items.attestations),
+            bytes_sent=sent,
+            round_trips=1,
+            seconds=time.perf_counter() - started,
+        )
+    ]

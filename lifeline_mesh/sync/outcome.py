@@ -11,15 +11,31 @@ many, the first reason and what to do.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from lifeline.errors import PermissionDenied
 from lifeline.wording import count, one_line
 from lifeline_mesh.sync.driver import SyncReport
 
-__all__ = ["refusal_warnings", "scheduled_summary"]
+__all__ = ["refusal_warnings", "reported_if_refused", "scheduled_summary"]
 
 log = logging.getLogger(__name__)
+
+
+@contextmanager
+def reported_if_refused(
+    reports: list[SyncReport], line: str, role: str, *, go_on: bool
+) -> Iterator[None]:
+    """Around one line's sync in a loop over lines: a refusal of that line (the peer does
+    not share it, or this node may not use it) is, with ``go_on``, appended to ``reports``
+    as that line's ``error`` report and the next lines sync; without, it is raised."""
+    try:
+        yield
+    except PermissionDenied as exc:
+        if not go_on:
+            raise
+        reports.append(SyncReport(line, role, error=str(exc)))
 
 
 def scheduled_summary(reports: Sequence[SyncReport], peer: str) -> str:

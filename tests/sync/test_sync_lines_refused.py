@@ -1,16 +1,19 @@
-"""A line the peer refuses does not hide the lines that synced: `sync` reports each line
-that synced and names each refused one (exit 2; with ``--json`` an entry per line, the
-refused ones with their ``error``), and `serve`'s scheduled syncs go on with the next
-lines, real processes on loopback."""
+"""A line the peer refuses does not hide the lines that synced: `sync` (and `sync --shallow`,
+`sync --push`) reports each line that synced and names each refused one (exit 2; with
+``--json`` an entry per line, the refused ones with their ``error``), and `serve`'s
+scheduled syncs go on with the next lines, real processes on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
 
 import pytest
 
+from lifeline.truth.state import RECENT_KEEP
+from tests.support.history_lines import fill_history_line
 from tests.support.mesh_procs import (
     cli,
     free_port,
@@ -65,6 +68,44 @@ def test_sync_reports_the_lines_that_synced_and_names_the_refused_ones(tmp_path:
 
         # one line asked for, and refused: its refusal alone, as before
         done = cli("lifeline_mesh", laptop, "sync", address, "--line", "aaa", check=False)
+        assert done.returncode == 2 and done.stdout == ""
+        assert done.stderr.startswith(f"lifeline-mesh: error: peer {address} refused us: line")
+
+
+def test_shallow_and_push_go_on_past_the_lines_the_peer_refuses(tmp_path: Path) -> None:
+    peer, laptop = tmp_path / "peer", tmp_path / "laptop"
+    shared_node(peer)  # shares `ledger` only
+    ledger = shared_node(laptop)  # empty: `--shallow` takes the snapshot
+    _share_more(laptop, "aaa", "other")  # `aaa` is asked for before `ledger`
+    join_mesh(peer, [laptop])
+    asyncio.run(fill_history_line(peer, RECENT_KEEP + 6))  # older notes: not in the snapshot
+    address = f"127.0.0.1:{free_port()}"
+    with serve(peer, "--listen", address, "--no-discovery"):
+        first = log_note(peer, "written on the peer")
+        done = cli("lifeline_mesh", laptop, "sync", "--shallow", address, check=False)
+        assert done.returncode == 2, done.stderr
+        assert has_entry(ledger, first)
+        assert done.stdout.startswith(f"line 'ledger' from {address}: shallow, "), done.stdout
+        err = done.stderr
+        assert err.count("\n") == 1 and err.startswith("lifeline-mesh: error: 2 lines of 3 ")
+        assert "('aaa', 'other')" in err and err.count(NOT_SHARED) == 2, err
+
+        written = log_note(laptop, "written on the shallow laptop")
+        done = cli("lifeline_mesh", laptop, "sync", "--push", address, "--json", check=False)
+        assert done.returncode == 2 and "2 lines of 3 did not sync" in done.stderr
+        reports = {r["line"]: r for r in json.loads(done.stdout)}
+        assert list(reports) == ["aaa", "ledger", "other"]
+        assert reports["ledger"]["role"] == "push" and reports["ledger"]["error"] is None
+        assert reports["ledger"]["entries_sent"] == 1
+        for line in ("aaa", "other"):
+            assert f"line '{line}' {NOT_SHARED}" in reports[line]["error"]
+            assert reports[line]["entries_sent"] == 0
+        assert has_entry(peer / ".lifeline" / "ledger.db", written)
+
+        # one line asked for, and refused: its refusal alone, as plain `sync` does
+        done = cli(
+            "lifeline_mesh", laptop, "sync", "--shallow", address, "--line", "aaa", check=False
+        )
         assert done.returncode == 2 and done.stdout == ""
         assert done.stderr.startswith(f"lifeline-mesh: error: peer {address} refused us: line")
 
