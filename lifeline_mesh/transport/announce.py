@@ -20,7 +20,11 @@ or to send it every tree again (``graft``): decision 0083.
 The caller is authenticated before anything else (``Authorizer.authenticate``): a call
 without a mesh certificate, or from a revoked node, is refused whether or not it names
 lines, as every method but Join is. A request naming more than ``MAX_WATCH_LINES`` lines
-is refused before anything is built from it.
+is refused before anything is built from it. An accepted call holds a subscription (~30 KB)
+for as long as the caller keeps it open, so calls are counted like sessions
+(``transport/call_caps.py``): at most ``MAX_WATCHES_PER_CALLER`` from one caller and
+``MAX_WATCHES`` on the node, more refused at once as busy (docs/security.md, "What an
+admitted caller can hold": one caller held 10,000 calls, +290 MB, before).
 
 A heartbeat (an empty announcement) every ``WATCH_HEARTBEAT_S`` keeps NAT mappings open
 and lets the caller notice a dead peer (no message for ``WATCH_IDLE_S``) and dial again.
@@ -31,8 +35,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, aclosing, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -40,6 +44,7 @@ import grpc
 
 from lifeline.errors import LifelineError, PeerError, Refused, RemoteProtocolError
 from lifeline_mesh.transport.authz import Access, Authorizer, PeerIdentity, identity_of
+from lifeline_mesh.transport.call_caps import CallGate, caller_key
 from lifeline_mesh.transport.channels import open_channel
 from lifeline_mesh.transport.errors import error_from_rpc, status_for
 from lifeline_mesh.transport.refusals import QuietLog, cut, peer_host, quote_all
@@ -48,6 +53,8 @@ from lifeline_mesh.wire import sync_pb2 as pb
 __all__ = [
     "MAX_CHANGE_BYTES",
     "MAX_CHANGE_ITEMS",
+    "MAX_WATCHES",
+    "MAX_WATCHES_PER_CALLER",
     "MAX_WATCH_LINES",
     "WATCH_HEARTBEAT_S",
     "WATCH_IDLE_S",
@@ -70,6 +77,12 @@ WATCH_IDLE_S = 3 * WATCH_HEARTBEAT_S
 MAX_CHANGE_ITEMS = 256
 MAX_CHANGE_BYTES = 1 << 20
 MAX_WATCH_LINES = 1024  # lines one Watch call may name
+# Watch calls open at once from one caller: an honest node keeps one to each peer it dials,
+# plus a call whose connection died unnoticed until its keepalive says so (decision 0130).
+MAX_WATCHES_PER_CALLER = 8
+# ... and on the node: a hub's laptops keep one each (MAX_SESSIONS is sized for a few
+# hundred syncing at once); 4,096 calls hold ~120 MB.
+MAX_WATCHES = 4096
 _SETS = ("attestations", "entries")  # the sets an announcement's items belong to, in order
 TREE_BYTES = 8  # a tree of relays is named by this many bytes of sha256(its origin's id)
 
@@ -180,6 +193,13 @@ class WatchService:
         self._heartbeat = heartbeat
         self.calls = 0  # calls accepted so far (tests, status)
         self.refused = 0  # calls refused so far
+        # Calls open now, in all and per caller (each holds a subscription while it lasts)
+        self.open = CallGate(
+            "watch calls",
+            MAX_WATCHES,
+            MAX_WATCHES_PER_CALLER,
+            ("MAX_WATCHES", "MAX_WATCHES_PER_CALLER"),
+        )
         self.quiet_log = QuietLog(log)
         # Callers of the open calls that take items: a change of ours reaches each of them
         # over its call, so the node's scheduler need not start a session for it.
@@ -208,9 +228,27 @@ class WatchService:
                     f"a watch naming {len(request.lines)} lines (cap MAX_WATCH_LINES = "
                     f"{MAX_WATCH_LINES}); name fewer, or none for every line"
                 )
+            key = caller_key(peer)
+            self.open.enter(key)  # Busy past either cap, before anything is held
         except LifelineError as exc:
             await self._refuse(context, exc)
             return
+        try:
+            # aclosing: the call's end (the caller gone, the server stopping) ends the
+            # subscription now, not when the inner generator is collected
+            async with aclosing(self._announce(request, peer, context)) as changes:
+                async for change in changes:
+                    yield change
+        finally:
+            self.open.leave(key)
+
+    async def _announce(
+        self,
+        request: pb.WatchRequest,
+        peer: PeerIdentity,
+        context: grpc.aio.ServicerContext[Any, Any],
+    ) -> AsyncGenerator[pb.LineChange, None]:
+        """An accepted call, counted: the first announcement, then each change."""
         wanted = frozenset(request.lines)
         node = self.caller_id(peer) if self.caller_id is not None else None
         with self._announcements.subscribe(items=request.items, node=node) as sub:
