@@ -366,9 +366,9 @@ def _print_report(report: Report) -> None:
             f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries"
         )
         for f in report.findings:
-            print(f"  {f.check:<17} {f.entry_id[:12]}  {f.detail}")
+            print(f"  {f.check:<17} {one_line(f.entry_id[:12])}  {one_line(f.detail)}")
     for f in report.notes:
-        print(f"  note: {f.check} {f.entry_id[:12]}  {f.detail}")
+        print(f"  note: {f.check} {one_line(f.entry_id[:12])}  {one_line(f.detail)}")
     _print_shallow(report)
 
 

@@ -7,6 +7,7 @@ import argparse
 from lifeline.cli.common import Commands, add_json_option, line_of, open_line, print_json
 from lifeline.truth.exam import CHECK_POINTS, SHOWN_GAPS, examine
 from lifeline.truth.service import read_for_exam, resume_of
+from lifeline.wording import one_line
 
 __all__ = ["register"]
 
@@ -42,12 +43,12 @@ async def cmd_exam(args: argparse.Namespace) -> int:
         return 1 if failed else 0
     print(f"context health of line {line_of(args)!r}: {exam.score}/{4 * CHECK_POINTS}")
     for check in exam.checks:
-        print(f"  {check.name:<8} {check.score:>2}/{CHECK_POINTS}  {check.detail}")
+        print(f"  {check.name:<8} {check.score:>2}/{CHECK_POINTS}  {one_line(check.detail)}")
     gaps = [g for c in exam.checks for g in c.gaps[:SHOWN_GAPS]]
     if gaps:
         print("gaps:")
     for gap in gaps:
-        print(f"  - {gap.message}")
+        print(f"  - {one_line(gap.message)}")
     for check in exam.checks:
         if len(check.gaps) > SHOWN_GAPS:
             print(f"  ... and {len(check.gaps) - SHOWN_GAPS} more '{check.name}' gaps (--json)")

@@ -12,6 +12,7 @@ from lifeline.lines import validate_line_name
 from lifeline.plugins import load_append_hooks
 from lifeline.promote import copies_in, promotion_draft
 from lifeline.truth.snapshot import truth_source
+from lifeline.wording import one_line
 
 __all__ = ["register"]
 
@@ -64,7 +65,7 @@ async def cmd_promote(args: argparse.Namespace) -> int:
         print_json([{**e.to_dict(), "new": new} for e, new in copies])
         return 0
     for entry, new in copies:
-        print(f"{entry.id}  {'promoted' if new else 'already there'}  {entry.summary}")
+        print(f"{entry.id}  {'promoted' if new else 'already there'}  {one_line(entry.summary)}")
     return 0
 
 

@@ -40,7 +40,7 @@ from lifeline.projection.markdown import entry_block, header, is_projection, par
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.sqlite import SqliteStore
 from lifeline.validate import HARD_LIMITS, check_admissible, over_limits
-from lifeline.wording import count
+from lifeline.wording import count, one_line
 
 __all__ = ["register"]
 
@@ -287,7 +287,8 @@ def _report(plans: list[LinePlan], as_json: bool, *, verb: str) -> None:
                 "refuse them, see docs/configuration.md"
             )
         for r in p.rejected:
-            print(f"  not imported: #{r.number} {r.entry_id[:12]}: {r.reason}", file=sys.stderr)
+            why = one_line(f"#{r.number} {r.entry_id[:12]}: {r.reason}")
+            print(f"  not imported: {why}", file=sys.stderr)
 
 
 async def cmd_import(args: argparse.Namespace) -> int:

@@ -8,7 +8,9 @@ import json
 import logging
 from datetime import UTC, datetime
 
-__all__ = ["LOG_FORMATS", "JsonFormatter", "configure_logging"]
+from lifeline.wording import shown_text
+
+__all__ = ["LOG_FORMATS", "JsonFormatter", "TextFormatter", "configure_logging"]
 
 LOG_FORMATS = ("text", "json")
 NAMED = ("peer", "line")  # fields an event may name through ``extra=``
@@ -33,6 +35,18 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False)
 
 
+class TextFormatter(logging.Formatter):
+    """``LEVEL logger: message``, for people: a peer's words or a line's text in a message
+    are shown with their control characters escaped, as the CLIs print them (decision
+    0128)."""
+
+    def __init__(self) -> None:
+        super().__init__("%(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        return shown_text(super().format(record))
+
+
 def configure_logging(*, verbose: bool, log_format: str) -> None:
     """Warnings and errors (everything with ``-v``) on stderr. In JSON, a node's events
     (``lifeline``/``lifeline_mesh`` loggers, level INFO) too: a machine reading the log
@@ -41,7 +55,7 @@ def configure_logging(*, verbose: bool, log_format: str) -> None:
     if log_format == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFormatter())
     logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, handlers=[handler])
     # -v is for our own modules: the event loop's and the libraries' debug chatter (selector
     # choice, every HTTP connection) says nothing about what this command did.

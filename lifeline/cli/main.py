@@ -21,6 +21,7 @@ from lifeline import __version__
 from lifeline.cli.common import global_options
 from lifeline.cli.logformat import configure_logging
 from lifeline.errors import LifelineError
+from lifeline.wording import shown_text
 
 __all__ = ["build_parser", "exit_process", "main", "make_parser", "run"]
 
@@ -363,7 +364,8 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
     except LifelineError as exc:
         if verbose:
             raise
-        print(f"{prog}: error: {exc}", file=sys.stderr)
+        # a peer's reason, a file's or a transcript's text may be quoted in it (decision 0128)
+        print(f"{prog}: error: {shown_text(str(exc))}", file=sys.stderr)
         return 2
     except ExceptionGroup as group:
         # A task of a TaskGroup failed (serve's parts start side by side): our own error
@@ -371,7 +373,7 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         ours = _our_error(group)
         if verbose or ours is None:
             raise
-        print(f"{prog}: error: {ours}", file=sys.stderr)
+        print(f"{prog}: error: {shown_text(str(ours))}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (e.g. `head`) went away: stop quietly, as other Unix tools do.
@@ -382,7 +384,7 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         told = None if verbose else _refused(exc)
         if told is None:
             raise
-        print(f"{prog}: error: {told}", file=sys.stderr)
+        print(f"{prog}: error: {shown_text(told)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

@@ -21,7 +21,7 @@ from lifeline.cli.common import (
     root_of,
 )
 from lifeline.errors import ConfigError
-from lifeline.wording import count
+from lifeline.wording import count, one_line
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.mcp.writes import WriteGate
@@ -85,7 +85,7 @@ async def cmd_capture(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     for row in rows:
-        print(f"{row['commit'][:12]}  {row['outcome']:<16}  {row['summary']}")
+        print(f"{row['commit'][:12]}  {row['outcome']:<16}  {one_line(row['summary'])}")
     drafted = sum(1 for r in rows if r["outcome"] == "proposed")
     print(
         f"{count(drafted, 'new proposal')}; review with `lifeline-mesh proposals`, then approve "

@@ -19,6 +19,7 @@ from lifeline.cli.common import Commands, add_json_option, creates_project, prin
 from lifeline.cli.stdin import read_stdin
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
+from lifeline.wording import one_line
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
@@ -306,7 +307,8 @@ async def cmd_members(args: argparse.Namespace) -> int:
         status = f"{row['status']}{extra}"
         if not row["proven"]:
             holder += "  NO CA PROOF: not trusted (decision 0047)"
-        print(f"{row['node_id']}  {row['role']:<6}  {status}  joined {row['joined_at']}{holder}")
+        joined = f"{row['node_id']}  {row['role']:<6}  {status}  joined {row['joined_at']}"
+        print(one_line(joined + holder))
     return 0
 
 

@@ -17,7 +17,7 @@ from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError
 from lifeline.ledger import utc_now
 from lifeline.lines import validate_line_name
-from lifeline.wording import count
+from lifeline.wording import count, one_line
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.membership.ca import load_ca_cert
@@ -212,7 +212,7 @@ def _print_shallow(shallow: dict[str, tuple[str | None, str | None]]) -> None:
         if note is not None:
             print(f"\n{note}")
         if failure is not None:
-            print(f"  FAILED: {failure}")
+            print(f"  FAILED: {one_line(failure)}")
 
 
 def _print_unproven(rows: list[dict[str, str]]) -> None:
@@ -227,7 +227,7 @@ def _print_unproven(rows: list[dict[str, str]]) -> None:
         "HOST:PORT` fetches proven rows from a member)"
     )
     for row in rows:
-        print(f"  {row['node_id']}: {row['reason']}")
+        print(f"  {one_line(row['node_id'])}: {one_line(row['reason'])}")
 
 
 def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
@@ -248,7 +248,7 @@ def _print_reports(reports: list[LineReport], *, require_signed: bool) -> None:
             f"{count(report.log.fails, 'failure')}"
         )
         for f in report.log.failures():
-            print(f"  {f.check:<21} {f.subject[:12]}  {f.detail}")
+            print(f"  {f.check:<21} {one_line(f.subject[:12])}  {one_line(f.detail)}")
         for check, n in sorted(report.log.notes.items()):
             shown = [s[:12] for s in report.log.examples(check)][:NOTES_SHOWN]
             more = f" and {n - len(shown)} more" if n > len(shown) else ""

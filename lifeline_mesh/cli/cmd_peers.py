@@ -14,7 +14,7 @@ from typing import Any
 from lifeline.cli.common import Commands, add_json_option, print_json
 from lifeline.errors import ConfigError
 from lifeline.file_modes import loose_modes, loose_warning
-from lifeline.wording import count
+from lifeline.wording import count, one_line
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.discovery.survey import survey
 from lifeline_mesh.home.config import NodeConfig
@@ -125,8 +125,8 @@ def render_peers(report: dict[str, Any], now: float) -> str:
             ]
         )
         if row.get("last_error"):
-            errors.append(f"{row.get('address')}: {row['last_error']}")
-    lines = [head, *_table(rows)]
+            errors.append(one_line(f"{row.get('address')}: {row['last_error']}"))
+    lines = [head, *_table([[one_line(cell) for cell in row] for row in rows])]
     if errors:
         lines += ["", "last errors:", *(f"  {e}" for e in errors)]
     return "\n".join([*lines, *inbound])
@@ -147,7 +147,7 @@ def _inbound_lines(rows: list[dict[str, Any]], now: float) -> list[str]:
                 str(row.get("result")),
             ]
         )
-    return ["", "synced in:", *_table(table)]
+    return ["", "synced in:", *_table([[one_line(cell) for cell in row] for row in table])]
 
 
 def render_status(report: dict[str, Any]) -> str:
@@ -226,5 +226,6 @@ async def cmd_discover(args: argparse.Namespace) -> int:
     for s in found:
         where = ", ".join(f"{a}:{s.port}" for a in s.addresses) or "-"
         note = f"  (ignored: {s.ignored_because})" if s.ignored_because else ""
-        print(f"{s.node_id or s.name}  mesh {s.mesh_id or '?'}  {where}{note}")
+        # what a node on the network announced, unauthenticated: escaped (decision 0128)
+        print(one_line(f"{s.node_id or s.name}  mesh {s.mesh_id or '?'}  {where}{note}"))
     return 0

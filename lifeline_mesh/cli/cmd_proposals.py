@@ -6,6 +6,7 @@ import argparse
 import asyncio
 
 from lifeline.cli.common import Commands, add_json_option, default_author, print_json, root_of
+from lifeline.wording import one_line
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.mcp.proposals import Proposal, ProposalBook
@@ -47,12 +48,14 @@ def _gate(args: argparse.Namespace) -> WriteGate:
 
 
 def _line(p: Proposal) -> str:
+    """One proposal for a terminal: what an agent or a commit wrote, escaped (decision 0128)."""
     d = p.draft
-    head = f"{p.id}  {p.status:<8}  {p.created_at}  {p.line}  {d.agent}  {d.kind}: {d.summary}"
+    head = one_line(f"{p.id}  {p.status:<8}  {p.created_at}  {p.line}  {d.agent}  {d.kind}: ")
+    head += one_line(d.summary)
     if p.decision is not None:
         dec = p.decision
         extra = f" -> {dec.entry_id}" if dec.entry_id else f" ({dec.reason})"
-        head += f"\n    {dec.verdict} by {dec.decided_by} at {dec.decided_at}{extra}"
+        head += "\n    " + one_line(f"{dec.verdict} by {dec.decided_by} at {dec.decided_at}{extra}")
     return head
 
 
@@ -68,7 +71,7 @@ async def cmd_proposals(args: argparse.Namespace) -> int:
         for proposal in found:
             print(_line(proposal))
         for problem in problems:
-            print(f"TRAIL: {problem}")
+            print(f"TRAIL: {one_line(problem)}")
     return 1 if problems else 0
 
 
