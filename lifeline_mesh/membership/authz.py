@@ -8,13 +8,20 @@ What each :class:`~lifeline_mesh.transport.authz.MeshRole` may do is
 revocation list. :class:`MeshAuthorizer` is the transport's ``Authorizer`` for every
 service of a node with TLS (sync sessions, Watch, Membership); its refusals travel as gRPC
 status codes through the one table in ``transport/errors.py``.
+
+A certificate's expiry is checked on every call too: TLS checks it only in the handshake,
+and a connection outlives it (a CI runner's Watch call keeps its connection open past
+``--job-ttl``), decision 0131.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
 from dataclasses import replace
 
 from lifeline.errors import NotAuthenticated, PeerError, PermissionDenied
+from lifeline.wording import noun
 from lifeline_mesh.home.mesh_state import MEMBERS, REVOCATIONS
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.certs import CertIdentity, identity_from_cert
@@ -57,9 +64,15 @@ class MeshAuthorizer:
     next call without a restart.
     """
 
-    def __init__(self, home: NodeHome, mesh_id: str) -> None:
+    def __init__(
+        self,
+        home: NodeHome,
+        mesh_id: str,
+        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
         self.home = home
         self.mesh_id = mesh_id
+        self.clock = clock
         self._stamp: tuple[int, int] | None = None
         self._revoked = RevocationList({})
         self._roles: dict[str, MeshRole] = {}
@@ -80,6 +93,13 @@ class MeshAuthorizer:
             raise PermissionDenied(
                 f"node {peer.node_id} holds a certificate of mesh {peer.mesh_id}, not ours "
                 f"({self.mesh_id})"
+            )
+        if peer.expires is not None and peer.expires <= self.clock():
+            # The handshake found it valid; the connection has outlived it.
+            raise NotAuthenticated(
+                f"node {peer.node_id}'s certificate expired at "
+                f"{peer.expires.isoformat(timespec='seconds')}; connect again with a valid "
+                "one (a CI runner: a new job enrolls a new runner)"
             )
         self._refresh()
         # The registry may narrow a role after the certificate was issued, never widen it:
@@ -121,7 +141,8 @@ class MeshAuthorizer:
         who = self.caller(peer, access)
         if not who.may_use(line):
             raise PermissionDenied(
-                f"node {who.node_id} may use only line(s) {', '.join(who.lines)}, not "
+                f"node {who.node_id} may use only {noun(len(who.lines), 'line')} "
+                f"{', '.join(who.lines)}, not "
                 f"{line!r} (its CI credential {who.credential or '?'!r} names them); mint "
                 "the credential with that line in --lines to let its jobs use it"
             )

@@ -13,8 +13,9 @@ not IP addresses) and ``<node id>.node``.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -74,6 +75,9 @@ class CertIdentity:
     # The only lines it may read or write, when the CA named any (a CI credential's
     # ``--lines``, decision 0120); empty: every line its role allows.
     lines: tuple[str, ...] = ()
+    # When the certificate stops being valid (None: not read from one). TLS checks it only
+    # in the handshake; the authorizer checks it on every call (decision 0131).
+    expires: dt.datetime | None = field(default=None, compare=False)
 
     def may_use(self, line: str) -> bool:
         return not self.lines or line in self.lines
@@ -109,4 +113,5 @@ def identity_from_cert(pem: bytes) -> CertIdentity:
         credential=found[URI_CREDENTIAL],
         ca_holder=URI_CA_HOLDER in uris,
         lines=tuple(sorted({u[len(URI_LINE) :] for u in uris if u.startswith(URI_LINE)})),
+        expires=cert.not_valid_after_utc,
     )
