@@ -22,6 +22,7 @@ __all__ = [
     "link_target",
     "make_new_folder",
     "read_private",
+    "refuse_link",
     "require_new_or_empty",
     "require_private",
     "write_atomic",
@@ -62,17 +63,33 @@ def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
 
 def create_private(path: Path) -> bool:
     """Make ``path`` an empty file of mode 0600 unless it exists, before SQLite opens it;
-    True when this call made it.
+    True when this call made it. A symbolic link there is refused (:func:`refuse_link`).
 
     SQLite creates a database 0644 minus the umask (0666 under ``umask 000``), readable by
     every local user; an empty file is a valid empty database, and SQLite gives the
     ``-wal``, ``-shm`` and journal files it makes later the database file's own mode."""
+    refuse_link(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
     except FileExistsError:
         return False
     os.close(fd)
     return True
+
+
+def refuse_link(path: Path) -> None:
+    """Refuse to open a database of ours through a symbolic link (ConfigError).
+
+    ``.lifeline/`` is 0700 so that what it holds is its owner's alone, but a link in it
+    (one a cloned repository carries: git keeps links) leads wherever it says: SQLite made
+    the line there, 0644, outside the folder, or wrote the owner's entries into a file
+    another user made and reads (decision 0132)."""
+    if path.is_symlink():
+        raise ConfigError(
+            f"{path} is a symbolic link (to {os.readlink(path)}); lifeline writes its "
+            "databases only as files of their own, where nobody else can read them: remove "
+            f"the link (`rm {path}`), or move the file it leads to in its place"
+        )
 
 
 def require_private(path: Path) -> None:

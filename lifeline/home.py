@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lifeline.errors import NotFound
+from lifeline.fsutil import refuse_link
 from lifeline.line_source import FileLines, LineSource, hub_url, missing_line
 from lifeline.lines import DEFAULT_LINE, is_line_name, validate_line_name
 from lifeline.store.port import Store
@@ -138,6 +139,7 @@ class Home:
                 "create one with `lifeline init` in that folder"
             )
         if must_exist and not path.exists():
+            refuse_link(path)  # a link leading nowhere: say so, not "no such line"
             raise missing_line(self, name, self.file_line_names())
         return path
 

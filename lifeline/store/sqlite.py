@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
-from lifeline.fsutil import create_private
+from lifeline.fsutil import create_private, refuse_link
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
@@ -110,6 +110,7 @@ class SqliteStore:
         (default: :func:`~lifeline.store.schema.line_schema`, every component's)."""
         wanted = schema if schema is not None else line_schema()
         target = Path(path)
+        refuse_link(target)  # a line is opened to write: never through a link (decision 0132)
         if not create and not target.exists():
             raise NotFound(f"no line file at {target}; create the line with `lifeline init`")
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sqlite:{target.name}")
