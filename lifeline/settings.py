@@ -19,6 +19,7 @@ from typing import Any
 
 from lifeline.errors import ConfigError
 from lifeline.validate import DEFAULT_LIMITS, Limits
+from lifeline.wording import noun
 
 __all__ = ["read_limits"]
 
@@ -37,7 +38,9 @@ def read_limits(path: Path) -> Limits:
     known = {f.name for f in fields(Limits)}
     unknown = sorted(set(given) - known)
     if unknown:
-        raise ConfigError(f"{path}: unknown limit(s) {unknown}; known: {sorted(known)}")
+        raise ConfigError(
+            f"{path}: unknown {noun(len(unknown), 'limit')} {unknown}; known: {sorted(known)}"
+        )
     for name, value in given.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{path}: limit {name} must be a positive integer, got {value!r}")

@@ -229,7 +229,7 @@ async def cmd_history(args: argparse.Namespace) -> int:
         print(f"lifeline: {note}", file=sys.stderr)
     if problems:  # one warning per command, however many rows are bad
         print(
-            f"lifeline: warning: {len(problems)} undecodable row(s) skipped in line "
+            f"lifeline: warning: {count(len(problems), 'undecodable row')} skipped in line "
             f"{line_of(args)!r} (first: row {problems[0].rowid}, {problems[0].reason}); "
             "run `lifeline verify`",
             file=sys.stderr,
@@ -356,14 +356,18 @@ def _write_findings(key: str, findings: list[Finding], out: TextIO) -> None:
 def _print_report(report: Report) -> None:
     if report.ok:
         anchored = (
-            f" ({report.anchors} parent link(s) to external anchors)" if report.anchors else ""
+            f" ({count(report.anchors, 'parent link')} to external anchors)"
+            if report.anchors
+            else ""
         )
         print(
-            f"line {report.line!r}: {report.entries} entries, all ids and parents verify{anchored}"
+            f"line {report.line!r}: {count(report.entries, 'entry', 'entries')}, all ids and "
+            f"parents verify{anchored}"
         )
     else:
         print(
-            f"line {report.line!r}: {len(report.findings)} problem(s) in {report.entries} entries"
+            f"line {report.line!r}: {count(len(report.findings), 'problem')} in "
+            f"{count(report.entries, 'entry', 'entries')}"
         )
         for f in report.findings:
             print(f"  {f.check:<17} {one_line(f.entry_id[:12])}  {one_line(f.detail)}")
@@ -375,7 +379,8 @@ def _print_report(report: Report) -> None:
 def _print_shallow(report: Report) -> None:
     if report.shallow:
         print(
-            f"  shallow: {report.shallow} parent link(s) lead to older history that is not "
+            f"  shallow: {count(report.shallow, 'parent link')} "
+            f"{'leads' if report.shallow == 1 else 'lead'} to older history that is not "
             "here (a shallow sync); `lifeline-mesh serve` deepens the line in the background, "
             "a full `lifeline-mesh sync PEER` at once"
         )

@@ -94,8 +94,8 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
 def _warn_rows(problems: list[RowProblem], line: str) -> None:
     if problems:
         print(
-            f"lifeline: warning: {len(problems)} undecodable row(s) in line {line!r} left out "
-            "(run `lifeline verify`)",
+            f"lifeline: warning: {count(len(problems), 'undecodable row')} in line {line!r} "
+            "left out (run `lifeline verify`)",
             file=sys.stderr,
         )
 
@@ -104,9 +104,10 @@ def _warn_left_out(view: LcView, line: str) -> None:
     if view.unwritable:
         first, why = next(iter(view.unwritable.items()))
         print(
-            f"lifeline: warning: {len(view.unwritable)} entr(y/ies) of line {line!r} cannot be "
-            f"written in lifeline-context's format (e.g. {first[:12]}: {why}) and were left "
-            f"out, with {len(view.descendants)} descendant(s); the default format keeps them",
+            f"lifeline: warning: {count(len(view.unwritable), 'entry', 'entries')} of line "
+            f"{line!r} cannot be written in lifeline-context's format (e.g. {first[:12]}: "
+            f"{why}) and {'was' if len(view.unwritable) == 1 else 'were'} left out, with "
+            f"{count(len(view.descendants), 'descendant')}; the default format keeps them",
             file=sys.stderr,
         )
 
@@ -277,12 +278,14 @@ def _report(plans: list[LinePlan], as_json: bool, *, verb: str) -> None:
             print(f"  cross-line parent {parent[:12]} -> line {other!r}")
         if p.anchors:
             print(
-                f"  {len(p.anchors)} parent(s) could not be reproduced from the markdown and are "
-                f"declared external anchors (e.g. {p.anchors[0][:12]}); their children are kept"
+                f"  {count(len(p.anchors), 'parent')} could not be reproduced from the markdown "
+                f"and {'is' if len(p.anchors) == 1 else 'are'} declared external anchors "
+                f"(e.g. {p.anchors[0][:12]}); their children are kept"
             )
         if p.over_caps:
             print(
-                f"  {len(p.over_caps)} entr(y/ies) exceed this project's size caps "
+                f"  {count(len(p.over_caps), 'entry', 'entries')} "
+                f"{'exceeds' if len(p.over_caps) == 1 else 'exceed'} this project's size caps "
                 f"(e.g. {p.over_caps[0][:12]}); kept as history — peers with the same caps "
                 "refuse them, see docs/configuration.md"
             )

@@ -211,7 +211,7 @@ async def cmd_list(args: argparse.Namespace) -> int:
         await catalogue.store.close()
     if catalogue.left_out:
         print(
-            f"note: {catalogue.left_out} session header(s) left out: not JSON, or of a tool"
+            f"note: {count(catalogue.left_out, 'session header')} left out: not JSON, or of a tool"
             " this version does not read (a newer version wrote them?)",
             file=sys.stderr,
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from lifeline.entry import ID_RE, Entry, normalize_ts
 from lifeline.errors import InvalidEntry
+from lifeline.wording import noun
 
 __all__ = ["Rejected", "looks_like_lc_markdown", "parse_lc_markdown"]
 
@@ -45,7 +46,9 @@ def _parse_block(ts_raw: str, block: str) -> Entry:
             fields.setdefault(match.group(1), match.group(2))
     missing = [n for n in _NAMES if n not in fields]
     if missing:
-        raise InvalidEntry(f"field(s) {', '.join(missing)} missing or not on one line")
+        raise InvalidEntry(
+            f"{noun(len(missing), 'field')} {', '.join(missing)} missing or not on one line"
+        )
     raw_parents = fields["parents"].strip()
     parents = () if raw_parents in ("—", "-", "") else tuple(raw_parents.split(", "))
     if not all(ID_RE.match(p) for p in parents):

@@ -23,6 +23,7 @@ from lifeline.errors import ConfigError
 from lifeline.home import Home
 from lifeline.lines import validate_line_name
 from lifeline.sessions.pack import Caps
+from lifeline.wording import noun
 
 __all__ = [
     "DEFAULT_SESSIONS_LINE",
@@ -55,7 +56,7 @@ def load_session_settings(home: Home) -> SessionSettings:
         raise ConfigError(f'{path}: "sessions" must be an object')
     unknown = sorted(set(given) - {"line", "redact", *_INTS})
     if unknown:
-        raise ConfigError(f"{path}: unknown sessions setting(s) {unknown}")
+        raise ConfigError(f"{path}: unknown sessions {noun(len(unknown), 'setting')} {unknown}")
     for name, floor in _INTS.items():
         value = given.get(name)
         if value is not None and (

@@ -15,6 +15,7 @@ from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
 from lifeline.store.shallow import boundary_size, read_source
 from lifeline.store.tiers import SqlLine
+from lifeline.wording import count
 
 __all__ = ["shallow_note", "shallow_origin"]
 
@@ -59,9 +60,9 @@ async def shallow_note(store: Store, line: str) -> str | None:
             f"{fields.get('count', '?')} at {fields.get('ts', '?')})"
         )
     return (
-        f"line {line!r} is shallow: {held} entries here{origin}; the older history is not "
-        f"here ({size} absent parent(s)); `lifeline-mesh serve` deepens it in the background, "
-        "or `lifeline-mesh sync PEER` at once"
+        f"line {line!r} is shallow: {count(held, 'entry', 'entries')} here{origin}; the older "
+        f"history is not here ({count(size, 'absent parent')}); `lifeline-mesh serve` deepens "
+        "it in the background, or `lifeline-mesh sync PEER` at once"
     )
 
 

@@ -12,6 +12,7 @@ import sys
 
 from lifeline.cli.common import Commands, add_json_option, creates_project, print_json
 from lifeline.errors import ConfigError
+from lifeline.wording import count
 from lifeline_mesh.ci.job import (
     CiJob,
     finish_job,
@@ -222,7 +223,8 @@ async def cmd_credentials(args: argparse.Namespace) -> int:
         if args.json:
             print_json({"name": args.name, "runners_revoked": [r.node_id for r in revoked]})
         else:
-            print(f"credential {args.name!r} revoked; {len(revoked)} running runner(s) revoked")
+            running = count(len(revoked), "running runner")
+            print(f"credential {args.name!r} revoked; {running} revoked")
         return 0
     rows = credential_rows(home)
     if args.json:

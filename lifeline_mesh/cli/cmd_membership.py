@@ -59,7 +59,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         default=[],
         type=address_arg(),
         metavar="HOST:PORT",
-        help="join port(s) the newcomer should dial (repeatable; else it needs --peer)",
+        help="a join port the newcomer should dial (repeatable; else it needs --peer)",
     )
     ci = p.add_argument_group("CI credential")
     ci.add_argument("--ci", metavar="NAME", help="mint a reusable CI credential named NAME")

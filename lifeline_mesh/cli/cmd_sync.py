@@ -380,7 +380,9 @@ def _report_text(r: SyncReport, peer: str) -> str:
     if r.role == "shallow":
         return (
             f"line {r.line!r} from {peer}: shallow, {count(r.entries_added, 'entry', 'entries')}"
-            f" in force taken with {r.signatures_received} signatures and statements, signed "
+            f" in force taken with "
+            f"{count(r.signatures_received, 'signature or statement', 'signatures and statements')}"
+            ", signed "
             f"by the peer; {r.bytes_received} bytes in; {r.seconds:.3f}s (`sync` deepens it)"
         )
     if r.role == "push":

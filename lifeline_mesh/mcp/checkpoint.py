@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry
 from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary
+from lifeline.wording import noun
 
 __all__ = ["SECTIONS", "CheckpointText"]
 
@@ -64,7 +65,10 @@ class CheckpointText:
             raise InvalidEntry(f"thread {thread!r} must be one non-empty line, e.g. 'main'")
         unknown = set(sections) - set(SECTIONS)
         if unknown:
-            raise InvalidEntry(f"unknown checkpoint section(s) {sorted(unknown)}; use {SECTIONS}")
+            sections_named = noun(len(unknown), "section")
+            raise InvalidEntry(
+                f"unknown checkpoint {sections_named} {sorted(unknown)}; use {SECTIONS}"
+            )
         cleaned = {name: _clean(tuple(sections.get(name) or ()), name) for name in SECTIONS}
         if not any(cleaned.values()):
             raise InvalidEntry(

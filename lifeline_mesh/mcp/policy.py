@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lifeline.errors import ConfigError
+from lifeline.wording import noun
 from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = ["BUILTIN", "Mode", "PolicyDenied", "Ruling", "WritePolicy", "load_policy"]
@@ -105,7 +106,7 @@ def _only_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
     extra = sorted(set(data) - allowed)
     if extra:
         raise ConfigError(
-            f"{where} has unknown key(s) {', '.join(map(repr, extra))}; "
+            f"{where} has unknown {noun(len(extra), 'key')} {', '.join(map(repr, extra))}; "
             f"allowed: {', '.join(sorted(allowed))}"
         )
 

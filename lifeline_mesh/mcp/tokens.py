@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from lifeline.errors import ConfigError, NotAuthenticated
 from lifeline.validate import DEFAULT_LIMITS
+from lifeline.wording import count
 from lifeline_mesh.home.identity import parse_node_id
 from lifeline_mesh.home.mesh_state import MCP_TOKENS, read_doc_json
 from lifeline_mesh.home.node_home import NodeHome
@@ -175,7 +176,7 @@ class TokenBook:
         except ValidationError as exc:
             where = self.home.documents.where(MCP_TOKENS)
             raise ConfigError(
-                f"{where} is not a token book ({exc.error_count()} problem(s), first: "
+                f"{where} is not a token book ({count(exc.error_count(), 'problem')}, first: "
                 f"{exc.errors()[0]['msg']}); restore it from a backup, or move it away and "
                 "issue new tokens"
             ) from exc

@@ -19,6 +19,7 @@ import grpc
 from cryptography import x509
 
 from lifeline.errors import ConfigError, PermissionDenied
+from lifeline.wording import noun
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership import RevocationList
 from lifeline_mesh.membership.authz import MeshAuthorizer, cert_identity
@@ -162,7 +163,8 @@ class PeerPins:
         if served is None or served.may_use(line):
             return None
         return (
-            f"node {node_id} may use only line(s) {', '.join(served.lines)}: line {line!r} "
+            f"node {node_id} may use only {noun(len(served.lines), 'line')} "
+            f"{', '.join(served.lines)}: line {line!r} "
             "is neither sent to it nor taken from it"
         )
 

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from lifeline.audit.line import Linked
 from lifeline.entry import Entry
+from lifeline.wording import count
 from lifeline_mesh.notary.statement import Attestation
 from lifeline_mesh.notary.verdict import Finding
 
@@ -124,4 +125,4 @@ def _listed(others: Sequence[tuple[str, str, str]]) -> str:
     if not more:
         return shown
     nodes = len({node for _ts, node, _at in more})
-    return f"{shown}; and {len(more)} more, by {nodes} node(s)"
+    return f"{shown}; and {len(more)} more, by {count(nodes, 'node')}"

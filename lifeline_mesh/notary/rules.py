@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from lifeline.audit.line import Linked
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import BadSignature, InvalidEntry
+from lifeline.wording import count
 from lifeline_mesh.notary.import_times import attests, import_findings
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
 from lifeline_mesh.notary.statement import (
@@ -431,7 +432,7 @@ def state_findings(
                 Finding(
                     "unknown-tips",
                     att.id.hex(),
-                    f"{att.node_id} signed at {att.ts} a state whose {len(gone)} tip(s) "
+                    f"{att.node_id} signed at {att.ts} a state whose {count(len(gone), 'tip')} "
                     f"(first {gone[0][:12]}) this store does not hold: not arrived yet, or "
                     "never existed; it witnesses nothing here",
                     "note",

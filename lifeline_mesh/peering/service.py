@@ -99,8 +99,8 @@ def peering_options(
     if discovery and not interfaces:
         if listen_host in ("", "0.0.0.0", "::"):
             raise ConfigError(
-                f"serve listens on every interface ({listen_host or '*'}); name the one(s) to "
-                "announce on with --interface ADDR, or pass --no-discovery"
+                f"serve listens on every interface ({listen_host or '*'}); name the one to "
+                "announce on with --interface ADDR (repeat it for more), or pass --no-discovery"
             )
         interfaces = ["127.0.0.1" if listen_host == "localhost" else listen_host]
     if discovery:

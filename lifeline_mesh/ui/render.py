@@ -19,6 +19,7 @@ from markupsafe import Markup, escape
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 
+from lifeline.wording import count
 from lifeline_mesh.ui.links import Links
 from lifeline_mesh.ui.section import Section
 from lifeline_mesh.ui.viewer import Viewer
@@ -61,6 +62,7 @@ ENV.filters["when"] = _when
 ENV.filters["short"] = _short
 ENV.filters["epoch"] = _epoch
 ENV.filters["redactions"] = _redactions
+ENV.filters["counted"] = count  # `{{ n|counted("entry", "entries") }}`: 1 entry, 2 entries
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,8 @@ from typing import Any
 
 from markupsafe import Markup, escape
 
+from lifeline.wording import count
+
 __all__ = ["peer_health", "render_topology"]
 
 SIZE = 320
@@ -40,7 +42,7 @@ def render_topology(node_label: str, peers: Sequence[dict[str, Any]]) -> Markup:
             f'<circle cx="{x}" cy="{y}" r="9"/>'
             f'<text x="{x}" y="{y + 24}" text-anchor="middle">{escape(name[:14])}</text></g>'
         )
-    label = f"This node and {len(shown)} peer(s)"
+    label = f"This node and {count(len(shown), 'peer')}"
     me = (
         f'<g class="self"><title>{escape(node_label)}</title>'
         f'<circle cx="{CENTER}" cy="{CENTER}" r="14"/>'

@@ -103,7 +103,7 @@ def test_a_runner_uses_only_its_credential_s_lines(hub: Hub, tmp_path: Path) -> 
         for how in ((), ("--shallow",)):
             refused = job(workdir, token, "sync", hub.sync, "--line", line, *how)
             assert refused.returncode == 2, (line, how, refused.stderr)
-            assert "may use only line(s) ledger, not" in refused.stderr, refused.stderr
+            assert "may use only line ledger, not" in refused.stderr, refused.stderr
             assert "not shared" not in refused.stderr
     assert not has_entry(workdir / ".lifeline" / f"{SECRET}.db", plan)
     # its own line still syncs both ways
@@ -121,9 +121,7 @@ def test_a_node_that_dials_a_runner_sends_it_no_other_line(hub: Hub, tmp_path: P
     with _runner_serving(workdir) as address:
         refused = cli("lifeline_mesh", hub.root, "sync", address, "--line", SECRET, check=False)
         assert refused.returncode == 2, refused.stderr
-        assert "may use only line(s) ledger: line 'secret-plans' is neither sent" in (
-            refused.stderr
-        )
+        assert "may use only line ledger: line 'secret-plans' is neither sent" in (refused.stderr)
         synced = cli("lifeline_mesh", hub.root, "sync", address, "--line", "ledger", "--json")
         assert [r["line"] for r in json.loads(synced.stdout)] == ["ledger"]
     assert not has_entry(workdir / ".lifeline" / f"{SECRET}.db", plan)
@@ -164,7 +162,7 @@ def test_a_member_pushes_no_other_line_to_a_runner(hub: Hub, tmp_path: Path) -> 
                 "lifeline_mesh", member, "sync", address, how, "--line", SECRET, check=False
             )
             assert refused.returncode == 2, (how, refused.stderr)
-            assert f"may use only line(s) ledger: line '{SECRET}' is neither sent" in refused.stderr
+            assert f"may use only line ledger: line '{SECRET}' is neither sent" in refused.stderr
     assert not has_entry(workdir / ".lifeline" / f"{SECRET}.db", written)
 
 

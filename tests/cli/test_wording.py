@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
+from lifeline.home import Home
 from tests.support.clirun import lifeline
 from tests.support.mesh_procs import serve_insecure
 
@@ -103,3 +106,36 @@ def test_serve_closing_line_of_one_session(tmp_path: Path) -> None:
         closing = proc.stdout.read()
     assert "stopped after 1 session in (0 failed) and 0 syncs out" in closing, closing
     assert "of 0 changes over watches" in closing and "of 0 trees of relays" in closing
+
+
+def test_counts_that_read_n_thing_s_agree_with_their_noun(tmp_path: Path) -> None:
+    """What read `1 problem(s)`, `1 undecodable row(s)`, `unknown limit(s)`: one reads
+    singular, more plural, and no `(s)` is left."""
+    assert lifeline(tmp_path, "init").returncode == 0
+    for n in range(2):
+        assert lifeline(tmp_path, "log", "--kind", "note", "--summary", f"n{n}").returncode == 0
+    conn = sqlite3.connect(tmp_path / ".lifeline" / "ledger.db")
+    with conn:  # one row no reader decodes
+        conn.execute("UPDATE entries SET parents = 'not json' WHERE seq = 2")
+    conn.close()
+    history = lifeline(tmp_path, "history")
+    assert "warning: 1 undecodable row skipped in line 'ledger'" in history.stderr
+    verified = lifeline(tmp_path, "verify")
+    assert verified.returncode == 1
+    assert verified.stdout.startswith("line 'ledger': 1 problem in 1 entry\n"), verified.stdout
+    settings = Home(tmp_path).settings_path
+    settings.write_text(json.dumps({"limits": {"bodybytes": 10}}))
+    one = lifeline(tmp_path, "log", "--kind", "note", "--summary", "x")
+    assert "unknown limit ['bodybytes']; known:" in one.stderr, one.stderr
+    settings.write_text(json.dumps({"limits": {"a": 1, "b": 2}}))
+    two = lifeline(tmp_path, "log", "--kind", "note", "--summary", "x")
+    assert "unknown limits ['a', 'b']; known:" in two.stderr, two.stderr
+    settings.unlink()
+    single = tmp_path / "single"
+    single.mkdir()
+    assert lifeline(single, "init").returncode == 0
+    assert lifeline(single, "log", "--kind", "note", "--summary", "only").returncode == 0
+    alone = lifeline(single, "verify").stdout
+    assert alone == "line 'ledger': 1 entry, all ids and parents verify\n", alone
+    said = history.stderr + verified.stdout + one.stderr + two.stderr + alone
+    assert "(s)" not in said and not WRONG.search(said), said

@@ -110,7 +110,7 @@ def test_the_guide_runs_as_written(tmp_path: Path) -> None:
     assert re.search(rf"^{runner}\s+member\s+active .*CI runner \(ci-runners\) until", out, re.M)
     assert "runners 1" in out, out
     assert re.search(r"^\S+\s+member\s+revoked since", out, re.M), out
-    assert "1 running runner(s) revoked" in out, out
+    assert "1 running runner revoked" in out, out
     assert "OK: 1 line verified, no problems" in auditor
     assert "note: imported x4" in auditor and "note: revoked-signer" in auditor
     assert "Load test: PIX path holds 800 rps" in auditor

@@ -48,11 +48,11 @@ def test_most_specific_rule_wins(agent: str, kind: str, mode: Mode, rule: str) -
     [
         ([], "must be a JSON object"),
         ({"default": "allow"}, "'allow'; use one of: direct, propose, deny"),
-        ({"defualt": "direct"}, "unknown key(s) 'defualt'"),
+        ({"defualt": "direct"}, "unknown key 'defualt'"),
         ({"kinds": ["note"]}, "kinds must be an object"),
         ({"kinds": {"note": True}}, "kinds.note is True"),
         ({"agents": {"ci": 3}}, "agents.ci must be a mode or an object"),
-        ({"agents": {"ci": {"mode": "deny"}}}, "unknown key(s) 'mode'"),
+        ({"agents": {"ci": {"mode": "deny"}}}, "unknown key 'mode'"),
         ({"agents": {"ci": {"kinds": {"note": "yes"}}}}, "agents.ci.kinds.note is 'yes'"),
         ({"agents": "deny"}, "agents must be an object"),
     ],

@@ -110,7 +110,7 @@ def test_serve_refuses_discovery_on_every_interface(tmp_path: Path) -> None:
     cli("lifeline_mesh", tmp_path, "init", "--new-mesh", "team")
     result = cli("lifeline_mesh", tmp_path, "serve", "--listen", "0.0.0.0:0", check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert "name the one(s) to announce on with --interface ADDR" in result.stderr
+    assert "name the one to announce on with --interface ADDR (repeat it for more)" in result.stderr
 
 
 @pytest.mark.netns

@@ -143,7 +143,7 @@ def test_an_import_conflict_names_a_few_claims_and_counts_the_rest() -> None:
     verdict = check_attestations([entry], claims, signers, Policy(A.node_id))
     [conflict] = [f for f in verdict.findings if f.check == "import-conflict"]
     assert conflict.detail.count(B.node_id) == 5  # five listed, the rest counted
-    assert "and 35 more, by 1 node(s)" in conflict.detail and len(conflict.detail) < 1000
+    assert "and 35 more, by 1 node" in conflict.detail and len(conflict.detail) < 1000
 
 
 def test_an_import_fixes_the_held_ts_and_refuses_a_copy_dated_otherwise() -> None:

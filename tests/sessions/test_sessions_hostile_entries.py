@@ -88,7 +88,7 @@ def test_hostile_session_entries_do_not_stop_the_sessions_commands(tmp_path: Pat
     asyncio.run(_deliver(Home(root).line_path("sessions"), [unknown_tool, header, status]))
 
     listed = _sessions(root, "list", "--json")
-    assert "1 session header(s) left out" in listed.stderr
+    assert "1 session header left out" in listed.stderr
     found = {s["native_id"]: s for s in json.loads(listed.stdout)}
     assert len(found) == 3 and "x-1" not in found  # the two ingested, and y-1
     odd = found["y-1"]

@@ -62,7 +62,7 @@ def test_history_prints_the_rest_and_warns_once(damaged: tuple[Path, dict[str, s
     assert len(done.stdout.splitlines()) == N - 3
     warnings = done.stderr.strip().splitlines()
     assert len(warnings) == 1, done.stderr
-    assert "3 undecodable row(s)" in warnings[0] and "lifeline verify" in warnings[0]
+    assert "3 undecodable rows" in warnings[0] and "lifeline verify" in warnings[0]
     assert "Traceback" not in done.stderr
     listed = json.loads(lifeline(root, "history", "--json").stdout)
     assert bad["tampered"] in {e["id"] for e in listed}

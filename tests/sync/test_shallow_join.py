@@ -97,7 +97,7 @@ def test_a_shallow_node_reads_writes_pushes_and_deepens(
 
     verified = cli("lifeline", b, "verify")  # exit 0: absent parents are no damage
     assert "all ids and parents verify" in verified.stdout
-    assert "shallow: 1 parent link(s) lead to older history" in verified.stdout
+    assert "shallow: 1 parent link leads to older history" in verified.stdout
     mesh_verify = cli("lifeline_mesh", b, "verify")
     assert "OK:" in mesh_verify.stdout, mesh_verify.stdout
     assert "is shallow" in mesh_verify.stdout and "verifies)" in mesh_verify.stdout

@@ -301,7 +301,7 @@ def test_mesh_links_verify_findings_to_their_entries(tmp_path: Path) -> None:
     done = _cli(project.root, "ui", "--static", str(out))
     assert done.returncode == 0, done.stderr
     mesh = (out / "mesh.html").read_text()
-    assert "failure(s)" in mesh
+    assert "Line ledger: <strong>2 failures</strong>" in mesh and "(s)" not in mesh
     assert f'href="lines/ledger/entries/{victim}.html"' in mesh
     shutil.rmtree(out)
 
