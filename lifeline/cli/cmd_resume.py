@@ -10,7 +10,7 @@ from pathlib import Path
 from lifeline.cli.common import Commands, add_json_option, home_of, print_json
 from lifeline.cli.common import positive_int as _positive
 from lifeline.cli.sessions_line import open_catalogue
-from lifeline.fsutil import make_new_folder
+from lifeline.fsutil import NewTree
 from lifeline.sessions.bundles.bundle import PROVIDER_FORMATS
 from lifeline.sessions.bundles.launch import LAUNCHERS, launch
 from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle
@@ -164,12 +164,13 @@ async def cmd_export(args: argparse.Namespace) -> int:
     from lifeline.sessions.bundles.okf import export_okf
 
     out: Path = args.okf
-    make_new_folder(out)  # before anything is read: a path that cannot be one fails at once
-    catalogue = await open_catalogue(args)
-    try:
-        report = await export_okf(catalogue, out, Budget(args.budget_tokens, "tokens"))
-    finally:
-        await catalogue.store.close()
+    # before anything is read: a path that cannot be a new folder fails at once
+    with NewTree(out) as tree:
+        catalogue = await open_catalogue(args)
+        try:
+            report = await export_okf(catalogue, tree, Budget(args.budget_tokens, "tokens"))
+        finally:
+            await catalogue.store.close()
     print(
         f"{count(report.sessions, 'session')} and {count(report.bundles, 'bundle')} written "
         f"to {out} ({count(report.files, 'file')}, Open Knowledge Format 0.2)"

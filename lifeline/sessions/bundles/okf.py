@@ -15,6 +15,10 @@ frontmatter (OKF v0.2, §3–§8):
 Acceptance slice says why). Nothing depends on the clock: the same line exports the same
 files on every node. Frontmatter strings are written as double-quoted scalars (JSON string
 syntax, which YAML reads as is).
+
+The folder is written through :class:`lifeline.fsutil.NewTree`: each file is created new,
+without following a link, so a link put in the folder while it is written (by whoever else
+can write there) stops the export instead of having its target written over.
 """
 
 from __future__ import annotations
@@ -22,10 +26,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lifeline import __version__
+from lifeline.fsutil import NewTree
 from lifeline.sessions.bundles.bundle import ORDER, Bundle, Source, slice_markdown
 from lifeline.sessions.bundles.merge import groups_of
 from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bundle, stored_verdict
@@ -113,14 +117,15 @@ def _generated(sessions: list[Session]) -> dict[str, str]:
     return {"by": _ACTOR, "at": max(times)} if times else {"by": _ACTOR}
 
 
-def _write(path: Path, text: str, written: list[Path]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    written.append(path)
+def _write(tree: NewTree, relative: str, text: str, written: list[str]) -> None:
+    tree.write(relative, text.encode("utf-8"))
+    written.append(relative)
 
 
-def _bundle_files(out: Path, bundle: Bundle, sessions: list[Session], written: list[Path]) -> str:
-    folder = out / "bundles" / bundle.key
+def _bundle_files(
+    tree: NewTree, bundle: Bundle, sessions: list[Session], written: list[str]
+) -> str:
+    folder = f"bundles/{bundle.key}"
     numbers = {s: i for i, s in enumerate(bundle.sources(), start=1)}
     status = "stable" if bundle.ready else "draft"
     generated = _generated(sessions)
@@ -143,7 +148,7 @@ def _bundle_files(out: Path, bundle: Bundle, sessions: list[Session], written: l
             }
         )
         tail = ("\n\n" + "\n".join(notes)) if notes else ""
-        _write(folder / f"{kind.value}.md", head + body + tail + "\n", written)
+        _write(tree, f"{folder}/{kind.value}.md", head + body + tail + "\n", written)
         listing.append(f"* [{kind.value.capitalize()}](/bundles/{bundle.key}/{kind.value}.md)")
     members = "\n".join(f"* [{s.id[:12]}](/sessions/{s.id[:16]}.md)" for s in sessions)
     head = _frontmatter(
@@ -157,11 +162,11 @@ def _bundle_files(out: Path, bundle: Bundle, sessions: list[Session], written: l
         }
     )
     body = f"# Slices\n\n{chr(10).join(listing)}\n\n# Sessions merged\n\n{members}\n"
-    _write(folder / "bundle.md", head + body, written)
+    _write(tree, f"{folder}/bundle.md", head + body, written)
     return f"* [{_label(bundle.topic)}](/bundles/{bundle.key}/bundle.md) - {status}, {bundle.scope}"
 
 
-def _session_file(out: Path, s: Session, key: str | None, written: list[Path]) -> str:
+def _session_file(tree: NewTree, s: Session, key: str | None, written: list[str]) -> str:
     title = " ".join((s.facts.title or s.facts.first_prompt or "(untitled)").split())[:120]
     head = _frontmatter(
         {
@@ -183,7 +188,8 @@ def _session_file(out: Path, s: Session, key: str | None, written: list[Path]) -
     if key is not None:
         facts.append(f"* continuation bundle: [{key}](/bundles/{key}/bundle.md)")
     _write(
-        out / "sessions" / f"{s.id[:16]}.md",
+        tree,
+        f"sessions/{s.id[:16]}.md",
         head + "# Session\n\n" + "\n".join(facts) + "\n",
         written,
     )
@@ -191,10 +197,10 @@ def _session_file(out: Path, s: Session, key: str | None, written: list[Path]) -
     return f"* [{_label(title[:60])}]({link}) - {s.tool.value}, {s.status.status.value}"
 
 
-async def export_okf(catalogue: Catalogue, out: Path, budget: Budget) -> ExportReport:
-    """Write the line's sessions and one bundle per topic under ``out``."""
+async def export_okf(catalogue: Catalogue, tree: NewTree, budget: Budget) -> ExportReport:
+    """Write the line's sessions and one bundle per topic into ``tree`` (a new folder)."""
     summaries = [stored_verdict(catalogue, s) for s in catalogue.summaries()]
-    written: list[Path] = []
+    written: list[str] = []
     bundle_rows: list[str] = []
     key_of: dict[str, str] = {}
     for group in sorted(groups_of(summaries), key=lambda g: g.key):
@@ -205,9 +211,9 @@ async def export_okf(catalogue: Catalogue, out: Path, budget: Budget) -> ExportR
             if exc.bundle is None:
                 continue
             bundle = exc.bundle
-        bundle_rows.append(_bundle_files(out, bundle, list(group.sessions), written))
+        bundle_rows.append(_bundle_files(tree, bundle, list(group.sessions), written))
         key_of.update({s.id: group.key for s in group.sessions})
-    session_rows = [_session_file(out, s, key_of.get(s.id), written) for s in summaries]
+    session_rows = [_session_file(tree, s, key_of.get(s.id), written) for s in summaries]
     index = (
         '---\nokf_version: "0.2"\n---\n\n# Continuation bundles\n\n'
         + "\n".join(bundle_rows)
@@ -215,5 +221,5 @@ async def export_okf(catalogue: Catalogue, out: Path, budget: Budget) -> ExportR
         + "\n".join(session_rows)
         + "\n"
     )
-    _write(out / "index.md", index, written)
+    _write(tree, "index.md", index, written)
     return ExportReport(len(summaries), len(bundle_rows), len(written))
