@@ -10,7 +10,9 @@ last block and a digest of the cross-line parents.
 
 The next render only appends the blocks of the rows added since, when all of these hold:
 
-- the file is byte for byte what was written (size, then sha256 of its bytes);
+- the file is byte for byte what was written (size, then sha256 of its bytes), and is a
+  file, not a link (a committed link would lead the append to the file it names, which a
+  forged record can describe; a whole render replaces the link);
 - the rendered rows are unchanged: the totals now, minus the tokens of the new rows, equal
   the recorded ones (a merge that lowered a stored ts, or a rebuilt line, fails this);
 - every new row sorts after the last rendered one in stream order ``(height, ts, id)``,
@@ -289,7 +291,9 @@ async def write_projection(
         ext = _externals_digest(externals)
         state = None if full else _read_state(Home.render_record_path(store.path), line)
         reason = "" if state is None else "the file is not the last render's"
-        if state is not None and snap is not None:
+        if path.is_symlink():  # a link (a clone carries them) is replaced, never extended
+            reason = "the file is a symbolic link"
+        elif state is not None and snap is not None:
             digest = _file_digest(path, state.size)
             if digest is not None and digest.hexdigest() == state.sha256:
                 new = await store.run_read(partial(_new_rows, seq=state.seq, top=snap[0]))
