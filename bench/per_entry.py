@@ -30,7 +30,8 @@ from sync_signed import build as build_wire_entries
 from lifeline.entry import Entry
 from lifeline.ledger import Draft, _create, utc_now
 from lifeline.store.schema import apply_migrations, line_schema
-from lifeline.store.sqlite import BUSY_TIMEOUT_MS, SqliteStore
+from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_open import BUSY_TIMEOUT_MS
 from lifeline.store.sqlite_writes import append_tx
 from lifeline.validate import check_admissible, check_local
 from lifeline_mesh.recon.entry_codec import EntryCodec

@@ -31,6 +31,7 @@ from lifeline.store.schema import Schema, apply_migrations, line_schema
 from lifeline.store.sqlite_group import WriteGroup
 from lifeline.store.sqlite_json import entries_json
 from lifeline.store.sqlite_open import (
+    BUSY_TIMEOUT_MS,
     connect_read_only,
     connect_writable,
     open_failure,
@@ -67,7 +68,6 @@ __all__ = ["SqliteStore"]
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-BUSY_TIMEOUT_MS = 30_000
 # Page cache per connection. The default (2 MB) thrashes once the id indexes of a line
 # outgrow it (~20k entries): inserts of random 64-hex ids then cost a read per index.
 CACHE_KIB = 32 * 1024

@@ -12,6 +12,7 @@ from lifeline.errors import StoreError
 from lifeline.store.schema import LEDGER, migrations_pending
 
 __all__ = [
+    "BUSY_TIMEOUT_MS",
     "connect_read_only",
     "connect_writable",
     "damage_advice",
@@ -29,6 +30,10 @@ def sidecars(path: Path) -> tuple[Path, Path]:
     return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
 
 
+# How long a connection waits for another process's write lock before SQLITE_BUSY.
+BUSY_TIMEOUT_MS = 30_000
+
+
 def open_failure(path: Path, exc: sqlite3.Error) -> str:
     text = str(exc)
     if "full" in text or "disk I/O" in text:
@@ -38,6 +43,13 @@ def open_failure(path: Path, exc: sqlite3.Error) -> str:
         )
     if is_damage(exc):
         return f"cannot open {path} ({text}): {damage_advice(path)}"
+    if (cause := _machine_refusal(path, exc)) is not None:
+        return f"cannot open {path} ({text}): {cause}"
+    if not path.exists() and not os.access(path.parent, os.W_OK):
+        return (
+            f"cannot create {path} ({text}): {path.parent} is read-only; "
+            "reads of the other lines work, write where .lifeline/ is writable"
+        )
     return f"cannot open {path} as a SQLite ledger ({text}); is it a lifeline line file?"
 
 
@@ -50,7 +62,30 @@ def store_failure(path: Path, exc: sqlite3.Error, *, read_only: bool) -> str:
             f"{path.parent} is read-only, and this command writes to "
             f"{path.name}; reads work, write where .lifeline/ is writable"
         )
+    if (cause := _machine_refusal(path, exc)) is not None:
+        return f"cannot write {path} ({exc}): {cause}"
     return f"SQLite error on {path}: {exc}"
+
+
+def _machine_refusal(path: Path, exc: sqlite3.Error) -> str | None:
+    """What to do when the machine, not the file, refused a write: the disk is full,
+    another process kept the write lock past our wait, or the file cannot be written.
+    SQLite rolls the transaction back in each case, so nothing was half-written."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF  # the primary code of an extended one
+    if code == sqlite3.SQLITE_FULL:
+        return "the disk is full; free space and run it again (nothing was half-written)"
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return (
+            f"another process held its write lock for over {BUSY_TIMEOUT_MS // 1000} s; "
+            f"let it finish or stop it (`fuser {path}` names it), then run it again "
+            "(nothing was written)"
+        )
+    if code == sqlite3.SQLITE_READONLY:
+        return (
+            "the file, or the mount it is on, is read-only; reads work, make it writable "
+            "to write (nothing was written)"
+        )
+    return None
 
 
 def is_damage(exc: sqlite3.Error) -> bool:

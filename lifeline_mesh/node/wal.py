@@ -15,7 +15,8 @@ import logging
 import sqlite3
 
 from lifeline.errors import LifelineError
-from lifeline.store.sqlite import BUSY_TIMEOUT_MS, SqliteStore
+from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_open import BUSY_TIMEOUT_MS
 
 __all__ = ["WAL_TRIM_BYTES", "trim_wal", "wal_bytes"]
 

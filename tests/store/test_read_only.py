@@ -8,54 +8,15 @@ bind-mounted read-only, or the project is on a tiny tmpfs; skipped where that is
 from __future__ import annotations
 
 import shlex
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.clirun import lifeline
+from tests.support.mount_ns import in_namespace, in_read_only, namespaces_work
 
-
-def _namespaces_work() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(
-        ["unshare", "-m", "sh", "-c", "mount --bind -o ro / /mnt 2>/dev/null || true; true"],
-        capture_output=True,
-        check=False,
-    )
-    return probe.returncode == 0
-
-
-pytestmark = pytest.mark.skipif(not _namespaces_work(), reason="needs unshare -m (root)")
-
-
-def in_namespace(
-    setup: list[str], outputs: Path, *commands: list[str]
-) -> list[tuple[int, str, str]]:
-    """Run ``setup`` (mounts) then each command in a private mount namespace; returns
-    (code, stdout, stderr) of each, written under ``outputs`` (outside the mounts)."""
-    script = list(setup)
-    for n, argv in enumerate(commands):
-        line = " ".join(shlex.quote(a) for a in argv)
-        script.append(f"{line} >{outputs}/out{n} 2>{outputs}/err{n}; echo $? >{outputs}/rc{n}")
-    subprocess.run(["unshare", "-m", "sh", "-c", "\n".join(script)], check=True, timeout=300)
-    return [
-        (
-            int((outputs / f"rc{n}").read_text()),
-            (outputs / f"out{n}").read_text(),
-            (outputs / f"err{n}").read_text(),
-        )
-        for n in range(len(commands))
-    ]
-
-
-def in_read_only(root: Path, *commands: list[str]) -> list[tuple[int, str, str]]:
-    """Run each command with ``root/.lifeline`` mounted read-only."""
-    folder = shlex.quote(str(root / ".lifeline"))
-    return in_namespace([f"mount --bind -o ro {folder} {folder}"], root, *commands)
+pytestmark = pytest.mark.skipif(not namespaces_work(), reason="needs unshare -m (root)")
 
 
 def test_reads_work_and_writes_say_read_only(tmp_path: Path) -> None:
