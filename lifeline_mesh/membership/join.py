@@ -9,6 +9,11 @@
    hash (proof of the token; the secret itself never leaves this node).
 4. Store the certificate, CA, revocations and the members rows the CA's certificates prove
    (proof.py; an unproven row is refused and logged); the key files are 0600.
+
+A node whose mesh files git tracks is refused before anything is sent: its node key came
+with the repository (a clone carries what its author committed) or went into it, so
+whoever reads the repository holds it, and a join would give that key this node's place
+in the mesh (docs/security.md, "What to commit").
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from lifeline.errors import (
     PermissionDenied,
     RemoteProtocolError,
 )
+from lifeline.ignore import tracked_private_files
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.mesh_state import CA_CERT
 from lifeline_mesh.home.node_home import NodeHome
@@ -83,6 +89,7 @@ async def join(
     addresses = [peer] if peer else list(token.addresses)
     if not addresses:
         raise ConfigError("the token names no address; pass --peer HOST:PORT of the inviter")
+    _refuse_keys_from_git(home)
     identity, created = NodeIdentity.load_or_create(home)
     errors: list[PeerError] = []
     for address in addresses:
@@ -150,6 +157,19 @@ async def _join_via(
         )
     _store(home, reply, registry, tls_key_pem=pem_key(tls_key))
     return Joined(identity.node_id, mesh_id, reply.role, address, False)
+
+
+def _refuse_keys_from_git(home: NodeHome) -> None:
+    """ConfigError when git tracks a file of ``.lifeline/mesh/`` (one `git ls-files`)."""
+    mesh = home.relative(home.mesh_dir) + "/"
+    tracked = [name for name in tracked_private_files(home) or () if name.startswith(mesh)]
+    if tracked:
+        raise ConfigError(
+            f"git tracks {', '.join(tracked[:3])}: a key in the repository is known to "
+            "whoever reads it (a clone carries its author's), and joining would give it this "
+            f"node's place in the mesh; run `git rm -r --cached {mesh}` and move {mesh} "
+            "away, then join again (with a new identity)"
+        )
 
 
 def join_request(token: Token, identity: NodeIdentity, mesh_id: str, csr: bytes) -> pb.JoinRequest:
