@@ -10,7 +10,6 @@ import asyncio
 import datetime as dt
 import json
 import os
-import signal
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -21,6 +20,7 @@ from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline.wording import one_line
 from lifeline_mesh.cli.home_arg import node_home
+from lifeline_mesh.cli.stopping import stop_on_signals
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.ca import load_ca_cert
@@ -141,7 +141,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "membership-serve",
         parents=[parent],
-        help="serve joins (and member checks) until SIGINT/SIGTERM",
+        help="serve joins (and member checks) until SIGINT, SIGTERM or SIGHUP",
     )
     listen = address_arg(listen=True)
     p.add_argument(
@@ -371,9 +371,7 @@ def _member_rows(
 async def cmd_membership_serve(args: argparse.Namespace) -> int:
     served = await serve_membership(node_home(args), args.listen, args.mtls_listen)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop_on_signals(stop)
     # One JSON line on stdout: how scripts and tests learn the ports (port 0 = any free one).
     print(json.dumps({"join_port": served.join_port, "mtls_port": served.mtls_port}), flush=True)
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import signal
 import sys
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
@@ -19,6 +18,7 @@ from lifeline.lines import validate_line_name
 from lifeline.store.pg_dsn import is_postgres_url
 from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
+from lifeline_mesh.cli.stopping import stop_on_signals
 from lifeline_mesh.cli.ui_args import add_serve_ui_arguments
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.mesh_state import holds_ca_key
@@ -41,7 +41,9 @@ __all__ = ["register"]
 
 
 def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("serve", parents=[parent], help="run the gRPC peer until SIGINT/SIGTERM")
+    p = sub.add_parser(
+        "serve", parents=[parent], help="run the gRPC peer until SIGINT, SIGTERM or SIGHUP"
+    )
     p.add_argument(
         "--listen",
         default=None,
@@ -217,9 +219,7 @@ async def _serve_node(args: argparse.Namespace, node: Node, metrics: MetricsServ
         args.no_discovery = True
     peering = peering_options(args, config, listen_host=split_address(listen, listen=True)[0])
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop_on_signals(stop)
 
     def ready(address: str) -> None:
         sys.stdout.write(f"listening on {address}\n")

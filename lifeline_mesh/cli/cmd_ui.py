@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,6 +13,7 @@ from pathlib import Path
 from lifeline.cli.common import Commands
 from lifeline.cli.progress import Progress
 from lifeline_mesh.cli.home_arg import node_home
+from lifeline_mesh.cli.stopping import stop_on_signals
 from lifeline_mesh.cli.ui_args import add_serve_ui_arguments, add_ui_arguments
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.ui.defaults import TOKEN_ENV
@@ -82,9 +82,7 @@ async def cmd_ui(args: argparse.Namespace) -> int:
     host, port = check_listen(args.listen, remote=args.remote, token=token)
     sock = bind(host, port)
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+    stop_on_signals(stop)
 
     def ready(url: str) -> None:
         sys.stdout.write(f"viewer on {url}\n")
