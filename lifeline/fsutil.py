@@ -42,10 +42,11 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
 
 
 @contextmanager
-def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
+def atomic_file(path: Path, *, mode: int | None = None, durable: bool = True) -> Iterator[BinaryIO]:
     """A file to write ``path``'s new content into, piece by piece: on success it is
-    flushed, fsynced and renamed over ``path``; on any error it is removed and ``path`` is
-    left as it was. ``mode`` as for :func:`write_atomic`."""
+    flushed, fsynced (unless not ``durable``: a report rewritten often, which a crash may
+    lose) and renamed over ``path``; on any error — a full disk among them — it is removed
+    and ``path`` is left as it was. ``mode`` as for :func:`write_atomic`."""
     if mode is None:
         mode = path.stat().st_mode & 0o777 if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -54,7 +55,8 @@ def atomic_file(path: Path, *, mode: int | None = None) -> Iterator[BinaryIO]:
         with os.fdopen(fd, "wb", buffering=1 << 20) as out:
             yield out
             out.flush()
-            os.fsync(out.fileno())
+            if durable:
+                os.fsync(out.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

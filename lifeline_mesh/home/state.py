@@ -11,7 +11,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from lifeline.errors import ConfigError
+from lifeline.fsutil import atomic_file
 from lifeline_mesh.home.node_home import NodeHome
 
 __all__ = [
@@ -84,11 +84,9 @@ def write_node_state(home: NodeHome, state: NodeState) -> None:
     """Record that a node serves ``home`` (atomic replace)."""
     path = home.state_path
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".state-")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(asdict(state), fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
+    text = json.dumps(asdict(state), indent=2, sort_keys=True) + "\n"
+    with atomic_file(path, mode=0o600, durable=False) as out:
+        out.write(text.encode("utf-8"))
 
 
 def clear_node_state(home: NodeHome, pid: int) -> None:

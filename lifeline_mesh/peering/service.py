@@ -172,6 +172,7 @@ class Peering:
         self._written: list[dict[str, Any]] | None = None  # the table last written
         self._written_at = 0.0
         self._flush: asyncio.TimerHandle | None = None
+        self._unrecorded = False  # the last write of the table failed (said once)
 
     def _persist(self, rows: list[dict[str, Any]]) -> None:
         """Write the table when a row changed in what it says (a peer, an error, a watch);
@@ -193,7 +194,21 @@ class Peering:
                 self._flush = loop.call_later(PEERS_FILE_EVERY_S, self._persist_later)
             return
         self._written, self._written_at = shape, now
-        save_peers_file(self.home, rows, pid=os.getpid(), wall_now=time.time())
+        try:
+            save_peers_file(self.home, rows, pid=os.getpid(), wall_now=time.time())
+        except OSError as exc:  # a full disk must not stop syncing, nor flood the log
+            if not self._unrecorded:
+                log.warning(
+                    "cannot record the peer table in %s (%s); syncing goes on — free space "
+                    "or make the folder writable (said once until it is recorded again)",
+                    self.home.peers_path,
+                    exc.strerror or exc,
+                )
+            self._unrecorded = True
+            return
+        if self._unrecorded:
+            log.warning("the peer table is recorded again in %s", self.home.peers_path)
+            self._unrecorded = False
 
     def _persist_later(self) -> None:
         self._flush = None

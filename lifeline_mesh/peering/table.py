@@ -19,13 +19,12 @@ from __future__ import annotations
 import enum
 import ipaddress
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from lifeline.errors import ConfigError
+from lifeline.fsutil import atomic_file
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.transport.addresses import split_address
 
@@ -304,11 +303,10 @@ def save_peers_file(
     path = home.peers_path
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"version": 1, "pid": pid, "updated_at": wall_now, "peers": rows}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".peers-")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=2, sort_keys=True)
-        fh.write("\n")
-    os.replace(tmp, path)
+    text = json.dumps(data, indent=2, sort_keys=True) + "\n"
+    # not fsynced: rewritten as peers come and go; a crash loses only its last rows
+    with atomic_file(path, mode=0o600, durable=False) as out:
+        out.write(text.encode("utf-8"))
 
 
 def load_peers_file(home: NodeHome) -> dict[str, Any] | None:
