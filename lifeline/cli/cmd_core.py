@@ -399,6 +399,14 @@ async def _altered(args: argparse.Namespace, name: str) -> list[Finding]:
     return [f for f in report.findings if f.check in _ALTERED]
 
 
+def _no_longer(n: int) -> str:
+    if n == 1:
+        return (
+            "no longer matches its id, does not decode, or holds a ts or a height no writer stores"
+        )
+    return "no longer match their ids, do not decode, or hold a ts or a height no writer stores"
+
+
 async def cmd_recover(args: argparse.Namespace) -> int:
     name = line_of(args)
     home = home_of(args)
@@ -421,8 +429,7 @@ async def cmd_recover(args: argparse.Namespace) -> int:
         first = altered[0]
         print(
             f"line {name!r} passes SQLite's integrity check, but "
-            f"{count(len(altered), 'entry', 'entries')} no longer match their ids, do not "
-            "decode, or hold a ts or a height no writer stores (first: "
+            f"{count(len(altered), 'entry', 'entries')} {_no_longer(len(altered))} (first: "
             f"{first.entry_id[:12]}, {first.detail}); rebuilding the line without them, "
             "heights computed again (decision 0111)",
             file=sys.stderr,
@@ -433,8 +440,9 @@ async def cmd_recover(args: argparse.Namespace) -> int:
         "could not read them"
     ) * bool(done.scanned)
     print(
-        f"recovered line {name!r}: kept {done.kept} entries whose ids verify; "
-        f"{done.unreadable} rows lost (unreadable, or their ids or times altered), "
+        f"recovered line {name!r}: kept {count(done.kept, 'entry', 'entries')} whose "
+        f"{'id verifies' if done.kept == 1 else 'ids verify'}; "
+        f"{count(done.unreadable, 'row')} lost (unreadable, or their ids or times altered), "
         f"{done.orphans} left out for a lost parent{scanned}; the damaged file is kept as "
         f"{done.damaged}"
     )

@@ -274,6 +274,7 @@ async def cmd_watch(args: argparse.Namespace) -> int:
 
 def _announce(result: FileResult) -> None:
     print(
-        f"{result.outcome:<9} {result.source.source}: +{result.turns} turns, +{result.items} items",
+        f"{result.outcome:<9} {result.source.source}: +{count(result.turns, 'turn')}, "
+        f"+{count(result.items, 'item')}",
         flush=True,
     )

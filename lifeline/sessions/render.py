@@ -30,7 +30,7 @@ from lifeline.sessions.model import (
     ToolResult,
     TurnEnd,
 )
-from lifeline.wording import one_line, shown_text
+from lifeline.wording import count, one_line, shown_text
 
 __all__ = ["header_lines", "render_session", "session_row"]
 
@@ -59,7 +59,7 @@ def header_lines(s: Session) -> list[str]:
         f"status    {s.status.status.value}: {s.status.reason}",
         f"scope     {s.scope}" + (f"   cwd {f.cwd}" if f.cwd else ""),
         f"time      {f.started or '?'} → {f.last_activity or '?'}",
-        f"turns     {s.turns} prompts, {s.item_count} items",
+        f"turns     {count(s.turns, 'prompt')}, {count(s.item_count, 'item')}",
     ]
     if s.usage:
         lines.append("tokens    " + ", ".join(f"{k} {v:,}" for k, v in sorted(s.usage.items())))
@@ -126,7 +126,7 @@ def render_session(
             if child is not None:
                 yield (
                     f"{pad}    ┌ subagent {one_line(item.agent_id)}: {child.status.status.value}, "
-                    f"{len(child.items)} items"
+                    f"{count(len(child.items), 'item')}"
                 )
                 yield from render_session(child, subagent, depth + 1)
 

@@ -56,7 +56,7 @@ def _marker(section: Section) -> str:
     listed = ": " + " ".join(f"`{short(i)}`" for i in named) if named else ""
     more = f" and {len(ids) - len(named)} more" if named and len(ids) > len(named) else ""
     return (
-        f"- [omitted {len(ids)} {section.noun} to fit the budget{listed}{more}; "
+        f"- [omitted {count(len(ids), section.one, section.noun)} to fit the budget{listed}{more}; "
         "`lifeline show ID` prints one]"
     )
 

@@ -16,7 +16,7 @@ import heapq
 from dataclasses import dataclass, field
 from enum import Enum
 
-from lifeline.wording import shown_text
+from lifeline.wording import count, shown_text
 
 __all__ = ["Piece", "Policy", "Section", "clip", "inline", "short"]
 
@@ -77,7 +77,7 @@ def _clip_lines(text: str, limit: int) -> str:
     lines = text.split("\n")
     for n, line in enumerate(lines):
         if used + len(line) + 1 > limit:
-            out.append(f"  - … {len(lines) - n} more lines (`lifeline show` for all)")
+            out.append(f"  - … {count(len(lines) - n, 'more line')} (`lifeline show` for all)")
             break
         out.append(line)
         used += len(line) + 1
@@ -94,7 +94,8 @@ class Section:
     stable: bool
     pieces: list[Piece] = field(default_factory=list)
     omitted: list[str] = field(default_factory=list)
-    noun: str = "items"
+    noun: str = "items"  # what the omitted marker counts, and its singular
+    one: str = "item"
     empty: str = ""
     listed: int = 40  # omitted ids named in the marker; the rest are counted
     # the smallest omitted ids seen so far, and how many of ``omitted`` that covers: the

@@ -95,7 +95,9 @@ def _item_piece(state: State, how: Render, entry_id: str, tag: str = "") -> Piec
 
 
 def _decisions(inp: Inputs, how: Render, ids: Sequence[str]) -> Section:
-    sec = Section("decisions", "Decisions in force", Policy.ENDS, True, noun="decisions")
+    sec = Section(
+        "decisions", "Decisions in force", Policy.ENDS, True, noun="decisions", one="decision"
+    )
     ids, sec.omitted = _prune(ids, inp.max_items, ends=True)
     for i in ids:
         targets = inp.state.corrections.get(i, ())
@@ -106,7 +108,7 @@ def _decisions(inp: Inputs, how: Render, ids: Sequence[str]) -> Section:
 
 
 def _pinned(inp: Inputs, how: Render) -> Section:
-    sec = Section("pinned", "Pinned", Policy.KEEP, True, noun="pins")
+    sec = Section("pinned", "Pinned", Policy.KEEP, True, noun="pins", one="pin")
     for i in inp.truth.pinned:
         if i in inp.state.items:
             sec.pieces.append(_item_piece(inp.state, how, i))
@@ -118,7 +120,15 @@ def _pinned(inp: Inputs, how: Render) -> Section:
 
 
 def _open(inp: Inputs, how: Render, ids: Sequence[str]) -> Section:
-    sec = Section("open", "Open", Policy.NEWEST, True, noun="open items", empty="- nothing open")
+    sec = Section(
+        "open",
+        "Open",
+        Policy.NEWEST,
+        True,
+        noun="open items",
+        one="open item",
+        empty="- nothing open",
+    )
     ids, sec.omitted = _prune(ids, inp.max_items, ends=False)
     sec.pieces = [_item_piece(inp.state, how, i) for i in ids]
     return sec
@@ -143,7 +153,7 @@ def _resume_piece(inp: Inputs, thread: str, cid: str) -> Piece | None:
 
 
 def _resume(inp: Inputs, threads: Sequence[str]) -> Section:
-    sec = Section("resume", "Resume", Policy.NEWEST, False, noun="checkpoints")
+    sec = Section("resume", "Resume", Policy.NEWEST, False, noun="checkpoints", one="checkpoint")
     live = [(t, inp.truth.resume[t]) for t in threads if t in inp.truth.resume]
     live.sort(key=lambda tc: (inp.entries[tc[1]].ts if tc[1] in inp.entries else "", tc[1]))
     for thread, cid in live:
@@ -155,7 +165,7 @@ def _resume(inp: Inputs, threads: Sequence[str]) -> Section:
 
 
 def _relevant(inp: Inputs) -> Section:
-    sec = Section("relevant", "Relevant", Policy.BEST, False, noun="hits")
+    sec = Section("relevant", "Relevant", Policy.BEST, False, noun="hits", one="hit")
     for hit in inp.hits:
         mark = " [superseded]" if hit.superseded else ""
         head = f"- `{short(hit.entry_id)}`{mark} {inline(hit.summary)} (score {hit.score:.2f})"
@@ -165,7 +175,7 @@ def _relevant(inp: Inputs) -> Section:
 
 
 def _recent(inp: Inputs, ids: Sequence[str]) -> Section:
-    sec = Section("recent", "Recent", Policy.NEWEST, False, noun="entries")
+    sec = Section("recent", "Recent", Policy.NEWEST, False, noun="entries", one="entry")
     for i in ids:
         e = inp.entries.get(i)
         if e is None:

@@ -280,12 +280,15 @@ def _warn_unsynced(job: CiJob, written: dict[str, int], error: Exception | None)
     folder = job.home.dir.resolve()
     _say(f"WARNING: sync back to {job.peer} failed: {error}")
     _say(
-        f"WARNING: the {total} entries this job wrote are NOT lost: they are in {folder} "
+        f"WARNING: the {count(total, 'entry', 'entries')} this job wrote "
+        f"{'is' if total == 1 else 'are'} NOT lost: {'it is' if total == 1 else 'they are'} "
+        f"in {folder} "
         f"({', '.join(f'{n}: {c}' for n, c in written.items())}); projections: "
         f"{', '.join(saved) or 'none'}"
     )
     _say(
-        f"to recover them, keep {folder} (e.g. upload it as a job artifact) and run "
+        f"to recover {'it' if total == 1 else 'them'}, keep {folder} (e.g. upload it as a job "
+        "artifact) and run "
         f"`lifeline-mesh --root DIR sync {job.peer}` before {_expiry(job.home).split()[-1]}; "
         "or, later, on any member: `lifeline --line LINE ingest unsynced-LINE.md`"
     )

@@ -14,6 +14,7 @@ from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
 from lifeline.store.postgres import is_postgres_url
+from lifeline.wording import noun
 from lifeline_mesh.home.mesh_state import NODE_KEY
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.hub.migrate import Side, copy_line, describe, open_side
@@ -62,8 +63,10 @@ async def cmd_migrate_store(args: argparse.Namespace) -> int:
                 if not args.json:
                     c = copies[-1]
                     print(
-                        f"{name}: {c.entries:,} entries ({c.added:,} new), {c.attestations:,} "
-                        f"attestations, {c.statements:,} statements in {describe(args.dst)}; "
+                        f"{name}: {c.entries:,} {noun(c.entries, 'entry', 'entries')} "
+                        f"({c.added:,} new), {c.attestations:,} "
+                        f"{noun(c.attestations, 'attestation')}, {c.statements:,} "
+                        f"{noun(c.statements, 'statement')} in {describe(args.dst)}; "
                         "verified"
                     )
                     sys.stdout.flush()

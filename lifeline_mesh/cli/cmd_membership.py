@@ -18,7 +18,7 @@ from lifeline.cli.common import Commands, add_json_option, creates_project, prin
 from lifeline.cli.stdin import read_stdin
 from lifeline.errors import ConfigError
 from lifeline.lines import validate_line_name
-from lifeline.wording import one_line
+from lifeline.wording import count, one_line
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.cli.stopping import stop_on_signals
 from lifeline_mesh.home.config import NodeConfig
@@ -241,7 +241,8 @@ async def cmd_join(args: argparse.Namespace) -> int:
         how = "shallow" if report["role"] == "shallow" else "in full (the peer serves no snapshot)"
         print(
             f"line {report['line']!r} from {args.shallow}: {how}, "
-            f"{report['entries_added']} entries; `serve` deepens it in the background"
+            f"{count(report['entries_added'], 'entry', 'entries')}; `serve` deepens it in the "
+            "background"
         )
     return 0
 

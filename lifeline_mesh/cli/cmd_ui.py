@@ -12,6 +12,7 @@ from pathlib import Path
 
 from lifeline.cli.common import Commands
 from lifeline.cli.progress import Progress
+from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.cli.stopping import stop_on_signals
 from lifeline_mesh.cli.ui_args import add_serve_ui_arguments, add_ui_arguments
@@ -99,7 +100,7 @@ async def _export(home: NodeHome, target: Path) -> int:
 
     with Progress("writing pages", enabled=sys.stderr.isatty()) as bar:
         report = await export_site(home, target, bar.update)
-    print(f"wrote {report.pages} pages to {target} (open {target / 'index.html'})")
+    print(f"wrote {count(report.pages, 'page')} to {target} (open {target / 'index.html'})")
     for path, status in report.errors[:10]:
         print(f"  {path}: HTTP {status} (written as an error page)")
     return 0

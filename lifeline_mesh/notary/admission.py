@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from lifeline.entry import Entry
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
+from lifeline.wording import noun
 from lifeline_mesh.notary.enrollment import LearningSigners
 from lifeline_mesh.notary.import_times import import_refusal
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
@@ -167,7 +168,8 @@ def _rollback_fault(att: Attestation, ctx: StoredContext) -> str | None:
             return (
                 f"{att.role.value} statement by {att.node_id} at {att.ts} says line "
                 f"{att.subject!r} holds "
-                f"{att.summary_count} entries, fewer than the {count} it signed at "
+                f"{att.summary_count} {noun(att.summary_count, 'entry', 'entries')}"
+                f", fewer than the {count} it signed at "
                 f"{ts}: its store was truncated or rolled back; refused"
             )
     return None

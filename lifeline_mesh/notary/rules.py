@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from lifeline.audit.line import Linked
 from lifeline.entry import Entry, format_ts
 from lifeline.errors import BadSignature, InvalidEntry
-from lifeline.wording import count
+from lifeline.wording import count, noun
 from lifeline_mesh.notary.import_times import attests, import_findings
 from lifeline_mesh.notary.signers import KnownSigners, SignerState
 from lifeline_mesh.notary.statement import (
@@ -341,7 +341,8 @@ def summary_truncation(
                     att.id.hex(),
                     f"this node signed ({att.role.value}) at {att.ts} that line "
                     f"{att.subject!r} held "
-                    f"{att.summary_count} entries (tips {len(att.summary_tips)}); it now "
+                    f"{att.summary_count} {noun(att.summary_count, 'entry', 'entries')}"
+                    f" (tips {len(att.summary_tips)}); it now "
                     f"holds {count} and {len(gone)} of those tips are gone",
                 )
             )
@@ -392,7 +393,8 @@ def _reordered(top: Attestation, att: Attestation) -> Finding:
         "reordered-states",
         att.id.hex(),
         f"{att.node_id} signed at {att.ts} that line {att.subject!r} held "
-        f"{att.summary_count} entries, and at {top.ts}, less than a second earlier, "
+        f"{att.summary_count} {noun(att.summary_count, 'entry', 'entries')}"
+        f", and at {top.ts}, less than a second earlier, "
         f"{top.summary_count}: two statements made together and dated in the wrong order "
         "(decision 0035), not a rollback",
         "note",
@@ -420,7 +422,8 @@ def state_findings(
                     "rollback",
                     att.id.hex(),
                     f"{att.node_id} signed at {att.ts} that line {att.subject!r} held "
-                    f"{att.summary_count} entries, fewer than the {top.summary_count} it signed "
+                    f"{att.summary_count} {noun(att.summary_count, 'entry', 'entries')}"
+                    f", fewer than the {top.summary_count} it signed "
                     f"at {top.ts}: its store was truncated or rolled back",
                 )
             )

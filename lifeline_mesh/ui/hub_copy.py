@@ -26,6 +26,7 @@ from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry, LifelineError
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
+from lifeline.wording import noun
 
 if TYPE_CHECKING:
     from lifeline.store.postgres import PgStore
@@ -44,7 +45,8 @@ class LinePreparing(LifelineError):
         self.line, self.copied, self.total = line, copied, total
         done = "starting"
         if total:
-            done = f"{copied:,} of {total:,} entries ({copied * 100 // total}%)"
+            entries = noun(total, "entry", "entries")
+            done = f"{copied:,} of {total:,} {entries} ({copied * 100 // total}%)"
         super().__init__(
             f"copying line {line!r} from the hub's database: {done}. The viewer reads a copy"
             " of its own, made once (about a minute at a million entries); this page reloads"

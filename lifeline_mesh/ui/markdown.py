@@ -31,6 +31,8 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
+from lifeline.wording import noun
+
 __all__ = ["MAX_RENDERED_CHARS", "RENDER_STEPS", "SAFE_SCHEMES", "is_safe_link", "render_markdown"]
 
 SAFE_SCHEMES = ("http", "https", "mailto")
@@ -117,7 +119,7 @@ def _rendered(text: str, more: int) -> Markup:
             f'<pre class="plain">{escape(text)}</pre>\n'
         )
     if more:
-        html += f'<p class="cut">… {more:,} more characters not shown.</p>'
+        html += f'<p class="cut">… {more:,} more {noun(more, "character")} not shown.</p>'
     return Markup(html)  # markdown-it, or escape(), escaped every piece of the text
 
 

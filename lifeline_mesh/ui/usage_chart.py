@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from markupsafe import Markup, escape
 
 from lifeline.sessions.usage import UsageLine
+from lifeline.wording import count, noun
 
 __all__ = ["SEGMENTS", "render_usage_chart"]
 
@@ -42,7 +43,8 @@ def _tooltip(line: UsageLine, currency: str) -> str:
     parts = [f"{label} {getattr(t, name):,}" for name, label, _c in SEGMENTS]
     cost = f"{line.cost:,.2f} {currency}" + (" + unpriced tokens" if line.unpriced else "")
     return (
-        f"{line.label}: {t.total:,} tokens ({', '.join(parts)}; reasoning {t.reasoning:,}); {cost}"
+        f"{line.label}: {t.total:,} {noun(t.total, 'token')} ({', '.join(parts)}; "
+        f"reasoning {t.reasoning:,}); {cost}"
     )
 
 
@@ -75,7 +77,7 @@ def render_usage_chart(lines: Sequence[UsageLine], currency: str = "USD") -> Mar
         )
     width = LABEL_W + BAR_W + 120
     height = MARGIN * 2 + len(shown) * ROW_H
-    label = f"Tokens by row: {len(shown)} bars, the longest {top:,} tokens"
+    label = f"Tokens by row: {count(len(shown), 'bar')}, the longest {top:,} {noun(top, 'token')}"
     return Markup(  # every label above went through escape()
         f'<svg xmlns="http://www.w3.org/2000/svg" class="usage" role="img" '
         f'aria-label="{escape(label)}" width="{width}" height="{height}" '

@@ -72,7 +72,7 @@ def test_a_failed_sync_back_warns_and_keeps_every_entry(hub: Hub, tmp_path: Path
     assert done.returncode == 0, done.stderr
     assert (
         "WARNING: sync back to" in done.stderr
-        and "entries this job wrote are NOT lost" in done.stderr
+        and "the 1 entry this job wrote is NOT lost: it is in" in done.stderr
     )
     assert "ledger: 1" in done.stderr and f"sync {hub.sync}" in done.stderr
     assert has_entry(workdir / ".lifeline" / "ledger.db", entry)

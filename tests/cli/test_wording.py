@@ -139,3 +139,20 @@ def test_counts_that_read_n_thing_s_agree_with_their_noun(tmp_path: Path) -> Non
     assert alone == "line 'ledger': 1 entry, all ids and parents verify\n", alone
     said = history.stderr + verified.stdout + one.stderr + two.stderr + alone
     assert "(s)" not in said and not WRONG.search(said), said
+
+
+def test_recover_of_one_altered_entry_reads_singular(tmp_path: Path) -> None:
+    """`recover` on a line of two entries, one altered after it was written: `1 entry no
+    longer matches its id`, `kept 1 entry whose id verifies; 1 row lost`."""
+    assert lifeline(tmp_path, "init").returncode == 0
+    for n in range(2):
+        assert lifeline(tmp_path, "log", "--kind", "note", "--summary", f"n{n}").returncode == 0
+    conn = sqlite3.connect(tmp_path / ".lifeline" / "ledger.db")
+    with conn:  # its id no longer matches its content; the file passes SQLite's check
+        conn.execute("UPDATE entries SET summary = 'altered' WHERE seq = 2")
+    conn.close()
+    done = lifeline(tmp_path, "recover")
+    assert done.returncode == 0, done.stderr
+    assert "but 1 entry no longer matches its id, does not decode, or holds" in done.stderr
+    assert "kept 1 entry whose id verifies; 1 row lost (unreadable" in done.stdout, done.stdout
+    assert not WRONG.search(done.stdout + done.stderr)

@@ -310,7 +310,7 @@ def test_watch_reads_past_odd_files_and_warns_once_of_one_it_cannot_read(tmp_pat
             with live.open("a") as out:
                 out.write(json.dumps({"type": "user", "uuid": f"x{n}", "message": said}) + "\n")
             line = proc.stdout.readline()
-            assert line.startswith("resumed") and "+1 turns" in line, line
+            assert line.startswith("resumed") and "+1 turn," in line, line
         proc.send_signal(signal.SIGTERM)
         assert proc.stdout.readline().strip() == "stopped"
         assert proc.wait(timeout=30) == 0

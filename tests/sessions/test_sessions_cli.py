@@ -139,7 +139,7 @@ def test_watch_ingests_appended_lines_and_stops_on_sigterm(tmp_path: Path) -> No
         with live.open("a") as out:
             out.write(json.dumps(claude_line("user", "u2", "second")) + "\n")
         line = proc.stdout.readline()
-        assert line.startswith("resumed") and "+1 turns" in line
+        assert line.startswith("resumed") and "+1 turn," in line
         proc.send_signal(signal.SIGTERM)
         assert proc.stdout.readline().strip() == "stopped"
         assert proc.wait(timeout=30) == 0

@@ -83,7 +83,7 @@ def test_recover_reads_the_pages_sqlite_cannot(
     assert done.returncode == 0, done.stderr
     assert "recovered line 'ledger': kept" in done.stdout
     assert "lifeline-mesh sync PEER" in done.stderr
-    counts = re.search(r"kept (\d+) .*; (\d+) rows lost .*, (\d+) left out", done.stdout)
+    counts = re.search(r"kept (\d+) .*; (\d+) rows? lost .*, (\d+) left out", done.stdout)
     assert counts, done.stdout
     kept, lost, orphans = (int(n) for n in counts.groups())
     assert kept + lost + orphans == len(original)  # every row accounted for

@@ -57,7 +57,7 @@ def test_an_altered_entry_is_refused_alone_and_everything_else_syncs(tmp_path: P
     # on a: `recover` drops the altered row (its file passes SQLite's check), the damaged
     # file is kept, and a sync with c brings the intact copy back; b's syncs are clean again
     recovered = cli("lifeline", a, "recover")
-    assert "no longer match their ids" in recovered.stderr, recovered.stderr
+    assert "1 entry no longer matches its id," in recovered.stderr, recovered.stderr
     assert list((a / ".lifeline").glob("ledger.db.damaged-*"))
     assert not has_entry(line[a], altered) and has_entry(line[a], kept)
     assert cli("lifeline", a, "verify").returncode == 0

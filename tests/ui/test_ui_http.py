@@ -14,6 +14,7 @@ import pytest
 from lifeline.errors import ConfigError
 from lifeline_mesh.transport.addresses import listen_socket
 from lifeline_mesh.ui.server import check_listen
+from tests.support.clirun import lifeline
 from tests.support.mesh_procs import cli
 from tests.support.ui_project import HUGE_BODY_CHARS, Project, build_project
 from tests.support.ui_server import fetch, running_viewer
@@ -331,3 +332,14 @@ def test_accepted_connections_send_without_waiting_for_acks() -> None:
             await server.wait_closed()
 
     assert asyncio.run(accepted_nodelay()) != 0
+
+
+def test_a_line_of_one_entry_reads_1_entry_on_truth_and_history(tmp_path: Path) -> None:
+    assert lifeline(tmp_path, "init").returncode == 0
+    assert lifeline(tmp_path, "log", "--kind", "note", "--summary", "only").returncode == 0
+    with running_viewer(tmp_path) as url:
+        truth = _get(url, "/lines/ledger/")
+        history = _get(url, "/lines/ledger/history")
+    assert '<p class="meta">1 entry · head' in truth, truth
+    assert '<p class="meta">1 entry in the line;' in history, history
+    assert "1 entries" not in truth + history

@@ -194,3 +194,13 @@ def test_witnessed_time_comes_from_a_state_statement_a_sync_produced(tmp_path: P
     finally:
         conn.close()
     assert state.group(1) in {str(r[0]) for r in signed}
+
+
+def test_a_session_of_one_prompt_and_one_cut_output_reads_singular(
+    base: str, project: Project
+) -> None:
+    one = next(s for s in _listed(project.root, "list") if s["turns"] == 1 and s["truncated"] == 1)
+    html = _get(base, f"/lines/sessions/sessions/{one['id']}")
+    fields = html[html.index('<dl class="fields">') : html.index("</dl>")]
+    assert f"<dd>1 prompt, {one['item_count']} items</dd>" in fields, fields
+    assert "<dd>1 output cut to the cap</dd>" in fields, fields

@@ -37,6 +37,7 @@ from lifeline.sessions.model import (
     ToolCall,
 )
 from lifeline.sessions.scope import home_normalized
+from lifeline.wording import count
 
 __all__ = ["READS", "Extractor", "Inputs", "RuleExtractor", "distill", "real_prompts"]
 
@@ -382,7 +383,7 @@ def _dedup(inputs: Inputs) -> Slice:
     rows = [
         Fact(
             f"{s.id} {s.tool.value} {s.native_id} {s.facts.started or '?'} → "
-            f"{s.facts.last_activity or '?'} {s.status.status.value}, {s.turns} turns",
+            f"{s.facts.last_activity or '?'} {s.status.status.value}, {count(s.turns, 'turn')}",
         )
         for s in inputs.sessions
     ]

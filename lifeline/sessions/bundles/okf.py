@@ -36,6 +36,7 @@ from lifeline.sessions.bundles.resume import BundleRequest, NotReady, build_bund
 from lifeline.sessions.catalogue import Catalogue
 from lifeline.sessions.model import Session
 from lifeline.truth.budget import Budget
+from lifeline.wording import count
 
 __all__ = ["ExportReport", "export_okf"]
 
@@ -183,7 +184,7 @@ def _session_file(tree: NewTree, s: Session, key: str | None, written: list[str]
         f"* native id: `{s.native_id}`",
         f"* scope: `{s.scope}`",
         f"* time: {s.facts.started or '?'} → {s.facts.last_activity or '?'}",
-        f"* turns: {s.turns} real prompts, {s.item_count} items",
+        f"* turns: {count(s.turns, 'real prompt')}, {count(s.item_count, 'item')}",
     ]
     if key is not None:
         facts.append(f"* continuation bundle: [{key}](/bundles/{key}/bundle.md)")
