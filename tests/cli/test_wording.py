@@ -156,3 +156,17 @@ def test_recover_of_one_altered_entry_reads_singular(tmp_path: Path) -> None:
     assert "but 1 entry no longer matches its id, does not decode, or holds" in done.stderr
     assert "kept 1 entry whose id verifies; 1 row lost (unreadable" in done.stdout, done.stdout
     assert not WRONG.search(done.stdout + done.stderr)
+
+
+def test_the_truth_of_one_decision_cut_by_its_budget_reads_singular(tmp_path: Path) -> None:
+    """`context`'s omitted markers (the MCP truth tools print the same text): `omitted 1
+    decision`, `omitted 1 entry`."""
+    assert lifeline(tmp_path, "init").returncode == 0
+    assert (
+        lifeline(tmp_path, "log", "--kind", "decision", "--summary", "Db: sqlite").returncode == 0
+    )
+    done = lifeline(tmp_path, "context", "--budget", "200")
+    assert done.returncode == 0, done.stderr
+    assert "- [omitted 1 decision to fit the budget;" in done.stdout, done.stdout
+    assert "- [omitted 1 entry to fit the budget;" in done.stdout, done.stdout
+    assert not WRONG.search(done.stdout) and "1 decisions" not in done.stdout
