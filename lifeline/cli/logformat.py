@@ -38,10 +38,14 @@ class JsonFormatter(logging.Formatter):
 class TextFormatter(logging.Formatter):
     """``LEVEL logger: message``, for people: a peer's words or a line's text in a message
     are shown with their control characters escaped, as the CLIs print them (decision
-    0128)."""
+    0128). A message's further lines are indented, so text a peer sent cannot start a line
+    that reads as a record of its own; a traceback keeps its lines."""
 
     def __init__(self) -> None:
         super().__init__("%(levelname)s %(name)s: %(message)s")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return super().formatMessage(record).replace("\n", "\n  ")
 
     def format(self, record: logging.LogRecord) -> str:
         return shown_text(super().format(record))

@@ -111,3 +111,24 @@ def test_peers_table_and_log_lines_show_a_peers_words_escaped() -> None:
     line = TextFormatter().format(record)
     assert CONTROL.findall(line) == [] and line.startswith("WARNING lifeline_mesh.node: peer ")
     assert line.endswith("refused us: line \\x1b[2J\\x9b1m gone\\r")
+
+
+def test_a_peers_newline_starts_no_log_record_of_its_own() -> None:
+    """A peer's words quoted in serve's text log keep their lines, indented: none can read
+    as a record of its own (`ERROR …` at the start of a line); a traceback keeps its lines."""
+    said = "refused us: bad\nERROR lifeline_mesh.node: forged record"
+    record = logging.LogRecord("lifeline_mesh.node", logging.WARNING, "", 0, "%s", (said,), None)
+    lines = TextFormatter().format(record).split("\n")
+    assert lines == [
+        "WARNING lifeline_mesh.node: refused us: bad",
+        "  ERROR lifeline_mesh.node: forged record",
+    ]
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        failed = logging.LogRecord(
+            "lifeline_mesh.node", logging.ERROR, "", 0, "stopped", (), sys.exc_info()
+        )
+    shown = TextFormatter().format(failed).split("\n")
+    assert shown[0] == "ERROR lifeline_mesh.node: stopped"
+    assert shown[1] == "Traceback (most recent call last):" and shown[-1] == "ValueError: boom"
