@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import logging
 import sys
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
@@ -11,7 +13,13 @@ from typing import TYPE_CHECKING
 
 from lifeline.cli.common import Commands, add_json_option, add_line_option, print_json
 from lifeline.cli.progress import Progress, progress_for
-from lifeline.errors import ConfigError, NotAuthenticated, PeerError, PermissionDenied
+from lifeline.errors import (
+    ConfigError,
+    LifelineError,
+    NotAuthenticated,
+    PeerError,
+    PermissionDenied,
+)
 from lifeline.file_modes import repair_modes
 from lifeline.ignore import ensure_ignore_file
 from lifeline.lines import validate_line_name
@@ -38,6 +46,11 @@ if TYPE_CHECKING:
     from lifeline_mesh.node.metrics import MetricsServer
 
 __all__ = ["register"]
+
+
+log = logging.getLogger(__name__)
+
+SESSIONS_RETRY_S = 10  # `serve --sessions` after its sessions line refused a write
 
 
 def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
@@ -449,4 +462,27 @@ async def _watch_sessions(node: Node, line: str, stop: asyncio.Event) -> None:
         )
     from lifeline.sessions.ingest.watch import watch_project
 
-    await watch_project(node.home, stop)
+    failing = False
+
+    def ingested(_result: object) -> None:
+        nonlocal failing
+        if failing:
+            log.warning("serve --sessions: transcripts are ingested again")
+            failing = False
+
+    # A sessions line that cannot be written (locked by another process past the wait, a
+    # full disk) stops the watcher, not the node: said once, tried again until it works.
+    while not stop.is_set():
+        try:
+            await watch_project(node.home, stop, announce=ingested)
+        except (LifelineError, OSError) as exc:
+            if not failing:
+                log.warning(
+                    "serve --sessions: %s; the node goes on serving and tries the transcripts "
+                    "again every %d s (said once until they are ingested)",
+                    exc,
+                    SESSIONS_RETRY_S,
+                )
+            failing = True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=SESSIONS_RETRY_S)
