@@ -27,6 +27,7 @@ from typing import Protocol
 from lifeline.errors import LifelineError
 from lifeline.store.port import Store
 from lifeline.store.shallow_status import shallow_origin
+from lifeline.wording import count
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.sync.driver import SyncReport
 
@@ -80,15 +81,16 @@ async def _deepen_line(node: Deepens, line: str, peer: str) -> None:
     took = time.perf_counter() - started
     if left:
         log.warning(
-            "line %s: deepened from %s (%d entries added in %.1f s), but %d parents are still "
-            "absent: %s lacks them too; sync with a node that holds the whole line",
-            line, peer, added, took, left, peer,
+            "line %s: deepened from %s (%s added in %.1f s), but %s still "
+            "absent: %s lacks %s too; sync with a node that holds the whole line",
+            line, peer, count(added, "entry", "entries"), took,
+            f"{count(left, 'parent')} {'is' if left == 1 else 'are'}", peer,
+            "it" if left == 1 else "them",
         )  # fmt: skip
     else:
         log.info(
-            "line %s: deepened from %s: the whole history is here (%d entries, %d added in "
-            "%.1f s)",
-            line, peer, held, added, took,
+            "line %s: deepened from %s: the whole history is here (%s, %d added in %.1f s)",
+            line, peer, count(held, "entry", "entries"), added, took,
         )  # fmt: skip
 
 

@@ -31,6 +31,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
 from lifeline.errors import ConfigError, LifelineError
+from lifeline.wording import count
 from lifeline_mesh.node.observer import OnSession, SyncPeer
 from lifeline_mesh.node.security import peer_node_id
 from lifeline_mesh.peering.table import PeerState
@@ -149,12 +150,12 @@ class NodeMetrics:
             self.items_refused_there.labels(direction).inc(report.refused_there)
         self.session_seconds.labels(direction).observe(report.seconds)
         log.info(
-            "session %s with %s on line %s: sent %d, received %d entries in %.2f s",
+            "session %s with %s on line %s: sent %d, received %s in %.2f s",
             direction,
             peer,
             line,
             report.entries_sent,
-            report.entries_received,
+            count(report.entries_received, "entry", "entries"),
             report.seconds,
             extra=extra,
         )

@@ -11,6 +11,7 @@ from typing import Any, Generic, NamedTuple, Self, TypeVar
 
 from lifeline.errors import BadSignature, EntryTooLarge, InvalidEntry
 from lifeline.ledger import utc_now
+from lifeline.wording import count
 from lifeline_mesh.notary.admission import (
     MAX_ADMIT_ITEMS,
     StoredContext,
@@ -214,9 +215,9 @@ async def verify_batch(
         atts = check_items(items, now, signers, skew_s, signatures=False, future=future)
     if future:
         log.info(
-            "held back %d attestations from %s dated after this node's clock (%s) plus the "
+            "held back %s from %s dated after this node's clock (%s) plus the "
             "%gs skew tolerance (first by %s at %s): its clock is ahead",
-            len(future),
+            count(len(future), "attestation"),
             source or "a peer",
             now,
             skew_s,

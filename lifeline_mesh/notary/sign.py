@@ -22,6 +22,7 @@ from lifeline.plugins import AppendHook
 from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.line_write import LineWrite
 from lifeline.store.port import Store
+from lifeline.wording import count
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
@@ -202,8 +203,8 @@ async def sign_state(
             if last.summary_count > state.count:  # truncated, or shallow (as it should)
                 log.log(
                     logging.INFO if state.shallow else logging.WARNING,
-                    "line %s holds %d entries, fewer than the %d this node signed at %s; %s",
-                    line, state.count, last.summary_count, last.ts,
+                    "line %s holds %s, fewer than the %d this node signed at %s; %s",
+                    line, count(state.count, "entry", "entries"), last.summary_count, last.ts,
                     "it is shallow: no state signed until a full sync deepens it"
                     if state.shallow else "no state signed (run `lifeline-mesh verify`)",
                 )  # fmt: skip

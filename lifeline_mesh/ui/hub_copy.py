@@ -26,7 +26,7 @@ from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry, LifelineError
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
-from lifeline.wording import noun
+from lifeline.wording import count, noun
 
 if TYPE_CHECKING:
     from lifeline.store.postgres import PgStore
@@ -136,8 +136,8 @@ async def _append(copy: SqliteStore, entries: list[Entry]) -> int:
             kept.append(entry)
             known.add(entry.id)
     log.warning(
-        "viewer: %d entries left out of the copy of line %r: a damaged row on the hub is"
-        " their ancestor; `lifeline-mesh verify` there names it",
-        len(entries) - len(kept), copy.path.stem,
+        "viewer: %s left out of the copy of line %r: a damaged row on the hub is"
+        " an ancestor; `lifeline-mesh verify` there names it",
+        count(len(entries) - len(kept), "entry", "entries"), copy.path.stem,
     )  # fmt: skip
     return (await copy.append_many(kept)).count if kept else 0
