@@ -23,7 +23,9 @@ from tests.support.needs import missing
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow, pytest.mark.serial]  # six nodes and bounds on wall time
+# Not `serial`: the lab bounds no time tighter than its 90 s drains (decision 0129), and its
+# nodes' own figures (propagation, CPU) are printed, not asserted.
+pytestmark = pytest.mark.slow
 
 
 def _missing() -> str | None:
@@ -41,7 +43,7 @@ def test_six_nodes_under_every_fault_converge_and_verify(tmp_path: Path) -> None
         missing(reason, under_ci_says=f"the fault lab must run under CI: {reason}")
     out = tmp_path / "report.json"
     argv = [sys.executable, str(REPO / "bench" / "mesh_lab.py"), "--nodes", "6"]
-    argv += ["--topology", "chain", "--settle", "5", "--steady", "20", "--down", "3"]
+    argv += ["--topology", "chain", "--settle", "5", "--steady", "10", "--down", "3"]
     argv += ["--partition", "10", "--skew", "120", "--drain", "90", "--json", str(out)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     assert out.exists(), done.stdout + done.stderr
