@@ -17,15 +17,18 @@ from typing import Any
 
 import pytest
 
+from tests.support.lc_venv import lc_cache_venv
 from tests.support.paths import LC_FIXTURE
 from tests.support.pg_server import pg_server  # noqa: F401  (the session's PostgreSQL server)
 
 # A hub root keeps its sessions index in the user's cache (lifeline/sessions/hub_index.py):
 # the suite's processes (and the CLIs they start) use a folder of the suite's own. The
 # Docker images' cache (docker/build.sh: the debootstrapped base's package list, the
-# wheelhouse, the PostgreSQL packages) stays the user's, or every run makes the base again.
+# wheelhouse, the PostgreSQL packages) stays the user's, or every run makes the base again;
+# so does the venv holding the pinned lifeline-context release (tests/support/lc_venv.py).
 _USER_CACHE = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
 os.environ.setdefault("LIFELINE_DOCKER_CACHE", str(Path(_USER_CACHE) / "lifeline-mesh" / "docker"))
+os.environ.setdefault("LIFELINE_CONTEXT_VENV", str(lc_cache_venv(Path(_USER_CACHE))))
 _CACHE = tempfile.mkdtemp(prefix="lifeline-test-cache-")
 os.environ["XDG_CACHE_HOME"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, True)
