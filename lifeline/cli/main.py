@@ -326,9 +326,10 @@ def _run_command(args: argparse.Namespace) -> int:
         set_fold_progress(None)
 
 
-def _our_error(group: BaseExceptionGroup[BaseException]) -> LifelineError | None:
-    """The first of our errors in ``group`` (nested groups included), when every leaf
-    that is not a cancellation is one of ours; else None."""
+def _our_error(group: BaseExceptionGroup[BaseException]) -> str | None:
+    """The line for the first error in ``group`` (nested groups included), when every leaf
+    that is not a cancellation is one of ours or an OS error the machine caused (a full
+    disk as `serve` starts); else None."""
     leaves: list[BaseException] = []
     pending: list[BaseException] = [group]
     while pending:
@@ -337,10 +338,13 @@ def _our_error(group: BaseExceptionGroup[BaseException]) -> LifelineError | None
             pending.extend(exc.exceptions)
         elif not isinstance(exc, asyncio.CancelledError):
             leaves.append(exc)
-    if leaves and all(isinstance(exc, LifelineError) for exc in leaves):
-        first = leaves[0]
-        assert isinstance(first, LifelineError)
-        return first
+    told = [
+        str(exc) if isinstance(exc, LifelineError) else _refused(exc)
+        for exc in leaves
+        if isinstance(exc, (LifelineError, OSError))
+    ]
+    if leaves and len(told) == len(leaves) and all(told):
+        return told[0]
     return None
 
 
@@ -373,7 +377,7 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         ours = _our_error(group)
         if verbose or ours is None:
             raise
-        print(f"{prog}: error: {shown_text(str(ours))}", file=sys.stderr)
+        print(f"{prog}: error: {shown_text(ours)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (e.g. `head`) went away: stop quietly, as other Unix tools do.

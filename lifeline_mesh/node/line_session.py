@@ -111,8 +111,10 @@ class LineSession:
 
     async def end(self, *, ok: bool) -> None:
         """Sign the new state (if any), keep the store, and say what the peer holds."""
-        await self._witness(self.line.name)
-        await self.line.finish(self.entries.admitted)
+        try:
+            await self._witness(self.line.name)
+        finally:
+            await self.line.finish(self.entries.admitted, ok=ok)
         held = None
         role = self.parts.security.role
         if ok and self.start is not None and role is not MeshRole.READER:

@@ -97,8 +97,9 @@ class NodeLine(Protocol):
         """Those of ``ids`` stored after :meth:`write_mark` said ``mark``."""
         ...
 
-    async def finish(self, admitted: int) -> None:
-        """After a session that admitted ``admitted`` entries: upkeep of the store."""
+    async def finish(self, admitted: int, *, ok: bool = True) -> None:
+        """After a session that admitted ``admitted`` entries (``ok``: it ended well):
+        upkeep of the store."""
         ...
 
     def snapshot_reads(self) -> SnapshotReads:
@@ -154,8 +155,10 @@ class FileLine:
     async def stored_after(self, mark: int, ids: Sequence[str]) -> list[str]:
         return await self.store.run_read(lambda conn: _stored_after(conn, mark, ids))
 
-    async def finish(self, admitted: int) -> None:
-        await trim_wal(self.store)
+    async def finish(self, admitted: int, *, ok: bool = True) -> None:
+        # A failed session may have grown the WAL with a transaction it never committed (a
+        # disk that filled up mid-session): hand that space back now, not at the next one.
+        await trim_wal(self.store, None if ok else 0)
         if self.upkeep is not None:  # a large load: its read models folded in the background
             self.upkeep.admitted(self.name, admitted)
 
@@ -212,7 +215,7 @@ class HubLine:
         )
         return [bytes(r[0]).hex() for r in rows]
 
-    async def finish(self, admitted: int) -> None:
+    async def finish(self, admitted: int, *, ok: bool = True) -> None:
         if admitted:  # a large load: VACUUM ANALYZE, in the background
             self.store.db.maintenance.admitted(self.store.line_id, admitted)
 
