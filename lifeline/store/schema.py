@@ -209,7 +209,8 @@ def apply_migrations(conn: sqlite3.Connection, schema: Schema) -> None:
                     )
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite ended it itself (SQLITE_FULL): say that
+                    conn.execute("ROLLBACK")
                 raise
 
 

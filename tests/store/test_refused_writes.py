@@ -116,3 +116,27 @@ def test_a_lock_held_past_the_wait_names_the_holder_and_what_to_do(tmp_path: Pat
         holder.close()
     assert "another process held its write lock for over 30 s" in said, said
     assert f"`fuser {path}`" in said and "run it again" in said, said
+
+
+def test_a_new_line_on_a_nearly_full_disk_says_disk_full(tmp_path: Path) -> None:
+    """Room to open the file but not for its tables: the migration's failure is told, not
+    the ROLLBACK of a transaction SQLite had already ended."""
+    _needs_namespaces()
+    project, outputs = tmp_path / "project", tmp_path / "out"
+    project.mkdir()
+    outputs.mkdir()
+    ll = [sys.executable, "-m", "lifeline", "--root", str(project)]
+    setup = [
+        f"mount -t tmpfs -o size=1m tmpfs {project}",
+        " ".join(shlex.quote(a) for a in [*ll, "init"]) + " >/dev/null",
+        f"dd if=/dev/zero of={project}/spare bs=1k count=100 2>/dev/null",
+        f"dd if=/dev/zero of={project}/filler bs=1k count=100000 2>/dev/null || true",
+        f"rm {project}/spare",
+    ]
+    (code, _, err), (_, listed, _) = in_namespace(
+        setup, outputs, [*ll, "--line", "second", "init"], ["ls", "-A", str(project / ".lifeline")]
+    )
+    _one_line(code, err)
+    assert "is the disk full? Free space and run it again" in err, err
+    assert "cannot rollback" not in err and "is it a lifeline line file" not in err, err
+    assert "second.db" not in listed.split(), listed
