@@ -163,5 +163,9 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
     )
     if migrations_pending(conn, LEDGER):  # others' tables: reads that need them say so
         conn.close()
-        raise StoreError(f"{path} needs a schema upgrade, which cannot be written here")
+        raise StoreError(
+            f"{path} needs a schema upgrade, which cannot be written here; run any `lifeline` "
+            "command on it once where its folder is writable (the upgrade is kept), then read "
+            "it here"
+        )
     return conn

@@ -140,3 +140,19 @@ def test_a_new_line_on_a_nearly_full_disk_says_disk_full(tmp_path: Path) -> None
     assert "is the disk full? Free space and run it again" in err, err
     assert "cannot rollback" not in err and "is it a lifeline line file" not in err, err
     assert "second.db" not in listed.split(), listed
+
+
+def test_a_line_that_needs_an_upgrade_in_a_read_only_folder_says_how(tmp_path: Path) -> None:
+    """A line made by an older version, read where it cannot be upgraded."""
+    _needs_namespaces()
+    line = shared_node(tmp_path)
+    with sqlite3.connect(line) as conn:  # as before the newest ledger migration
+        conn.execute(
+            "DELETE FROM schema_migrations WHERE component = 'ledger' AND version = "
+            "(SELECT max(version) FROM schema_migrations WHERE component = 'ledger')"
+        )
+    conn.close()
+    ll = [sys.executable, "-m", "lifeline", "--root", str(tmp_path)]
+    ((code, _, err),) = in_read_only(tmp_path, [*ll, "history"])
+    _one_line(code, err)
+    assert "needs a schema upgrade" in err and "where its folder is writable" in err, err
