@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -143,16 +144,27 @@ def _hostile(root: Path, mode: str) -> Iterator[str]:
         proc.communicate(timeout=30)
 
 
-@pytest.fixture
-def lab(tmp_path: Path) -> tuple[Path, Path]:
-    """A node holding a signed line with history, and an empty node (no mesh: plain text)."""
-    a, b = tmp_path / "a", tmp_path / "b"
-    for root in (a, b):
+@pytest.fixture(scope="module")
+def lab_made(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The two roots of ``lab``, made once for the module (eight CLI runs and a filled
+    line); each test gets copies (a root holds no absolute path)."""
+    made = tmp_path_factory.mktemp("lab")
+    for root in (made / "a", made / "b"):
         root.mkdir()
         cli("lifeline", root, "init")
         cli("lifeline_mesh", root, "init")
         cli("lifeline_mesh", root, "share", "ledger")
-    asyncio.run(_fill(a))
+    asyncio.run(_fill(made / "a"))
+    return made
+
+
+@pytest.fixture
+def lab(lab_made: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A node holding a signed line with history, and an empty node (no mesh: plain text),
+    fresh copies for this test."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(lab_made / "a", a)
+    shutil.copytree(lab_made / "b", b)
     return a, b
 
 
