@@ -7,6 +7,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -21,10 +22,20 @@ SUMMARY = "written before Ctrl-C"
 
 def _start(hub: Hub, cwd: Path, work: Path, written: Path) -> subprocess.Popen[str]:
     """`ci run` in a session of its own (so that the test can signal its process group, as a
-    terminal's Ctrl-C does), whose command writes one entry, then waits."""
+    terminal's Ctrl-C does), whose command writes one entry, then waits.
+
+    The shell execs the waiting process, which makes the file the test waits for: with a
+    `touch` and a `sleep` after it, a Ctrl-C that came as `touch` ended reached only the
+    shell, which (as dash and bash do when the command they wait for exits by itself) went
+    on to the `sleep`, and the job ran its 120 s."""
+    wait = (  # Ctrl-C ends it as it ends `sleep`: at once, without a traceback
+        "import pathlib, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+        "pathlib.Path(sys.argv[1]).touch(); time.sleep(120)"
+    )
     script = (
         f"lifeline --root {shlex.quote(str(work))} log --kind note --summary {SUMMARY!r} "
-        f"&& touch {shlex.quote(str(written))}; sleep 120"
+        f"&& exec {shlex.quote(sys.executable)} -c {shlex.quote(wait)} "
+        f"{shlex.quote(str(written))}"
     )
     root = [] if cwd == work else ["--root", str(work)]
     return subprocess.Popen(
