@@ -18,6 +18,7 @@ import pytest
 from lifeline.cli.logformat import TextFormatter
 from lifeline_mesh.cli.cmd_peers import render_peers
 from tests.support.clirun import lifeline, one_line_error
+from tests.support.mesh_procs import cli
 
 # what a terminal acts on: C0 but LF and TAB, DEL, C1 (CSI U+009B included)
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -28,13 +29,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _mesh(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lifeline_mesh", "--root", str(root), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    return cli("lifeline_mesh", root, *args, check=False)
 
 
 def _git(repo: Path, *args: str) -> None:

@@ -15,8 +15,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ from lifeline_mesh.transport.announce import WATCH_METHOD
 from lifeline_mesh.transport.authz import Access, MeshRole
 from lifeline_mesh.transport.channels import METHOD
 from lifeline_mesh.wire import sync_pb2 as pb
-from tests.support.mesh_procs import cli, join_mesh, shared_node, start_ca_serve
+from tests.support.mesh_procs import ca_serving, cli, join_mesh, shared_node
 
 pytestmark = pytest.mark.slow
 
@@ -59,17 +59,6 @@ def _short_certificate(ca: Path, runner: Path) -> dt.datetime:
     )
     home.tls_cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return x509.load_pem_x509_certificate(home.tls_cert_path.read_bytes()).not_valid_after_utc
-
-
-@contextmanager
-def _serving(root: Path, log: Path) -> Iterator[str]:
-    with log.open("w") as out:
-        proc, address, _joins = start_ca_serve(root, out.fileno(), extra=("--no-discovery",))
-    try:
-        yield address
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
 
 
 @asynccontextmanager
@@ -124,7 +113,7 @@ def test_an_expired_runner_s_open_connection_is_refused_new_calls(tmp_path: Path
         shared_node(root)
     join_mesh(ca, [runner], roles=["reader"])
     log = tmp_path / "serve.log"
-    with _serving(ca, log) as address:
+    with ca_serving(ca, log) as address:
         expires = _short_certificate(ca, runner)
         before, after, session = asyncio.run(_calls(address, runner, expires))
     assert isinstance(before, pb.LineChange) and before.initial, before  # valid: served

@@ -11,8 +11,8 @@ The node-wide cap is checked on a real grpc.aio server with the constant shrunk.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from lifeline_mesh.peering.changes import ChangeFeed
 from lifeline_mesh.transport.announce import MAX_WATCHES_PER_CALLER, WATCH_METHOD
 from lifeline_mesh.transport.server import SyncServer
 from lifeline_mesh.wire import sync_pb2 as pb
-from tests.support.mesh_procs import cli, join_mesh, shared_node, start_ca_serve
+from tests.support.mesh_procs import ca_serving, cli, join_mesh, shared_node
 from tests.support.sync_helpers import make_node
 
 pytestmark = pytest.mark.slow
@@ -42,17 +42,6 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
         shared_node(root)
     join_mesh(ca, [reader, member], roles=["reader", "member"])
     return ca, reader, member
-
-
-@contextmanager
-def _serving(root: Path, log: Path) -> Iterator[str]:
-    with log.open("w") as out:
-        proc, address, _joins = start_ca_serve(root, out.fileno(), extra=("--no-discovery",))
-    try:
-        yield address
-    finally:
-        proc.terminate()
-        proc.communicate(timeout=30)
 
 
 @asynccontextmanager
@@ -99,7 +88,7 @@ async def test_a_reader_s_watch_calls_are_capped_and_a_member_still_watches(
     once the reader's calls end it may watch again. Was: all 400 accepted."""
     ca, reader, member = mesh
     log = tmp_path / "serve.log"
-    with _serving(ca, log) as address:
+    with ca_serving(ca, log) as address:
         async with AsyncExitStack() as stack:
             channels = [
                 await stack.enter_async_context(_channel(address, reader, n)) for n in range(4)

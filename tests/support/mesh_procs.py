@@ -17,6 +17,7 @@ from pathlib import Path
 __all__ = [
     "SYNC_JSON",
     "ServeRefused",
+    "ca_serving",
     "cli",
     "first_line",
     "free_port",
@@ -318,3 +319,16 @@ def start_ca_serve(
         proc.kill()
         raise ServeRefused(sync, proc.communicate()[1] or "")
     return proc, sync, joins
+
+
+@contextmanager
+def ca_serving(root: Path, log: Path) -> Iterator[str]:
+    """`serve` on the CA holder ``root`` (no discovery), its stderr in the file ``log``;
+    yields its sync address and stops it on the way out."""
+    with log.open("w") as out:
+        proc, address, _joins = start_ca_serve(root, out.fileno(), extra=("--no-discovery",))
+    try:
+        yield address
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
