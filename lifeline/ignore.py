@@ -4,7 +4,8 @@ Nothing under ``.lifeline/`` belongs in a repository: the ``.db`` files are the 
 (it travels by ``lifeline-mesh sync``; the readable projection ``LIFELINE.md`` lives beside
 ``.lifeline/`` and is safe to commit), and ``mesh/`` holds private keys — a pushed ``ca.key``
 lets anyone mint members of the mesh. ``.lifeline/.gitignore`` says so to git; every init and
-every ``serve`` restores it, and :func:`tracked_private_files` finds files git already tracks.
+every ``serve`` restores it, and :func:`tracked_private_files` finds files git already tracks
+(``status`` and every ``serve`` warn of them: :func:`tracked_warning`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,15 @@ from pathlib import Path
 from typing import Protocol
 
 from lifeline.fsutil import write_atomic
+from lifeline.wording import count
 
-__all__ = ["IGNORE_TEXT", "IgnoredHome", "ensure_ignore_file", "tracked_private_files"]
+__all__ = [
+    "IGNORE_TEXT",
+    "IgnoredHome",
+    "ensure_ignore_file",
+    "tracked_private_files",
+    "tracked_warning",
+]
 
 
 class IgnoredHome(Protocol):
@@ -96,3 +104,14 @@ def tracked_private_files(home: IgnoredHome) -> list[str] | None:
     allowed = home.committable()
     names = [n for n in done.stdout.decode("utf-8", "replace").split("\0") if n]
     return sorted(n for n in names if n not in allowed)
+
+
+def tracked_warning(tracked: list[str]) -> str:
+    """The warning for files of ``.lifeline/`` that git tracks (:func:`tracked_private_files`):
+    an ignore file written later does not untrack them, and a pushed key is leaked."""
+    shown = ", ".join(tracked[:4]) + (", …" if len(tracked) > 4 else "")
+    return (
+        f"warning: git tracks {count(len(tracked), 'file')} that must never be committed "
+        f"({shown}); run `git rm -r --cached .lifeline` and, if any was pushed, treat its "
+        "keys as leaked (docs/security.md, What to commit)"
+    )

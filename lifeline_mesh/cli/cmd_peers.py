@@ -14,6 +14,7 @@ from typing import Any
 from lifeline.cli.common import Commands, add_json_option, print_json
 from lifeline.errors import ConfigError
 from lifeline.file_modes import loose_modes, loose_warning
+from lifeline.ignore import tracked_warning
 from lifeline.wording import count, one_line
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.discovery.survey import survey
@@ -186,13 +187,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
     report = await status_report(home)
     tracked = report["tracked_by_git"]
     if tracked:
-        print(
-            f"warning: git tracks {count(len(tracked), 'file')} that must never be committed "
-            f"({', '.join(tracked[:4])}{', …' if len(tracked) > 4 else ''}); run "
-            "`git rm -r --cached .lifeline` and, if any was pushed, treat its keys as leaked "
-            "(docs/security.md, What to commit)",
-            file=sys.stderr,
-        )
+        print(tracked_warning(tracked), file=sys.stderr)
     if report["readable_by_others"]:
         print(loose_warning(home, loose_modes(home)), file=sys.stderr)
     if args.json:

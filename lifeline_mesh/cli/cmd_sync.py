@@ -21,7 +21,7 @@ from lifeline.errors import (
     PermissionDenied,
 )
 from lifeline.file_modes import repair_modes
-from lifeline.ignore import ensure_ignore_file
+from lifeline.ignore import ensure_ignore_file, tracked_private_files, tracked_warning
 from lifeline.lines import validate_line_name
 from lifeline.store.pg_dsn import is_postgres_url
 from lifeline.wording import count
@@ -194,6 +194,9 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
+    tracked = tracked_private_files(home)  # an ignore file does not untrack them
+    if tracked:
+        print(tracked_warning(tracked), file=sys.stderr)
     repaired = repair_modes(home)
     if repaired:
         shown = ", ".join(f"{home.relative(x.path)} {x.mode:04o}" for x in repaired[:3])

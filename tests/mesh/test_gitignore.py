@@ -1,4 +1,5 @@
-"""Keys never reach git: `.lifeline/.gitignore` on every init, repaired by serve, status warns."""
+"""Keys never reach git: `.lifeline/.gitignore` on every init, repaired by serve; status and
+serve warn of what git tracks already."""
 
 from __future__ import annotations
 
@@ -71,6 +72,26 @@ def test_status_warns_when_git_tracks_a_secret(tmp_path: Path) -> None:
     assert "git rm -r --cached .lifeline" in out.stderr
     report = json.loads(cli("lifeline_mesh", tmp_path, "status", "--json").stdout)
     assert report["tracked_by_git"] == [".lifeline/mesh/ca.key"]
+
+
+def test_serve_warns_when_git_tracks_a_key(tmp_path: Path) -> None:
+    """The ignore file `serve` restores does not untrack what git tracks already: a node
+    whose key was committed (by hand, or before the ignore file) hears so from `serve`, once
+    as it starts, not only from `status`."""
+    git(tmp_path, "init", "-q")
+    cli("lifeline_mesh", tmp_path, "init", "--new-mesh", "team")
+    with serve(tmp_path, "--no-discovery") as proc:
+        proc.terminate()
+        _, clean = proc.communicate(timeout=30)
+    assert "git tracks" not in clean, clean
+    git(tmp_path, "add", "-f", ".lifeline/mesh/node.key")
+    with serve(tmp_path, "--no-discovery") as proc:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    warned = [line for line in err.splitlines() if "git tracks" in line]
+    assert len(warned) == 1, err
+    assert warned[0].startswith("warning: git tracks 1 file that must never be committed")
+    assert ".lifeline/mesh/node.key" in warned[0] and "git rm -r --cached" in warned[0]
 
 
 def test_status_outside_a_repository_reports_no_git(tmp_path: Path) -> None:
