@@ -58,13 +58,10 @@ def atomic_file(path: Path, *, mode: int | None = None, durable: bool = True) ->
             if durable:
                 os.fsync(out.fileno())
         os.replace(tmp, path)
-    except OSError as exc:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
-        if exc.filename is None and exc.errno is not None:  # a write says no file: name it
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
-        raise
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc  # a write names no file
         raise
 
 
