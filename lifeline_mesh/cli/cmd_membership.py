@@ -34,6 +34,7 @@ from lifeline_mesh.membership.revocation import RevocationList, revoke
 from lifeline_mesh.node.root import serve_membership
 from lifeline_mesh.notary.enrollment import Runner, seen_runners
 from lifeline_mesh.transport.addresses import address_arg
+from lifeline_mesh.transport.call_caps import raise_open_file_limit
 
 __all__ = ["TOKEN_ENV", "register"]
 
@@ -370,6 +371,7 @@ def _member_rows(
 
 
 async def cmd_membership_serve(args: argparse.Namespace) -> int:
+    raise_open_file_limit()  # decision 0134
     served = await serve_membership(node_home(args), args.listen, args.mtls_listen)
     stop = asyncio.Event()
     stop_on_signals(stop)

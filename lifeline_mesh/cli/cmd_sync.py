@@ -41,6 +41,7 @@ from lifeline_mesh.sync.memory import SESSIONS
 from lifeline_mesh.sync.outcome import refusal_warnings
 from lifeline_mesh.transport.addresses import address_arg, require_loopback, split_address
 from lifeline_mesh.transport.authz import MeshRole
+from lifeline_mesh.transport.call_caps import raise_open_file_limit
 
 if TYPE_CHECKING:
     from lifeline_mesh.node.metrics import MetricsServer
@@ -187,6 +188,7 @@ def _fast(args: argparse.Namespace, *, grouped: bool = False) -> FastPaths:
 async def cmd_serve(args: argparse.Namespace) -> int:
     home = node_home(args)
     SESSIONS.freezing = True  # many sessions: each collection walks only what is new
+    raise_open_file_limit()  # before the caps that follow it are read (decision 0134)
     with serve_lock(home):
         return await _serve(args, home)
 

@@ -22,6 +22,7 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.service import MembershipServicer
 from lifeline_mesh.membership.tls import join_server_credentials
 from lifeline_mesh.transport.addresses import check_bindable, split_address
+from lifeline_mesh.transport.call_caps import connections_for_this_process
 from lifeline_mesh.transport.channels import HANDSHAKE_TIMEOUT_S
 from lifeline_mesh.wire import membership_pb2 as pb
 
@@ -46,6 +47,9 @@ def join_options() -> list[tuple[str, Any]]:
         ("grpc.max_connection_age_ms", int(JOIN_CONNECTION_AGE_S * 1000)),
         ("grpc.max_connection_age_grace_ms", 5000),
         ("grpc.so_reuseport", 0),  # a port one node serves is not shared with another
+        # at most a sixteenth of the open-file limit: the sync port's connections, the
+        # node's sessions and its lines keep the rest (decision 0134)
+        ("grpc.max_allowed_incoming_connections", connections_for_this_process(share=16)),
     ]
 
 

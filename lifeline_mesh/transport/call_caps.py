@@ -22,12 +22,17 @@ from lifeline_mesh.transport.authz import PeerIdentity
 from lifeline_mesh.transport.errors import BUSY
 
 __all__ = [
+    "CONNECTION_IDLE_S",
+    "MAX_CONNECTIONS",
     "MAX_SESSIONS",
     "MAX_SESSIONS_PER_CALLER",
     "MAX_SHALLOW_CALLS",
     "MAX_SHALLOW_CALLS_PER_CALLER",
     "CallGate",
     "caller_key",
+    "connection_options",
+    "connections_for_this_process",
+    "raise_open_file_limit",
     "sessions_for_this_process",
 ]
 
@@ -42,6 +47,20 @@ MAX_SESSIONS_PER_CALLER = 8
 MAX_SHALLOW_CALLS = 64
 MAX_SHALLOW_CALLS_PER_CALLER = 4
 DESCRIPTORS_PER_SESSION = 8  # two held, and room for the connections and the rest
+# Connections open at once on a gRPC port, whatever they carry. gRPC counts them only in
+# all, neither per certificate nor per source address: a cap below the open-file limit
+# keeps descriptors for the node's own work (its line files, sessions, dials) when one
+# caller opens hundreds that carry no call (decision 0134). An idle TLS connection holds
+# ~66 KB of a `serve`: ~270 MB at the cap.
+MAX_CONNECTIONS = 4096
+CONNECTIONS_SHARE = 4  # at most a quarter of the open-file limit on the sync port
+# A connection that carries no call for this long is closed (an HTTP/2 GOAWAY; a client
+# with more to say opens another at its next call). Honest ones are rarely idle: a
+# following node keeps a Watch call open on its connection, a `sync` closes its own.
+CONNECTION_IDLE_S = 30.0
+# The soft open-file limit `serve` raises itself to, within the hard limit: a shell's
+# 1,024 would otherwise bound every cap above to a few hundred.
+OPEN_FILES_WANTED = 65_536
 
 
 def sessions_for_this_process(cap: int = MAX_SESSIONS) -> int:
@@ -52,6 +71,40 @@ def sessions_for_this_process(cap: int = MAX_SESSIONS) -> int:
     if soft == resource.RLIM_INFINITY:
         return cap
     return max(16, min(cap, soft // DESCRIPTORS_PER_SESSION))
+
+
+def connections_for_this_process(share: int = CONNECTIONS_SHARE) -> int:
+    """:data:`MAX_CONNECTIONS`, lowered to ``1/share`` of the open-file limit (1,024 → 256
+    connections on the sync port)."""
+    cap = MAX_CONNECTIONS
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return cap
+    return min(cap, max(16, soft // share))
+
+
+def connection_options(share: int = CONNECTIONS_SHARE) -> list[tuple[str, int]]:
+    """A gRPC server's options that cap its connections (:func:`connections_for_this_process`)
+    and close those idle for :data:`CONNECTION_IDLE_S`."""
+    return [
+        ("grpc.max_allowed_incoming_connections", connections_for_this_process(share=share)),
+        ("grpc.max_connection_idle_ms", int(CONNECTION_IDLE_S * 1000)),
+    ]
+
+
+def raise_open_file_limit(wanted: int = OPEN_FILES_WANTED) -> int:
+    """Raise this process's soft open-file limit to ``wanted``, or to the hard limit if that
+    is lower (nothing here uses ``select()``, which needs descriptors below 1,024); returns
+    the soft limit in force. A limit already higher is kept."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):
+            return soft  # a container's seccomp profile, say: the caps follow the soft one
+        return target
+    return soft
 
 
 def caller_key(peer: PeerIdentity) -> str:

@@ -142,10 +142,18 @@ def error_from_rpc(
         and any(h in detail.lower() for h in _HANDSHAKE)
         and not any(n in detail.lower() for n in _NO_CONNECTION)
     ):
+        # A node at its connection cap closes the socket as one that distrusts us does
+        # (decision 0134): gRPC's words are the same, so both are named.
+        full = (
+            "; or it holds all the connections it takes (a flood from elsewhere): then "
+            "try again in a minute"
+            if "socket closed" in detail.lower()
+            else ""
+        )
         return NotAuthenticated(
             f"refused: {target} and this node do not trust each other (TLS handshake failed: "
             f"{_reason(detail)}) — not a member of this mesh, a certificate of another mesh, "
-            "or a revoked node; check `lifeline-mesh members` on both sides"
+            f"or a revoked node; check `lifeline-mesh members` on both sides{full}"
         )
     if code is grpc.StatusCode.RESOURCE_EXHAUSTED and detail.startswith(BUSY):
         return Busy(f"peer {target} is {detail}")

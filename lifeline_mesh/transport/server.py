@@ -44,6 +44,7 @@ from lifeline_mesh.transport.call_caps import (
     MAX_SESSIONS_PER_CALLER,
     CallGate,
     caller_key,
+    connection_options,
     sessions_for_this_process,
 )
 from lifeline_mesh.transport.channels import (
@@ -163,6 +164,7 @@ class SyncServer:
             *server_ping_options(),  # the callers' keepalive pings (decision 0085)
             *flow_options(),  # fixed windows, no bandwidth probes (decision 0101)
             ("grpc.so_reuseport", 0),  # a port one node serves is not shared with another
+            *connection_options(),  # decision 0134
         ]
         server = grpc.aio.server(options=options)
         handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
