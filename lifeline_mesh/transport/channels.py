@@ -11,7 +11,8 @@ that the byte counts are exactly the frames' payload.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import time
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -140,11 +141,20 @@ def open_channel(
     return grpc.aio.secure_channel(target, credentials, options=merged)
 
 
+# How often a session's caller is authorized again as its frames arrive (at most): a
+# certificate that expires or a node revoked mid-session is refused at its next frame.
+RECHECK_S = 1.0
+
+
 class ServerChannel:
     def __init__(self, context: grpc.aio.ServicerContext[bytes, bytes]) -> None:
         self._context = context
         self.bytes_sent = 0
         self.bytes_received = 0
+        # Set once the session is admitted: authorizes its caller again, raising Refused
+        # (NotAuthenticated, PermissionDenied) when it no longer may (decision 0131).
+        self.recheck: Callable[[], Awaitable[None]] | None = None
+        self._checked = time.monotonic()
 
     async def send(self, frame: Frame) -> None:
         data = encode_bytes(frame)
@@ -156,6 +166,9 @@ class ServerChannel:
         if data is grpc.aio.EOF:
             return None
         self.bytes_received += len(data)
+        if self.recheck is not None and time.monotonic() - self._checked >= RECHECK_S:
+            await self.recheck()  # before the frame is parsed or taken
+            self._checked = time.monotonic()
         return decode_bytes(data)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -240,6 +241,9 @@ class SyncServer:
             left = self._waiting_by_caller.pop(key) - 1
             if left:
                 self._waiting_by_caller[key] = left
+        channel.recheck = functools.partial(
+            self._authorizer.authorize, peer.identity, hello.line, Access.READ
+        )
         try:
             await self._run(hello, channel, context, peer)
         finally:

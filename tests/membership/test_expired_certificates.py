@@ -107,6 +107,44 @@ async def _session(channel: grpc.aio.Channel) -> pb.Frame | grpc.aio.AioRpcError
         call.cancel()
 
 
+async def _open_session(channel: grpc.aio.Channel) -> Any:
+    """A Sync stream past its hello: the call, once the node's hello has come back."""
+    call = channel.stream_stream(
+        METHOD,
+        request_serializer=pb.Frame.SerializeToString,
+        response_deserializer=pb.Frame.FromString,
+    )()
+    hello = pb.Hello(
+        protocol_version=1, line="ledger", sets=["entries"], max_frame_bytes=1 << 20, max_items=100
+    )
+    async with asyncio.timeout(CALL_S):
+        await call.write(pb.Frame(hello=hello))
+        await call.write(pb.Frame(end_of_turn=pb.EndOfTurn()))
+        answer: pb.Frame = await call.read()
+    assert answer.WhichOneof("body") == "hello", answer
+    return call
+
+
+async def _next_turn(call: Any) -> str:
+    """Send one more (empty) turn on a running session; what ends it: the reason of the
+    node's Abort, or its status."""
+    try:
+        async with asyncio.timeout(CALL_S):
+            await call.write(pb.Frame(end_of_turn=pb.EndOfTurn()))
+            while True:
+                frame = await call.read()
+                if frame is grpc.aio.EOF:
+                    return "end of stream"
+                if frame.WhichOneof("body") in ("abort", "fin"):
+                    return f"{frame.WhichOneof('body')}: {frame}"
+    except grpc.aio.AioRpcError as exc:
+        return f"{exc.code().name}: {exc.details()}"
+    except TimeoutError:
+        return f"no answer in {CALL_S:g} s"
+    finally:
+        call.cancel()
+
+
 def test_an_expired_runner_s_open_connection_is_refused_new_calls(tmp_path: Path) -> None:
     ca, runner = tmp_path / "ca", tmp_path / "runner"
     for root in (ca, runner):
@@ -115,7 +153,7 @@ def test_an_expired_runner_s_open_connection_is_refused_new_calls(tmp_path: Path
     log = tmp_path / "serve.log"
     with ca_serving(ca, log) as address:
         expires = _short_certificate(ca, runner)
-        before, after, session = asyncio.run(_calls(address, runner, expires))
+        before, after, session, running = asyncio.run(_calls(address, runner, expires))
     assert isinstance(before, pb.LineChange) and before.initial, before  # valid: served
     # Expired: the same connection's next calls are refused, naming the expiry
     assert isinstance(after, grpc.aio.AioRpcError), after
@@ -123,20 +161,24 @@ def test_an_expired_runner_s_open_connection_is_refused_new_calls(tmp_path: Path
     assert "expired at" in (after.details() or ""), after.details()
     assert isinstance(session, grpc.aio.AioRpcError), session
     assert session.code() is grpc.StatusCode.UNAUTHENTICATED, session
+    # A session opened while it held is refused at its next frame (was: went on to its end)
+    assert running.startswith("abort: ") and "expired at" in running, running
     assert log.stat().st_size < 16 * 1024, log.read_text()[-3000:]
 
 
-async def _calls(address: str, runner: Path, expires: dt.datetime) -> tuple[Any, Any, Any]:
+async def _calls(address: str, runner: Path, expires: dt.datetime) -> tuple[Any, Any, Any, str]:
     async with _channel(address, runner) as channel:
         before = await _watch(channel)  # the connection is made while the certificate holds
+        running = await _open_session(channel)
         left = (expires - dt.datetime.now(dt.UTC)).total_seconds()
         assert left > 0, "the certificate expired before the first call: raise LIFE_S"
         await asyncio.sleep(left + 1.0)  # the certificate's own clock, not a synchronisation
         assert channel.get_state() is grpc.ChannelConnectivity.READY  # still the same one
         after, session = await _watch(channel), await _session(channel)
+        ended = await _next_turn(running)
     async with _channel(address, runner) as fresh:  # a new connection: TLS refuses it
         assert isinstance(await _watch(fresh), grpc.aio.AioRpcError)
-    return before, after, session
+    return before, after, session, ended
 
 
 def test_the_authorizer_reads_expiry_on_its_own_clock(tmp_path: Path) -> None:
