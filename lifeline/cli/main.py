@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from lifeline import __version__
 from lifeline.cli.common import global_options
 from lifeline.cli.logformat import configure_logging
+from lifeline.cli.moved import moved_message
 from lifeline.errors import LifelineError
 from lifeline.wording import shown_text
 
@@ -286,6 +287,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     # model is built (the sessions' models, on every `sessions` command); lifeline uses none.
     # Who sets the variable keeps their choice.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    command = command_word(argv)
+    if command is not None and (moved := moved_message("lifeline", command)) is not None:
+        print(moved, file=sys.stderr)  # a lifeline-context command: where it went
+        exit_process(2)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     exit_process(run(args, prog="lifeline"))

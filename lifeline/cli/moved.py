@@ -1,0 +1,53 @@
+"""Where lifeline-context 0.6.1's commands went (docs/migration.md, "Commands, side by side").
+
+Our users come from that tool and type its commands: `lifeline propose` used to end in a
+list of every command and a guess (`did you mean promote?`) that led elsewhere. A command
+of its that is not ours is answered with where its work is done here, in one line.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MOVED", "moved_message"]
+
+_MESH_REVIEW = (
+    "agents propose through MCP under the write policy (.lifeline/policy.json); "
+    "review with `lifeline-mesh proposals`, then `lifeline-mesh approve ID` or `reject ID`"
+)
+_MESH_SYNC = (
+    "lines travel over the mesh instead of git: `lifeline-mesh share`, `serve`, `sync`, "
+    "`invite`, `join` (docs/user-guide.md); LIFELINE.md can still be committed"
+)
+_NOT_PROVIDED = "not provided here; the write policy is .lifeline/policy.json (docs/mcp.md)"
+
+MOVED: dict[str, str] = {
+    "migrate": "`lifeline ingest LIFELINE.md`, or `lifeline import ROOT` for a whole project",
+    "propose": _MESH_REVIEW,
+    "review": _MESH_REVIEW,
+    "approve": "`lifeline-mesh approve ID` (pending ones: `lifeline-mesh proposals`)",
+    "reject": "`lifeline-mesh reject ID` (pending ones: `lifeline-mesh proposals`)",
+    "audit": "`lifeline-mesh proposals --all` (the append-only decision trail)",
+    "capture": "`lifeline-mesh capture` (its drafts go to `lifeline-mesh proposals`)",
+    "rebuild": "`lifeline render` (`--format lifeline-context` for teammates still on it)",
+    "reindex": "nothing to run: `lifeline recall` brings its index up to date as it reads",
+    "rehash": "nothing to run: ids are already in the form lifeline-context 0.6 wrote",
+    "push": _MESH_SYNC,
+    "pull": _MESH_SYNC,
+    "clone": _MESH_SYNC,
+    "install-hooks": "`lifeline hooks install claude-code` (or codex, gemini)",
+    "install-rules": _NOT_PROVIDED,
+    "guard": _NOT_PROVIDED,
+    "policy": _NOT_PROVIDED,
+    "schema": "not needed: a line is a SQLite file, or a PostgreSQL hub (docs/hub.md)",
+}
+
+
+def moved_message(prog: str, command: str) -> str | None:
+    """The line telling a lifeline-context user where ``command`` went, or None when it is
+    not one of that tool's commands that this one lacks."""
+    where = MOVED.get(command)
+    if where is None:
+        return None
+    return (
+        f"{prog}: error: `{command}` is a lifeline-context command; here: {where} "
+        "(docs/migration.md)"
+    )
