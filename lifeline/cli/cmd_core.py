@@ -13,10 +13,11 @@ from typing import TextIO
 from lifeline.audit.line import Finding, Report, verify_store
 from lifeline.cli.common import (
     Commands,
+    add_attribution,
     add_json_option,
+    attribution,
     count_int,
     creates_project,
-    default_author,
     entry_text,
     external_checker,
     home_of,
@@ -57,10 +58,7 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         help="comma-separated ids or prefixes (default: the line's newest tips, at most 8); "
         "LINE:ID names a parent in another line",
     )
-    p.add_argument("--author", default=None, help="who (default: $LIFELINE_AUTHOR or $USER)")
-    p.add_argument("--agent", default="human", help="the agent that wrote it (default: human)")
-    p.add_argument("--provider", default="none", help="model provider (default: none)")
-    p.add_argument("--model", default="human", help="model name (default: human)")
+    add_attribution(p)
     p.add_argument("--dedup-key", help="idempotency key: a retried write records once")
     add_json_option(p, "print the stored entry as JSON")
     p.set_defaults(func=cmd_log)
@@ -181,10 +179,7 @@ async def cmd_log(args: argparse.Namespace) -> int:
             kind=args.kind,
             summary=args.summary,
             body=body,
-            author=args.author if args.author is not None else default_author(),
-            agent=args.agent,
-            provider=args.provider,
-            model=args.model,
+            **attribution(args),
             parents=await _resolve_parents(args, store),
             dedup_key=args.dedup_key,
         )

@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 
 from lifeline.cli.common import (
+    Attribution,
     Commands,
+    add_attribution,
     add_json_option,
-    default_author,
+    attribution,
     home_of,
     line_of,
     open_line,
@@ -75,6 +77,7 @@ def _register_reads(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p.set_defaults(func=cmd_recall)
 
     p = sub.add_parser("resume", parents=[parent], help="where each thread stopped")
+    p.add_argument("--thread", help="only this thread (its name, or its open entry's id)")
     add_json_option(p)
     p.set_defaults(func=cmd_resume)
 
@@ -82,6 +85,7 @@ def _register_reads(sub: Commands, parent: argparse.ArgumentParser) -> None:
 def _register_writes(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p = sub.add_parser("checkpoint", parents=[parent], help="record where a thread stopped")
     p.add_argument("--thread", required=True, help="thread name, or the id of an open entry")
+    p.add_argument("--summary", help="one line (default: the thread and its first items)")
     for block in BLOCKS:
         p.add_argument(
             f"--{block}",
@@ -90,6 +94,7 @@ def _register_writes(sub: Commands, parent: argparse.ArgumentParser) -> None:
             metavar="ITEM",
             help=f"a '{block}' item (repeatable)",
         )
+    add_attribution(p)
     add_json_option(p, "print the stored entry as JSON")
     p.set_defaults(func=cmd_checkpoint)
 
@@ -103,12 +108,14 @@ def _register_writes(sub: Commands, parent: argparse.ArgumentParser) -> None:
         help="the entry is an open question: reword it and keep it open (default: a correction"
         " of an open question closes it)",
     )
+    add_attribution(p)
     add_json_option(p, "print the stored entry as JSON")
     p.set_defaults(func=cmd_correct)
 
     for name, helptext in (("pin", "keep an entry in every context"), ("unpin", "undo a pin")):
         p = sub.add_parser(name, parents=[parent], help=helptext)
         p.add_argument("id", metavar="ID|PREFIX")
+        add_attribution(p)
         add_json_option(p, "print the stored entry as JSON")
         p.set_defaults(func=cmd_pin if name == "pin" else cmd_unpin)
 
@@ -167,10 +174,14 @@ async def cmd_recall(args: argparse.Namespace) -> int:
 async def cmd_resume(args: argparse.Namespace) -> int:
     async with open_line(args) as store:
         rows = await resume_of(store)
+    if args.thread is not None:
+        rows = [r for r in rows if _names_thread(args.thread, r)]
     if args.json:
         print_json(rows)
         return 0
-    if not rows:
+    if not rows and args.thread is not None:
+        print(f"no checkpoint on thread {one_line(args.thread)!r}; `lifeline resume` lists them")
+    elif not rows:
         print("no checkpoint yet; record one with `lifeline checkpoint --thread NAME --next ...`")
     for row in rows:
         label = one_line(str(row["label"]))
@@ -181,6 +192,17 @@ async def cmd_resume(args: argparse.Namespace) -> int:
             for item in items:
                 print(f"  {block}: {one_line(str(item))}")
     return 0
+
+
+def _names_thread(given: str, row: dict[str, object]) -> bool:
+    """Whether ``given`` names the thread of a `resume` row: its name, or (a thread opened
+    by an open entry) that entry's id or a prefix of 8 hex digits or more."""
+    words = " ".join(given.split())
+    thread = str(row["thread"])
+    if words == thread:
+        return True
+    hexed = len(words) >= 8 and all(c in "0123456789abcdef" for c in words)
+    return hexed and thread != str(row["label"]) and thread.startswith(words)
 
 
 async def _write(args: argparse.Namespace, store: Store, draft: Draft) -> int:
@@ -208,11 +230,12 @@ async def cmd_checkpoint(args: argparse.Namespace) -> int:
         raise ConfigError("a checkpoint needs at least one item: --next, --done, --goal, ...")
     async with open_line(args) as store:
         thread, title = await _open_thread(store, thread)
+        summary = " ".join((args.summary or "").split())
         draft = Draft(
             kind="checkpoint",
-            summary=checkpoint_summary(title, blocks),
+            summary=summary or checkpoint_summary(title, blocks),
             body=checkpoint_body(thread, blocks),
-            author=default_author(),
+            **attribution(args),
         )
         return await _write(args, store, draft)
 
@@ -237,7 +260,7 @@ async def cmd_correct(args: argparse.Namespace) -> int:
             kind="correction",
             summary=args.summary,
             body=reword_body(args.body) if args.still_open else args.body,
-            author=default_author(),
+            **attribution(args),
             parents=(target.id,),
         )
         return await _write(args, store, draft)
@@ -249,11 +272,12 @@ async def cmd_pin(args: argparse.Namespace) -> int:
         truth = (await read_shown(store)).truth  # what is superseded, not every item
         if truth.is_superseded(target.id):
             raise InvalidEntry(f"{target.id[:12]} is superseded; pin the entry that replaced it")
-        draft = await _pin_note(store, target, set(truth.pin_notes.get(target.id, ())))
+        in_force = set(truth.pin_notes.get(target.id, ()))
+        draft = await _pin_note(store, target, in_force, attribution(args))
         return await _write(args, store, draft)
 
 
-async def _pin_note(store: Store, target: Entry, in_force: set[str]) -> Draft:
+async def _pin_note(store: Store, target: Entry, in_force: set[str], by: Attribution) -> Draft:
     """The pin note for ``target``. Ids leave out the time, so a pin of the same words as
     an earlier one that was unpinned since would be that superseded note again: the new
     note names the old one as a parent (again and again, on every pin after an unpin)."""
@@ -263,7 +287,7 @@ async def _pin_note(store: Store, target: Entry, in_force: set[str]) -> Draft:
             kind="note",
             summary=f"pin: {' '.join(target.summary.split())}"[:200],
             body=f"pin: {target.id}",
-            author=default_author(),
+            **by,
             parents=parents,
         )
         note = compute_id(
@@ -285,7 +309,7 @@ async def cmd_unpin(args: argparse.Namespace) -> int:
             kind="correction",
             summary=f"unpin: {' '.join(target.summary.split())}"[:200],
             body=f"unpin: {target.id}",
-            author=default_author(),
+            **attribution(args),
             parents=tuple(notes),
         )
         return await _write(args, store, draft)

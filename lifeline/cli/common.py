@@ -11,7 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypedDict
 
 from lifeline.cli.logformat import LOG_FORMATS
 from lifeline.entry import Entry
@@ -22,9 +22,12 @@ from lifeline.store.port import Store
 from lifeline.wording import one_line, shown_text
 
 __all__ = [
+    "Attribution",
     "Commands",
+    "add_attribution",
     "add_json_option",
     "add_line_option",
+    "attribution",
     "count_int",
     "creates_project",
     "default_author",
@@ -174,6 +177,29 @@ def default_author() -> str:
         if value:
             return value
     return _git_user_name() or socket.gethostname() or "unknown"
+
+
+def add_attribution(p: argparse.ArgumentParser) -> None:
+    """Who wrote an entry a command records: ``--author``, ``--agent``, ``--provider`` and
+    ``--model``, as `log` takes them (and lifeline-context's writes did)."""
+    p.add_argument("--author", default=None, help="who (default: $LIFELINE_AUTHOR or $USER)")
+    p.add_argument("--agent", default="human", help="the agent that wrote it (default: human)")
+    p.add_argument("--provider", default="none", help="model provider (default: none)")
+    p.add_argument("--model", default="human", help="model name (default: human)")
+
+
+class Attribution(TypedDict):
+    author: str
+    agent: str
+    provider: str
+    model: str
+
+
+def attribution(args: argparse.Namespace) -> Attribution:
+    """The Draft fields :func:`add_attribution` took (``author`` by :func:`default_author`
+    when not given)."""
+    author = args.author if args.author is not None else default_author()
+    return Attribution(author=author, agent=args.agent, provider=args.provider, model=args.model)
 
 
 def _git_user_name() -> str | None:
