@@ -25,6 +25,11 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     )
     p.add_argument("ids", metavar="ID|PREFIX", nargs="*", help="the entries to copy")
     p.add_argument("--to", required=True, metavar="LINE", help="the line that receives them")
+    # lifeline-context's form: --from LINE --id ID,ID...
+    p.add_argument("--from", dest="from_line", metavar="LINE", help="the source line (= --line)")
+    p.add_argument(
+        "--id", dest="id_list", metavar="IDS", help="comma-separated ids or prefixes (= ID ...)"
+    )
     p.add_argument("--kind", help="instead of ids: every entry in force of this kind")
     add_json_option(p, "print the copies as JSON")
     p.set_defaults(func=cmd_promote)
@@ -33,6 +38,17 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p.add_argument("id", metavar="ID|PREFIX")
     add_json_option(p)
     p.set_defaults(func=cmd_where)
+
+
+def _lc_form(args: argparse.Namespace) -> None:
+    """lifeline-context's ``--from LINE`` and ``--id IDS`` read into ``--line`` and the ids."""
+    if args.from_line is not None:
+        given = getattr(args, "line", None)  # the global option's default is no attribute
+        if given is not None and given != args.from_line:
+            raise ConfigError(f"--from {args.from_line} and --line {given}: give one")
+        args.line = args.from_line
+    if args.id_list is not None:
+        args.ids = [*args.ids, *(i.strip() for i in args.id_list.split(",") if i.strip())]
 
 
 async def _targets(args: argparse.Namespace) -> list[Entry]:
@@ -51,6 +67,7 @@ async def _targets(args: argparse.Namespace) -> list[Entry]:
 
 
 async def cmd_promote(args: argparse.Namespace) -> int:
+    _lc_form(args)
     source, target = line_of(args), validate_line_name(args.to)
     if source == target:
         raise ConfigError(f"--to {target} is the line the entries come from; name another line")
