@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from lifeline import __version__
 from lifeline.cli.common import global_options
 from lifeline.cli.logformat import configure_logging
-from lifeline.cli.moved import moved_message
+from lifeline.cli.moved import MOVED_OPTIONS, moved_message
 from lifeline.errors import LifelineError
 from lifeline.wording import shown_text
 
@@ -132,6 +132,9 @@ def _did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         if not unknown or not unknown[1].startswith("-"):
             return message
         typed, offered = unknown[1].split("=", 1)[0], sorted(_option_strings(parser))
+        went = MOVED_OPTIONS.get(typed) if parser.prog.split()[0] == "lifeline" else None
+        if went is not None:
+            return f"{message}; that is lifeline-context's option: {went} (docs/migration.md)"
     # an option of another command is no typo: naming it again would not help
     bare = {o.lstrip("-"): o for o in offered if o != typed}
     close = difflib.get_close_matches(typed.lstrip("-"), list(bare), n=1, cutoff=0.6)

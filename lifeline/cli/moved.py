@@ -2,12 +2,13 @@
 
 Our users come from that tool and type its commands: `lifeline propose` used to end in a
 list of every command and a guess (`did you mean promote?`) that led elsewhere. A command
-of its that is not ours is answered with where its work is done here, in one line.
+of its that is not ours is answered with where its work is done here, in one line; an
+option of its that none of ours takes (`--db`) says what to give instead.
 """
 
 from __future__ import annotations
 
-__all__ = ["MOVED", "moved_message"]
+__all__ = ["MOVED", "MOVED_OPTIONS", "moved_message"]
 
 _MESH_REVIEW = (
     "agents propose through MCP under the write policy (.lifeline/policy.json); "
@@ -38,6 +39,17 @@ MOVED: dict[str, str] = {
     "guard": _NOT_PROVIDED,
     "policy": _NOT_PROVIDED,
     "schema": "not needed: a line is a SQLite file, or a PostgreSQL hub (docs/hub.md)",
+}
+
+
+# Its options that are not ours (on any command), and what to give instead.
+MOVED_OPTIONS: dict[str, str] = {
+    "--db": "name the project with --root DIR (the folder holding .lifeline/) and the line "
+    "with --line NAME",
+    "--store": "a team shares lines over the mesh or a PostgreSQL hub (docs/hub.md)",
+    "--out": "write the view with `lifeline render`",
+    "--mesh": "`lifeline lines` lists the lines; `lifeline where ID` finds an entry's copies",
+    "--mark-session": "not provided (no `guard` here)",
 }
 
 

@@ -74,3 +74,20 @@ def test_a_mistyped_command_of_ours_is_still_guessed(tmp_path: Path) -> None:
     done = _lifeline(tmp_path, "contxt")
     assert done.returncode == 2
     assert "did you mean `context`?" in done.stderr, done.stderr
+
+
+def test_a_lifeline_context_option_says_what_to_give_instead(tmp_path: Path) -> None:
+    done = _lifeline(tmp_path, "--db", ".lifeline/ledger.db", "context")
+    assert done.returncode == 2
+    assert "that is lifeline-context's option: name the project with --root" in done.stderr
+    lines = _lifeline(tmp_path, "lines", "--mesh")
+    assert "`lifeline where ID`" in lines.stderr, lines.stderr
+    # not said by the other command, whose users never had that tool's options
+    mesh = subprocess.run(
+        [sys.executable, "-m", "lifeline_mesh", "status", "--db", "x"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert mesh.returncode == 2 and "lifeline-context" not in mesh.stderr, mesh.stderr
