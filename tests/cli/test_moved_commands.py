@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,16 +17,11 @@ import pytest
 from lifeline.cli.main import build_parser
 from lifeline.cli.moved import MOVED
 from tests.support.lc_venv import lc_command, run_lc
+from tests.support.mesh_procs import cli
 
 
-def _lifeline(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lifeline", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+def _lifeline(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return cli("lifeline", root, *args, check=False)
 
 
 def _our_commands() -> set[str]:
@@ -55,7 +49,7 @@ def test_every_lifeline_context_command_is_ours_or_says_where_it_went(tmp_path: 
         (["reject", "abc"], "`lifeline-mesh reject ID`"),
         (["migrate", "--from", "LIFELINE.md"], "`lifeline ingest LIFELINE.md`"),
         (["install-hooks", "claude-code"], "`lifeline hooks install claude-code`"),
-        (["--root", ".", "push"], "`lifeline-mesh share`"),
+        (["--line", "ledger", "push"], "`lifeline-mesh share`"),
     ],
 )
 def test_a_lifeline_context_command_says_where_its_work_is_done(
@@ -83,11 +77,5 @@ def test_a_lifeline_context_option_says_what_to_give_instead(tmp_path: Path) -> 
     lines = _lifeline(tmp_path, "lines", "--mesh")
     assert "`lifeline where ID`" in lines.stderr, lines.stderr
     # not said by the other command, whose users never had that tool's options
-    mesh = subprocess.run(
-        [sys.executable, "-m", "lifeline_mesh", "status", "--db", "x"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    mesh = cli("lifeline_mesh", tmp_path, "status", "--db", "x", check=False)
     assert mesh.returncode == 2 and "lifeline-context" not in mesh.stderr, mesh.stderr

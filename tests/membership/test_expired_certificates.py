@@ -85,42 +85,43 @@ async def _watch(channel: grpc.aio.Channel) -> pb.LineChange | grpc.aio.AioRpcEr
         call.cancel()
 
 
-async def _session(channel: grpc.aio.Channel) -> pb.Frame | grpc.aio.AioRpcError:
-    """A Sync stream's hello and empty first turn: the node's hello, or its refusal."""
+HELLO = pb.Hello(
+    protocol_version=1, line="ledger", sets=["entries"], max_frame_bytes=1 << 20, max_items=100
+)
+
+
+async def _say_hello(channel: grpc.aio.Channel) -> tuple[Any, pb.Frame]:
+    """A Sync stream with its hello and empty first turn sent: the call and the node's first
+    answer (its hello, when admitted)."""
     call = channel.stream_stream(
         METHOD,
         request_serializer=pb.Frame.SerializeToString,
         response_deserializer=pb.Frame.FromString,
     )()
-    hello = pb.Hello(
-        protocol_version=1, line="ledger", sets=["entries"], max_frame_bytes=1 << 20, max_items=100
-    )
     try:
         async with asyncio.timeout(CALL_S):
-            await call.write(pb.Frame(hello=hello))
+            await call.write(pb.Frame(hello=HELLO))
             await call.write(pb.Frame(end_of_turn=pb.EndOfTurn()))
             answer: pb.Frame = await call.read()
-            return answer
+    except BaseException:
+        call.cancel()
+        raise
+    return call, answer
+
+
+async def _session(channel: grpc.aio.Channel) -> pb.Frame | grpc.aio.AioRpcError:
+    """A Sync stream's hello and empty first turn: the node's hello, or its refusal."""
+    try:
+        call, answer = await _say_hello(channel)
     except grpc.aio.AioRpcError as exc:
         return exc
-    finally:
-        call.cancel()
+    call.cancel()
+    return answer
 
 
 async def _open_session(channel: grpc.aio.Channel) -> Any:
     """A Sync stream past its hello: the call, once the node's hello has come back."""
-    call = channel.stream_stream(
-        METHOD,
-        request_serializer=pb.Frame.SerializeToString,
-        response_deserializer=pb.Frame.FromString,
-    )()
-    hello = pb.Hello(
-        protocol_version=1, line="ledger", sets=["entries"], max_frame_bytes=1 << 20, max_items=100
-    )
-    async with asyncio.timeout(CALL_S):
-        await call.write(pb.Frame(hello=hello))
-        await call.write(pb.Frame(end_of_turn=pb.EndOfTurn()))
-        answer: pb.Frame = await call.read()
+    call, answer = await _say_hello(channel)
     assert answer.WhichOneof("body") == "hello", answer
     return call
 
