@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -115,7 +116,24 @@ async def cmd_init(args: argparse.Namespace) -> int:
         pass
     done = f"line {name!r} already exists" if existed else f"created line {name!r}"
     print(f"{done} at {home.lines.where(name)}")
+    if not existed and sys.stdout.isatty():  # a person starting out, not a script
+        print(_next_steps(home.root))
     return 0
+
+
+def _next_steps(root: Path) -> str:
+    """What a person who just made a line does next: write, read, let an agent in."""
+    rows = [
+        ('lifeline log --kind decision --summary "..." --body "why"', "record a decision"),
+        ("lifeline context", "the current truth, as an agent reads it"),
+        ("lifeline hooks install claude-code", "context at each session start (or codex, gemini)"),
+        (
+            f"claude mcp add lifeline -- lifeline-mesh mcp --root {shlex.quote(str(root))} "
+            "--agent claude-code",
+            "let an agent read and write it (docs/mcp.md)",
+        ),
+    ]
+    return "next:\n" + "\n".join(f"  {command}\n      {what}" for command, what in rows)
 
 
 def _read_body(args: argparse.Namespace, cap: int) -> str:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.terminal import on_a_terminal
+
 BIN = Path(sys.executable).parent
 
 
@@ -89,3 +91,19 @@ def test_mcp_says_what_it_takes_for_a_word_it_does_not_know() -> None:
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert "unrecognized arguments: --policy x; see `lifeline-mesh mcp --help`" in done.stderr
     assert "invalid choice" not in done.stderr
+
+
+def test_init_on_a_terminal_says_what_to_do_next(tmp_path: Path) -> None:
+    """A person who just made a line is told how to write, read and let an agent in; a
+    script (stdout not a terminal) and a second `init` get the one line only."""
+    root = tmp_path / "my project"
+    root.mkdir()
+    status, drawn = on_a_terminal([str(BIN / "lifeline"), "--root", str(root), "init"], stdout=True)
+    assert status == 0
+    assert drawn.splitlines()[1] == "next:", drawn
+    assert f"lifeline-mesh mcp --root '{root}' --agent claude-code" in drawn, drawn
+    assert "lifeline hooks install claude-code" in drawn
+    again = on_a_terminal([str(BIN / "lifeline"), "--root", str(root), "init"], stdout=True)
+    assert again[1].strip().startswith("line 'ledger' already exists") and "next:" not in again[1]
+    piped = _run("lifeline", "--root", str(root), "--line", "other", "init")
+    assert piped.stdout.startswith("created line 'other'") and "next:" not in piped.stdout

@@ -1,4 +1,5 @@
-"""A CLI run with its stderr on a pseudo-terminal, as a person sees it (progress counters)."""
+"""A CLI run with its stderr (or stdout) on a pseudo-terminal, as a person sees it (progress
+counters, hints for people)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import pty
 import subprocess
 
 
-def on_a_terminal(argv: list[str]) -> tuple[int, str]:
-    """Run ``argv`` with stderr on a pseudo-terminal; (exit status, what it drew there)."""
+def on_a_terminal(argv: list[str], *, stdout: bool = False) -> tuple[int, str]:
+    """Run ``argv`` with stderr (``stdout``: stdout instead) on a pseudo-terminal; (exit
+    status, what it drew there)."""
     main, sub = pty.openpty()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=sub)
+    if stdout:
+        proc = subprocess.Popen(argv, stdout=sub, stderr=subprocess.DEVNULL)
+    else:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=sub)
     os.close(sub)
     drawn = b""
     while True:
