@@ -61,6 +61,12 @@ def _register_reads(sub: Commands, parent: argparse.ArgumentParser) -> None:
     p.add_argument("--thread", help="a sub-agent brief for one thread (name or open-entry id)")
     p.add_argument("--format", choices=FORMATS, default="markdown", help="delivery shape")
     p.add_argument("--recent", type=_positive, default=12, help="entries in Recent (default 12)")
+    p.add_argument(
+        "--mark-session",
+        action="store_true",
+        help="taken from lifeline-context's SessionStart hook, which passes it; nothing is"
+        " marked here (there is no guard), the context is printed as without it",
+    )
     p.set_defaults(func=cmd_context)
 
     p = sub.add_parser("recall", parents=[parent], help="search the line; hits anchored by id")

@@ -20,7 +20,7 @@ from typing import Any, NoReturn
 from lifeline import __version__
 from lifeline.cli.common import global_options
 from lifeline.cli.logformat import configure_logging
-from lifeline.cli.moved import MOVED_OPTIONS, moved_message
+from lifeline.cli.moved import MOVED_OPTIONS, PASSING, moved_message
 from lifeline.errors import LifelineError
 from lifeline.wording import shown_text
 
@@ -293,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     command = command_word(argv)
     if command is not None and (moved := moved_message("lifeline", command)) is not None:
         print(moved, file=sys.stderr)  # a lifeline-context command: where it went
-        exit_process(2)
+        exit_process(0 if command in PASSING else 2)
     parser = build_parser(argv)
     args = parser.parse_args(argv)
     exit_process(run(args, prog="lifeline"))

@@ -8,7 +8,7 @@ option of its that none of ours takes (`--db`) says what to give instead.
 
 from __future__ import annotations
 
-__all__ = ["MOVED", "MOVED_OPTIONS", "moved_message"]
+__all__ = ["MOVED", "MOVED_OPTIONS", "PASSING", "moved_message"]
 
 _MESH_REVIEW = (
     "agents propose through MCP under the write policy (.lifeline/policy.json); "
@@ -36,7 +36,9 @@ MOVED: dict[str, str] = {
     "clone": _MESH_SYNC,
     "install-hooks": "`lifeline hooks install claude-code` (or codex, gemini)",
     "install-rules": _NOT_PROVIDED,
-    "guard": _NOT_PROVIDED,
+    "guard": "not provided, so this check passes without checking: remove it from the hook "
+    "that runs it (.git/hooks/pre-push, the Stop hook in .claude/settings*.json); "
+    "`lifeline hooks install claude-code` sets ours",
     "policy": _NOT_PROVIDED,
     "schema": "not needed: a line is a SQLite file, or a PostgreSQL hub (docs/hub.md)",
 }
@@ -49,8 +51,10 @@ MOVED_OPTIONS: dict[str, str] = {
     "--store": "a team shares lines over the mesh or a PostgreSQL hub (docs/hub.md)",
     "--out": "write the view with `lifeline render`",
     "--mesh": "`lifeline lines` lists the lines; `lifeline where ID` finds an entry's copies",
-    "--mark-session": "not provided (no `guard` here)",
 }
+# Its commands that its hooks run (`install-hooks`: a pre-push hook and Claude Code's Stop
+# hook): a failure there blocks every push, or the agent's every stop. They pass, and say why.
+PASSING = {"guard"}
 
 
 def moved_message(prog: str, command: str) -> str | None:
@@ -59,7 +63,8 @@ def moved_message(prog: str, command: str) -> str | None:
     where = MOVED.get(command)
     if where is None:
         return None
+    said = "note" if command in PASSING else "error"
     return (
-        f"{prog}: error: `{command}` is a lifeline-context command; here: {where} "
+        f"{prog}: {said}: `{command}` is a lifeline-context command; here: {where} "
         "(docs/migration.md)"
     )

@@ -134,6 +134,9 @@ class SqliteStore:
         read_only = False
         try:
             conn = await loop.run_in_executor(pool, connect)
+        except StoreError:  # refused as it is (lifeline-context's ledger): nothing to undo
+            pool.shutdown(wait=False)
+            raise
         except sqlite3.DatabaseError as exc:
             if not unwritable(target):
                 pool.shutdown(wait=False)

@@ -128,6 +128,7 @@ def connect_writable(
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+        refuse_predecessor(conn, path)  # before anything is written to it (WAL mode included)
         enter_wal(conn, busy_timeout_ms / 1000)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA cache_size = -{cache_kib}")
@@ -138,6 +139,22 @@ def connect_writable(
         conn.close()
         raise
     return conn
+
+
+def refuse_predecessor(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse lifeline-context's own ledger (its ``entries`` hold a ``payload`` column, and
+    it has no ``schema_migrations``): both tools keep ``.lifeline/<line>.db``, and opening
+    one of its files as a line used to add our tables and WAL mode to it before failing.
+    It is read by `lifeline import`, never written (docs/migration.md)."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if "entries" not in tables or "schema_migrations" in tables:
+        return
+    if "payload" in {r[1] for r in conn.execute("PRAGMA table_info(entries)")}:
+        raise StoreError(
+            f"{path} is a ledger of lifeline-context, which lifeline-mesh imports but never "
+            "writes: move its folder aside and import it (`mv .lifeline .lifeline-context && "
+            "lifeline import .lifeline-context`; docs/migration.md); nothing was changed in it"
+        )
 
 
 def enter_wal(conn: sqlite3.Connection, timeout_s: float) -> None:
