@@ -18,6 +18,7 @@ from lifeline.cli.common import (
     open_line,
     print_json,
 )
+from lifeline.cli.moved import hooks_left
 from lifeline.cli.progress import progress_for
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.fsutil import atomic_file
@@ -321,4 +322,9 @@ async def cmd_import(args: argparse.Namespace) -> int:
         plans = plan_import(lines, stored, home.limits())
         done = [p async for p in apply_plan(plans, opener)]
     _report(done, args.json, verb="imported")
+    left = hooks_left(home.root)
+    if left:  # on stderr: --json output stays one document
+        print("lifeline-context's setup still points at it here:", file=sys.stderr)
+        for what in left:
+            print(f"  - {what}", file=sys.stderr)
     return 1 if any(p.rejected for p in done) else 0

@@ -8,7 +8,9 @@ option of its that none of ours takes (`--db`) says what to give instead.
 
 from __future__ import annotations
 
-__all__ = ["MOVED", "MOVED_OPTIONS", "PASSING", "moved_message"]
+from pathlib import Path
+
+__all__ = ["MOVED", "MOVED_OPTIONS", "PASSING", "hooks_left", "moved_message"]
 
 _MESH_REVIEW = (
     "agents propose through MCP under the write policy (.lifeline/policy.json); "
@@ -68,3 +70,35 @@ def moved_message(prog: str, command: str) -> str | None:
         f"{prog}: {said}: `{command}` is a lifeline-context command; here: {where} "
         "(docs/migration.md)"
     )
+
+
+def hooks_left(root: Path) -> list[str]:
+    """What lifeline-context's `init` and `install-hooks` set in the project at ``root`` that
+    still points at it, each with what to do (`lifeline import` says them)."""
+    found: list[str] = []
+    mcp = _read(root / ".mcp.json")
+    if '"lifeline-mcp"' in mcp.replace(" ", ""):
+        found.append(
+            ".mcp.json starts its MCP server (`lifeline-mcp`), which lifeline-mesh does not "
+            'ship: make that entry `"command": "lifeline-mesh", "args": ["mcp", "--root", '
+            f'"{root.resolve()}", "--agent", "claude-code"]` (docs/mcp.md)'
+        )
+    for name in ("settings.json", "settings.local.json"):
+        if "lifeline guard" in _read(root / ".claude" / name):
+            found.append(
+                f".claude/{name}: its Stop hook runs `guard` (it passes here, with a note): "
+                "remove it; `lifeline hooks install claude-code` adds ours"
+            )
+    if "lifeline guard" in _read(root / ".git" / "hooks" / "pre-push"):
+        found.append(".git/hooks/pre-push runs its `guard` (it passes here): remove that line")
+    return found
+
+
+def _read(path: Path) -> str:
+    if not path.is_file():  # a FIFO a repository ships would block the read
+        return ""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return f.read(1 << 20)  # a hook or config file; a huge one is not its
+    except OSError:
+        return ""

@@ -5,6 +5,8 @@ our `lifeline`, and its ledger sits where our line would.
 - Its ledger is refused as it is, naming the import, and not a byte of it changes (our
   open used to add its tables and WAL mode to the file before failing with "is it a
   lifeline line file?").
+- `lifeline import` names what of its setup still points at it (its MCP server in
+  `.mcp.json`, its guard hooks), with what to do.
 - Its pre-push hook (`python -m lifeline guard --git || exit 1`) and Claude Code's Stop hook
   (`guard --session`) pass with a note instead of failing: a failure blocked every push,
   and the agent's every stop. Its SessionStart hook (`context --mark-session`) prints the
@@ -70,6 +72,13 @@ def test_a_project_lifeline_context_set_up(tmp_path: Path) -> None:
     (project / ".lifeline").rename(project / ".lifeline-context")
     imported = _hook(project, "python -m lifeline import .lifeline-context")
     assert imported.returncode == 0, imported.stderr
+    # ... and says what of its setup still points at it, with what to do
+    told = imported.stderr
+    assert "lifeline-context's setup still points at it here:" in told, told
+    assert ".mcp.json starts its MCP server (`lifeline-mcp`)" in told
+    assert '"command": "lifeline-mesh", "args": ["mcp", "--root", ' in told
+    assert ".claude/settings.local.json: its Stop hook runs `guard`" in told
+    assert ".git/hooks/pre-push runs its `guard`" in told
     started = _hook(project, hooks["SessionStart"])
     assert started.returncode == 0, started.stderr
     assert "use x" in started.stdout
