@@ -8,6 +8,7 @@ option of its that none of ours takes (`--db`) says what to give instead.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 __all__ = ["MOVED", "MOVED_OPTIONS", "PASSING", "hooks_left", "moved_message"]
@@ -81,7 +82,7 @@ def hooks_left(root: Path) -> list[str]:
         found.append(
             ".mcp.json starts its MCP server (`lifeline-mcp`), which lifeline-mesh does not "
             'ship: make that entry `"command": "lifeline-mesh", "args": ["mcp", "--root", '
-            f'"{root.resolve()}", "--agent", "claude-code"]` (docs/mcp.md)'
+            f'{json.dumps(str(root.resolve()))}, "--agent", "claude-code"]` (docs/mcp.md)'
         )
     for name in ("settings.json", "settings.local.json"):
         if "lifeline guard" in _read(root / ".claude" / name):
