@@ -356,6 +356,9 @@ async def _opened(channel: grpc.aio.Channel) -> _Stream | grpc.aio.AioRpcError:
             answer = _frame(await call.read())
     except grpc.aio.AioRpcError as exc:
         return exc
+    except asyncio.InvalidStateError:  # refused between the two writes: its status is kept
+        code, details = await call.code(), await call.details()
+        return grpc.aio.AioRpcError(code, grpc.aio.Metadata(), grpc.aio.Metadata(), details)
     assert answer.WhichOneof("body") == "hello", answer
     return _Stream(call)
 
