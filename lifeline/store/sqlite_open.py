@@ -123,12 +123,12 @@ def connect_writable(
     path: Path, busy_timeout_ms: int, cache_kib: int, autocheckpoint_pages: int
 ) -> sqlite3.Connection:
     """A connection to the line file at ``path`` in WAL mode, with our settings."""
+    refuse_predecessor(path)  # before anything is written to it (WAL mode included)
     conn = sqlite3.connect(
         path, isolation_level=None, check_same_thread=False, timeout=busy_timeout_ms / 1000
     )
     try:
         conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
-        refuse_predecessor(conn, path)  # before anything is written to it (WAL mode included)
         enter_wal(conn, busy_timeout_ms / 1000)
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute(f"PRAGMA cache_size = -{cache_kib}")
@@ -141,15 +141,35 @@ def connect_writable(
     return conn
 
 
-def refuse_predecessor(conn: sqlite3.Connection, path: Path) -> None:
+def refuse_predecessor(path: Path) -> None:
     """Refuse lifeline-context's own ledger (its ``entries`` hold a ``payload`` column, and
     it has no ``schema_migrations``): both tools keep ``.lifeline/<line>.db``, and opening
     one of its files as a line used to add our tables and WAL mode to it before failing.
-    It is read by `lifeline import`, never written (docs/migration.md)."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "entries" not in tables or "schema_migrations" in tables:
+    It is read by `lifeline import`, never written (docs/migration.md).
+
+    Looked at through a read-only connection: closing a writable one checkpoints a ``-wal``
+    the other tool left (its last connection is closed by a daemon thread, which exit does
+    not always wait for) into the file. A file that cannot be read so is left to the
+    ordinary open, which says what is wrong with it."""
+    try:
+        if path.stat().st_size == 0:
+            return
+    except OSError:
         return
-    if "payload" in {r[1] for r in conn.execute("PRAGMA table_info(entries)")}:
+    try:
+        conn = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return
+    try:
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if "entries" not in tables or "schema_migrations" in tables:
+            return
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
+    except sqlite3.Error:
+        return
+    finally:
+        conn.close()
+    if "payload" in columns:
         raise StoreError(
             f"{path} is a ledger of lifeline-context, which lifeline-mesh imports but never "
             "writes: move its folder aside and import it (`mv .lifeline .lifeline-context && "

@@ -4,7 +4,9 @@ our `lifeline`, and its ledger sits where our line would.
 
 - Its ledger is refused as it is, naming the import, and not a byte of it changes (our
   open used to add its tables and WAL mode to the file before failing with "is it a
-  lifeline line file?").
+  lifeline line file?"), nor of the ``-wal`` its last write may leave: its connection is
+  closed by a daemon thread that exit does not always wait for, and a writable connection
+  of ours, closed, checkpointed that WAL into the file (seen once in CI).
 - `lifeline import` names what of its setup still points at it (its MCP server in
   `.mcp.json`, its guard hooks), with what to do.
 - Its pre-push hook (`python -m lifeline guard --git || exit 1`) and Claude Code's Stop hook
@@ -41,6 +43,27 @@ def _claude_hooks(project: Path) -> dict[str, str]:
     return {event: rows[0]["hooks"][0]["command"] for event, rows in settings["hooks"].items()}
 
 
+def _log_leaving_its_wal(lc: Path, project: Path, *args: str) -> None:
+    """lifeline-context's ``log``, its process gone before its connection is closed: the
+    ``-wal`` holds the write, as when exit does not wait for its daemon thread (the close it
+    queues there is dropped, so that the race always goes that way)."""
+    python = lc.parent / "python"
+    code = (
+        "import os, sys; from lifeline import store; from lifeline.cli import main; "
+        "store.SQLiteEventStore.close_nowait = lambda self: None; "
+        "main(sys.argv[1:]); os._exit(0)"
+    )
+    done = subprocess.run(
+        [str(python), "-c", code, *args], cwd=project, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert (project / ".lifeline" / "ledger.db-wal").stat().st_size > 0
+
+
+def _files(ledger: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in ledger.parent.glob("ledger.db*")}
+
+
 def test_a_project_lifeline_context_set_up(tmp_path: Path) -> None:
     lc = lc_command(tmp_path / "lc")
     project = tmp_path / "project"
@@ -49,20 +72,23 @@ def test_a_project_lifeline_context_set_up(tmp_path: Path) -> None:
     for args in (["init"], ["install-hooks", "claude-code", "--local"], ["install-hooks", "git"]):
         assert run_lc(lc, project, *args).returncode == 0
     assert run_lc(lc, project, "log", "--kind", "decision", "--summary", "use x").returncode == 0
+    _log_leaving_its_wal(lc, project, "log", "--kind", "decision", "--summary", "use y")
     hooks = _claude_hooks(project)
     assert hooks == {
         "SessionStart": "python -m lifeline context --mark-session",
         "Stop": "python -m lifeline guard --session",
     }
     ledger = project / ".lifeline" / "ledger.db"
-    before = ledger.read_bytes()
+    before = _files(ledger)
+    assert {"ledger.db", "ledger.db-wal"} <= before.keys()
 
     started = _hook(project, hooks["SessionStart"])
     assert started.returncode == 2
     assert "is a ledger of lifeline-context" in started.stderr, started.stderr
     assert "lifeline import .lifeline-context" in started.stderr
-    assert ledger.read_bytes() == before
-    assert sorted(p.name for p in ledger.parent.glob("ledger.db*")) == ["ledger.db"]
+    assert _files(ledger).keys() == before.keys()
+    assert _files(ledger)["ledger.db"] == before["ledger.db"]
+    assert _files(ledger)["ledger.db-wal"] == before["ledger.db-wal"]
 
     for guard in (hooks["Stop"], "sh .git/hooks/pre-push"):
         passed = _hook(project, guard)
@@ -81,4 +107,4 @@ def test_a_project_lifeline_context_set_up(tmp_path: Path) -> None:
     assert ".git/hooks/pre-push runs its `guard`" in told
     started = _hook(project, hooks["SessionStart"])
     assert started.returncode == 0, started.stderr
-    assert "use x" in started.stdout
+    assert "use x" in started.stdout and "use y" in started.stdout
