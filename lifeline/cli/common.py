@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, TypeAlias, TypedDict
 
 from lifeline.cli.logformat import LOG_FORMATS
+from lifeline.cli.moved import environment_note
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError
 from lifeline.home import Home
@@ -158,8 +159,23 @@ async def open_line(
     args: argparse.Namespace, *, create: bool = False, line: str | None = None
 ) -> AsyncIterator[Store]:
     """Open the selected line; a line that does not exist is an error unless ``create``."""
-    async with home_of(args).open_line(line or line_of(args), create=create) as store:
+    home, name = home_of(args), line or line_of(args)
+    _note_environment(home, name)
+    async with home.open_line(name, create=create) as store:
         yield store
+
+
+_NOTED: list[str] = []  # the environment note is said once per process
+
+
+def _note_environment(home: Home, line: str) -> None:
+    if _NOTED:
+        return
+    line_file = home.line_path(line) if home.lines.url is None else None
+    note = environment_note("lifeline", line, line_file)
+    if note is not None:
+        _NOTED.append(note)
+        print(note, file=sys.stderr)
 
 
 def external_checker(args: argparse.Namespace) -> Callable[[str, str], Awaitable[bool]]:

@@ -3,15 +3,17 @@
 Our users come from that tool and type its commands: `lifeline propose` used to end in a
 list of every command and a guess (`did you mean promote?`) that led elsewhere. A command
 of its that is not ours is answered with where its work is done here, in one line; an
-option of its that none of ours takes (`--db`) says what to give instead.
+option of its that none of ours takes (`--db`) says what to give instead, and so does its
+``LIFELINE_DB`` left in a shell's environment, which would otherwise be ignored silently.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
-__all__ = ["MOVED", "MOVED_OPTIONS", "PASSING", "hooks_left", "moved_message"]
+__all__ = ["MOVED", "MOVED_OPTIONS", "PASSING", "environment_note", "hooks_left", "moved_message"]
 
 _MESH_REVIEW = (
     "agents propose through MCP under the write policy (.lifeline/policy.json); "
@@ -70,6 +72,24 @@ def moved_message(prog: str, command: str) -> str | None:
     return (
         f"{prog}: {said}: `{command}` is a lifeline-context command; here: {where} "
         "(docs/migration.md)"
+    )
+
+
+def environment_note(prog: str, line: str, line_file: Path | None) -> str | None:
+    """The note for lifeline-context's ``LIFELINE_DB`` (the ledger its commands used) when it
+    is set and names another file than ``line_file``, the one this command uses (None on a
+    hub): we never read it, and a user who exported it would otherwise write elsewhere than
+    they think without a word."""
+    given = os.environ.get("LIFELINE_DB")
+    if not given:
+        return None
+    if line_file is not None and Path(given).resolve() == line_file.resolve():
+        return None
+    where = f" ({line_file})" if line_file is not None else ""
+    return (
+        f"{prog}: note: LIFELINE_DB is lifeline-context's and is not read here: this uses "
+        f"line {line!r}{where}; choose with --root DIR and --line NAME, and unset "
+        "LIFELINE_DB (docs/migration.md)"
     )
 
 

@@ -8,8 +8,10 @@ interoperability tests install; tests/support/lc_venv.py) is either ours or answ
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,29 @@ def test_a_lifeline_context_option_says_what_to_give_instead(tmp_path: Path) -> 
     # not said by the other command, whose users never had that tool's options
     mesh = cli("lifeline_mesh", tmp_path, "status", "--db", "x", check=False)
     assert mesh.returncode == 2 and "lifeline-context" not in mesh.stderr, mesh.stderr
+
+
+def test_its_ledger_variable_left_in_the_environment_is_named(tmp_path: Path) -> None:
+    """lifeline-context read ``LIFELINE_DB`` as its ledger; a shell that still exports it
+    would have `lifeline` write elsewhere than its user thinks, without a word."""
+    _lifeline(tmp_path, "init")
+    ours = tmp_path / ".lifeline" / "ledger.db"
+    theirs = tmp_path / "elsewhere" / "team.db"
+
+    def run(given: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "LIFELINE_DB": str(given)}
+        return subprocess.run(
+            [sys.executable, "-m", "lifeline", "--root", str(tmp_path), *args],
+            capture_output=True, text=True, timeout=60, env=env,
+        )  # fmt: skip
+
+    logged = run(theirs, "log", "--kind", "decision", "--summary", "use x")
+    assert logged.returncode == 0, logged.stderr
+    (note,) = logged.stderr.splitlines()
+    assert note.startswith("lifeline: note: LIFELINE_DB is lifeline-context's"), note
+    assert f"this uses line 'ledger' ({ours})" in note and "unset LIFELINE_DB" in note
+    assert not theirs.parent.exists()  # nothing made where it points
+    shown = run(theirs, "context")
+    assert "use x" in shown.stdout and "LIFELINE_DB" in shown.stderr
+    # pointing at the line used: nothing to say
+    assert run(ours, "context").stderr == ""
