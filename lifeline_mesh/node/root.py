@@ -44,9 +44,11 @@ from lifeline_mesh.node.observer import NodeObserver
 from lifeline_mesh.node.security import PeerPins, TransportSecurity, peer_node_id, shared_options
 from lifeline_mesh.node.shallow_serve import shallow_service
 from lifeline_mesh.node.watch_back import WatchBack
+from lifeline_mesh.node.watch_out import watch_peer
 from lifeline_mesh.node.witness_pace import Deferred, WitnessPace, witness_share
 from lifeline_mesh.notary.sign import sign_state
 from lifeline_mesh.peering.changes import ChangeFeed
+from lifeline_mesh.peering.scheduler import SyncScheduler
 from lifeline_mesh.peering.service import Peering, PeeringOptions
 from lifeline_mesh.peering.table import PeerState
 from lifeline_mesh.peering.watches import Heard
@@ -56,7 +58,7 @@ from lifeline_mesh.sync.driver import Progress, SyncReport
 from lifeline_mesh.sync.fast import FastPaths
 from lifeline_mesh.sync.outcome import reported_if_refused, scheduled_summary
 from lifeline_mesh.transport.addresses import split_address
-from lifeline_mesh.transport.announce import ChangeItems, WatchService, watch_lines
+from lifeline_mesh.transport.announce import ChangeItems, WatchService
 from lifeline_mesh.transport.authz import MeshRole, SessionPeer
 from lifeline_mesh.transport.client import PeerOpenings, sync_line
 from lifeline_mesh.transport.pool import ChannelPool
@@ -340,46 +342,16 @@ class Node:
         self._peering.scheduler.covered = self._row_takers
         return self._peering
 
-    async def watch_peer(self, peer: PeerState) -> AsyncIterator[Heard]:
-        """The Watch call to ``peer``: OPENED when it is accepted, then, for each change of
-        a line shared here too whose rows were not taken, a change to sync for (DESIGN §8:
-        a node that only dials out stays live; decision 0046: rows taken need no session).
-        When it ends, the peers watching us are asked for every tree's rows again: one
-        of them may have reached us only over this call (decision 0083)."""
-        sends_rows = opened = False
-        address = str(peer.address)
-        try:
-            async with self.dial(address) as channel:
-                async for change in watch_lines(
-                    address,
-                    [],  # every line the peer shares with us; ours are checked per announcement
-                    items=True,
-                    serves_port=self.watch_back.serves_port(peer),
-                    channel=channel,
-                ):
-                    if change.initial and change.node_id and self._peering is not None:
-                        self._peering.scheduler.learned(peer.key, change.node_id)
-                    if change.initial:
-                        sends_rows, opened = change.sends_rows, True
-                        yield Heard.OPENED
-                        continue
-                    if change.prune or change.graft:
-                        self.changes.pruned(self._node_at(peer), change.prune, change.graft)
-                    lines = set(change.lines) & set(self.config().shared_lines)
-                    rows = change.items
-                    if rows is not None and rows.line in lines and await self.take_rows(peer, rows):
-                        lines.discard(rows.line)
-                    if lines:
-                        # A peer that sends rows never dials us for its change: sync now.
-                        yield Heard.UNTAKEN if sends_rows else Heard.CHANGED
-        except NotAuthenticated:  # another node may serve there now: ask again
-            self.pins.forget(address)
-            raise
-        finally:
-            if opened:
-                self.changes.graft()
+    @property
+    def scheduler(self) -> SyncScheduler | None:
+        """The scheduler of the peering made by :meth:`peering` (under `serve`), or None."""
+        return self._peering.scheduler if self._peering is not None else None
 
-    def _node_at(self, peer: PeerState) -> str:
+    def watch_peer(self, peer: PeerState) -> AsyncIterator[Heard]:
+        """The Watch call to ``peer`` (node/watch_out.py)."""
+        return watch_peer(self, peer)
+
+    def node_at(self, peer: PeerState) -> str:
         """The node serving at ``peer``'s address as our sessions found it (its
         certificate), else the address."""
         address = str(peer.address)
@@ -390,7 +362,7 @@ class Node:
         the node our sessions found serving at its address, not revoked. False: sync with
         ``peer`` instead. Rows of a tree held already reached us first from another peer:
         ``peer`` is asked to leave us out of that tree (decision 0083)."""
-        source = self._node_at(peer)
+        source = self.node_at(peer)
         taken = await self.rows.take(source, rows) if self._may_take_from(peer) else None
         if not taken:
             return False
@@ -446,13 +418,13 @@ class Node:
         # (pinning would see a failed TLS handshake only); then on the pinned channel.
         ask = not self.security.insecure
         if ask and peer not in self.pins.known:
-            await self._pull_lists(peer)
+            await self.pull_lists(peer)
             ask = False
         reports: list[SyncReport] = []
         try:
             async with self.dial(peer) as channel:
                 if ask:
-                    await self._pull_lists(peer, channel)
+                    await self.pull_lists(peer, channel)
                     await self.pins.pin(peer)  # what it sent may revoke the node serving there
                 for line in lines:
                     source = self.pins.known.get(peer, peer)
@@ -478,7 +450,7 @@ class Node:
             raise
         return reports
 
-    async def _pull_lists(self, peer: str, channel: grpc.aio.Channel | None = None) -> None:
+    async def pull_lists(self, peer: str, channel: grpc.aio.Channel | None = None) -> None:
         await pull_membership(
             self.home, peer, logged=self.refused_rows, seen=self.lists_seen, channel=channel
         )

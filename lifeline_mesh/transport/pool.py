@@ -65,3 +65,9 @@ class ChannelPool:
                 if self._open.get(key) is shared:
                     del self._open[key]
                 await shared.channel.close()
+
+    async def cut(self, target: str) -> None:
+        """Close every channel open to ``target`` now, whatever holds a lease on it (its
+        calls end); the next lease opens a new one."""
+        for key in [k for k in self._open if k[0] == target]:
+            await self._open.pop(key).channel.close()
