@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lc_venv import lc_command, run_lc
+from tests.support.lc_venv import lc_command, lc_env, run_lc
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +54,12 @@ def _log_leaving_its_wal(lc: Path, project: Path, *args: str) -> None:
         "main(sys.argv[1:]); os._exit(0)"
     )
     done = subprocess.run(
-        [str(python), "-c", code, *args], cwd=project, capture_output=True, text=True, timeout=60
+        [str(python), "-c", code, *args],
+        cwd=project,
+        env=lc_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     assert (project / ".lifeline" / "ledger.db-wal").stat().st_size > 0

@@ -16,7 +16,7 @@ from lifeline.entry import normalize_ts
 from lifeline.home import Home
 from lifeline.store.sqlite import SqliteStore
 from tests.support.clirun import lifeline
-from tests.support.lc_venv import lc_command, run_lc
+from tests.support.lc_venv import lc_command, lc_env, run_lc
 from tests.support.mesh_procs import cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -87,6 +87,7 @@ def written(lc: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
             str(THREADS),
         ],
         cwd=project,
+        env=lc_env(),
         capture_output=True,
         text=True,
         timeout=600,

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from tests.support.needs import missing
 
-__all__ = ["LC_VERSION", "lc_cache_venv", "lc_command", "run_lc"]
+__all__ = ["LC_VERSION", "lc_cache_venv", "lc_command", "lc_env", "run_lc"]
 
 LC_VERSION = "0.6.1"
 
@@ -89,7 +89,14 @@ def _install(venv: Path) -> None:
 
 def run_lc(command: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run lifeline-context's CLI in ``cwd`` (its ledger is ``cwd/.lifeline/ledger.db``)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LIFELINE")}
     return subprocess.run(
-        [str(command), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+        [str(command), *args], cwd=cwd, env=lc_env(), capture_output=True, text=True, timeout=120
     )
+
+
+def lc_env() -> dict[str, str]:
+    """The environment lifeline-context runs in: without our ``LIFELINE*`` variables, nor a
+    ``PYTHONPATH`` (one naming a tree of ours would make its ``import lifeline`` ours)."""
+    return {
+        k: v for k, v in os.environ.items() if not k.startswith("LIFELINE") and k != "PYTHONPATH"
+    }
