@@ -28,6 +28,7 @@ from lifeline.cli.common import (
 )
 from lifeline.cli.progress import progress_for
 from lifeline.cli.stdin import read_stdin
+from lifeline.cli.threads import log_on_thread
 from lifeline.entry import ID_RE, KNOWN_KINDS, Entry
 from lifeline.errors import ConfigError, StoreError
 from lifeline.file_modes import loose_modes, loose_warning
@@ -58,6 +59,13 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         "--parents",
         help="comma-separated ids or prefixes (default: the line's newest tips, at most 8); "
         "LINE:ID names a parent in another line",
+    )
+    p.add_argument(
+        "--thread",
+        metavar="NAME|OPEN-ID",
+        help="record the entry on a thread: the body starts with `thread: NAME` (an open "
+        "entry's id or prefix names its thread by the full id), and without --parents it "
+        "follows the thread's newest entry, else that open entry, else the line's tips",
     )
     add_attribution(p)
     p.add_argument("--dedup-key", help="idempotency key: a retried write records once")
@@ -193,12 +201,15 @@ async def cmd_log(args: argparse.Namespace) -> int:
     body = _read_body(args, limits.body_bytes)
     async with open_line(args) as store:
         await home_of(args).lines.require_intact(store, line_of(args))
+        parents = await _resolve_parents(args, store)
+        if args.thread is not None:
+            body, parents = await log_on_thread(store, args.thread, body, parents)
         draft = Draft(
             kind=args.kind,
             summary=args.summary,
             body=body,
             **attribution(args),
-            parents=await _resolve_parents(args, store),
+            parents=parents,
             dedup_key=args.dedup_key,
         )
         hooks = load_append_hooks(home_of(args))

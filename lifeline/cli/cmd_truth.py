@@ -16,6 +16,7 @@ from lifeline.cli.common import (
     print_json,
 )
 from lifeline.cli.common import positive_int as _positive
+from lifeline.cli.threads import open_thread
 from lifeline.entry import Entry, compute_id
 from lifeline.errors import ConfigError, InvalidEntry, NotFound
 from lifeline.ledger import Draft, Ledger
@@ -23,7 +24,13 @@ from lifeline.plugins import load_append_hooks
 from lifeline.store.port import Store
 from lifeline.truth.budget import DEFAULT_BUDGET_CHARS, Budget
 from lifeline.truth.formats import FORMATS, deliver
-from lifeline.truth.parse import BLOCKS, checkpoint_body, checkpoint_summary, reword_body
+from lifeline.truth.parse import (
+    BLOCKS,
+    checkpoint_body,
+    checkpoint_summary,
+    pin_body,
+    reword_body,
+)
 from lifeline.truth.recall import DEFAULT_FLOOR, recall
 from lifeline.truth.service import build_context, read_shown, resume_of
 from lifeline.truth.snapshot import truth_source
@@ -121,6 +128,13 @@ def _register_writes(sub: Commands, parent: argparse.ArgumentParser) -> None:
     for name, helptext in (("pin", "keep an entry in every context"), ("unpin", "undo a pin")):
         p = sub.add_parser(name, parents=[parent], help=helptext)
         p.add_argument("id", metavar="ID|PREFIX")
+        if name == "pin":
+            p.add_argument(
+                "--body",
+                default="",
+                help="why the entry stays in every context: the pin note's body is `pin: ID`,"
+                " a blank line, then this (as lifeline-context wrote it)",
+            )
         add_attribution(p)
         add_json_option(p, "print the stored entry as JSON")
         p.set_defaults(func=cmd_pin if name == "pin" else cmd_unpin)
@@ -235,7 +249,7 @@ async def cmd_checkpoint(args: argparse.Namespace) -> int:
     if not any(i.strip() for items in blocks.values() for i in items):
         raise ConfigError("a checkpoint needs at least one item: --next, --done, --goal, ...")
     async with open_line(args) as store:
-        thread, title = await _open_thread(store, thread)
+        thread, title = await open_thread(store, thread)
         summary = " ".join((args.summary or "").split())
         draft = Draft(
             kind="checkpoint",
@@ -244,19 +258,6 @@ async def cmd_checkpoint(args: argparse.Namespace) -> int:
             **attribution(args),
         )
         return await _write(args, store, draft)
-
-
-async def _open_thread(store: Store, thread: str) -> tuple[str, str]:
-    """(thread, title): an open question's id prefix names its thread by the full id."""
-    if len(thread) < 8 or any(c not in "0123456789abcdef" for c in thread):
-        return thread, thread
-    try:
-        found = await store.resolve(thread)
-    except NotFound:
-        return thread, thread
-    if found.kind != "open":
-        return thread, thread
-    return found.id, " ".join(found.summary.split())[:60]
 
 
 async def cmd_correct(args: argparse.Namespace) -> int:
@@ -279,11 +280,13 @@ async def cmd_pin(args: argparse.Namespace) -> int:
         if truth.is_superseded(target.id):
             raise InvalidEntry(f"{target.id[:12]} is superseded; pin the entry that replaced it")
         in_force = set(truth.pin_notes.get(target.id, ()))
-        draft = await _pin_note(store, target, in_force, attribution(args))
+        draft = await _pin_note(store, target, in_force, attribution(args), args.body)
         return await _write(args, store, draft)
 
 
-async def _pin_note(store: Store, target: Entry, in_force: set[str], by: Attribution) -> Draft:
+async def _pin_note(
+    store: Store, target: Entry, in_force: set[str], by: Attribution, why: str
+) -> Draft:
     """The pin note for ``target``. Ids leave out the time, so a pin of the same words as
     an earlier one that was unpinned since would be that superseded note again: the new
     note names the old one as a parent (again and again, on every pin after an unpin)."""
@@ -292,7 +295,7 @@ async def _pin_note(store: Store, target: Entry, in_force: set[str], by: Attribu
         draft = Draft(
             kind="note",
             summary=f"pin: {' '.join(target.summary.split())}"[:200],
-            body=f"pin: {target.id}",
+            body=pin_body(target.id, why),
             **by,
             parents=parents,
         )

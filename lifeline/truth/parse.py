@@ -24,7 +24,9 @@ __all__ = [
     "Checkpoint",
     "checkpoint_body",
     "checkpoint_summary",
+    "on_thread",
     "parse_checkpoint",
+    "pin_body",
     "pin_target",
     "reword_body",
     "rewords",
@@ -57,6 +59,22 @@ def thread_of(body: str) -> str | None:
         return None
     found = _THREAD_RE.search(body)
     return found.group(1)[:THREAD_LONGEST] if found else None
+
+
+def on_thread(thread: str, body: str) -> str:
+    """``body`` recorded on ``thread`` (`log --thread`): the line ``thread: <thread>`` first,
+    then a blank line and ``body`` when it holds more than blanks; ``body`` as it is when its
+    thread line already names ``thread``. The shape lifeline-context 0.6.1 wrote."""
+    if thread_of(body) == thread:
+        return body
+    return f"thread: {thread}" + (f"\n\n{body}" if body.strip() else "")
+
+
+def pin_body(target: str, why: str = "") -> str:
+    """The body of the note that pins ``target`` (a full id): ``pin: <id>``, then a blank
+    line and ``why`` (trimmed) when one is given, as lifeline-context 0.6.1 wrote it."""
+    why = why.strip()
+    return f"pin: {target}" + (f"\n\n{why}" if why else "")
 
 
 def rewords(kind: str, body: str) -> bool:

@@ -33,6 +33,7 @@ __all__ = [
     "resolve_name",
     "resolve_thread",
     "resume_of",
+    "thread_head",
 ]
 
 
@@ -67,6 +68,20 @@ def resolve_name(names: Iterable[str], name: str) -> str:
         return hits[0]
     listing = ", ".join(sorted(known)[:10]) or "none yet"
     raise NotFound(f"no thread {name!r}; known threads: {listing}")
+
+
+def _exactly(_names: Iterable[str], name: str) -> str:
+    return name
+
+
+async def thread_head(store: Store, thread: str) -> tuple[str | None, Truth]:
+    """The newest entry whose body names ``thread`` exactly (by ts, then id; None when no
+    entry does), and what is in force, in one read."""
+    state, truth, _t = await truth_source(store).shown(
+        ShownQuery(thread=thread, recent=1, max_items=0, resolve=_exactly)
+    )
+    marks = state.threads.get(thread) or []
+    return (marks[-1][1] if marks else None), truth
 
 
 async def build_context(
