@@ -13,7 +13,8 @@
         <line>.db.damaged-<time>        a damaged file `lifeline recover` set aside (integrity.py)
         sessions-sources.sqlite         the session importer's source ledger (never synced)
         <line>.sessions-index.sqlite    a sessions line's search and usage index (a cache)
-        policy.json, mesh/, ci/         the node's files (lifeline_mesh/home/node_home.py)
+        policy.json                     what MCP agents may write (lifeline_mesh/mcp/policy.py)
+        mesh/, ci/                      the node's files (lifeline_mesh/home/node_home.py)
         mesh/hub.json                   a hub process root: its lines are in that database
 
 Every entry point builds one :class:`Home` (the node's entry points a
@@ -44,6 +45,7 @@ SETTINGS_FILE = "config.json"
 IGNORE_FILE = ".gitignore"
 SOURCES_FILE = "sessions-sources.sqlite"
 PRICES_FILE = "prices.json"
+POLICY_FILE = "policy.json"
 LINE_SUFFIX = ".db"
 RENDER_RECORD_SUFFIX = ".projection.json"
 HUB_BINDING = ("mesh", "hub.json")
@@ -98,6 +100,12 @@ class Home:
     def prices_path(self) -> Path:
         """Token prices the user gives `sessions usage` (lifeline/sessions/prices.py)."""
         return self.dir / PRICES_FILE
+
+    @property
+    def policy_path(self) -> Path:
+        """The agents' write policy, read by the MCP server (lifeline_mesh/mcp/policy.py);
+        `lifeline init --agent` writes it (beside the lines: where lifeline-context kept it)."""
+        return self.dir / POLICY_FILE
 
     def committable(self) -> set[str]:
         """Files under ``.lifeline/`` that belong in git, relative to the root (posix)."""

@@ -1,11 +1,10 @@
-"""Core `lifeline` commands: init, log, show, history, lines, verify."""
+"""Core `lifeline` commands: log, show, history, lines, verify, recover."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import json
-import shlex
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -18,7 +17,6 @@ from lifeline.cli.common import (
     add_json_option,
     attribution,
     count_int,
-    creates_project,
     entry_text,
     external_checker,
     home_of,
@@ -45,10 +43,6 @@ __all__ = ["register"]
 
 
 def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("init", parents=[parent], help="create the line (default: ledger)")
-    p.set_defaults(func=cmd_init)
-    creates_project(p)
-
     p = sub.add_parser("log", parents=[parent], help="append an entry; prints its id")
     p.add_argument("--kind", required=True, help=f"one of: {', '.join(sorted(KNOWN_KINDS))}")
     p.add_argument("--summary", required=True, help="one line: what this entry records")
@@ -114,34 +108,6 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         "to get back what was lost (docs/user-guide.md, Recovering a damaged line).",
     )
     p.set_defaults(func=cmd_recover)
-
-
-async def cmd_init(args: argparse.Namespace) -> int:
-    name = line_of(args)
-    home = home_of(args)
-    existed = home.has_line(name)
-    async with open_line(args, create=True):
-        pass
-    done = f"line {name!r} already exists" if existed else f"created line {name!r}"
-    print(f"{done} at {home.lines.where(name)}")
-    if not existed and sys.stdout.isatty():  # a person starting out, not a script
-        print(_next_steps(home.root))
-    return 0
-
-
-def _next_steps(root: Path) -> str:
-    """What a person who just made a line does next: write, read, let an agent in."""
-    rows = [
-        ('lifeline log --kind decision --summary "..." --body "why"', "record a decision"),
-        ("lifeline context", "the current truth, as an agent reads it"),
-        ("lifeline hooks install claude-code", "context at each session start (or codex, gemini)"),
-        (
-            f"claude mcp add lifeline -- lifeline-mesh mcp --root {shlex.quote(str(root))} "
-            "--agent claude-code",
-            "let an agent read and write it (docs/mcp.md)",
-        ),
-    ]
-    return "next:\n" + "\n".join(f"  {command}\n      {what}" for command, what in rows)
 
 
 def _read_body(args: argparse.Namespace, cap: int) -> str:

@@ -34,7 +34,7 @@ from lifeline.truth.budget import Budget
 from lifeline.truth.decisions import decisions_in_force
 from lifeline.truth.service import build_context
 
-__all__ = ["register"]
+__all__ = ["apply_hooks", "register"]
 
 _CONTEXT_CHARS = 12_000
 _BUNDLE_CHARS = 12_000
@@ -77,8 +77,18 @@ def hook_command(event: str, client: str) -> str:
 
 
 def _apply(args: argparse.Namespace, install: bool) -> int:
-    client = client_of(args.client)
-    path = config_path(client, args.config_dir, dict(os.environ))
+    return apply_hooks(
+        args.client, install=install, config_dir=args.config_dir, dry_run=args.dry_run
+    )
+
+
+def apply_hooks(
+    client_name: str, *, install: bool, config_dir: Path | None = None, dry_run: bool = False
+) -> int:
+    """Add (or remove) our entries in ``client_name``'s hook config, saying what changed:
+    `hooks install|uninstall`, and `init --hooks`."""
+    client = client_of(client_name)
+    path = config_path(client, config_dir, dict(os.environ))
     commands = (
         {
             "start": hook_command("session-start", client.name),
@@ -92,7 +102,7 @@ def _apply(args: argparse.Namespace, install: bool) -> int:
         print(f"{path}: already {'installed' if install else 'without lifeline hooks'}")
         return 0
     sys.stdout.write(change.diff())
-    if args.dry_run:
+    if dry_run:
         print(f"dry run: {path} not written")
         return 0
     write_change(change)

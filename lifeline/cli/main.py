@@ -28,6 +28,7 @@ __all__ = ["build_parser", "exit_process", "main", "make_parser", "run"]
 
 # Each module exposes register(subparsers, parent) and sets `func` (async, returns exit code).
 COMMAND_MODULES = [
+    "cmd_init",
     "cmd_core",
     "cmd_truth",
     "cmd_projection",
@@ -43,7 +44,8 @@ COMMAND_MODULES = [
 # needs none of the truth commands' modules. tests/cli/test_cli_core.py keeps this map equal
 # to what the modules register.
 LIGHT_COMMANDS = {
-    **dict.fromkeys(["init", "log", "show", "history", "lines", "verify", "recover"], "cmd_core"),
+    "init": "cmd_init",
+    **dict.fromkeys(["log", "show", "history", "lines", "verify", "recover"], "cmd_core"),
     **dict.fromkeys(
         ["context", "recall", "resume", "checkpoint", "correct", "pin", "unpin"], "cmd_truth"
     ),

@@ -3,7 +3,7 @@
 ::
 
     <root>/.lifeline/
-      policy.json          what MCP agents may do (mcp/policy.py)
+      policy.json          what MCP agents may do (mcp/policy.py; its path is the Home's)
       mesh/                the node's files, 0700; never synced
         config.json        shared lines, static peers, listen address (home/config.py)
         node.key           ed25519 signing key, 0600 (home/identity.py)
@@ -212,11 +212,6 @@ class NodeHome(Home):
     def mcp_tokens_path(self) -> Path:
         """The bearer tokens of remote MCP this node issued (their SHA-256 only), 0600."""
         return self.mesh_dir / "mcp-tokens.json"
-
-    @property
-    def policy_path(self) -> Path:
-        """The agent policy (beside the lines: the shape lifeline-context uses)."""
-        return self.dir / "policy.json"
 
     # CI jobs.
 

@@ -1,13 +1,16 @@
-"""lifeline-context 0.6.1's options that `lifeline` took late: `log --thread`, `pin --body`.
+"""lifeline-context 0.6.1's options that `lifeline` took late: `log --thread`, `pin --body`,
+`init --hooks`, `--agent`, `--no-mcp`, `--no-policy`.
 
 Compared with the real predecessor: the same command lines on the same ledger record the
 same entries (ids leave out the time, and hold kind, author, agent, provider, model,
-summary, body and parents, so equal ids are equal bodies and parents).
+summary, body and parents, so equal ids are equal bodies and parents), and `init --agent`
+writes a policy that decides every (agent, kind) as the predecessor's own policy does.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -15,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.lc_venv import lc_command, run_lc
+from lifeline.entry import KNOWN_KINDS
+from lifeline_mesh.mcp.policy import WritePolicy
+from tests.support.lc_venv import lc_command, lc_env, run_lc
 
 AUTHOR = ["--author", "t"]
 
@@ -130,3 +135,60 @@ def test_pin_body_records_what_lifeline_context_records(
     assert ids == [d, mine["id"]]
     pinned = f"## Pinned\n\n- `{d[:12]}` use sqlite"  # still pinned: its body's first line
     assert pinned in _lifeline(root, "context")
+
+
+def test_init_hooks_installs_ours_and_no_mcp_no_policy_write_nothing(tmp_path: Path) -> None:
+    config = tmp_path / "claude"
+    env = {**os.environ, "CLAUDE_CONFIG_DIR": str(config)}
+    project = tmp_path / "p"
+    project.mkdir()
+    said = _lifeline(project, "init", "--hooks", "--no-mcp", "--no-policy", env=env)
+    assert "created line 'ledger'" in said and "installed in" in said
+    hooks = json.loads((config / "settings.json").read_text())["hooks"]
+    start = hooks["SessionStart"][0]["hooks"][0]["command"]
+    assert start.endswith("lifeline hooks run session-start --client claude-code")
+    assert not (project / ".mcp.json").exists()
+    assert not (project / ".lifeline" / "policy.json").exists()
+    again = _lifeline(project, "init", "--hooks", env=env)  # as `hooks install`: idempotent
+    assert "already installed" in again
+    assert not (project / ".lifeline" / "policy.json").exists()  # none without --agent
+
+
+@pytest.mark.slow
+def test_init_agent_writes_the_policy_lifeline_context_wrote(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    lc = lc_command(tmp_path_factory.mktemp("lc"))
+    theirs = tmp_path_factory.mktemp("theirs")
+    assert run_lc(lc, theirs, "init", "--agent", "claude-code").returncode == 0
+    agents, kinds = ["claude-code", "other", ""], sorted(KNOWN_KINDS)
+    code = (
+        "import json, sys; from lifeline.policy import decide, load_policy; "
+        "p = load_policy('.lifeline/policy.json'); a, k = json.loads(sys.argv[1]); "
+        "print(json.dumps([[decide(p, x, y) for y in k] for x in a]))"
+    )
+    told = subprocess.run(
+        [str(lc.parent / "python"), "-c", code, json.dumps([agents, kinds])],
+        cwd=theirs,
+        env=lc_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert told.returncode == 0, told.stderr
+    project = tmp_path_factory.mktemp("ours")
+    said = _lifeline(project, "init", "--agent", "claude-code")
+    assert "records checkpoint, feature, fix, note entries at once" in said
+    path = project / ".lifeline" / "policy.json"
+    policy = WritePolicy.parse(json.loads(path.read_text()), source=str(path))
+    assert [[policy.decide(a, k).mode.value for k in kinds] for a in agents] == json.loads(
+        told.stdout
+    )
+    path.write_text('{"default": "deny"}\n')
+    kept = _lifeline(project, "init", "--agent", "ci")
+    assert "kept" in kept and '"ci": {"kinds": {"checkpoint": "direct"' in kept
+    assert path.read_text() == '{"default": "deny"}\n'  # never overwritten
+    other = tmp_path_factory.mktemp("none")
+    skipped = _run(other, "init", "--agent", "ci", "--no-policy")
+    assert skipped.returncode == 0 and "not granted" in skipped.stderr
+    assert not (other / ".lifeline" / "policy.json").exists()
