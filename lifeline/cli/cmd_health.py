@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from lifeline.cli.common import Commands, add_json_option, line_of, open_line, print_json
+from lifeline.errors import ConfigError
 from lifeline.truth.exam import CHECK_POINTS, SHOWN_GAPS, examine
 from lifeline.truth.service import read_for_exam, resume_of
 from lifeline.wording import one_line
@@ -29,11 +30,23 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         help="score what a fresh agent learns from the context (what, why, decided, next)",
     )
     p.add_argument("--min", type=_score, help="exit 1 when the score is below this (for CI)")
+    p.add_argument(
+        "--budget",
+        metavar="N",
+        help="refused: lifeline-context's exam built a context of N characters and probed it;"
+        " this one scores the line's truth, which no budget cuts",
+    )
     add_json_option(p)
     p.set_defaults(func=cmd_exam)
 
 
 async def cmd_exam(args: argparse.Namespace) -> int:
+    if args.budget is not None:
+        raise ConfigError(
+            "exam takes no --budget: it scores the line's truth (what, why, decided, next), "
+            "not a context cut to a budget; drop --budget, and see what N characters keep "
+            "with `lifeline context --budget N`"
+        )
     async with open_line(args) as store:
         lt = await read_for_exam(store)  # not the whole state: bounded by what is in force
         exam = examine(lt.state, lt.truth, await resume_of(store))

@@ -1,5 +1,6 @@
 """lifeline-context 0.6.1's options that `lifeline` took late: `log --thread`, `pin --body`,
-`init --hooks`, `--agent`, `--no-mcp`, `--no-policy`.
+`init --hooks`, `--agent`, `--no-mcp`, `--no-policy`, and `exam --budget` (refused, in one
+line: our exam scores no budgeted context).
 
 Compared with the real predecessor: the same command lines on the same ledger record the
 same entries (ids leave out the time, and hold kind, author, agent, provider, model,
@@ -192,3 +193,11 @@ def test_init_agent_writes_the_policy_lifeline_context_wrote(
     skipped = _run(other, "init", "--agent", "ci", "--no-policy")
     assert skipped.returncode == 0 and "not granted" in skipped.stderr
     assert not (other / ".lifeline" / "policy.json").exists()
+
+
+def test_exam_budget_is_refused_in_one_line(root: Path) -> None:
+    done = _run(root, "exam", "--budget", "8000")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "exam takes no --budget" in done.stderr
+    assert "lifeline context --budget N" in done.stderr
