@@ -4,22 +4,48 @@ with the guard that keeps that link checked while it lasts (decision 0138)."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import grpc
 
 from lifeline.errors import LifelineError, NotAuthenticated
+from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.link_guard import LinkGuard
+from lifeline_mesh.node.security import PeerPins, TransportSecurity
+from lifeline_mesh.node.watch_back import WatchBack
+from lifeline_mesh.peering.changes import ChangeFeed
+from lifeline_mesh.peering.scheduler import SyncScheduler
 from lifeline_mesh.peering.table import PeerState
 from lifeline_mesh.peering.watches import Heard
-from lifeline_mesh.transport.announce import watch_lines
+from lifeline_mesh.transport.announce import ChangeItems, watch_lines
+from lifeline_mesh.transport.pool import ChannelPool
 
-if TYPE_CHECKING:
-    from lifeline_mesh.node.root import Node
-
-__all__ = ["watch_peer"]
+__all__ = ["WatchingNode", "watch_peer"]
 
 
-async def watch_peer(node: Node, peer: PeerState) -> AsyncIterator[Heard]:
+class WatchingNode(Protocol):
+    """What of a node (``lifeline_mesh.node.root.Node``) its Watch calls use."""
+
+    home: NodeHome
+    pins: PeerPins
+    channels: ChannelPool
+    security: TransportSecurity
+    watch_back: WatchBack
+    changes: ChangeFeed
+
+    @property
+    def scheduler(self) -> SyncScheduler | None: ...
+    def config(self) -> NodeConfig: ...
+    def dial(self, peer: str) -> AbstractAsyncContextManager[grpc.aio.Channel]: ...
+    async def pull_lists(self, peer: str, channel: grpc.aio.Channel | None = None) -> None: ...
+    def node_at(self, peer: PeerState) -> str: ...
+    async def take_rows(self, peer: PeerState, rows: ChangeItems) -> bool: ...
+
+
+async def watch_peer(node: WatchingNode, peer: PeerState) -> AsyncIterator[Heard]:
     """The Watch call to ``peer``: OPENED when it is accepted, then, for each change of
     a line shared here too whose rows were not taken, a change to sync for (DESIGN §8:
     a node that only dials out stays live; decision 0046: rows taken need no session).
