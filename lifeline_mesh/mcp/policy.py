@@ -12,6 +12,10 @@ wrote, so a project keeps its policy when it joins a mesh)::
       }
     }
 
+An agent's rules may also be written as lifeline-context's ``init --agent`` wrote them,
+kind -> mode with ``"*"`` for its other kinds (``{"note": "direct", "*": "deny"}``), when
+every key is a known kind: a file it wrote keeps working.
+
 The most specific rule wins: agent+kind, then agent, then kind, then default. With no file,
 :data:`BUILTIN` applies (propose everything except checkpoints). A file that cannot be read
 or does not have this shape is a :class:`~lifeline.errors.ConfigError` -- never a silent
@@ -26,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lifeline.entry import KNOWN_KINDS
 from lifeline.errors import ConfigError
 from lifeline.wording import noun
 from lifeline_mesh.home.node_home import NodeHome
@@ -102,6 +107,10 @@ class WritePolicy:
 BUILTIN = WritePolicy(default=Mode.PROPOSE, kinds={"checkpoint": Mode.DIRECT})
 
 
+# An agent's rules as lifeline-context 0.6.1 wrote them: {"note": "direct", "*": "deny"}.
+_PREDECESSOR_KEYS = frozenset(KNOWN_KINDS) | {"*"}
+
+
 def _only_keys(data: dict[str, Any], allowed: set[str], where: str) -> None:
     extra = sorted(set(data) - allowed)
     if extra:
@@ -129,6 +138,12 @@ def _agent_rules(value: Any, where: str) -> _AgentRules:
         return _AgentRules(default=_mode(value, where))
     if not isinstance(value, dict):
         raise ConfigError(f"{where} must be a mode or an object with default/kinds")
+    if value and set(value) <= _PREDECESSOR_KEYS:
+        # lifeline-context's form, as its `init --agent` wrote it: kind -> mode, and "*"
+        # for the agent's other kinds. Only known kinds: a typo stays an error.
+        kinds = {k: _mode(m, f"{where}.{k}") for k, m in value.items() if k != "*"}
+        default = _mode(value["*"], f"{where}.*") if "*" in value else None
+        return _AgentRules(default=default, kinds=kinds)
     _only_keys(value, {"default", "kinds"}, where)
     default = _mode(value["default"], f"{where}.default") if "default" in value else None
     return _AgentRules(default=default, kinds=_kind_map(value.get("kinds", {}), f"{where}.kinds"))

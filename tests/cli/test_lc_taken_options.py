@@ -185,6 +185,13 @@ def test_init_agent_writes_the_policy_lifeline_context_wrote(
     assert [[policy.decide(a, k).mode.value for k in kinds] for a in agents] == json.loads(
         told.stdout
     )
+    # ... and the file it wrote itself decides the same here (it was refused: its agent
+    # rules are kind -> mode, not ours' default/kinds)
+    theirs_file = theirs / ".lifeline" / "policy.json"
+    read = WritePolicy.parse(json.loads(theirs_file.read_text()), source=str(theirs_file))
+    assert [[read.decide(a, k).mode.value for k in kinds] for a in agents] == json.loads(
+        told.stdout
+    )
     path.write_text('{"default": "deny"}\n')
     kept = _lifeline(project, "init", "--agent", "ci")
     assert "kept" in kept and '"ci": {"kinds": {"checkpoint": "direct"' in kept

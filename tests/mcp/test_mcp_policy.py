@@ -10,7 +10,7 @@ import pytest
 
 from lifeline.errors import ConfigError
 from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.mcp.policy import BUILTIN, Mode, WritePolicy, load_policy
+from lifeline_mesh.mcp.policy import BUILTIN, Mode, Ruling, WritePolicy, load_policy
 
 POLICY = {
     "default": "propose",
@@ -78,3 +78,26 @@ def test_file_is_read_and_bad_json_is_loud(tmp_path: Path) -> None:
     path.write_text('{"default": "direct",')
     with pytest.raises(ConfigError, match="is not valid JSON"):
         load_policy(NodeHome(tmp_path))
+
+
+def test_an_agent_s_rules_as_lifeline_context_wrote_them_are_read() -> None:
+    """Its `init --agent` wrote an agent's rules as kind -> mode, "*" for the rest; a file
+    it wrote used to be refused here ("unknown keys 'checkpoint', 'feature'...")."""
+    policy = WritePolicy.parse(
+        {
+            "default": "propose",
+            "kinds": {"checkpoint": "direct"},
+            "agents": {
+                "claude-code": {"checkpoint": "direct", "note": "direct", "fix": "direct"},
+                "untrusted-bot": {"*": "deny", "note": "propose"},
+            },
+        },
+        source="policy.json",
+    )
+    decide = policy.decide
+    assert decide("claude-code", "note") == Ruling(Mode.DIRECT, "agents.claude-code.kinds.note")
+    assert decide("claude-code", "decision") == Ruling(Mode.PROPOSE, "default")
+    assert decide("untrusted-bot", "note").mode is Mode.PROPOSE
+    assert decide("untrusted-bot", "checkpoint") == Ruling(Mode.DENY, "agents.untrusted-bot")
+    with pytest.raises(ConfigError, match=r"agents.a.\* is 'allow'"):
+        WritePolicy.parse({"agents": {"a": {"*": "allow"}}}, source="policy.json")
