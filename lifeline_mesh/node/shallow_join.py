@@ -43,6 +43,7 @@ from lifeline_mesh.notary.shallow_head import ShallowHead, attestations_digest, 
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.entry_codec import EntryCodec
+from lifeline_mesh.recon.incoming import REFUSALS_KEPT
 from lifeline_mesh.recon.sets import ParsedItem
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.entry_set import EntrySet
@@ -138,23 +139,31 @@ def _check_authors(peer: str, entries: Sequence[Entry], atts: Sequence[Attestati
 
 async def _store(
     node: Node, session: LineSession, snap: ShallowSnapshot, head: ShallowHead, peer: str
-) -> tuple[int, int]:
-    """Signatures, statements, boundary, entries: (entries added, attestations added)."""
+) -> tuple[int, int, list[str]]:
+    """Signatures, statements, boundary, entries: (entries added, attestations added, why
+    each item refused alone was: decision 0111; reported as a full sync reports them)."""
     sql = session.line.sql_tables("a shallow sync")
     atts, statements, entry_set = session.sets
     codec = EntryCodec(node.home.limits())
     signed = [atts.codec.parse(raw) for raw in snap.attestations]
     stmts = [statements.codec.parse(raw) for raw in snap.statements]
-    added_atts = (await atts.admit(signed, [])).added if signed else 0
+    refused: list[str] = []
+    added_atts = 0
+    if signed:
+        taken = await atts.admit(signed, [])
+        added_atts, refused = taken.added, [*refused, *taken.refused]
     try:  # witnesses are evidence about the entries, not needed to hold them
-        added_atts += (await statements.admit(stmts, [])).added if stmts else 0
+        if stmts:
+            taken = await statements.admit(stmts, [])
+            added_atts, refused = added_atts + taken.added, [*refused, *taken.refused]
     except LifelineError as exc:
         log.warning("line %s: the snapshot's statements were not stored: %s", head.line, exc)
     boundary = dict(head.boundary)
     recorded = await sql.run_write(lambda c: _record(c, boundary))
     items: list[ParsedItem] = [codec.parse(raw) for raw in snap.entries]
     try:
-        added = (await entry_set.admit(items, list(snap.externals))).added
+        taken = await entry_set.admit(items, list(snap.externals))
+        added, refused = taken.added, [*refused, *taken.refused]
     except BaseException:
         await sql.run_write(lambda c: drop_boundary(c, recorded))
         raise
@@ -169,7 +178,7 @@ async def _store(
             c, source_text, snap.signature, snap.public_key, int(mark or 0), peer
         )
     )
-    return added, added_atts
+    return added, added_atts, refused
 
 
 def _record(conn: sqlite3.Connection, boundary: dict[str, int]) -> list[str]:
@@ -231,7 +240,7 @@ async def _shallow_line(node: Node, peer: str, line: str, target: _Target) -> li
     # process than by helper interpreters started for them (decision 0082)
     with offload.allowed(False):
         async with node.session(line, source=expected or peer) as session:
-            added, signed = await _store(node, session, snap, head, peer)
+            added, signed, refused = await _store(node, session, snap, head, peer)
     return [
         SyncReport(
             line=line,
@@ -243,6 +252,8 @@ async def _shallow_line(node: Node, peer: str, line: str, target: _Target) -> li
             bytes_received=snap.wire_bytes,
             round_trips=1,
             seconds=time.perf_counter() - started,
+            refused=len(refused),
+            refusals=[f"the peer sent {why}" for why in refused[:REFUSALS_KEPT]],
         )
     ]
 

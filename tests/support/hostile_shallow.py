@@ -11,7 +11,10 @@ port 0) until killed; prints ``listening on HOST:PORT`` once bound. Modes:
 * ``entry-ts``: an entry's ts changed (its id does not cover the ts), the head re-signed:
   the author's signature names another ts;
 * ``author-signature``: a byte of an author signature flipped, the head re-signed;
-* ``missing-tip``: the tip's entry left out, the head re-signed over what is sent.
+* ``missing-tip``: the tip's entry left out, the head re-signed over what is sent;
+* ``rollback``: two more state statements of ROOT about the line, the later one claiming
+  fewer entries (a rolled-back store), the head re-signed: each verifies, and the later is
+  refused alone by the joiner's notary while the rest is stored (decision 0111).
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ from lifeline_mesh.notary.shallow_head import (
     entries_digest,
     sign_head,
 )
+from lifeline_mesh.notary.sign import state_statements
+from lifeline_mesh.notary.states import StateOf
 from lifeline_mesh.recon.entry_codec import EntryCodec
 from lifeline_mesh.transport.authz import AllowAll
 from lifeline_mesh.transport.shallow_rpc import ShallowService, ShallowSnapshot
@@ -76,6 +81,18 @@ def alter(snap: ShallowSnapshot, mode: str, identity: NodeIdentity) -> ShallowSn
         tips = ShallowHead.decode(snap.head).tips
         kept = tuple(r for r in snap.entries if Entry.from_json(r, check=False).id not in tips)
         return _resign(snap, identity, entries=kept)
+    if mode == "rollback":
+        tips = ShallowHead.decode(snap.head).tips
+        claims = [
+            *state_statements(
+                identity, "ledger", StateOf(9, "f" * 32, tips), "2026-01-01T00:00:00.000000Z"
+            ),
+            *state_statements(
+                identity, "ledger", StateOf(3, "e" * 32, tips), "2026-01-02T00:00:00.000000Z"
+            ),
+        ]
+        statements = (*snap.statements, *(c.item for c in claims))
+        return _resign(snap, identity, statements=statements)
     raise SystemExit(f"unknown mode {mode!r}")
 
 

@@ -191,6 +191,22 @@ def test_an_altered_snapshot_is_refused_and_nothing_is_stored(
     assert _rows(b, "SELECT count(*) FROM attestations") == [(0,)]
 
 
+def test_an_item_of_a_snapshot_refused_alone_is_reported(lab: tuple[Path, Path]) -> None:
+    """A statement the joiner's notary refuses alone (a later state claiming fewer entries:
+    a rollback) is left out and the rest stored, as in a full sync (decision 0111) — and,
+    as there, counted in the report and warned of. It used to be dropped silently."""
+    a, b = lab
+    for address in _hostile(a, "rollback"):
+        done = cli("lifeline_mesh", b, "sync", "--insecure", "--shallow", address, "--json")
+        [report] = json.loads(done.stdout)
+        assert report["entries_added"] == _count(b) > 0, report  # the rest is stored
+        assert report["refused"] == 1, report
+        assert "the peer sent" in report["refusals"][0], report
+        assert "rolled back; refused" in report["refusals"][0], report
+        warned = f"warning: line 'ledger': refused 1 item from {address} (the peer sent"
+        assert warned in done.stderr and "the rest is stored" in done.stderr, done.stderr
+
+
 def test_a_snapshot_signed_by_a_revoked_node_is_refused(tmp_path: Path) -> None:
     """B holds the mesh's CA and revoked A; A still serves (plain text, a lab): B refuses
     what A signed before storing any of it."""
