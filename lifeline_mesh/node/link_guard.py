@@ -73,6 +73,11 @@ class LinkGuard:
     async def _run(self, channel: grpc.aio.Channel) -> None:
         while self.reason is None:
             await asyncio.sleep(self._every)
+            # what another link told meanwhile first: a peer that stalls its answer does
+            # not hold off the check of itself
+            self.reason = self.refused()
+            if self.reason is not None:
+                break
             try:
                 await self._pull(channel)
             except (LifelineError, OSError) as exc:  # a slow or busy peer: next time

@@ -97,3 +97,34 @@ def test_a_guard_cuts_the_link_once_the_node_is_revoked(mesh: tuple[NodeHome, st
     assert address not in pins.known  # the next dial asks who serves there again
     with pytest.raises(PermissionDenied, match="revoked at"):
         guard.raise_if_cut()
+
+
+def test_a_peer_that_stalls_its_answer_does_not_hold_off_its_own_check(
+    mesh: tuple[NodeHome, str],
+) -> None:
+    """Revoked as another link told: cut at the next tick, before asking the peer (which
+    here would never answer)."""
+    home, node_id = mesh
+    address = f"127.0.0.1:{free_port()}"
+    pins = _pinned(home, address, node_id)
+    pins.served.clear()
+    cli("lifeline_mesh", home.root, "revoke", node_id, "--reason", "test")
+    asked: list[int] = []
+
+    async def stalls(_: grpc.aio.Channel) -> None:
+        asked.append(1)
+        await asyncio.sleep(3600)
+
+    async def run() -> LinkGuard:
+        pool = ChannelPool()
+        guard = LinkGuard(home, pins, pool, address, stalls, every=0.05)
+        async with pool.lease(address, None) as channel:
+            guard.start(channel)
+            async with asyncio.timeout(10):
+                while guard.reason is None:
+                    await asyncio.sleep(0.02)
+            guard.stop()
+        return guard
+
+    guard = asyncio.run(run())
+    assert asked == [] and guard.reason is not None and "revoked at" in guard.reason
