@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import shutil
 from pathlib import Path
 
 import grpc
@@ -25,14 +26,23 @@ from tests.support.mesh_procs import cli, free_port, join_mesh, shared_node
 EXPIRES = dt.datetime(2026, 12, 6, 18, 0, tzinfo=dt.UTC)
 
 
-@pytest.fixture
-def mesh(tmp_path: Path) -> tuple[NodeHome, str]:
-    """A CA holder's home and a member's node id."""
-    a, b = (tmp_path / n for n in "ab")
+@pytest.fixture(scope="module")
+def mesh_made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A CA holder's root and a member's node id, made once for the module."""
+    a, b = (tmp_path_factory.mktemp("guard") / n for n in "ab")
     for root in (a, b):
         shared_node(root)
     join_mesh(a, [b])
-    return NodeHome(a), cli("lifeline_mesh", b, "id").stdout.strip()
+    return a, cli("lifeline_mesh", b, "id").stdout.strip()
+
+
+@pytest.fixture
+def mesh(mesh_made: tuple[Path, str], tmp_path: Path) -> tuple[NodeHome, str]:
+    """A copy of the CA holder's home for this test (a root holds no absolute path), and
+    the member's node id."""
+    made, node_id = mesh_made
+    shutil.copytree(made, tmp_path / "a")
+    return NodeHome(tmp_path / "a"), node_id
 
 
 def _pinned(home: NodeHome, address: str, node_id: str) -> PeerPins:
