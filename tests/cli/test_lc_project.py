@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.lc_venv import lc_command, lc_env, run_lc
+from tests.support.lc_venv import lc_command, run_lc
 
 pytestmark = pytest.mark.slow
 
@@ -44,24 +45,17 @@ def _claude_hooks(project: Path) -> dict[str, str]:
 
 
 def _log_leaving_its_wal(lc: Path, project: Path, *args: str) -> None:
-    """lifeline-context's ``log``, its process gone before its connection is closed: the
-    ``-wal`` holds the write, as when exit does not wait for its daemon thread (the close it
-    queues there is dropped, so that the race always goes that way)."""
-    python = lc.parent / "python"
-    code = (
-        "import os, sys; from lifeline import store; from lifeline.cli import main; "
-        "store.SQLiteEventStore.close_nowait = lambda self: None; "
-        "main(sys.argv[1:]); os._exit(0)"
-    )
-    done = subprocess.run(
-        [str(python), "-c", code, *args],
-        cwd=project,
-        env=lc_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert done.returncode == 0, done.stderr
+    """lifeline-context's ``log``, its write left in the ``-wal``, as when exit does not wait
+    for its daemon thread: a read-only connection holds the ledger open meanwhile, so the
+    close of its connection is not the last one (the last checkpoints the WAL into the file
+    and deletes it), and a read-only connection never checkpoints on its own close."""
+    ledger = project / ".lifeline" / "ledger.db"
+    reader = sqlite3.connect(f"file:{ledger}?mode=ro", uri=True)
+    try:
+        reader.execute("SELECT count(*) FROM entries").fetchone()
+        assert run_lc(lc, project, *args).returncode == 0
+    finally:
+        reader.close()
     assert (project / ".lifeline" / "ledger.db-wal").stat().st_size > 0
 
 
