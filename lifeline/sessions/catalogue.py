@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import TypeAdapter
 
 from lifeline.errors import NotFound
+from lifeline.sessions.caps import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.sessions.model import (
     ITEM_ADAPTER,
     Item,
@@ -26,7 +27,6 @@ from lifeline.sessions.model import (
     Status,
     Tool,
 )
-from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.sessions.scope import scope_matches
 from lifeline.sessions.status import LIVE_WINDOW, judge
 from lifeline.sessions.stored_values import count, counts, session_status, tool_of

@@ -22,7 +22,7 @@ from typing import Any
 from lifeline.errors import ConfigError
 from lifeline.home import Home
 from lifeline.lines import validate_line_name
-from lifeline.sessions.pack import Caps
+from lifeline.sessions.caps import Caps
 from lifeline.wording import noun
 
 __all__ = [

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
+from lifeline.sessions.caps import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.sessions.index import Row, SessionIndex
-from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
 
 if TYPE_CHECKING:
     from lifeline.store.postgres import PgStore

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lifeline.fsutil import create_private
+from lifeline.sessions.caps import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.sessions.messages import Tokens, messages_of, usage_of
-from lifeline.sessions.pack import KIND_HEADER, KIND_PART, KIND_STATUS
 from lifeline.sessions.stored_values import counts
 from lifeline.store.sqlite_open import enter_wal
 

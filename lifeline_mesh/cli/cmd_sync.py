@@ -32,9 +32,7 @@ from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.mesh_state import holds_ca_key
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.home.state import serve_lock
-from lifeline_mesh.node.root import Node
-from lifeline_mesh.node.shallow_join import push_lines, shallow_sync
-from lifeline_mesh.peering.service import add_peering_arguments, peering_options
+from lifeline_mesh.peering.arguments import add_peering_arguments
 from lifeline_mesh.sync.driver import SyncReport
 from lifeline_mesh.sync.fast import ENV, PLAIN, FastPaths
 from lifeline_mesh.sync.memory import SESSIONS
@@ -45,6 +43,7 @@ from lifeline_mesh.transport.call_caps import raise_open_file_limit
 
 if TYPE_CHECKING:
     from lifeline_mesh.node.metrics import MetricsServer
+    from lifeline_mesh.node.root import Node
 
 __all__ = ["register"]
 
@@ -214,6 +213,8 @@ async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
         from lifeline_mesh.cli.cmd_hub import hub_home
 
         home = hub_home(home, store)
+    from lifeline_mesh.node.root import Node  # the node's parts, for the commands that run one
+
     node = Node(home, insecure=args.insecure, fast=_fast(args))
     try:
         async with _metrics_beside(args, node) as metrics:
@@ -235,6 +236,8 @@ async def _serve_node(args: argparse.Namespace, node: Node, metrics: MetricsServ
         # A hub process is reached by its address; its sibling processes are the same node
         # and would collide announcing it on the LAN (docs/hub.md).
         args.no_discovery = True
+    from lifeline_mesh.peering.service import peering_options
+
     peering = peering_options(args, config, listen_host=split_address(listen, listen=True)[0])
     stop = asyncio.Event()
     stop_on_signals(stop)
@@ -298,6 +301,9 @@ def _ui_beside(
 
 
 async def cmd_sync(args: argparse.Namespace) -> int:
+    from lifeline_mesh.node.root import Node
+    from lifeline_mesh.node.shallow_join import push_lines, shallow_sync
+
     node = Node(node_home(args), insecure=args.insecure, fast=_fast(args, grouped=True))
     chosen = getattr(args, "line", None)
     lines = [validate_line_name(chosen)] if chosen else node.config().shared_lines

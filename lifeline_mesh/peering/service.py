@@ -27,6 +27,7 @@ from lifeline_mesh.discovery.advert import PeerEvent, PeerFound, PeerLost, check
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.membership.registry import member_ids
+from lifeline_mesh.peering.arguments import add_peering_arguments
 from lifeline_mesh.peering.changes import CHANGE_POLL_S, ChangeFeed, LineWatcher
 from lifeline_mesh.peering.fanout import FANOUT_OFFSETS, LanView
 from lifeline_mesh.peering.schedule import SchedulePolicy
@@ -59,30 +60,6 @@ class PeeringOptions:
     session_timeout: float = SESSION_TIMEOUT_S
     watch_interval: float = CHANGE_POLL_S
     fanout_offsets: tuple[int, ...] = FANOUT_OFFSETS
-
-
-def add_peering_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--peer``, ``--no-discovery``, ``--interface`` for ``serve``."""
-    parser.add_argument(
-        "--peer",
-        action="append",
-        default=[],
-        metavar="HOST:PORT",
-        help="a peer to sync with (repeatable; added to the config's peers)",
-    )
-    parser.add_argument(
-        "--no-discovery",
-        action="store_true",
-        help="do not announce or browse on the LAN (static peers only)",
-    )
-    parser.add_argument(
-        "--interface",
-        action="append",
-        default=[],
-        metavar="ADDR",
-        help="IP address of an interface to announce and browse on (repeatable; default: "
-        "the listen address when it is a single address, else required for discovery)",
-    )
 
 
 def peering_options(
