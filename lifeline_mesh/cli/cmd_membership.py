@@ -31,7 +31,6 @@ from lifeline_mesh.membership.join import join
 from lifeline_mesh.membership.proof import RowProof
 from lifeline_mesh.membership.registry import ROLES, Registry, iso
 from lifeline_mesh.membership.revocation import RevocationList, revoke
-from lifeline_mesh.node.root import serve_membership
 from lifeline_mesh.notary.enrollment import Runner, seen_runners
 from lifeline_mesh.transport.addresses import address_arg
 from lifeline_mesh.transport.call_caps import raise_open_file_limit
@@ -372,6 +371,8 @@ def _member_rows(
 
 async def cmd_membership_serve(args: argparse.Namespace) -> int:
     raise_open_file_limit()  # decision 0134
+    from lifeline_mesh.node.membership_server import serve_membership  # only this command
+
     served = await serve_membership(node_home(args), args.listen, args.mtls_listen)
     stop = asyncio.Event()
     stop_on_signals(stop)
