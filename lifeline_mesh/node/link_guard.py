@@ -82,6 +82,10 @@ class LinkGuard:
                 await self._pull(channel)
             except (LifelineError, OSError) as exc:  # a slow or busy peer: next time
                 _log.debug("asking %s for the membership lists failed: %s", self.address, exc)
+            except Exception:  # never the end of the guard: said, and asked again next time
+                _log.warning(
+                    "asking %s for the membership lists failed", self.address, exc_info=True
+                )
             self.reason = self.refused()
         _log.warning("cut the link to %s: %s", self.address, self.reason)
         self.pins.forget(self.address)  # the next dial asks who serves there again
