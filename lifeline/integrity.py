@@ -24,6 +24,7 @@ from lifeline.errors import LifelineError
 from lifeline.home import Home
 from lifeline.page_scan import scan_entry_rows
 from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_open import file_uri
 from lifeline.store.sqlite_reads import COLUMNS
 
 __all__ = ["Recovered", "recover_line"]
@@ -92,7 +93,7 @@ def _readable(path: Path) -> tuple[dict[int, Entry], int, dict[str, str], int]:
     top = 0
     external: dict[str, str] = {}
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        conn = sqlite3.connect(file_uri(path, "ro"), uri=True, timeout=30)
         try:
             external = _externals(conn)
             good, top = _rows(conn)

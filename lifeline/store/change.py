@@ -29,6 +29,7 @@ import sqlite3
 import threading
 from collections.abc import Hashable
 from pathlib import Path
+from urllib.parse import quote
 
 __all__ = ["CONTENT_SQL", "SqliteChangeProbe", "content_sql"]
 
@@ -119,7 +120,7 @@ class SqliteChangeProbe:
         self._drop()
         # mode=rw: never create a line file that is not there; this connection only reads.
         conn = sqlite3.connect(
-            f"file:{self.path}?mode=rw",
+            f"file:{quote(str(self.path))}?mode=rw",  # a `#` or `?` of a folder stays a name
             uri=True,
             isolation_level=None,
             check_same_thread=False,

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from lifeline.errors import StoreError
 from lifeline.fsutil import PRIVATE_FILE, write_atomic
-from lifeline.store.sqlite_open import read_only_uri, unwritable
+from lifeline.store.sqlite_open import file_uri, read_only_uri, unwritable
 
 __all__ = [
     "ALWAYS_CHECKED_BYTES",
@@ -56,7 +56,7 @@ def _quick_check(conn: sqlite3.Connection) -> list[str]:
 
 def integrity_problems(path: Path) -> list[str]:
     """What SQLite's quick check finds wrong with the file at ``path`` ([] when sound)."""
-    uri = read_only_uri(path) if unwritable(path) else f"file:{path}?mode=ro"
+    uri = read_only_uri(path) if unwritable(path) else file_uri(path, "ro")
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=30)
     except sqlite3.Error as exc:

@@ -7,6 +7,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 from lifeline.errors import StoreError
 from lifeline.store.schema import LEDGER, migrations_pending
@@ -17,6 +18,7 @@ __all__ = [
     "connect_writable",
     "damage_advice",
     "enter_wal",
+    "file_uri",
     "is_damage",
     "open_failure",
     "read_only_uri",
@@ -111,12 +113,18 @@ def unwritable(path: Path) -> bool:
     return path.exists() and not (os.access(path.parent, os.W_OK) and os.access(path, os.W_OK))
 
 
+def file_uri(path: Path, mode: str) -> str:
+    """SQLite's ``file:`` URI of ``path`` opened in ``mode`` (``ro``, ``rw``...). The path is
+    percent-encoded: in a URI a ``#`` or ``?`` of a folder's name (``~/C#/project``) ends
+    the path, and the open failed, or opened another file."""
+    return f"file:{quote(str(path))}?mode={mode}"
+
+
 def read_only_uri(path: Path) -> str:
     """``file:`` URI to read ``path`` where no ``-shm`` can be made: immutable, unless a
     WAL with writes in it is there (then the ordinary read-only mode, using its -shm)."""
     wal = path.with_name(path.name + "-wal")
-    mode = "ro" if wal.exists() and wal.stat().st_size else "ro&immutable=1"
-    return f"file:{path}?mode={mode}"
+    return file_uri(path, "ro" if wal.exists() and wal.stat().st_size else "ro&immutable=1")
 
 
 def connect_writable(

@@ -33,6 +33,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
+from lifeline.store.sqlite_open import file_uri
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 
 __all__ = [
@@ -75,7 +76,7 @@ class _Probe:
             if self.conn is None:
                 # mode=rw: never create a line file that is not there.
                 self.conn = sqlite3.connect(
-                    f"file:{self.path}?mode=rw", uri=True, check_same_thread=False, timeout=5
+                    file_uri(self.path, "rw"), uri=True, check_same_thread=False, timeout=5
                 )
             version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
             if version != self.data_version:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 __all__ = [
     "SYNC_JSON",
@@ -196,7 +197,7 @@ def serve_insecure(root: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
 def has_entry(line_file: Path, entry_id: str) -> bool:
     if not line_file.exists():
         return False
-    conn = sqlite3.connect(f"file:{line_file}?mode=ro", uri=True, timeout=5)
+    conn = sqlite3.connect(f"file:{quote(str(line_file))}?mode=ro", uri=True, timeout=5)
     try:
         return (
             conn.execute("SELECT 1 FROM entries WHERE id = ?", (entry_id,)).fetchone() is not None

@@ -22,6 +22,7 @@ from lifeline.sessions.ingest.ingester import Ingester
 from lifeline.sessions.ingest.sources import SourceLedger
 from lifeline.sessions.pack import Caps
 from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite_open import file_uri
 from tests.support import paths
 from tests.support.mesh_procs import cli
 
@@ -196,7 +197,7 @@ def stored(root: Path) -> bytes:
 def _statuses(line_file: Path) -> int:
     if not line_file.exists():
         return 0
-    conn = sqlite3.connect(f"file:{line_file}?mode=ro", uri=True, timeout=5)
+    conn = sqlite3.connect(file_uri(line_file, "ro"), uri=True, timeout=5)
     try:
         row = conn.execute("SELECT count(*) FROM entries WHERE kind = 'session-status'")
         return int(row.fetchone()[0])
