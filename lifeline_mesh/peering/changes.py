@@ -32,8 +32,8 @@ import sqlite3
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from urllib.parse import quote
 
-from lifeline.store.sqlite_open import file_uri
 from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 
 __all__ = [
@@ -74,9 +74,13 @@ class _Probe:
             return None
         try:
             if self.conn is None:
-                # mode=rw: never create a line file that is not there.
+                # mode=rw: never create a line file that is not there; quoted: a `#` or `?`
+                # of a folder's name would end the URI's path
                 self.conn = sqlite3.connect(
-                    file_uri(self.path, "rw"), uri=True, check_same_thread=False, timeout=5
+                    f"file:{quote(str(self.path))}?mode=rw",
+                    uri=True,
+                    check_same_thread=False,
+                    timeout=5,
                 )
             version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
             if version != self.data_version:
