@@ -73,17 +73,29 @@ def test_truth_to_entry_to_parent_to_history(
     _shot(browser, artifacts, "history")
 
 
+def _wait_replaced(driver: Any, element: Any) -> None:
+    """Wait until a submitted form's page has replaced the one holding `element`. While Chromium
+    swaps documents, asking about the old element can fail with an inspector error ("Node with
+    given id does not belong to the document") rather than a stale reference: ask again."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.support.expected_conditions import staleness_of
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(driver, 15, ignored_exceptions=(WebDriverException,))
+    wait.until(staleness_of(element))
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
 def test_search_and_filter_forms(site: tuple[str, Project], browser: Any, artifacts: Path) -> None:
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.expected_conditions import staleness_of
-    from selenium.webdriver.support.ui import Select, WebDriverWait
+    from selenium.webdriver.support.ui import Select
 
     url, project = site
     browser.get(url + "/lines/ledger/")
     box = browser.find_element(By.ID, "q")
     box.send_keys("webhook retries")
     box.submit()
-    WebDriverWait(browser, 15).until(staleness_of(box))  # the results page has replaced it
+    _wait_replaced(browser, box)
     hits = browser.find_elements(By.CSS_SELECTOR, "ol.hits li a.eid")
     assert hits and any(h.get_attribute("href").endswith(project.ids["left"]) for h in hits)
     _shot(browser, artifacts, "search")
@@ -91,7 +103,7 @@ def test_search_and_filter_forms(site: tuple[str, Project], browser: Any, artifa
     Select(browser.find_element(By.NAME, "kind")).select_by_visible_text("decision")
     button = browser.find_element(By.CSS_SELECTOR, "form.filters button")
     button.click()
-    WebDriverWait(browser, 15).until(staleness_of(button))
+    _wait_replaced(browser, button)
     kinds = {e.text for e in browser.find_elements(By.CSS_SELECTOR, "tbody .tag.kind")}
     assert kinds == {"decision"}
 
