@@ -80,6 +80,27 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         from_hub = made.stdout.strip()
         checkpoint = _life(hub_a, "checkpoint", "--thread", "rollout", "--next", "ship okapi")
         assert checkpoint.returncode == 0
+        # `log --thread` finds the thread's newest entry in the database, from either process
+        on_thread = _life(
+            hub_a, "log", "--kind", "note", "--summary", "canary", "--thread", "rollout", "--json"
+        )
+        first = json.loads(on_thread.stdout)
+        assert first["body"] == "thread: rollout"
+        follow = _life(
+            hub_b,
+            "log",
+            "--kind",
+            "fix",
+            "--summary",
+            "canary fixed",
+            "--thread",
+            "rollout",
+            "--body",
+            "retry",
+            "--json",
+        )
+        second = json.loads(follow.stdout)
+        assert second["parents"] == [first["id"]] and second["body"] == "thread: rollout\n\nretry"
         assert "okapi" in _life(hub_b, "context").stdout  # the other process's root sees it
         # pin and unpin read what is in force from the database's truth tables
         _life(hub_a, "pin", from_hub[:12])
@@ -87,7 +108,9 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         _life(hub_b, "unpin", from_hub[:12])
         assert "## Pinned" not in _life(hub_a, "context").stdout
         assert _life(hub_a, "unpin", from_hub[:12], check=False).returncode == 2
-        _life(hub_b, "pin", from_hub[:12])  # again, after the unpin: a new pin note
+        # again, after the unpin: a new pin note, its body kept after the pin's own line
+        pinned = json.loads(_life(hub_b, "pin", from_hub[:12], "--body", "why", "--json").stdout)
+        assert pinned["body"] == f"pin: {from_hub}\n\nwhy"
         assert "## Pinned" in _life(hub_a, "context").stdout
         _mesh(laptop, "sync", sync_b, "--json")
         assert from_hub in _ids(laptop)

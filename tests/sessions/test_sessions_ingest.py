@@ -183,12 +183,14 @@ async def test_bad_lines_are_skipped_and_unknown_records_kept(tmp_path: Path) ->
     async with open_ingester(tmp_path / "node") as ingester:
         report = await ingest_sources(ingester, sources_in([path]))
         (session,) = (await _all(ingester)).values()
+        summaries = [e.summary async for e in ingester.store.stream()]
     assert report.skipped["not-json"] == 1 and report.skipped["not-an-object"] == 1
     assert report.opaque == {"hologram": 1}
     assert session.opaque == {"hologram": 1}
     kept = [i for i in session.items if isinstance(i, Opaque)]
     assert kept[0].record_type == "hologram" and kept[0].raw["payload"] == {"a": 1}
     assert session.turns == 1
+    assert any(", 1 turn — " in s for s in summaries), summaries  # not "1 turns"
 
 
 async def test_a_file_rewritten_in_place_is_read_again(tmp_path: Path) -> None:

@@ -375,7 +375,8 @@ def _header_summary(header: dict[str, Any]) -> str:
 
 def _status_summary(label: str, status: dict[str, Any]) -> str:
     title = status["facts"].get("title") or status["facts"].get("first_prompt") or ""
-    text = f"{label}: {status['status']}, {status['turns']} turns — {title}"
+    turns = status["turns"]
+    text = f"{label}: {status['status']}, {turns} turn{'' if turns == 1 else 's'} — {title}"
     return " ".join(text.split())[:300]
 
 
