@@ -23,6 +23,7 @@ from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.cli.stopping import stop_on_signals
 from lifeline_mesh.home.config import NodeConfig
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.home.state import NodeState, pid_alive, read_node_state
 from lifeline_mesh.membership.ca import load_ca_cert
 from lifeline_mesh.membership.client import pull_membership
 from lifeline_mesh.membership.credential import CredentialSpec, issue_credential
@@ -32,12 +33,13 @@ from lifeline_mesh.membership.proof import RowProof
 from lifeline_mesh.membership.registry import ROLES, Registry, iso
 from lifeline_mesh.membership.revocation import RevocationList, revoke
 from lifeline_mesh.notary.enrollment import Runner, seen_runners
-from lifeline_mesh.transport.addresses import address_arg
+from lifeline_mesh.transport.addresses import address_arg, is_loopback, split_address
 from lifeline_mesh.transport.call_caps import raise_open_file_limit
 
 __all__ = ["TOKEN_ENV", "register"]
 
 TOKEN_ENV = "LIFELINE_MESH_TOKEN"
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})  # every interface: not an address to dial
 MAX_TOKEN_CHARS = 4096  # a token is ~110 characters plus its join addresses
 
 
@@ -59,7 +61,8 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         default=[],
         type=address_arg(),
         metavar="HOST:PORT",
-        help="a join port the newcomer should dial (repeatable; else it needs --peer)",
+        help="a join port the newcomer should dial (repeatable; default: the join port of the "
+        "node serving this root, if it has one another host can dial; else `join --peer`)",
     )
     ci = p.add_argument_group("CI credential")
     ci.add_argument("--ci", metavar="NAME", help="mint a reusable CI credential named NAME")
@@ -81,7 +84,8 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
         default=[],
         type=address_arg(),
         metavar="HOST:PORT",
-        help="sync port jobs pull from and sync back to (else `ci run --peer`)",
+        help="sync port jobs pull from and sync back to (default: that of the node serving "
+        "this root, if another host can dial it; else `ci run --peer`)",
     )
     add_json_option(p)
     p.set_defaults(func=cmd_invite)
@@ -163,7 +167,58 @@ def _uses(text: str) -> int | None:
     return int(text)
 
 
-def _credential(args: argparse.Namespace) -> Token:
+def _dialable(address: str | None) -> str | None:
+    """``address`` if another process can dial it (a wildcard host is no address)."""
+    if address is None:
+        return None
+    host, _port = split_address(address, listen=True)
+    return None if host in WILDCARD_HOSTS else address
+
+
+def _defaulted(given: list[str], served: str | None, flag: str, what: str) -> list[str]:
+    """The addresses a token names: those given, else the one this root's node serves on."""
+    if given or served is None:
+        return given
+    dialable = _dialable(served)
+    if dialable is None:
+        print(
+            f"note: the node serving here listens for {what} on {served}, which no one can "
+            f"dial; pass {flag} with an address of this host to name it in the token",
+            file=sys.stderr,
+        )
+        return given
+    host, _port = split_address(dialable)
+    reach = " (loopback: from this machine only)" if is_loopback(host) else ""
+    print(
+        f"note: the token names the {what} port of the node serving here, {dialable}{reach}; "
+        f"{flag} names another",
+        file=sys.stderr,
+    )
+    return [dialable]
+
+
+def _served(home: NodeHome) -> NodeState | None:
+    """The state of the node serving this root now, if one does."""
+    try:
+        state = read_node_state(home)
+    except ConfigError:
+        return None  # a damaged state file: the token names what was given
+    return state if state is not None and pid_alive(state.pid) else None
+
+
+def _addresses(args: argparse.Namespace, home: NodeHome) -> tuple[list[str], list[str]]:
+    """(join ports, sync ports) for the token: given, else where this root's node serves
+    (the sync port only for a CI credential, whose jobs pull from it)."""
+    state = _served(home)
+    joins = _defaulted(list(args.address), state.join if state else None, "--address", "join")
+    if not args.ci:
+        return joins, []
+    listen = state.listen if state else None
+    syncs = _defaulted(list(args.sync_address), listen, "--sync-address", "sync")
+    return joins, syncs
+
+
+def _credential(args: argparse.Namespace, joins: list[str], syncs: list[str]) -> Token:
     home = node_home(args)
     lines = args.lines.split(",") if args.lines else NodeConfig.load(home).shared_lines
     spec = CredentialSpec(
@@ -173,22 +228,37 @@ def _credential(args: argparse.Namespace) -> Token:
         uses=args.uses,
         job_ttl=parse_duration(args.job_ttl, "--job-ttl"),
         lines=tuple(validate_line_name(n.strip()) for n in lines if n.strip()),
-        addresses=tuple(args.address),
-        sync_addresses=tuple(args.sync_address),
+        addresses=tuple(joins),
+        sync_addresses=tuple(syncs),
     )
     return issue_credential(home, spec)
 
 
 async def cmd_invite(args: argparse.Namespace) -> int:
+    joins, syncs = _addresses(args, node_home(args))
     if args.ci:
-        token = _credential(args)
+        token = _credential(args, joins, syncs)
     else:
         ttl = parse_duration(args.ttl or "24h", "--ttl")
-        token = issue_invite(node_home(args), args.role, ttl, args.address)
+        token = issue_invite(node_home(args), args.role, ttl, joins)
+    if not joins:
+        dial = "`ci run --peer`" if args.ci else "`join --peer HOST:PORT`"
+        print(
+            f"note: the token names no join port (no node serves here with one): the "
+            f"newcomer dials one with {dial}, or invite again with --address HOST:PORT",
+            file=sys.stderr,
+        )
     expires = dt.datetime.fromtimestamp(token.expires, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     if args.json:
         print_json(
-            {"token": token.encode(), "role": token.role, "expires_at": expires, "ci": args.ci}
+            {
+                "token": token.encode(),
+                "role": token.role,
+                "expires_at": expires,
+                "ci": args.ci,
+                "addresses": joins,
+                "sync_addresses": syncs,
+            }
         )
         return 0
     print(token.encode())

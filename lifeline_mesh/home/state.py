@@ -1,8 +1,9 @@
 """The running node's state file (``NodeHome.state_path``) and its serve lock.
 
-``lifeline-mesh serve`` writes it once it listens (address, pid, node and mesh id, discovery
-settings) and removes it when it stops, so ``lifeline-mesh status`` in another shell can tell
-whether a node serves this project and where. A file left behind by a killed node is
+``lifeline-mesh serve`` writes it once it listens (address, join port, pid, node and mesh id,
+discovery settings) and removes it when it stops, so ``lifeline-mesh status`` in another
+shell can tell whether a node serves this project and where, and ``invite`` names its join
+port. A file left behind by a killed node is
 recognised by its pid no longer running.
 """
 
@@ -42,6 +43,7 @@ class NodeState:
     discovery: bool = False
     interfaces: list[str] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
+    join: str | None = None  # the join port, on the CA holder (`invite` names it)
 
 
 def serving_state(
@@ -52,6 +54,7 @@ def serving_state(
     mesh_id: str | None,
     discovery: bool,
     interfaces: Sequence[str],
+    join: str | None = None,
 ) -> NodeState:
     """The state file of a node serving on ``listen`` from now (discovery only in a mesh)."""
     discovery = discovery and mesh_id is not None
@@ -64,6 +67,7 @@ def serving_state(
         discovery=discovery,
         interfaces=list(interfaces) if discovery else [],
         lines=lines,
+        join=join,
     )
 
 

@@ -293,6 +293,7 @@ class Node:
                 mesh_id=local_mesh_id(self.home),
                 discovery=peering is not None and peering.discovery,
                 interfaces=peering.interfaces if peering else (),
+                join=self.join_address,
             )
             with recorded_node_state(self.home, state):
                 local = None if keeper is None else keeper.scheduler.local_change

@@ -91,6 +91,7 @@ async def status_report(home: NodeHome) -> dict[str, Any]:
         "serving": running,
         "pid": state.pid if state and running else None,
         "listen": state.listen if state and running else None,
+        "join": state.join if state and running else None,
         "started_at": state.started_at if state and running else None,
         "discovery": state.discovery if state and running else None,
         "interfaces": state.interfaces if state and running else [],
