@@ -101,8 +101,9 @@ def hooks_left(root: Path) -> list[str]:
     if '"lifeline-mcp"' in mcp.replace(" ", ""):
         found.append(
             ".mcp.json starts its MCP server (`lifeline-mcp`), which lifeline-mesh does not "
-            'ship: make that entry `"command": "lifeline-mesh", "args": ["mcp", "--root", '
-            f'{json.dumps(str(root.resolve()))}, "--agent", "claude-code"]` (docs/mcp.md)'
+            "ship: `lifeline-mesh mcp install claude-code` replaces that entry with ours "
+            '(`"command": "lifeline-mesh", "args": ["mcp", "--root", '
+            f'{json.dumps(str(root.resolve()))}, "--agent", "claude-code"]`; docs/mcp.md)'
         )
     for name in ("settings.json", "settings.local.json"):
         if "lifeline guard" in _read(root / ".claude" / name):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -18,11 +19,19 @@ from lifeline.cli.common import (
     root_of,
 )
 from lifeline.errors import ConfigError
+from lifeline.lines import DEFAULT_LINE
 from lifeline.validate import DEFAULT_LIMITS
 from lifeline.wording import count
 from lifeline_mesh.cli.home_arg import node_home
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.mcp.install import (
+    CLIENTS,
+    CODEX_AGENT,
+    codex_snippet,
+    install,
+    server_command,
+)
 from lifeline_mesh.mcp.tokens import DEFAULT_TTL, ROLES, TokenBook, TokenSpec
 from lifeline_mesh.mcp.workspace import Workspace
 from lifeline_mesh.membership.certs import identity_from_cert
@@ -30,6 +39,8 @@ from lifeline_mesh.membership.invite import parse_duration
 from lifeline_mesh.transport.addresses import address_arg, split_address
 
 __all__ = ["register"]
+
+SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # a key every client's file takes as it is
 
 
 def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
@@ -92,10 +103,12 @@ def register(sub: Commands, parent: argparse.ArgumentParser) -> None:
 def _register_tokens(mcp: argparse.ArgumentParser, parent: argparse.ArgumentParser) -> None:
     subs = mcp.add_subparsers(
         dest="mcp_command",
-        metavar="[token]",
+        metavar="[token|install]",
         help="`mcp` alone serves on stdio, `mcp --http HOST:PORT` over HTTP; "
-        "`mcp token ...` issues, lists and revokes the bearer tokens of --http",
+        "`mcp token ...` issues, lists and revokes the bearer tokens of --http; "
+        "`mcp install CLIENT` writes the project's configuration for an MCP client",
     )
+    _register_install(subs, parent)
     tokens = subs.add_parser(
         "token",
         parents=[parent],
@@ -129,6 +142,89 @@ def _register_tokens(mcp: argparse.ArgumentParser, parent: argparse.ArgumentPars
     )
     p.add_argument("name", metavar="NAME", help="the token's name (or its token id)")
     p.set_defaults(func=cmd_token_revoke)
+
+
+def _register_install(subs: Commands, parent: argparse.ArgumentParser) -> None:
+    p = subs.add_parser(
+        "install",
+        parents=[parent],
+        help="write the project's MCP configuration for a client (claude-code, cursor, ...)",
+        description="Add `lifeline-mesh mcp` on this project to the configuration an MCP "
+        "client reads in the project: claude-code (.mcp.json), cursor (.cursor/mcp.json), "
+        "vscode (.vscode/mcp.json), gemini (.gemini/settings.json); for codex, print the "
+        "TOML to add to its config.toml. Other servers and keys of the file are kept; "
+        "lifeline-context's `lifeline-mcp` entry is replaced.",
+    )
+    p.add_argument(
+        "client", choices=[*CLIENTS, "codex"], metavar="CLIENT", help=", ".join([*CLIENTS, "codex"])
+    )
+    add_line_option(p, "the line the tools use by default (default: ledger)")
+    p.add_argument(
+        "--agent",
+        default=None,
+        help="the name its writes are recorded under (default: the "
+        "client's: claude-code, cursor, copilot, gemini, codex)",
+    )
+    p.add_argument("--name", default="lifeline", help="the server's name (default: lifeline)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an entry of that name that runs another command",
+    )
+    add_json_option(p)
+    p.set_defaults(func=cmd_mcp_install)
+
+
+async def cmd_mcp_install(args: argparse.Namespace) -> int:
+    root = root_of(args).resolve()
+    if not NodeHome(root).exists():
+        raise ConfigError(f"{root} holds no .lifeline/; run `lifeline init` there first")
+    if not SERVER_NAME.fullmatch(args.name):
+        raise ConfigError(f"--name {args.name!r}: use 1 to 64 letters, digits, '-' or '_'")
+    named = line_of(args)
+    line = None if named == DEFAULT_LINE else named  # the entry names only another line
+    _command, note = server_command()
+    if note:
+        print(f"note: {note}", file=sys.stderr)
+    if args.client == "codex":
+        agent = args.agent or CODEX_AGENT
+        snippet = codex_snippet(root, name=args.name, agent=agent, line=line)
+        if args.json:
+            print_json({"client": "codex", "path": None, "toml": snippet, "changed": False})
+            return 0
+        print(snippet, end="")
+        print(
+            "add this to .codex/config.toml (a trusted project) or ~/.codex/config.toml",
+            file=sys.stderr,
+        )
+        return 0
+    client = CLIENTS[args.client]
+    done = install(
+        root,
+        client,
+        name=args.name,
+        agent=args.agent or client.agent,
+        line=line,
+        force=args.force,
+    )
+    if args.json:
+        print_json(
+            {
+                "client": args.client,
+                "path": str(done.path),
+                "entry": done.entry,
+                "changed": done.changed,
+                "replaced": done.replaced,
+            }
+        )
+        return 0
+    if not done.changed:
+        print(f"{done.path}: {args.name!r} already runs lifeline-mesh mcp here; nothing changed")
+    elif done.replaced:
+        print(f"{done.path}: {args.name!r} now runs lifeline-mesh mcp (it ran {done.replaced!r})")
+    else:
+        print(f"{done.path}: added {args.name!r}, which runs lifeline-mesh mcp on {root}")
+    return 0
 
 
 def _book(args: argparse.Namespace) -> TokenBook:
