@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from lifeline.errors import ConfigError
 
@@ -223,3 +224,27 @@ class NewTree:
             flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = self._folders[parts] = os.open(parts[-1], flags, dir_fd=parent)
         return fd
+
+
+MAX_CONFIG_BYTES = 1 << 20  # a tool's configuration file; a larger one is not one
+
+
+def read_json_object(path: Path) -> tuple[str, dict[str, Any]]:
+    """``(text, object)`` of a JSON configuration file another tool also writes (an agent's
+    settings), before changing it: ``("", {})`` when absent, ``(text, {})`` when blank. One
+    clear ConfigError, the file untouched, when it is not a regular file of a JSON object."""
+    if not path.exists():
+        return "", {}
+    if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path} is not a configuration file; move it aside")
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text) if text.strip() else {}
+    except (ValueError, UnicodeDecodeError) as exc:
+        reason = f"{exc.msg} at line {exc.lineno}" if isinstance(exc, json.JSONDecodeError) else exc
+        raise ConfigError(
+            f"{path} is not valid JSON ({reason}); fix it first, nothing was changed"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} does not hold a JSON object; nothing was changed")
+    return text, data

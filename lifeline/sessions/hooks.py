@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline.fsutil import link_target, write_atomic
+from lifeline.fsutil import link_target, read_json_object, write_atomic
 
 __all__ = ["CLIENTS", "Client", "HookChange", "config_path", "plan_change", "write_change"]
 
@@ -103,24 +103,6 @@ def _ours(handler: Any, client: Client) -> bool:
     return isinstance(command, str) and " hooks run " in command and client.name in command
 
 
-def _load(path: Path) -> tuple[str, dict[str, Any]]:
-    if not path.exists():
-        return "", {}
-    text = path.read_text(encoding="utf-8")
-    if not text.strip():
-        return text, {}
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(
-            f"{path} is not valid JSON ({exc.msg} at line {exc.lineno}); fix it first, "
-            "nothing was changed"
-        ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} does not hold a JSON object; nothing was changed")
-    return text, data
-
-
 def _strip(hooks: dict[str, Any], client: Client) -> None:
     for event in list(hooks):
         groups = hooks[event]
@@ -143,7 +125,7 @@ def _strip(hooks: dict[str, Any], client: Client) -> None:
 def plan_change(path: Path, client: Client, commands: dict[str, str] | None) -> HookChange:
     """The file before and after: ``commands`` maps ``start``/``end`` to the command lines
     to install; ``None`` uninstalls."""
-    before, data = _load(path)
+    before, data = read_json_object(path)
     data = json.loads(json.dumps(data))  # a copy to change
     hooks = data.get("hooks", {})
     if not isinstance(hooks, dict):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lifeline.errors import ConfigError
-from lifeline.fsutil import atomic_file
+from lifeline.fsutil import atomic_file, read_json_object
 
 __all__ = [
     "CLIENTS",
@@ -33,7 +33,6 @@ __all__ = [
 ]
 
 PREDECESSOR = "lifeline-mcp"  # lifeline-context's MCP server command
-MAX_CONFIG_BYTES = 1 << 20  # a client's config file; a larger one is not one
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,29 +86,12 @@ def _entry(client: Client, command: str, args: list[str]) -> dict[str, Any]:
     return entry
 
 
-def _load(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        return {}
-    if not path.is_file() or path.stat().st_size > MAX_CONFIG_BYTES:
-        raise ConfigError(f"{path} is not a client configuration file; move it aside")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ConfigError(
-            f"{path} is not JSON ({exc}); fix it or move it aside, then run this again "
-            "(it is left as it is)"
-        ) from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} holds no JSON object; fix it or move it aside")
-    return data
-
-
 def install(
     root: Path, client: Client, *, name: str, agent: str, line: str | None, force: bool
 ) -> Installed:
     """Add or update the entry ``name`` of ``client``'s file in the project at ``root``."""
     path = root / client.path
-    data = _load(path)
+    _text, data = read_json_object(path)
     servers = data.setdefault(client.key, {})
     if not isinstance(servers, dict):
         raise ConfigError(f"{path}: {client.key!r} is not an object; fix it or move it aside")

@@ -117,7 +117,7 @@ def test_a_foreign_entry_or_a_broken_file_is_left_as_it_is(root: Path) -> None:
     vscode.parent.mkdir()
     vscode.write_text('{"servers": {')  # cut off mid-write
     broken = _run(root, "vscode")
-    assert broken.returncode == 2 and "is not JSON" in broken.stderr
+    assert broken.returncode == 2 and "is not valid JSON" in broken.stderr
     assert vscode.read_text() == '{"servers": {'
     vscode.unlink()
     made = _run(root, "vscode")
