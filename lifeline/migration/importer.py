@@ -115,12 +115,40 @@ def decode_lc_row(row: tuple[Any, ...]) -> tuple[Entry | None, Rejected | None]:
         return None, Rejected(str(seq), str(eid)[:64], f"undecodable row: {exc}")
 
 
+LC_COLUMNS = frozenset({"seq", "id", "ts", "dedup_key", "payload"})
+
+
+def open_lc_db(path: Path) -> sqlite3.Connection:
+    """A read-only connection to a lifeline-context database, which may come from anyone (a
+    teammate's file): its schema runs no function of ours (``trusted_schema``), damaged pages
+    are errors rather than reads past a cell (``cell_size_check``), and its ``entries`` must
+    be a table with the columns it wrote -- a view of that name could compute rows forever."""
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        for pragma in ("trusted_schema = OFF", "cell_size_check = ON", "query_only = ON"):
+            conn.execute(f"PRAGMA {pragma}")
+        kinds = [
+            t for (t,) in conn.execute("SELECT type FROM sqlite_master WHERE name = 'entries'")
+        ]
+        missing = LC_COLUMNS - {r[1] for r in conn.execute("PRAGMA table_info(entries)")}
+        if not kinds:
+            raise sqlite3.DatabaseError("it has no 'entries' table")
+        if kinds != ["table"]:
+            raise sqlite3.DatabaseError(f"its 'entries' is a {kinds[0]}, not a table")
+        if missing:
+            raise sqlite3.DatabaseError(f"its 'entries' table has no {', '.join(sorted(missing))}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def read_lc_db(path: Path) -> ForeignLine:
     """Read one lifeline-context database, read-only (its folder may be read-only too).
     Holds the whole line: ``lifeline import`` streams instead (:mod:`lifeline.migration.stream`)."""
     line = ForeignLine(validate_line_name(path.stem), path)
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        conn = open_lc_db(path)
         try:
             rows = conn.execute(
                 "SELECT seq, id, ts, dedup_key, payload FROM entries ORDER BY seq"

@@ -28,7 +28,12 @@ from pathlib import Path
 from lifeline.entry import Entry
 from lifeline.errors import ConfigError, InvalidEntry
 from lifeline.lines import validate_line_name
-from lifeline.migration.importer import LinePlan, append_keeping_times, decode_lc_row
+from lifeline.migration.importer import (
+    LinePlan,
+    append_keeping_times,
+    decode_lc_row,
+    open_lc_db,
+)
 from lifeline.migration.markdown import Rejected
 from lifeline.store.port import Store
 from lifeline.validate import DEFAULT_LIMITS, HARD_LIMITS, Limits, check_admissible, over_limits
@@ -43,9 +48,7 @@ OpenStore = Callable[[str], AbstractAsyncContextManager[Store]]
 
 def _connect(path: Path) -> sqlite3.Connection:
     try:
-        return sqlite3.connect(
-            f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False
-        )
+        return open_lc_db(path)
     except sqlite3.Error as exc:
         raise _unreadable(path, exc) from exc
 

@@ -142,3 +142,28 @@ def test_ingest_round_trips_a_line_and_refuses_hand_edits(tmp_path: Path, lc_fix
     assert "584d0d181f11617bd98eecb258d86f595a5912250b7c0534964ff6fc47e86a03" in refused.stderr
     assert "Traceback" not in refused.stderr
     assert not (tmp_path / ".lifeline" / "fresh.db").exists()
+
+
+def test_a_hostile_database_is_refused_before_any_row_is_read(tmp_path: Path) -> None:
+    """A file that is not lifeline-context's: `entries` a view that computes rows forever
+    (the import used to count them until killed), or a table without its columns."""
+    forever = tmp_path / "forever.db"
+    with sqlite3.connect(forever) as conn:
+        conn.execute(
+            "CREATE VIEW entries AS WITH RECURSIVE n(seq) AS (SELECT 1 UNION ALL SELECT seq + 1 "
+            "FROM n) SELECT seq, printf('%064d', seq) AS id, '2026-01-01T00:00:00Z' AS ts, "
+            "NULL AS dedup_key, '{}' AS payload FROM n"
+        )
+    conn.close()
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE entries (seq INTEGER, id TEXT)")
+    conn.close()
+    root = tmp_path / "project"
+    root.mkdir()
+    assert lifeline(root, "init").returncode == 0
+    for path, reason in ((forever, "is a view, not a table"), (other, "has no dedup_key, payload")):
+        done = lifeline(root, "import", str(path), timeout=30)
+        assert done.returncode == 2, done.stderr
+        assert reason in done.stderr and "lifeline-context 0.6 ledger" in done.stderr
+    assert lifeline(root, "history", "--json").stdout.strip() == "[]"
