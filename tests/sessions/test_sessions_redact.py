@@ -3,6 +3,7 @@ never reach a byte of the line's files; markers are typed and keep nothing of th
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 
@@ -82,6 +83,44 @@ def test_each_kind_becomes_its_typed_marker() -> None:
         out = redactor.text(text.replace("SECRET", secret))
         assert f"[REDACTED:{kind}]" in out, (kind, out)
         assert secret not in out and redactor.counts[kind] == 1, kind
+
+
+# A private key in base64 (kubeconfig's client-key-data): the PEM header encoded
+_B64_KEY = base64.b64encode(
+    b"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7ZqQm7Rt2Wx9Kp4\n"
+    b"-----END RSA PRIVATE KEY-----\n"
+).decode()
+_B64_CERT = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBQm7Rt2Wx9Kp4\n").decode()
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        (f"    client-key-data: {_B64_KEY}", "    client-key-data: [REDACTED:private-key]"),
+        ("openssl enc -aes-256-cbc -pass pass:Qm7Rt2Wx9 -in f", "-pass pass:[REDACTED:"),
+        ("openssl rsa -passin pass:Qm7Rt2Wx9 -in k", "-passin pass:[REDACTED:password-flag]"),
+        ("htpasswd -bc /etc/nginx/.htpasswd bob Qm7Rt2Wx9", "bob [REDACTED:password-flag]"),
+    ],
+)
+def test_encoded_keys_and_tools_passwords_are_redacted(text: str, kept: str) -> None:
+    out = Redactor().text(text)
+    assert kept in out and "Qm7Rt2Wx9" not in out and _B64_KEY not in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"    certificate-authority-data: {_B64_CERT}",  # a certificate is public
+        "htpasswd -c .htpasswd bob",  # asks for the password
+        "openssl enc -pass file:key.txt -in f",
+        "openssl enc -pass env:PW -in f",
+        "the machine learning password policy",
+        '{"auths": {"ghcr.io": {"auth": "required"}}}',
+        "gsk_" + "x" * 52,  # a placeholder
+    ],
+)
+def test_look_alikes_of_those_forms_stay(text: str) -> None:
+    assert Redactor().text(text) == text
 
 
 def test_the_marker_keeps_nothing_of_the_secret() -> None:
