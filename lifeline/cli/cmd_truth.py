@@ -184,7 +184,7 @@ async def cmd_recall(args: argparse.Namespace) -> int:
         )
         return 0
     if not hits:
-        print(f"no entry shares a word with {args.query!r}")
+        print(f"no entry shares a word with {one_line(repr(args.query), 80)}")
     for h in hits:
         mark = " [superseded]" if h.superseded else ""
         print(f"{h.entry_id[:12]}  {h.score:6.2f}{mark}  {one_line(h.summary)}")
