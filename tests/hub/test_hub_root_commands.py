@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -134,6 +136,25 @@ def test_cli_commands_on_a_hub_root_read_and_write_the_database(
         failed = json.loads(tampered.stdout)
         checks = {(f["check"], f["subject"]) for f in failed["lines"][0]["findings"]}
         assert ("id-mismatch", from_laptop) in checks, checks
+
+        # lifeline-context's LIFELINE_DB left exported: named once, the database line used
+        told = subprocess.run(
+            [sys.executable, "-m", "lifeline", "--root", str(hub_a), "context"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "LIFELINE_DB": str(tmp_path / "old" / "ledger.db")},
+        )
+        assert told.returncode == 0 and "okapi" in told.stdout, told.stderr
+        assert told.stderr.count("LIFELINE_DB is lifeline-context's") == 1, told.stderr
+        assert "this uses line 'ledger'" in told.stderr
+        # `init --agent` on a hub root: the policy file, the database line untouched
+        before = asyncio.run(_line_rows(url))
+        _life(hub_a, "init", "--agent", "claude-code")
+        policy = json.loads((hub_a / ".lifeline" / "policy.json").read_text())
+        assert policy["agents"]["claude-code"]["kinds"]["checkpoint"] == "direct", policy
+        assert asyncio.run(_line_rows(url)) == before
+        assert not (hub_a / ".lifeline" / "ledger.db").exists()
 
         status = json.loads(_mesh(hub_a, "status", "--json").stdout)
         assert "ledger" in json.dumps(status)
