@@ -338,6 +338,14 @@ def _run(args: argparse.Namespace, lab: Lab) -> dict[str, object]:
     report["signed_everywhere_after_s"] = (
         None if signed is None or done is None else round(signed - done, 2)
     )
+    if signed is None:  # which entries still lack their signature, where, and who wrote them
+        report["unsigned_left"] = {
+            str(node.host.index): [
+                (i[:12], lab.written.get(i, (None, 0.0))[0]) for i in node.unsigned_ids()[:5]
+            ]
+            for node in lab.nodes
+            if node.unsigned_ids()
+        }
     report["propagation_all"] = {
         "p50_s": round(_pct(lab.delays(settle, 1e18)[0], 0.5), 3),
         "p95_s": round(_pct(lab.delays(settle, 1e18)[0], 0.95), 3),

@@ -200,13 +200,17 @@ class LabNode:
 
     def unsigned(self) -> int:
         """Entries held here without their author's signature (yet)."""
+        return len(self.unsigned_ids())
+
+    def unsigned_ids(self) -> list[str]:
+        """The ids of the entries held here without their author's signature (yet)."""
         conn = sqlite3.connect(f"file:{self.line}?mode=ro", uri=True, timeout=30)
         try:
             sql = (
-                "SELECT count(*) FROM entries e WHERE NOT EXISTS (SELECT 1 FROM attestations a"
+                "SELECT id FROM entries e WHERE NOT EXISTS (SELECT 1 FROM attestations a"
                 " WHERE a.subject = e.id AND a.role = 'author')"
             )
-            return int(conn.execute(sql).fetchone()[0])
+            return [i for (i,) in conn.execute(sql)]
         finally:
             conn.close()
 
@@ -255,4 +259,8 @@ def verify_node(node: LabNode) -> str | None:
         data = json.loads(out.stdout)
     except ValueError:
         return f"node {node.host.index}: {out.stderr.strip()[-300:]}"
-    return f"node {node.host.index}: {json.dumps(data)[:600]}"
+    # the failing findings first (the notes around them can fill any excerpt), then the rest
+    findings = [f for line in data.get("lines", []) for f in line.get("findings", [])]
+    failing = [f for f in findings if f.get("severity") != "note"]
+    shown = {"failing": failing[:5], "notes": [f for f in findings if f not in failing][:3]}
+    return f"node {node.host.index}: {json.dumps(shown)[:2400]}"

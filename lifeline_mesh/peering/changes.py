@@ -39,6 +39,7 @@ from lifeline_mesh.transport.announce import MAX_CHANGE_ITEMS, ChangeItems
 __all__ = [
     "ANNOUNCED_ROWS_MAX",
     "CHANGE_POLL_S",
+    "LATE_SIGNATURES_CHECKED",
     "MAX_PRUNED_TREES",
     "PENDING_ITEMS_MAX",
     "ChangeFeed",
@@ -54,6 +55,9 @@ PENDING_ITEMS_MAX = 4 * MAX_CHANGE_ITEMS  # rows one subscriber keeps; beyond, p
 # The largest change whose rows are read to announce, in slices of at most MAX_CHANGE_ITEMS
 # (decision 0099); a larger one (a bulk sync) is announced without rows: its watchers sync.
 ANNOUNCED_ROWS_MAX = PENDING_ITEMS_MAX
+# New attestations a poll reads for signatures of entries held before them; a larger load
+# is a sync's signatures sent ahead of their entries (decision 0106), not late ones
+LATE_SIGNATURES_CHECKED = 512
 # (line, after row, up to row) -> that line's new rows in order, in runs that each travel on
 # one tree of relays; empty when they cannot be read
 RowReader = Callable[[str, int, int], Awaitable[Sequence[ChangeItems]]]
@@ -67,6 +71,8 @@ class _Probe:
         self.conn: sqlite3.Connection | None = None
         self.data_version: int | None = None
         self.mark: int | None = None
+        self.signatures: int | None = None  # the attestations' highest row at the last read
+        self.late = 0  # reads that found author signatures of entries held before them
 
     def poll(self) -> int | None:
         """``max(seq)`` of the line (None when absent), re-read only after a commit."""
@@ -86,12 +92,38 @@ class _Probe:
             if version != self.data_version:
                 self.data_version = version
                 row = self.conn.execute("SELECT max(seq) FROM entries").fetchone()
-                self.mark = None if row[0] is None else int(row[0])
+                before, self.mark = self.mark, None if row[0] is None else int(row[0])
+                self._look_for_late_signatures(self.conn, before)
         except sqlite3.Error as exc:
             # Not migrated yet, or locked for longer than the timeout: try again next poll.
             log.debug("watch: cannot read %s yet: %s", self.path, exc)
             self.data_version = None
         return self.mark
+
+    def _look_for_late_signatures(self, conn: sqlite3.Connection, held: int | None) -> None:
+        """Count a commit that brought author signatures of entries this line held already
+        (rows ``<= held``): a session cut short, or rows relayed before their signatures,
+        left those entries unsigned here, and the peers this node relayed them to lack the
+        signatures too. Entries' rows do not move, so only this says that something did.
+        Signatures sent ahead of their entries (decision 0106) name entries not held yet;
+        a larger load than :data:`LATE_SIGNATURES_CHECKED` is one of those and not read."""
+        try:
+            row = conn.execute("SELECT max(seq) FROM attestations").fetchone()
+        except sqlite3.OperationalError:  # a line without the notary's tables
+            return
+        top = int(row[0] or 0)  # an empty table: none yet
+        last, self.signatures = self.signatures, top
+        if last is None or held is None:  # the first read; no entry held before
+            return
+        if not 0 < top - last <= LATE_SIGNATURES_CHECKED:
+            return
+        found = conn.execute(
+            "SELECT 1 FROM attestations a JOIN entries e ON e.id = a.subject"
+            " WHERE a.seq > ? AND a.seq <= ? AND a.role = 'author' AND e.seq <= ? LIMIT 1",
+            (last, top, held),
+        ).fetchone()
+        if found is not None:
+            self.late += 1
 
     def close(self) -> None:
         if self.conn is not None:
@@ -145,16 +177,23 @@ class LineWatcher:
                 self._probes[path] = _Probe(path)
         return {path: self._probes[path].poll() for path in wanted}
 
+    def _late(self) -> dict[Path, int]:
+        with self._lock:
+            return {path: probe.late for path, probe in self._probes.items()}
+
     async def run(
         self,
         on_change: Callable[[], None],
         on_lines: Callable[[list[Path]], None] | None = None,
+        on_signed: Callable[[list[Path]], None] | None = None,
     ) -> None:
         """Poll until cancelled; the first poll is the baseline and reports nothing.
-        ``on_lines`` (optional) is also told which files changed."""
+        ``on_lines`` (optional) is also told which files changed; ``on_signed`` which
+        files took author signatures of entries they held already."""
         self._poked = asyncio.Event()
         try:
             last = await asyncio.to_thread(self._poll)
+            late = self._late()
             self.polls += 1
             while True:
                 with contextlib.suppress(TimeoutError):
@@ -169,6 +208,12 @@ class LineWatcher:
                     on_change()
                     if on_lines is not None:
                         on_lines(changed)
+                now_late, was_late = self._late(), late
+                late = now_late
+                # (with new entries too: their rows carry only their own signatures)
+                signed = [p for p, n in now_late.items() if n != was_late.get(p, n)]
+                if signed and on_signed is not None:
+                    on_signed(signed)
                 last = current
         finally:
             with self._lock:

@@ -206,6 +206,16 @@ class Peering:
             rows = {p: (watcher.previous.get(p), watcher.marks.get(p)) for p in paths}
             self.feed.publish_paths(paths, rows)
 
+    def _signed_late(self, paths: list[Path]) -> None:
+        """Author signatures came here for entries held before them: the peers those
+        entries went to may lack them too. The rows' marks say nothing of
+        signatures, so every peer is due (a session that finds nothing costs one round
+        trip) and the watchers hear of it without rows, and sync. They used to wait for
+        the next periodic check, one hop at a time."""
+        self.scheduler.local_change(None)
+        if self.feed is not None:
+            self.feed.publish_paths(paths)
+
     def took_rows(self, key: str, line: str, span: tuple[int, int] | None) -> None:
         """Rows announced by peer ``key`` were just stored here, at rows ``span`` of
         ``line`` when known: announce them to our watchers now, not at the next poll, and
@@ -226,7 +236,9 @@ class Peering:
         tg.create_task(self.scheduler.run(tg), name="scheduler")
         watcher = self._watcher = LineWatcher(self.line_files, interval=self.options.watch_interval)
         tg.create_task(
-            watcher.run(_nothing, lambda paths: self._lines_changed(watcher, paths)),
+            watcher.run(
+                _nothing, lambda paths: self._lines_changed(watcher, paths), self._signed_late
+            ),
             name="line watcher",
         )
         if self.watches is not None:
