@@ -34,17 +34,18 @@ TRANSCRIPT = (
 NOBODY = 65534
 
 
-def _no_umask() -> None:
-    os.umask(0)
+# Set by a shell, not a ``preexec_fn``: that runs Python in a child forked from a test
+# process whose other threads (gRPC's, from earlier tests) may be inside gRPC, and such a
+# child once aborted in gRPC's poller before it ran the command.
+NO_UMASK = ["sh", "-c", 'umask 000 && exec "$@"', "sh"]
 
 
 def _run(module: str, root: Path, *args: str) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", module, "--root", str(root), *args],
+        [*NO_UMASK, sys.executable, "-m", module, "--root", str(root), *args],
         capture_output=True,
         text=True,
         timeout=120,
-        preexec_fn=_no_umask,
         check=False,
     )
     assert done.returncode == 0, (args, done.stderr)
@@ -75,13 +76,10 @@ def _modes(root: Path) -> dict[str, int]:
 
 
 def _as_nobody(*command: str) -> subprocess.CompletedProcess[str]:
-    def drop() -> None:
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
-
+    """``command`` as the user nobody (util-linux's ``setpriv``, for the reason above)."""
+    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
     return subprocess.run(
-        command, capture_output=True, text=True, timeout=60, preexec_fn=drop, check=False
+        [*drop, *command], capture_output=True, text=True, timeout=60, check=False
     )
 
 

@@ -13,16 +13,15 @@ from tests.support.mesh_procs import SYNC_JSON, cli, first_line, shared_node
 
 
 def _serve(root: Path, *, ignore_hangup: bool = False) -> tuple[subprocess.Popen[str], str]:
-    def nohup() -> None:
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-
+    # SIGHUP ignored by a shell, as nohup does, not by a preexec_fn: that runs Python in a
+    # child forked from a test process whose gRPC threads may hold its locks
+    nohup = ["sh", "-c", 'trap "" HUP && exec "$@"', "sh"] if ignore_hangup else []
     argv = [sys.executable, "-m", "lifeline_mesh", "--root", str(root), "serve", "--insecure"]
     proc = subprocess.Popen(
-        [*argv, "--listen", "127.0.0.1:0", "--no-discovery"],
+        [*nohup, *argv, "--listen", "127.0.0.1:0", "--no-discovery"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=nohup if ignore_hangup else None,
     )
     first = first_line(proc, 60, "serve")
     assert first.startswith("listening on "), first
