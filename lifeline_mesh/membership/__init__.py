@@ -5,8 +5,9 @@ Public API for the node and the notary; see docs/security.md for the model.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from lifeline_mesh.transport import lazy_exports
 
 if TYPE_CHECKING:
     from lifeline_mesh.membership.authz import MeshAuthorizer, authorize, cert_identity
@@ -85,10 +86,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # asked once
-    return value
+__getattr__ = lazy_exports(__name__, _HOME)

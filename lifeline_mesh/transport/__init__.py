@@ -4,6 +4,8 @@ authorization hook and roles, the sync server and client."""
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -20,6 +22,7 @@ __all__ = [
     "PeerIdentity",
     "Refused",
     "SyncServer",
+    "lazy_exports",
     "sync_line",
 ]
 
@@ -37,10 +40,19 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _HOME.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # asked once
-    return value
+def lazy_exports(package: str, homes: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's ``__getattr__`` (PEP 562) for the names of ``homes`` (name -> the module
+    that defines it): each is imported when first asked for, then kept in the package."""
+    namespace = sys.modules[package].__dict__
+
+    def exported(name: str) -> Any:
+        module = homes.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = namespace[name] = getattr(importlib.import_module(module), name)
+        return value
+
+    return exported
+
+
+__getattr__ = lazy_exports(__name__, _HOME)
