@@ -183,12 +183,12 @@ async def cmd_mcp_install(args: argparse.Namespace) -> int:
         raise ConfigError(f"--name {args.name!r}: use 1 to 64 letters, digits, '-' or '_'")
     named = line_of(args)
     line = None if named == DEFAULT_LINE else named  # the entry names only another line
-    _command, note = server_command()
+    command, note = server_command()
     if note:
         print(f"note: {note}", file=sys.stderr)
     if args.client == "codex":
         agent = args.agent or CODEX_AGENT
-        snippet = codex_snippet(root, name=args.name, agent=agent, line=line)
+        snippet = codex_snippet(root, command=command, name=args.name, agent=agent, line=line)
         if args.json:
             print_json({"client": "codex", "path": None, "toml": snippet, "changed": False})
             return 0
@@ -202,6 +202,7 @@ async def cmd_mcp_install(args: argparse.Namespace) -> int:
     done = install(
         root,
         client,
+        command=command,
         name=args.name,
         agent=args.agent or client.agent,
         line=line,

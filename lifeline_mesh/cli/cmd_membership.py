@@ -167,34 +167,26 @@ def _uses(text: str) -> int | None:
     return int(text)
 
 
-def _dialable(address: str | None) -> str | None:
-    """``address`` if another process can dial it (a wildcard host is no address)."""
-    if address is None:
-        return None
-    host, _port = split_address(address, listen=True)
-    return None if host in WILDCARD_HOSTS else address
-
-
 def _defaulted(given: list[str], served: str | None, flag: str, what: str) -> list[str]:
-    """The addresses a token names: those given, else the one this root's node serves on."""
+    """The addresses a token names: those given, else the one this root's node serves on
+    when another process can dial it (a wildcard host is no address)."""
     if given or served is None:
         return given
-    dialable = _dialable(served)
-    if dialable is None:
+    host, _port = split_address(served, listen=True)
+    if host in WILDCARD_HOSTS:
         print(
             f"note: the node serving here listens for {what} on {served}, which no one can "
             f"dial; pass {flag} with an address of this host to name it in the token",
             file=sys.stderr,
         )
         return given
-    host, _port = split_address(dialable)
     reach = " (loopback: from this machine only)" if is_loopback(host) else ""
     print(
-        f"note: the token names the {what} port of the node serving here, {dialable}{reach}; "
+        f"note: the token names the {what} port of the node serving here, {served}{reach}; "
         f"{flag} names another",
         file=sys.stderr,
     )
-    return [dialable]
+    return [served]
 
 
 def _served(home: NodeHome) -> NodeState | None:
@@ -218,8 +210,9 @@ def _addresses(args: argparse.Namespace, home: NodeHome) -> tuple[list[str], lis
     return joins, syncs
 
 
-def _credential(args: argparse.Namespace, joins: list[str], syncs: list[str]) -> Token:
-    home = node_home(args)
+def _credential(
+    args: argparse.Namespace, home: NodeHome, joins: list[str], syncs: list[str]
+) -> Token:
     lines = args.lines.split(",") if args.lines else NodeConfig.load(home).shared_lines
     spec = CredentialSpec(
         name=args.ci,
@@ -235,12 +228,13 @@ def _credential(args: argparse.Namespace, joins: list[str], syncs: list[str]) ->
 
 
 async def cmd_invite(args: argparse.Namespace) -> int:
-    joins, syncs = _addresses(args, node_home(args))
+    home = node_home(args)
+    joins, syncs = _addresses(args, home)
     if args.ci:
-        token = _credential(args, joins, syncs)
+        token = _credential(args, home, joins, syncs)
     else:
         ttl = parse_duration(args.ttl or "24h", "--ttl")
-        token = issue_invite(node_home(args), args.role, ttl, joins)
+        token = issue_invite(home, args.role, ttl, joins)
     if not joins:
         dial = "`ci run --peer`" if args.ci else "`join --peer HOST:PORT`"
         print(

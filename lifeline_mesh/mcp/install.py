@@ -87,15 +87,22 @@ def _entry(client: Client, command: str, args: list[str]) -> dict[str, Any]:
 
 
 def install(
-    root: Path, client: Client, *, name: str, agent: str, line: str | None, force: bool
+    root: Path,
+    client: Client,
+    *,
+    command: str,
+    name: str,
+    agent: str,
+    line: str | None,
+    force: bool,
 ) -> Installed:
-    """Add or update the entry ``name`` of ``client``'s file in the project at ``root``."""
+    """Add or update the entry ``name`` of ``client``'s file in the project at ``root``,
+    which runs ``command`` (:func:`server_command`)."""
     path = root / client.path
     _text, data = read_json_object(path)
     servers = data.setdefault(client.key, {})
     if not isinstance(servers, dict):
         raise ConfigError(f"{path}: {client.key!r} is not an object; fix it or move it aside")
-    command, _note = server_command()
     entry = _entry(client, command, _args(root, agent, line))
     held = servers.get(name)
     if held == entry:
@@ -116,8 +123,7 @@ def install(
     return Installed(path, entry, changed=True, replaced=replaced)
 
 
-def codex_snippet(root: Path, *, name: str, agent: str, line: str | None) -> str:
+def codex_snippet(root: Path, *, command: str, name: str, agent: str, line: str | None) -> str:
     """The TOML table Codex reads (``.codex/config.toml`` or ``~/.codex/config.toml``)."""
-    command, _note = server_command()
     args = ", ".join(json.dumps(a) for a in _args(root, agent, line))
     return f"[mcp_servers.{name}]\ncommand = {json.dumps(command)}\nargs = [{args}]\n"

@@ -208,10 +208,10 @@ class LineWatcher:
                     on_change()
                     if on_lines is not None:
                         on_lines(changed)
-                now_late, was_late = self._late(), late
-                late = now_late
                 # (with new entries too: their rows carry only their own signatures)
-                signed = [p for p, n in now_late.items() if n != was_late.get(p, n)]
+                now_late = self._late()
+                signed = [p for p, n in now_late.items() if n != late.get(p, n)]
+                late = now_late
                 if signed and on_signed is not None:
                     on_signed(signed)
                 last = current
