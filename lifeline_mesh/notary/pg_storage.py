@@ -17,6 +17,7 @@ from dataclasses import replace
 
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry
+from lifeline.store.pg_notify import notify_sql
 from lifeline.store.pg_schema import Conn
 from lifeline.store.pg_writes import (
     append_locked,
@@ -56,6 +57,10 @@ from lifeline_mesh.notary.states import StateOf, sum_fingerprint
 __all__ = ["PgNotaryStore"]
 
 _MOD = 1 << 256
+# New author signatures of one insert looked up for entries already held, as the line
+# watcher's LATE_SIGNATURES_CHECKED (peering/changes.py): more is a sync's signatures sent
+# ahead of their entries (decision 0106), and the first ones say enough
+LATE_SIGNATURES_LOOKED_UP = 512
 
 
 class PgNotaryStore(NotarySet[PgStore]):
@@ -261,6 +266,8 @@ async def insert(conn: Conn, line_id: int, atts: Sequence[Attestation]) -> int:
         if new:
             added += len(new)
             await _bump(conn, line_id, table, [bytes(r[0]) for r in new])
+            if table == ATTESTATIONS_TABLE:
+                await _announce_late(conn, line_id, mine, {bytes(r[0]) for r in new})
     receipts = [a for a in atts if a.role is Role.WITNESS]
     if receipts:
         pairs = [(e, a.id) for a in receipts for e in a.extras]
@@ -272,6 +279,28 @@ async def insert(conn: Conn, line_id: int, atts: Sequence[Attestation]) -> int:
             [i for _, i in pairs],
         )
     return added
+
+
+async def _announce_late(
+    conn: Conn, line_id: int, atts: Sequence[Attestation], new: set[bytes]
+) -> None:
+    """Announce the line to every hub process (NOTIFY, at commit) when a new author
+    signature signs an entry the line already holds: only entry writes notify, so the
+    peers the entry went to unsigned would otherwise get it at their next periodic check
+    (decision 0139, the line watcher's twin). At most ``LATE_SIGNATURES_LOOKED_UP`` are
+    looked up: a sync sends signatures ahead of their entries by the thousand."""
+    subjects = [a.subject for a in atts if a.role is Role.AUTHOR and a.id in new]
+    if not subjects:
+        return
+    held = await conn.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[]))",
+        line_id,
+        [id_bytes(s) for s in subjects[:LATE_SIGNATURES_LOOKED_UP]],
+    )
+    if held:
+        await conn.execute(
+            notify_sql("UPDATE lines SET version = version + 1 WHERE line_id = $1"), line_id
+        )
 
 
 async def _bump(conn: Conn, line_id: int, table: str, ids: list[bytes]) -> None:

@@ -15,22 +15,17 @@ import pytest
 from lifeline.entry import Entry
 from lifeline.store.pg_notify import LineListener
 from lifeline.store.postgres import PgDatabase
-from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.peering.table import load_peers_file
-from tests.support.mesh_procs import cli, log_note, serve, shared_node, wait_for_entry
+from tests.support.mesh_procs import (
+    cli,
+    log_note,
+    serve,
+    shared_node,
+    wait_for_entry,
+    wait_watching,
+)
 from tests.support.pg_server import fresh_database, hub
 
 LIVE_S = 2.0  # the periodic sync is 60 s: an entry seen this soon was announced
-
-
-def _wait_watching(root: Path, deadline_s: float = 60.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        data = load_peers_file(NodeHome(root))
-        if data and data["peers"] and all(row.get("watching") for row in data["peers"]):
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"no open watch after {deadline_s}s: {load_peers_file(NodeHome(root))}")
 
 
 @pytest.mark.slow
@@ -51,7 +46,7 @@ def test_a_write_through_one_hub_process_is_announced_by_the_other(
     ):
         dial = ("--listen", "127.0.0.1:0", "--peer", address_b, "--no-discovery", "--insecure")
         with serve(watcher, *dial):
-            _wait_watching(watcher)
+            wait_watching(watcher)
             for k in range(3):  # the first, and again once the line exists on the hub
                 entry_id = log_note(writer, f"through hub A, {k}")
                 cli("lifeline_mesh", writer, "sync", address_a, "--insecure")

@@ -12,26 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.peering.table import load_peers_file
-from tests.support.mesh_procs import free_port, log_note, serve, shared_node, wait_for_entry
+from tests.support.mesh_procs import (
+    free_port,
+    log_note,
+    serve,
+    shared_node,
+    wait_for_entry,
+    wait_watching,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.serial]  # bounds on wall-clock times: run alone
 
 FLAGS = ("--no-discovery", "--insecure")  # plain loopback; TLS is the same call
 # Far below the periodic sync (60 s): an entry seen this soon travelled live.
 LIVE_S = 10.0
-
-
-def _wait_watching(root: Path, deadline_s: float = 30.0) -> None:
-    """Until the node's peer table says its Watch call to the peer is open."""
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        data = load_peers_file(NodeHome(root))
-        if data and data["peers"] and all(row.get("watching") for row in data["peers"]):
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"no open watch after {deadline_s}s: {load_peers_file(NodeHome(root))}")
 
 
 def _stop(proc: subprocess.Popen[str]) -> float:
@@ -58,7 +52,7 @@ def test_a_node_that_only_dialed_in_is_live_both_ways_and_redials(tmp_path: Path
     with serve(office, *listen, *FLAGS) as office_proc:
         dial = ("--listen", "127.0.0.1:0", "--peer", f"127.0.0.1:{port}")
         with serve(runner, *dial, *FLAGS) as runner_proc:
-            _wait_watching(runner)
+            wait_watching(runner)
             # the office node knows no address of the runner: only the watch can tell it
             assert _timed_arrival(office, line_runner, "from the office") < LIVE_S
             assert _timed_arrival(runner, line_office, "from the runner") < LIVE_S
@@ -69,7 +63,7 @@ def test_a_node_that_only_dialed_in_is_live_both_ways_and_redials(tmp_path: Path
             with serve(office, *listen, *FLAGS) as office_again:
                 # redialled: the fresh call makes the runner sync at once, both ways
                 wait_for_entry(line_office, written_offline, deadline_s=LIVE_S)
-                _wait_watching(runner)
+                wait_watching(runner)
                 assert _timed_arrival(office, line_runner, "after the restart") < LIVE_S
                 _stop(runner_proc)
                 _stop(office_again)

@@ -218,6 +218,20 @@ def wait_for_entry(line_file: Path, entry_id: str, *, deadline_s: float = 30.0) 
     raise AssertionError(f"{entry_id[:12]} did not reach {line_file} within {deadline_s}s")
 
 
+def wait_watching(root: Path, *, deadline_s: float = 60.0) -> None:
+    """Until the node's peer table says its Watch call to every peer is open."""
+    from lifeline_mesh.home.node_home import NodeHome
+    from lifeline_mesh.peering.table import load_peers_file
+
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        data = load_peers_file(NodeHome(root))
+        if data and data["peers"] and all(row.get("watching") for row in data["peers"]):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no open watch after {deadline_s}s: {load_peers_file(NodeHome(root))}")
+
+
 def join_mesh(
     ca_root: Path,
     others: Sequence[Path],
