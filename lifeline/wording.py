@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["count", "noun", "one_line", "shown_text"]
+__all__ = ["LONG_WORD", "clipped_words", "count", "error_text", "noun", "one_line", "shown_text"]
 
 
 def noun(n: int, one: str, many: str | None = None) -> str:
@@ -20,6 +20,38 @@ def count(n: int, one: str, many: str | None = None) -> str:
     """``n`` and its noun: ``count(1, "entry", "entries")`` is ``1 entry``,
     ``count(0, "entry", "entries")`` is ``0 entries``."""
     return f"{n} {noun(n, one, many)}"
+
+
+# A word (a run without white space) longer than this is clipped in an error: an argument
+# of thousands of characters, a pasted blob, told back whole, buries the line that matters.
+LONG_WORD = 240
+_LONG = re.compile(rf"\S{{{LONG_WORD + 1},}}")
+
+
+def clipped_words(text: str) -> str:
+    """``text`` with each word over ``LONG_WORD`` characters cut to its start, ``…`` and its
+    length: ``'xxx…' (5,002 characters)``. Paths and ids are far shorter."""
+    return _LONG.sub(_clipped, text)
+
+
+def error_text(text: str) -> str:
+    """An error's text as printed: control characters escaped, overlong words clipped."""
+    return shown_text(clipped_words(text))
+
+
+def _clipped(match: re.Match[str]) -> str:
+    word = match.group()
+    body = word.rstrip(_AFTER)
+    tail = word[len(body) :]  # the closing quote and punctuation the message put after it
+    quotes = tail[: len(tail) - len(tail.lstrip(_QUOTES))]
+    core = body.lstrip(_QUOTES + "([")  # what was given, counted without the message's quote
+    lead = body[: len(body) - len(core)]
+    shown = f"{lead}{core[: LONG_WORD // 2]}…{quotes}"
+    return f"{shown} ({len(core):,} characters){tail[len(quotes) :]}"
+
+
+_QUOTES = "'\"`"
+_AFTER = _QUOTES + ".,;:)]"
 
 
 def one_line(text: str, cap: int | None = None) -> str:

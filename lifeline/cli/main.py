@@ -22,7 +22,7 @@ from lifeline.cli.common import global_options
 from lifeline.cli.logformat import configure_logging
 from lifeline.cli.moved import MOVED_OPTIONS, PASSING, moved_message
 from lifeline.errors import LifelineError
-from lifeline.wording import shown_text
+from lifeline.wording import clipped_words, error_text
 
 __all__ = ["build_parser", "exit_process", "main", "make_parser", "run"]
 
@@ -98,7 +98,7 @@ class _Parser(argparse.ArgumentParser):
             chosen = _chosen(self, self._parsed)
             if chosen is not self:  # the command the words were given to tells them
                 chosen.error(message)
-        message = _did_you_mean(self, message)
+        message = clipped_words(_did_you_mean(self, message))
         self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
 
 
@@ -379,7 +379,7 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         if verbose:
             raise
         # a peer's reason, a file's or a transcript's text may be quoted in it (decision 0128)
-        print(f"{prog}: error: {shown_text(str(exc))}", file=sys.stderr)
+        print(f"{prog}: error: {error_text(str(exc))}", file=sys.stderr)
         return 2
     except ExceptionGroup as group:
         # A task of a TaskGroup failed (serve's parts start side by side): our own error
@@ -387,7 +387,7 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         ours = _our_error(group)
         if verbose or ours is None:
             raise
-        print(f"{prog}: error: {shown_text(ours)}", file=sys.stderr)
+        print(f"{prog}: error: {error_text(ours)}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (e.g. `head`) went away: stop quietly, as other Unix tools do.
@@ -398,7 +398,7 @@ def run(args: argparse.Namespace, *, prog: str = "lifeline") -> int:
         told = None if verbose else _refused(exc)
         if told is None:
             raise
-        print(f"{prog}: error: {shown_text(told)}", file=sys.stderr)
+        print(f"{prog}: error: {error_text(told)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)

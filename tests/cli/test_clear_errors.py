@@ -115,3 +115,20 @@ def test_sharing_a_line_that_does_not_exist_is_refused(project: Path) -> None:
         "lifeline --line ledgr init",
     )
     assert cli("lifeline_mesh", project, "share", "ledger").returncode == 0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("lifeline", "log", "--kind", "{big}", "--summary", "s"),  # our own error
+        ("lifeline", "recall", "q", "--kind", "{big}"),  # argparse's
+        ("lifeline_mesh", "sync", "{big}"),  # an argument's type
+        ("lifeline_mesh", "revoke", "{big}"),  # a command's check
+    ],
+)
+def test_an_error_clips_a_huge_argument_it_tells_back(project: Path, args: tuple[str, ...]) -> None:
+    big = "ab" * 50_000
+    done = cli(args[0], project, *(a.replace("{big}", big) for a in args[1:]), check=False)
+    err = one_line(done, "(100,000 characters)")
+    assert len(err) < 1000 and big[:120] in err
+    assert "see `" in err or "use one of" in err or "node id" in err  # the advice survives

@@ -170,3 +170,15 @@ def test_the_truth_of_one_decision_cut_by_its_budget_reads_singular(tmp_path: Pa
     assert "- [omitted 1 decision to fit the budget;" in done.stdout, done.stdout
     assert "- [omitted 1 entry to fit the budget;" in done.stdout, done.stdout
     assert not WRONG.search(done.stdout) and "1 decisions" not in done.stdout
+
+
+def test_only_overlong_words_are_clipped_and_the_message_around_them_kept() -> None:
+    from lifeline.wording import LONG_WORD, clipped_words
+
+    path = "/home/someone/projects/" + "a" * 150 + "/.lifeline/ledger.db"
+    assert len(path) < LONG_WORD and clipped_words(f"cannot open {path}: gone") == (
+        f"cannot open {path}: gone"
+    )
+    told = clipped_words("unknown kind '" + "x" * 5000 + "'; use one of: a, b")
+    assert told == f"unknown kind '{'x' * (LONG_WORD // 2)}…' (5,000 characters); use one of: a, b"
+    assert clipped_words("(" + "y" * 300 + "),") == f"({'y' * (LONG_WORD // 2)}… (300 characters)),"
