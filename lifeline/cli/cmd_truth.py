@@ -128,13 +128,15 @@ def _register_writes(sub: Commands, parent: argparse.ArgumentParser) -> None:
     for name, helptext in (("pin", "keep an entry in every context"), ("unpin", "undo a pin")):
         p = sub.add_parser(name, parents=[parent], help=helptext)
         p.add_argument("id", metavar="ID|PREFIX")
-        if name == "pin":
-            p.add_argument(
-                "--body",
-                default="",
-                help="why the entry stays in every context: the pin note's body is `pin: ID`,"
-                " a blank line, then this (as lifeline-context wrote it)",
-            )
+        p.add_argument(
+            "--body",
+            default="",
+            help="why the entry stays in every context: the pin note's body is `pin: ID`,"
+            " a blank line, then this (as lifeline-context wrote it)"
+            if name == "pin"
+            else "why the pin ends: the correction's body (default: `unpinned`, as"
+            " lifeline-context wrote it)",
+        )
         add_attribution(p)
         add_json_option(p, "print the stored entry as JSON")
         p.set_defaults(func=cmd_pin if name == "pin" else cmd_unpin)
@@ -314,10 +316,12 @@ async def cmd_unpin(args: argparse.Namespace) -> int:
         notes = (await read_shown(store)).truth.pin_notes.get(target.id)
         if not notes:
             raise NotFound(f"{target.id[:12]} is not pinned; `lifeline context` lists the pins")
+        # The entry lifeline-context 0.6.1 records for the same command line (same id): a
+        # correction of every pin note in force, named by the target's first 8 characters
         draft = Draft(
             kind="correction",
-            summary=f"unpin: {' '.join(target.summary.split())}"[:200],
-            body=f"unpin: {target.id}",
+            summary=f"unpin: {target.id[:8]}",
+            body=args.body.strip() or "unpinned",
             **attribution(args),
             parents=tuple(notes),
         )

@@ -1,6 +1,7 @@
 """lifeline-context 0.6.1's options that `lifeline` took late: `log --thread`, `pin --body`,
-`init --hooks`, `--agent`, `--no-mcp`, `--no-policy`, and `exam --budget` (refused, in one
-line: our exam scores no budgeted context).
+`unpin --body` (with the unpin it records), `init --hooks`, `--agent`, `--no-mcp`,
+`--no-policy`, and `exam --budget` (refused, in one line: our exam scores no budgeted
+context).
 
 Compared with the real predecessor: the same command lines on the same ledger record the
 same entries (ids leave out the time, and hold kind, author, agent, provider, model,
@@ -131,11 +132,22 @@ def test_pin_body_records_what_lifeline_context_records(
     assert run_lc(lc, theirs, *pin).returncode == 0, run_lc(lc, theirs, *pin).stderr
     mine = json.loads(_lifeline(root, *pin, "--json"))
     assert mine["body"] == f"pin: {d}\n\nthe base of everything"
-    with sqlite3.connect(theirs / ".lifeline" / "ledger.db") as conn:
-        ids = [i for (i,) in conn.execute("SELECT id FROM entries ORDER BY seq")]
-    assert ids == [d, mine["id"]]
     pinned = f"## Pinned\n\n- `{d[:12]}` use sqlite"  # still pinned: its body's first line
     assert pinned in _lifeline(root, "context")
+    ours = [d, mine["id"]]
+    for step in (
+        ["unpin", d[:10], "--body", "  no longer  "],  # its own words, trimmed
+        ["pin", d[:10], "--body", "A"],
+        ["pin", d[:10], "--body", "B"],  # two pin notes in force
+        ["unpin", d[:10]],  # both corrected at once; the body says `unpinned`
+    ):
+        done = run_lc(lc, theirs, *step, *AUTHOR)
+        assert done.returncode == 0, (step, done.stderr)
+        ours.append(json.loads(_lifeline(root, *step, *AUTHOR, "--json"))["id"])
+    with sqlite3.connect(theirs / ".lifeline" / "ledger.db") as conn:
+        ids = [i for (i,) in conn.execute("SELECT id FROM entries ORDER BY seq")]
+    assert ids == ours  # the same entries: ids hold kind, summary, body and parents
+    assert "## Pinned" not in _lifeline(root, "context")
 
 
 def test_init_hooks_installs_ours_and_no_mcp_no_policy_write_nothing(tmp_path: Path) -> None:
