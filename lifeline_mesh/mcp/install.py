@@ -86,6 +86,27 @@ def _entry(client: Client, command: str, args: list[str]) -> dict[str, Any]:
     return entry
 
 
+def _in_project(root: Path, relative: str) -> Path:
+    """The file a client's configuration is read from and written to: ``root/relative``
+    with its links followed, refused when they lead out of the project. A clone carries
+    links (git keeps them): a ``.mcp.json`` leading to a JSON file of the user's (a Docker
+    ``config.json`` with registry passwords) would be copied into the project's file, which
+    gets committed; a linked ``.vscode`` would take ours into another folder."""
+    path = root / relative
+    try:
+        target = path.resolve()
+        inside = target.is_relative_to(root.resolve())
+    except (OSError, RuntimeError) as exc:  # a loop: RuntimeError before Python 3.13
+        raise ConfigError(f"{path} is a symbolic link that cannot be followed ({exc})") from exc
+    if not inside:
+        raise ConfigError(
+            f"{path} leads out of the project, to {target} (a symbolic link); the MCP "
+            "configuration is written only inside the project: remove the link, then run "
+            "this again"
+        )
+    return target
+
+
 def install(
     root: Path,
     client: Client,
@@ -98,7 +119,7 @@ def install(
 ) -> Installed:
     """Add or update the entry ``name`` of ``client``'s file in the project at ``root``,
     which runs ``command`` (:func:`server_command`)."""
-    path = root / client.path
+    path = _in_project(root, client.path)
     _text, data = read_json_object(path)
     servers = data.setdefault(client.key, {})
     if not isinstance(servers, dict):

@@ -143,3 +143,36 @@ def test_a_folder_without_a_project_is_refused(tmp_path: Path) -> None:
     done = _run(tmp_path, "claude-code")
     assert done.returncode == 2 and "lifeline init" in done.stderr
     assert not (tmp_path / ".mcp.json").exists()
+
+
+def test_a_link_a_clone_carries_out_of_the_project_is_refused(
+    root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A repository can carry `.mcp.json` as a link to a JSON file of the user's (a Docker
+    `config.json` with registry passwords): installing would copy that file into the
+    project's `.mcp.json`, which gets committed. A link to a folder (`.vscode`) would put
+    ours in another one. Both are refused, nothing read or written; a link that stays
+    inside the project is followed and kept."""
+    home = tmp_path_factory.mktemp("home")
+    secret = home / "config.json"
+    secret.write_text('{"auths": {"registry.example": {"auth": "dXNlcjpodW50ZXIy"}}}\n')
+    (root / ".mcp.json").symlink_to(secret)
+    refused = _run(root, "claude-code")
+    assert refused.returncode == 2 and "leads out of the project" in refused.stderr
+    assert str(secret) in refused.stderr, refused.stderr
+    assert (root / ".mcp.json").is_symlink() and "lifeline" not in secret.read_text()
+
+    (home / "elsewhere").mkdir()
+    (root / ".vscode").symlink_to(home / "elsewhere")
+    assert _run(root, "vscode").returncode == 2
+    assert list((home / "elsewhere").iterdir()) == []
+
+    (root / "config").mkdir()
+    shared = root / "config" / "cursor-mcp.json"
+    shared.write_text('{"mcpServers": {}}')
+    (root / ".cursor").mkdir()
+    (root / ".cursor" / "mcp.json").symlink_to("../config/cursor-mcp.json")
+    done = _run(root, "cursor")
+    assert done.returncode == 0, done.stderr
+    assert (root / ".cursor" / "mcp.json").is_symlink()
+    assert "lifeline" in json.loads(shared.read_text())["mcpServers"]
