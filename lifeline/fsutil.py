@@ -23,6 +23,7 @@ __all__ = [
     "link_target",
     "make_new_folder",
     "read_private",
+    "refuse_foreign",
     "refuse_link",
     "require_new_or_empty",
     "require_private",
@@ -83,7 +84,8 @@ def create_private(path: Path) -> bool:
 
 
 def refuse_link(path: Path) -> None:
-    """Refuse to open a database of ours through a symbolic link (ConfigError).
+    """Refuse to open a database of ours through a symbolic link, or one that another user
+    owns or keeps in a folder of theirs (ConfigError; :func:`refuse_foreign`).
 
     ``.lifeline/`` is 0700 so that what it holds is its owner's alone, but a link in it
     (one a cloned repository carries: git keeps links) leads wherever it says: SQLite made
@@ -95,10 +97,60 @@ def refuse_link(path: Path) -> None:
             "databases only as files of their own, where nobody else can read them: remove "
             f"the link (`rm {path}`), or move the file it leads to in its place"
         )
+    refuse_foreign(path)
+
+
+def refuse_foreign(path: Path) -> None:
+    """Refuse ``path`` (ConfigError) when it, or the folder it is in, belongs to another
+    user than this process's (root's are trusted, as ssh trusts them).
+
+    A cloned repository can carry ``.lifeline`` as a link to a folder another user of the
+    machine made: the project's lines, keys and transcripts would be written there, where
+    that user can read a database they planted (0666) or swap the node's key for one they
+    know (decision 0140). Git refuses a repository another user owns for the same reason."""
+    if not hasattr(os, "geteuid"):  # no POSIX owners to compare
+        return
+    me = os.geteuid()
+    for place in (path, path.parent):
+        try:
+            owner = place.stat().st_uid
+        except OSError:  # missing (made by us next), or unreadable (the open says so)
+            continue
+        if owner in (me, 0):
+            continue
+        link = _linked_folder(path.parent)
+        via = f" ({link} is a symbolic link to {link.resolve()})" if link else ""
+        raise ConfigError(
+            f"{place} belongs to another user ({_user(owner)}){via}; lifeline keeps a "
+            "project's lines and keys only in its user's own files and folders, where "
+            "nobody else can read or replace them: "
+            + (f"remove the link (`rm {link}`), then run this again" if link else
+               "run this as that user, or make it yours (`chown`)")
+        )  # fmt: skip
+
+
+def _linked_folder(folder: Path) -> Path | None:
+    """``folder`` or its parent (``.lifeline`` for a key under ``.lifeline/mesh``) when it
+    is a symbolic link."""
+    for place in (folder, folder.parent):
+        if place.is_symlink():
+            return place
+    return None
+
+
+def _user(uid: int) -> str:
+    try:
+        import pwd
+
+        return f"{pwd.getpwuid(uid).pw_name}, uid {uid}"
+    except (ImportError, KeyError):
+        return f"uid {uid}"
 
 
 def require_private(path: Path) -> None:
-    """Refuse a secret file that users other than its owner can read or write."""
+    """Refuse a secret file that users other than its owner can read or write, or that
+    another user owns (:func:`refuse_foreign`: one who knows the key they put there)."""
+    refuse_foreign(path)
     mode = path.stat().st_mode & 0o777
     if mode & 0o077:
         raise ConfigError(

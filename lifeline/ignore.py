@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Protocol
 
-from lifeline.fsutil import write_atomic
+from lifeline.fsutil import refuse_foreign, write_atomic
 from lifeline.wording import count
 
 __all__ = [
@@ -69,6 +69,7 @@ def ensure_ignore_file(home: IgnoredHome) -> bool:
     caller's own write reports that directory.
     """
     path = home.ignore_path
+    refuse_foreign(path)  # a `.lifeline` a clone linked to another user's folder
     try:
         if path.read_text(encoding="utf-8") == IGNORE_TEXT:
             return False

@@ -10,10 +10,14 @@ of ours is opened only as a file of its own, and a link is refused in one line.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.support.clirun import lifeline, one_line_error
+from tests.support.mesh_procs import cli
 from tests.support.paths import REPO
 
 TRANSCRIPT = (
@@ -65,3 +69,51 @@ def test_a_linked_sessions_file_is_refused(tmp_path: Path) -> None:
     assert "sessions-sources.sqlite is a symbolic link" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr, done.stderr
     assert not outside.exists()
+
+
+NOBODY = 65534
+
+
+def _theirs(folder: Path) -> Path:
+    """A folder another user (nobody) made, open to all, holding a database they planted
+    open to all: what a link a clone carries can lead to."""
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    planted = folder / "ledger.db"
+    sqlite3.connect(planted).close()
+    planted.chmod(0o666)
+    for path in (folder, planted):
+        os.chown(path, NOBODY, NOBODY)
+    return planted
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making another user's files needs root")
+def test_a_linked_lifeline_folder_of_another_user_is_refused(tmp_path: Path) -> None:
+    """`.lifeline` itself a link to another user's folder: the lines, the node's keys and
+    the ignore file would all be written there, into the database they planted (the real
+    CLI did: the entry landed in their 0666 file), and a key they swap in would be taken."""
+    planted = _theirs(tmp_path / "shared")
+    root = tmp_path / "clone"
+    root.mkdir()
+    (root / ".lifeline").symlink_to(planted.parent)
+    for args in (("init",), ("log", "--kind", "note", "--summary", SECRET)):
+        one_line_error(lifeline(root, *args), "belongs to another user", "nobody", "rm ")
+    done = cli("lifeline_mesh", root, "init", check=False)
+    one_line_error(done, "belongs to another user")
+    assert sorted(p.name for p in planted.parent.iterdir()) == ["ledger.db"]
+    assert planted.stat().st_size == 0  # nothing written into it
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making another user's files needs root")
+def test_a_line_file_or_key_of_another_user_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    assert lifeline(root, "init").returncode == 0
+    cli("lifeline_mesh", root, "init")
+    line = root / ".lifeline" / "ledger.db"
+    os.chown(line, NOBODY, NOBODY)  # e.g. swapped in by whoever could write the folder
+    one_line_error(lifeline(root, "log", "--kind", "note", "--summary", SECRET), "ledger.db")
+    os.chown(line, 0, 0)
+    key = root / ".lifeline" / "mesh" / "node.key"
+    os.chown(key, NOBODY, NOBODY)
+    one_line_error(cli("lifeline_mesh", root, "id", check=False), "node.key belongs to another")
