@@ -131,6 +131,14 @@ class Home:
             if url is None:
                 chosen: LineSource = FileLines(self)
             else:
+                from lifeline.ignore import refuse_tracked
+
+                refuse_tracked(
+                    self,
+                    self.hub_binding_path,
+                    "the database a repository names would take this project's entries",
+                    "bind your own with `lifeline-mesh hub init --store URL`",
+                )
                 from lifeline.store.pg_lines import PgLines  # the driver only on a hub
 
                 chosen = PgLines(url)

@@ -15,6 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Protocol
 
+from lifeline.errors import ConfigError
 from lifeline.fsutil import refuse_foreign, write_atomic
 from lifeline.wording import count
 
@@ -22,7 +23,9 @@ __all__ = [
     "IGNORE_TEXT",
     "IgnoredHome",
     "ensure_ignore_file",
+    "refuse_tracked",
     "tracked_private_files",
+    "tracked_under",
     "tracked_warning",
 ]
 
@@ -105,6 +108,25 @@ def tracked_private_files(home: IgnoredHome) -> list[str] | None:
     allowed = home.committable()
     names = [n for n in done.stdout.decode("utf-8", "replace").split("\0") if n]
     return sorted(n for n in names if n not in allowed)
+
+
+def tracked_under(home: IgnoredHome, folder: Path) -> list[str]:
+    """The files under ``folder`` (in ``.lifeline/``) that git tracks (one `git ls-files`;
+    none without git or outside a work tree)."""
+    prefix = home.relative(folder) + "/"
+    return [name for name in tracked_private_files(home) or () if name.startswith(prefix)]
+
+
+def refuse_tracked(home: IgnoredHome, path: Path, why: str, then: str) -> None:
+    """ConfigError when git tracks ``path``: a file that came with a repository is its
+    author's choice, not this user's (decision 0132). ``why`` says what it would do,
+    ``then`` what to run once it is untracked."""
+    name = home.relative(path)
+    if name in (tracked_private_files(home) or ()):
+        raise ConfigError(
+            f"git tracks {name}: {why} (a clone carries its author's); run "
+            f"`git rm --cached {name}` and move it away, then {then}"
+        )
 
 
 def tracked_warning(tracked: list[str]) -> str:

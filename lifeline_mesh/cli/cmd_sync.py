@@ -195,6 +195,16 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
+    from lifeline_mesh.membership.join import refuse_keys_from_git
+
+    # Keys, trust anchors and a hub binding that came with the repository are its
+    # author's: never served with (decision 0141). Other tracked files: a warning.
+    refuse_keys_from_git(
+        home,
+        "serving with it would let its holder act as this node, or its ca.pem choose the "
+        "peers this node sends its lines to",
+        "`lifeline-mesh init` or `join` again (a new identity)",
+    )
     tracked = tracked_private_files(home)  # an ignore file does not untrack them
     if tracked:
         print(tracked_warning(tracked), file=sys.stderr)

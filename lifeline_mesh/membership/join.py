@@ -35,7 +35,7 @@ from lifeline.errors import (
     PermissionDenied,
     RemoteProtocolError,
 )
-from lifeline.ignore import tracked_private_files
+from lifeline.ignore import tracked_under
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.mesh_state import CA_CERT
 from lifeline_mesh.home.node_home import NodeHome
@@ -59,7 +59,7 @@ from lifeline_mesh.wire import membership_pb2_grpc
 
 pb_grpc: Any = membership_pb2_grpc  # generated code carries no annotations
 
-__all__ = ["JOIN_TIMEOUT", "Joined", "join", "join_request"]
+__all__ = ["JOIN_TIMEOUT", "Joined", "join", "join_request", "refuse_keys_from_git"]
 
 JOIN_TIMEOUT = 20.0
 log = logging.getLogger(__name__)
@@ -89,7 +89,11 @@ async def join(
     addresses = [peer] if peer else list(token.addresses)
     if not addresses:
         raise ConfigError("the token names no address; pass --peer HOST:PORT of the inviter")
-    _refuse_keys_from_git(home)
+    refuse_keys_from_git(
+        home,
+        "joining would give it this node's place in the mesh",
+        "join again (with a new identity)",
+    )
     identity, created = NodeIdentity.load_or_create(home)
     errors: list[PeerError] = []
     for address in addresses:
@@ -159,16 +163,17 @@ async def _join_via(
     return Joined(identity.node_id, mesh_id, reply.role, address, False)
 
 
-def _refuse_keys_from_git(home: NodeHome) -> None:
-    """ConfigError when git tracks a file of ``.lifeline/mesh/`` (one `git ls-files`)."""
+def refuse_keys_from_git(home: NodeHome, doing: str, then: str) -> None:
+    """ConfigError when git tracks a file of ``.lifeline/mesh/`` (one `git ls-files`): a
+    key there is known to whoever reads the repository, and its ``ca.pem`` names whom the
+    node trusts. ``doing`` says what it would be used for, ``then`` what to run after."""
     mesh = home.relative(home.mesh_dir) + "/"
-    tracked = [name for name in tracked_private_files(home) or () if name.startswith(mesh)]
+    tracked = tracked_under(home, home.mesh_dir)
     if tracked:
         raise ConfigError(
             f"git tracks {', '.join(tracked[:3])}: a key in the repository is known to "
-            "whoever reads it (a clone carries its author's), and joining would give it this "
-            f"node's place in the mesh; run `git rm -r --cached {mesh}` and move {mesh} "
-            "away, then join again (with a new identity)"
+            f"whoever reads it (a clone carries its author's), and {doing}; run "
+            f"`git rm -r --cached {mesh}` and move {mesh} away, then {then}"
         )
 
 

@@ -74,24 +74,30 @@ def test_status_warns_when_git_tracks_a_secret(tmp_path: Path) -> None:
     assert report["tracked_by_git"] == [".lifeline/mesh/ca.key"]
 
 
-def test_serve_warns_when_git_tracks_a_key(tmp_path: Path) -> None:
+def test_serve_warns_when_git_tracks_a_line_and_refuses_a_tracked_key(tmp_path: Path) -> None:
     """The ignore file `serve` restores does not untrack what git tracks already: a node
-    whose key was committed (by hand, or before the ignore file) hears so from `serve`, once
-    as it starts, not only from `status`."""
+    whose line was committed (by hand, or before the ignore file) hears so from `serve`, once
+    as it starts, not only from `status`. A tracked key is refused (decision 0141): a clone
+    carries its author's, and the node would serve as them."""
     git(tmp_path, "init", "-q")
+    cli("lifeline", tmp_path, "init")
     cli("lifeline_mesh", tmp_path, "init", "--new-mesh", "team")
     with serve(tmp_path, "--no-discovery") as proc:
         proc.terminate()
         _, clean = proc.communicate(timeout=30)
     assert "git tracks" not in clean, clean
-    git(tmp_path, "add", "-f", ".lifeline/mesh/node.key")
+    git(tmp_path, "add", "-f", ".lifeline/ledger.db")
     with serve(tmp_path, "--no-discovery") as proc:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
     warned = [line for line in err.splitlines() if "git tracks" in line]
     assert len(warned) == 1, err
     assert warned[0].startswith("warning: git tracks 1 file that must never be committed")
-    assert ".lifeline/mesh/node.key" in warned[0] and "git rm -r --cached" in warned[0]
+    assert ".lifeline/ledger.db" in warned[0] and "git rm -r --cached" in warned[0]
+    git(tmp_path, "add", "-f", ".lifeline/mesh/node.key")
+    refused = cli("lifeline_mesh", tmp_path, "serve", "--no-discovery", check=False)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "git tracks .lifeline/mesh/node.key" in refused.stderr
 
 
 def test_status_outside_a_repository_reports_no_git(tmp_path: Path) -> None:
