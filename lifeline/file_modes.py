@@ -19,13 +19,12 @@ that opens a line to write (``init`` among them) makes the folder 0700 again.
 from __future__ import annotations
 
 import contextlib
-import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from lifeline.fsutil import PRIVATE_FILE
+from lifeline.fsutil import DATABASE_NAME, PRIVATE_FILE
 
 __all__ = [
     "PRIVATE_DIR",
@@ -49,7 +48,6 @@ class HomeFolder(Protocol):
 
 
 PRIVATE_DIR = 0o700
-_DATABASE = re.compile(r"\.(db|sqlite)($|[-.])")  # ledger.db, x.db-wal, x.db.damaged-...
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +58,7 @@ class LooseMode:
 
 
 def _database(path: Path) -> bool:
-    return bool(_DATABASE.search(path.name))
+    return bool(DATABASE_NAME.search(path.name))
 
 
 def loose_modes(home: HomeFolder) -> list[LooseMode]:

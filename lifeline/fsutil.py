@@ -7,6 +7,7 @@ import contextlib
 import errno
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +17,7 @@ from typing import Any, BinaryIO
 from lifeline.errors import ConfigError
 
 __all__ = [
+    "DATABASE_NAME",
     "PRIVATE_FILE",
     "NewTree",
     "atomic_file",
@@ -30,6 +32,9 @@ __all__ = [
     "write_atomic",
 ]
 
+# The name of a database of ours or one of SQLite's files beside it: ledger.db, x.db-wal,
+# x.db.damaged-..., sessions-sources.sqlite
+DATABASE_NAME = re.compile(r"\.(db|sqlite)($|[-.])")
 PRIVATE_FILE = 0o600  # a line, a database of ours: its owner only, whatever the umask
 
 

@@ -229,12 +229,14 @@ class Home:
             return False
 
     def prepare(self) -> None:
-        """Make ``.lifeline/`` (its owner's only: lifeline/file_modes.py), keep it out of git."""
+        """Make ``.lifeline/`` (its owner's only: lifeline/file_modes.py), keep it out of git:
+        a line git tracks is refused before anything is written into it."""
         from lifeline.file_modes import make_dir_private  # both use this module
-        from lifeline.ignore import ensure_ignore_file
+        from lifeline.ignore import ensure_ignore_file, refuse_tracked_databases
 
         ensure_ignore_file(self)  # makes the folder 0700 when missing
         make_dir_private(self)
+        refuse_tracked_databases(self)
 
     # Settings.
 

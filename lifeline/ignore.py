@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lifeline.errors import ConfigError
-from lifeline.fsutil import refuse_foreign, write_atomic
+from lifeline.fsutil import DATABASE_NAME, refuse_foreign, write_atomic
 from lifeline.wording import count
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "IgnoredHome",
     "ensure_ignore_file",
     "refuse_tracked",
+    "refuse_tracked_databases",
     "tracked_private_files",
     "tracked_under",
     "tracked_warning",
@@ -126,6 +127,21 @@ def refuse_tracked(home: IgnoredHome, path: Path, why: str, then: str) -> None:
         raise ConfigError(
             f"git tracks {name}: {why} (a clone carries its author's); run "
             f"`git rm --cached {name}` and move it away, then {then}"
+        )
+
+
+def refuse_tracked_databases(home: IgnoredHome) -> None:
+    """ConfigError when git tracks a database of ``.lifeline/`` (a line, a sessions file):
+    a line that came with a repository is its author's file, and what is written into it
+    (the user's entries, their agent sessions, the mesh's entries a node takes in) goes
+    wherever the repository is pushed next, with a `git commit -a` (decision 0141)."""
+    tracked = [n for n in tracked_private_files(home) or () if DATABASE_NAME.search(n)]
+    if tracked:
+        raise ConfigError(
+            f"git tracks {', '.join(tracked[:3])}{', …' if len(tracked) > 3 else ''}: what "
+            "is written into a line the repository carries goes wherever the repository is "
+            "pushed; run `git rm -r --cached .lifeline` (the files stay here), then run "
+            "this again"
         )
 
 

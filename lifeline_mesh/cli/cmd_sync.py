@@ -21,7 +21,12 @@ from lifeline.errors import (
     PermissionDenied,
 )
 from lifeline.file_modes import repair_modes
-from lifeline.ignore import ensure_ignore_file, tracked_private_files, tracked_warning
+from lifeline.ignore import (
+    ensure_ignore_file,
+    refuse_tracked_databases,
+    tracked_private_files,
+    tracked_warning,
+)
 from lifeline.lines import validate_line_name
 from lifeline.store.pg_dsn import is_postgres_url
 from lifeline.wording import count
@@ -205,6 +210,7 @@ async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
         "peers this node sends its lines to",
         "`lifeline-mesh init` or `join` again (a new identity)",
     )
+    refuse_tracked_databases(home)  # what the node takes in would be pushed with the repo
     tracked = tracked_private_files(home)  # an ignore file does not untrack them
     if tracked:
         print(tracked_warning(tracked), file=sys.stderr)
