@@ -130,13 +130,21 @@ def refuse_tracked(home: IgnoredHome, path: Path, why: str, then: str) -> None:
         )
 
 
+_DATABASES_UNTRACKED: set[Path] = set()  # the .lifeline/ folders found clean (this process)
+
+
 def refuse_tracked_databases(home: IgnoredHome) -> None:
     """ConfigError when git tracks a database of ``.lifeline/`` (a line, a sessions file):
     a line that came with a repository is its author's file, and what is written into it
     (the user's entries, their agent sessions, the mesh's entries a node takes in) goes
-    wherever the repository is pushed next, with a `git commit -a` (decision 0141)."""
+    wherever the repository is pushed next, with a `git commit -a` (decision 0141). Asked
+    once per folder and process: a node opens its lines for every session."""
+    if home.dir in _DATABASES_UNTRACKED:
+        return
     tracked = [n for n in tracked_private_files(home) or () if DATABASE_NAME.search(n)]
-    if tracked:
+    if not tracked:
+        _DATABASES_UNTRACKED.add(home.dir)
+    else:
         raise ConfigError(
             f"git tracks {', '.join(tracked[:3])}{', …' if len(tracked) > 3 else ''}: what "
             "is written into a line the repository carries goes wherever the repository is "
