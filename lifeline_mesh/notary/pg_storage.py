@@ -242,9 +242,12 @@ class PgNotaryStore(NotarySet[PgStore]):
             return atts
 
 
-async def insert(conn: Conn, line_id: int, atts: Sequence[Attestation]) -> int:
+async def insert(
+    conn: Conn, line_id: int, atts: Sequence[Attestation], *, with_entries: bool = False
+) -> int:
     """Store ``atts`` (inside a transaction holding the line's lock), keeping each set's
-    totals and the receipts' index; returns how many were new."""
+    totals and the receipts' index; returns how many were new. ``with_entries``: they sign
+    entries written in the same transaction, announced with them (not late ones)."""
     added = 0
     for table in (ATTESTATIONS_TABLE, STATEMENTS_TABLE):
         mine = [a for a in atts if table_of(a.role) == table]
@@ -266,7 +269,7 @@ async def insert(conn: Conn, line_id: int, atts: Sequence[Attestation]) -> int:
         if new:
             added += len(new)
             await _bump(conn, line_id, table, [bytes(r[0]) for r in new])
-            if table == ATTESTATIONS_TABLE:
+            if table == ATTESTATIONS_TABLE and not with_entries:
                 await _announce_late(conn, line_id, mine, {bytes(r[0]) for r in new})
     receipts = [a for a in atts if a.role is Role.WITNESS]
     if receipts:

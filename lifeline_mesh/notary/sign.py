@@ -267,7 +267,7 @@ class AuthorHook:
 async def _insert_pg(write: LineWrite, atts: Sequence[Attestation]) -> None:
     from lifeline_mesh.notary.pg_storage import insert
 
-    await insert(write.conn, write.line_id, atts)
+    await insert(write.conn, write.line_id, atts, with_entries=True)
 
 
 def append_hook_factory(project: Home) -> AppendHook | None:

@@ -18,8 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from lifeline.entry import Entry
+from lifeline.store.pg_notify import LineListener
 from lifeline.store.postgres import PgDatabase
 from lifeline.store.sqlite import SqliteStore
+from lifeline_mesh.home.identity import NodeIdentity
+from lifeline_mesh.notary.pg_schema import PG_NOTARY
+from lifeline_mesh.notary.sign import AuthorHook, notary_of
+from lifeline_mesh.notary.statement import Role, sign
 from lifeline_mesh.peering.schedule import PERIODIC_SYNC_S
 from tests.support.mesh_procs import (
     cli,
@@ -83,3 +89,46 @@ def test_a_late_signature_taken_by_one_hub_process_reaches_a_watcher_of_the_othe
         while not _signed(files[w], entry_id):
             assert time.monotonic() - took < WITHIN_S, "the signature stayed on the hub"
             time.sleep(0.25)
+
+
+async def test_a_signature_notifies_only_when_it_comes_after_its_entry(pg_server: str) -> None:
+    """One notification per local write signed in its own transaction (not one more for
+    its signature), one for a late signature, none for a signature ahead of its entry."""
+    url = await fresh_database(pg_server)
+    db = await PgDatabase.connect(url, migrations=PG_NOTARY)
+    heard: list[list[str]] = []
+    listener = LineListener(url, heard.append)
+    task = asyncio.create_task(listener.run())
+    identity = NodeIdentity.generate()
+    try:
+        line = await db.line("ledger")
+        await notary_of(line)
+        await asyncio.wait_for(listener.listening.wait(), 30)
+        written = Entry.create(ts="2026-03-01T10:00:00Z", kind="note", summary="local")
+        hook = AuthorHook(identity)
+        await line.append_hooked([written], hook.in_transaction)  # a local write, signed
+        await _until(lambda: listener.notified == 1)
+
+        relayed, ahead = (
+            Entry.create(ts=f"2026-03-01T10:00:0{k}Z", kind="note", summary=f"e{k}") for k in (1, 2)
+        )
+        await line.append_many([relayed])  # held unsigned, announced
+        await _until(lambda: listener.notified == 2)
+        notary = await notary_of(line)
+        await notary.add([sign(identity, Role.AUTHOR, ahead.id, ahead.ts)])  # not held: quiet
+        await notary.add([sign(identity, Role.AUTHOR, relayed.id, relayed.ts)])  # late
+        await _until(lambda: listener.notified == 3)
+        await asyncio.sleep(0.5)
+        assert listener.notified == 3 and heard == [["ledger"]] * 3
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await db.close()
+
+
+async def _until(done: object, deadline_s: float = 30.0) -> None:
+    assert callable(done)
+    end = time.monotonic() + deadline_s
+    while not done():
+        assert time.monotonic() < end, "not within the deadline"
+        await asyncio.sleep(0.02)
