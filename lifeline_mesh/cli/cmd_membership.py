@@ -301,6 +301,13 @@ async def cmd_join(args: argparse.Namespace) -> int:
         print_json({**_fields(joined), **({"lines": taken} if args.shallow else {})})
         return 0
     print(f"joined mesh {joined.mesh_id} as {joined.node_id} ({joined.role}) via {joined.address}")
+    if not taken and not NodeConfig.load(home).shared_lines:
+        # what a new member runs next: a sync sends and takes only the lines shared here
+        print(
+            "next: `lifeline-mesh share LINE` for each line to exchange with the mesh (e.g. "
+            "ledger), then `lifeline-mesh sync HOST:PORT` or `lifeline-mesh serve`",
+            file=sys.stderr,
+        )
     for report in taken:
         how = "shallow" if report["role"] == "shallow" else "in full (the peer serves no snapshot)"
         print(

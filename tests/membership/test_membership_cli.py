@@ -122,6 +122,8 @@ def test_join_dash_reads_the_token_from_stdin(
     done = mesh(newcomer, "join", "-", "--peer", peer, stdin=f"{token}\n")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("joined mesh ")
+    # nothing shared here yet: it says what a new member runs next
+    assert "next: `lifeline-mesh share LINE`" in done.stderr, done.stderr
 
 
 @pytest.mark.parametrize(
