@@ -20,6 +20,7 @@ from tests.support.mesh_procs import (
     log_note,
     serve,
     shared_node,
+    until,
     wait_for_entry,
     wait_watching,
 )
@@ -74,29 +75,21 @@ async def test_a_listener_that_lost_its_connection_reports_what_it_missed(
         one, two = await db.line("one"), await db.line("two")
         await asyncio.wait_for(listener.listening.wait(), 30)
         await one.append(Entry.create(ts="2026-03-01T10:00:00Z", kind="note", summary="a"))
-        await _until(lambda: ["one"] in heard)
+        await until(lambda: ["one"] in heard)
         assert listener.notified == 1
 
         gate.clear()
         async with db.pool.acquire() as conn:  # the listener's connection is cut
             assert await conn.fetchval("SELECT pg_terminate_backend($1)", listener.server_pid)
-        await _until(lambda: not listener.listening.is_set())
+        await until(lambda: not listener.listening.is_set())
         heard.clear()
         await two.append(Entry.create(ts="2026-03-01T10:00:01Z", kind="note", summary="b"))
         await asyncio.sleep(0.3)
         assert heard == []  # nobody listens: the notification is lost
         gate.set()
-        await _until(lambda: ["two"] in heard)  # the re-check after reconnecting
+        await until(lambda: ["two"] in heard)  # the re-check after reconnecting
         assert listener.connects == 2 and ["one"] not in heard
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await db.close()
-
-
-async def _until(done: object, deadline_s: float = 30.0) -> None:
-    assert callable(done)
-    end = time.monotonic() + deadline_s
-    while not done():
-        assert time.monotonic() < end, "not within the deadline"
-        await asyncio.sleep(0.02)

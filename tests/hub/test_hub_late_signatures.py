@@ -12,7 +12,6 @@ process B; then C syncs with hub process A, which takes the signature in.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from pathlib import Path
 
@@ -28,11 +27,13 @@ from lifeline_mesh.notary.sign import AuthorHook, notary_of
 from lifeline_mesh.notary.statement import Role, sign
 from lifeline_mesh.peering.schedule import PERIODIC_SYNC_S
 from tests.support.mesh_procs import (
+    author_signed,
     cli,
     join_mesh,
     log_note,
     serve,
     shared_node,
+    until,
     wait_for_entry,
     wait_watching,
 )
@@ -41,14 +42,6 @@ from tests.support.pg_server import fresh_database, hub
 pytestmark = pytest.mark.slow
 
 WITHIN_S = 15.0  # well under the periodic check (PERIODIC_SYNC_S)
-
-
-def _signed(line_file: Path, entry_id: str) -> bool:
-    with sqlite3.connect(f"file:{line_file}?mode=ro", uri=True, timeout=30) as conn:
-        sql = "SELECT 1 FROM attestations WHERE role = 'author' AND subject = ?"
-        found = conn.execute(sql, (entry_id,)).fetchone() is not None
-    conn.close()
-    return found
 
 
 async def _copy_unsigned(source: Path, url: str, entry_id: str) -> None:
@@ -82,11 +75,11 @@ def test_a_late_signature_taken_by_one_hub_process_reaches_a_watcher_of_the_othe
         wait_watching(w)
         wait_for_entry(files[w], entry_id)  # relayed by hub process B, unsigned
         time.sleep(2)  # the first sessions of the W-B link are over
-        assert not _signed(files[w], entry_id)
+        assert not author_signed(files[w], entry_id)
 
         cli("lifeline_mesh", c, "sync", address_a)  # hub process A takes the signature
         took = time.monotonic()
-        while not _signed(files[w], entry_id):
+        while not author_signed(files[w], entry_id):
             assert time.monotonic() - took < WITHIN_S, "the signature stayed on the hub"
             time.sleep(0.25)
 
@@ -107,28 +100,20 @@ async def test_a_signature_notifies_only_when_it_comes_after_its_entry(pg_server
         written = Entry.create(ts="2026-03-01T10:00:00Z", kind="note", summary="local")
         hook = AuthorHook(identity)
         await line.append_hooked([written], hook.in_transaction)  # a local write, signed
-        await _until(lambda: listener.notified == 1)
+        await until(lambda: listener.notified == 1)
 
         relayed, ahead = (
             Entry.create(ts=f"2026-03-01T10:00:0{k}Z", kind="note", summary=f"e{k}") for k in (1, 2)
         )
         await line.append_many([relayed])  # held unsigned, announced
-        await _until(lambda: listener.notified == 2)
+        await until(lambda: listener.notified == 2)
         notary = await notary_of(line)
         await notary.add([sign(identity, Role.AUTHOR, ahead.id, ahead.ts)])  # not held: quiet
         await notary.add([sign(identity, Role.AUTHOR, relayed.id, relayed.ts)])  # late
-        await _until(lambda: listener.notified == 3)
+        await until(lambda: listener.notified == 3)
         await asyncio.sleep(0.5)
         assert listener.notified == 3 and heard == [["ledger"]] * 3
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
         await db.close()
-
-
-async def _until(done: object, deadline_s: float = 30.0) -> None:
-    assert callable(done)
-    end = time.monotonic() + deadline_s
-    while not done():
-        assert time.monotonic() < end, "not within the deadline"
-        await asyncio.sleep(0.02)

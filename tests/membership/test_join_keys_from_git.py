@@ -18,17 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.mesh_procs import cli, shared_node, start_ca_serve
+from tests.support.mesh_procs import cli, git, shared_node, start_ca_serve
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-
-
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        check=True,
-        capture_output=True,
-    )
 
 
 def _join(root: Path, token: str, join: str) -> subprocess.CompletedProcess[str]:
@@ -46,9 +38,9 @@ def test_a_committed_node_key_is_not_joined(tmp_path: Path) -> None:
     key.parent.mkdir(parents=True)
     shutil.copy(author / ".lifeline" / "mesh" / "node.key", key)
     key.chmod(0o600)
-    _git(clone, "init", "-q")
-    _git(clone, "add", "-f", ".lifeline/mesh/node.key")
-    _git(clone, "commit", "-q", "-m", "a project")
+    git(clone, "init", "-q")
+    git(clone, "add", "-f", ".lifeline/mesh/node.key")
+    git(clone, "commit", "-q", "-m", "a project")
     token = json.loads(cli("lifeline_mesh", ca, "invite", "--json").stdout)["token"]
     with (tmp_path / "serve.log").open("w") as log:
         proc, _sync, join = start_ca_serve(ca, log.fileno())
@@ -57,7 +49,7 @@ def test_a_committed_node_key_is_not_joined(tmp_path: Path) -> None:
         assert refused.returncode == 2, (refused.returncode, refused.stdout, refused.stderr)
         assert "git tracks .lifeline/mesh/node.key" in refused.stderr, refused.stderr
         assert not (clone / ".lifeline" / "mesh" / "tls.pem").exists()  # was: joined
-        _git(clone, "rm", "-q", "-r", "--cached", ".lifeline/mesh/")
+        git(clone, "rm", "-q", "-r", "--cached", ".lifeline/mesh/")
         shutil.move(clone / ".lifeline" / "mesh", tmp_path / "moved-away")
         joined = _join(clone, token, join)  # the same token: it was not spent
         assert joined.returncode == 0, joined.stderr

@@ -13,29 +13,20 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.clirun import one_line_error
-from tests.support.mesh_procs import cli, join_mesh, shared_node
+from tests.support.mesh_procs import cli, git, join_mesh, shared_node
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 
 
-def _git(root: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
-        check=True,
-        capture_output=True,
-    )
-
-
 def _committed(root: Path, *paths: str) -> None:
-    _git(root, "init", "-q")
-    _git(root, "add", "-f", *paths)
-    _git(root, "commit", "-q", "-m", "a project")
+    git(root, "init", "-q")
+    git(root, "add", "-f", *paths)
+    git(root, "commit", "-q", "-m", "a project")
 
 
 def test_serve_refuses_a_mesh_folder_git_tracks(tmp_path: Path) -> None:
@@ -51,7 +42,7 @@ def test_serve_refuses_a_mesh_folder_git_tracks(tmp_path: Path) -> None:
     )
     one_line_error(done, "git tracks .lifeline/mesh/", "git rm -r --cached .lifeline/mesh/")
     assert "listening on" not in done.stdout
-    _git(clone, "rm", "-q", "-r", "--cached", ".lifeline/mesh/")
+    git(clone, "rm", "-q", "-r", "--cached", ".lifeline/mesh/")
     status = json.loads(cli("lifeline_mesh", clone, "status", "--json").stdout)
     assert status["tracked_by_git"] == []
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lifeline.ignore import IGNORE_TEXT
-from tests.support.mesh_procs import cli, serve
+from tests.support.mesh_procs import cli, git, serve
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.skipif(
@@ -25,13 +25,6 @@ TRANSCRIPT = (
     / "tests/fixtures/transcripts/claude-code"
     / "daaain__claude-code-log__claude-code-log-sample__4e27c414-a885-46a0-b5c8-d58e1417377d.jsonl"
 )
-
-
-def git(root: Path, *args: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(root), *args], capture_output=True, text=True, check=True
-    )
-    return done.stdout
 
 
 def test_git_add_all_stages_no_key_db_or_invite(tmp_path: Path) -> None:

@@ -12,7 +12,6 @@ loaded machine once ended its 90 s drain with a node still lacking one.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.peering.schedule import PERIODIC_SYNC_S
 from tests.support.mesh_procs import (
+    author_signed,
     cli,
     free_port,
     join_mesh,
@@ -34,14 +34,6 @@ from tests.support.mesh_procs import (
 pytestmark = pytest.mark.slow
 
 WITHIN_S = 15.0  # well under the periodic check (PERIODIC_SYNC_S)
-
-
-def _signed(line_file: Path, entry_id: str) -> bool:
-    with sqlite3.connect(f"file:{line_file}?mode=ro", uri=True, timeout=30) as conn:
-        sql = "SELECT 1 FROM attestations WHERE role = 'author' AND subject = ?"
-        found = conn.execute(sql, (entry_id,)).fetchone() is not None
-    conn.close()
-    return found
 
 
 async def _copy_unsigned(source: Path, target: Path, entry_id: str) -> None:
@@ -59,7 +51,7 @@ def test_a_late_signature_follows_its_entry_to_the_next_node(tmp_path: Path) -> 
     join_mesh(a, [b, c])
     entry_id = log_note(c, "written on C, signed there")
     asyncio.run(_copy_unsigned(files[c], files[b], entry_id))
-    assert not _signed(files[b], entry_id)
+    assert not author_signed(files[b], entry_id)
     address = {root: f"127.0.0.1:{free_port()}" for root in roots}
     peers = {a: [b], b: [a], c: []}
     with ExitStack() as stack:
@@ -68,11 +60,11 @@ def test_a_late_signature_follows_its_entry_to_the_next_node(tmp_path: Path) -> 
             stack.enter_context(serve(root, "--listen", address[root], "--no-discovery", *extra))
         wait_for_entry(files[a], entry_id)  # relayed by B, unsigned
         time.sleep(2)  # the first sessions of the A-B link are over
-        assert not _signed(files[a], entry_id)
+        assert not author_signed(files[a], entry_id)
 
         cli("lifeline_mesh", b, "sync", address[c])  # B takes the signature from C
-        assert _signed(files[b], entry_id)
+        assert author_signed(files[b], entry_id)
         took = time.monotonic()
-        while not _signed(files[a], entry_id):
+        while not author_signed(files[a], entry_id):
             assert time.monotonic() - took < WITHIN_S, "the signature stayed on B"
             time.sleep(0.25)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import select
 import signal
@@ -10,7 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -216,6 +217,34 @@ def wait_for_entry(line_file: Path, entry_id: str, *, deadline_s: float = 30.0) 
             return time.monotonic()
         time.sleep(0.005)
     raise AssertionError(f"{entry_id[:12]} did not reach {line_file} within {deadline_s}s")
+
+
+def author_signed(line_file: Path, entry_id: str) -> bool:
+    """Whether ``line_file`` holds an author signature of ``entry_id``."""
+    with sqlite3.connect(f"file:{quote(str(line_file))}?mode=ro", uri=True, timeout=30) as conn:
+        sql = "SELECT 1 FROM attestations WHERE role = 'author' AND subject = ?"
+        found = conn.execute(sql, (entry_id,)).fetchone() is not None
+    conn.close()
+    return found
+
+
+async def until(done: Callable[[], bool], deadline_s: float = 30.0) -> None:
+    """Poll ``done`` on the event loop until it holds; fails after ``deadline_s``."""
+    end = time.monotonic() + deadline_s
+    while not done():
+        assert time.monotonic() < end, "not within the deadline"
+        await asyncio.sleep(0.02)
+
+
+def git(root: Path, *args: str) -> str:
+    """`git -C root ARGS` with a committer set; its standard output (fails loudly)."""
+    done = subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout
 
 
 def wait_watching(root: Path, *, deadline_s: float = 60.0) -> None:
