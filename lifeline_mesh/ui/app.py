@@ -9,6 +9,7 @@ so even an escaping bug could not run a script that came from an entry.
 from __future__ import annotations
 
 import hmac
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator
@@ -24,6 +25,8 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lifeline.errors import AmbiguousPrefix, ConfigError, LifelineError, NotFound
+from lifeline_mesh.transport.loopback_peer import loopback_peer_uid
+from lifeline_mesh.ui.defaults import TOKEN_ENV
 from lifeline_mesh.ui.hub_copy import LinePreparing
 from lifeline_mesh.ui.render import page
 from lifeline_mesh.ui.sections import SECTIONS
@@ -75,11 +78,10 @@ class _Guard:
                 message["headers"] = [*headers, *_HEADERS, (b"server-timing", took)]
             await send(message)
 
-        if self.token is not None:
-            refused = self._check(Request(scope))
-            if refused is not None:
-                await refused(scope, receive, with_headers)
-                return
+        refused = self._check(Request(scope)) if self.token is not None else _other_user(scope)
+        if refused is not None:
+            await refused(scope, receive, with_headers)
+            return
         await self.app(scope, receive, with_headers)
 
     def _check(self, request: Request) -> Response | None:
@@ -101,6 +103,24 @@ class _Guard:
             "(it ends in ?token=...), or send `Authorization: Bearer TOKEN`\n",
             status_code=401,
         )
+
+
+def _other_user(scope: Scope) -> Response | None:
+    """A refusal for a request from another user of this machine, when the viewer has no
+    token: a loopback port is open to every local user, and the pages show every line and
+    session (transport/loopback_peer.py; root, who reads the files anyway, is let in)."""
+    client, server = scope.get("client"), scope.get("server")
+    if not client or not server or not hasattr(os, "geteuid"):
+        return None
+    uid = loopback_peer_uid((str(client[0]), int(client[1])), (str(server[0]), int(server[1])))
+    if uid is None or uid in (os.geteuid(), 0):
+        return None
+    return PlainTextResponse(
+        f"this viewer shows its lines only to the user who started it, and this request "
+        f"comes from another user of the machine (uid {uid}); to share it, start it with "
+        f"a token ({TOKEN_ENV}) and give them the address it prints\n",
+        status_code=403,
+    )
 
 
 async def _error(request: Request, exc: Exception) -> Response:

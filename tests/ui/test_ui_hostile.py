@@ -3,6 +3,8 @@
 - DNS rebinding: a page whose name was made to resolve to 127.0.0.1 sends the browser's
   request with its own name in ``Host``; the viewer must not show it a private line.
 - A write from another origin (a form or fetch that never reads the answer) is refused.
+- Another user of the machine, who can reach any loopback port, is refused a viewer
+  started without a token; its own user is served.
 - 2,000 connections that never finish a request, against a viewer limited to the usual
   1,024 descriptors: the viewer still answers, and closes them.
 - 70 distinct bodies of 64,000 characters of brackets, as a member could sync them, opened
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -37,6 +40,7 @@ from tests.support.mesh_procs import cli
 pytestmark = [pytest.mark.timeout(180), pytest.mark.slow]
 
 SECRET = "Private: the acquisition of Initech closes on Friday"
+NOBODY = 65534
 # What a member can sync to hold a viewer: bodies at the size a body written here may have,
 # each distinct (the viewer keeps the last 64 rendered), every bracket a possible link.
 BRACKET_SHAPES = ("[", "[\n", "[a](", "[*", "![")
@@ -112,6 +116,36 @@ def test_a_write_from_another_origin_is_refused(project: Path) -> None:
         page = "/lines/private/history"
         status, _ = browser_request(port, "GET", page, {**own, "Origin": "http://attacker.example"})
         assert status == 200
+
+
+def _curl_as(uid: int | None, url: str) -> tuple[str, str]:
+    """``curl URL`` as user ``uid`` (util-linux's setpriv) or as this one: (status, body)."""
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"]
+    done = subprocess.run(
+        [*(drop if uid is not None else []), "curl", "-s", "-m", "20", "-w", "\n%{http_code}", url],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    body, _, status = done.stdout.rpartition("\n")
+    return status, body
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or sys.platform != "linux" or shutil.which("curl") is None,
+    reason="becoming another user needs root and util-linux's setpriv; curl asks",
+)
+def test_another_user_of_the_machine_is_refused_a_viewer_without_a_token(
+    project: Path,
+) -> None:
+    with _viewer(project) as (port, _):
+        page = f"http://127.0.0.1:{port}/lines/private/history"
+        status, body = _curl_as(NOBODY, page)
+        assert status == "403" and "another user of the machine" in body, (status, body)
+        assert SECRET not in body
+        status, body = _curl_as(None, page)  # the viewer's own user (root: its owner)
+        assert status == "200" and SECRET in body
 
 
 def test_the_viewer_answers_through_a_flood_of_idle_sockets(project: Path) -> None:

@@ -1,0 +1,67 @@
+"""Who is on the other end of a loopback TCP connection: the user owning the client's socket.
+
+A port on 127.0.0.1 is open to every user of the machine, not only to the one who started
+the server. On Linux the kernel lists every TCP socket of the network namespace with its
+owner's uid (``/proc/net/tcp`` and ``tcp6``, as ``ss -tne`` shows them): the client's end of
+a loopback connection is the row whose local address is the client's and whose remote
+address is the server's. A loopback connection cannot come from another namespace, so a
+local user cannot hide their socket from that list.
+
+:func:`loopback_peer_uid` gives that uid, or None where it cannot be known (another
+system, no ``/proc``, the connection already gone); the caller decides what None means.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+__all__ = ["PROC_NET", "loopback_peer_uid", "proc_address"]
+
+PROC_NET = Path("/proc/net")
+
+
+def proc_address(host: str, port: int) -> str | None:
+    """``host:port`` as ``/proc/net/tcp{,6}`` writes it (each 32-bit word of the address in
+    the kernel's byte order, hex, upper case), or None for a host that is not an IP."""
+    try:
+        if ":" in host:
+            raw = socket.inet_pton(socket.AF_INET6, host.split("%")[0])
+        else:
+            raw = socket.inet_pton(socket.AF_INET, host)
+    except OSError:
+        return None
+    words = [raw[k : k + 4][::-1] for k in range(0, len(raw), 4)]  # little-endian words
+    return f"{b''.join(words).hex().upper()}:{port:04X}"
+
+
+def _forms(host: str) -> tuple[str, ...]:
+    """``host`` as either table may list it: an IPv4 client of a dual-stack server is seen
+    as ``::ffff:127.0.0.1`` by the server and listed as ``127.0.0.1`` (``tcp``)."""
+    if host.startswith("::ffff:") and "." in host:
+        return (host, host.removeprefix("::ffff:"))
+    return (host, f"::ffff:{host}") if ":" not in host else (host,)
+
+
+def loopback_peer_uid(
+    client: tuple[str, int], server: tuple[str, int], *, proc: Path = PROC_NET
+) -> int | None:
+    """The uid owning the client end of the TCP connection ``client`` → ``server``."""
+    pairs: dict[str, set[tuple[str, str]]] = {"tcp": set(), "tcp6": set()}
+    for chost in _forms(client[0]):
+        for shost in _forms(server[0]):
+            local, remote = proc_address(chost, client[1]), proc_address(shost, server[1])
+            if local is not None and remote is not None and (":" in chost) == (":" in shost):
+                pairs["tcp6" if ":" in chost else "tcp"].add((local, remote))
+    for table, wanted in pairs.items():
+        if not wanted:
+            continue
+        try:
+            text = (proc / table).read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > 7 and (fields[1], fields[2]) in wanted and fields[7].isdigit():
+                return int(fields[7])
+    return None
