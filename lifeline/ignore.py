@@ -120,7 +120,7 @@ def tracked_under(home: IgnoredHome, folder: Path) -> list[str]:
 
 def refuse_tracked(home: IgnoredHome, path: Path, why: str, then: str) -> None:
     """ConfigError when git tracks ``path``: a file that came with a repository is its
-    author's choice, not this user's (decision 0132). ``why`` says what it would do,
+    author's choice, not this user's (decision 0141). ``why`` says what it would do,
     ``then`` what to run once it is untracked."""
     name = home.relative(path)
     if name in (tracked_private_files(home) or ()):
