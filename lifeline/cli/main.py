@@ -98,8 +98,27 @@ class _Parser(argparse.ArgumentParser):
             chosen = _chosen(self, self._parsed)
             if chosen is not self:  # the command the words were given to tells them
                 chosen.error(message)
-        message = clipped_words(_did_you_mean(self, message))
+        message = clipped_words(_dash_value(self, _did_you_mean(self, message)))
         self.exit(2, f"{self.prog}: error: {message}; see `{self.prog} --help`\n")
+
+
+def _dash_value(parser: argparse.ArgumentParser, message: str) -> str:
+    """``message``, and how to pass a value that starts with a dash when one was taken for
+    an option and a positional went missing (`lifeline recall -x`)."""
+    if not message.startswith("the following arguments are required:"):
+        return message
+    known = _option_strings(parser)
+    given = getattr(parser, "_argv", ())
+    dashed = next(
+        (w for w in given if w.startswith("-") and w != "--" and w.split("=")[0] not in known),
+        None,
+    )
+    if dashed is None:
+        return message
+    return (
+        f"{message} ({dashed!r} was taken for an option: put `--` before a value that "
+        "starts with a dash)"
+    )
 
 
 def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> _Parser:

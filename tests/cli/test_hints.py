@@ -44,6 +44,14 @@ def test_a_typo_names_the_likely_word_in_one_line(argv: list[str], hint: str) ->
     assert "choose from" not in done.stderr  # the suggestion replaces the list of every word
 
 
+def test_a_value_starting_with_a_dash_is_told_to_go_after_two_dashes(tmp_path: Path) -> None:
+    done = _run("lifeline", "--root", str(tmp_path), "recall", "-x")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "'-x' was taken for an option: put `--` before" in done.stderr
+    bare = _run("lifeline", "--root", str(tmp_path), "recall")  # nothing given: no such hint
+    assert "required: QUERY" in bare.stderr and "taken for an option" not in bare.stderr
+
+
 def test_a_word_like_no_other_gets_the_list_and_no_guess() -> None:
     done = _run("lifeline-mesh", "xyzzy")
     assert done.returncode == 2 and "choose from" in done.stderr
