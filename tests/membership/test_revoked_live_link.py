@@ -28,6 +28,7 @@ from tests.support.mesh_procs import (
     serve,
     shared_node,
     wait_for_entry,
+    wait_for_stderr,
 )
 
 pytestmark = pytest.mark.slow
@@ -67,7 +68,8 @@ def test_a_member_cuts_its_live_link_to_a_node_revoked_elsewhere(tmp_path: Path)
             assert time.monotonic() - revoked_at < 3 * LISTS_EVERY_S, "B never heard of it"
             time.sleep(0.5)
         learned_s = time.monotonic() - revoked_at
-        time.sleep(LISTS_EVERY_S + 2)  # B's guard of its link to C looks again
+        cut = f"cut the link to {address[c]}"  # B's guard of its link to C looks again
+        seen = wait_for_stderr(procs[b], cut, LISTS_EVERY_S + 5)
 
         after = log_note(b, "after the revocation")
         wait_for_entry(files[a], after)  # the other links are untouched
@@ -75,6 +77,6 @@ def test_a_member_cuts_its_live_link_to_a_node_revoked_elsewhere(tmp_path: Path)
         assert not has_entry(files[c], after)
 
         procs[b].terminate()
-        _, said = procs[b].communicate(timeout=30)
+        said = seen + procs[b].communicate(timeout=30)[1]
     assert learned_s < 2 * LISTS_EVERY_S, learned_s
     assert f"cut the link to {address[c]}: {address[c]} is served by node {c_id}" in said, said

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import select
 import signal
 import socket
@@ -124,6 +125,21 @@ def first_line(proc: subprocess.Popen[str], seconds: float, what: str) -> str:
         proc.kill()
         raise AssertionError(f"{what} printed nothing within {seconds} s")
     return proc.stdout.readline()
+
+
+def wait_for_stderr(proc: subprocess.Popen[str], needle: str, seconds: float) -> str:
+    """What ``proc`` wrote to stderr until ``needle`` appears in it (read from the pipe
+    itself, unbuffered, so ``communicate`` gives the rest); fails after ``seconds``."""
+    assert proc.stderr is not None
+    fd, seen, end = proc.stderr.fileno(), b"", time.monotonic() + seconds
+    while needle.encode() not in seen:
+        left = end - time.monotonic()
+        assert left > 0, f"{needle!r} not logged within {seconds} s: {seen.decode()[-2000:]}"
+        readable, _, _ = select.select([fd], [], [], left)
+        chunk = os.read(fd, 65536) if readable else b""
+        assert chunk or not readable, f"exited before logging {needle!r}: {seen.decode()}"
+        seen += chunk
+    return seen.decode()
 
 
 @contextmanager
