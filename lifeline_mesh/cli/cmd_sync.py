@@ -20,13 +20,6 @@ from lifeline.errors import (
     PeerError,
     PermissionDenied,
 )
-from lifeline.file_modes import repair_modes
-from lifeline.ignore import (
-    ensure_ignore_file,
-    refuse_tracked_databases,
-    tracked_private_files,
-    tracked_warning,
-)
 from lifeline.lines import validate_line_name
 from lifeline.store.pg_dsn import is_postgres_url
 from lifeline.wording import count
@@ -198,30 +191,9 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
 
 async def _serve(args: argparse.Namespace, home: NodeHome) -> int:
-    if ensure_ignore_file(home):
-        print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
-    from lifeline_mesh.membership.join import refuse_keys_from_git
+    from lifeline_mesh.cli.serve_root import prepare_root
 
-    # Keys, trust anchors and a hub binding that came with the repository are its
-    # author's: never served with (decision 0141). Other tracked files: a warning.
-    refuse_keys_from_git(
-        home,
-        "serving with it would let its holder act as this node, or its ca.pem choose the "
-        "peers this node sends its lines to",
-        "`lifeline-mesh init` or `join` again (a new identity)",
-    )
-    refuse_tracked_databases(home)  # what the node takes in would be pushed with the repo
-    tracked = tracked_private_files(home)  # an ignore file does not untrack them
-    if tracked:
-        print(tracked_warning(tracked), file=sys.stderr)
-    repaired = repair_modes(home)
-    if repaired:
-        shown = ", ".join(f"{home.relative(x.path)} {x.mode:04o}" for x in repaired[:3])
-        print(
-            f"made {count(len(repaired), 'path')} private that other users could read ({shown}"
-            f"{', …' if len(repaired) > 3 else ''}): .lifeline/ 0700, databases 0600",
-            file=sys.stderr,
-        )
+    prepare_root(home)  # ignore file, what git tracks, modes
     store = getattr(args, "store", None)
     if store is not None or home.lines.url is not None:
         # A hub's: imported only then. `serve` of line files listens sooner without the
