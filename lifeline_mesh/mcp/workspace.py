@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
+from lifeline.ignore import refuse_tracked_databases
 from lifeline.ledger import Ledger
 from lifeline.lines import DEFAULT_LINE, validate_line_name
 from lifeline.plugins import load_append_hooks
@@ -76,7 +77,9 @@ class Workspace:
         The hooks are looked up again for each write (about 2 ms): a node identity created
         by `lifeline-mesh init` or `join` while the server runs signs the very next write.
         The size caps of `.lifeline/config.json` are read again too, as `lifeline log` does.
+        An agent's write into a line git tracks is refused (decision 0141; asked once).
         """
+        refuse_tracked_databases(self.home)
         return Ledger(store, limits=self.home.limits(), hooks=load_append_hooks(self.home))
 
     def node_id(self) -> str | None:

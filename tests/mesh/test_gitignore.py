@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from lifeline.ignore import IGNORE_TEXT
+from tests.support.mcp_client import call_tool, mcp_client, new_project, tool_error
 from tests.support.mesh_procs import cli, git, serve
 from tests.support.paths import REPO
 
@@ -123,3 +124,16 @@ def test_status_outside_a_repository_reports_no_git(tmp_path: Path) -> None:
     cli("lifeline_mesh", tmp_path, "init")
     report = json.loads(cli("lifeline_mesh", tmp_path, "status", "--json").stdout)
     assert report["tracked_by_git"] is None
+
+
+async def test_an_agent_s_write_into_a_line_git_tracks_is_refused(tmp_path: Path) -> None:
+    """The MCP server writes for agents, as the hooks do: not into a line a repository
+    carries (decision 0141)."""
+    await new_project(tmp_path, {"default": "direct"})
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-f", ".lifeline/ledger.db")
+    async with mcp_client(tmp_path) as client:
+        said = await tool_error(client, "checkpoint", thread="db", next=["index"])
+        assert "git tracks .lifeline/ledger.db" in said, said
+        git(tmp_path, "rm", "-q", "--cached", ".lifeline/ledger.db")
+        await call_tool(client, "checkpoint", thread="db", next=["index"])  # asked again
