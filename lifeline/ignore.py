@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -111,11 +112,15 @@ def tracked_private_files(home: IgnoredHome) -> list[str] | None:
     return sorted(n for n in names if n not in allowed)
 
 
-def tracked_under(home: IgnoredHome, folder: Path) -> list[str]:
-    """The files under ``folder`` (in ``.lifeline/``) that git tracks (one `git ls-files`;
-    none without git or outside a work tree)."""
+def tracked_under(
+    home: IgnoredHome, folder: Path, tracked: Sequence[str] | None = None
+) -> list[str]:
+    """The files under ``folder`` (in ``.lifeline/``) that git tracks: among ``tracked``
+    (:func:`tracked_private_files`, read once by a caller that checks more), else one
+    `git ls-files`; none without git or outside a work tree."""
     prefix = home.relative(folder) + "/"
-    return [name for name in tracked_private_files(home) or () if name.startswith(prefix)]
+    names = tracked_private_files(home) if tracked is None else tracked
+    return [name for name in names or () if name.startswith(prefix)]
 
 
 def refuse_tracked(home: IgnoredHome, path: Path, why: str, then: str) -> None:
@@ -133,20 +138,22 @@ def refuse_tracked(home: IgnoredHome, path: Path, why: str, then: str) -> None:
 _DATABASES_UNTRACKED: set[Path] = set()  # the .lifeline/ folders found clean (this process)
 
 
-def refuse_tracked_databases(home: IgnoredHome) -> None:
+def refuse_tracked_databases(home: IgnoredHome, tracked: Sequence[str] | None = None) -> None:
     """ConfigError when git tracks a database of ``.lifeline/`` (a line, a sessions file):
     a line that came with a repository is its author's file, and what is written into it
     (the user's entries, their agent sessions, the mesh's entries a node takes in) goes
     wherever the repository is pushed next, with a `git commit -a` (decision 0141). Asked
-    once per folder and process: a node opens its lines for every session."""
+    once per folder and process: a node opens its lines for every session. ``tracked``:
+    the list a caller read already (:func:`tracked_private_files`)."""
     if home.dir in _DATABASES_UNTRACKED:
         return
-    tracked = [n for n in tracked_private_files(home) or () if DATABASE_NAME.search(n)]
-    if not tracked:
+    names = tracked_private_files(home) if tracked is None else tracked
+    lines = [n for n in names or () if DATABASE_NAME.search(n)]
+    if not lines:
         _DATABASES_UNTRACKED.add(home.dir)
     else:
         raise ConfigError(
-            f"git tracks {', '.join(tracked[:3])}{', …' if len(tracked) > 3 else ''}: what "
+            f"git tracks {', '.join(lines[:3])}{', …' if len(lines) > 3 else ''}: what "
             "is written into a line the repository carries goes wherever the repository is "
             "pushed; run `git rm -r --cached .lifeline` (the files stay here), then run "
             "this again"

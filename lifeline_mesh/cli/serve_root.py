@@ -26,15 +26,18 @@ def prepare_root(home: NodeHome) -> None:
     author's (decision 0141). Other tracked files get a warning."""
     if ensure_ignore_file(home):
         print(f"restored {home.ignore_path} (keeps keys out of git)", file=sys.stderr)
+    tracked = tracked_private_files(home)  # one `git ls-files` for the three checks
+    known = tracked or []  # None: no git or no work tree, so nothing is tracked
     refuse_keys_from_git(
         home,
         "serving with it would let its holder act as this node, or its ca.pem choose the "
         "peers this node sends its lines to",
         "`lifeline-mesh init` or `join` again (a new identity)",
+        known,
     )
-    refuse_tracked_databases(home)  # what the node takes in would be pushed with the repo
-    tracked = tracked_private_files(home)  # an ignore file does not untrack them
-    if tracked:
+    # what the node takes in would be pushed with the repository
+    refuse_tracked_databases(home, known)
+    if tracked:  # an ignore file does not untrack them
         print(tracked_warning(tracked), file=sys.stderr)
     repaired = repair_modes(home)
     if repaired:

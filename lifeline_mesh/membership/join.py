@@ -22,6 +22,7 @@ import asyncio
 import datetime as dt
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -163,15 +164,18 @@ async def _join_via(
     return Joined(identity.node_id, mesh_id, reply.role, address, False)
 
 
-def refuse_keys_from_git(home: NodeHome, doing: str, then: str) -> None:
-    """ConfigError when git tracks a file of ``.lifeline/mesh/`` (one `git ls-files`): a
-    key there is known to whoever reads the repository, and its ``ca.pem`` names whom the
-    node trusts. ``doing`` says what it would be used for, ``then`` what to run after."""
+def refuse_keys_from_git(
+    home: NodeHome, doing: str, then: str, tracked: Sequence[str] | None = None
+) -> None:
+    """ConfigError when git tracks a file of ``.lifeline/mesh/`` (one `git ls-files`, unless
+    the caller passes what it read, ``tracked``): a key there is known to whoever reads the
+    repository, and its ``ca.pem`` names whom the node trusts. ``doing`` says what it would
+    be used for, ``then`` what to run after."""
     mesh = home.relative(home.mesh_dir) + "/"
-    tracked = tracked_under(home, home.mesh_dir)
-    if tracked:
+    keys = tracked_under(home, home.mesh_dir, tracked)
+    if keys:
         raise ConfigError(
-            f"git tracks {', '.join(tracked[:3])}: a key in the repository is known to "
+            f"git tracks {', '.join(keys[:3])}: a key in the repository is known to "
             f"whoever reads it (a clone carries its author's), and {doing}; run "
             f"`git rm -r --cached {mesh}` and move {mesh} away, then {then}"
         )
