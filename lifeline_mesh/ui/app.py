@@ -108,7 +108,9 @@ class _Guard:
 def _other_user(scope: Scope) -> Response | None:
     """A refusal for a request from another user of this machine, when the viewer has no
     token: a loopback port is open to every local user, and the pages show every line and
-    session (transport/loopback_peer.py; root, who reads the files anyway, is let in)."""
+    session (transport/loopback_peer.py; root, who reads the files anyway, is let in).
+    Asked for every request, never remembered by client address: a port the owner's
+    browser let go can be bound by another user for their next connection."""
     client, server = scope.get("client"), scope.get("server")
     if not client or not server or not hasattr(os, "geteuid"):
         return None
