@@ -27,6 +27,7 @@ from lifeline_mesh.node.read_upkeep import ReadUpkeep
 from lifeline_mesh.node.wal import trim_wal
 from lifeline_mesh.notary.attestation_set import attestation_rows
 from lifeline_mesh.notary.claims import Claims
+from lifeline_mesh.notary.deferred_index import build_deferred_index
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.row_writes import chunks
 from lifeline_mesh.notary.signers import KnownSigners
@@ -130,6 +131,7 @@ class FileLine:
             self.store, signers=signers, clock=clock, source=source, claims=self.claims
         )
         notary.id_sums = self.id_sums
+        notary.may_defer = True  # built again in finish() (decision 0143)
         return notary
 
     def entries(self, codec: EntryCodec) -> EntrySet:
@@ -158,6 +160,7 @@ class FileLine:
     async def finish(self, admitted: int, *, ok: bool = True) -> None:
         # A failed session may have grown the WAL with a transaction it never committed (a
         # disk that filled up mid-session): hand that space back now, not at the next one.
+        await build_deferred_index(self.store)
         await trim_wal(self.store, None if ok else 0)
         if self.upkeep is not None:  # a large load: its read models folded in the background
             self.upkeep.admitted(self.name, admitted)
@@ -296,6 +299,7 @@ class _FileLines:
     @asynccontextmanager
     async def open(self, name: str) -> AsyncIterator[NodeLine]:
         async with self.files.open(validate_line_name(name), create=True) as store:
+            await build_deferred_index(store)  # a pull that ended in a crash (decision 0143)
             yield FileLine(name, store, self.snapshots, self.id_sums, self.claims, self.upkeep)
 
     @asynccontextmanager

@@ -27,7 +27,9 @@ def _rows(atts: Sequence[Attestation]) -> list[tuple[object, ...]]:
     return [(a.id, a.sort_key, a.role.value, a.subject, a.node_id, a.ts, a.item) for a in atts]
 
 
-def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attestation]) -> int:
+def _insert_counted(
+    conn: sqlite3.Connection, table: str, atts: Sequence[Attestation], after_seq: int
+) -> int:
     """Insert into ``table``, keeping its whole-set fingerprint in the same transaction.
 
     ``INSERT OR IGNORE`` without ``RETURNING``: a statement that returns a row per insert
@@ -43,7 +45,6 @@ def _insert_counted(conn: sqlite3.Connection, table: str, atts: Sequence[Attesta
     fresh = list({a.id: a for a in atts}.values())  # an item twice in a batch: once
     if not fresh:
         return 0
-    after_seq = _last_seq(conn, table)
     insert_rows(
         conn,
         f"INSERT OR IGNORE INTO {table} (id, sort_key, role, subject, node_id, ts, item)",
@@ -79,25 +80,28 @@ def insert_attestations(conn: sqlite3.Connection, atts: Sequence[Attestation]) -
     fingerprint kept, witness receipts indexed by the entries they name."""
     added = 0
     first = [a for a in atts if a.role in IN_ATTESTATIONS]
+    after_seq = _last_seq(conn, ATTESTATIONS_TABLE)
     if first:
-        added += _insert_counted(conn, ATTESTATIONS_TABLE, first)
+        added += _insert_counted(conn, ATTESTATIONS_TABLE, first, after_seq)
     if len(first) < len(atts):
-        added += _insert_counted(
-            conn, STATEMENTS_TABLE, [a for a in atts if a.role not in IN_ATTESTATIONS]
-        )
+        others = [a for a in atts if a.role not in IN_ATTESTATIONS]
+        added += _insert_counted(conn, STATEMENTS_TABLE, others, _last_seq(conn, STATEMENTS_TABLE))
     # Witness receipts indexed by the entries they name: admission looks up when an entry
-    # was seen, the MCP server which receipts name an entry.
-    receipts = [a for a in atts if a.role is Role.WITNESS]
-    if receipts:
-        seqs: dict[bytes, int] = {}
-        for chunk in chunks([a.id for a in receipts]):
-            marks = ",".join("?" * len(chunk))
-            sql = f"SELECT id, seq FROM attestations WHERE id IN ({marks})"
-            seqs.update((bytes(i), int(n)) for i, n in conn.execute(sql, chunk))
+    # was seen, the MCP server which receipts name an entry. Those this insert added are
+    # found by row number, as counted (a receipt held before has its keys already); the id
+    # index may wait to be built (decision 0143).
+    if any(a.role is Role.WITNESS for a in first):
+        sql = "SELECT id, seq FROM attestations WHERE seq > ? AND role = 'witness'"
+        seqs = {bytes(i): int(n) for i, n in conn.execute(sql, (after_seq,))}
         insert_rows(
             conn,
             "INSERT OR IGNORE INTO witnessed_keys",
-            [(e[:ENTRY_KEY_CHARS], seqs[a.id]) for a in receipts for e in a.extras],
+            [
+                (e[:ENTRY_KEY_CHARS], seq)
+                for a in first
+                if a.role is Role.WITNESS and (seq := seqs.get(a.id)) is not None
+                for e in a.extras
+            ],
         )
     return added
 

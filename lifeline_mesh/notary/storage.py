@@ -30,6 +30,7 @@ from lifeline.store.summary import (
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times
 from lifeline_mesh.notary.claims import Claims
+from lifeline_mesh.notary.deferred_index import defer_id_index
 from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
 from lifeline_mesh.notary.entry_intake import (
     import_fixed,
@@ -136,6 +137,9 @@ class NotaryStore(NotarySet[SqlLine]):
     _remembered: SignedTimes | None = None
     id_sums: IdSums | None = None  # the line opener's, kept across sessions (states.py)
     _blocked: set[str] | None = None  # ids refused this session: their children wait too
+    # Whether a first large batch into an empty table may defer the id index (decision
+    # 0143): a session of a line file's, whose end builds it (node/lines.py, FileLine.finish)
+    may_defer = False
 
     @classmethod
     async def attach(
@@ -217,6 +221,9 @@ class NotaryStore(NotarySet[SqlLine]):
         def tx(conn: sqlite3.Connection) -> tuple[int, list[Attestation], list[Refusal]]:
             ctx = _context(conn, atts, claims)
             kept, refused = held_rules(atts, ctx, skew, window, each=each)
+            if self.may_defer and kept:  # the session's first stored batch decides
+                self.may_defer = False
+                defer_id_index(conn, len(kept))
             added = insert_attestations(conn, kept)
             # An entry held at a ts no author signed takes its author's signed ts (an
             # import attestation moves nothing: decision 0122)
