@@ -38,6 +38,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline.store.summary import compute_totals
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE
 from lifeline_mesh.notary.row_writes import is_empty
+from lifeline_mesh.notary.schema import items_table
 
 __all__ = [
     "DEFER_MIN",
@@ -56,18 +57,7 @@ _NOTE = "deferred_index"  # the meta row saying the index waits to be built
 _CREATE = f"CREATE UNIQUE INDEX {ID_INDEX} ON {ATTESTATIONS_TABLE}(id)"
 # The table as notary migration 1 made it, without the inline UNIQUE on id; its other
 # indexes as the later migrations left them (a test compares both layouts).
-_TABLE = f"""
-    CREATE TABLE {ATTESTATIONS_TABLE} (
-        seq      INTEGER PRIMARY KEY AUTOINCREMENT,
-        id       BLOB NOT NULL,
-        sort_key INTEGER NOT NULL,
-        role     TEXT NOT NULL,
-        subject  TEXT NOT NULL,
-        node_id  TEXT NOT NULL,
-        ts       TEXT NOT NULL,
-        item     BLOB NOT NULL
-    )
-"""
+_TABLE = items_table(ATTESTATIONS_TABLE, unique_id=False)
 _OTHER_INDEXES = (
     f"CREATE INDEX attestations_order ON {ATTESTATIONS_TABLE}(sort_key, id)",
     f"CREATE INDEX attestations_subject_key ON {ATTESTATIONS_TABLE}(role, substr(subject, 1, 16))",

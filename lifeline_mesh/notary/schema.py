@@ -4,17 +4,20 @@ lifeline/store/schema.py, line_schema)."""
 
 from __future__ import annotations
 
-__all__ = ["NOTARY_COMPONENT", "NOTARY_MIGRATIONS"]
+__all__ = ["NOTARY_COMPONENT", "NOTARY_MIGRATIONS", "items_table"]
 
 NOTARY_COMPONENT = "notary"
 
-NOTARY_MIGRATIONS: list[tuple[int, str]] = [
-    (
-        1,
-        """
-            CREATE TABLE attestations (
+
+def items_table(name: str, *, unique_id: bool = True) -> str:
+    """The definition of a table of signed items (``attestations``, ``statements``), the
+    id's uniqueness inline as the migrations made it, or left to an index of its own
+    (decision 0143)."""
+    unique = " UNIQUE" if unique_id else ""
+    return f"""
+            CREATE TABLE {name} (
                 seq      INTEGER PRIMARY KEY AUTOINCREMENT,
-                id       BLOB NOT NULL UNIQUE,
+                id       BLOB NOT NULL{unique},
                 sort_key INTEGER NOT NULL,
                 role     TEXT NOT NULL,
                 subject  TEXT NOT NULL,
@@ -22,6 +25,14 @@ NOTARY_MIGRATIONS: list[tuple[int, str]] = [
                 ts       TEXT NOT NULL,
                 item     BLOB NOT NULL
             );
+"""
+
+
+NOTARY_MIGRATIONS: list[tuple[int, str]] = [
+    (
+        1,
+        items_table("attestations")
+        + """
             CREATE INDEX attestations_order ON attestations(sort_key, id);
             CREATE INDEX attestations_subject ON attestations(role, subject);
             CREATE TABLE witnessed (
@@ -68,17 +79,8 @@ NOTARY_MIGRATIONS: list[tuple[int, str]] = [
         # The second wave's statements (state, imported) in their own table: they are
         # reconciled as the set `statements`, which first-wave peers do not open, so
         # they never receive a kind they would refuse. Nothing signed is converted.
-        """
-            CREATE TABLE statements (
-                seq      INTEGER PRIMARY KEY AUTOINCREMENT,
-                id       BLOB NOT NULL UNIQUE,
-                sort_key INTEGER NOT NULL,
-                role     TEXT NOT NULL,
-                subject  TEXT NOT NULL,
-                node_id  TEXT NOT NULL,
-                ts       TEXT NOT NULL,
-                item     BLOB NOT NULL
-            );
+        items_table("statements")
+        + """
             CREATE INDEX statements_order ON statements(sort_key, id);
             CREATE INDEX statements_signer ON statements(role, node_id, sort_key);
             CREATE INDEX statements_subject_key ON statements(role, substr(subject, 1, 16));
