@@ -158,9 +158,9 @@ class FileLine:
         return await self.store.run_read(lambda conn: _stored_after(conn, mark, ids))
 
     async def finish(self, admitted: int, *, ok: bool = True) -> None:
+        await build_deferred_index(self.store)  # a pull into an empty line (decision 0143)
         # A failed session may have grown the WAL with a transaction it never committed (a
         # disk that filled up mid-session): hand that space back now, not at the next one.
-        await build_deferred_index(self.store)
         await trim_wal(self.store, None if ok else 0)
         if self.upkeep is not None:  # a large load: its read models folded in the background
             self.upkeep.admitted(self.name, admitted)
