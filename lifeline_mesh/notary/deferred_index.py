@@ -12,8 +12,10 @@ the next `sync` or `serve` that opens the line for a session builds the index fi
 Meanwhile nothing the pull does needs it: a signature batch counts what it added by row
 number (decision 0108), receipts find their rows the same way, and entries are checked
 against the signatures remembered in the session (decision 0105) or, failing that, by
-their subjects' index, which stays. A reader of the line looking a signature up by its
-id (another process serving it, say) scans the table instead: slower, not wrong.
+their subjects' index, which stays. Signatures served by id to a peer (another session
+of a `serve`, in this process or another) would scan the table for every chunk asked:
+a peer could make a node scan it thousands of times. So serving them builds the index
+first (``NotaryStore.fetch``); the pull then goes on with it, only slower.
 
 Without the index, ``INSERT OR IGNORE`` no longer ignores a signature sent twice (a
 retransmission, or a peer that repeats itself). The index build finds them: each id then
@@ -34,8 +36,8 @@ import logging
 import sqlite3
 
 from lifeline.errors import LifelineError
-from lifeline.store.sqlite import SqliteStore
 from lifeline.store.summary import compute_totals
+from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE
 from lifeline_mesh.notary.row_writes import is_empty
 from lifeline_mesh.notary.schema import items_table
@@ -97,7 +99,7 @@ def build_deferred(conn: sqlite3.Connection) -> int:
     return removed
 
 
-async def build_deferred_index(store: SqliteStore) -> None:
+async def build_deferred_index(store: SqlLine) -> None:
     """Build the line's deferred id index, if one waits (a read when none does). A failure
     (a full disk) is logged and leaves the note: the next opening of the line tries again."""
     try:

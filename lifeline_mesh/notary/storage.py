@@ -30,7 +30,11 @@ from lifeline.store.summary import (
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.admission import StoredContext, check_entry_times
 from lifeline_mesh.notary.claims import Claims
-from lifeline_mesh.notary.deferred_index import defer_id_index
+from lifeline_mesh.notary.deferred_index import (
+    build_deferred_index,
+    defer_id_index,
+    deferred_pending,
+)
 from lifeline_mesh.notary.enrollment import enrollments_of, held_enrollments
 from lifeline_mesh.notary.entry_intake import (
     import_fixed,
@@ -190,11 +194,15 @@ class NotaryStore(NotarySet[SqlLine]):
         return await self.store.run_write(compute)
 
     async def fetch(self, ids: Sequence[bytes]) -> list[bytes]:
-        """The items among ``ids`` that are stored, in the order asked."""
+        """The items among ``ids`` that are stored, in the order asked (by the id index: one
+        a pull deferred is built first, decision 0143)."""
 
         table = self.table
+        waits = table == ATTESTATIONS_TABLE
 
-        def read(conn: sqlite3.Connection) -> list[bytes]:
+        def read(conn: sqlite3.Connection) -> list[bytes] | None:
+            if waits and deferred_pending(conn):
+                return None  # each chunk would scan the table
             found: dict[bytes, bytes] = {}
             for chunk in chunks(ids):
                 marks = ",".join("?" * len(chunk))
@@ -202,7 +210,12 @@ class NotaryStore(NotarySet[SqlLine]):
                 found.update((bytes(i), bytes(b)) for i, b in conn.execute(sql, chunk))
             return [found[i] for i in ids if i in found]
 
-        return await self.store.run_read(read)
+        items = await self.store.run_read(read)
+        if items is None:
+            await build_deferred_index(self.store)
+            waits = False  # built, or failed and logged: read as it is
+            items = await self.store.run_read(read)
+        return items or []
 
     async def held_enrollments(self) -> list[Attestation]:
         """Every well-formed ``enrolled`` statement the line holds."""

@@ -132,6 +132,32 @@ async def test_a_signature_stored_twice_meanwhile_is_kept_once(
         assert await notary.commit_each(authors[:5]) == (0, [])
 
 
+async def test_signatures_served_by_id_while_the_index_waits_build_it_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A peer asking for signatures by id would make the node scan the table for every
+    chunk it asks: serving them builds the index first, and the pull goes on with it."""
+    monkeypatch.setattr(deferred_index, "DEFER_MIN", 10)
+    identity, _ = NodeIdentity.load_or_create(NodeHome(tmp_path / "signer"))
+    entries = chain(40, "served")
+    authors = [sign(identity, Role.AUTHOR, e.id, e.ts) for e in entries]
+    store = await SqliteStore.open(tmp_path / "ledger.db")
+    try:
+        pulling = await NotaryStore.attach(store)
+        pulling.may_defer = True
+        assert await pulling.commit_each(authors[:30]) == (30, [])
+        with _read(store.path) as conn:
+            assert _pending(conn) and ID_INDEX not in _indexes(conn)
+        serving = await NotaryStore.attach(store)  # another session's, asked by its peer
+        asked = [a.id for a in authors[5:8]]
+        assert await serving.fetch(asked) == [a.item for a in authors[5:8]]
+        with _read(store.path) as conn:
+            assert not _pending(conn) and ID_INDEX in _indexes(conn)
+        assert await pulling.commit_each(authors[20:]) == (10, [])  # held ones ignored
+    finally:
+        await store.close()
+
+
 async def test_a_line_left_deferred_by_a_crash_is_indexed_by_the_next_node_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
