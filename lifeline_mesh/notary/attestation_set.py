@@ -16,14 +16,21 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 
-from lifeline.errors import InvalidEntry
+from lifeline.errors import InvalidEntry, LocalProtocolError
 from lifeline_mesh.home.identity import node_id_for
 from lifeline_mesh.notary.enrollment import signer_ids
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot
-from lifeline_mesh.sync.port import AdmitResult, FetchResult, SetSnapshots
+from lifeline_mesh.sync.port import (
+    AdmitResult,
+    FetchResult,
+    KeyRuns,
+    RunKey,
+    RunResult,
+    SetSnapshots,
+)
 from lifeline_mesh.sync.snapshot_cache import SetRows
 
 __all__ = ["ATTESTATIONS", "STATEMENTS", "AttestationCodec", "AttestationSet", "attestation_rows"]
@@ -53,7 +60,21 @@ def _rows(rows: Iterable[tuple[int, bytes]]) -> Iterator[tuple[int, bytes, bytes
 
 def attestation_rows(table: str) -> SetRows:
     """How a line file's snapshot of the notary's ``table`` is read (a snapshot cache's)."""
-    return SetRows(table, table, "sort_key, id", "sort_key, id", _rows)  # type: ignore[arg-type]
+    return SetRows(
+        table,
+        table,
+        "sort_key, id",
+        "sort_key, id",
+        _rows,  # type: ignore[arg-type]
+        run_key="sort_key, id",  # the index {table}_order
+        run_id=_blob_id,
+    )
+
+
+def _blob_id(value: object) -> bytes:
+    if not isinstance(value, bytes):
+        raise TypeError(f"an id of type {type(value).__name__}")
+    return value
 
 
 class AttestationSet:
@@ -78,6 +99,22 @@ class AttestationSet:
             return await self.snapshots.snapshot()
         keys = await self.notary.keys()
         return Snapshot.build((key, item_id, item_id) for key, item_id in keys)
+
+    def runs(self) -> bool:
+        """Whether the set can be sent whole in key order with no snapshot (a line
+        file's; decision 0144)."""
+        return isinstance(self.snapshots, KeyRuns)
+
+    async def fetch_run(self, after: RunKey | None, limit: int) -> RunResult:
+        """Up to ``limit`` items after the key ``after`` (a ``Running``), each runner's
+        enrollment ahead of its first signature, as :meth:`fetch` sends them."""
+        if not isinstance(self.snapshots, KeyRuns):
+            raise LocalProtocolError(f"this line's {self.name} are not read in runs")
+        if after is None and self.before_read is not None:
+            await self.before_read()
+        ids, last = await self.snapshots.run(after, limit)
+        got = await self.fetch(ids)
+        return RunResult(got.raws, ids, got.externals, last)
 
     async def summary(self) -> SetSummary | None:
         if self.before_read is not None:

@@ -20,6 +20,7 @@ __all__ = [
     "EndOfTurn",
     "Failed",
     "Fetch",
+    "FetchRun",
     "Fin",
     "Frame",
     "Hello",
@@ -180,6 +181,18 @@ class Fetch:
 
 
 @dataclass(frozen=True, slots=True)
+class FetchRun:
+    """Load up to ``limit`` items of one set in key order, after the key ``after`` (None:
+    from the first): the whole set, sent with no snapshot to a peer that holds none of it
+    (decision 0144). Answer with ``fetched_run(set_index, raws, externals, after)``, where
+    ``after`` is the last key read, or None once the set is over. The key is opaque here."""
+
+    set_index: int
+    after: tuple[object, ...] | None
+    limit: int
+
+
+@dataclass(frozen=True, slots=True)
 class Deliver:
     """Admit these items (closed under parents) in one atomic batch."""
 
@@ -198,7 +211,7 @@ class Failed:
     error: Exception = field(compare=False)
 
 
-Effect = SendFrame | LoadSnapshot | LoadSummary | Fetch | Deliver | Done | Failed
+Effect = SendFrame | LoadSnapshot | LoadSummary | Fetch | FetchRun | Deliver | Done | Failed
 
 
 REFUSED_CODE = "refused"  # an Abort for a permission refusal: the caller may not do that

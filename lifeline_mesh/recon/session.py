@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 
 from lifeline.errors import InvalidEntry, LocalProtocolError, PeerError, RemoteProtocolError
 from lifeline_mesh.recon.dialect import (
@@ -30,6 +30,7 @@ from lifeline_mesh.recon.frames import (
     EndOfTurn,
     Failed,
     Fetch,
+    FetchRun,
     Fin,
     Frame,
     Hello,
@@ -37,6 +38,7 @@ from lifeline_mesh.recon.frames import (
     KeepAlive,
     LoadSnapshot,
     LoadSummary,
+    Mode,
     Range,
     Recon,
     SendFrame,
@@ -52,6 +54,7 @@ from lifeline_mesh.recon.session_state import (
     SessionLimits,
     SessionStats,
     SetState,
+    WholeRun,
     check_hello,
     hello_for,
     inactive,
@@ -68,6 +71,10 @@ from lifeline_mesh.recon.summaries import (
 )
 
 __all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
+
+
+# The whole-set fingerprint of an empty set: a peer whose hello names it holds none of it.
+_EMPTY = SetSummary(0, 0).fingerprint()
 
 
 class _Phase(enum.Enum):
@@ -89,7 +96,12 @@ class Session:
         now: float,
         limits: SessionLimits | None = None,
         salt: bytes | None = None,
+        *,
+        runs: Collection[str] = (),
     ) -> None:
+        """``runs``: the sets this side can read in key order, a chunk at a time, with no
+        snapshot (``FetchRun``): each is sent that way whole to a peer that holds none of
+        it (decision 0144)."""
         self.role = role
         self.line = line
         self.limits = limits or SessionLimits()
@@ -105,7 +117,8 @@ class Session:
         self._openings: list[Recon] = []  # an opening from the hello, answered once loaded
         self._opened_in_hello = False
         self._reopen = False  # the responder did not read our hello's opening: send ranges
-        self._plan: list[Iterator[Fetch]] = []  # per set, made one fetch at a time
+        self._plan: list[Iterator[Fetch | FetchRun]] = []  # per set, one fetch at a time
+        self._runs = frozenset(runs)
         self._finish_with_fin = False
         self._peer_frame_cap = self.limits.max_frame_bytes
         # Our share of the session key (compact ranges): fresh per session unless a test
@@ -240,6 +253,22 @@ class Session:
         sent = self._send_items(set_index, raws, externals)
         return sent if self.finished else sent + self._next_fetch()
 
+    def fetched_run(
+        self,
+        set_index: int,
+        raws: Sequence[bytes],
+        externals: Sequence[tuple[bytes, str]],
+        after: tuple[object, ...] | None,
+        now: float,
+    ) -> list[Effect]:
+        """A ``FetchRun`` answered: the items read, and the last key read (None: the set is
+        over, its run done)."""
+        run = self._sets[set_index].run if 0 <= set_index < len(self._sets) else None
+        if run is None:
+            return self.fail(LocalProtocolError(f"set #{set_index} has no run"), "internal")
+        run.read(after)
+        return self.fetched(set_index, raws, externals, now)
+
     def send_ahead(self, name: str, raws: Sequence[bytes]) -> list[Effect]:
         """Items of set ``name`` ahead of a fetch's (signatures of entries stored after this
         side read its signatures, decision 0106); none when the session lacks the set."""
@@ -291,8 +320,8 @@ class Session:
                 return []
             state = self._state(frame.set_index)
             if not state.loaded:
-                if whole_set_equal(state.summary, frame):
-                    return []  # in sync: nothing to answer, nothing to load
+                if whole_set_equal(state.summary, frame) or self._runs_whole(frame):
+                    return []  # in sync, or all of it sent as a run: nothing to load
                 return self._defer(frame, frame.set_index)
             state.responder.answer(frame.ranges, self._incoming(frame))
             return []
@@ -336,7 +365,11 @@ class Session:
         whole-set fingerprints differ (all of them, for a peer without summaries) now, in
         parallel with the responder, which loads its own on reading our ranges."""
         theirs = peer_summaries(hello)
-        need = [i for i, s in enumerate(self._sets) if s.differs(theirs)]
+        need = [
+            i
+            for i, s in enumerate(self._sets)
+            if s.differs(theirs) and not (s.name in self._runs and theirs.get(s.name) == _EMPTY)
+        ]
         self._loading.update(need)
         return [LoadSnapshot(i) for i in need]
 
@@ -350,11 +383,28 @@ class Session:
         out: list[Effect] = []
         for frame in opening_frames(peer.opening, [s.active for s in self._sets]):
             state = self._sets[frame.set_index]
-            if not whole_set_equal(state.summary, frame):
+            if not whole_set_equal(state.summary, frame) and not self._runs_whole(frame):
                 self._openings.append(frame)
                 self._loading.add(frame.set_index)
                 out.append(LoadSnapshot(frame.set_index))
         return out
+
+    def _runs_whole(self, frame: Recon) -> bool:
+        """Whether ``frame`` says the peer holds none of a set this side can run, and so
+        starts its run: the peer's opening with a count of 0, or its answer to ours
+        wanting all of it. Sent in key order with no snapshot, parents first (decision
+        0144). Anything else about the set later (a want, ranges) loads its snapshot."""
+        state = self._sets[frame.set_index]
+        if state.name not in self._runs or state.loaded or state.run is not None:
+            return False
+        if len(frame.ranges) != 1 or frame.ranges[0].upper is not None:
+            return False
+        rng = frame.ranges[0]
+        empty = rng.mode is Mode.FINGERPRINT and rng.count == 0 and not rng.summed
+        if not (empty or rng.mode is Mode.WANT_ALL):
+            return False
+        state.run = WholeRun(frame.set_index, self.limits.fetch_chunk)
+        return True
 
     def _defer(self, frame: Frame | ParsedItems, index: int) -> list[Effect]:
         """A frame that needs set ``index``'s snapshot: load it, then answer the frame (the
@@ -422,6 +472,8 @@ class Session:
                 owed = state.outbox.plan(index, state.responder, self.limits.fetch_chunk)
                 if owed is not None:
                     self._plan.append(owed)
+            if state.run is not None and not state.run.done:
+                self._plan.append(state.run.fetches())
         self._finish_with_fin = may_finish and not asks and not self._plan
         if may_finish and not self._finish_with_fin:
             self.stats.rounds += 1

@@ -23,7 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from lifeline.errors import LifelineError, PeerError, ProtocolError, Refused, RemoteProtocolError
+from lifeline.errors import (
+    LifelineError,
+    LocalProtocolError,
+    PeerError,
+    ProtocolError,
+    Refused,
+    RemoteProtocolError,
+)
 from lifeline_mesh.recon.entry_codec import ENTRIES
 from lifeline_mesh.recon.frames import (
     REFUSED_CODE,
@@ -33,6 +40,7 @@ from lifeline_mesh.recon.frames import (
     EndOfTurn,
     Failed,
     Fetch,
+    FetchRun,
     Fin,
     Frame,
     Items,
@@ -51,7 +59,14 @@ from lifeline_mesh.sync.entry_offload import preparse
 from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.guards import refusing_items
 from lifeline_mesh.sync.memory import SESSIONS
-from lifeline_mesh.sync.port import Accompanied, AdmitResult, Preparing, ReconSet, Summarizing
+from lifeline_mesh.sync.port import (
+    Accompanied,
+    AdmitResult,
+    Preparing,
+    ReconSet,
+    Running,
+    Summarizing,
+)
 from lifeline_mesh.sync.readahead import ReadAhead
 
 __all__ = ["IDLE_TIMEOUT", "Channel", "Progress", "SyncReport", "drive"]
@@ -407,13 +422,32 @@ async def _perform(
     if isinstance(eff, Fetch):
         target = sets[names[eff.set_index]]
         got = await target.fetch(eff.ids)
-        ahead: list[Effect] = []
-        if got.raws and isinstance(target, Accompanied):
-            ahead = session.send_ahead(*await target.ahead_of(eff.ids))
-            if session.finished:
-                return ahead  # they did not fit a frame: the session failed
+        ahead = await _ahead(session, target, eff.ids, got.raws)
+        if session.finished:
+            return ahead  # they did not fit a frame: the session failed
         return ahead + session.fetched(eff.set_index, got.raws, got.externals, clock())
+    if isinstance(eff, FetchRun):
+        target = sets[names[eff.set_index]]
+        if not isinstance(target, Running):
+            error = LocalProtocolError(f"the {target.name} set is not read in runs")
+            return session.fail(error, "internal")
+        run = await target.fetch_run(eff.after, eff.limit)
+        ahead = await _ahead(session, target, run.ids, run.raws)
+        if session.finished:
+            return ahead
+        return ahead + session.fetched_run(
+            eff.set_index, run.raws, run.externals, run.after, clock()
+        )
     return []
+
+
+async def _ahead(
+    session: Session, target: ReconSet, ids: Sequence[bytes], raws: Sequence[bytes]
+) -> list[Effect]:
+    """The items of another set that go ahead of ``raws`` (decision 0106), if any."""
+    if not raws or not isinstance(target, Accompanied):
+        return []
+    return session.send_ahead(*await target.ahead_of(ids))
 
 
 async def _next_frame(

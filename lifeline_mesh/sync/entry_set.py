@@ -5,14 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 
 from lifeline.entry import Entry
-from lifeline.errors import ConfigError, RemoteProtocolError
+from lifeline.errors import ConfigError, LocalProtocolError, RemoteProtocolError
 from lifeline.lines import EXTERNAL_ANCHOR, validate_line_name
 from lifeline.store.backend import summarized
 from lifeline.store.port import AppendResult, Store
 from lifeline.store.tiers import SqlLine, TokenRows
 from lifeline_mesh.recon.entry_codec import ENTRIES, EntryCodec
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot, token_of
-from lifeline_mesh.sync.port import AdmitResult, FetchResult, SetSnapshots
+from lifeline_mesh.sync.port import (
+    AdmitResult,
+    FetchResult,
+    KeyRuns,
+    RunKey,
+    RunResult,
+    SetSnapshots,
+)
 from lifeline_mesh.sync.snapshot_cache import SetRows
 
 __all__ = ["ENTRY_ROWS", "EntrySet", "KeyedEntries", "ScannedEntries", "TokenRowEntries"]
@@ -26,7 +33,21 @@ def _rows(rows: Iterable[tuple[int, str, str]]) -> Iterator[tuple[int, bytes, by
         yield int(height), item_id, token_of(item_id, ts.encode("ascii"))
 
 
-ENTRY_ROWS = SetRows(ENTRIES, "entries", "height, id, ts", "height, id", _rows)  # type: ignore[arg-type]
+def _hex_id(value: object) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError(f"an id of type {type(value).__name__}")
+    return bytes.fromhex(value)
+
+
+ENTRY_ROWS = SetRows(
+    ENTRIES,
+    "entries",
+    "height, id, ts",
+    "height, id",
+    _rows,  # type: ignore[arg-type]
+    run_key="height, ts, id",  # the index entries_order
+    run_id=_hex_id,
+)
 
 
 class KeyedEntries:
@@ -96,6 +117,19 @@ class EntrySet:
 
     async def snapshot(self) -> Snapshot:
         return await self.snapshots.snapshot([bytes.fromhex(e) for e in await self._declared()])
+
+    def runs(self) -> bool:
+        """Whether the set can be sent whole in key order with no snapshot (a line
+        file's; decision 0144)."""
+        return isinstance(self.snapshots, KeyRuns)
+
+    async def fetch_run(self, after: RunKey | None, limit: int) -> RunResult:
+        """Up to ``limit`` entries after the key ``after``, parents first (a ``Running``)."""
+        if not isinstance(self.snapshots, KeyRuns):
+            raise LocalProtocolError("this line's entries are not read in runs")
+        ids, last = await self.snapshots.run(after, limit)
+        got = await self.fetch(ids)
+        return RunResult(got.raws, ids, got.externals, last)
 
     async def summary(self) -> SetSummary | None:
         """Count and sum of tokens of the line's entries, kept by the store (SQLite,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from lifeline.errors import PermissionDenied
+from lifeline.errors import LocalProtocolError, PermissionDenied
 from lifeline_mesh.recon.frames import Frame, Items
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.sync.driver_types import Channel
@@ -25,6 +25,9 @@ from lifeline_mesh.sync.port import (
     AdmitResult,
     FetchResult,
     ReconSet,
+    RunKey,
+    Running,
+    RunResult,
     Summarizing,
 )
 
@@ -53,6 +56,16 @@ class SetWrapper:
         inner = self._inner_set
         return await inner.ahead_of(ids) if isinstance(inner, Accompanied) else ("", [])
 
+    def runs(self) -> bool:
+        inner = self._inner_set
+        return isinstance(inner, Running) and inner.runs()
+
+    async def fetch_run(self, after: RunKey | None, limit: int) -> RunResult:
+        inner = self._inner_set
+        if not isinstance(inner, Running):
+            raise LocalProtocolError(f"the {self.name} set is not read in runs")
+        return await inner.fetch_run(after, limit)
+
 
 class ReceiveOnly(SetWrapper):
     """The peer may read this line but not write it (a reader, DESIGN §7)."""
@@ -76,6 +89,9 @@ class SendNothing(SetWrapper):
 
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
         return FetchResult([], [])
+
+    def runs(self) -> bool:
+        return False  # nothing to send: a peer wanting all of it gets the usual nothing
 
     async def admit(
         self, items: Sequence[ParsedItem], externals: Sequence[tuple[bytes, str]]

@@ -23,11 +23,16 @@ __all__ = [
     "AdmitResult",
     "Closing",
     "FetchResult",
+    "KeyRuns",
     "Prepared",
     "Preparing",
     "ReconSet",
+    "RunKey",
+    "RunResult",
+    "Running",
     "SetSnapshots",
     "Summarizing",
+    "running",
 ]
 
 
@@ -35,6 +40,21 @@ __all__ = [
 class FetchResult:
     raws: list[bytes]
     externals: list[tuple[bytes, str]]  # cross-line parents of these items: (id, line)
+
+
+RunKey = tuple[object, ...]  # a set's key columns, as its store orders them
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """One chunk of a set read in key order (decision 0144): the raw items, the ids read
+    (those a store no longer holds are left out of ``raws``), their cross-line parents,
+    and the last key read (None: the set is over)."""
+
+    raws: list[bytes]
+    ids: list[bytes]
+    externals: list[tuple[bytes, str]]
+    after: RunKey | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +87,17 @@ class SetSnapshots(Protocol):
 
     async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
         """The set's snapshot; ``extra_known`` are ids held elsewhere (another line's)."""
+        ...
+
+
+@runtime_checkable
+class KeyRuns(Protocol):
+    """Where one set's ids are read in key order, a chunk at a time (a line file's: its
+    key order's index), with no snapshot (decision 0144)."""
+
+    async def run(self, after: RunKey | None, limit: int) -> tuple[list[bytes], RunKey | None]:
+        """The ids of up to ``limit`` items after the key ``after`` (None: from the
+        first), parents first, and the last key read (None once the set is over)."""
         ...
 
 
@@ -108,6 +139,23 @@ class Accompanied(Protocol):
     fetched; ``("", [])`` when there are none."""
 
     async def ahead_of(self, ids: Sequence[bytes]) -> tuple[str, list[bytes]]: ...
+
+
+@runtime_checkable
+class Running(Protocol):
+    """Optional capability of a ReconSet: the whole set read in key order, a chunk at a
+    time, with no snapshot, for a peer that holds none of it (decision 0144). ``runs()``
+    says whether this set can now (its store may not)."""
+
+    def runs(self) -> bool: ...
+
+    async def fetch_run(self, after: RunKey | None, limit: int) -> RunResult: ...
+
+
+def running(sets: Iterable[ReconSet]) -> frozenset[str]:
+    """The names of the sets that can send themselves whole as a run (a session's
+    ``runs``)."""
+    return frozenset(s.name for s in sets if isinstance(s, Running) and s.runs())
 
 
 @runtime_checkable

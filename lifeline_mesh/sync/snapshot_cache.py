@@ -31,6 +31,7 @@ from lifeline.store.sqlite_group import read_transaction
 from lifeline.store.summary import read_totals, table_mark
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.recon.sets import Snapshot
+from lifeline_mesh.sync.port import RunKey
 from lifeline_mesh.sync.snapshot_file import (
     SAVE_EVERY_S,
     load_snapshot,
@@ -57,6 +58,10 @@ class SetRows:
     columns: str  # e.g. "height, id, ts"
     order: str  # e.g. "height, id"
     rows: Rows
+    # The columns of an index's order, parents first, the id last (e.g. "height, ts, id"),
+    # and how its id column becomes an id: a run reads the set in that order (decision 0144)
+    run_key: str
+    run_id: Callable[[object], bytes]
 
 
 @dataclass(slots=True)
@@ -145,12 +150,37 @@ class KeptSnapshots:
     async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
         return await self.cache.snapshot(self.store, self.spec, extra_known)
 
+    async def run(self, after: RunKey | None, limit: int) -> tuple[list[bytes], RunKey | None]:
+        """The set's ids in key order after ``after``, ``limit`` at most (a ``KeyRuns``):
+        one step of its index a chunk, each chunk its own read (decision 0144)."""
+        return await self.store.run_read(lambda conn: _run(conn, self.spec, after, limit))
+
 
 def _write(path: Path, snap: Snapshot, mark: int) -> None:
     try:
         save_snapshot(path, snap, mark)
     except OSError as exc:  # a full disk costs the next start a build, nothing else
         log.warning("cannot keep the snapshot %s: %s", path, exc)
+
+
+def _run(
+    conn: sqlite3.Connection, spec: SetRows, after: RunKey | None, limit: int
+) -> tuple[list[bytes], RunKey | None]:
+    key = spec.run_key
+    if after is None:
+        rows = conn.execute(f"SELECT {key} FROM {spec.table} ORDER BY {key} LIMIT ?", (limit,))
+    else:
+        marks = ",".join("?" * len(after))
+        sql = f"SELECT {key} FROM {spec.table} WHERE ({key}) > ({marks}) ORDER BY {key} LIMIT ?"
+        rows = conn.execute(sql, (*after, limit))
+    keys = [tuple(r) for r in rows]
+    ids: list[bytes] = []
+    for k in keys:
+        try:
+            ids.append(spec.run_id(k[-1]))
+        except (TypeError, ValueError):  # a damaged row: not sent, the rest are
+            log.warning("a row of %s has no valid id (%r): not sent", spec.table, k[-1])
+    return ids, (keys[-1] if len(keys) == limit else None)
 
 
 def _read(

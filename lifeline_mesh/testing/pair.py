@@ -18,6 +18,7 @@ from lifeline_mesh.recon.frames import (
     Effect,
     Failed,
     Fetch,
+    FetchRun,
     Frame,
     LoadSnapshot,
     LoadSummary,
@@ -37,6 +38,7 @@ class MemorySet:
         self.codec = codec
         self.items: dict[bytes, tuple[int, bytes, bytes, tuple[bytes, ...]]] = {}
         self.snapshots_taken = 0  # sessions that needed the whole sorted set
+        self.runs_read = 0  # chunks read in key order, with no snapshot
 
     def add_raw(self, raw: bytes) -> None:
         self.admit([self.codec.parse(raw)])
@@ -67,6 +69,19 @@ class MemorySet:
 
     def fetch(self, ids: Sequence[bytes]) -> list[bytes]:
         return [self.items[i][2] for i in ids if i in self.items]
+
+    def run(
+        self, after: tuple[object, ...] | None, limit: int
+    ) -> tuple[list[bytes], tuple[object, ...] | None]:
+        """Up to ``limit`` raw items in key order after ``after``, and the last key read
+        (None: the set is over): a ``FetchRun`` answered (decision 0144)."""
+        self.runs_read += 1
+        keys = sorted((h, i) for i, (h, *_rest) in self.items.items())
+        if after is not None:
+            keys = [k for k in keys if k > after]
+        keys = keys[:limit]
+        last = keys[-1] if len(keys) == limit else None
+        return [self.items[i][2] for _h, i in keys], last
 
     def state(self) -> dict[bytes, bytes]:
         """id -> version: what two converged sets must agree on."""
@@ -105,9 +120,11 @@ class SessionPair:
         limits: SessionLimits | None = None,
         faults: FaultHook | None = None,
         limits_b: SessionLimits | None = None,
+        runs: bool = False,
     ) -> None:
         """``limits_b``, when given, are the responder's (e.g. a node without compact
-        ranges); otherwise both sides use ``limits``."""
+        ranges); otherwise both sides use ``limits``. With ``runs``, each side sends a set
+        its peer lacks whole as a run (decision 0144)."""
         self.sides = {"a": list(a), "b": list(b)}
         self.sessions = {
             "a": Session(
@@ -116,6 +133,7 @@ class SessionPair:
                 [(n, s.codec) for n, s in zip(names, a, strict=True)],
                 0.0,
                 limits,
+                runs=names if runs else (),
             ),
             "b": Session(
                 Role.RESPONDER,
@@ -123,6 +141,7 @@ class SessionPair:
                 [(n, s.codec) for n, s in zip(names[: len(b)], b, strict=True)],
                 0.0,
                 limits if limits_b is None else limits_b,
+                runs=names if runs else (),
             ),
         }
         self.queues: dict[str, deque[bytes]] = {"a": deque(), "b": deque()}  # inbox of side
@@ -160,6 +179,9 @@ class SessionPair:
             elif isinstance(eff, Fetch):
                 raws = self.sides[side][eff.set_index].fetch(eff.ids)
                 todo.extend(session.fetched(eff.set_index, raws, (), 0.0))
+            elif isinstance(eff, FetchRun):
+                raws, last = self.sides[side][eff.set_index].run(eff.after, eff.limit)
+                todo.extend(session.fetched_run(eff.set_index, raws, (), last, 0.0))
             elif isinstance(eff, Deliver):
                 items = [i for i in eff.items if isinstance(i, ParsedItem)]
                 self.sides[side][eff.set_index].admit(items)

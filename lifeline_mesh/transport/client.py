@@ -14,7 +14,7 @@ from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.recon.summaries import OPEN_CAPABILITY
 from lifeline_mesh.sync.driver import Progress, SyncReport, drive
 from lifeline_mesh.sync.fast import FAST, FastPaths
-from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.sync.port import ReconSet, running
 from lifeline_mesh.transport.channels import (
     FRAME_HEADROOM,
     METHOD,
@@ -93,7 +93,12 @@ async def _session(
     call = grpc_channel.stream_stream(METHOD)()
     channel = ClientChannel(call, target, limits.max_frame_bytes + FRAME_HEADROOM)
     session = Session(
-        Role.INITIATOR, line, [(s.name, s.codec) for s in sets], time.monotonic(), limits
+        Role.INITIATOR,
+        line,
+        [(s.name, s.codec) for s in sets],
+        time.monotonic(),
+        limits,
+        runs=running(sets),
     )
     try:
         report = await drive(session, channel, sets, fast=fast, progress=progress)

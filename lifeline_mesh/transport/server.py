@@ -30,7 +30,7 @@ from lifeline_mesh.recon.session import Role, Session, SessionLimits
 from lifeline_mesh.sync.driver import IDLE_TIMEOUT, SyncReport, drive
 from lifeline_mesh.sync.fast import FAST, FastPaths
 from lifeline_mesh.sync.outcome import refusal_warnings
-from lifeline_mesh.sync.port import ReconSet
+from lifeline_mesh.sync.port import ReconSet, running
 from lifeline_mesh.transport.addresses import check_bindable, require_loopback
 from lifeline_mesh.transport.announce import Announcements, WatchService
 from lifeline_mesh.transport.authz import (
@@ -328,6 +328,7 @@ class SyncServer:
                     [(s.name, s.codec) for s in sets],
                     time.monotonic(),
                     self.limits,
+                    runs=running(sets),
                 )
                 driving = True
                 report = await drive(session, channel, sets, first=hello, fast=self._fast)

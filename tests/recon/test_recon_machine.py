@@ -25,6 +25,7 @@ PLAIN = SessionLimits(branch=4, leaf=3, compact_ranges=False)
 
 class TwoNodes(RuleBasedStateMachine):
     limits_b: SessionLimits | None = None  # the responder's limits, when not LIMITS
+    runs = False  # a set the peer lacks sent whole in key order (decision 0144)
 
     def __init__(self) -> None:
         super().__init__()
@@ -75,12 +76,16 @@ class TwoNodes(RuleBasedStateMachine):
             elif action == "swap" and len(q) > 1:
                 q[0], q[1] = q[1], q[0]
 
-        SessionPair([self.a], [self.b], limits=LIMITS, faults=hook, limits_b=self.limits_b).run()
+        SessionPair(
+            [self.a], [self.b], limits=LIMITS, faults=hook, limits_b=self.limits_b, runs=self.runs
+        ).run()
 
     @rule(a_starts=st.booleans())
     def clean_session(self, a_starts: bool) -> None:
         first, second = (self.a, self.b) if a_starts else (self.b, self.a)
-        result = SessionPair([first], [second], limits=LIMITS, limits_b=self.limits_b).run()
+        result = SessionPair(
+            [first], [second], limits=LIMITS, limits_b=self.limits_b, runs=self.runs
+        ).run()
         assert result.errors == [], result.errors
         assert result.done == 2
         assert self.a.state() == self.b.state()
@@ -102,9 +107,24 @@ class CompactAndPlainNodes(TwoNodes):
     limits_b = PLAIN
 
 
+class NodesThatRun(TwoNodes):
+    """The same, each side sending a set its peer lacks as a run, and a side that starts
+    over empty now and then (a new node): frames lost in a run leave orphans and gaps
+    that the next clean session fills."""
+
+    runs = True
+
+    @rule(left=st.booleans())
+    def start_over(self, left: bool) -> None:
+        self._side(left).items.clear()
+        self.synced = False
+
+
 TwoNodes.TestCase.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
 test_two_nodes = TwoNodes.TestCase
 CompactAndPlainNodes.TestCase.settings = settings(
     max_examples=30, stateful_step_count=25, deadline=None
 )
 test_compact_and_plain_nodes = CompactAndPlainNodes.TestCase
+NodesThatRun.TestCase.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+test_nodes_that_run = NodesThatRun.TestCase

@@ -160,21 +160,24 @@ async def test_a_serving_node_trims_after_idle_not_after_each_session(
 ) -> None:
     """Real sessions over gRPC (both ends in this process, both counted): three syncs one
     after the other that each build snapshots trim the heap once (the first, which
-    measures the level), and once more when the node goes idle."""
+    measures the level), and once more when the node goes idle. The first sync, into an
+    empty node, builds none on the sending side (its entries go as a run, decision 0144)."""
     trims = _Trims()
     memory = SessionMemory(trim=trims, resident=lambda: 100 << 20, idle_s=1.5)
     monkeypatch.setattr(driver, "SESSIONS", memory)
     a, b = make_node(tmp_path / "a"), make_node(tmp_path / "b")
-    line = chain(30, "idle", body="z" * 40)
+    line = chain(40, "idle", body="z" * 40)
     await write(a, line[:10])
     async with serving(b) as (server, address):
-        for end in (10, 20, 30):
+        [first] = await a.sync(address, ["ledger"])
+        assert first.snapshots == 0 and first.entries_sent == 10
+        for end in (20, 30, 40):
             await write(a, line[end - 10 : end])
             [report] = await a.sync(address, ["ledger"])
             assert report.snapshots == 1 and report.entries_sent == 10
         assert trims.calls == 1 and memory.running == 0
         await trims.next(timeout=30)
-    assert trims.calls == 2 and [r.snapshots for r in server.reports] == [1, 1, 1]
+    assert trims.calls == 2 and [r.snapshots for r in server.reports] == [1, 1, 1, 1]
 
 
 _HEAPS = """
