@@ -1,7 +1,7 @@
 """Full initial sync through the CLI, mutual TLS and the notary on (DESIGN §10: ≥ 20k/s).
 
     python bench/full_sync.py [--n 100000,1000000] [--runs 3] [--baseline TREE]
-                              [--cache DIR] [--profile DIR]
+                              [--cache DIR] [--profile DIR] [--pullers K]
 
 A mesh's CA holder holds a line of n signed entries (~600 bytes each, a chain of notes,
 each with its author attestation) and runs `lifeline-mesh serve` (mutual TLS, its own
@@ -19,7 +19,10 @@ side in one window. The served line and the joined node are built once per n and
 ``--cache`` (default ``bench/out/full_sync``), as a million signed entries take minutes.
 ``--profile DIR`` runs this tree's `sync` and `serve` under py-spy (``pip install py-spy``; one
 run, slower) and writes their collapsed stacks, every thread and helper process, to
-``sync.txt`` and ``serve.txt`` there. Prints figures; not a test.
+``sync.txt`` and ``serve.txt`` there. ``--pullers K`` starts K such pulls at once, each
+into its own copy of the joined node (the serving side sees K sessions of one member), and
+prints the wall time of the last to finish and the serving process's peak RSS and CPU: what
+new nodes joining together cost the node they pull from. Prints figures; not a test.
 """
 
 from __future__ import annotations
@@ -281,6 +284,46 @@ def one_run(
     }
 
 
+def pulls_at_once(served: Path, template: Path, tree: Path, tmp: Path, k: int) -> dict[str, float]:
+    """``k`` pulls into copies of the joined node at once, against one `serve`."""
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    homes = []
+    for n in range(k):
+        home = tmp / f"puller{n}"
+        shutil.copytree(template, home)
+        for leftover in Home(home).line_path("ledger").parent.glob("ledger.db*"):
+            leftover.unlink()
+        homes.append(home)
+    proc, address = _serve(served, env, [])
+    try:
+        cpu0 = _cpu_s(proc.pid)
+        started = time.monotonic()
+        syncs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "lifeline_mesh", "--root", str(h), "sync", address],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                env=env,
+            )
+            for h in homes
+        ]
+        peaks = []
+        for sync in syncs:
+            _, status, usage = os.wait4(sync.pid, 0)
+            sync.returncode = os.waitstatus_to_exitcode(status)
+            peaks.append(usage.ru_maxrss / 1024)
+            if sync.returncode != 0:
+                assert sync.stderr is not None
+                raise SystemExit(f"sync failed: {sync.stderr.read().decode()[-2000:]}")
+        wall = time.monotonic() - started
+        cpu = _cpu_s(proc.pid) - cpu0
+        serve_peak = rss(proc.pid)[1]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=300)
+    return {"wall": wall, "serve_cpu": cpu, "serve_peak": serve_peak, "sync_peak": max(peaks)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", default="100000", help="sizes, comma-separated")
@@ -288,6 +331,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another tree, measured alternating")
     parser.add_argument("--cache", type=Path, default=HERE / "out" / "full_sync")
     parser.add_argument("--profile", type=Path, help="profile one run of this tree")
+    parser.add_argument("--pullers", type=int, default=1, help="pulls at once, against one serve")
     args = parser.parse_args()
     trees = [("this", TREE)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
     try:
@@ -298,6 +342,19 @@ def main() -> None:
                 with tempfile.TemporaryDirectory() as tmp:
                     r = one_run(served, template, TREE, Path(tmp), args.profile)
                 print(f"profiled run: {r}")
+                continue
+            if args.pullers > 1:
+                for k in range(args.runs):
+                    for name, tree in trees if k % 2 == 0 else trees[::-1]:
+                        with tempfile.TemporaryDirectory() as tmp:
+                            r = pulls_at_once(served, template, tree, Path(tmp), args.pullers)
+                        load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+                        print(
+                            f"n={n:,} {name}: {args.pullers} pulls at once in {r['wall']:.1f} s, "
+                            f"serve peak {r['serve_peak']} MB, serve CPU {r['serve_cpu']:.1f} s, "
+                            f"sync peak {r['sync_peak']:.0f} MB (load {load})",
+                            flush=True,
+                        )
                 continue
             results: dict[str, list[dict[str, float]]] = {name: [] for name, _ in trees}
             for k in range(args.runs):
