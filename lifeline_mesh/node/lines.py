@@ -190,7 +190,10 @@ class HubLine:
         return EntrySet(self.store, codec, self.snapshots.of(self.store))
 
     def attestation_snapshots(self, notary: Notary) -> SetSnapshots | None:
-        return None  # the notary's sets: from its stored tokens
+        from lifeline_mesh.sync.pg_snapshots import KeyedRows
+
+        # the notary's sets: built from their keys each time, read in key order for a run
+        return KeyedRows(self.store, notary.table, notary.keys)
 
     def sql_tables(self, purpose: str) -> SqlLine:
         raise StoreError(

@@ -18,7 +18,7 @@ not kept, as in the SQLite cache (lifeline_mesh/sync/snapshot_cache.py).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
 from lifeline.store.pg_buckets import BUCKET_HEIGHTS, BucketSums, bucket_sums, rows_between
@@ -26,9 +26,10 @@ from lifeline.store.pg_schema import Conn
 from lifeline.store.postgres import PgStore
 from lifeline_mesh.recon.frames import Bound
 from lifeline_mesh.recon.sets import Snapshot
+from lifeline_mesh.sync.port import RunKey
 from lifeline_mesh.sync.snapshot_cache import CACHE_MAX_ITEMS
 
-__all__ = ["BucketSnapshots", "PgSnapshots"]
+__all__ = ["BucketSnapshots", "KeyedRows", "PgSnapshots", "pg_run"]
 
 _MOD = 1 << 256
 
@@ -114,6 +115,47 @@ class BucketSnapshots:
 
     async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
         return await self.cache.snapshot(self.store, extra_known)
+
+    async def run(self, after: RunKey | None, limit: int) -> tuple[list[bytes], RunKey | None]:
+        """The line's entry ids in key order after ``after`` (a ``KeyRuns``, decision 0144)."""
+        return await pg_run(self.store, "entries", "height, ts, id", after, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedRows:
+    """One of the notary's tables of a hub's line as a set: its snapshot built from its keys
+    each time, as before, and read in key order for a run (a ``SetSnapshots`` and a
+    ``KeyRuns``)."""
+
+    store: PgStore
+    table: str
+    keys: Callable[[], Awaitable[list[tuple[int, bytes]]]]  # (sort key, id) in key order
+
+    async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
+        return Snapshot.build(((k, i, i) for k, i in await self.keys()), extra_known)
+
+    async def run(self, after: RunKey | None, limit: int) -> tuple[list[bytes], RunKey | None]:
+        return await pg_run(self.store, self.table, "sort_key, id", after, limit)
+
+
+async def pg_run(
+    store: PgStore, table: str, key: str, after: RunKey | None, limit: int
+) -> tuple[list[bytes], RunKey | None]:
+    """The ids of up to ``limit`` rows of ``table`` for ``store``'s line in the order of
+    ``key`` (an index's columns after ``line_id``, the id last), after the key ``after``;
+    and the last key read (None once the table is over)."""
+    if after is None:
+        sql = f"SELECT {key} FROM {table} WHERE line_id = $1 ORDER BY {key} LIMIT $2"
+        rows = await store.fetch_line(sql, limit)
+    else:
+        marks = ", ".join(f"${n}" for n in range(2, len(after) + 2))
+        sql = (
+            f"SELECT {key} FROM {table} WHERE line_id = $1 AND ({key}) > ({marks})"
+            f" ORDER BY {key} LIMIT ${len(after) + 2}"
+        )
+        rows = await store.fetch_line(sql, *after, limit)
+    keys = [tuple(r) for r in rows]
+    return [bytes(k[-1]) for k in keys], (keys[-1] if len(keys) == limit else None)
 
 
 def _runs(buckets: list[int]) -> list[tuple[int, int]]:
