@@ -5,18 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 
 from lifeline.errors import LifelineError
 from lifeline.store import sqlite_group
 from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.port import Store
-from lifeline.store.sqlite import SqliteStore
+from lifeline.store.sqlite import WAL_AUTOCHECKPOINT_PAGES, SqliteStore
 from lifeline.store.sqlite_group import WriteGroup
+from lifeline.store.sqlite_open import BUSY_TIMEOUT_MS
 
 __all__ = ["commit_group", "grouped"]
+
+log = logging.getLogger(__name__)
+
+_HAND_BACK_WAIT_MS = 200
 
 
 def grouped(
@@ -54,6 +60,7 @@ async def _grouped(store: SqliteStore, group: WriteGroup | None) -> AsyncIterato
         yield
         return
     group = group if group is not None else WriteGroup()
+    await store.run_read(_checkpoint_every(sqlite_group.GROUP_AUTOCHECKPOINT_PAGES))
     store.group = group
     idle = asyncio.create_task(_commit_when_idle(store, group))
     try:
@@ -75,8 +82,32 @@ async def _end(store: SqliteStore, group: WriteGroup, idle: asyncio.Task[None]) 
             group.commit(conn)
         finally:
             store.group = None  # on the worker: the writes queued before this are grouped
+            _checkpoint_every(WAL_AUTOCHECKPOINT_PAGES)(conn)
+        _hand_back_wal(conn)
 
     await store.run_read(finish)
+
+
+def _checkpoint_every(pages: int) -> Callable[[sqlite3.Connection], None]:
+    """Set how many WAL pages a commit lets grow before it checkpoints (decision 0145)."""
+
+    def apply(conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA wal_autocheckpoint = {int(pages)}")
+
+    return apply
+
+
+def _hand_back_wal(conn: sqlite3.Connection) -> None:
+    """The WAL the group let grow checkpointed into the file and truncated (decision
+    0145); a reader still on it makes this give up at once, and the store's own interval
+    and the node's trim after a session (lifeline_mesh/node/wal.py) take it from there."""
+    conn.execute(f"PRAGMA busy_timeout = {_HAND_BACK_WAIT_MS}")
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    except sqlite3.Error as exc:
+        log.debug("the WAL of a write group was not truncated: %s", exc)
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
 async def _commit_when_idle(store: SqliteStore, group: WriteGroup) -> None:

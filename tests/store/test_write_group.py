@@ -212,3 +212,46 @@ async def test_a_writer_of_another_process_gets_the_line_at_the_next_commit(
         assert found.fetchone()[0] == 1
     finally:
         conn.close()
+
+
+def _wal(path: Path) -> int:
+    wal = path.with_name(path.name + "-wal")
+    return wal.stat().st_size if wal.exists() else 0
+
+
+async def _interval(store: SqliteStore) -> int:
+    return int(await store.run_read(lambda c: c.execute("PRAGMA wal_autocheckpoint").fetchone()[0]))
+
+
+async def test_a_group_lets_the_wal_grow_and_hands_it_back_at_its_end(tmp_path: Path) -> None:
+    """Decision 0145: checkpoints every ~400 MB of WAL while a group is open, the store's
+    interval after it, and the WAL checkpointed and truncated when it ends."""
+    path = tmp_path / "line.db"
+    async with _line(path) as (store, ledger):
+        before = await _interval(store)
+        async with grouped(store, group=WriteGroup(changes=200, seconds=1e9)):
+            assert await _interval(store) == sqlite_group.GROUP_AUTOCHECKPOINT_PAGES
+            for n in range(5):
+                await ledger.append_many(_drafts(300, f"batch {n}"))
+            assert _wal(path) > 0
+        assert await _interval(store) == before == 10_000
+        assert _wal(path) == 0 and _seen(path) == 1500
+
+
+async def test_a_reader_on_the_wal_keeps_it_and_loses_nothing(tmp_path: Path) -> None:
+    """A reader still reading when the group ends: the WAL is left as it is, at once."""
+    path = tmp_path / "line.db"
+    async with _line(path) as (store, ledger):
+        reader = sqlite3.connect(path, isolation_level=None)
+        try:
+            reader.execute("BEGIN")
+            assert reader.execute("SELECT count(*) FROM entries").fetchone()[0] == 0
+            loop = asyncio.get_running_loop()
+            async with grouped(store, group=_never()):
+                await ledger.append_many(_drafts(300, "kept"))
+                ended = loop.time()
+            assert loop.time() - ended < 5
+            assert _wal(path) > 0 and _seen(path) == 300
+        finally:
+            reader.close()
+        assert await _interval(store) == 10_000
