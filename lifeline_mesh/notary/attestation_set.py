@@ -102,7 +102,7 @@ class AttestationSet:
 
     def runs(self) -> bool:
         """Whether the set can be sent whole in key order with no snapshot (a line
-        file's; decision 0144)."""
+        file's, a hub's; decision 0144)."""
         return isinstance(self.snapshots, KeyRuns)
 
     async def fetch_run(self, after: RunKey | None, limit: int) -> RunResult:

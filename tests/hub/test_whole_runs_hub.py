@@ -3,37 +3,18 @@ snapshot, as a line file's is (decision 0144): a real PostgreSQL, real nodes ove
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
 
-from lifeline.entry import Entry
-from lifeline_mesh.home.identity import NodeIdentity
-from lifeline_mesh.home.node_home import NodeHome
-from lifeline_mesh.node.root import Node
-from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.sync import pg_snapshots
 from lifeline_mesh.sync.port import RunKey
 from tests.support.pg_server import fresh_database
 from tests.support.recon_helpers import chain
-from tests.support.sync_helpers import history, make_node, serving
+from tests.support.sync_helpers import history, make_node, serving, signature_ids, write_signed
 
 LIMITS = SessionLimits(fetch_chunk=64, max_frame_bytes=8 << 20)
-
-
-async def _signed(node: Node, root: Path, entries: list[Entry]) -> None:
-    identity, _ = NodeIdentity.load_or_create(NodeHome(root))
-    async with node.open_line("ledger") as store:
-        await store.append_many(entries)
-        await sign_entries(store, identity, entries)
-
-
-def _signatures(root: Path) -> set[bytes]:
-    path = root / ".lifeline" / "ledger.db"
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-        return {bytes(r[0]) for r in conn.execute("SELECT id FROM attestations")}
 
 
 async def _pull(tmp_path: Path, store_url: str | None) -> tuple[list[int], set[bytes]]:
@@ -41,7 +22,7 @@ async def _pull(tmp_path: Path, store_url: str | None) -> tuple[list[int], set[b
     session moved, and the signatures the laptop then holds."""
     server = make_node(tmp_path / "server", store_url=store_url, limits=LIMITS)
     laptop = make_node(tmp_path / "laptop", limits=LIMITS)
-    await _signed(server, tmp_path / "server", chain(250, "hub") + chain(50, "beside"))
+    await write_signed(server, tmp_path / "server", chain(250, "hub") + chain(50, "beside"))
     async with serving(server) as (srv, address):
         [report] = await laptop.sync(address, ["ledger"])
         [served] = srv.reports
@@ -52,7 +33,7 @@ async def _pull(tmp_path: Path, store_url: str | None) -> tuple[list[int], set[b
         assert again.entries_added == 0 and again.round_trips == 1
     await server.close()
     moved = [report.entries_added, report.bytes_sent, report.bytes_received]
-    return moved, _signatures(tmp_path / "laptop")
+    return moved, signature_ids(tmp_path / "laptop")
 
 
 async def test_a_pull_from_a_hub_is_served_in_runs_as_from_a_line_file(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,8 +14,10 @@ import grpc
 from lifeline.entry import Entry
 from lifeline.store.pg_lines import PgLines
 from lifeline_mesh.home.config import NodeConfig
+from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import Node
+from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.transport.channels import METHOD, grpc_options
 from lifeline_mesh.transport.server import SyncServer
 from lifeline_mesh.wire.codec import decode_bytes
@@ -39,6 +42,22 @@ def make_node(
 async def write(node: Node, entries: list[Entry], line: str = "ledger") -> None:
     async with node.open_line(line) as store:
         await store.append_many(entries)
+
+
+async def write_signed(node: Node, root: Path, entries: list[Entry], line: str = "ledger") -> None:
+    """``entries`` written to ``node``'s line (``root`` its folder), each with its author
+    signature by the node's identity."""
+    identity, _ = NodeIdentity.load_or_create(NodeHome(root))
+    async with node.open_line(line) as store:
+        await store.append_many(entries)
+        await sign_entries(store, identity, entries)
+
+
+def signature_ids(root: Path, line: str = "ledger") -> set[bytes]:
+    """The ids of the signatures the line file of the node at ``root`` holds."""
+    path = root / ".lifeline" / f"{line}.db"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        return {bytes(r[0]) for r in conn.execute("SELECT id FROM attestations")}
 
 
 async def history(node: Node, line: str = "ledger") -> list[dict[str, Any]]:

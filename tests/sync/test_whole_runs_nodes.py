@@ -4,23 +4,18 @@
 from __future__ import annotations
 
 import logging
-import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
-from lifeline.entry import Entry
-from lifeline_mesh.home.identity import NodeIdentity
-from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import Node
-from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.sync.entry_set import ENTRY_ROWS
 from lifeline_mesh.sync.port import RunKey
 from lifeline_mesh.sync.snapshot_cache import KeptSnapshots, SnapshotCache
 from tests.support.recon_helpers import chain
-from tests.support.sync_helpers import history, make_node, serving
+from tests.support.sync_helpers import history, make_node, serving, signature_ids, write_signed
 
 # Small chunks: 300 entries and their signatures take several reads each.
 LIMITS = SessionLimits(fetch_chunk=64, max_frame_bytes=8 << 20)
@@ -28,19 +23,6 @@ LIMITS = SessionLimits(fetch_chunk=64, max_frame_bytes=8 << 20)
 
 def _node(root: Path) -> Node:
     return make_node(root, limits=LIMITS)
-
-
-async def _signed(node: Node, root: Path, entries: list[Entry]) -> None:
-    identity, _ = NodeIdentity.load_or_create(NodeHome(root))
-    async with node.open_line("ledger") as store:
-        await store.append_many(entries)
-        await sign_entries(store, identity, entries)
-
-
-def _signatures(root: Path) -> set[bytes]:
-    path = root / ".lifeline" / "ledger.db"
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-        return {bytes(r[0]) for r in conn.execute("SELECT id FROM attestations")}
 
 
 class _Reads:
@@ -69,7 +51,7 @@ async def test_a_pull_into_an_empty_node_is_served_in_runs_with_no_snapshot(
 ) -> None:
     reads = _Reads(monkeypatch)
     a, b = _node(tmp_path / "a"), _node(tmp_path / "b")
-    await _signed(a, tmp_path / "a", chain(250, "pulled") + chain(50, "beside"))
+    await write_signed(a, tmp_path / "a", chain(250, "pulled") + chain(50, "beside"))
     async with serving(a) as (server, address):
         [report] = await b.sync(address, ["ledger"])
         assert report.entries_added == 300 and report.error is None
@@ -79,7 +61,7 @@ async def test_a_pull_into_an_empty_node_is_served_in_runs_with_no_snapshot(
         # 300 entries, 64 a chunk: 4 full reads and the last; the same for the signatures
         assert reads.by_set == {"entries": 5, "attestations": 5}
         assert await history(b) == await history(a)
-        assert _signatures(tmp_path / "b") == _signatures(tmp_path / "a")
+        assert signature_ids(tmp_path / "b") == signature_ids(tmp_path / "a")
         [again] = await b.sync(address, ["ledger"])
         assert again.entries_added == 0 and again.round_trips == 1
         assert server.reports[-1].snapshots == 0  # in sync: no snapshot either
@@ -90,14 +72,14 @@ async def test_a_push_to_an_empty_serving_node_is_sent_in_runs(
 ) -> None:
     reads = _Reads(monkeypatch)
     a, b = _node(tmp_path / "a"), _node(tmp_path / "b")
-    await _signed(a, tmp_path / "a", chain(200, "pushed"))
+    await write_signed(a, tmp_path / "a", chain(200, "pushed"))
     async with serving(b) as (_server, address):
         [report] = await a.sync(address, ["ledger"])
         assert report.entries_sent == 200 and report.signatures_sent == 200
         assert report.snapshots == 0  # the sending side sorted nothing
         assert reads.by_set == {"entries": 4, "attestations": 4}
         assert await history(b) == await history(a)
-        assert _signatures(tmp_path / "b") == _signatures(tmp_path / "a")
+        assert signature_ids(tmp_path / "b") == signature_ids(tmp_path / "a")
 
 
 async def test_an_entry_written_during_a_run_arrives_signed(
@@ -109,11 +91,11 @@ async def test_an_entry_written_during_a_run_arrives_signed(
     reads = _Reads(monkeypatch)
     a, b = _node(tmp_path / "a"), _node(tmp_path / "b")
     line = chain(201, "grown")
-    await _signed(a, tmp_path / "a", line[:200])
+    await write_signed(a, tmp_path / "a", line[:200])
 
     async def write_one(name: str, count: int) -> None:
         if name == "entries" and count == 2:
-            await _signed(a, tmp_path / "a", line[200:])
+            await write_signed(a, tmp_path / "a", line[200:])
 
     reads.between = write_one
     async with serving(a) as (server, address):
@@ -121,14 +103,14 @@ async def test_an_entry_written_during_a_run_arrives_signed(
         assert report.entries_added == 201 and report.error is None
         assert server.reports[0].snapshots == 0
     assert await history(b) == await history(a)
-    assert _signatures(tmp_path / "b") == _signatures(tmp_path / "a")
+    assert signature_ids(tmp_path / "b") == signature_ids(tmp_path / "a")
 
 
 async def test_a_row_with_a_damaged_id_is_left_out_of_a_run(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     a = _node(tmp_path / "a")
-    await _signed(a, tmp_path / "a", chain(5, "damaged"))
+    await write_signed(a, tmp_path / "a", chain(5, "damaged"))
     async with a.open_line("ledger") as store:
         kept = SnapshotCache().of(store, ENTRY_ROWS)  # type: ignore[arg-type]
         ids, _ = await kept.run(None, 10)
