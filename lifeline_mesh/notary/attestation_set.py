@@ -68,6 +68,7 @@ def attestation_rows(table: str) -> SetRows:
         _rows,  # type: ignore[arg-type]
         run_key="sort_key, id",  # the index {table}_order
         run_id=_blob_id,
+        run_item="item",
     )
 
 
@@ -112,9 +113,12 @@ class AttestationSet:
             raise LocalProtocolError(f"this line's {self.name} are not read in runs")
         if after is None and self.before_read is not None:
             await self.before_read()
-        ids, last = await self.snapshots.run(after, limit)
-        got = await self.fetch(ids)
-        return RunResult(got.raws, ids, got.externals, last)
+        keys = await self.snapshots.run(after, limit)
+        if keys.items is None:
+            raws = await self.notary.fetch(keys.ids)
+        else:
+            raws = keys.items  # read with their keys, not again by id
+        return RunResult(await self._with_enrollments(raws), keys.ids, [], keys.after)
 
     async def summary(self) -> SetSummary | None:
         if self.before_read is not None:
@@ -123,10 +127,12 @@ class AttestationSet:
         return SetSummary(totals.count, totals.total)
 
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
-        raws = await self.notary.fetch(ids)
+        return FetchResult(await self._with_enrollments(await self.notary.fetch(ids)), [])
+
+    async def _with_enrollments(self, raws: list[bytes]) -> list[bytes]:
         if self.notary.table != ATTESTATIONS_TABLE:
-            return FetchResult(raws, [])
-        return FetchResult(await self._enrollments_for(raws) + raws, [])
+            return raws
+        return await self._enrollments_for(raws) + raws
 
     async def _enrollments_for(self, raws: Sequence[bytes]) -> list[bytes]:
         """The enrollments of the runners among ``raws``' signers, each once a session and

@@ -127,9 +127,9 @@ class EntrySet:
         """Up to ``limit`` entries after the key ``after``, parents first (a ``Running``)."""
         if not isinstance(self.snapshots, KeyRuns):
             raise LocalProtocolError("this line's entries are not read in runs")
-        ids, last = await self.snapshots.run(after, limit)
-        got = await self.fetch(ids)
-        return RunResult(got.raws, ids, got.externals, last)
+        keys = await self.snapshots.run(after, limit)
+        got = await self.fetch(keys.ids)
+        return RunResult(got.raws, keys.ids, got.externals, keys.after)
 
     async def summary(self) -> SetSummary | None:
         """Count and sum of tokens of the line's entries, kept by the store (SQLite,

@@ -26,7 +26,7 @@ from lifeline.store.pg_schema import Conn
 from lifeline.store.postgres import PgStore
 from lifeline_mesh.recon.frames import Bound
 from lifeline_mesh.recon.sets import Snapshot
-from lifeline_mesh.sync.port import RunKey
+from lifeline_mesh.sync.port import RunKey, RunKeys
 from lifeline_mesh.sync.snapshot_cache import CACHE_MAX_ITEMS
 
 __all__ = ["BucketSnapshots", "KeyedRows", "PgSnapshots", "pg_run"]
@@ -116,7 +116,7 @@ class BucketSnapshots:
     async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
         return await self.cache.snapshot(self.store, extra_known)
 
-    async def run(self, after: RunKey | None, limit: int) -> tuple[list[bytes], RunKey | None]:
+    async def run(self, after: RunKey | None, limit: int) -> RunKeys:
         """The line's entry ids in key order after ``after`` (a ``KeyRuns``, decision 0144)."""
         return await pg_run(self.store, "entries", "height, ts, id", after, limit)
 
@@ -134,28 +134,36 @@ class KeyedRows:
     async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
         return Snapshot.build(((k, i, i) for k, i in await self.keys()), extra_known)
 
-    async def run(self, after: RunKey | None, limit: int) -> tuple[list[bytes], RunKey | None]:
-        return await pg_run(self.store, self.table, "sort_key, id", after, limit)
+    async def run(self, after: RunKey | None, limit: int) -> RunKeys:
+        return await pg_run(self.store, self.table, "sort_key, id", after, limit, item="item")
 
 
 async def pg_run(
-    store: PgStore, table: str, key: str, after: RunKey | None, limit: int
-) -> tuple[list[bytes], RunKey | None]:
-    """The ids of up to ``limit`` rows of ``table`` for ``store``'s line in the order of
-    ``key`` (an index's columns after ``line_id``, the id last), after the key ``after``;
-    and the last key read (None once the table is over)."""
+    store: PgStore,
+    table: str,
+    key: str,
+    after: RunKey | None,
+    limit: int,
+    item: str | None = None,
+) -> RunKeys:
+    """Up to ``limit`` rows of ``table`` for ``store``'s line in the order of ``key`` (an
+    index's columns after ``line_id``, the id last), after the key ``after``: their ids,
+    the last key read (None once the table is over), and the column ``item`` if named."""
+    width = key.count(",") + 1
+    columns = key if item is None else f"{key}, {item}"
     if after is None:
-        sql = f"SELECT {key} FROM {table} WHERE line_id = $1 ORDER BY {key} LIMIT $2"
+        sql = f"SELECT {columns} FROM {table} WHERE line_id = $1 ORDER BY {key} LIMIT $2"
         rows = await store.fetch_line(sql, limit)
     else:
         marks = ", ".join(f"${n}" for n in range(2, len(after) + 2))
         sql = (
-            f"SELECT {key} FROM {table} WHERE line_id = $1 AND ({key}) > ({marks})"
+            f"SELECT {columns} FROM {table} WHERE line_id = $1 AND ({key}) > ({marks})"
             f" ORDER BY {key} LIMIT ${len(after) + 2}"
         )
         rows = await store.fetch_line(sql, *after, limit)
-    keys = [tuple(r) for r in rows]
-    return [bytes(k[-1]) for k in keys], (keys[-1] if len(keys) == limit else None)
+    last = tuple(rows[-1])[:width] if len(rows) == limit else None
+    items = [bytes(r[width]) for r in rows] if item is not None else None
+    return RunKeys([bytes(r[width - 1]) for r in rows], last, items)
 
 
 def _runs(buckets: list[int]) -> list[tuple[int, int]]:

@@ -28,6 +28,7 @@ __all__ = [
     "Preparing",
     "ReconSet",
     "RunKey",
+    "RunKeys",
     "RunResult",
     "Running",
     "SetSnapshots",
@@ -43,6 +44,17 @@ class FetchResult:
 
 
 RunKey = tuple[object, ...]  # a set's key columns, as its store orders them
+
+
+@dataclass(frozen=True, slots=True)
+class RunKeys:
+    """One chunk of a set's keys read in key order (a ``KeyRuns``'): the ids, the last key
+    read (None: the set is over), and the rows' raw items when its table holds them whole
+    (the notary's), read in the same step instead of again by id."""
+
+    ids: list[bytes]
+    after: RunKey | None
+    items: list[bytes] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,9 +107,9 @@ class KeyRuns(Protocol):
     """Where one set's ids are read in key order, a chunk at a time (a line file's: its
     key order's index), with no snapshot (decision 0144)."""
 
-    async def run(self, after: RunKey | None, limit: int) -> tuple[list[bytes], RunKey | None]:
-        """The ids of up to ``limit`` items after the key ``after`` (None: from the
-        first), parents first, and the last key read (None once the set is over)."""
+    async def run(self, after: RunKey | None, limit: int) -> RunKeys:
+        """Up to ``limit`` items after the key ``after`` (None: from the first), parents
+        first."""
         ...
 
 

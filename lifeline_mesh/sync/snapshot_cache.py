@@ -31,7 +31,7 @@ from lifeline.store.sqlite_group import read_transaction
 from lifeline.store.summary import read_totals, table_mark
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.recon.sets import Snapshot
-from lifeline_mesh.sync.port import RunKey
+from lifeline_mesh.sync.port import RunKey, RunKeys
 from lifeline_mesh.sync.snapshot_file import (
     SAVE_EVERY_S,
     load_snapshot,
@@ -62,6 +62,7 @@ class SetRows:
     # and how its id column becomes an id: a run reads the set in that order (decision 0144)
     run_key: str
     run_id: Callable[[object], bytes]
+    run_item: str | None = None  # a column holding each row's raw item whole, if any
 
 
 @dataclass(slots=True)
@@ -150,7 +151,7 @@ class KeptSnapshots:
     async def snapshot(self, extra_known: Iterable[bytes] = ()) -> Snapshot:
         return await self.cache.snapshot(self.store, self.spec, extra_known)
 
-    async def run(self, after: RunKey | None, limit: int) -> tuple[list[bytes], RunKey | None]:
+    async def run(self, after: RunKey | None, limit: int) -> RunKeys:
         """The set's ids in key order after ``after``, ``limit`` at most (a ``KeyRuns``):
         one step of its index a chunk, each chunk its own read (decision 0144)."""
         return await self.store.run_read(lambda conn: _run(conn, self.spec, after, limit))
@@ -163,24 +164,28 @@ def _write(path: Path, snap: Snapshot, mark: int) -> None:
         log.warning("cannot keep the snapshot %s: %s", path, exc)
 
 
-def _run(
-    conn: sqlite3.Connection, spec: SetRows, after: RunKey | None, limit: int
-) -> tuple[list[bytes], RunKey | None]:
-    key = spec.run_key
+def _run(conn: sqlite3.Connection, spec: SetRows, after: RunKey | None, limit: int) -> RunKeys:
+    key, width = spec.run_key, spec.run_key.count(",") + 1
+    columns = key if spec.run_item is None else f"{key}, {spec.run_item}"
     if after is None:
-        rows = conn.execute(f"SELECT {key} FROM {spec.table} ORDER BY {key} LIMIT ?", (limit,))
+        sql = f"SELECT {columns} FROM {spec.table} ORDER BY {key} LIMIT ?"
+        rows = conn.execute(sql, (limit,)).fetchall()
     else:
         marks = ",".join("?" * len(after))
-        sql = f"SELECT {key} FROM {spec.table} WHERE ({key}) > ({marks}) ORDER BY {key} LIMIT ?"
-        rows = conn.execute(sql, (*after, limit))
-    keys = [tuple(r) for r in rows]
+        sql = f"SELECT {columns} FROM {spec.table} WHERE ({key}) > ({marks}) ORDER BY {key} LIMIT ?"
+        rows = conn.execute(sql, (*after, limit)).fetchall()
     ids: list[bytes] = []
-    for k in keys:
+    items: list[bytes] = []
+    for row in rows:
         try:
-            ids.append(spec.run_id(k[-1]))
+            ids.append(spec.run_id(row[width - 1]))
         except (TypeError, ValueError):  # a damaged row: not sent, the rest are
-            log.warning("a row of %s has no valid id (%r): not sent", spec.table, k[-1])
-    return ids, (keys[-1] if len(keys) == limit else None)
+            log.warning("a row of %s has no valid id (%r): not sent", spec.table, row[width - 1])
+            continue
+        if spec.run_item is not None:
+            items.append(bytes(row[width]))
+    last = tuple(rows[-1][:width]) if len(rows) == limit else None
+    return RunKeys(ids, last, items if spec.run_item is not None else None)
 
 
 def _read(

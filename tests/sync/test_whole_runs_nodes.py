@@ -4,15 +4,16 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from lifeline_mesh.node.root import Node
+from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.sync.entry_set import ENTRY_ROWS
-from lifeline_mesh.sync.port import RunKey
+from lifeline_mesh.sync.port import RunKey, RunKeys
 from lifeline_mesh.sync.snapshot_cache import KeptSnapshots, SnapshotCache
 from tests.support.recon_helpers import chain
 from tests.support.sync_helpers import history, make_node, serving, signature_ids, write_signed
@@ -33,9 +34,7 @@ class _Reads:
         self.between: Callable[[str, int], Awaitable[None]] | None = None
         original = KeptSnapshots.run
 
-        async def run(
-            kept: KeptSnapshots, after: RunKey | None, limit: int
-        ) -> tuple[list[bytes], RunKey | None]:
+        async def run(kept: KeptSnapshots, after: RunKey | None, limit: int) -> RunKeys:
             got = await original(kept, after, limit)
             name = kept.spec.name
             self.by_set[name] = self.by_set.get(name, 0) + 1
@@ -50,11 +49,20 @@ async def test_a_pull_into_an_empty_node_is_served_in_runs_with_no_snapshot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     reads = _Reads(monkeypatch)
+    by_id: list[int] = []
+    fetch = NotaryStore.fetch
+
+    async def counted(notary: NotaryStore, ids: Sequence[bytes]) -> list[bytes]:
+        by_id.append(len(ids))
+        return await fetch(notary, ids)
+
+    monkeypatch.setattr(NotaryStore, "fetch", counted)
     a, b = _node(tmp_path / "a"), _node(tmp_path / "b")
     await write_signed(a, tmp_path / "a", chain(250, "pulled") + chain(50, "beside"))
     async with serving(a) as (server, address):
         [report] = await b.sync(address, ["ledger"])
         assert report.entries_added == 300 and report.error is None
+        assert by_id == []  # the signatures were read with their keys, not again by id
         [served] = server.reports
         assert served.snapshots == 0  # the serving side sorted nothing
         assert served.entries_sent == 300 and served.signatures_sent == 300
@@ -113,12 +121,12 @@ async def test_a_row_with_a_damaged_id_is_left_out_of_a_run(
     await write_signed(a, tmp_path / "a", chain(5, "damaged"))
     async with a.open_line("ledger") as store:
         kept = SnapshotCache().of(store, ENTRY_ROWS)  # type: ignore[arg-type]
-        ids, _ = await kept.run(None, 10)
+        ids = (await kept.run(None, 10)).ids
         assert len(ids) == 5
         await store.run_write(
             lambda c: c.execute("UPDATE entries SET id = 'not hex' WHERE id = ?", (ids[2].hex(),))
         )
         with caplog.at_level(logging.WARNING):
-            left, last = await kept.run(None, 10)
-    assert left == ids[:2] + ids[3:] and last is None
+            left = await kept.run(None, 10)
+    assert left.ids == ids[:2] + ids[3:] and left.after is None and left.items is None
     assert "a row of entries has no valid id ('not hex'): not sent" in caplog.text
