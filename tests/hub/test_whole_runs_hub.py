@@ -4,12 +4,14 @@ snapshot, as a line file's is (decision 0144): a real PostgreSQL, real nodes ove
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from lifeline.store.postgres import PgStore
 from lifeline_mesh.recon.session import SessionLimits
 from lifeline_mesh.sync import pg_snapshots
-from lifeline_mesh.sync.port import RunKey, RunKeys
+from lifeline_mesh.sync.port import RunKeys
 from tests.support.pg_server import fresh_database
 from tests.support.recon_helpers import chain
 from tests.support.sync_helpers import history, make_node, serving, signature_ids, write_signed
@@ -42,16 +44,9 @@ async def test_a_pull_from_a_hub_is_served_in_runs_as_from_a_line_file(
     reads: dict[str, int] = {}
     original = pg_snapshots.pg_run
 
-    async def counted(
-        store: object,
-        table: str,
-        key: str,
-        after: RunKey | None,
-        limit: int,
-        item: str | None = None,
-    ) -> RunKeys:
+    async def counted(store: PgStore, table: str, *rest: Any, **named: Any) -> RunKeys:
         reads[table] = reads.get(table, 0) + 1
-        return await original(store, table, key, after, limit, item)  # type: ignore[arg-type]
+        return await original(store, table, *rest, **named)
 
     monkeypatch.setattr(pg_snapshots, "pg_run", counted)
     on_postgres = await _pull(tmp_path / "pg", await fresh_database(pg_server))
