@@ -29,7 +29,6 @@ from lifeline.errors import (
     PeerError,
     ProtocolError,
     Refused,
-    RemoteProtocolError,
 )
 from lifeline_mesh.recon.entry_codec import ENTRIES
 from lifeline_mesh.recon.frames import (
@@ -52,8 +51,9 @@ from lifeline_mesh.recon.frames import (
 from lifeline_mesh.recon.incoming import REFUSALS_KEPT
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.session_state import KEEP_ALIVE_CAPABILITY
-from lifeline_mesh.recon.sets import ParsedItem, ParsedItems
+from lifeline_mesh.recon.sets import ParsedItems
 from lifeline_mesh.sync import closing
+from lifeline_mesh.sync.admitter import ADMIT_DEPTH, Admitter
 from lifeline_mesh.sync.driver_types import Channel
 from lifeline_mesh.sync.entry_offload import preparse
 from lifeline_mesh.sync.fast import FAST, FastPaths
@@ -61,8 +61,6 @@ from lifeline_mesh.sync.guards import refusing_items
 from lifeline_mesh.sync.memory import SESSIONS
 from lifeline_mesh.sync.port import (
     Accompanied,
-    AdmitResult,
-    Preparing,
     ReconSet,
     Running,
     Summarizing,
@@ -79,9 +77,7 @@ IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session 
 # large line, or a backlog stored after a long transfer, is not taken for a dead peer.
 KEEP_ALIVE_EVERY = 15.0
 Progress = Callable[["SyncReport"], None]  # e.g. `lifeline-mesh sync`'s counter on a terminal
-ADMIT_DEPTH = 2  # received batches in flight: one being stored, the next being checked
 READ_AHEAD = 2  # frames received ahead of the session
-TRIM_EVERY = 16  # received batches stored between two returns of free heap memory
 
 
 @dataclass(slots=True)
@@ -149,7 +145,7 @@ async def _drive(
     if first is not None:
         effects.extend(session.receive(first, clock()))
     by_name = {s.name: s for s in sets}
-    admitter = _Admitter(report, ADMIT_DEPTH if fast.pipelined else 1, overlap=fast.pipelined)
+    admitter = Admitter(report, ADMIT_DEPTH if fast.pipelined else 1, overlap=fast.pipelined)
     admitter.progress = progress
     reader = ReadAhead(
         refusing_items(channel, lambda: session.set_names, sets),  # a reader's items
@@ -281,128 +277,6 @@ class KeepingAlive:
 
 def _ends_turn(eff: Effect) -> bool:
     return isinstance(eff, SendFrame) and isinstance(eff.frame, EndOfTurn | Fin)
-
-
-class _Admitter:
-    """Stores received batches in arrival order, overlapping the store with the next reads.
-
-    At most ``depth`` batches are in flight. Each batch is stored (one transaction) only
-    after the one before it is, so parents are stored before children. A set that is
-    :class:`Preparing` checks a batch (signatures) while the batch before it is stored;
-    once a batch fails, no later batch is stored. Without ``overlap`` (no fast paths) each
-    batch is admitted in one call before the driver goes on.
-    """
-
-    def __init__(self, report: SyncReport, depth: int = ADMIT_DEPTH, *, overlap: bool = True):
-        self._report = report
-        self._depth = depth
-        self._overlap = overlap
-        # each batch's store, and whether it holds entries (else signatures or statements)
-        self._tasks: deque[tuple[asyncio.Task[AdmitResult | None], bool]] = deque()
-        self._settled = 0
-        self.progress: Progress | None = None  # told of the report after each batch stored
-
-    @property
-    def in_flight(self) -> bool:
-        """Batches received and not yet stored."""
-        return bool(self._tasks)
-
-    async def submit(self, session: Session, target: ReconSet, eff: Deliver) -> list[Effect]:
-        # A batch with nothing to check before it is stored would only wait for the one
-        # ahead of it: it is taken when that one is stored, not held meanwhile.
-        depth = self._depth if isinstance(target, Preparing) else 1
-        while len(self._tasks) >= depth:
-            failed = await self._settle_oldest(session)
-            if failed:
-                return failed
-        items = [i for i in eff.items if isinstance(i, ParsedItem)]
-        is_entries = target.name == ENTRIES
-        if not self._overlap:
-            self._tasks.append((asyncio.ensure_future(_admit(target, items, eff)), is_entries))
-            return await self.drain(session)
-        before = self._tasks[-1][0] if self._tasks else None
-        task = asyncio.ensure_future(_admit_after(before, target, items, eff))
-        self._tasks.append((task, is_entries))
-        return []
-
-    async def drain(self, session: Session) -> list[Effect]:
-        while self._tasks:
-            failed = await self._settle_oldest(session)
-            if failed:
-                return failed
-        return []
-
-    async def _settle_oldest(self, session: Session) -> list[Effect]:
-        task, is_entries = self._tasks.popleft()
-        try:
-            result = await task
-        except RemoteProtocolError as exc:
-            return session.fail(exc, "item")
-        except Refused as exc:
-            return session.fail(exc, REFUSED_CODE)
-        except LifelineError as exc:
-            return session.fail(exc, "store")
-        if result is not None:
-            if is_entries:
-                self._report.entries_added += result.added
-            else:
-                self._report.attestations_added += result.added
-            self._report.ts_lowered += result.updated
-            if result.refused:
-                failed = self._refused(session, result.refused)
-                if failed:
-                    return failed
-        self._settled += 1
-        if self.progress is not None:
-            self.progress(self._report)
-        if self._settled % TRIM_EVERY == 0:
-            SESSIONS.trim()  # freed batches, spread over several threads' heaps
-        return []
-
-    def _refused(self, session: Session, reasons: tuple[str, ...]) -> list[Effect]:
-        """Items of a stored batch refused alone (decision 0111): counted with those the
-        session refused; past ``max_refused`` in all, the session fails."""
-        report = self._report
-        report.refused += len(reasons)
-        room = max(0, REFUSALS_KEPT - len(report.refusals))
-        report.refusals += [f"the peer sent {r}" for r in reasons[:room]]
-        cap = session.limits.max_refused
-        if report.refused + session.stats.refused > cap:
-            error = RemoteProtocolError(
-                f"the peer sent {reasons[-1]} (more than {cap} inadmissible items in one "
-                "session, cap max_refused)"
-            )
-            return session.fail(error, "item")
-        return []
-
-    async def cancel(self) -> None:
-        """On failure: let batches already in flight finish (each is atomic; those after a
-        failed one store nothing)."""
-        while self._tasks:
-            with contextlib.suppress(Exception):
-                await self._tasks.popleft()[0]
-
-
-async def _admit_after(
-    before: asyncio.Task[AdmitResult | None] | None,
-    target: ReconSet,
-    items: list[ParsedItem],
-    eff: Deliver,
-) -> AdmitResult | None:
-    """Admit one batch once the batch ``before`` it is stored; None if that one failed."""
-    prepared = await target.prepare(items, eff.externals) if isinstance(target, Preparing) else None
-    if before is not None:
-        await asyncio.wait([before])
-        if before.cancelled() or before.exception() is not None:
-            return None  # the session fails on the earlier batch; store nothing after it
-    if prepared is not None:
-        return await prepared.commit()
-    return await target.admit(items, eff.externals)
-
-
-async def _admit(target: ReconSet, items: list[ParsedItem], eff: Deliver) -> AdmitResult | None:
-    """Admit one batch in one call (no fast paths)."""
-    return await target.admit(items, eff.externals)
 
 
 async def _perform(
