@@ -10,7 +10,6 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from lifeline.errors import LifelineError, Refused, RemoteProtocolError
 from lifeline_mesh.recon.entry_codec import ENTRIES
@@ -20,9 +19,7 @@ from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.sets import ParsedItem
 from lifeline_mesh.sync.memory import SESSIONS
 from lifeline_mesh.sync.port import AdmitResult, Preparing, ReconSet
-
-if TYPE_CHECKING:
-    from lifeline_mesh.sync.driver import SyncReport
+from lifeline_mesh.sync.report import SyncReport
 
 __all__ = ["ADMIT_DEPTH", "TRIM_EVERY", "Admitter"]
 

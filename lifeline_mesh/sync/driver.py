@@ -20,8 +20,6 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from lifeline.errors import (
     LifelineError,
@@ -66,6 +64,7 @@ from lifeline_mesh.sync.port import (
     Summarizing,
 )
 from lifeline_mesh.sync.readahead import ReadAhead
+from lifeline_mesh.sync.report import SyncReport
 
 __all__ = ["IDLE_TIMEOUT", "Channel", "Progress", "SyncReport", "drive"]
 
@@ -78,37 +77,6 @@ IDLE_TIMEOUT = 60.0  # seconds without a frame from the peer before the session 
 KEEP_ALIVE_EVERY = 15.0
 Progress = Callable[["SyncReport"], None]  # e.g. `lifeline-mesh sync`'s counter on a terminal
 READ_AHEAD = 2  # frames received ahead of the session
-
-
-@dataclass(slots=True)
-class SyncReport:
-    """What one session did, as `lifeline-mesh sync` prints it."""
-
-    line: str
-    role: str
-    entries_sent: int = 0
-    entries_received: int = 0
-    entries_added: int = 0  # entries newly stored
-    attestations_added: int = 0  # signatures and statements newly stored
-    signatures_sent: int = 0
-    signatures_received: int = 0
-    ts_lowered: int = 0
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    round_trips: int = 0
-    seconds: float = 0.0
-    orphans_dropped: int = 0
-    snapshots: int = 0  # sets this side had to sort (0: an in-sync check from summaries)
-    refused: int = 0  # inadmissible items the peer sent, refused one by one (decision 0111)
-    refusals: list[str] = field(default_factory=list)  # the first few reasons
-    # what the peer said it refused of the items this side sent (decision 0112)
-    refused_there: int = 0
-    refusals_there: list[str] = field(default_factory=list)
-    # why the line did not sync (the peer refused it; `sync` goes on with the next lines)
-    error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 async def drive(
