@@ -38,7 +38,6 @@ from lifeline_mesh.recon.frames import (
     KeepAlive,
     LoadSnapshot,
     LoadSummary,
-    Mode,
     Range,
     Recon,
     SendFrame,
@@ -48,13 +47,13 @@ from lifeline_mesh.recon.frames import (
 from lifeline_mesh.recon.incoming import take_items
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
+from lifeline_mesh.recon.runs import EMPTY, WholeRun, wants_whole
 from lifeline_mesh.recon.session_state import (
     PROTOCOL_VERSION,
     Role,
     SessionLimits,
     SessionStats,
     SetState,
-    WholeRun,
     check_hello,
     hello_for,
     inactive,
@@ -71,10 +70,6 @@ from lifeline_mesh.recon.summaries import (
 )
 
 __all__ = ["PROTOCOL_VERSION", "Role", "Session", "SessionLimits", "SessionStats"]
-
-
-# The whole-set fingerprint of an empty set: a peer whose hello names it holds none of it.
-_EMPTY = SetSummary(0, 0).fingerprint()
 
 
 class _Phase(enum.Enum):
@@ -368,7 +363,7 @@ class Session:
         need = [
             i
             for i, s in enumerate(self._sets)
-            if s.differs(theirs) and not (s.name in self._runs and theirs.get(s.name) == _EMPTY)
+            if s.differs(theirs) and not (s.name in self._runs and theirs.get(s.name) == EMPTY)
         ]
         self._loading.update(need)
         return [LoadSnapshot(i) for i in need]
@@ -397,14 +392,9 @@ class Session:
         state = self._sets[frame.set_index]
         if state.name not in self._runs or state.loaded or state.run is not None:
             return False
-        if len(frame.ranges) != 1 or frame.ranges[0].upper is not None:
-            return False
-        rng = frame.ranges[0]
-        empty = rng.mode is Mode.FINGERPRINT and rng.count == 0 and not rng.summed
-        if not (empty or rng.mode is Mode.WANT_ALL):
-            return False
-        state.run = WholeRun(frame.set_index, self.limits.fetch_chunk)
-        return True
+        if wants_whole(frame):
+            state.run = WholeRun(frame.set_index, self.limits.fetch_chunk)
+        return state.run is not None
 
     def _defer(self, frame: Frame | ParsedItems, index: int) -> list[Effect]:
         """A frame that needs set ``index``'s snapshot: load it, then answer the frame (the

@@ -4,16 +4,17 @@ hello's checks and capabilities (``session.py`` is the state machine)."""
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lifeline.errors import InvalidEntry, RemoteProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
 from lifeline_mesh.recon.dialect import COMPACT_CAPABILITY, Dialect
-from lifeline_mesh.recon.frames import FetchRun, Hello
+from lifeline_mesh.recon.frames import Hello
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder
 from lifeline_mesh.recon.received import NoIds, ReceivedIds
+from lifeline_mesh.recon.runs import WholeRun
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.recon.summaries import (
     OPEN_CAPABILITY,
@@ -31,7 +32,6 @@ __all__ = [
     "SessionLimits",
     "SessionStats",
     "SetState",
-    "WholeRun",
     "capabilities",
     "check_hello",
     "closing_offered",
@@ -171,27 +171,6 @@ class SetState:
 
     def known(self, item_id: bytes) -> bool:
         return item_id in self.received or item_id in self.externals or self.snap.knows(item_id)
-
-
-class WholeRun:
-    """A whole set sent in key order, a chunk at a time, with no snapshot: to a peer that
-    holds none of it (decision 0144). At most one a session for a set."""
-
-    def __init__(self, set_index: int, limit: int) -> None:
-        self.set_index = set_index
-        self.limit = limit
-        self.after: tuple[object, ...] | None = None  # the last key read
-        self.done = False
-
-    def fetches(self) -> Iterator[FetchRun]:
-        """The run's reads, each made once the one before it is answered (``read``)."""
-        while not self.done:
-            yield FetchRun(self.set_index, self.after, self.limit)
-
-    def read(self, after: tuple[object, ...] | None) -> None:
-        """A chunk was read up to ``after`` (None: the set is over)."""
-        self.after = after
-        self.done = after is None
 
 
 def check_hello(hello: Hello, line: str) -> None:
