@@ -17,9 +17,11 @@ and the collision handling are in docs/protocol.md ("Compact ranges") and decisi
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 
 from lifeline.errors import RemoteProtocolError
+from lifeline_mesh.recon.frames import Hello, Recon
 from lifeline_mesh.recon.sets import FINGERPRINT_BYTES, LIST_TOKEN_BYTES, Snapshot
 
 __all__ = [
@@ -27,6 +29,7 @@ __all__ = [
     "PLAIN",
     "SALT_BYTES",
     "Dialect",
+    "SessionForm",
     "compact",
     "frame_dialect",
     "session_key",
@@ -142,3 +145,45 @@ def frame_dialect(
             f"got compact ranges, but {COMPACT_CAPABILITY} was not agreed in the hellos"
         )
     return compact(key, fingerprint_bytes, short_id_bytes)
+
+
+class SessionForm:
+    """The form of one session's ranges. Ours stay plain until both hellos offer compact
+    ranges; then the key takes both salts, the initiator's first. Our salt is fresh per
+    session unless a test pins it."""
+
+    def __init__(
+        self,
+        offered: bool,
+        widths: tuple[int, int],
+        initiator: bool,
+        salt: bytes | None = None,
+    ) -> None:
+        """``offered``: this side offers compact ranges; ``widths``: the fingerprint and
+        short-id widths of the ranges it sends in that form."""
+        self.offered = offered
+        self.salt = os.urandom(SALT_BYTES) if salt is None else salt
+        self.key: bytes | None = None
+        self.dialect = PLAIN
+        self._widths = widths
+        self._initiator = initiator
+
+    @property
+    def hello_salt(self) -> bytes:
+        """Our share of the key, in our hello (none when we do not offer compact ranges)."""
+        return self.salt if self.offered else b""
+
+    def agree(self, hello: Hello) -> bool:
+        """The peer's ``hello`` read: True when both sides offer compact ranges, which ours
+        are from now on."""
+        if not self.offered or COMPACT_CAPABILITY not in hello.capabilities:
+            return False
+        salts = (self.salt, hello.salt)
+        self.key = session_key(*(salts if self._initiator else salts[::-1]))
+        self.dialect = compact(self.key, *self._widths)
+        return True
+
+    def incoming(self, frame: Recon) -> Dialect:
+        """The form of the peer's ranges in ``frame``."""
+        widths = (frame.fingerprint_bytes, frame.short_id_bytes)
+        return frame_dialect(self.key, frame.compact, *widths)

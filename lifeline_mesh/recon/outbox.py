@@ -13,11 +13,11 @@ from collections.abc import Container, Iterator, Sequence
 from lifeline.errors import LocalProtocolError, RemoteProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
 from lifeline_mesh.recon.dialect import FULL_TOKEN_BYTES, PLAIN, Dialect
-from lifeline_mesh.recon.frames import Fetch, Items, Mode, Range, Recon, Want
+from lifeline_mesh.recon.frames import Fetch, FetchRun, Items, Mode, Range, Recon, Want
 from lifeline_mesh.recon.ranges import Responder
 from lifeline_mesh.recon.sets import LIST_TOKEN_BYTES, Snapshot
 
-__all__ = ["SetOutbox"]
+__all__ = ["FetchPlan", "SetOutbox"]
 
 _RANGE_OVERHEAD = 48  # bound, mode, count, fingerprint and protobuf tags, generously
 _ITEM_OVERHEAD = 8
@@ -200,3 +200,28 @@ def _fetches(
             ids = ids[chunk:]
     for k in range(0, len(ids), chunk):
         yield Fetch(index, tuple(ids[k : k + chunk]))
+
+
+class FetchPlan:
+    """A turn's reads, one at a time: each set's items owed, then its whole run's chunks."""
+
+    def __init__(self) -> None:
+        self._queue: list[Iterator[Fetch | FetchRun]] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._queue)
+
+    def add(self, fetches: Iterator[Fetch | FetchRun]) -> None:
+        self._queue.append(fetches)
+
+    def clear(self) -> None:
+        self._queue = []
+
+    def next(self) -> Fetch | FetchRun | None:
+        """The next read (each made once the one before it is answered); None: all made."""
+        while self._queue:
+            fetch = next(self._queue[0], None)
+            if fetch is not None:
+                return fetch
+            self._queue.pop(0)
+        return None

@@ -10,27 +10,16 @@ other side lacks travel inside the turns, parents first. See docs/protocol.md.
 from __future__ import annotations
 
 import enum
-import os
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Sequence
 
 from lifeline.errors import InvalidEntry, LocalProtocolError, PeerError, RemoteProtocolError
-from lifeline_mesh.recon.dialect import (
-    COMPACT_CAPABILITY,
-    PLAIN,
-    SALT_BYTES,
-    Dialect,
-    compact,
-    frame_dialect,
-    session_key,
-)
+from lifeline_mesh.recon.dialect import PLAIN, Dialect, SessionForm
 from lifeline_mesh.recon.frames import (
     Abort,
     Done,
     Effect,
     EndOfTurn,
     Failed,
-    Fetch,
-    FetchRun,
     Fin,
     Frame,
     Hello,
@@ -45,9 +34,8 @@ from lifeline_mesh.recon.frames import (
     abort_error,
 )
 from lifeline_mesh.recon.incoming import take_items
-from lifeline_mesh.recon.outbox import SetOutbox
+from lifeline_mesh.recon.outbox import FetchPlan, SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
-from lifeline_mesh.recon.runs import EMPTY, WholeRun, wants_whole
 from lifeline_mesh.recon.session_state import (
     PROTOCOL_VERSION,
     Role,
@@ -102,7 +90,9 @@ class Session:
         self.limits = limits or SessionLimits()
         self.stats = SessionStats()
         self.peer_hello: Hello | None = None
-        self._sets = [SetState(name, codec, self.limits) for name, codec in sets]
+        self._sets = [
+            SetState(name, codec, self.limits, runnable=name in runs) for name, codec in sets
+        ]
         self._phase = _Phase.LOADING if role is Role.INITIATOR else _Phase.LISTENING
         self._started = now
         self._loading: set[int] = set()
@@ -112,15 +102,12 @@ class Session:
         self._openings: list[Recon] = []  # an opening from the hello, answered once loaded
         self._opened_in_hello = False
         self._reopen = False  # the responder did not read our hello's opening: send ranges
-        self._plan: list[Iterator[Fetch | FetchRun]] = []  # per set, one fetch at a time
-        self._runs = frozenset(runs)
+        self._plan = FetchPlan()  # the turn's reads of items owed, one at a time
         self._finish_with_fin = False
         self._peer_frame_cap = self.limits.max_frame_bytes
-        # Our share of the session key (compact ranges): fresh per session unless a test
-        # pins it. The form of the ranges we send stays plain until both hellos agree.
-        self._salt = os.urandom(SALT_BYTES) if salt is None else salt
-        self._key: bytes | None = None
-        self._dialect = PLAIN
+        widths = (self.limits.fingerprint_bytes, self.limits.short_id_bytes)
+        initiator = role is Role.INITIATOR
+        self._form = SessionForm(self.limits.compact_ranges, widths, initiator, salt)
 
     @property
     def set_names(self) -> list[str]:
@@ -178,7 +165,7 @@ class Session:
         return out + self._opening()
 
     def snapshot_loaded(self, set_index: int, snap: Snapshot, now: float) -> list[Effect]:
-        self._sets[set_index].load(snap, self.limits, self._dialect)
+        self._sets[set_index].load(snap, self.limits, self._form.dialect)
         self.stats.snapshots_loaded += 1
         self._loading.discard(set_index)
         if self._loading:
@@ -211,7 +198,7 @@ class Session:
 
     def release_snapshots(self) -> None:
         """Drop the sets' snapshots (the session is over): their memory can go back."""
-        self._plan = []  # fetches not made yet refer to a snapshot
+        self._plan.clear()  # fetches not made yet refer to a snapshot
         for state in self._sets:
             state.snap = Snapshot.empty()
             state.responder = Responder(state.snap)
@@ -315,10 +302,10 @@ class Session:
                 return []
             state = self._state(frame.set_index)
             if not state.loaded:
-                if whole_set_equal(state.summary, frame) or self._runs_whole(frame):
+                if whole_set_equal(state.summary, frame) or self._runs_whole(state, frame):
                     return []  # in sync, or all of it sent as a run: nothing to load
                 return self._defer(frame, frame.set_index)
-            state.responder.answer(frame.ranges, self._incoming(frame))
+            state.responder.answer(frame.ranges, self._form.incoming(frame))
             return []
         index = set_of(frame)
         if index is not None and not self._state(index).loaded:
@@ -341,7 +328,9 @@ class Session:
         check_hello(hello, self.line)
         self.peer_hello = hello
         self._peer_frame_cap = min(self.limits.max_frame_bytes, hello.max_frame_bytes)
-        self._agree_on_form(hello)
+        if self._form.agree(hello):
+            for state in self._sets:
+                state.responder.dialect = self._form.dialect
         if self.role is Role.INITIATOR:
             for state in self._sets:
                 state.active = state.name in hello.sets
@@ -360,11 +349,7 @@ class Session:
         whole-set fingerprints differ (all of them, for a peer without summaries) now, in
         parallel with the responder, which loads its own on reading our ranges."""
         theirs = peer_summaries(hello)
-        need = [
-            i
-            for i, s in enumerate(self._sets)
-            if s.differs(theirs) and not (s.name in self._runs and theirs.get(s.name) == EMPTY)
-        ]
+        need = [i for i, s in enumerate(self._sets) if s.needs_snapshot(theirs)]
         self._loading.update(need)
         return [LoadSnapshot(i) for i in need]
 
@@ -378,23 +363,11 @@ class Session:
         out: list[Effect] = []
         for frame in opening_frames(peer.opening, [s.active for s in self._sets]):
             state = self._sets[frame.set_index]
-            if not whole_set_equal(state.summary, frame) and not self._runs_whole(frame):
+            if not whole_set_equal(state.summary, frame) and not self._runs_whole(state, frame):
                 self._openings.append(frame)
                 self._loading.add(frame.set_index)
                 out.append(LoadSnapshot(frame.set_index))
         return out
-
-    def _runs_whole(self, frame: Recon) -> bool:
-        """Whether ``frame`` says the peer holds none of a set this side can run, and so
-        starts its run: the peer's opening with a count of 0, or its answer to ours
-        wanting all of it. Sent in key order with no snapshot, parents first (decision
-        0144). Anything else about the set later (a want, ranges) loads its snapshot."""
-        state = self._sets[frame.set_index]
-        if state.name not in self._runs or state.loaded or state.run is not None:
-            return False
-        if wants_whole(frame):
-            state.run = WholeRun(frame.set_index, self.limits.fetch_chunk)
-        return state.run is not None
 
     def _defer(self, frame: Frame | ParsedItems, index: int) -> list[Effect]:
         """A frame that needs set ``index``'s snapshot: load it, then answer the frame (the
@@ -402,22 +375,6 @@ class Session:
         self._deferred = frame
         self._loading.add(index)
         return [LoadSnapshot(index)]
-
-    def _agree_on_form(self, hello: Hello) -> None:
-        """Compact ranges when both sides offer them; the key takes both salts."""
-        if not self.limits.compact_ranges or COMPACT_CAPABILITY not in hello.capabilities:
-            return
-        salts = (self._salt, hello.salt)
-        self._key = session_key(*(salts if self.role is Role.INITIATOR else salts[::-1]))
-        self._dialect = compact(
-            self._key, self.limits.fingerprint_bytes, self.limits.short_id_bytes
-        )
-        for state in self._sets:
-            state.responder.dialect = self._dialect
-
-    def _incoming(self, frame: Recon) -> Dialect:
-        widths = (frame.fingerprint_bytes, frame.short_id_bytes)
-        return frame_dialect(self._key, frame.compact, *widths)
 
     def _on_want(self, want: Want) -> list[Effect]:
         state = self._state(want.set_index)
@@ -449,7 +406,7 @@ class Session:
         no items: after items, the responder gets a turn to ask for missing parents."""
         asks = any(s.active and s.outbox.asks(s.responder, s.pool) for s in self._sets)
         out: list[Effect] = []
-        self._plan = []
+        self._plan.clear()
         for index, state in enumerate(self._sets):
             if not state.active:
                 continue
@@ -461,9 +418,9 @@ class Session:
             if state.outbox.settled(state.responder):
                 owed = state.outbox.plan(index, state.responder, self.limits.fetch_chunk)
                 if owed is not None:
-                    self._plan.append(owed)
+                    self._plan.add(owed)
             if state.run is not None and not state.run.done:
-                self._plan.append(state.run.fetches())
+                self._plan.add(state.run.fetches())
         self._finish_with_fin = may_finish and not asks and not self._plan
         if may_finish and not self._finish_with_fin:
             self.stats.rounds += 1
@@ -471,11 +428,9 @@ class Session:
         return out + self._next_fetch()
 
     def _next_fetch(self) -> list[Effect]:
-        while self._plan:
-            fetch = next(self._plan[0], None)
-            if fetch is not None:
-                return [fetch]
-            self._plan.pop(0)
+        fetch = self._plan.next()
+        if fetch is not None:
+            return [fetch]
         for state in self._sets:
             state.responder.start_turn()
         if self._finish_with_fin:
@@ -486,15 +441,14 @@ class Session:
     def _recon_frames(
         self, index: int, ranges: list[Range], dialect: Dialect | None = None
     ) -> list[Effect]:
-        form = self._dialect if dialect is None else dialect
+        form = self._form.dialect if dialect is None else dialect
         frames = SetOutbox.recon_frames(index, ranges, self._frame_budget(), form)
         return [SendFrame(f) for f in frames]
 
     # -- helpers ---------------------------------------------------------------------
 
     def _hello(self) -> Hello:
-        salt = self._salt if self.limits.compact_ranges else b""
-        opened = self._opened_in_hello
+        salt, opened = self._form.hello_salt, self._opened_in_hello
         return hello_for(
             self.line, self._sets, self.limits, self.role, salt, self.peer_hello, opened
         )
@@ -524,6 +478,9 @@ class Session:
                 f"(sets: {self.set_names})"
             )
         return self._sets[index]
+
+    def _runs_whole(self, state: SetState, frame: Recon) -> bool:
+        return state.runs_whole(frame, self.limits.fetch_chunk)  # starts its run (0144)
 
     def _frame_budget(self) -> int:
         return self._peer_frame_cap - 1024  # headroom for framing and per-item overhead

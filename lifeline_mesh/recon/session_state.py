@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from lifeline.errors import InvalidEntry, RemoteProtocolError
 from lifeline_mesh.recon.closure import OrphanPool
 from lifeline_mesh.recon.dialect import COMPACT_CAPABILITY, Dialect
-from lifeline_mesh.recon.frames import Hello
+from lifeline_mesh.recon.frames import Hello, Recon
 from lifeline_mesh.recon.outbox import SetOutbox
 from lifeline_mesh.recon.ranges import Responder
 from lifeline_mesh.recon.received import NoIds, ReceivedIds
-from lifeline_mesh.recon.runs import WholeRun
+from lifeline_mesh.recon.runs import EMPTY, WholeRun, wants_whole
 from lifeline_mesh.recon.sets import ItemCodec, ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.recon.summaries import (
     OPEN_CAPABILITY,
@@ -139,7 +139,12 @@ class SessionStats:
 class SetState:
     """One set in a session: its snapshot (once loaded), summary, answers and outbox."""
 
-    def __init__(self, name: str, codec: ItemCodec, limits: SessionLimits) -> None:
+    def __init__(
+        self, name: str, codec: ItemCodec, limits: SessionLimits, *, runnable: bool = False
+    ) -> None:
+        """``runnable``: this side can read the set in key order, a chunk at a time, with
+        no snapshot (``FetchRun``), and so sends it that way whole to a peer that holds
+        none of it (decision 0144)."""
         self.name = name
         self.codec = codec
         self.active = True
@@ -152,6 +157,7 @@ class SetState:
         self.received = NoIds() if getattr(codec, "flat", False) else ReceivedIds()
         self.externals: dict[bytes, str] = {}  # cross-line references the peer declared
         self.outbox = SetOutbox(limits.max_wanted_ids)
+        self.runnable = runnable
         self.run: WholeRun | None = None  # the whole set sent in key order (decision 0144)
 
     def differs(self, theirs: dict[str, bytes]) -> bool:
@@ -163,6 +169,22 @@ class SetState:
             and not self.loaded
             and (mine is None or theirs.get(self.name) != mine.fingerprint())
         )
+
+    def needs_snapshot(self, theirs: dict[str, bytes]) -> bool:
+        """The initiator, on the peer's hello naming the fingerprints ``theirs``: the set
+        differs, and it is not one the peer holds none of that this side runs."""
+        return self.differs(theirs) and not (self.runnable and theirs.get(self.name) == EMPTY)
+
+    def runs_whole(self, frame: Recon, chunk: int) -> bool:
+        """Whether ``frame`` says the peer holds none of this set, which this side runs,
+        and so starts its run: the peer's opening with a count of 0, or its answer to ours
+        wanting all of it. Sent in key order with no snapshot, parents first (decision
+        0144). Anything else about the set later (a want, ranges) loads its snapshot."""
+        if not self.runnable or self.loaded or self.run is not None:
+            return False
+        if wants_whole(frame):
+            self.run = WholeRun(frame.set_index, chunk)
+        return self.run is not None
 
     def load(self, snap: Snapshot, limits: SessionLimits, dialect: Dialect) -> None:
         self.snap = snap
