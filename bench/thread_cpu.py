@@ -1,13 +1,16 @@
 """Every thread's CPU of the `lifeline-mesh` processes on this machine, while they run.
 
-    python bench/thread_cpu.py [--seconds 150] [--every 1.0] [--timeline]
+    python bench/thread_cpu.py [--seconds 150] [--every 1.0] [--timeline] [--states]
 
 Run it beside a benchmark (e.g. ``bench/full_sync.py``): it reads ``/proc/PID/task/*/stat``
 of each `lifeline-mesh sync`, `serve` and helper process every ``--every`` seconds for
 ``--seconds``, then prints each process's CPU and its busiest threads. With
 ``--timeline``, also one line per sample: the cores each kind of process used in it
 (``sync-main`` is the `sync` process's event loop thread, ``sync-threads`` the rest of
-it: the store thread, gRPC's). Decision 0108 keeps the figures. Prints figures; not a
+it: the store thread, gRPC's). With ``--states``, each thread's state is also read every
+20 ms (running, sleeping, in a disk wait, and the kernel function it waits in), and the
+busiest threads' shares are printed: whether a thread that is not busy all the time waits
+on the disk, a lock or its work. Decision 0108 keeps the figures. Prints figures; not a
 test.
 """
 
@@ -21,6 +24,7 @@ from pathlib import Path
 
 TICK = os.sysconf("SC_CLK_TCK")
 Key = tuple[str, int, int]  # (kind, pid, tid)
+STATE_EVERY = 0.02
 
 
 def _kind(cmdline: str) -> str | None:
@@ -56,6 +60,40 @@ def sample() -> dict[Key, float]:
     return out
 
 
+def thread_states(keys: list[Key]) -> dict[Key, str]:
+    """Each thread's state now: ``R`` (running or runnable), or ``S``/``D`` (asleep, in
+    a disk wait) with the kernel function it waits in."""
+    out: dict[Key, str] = {}
+    for key in keys:
+        _, pid, tid = key
+        task = Path(f"/proc/{pid}/task/{tid}")
+        try:
+            stat = (task / "stat").read_text()
+            state = stat[stat.rindex(")") + 2]
+            wchan = (task / "wchan").read_text().strip()
+        except (OSError, ValueError, IndexError):
+            continue
+        out[key] = state if state == "R" or wchan in ("", "0") else f"{state} {wchan}"
+    return out
+
+
+def _wait(seconds: float, keys: list[Key], seen: dict[Key, Counter[str]] | None) -> None:
+    """Sleep ``seconds``; with ``seen``, reading the threads' states every 20 ms."""
+    if seen is None:
+        time.sleep(seconds)
+        return
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        for key, state in thread_states(keys).items():
+            seen.setdefault(key, Counter())[state] += 1
+        time.sleep(STATE_EVERY)
+
+
+def _shares(states: Counter[str]) -> str:
+    count = sum(states.values())
+    return ", ".join(f"{name} {n / count:.0%}" for name, n in states.most_common(4))
+
+
 def _group(kind: str, pid: int, tid: int) -> str:
     if kind == "sync":
         return "sync-main" if pid == tid else "sync-threads"
@@ -67,12 +105,16 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=150.0)
     parser.add_argument("--every", type=float, default=1.0)
     parser.add_argument("--timeline", action="store_true", help="print each sample's cores")
+    parser.add_argument(
+        "--states", action="store_true", help="read each thread's state every 20 ms too"
+    )
     args = parser.parse_args()
     last = sample()
     total: dict[Key, float] = dict(last)
+    seen: dict[Key, Counter[str]] | None = {} if args.states else None
     started = time.monotonic()
     while time.monotonic() - started < args.seconds:
-        time.sleep(args.every)
+        _wait(args.every, list(last), seen)
         now = sample()
         used: Counter[str] = Counter()
         for key, cpu in now.items():
@@ -92,6 +134,10 @@ def main() -> None:
         )[:3]
         busiest = ", ".join(f"{tid}: {c:.1f} s" for c, tid in threads if c >= 0.1)
         print(f"{kind} {pid}: {cpu:.1f} s of CPU (busiest threads {busiest})")
+        for cpu_t, tid in threads if seen else []:
+            states = seen.get((kind, pid, tid)) if seen else None
+            if states and cpu_t >= 0.1:
+                print(f"    {tid}: {_shares(states)}")
 
 
 if __name__ == "__main__":
