@@ -126,13 +126,37 @@ async def append_locked(
     if not entries:
         return AppendResult(())
     own = {e.id for e in entries}
-    named = {p for e in entries for p in e.parents}
-    wanted = own | named
+    stored, externals = await _known(conn, line_id, own, {p for e in entries for p in e.parents})
+    heights = {i: h for i, (h, _) in stored.items()}
+    stamps = {i: ts for i, (_, ts) in stored.items() if i in own}
+    fresh, lowered = _fresh_and_lowered(order_batch(entries, heights.get, externals), stamps)
+    if lowered:
+        await _lower_ts(conn, line_id, lowered)
+    if fresh:
+        keys = (
+            [] if received else [(e.dedup_key, e.id) for e, _ in fresh if e.dedup_key is not None]
+        )
+        fresh = await _drop_taken_keys(conn, line_id, fresh)
+        await _insert(conn, line_id, next_seq, fresh)
+        if keys:  # the keys as written: the dedup column may have lost one
+            await _own_keys(conn, line_id, keys)
+    if fresh or lowered:
+        await _bump_line(conn, line_id, (next_seq, totals, id_sum), fresh, lowered, heights)
+    for hook in hooks if fresh else ():
+        await hook(conn, line_id, next_seq, [e for e, _ in fresh])
+    return AppendResult(tuple(e.id for e, _ in fresh), tuple(lowered))
+
+
+async def _known(
+    conn: Conn, line_id: int, own: set[str], named: set[str]
+) -> tuple[dict[str, tuple[int, str]], dict[str, str]]:
+    """The height and ts of those of a batch's ids and parents that are stored, and the
+    lines of the parents stored nowhere but declared as cross-line references."""
     stored: dict[str, tuple[int, str]] = {}
     for eid, height, ts in await conn.fetch(
         "SELECT id, height, ts FROM entries WHERE line_id = $1 AND id = ANY($2::bytea[])",
         line_id,
-        [id_bytes(i) for i in wanted],
+        [id_bytes(i) for i in own | named],
     ):
         stored[eid.hex()] = (int(height), ts)
     unresolved = named - own - stored.keys()
@@ -144,11 +168,17 @@ async def append_locked(
             [id_bytes(i) for i in unresolved],
         ):
             externals[eid.hex()] = line
-    heights = {i: h for i, (h, _) in stored.items()}
-    ordered = order_batch(entries, heights.get, externals)
-    stamps = {i: ts for i, (_, ts) in stored.items() if i in own}
+    return stored, externals
+
+
+def _fresh_and_lowered(
+    ordered: Iterable[tuple[Entry, int]], stamps: dict[str, str]
+) -> tuple[list[tuple[Entry, int]], dict[str, tuple[str, str]]]:
+    """Of a batch in order, the entries not stored yet (with their heights), and the
+    stored ones it gives an earlier ts (id -> (old ts, new ts)). ``stamps``: the stored
+    ts of the batch's ids, updated as the batch is read."""
     fresh: list[tuple[Entry, int]] = []
-    lowered: dict[str, tuple[str, str]] = {}  # id -> (old ts, new ts)
+    lowered: dict[str, tuple[str, str]] = {}
     for entry, height in ordered:
         old = stamps.get(entry.id)
         if old is not None:
@@ -158,16 +188,21 @@ async def append_locked(
             continue
         stamps[entry.id] = entry.ts
         fresh.append((entry, height))
-    if lowered:
-        await _lower_ts(conn, line_id, lowered)
-    if fresh:
-        keys = (
-            [] if received else [(e.dedup_key, e.id) for e, _ in fresh if e.dedup_key is not None]
-        )
-        fresh = await _drop_taken_keys(conn, line_id, fresh)
-        await _insert(conn, line_id, next_seq, fresh)
-        if keys:  # the keys as written: the dedup column may have lost one
-            await _own_keys(conn, line_id, keys)
+    return fresh, lowered
+
+
+async def _bump_line(
+    conn: Conn,
+    line_id: int,
+    before: tuple[int, SetTotals, int],
+    fresh: Sequence[tuple[Entry, int]],
+    lowered: dict[str, tuple[str, str]],
+    heights: dict[str, int],
+) -> None:
+    """The line's totals and height buckets after a batch, and its change announced to
+    every hub process (at commit). ``before``: the next row number, totals and id sum the
+    line lock read."""
+    next_seq, totals, id_sum = before
     count, total = totals.count, totals.total
     buckets: dict[int, tuple[int, int]] = {}  # height bucket -> (count, token sum) added
     for entry, height in fresh:
@@ -179,24 +214,19 @@ async def append_locked(
     for eid, (old, new) in lowered.items():
         delta = entry_token(eid, new) - entry_token(eid, old)
         total += delta
-        _add(buckets, stored[eid][0], 0, delta)
-    if fresh or lowered:
-        await bump_buckets(conn, line_id, buckets)
-        # The line's totals, and its change announced to every hub process (at commit).
-        await conn.execute(
-            notify_sql(
-                "UPDATE lines SET next_seq = $2, n = $3, token_sum = $4, id_sum = $5,"
-                " version = version + 1 WHERE line_id = $1"
-            ),
-            line_id,
-            next_seq + len(fresh),
-            count,
-            (total % _MOD).to_bytes(32, "little"),
-            (id_sum % _MOD).to_bytes(32, "big"),
-        )
-    for hook in hooks if fresh else ():
-        await hook(conn, line_id, next_seq, [e for e, _ in fresh])
-    return AppendResult(tuple(e.id for e, _ in fresh), tuple(lowered))
+        _add(buckets, heights[eid], 0, delta)
+    await bump_buckets(conn, line_id, buckets)
+    await conn.execute(
+        notify_sql(
+            "UPDATE lines SET next_seq = $2, n = $3, token_sum = $4, id_sum = $5,"
+            " version = version + 1 WHERE line_id = $1"
+        ),
+        line_id,
+        next_seq + len(fresh),
+        count,
+        (total % _MOD).to_bytes(32, "little"),
+        (id_sum % _MOD).to_bytes(32, "big"),
+    )
 
 
 def _add(buckets: dict[int, tuple[int, int]], height: int, n: int, token: int) -> None:
