@@ -34,7 +34,13 @@ from lifeline_mesh.membership.tls import (
 )
 from lifeline_mesh.notary.enrollment import EnrolledSigners
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners, SignerState, SignerStatus
-from lifeline_mesh.transport.authz import AllowAll, Authorizer, MeshRole, PeerIdentity
+from lifeline_mesh.transport.authz import (
+    AllowAll,
+    Authorizer,
+    MeshRole,
+    OwnUserOnly,
+    PeerIdentity,
+)
 from lifeline_mesh.transport.channels import FRAME_HEADROOM, sized
 
 __all__ = ["PeerPins", "SessionSigners", "TransportSecurity", "peer_node_id", "shared_options"]
@@ -69,7 +75,7 @@ def _no_certificate(home: NodeHome) -> str:
             f"{home.root} is a hub process root ({home.relative(home.hub_binding_path)}) with "
             "no mesh certificate: run `lifeline-mesh hub init --store URL` in it again to "
             "issue or copy its TLS credentials (with --new-mesh NAME if the hub is in no mesh "
-            "yet), or serve it behind a TLS proxy with --insecure (docs/hub.md)"
+            "yet; docs/hub.md)"
         )
     return (
         f"{home.root} has no mesh certificate: create a mesh with `lifeline-mesh init "
@@ -93,7 +99,7 @@ class TransportSecurity:
     @classmethod
     def for_home(cls, home: NodeHome, *, insecure: bool) -> TransportSecurity:
         if insecure:
-            return cls(insecure=True)
+            return cls(insecure=True, authorizer=OwnUserOnly())
         if not home.in_mesh():
             raise ConfigError(_no_certificate(home))
         ca = load_ca_cert(home)

@@ -9,6 +9,9 @@ local user cannot hide their socket from that list.
 
 :func:`loopback_peer_uid` gives that uid, or None where it cannot be known (another
 system, no ``/proc``, the connection already gone); the caller decides what None means.
+A socket no process holds any more (its owner closed it or exited, and the kernel is
+finishing the connection) is listed with uid 0 and inode 0: that is not root's, and is
+read as unknown.
 """
 
 from __future__ import annotations
@@ -60,8 +63,27 @@ def loopback_peer_uid(
             text = (proc / table).read_text(encoding="ascii", errors="replace")
         except OSError:
             continue
-        for line in text.splitlines()[1:]:
-            fields = line.split()
-            if len(fields) > 7 and (fields[1], fields[2]) in wanted and fields[7].isdigit():
-                return int(fields[7])
+        for local, remote in wanted:
+            uid = _owner_in(text, local, remote)
+            if uid is not None:
+                return uid
+    return None
+
+
+def _owner_in(text: str, local: str, remote: str) -> int | None:
+    """The uid on the row of ``text`` (a ``/proc/net/tcp`` table) for ``local`` →
+    ``remote``; found by its addresses, so the other rows are not split (a busy machine
+    lists thousands)."""
+    needle = f" {local} {remote} "
+    at = text.find(needle)
+    while at >= 0:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        fields = text[start : end if end >= 0 else len(text)].split()
+        at = text.find(needle, at + 1)
+        if len(fields) <= 9 or (fields[1], fields[2]) != (local, remote):
+            continue
+        if not fields[7].isdigit() or fields[9] == "0":  # no process holds it any more
+            continue  # (closing, TIME_WAIT): its uid reads 0, which is not root's
+        return int(fields[7])
     return None

@@ -37,6 +37,7 @@ from lifeline_mesh.transport.authz import (
     Access,
     AllowAll,
     Authorizer,
+    OwnUserOnly,
     PeerIdentity,
     SessionPeer,
     identity_of,
@@ -183,6 +184,8 @@ class SyncServer:
             bound = server.add_secure_port(bind, self._credentials)
         await server.start()
         self._server = server
+        if isinstance(self._authorizer, OwnUserOnly):  # its callers' connections end here
+            self._authorizer.serving(host, bound)
         if self._side is not None:
             try:
                 self._side_server = await self._side()
