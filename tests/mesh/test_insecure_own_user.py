@@ -79,8 +79,14 @@ def _forwarder(target: int, uid: int | None) -> tuple[subprocess.Popen[str], int
     return proc, port
 
 
-def _sync(root: Path, port: int) -> subprocess.CompletedProcess[str]:
-    return cli("lifeline_mesh", root, *SYNC_JSON, f"127.0.0.1:{port}", check=False)
+def _sync_through(root: Path, target: int, uid: int | None) -> subprocess.CompletedProcess[str]:
+    """A real `sync --insecure` from ``root`` to port ``target``, relayed as ``uid``."""
+    relay, port = _forwarder(target, uid)
+    try:
+        return cli("lifeline_mesh", root, *SYNC_JSON, f"127.0.0.1:{port}", check=False)
+    finally:
+        relay.kill()
+        relay.wait()
 
 
 @needs_another_user
@@ -91,24 +97,14 @@ def test_another_user_is_refused_and_the_nodes_own_user_syncs(tmp_path: Path) ->
     shared_node(puller)
     with serve_insecure(tmp_path / "served") as (proc, address):
         target = int(address.rsplit(":", 1)[1])
-        relay, port = _forwarder(target, NOBODY)
-        try:
-            refused = _sync(puller, port)
-        finally:
-            relay.kill()
-            relay.wait()
+        refused = _sync_through(puller, target, NOBODY)
         assert refused.returncode != 0, refused.stdout
         said = refused.stderr
         assert "another user of the machine (uid 65534)" in said, said
         assert "Traceback" not in said
         assert entry not in cli("lifeline", puller, "history", "--json").stdout
         # The same relay run as this user: the node's own user is let in, as before.
-        relay, port = _forwarder(target, None)
-        try:
-            done = _sync(puller, port)
-        finally:
-            relay.kill()
-            relay.wait()
+        done = _sync_through(puller, target, None)
         assert done.returncode == 0, done.stderr
         assert entry in cli("lifeline", puller, "history", "--json").stdout
         assert proc.poll() is None  # the refusal cost the node nothing
