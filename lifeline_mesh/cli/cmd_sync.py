@@ -163,8 +163,8 @@ def _insecure(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--insecure",
         action="store_true",
-        help="plain text without mutual TLS, on loopback only (a lab): a node serving so "
-        "answers its own user's calls only (and root's)",
+        help="plain text without mutual TLS, on loopback only (a lab): the node answers, "
+        "and dials, its own user only (and root)",
     )
 
 

@@ -11,16 +11,18 @@ that the byte counts are exactly the frames' payload.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
 
-from lifeline.errors import PeerError, RemoteProtocolError
+from lifeline.errors import PeerError, PermissionDenied, RemoteProtocolError
 from lifeline_mesh.recon.frames import Abort, Frame, abort_error
 from lifeline_mesh.transport.addresses import require_loopback
 from lifeline_mesh.transport.errors import CONNECT_TIMEOUT_S, error_from_rpc
+from lifeline_mesh.transport.loopback_peer import listener_uids
 from lifeline_mesh.wire.codec import decode_bytes, encode_bytes
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "grpc_options",
     "liveness_options",
     "open_channel",
+    "refuse_other_users_server",
     "server_ping_options",
     "sized",
 ]
@@ -132,13 +135,32 @@ def open_channel(
     channel notices a dead link and fails a stalled connection attempt within seconds
     (:func:`liveness_options`) and keeps fixed windows (:func:`flow_options`); ``options``
     of the same name win."""
-    require_loopback(target, tls=credentials is not None, what="peer address")
+    host, port = require_loopback(target, tls=credentials is not None, what="peer address")
+    if credentials is None:
+        refuse_other_users_server(target, host, port)
     names = {name for name, _ in options}
     defaults = [*liveness_options(), *flow_options()]
     merged = [*options, *(o for o in defaults if o[0] not in names)]
     if credentials is None:
         return grpc.aio.insecure_channel(target, options=merged)
     return grpc.aio.secure_channel(target, credentials, options=merged)
+
+
+def refuse_other_users_server(target: str, host: str, port: int) -> None:
+    """Without TLS a node dials loopback only, where any user of the machine may listen: a
+    port served by another user is refused before anything is sent to it (decision 0146),
+    as the channel opens. Where the socket tables cannot be read (not Linux), nothing is
+    checked."""
+    if not hasattr(os, "geteuid"):
+        return
+    owners = listener_uids(host.strip("[]"), port)
+    others = sorted(uid for uid in owners or () if uid not in (os.geteuid(), 0))
+    if others:
+        raise PermissionDenied(
+            f"{target} is served by another user of this machine (uid {others[0]}): "
+            "without TLS (--insecure) a node syncs only with its own user's nodes; dial the "
+            "port your own node serves, or use mutual TLS"
+        )
 
 
 # How often a session's caller is authorized again as its frames arrive (at most): a

@@ -19,7 +19,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-__all__ = ["PROC_NET", "loopback_peer_uid", "proc_address"]
+__all__ = ["PROC_NET", "listener_uids", "loopback_peer_uid", "proc_address"]
 
 PROC_NET = Path("/proc/net")
 
@@ -87,3 +87,34 @@ def _owner_in(text: str, local: str, remote: str) -> int | None:
             continue  # (closing, TIME_WAIT): its uid reads 0, which is not root's
         return int(fields[7])
     return None
+
+
+LISTEN = "0A"  # the state column of a listening socket
+
+
+def listener_uids(host: str, port: int, *, proc: Path = PROC_NET) -> set[int] | None:
+    """The owners of the listening sockets a connection to the loopback ``host:port`` can
+    reach: bound to that address, or to every address (``0.0.0.0``, or ``::``, which takes
+    IPv4 too). None when neither table can be read."""
+    if ":" in host:
+        wanted = {"tcp6": {proc_address(host, port), proc_address("::", port)}}
+    else:
+        wanted = {
+            "tcp": {proc_address(host, port), proc_address("0.0.0.0", port)},
+            "tcp6": {proc_address(f"::ffff:{host}", port), proc_address("::", port)},
+        }
+    found: set[int] = set()
+    read = False
+    for table, addresses in wanted.items():
+        try:
+            text = (proc / table).read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        read = True
+        for line in text.splitlines()[1:]:
+            fields = line.split()
+            if len(fields) <= 9 or fields[3] != LISTEN or fields[1] not in addresses:
+                continue
+            if fields[7].isdigit() and fields[9] != "0":
+                found.add(int(fields[7]))
+    return found if read else None

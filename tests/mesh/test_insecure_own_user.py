@@ -1,10 +1,13 @@
 """`serve --insecure` answers only its own user (and root): a loopback port is open to every
 user of the machine, and without TLS nothing else told the callers apart, so another local
-user could pull every shared line and write into it (docs/security.md).
+user could pull every shared line and write into it (docs/security.md). And a node without
+TLS dials no port another user serves: it would have sent that user its lines.
 
 Another user's connection is made for real: a forwarder run as `nobody` (util-linux's
 setpriv, the system Python, nothing else) relays a real `lifeline-mesh sync --insecure`, so
-the connection the node accepts is owned by `nobody` in the kernel's table of sockets."""
+the connection the node accepts is owned by `nobody` in the kernel's table of sockets. The
+port the forwarder listens on is opened by this user and handed to it, so the `sync` dials
+a port of its own user's, as it must."""
 
 from __future__ import annotations
 
@@ -18,16 +21,24 @@ import pytest
 
 from lifeline.errors import PermissionDenied
 from lifeline_mesh.transport.authz import OwnUserOnly, PeerIdentity, peer_address
-from tests.support.mesh_procs import SYNC_JSON, cli, log_note, serve_insecure, shared_node
+from tests.support.mesh_procs import (
+    SYNC_JSON,
+    cli,
+    log_note,
+    serve,
+    serve_insecure,
+    shared_node,
+    wait_for_stderr,
+)
 
 NOBODY = 65534
 SYSTEM_PYTHON = "/usr/bin/python3"
 
-# Relays one connection at a time from 127.0.0.1:LISTEN to 127.0.0.1:TARGET; stdlib only.
+# Relays each connection to the listening socket it is handed (file descriptor LISTEN) to
+# 127.0.0.1:TARGET; stdlib only.
 FORWARDER = """
 import socket, sys, threading
-listen, target = int(sys.argv[1]), int(sys.argv[2])
-server = socket.create_server(("127.0.0.1", listen))
+server, target = socket.socket(fileno=int(sys.argv[1])), int(sys.argv[2])
 print("ready", flush=True)
 def pump(a, b):
     try:
@@ -65,16 +76,19 @@ def _free_port() -> int:
 
 
 def _forwarder(target: int, uid: int | None) -> tuple[subprocess.Popen[str], int]:
-    """A relay to ``target`` run as ``uid`` (None: this user); returns it and its port."""
-    port = _free_port()
+    """A relay to ``target`` run as ``uid`` (None: this user), on a port this user opened;
+    returns it and its port."""
     drop = [] if uid is None else ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-    proc = subprocess.Popen(
-        [*drop, SYSTEM_PYTHON, "-c", FORWARDER, str(port), str(target)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd="/",
-    )
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        proc = subprocess.Popen(
+            [*drop, SYSTEM_PYTHON, "-c", FORWARDER, str(listening.fileno()), str(target)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd="/",
+            pass_fds=[listening.fileno()],
+        )
+        port = int(listening.getsockname()[1])
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", proc
     return proc, port
 
@@ -165,3 +179,56 @@ async def test_a_caller_whose_owner_cannot_be_read_is_refused_where_it_could_be(
             await OwnUserOnly(uid=1234).authenticate(gone)
     elsewhere = OwnUserOnly(uid=1234, proc=tmp_path)  # no tcp table there
     await elsewhere.authenticate(gone)
+
+
+# Listens on 127.0.0.1:PORT (or every address) and answers nothing; stdlib only.
+LISTENER = """
+import socket, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+if ":" in host:  # every IPv6 address, and IPv4 through it
+    server = socket.create_server((host, port), family=socket.AF_INET6, dualstack_ipv6=True)
+else:
+    server = socket.create_server((host, port))
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def _listen_as(uid: int, host: str, port: int) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+         SYSTEM_PYTHON, "-c", LISTENER, host, str(port)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd="/",
+    )  # fmt: skip
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+@needs_another_user
+@pytest.mark.parametrize("bound", ["127.0.0.1", "0.0.0.0", "::"])
+def test_a_port_another_user_serves_is_not_dialled(tmp_path: Path, bound: str) -> None:
+    """A real `sync --insecure` to a port `nobody` listens on (that address, every IPv4
+    address, or every address of both families): refused before anything is sent;
+    `serve --insecure --peer` to it stays up."""
+    node = tmp_path / "node"
+    shared_node(node)
+    log_note(node, "not for another user")
+    port = _free_port()
+    theirs = _listen_as(NOBODY, bound, port)
+    try:
+        done = cli("lifeline_mesh", node, *SYNC_JSON, f"127.0.0.1:{port}", check=False)
+        assert done.returncode != 0
+        assert "served by another user of this machine (uid 65534)" in done.stderr, done.stderr
+        assert "Traceback" not in done.stderr
+        peer = f"127.0.0.1:{port}"
+        with serve(
+            node, "--insecure", "--listen", "127.0.0.1:0", "--no-discovery", "--peer", peer
+        ) as proc:
+            said = wait_for_stderr(proc, "another user of this machine", 60)
+            assert "uid 65534" in said
+            assert proc.poll() is None
+    finally:
+        theirs.kill()
+        theirs.wait()
