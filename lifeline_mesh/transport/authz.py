@@ -22,7 +22,7 @@ from urllib.parse import unquote
 import grpc
 
 from lifeline.errors import ConfigError, PermissionDenied
-from lifeline_mesh.transport.loopback_peer import PROC_NET, loopback_peer_uid
+from lifeline_mesh.transport.loopback_peer import PROC_NET, loopback_hosts, loopback_peer_uid
 
 __all__ = [
     "ROLE_ACCESS",
@@ -128,7 +128,7 @@ class OwnUserOnly(AllowAll):
 
     def serving(self, host: str, port: int) -> None:
         """The server bound ``host:port``: the callers' connections end there."""
-        self._served.add((host, port))
+        self._served.update((address, port) for address in loopback_hosts(host))
 
     def owner(self, address: str) -> int | None:
         """The uid owning the caller's end of the connection gRPC names ``address``

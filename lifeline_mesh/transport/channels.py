@@ -153,7 +153,7 @@ def refuse_other_users_server(target: str, host: str, port: int) -> None:
     checked."""
     if not hasattr(os, "geteuid"):
         return
-    owners = listener_uids(host.strip("[]"), port)
+    owners = listener_uids(host, port)
     others = sorted(uid for uid in owners or () if uid not in (os.geteuid(), 0))
     if others:
         raise PermissionDenied(

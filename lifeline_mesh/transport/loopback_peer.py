@@ -19,7 +19,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
-__all__ = ["PROC_NET", "listener_uids", "loopback_peer_uid", "proc_address"]
+__all__ = ["PROC_NET", "listener_uids", "loopback_hosts", "loopback_peer_uid", "proc_address"]
 
 PROC_NET = Path("/proc/net")
 
@@ -36,6 +36,12 @@ def proc_address(host: str, port: int) -> str | None:
         return None
     words = [raw[k : k + 4][::-1] for k in range(0, len(raw), 4)]  # little-endian words
     return f"{b''.join(words).hex().upper()}:{port:04X}"
+
+
+def loopback_hosts(host: str) -> tuple[str, ...]:
+    """The addresses a loopback ``host`` stands for: ``localhost`` is both families' (gRPC
+    binds and dials either), an address itself (brackets dropped)."""
+    return ("127.0.0.1", "::1") if host == "localhost" else (host.strip("[]"),)
 
 
 def _forms(host: str) -> tuple[str, ...]:
@@ -94,18 +100,20 @@ LISTEN = "0A"  # the state column of a listening socket
 
 def listener_uids(host: str, port: int, *, proc: Path = PROC_NET) -> set[int] | None:
     """The owners of the listening sockets a connection to the loopback ``host:port`` can
-    reach: bound to that address, or to every address (``0.0.0.0``, or ``::``, which takes
-    IPv4 too). None when neither table can be read."""
-    if ":" in host:
-        wanted = {"tcp6": {proc_address(host, port), proc_address("::", port)}}
-    else:
-        wanted = {
-            "tcp": {proc_address(host, port), proc_address("0.0.0.0", port)},
-            "tcp6": {proc_address(f"::ffff:{host}", port), proc_address("::", port)},
-        }
+    reach: bound to that address (either of ``localhost``'s), or to every address
+    (``0.0.0.0``, or ``::``, which takes IPv4 too). None when neither table can be read."""
+    wanted: dict[str, set[str | None]] = {"tcp": set(), "tcp6": {proc_address("::", port)}}
+    for address in loopback_hosts(host):
+        if ":" in address:
+            wanted["tcp6"].add(proc_address(address, port))
+        else:
+            wanted["tcp"] |= {proc_address(address, port), proc_address("0.0.0.0", port)}
+            wanted["tcp6"].add(proc_address(f"::ffff:{address}", port))
     found: set[int] = set()
     read = False
     for table, addresses in wanted.items():
+        if not addresses:
+            continue
         try:
             text = (proc / table).read_text(encoding="ascii", errors="replace")
         except OSError:

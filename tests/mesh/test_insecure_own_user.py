@@ -21,13 +21,16 @@ import pytest
 
 from lifeline.errors import PermissionDenied
 from lifeline_mesh.transport.authz import OwnUserOnly, PeerIdentity, peer_address
+from tests.support.ci_helpers import MESH
 from tests.support.mesh_procs import (
     SYNC_JSON,
     cli,
+    first_line,
     log_note,
     serve,
     serve_insecure,
     shared_node,
+    terminate,
     wait_for_stderr,
 )
 
@@ -232,3 +235,31 @@ def test_a_port_another_user_serves_is_not_dialled(tmp_path: Path, bound: str) -
     finally:
         theirs.kill()
         theirs.wait()
+
+
+def test_a_node_serving_on_localhost_answers_its_user_on_both_families(tmp_path: Path) -> None:
+    """`localhost` is both 127.0.0.1 and ::1 to gRPC, as it binds and as it dials: the
+    node's own user syncs through either, and by name (a check that knew one family would
+    refuse the other as a caller it cannot find)."""
+    served = tmp_path / "served"
+    shared_node(served)
+    entry = log_note(served, "reached by name")
+    puller = tmp_path / "puller"
+    shared_node(puller)
+    proc = subprocess.Popen(
+        [*MESH, "--root", str(served), "serve", "--insecure", "--listen", "localhost:0",
+         "--no-discovery"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        first = first_line(proc, 60, "serve --insecure")
+        assert first.startswith("listening on localhost:"), first
+        port = first.rsplit(":", 1)[1]
+        for target in (f"localhost:{port}", f"127.0.0.1:{port}", f"[::1]:{port}"):
+            done = cli("lifeline_mesh", puller, *SYNC_JSON, target, check=False)
+            assert done.returncode == 0, (target, done.stderr)
+    finally:
+        terminate(proc)
+    assert entry in cli("lifeline", puller, "history", "--json").stdout
