@@ -17,11 +17,14 @@ read as unknown.
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TypeVar
 
 __all__ = ["PROC_NET", "listener_uids", "loopback_hosts", "loopback_peer_uid", "proc_address"]
 
 PROC_NET = Path("/proc/net")
+T = TypeVar("T")
 
 
 def proc_address(host: str, port: int) -> str | None:
@@ -62,18 +65,25 @@ def loopback_peer_uid(
             local, remote = proc_address(chost, client[1]), proc_address(shost, server[1])
             if local is not None and remote is not None and (":" in chost) == (":" in shost):
                 pairs["tcp6" if ":" in chost else "tcp"].add((local, remote))
-    for table, wanted in pairs.items():
-        if not wanted:
-            continue
-        try:
-            text = (proc / table).read_text(encoding="ascii", errors="replace")
-        except OSError:
-            continue
+    for text, wanted in _tables(proc, pairs):
         for local, remote in wanted:
             uid = _owner_in(text, local, remote)
             if uid is not None:
                 return uid
     return None
+
+
+def _tables(proc: Path, wanted: dict[str, set[T]]) -> Iterator[tuple[str, set[T]]]:
+    """The text of each table (``tcp``, ``tcp6``) something is wanted from, with what;
+    a table that cannot be read is left out."""
+    for table, things in wanted.items():
+        if not things:
+            continue
+        try:
+            text = (proc / table).read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue
+        yield text, things
 
 
 def _owner_in(text: str, local: str, remote: str) -> int | None:
@@ -111,13 +121,7 @@ def listener_uids(host: str, port: int, *, proc: Path = PROC_NET) -> set[int] | 
             wanted["tcp6"].add(proc_address(f"::ffff:{address}", port))
     found: set[int] = set()
     read = False
-    for table, addresses in wanted.items():
-        if not addresses:
-            continue
-        try:
-            text = (proc / table).read_text(encoding="ascii", errors="replace")
-        except OSError:
-            continue
+    for text, addresses in _tables(proc, wanted):
         read = True
         for line in text.splitlines()[1:]:
             fields = line.split()
