@@ -26,6 +26,7 @@ from tests.support.mesh_procs import (
     SYNC_JSON,
     cli,
     first_line,
+    free_port,
     log_note,
     serve,
     serve_insecure,
@@ -70,12 +71,6 @@ needs_another_user = pytest.mark.skipif(
     or not Path("/proc/net/tcp").exists(),
     reason="becoming another user needs root, util-linux's setpriv and /usr/bin/python3 (Linux)",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _forwarder(target: int, uid: int | None) -> tuple[subprocess.Popen[str], int]:
@@ -218,7 +213,7 @@ def test_a_port_another_user_serves_is_not_dialled(tmp_path: Path, bound: str) -
     node = tmp_path / "node"
     shared_node(node)
     log_note(node, "not for another user")
-    port = _free_port()
+    port = free_port()
     theirs = _listen_as(NOBODY, bound, port)
     try:
         done = cli("lifeline_mesh", node, *SYNC_JSON, f"127.0.0.1:{port}", check=False)
