@@ -136,11 +136,7 @@ class OwnUserOnly(AllowAll):
         client = peer_address(address)
         if client is None:
             return None
-        for server in sorted(self._served):
-            uid = loopback_peer_uid(client, server, proc=self._proc)
-            if uid is not None:
-                return uid
-        return None
+        return loopback_peer_uid(client, *sorted(self._served), proc=self._proc)
 
     async def authenticate(self, peer: PeerIdentity) -> None:
         if self.uid is None or not (self._proc / "tcp").exists():

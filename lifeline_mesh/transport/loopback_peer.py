@@ -56,15 +56,17 @@ def _forms(host: str) -> tuple[str, ...]:
 
 
 def loopback_peer_uid(
-    client: tuple[str, int], server: tuple[str, int], *, proc: Path = PROC_NET
+    client: tuple[str, int], *servers: tuple[str, int], proc: Path = PROC_NET
 ) -> int | None:
-    """The uid owning the client end of the TCP connection ``client`` → ``server``."""
+    """The uid owning the client end of the TCP connection from ``client`` to one of
+    ``servers`` (a server's addresses: each table is read once for all of them)."""
     pairs: dict[str, set[tuple[str, str]]] = {"tcp": set(), "tcp6": set()}
-    for chost in _forms(client[0]):
-        for shost in _forms(server[0]):
-            local, remote = proc_address(chost, client[1]), proc_address(shost, server[1])
-            if local is not None and remote is not None and (":" in chost) == (":" in shost):
-                pairs["tcp6" if ":" in chost else "tcp"].add((local, remote))
+    for server in servers:
+        for chost in _forms(client[0]):
+            for shost in _forms(server[0]):
+                local, remote = proc_address(chost, client[1]), proc_address(shost, server[1])
+                if local is not None and remote is not None and (":" in chost) == (":" in shost):
+                    pairs["tcp6" if ":" in chost else "tcp"].add((local, remote))
     for text, wanted in _tables(proc, pairs):
         for local, remote in wanted:
             uid = _owner_in(text, local, remote)
