@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lifeline.errors import InvalidEntry
+from lifeline.store.deferred_ids import rows_by_id
 
 __all__ = [
     "boundary_heights",
@@ -71,14 +72,8 @@ def record_boundary(conn: sqlite3.Connection, heights: Mapping[str, int]) -> int
     """Record absent parents (id -> height), skipping those the line holds; how many new."""
     if not heights:
         return 0
-    held: set[str] = set()
     ids = sorted(heights)
-    for start in range(0, len(ids), _VARS):
-        part = ids[start : start + _VARS]
-        marks = ",".join("?" * len(part))
-        held.update(
-            r[0] for r in conn.execute(f"SELECT id FROM entries WHERE id IN ({marks})", part)
-        )
+    held = {r[0] for r in rows_by_id(conn, "id", ids)}
     rows = [(i, int(heights[i])) for i in ids if i not in held]
     before = conn.total_changes
     conn.executemany("INSERT OR IGNORE INTO shallow_boundary VALUES (?, ?)", rows)

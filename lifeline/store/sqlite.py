@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.fsutil import create_private, refuse_link
+from lifeline.store import deferred_ids
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
@@ -283,6 +284,7 @@ class SqliteStore:
         """
 
         def tx(conn: sqlite3.Connection) -> tuple[Entry, bool]:
+            deferred_ids.ensure_index(conn)  # a pull deferred it: built first (0147)
             if dedup_key is not None:  # this node's own writes only (decision 0115)
                 sql = f"SELECT {COLUMNS} FROM entries WHERE id IN ({_OWN_KEY})"
                 row = conn.execute(sql, (dedup_key,)).fetchone()
@@ -396,14 +398,20 @@ class SqliteStore:
         (lifeline/store/sqlite_json.py): what a node sends in a sync."""
         wanted = list(ids)
 
-        def read(conn: sqlite3.Connection) -> list[bytes]:
+        def read(conn: sqlite3.Connection, waits: bool = True) -> list[bytes] | None:
+            if waits and deferred_ids.pending(conn):
+                return None  # each chunk would scan the table: built first (decision 0147)
             found, others = entries_json(conn, wanted)
             found.update(
                 (i, e.to_json()) for i, e in decoded_by_id(self.path, conn, others).items()
             )
             return [found[i] for i in wanted if i in found]
 
-        return await self.run_read(read)
+        served = await self.run_read(read)
+        if served is None:
+            await self.run_write(deferred_ids.build)
+            served = await self.run_read(lambda conn: read(conn, waits=False))
+        return served or []
 
     async def resolve(self, prefix: str) -> Entry:
         prefix = prefix.strip().lower()

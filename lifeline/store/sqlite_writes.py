@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Any, NamedTuple, TypeVar
 
 from lifeline.entry import Entry
+from lifeline.store import deferred_ids
 from lifeline.store.order import order_batch
 from lifeline.store.port import AppendResult
 from lifeline.store.rows import stored_height
@@ -114,6 +115,11 @@ def append_tx(
 
     The dedup keys of new entries become this line's own keys (``own_keys``, what a local
     retry finds), unless the entries were ``received`` from a peer (decision 0115)."""
+    # A pull into an empty line goes on with its own lookup of ids; anything else builds
+    # the id index it deferred first (decision 0147).
+    mapped = received and deferred_ids.settle(conn)
+    if not received:
+        deferred_ids.ensure_index(conn)
     totals = totals_for_update(conn, ENTRIES_SET, "entries")  # sync's whole-set summary
     plan = _plan(conn, entries)
     if plan.lowered:
@@ -123,6 +129,8 @@ def append_tx(
         )
     if plan.rows:
         _insert(conn, entries, _unique_keys(conn, plan.rows), plan)
+        if mapped:
+            _remember(conn, plan.rows)
         if not received:  # the keys as written: the entries column may have lost one
             own = [(r.dedup_key, r.id) for r in plan.rows if r.dedup_key is not None]
             insert_rows(conn, "INSERT OR IGNORE INTO own_keys (key, id)", own)
@@ -139,13 +147,24 @@ def append_tx(
     return AppendResult(tuple(r.id for r in plan.rows), tuple(plan.lowered))
 
 
+def _remember(conn: sqlite3.Connection, rows: list[EntryRow]) -> None:
+    """The rows a pull into an empty line stored, added to its lookup of ids (0147)."""
+    key = deferred_ids.key_of
+    try:
+        insert_rows(conn, deferred_ids.LOOKUP_INSERT, [(key(r.id), r.seq) for r in rows])
+    except sqlite3.IntegrityError:
+        deferred_ids.clashed(conn)
+
+
 def declare_tx(conn: sqlite3.Connection, externals: Sequence[tuple[str, str]]) -> None:
     """Declare cross-line parents ``(id, line)`` inside a write transaction: a declaration
     already held is never replaced, and an id this line holds as an entry is none."""
+    if not externals:
+        return
+    held = {r[0] for r in deferred_ids.rows_by_id(conn, "id", sorted({i for i, _ in externals}))}
     conn.executemany(
-        "INSERT OR IGNORE INTO externals (id, line)"
-        " SELECT ?1, ?2 WHERE NOT EXISTS (SELECT 1 FROM entries WHERE id = ?1)",
-        externals,
+        "INSERT OR IGNORE INTO externals (id, line) VALUES (?, ?)",
+        [(i, line) for i, line in externals if i not in held],
     )
 
 
@@ -260,13 +279,10 @@ def _lookup(
     heights: dict[str, int] = {}
     stamps: dict[str, str] = {}
     seqs: dict[str, int] = {}
-    for chunk in id_chunks(sorted(ids), 500):
-        marks = ",".join("?" * len(chunk))
-        sql = f"SELECT id, height, ts, seq FROM entries WHERE id IN ({marks})"
-        for eid, height, ts, seq in conn.execute(sql, chunk):
-            heights[eid] = height if type(height) is int else stored_height(eid, height)
-            stamps[eid] = ts
-            seqs[eid] = seq
+    for eid, height, ts, seq in deferred_ids.rows_by_id(conn, "id, height, ts, seq", sorted(ids)):
+        heights[eid] = height if type(height) is int else stored_height(eid, height)
+        stamps[eid] = ts
+        seqs[eid] = seq
     return heights, stamps, seqs
 
 

@@ -132,6 +132,7 @@ class FileLine:
         )
         notary.id_sums = self.id_sums
         notary.may_defer = True  # built again in finish() (decision 0143)
+        notary.may_defer_entries = True  # the same for the entries' (decision 0147)
         return notary
 
     def entries(self, codec: EntryCodec) -> EntrySet:

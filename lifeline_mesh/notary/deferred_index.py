@@ -36,6 +36,7 @@ import logging
 import sqlite3
 
 from lifeline.errors import LifelineError
+from lifeline.store import deferred_ids
 from lifeline.store.summary import compute_totals
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE
@@ -100,14 +101,29 @@ def build_deferred(conn: sqlite3.Connection) -> int:
 
 
 async def build_deferred_index(store: SqlLine) -> None:
-    """Build the line's deferred id index, if one waits (a read when none does). A failure
-    (a full disk) is logged and leaves the note: the next opening of the line tries again."""
+    """Build the line's deferred id indexes, the signatures' and the entries' (decision
+    0147), if one waits (a read when none does). A failure (a full disk) is logged and
+    leaves the notes: the next opening of the line tries again."""
+
+    def waits(conn: sqlite3.Connection) -> bool:
+        return deferred_pending(conn) or deferred_ids.pending(conn)
+
+    def build(conn: sqlite3.Connection) -> int:
+        deferred_ids.build(conn)
+        return build_deferred(conn)
+
     try:
-        if not await store.run_read(deferred_pending):
+        if not await store.run_read(waits):
             return
-        removed = await store.run_write(build_deferred)
+        # the sort spilled to a file past a small page cache, not held whole in memory
+        # (~100 MB for a million entry ids): a pulling `sync` stays within its budget
+        cache = await store.run_read(deferred_ids.lean_sort)
+        try:
+            removed = await store.run_write(build)
+        finally:
+            await store.run_read(lambda conn: deferred_ids.usual_sort(conn, cache))
     except LifelineError as exc:
-        log.warning("%s: the signatures' id index is not built yet: %s", store.path.name, exc)
+        log.warning("%s: an id index is not built yet: %s", store.path.name, exc)
         return
     if removed:
         log.warning("%s: %d signatures were stored twice; kept once", store.path.name, removed)

@@ -16,6 +16,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 from lifeline.entry import Entry
+from lifeline.store.deferred_ids import rows_by_id
 from lifeline.store.port import AppendResult
 from lifeline_mesh.notary.admission import future_dated, parent_fault
 from lifeline_mesh.notary.import_times import fixed_times
@@ -76,10 +77,7 @@ def signed_and_known(
                 matched.add(subject)  # the usual case: signed as dated
             else:
                 signed[subject].add(ts)
-    known: dict[str, str] = {}
-    for chunk in _chunks(outside):
-        marks = ",".join("?" * len(chunk))
-        known.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
+    known: dict[str, str] = dict(rows_by_id(conn, "id, ts", outside))
     known.update(own)
     for entry_id in matched:
         signed[entry_id] = {own[entry_id]}  # one signature names its ts: the check passes
@@ -114,13 +112,7 @@ def take_entries(
     signed, known = signed_and_known(conn, entries, remembered)
 
     def stored(ids: list[str]) -> set[str]:
-        out: set[str] = set()
-        for chunk in _chunks(ids):
-            marks = ",".join("?" * len(chunk))
-            out.update(
-                i for (i,) in conn.execute(f"SELECT id FROM entries WHERE id IN ({marks})", chunk)
-            )
-        return out
+        return {i for (i,) in rows_by_id(conn, "id", ids)}
 
     future = None if now is None else (lambda ts: future_dated(ts, now, skew_s))
     return split_refused(

@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from lifeline.entry import Entry
+from lifeline.store.deferred_ids import rows_by_id
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
 from lifeline_mesh.notary.import_times import import_refusal
@@ -259,12 +260,7 @@ def _no_imports(conn: sqlite3.Connection) -> bool:
 
 def stored_ts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, str]:
     """The stored ts of each of ``ids`` the line holds."""
-    stored: dict[str, str] = {}
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ",".join("?" * len(chunk))
-        stored.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
-    return stored
+    return dict(rows_by_id(conn, "id, ts", ids))
 
 
 def _retime(

@@ -18,7 +18,9 @@ ENTRY_KEY_CHARS = 16
 _CHUNK = 500
 
 
-def chunks(items: Sequence[str] | Sequence[bytes], size: int = _CHUNK) -> Iterable[list[object]]:
+def chunks(
+    items: Sequence[str] | Sequence[bytes] | Sequence[int], size: int = _CHUNK
+) -> Iterable[list[object]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
 

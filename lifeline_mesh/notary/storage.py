@@ -21,6 +21,8 @@ from dataclasses import replace
 from lifeline.entry import Entry
 from lifeline.errors import InvalidEntry, StoreError
 from lifeline.ledger import utc_now
+from lifeline.store import deferred_ids
+from lifeline.store.deferred_ids import rows_by_id
 from lifeline.store.port import AppendResult
 from lifeline.store.summary import (
     SetTotals,
@@ -144,6 +146,7 @@ class NotaryStore(NotarySet[SqlLine]):
     # Whether a first large batch into an empty table may defer the id index (decision
     # 0143): a session of a line file's, whose end builds it (node/lines.py, FileLine.finish)
     may_defer = False
+    may_defer_entries = False  # the same for the entries' id index (decision 0147)
 
     @classmethod
     async def attach(
@@ -232,6 +235,7 @@ class NotaryStore(NotarySet[SqlLine]):
         now = self._clock()
 
         def tx(conn: sqlite3.Connection) -> tuple[int, list[Attestation], list[Refusal]]:
+            deferred_ids.settle(conn)  # no scans by id while a pull defers (decision 0147)
             ctx = _context(conn, atts, claims)
             kept, refused = held_rules(atts, ctx, skew, window, each=each)
             if self.may_defer and kept:  # the session's first stored batch decides
@@ -297,6 +301,10 @@ class NotaryStore(NotarySet[SqlLine]):
         def tx(conn: sqlite3.Connection) -> AppendResult:
             if self._blocked is None:
                 self._blocked = set()
+            if self.may_defer_entries:  # the session's first batch decides (decision 0147)
+                self.may_defer_entries = False
+                deferred_ids.defer(conn, len(entries))
+            deferred_ids.settle(conn)
             intake = take_entries(
                 conn, entries, self._remembered, self._blocked, self.skew_s, self._clock(),
                 self.refused_signatures,
@@ -334,7 +342,12 @@ class NotaryStore(NotarySet[SqlLine]):
         line: str,
         make: Callable[[StateOf, Attestation | None], list[Attestation]],
     ) -> list[Attestation]:
+        # A state reads entries by id: an index a pull deferred is built first, its sort
+        # spilled to a file (decisions 0143, 0147)
+        await build_deferred_index(self.store)
+
         def tx(conn: sqlite3.Connection) -> list[Attestation]:
+            deferred_ids.ensure_index(conn)  # should that build have failed
             atts = make(state_of(conn, self.id_sums), last_state(conn, node_id, line))
             insert_attestations(conn, atts)
             return atts
@@ -351,24 +364,19 @@ def _context(
         else sorted({a.subject for a in atts if a.role is Role.AUTHOR})
     )
     parents: dict[str, tuple[str, ...]] = {}
-    for chunk in chunks(subjects):
-        marks = ",".join("?" * len(chunk))
-        for eid, plist in conn.execute(
-            f"SELECT id, parents FROM entries WHERE id IN ({marks})", chunk
-        ):
-            parents[eid] = tuple(json.loads(plist))
+    seqs: list[int] = []
+    for eid, plist, seq in rows_by_id(conn, "id, parents, seq", subjects):
+        parents[eid] = tuple(json.loads(plist))
+        seqs.append(seq)
     wanted = sorted({p for ps in parents.values() for p in ps})
-    entry_ts: dict[str, str] = {}
-    for chunk in chunks(wanted):
-        marks = ",".join("?" * len(chunk))
-        entry_ts.update(conn.execute(f"SELECT id, ts FROM entries WHERE id IN ({marks})", chunk))
+    entry_ts: dict[str, str] = dict(rows_by_id(conn, "id, ts", wanted))
     child_ts: dict[str, str] = {}
-    for chunk in chunks(sorted(parents)):  # the subjects held: their earliest child
+    for chunk in chunks(sorted(seqs)):  # the subjects held: their earliest child
         marks = ",".join("?" * len(chunk))
         child_ts.update(
             conn.execute(
                 "SELECT p.id, min(c.ts) FROM entries p JOIN links l ON l.parent_seq = p.seq"
-                f" JOIN entries c ON c.seq = l.child_seq WHERE p.id IN ({marks}) GROUP BY p.id",
+                f" JOIN entries c ON c.seq = l.child_seq WHERE p.seq IN ({marks}) GROUP BY p.id",
                 chunk,
             )
         )
