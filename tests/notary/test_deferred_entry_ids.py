@@ -19,12 +19,11 @@ from lifeline.store.summary import entry_token, read_totals
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.deferred_index import build_deferred_index
-from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Role, sign
 from lifeline_mesh.notary.storage import NotaryStore
 from tests.support.mesh_procs import cli, serve_insecure
 from tests.support.recon_helpers import chain
-from tests.support.sync_helpers import history, make_node, serving
+from tests.support.sync_helpers import history, make_node, serving, write_signed
 
 
 def _schema(conn: sqlite3.Connection) -> dict[str, str | None]:
@@ -58,14 +57,6 @@ def _totals_kept(conn: sqlite3.Connection) -> None:
     assert kept is not None and (kept.count, kept.total) == (len(tokens), sum(tokens) % (1 << 256))
 
 
-async def _signed_line(root: Path, entries: list[Entry]) -> NodeIdentity:
-    identity, _ = NodeIdentity.load_or_create(NodeHome(root))
-    async with make_node(root).open_line("ledger") as store:
-        await store.append_many(entries)
-        await sign_entries(store, identity, entries)
-    return identity
-
-
 async def test_a_pull_into_an_empty_line_builds_the_entries_id_index_at_its_end(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -80,7 +71,7 @@ async def test_a_pull_into_an_empty_line_builds_the_entries_id_index_at_its_end(
 
     monkeypatch.setattr(deferred_ids, "build", watched)
     entries = chain(300, "signed")
-    await _signed_line(tmp_path / "a", entries)
+    await write_signed(make_node(tmp_path / "a"), tmp_path / "a", entries)
     a, b = make_node(tmp_path / "a"), make_node(tmp_path / "b")
     async with serving(b) as (_, address):
         [report] = await a.sync(address, ["ledger"])
@@ -252,7 +243,7 @@ async def test_a_line_left_deferred_by_a_crash_is_indexed_by_the_next_node_proce
         cli("lifeline", root, "init")
         cli("lifeline_mesh", root, "share", "ledger")
     entries = chain(200, "crashed")
-    await _signed_line(a, entries)
+    await write_signed(make_node(a), a, entries)
     db = Home(b).line_path("ledger")
     pull = await _Pull.start(db, entries)
     try:
