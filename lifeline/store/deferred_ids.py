@@ -119,7 +119,7 @@ def build(conn: sqlite3.Connection) -> bool:
     except sqlite3.IntegrityError as exc:  # nothing stores an id twice; say so if it did
         raise sqlite3.IntegrityError(
             "the line holds an entry id twice, so its id index cannot be built; "
-            "`lifeline verify` lists the rows"
+            "`lifeline recover` rebuilds the line with each entry once"
         ) from exc
     conn.execute("DELETE FROM meta WHERE key = ?", (NOTE,))
     conn.execute(f"DROP TABLE IF EXISTS temp.{_MAP}")
