@@ -149,7 +149,10 @@ async def recover_line(path: Path, now: dt.datetime | None = None) -> Recovered:
     damaged = Home.damaged_path(path, stamp)
     fresh = Home.recovering_path(path)
     found, top, external, scanned = _readable(path)
-    readable = [found[seq] for seq in sorted(found)]
+    firsts: dict[str, Entry] = {}  # an id in two rows (decision 0147): its first row kept
+    for seq in sorted(found):
+        firsts.setdefault(found[seq].id, found[seq])
+    readable = list(firsts.values())
     unreadable = top - len(found)
     kept = _closed_under_parents(readable, external)
     for leftover in (fresh, *(fresh.with_name(fresh.name + s) for s in ("-wal", "-shm"))):

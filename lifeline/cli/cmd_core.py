@@ -36,7 +36,7 @@ from lifeline.plugins import load_append_hooks
 from lifeline.store.newest import newest
 from lifeline.store.port import RowProblem, Store
 from lifeline.store.shallow_status import shallow_note
-from lifeline.store.sqlite_check import integrity_problems
+from lifeline.store.sqlite_check import integrity_problems, repeated_ids
 from lifeline.wording import count, noun, one_line
 
 __all__ = ["register"]
@@ -410,20 +410,28 @@ async def cmd_recover(args: argparse.Namespace) -> int:
     damage = integrity_problems(path)
     if not damage:
         altered = await _altered(args, name)
-        if not altered:
+        repeated = repeated_ids(path)
+        if repeated:
+            print(
+                f"line {name!r} holds entry ids in two rows (first: {repeated[0][:12]}); "
+                "rebuilding the line with each entry once (decision 0147)",
+                file=sys.stderr,
+            )
+        elif not altered:
             print(
                 f"line {name!r} passes SQLite's integrity check and every entry matches its "
                 "id; nothing to recover"
             )
             return 0
-        first = altered[0]
-        print(
-            f"line {name!r} passes SQLite's integrity check, but "
-            f"{count(len(altered), 'entry', 'entries')} {_no_longer(len(altered))} (first: "
-            f"{first.entry_id[:12]}, {first.detail}); rebuilding the line without them, "
-            "heights computed again (decision 0111)",
-            file=sys.stderr,
-        )
+        else:
+            first = altered[0]
+            print(
+                f"line {name!r} passes SQLite's integrity check, but "
+                f"{count(len(altered), 'entry', 'entries')} {_no_longer(len(altered))} (first: "
+                f"{first.entry_id[:12]}, {first.detail}); rebuilding the line without them, "
+                "heights computed again (decision 0111)",
+                file=sys.stderr,
+            )
     done = await recover_line(path)
     scanned = (
         f"; {done.scanned} of the entries read came from a scan of its pages, where SQLite "

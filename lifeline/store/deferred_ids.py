@@ -55,6 +55,7 @@ __all__ = [
     "key_of",
     "lean_sort",
     "pending",
+    "repeated",
     "rows_by_id",
     "settle",
     "usual_sort",
@@ -167,6 +168,15 @@ def clashed(conn: sqlite3.Connection) -> None:
     built now, in the same transaction, and the lookup dropped."""
     log.info("two entry ids on one lookup key: the entries' id index is built now")
     build(conn)
+
+
+def repeated(conn: sqlite3.Connection, limit: int = 10) -> list[str]:
+    """Ids stored in more than one row while the index waited (none unless a bug wrote
+    them: then the build refuses, and ``lifeline recover`` keeps each id's first row)."""
+    if not pending(conn):
+        return []  # the index holds: no id can repeat
+    sql = "SELECT id FROM entries GROUP BY id HAVING count(*) > 1 LIMIT ?"
+    return [i for (i,) in conn.execute(sql, (limit,))]
 
 
 def rows_by_id(conn: sqlite3.Connection, columns: str, ids: Sequence[str]) -> Iterator[Any]:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lifeline.errors import StoreError
 from lifeline.fsutil import PRIVATE_FILE, write_atomic
+from lifeline.store.deferred_ids import repeated
 from lifeline.store.sqlite_open import file_uri, read_only_uri, unwritable
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "RECHECK_S",
     "DamagedLine",
     "integrity_problems",
+    "repeated_ids",
     "require_intact",
 ]
 
@@ -65,6 +67,17 @@ def integrity_problems(path: Path) -> list[str]:
         return _quick_check(conn)
     finally:
         conn.close()
+
+
+def repeated_ids(path: Path) -> list[str]:
+    """Entry ids the file holds in more than one row: only possible while a pull's id
+    index waited, and only through a bug (decision 0147); [] when the file cannot open."""
+    uri = read_only_uri(path) if unwritable(path) else file_uri(path, "ro")
+    try:
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=30)) as conn:
+            return repeated(conn)
+    except sqlite3.Error:
+        return []
 
 
 def _verdict_path(path: Path) -> Path:

@@ -306,3 +306,33 @@ def test_a_table_rebuilt_once_defers_by_dropping_its_index(tmp_path: Path) -> No
         assert _pending(conn) and ID_INDEX not in _schema(conn)
     finally:
         conn.close()
+
+
+def test_an_id_in_two_rows_is_named_and_lifeline_recover_keeps_one(tmp_path: Path) -> None:
+    """Nothing stores an id twice while the index waits; should a bug do it, a write says
+    so and what to do, and `lifeline recover` rebuilds the line with each entry once."""
+    cli("lifeline", tmp_path, "init")
+    cli("lifeline", tmp_path, "log", "--kind", "note", "--summary", "one")
+    db = Home(tmp_path).line_path("ledger")
+    with sqlite3.connect(db, isolation_level=None) as conn:  # as such a bug would leave it
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute("CREATE TEMP TABLE held AS SELECT * FROM entries")
+        conn.execute("DELETE FROM entries")
+        assert deferred_ids.defer(conn, deferred_ids.DEFER_MIN)
+        for _ in range(2):
+            conn.execute(
+                "INSERT INTO entries (id, ts, kind, author, agent, provider, model, summary,"
+                " body, parents, dedup_key, height) SELECT id, ts, kind, author, agent,"
+                " provider, model, summary, body, parents, dedup_key, height FROM temp.held"
+            )
+        conn.execute("COMMIT")
+    conn.close()
+    refused = cli("lifeline", tmp_path, "log", "--kind", "note", "--summary", "two", check=False)
+    assert refused.returncode != 0
+    assert "holds an entry id twice" in refused.stderr and "lifeline recover" in refused.stderr
+    recovered = cli("lifeline", tmp_path, "recover")
+    assert "holds entry ids in two rows" in recovered.stderr
+    cli("lifeline", tmp_path, "log", "--kind", "note", "--summary", "three")
+    with _read(db) as conn:
+        assert conn.execute("SELECT count(*), count(DISTINCT id) FROM entries").fetchone() == (2, 2)
+        assert not _pending(conn)
