@@ -12,6 +12,7 @@ serving at an address never shares a channel that was not pinned to it.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,9 @@ from typing import Any
 
 import grpc
 
-from lifeline_mesh.transport.channels import open_channel
+from lifeline.errors import PermissionDenied
+from lifeline_mesh.transport.addresses import require_loopback
+from lifeline_mesh.transport.channels import open_channel, refuse_other_users_server
 
 __all__ = ["ChannelPool"]
 
@@ -56,6 +59,8 @@ class ChannelPool:
         if shared is None:
             shared = _Shared(open_channel(target, credentials, options), credentials)
             self._open[key] = shared
+        elif credentials is None:
+            await self._recheck(target)
         shared.leases += 1
         try:
             yield shared.channel
@@ -65,6 +70,18 @@ class ChannelPool:
                 if self._open.get(key) is shared:
                     del self._open[key]
                 await shared.channel.close()
+
+    async def _recheck(self, target: str) -> None:
+        """Without TLS, who listens on the peer's port is read again at each lease of a
+        channel already open (decision 0146): the peer's process may have restarted under
+        it, and another user of the machine taken its port meanwhile. Then the channel is
+        cut and the lease refused (PermissionDenied), as a new channel would be."""
+        host, port = require_loopback(target, tls=False, what="peer address")
+        try:
+            await asyncio.to_thread(refuse_other_users_server, target, host, port)
+        except PermissionDenied:
+            await self.cut(target)
+            raise
 
     async def cut(self, target: str) -> None:
         """Close every channel open to ``target`` now, whatever holds a lease on it (its

@@ -21,6 +21,7 @@ import pytest
 
 from lifeline.errors import PermissionDenied
 from lifeline_mesh.transport.authz import OwnUserOnly, PeerIdentity, peer_address
+from lifeline_mesh.transport.pool import ChannelPool
 from tests.support.ci_helpers import MESH
 from tests.support.mesh_procs import (
     SYNC_JSON,
@@ -258,3 +259,29 @@ def test_a_node_serving_on_localhost_answers_its_user_on_both_families(tmp_path:
     finally:
         terminate(proc)
     assert entry in cli("lifeline", puller, "history", "--json").stdout
+
+
+@needs_another_user
+async def test_a_shared_channel_is_checked_again_at_each_lease() -> None:
+    """A lab peer's process restarts under a channel the node keeps open (its Watch
+    call's), and another user takes the port meanwhile: the next lease of that channel
+    (a session, a membership pull) is refused naming the uid, and the channel is cut."""
+    port = free_port()
+    target = f"127.0.0.1:{port}"
+    pool = ChannelPool()
+    ours = socket.create_server(("127.0.0.1", port))
+    async with pool.lease(target, None):
+        async with pool.lease(target, None):  # the same user still listens: shared
+            assert len(pool) == 1
+        ours.close()
+        theirs = _listen_as(NOBODY, "127.0.0.1", port)
+        try:
+            with pytest.raises(
+                PermissionDenied, match=r"another user of this machine \(uid 65534\)"
+            ):
+                async with pool.lease(target, None):
+                    raise AssertionError("leased a channel to another user's port")
+            assert len(pool) == 0
+        finally:
+            theirs.kill()
+            theirs.wait()
