@@ -55,12 +55,12 @@ class ChannelPool:
         """The channel to ``target`` (see :func:`open_channel`), opened by the first lease
         and closed when the last one ends."""
         key = (target, id(credentials), tuple(options))
+        if key in self._open and credentials is None:
+            await self._recheck(target)  # the channel may close meanwhile: read it after
         shared = self._open.get(key)
         if shared is None:
             shared = _Shared(open_channel(target, credentials, options), credentials)
             self._open[key] = shared
-        elif credentials is None:
-            await self._recheck(target)
         shared.leases += 1
         try:
             yield shared.channel
