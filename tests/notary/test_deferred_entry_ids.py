@@ -99,6 +99,8 @@ async def test_a_pull_into_an_empty_line_builds_the_entries_id_index_at_its_end(
         query = "EXPLAIN QUERY PLAN SELECT seq FROM entries WHERE id = 'x'"
         assert ID_INDEX in str(conn.execute(query).fetchall())
     assert await history(b) == await history(a)
+    audit = json.loads(cli("lifeline", tmp_path / "b", "verify", "--json").stdout)
+    assert audit["ok"] and audit["entries"] == 300 and audit["findings"] == []
 
 
 class _Pull:
@@ -267,6 +269,8 @@ async def test_a_line_left_deferred_by_a_crash_is_indexed_by_the_next_node_proce
     assert pull.state() == (False, True, 200, 200)
     with _read(db) as conn:
         _totals_kept(conn)
+    audit = json.loads(cli("lifeline", b, "verify", "--json").stdout)  # ids, links, heights
+    assert audit["ok"] and audit["entries"] == 200 and audit["findings"] == []
 
 
 def test_a_table_rebuilt_once_defers_by_dropping_its_index(tmp_path: Path) -> None:
