@@ -10,7 +10,6 @@ instead of failing half-way; ``busy_timeout`` makes them wait their turn.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import sqlite3
 import threading
@@ -22,24 +21,16 @@ from typing import Any, TypeVar
 
 from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
-from lifeline.fsutil import create_private, refuse_link
+from lifeline.fsutil import refuse_link
 from lifeline.store import deferred_ids
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
 from lifeline.store.rows import stored_height
-from lifeline.store.schema import Schema, apply_migrations, line_schema
+from lifeline.store.schema import Schema, line_schema
 from lifeline.store.sqlite_group import WriteGroup
 from lifeline.store.sqlite_json import entries_json
-from lifeline.store.sqlite_open import (
-    BUSY_TIMEOUT_MS,
-    connect_read_only,
-    connect_writable,
-    open_failure,
-    sidecars,
-    store_failure,
-    unwritable,
-)
+from lifeline.store.sqlite_open import BUSY_TIMEOUT_MS, open_connection, store_failure
 from lifeline.store.sqlite_reads import (
     COLUMNS,
     decode_or_raise,
@@ -115,47 +106,10 @@ class SqliteStore:
         if not create and not target.exists():
             raise NotFound(f"no line file at {target}; create the line with `lifeline init`")
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"sqlite:{target.name}")
-        loop = asyncio.get_running_loop()
-
-        made = False
-
-        def connect() -> sqlite3.Connection:
-            nonlocal made
-            if create:
-                with contextlib.suppress(OSError):  # SQLite's own open says what is wrong
-                    made = create_private(target)
-            conn = connect_writable(target, BUSY_TIMEOUT_MS, CACHE_KIB, WAL_AUTOCHECKPOINT_PAGES)
-            try:
-                apply_migrations(conn, wanted)
-            except BaseException:
-                conn.close()
-                raise
-            return conn
-
-        read_only = False
-        try:
-            conn = await loop.run_in_executor(pool, connect)
-        except StoreError:  # refused as it is (lifeline-context's ledger): nothing to undo
-            pool.shutdown(wait=False)
-            raise
-        except sqlite3.DatabaseError as exc:
-            if not unwritable(target):
-                pool.shutdown(wait=False)
-                # Nothing half-made is left behind (e.g. the disk is full), by the open that
-                # made the file only: opens of an existing file never remove it.
-                if made:
-                    for leftover in (target, *sidecars(target)):
-                        leftover.unlink(missing_ok=True)
-                raise StoreError(open_failure(target, exc)) from exc
-            try:
-                conn = await loop.run_in_executor(pool, connect_read_only, target)
-            except (sqlite3.DatabaseError, StoreError) as again:
-                pool.shutdown(wait=False)
-                raise StoreError(
-                    f"cannot read {target}: its folder is read-only and opening it read-only "
-                    f"failed too ({again})"
-                ) from again
-            read_only = True
+        conn, read_only = await open_connection(
+            target, wanted, pool, create=create, cache_kib=CACHE_KIB,
+            autocheckpoint_pages=WAL_AUTOCHECKPOINT_PAGES,
+        )  # fmt: skip
         store = cls(target, conn, pool, wanted)
         store.read_only = read_only
         return store

@@ -3,14 +3,18 @@ written, and the one-line errors of a file that cannot be opened or used."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import quote
 
 from lifeline.errors import StoreError
-from lifeline.store.schema import LEDGER, migrations_pending
+from lifeline.fsutil import create_private
+from lifeline.store.schema import LEDGER, Schema, apply_migrations, migrations_pending
 
 __all__ = [
     "BUSY_TIMEOUT_MS",
@@ -20,6 +24,7 @@ __all__ = [
     "enter_wal",
     "file_uri",
     "is_damage",
+    "open_connection",
     "open_failure",
     "read_only_uri",
     "sidecars",
@@ -214,3 +219,60 @@ def connect_read_only(path: Path) -> sqlite3.Connection:
             "it here"
         )
     return conn
+
+
+async def open_connection(
+    target: Path,
+    wanted: Schema,
+    pool: ThreadPoolExecutor,
+    *,
+    create: bool,
+    cache_kib: int,
+    autocheckpoint_pages: int,
+) -> tuple[sqlite3.Connection, bool]:
+    """The store's connection to the line file at ``target``, opened on ``pool``'s thread
+    (made when ``create``) and migrated to ``wanted``; read-only (True) where the folder
+    cannot be written. On failure ``pool`` is shut down, and a file this open made is
+    removed with its side files."""
+    loop = asyncio.get_running_loop()
+
+    made = False
+
+    def connect() -> sqlite3.Connection:
+        nonlocal made
+        if create:
+            with contextlib.suppress(OSError):  # SQLite's own open says what is wrong
+                made = create_private(target)
+        conn = connect_writable(target, BUSY_TIMEOUT_MS, cache_kib, autocheckpoint_pages)
+        try:
+            apply_migrations(conn, wanted)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    read_only = False
+    try:
+        conn = await loop.run_in_executor(pool, connect)
+    except StoreError:  # refused as it is (lifeline-context's ledger): nothing to undo
+        pool.shutdown(wait=False)
+        raise
+    except sqlite3.DatabaseError as exc:
+        if not unwritable(target):
+            pool.shutdown(wait=False)
+            # Nothing half-made is left behind (e.g. the disk is full), by the open that
+            # made the file only: opens of an existing file never remove it.
+            if made:
+                for leftover in (target, *sidecars(target)):
+                    leftover.unlink(missing_ok=True)
+            raise StoreError(open_failure(target, exc)) from exc
+        try:
+            conn = await loop.run_in_executor(pool, connect_read_only, target)
+        except (sqlite3.DatabaseError, StoreError) as again:
+            pool.shutdown(wait=False)
+            raise StoreError(
+                f"cannot read {target}: its folder is read-only and opening it read-only "
+                f"failed too ({again})"
+            ) from again
+        read_only = True
+    return conn, read_only
