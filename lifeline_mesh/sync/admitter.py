@@ -55,7 +55,8 @@ class Admitter:
 
     async def submit(self, session: Session, target: ReconSet, eff: Deliver) -> list[Effect]:
         # A batch with nothing to check before it is stored would only wait for the one
-        # ahead of it: it is taken when that one is stored, not held meanwhile.
+        # ahead of it: it is taken when that one is stored, not held meanwhile. (Two
+        # entry batches in flight: no faster at 1M and 16 MB more, decision 0148.)
         depth = self._depth if isinstance(target, Preparing) else 1
         while len(self._tasks) >= depth:
             failed = await self._settle_oldest(session)

@@ -85,6 +85,8 @@ class ReadAhead:
         return frame
 
     async def _pump(self) -> None:
+        # One frame prepared at a time: receiving the next while the helpers still parse
+        # one made a 1M pull 0.79x as fast (the interpreter lock's turns, decision 0148).
         while True:
             try:
                 frame = await self._channel.recv()
