@@ -1,7 +1,8 @@
 """Full initial sync through the CLI, mutual TLS and the notary on (DESIGN §10: ≥ 20k/s).
 
     python bench/full_sync.py [--n 100000,1000000] [--runs 3] [--baseline TREE]
-                              [--cache DIR] [--profile DIR] [--pullers K]
+                              [--cache DIR] [--profile DIR [--sample cpu|gil|native]]
+                              [--pullers K]
 
 A mesh's CA holder holds a line of n signed entries (~600 bytes each, a chain of notes,
 each with its author attestation) and runs `lifeline-mesh serve` (mutual TLS, its own
@@ -19,7 +20,10 @@ side in one window. The served line and the joined node are built once per n and
 ``--cache`` (default ``bench/out/full_sync``), as a million signed entries take minutes.
 ``--profile DIR`` runs this tree's `sync` and `serve` under py-spy (``pip install py-spy``; one
 run, slower) and writes their collapsed stacks, every thread and helper process, to
-``sync.txt`` and ``serve.txt`` there. ``--pullers K`` starts K such pulls at once, each
+``sync.txt`` and ``serve.txt`` there: on-CPU samples (``--sample cpu``, the default), only
+the threads holding the interpreter lock (``gil``), or with SQLite's and libc's own frames
+(``native``, which pauses the process at each sample: slower still). ``bench/profile_stages.py``
+sorts a ``cpu`` or ``gil`` file by stage. ``--pullers K`` starts K such pulls at once, each
 into its own copy of the joined node (the serving side sees K sessions of one member), and
 prints the wall time of the last to finish and the serving process's peak RSS and CPU: what
 new nodes joining together cost the node they pull from. Prints figures; not a test.
@@ -217,12 +221,19 @@ class _IoWatch:
         self.last = {k: int(v) for k, v in (line.split(": ") for line in text.splitlines())}
 
 
-def _spy(folder: Path, name: str) -> list[str]:
+SAMPLES = {  # what py-spy records (decision 0148 used all three)
+    "cpu": ["--nonblocking"],  # on-CPU samples of every thread
+    "gil": ["--nonblocking", "--gil"],  # only the thread holding the interpreter lock
+    "native": ["--native"],  # C frames too (SQLite, libc); cannot run non-blocking
+}
+
+
+def _spy(folder: Path, name: str, sample: str = "cpu") -> list[str]:
     """py-spy (when installed beside this interpreter): every thread and helper process,
-    as collapsed stacks (`folder/name.txt`), on-CPU samples of the process's own threads."""
+    as collapsed stacks (`folder/name.txt`), sampled as ``SAMPLES[sample]`` says."""
     spy = Path(sys.executable).with_name("py-spy")
     out = str(folder / f"{name}.txt")
-    return [str(spy), "record", "-o", out, "-f", "raw", "-r", "50", "-t", "--nonblocking", "--"]
+    return [str(spy), "record", "-o", out, "-f", "raw", "-r", "50", "-t", *SAMPLES[sample], "--"]
 
 
 def _without_spy(lines: list[bytes]) -> list[bytes]:
@@ -230,7 +241,7 @@ def _without_spy(lines: list[bytes]) -> list[bytes]:
 
 
 def one_run(
-    served: Path, template: Path, tree: Path, tmp: Path, profile: Path | None
+    served: Path, template: Path, tree: Path, tmp: Path, profile: Path | None, sample: str = "cpu"
 ) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     puller = tmp / "puller"
@@ -238,12 +249,12 @@ def one_run(
     shutil.copytree(template, puller)
     for leftover in Home(puller).line_path("ledger").parent.glob("ledger.db*"):
         leftover.unlink()
-    proc, address = _serve(served, env, _spy(profile, "serve") if profile else [])
+    proc, address = _serve(served, env, _spy(profile, "serve", sample) if profile else [])
     try:
         cpu0 = _cpu_s(proc.pid)
         plain = [sys.executable, "-m", "lifeline_mesh", "--root", str(puller), "sync", address]
         plain.append("--json")
-        argv = [*_spy(profile, "sync"), *plain] if profile else plain
+        argv = [*_spy(profile, "sync", sample), *plain] if profile else plain
         started = time.monotonic()
         with (tmp / "out").open("w+b") as out, (tmp / "err").open("w+b") as err:
             sync = subprocess.Popen(argv, stdout=out, stderr=err, env=env)
@@ -331,6 +342,9 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another tree, measured alternating")
     parser.add_argument("--cache", type=Path, default=HERE / "out" / "full_sync")
     parser.add_argument("--profile", type=Path, help="profile one run of this tree")
+    parser.add_argument(
+        "--sample", choices=sorted(SAMPLES), default="cpu", help="what --profile records"
+    )
     parser.add_argument("--pullers", type=int, default=1, help="pulls at once, against one serve")
     args = parser.parse_args()
     trees = [("this", TREE)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
@@ -340,7 +354,7 @@ def main() -> None:
             if args.profile:
                 args.profile.mkdir(parents=True, exist_ok=True)
                 with tempfile.TemporaryDirectory() as tmp:
-                    r = one_run(served, template, TREE, Path(tmp), args.profile)
+                    r = one_run(served, template, TREE, Path(tmp), args.profile, args.sample)
                 print(f"profiled run: {r}")
                 continue
             if args.pullers > 1:
