@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lifeline.entry import Entry
-from lifeline.errors import StoreError
+from lifeline.errors import LifelineError, StoreError
 from lifeline.home import Home
 from lifeline.lines import validate_line_name
 from lifeline.store.backend import summarized
@@ -30,6 +30,7 @@ from lifeline.store.sqlite import SqliteStore
 from lifeline.store.summary import SetTotals
 from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary
+from lifeline_mesh.notary.seals import Seal
 from lifeline_mesh.notary.statement import Attestation, decode
 from lifeline_mesh.notary.storage import NotaryStore
 
@@ -137,7 +138,21 @@ async def copy_line(
         for source, target in ((s_notary, d_notary),
                                (s_notary.statements(), d_notary.statements())):  # fmt: skip
             await _copy_items(await source.items(), target)
+        await _copy_seals(s_notary, d_notary)
         return await _verified(name, added, s_store, d_store, s_notary, d_notary)
+
+
+async def _copy_seals(source: Notary, target: Notary) -> None:
+    """The line's seals (decision 0149), each checked: a damaged or forged one is left out
+    (the signatures it lists are then checked one by one where the line is pulled)."""
+    kept: list[Seal] = []
+    for made, lo, hi in await source.held_seals():
+        try:
+            made.verify()
+        except LifelineError:
+            continue
+        kept.append((made, lo, hi))
+    await target.keep_seals(kept)
 
 
 async def _copy_items(raws: Sequence[bytes], target: Notary) -> None:

@@ -21,7 +21,8 @@ from lifeline_mesh.home.identity import node_id_for
 from lifeline_mesh.notary.enrollment import signer_ids
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE
 from lifeline_mesh.notary.port import Notary
-from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, decode
+from lifeline_mesh.notary.seals import SEALS_CAPABILITY, Seal, SealMemory, run_span
+from lifeline_mesh.notary.statement import MAX_ITEM_BYTES, Attestation, Role, decode
 from lifeline_mesh.recon.sets import ParsedItem, SetSummary, Snapshot
 from lifeline_mesh.sync.port import (
     AdmitResult,
@@ -89,6 +90,12 @@ class AttestationSet:
         self.codec = AttestationCodec()
         self._looked_up: set[bytes] = set()  # signer keys whose enrollment was looked up
         self._pending: dict[str, bytes] = {}  # node id -> its enrollment, not sent yet
+        # Seals (decision 0149): sent ahead of a run to a peer that takes them, each once a
+        # session; those received checked and kept in mind for the signatures after them
+        self.send_seals = False
+        self._seal_cap = 0  # the largest item a frame to the peer carries
+        self._seals_sent: set[bytes] = set()
+        self._seals = SealMemory()
         self.snapshots = snapshots  # a serving node's: the last one, brought up to date
         # Awaited before each read of the set (node/signatures_ahead.py marks the line)
         self.before_read: Callable[[], Awaitable[None]] | None = None
@@ -100,6 +107,14 @@ class AttestationSet:
             return await self.snapshots.snapshot()
         keys = await self.notary.keys()
         return Snapshot.build((key, item_id, item_id) for key, item_id in keys)
+
+    def peer_capabilities(self, capabilities: Sequence[str], item_cap: int) -> None:
+        """The peer's hello read: seals go ahead of this set's runs if it takes them, each
+        that fits its frames (a larger one is left out: its items are checked alone)."""
+        self.send_seals = (
+            SEALS_CAPABILITY in capabilities and self.notary.table == ATTESTATIONS_TABLE
+        )
+        self._seal_cap = item_cap
 
     def runs(self) -> bool:
         """Whether the set can be sent whole in key order with no snapshot (a line
@@ -118,7 +133,19 @@ class AttestationSet:
             raws = await self.notary.fetch(keys.ids)
         else:
             raws = keys.items  # read with their keys, not again by id
-        return RunResult(await self._with_enrollments(raws), keys.ids, [], keys.after)
+        seals = await self._seals_for(after, keys.after) if raws else []
+        return RunResult(await self._with_enrollments(raws, seals), keys.ids, [], keys.after)
+
+    async def _seals_for(self, after: RunKey | None, last: RunKey | None) -> list[bytes]:
+        """The seals held whose span this chunk of a run reaches, not sent yet this session
+        (only to a peer that takes them: ``peer_capabilities``)."""
+        if not self.send_seals:
+            return []
+        found = await self.notary.seals_covering(*run_span(after, last))
+        cap = self._seal_cap
+        fresh = [i for seal_id, i in found if seal_id not in self._seals_sent and len(i) <= cap]
+        self._seals_sent.update(seal_id for seal_id, _ in found)
+        return fresh
 
     async def summary(self) -> SetSummary | None:
         if self.before_read is not None:
@@ -129,10 +156,14 @@ class AttestationSet:
     async def fetch(self, ids: Sequence[bytes]) -> FetchResult:
         return FetchResult(await self._with_enrollments(await self.notary.fetch(ids)), [])
 
-    async def _with_enrollments(self, raws: list[bytes]) -> list[bytes]:
+    async def _with_enrollments(
+        self, raws: list[bytes], seals: Sequence[bytes] = ()
+    ) -> list[bytes]:
+        """``raws`` with the enrollments of their runners ahead, then ``seals``: a
+        receiver knows a runner before it checks the runner's seal or signatures."""
         if self.notary.table != ATTESTATIONS_TABLE:
             return raws
-        return await self._enrollments_for(raws) + raws
+        return [*await self._enrollments_for(raws), *seals, *raws]
 
     async def _enrollments_for(self, raws: Sequence[bytes]) -> list[bytes]:
         """The enrollments of the runners among ``raws``' signers, each once a session and
@@ -163,18 +194,30 @@ class AttestationSet:
         # The codec decoded each item already; admission verifies the decoded form.
         # An item that fails is refused alone, the rest stored (decision 0111).
         atts = [i.value if isinstance(i.value, Attestation) else decode(i.raw) for i in items]
-        return _Verified(self.notary, *await self.notary.prepare_each(atts))
+        if self.notary.table == ATTESTATIONS_TABLE and any(a.role is Role.SEALED for a in atts):
+            # Checked here, before any wait: the next batch's check may start meanwhile,
+            # and the signatures it holds come after these seals (decision 0149).
+            self.notary.learn_seals(self._seals, [a for a in atts if a.role is Role.SEALED])
+            atts = [a for a in atts if a.role is not Role.SEALED]
+        vouched = self._seals.vouched if len(self._seals) else None
+        kept, refused = await self.notary.prepare_each(atts, vouched)
+        return _Verified(self.notary, kept, refused, self._seals.spans(kept) if vouched else [])
 
 
 class _Verified:
-    def __init__(self, notary: Notary, atts: list[Attestation], refused: list[str]) -> None:
+    def __init__(
+        self, notary: Notary, atts: list[Attestation], refused: list[str], seals: list[Seal]
+    ) -> None:
         self._notary = notary
         self._atts = atts
         self._refused = tuple(refused)
+        self._seals = seals  # those that vouched for some of ``atts``, with their spans
 
     async def commit(self) -> AdmitResult:
         if not self._atts:
             return AdmitResult(0, refused=self._refused)
+        if self._seals:
+            self._notary.hold_seals(self._seals)  # stored in the batch's own transaction
         # each item judged alone against what is held too (decision 0112)
         added, refused = await self._notary.commit_each(self._atts)
         return AdmitResult(added, refused=self._refused + tuple(refused))

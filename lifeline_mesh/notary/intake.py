@@ -23,15 +23,18 @@ from lifeline_mesh.notary.admission import (
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.enrollment import learn_held
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
+from lifeline_mesh.notary.seals import SealMemory
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role
 from lifeline_mesh.notary.verifier import first_bad_signature
 
 __all__ = [
     "ATTESTATIONS_TABLE",
+    "SEALS_TABLE",
     "STATEMENTS_TABLE",
     "NotarySet",
     "Refusal",
+    "Vouched",
     "held_rules",
     "table_of",
     "verify_batch",
@@ -42,9 +45,12 @@ ATTESTATIONS_TABLE = "attestations"  # first-wave kinds (author, witness, summar
 log = logging.getLogger(__name__)
 
 STATEMENTS_TABLE = "statements"  # second-wave kinds: state, imported
+SEALS_TABLE = "seals"  # seals (decision 0149): kept beside the sets, never reconciled
 
 
 StoreT = TypeVar("StoreT")
+# Whether a seal this session checked lists a received item (notary/seals.py)
+Vouched = Callable[[Attestation], bool]
 
 
 class Refusal(NamedTuple):
@@ -99,13 +105,14 @@ class NotarySet(Generic[StoreT]):
         return await verify_batch(items, **self._checks())
 
     async def prepare_each(
-        self, items: Sequence[Attestation]
+        self, items: Sequence[Attestation], vouched: Vouched | None = None
     ) -> tuple[list[Attestation], list[str]]:
         """:meth:`prepare`, each item alone: those that pass, and why each other one is
         refused (a session stores the rest, decision 0111). The entry a refused author
         signature signs is remembered: a copy of it arriving later in the session is refused
-        too, rather than stored as an unsigned copy."""
-        kept, refused = await verify_each(items, self._checks())
+        too, rather than stored as an unsigned copy. An item ``vouched`` says a checked seal
+        lists is not checked for its own signature (decision 0149)."""
+        kept, refused = await verify_each(items, {**self._checks(), "vouched": vouched})
         return kept, self._refused(refused)
 
     async def admit(self, items: Sequence[bytes | Attestation]) -> int:
@@ -145,6 +152,12 @@ class NotarySet(Generic[StoreT]):
                 self.refused_signatures.setdefault(refusal.signs, refusal.reason)
         return [r.reason for r in refused]
 
+    def learn_seals(self, memory: SealMemory, seals: Sequence[Attestation]) -> None:
+        """Seals received in a session, checked as any statement is (its signature, a known
+        signer, not dated ahead of this node's clock) and kept in ``memory`` if they pass
+        (decision 0149)."""
+        memory.learn(seals, self._clock(), self.signers, self.skew_s)
+
     def _checks(self) -> dict[str, Any]:
         return {
             "now": self._clock(),
@@ -170,7 +183,11 @@ class NotarySet(Generic[StoreT]):
 
 
 def table_of(role: Role) -> str:
-    """The table (and reconciled set) that holds statements of ``role``."""
+    """The table (and reconciled set) that holds statements of ``role``. A seal is in
+    neither set: it travels ahead of the signatures it vouches for (decision 0149), and
+    one sent as a member of a set is refused there."""
+    if role is Role.SEALED:
+        return SEALS_TABLE
     return ATTESTATIONS_TABLE if role in IN_ATTESTATIONS else STATEMENTS_TABLE
 
 
@@ -183,8 +200,12 @@ async def verify_batch(
     table: str,
     held: Callable[[], Awaitable[list[Attestation]]],
     source: str | None = None,
+    vouched: Vouched | None = None,
 ) -> list[Attestation]:
     """The batch decoded and checked; raises for the first bad item in batch order.
+
+    An item ``vouched`` says a seal lists (decision 0149) is not checked for its own
+    signature: the seal's, checked, covers its exact bytes. Every other rule applies.
 
     ``held`` reads the ``enrolled`` statements the line holds: a runner proven by one of
     them is known (decision 0024). An item dated after ``now`` plus ``skew_s`` is left
@@ -199,7 +220,12 @@ async def verify_batch(
     raws = [i.item if isinstance(i, Attestation) else i for i in items]
     # The signatures are checked in a worker process (large batches) while this one
     # decodes and stores; the other rules here.
-    bad = await first_bad_signature(raws)
+    if vouched is None:
+        bad = await first_bad_signature(raws)
+    else:
+        alone = [n for n, i in enumerate(items) if not (isinstance(i, Attestation) and vouched(i))]
+        first = await first_bad_signature([raws[n] for n in alone]) if alone else -1
+        bad = alone[first] if first >= 0 else -1
     if bad >= 0:
         # Re-check up to the bad one here: the refusal names the first bad item in batch
         # order, with its reason, exactly as a check in-process would.

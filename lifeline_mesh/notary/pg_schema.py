@@ -58,5 +58,16 @@ PG_NOTARY: Migrations = {
                     PRIMARY KEY (line_id, entry_id, ts, source, outcome))""",
             ],
         ),
+        (
+            3,
+            [
+                # seals (decision 0149): never reconciled; the span of sort keys they vouch for
+                """CREATE TABLE seals (
+                    line_id int NOT NULL, id bytea NOT NULL, node_id text COLLATE "C" NOT NULL,
+                    first_key bigint NOT NULL, last_key bigint NOT NULL, item bytea NOT NULL,
+                    PRIMARY KEY (line_id, id))""",
+                "CREATE INDEX seals_span ON seals (line_id, first_key, last_key)",
+            ],
+        ),
     ]
 }

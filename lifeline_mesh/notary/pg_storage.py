@@ -51,10 +51,11 @@ from lifeline_mesh.notary.pg_provenance import (
     replace_unsigned,
 )
 from lifeline_mesh.notary.provenance import Intake, Outcome, SourceRow, split_refused
+from lifeline_mesh.notary.seals import Seal, span_bounds
 from lifeline_mesh.notary.statement import Attestation, Role, decode
 from lifeline_mesh.notary.states import StateOf, sum_fingerprint
 
-__all__ = ["PgNotaryStore"]
+__all__ = ["PgNotaryStore", "keep_seals_pg"]
 
 _MOD = 1 << 256
 # New author signatures of one insert looked up for entries already held, as the line
@@ -67,6 +68,7 @@ class PgNotaryStore(NotarySet[PgStore]):
     """The attestations (or statements) of one line in PostgreSQL."""
 
     _blocked: set[str] | None = None  # ids refused this session: their children wait too
+    _seals_held: list[Seal] | None = None  # stored with the next batch (decision 0149)
 
     @property
     def _line(self) -> int:
@@ -112,16 +114,49 @@ class PgNotaryStore(NotarySet[PgStore]):
         self, atts: Sequence[Attestation], *, each: bool
     ) -> tuple[int, list[Refusal]]:
         skew, window = self.skew_s, self.backdate_window_s
+        batch_seals, self._seals_held = self._seals_held, None
         async with self.store.transaction() as conn:
             await lock_line(conn, self._line)
             ctx = await _context(conn, self._line, atts, self.claims)
             kept, refused = held_rules(atts, ctx, skew, window, each=each)
             added = await insert(conn, self._line, kept)
+            if batch_seals:
+                await keep_seals_pg(conn, self._line, batch_seals)
             # An entry held at a ts no author signed takes its author's signed ts (an
             # import attestation moves nothing: decision 0122)
             now = self._clock()
             await record(conn, self._line, await replace_unsigned(conn, self._line, kept, now))
             return added, refused
+
+    # -- seals (decision 0149) ------------------------------------------------------
+
+    def hold_seals(self, seals: Sequence[Seal]) -> None:
+        """Seals that vouched for a received batch: stored with it, in its transaction."""
+        self._seals_held = [*(self._seals_held or []), *seals]
+
+    async def keep_seals(self, seals: Sequence[Seal]) -> None:
+        """Store seals this node just made (its own write, beside its signatures)."""
+        if seals:
+            async with self.store.transaction() as conn:
+                await keep_seals_pg(conn, self._line, seals)
+
+    async def held_seals(self) -> list[tuple[Attestation, int, int]]:
+        """Every seal held, with its span (a line copied elsewhere takes them along)."""
+        rows = await self.store.fetch_line(
+            "SELECT item, first_key, last_key FROM seals WHERE line_id = $1 ORDER BY first_key, id"
+        )
+        return [(decode(bytes(item)), int(lo), int(hi)) for item, lo, hi in rows]
+
+    async def seals_covering(self, lo: int | None, hi: int | None) -> list[tuple[bytes, bytes]]:
+        """``(id, item)`` of the seals held whose span meets the sort keys ``lo``…``hi``."""
+        low, high = span_bounds(lo, hi)
+        rows = await self.store.fetch_line(
+            "SELECT id, item FROM seals WHERE line_id = $1 AND first_key <= $2"
+            " AND last_key >= $3 ORDER BY first_key, id",
+            high,
+            low,
+        )
+        return [(bytes(i), bytes(item)) for i, item in rows]
 
     async def add(self, atts: Sequence[Attestation]) -> int:
         """Store attestations this node just signed (no peer input, no checks needed)."""
@@ -242,12 +277,31 @@ class PgNotaryStore(NotarySet[PgStore]):
             return atts
 
 
+async def keep_seals_pg(conn: Conn, line_id: int, seals: Sequence[Seal]) -> None:
+    """Store ``seals`` inside a transaction; one held already has its span widened."""
+    await conn.execute(
+        "INSERT INTO seals (line_id, id, node_id, first_key, last_key, item)"
+        " SELECT $1, * FROM unnest($2::bytea[], $3::text[], $4::bigint[], $5::bigint[],"
+        " $6::bytea[]) ON CONFLICT (line_id, id) DO UPDATE SET"
+        " first_key = least(seals.first_key, excluded.first_key),"
+        " last_key = greatest(seals.last_key, excluded.last_key)",
+        line_id,
+        [s.id for s, _, _ in seals],
+        [s.node_id for s, _, _ in seals],
+        [lo for _, lo, _ in seals],
+        [hi for _, _, hi in seals],
+        [s.item for s, _, _ in seals],
+    )
+
+
 async def insert(
     conn: Conn, line_id: int, atts: Sequence[Attestation], *, with_entries: bool = False
 ) -> int:
     """Store ``atts`` (inside a transaction holding the line's lock), keeping each set's
     totals and the receipts' index; returns how many were new. ``with_entries``: they sign
     entries written in the same transaction, announced with them (not late ones)."""
+    if any(a.role is Role.SEALED for a in atts):  # kept apart, with spans (notary/seals.py)
+        raise ValueError("a seal is no member of a set: store it with keep_seals_pg")
     added = 0
     for table in (ATTESTATIONS_TABLE, STATEMENTS_TABLE):
         mine = [a for a in atts if table_of(a.role) == table]

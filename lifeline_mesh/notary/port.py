@@ -12,6 +12,7 @@ from lifeline.entry import Entry
 from lifeline.store.port import AppendResult, Store
 from lifeline.store.summary import SetTotals
 from lifeline_mesh.notary.provenance import SourceRow
+from lifeline_mesh.notary.seals import Seal, SealMemory
 from lifeline_mesh.notary.statement import Attestation
 from lifeline_mesh.notary.states import StateOf
 
@@ -53,10 +54,35 @@ class Notary(Protocol):
         ...
 
     async def prepare_each(
-        self, items: Sequence[Attestation]
+        self, items: Sequence[Attestation], vouched: Callable[[Attestation], bool] | None = None
     ) -> tuple[list[Attestation], list[str]]:
         """The same checks, each item alone: those that pass, and why each other one fails
-        (the entry a refused author signature signs is then refused too, in the session)."""
+        (the entry a refused author signature signs is then refused too, in the session).
+        An item ``vouched`` says a checked seal lists keeps its own signature unchecked
+        (decision 0149)."""
+        ...
+
+    def learn_seals(self, memory: SealMemory, seals: Sequence[Attestation]) -> None:
+        """Received seals checked (signature, signer, clock) and kept in ``memory`` if they
+        pass (decision 0149)."""
+        ...
+
+    def hold_seals(self, seals: Sequence[Seal]) -> None:
+        """Seals that vouched for a received batch, stored in the transaction of the next
+        :meth:`commit` or :meth:`commit_each`."""
+        ...
+
+    async def keep_seals(self, seals: Sequence[Seal]) -> None:
+        """Store seals this node just made."""
+        ...
+
+    async def held_seals(self) -> list[tuple[Attestation, int, int]]:
+        """Every seal held, with its span."""
+        ...
+
+    async def seals_covering(self, lo: int | None, hi: int | None) -> list[tuple[bytes, bytes]]:
+        """``(id, item)`` of the seals held whose span meets the sort keys ``lo``…``hi``
+        (None: no bound), in the order of their spans."""
         ...
 
     async def commit(self, atts: Sequence[Attestation]) -> int:

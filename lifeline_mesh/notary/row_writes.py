@@ -80,6 +80,8 @@ def _ids_after(conn: sqlite3.Connection, table: str, seq: int) -> set[bytes]:
 def insert_attestations(conn: sqlite3.Connection, atts: Sequence[Attestation]) -> int:
     """Attestations into their tables (first wave's and statements), each table's
     fingerprint kept, witness receipts indexed by the entries they name."""
+    if any(a.role is Role.SEALED for a in atts):  # kept apart, with spans (notary/seals.py)
+        raise ValueError("a seal is no member of a set: store it with seals.keep_seals")
     added = 0
     first = [a for a in atts if a.role in IN_ATTESTATIONS]
     after_seq = _last_seq(conn, ATTESTATIONS_TABLE)

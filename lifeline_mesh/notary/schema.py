@@ -4,6 +4,8 @@ lifeline/store/schema.py, line_schema)."""
 
 from __future__ import annotations
 
+from lifeline_mesh.notary.seals import SEALS_MIGRATION
+
 __all__ = ["NOTARY_COMPONENT", "NOTARY_MIGRATIONS", "items_table"]
 
 NOTARY_COMPONENT = "notary"
@@ -119,5 +121,11 @@ NOTARY_MIGRATIONS: list[tuple[int, str]] = [
                 PRIMARY KEY (entry_id, ts, source, outcome)
             ) WITHOUT ROWID;
             """,
+    ),
+    (
+        9,
+        # Seals (decision 0149): an author's one signature over a batch of its author
+        # signatures, kept with the span of sort keys they vouch for; never reconciled.
+        SEALS_MIGRATION,
     ),
 ]

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from lifeline.entry import Entry
 from lifeline.errors import StoreError
 from lifeline.home import Home
+from lifeline.ledger import utc_now
 from lifeline.plugins import AppendHook
 from lifeline.store.backend import FileOrEntries, on_backend
 from lifeline.store.line_write import LineWrite
@@ -27,6 +28,7 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary.enrollment import enrollment_statement, runner_certificate
 from lifeline_mesh.notary.port import Notary
+from lifeline_mesh.notary.seals import Seal, keep_seals, seal
 from lifeline_mesh.notary.statement import (
     MAX_STATE_TIPS,
     MAX_SUMMARY_TIPS,
@@ -112,10 +114,12 @@ async def notary_of(store: Store) -> Notary:
 async def sign_entries(
     store: Store, identity: NodeIdentity, entries: Sequence[Entry]
 ) -> list[Attestation]:
-    """Sign ``(author, entry id, ts, node id)`` for each entry and store the attestations."""
+    """Sign ``(author, entry id, ts, node id)`` for each entry and store the attestations;
+    a line file keeps seals over them too, when they are many (decision 0149)."""
     atts = [sign(identity, Role.AUTHOR, e.id, e.ts) for e in entries]
     notary = await notary_of(store)
     await notary.add(atts)
+    await notary.keep_seals(seal(identity, atts, utc_now()))
     return atts
 
 
@@ -248,6 +252,7 @@ class AuthorHook:
             atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
             notary = await notary_of(store)  # the line's, on its backend
             await notary.add([*self._enrollment(), *atts])
+            await notary.keep_seals(seal(self.identity, atts, utc_now()))
 
     async def prepare(self, store: Store) -> None:
         await notary_of(store)  # a line file's attestation tables exist (a hub's do)
@@ -255,19 +260,23 @@ class AuthorHook:
     def in_transaction(self, conn: Any, entries: Sequence[Entry]) -> Awaitable[None] | None:
         atts = [sign(self.identity, Role.AUTHOR, e.id, e.ts) for e in entries]
         rows = [*self._enrollment(), *atts] if atts else atts
+        seals = seal(self.identity, atts, utc_now())  # none for a short write
         if isinstance(conn, LineWrite):  # a hub's line: the signatures commit with it too
-            return _insert_pg(conn, rows)
+            return _insert_pg(conn, rows, seals)
         NotaryStore.insert_in(conn, rows)
+        keep_seals(conn, seals)
         return None
 
     def _enrollment(self) -> list[Attestation]:
         return [self.enrolled] if self.enrolled is not None else []
 
 
-async def _insert_pg(write: LineWrite, atts: Sequence[Attestation]) -> None:
-    from lifeline_mesh.notary.pg_storage import insert
+async def _insert_pg(write: LineWrite, atts: Sequence[Attestation], seals: Sequence[Seal]) -> None:
+    from lifeline_mesh.notary.pg_storage import insert, keep_seals_pg
 
     await insert(write.conn, write.line_id, atts, with_entries=True)
+    if seals:
+        await keep_seals_pg(write.conn, write.line_id, seals)
 
 
 def append_hook_factory(project: Home) -> AppendHook | None:

@@ -23,6 +23,10 @@ valid as a signature over anything else. Roles (docs/notary.md has the full tabl
 * ``enrolled`` subject = the signer's own node id; extras = its mesh certificate (DER,
   base64url); ts = the certificate's start: an ephemeral CI runner's membership, signed by
   the mesh CA, carried in each line it signs in (decision 0024). Once per runner and line.
+* ``sealed``  subject = number of ids (decimal); extras = the ids of author signatures the
+  signer made, sorted, unique, 1…MAX_SEAL_IDS; ts = the signer's clock: one signature that
+  vouches for a batch of the signer's own author signatures, so a receiver need not check
+  each (decision 0149). Kept beside the sets, never reconciled (lifeline_mesh/notary/seals.py).
 
 ``state`` and ``imported`` are the second wave's kinds: they travel in the ``statements``
 set, which first-wave peers do not open (docs/decisions/0015-witness-statements.md).
@@ -59,6 +63,7 @@ __all__ = [
     "IN_ATTESTATIONS",
     "MAX_CERT_CHARS",
     "MAX_ITEM_BYTES",
+    "MAX_SEAL_IDS",
     "MAX_STATE_TIPS",
     "MAX_SUMMARY_TIPS",
     "MAX_WITNESS_IDS",
@@ -77,6 +82,7 @@ DOMAIN = "lifeline-mesh/attest/v1"
 KEY_BYTES = 32
 SIG_BYTES = 64
 MAX_WITNESS_IDS = 1_000  # a sync batch of ~1 MiB holds about this many ~1 KB entries
+MAX_SEAL_IDS = 1_000  # a seal of this many ids is ~68 KiB, under MAX_ITEM_BYTES
 MAX_SUMMARY_TIPS = 256
 MAX_STATE_TIPS = 1_000  # per part of a state statement: ~67 KiB, under MAX_ITEM_BYTES
 MAX_ITEM_BYTES = 72 * 1024  # a full witness receipt is ~68 KiB
@@ -104,6 +110,7 @@ class Role(enum.Enum):
     STATE = "state"
     IMPORTED = "imported"
     ENROLLED = "enrolled"
+    SEALED = "sealed"
 
 
 # The kinds a first-wave peer knows (set ``attestations``); the others travel in the
@@ -309,7 +316,7 @@ def decode(item: bytes) -> Attestation:
             signature=item[-SIG_BYTES:],
         )
     else:
-        fields = _parse_frames(body, 5 + max(MAX_WITNESS_IDS, MAX_STATE_TIPS + 4))
+        fields = _parse_frames(body, 5 + max(MAX_WITNESS_IDS, MAX_SEAL_IDS, MAX_STATE_TIPS + 4))
         if len(fields) < 5 or fields[0] != DOMAIN:
             raise InvalidEntry(f"not a {DOMAIN} attestation (first field {fields[:1]!r})")
         try:
@@ -371,6 +378,10 @@ def _check_fields(role: Role, subject: str, ts: str, node_id: str, extras: tuple
         _check_ids(extras, MAX_WITNESS_IDS, "witness receipt")
         if subject != str(len(extras)) or not extras:
             raise InvalidEntry(f"witness receipt says {subject[:20]!r} ids but lists {len(extras)}")
+    elif role is Role.SEALED:
+        _check_ids(extras, MAX_SEAL_IDS, "seal")
+        if subject != str(len(extras)) or not extras:
+            raise InvalidEntry(f"seal says {subject[:20]!r} ids but lists {len(extras)}")
     elif role is Role.IMPORTED:
         if not ID_RE.match(subject) or len(extras) != 1 or not _TS_RE.match(extras[0]):
             raise InvalidEntry("imported attestation must name one entry id and its ts")

@@ -61,6 +61,7 @@ from lifeline_mesh.notary.provenance import (
 from lifeline_mesh.notary.row_writes import ENTRY_KEY_CHARS, chunks, insert_attestations, is_empty
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
+from lifeline_mesh.notary.seals import Seal, covering, keep_seals
 from lifeline_mesh.notary.signed_times import SignedTimes
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import Attestation, Role, decode
@@ -147,6 +148,8 @@ class NotaryStore(NotarySet[SqlLine]):
     # 0143): a session of a line file's, whose end builds it (node/lines.py, FileLine.finish)
     may_defer = False
     may_defer_entries = False  # the same for the entries' id index (decision 0147)
+    # Seals received this session, stored with the next batch of signatures (decision 0149)
+    _seals_held: list[Seal] | None = None
 
     @classmethod
     async def attach(
@@ -233,6 +236,7 @@ class NotaryStore(NotarySet[SqlLine]):
     ) -> tuple[int, list[Refusal]]:
         skew, window, claims = self.skew_s, self.backdate_window_s, self.claims
         now = self._clock()
+        batch_seals, self._seals_held = self._seals_held, None
 
         def tx(conn: sqlite3.Connection) -> tuple[int, list[Attestation], list[Refusal]]:
             deferred_ids.settle(conn)  # no scans by id while a pull defers (decision 0147)
@@ -242,6 +246,8 @@ class NotaryStore(NotarySet[SqlLine]):
                 self.may_defer = False
                 defer_id_index(conn, len(kept))
             added = insert_attestations(conn, kept)
+            if batch_seals:
+                keep_seals(conn, batch_seals)
             # An entry held at a ts no author signed takes its author's signed ts (an
             # import attestation moves nothing: decision 0122)
             record(conn, signed_times_replace(conn, kept, now))
@@ -261,6 +267,27 @@ class NotaryStore(NotarySet[SqlLine]):
         rows = len(atts) + sum(len(a.extras) for a in atts)  # a receipt indexes each id
         write = self.store.run_short_write if rows <= SHORT_WRITE else self.store.run_write
         return await write(lambda conn: insert_attestations(conn, atts))
+
+    # -- seals (decision 0149) ------------------------------------------------------
+
+    def hold_seals(self, seals: Sequence[Seal]) -> None:
+        """Seals that vouched for a received batch: stored with it, in its transaction."""
+        self._seals_held = [*(self._seals_held or []), *seals]
+
+    async def keep_seals(self, seals: Sequence[Seal]) -> None:
+        """Store seals this node just made (its own write, beside its signatures)."""
+        if seals:
+            await self.store.run_write(lambda conn: keep_seals(conn, seals))
+
+    async def held_seals(self) -> list[tuple[Attestation, int, int]]:
+        """Every seal held, with its span (a line copied elsewhere takes them along)."""
+        sql = "SELECT item, first_key, last_key FROM seals ORDER BY first_key, id"
+        rows = await self.store.run_read(lambda conn: conn.execute(sql).fetchall())
+        return [(decode(bytes(item)), int(lo), int(hi)) for item, lo, hi in rows]
+
+    async def seals_covering(self, lo: int | None, hi: int | None) -> list[tuple[bytes, bytes]]:
+        """``(id, item)`` of the seals held whose span meets the sort keys ``lo``…``hi``."""
+        return await self.store.run_read(lambda conn: covering(conn, lo, hi))
 
     async def items(self) -> list[bytes]:
         sql = f"SELECT item FROM {self.table} ORDER BY sort_key, id"

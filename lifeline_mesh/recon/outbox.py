@@ -17,10 +17,10 @@ from lifeline_mesh.recon.frames import Fetch, FetchRun, Items, Mode, Range, Reco
 from lifeline_mesh.recon.ranges import Responder
 from lifeline_mesh.recon.sets import LIST_TOKEN_BYTES, Snapshot
 
-__all__ = ["FetchPlan", "SetOutbox"]
+__all__ = ["ITEM_OVERHEAD", "FetchPlan", "SetOutbox"]
 
 _RANGE_OVERHEAD = 48  # bound, mode, count, fingerprint and protobuf tags, generously
-_ITEM_OVERHEAD = 8
+ITEM_OVERHEAD = 8
 
 
 class SetOutbox:
@@ -141,16 +141,16 @@ class SetOutbox:
         size = 0
         pending_ext = tuple(externals)
         for raw in raws:
-            if len(raw) + _ITEM_OVERHEAD > budget:
+            if len(raw) + ITEM_OVERHEAD > budget:
                 raise LocalProtocolError(
                     f"an item of {len(raw)} bytes does not fit the peer's frame cap of "
                     f"{budget} bytes (cap max_frame_bytes); raise the limit on the peer"
                 )
-            if batch and size + len(raw) + _ITEM_OVERHEAD > budget:
+            if batch and size + len(raw) + ITEM_OVERHEAD > budget:
                 frames.append(Items(index, tuple(batch), pending_ext))
                 pending_ext, batch, size = (), [], 0
             batch.append(raw)
-            size += len(raw) + _ITEM_OVERHEAD
+            size += len(raw) + ITEM_OVERHEAD
         if batch:
             frames.append(Items(index, tuple(batch), pending_ext))
         return frames

@@ -34,7 +34,7 @@ from lifeline_mesh.recon.frames import (
     abort_error,
 )
 from lifeline_mesh.recon.incoming import take_items
-from lifeline_mesh.recon.outbox import FetchPlan, SetOutbox
+from lifeline_mesh.recon.outbox import ITEM_OVERHEAD, FetchPlan, SetOutbox
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
 from lifeline_mesh.recon.session_state import (
     PROTOCOL_VERSION,
@@ -484,6 +484,11 @@ class Session:
 
     def _frame_budget(self) -> int:
         return self._peer_frame_cap - 1024  # headroom for framing and per-item overhead
+
+    @property
+    def item_cap(self) -> int:
+        """The largest item a frame to the peer can carry (both sides' frame caps)."""
+        return self._frame_budget() - ITEM_OVERHEAD
 
     def _done(self) -> list[Effect]:
         self._phase = _Phase.DONE

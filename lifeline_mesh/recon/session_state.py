@@ -52,6 +52,9 @@ CLOSING_CAPABILITY = "closing"
 # side that sent a lone signature the peer refused is told (decision 0126). It implies
 # ``closing``: a responder names it alone to an initiator that offered it.
 CLOSING_ANY_CAPABILITY = "closing-any"
+# The sender of a hello with this takes seals ahead of a whole run of the `attestations`
+# set (one author signature over a batch of its signatures, decision 0149).
+SEALS_CAPABILITY = "seals"
 
 
 class Role(enum.Enum):
@@ -101,6 +104,9 @@ class SessionLimits:
     # and statements too, and say so in the hello (off: a node from before it, whose round
     # follows only a session that moved entries)
     closing_any: bool = True
+    # Take seals ahead of a whole run of signatures, and say so in the hello (off: a node
+    # from before them, which would refuse the role; decision 0149)
+    seals: bool = True
 
     def check_rounds(self, rounds: int) -> None:
         if rounds > self.max_rounds:
@@ -210,8 +216,13 @@ def check_hello(hello: Hello, line: str) -> None:
         raise RemoteProtocolError("the hello's opening does not cover its sets one for one")
 
 
-def capabilities(limits: SessionLimits, role: Role, peer: Hello | None = None) -> tuple[str, ...]:
-    """What this side's hello offers (a responder's: in answer to the initiator's ``peer``)."""
+def capabilities(
+    limits: SessionLimits, role: Role, peer: Hello | None = None, *, takes_runs: bool = True
+) -> tuple[str, ...]:
+    """What this side's hello offers (a responder's: in answer to the initiator's ``peer``).
+    ``takes_runs``: this side may be sent a set whole (it holds none of one, or does not
+    know yet); else it names no ``seals``, which go only ahead of a run (7 bytes fewer in
+    the hello of every sync between two nodes that hold something of every set)."""
     caps: tuple[str, ...] = CAPABILITIES
     if limits.keep_alive:
         caps = (*caps, KEEP_ALIVE_CAPABILITY)
@@ -219,6 +230,8 @@ def capabilities(limits: SessionLimits, role: Role, peer: Hello | None = None) -
         caps = (*caps, *_closing(limits, role, peer))
     if limits.compact_ranges:
         caps = (*caps, COMPACT_CAPABILITY)
+    if limits.seals and takes_runs:
+        caps = (*caps, SEALS_CAPABILITY)
     if limits.set_summaries:
         caps = (*caps, SUMS_CAPABILITY)
         if limits.open_sums and role is Role.RESPONDER:
@@ -254,6 +267,12 @@ class _NoCodec:
         raise InvalidEntry("this node does not reconcile that set")
 
 
+def _takes_runs(sets: Sequence[SetState]) -> bool:
+    """Whether a peer may send this side a set whole: it holds none of one of its sets, or
+    has not read a set's summary yet (decision 0144 sends a run only to such a side)."""
+    return any(s.summary is None or s.summary.count == 0 for s in sets if s.active)
+
+
 def hello_for(
     line: str,
     sets: Sequence[SetState],
@@ -280,7 +299,7 @@ def hello_for(
         protocol_version=PROTOCOL_VERSION,
         line=line,
         sets=tuple(s.name for s in sets if s.active),
-        capabilities=capabilities(limits, role, peer),
+        capabilities=capabilities(limits, role, peer, takes_runs=_takes_runs(sets)),
         max_frame_bytes=limits.max_frame_bytes,
         max_items=limits.max_items,
         salt=salt,

@@ -59,6 +59,7 @@ from lifeline_mesh.sync.guards import refusing_items
 from lifeline_mesh.sync.memory import SESSIONS
 from lifeline_mesh.sync.port import (
     Accompanied,
+    HelloAware,
     ReconSet,
     Running,
     Summarizing,
@@ -273,6 +274,8 @@ async def _perform(
         if not isinstance(target, Running):
             error = LocalProtocolError(f"the {target.name} set is not read in runs")
             return session.fail(error, "internal")
+        if isinstance(target, HelloAware) and session.peer_hello is not None:
+            target.peer_capabilities(session.peer_hello.capabilities, session.item_cap)
         run = await target.fetch_run(eff.after, eff.limit)
         ahead = await _ahead(session, target, run.ids, run.raws)
         if session.finished:

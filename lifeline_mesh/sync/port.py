@@ -23,6 +23,7 @@ __all__ = [
     "AdmitResult",
     "Closing",
     "FetchResult",
+    "HelloAware",
     "KeyRuns",
     "Prepared",
     "Preparing",
@@ -151,6 +152,17 @@ class Accompanied(Protocol):
     fetched; ``("", [])`` when there are none."""
 
     async def ahead_of(self, ids: Sequence[bytes]) -> tuple[str, list[bytes]]: ...
+
+
+@runtime_checkable
+class HelloAware(Protocol):
+    """Optional capability of a ReconSet: told the capabilities of the peer's hello before
+    it sends the peer a chunk of a run (seals go ahead to a peer that takes them, decision
+    0149)."""
+
+    def peer_capabilities(self, capabilities: Sequence[str], item_cap: int) -> None:
+        """``item_cap``: the largest item a frame to the peer can carry."""
+        ...
 
 
 @runtime_checkable

@@ -16,6 +16,7 @@ from lifeline.entry import Entry
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.notary.seals import SEAL_MIN
 from lifeline_mesh.notary.sign import sign_entries
 from tests.support.mesh_procs import cli, log_note, shared_node
 from tests.support.pg_server import fresh_database
@@ -94,3 +95,37 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     assert len(done.stderr.strip().splitlines()) == 1
     same = cli("lifeline_mesh", tmp_path, "migrate-store", "a", "a", check=False)
     assert same.returncode == 2 and "the same" in same.stderr
+
+
+def _seals(root: Path) -> list[tuple[bytes, int, int]]:
+    conn = sqlite3.connect(root / ".lifeline" / "ledger.db")
+    try:
+        rows = conn.execute("SELECT item, first_key, last_key FROM seals ORDER BY first_key")
+        return [(bytes(i), int(lo), int(hi)) for i, lo, hi in rows]
+    finally:
+        conn.close()
+
+
+async def _bulk(root: Path, n: int) -> None:
+    """``n`` signed entries written at once: sealed (decision 0149)."""
+    entries = [
+        Entry.create(ts=f"2026-03-01T10:00:{k:02d}.000000Z", kind="note", summary=f"bulk {k}")
+        for k in range(n)
+    ]
+    async with await SqliteStore.open(root / ".lifeline" / "ledger.db") as store:
+        await store.append_many(entries)
+        await sign_entries(store, NodeIdentity.load(NodeHome(root).key_path), entries)
+
+
+def test_a_lines_seals_go_along_checked(pg_server: str, tmp_path: Path) -> None:
+    laptop = tmp_path / "laptop"
+    shared_node(laptop)
+    cli("lifeline_mesh", laptop, "init")
+    asyncio.run(_bulk(laptop, SEAL_MIN))
+    [sealed] = _seals(laptop)
+    url = asyncio.run(fresh_database(pg_server))
+    cli("lifeline_mesh", laptop, "migrate-store", str(laptop), url)
+    back = tmp_path / "restored"
+    cli("lifeline_mesh", laptop, "migrate-store", url, str(back), "--line", "ledger")
+    assert _seals(back) == [sealed]
+    assert _evidence(back) == _evidence(laptop)

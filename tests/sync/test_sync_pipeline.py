@@ -22,6 +22,7 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.notary import verifier
+from lifeline_mesh.notary.intake import Vouched
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Attestation, Role, sign
 from lifeline_mesh.notary.storage import NotaryStore
@@ -56,11 +57,11 @@ class _Recorder:
         prepare, commit = NotaryStore.prepare_each, NotaryStore.commit_each
 
         async def slow_prepare(
-            notary: NotaryStore, items: Sequence[Attestation]
+            notary: NotaryStore, items: Sequence[Attestation], vouched: Vouched | None = None
         ) -> tuple[list[Attestation], list[str]]:
             started = time.monotonic()
             ids = [i.id for i in items]
-            atts, refused = await prepare(notary, items)
+            atts, refused = await prepare(notary, items, vouched)
             (self.refused if refused else self.prepared).append((started, ids))
             return atts, refused
 

@@ -65,7 +65,8 @@ async def test_a_pull_into_an_empty_node_is_served_in_runs_with_no_snapshot(
         assert by_id == []  # the signatures were read with their keys, not again by id
         [served] = server.reports
         assert served.snapshots == 0  # the serving side sorted nothing
-        assert served.entries_sent == 300 and served.signatures_sent == 300
+        assert served.entries_sent == 300
+        assert served.signatures_sent == 300 + 1  # and the seal over them (decision 0149)
         # 300 entries, 64 a chunk: 4 full reads and the last; the same for the signatures
         assert reads.by_set == {"entries": 5, "attestations": 5}
         assert await history(b) == await history(a)
@@ -83,7 +84,8 @@ async def test_a_push_to_an_empty_serving_node_is_sent_in_runs(
     await write_signed(a, tmp_path / "a", chain(200, "pushed"))
     async with serving(b) as (_server, address):
         [report] = await a.sync(address, ["ledger"])
-        assert report.entries_sent == 200 and report.signatures_sent == 200
+        assert report.entries_sent == 200
+        assert report.signatures_sent == 200 + 1  # and the seal over them (decision 0149)
         assert report.snapshots == 0  # the sending side sorted nothing
         assert reads.by_set == {"entries": 4, "attestations": 4}
         assert await history(b) == await history(a)
