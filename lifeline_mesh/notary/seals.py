@@ -95,7 +95,9 @@ _LOWEST = -(1 << 62)
 _HIGHEST = 1 << 62
 
 
-def seal(identity: NodeIdentity, atts: Sequence[Attestation], now: str) -> list[Seal]:
+def seal(
+    identity: NodeIdentity, atts: Sequence[Attestation], now: str
+) -> list[tuple[Attestation, int, int]]:
     """Seals by ``identity`` over its author signatures ``atts`` (none below ``SEAL_MIN``):
     taken in key order, ``MAX_SEAL_IDS`` a seal, so each seal's span is narrow and goes
     out just ahead of the signatures it vouches for."""
@@ -103,7 +105,7 @@ def seal(identity: NodeIdentity, atts: Sequence[Attestation], now: str) -> list[
     if len(own) < SEAL_MIN:
         return []
     own.sort(key=lambda a: (a.sort_key, a.id))
-    out: list[Seal] = []
+    out: list[tuple[Attestation, int, int]] = []
     for start in range(0, len(own), MAX_SEAL_IDS):
         part = own[start : start + MAX_SEAL_IDS]
         ids = sorted({a.id.hex() for a in part})

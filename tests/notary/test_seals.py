@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from lifeline.entry import Entry
 from lifeline.errors import EntryTooLarge, InvalidEntry
 from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger, utc_now
 from lifeline.store.sqlite import SqliteStore
 from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
+from lifeline_mesh.node.root import Node
 from lifeline_mesh.notary import intake
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, verify_batch
 from lifeline_mesh.notary.seals import SEAL_MIN, SealMemory, seal
@@ -30,24 +30,10 @@ from lifeline_mesh.notary.signers import FileSigners, KnownSigners
 from lifeline_mesh.notary.statement import MAX_SEAL_IDS, Attestation, Role, decode, sign
 from lifeline_mesh.recon.session import SessionLimits
 from tests.support.pg_server import fresh_database
+from tests.support.recon_helpers import chain
 from tests.support.sync_helpers import make_node, serving, signature_ids, write_signed
 
 N = 300  # entries written at once: sealed (SEAL_MIN and more)
-
-
-def _chain(n: int, tag: str = "sealed") -> list[Entry]:
-    out: list[Entry] = []
-    for k in range(n):
-        out.append(
-            Entry.create(
-                ts=f"2026-03-01T{k // 3600:02d}:{k // 60 % 60:02d}:{k % 60:02d}Z",
-                kind="note",
-                summary=f"{tag} {k}",
-                body=f"entry {k}",
-                parents=(out[-1].id,) if out else (),
-            )
-        )
-    return out
 
 
 def _identity(root: Path) -> NodeIdentity:
@@ -60,6 +46,18 @@ def _seal_rows(root: Path) -> list[tuple[bytes, int, int]]:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
         sql = "SELECT item, first_key, last_key FROM seals ORDER BY first_key"
         return [(bytes(i), int(lo), int(hi)) for i, lo, hi in conn.execute(sql)]
+
+
+async def _sealed_node(root: Path, limits: SessionLimits | None = None) -> Node:
+    """A node at ``root`` holding ``N`` entries it wrote at once: sealed."""
+    node = make_node(root) if limits is None else make_node(root, limits=limits)
+    await write_signed(node, root, chain(N, "sealed"))
+    return node
+
+
+def _signed(identity: NodeIdentity, n: int) -> list[Attestation]:
+    """Author signatures by ``identity`` over a chain of ``n`` entries."""
+    return [sign(identity, Role.AUTHOR, e.id, e.ts) for e in chain(n, "sealed")]
 
 
 class _Checked:
@@ -97,7 +95,7 @@ def test_a_seal_reads_back_as_signed_and_its_shape_is_strict(tmp_path: Path) -> 
 
 def test_seals_cover_a_bulk_write_in_key_order_and_none_a_short_one(tmp_path: Path) -> None:
     identity = _identity(tmp_path)
-    atts = [sign(identity, Role.AUTHOR, e.id, e.ts) for e in _chain(2 * MAX_SEAL_IDS + 5)]
+    atts = _signed(identity, 2 * MAX_SEAL_IDS + 5)
     seals = seal(identity, atts, utc_now())
     assert [len(s.extras) for s, _, _ in seals] == [MAX_SEAL_IDS, MAX_SEAL_IDS, 5]
     by_key = sorted(atts, key=lambda a: (a.sort_key, a.id))
@@ -129,7 +127,7 @@ async def test_a_seal_vouches_only_for_the_exact_items_it_lists_under_its_key(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     mine, theirs = _identity(tmp_path / "a"), _identity(tmp_path / "b")
-    entries = _chain(40)
+    entries = chain(40, "sealed")
     atts = [sign(mine, Role.AUTHOR, e.id, e.ts) for e in entries]
     [(made, _, _)] = seal(mine, atts, utc_now())
     memory = SealMemory()
@@ -160,7 +158,7 @@ async def test_a_seal_vouches_only_for_the_exact_items_it_lists_under_its_key(
 
 async def test_a_seal_that_does_not_pass_vouches_for_nothing(tmp_path: Path) -> None:
     mine = _identity(tmp_path / "a")
-    atts = [sign(mine, Role.AUTHOR, e.id, e.ts) for e in _chain(20)]
+    atts = _signed(mine, 20)
     [(made, _, _)] = seal(mine, atts, utc_now())
     bad = decode(made.statement + made.public_key + bytes(64))
     ahead = seal(mine, atts, "2099-01-01T00:00:00.000000Z")[0][0]
@@ -170,14 +168,14 @@ async def test_a_seal_that_does_not_pass_vouches_for_nothing(tmp_path: Path) -> 
     assert not any(memory.vouched(a) for a in atts)
     # An unknown signer's seal: refused too (its items are then checked alone, and refused)
     stranger = _identity(tmp_path / "b")
-    other = seal(stranger, [sign(stranger, Role.AUTHOR, e.id, e.ts) for e in _chain(20)], utc_now())
+    other = seal(stranger, _signed(stranger, 20), utc_now())
     memory.learn([other[0][0]], utc_now(), FileSigners({mine.node_id}), 300.0)
     assert memory.refused == 3 and len(memory) == 0
 
 
 async def test_a_seal_sent_as_a_member_of_a_set_is_refused(tmp_path: Path) -> None:
     mine = _identity(tmp_path)
-    atts = [sign(mine, Role.AUTHOR, e.id, e.ts) for e in _chain(20)]
+    atts = _signed(mine, 20)
     [(made, _, _)] = seal(mine, atts, utc_now())
     with pytest.raises(InvalidEntry, match="belongs to the set 'seals'"):
         await _verify([made], SealMemory())
@@ -185,7 +183,7 @@ async def test_a_seal_sent_as_a_member_of_a_set_is_refused(tmp_path: Path) -> No
 
 def test_a_receiving_session_forgets_its_oldest_seals(tmp_path: Path) -> None:
     mine = _identity(tmp_path)
-    atts = [sign(mine, Role.AUTHOR, e.id, e.ts) for e in _chain(3 * SEAL_MIN)]
+    atts = _signed(mine, 3 * SEAL_MIN)
     seals = [
         seal(mine, atts[k : k + SEAL_MIN], utc_now())[0][0] for k in range(0, len(atts), SEAL_MIN)
     ]
@@ -201,8 +199,7 @@ def test_a_receiving_session_forgets_its_oldest_seals(tmp_path: Path) -> None:
 async def test_a_pull_checks_the_seals_not_each_signature_and_serves_them_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = make_node(tmp_path / "a", limits=SessionLimits(max_frame_bytes=64 * 1024))
-    await write_signed(a, tmp_path / "a", _chain(N))
+    a = await _sealed_node(tmp_path / "a", limits=SessionLimits(max_frame_bytes=64 * 1024))
     sealed = _seal_rows(tmp_path / "a")
     assert len(sealed) == 1 and len(decode(sealed[0][0]).extras) == N
     checked = _Checked(monkeypatch)
@@ -223,8 +220,7 @@ async def test_a_pull_checks_the_seals_not_each_signature_and_serves_them_on(
 async def test_a_peer_that_does_not_take_seals_gets_none_and_checks_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = make_node(tmp_path / "a")
-    await write_signed(a, tmp_path / "a", _chain(N))
+    a = await _sealed_node(tmp_path / "a")
     checked = _Checked(monkeypatch)
     older = make_node(tmp_path / "b", limits=SessionLimits(seals=False))  # before 0149
     async with serving(a) as (_, address):
@@ -237,8 +233,7 @@ async def test_a_peer_that_does_not_take_seals_gets_none_and_checks_each(
 async def test_a_pushed_run_is_checked_by_its_seals_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = make_node(tmp_path / "a")
-    await write_signed(a, tmp_path / "a", _chain(N))
+    a = await _sealed_node(tmp_path / "a")
     checked = _Checked(monkeypatch)
     b = make_node(tmp_path / "b")
     async with serving(b) as (server, address):
@@ -251,8 +246,7 @@ async def test_a_pushed_run_is_checked_by_its_seals_too(
 async def test_a_seal_too_large_for_the_peers_frames_is_left_out(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = make_node(tmp_path / "a")
-    await write_signed(a, tmp_path / "a", _chain(N))  # one seal of ~20 KB
+    a = await _sealed_node(tmp_path / "a")  # one seal of ~20 KB
     checked = _Checked(monkeypatch)
     small = make_node(tmp_path / "b", limits=SessionLimits(max_frame_bytes=8192))
     async with serving(a) as (_, address):
@@ -282,8 +276,7 @@ async def test_a_local_write_of_many_entries_is_sealed_in_its_transaction(tmp_pa
 async def test_a_hub_keeps_the_seals_it_takes_and_serves_them(
     pg_server: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    a = make_node(tmp_path / "a")
-    await write_signed(a, tmp_path / "a", _chain(N))
+    a = await _sealed_node(tmp_path / "a")
     hub = make_node(tmp_path / "hub", store_url=await fresh_database(pg_server))
     checked = _Checked(monkeypatch)
     async with serving(hub) as (server, address):
