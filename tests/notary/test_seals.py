@@ -24,10 +24,12 @@ from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.node.root import Node
 from lifeline_mesh.notary import intake
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, verify_batch
-from lifeline_mesh.notary.seals import SEAL_MIN, SealMemory, seal
+from lifeline_mesh.notary.row_writes import insert_attestations
+from lifeline_mesh.notary.seals import SEAL_MIN, SealMemory, keep_seals, seal
 from lifeline_mesh.notary.sign import AuthorHook
 from lifeline_mesh.notary.signers import FileSigners, KnownSigners
 from lifeline_mesh.notary.statement import MAX_SEAL_IDS, Attestation, Role, decode, sign
+from lifeline_mesh.notary.storage import NotaryStore
 from lifeline_mesh.recon.session import SessionLimits
 from tests.support.pg_server import fresh_database
 from tests.support.recon_helpers import chain
@@ -287,3 +289,52 @@ async def test_a_hub_keeps_the_seals_it_takes_and_serves_them(
     assert server.reports[0].attestations_added == N and report.attestations_added == N
     assert checked.items == 0, checked.items
     assert _seal_rows(tmp_path / "laptop") == _seal_rows(tmp_path / "a")
+
+
+async def _rogue_line(root: Path, victim: NodeIdentity, n: int) -> list[Attestation]:
+    """A rogue member's line, edited by hand: ``n`` entries with author signatures that
+    claim ``victim``'s key but do not verify, one seal by the rogue listing them and one
+    "by the victim" whose signature is made up. What its node then sends is what any node
+    sends of its store. Returns the forged signatures."""
+    rogue = _identity(root)
+    node = make_node(root)
+    entries = chain(n, "forged")
+    async with node.open_line("ledger") as store:
+        await store.append_many(entries)
+        forged = [
+            Attestation(Role.AUTHOR, e.id, e.ts, victim.node_id, (), victim.public_key, bytes(64))
+            for e in entries
+        ]
+        ids = sorted(a.id.hex() for a in forged)
+        by_rogue = sign(rogue, Role.SEALED, str(len(ids)), utc_now(), *ids)
+        made_up = replace(by_rogue, node_id=victim.node_id, public_key=victim.public_key)
+        lo, hi = forged[0].sort_key, forged[-1].sort_key
+
+        def edit(conn: sqlite3.Connection) -> None:
+            insert_attestations(conn, forged)
+            keep_seals(conn, [(by_rogue, lo, hi), (made_up, lo, hi)])
+
+        await NotaryStore.attach(store)  # type: ignore[arg-type]
+        await store.run_write(edit)  # type: ignore[attr-defined]
+    await node.close()
+    return forged
+
+
+async def test_a_rogue_members_seals_vouch_for_nothing_of_another_member(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    victim = _identity(tmp_path / "victim")
+    forged = await _rogue_line(tmp_path / "rogue", victim, 20)
+    checked = _Checked(monkeypatch)
+    rogue = make_node(tmp_path / "rogue")
+    b = make_node(tmp_path / "b", limits=SessionLimits(max_refused=100))
+    async with serving(rogue) as (_, address):
+        [report] = await b.sync(address, ["ledger"])
+    # Both seals went ahead of the run; neither vouched: every forgery's own signature was
+    # checked, with its batch and then alone (the batch failed: decision 0111)
+    assert report.signatures_received == len(forged) + 2, report
+    assert checked.items == 2 * len(forged), checked.items
+    assert report.refused == len(forged) and report.entries_added == 0, report  # nor their entries
+    assert any("does not verify" in why for why in report.refusals), report.refusals
+    assert signature_ids(tmp_path / "b") == set()
+    assert _seal_rows(tmp_path / "b") == []
