@@ -21,6 +21,7 @@ from lifeline_mesh.notary.pg_schema import PG_NOTARY
 from lifeline_mesh.notary.pg_storage import PgNotaryStore
 from lifeline_mesh.notary.port import Notary
 from lifeline_mesh.notary.provenance import Outcome
+from lifeline_mesh.notary.seals import SEAL_MIN, seal
 from lifeline_mesh.notary.sign import attest_state, sign_entries, state_statements
 from lifeline_mesh.notary.statement import Role, decode, sign
 from lifeline_mesh.notary.states import StateOf
@@ -333,3 +334,32 @@ async def test_an_import_attestation_moves_no_entry_held(line: Store) -> None:
     summary = await fresh.summary()
     assert summary is not None
     assert (await fresh.snapshot()).whole() == (summary.count, summary.total)
+
+
+async def test_seals_are_kept_with_their_spans_on_every_store(line: Store) -> None:
+    """Seals (decision 0149): made with a bulk write, held beside the sets with the span of
+    keys they vouch for, found by a run's span, widened when held again, stored with a
+    received batch in its transaction."""
+    author = NodeIdentity.generate()
+    notary = await _notary(line)
+    atts = [sign(author, Role.AUTHOR, e.id, e.ts) for e in _chain(SEAL_MIN + 4)]
+    [(made, lo, hi)] = seal(author, atts, NOW)
+    await notary.add(atts)
+    await notary.keep_seals([(made, lo + 10, hi)])
+    assert [(s.item, a, b) for s, a, b in await notary.held_seals()] == [(made.item, lo + 10, hi)]
+    await notary.keep_seals([(made, lo, hi - 10)])  # held again: its span widened
+    assert [(a, b) for _, a, b in await notary.held_seals()] == [(lo, hi)]
+    assert await notary.seals_covering(None, None) == [(made.id, made.item)]
+    assert await notary.seals_covering(hi, None) == [(made.id, made.item)]
+    assert await notary.seals_covering(hi + 1, None) == []
+    assert await notary.seals_covering(None, lo - 1) == []
+    # a received batch's seals go in with it (nothing held before: a fresh line's notary)
+    other = NodeIdentity.generate()
+    theirs = [sign(other, Role.AUTHOR, e.id, e.ts) for e in _chain(SEAL_MIN, "o")]
+    [(their_seal, a, b)] = seal(other, theirs, NOW)
+    notary.hold_seals([(their_seal, a, b)])
+    added, refused = await notary.commit_each(theirs)
+    assert (added, refused) == (SEAL_MIN, [])
+    assert {s.id for s, _, _ in await notary.held_seals()} == {made.id, their_seal.id}
+    with pytest.raises(ValueError, match="no member of a set"):
+        await notary.add([made])
