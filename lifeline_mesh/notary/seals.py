@@ -9,14 +9,14 @@ signature again; every other rule (the key is the node's, the signer is a member
 times) is still applied to each item. An initial sync of a million entries then checks
 about a thousand signatures instead of a million (~44 s of CPU on this machine).
 
-Seals are kept beside the sets, in the line file's table ``seals``, with the span of sort
-keys of the signatures each vouches for, and are never reconciled: a peer from before them
-would refuse the role. A node sends them only to a peer whose hello names the capability
-``seals``, ahead of the first chunk of a whole run of the ``attestations`` set (decision
-0144) that their span reaches, once a session. A receiver remembers the last
-``REMEMBERED_SEALS`` seals of a session; an item whose seal it forgot, or never got, is
-checked alone, as before. A seal that does not pass (a bad signature, an unknown signer,
-dated ahead of the clock) vouches for nothing: the items are checked alone.
+Seals are kept beside the sets, in the table ``seals`` of a line file (or of a hub's
+database), with the span of sort keys of the signatures each vouches for, and are never
+reconciled: a peer from before them would refuse the role. A node sends them only to a peer
+whose hello names the capability ``seals``, ahead of the first chunk of a whole run of the
+``attestations`` set (decision 0144) that their span reaches, once a session. A receiver
+remembers the last ``REMEMBERED_SEALS`` seals of a session; an item whose seal it forgot,
+or never got, is checked alone, as before. A seal that does not pass (a bad signature, an
+unknown signer, dated ahead of the clock) vouches for nothing: the items are checked alone.
 
 What a seal cannot change: an item's id covers its signature too, so an item altered after
 it was sealed is not the item the seal lists, and is checked (and refused) alone. A seal
