@@ -17,10 +17,22 @@ from lifeline_mesh.recon.frames import Fetch, FetchRun, Items, Mode, Range, Reco
 from lifeline_mesh.recon.ranges import Responder
 from lifeline_mesh.recon.sets import LIST_TOKEN_BYTES, Snapshot
 
-__all__ = ["ITEM_OVERHEAD", "FetchPlan", "SetOutbox"]
+__all__ = ["FetchPlan", "SetOutbox", "frame_budget", "item_cap"]
 
 _RANGE_OVERHEAD = 48  # bound, mode, count, fingerprint and protobuf tags, generously
 ITEM_OVERHEAD = 8
+FRAME_HEADROOM = 1024  # a frame's own framing and its items' overhead, generously
+
+
+def frame_budget(frame_cap: int) -> int:
+    """The bytes of items and ranges a frame under ``frame_cap`` bytes carries."""
+    return frame_cap - FRAME_HEADROOM
+
+
+def item_cap(frame_cap: int) -> int:
+    """The largest item a frame under ``frame_cap`` bytes carries (a seal larger than that
+    is not sent to the peer, decision 0149)."""
+    return frame_budget(frame_cap) - ITEM_OVERHEAD
 
 
 class SetOutbox:

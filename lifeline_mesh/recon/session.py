@@ -34,7 +34,7 @@ from lifeline_mesh.recon.frames import (
     abort_error,
 )
 from lifeline_mesh.recon.incoming import take_items
-from lifeline_mesh.recon.outbox import ITEM_OVERHEAD, FetchPlan, SetOutbox
+from lifeline_mesh.recon.outbox import FetchPlan, SetOutbox, frame_budget
 from lifeline_mesh.recon.ranges import Responder, initial_ranges
 from lifeline_mesh.recon.session_state import (
     PROTOCOL_VERSION,
@@ -104,7 +104,7 @@ class Session:
         self._reopen = False  # the responder did not read our hello's opening: send ranges
         self._plan = FetchPlan()  # the turn's reads of items owed, one at a time
         self._finish_with_fin = False
-        self._peer_frame_cap = self.limits.max_frame_bytes
+        self.peer_frame_cap = self.limits.max_frame_bytes  # both sides' cap once hello is read
         widths = (self.limits.fingerprint_bytes, self.limits.short_id_bytes)
         initiator = role is Role.INITIATOR
         self._form = SessionForm(self.limits.compact_ranges, widths, initiator, salt)
@@ -260,7 +260,7 @@ class Session:
     def _send_items(
         self, index: int, raws: Sequence[bytes], externals: Sequence[tuple[bytes, str]]
     ) -> list[Effect]:
-        budget = self._frame_budget()
+        budget = frame_budget(self.peer_frame_cap)
         try:
             frames = self._sets[index].outbox.pack(index, raws, externals, budget)
         except LocalProtocolError as exc:
@@ -327,7 +327,7 @@ class Session:
             raise RemoteProtocolError("got a second hello; the peer restarted mid-session")
         check_hello(hello, self.line)
         self.peer_hello = hello
-        self._peer_frame_cap = min(self.limits.max_frame_bytes, hello.max_frame_bytes)
+        self.peer_frame_cap = min(self.limits.max_frame_bytes, hello.max_frame_bytes)
         if self._form.agree(hello):
             for state in self._sets:
                 state.responder.dialect = self._form.dialect
@@ -442,7 +442,7 @@ class Session:
         self, index: int, ranges: list[Range], dialect: Dialect | None = None
     ) -> list[Effect]:
         form = self._form.dialect if dialect is None else dialect
-        frames = SetOutbox.recon_frames(index, ranges, self._frame_budget(), form)
+        frames = SetOutbox.recon_frames(index, ranges, frame_budget(self.peer_frame_cap), form)
         return [SendFrame(f) for f in frames]
 
     # -- helpers ---------------------------------------------------------------------
@@ -481,14 +481,6 @@ class Session:
 
     def _runs_whole(self, state: SetState, frame: Recon) -> bool:
         return state.runs_whole(frame, self.limits.fetch_chunk)  # starts its run (0144)
-
-    def _frame_budget(self) -> int:
-        return self._peer_frame_cap - 1024  # headroom for framing and per-item overhead
-
-    @property
-    def item_cap(self) -> int:
-        """The largest item a frame to the peer can carry (both sides' frame caps)."""
-        return self._frame_budget() - ITEM_OVERHEAD
 
     def _done(self) -> list[Effect]:
         self._phase = _Phase.DONE

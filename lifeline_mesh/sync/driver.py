@@ -47,6 +47,7 @@ from lifeline_mesh.recon.frames import (
     SendFrame,
 )
 from lifeline_mesh.recon.incoming import REFUSALS_KEPT
+from lifeline_mesh.recon.outbox import item_cap
 from lifeline_mesh.recon.session import Session
 from lifeline_mesh.recon.session_state import KEEP_ALIVE_CAPABILITY
 from lifeline_mesh.recon.sets import ParsedItems
@@ -275,7 +276,9 @@ async def _perform(
             error = LocalProtocolError(f"the {target.name} set is not read in runs")
             return session.fail(error, "internal")
         if isinstance(target, HelloAware) and session.peer_hello is not None:
-            target.peer_capabilities(session.peer_hello.capabilities, session.item_cap)
+            target.peer_capabilities(
+                session.peer_hello.capabilities, item_cap(session.peer_frame_cap)
+            )
         run = await target.fetch_run(eff.after, eff.limit)
         ahead = await _ahead(session, target, run.ids, run.raws)
         if session.finished:
