@@ -23,7 +23,7 @@ from lifeline_mesh.notary.admission import (
 from lifeline_mesh.notary.claims import Claims
 from lifeline_mesh.notary.enrollment import learn_held
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
-from lifeline_mesh.notary.seals import SealMemory
+from lifeline_mesh.notary.seals import Seal, SealMemory
 from lifeline_mesh.notary.signers import KnownSigners
 from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role
 from lifeline_mesh.notary.verifier import first_bad_signature
@@ -91,6 +91,7 @@ class NotarySet(Generic[StoreT]):
         # The entries whose author signature this object refused, with why (decision 0111):
         # a copy of one arriving later in the session is refused too, not stored unsigned.
         self.refused_signatures: dict[str, str] = {}
+        self._seals_held: list[Seal] = []  # seals stored with the next commit (hold_seals)
 
     async def held_enrollments(self) -> list[Attestation]:
         """Every well-formed ``enrolled`` statement the line holds (each storage reads its own)."""
@@ -151,6 +152,15 @@ class NotarySet(Generic[StoreT]):
             if refusal.signs is not None:
                 self.refused_signatures.setdefault(refusal.signs, refusal.reason)
         return [r.reason for r in refused]
+
+    def hold_seals(self, seals: Sequence[Seal]) -> None:
+        """Seals that vouched for a received batch: each storage stores them in the
+        transaction of its next commit (decision 0149)."""
+        self._seals_held = [*self._seals_held, *seals]
+
+    def _take_held_seals(self) -> list[Seal]:
+        held, self._seals_held = self._seals_held, []
+        return held
 
     def learn_seals(self, memory: SealMemory, seals: Sequence[Attestation]) -> None:
         """Seals received in a session, checked as any statement is (its signature, a known

@@ -68,7 +68,6 @@ class PgNotaryStore(NotarySet[PgStore]):
     """The attestations (or statements) of one line in PostgreSQL."""
 
     _blocked: set[str] | None = None  # ids refused this session: their children wait too
-    _seals_held: list[Seal] | None = None  # stored with the next batch (decision 0149)
 
     @property
     def _line(self) -> int:
@@ -114,7 +113,7 @@ class PgNotaryStore(NotarySet[PgStore]):
         self, atts: Sequence[Attestation], *, each: bool
     ) -> tuple[int, list[Refusal]]:
         skew, window = self.skew_s, self.backdate_window_s
-        batch_seals, self._seals_held = self._seals_held, None
+        batch_seals = self._take_held_seals()
         async with self.store.transaction() as conn:
             await lock_line(conn, self._line)
             ctx = await _context(conn, self._line, atts, self.claims)
@@ -129,10 +128,6 @@ class PgNotaryStore(NotarySet[PgStore]):
             return added, refused
 
     # -- seals (decision 0149) ------------------------------------------------------
-
-    def hold_seals(self, seals: Sequence[Seal]) -> None:
-        """Seals that vouched for a received batch: stored with it, in its transaction."""
-        self._seals_held = [*(self._seals_held or []), *seals]
 
     async def keep_seals(self, seals: Sequence[Seal]) -> None:
         """Store seals this node just made (its own write, beside its signatures)."""

@@ -148,8 +148,6 @@ class NotaryStore(NotarySet[SqlLine]):
     # 0143): a session of a line file's, whose end builds it (node/lines.py, FileLine.finish)
     may_defer = False
     may_defer_entries = False  # the same for the entries' id index (decision 0147)
-    # Seals received this session, stored with the next batch of signatures (decision 0149)
-    _seals_held: list[Seal] | None = None
 
     @classmethod
     async def attach(
@@ -236,7 +234,7 @@ class NotaryStore(NotarySet[SqlLine]):
     ) -> tuple[int, list[Refusal]]:
         skew, window, claims = self.skew_s, self.backdate_window_s, self.claims
         now = self._clock()
-        batch_seals, self._seals_held = self._seals_held, None
+        batch_seals = self._take_held_seals()
 
         def tx(conn: sqlite3.Connection) -> tuple[int, list[Attestation], list[Refusal]]:
             deferred_ids.settle(conn)  # no scans by id while a pull defers (decision 0147)
@@ -269,10 +267,6 @@ class NotaryStore(NotarySet[SqlLine]):
         return await write(lambda conn: insert_attestations(conn, atts))
 
     # -- seals (decision 0149) ------------------------------------------------------
-
-    def hold_seals(self, seals: Sequence[Seal]) -> None:
-        """Seals that vouched for a received batch: stored with it, in its transaction."""
-        self._seals_held = [*(self._seals_held or []), *seals]
 
     async def keep_seals(self, seals: Sequence[Seal]) -> None:
         """Store seals this node just made (its own write, beside its signatures)."""
