@@ -194,10 +194,11 @@ class AttestationSet:
         # The codec decoded each item already; admission verifies the decoded form.
         # An item that fails is refused alone, the rest stored (decision 0111).
         atts = [i.value if isinstance(i.value, Attestation) else decode(i.raw) for i in items]
-        if self.notary.table == ATTESTATIONS_TABLE and any(a.role is Role.SEALED for a in atts):
+        seals = [a for a in atts if a.role is Role.SEALED]
+        if seals and self.notary.table == ATTESTATIONS_TABLE:  # elsewhere refused as misplaced
             # Checked here, before any wait: the next batch's check may start meanwhile,
             # and the signatures it holds come after these seals (decision 0149).
-            self.notary.learn_seals(self._seals, [a for a in atts if a.role is Role.SEALED])
+            self.notary.learn_seals(self._seals, seals)
             atts = [a for a in atts if a.role is not Role.SEALED]
         vouched = self._seals.vouched if len(self._seals) else None
         kept, refused = await self.notary.prepare_each(atts, vouched)
