@@ -21,6 +21,7 @@ from lifeline.store.sqlite_reads import COLUMNS
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, STATEMENTS_TABLE
 from lifeline_mesh.notary.provenance import source_findings
+from lifeline_mesh.notary.row_writes import has_subject_index
 from lifeline_mesh.notary.rules import Finding
 
 __all__ = [
@@ -148,6 +149,8 @@ def items_about(
     """(sha256 of the item, item) of the ``role`` items of ``table`` whose subject column
     is one of ``subjects``, in (sort_key, id) order within each lookup."""
     out: list[tuple[bytes, bytes]] = []
+    if table == ATTESTATIONS_TABLE and not has_subject_index(conn):
+        return _scanned_about(conn, role, subjects)
     for start in range(0, len(subjects), LOOKUP):
         chunk = [s[:16] for s in subjects[start : start + LOOKUP]]
         marks = ",".join("?" * len(chunk))
@@ -156,6 +159,24 @@ def items_about(
             f" AND {BLOB_ITEM} ORDER BY sort_key, id"
         )
         for (item,) in conn.execute(sql, [role, *chunk]):
+            raw = bytes(item)
+            out.append((hashlib.sha256(raw).digest(), raw))
+    return out
+
+
+def _scanned_about(
+    conn: sqlite3.Connection, role: str, subjects: Sequence[str]
+) -> list[tuple[bytes, bytes]]:
+    """:func:`items_about` while a pull into the line has dropped the subject index
+    (decision 0150): one pass over the table, not one per lookup."""
+    wanted = set(subjects)
+    sql = (
+        f"SELECT subject, item FROM {ATTESTATIONS_TABLE} WHERE role = ? AND {BLOB_ITEM}"
+        " ORDER BY sort_key, id"
+    )
+    out: list[tuple[bytes, bytes]] = []
+    for subject, item in conn.execute(sql, (role,)):
+        if subject in wanted:
             raw = bytes(item)
             out.append((hashlib.sha256(raw).digest(), raw))
     return out

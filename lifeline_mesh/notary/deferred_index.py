@@ -11,11 +11,20 @@ the next `sync` or `serve` that opens the line for a session builds the index fi
 
 Meanwhile nothing the pull does needs it: a signature batch counts what it added by row
 number (decision 0108), receipts find their rows the same way, and entries are checked
-against the signatures remembered in the session (decision 0105) or, failing that, by
-their subjects' index, which stays. Signatures served by id to a peer (another session
-of a `serve`, in this process or another) would scan the table for every chunk asked:
-a peer could make a node scan it thousands of times. So serving them builds the index
-first (``NotaryStore.fetch``); the pull then goes on with it, only slower.
+against the signatures remembered in the session (decision 0105). Signatures served by id
+to a peer (another session of a `serve`, in this process or another) would scan the table
+for every chunk asked: a peer could make a node scan it thousands of times. So serving
+them builds the index first (``NotaryStore.fetch``); the pull then goes on with it, only
+slower.
+
+The signatures' subject index (``attestations_subject_key``: role and entry) is dropped
+with it and built with it (decision 0150): its keys are random too. What looks signatures
+up by entry while it is away builds it first, inside its own write transaction
+(``row_writes.ensure_subject_index``): an entry the session's memory does not find signed
+as dated, a batch of summary claims, a stored entry whose ts a signature changes. The pull
+then goes on with that index kept row by row, as before. Serving signatures by entry
+(``NotaryStore.author_ids``) builds both first, as serving them by id does. A reader that
+cannot write (``verify``, MCP) reads without it: one scan of the table per lookup.
 
 Without the index, ``INSERT OR IGNORE`` no longer ignores a signature sent twice (a
 retransmission, or a peer that repeats itself). The index build finds them: each id then
@@ -40,7 +49,7 @@ from lifeline.store import deferred_ids
 from lifeline.store.summary import compute_totals
 from lifeline.store.tiers import SqlLine
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE
-from lifeline_mesh.notary.row_writes import is_empty
+from lifeline_mesh.notary.row_writes import SUBJECT_INDEX, ensure_subject_index, is_empty
 from lifeline_mesh.notary.schema import items_table
 
 __all__ = [
@@ -61,21 +70,20 @@ _CREATE = f"CREATE UNIQUE INDEX {ID_INDEX} ON {ATTESTATIONS_TABLE}(id)"
 # The table as notary migration 1 made it, without the inline UNIQUE on id; its other
 # indexes as the later migrations left them (a test compares both layouts).
 _TABLE = items_table(ATTESTATIONS_TABLE, unique_id=False)
-_OTHER_INDEXES = (
-    f"CREATE INDEX attestations_order ON {ATTESTATIONS_TABLE}(sort_key, id)",
-    f"CREATE INDEX attestations_subject_key ON {ATTESTATIONS_TABLE}(role, substr(subject, 1, 16))",
-)
+# The subject index is left out: it is dropped while the pull runs (decision 0150).
+_OTHER_INDEXES = (f"CREATE INDEX attestations_order ON {ATTESTATIONS_TABLE}(sort_key, id)",)
 
 
 def defer_id_index(conn: sqlite3.Connection, batch: int) -> bool:
     """Inside the write transaction storing a received batch of ``batch`` signatures: drop
-    the id index when the table is empty and the batch large; whether it did."""
+    the id and subject indexes when the table is empty and the batch large; whether it did."""
     if batch < DEFER_MIN or not is_empty(conn, ATTESTATIONS_TABLE):
         return False
     if _inline_unique(conn):
         _rebuild_empty(conn)
     else:
         conn.execute(f"DROP INDEX IF EXISTS {ID_INDEX}")
+    conn.execute(f"DROP INDEX IF EXISTS {SUBJECT_INDEX}")
     conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (_NOTE, ID_INDEX))
     return True
 
@@ -86,8 +94,8 @@ def deferred_pending(conn: sqlite3.Connection) -> bool:
 
 
 def build_deferred(conn: sqlite3.Connection) -> int:
-    """Build the id index a pull deferred, in one write transaction (nothing when none
-    waits); the number of repeated signature rows it removed first."""
+    """Build the id and subject indexes a pull deferred, in one write transaction (nothing
+    when none waits); the number of repeated signature rows it removed first."""
     if not deferred_pending(conn):
         return 0
     removed = 0
@@ -96,6 +104,7 @@ def build_deferred(conn: sqlite3.Connection) -> int:
     except sqlite3.IntegrityError:  # a signature stored twice meanwhile
         removed = _drop_repeats(conn)
         conn.execute(_CREATE)
+    ensure_subject_index(conn)
     conn.execute("DELETE FROM meta WHERE key = ?", (_NOTE,))
     return removed
 

@@ -28,6 +28,7 @@ from lifeline_mesh.notary.provenance import (
     split_refused,
     stored_ts,
 )
+from lifeline_mesh.notary.row_writes import ensure_subject_index
 from lifeline_mesh.notary.signed_times import SignedTimes
 
 __all__ = ["import_fixed", "intake_rows", "signed_and_known", "take_entries"]
@@ -60,7 +61,10 @@ def signed_and_known(
     if unique and remembered:  # signed as dated by a signature stored in this session
         matched = {i for i, ts in own.items() if remembered.holds(i, ts)}
     signed: dict[str, set[str]] = defaultdict(set)
-    for chunk in _chunks(sorted({i[:_KEY] for i in own if i not in matched})):
+    keys = sorted({i[:_KEY] for i in own if i not in matched})
+    if keys:  # a pull into an empty line may have dropped the index (decision 0150)
+        ensure_subject_index(conn)
+    for chunk in _chunks(keys):
         marks = ",".join("?" * len(chunk))
         # One row per chunk, not one per attestation: fetching a row gives up the
         # interpreter lock, which a busy event loop then holds for up to 5 ms.

@@ -39,6 +39,7 @@ from lifeline.store.deferred_ids import rows_by_id
 from lifeline.store.sqlite_writes import insert_rows
 from lifeline.store.summary import ENTRIES_SET, bump_totals, entry_token, totals_for_update
 from lifeline_mesh.notary.import_times import import_refusal
+from lifeline_mesh.notary.row_writes import ensure_subject_index
 from lifeline_mesh.notary.rules import Finding
 from lifeline_mesh.notary.statement import IMPORTED_TS_FIELD, Attestation, Role, imported_ts
 
@@ -214,6 +215,7 @@ def signed_times_replace(
     if not odd:
         return []  # the usual case: each signature names the ts held
     changes: list[tuple[str, str, str]] = []  # (id, old ts, signed ts)
+    ensure_subject_index(conn)  # a pull may have dropped it (decision 0150)
     for entry_id, ts in sorted(odd.items()):
         held = {
             t

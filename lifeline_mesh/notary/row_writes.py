@@ -12,9 +12,24 @@ from lifeline.store.summary import bump_totals, totals_for_update
 from lifeline_mesh.notary.intake import ATTESTATIONS_TABLE, STATEMENTS_TABLE
 from lifeline_mesh.notary.statement import IN_ATTESTATIONS, Attestation, Role
 
-__all__ = ["ENTRY_KEY_CHARS", "chunks", "insert_attestations", "is_empty"]
+__all__ = [
+    "ENTRY_KEY_CHARS",
+    "SUBJECT_INDEX",
+    "chunks",
+    "ensure_subject_index",
+    "has_subject_index",
+    "insert_attestations",
+    "is_empty",
+]
 
 ENTRY_KEY_CHARS = 16
+# The signatures found by role and entry; a pull into an empty line builds it at its end
+# (notary/deferred_index.py, decision 0150)
+SUBJECT_INDEX = "attestations_subject_key"
+SUBJECT_INDEX_SQL = (
+    f"CREATE INDEX IF NOT EXISTS {SUBJECT_INDEX}"
+    f" ON {ATTESTATIONS_TABLE}(role, substr(subject, 1, {ENTRY_KEY_CHARS}))"
+)
 _CHUNK = 500
 
 
@@ -114,3 +129,16 @@ def is_empty(conn: sqlite3.Connection, table: str) -> bool:
     """Whether ``table`` has no row (one step of its primary key): a line receiving its
     first entries, or receipts it never had, needs no lookup of either."""
     return conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is None
+
+
+def has_subject_index(conn: sqlite3.Connection) -> bool:
+    """Whether the signatures' subject index is there (a pull may have dropped it)."""
+    sql = "SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?"
+    return conn.execute(sql, (SUBJECT_INDEX,)).fetchone() is not None
+
+
+def ensure_subject_index(conn: sqlite3.Connection) -> None:
+    """Inside a write transaction about to look signatures up by entry: the subject index
+    a pull dropped built now, so that each lookup is not a scan (decision 0150)."""
+    if not has_subject_index(conn):
+        conn.execute(SUBJECT_INDEX_SQL)

@@ -58,7 +58,14 @@ from lifeline_mesh.notary.provenance import (
     record,
     signed_times_replace,
 )
-from lifeline_mesh.notary.row_writes import ENTRY_KEY_CHARS, chunks, insert_attestations, is_empty
+from lifeline_mesh.notary.row_writes import (
+    ENTRY_KEY_CHARS,
+    chunks,
+    ensure_subject_index,
+    has_subject_index,
+    insert_attestations,
+    is_empty,
+)
 from lifeline_mesh.notary.rules import DEFAULT_BACKDATE_WINDOW_S, DEFAULT_SKEW_S
 from lifeline_mesh.notary.schema import NOTARY_COMPONENT
 from lifeline_mesh.notary.seals import Seal, covering, keep_seals
@@ -297,7 +304,9 @@ class NotaryStore(NotarySet[SqlLine]):
         """The ids of the author attestations of ``entry_ids`` (in the order of the ids)."""
         wanted = {e: n for n, e in enumerate(entry_ids)}
 
-        def read(conn: sqlite3.Connection) -> list[bytes]:
+        def read(conn: sqlite3.Connection) -> list[bytes] | None:
+            if waits and not has_subject_index(conn):
+                return None  # each chunk would scan the table (decision 0150)
             found: list[tuple[int, bytes]] = []
             for chunk in chunks(sorted({i[:ENTRY_KEY_CHARS] for i in wanted})):
                 marks = ",".join("?" * len(chunk))
@@ -308,7 +317,13 @@ class NotaryStore(NotarySet[SqlLine]):
                 found += [(wanted[s], bytes(i)) for s, i in conn.execute(sql, chunk) if s in wanted]
             return [i for _, i in sorted(found)]
 
-        return await self.store.run_read(read)
+        waits = True
+        ids = await self.store.run_read(read)
+        if ids is None:  # a pull into this line dropped the index: built as for fetch
+            await build_deferred_index(self.store)
+            waits = False  # built, or failed and logged: read as it is
+            ids = await self.store.run_read(read)
+        return ids or []
 
     async def admit_entries(
         self, entries: Sequence[Entry], externals: Sequence[tuple[str, str]]
@@ -425,6 +440,8 @@ def _summaries(
         # the whole subject is compared here, not in SQL: `subject = ?` beside the key
         # would make SQLite rewrite the key expression and miss the index
         table = table_of(role)
+        if table != STATEMENTS_TABLE:  # a pull may have dropped it (decision 0150)
+            ensure_subject_index(conn)
         by_signer = (
             f"SELECT seq, subject, item FROM {table} WHERE role = ? AND node_id = ? AND seq > ?"
             if table == STATEMENTS_TABLE  # index statements_signer

@@ -17,6 +17,7 @@ from lifeline_mesh.home.identity import NodeIdentity
 from lifeline_mesh.home.node_home import NodeHome
 from lifeline_mesh.notary import deferred_index
 from lifeline_mesh.notary.deferred_index import ID_INDEX, build_deferred_index
+from lifeline_mesh.notary.row_writes import SUBJECT_INDEX
 from lifeline_mesh.notary.sign import sign_entries
 from lifeline_mesh.notary.statement import Role, sign
 from lifeline_mesh.notary.storage import NotaryStore
@@ -82,6 +83,7 @@ async def test_a_pull_into_an_empty_line_builds_the_id_index_at_its_end(
     assert again.entries_sent == again.signatures_sent == again.attestations_added == 0
     [during] = seen  # the second session deferred nothing: no build
     assert ID_INDEX not in during and not any(sql is None for sql in during.values())
+    assert SUBJECT_INDEX not in during  # dropped with it (decision 0150)
     with _read(Home(tmp_path / "a").line_path("ledger")) as left:
         served_columns, served = _columns(left), _indexes(left)
     with _read(Home(tmp_path / "b").line_path("ledger")) as conn:
