@@ -65,12 +65,14 @@ def check_items(
         )
     limit = ts_micros(now) + int(skew_s * 1e6)
     out: list[Attestation] = []
+    members: set[str] = set()  # signers found members in this batch (learning only adds)
     for n, item in enumerate(items):
         try:
             att = item if isinstance(item, Attestation) else decode(item)
             att.verify(signature=signatures)
-            if signers is not None:
+            if signers is not None and (att.node_id not in members or att.role is Role.ENROLLED):
                 _check_signer(att, signers)
+                members.add(att.node_id)
             if att.sort_key > limit and future is not None:
                 future.append(att)
                 continue

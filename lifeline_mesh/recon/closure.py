@@ -41,15 +41,18 @@ class OrphanPool:
     ) -> list[ParsedItem]:
         """The items (from ``items`` or released from the pool) ready to deliver, in order."""
         ready: list[ParsedItem] = []
+        waiting = self._waiting
         for item in items:
-            if item.id in self._waiting:
+            if waiting and item.id in waiting:
                 continue
-            missing = [d for d in item.deps if not known(d)]
+            missing = [d for d in item.deps if not known(d)] if item.deps else None
             if not missing or known(item.id):  # (its own id is looked up only if need be)
-                self._overflow.discard(item.id)
+                if self._overflow:
+                    self._overflow.discard(item.id)
                 ready.append(item)
                 mark(item.id)
-                self._release(item.id, known, mark, ready)
+                if self._blocked_on:  # (a million items pass here in an initial sync)
+                    self._release(item.id, known, mark, ready)
             else:
                 self._park(item, missing)
         return ready
