@@ -6,6 +6,8 @@ files, real nodes over gRPC on loopback."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,14 +40,22 @@ def _signed(root: Path, entries: list[Entry]) -> tuple[NodeIdentity, list[Attest
     return identity, [sign(identity, Role.AUTHOR, e.id, e.ts) for e in entries]
 
 
-async def _deferred(path: Path, authors: list[Attestation]) -> SqliteStore:
-    """A line whose first batch of signatures, received, dropped both indexes."""
-    store = await SqliteStore.open(path)
-    pulling = await NotaryStore.attach(store)
-    pulling.may_defer = True
-    assert await pulling.commit_each(authors) == (len(authors), [])
-    assert not {ID_INDEX, SUBJECT_INDEX} & _indexes(path)
-    return store
+@asynccontextmanager
+async def _deferred(
+    tmp_path: Path, n: int, name: str
+) -> AsyncIterator[tuple[SqliteStore, NodeIdentity, list[Entry], list[Attestation]]]:
+    """A line whose first batch of ``n`` signatures, received, dropped both indexes."""
+    entries = chain(n, name)
+    identity, authors = _signed(tmp_path / "signer", entries)
+    store = await SqliteStore.open(tmp_path / "ledger.db")
+    try:
+        pulling = await NotaryStore.attach(store)
+        pulling.may_defer = True
+        assert await pulling.commit_each(authors) == (len(authors), [])
+        assert not {ID_INDEX, SUBJECT_INDEX} & _indexes(store.path)
+        yield store, identity, entries, authors
+    finally:
+        await store.close()
 
 
 @pytest.fixture(autouse=True)
@@ -58,25 +68,17 @@ async def test_entries_the_session_does_not_find_signed_build_it_mid_pull(
 ) -> None:
     """Entries whose signatures another session stored are looked up by entry: the index
     is built in that batch's transaction, and the check refuses a copy at an unsigned ts."""
-    entries = chain(40, "unmatched")
-    _, authors = _signed(tmp_path / "signer", entries)
-    store = await _deferred(tmp_path / "ledger.db", authors)
-    try:
+    async with _deferred(tmp_path, 40, "unmatched") as (store, _, entries, _):
         later = await NotaryStore.attach(store)  # remembers none of them
         moved = replace(entries[39], ts="2020-01-01T00:00:00.000000Z")  # same id
         result = await later.admit_entries([*entries[:39], moved], [])
         assert len(result.added) == 39 and moved.id not in result.added
         found = _indexes(store.path)
         assert SUBJECT_INDEX in found and ID_INDEX not in found  # the id index still waits
-    finally:
-        await store.close()
 
 
 async def test_a_summary_claim_received_meanwhile_builds_it(tmp_path: Path) -> None:
-    entries = chain(30, "claims")
-    identity, authors = _signed(tmp_path / "signer", entries)
-    store = await _deferred(tmp_path / "ledger.db", authors)
-    try:
+    async with _deferred(tmp_path, 30, "claims") as (store, identity, entries, _):
         ids = sorted(e.id for e in entries)
         claim = sign(
             identity, Role.SUMMARY, "ledger", entries[-1].ts, str(len(ids)), fingerprint(ids)
@@ -84,31 +86,22 @@ async def test_a_summary_claim_received_meanwhile_builds_it(tmp_path: Path) -> N
         later = await NotaryStore.attach(store)
         assert await later.commit_each([claim]) == (1, [])
         assert SUBJECT_INDEX in _indexes(store.path)
-    finally:
-        await store.close()
 
 
 async def test_signatures_served_by_entry_build_both_first(tmp_path: Path) -> None:
     """A peer asking for an entry's signatures would make the node scan the table for each
     chunk it asks: serving them builds the deferred indexes first."""
-    entries = chain(30, "served")
-    _, authors = _signed(tmp_path / "signer", entries)
-    store = await _deferred(tmp_path / "ledger.db", authors)
-    try:
+    async with _deferred(tmp_path, 30, "served") as (store, _, entries, authors):
         serving = await NotaryStore.attach(store)
         asked = [e.id for e in entries[3:9]]
         assert await serving.author_ids(asked) == [a.id for a in authors[3:9]]
         assert {ID_INDEX, SUBJECT_INDEX} <= _indexes(store.path)
-    finally:
-        await store.close()
 
 
 async def test_a_reader_that_cannot_write_reads_the_same_without_it(tmp_path: Path) -> None:
     """`verify` on a line whose pull is still running: one scan, the same items."""
-    entries = chain(25, "audited")
-    _, authors = _signed(tmp_path / "signer", entries)
-    store = await _deferred(tmp_path / "ledger.db", authors)
-    await store.close()
+    async with _deferred(tmp_path, 25, "audited") as (_, _, entries, authors):
+        pass  # closed: read as `verify` would, by another connection
     wanted = [e.id for e in entries[::3]]
     uri = f"file:{tmp_path / 'ledger.db'}?mode=ro"
     with sqlite3.connect(uri, uri=True) as conn:
