@@ -24,7 +24,8 @@ up by entry while it is away builds it first, inside its own write transaction
 as dated, a batch of summary claims, a stored entry whose ts a signature changes. The pull
 then goes on with that index kept row by row, as before. Serving signatures by entry
 (``NotaryStore.author_ids``) builds both first, as serving them by id does. A reader that
-cannot write (``verify``, MCP) reads without it: one scan of the table per lookup.
+cannot write (``verify``, MCP and the viewer's entry page) reads without it: one scan of
+the table per lookup.
 
 Without the index, ``INSERT OR IGNORE`` no longer ignores a signature sent twice (a
 retransmission, or a peer that repeats itself). The index build finds them: each id then
