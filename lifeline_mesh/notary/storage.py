@@ -209,11 +209,8 @@ class NotaryStore(NotarySet[SqlLine]):
         a pull deferred is built first, decision 0143)."""
 
         table = self.table
-        waits = table == ATTESTATIONS_TABLE
 
-        def read(conn: sqlite3.Connection) -> list[bytes] | None:
-            if waits and deferred_pending(conn):
-                return None  # each chunk would scan the table
+        def read(conn: sqlite3.Connection) -> list[bytes]:
             found: dict[bytes, bytes] = {}
             for chunk in chunks(ids):
                 marks = ",".join("?" * len(chunk))
@@ -221,12 +218,23 @@ class NotaryStore(NotarySet[SqlLine]):
                 found.update((bytes(i), bytes(b)) for i, b in conn.execute(sql, chunk))
             return [found[i] for i in ids if i in found]
 
-        items = await self.store.run_read(read)
-        if items is None:
+        if table != ATTESTATIONS_TABLE:
+            return await self.store.run_read(read)
+        return await self._read_indexed(deferred_pending, read)
+
+    async def _read_indexed(
+        self,
+        missing: Callable[[sqlite3.Connection], bool],
+        read: Callable[[sqlite3.Connection], list[bytes]],
+    ) -> list[bytes]:
+        """``read``, for a peer: when ``missing`` says a pull into this line deferred the
+        index it needs (decisions 0143, 0150), every deferred index is built first, as each
+        chunk would scan the table. Should that build fail (logged), read as the line is."""
+        found = await self.store.run_read(lambda conn: None if missing(conn) else read(conn))
+        if found is None:
             await build_deferred_index(self.store)
-            waits = False  # built, or failed and logged: read as it is
-            items = await self.store.run_read(read)
-        return items or []
+            found = await self.store.run_read(read)
+        return found
 
     async def held_enrollments(self) -> list[Attestation]:
         """Every well-formed ``enrolled`` statement the line holds."""
@@ -304,9 +312,7 @@ class NotaryStore(NotarySet[SqlLine]):
         """The ids of the author attestations of ``entry_ids`` (in the order of the ids)."""
         wanted = {e: n for n, e in enumerate(entry_ids)}
 
-        def read(conn: sqlite3.Connection) -> list[bytes] | None:
-            if waits and not has_subject_index(conn):
-                return None  # each chunk would scan the table (decision 0150)
+        def read(conn: sqlite3.Connection) -> list[bytes]:
             found: list[tuple[int, bytes]] = []
             for chunk in chunks(sorted({i[:ENTRY_KEY_CHARS] for i in wanted})):
                 marks = ",".join("?" * len(chunk))
@@ -317,13 +323,7 @@ class NotaryStore(NotarySet[SqlLine]):
                 found += [(wanted[s], bytes(i)) for s, i in conn.execute(sql, chunk) if s in wanted]
             return [i for _, i in sorted(found)]
 
-        waits = True
-        ids = await self.store.run_read(read)
-        if ids is None:  # a pull into this line dropped the index: built as for fetch
-            await build_deferred_index(self.store)
-            waits = False  # built, or failed and logged: read as it is
-            ids = await self.store.run_read(read)
-        return ids or []
+        return await self._read_indexed(lambda conn: not has_subject_index(conn), read)
 
     async def admit_entries(
         self, entries: Sequence[Entry], externals: Sequence[tuple[str, str]]
