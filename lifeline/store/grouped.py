@@ -9,14 +9,17 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
+from functools import partial
 
 from lifeline.errors import LifelineError
 from lifeline.store import sqlite_group
 from lifeline.store.backend import FileOrEntries, on_backend
+from lifeline.store.lock_wait import hand_raised
 from lifeline.store.port import Store
 from lifeline.store.sqlite import WAL_AUTOCHECKPOINT_PAGES, SqliteStore
 from lifeline.store.sqlite_group import WriteGroup
 from lifeline.store.sqlite_open import BUSY_TIMEOUT_MS
+from lifeline.store.wal_copier import WalCopier
 
 __all__ = ["commit_group", "grouped"]
 
@@ -61,21 +64,29 @@ async def _grouped(store: SqliteStore, group: WriteGroup | None) -> AsyncIterato
         return
     group = group if group is not None else WriteGroup()
     await store.run_read(_checkpoint_every(sqlite_group.GROUP_AUTOCHECKPOINT_PAGES))
+    copier = WalCopier(store.path)  # the WAL copied beside the writes (decision 0151)
+    copier.start()
+    group.after_commit = copier.committed
+    group.others_wait = partial(hand_raised, store.path)  # the lock left free only then
     store.group = group
     idle = asyncio.create_task(_commit_when_idle(store, group))
     try:
         yield
     except BaseException:
         with contextlib.suppress(LifelineError):  # the error raised says what went wrong
-            await _end(store, group, idle)
+            await _end(store, group, idle, copier)
         raise
-    await _end(store, group, idle)
+    await _end(store, group, idle, copier)
 
 
-async def _end(store: SqliteStore, group: WriteGroup, idle: asyncio.Task[None]) -> None:
+async def _end(
+    store: SqliteStore, group: WriteGroup, idle: asyncio.Task[None], copier: WalCopier
+) -> None:
     idle.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await idle
+    group.after_commit = None
+    await asyncio.to_thread(copier.stop)  # before the WAL is truncated below
 
     def finish(conn: sqlite3.Connection) -> None:
         try:

@@ -23,6 +23,7 @@ from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.fsutil import refuse_link
 from lifeline.store import deferred_ids
+from lifeline.store.lock_wait import begin_immediate
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
@@ -191,7 +192,7 @@ class SqliteStore:
         def tx() -> T:
             if self.group is not None:  # a SAVEPOINT of the group's transaction
                 return self.group.run(self._conn, fn)
-            self._conn.execute("BEGIN IMMEDIATE")
+            begin_immediate(self._conn, self.path)  # says so if it waits: a pull gaps (0151)
             return in_transaction(self._conn, fn)
 
         return tx

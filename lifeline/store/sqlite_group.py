@@ -43,18 +43,20 @@ T = TypeVar("T")
 GROUP_CHANGES = 250_000  # rows changed (~40,000 entries with their signatures, links, tips)
 GROUP_SECONDS = 5.0  # the longest another process's writer waits for a group
 GROUP_IDLE_S = 0.5
-# While a group is open the WAL grows to this many pages (~400 MB) before a commit
+# While a group is open the WAL grows to this many pages (~800 MB) before a commit
 # checkpoints it, instead of the store's 10,000: a pull of a million entries checkpointed
 # ~170 times, copying the same hot index pages into the file again each time; 4% faster and
-# ~4 s of CPU less at 1M (decision 0145). The session's end checkpoints and truncates it
-# (lifeline_mesh/node/wal.py), and the store's interval comes back with the group's end.
-GROUP_AUTOCHECKPOINT_PAGES = 100_000
+# ~4 s of CPU less at 1M (decision 0145). A thread of its own copies it after each commit
+# meanwhile (wal_copier.py, decision 0151): this is the bound should it fall behind. The
+# session's end checkpoints and truncates it (lifeline_mesh/node/wal.py), and the store's
+# interval comes back with the group's end.
+GROUP_AUTOCHECKPOINT_PAGES = 200_000
 # After a group committed because it was full or old, the line's lock is left free this
-# long before the next write takes it. A writer of another process (a `lifeline log`)
-# waiting for the lock retries every 100 ms (SQLite's busy handler) and would mostly miss
-# the moment between a commit and the next BEGIN: it waited for several groups, and with
-# groups of 5 s could pass its 30 s busy timeout and fail. A dozen times in a pull of a
-# million entries: ~2 s.
+# long before the next write takes it, when a writer of another process (a `lifeline log`)
+# says it waits (``others_wait``: lock_wait.py, decision 0151). It retries every 100 ms
+# (SQLite's busy handler) and would mostly miss the moment between a commit and the next
+# BEGIN: it waited for several groups, and with groups of 5 s could pass its 30 s busy
+# timeout and fail. Left every time, a dozen times in a pull of a million entries: ~2 s.
 GROUP_GAP_S = 0.15
 
 
@@ -77,6 +79,10 @@ class WriteGroup:
         self.writes = 0  # writes run in the group (the idle flush compares it)
         self.commits = 0
         self.lost: str | None = None  # why the group's uncommitted writes were lost
+        self.after_commit: Callable[[], None] | None = None  # told of each commit
+        # whether a writer of another process waits for the lock (without a way to
+        # tell, one may: the gap is left after every commit)
+        self.others_wait: Callable[[], bool] = lambda: True
 
     def run(self, conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T]) -> T:
         """``fn(conn)`` as one write of the group; committed with the group."""
@@ -95,7 +101,8 @@ class WriteGroup:
         full = conn.total_changes - self._base >= self.changes
         if full or self._clock() - self._began >= self.seconds:
             self.commit(conn)
-            time.sleep(GROUP_GAP_S)  # on the worker: the lock free for another process
+            if self.others_wait():
+                time.sleep(GROUP_GAP_S)  # on the worker: the lock free for another process
         return result
 
     def commit(self, conn: sqlite3.Connection) -> None:
@@ -117,6 +124,8 @@ class WriteGroup:
             raise
         self.pending = False
         self.commits += 1
+        if self.after_commit is not None:
+            self.after_commit()
 
     def _undo(self, conn: sqlite3.Connection) -> None:
         """A write failed: the whole transaction rolled back (a SAVEPOINT a write would

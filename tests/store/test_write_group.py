@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import stat
 import sys
+import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +22,7 @@ from lifeline.home import Home
 from lifeline.ledger import Draft, Ledger
 from lifeline.store import sqlite_group
 from lifeline.store.grouped import commit_group, grouped
+from lifeline.store.lock_wait import begin_immediate, hand_of
 from lifeline.store.sqlite import SqliteStore
 from lifeline.store.sqlite_group import WriteGroup, read_transaction
 
@@ -214,6 +217,52 @@ async def test_a_writer_of_another_process_gets_the_line_at_the_next_commit(
         conn.close()
 
 
+async def test_a_group_leaves_the_lock_free_only_while_a_writer_says_it_waits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Decision 0151: the gap after a commit only while the mark a waiting writer raises
+    (lock_wait.py) is fresh; a writer that finds the lock taken raises it."""
+    path = tmp_path / "line.db"
+    monkeypatch.setattr(sqlite_group, "GROUP_GAP_S", 0.5)
+    async with _line(path) as (store, ledger):
+        group = WriteGroup(changes=100, seconds=1e9)
+        async with grouped(store, group=group):
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            for n in range(4):  # a commit after each
+                await ledger.append_many(_drafts(100, f"alone {n}"))
+            assert group.commits == 4 and loop.time() - began < 1.0  # no gap: nobody waits
+            await ledger.append_many(_drafts(10, "held"))  # the group's open transaction
+            other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            try:
+                waiting = asyncio.create_task(asyncio.to_thread(_wait_to_write, other, path))
+                for _ in range(500):  # it finds the lock taken and says so
+                    if hand_of(path).exists() or waiting.done():
+                        break
+                    await asyncio.sleep(0.01)
+                assert hand_of(path).exists() and not waiting.done()
+                began = loop.time()
+                await ledger.append_many(_drafts(100, "watched"))  # a commit, then the gap
+                assert loop.time() - began >= 0.5
+                await asyncio.wait_for(waiting, 30)  # it got the lock, in the gap
+            finally:
+                other.close()
+        assert stat.S_IMODE(hand_of(path).stat().st_mode) == 0o600
+    conn = sqlite3.connect(path)
+    try:
+        found = conn.execute("SELECT value FROM meta WHERE key = 'written beside'").fetchone()
+        assert found == ("the pull",)
+    finally:
+        conn.close()
+
+
+def _wait_to_write(conn: sqlite3.Connection, path: Path) -> None:
+    """A writer of another connection, as SqliteStore writes: the mark, then the wait."""
+    begin_immediate(conn, path)
+    conn.execute("INSERT INTO meta VALUES ('written beside', 'the pull')")
+    conn.execute("COMMIT")
+
+
 def _wal(path: Path) -> int:
     wal = path.with_name(path.name + "-wal")
     return wal.stat().st_size if wal.exists() else 0
@@ -224,7 +273,7 @@ async def _interval(store: SqliteStore) -> int:
 
 
 async def test_a_group_lets_the_wal_grow_and_hands_it_back_at_its_end(tmp_path: Path) -> None:
-    """Decision 0145: checkpoints every ~400 MB of WAL while a group is open, the store's
+    """Decision 0145: checkpoints every ~800 MB of WAL (0151) while a group is open, the store's
     interval after it, and the WAL checkpointed and truncated when it ends."""
     path = tmp_path / "line.db"
     async with _line(path) as (store, ledger):
@@ -236,6 +285,40 @@ async def test_a_group_lets_the_wal_grow_and_hands_it_back_at_its_end(tmp_path: 
             assert _wal(path) > 0
         assert await _interval(store) == before == 10_000
         assert _wal(path) == 0 and _seen(path) == 1500
+
+
+def _in_file(path: Path) -> int:
+    """The entries the line file itself holds, its WAL left unread."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
+    try:
+        return int(conn.execute("SELECT count(*) FROM entries").fetchone()[0])
+    except sqlite3.OperationalError:  # the schema itself still in the WAL only
+        return 0
+    finally:
+        conn.close()
+
+
+async def test_a_groups_commits_are_copied_into_the_file_beside_its_writes(
+    tmp_path: Path,
+) -> None:
+    """Decision 0151: a thread of the group's own checkpoints the WAL after each commit,
+    long before the writer's own interval (~800 MB) would; it ends with the group."""
+    path = tmp_path / "line.db"
+    async with _line(path) as (store, ledger):
+        async with grouped(store, group=WriteGroup(changes=1000, seconds=1e9)):
+            await ledger.append_many(_drafts(300, "a"))
+            assert _in_file(path) == 0  # not committed yet
+            await ledger.append_many(_drafts(300, "b"))  # the group is full: committed
+            for _ in range(200):
+                if _in_file(path) == 600:
+                    break
+                await asyncio.sleep(0.02)
+            assert _in_file(path) == 600
+            assert _wal(path) > 0  # copied, not truncated: the writer goes on after it
+            assert [t for t in threading.enumerate() if t.name == "wal-copier"]
+            await ledger.append_many(_drafts(10, "c"))
+        assert not [t for t in threading.enumerate() if t.name == "wal-copier"]
+        assert _wal(path) == 0 and _in_file(path) == 610
 
 
 async def test_a_reader_on_the_wal_keeps_it_and_loses_nothing(tmp_path: Path) -> None:
