@@ -67,7 +67,12 @@ DEFER_MIN = 1_000  # entries in the first batch: a smaller pull keeps the index
 ID_INDEX = "entries_id"
 NOTE = "deferred_entries_index"  # the meta row saying the index waits to be built
 _MAP = "pulled_ids"
-_BUILD_CACHE_KIB = 8_192  # the page cache while an index is built (as fast as 32 MB)
+# The page cache while an index is built, and SQLite's helper threads for its sort: one
+# thread sorts beside the first, each in a buffer the cache's size. The three indexes a
+# pull of a million entries defers took 1.6 s instead of 2.1 s, in 4 MB less, than with
+# 8 MB and no helper, itself as fast as 32 MB (decision 0151).
+_BUILD_CACHE_KIB = 4_096
+_BUILD_SORT_THREADS = 1
 _CHUNK = 500
 _INLINE = re.compile(r"(\bid\s+TEXT\s+NOT\s+NULL)\s+UNIQUE\b")
 key_of: Callable[[str], int] = hash  # a test forces clashes through it
@@ -136,6 +141,7 @@ def lean_sort(conn: sqlite3.Connection) -> int:
     with contextlib.suppress(sqlite3.OperationalError):  # within a transaction
         conn.execute("PRAGMA temp_store = FILE")
     conn.execute(f"PRAGMA cache_size = -{_BUILD_CACHE_KIB}")
+    conn.execute(f"PRAGMA threads = {_BUILD_SORT_THREADS}")
     return int(cache)
 
 
@@ -144,6 +150,7 @@ def usual_sort(conn: sqlite3.Connection, cache: int) -> None:
     with contextlib.suppress(sqlite3.OperationalError):
         conn.execute("PRAGMA temp_store = MEMORY")
     conn.execute(f"PRAGMA cache_size = {int(cache)}")
+    conn.execute("PRAGMA threads = 0")
 
 
 def ensure_index(conn: sqlite3.Connection) -> None:

@@ -99,6 +99,13 @@ async def test_a_pull_into_an_empty_line_builds_the_id_index_at_its_end(
     assert await history(b) == await history(a)
 
 
+def _sort_settings(conn: sqlite3.Connection) -> tuple[int, ...]:
+    return tuple(
+        int(conn.execute(f"PRAGMA {name}").fetchone()[0])
+        for name in ("cache_size", "temp_store", "threads")
+    )
+
+
 async def test_a_signature_stored_twice_meanwhile_is_kept_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -117,7 +124,10 @@ async def test_a_signature_stored_twice_meanwhile_is_kept_once(
         assert await notary.commit_each([*authors[20:], receipt]) == (41, [])
         with _read(path) as conn:
             assert _pending(conn) and ID_INDEX not in _indexes(conn)
+        usual = await store.run_read(_sort_settings)
         await build_deferred_index(store)  # type: ignore[arg-type]
+        # the build's lean page cache and its sort's helper thread gone with it (0151)
+        assert await store.run_read(_sort_settings) == usual
     assert "21 signatures were stored twice; kept once" in caplog.text
     with _read(path) as conn:
         assert conn.execute("SELECT count(*) FROM attestations").fetchone() == (61,)
