@@ -65,7 +65,6 @@ async def _grouped(store: SqliteStore, group: WriteGroup | None) -> AsyncIterato
     group = group if group is not None else WriteGroup()
     await store.run_read(_checkpoint_every(sqlite_group.GROUP_AUTOCHECKPOINT_PAGES))
     copier = WalCopier(store.path)  # the WAL copied beside the writes (decision 0151)
-    copier.start()
     group.after_commit = copier.committed
     group.others_wait = partial(hand_raised, store.path)  # the lock left free only then
     store.group = group

@@ -42,21 +42,26 @@ class WalCopier:
         self._wake = threading.Event()
         self._stopping = False
         self._thread = threading.Thread(target=self._run, name="wal-copier", daemon=True)
-        self.checkpoints = 0  # checkpoints run (tests)
-
-    def start(self) -> None:
-        self._thread.start()
+        self._started = False
+        self._starting = threading.Lock()  # a last commit racing the group's end
 
     def committed(self) -> None:
-        """A commit landed in the WAL: copy it (at once, or after the copy in progress)."""
+        """A commit landed in the WAL: copy it (at once, or after the copy in progress).
+        The thread starts with the first: a group that commits nothing (a sync finding
+        the two sides alike) costs no thread and no connection."""
+        with self._starting:
+            if not self._started and not self._stopping:
+                self._thread.start()
+                self._started = True
         self._wake.set()
 
     def stop(self) -> None:
         """End the thread once the checkpoint in progress is done. Blocks: call it off the
         event loop."""
-        self._stopping = True
+        with self._starting:
+            self._stopping = True
         self._wake.set()
-        if self._thread.is_alive():
+        if self._started:
             self._thread.join()
 
     def _run(self) -> None:
@@ -73,7 +78,6 @@ class WalCopier:
                     return
                 try:
                     conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
-                    self.checkpoints += 1
                 except sqlite3.Error as exc:  # e.g. the line's folder taken away
                     log.debug("a checkpoint of %s failed: %s", self._path, exc)
         finally:

@@ -287,6 +287,10 @@ async def test_a_group_lets_the_wal_grow_and_hands_it_back_at_its_end(tmp_path: 
         assert _wal(path) == 0 and _seen(path) == 1500
 
 
+def _copiers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "wal-copier"]
+
+
 def _in_file(path: Path) -> int:
     """The entries the line file itself holds, its WAL left unread."""
     conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True)
@@ -308,6 +312,7 @@ async def test_a_groups_commits_are_copied_into_the_file_beside_its_writes(
         async with grouped(store, group=WriteGroup(changes=1000, seconds=1e9)):
             await ledger.append_many(_drafts(300, "a"))
             assert _in_file(path) == 0  # not committed yet
+            assert not _copiers()  # nor a thread started: it comes with the first commit
             await ledger.append_many(_drafts(300, "b"))  # the group is full: committed
             for _ in range(200):
                 if _in_file(path) == 600:
@@ -315,9 +320,9 @@ async def test_a_groups_commits_are_copied_into_the_file_beside_its_writes(
                 await asyncio.sleep(0.02)
             assert _in_file(path) == 600
             assert _wal(path) > 0  # copied, not truncated: the writer goes on after it
-            assert [t for t in threading.enumerate() if t.name == "wal-copier"]
+            assert _copiers()
             await ledger.append_many(_drafts(10, "c"))
-        assert not [t for t in threading.enumerate() if t.name == "wal-copier"]
+        assert not _copiers()
         assert _wal(path) == 0 and _in_file(path) == 610
 
 
