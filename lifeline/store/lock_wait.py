@@ -27,7 +27,14 @@ from pathlib import Path
 from lifeline.fsutil import PRIVATE_FILE
 from lifeline.store.sqlite_open import BUSY_TIMEOUT_MS
 
-__all__ = ["HAND_SUFFIX", "begin_immediate", "hand_of", "hand_raised", "raise_hand"]
+__all__ = [
+    "HAND_SUFFIX",
+    "begin_at_once",
+    "begin_immediate",
+    "hand_of",
+    "hand_raised",
+    "raise_hand",
+]
 
 HAND_SUFFIX = "-waiting"
 
@@ -37,18 +44,27 @@ def hand_of(path: Path) -> Path:
     return path.with_name(path.name + HAND_SUFFIX)
 
 
-def begin_immediate(conn: sqlite3.Connection, path: Path) -> None:
-    """``BEGIN IMMEDIATE`` on ``conn`` (the line file at ``path``), waiting up to its busy
-    timeout; when another connection holds the lock, the mark is raised first."""
+def begin_at_once(conn: sqlite3.Connection) -> sqlite3.OperationalError | None:
+    """``BEGIN IMMEDIATE`` on ``conn`` without waiting (busy timeout 0, then the usual one
+    back); the error when it could not begin, None when it did."""
     conn.execute("PRAGMA busy_timeout = 0")
     try:
         conn.execute("BEGIN IMMEDIATE")
-        return
     except sqlite3.OperationalError as exc:
-        if "locked" not in str(exc) and "busy" not in str(exc):
-            raise
+        return exc
     finally:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return None
+
+
+def begin_immediate(conn: sqlite3.Connection, path: Path) -> None:
+    """``BEGIN IMMEDIATE`` on ``conn`` (the line file at ``path``), waiting up to its busy
+    timeout; when another connection holds the lock, the mark is raised first."""
+    failed = begin_at_once(conn)
+    if failed is None:
+        return
+    if "locked" not in str(failed) and "busy" not in str(failed):
+        raise failed
     raise_hand(path)
     conn.execute("BEGIN IMMEDIATE")
 

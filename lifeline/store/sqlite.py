@@ -23,7 +23,7 @@ from lifeline.entry import Entry
 from lifeline.errors import AmbiguousPrefix, CorruptRow, NotFound, StoreError
 from lifeline.fsutil import refuse_link
 from lifeline.store import deferred_ids
-from lifeline.store.lock_wait import begin_immediate
+from lifeline.store.lock_wait import begin_at_once, begin_immediate
 from lifeline.store.pipeline import pipelined
 from lifeline.store.port import AppendResult, RowProblem
 from lifeline.store.rows import decode_row as _decode
@@ -31,7 +31,7 @@ from lifeline.store.rows import stored_height
 from lifeline.store.schema import Schema, line_schema
 from lifeline.store.sqlite_group import WriteGroup
 from lifeline.store.sqlite_json import entries_json
-from lifeline.store.sqlite_open import BUSY_TIMEOUT_MS, open_connection, store_failure
+from lifeline.store.sqlite_open import open_connection, store_failure
 from lifeline.store.sqlite_reads import (
     COLUMNS,
     decode_or_raise,
@@ -164,13 +164,8 @@ class SqliteStore:
             return False, None
         conn = self._conn
         try:
-            conn.execute("PRAGMA busy_timeout = 0")
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError:  # locked by another connection: queue instead
+            if begin_at_once(conn) is not None:  # locked by another connection: queue instead
                 return False, None
-            finally:
-                conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             return True, in_transaction(conn, fn)
         except sqlite3.Error as exc:
             raise self._error(exc) from exc
