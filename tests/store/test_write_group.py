@@ -11,6 +11,7 @@ import sqlite3
 import stat
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -254,6 +255,32 @@ async def test_a_group_leaves_the_lock_free_only_while_a_writer_says_it_waits(
         assert found == ("the pull",)
     finally:
         conn.close()
+
+
+def test_a_mark_planted_as_a_link_is_not_followed(tmp_path: Path) -> None:
+    """A cloned repository can carry ``.lifeline/ledger.db-waiting`` as a link (git keeps
+    links, decision 0132): a waiting writer neither creates nor touches what it points to,
+    and still gets the line once it is free."""
+    path = tmp_path / "line.db"
+    target = tmp_path / "elsewhere"
+    hand_of(path).symlink_to(target)
+    holder = sqlite3.connect(path, isolation_level=None)
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        holder.execute("PRAGMA journal_mode = WAL")
+        holder.execute("CREATE TABLE t (x)")
+        holder.execute("BEGIN IMMEDIATE")
+        waiting = threading.Thread(target=begin_immediate, args=(writer, path))
+        waiting.start()
+        time.sleep(0.2)  # it found the lock taken, and waits
+        holder.execute("COMMIT")
+        waiting.join(10)
+        assert not waiting.is_alive() and writer.in_transaction
+        writer.execute("COMMIT")
+    finally:
+        holder.close()
+        writer.close()
+    assert not target.exists() and hand_of(path).is_symlink()
 
 
 def _wait_to_write(conn: sqlite3.Connection, path: Path) -> None:
